@@ -1,0 +1,26 @@
+from setuptools import setup
+
+setup(
+    name="tb-llmdiag",
+    version="0.1.0",
+    description="LLM Diag: why your LLM fine-tuning step is slow and what to change, from profiler traces (CLI + TensorBoard tab)",
+    python_requires=">=3.10",
+    packages=["tb_llmdiag", "tb_llmdiag.ingest", "tb_llmdiag.metrics", "tb_llmdiag.render", "tb_llmdiag.frontend"],
+    package_dir={"tb_llmdiag.frontend": "frontend"},
+    package_data={"tb_llmdiag.frontend": ["*.js", "*.css", "*.html", "views/*.js", "vendor/**/*"]},
+    install_requires=[
+        "numpy>=1.23",
+        "msgspec>=0.18",
+        "protobuf>=3.20",
+        "tensorboard>=2.12",
+        "werkzeug>=2.0",
+    ],
+    extras_require={
+        "fast": ["isal>=1.0"],
+        "test": ["pytest>=7", "hypothesis>=6", "playwright>=1.40"],
+    },
+    entry_points={
+        "console_scripts": ["llmdiag = tb_llmdiag.cli:main"],
+        "tensorboard_plugins": ["llm_diag = tb_llmdiag.plugin:LlmDiagPlugin"],
+    },
+)

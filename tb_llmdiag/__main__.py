@@ -1,0 +1,5 @@
+import sys
+
+from tb_llmdiag.cli import main
+
+sys.exit(main())
