@@ -1,0 +1,106 @@
+"""Training-step windows.
+
+A step starts where its host marker starts (``ProfilerStep#N`` or an XPlane step event) and ends at the
+later of the marker's end and the end of the last device event launched from inside the marker (joined
+by correlation id): the GPU tail of a step belongs to the step, as torch-tb-profiler defines it.
+When a trace has no step markers (Axolotl never calls ``prof.step()``), steps are inferred from
+``Optimizer.step#...`` annotations: step k runs from the end of optimizer step k-1 to the end of
+optimizer step k, so N optimizer steps give N-1 whole steps.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, Trace
+
+_STEP_NUMBER = re.compile(r"(\d+)\s*$")
+_OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
+
+
+@dataclass(frozen=True)
+class Steps:
+    """One row per step, sorted by start. ``source``: profiler_step | xplane_step | optimizer_step | none."""
+
+    index: NDArray[np.int64]  # the number in the marker's name (ProfilerStep#7 -> 7), else the ordinal
+    names: tuple[str, ...]
+    start_ns: NDArray[np.int64]
+    host_end_ns: NDArray[np.int64]
+    end_ns: NDArray[np.int64]
+    source: str
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+    @property
+    def duration_ns(self) -> NDArray[np.int64]:
+        return self.end_ns - self.start_ns
+
+
+def _markers(trace: Trace) -> tuple[EventTable, str]:
+    ev = trace.events
+    steps = ev.of_kind(Kind.STEP)
+    if len(steps):
+        return steps, ("xplane_step" if trace.source_kind == "xplane" else "profiler_step")
+    opt = ev.select((ev.kind == Kind.ANNOTATION) & ev.name_mask(_OPTIMIZER_STEP.match))
+    return opt, "optimizer_step"
+
+
+def launch_end_per_window(ev: EventTable, starts: NDArray[np.int64], ends: NDArray[np.int64]) -> NDArray[np.int64]:
+    """For each host window [start, end), the latest end of a device event launched inside it (-1 if none).
+
+    Launches are RUNTIME/DRIVER events with a correlation id; device events carry the same id.
+    Windows must be sorted and disjoint.
+    """
+    out = np.full(len(starts), -1, dtype=np.int64)
+    dev = np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)) & (ev.correlation >= 0)
+    host = np.isin(ev.kind, np.array((Kind.RUNTIME, Kind.DRIVER), dtype=np.uint8)) & (ev.correlation >= 0)
+    if not dev.any() or not host.any() or len(starts) == 0:
+        return out
+    dev_corr, dev_end = ev.correlation[dev], ev.end_ns[dev]
+    order = np.argsort(dev_corr, kind="stable")
+    dev_corr, dev_end = dev_corr[order], dev_end[order]
+    # several device events can share a correlation id (rare); keep the latest end per id
+    uniq, first = np.unique(dev_corr, return_index=True)
+    latest = np.maximum.reduceat(dev_end, first)
+    launch_ts, launch_corr = ev.ts_ns[host], ev.correlation[host]
+    pos = np.searchsorted(uniq, launch_corr)
+    pos_ok = pos < uniq.size
+    matched = np.zeros(launch_corr.size, dtype=bool)
+    matched[pos_ok] = uniq[pos[pos_ok]] == launch_corr[pos_ok]
+    launch_ts, launch_end = launch_ts[matched], latest[pos[matched]]
+    win = np.searchsorted(starts, launch_ts, side="right") - 1
+    inside = (win >= 0) & (launch_ts < ends[np.clip(win, 0, None)])
+    np.maximum.at(out, win[inside], launch_end[inside])
+    return out
+
+
+def find_steps(trace: Trace) -> Steps:
+    """The trace's training steps (see the module docstring for the definition)."""
+    markers, source = _markers(trace)
+    if len(markers) == 0 or (source == "optimizer_step" and len(markers) < 2):
+        z = np.zeros(0, dtype=np.int64)
+        return Steps(z, (), z, z, z, "none")
+    order = np.argsort(markers.ts_ns, kind="stable")
+    markers = markers.select(order)
+    names = tuple(markers.name_of(i) for i in range(len(markers)))
+    if source == "optimizer_step":
+        marker_end = markers.end_ns
+        starts, host_ends = marker_end[:-1], marker_end[1:]
+        names = names[1:]
+        index = np.arange(1, len(markers), dtype=np.int64)
+    else:
+        starts, host_ends = markers.ts_ns, markers.end_ns
+        numbers = [_STEP_NUMBER.search(n) for n in names]
+        if all(numbers):
+            index = np.array([int(m.group(1)) for m in numbers if m], dtype=np.int64)
+        else:
+            index = np.arange(len(names), dtype=np.int64)
+    device_end = launch_end_per_window(trace.events, starts, host_ends)
+    ends = np.maximum(host_ends, device_end)
+    return Steps(index=index, names=names, start_ns=starts.astype(np.int64),
+                 host_end_ns=host_ends.astype(np.int64), end_ns=ends.astype(np.int64), source=source)
