@@ -1,0 +1,40 @@
+"""Readers: one profiler file -> ``model.Trace``. The only layer that opens trace files."""
+
+from __future__ import annotations
+
+import os
+
+from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.model import Trace
+
+#: Files above this size are refused with a clear message rather than risking the machine's memory.
+MAX_TRACE_BYTES = int(os.environ.get("LLMDIAG_MAX_TRACE_BYTES", str(4 << 30)))
+
+
+def load_trace(path: str) -> Trace:
+    """Read one trace file, choosing the reader by content and name.
+
+    Raises:
+        TraceFormatError: unreadable, empty, truncated beyond use, too large, or not a profiler trace.
+    """
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise TraceFormatError(f"cannot read {os.path.basename(path)}: {exc.strerror}") from None
+    if size == 0:
+        raise TraceFormatError("the file is empty")
+    if size > MAX_TRACE_BYTES:
+        raise TraceFormatError(
+            f"the file is {size / 2**30:.1f} GiB, over the {MAX_TRACE_BYTES / 2**30:.1f} GiB limit "
+            "(set LLMDIAG_MAX_TRACE_BYTES to raise it, or profile fewer steps)"
+        )
+    if path.endswith(".pb"):
+        from tb_llmdiag.ingest.xplane import read_xplane
+
+        return read_xplane(path)
+    from tb_llmdiag.ingest.chrome_trace import read_chrome_trace
+
+    return read_chrome_trace(path)
+
+
+__all__ = ["load_trace"]
