@@ -233,7 +233,11 @@ def _read_programs(plane: Any, b: _Builder, stat_names: dict[int, str]) -> None:
         for st in md.stats:
             if stat_names.get(st.metadata_id) == "program_id":
                 pid = _as_int(_stat_value(st, stat_names))
-        name = re.sub(r"\(\d+\)$", "", md.name)
+        # xprof names programs "<module>(<program_id>)"; torch_xla writes no program_id stat, only the name
+        m = re.match(r"^(.*)\((\d+)\)$", md.name)
+        name = m.group(1) if m else md.name
+        if (pid is None or pid < 0) and m:
+            pid = _as_int(int(m.group(2)))
         programs.append({"name": name, "program_id": pid if pid is not None and pid >= 0 else None,
                          "label": md.name})
     programs.sort(key=lambda p: (p["program_id"] is None, p["program_id"] or 0, p["name"]))

@@ -1,0 +1,296 @@
+"""compute_xla on the shared XPlane captures and on inline mini traces.
+
+Expected numbers are computed independently of the reader: ``raw_planes`` below walks the protobuf wire
+format by hand (no descriptor, no numpy), and the mini-trace tests state exact values.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tb_llmdiag.ingest.xplane import XLA_ROLES, read_xplane
+from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.xla import compute_xla, op_bucket
+from tb_llmdiag.model import DeviceInfo, EventTable, Kind, Trace
+
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "xplane"
+
+
+def _one(folder: str) -> Path:
+    if not TRACES.is_dir():
+        pytest.skip("../shared/traces is not beside the repository")
+    (path,) = sorted((TRACES / folder).glob("plugins/profile/*/*.xplane.pb"))
+    return path
+
+
+# ---------------------------------------------------------------- an independent wire-format walk
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    v = s = 0
+    while True:
+        x = b[i]
+        i += 1
+        v |= (x & 0x7F) << s
+        s += 7
+        if x < 0x80:
+            return v, i
+
+
+def _fields(b: bytes) -> list[tuple[int, Any]]:
+    out, i = [], 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = _varint(b, i)
+        elif wt == 1:
+            v, i = b[i:i + 8], i + 8
+        elif wt == 5:
+            v, i = b[i:i + 4], i + 4
+        else:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        out.append((num, v))
+    return out
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _stat(b: bytes, stat_names: dict[int, str]) -> tuple[str, Any]:
+    mid, val = 0, None
+    for num, v in _fields(b):
+        if num == 1:
+            mid = v
+        elif num == 2:
+            val = struct.unpack("<d", v)[0]
+        elif num in (3, 4):
+            val = _signed(v) if num == 4 else v
+        elif num == 5:
+            val = v.decode()
+        elif num == 7:
+            val = stat_names[v]
+    return stat_names.get(mid, ""), val
+
+
+def raw_planes(path: Path) -> list[dict[str, Any]]:
+    """Every plane as {name, events: [{line, name, start_ps, dur_ps, stats, md_stats}]} straight from the bytes."""
+    planes = []
+    for num, pb in _fields(path.read_bytes()):
+        if num != 1:
+            continue
+        fields = _fields(pb)
+        stat_names = {}
+        for n, v in fields:
+            if n == 5:
+                entry = dict(_fields(v))
+                stat_names[entry[1]] = dict(_fields(entry[2])).get(2, b"").decode()
+        md = {}
+        for n, v in fields:
+            if n == 4:
+                entry = dict(_fields(v))
+                mf = _fields(entry[2])
+                md[entry[1]] = (dict(mf).get(2, b"").decode(),
+                                dict(_stat(s, stat_names) for k, s in mf if k == 5))
+        name, events = "", []
+        for n, v in fields:
+            if n == 2:
+                name = v.decode()
+            if n == 3:
+                lf = _fields(v)
+                lname = dict(lf).get(2, b"").decode()
+                ts_ns = _signed(dict(lf).get(3, 0))
+                for k, ev in lf:
+                    if k != 4:
+                        continue
+                    ef = _fields(ev)
+                    d = {kk: vv for kk, vv in ef if kk != 4}
+                    mname, mstats = md.get(d.get(1, 0), ("", {}))
+                    events.append({"line": lname, "name": mname, "start_ps": ts_ns * 1000 + _signed(d.get(2, 0)),
+                                   "dur_ps": _signed(d.get(3, 0)), "md_stats": mstats,
+                                   "stats": dict(_stat(s, stat_names) for kk, s in ef if kk == 4)})
+        planes.append({"name": name, "events": events})
+    return planes
+
+
+# ---------------------------------------------------------------- real captures
+
+
+@pytest.fixture(scope="module")
+def torch_xla() -> dict[str, Any]:
+    tr = read_xplane(str(_one("torch_xla_cpu")))
+    return compute_xla(tr, find_steps(tr))
+
+
+def test_torch_xla_recompile_at_step_3_with_graph_hash_and_time(torch_xla: dict[str, Any]) -> None:
+    raw = [e for p in raw_planes(_one("torch_xla_cpu")) for e in p["events"] if e["name"] == "XLAGraphExecutor::Compile"]
+    raw.sort(key=lambda e: e["start_ps"])
+    assert len(raw) == 2
+    assert torch_xla["compile_count"] == 2
+    assert torch_xla["warmup_compile_count"] == 1 and torch_xla["warmup_compile_in_steps"] is True
+    assert torch_xla["recompile_count"] == 1
+    assert torch_xla["recompile_steps"] == [3]
+    assert torch_xla["recompile_graph_hashes"] == [raw[1]["stats"]["graph_hash"]] == ["552965b651067c2157a20921c5dae229"]
+    assert torch_xla["recompile_time_ns"] == raw[1]["dur_ps"] // 1000
+    assert torch_xla["compiles"][0]["graph_hash"] == raw[0]["stats"]["graph_hash"]
+    assert torch_xla["compiles"][1]["position"] == "in_step"
+    assert torch_xla["recompile_modules"] == ["SyncTensorsGraph.1074"]
+    assert torch_xla["steady_step_count"] == 4  # steps 0 and 3 compile
+
+
+def test_torch_xla_transfer_after_step_4(torch_xla: dict[str, Any]) -> None:
+    assert torch_xla["transfer_from_device_count"] == 1
+    assert torch_xla["transfer_from_device_in_loop_count"] == 1
+    assert torch_xla["transfer_from_device_steps"] == [4]
+    (t,) = torch_xla["transfers_from_device"]
+    assert t["step"] == 4 and t["position"] == "between_steps"
+    assert torch_xla["transfer_to_device_per_step"] == 3.0  # inputs, labels, lr each step
+
+
+def test_trace_detached_capture_gives_the_same_findings() -> None:
+    tr = read_xplane(str(_one("torch_xla_cpu_trace_detached")))
+    m = compute_xla(tr, find_steps(tr))
+    assert m["recompile_steps"] == [3] and m["transfer_from_device_steps"] == [4]
+    assert m["recompile_graph_hashes"] == ["552965b651067c2157a20921c5dae229"]
+
+
+def test_jax_cpu_compiles_after_the_loop_are_listed_not_in_loop() -> None:
+    tr = read_xplane(str(_one("jax_cpu")))
+    m = compute_xla(tr, find_steps(tr))
+    assert m["step_count"] == 5 and m["step_indices"] == [0, 1, 2, 3, 4]
+    assert m["compile_count"] == 3 and m["recompile_in_loop_count"] == 0
+    assert {c["position"] for c in m["compiles"]} == {"after_steps"}
+    assert m["recompile_modules"] == ["jit_convert_element_type", "jit_broadcast_in_dim", "jit__lambda"]
+    assert m["recompile_program_ids"] == [30, 32, 34]
+
+
+def test_synthetic_tpu_shares_match_an_independent_sum() -> None:
+    path = _one("synthetic_tpu")
+    (tpu,) = [p for p in raw_planes(path) if p["name"] == "/device:TPU:0"]
+    ops = [e for e in tpu["events"] if e["line"] == "XLA Ops"]
+    by_cat: dict[str, int] = {}
+    for e in ops:
+        by_cat[e["md_stats"]["hlo_category"]] = by_cat.get(e["md_stats"]["hlo_category"], 0) + e["dur_ps"]
+    total = sum(by_cat.values())
+    matmul = by_cat["convolution"] + by_cat["convolution fusion"] + by_cat.get("output fusion", 0)
+    tr = read_xplane(str(path))
+    m = compute_xla(tr, find_steps(tr))
+    assert m["device_op_time_ns"] * 1000 == total
+    assert m["matmul_share"] == pytest.approx(matmul / total, abs=1e-12)
+    assert m["data_formatting_share"] == pytest.approx(by_cat["data formatting"] / total, abs=1e-12)
+    assert m["copy_share"] == pytest.approx(by_cat["copy"] / total, abs=1e-12)
+    assert m["movement_share"] == pytest.approx((by_cat["data formatting"] + by_cat["copy"]) / total, abs=1e-12)
+    # and by hand, from the file's construction: per step 900+700 us matmul of 2430 us (step 4's copy is 225)
+    assert m["matmul_share"] == pytest.approx(9600 / 14655)
+    # FLOP utilization: steady steps only, independently: flops per step / (step time x 197 TFLOP/s)
+    flops_per_step = sum(e["md_stats"]["flops"] for e in ops) / 6
+    steady_time_s = (5 * 3.15e-3 + 0.075e-3)
+    assert m["steady_flop_utilization_share"] == pytest.approx(5 * flops_per_step / (steady_time_s * 197e12), rel=1e-9)
+    assert m["recompile_steps"] == [3] and m["recompile_graph_hashes"] == ["552965b651067c2157a20921c5dae229"]
+    assert m["device_type"] == "TPU" and m["peak_tflops_per_s"] == 197.0
+
+
+def test_synthetic_tpu_duty_cycle() -> None:
+    tr = read_xplane(str(_one("synthetic_tpu")))
+    m = compute_xla(tr, find_steps(tr))
+    # steady steps: 2430 us of ops in 3150 us steps (step 4: 2505 in 3225)
+    assert m["steady_device_duty_cycle_share"] == pytest.approx((4 * 2430 + 2505) / (4 * 3150 + 3225))
+
+
+# ---------------------------------------------------------------- mini traces
+
+
+def _trace(rows: list[tuple[int, int, Kind, str, int]], extra: dict[str, list[int]] | None = None,
+           extra_names: dict[str, tuple[str, ...]] | None = None, peak: float | None = None) -> Trace:
+    """rows: (ts_ns, dur_ns, kind, name, device)."""
+    rows = sorted(rows, key=lambda r: r[0])
+    names = tuple(dict.fromkeys(r[3] for r in rows))
+    n = len(rows)
+    ev = EventTable(
+        ts_ns=np.array([r[0] for r in rows], np.int64), dur_ns=np.array([r[1] for r in rows], np.int64),
+        kind=np.array([r[2] for r in rows], np.uint8), name_id=np.array([names.index(r[3]) for r in rows], np.int32),
+        device=np.array([r[4] for r in rows], np.int16), stream=np.full(n, -1, np.int32), tid=np.zeros(n, np.int64),
+        correlation=np.full(n, -1, np.int64), external_id=np.full(n, -1, np.int64), bytes=np.full(n, -1, np.int64),
+        shape_id=np.full(n, -1, np.int32), names=names)
+    cols = {k: np.array(v) for k, v in (extra or {}).items()}
+    devices = (DeviceInfo(index=0, name="TPU", peak_tflops=peak),) if peak else ()
+    return Trace(source_kind="xplane", events=ev, extra=cols, extra_names=extra_names or {}, devices=devices,
+                 metadata={"planes": ["/host:CPU", "/device:TPU:0"]})
+
+
+def test_mini_trace_duty_cycle_flops_recompile_and_transfer() -> None:
+    # GIVEN two 100 ns steps; device ops busy 60 ns in step 0 and 20 ns in step 1 (overlapping ops merge);
+    # a compile in step 1 and a TransferFromDevice between the steps
+    rows = [
+        (0, 100, Kind.STEP, "train_step#0", -1),
+        (5, 10, Kind.CPU_OP, "XLAGraphExecutor::Compile", -1),
+        (10, 40, Kind.KERNEL, "dot.1", 0),
+        (30, 30, Kind.KERNEL, "transpose.2", 0),
+        (105, 5, Kind.CPU_OP, "PjRtComputationClient::TransferFromDevice", -1),
+        (110, 100, Kind.STEP, "train_step#1", -1),
+        (120, 50, Kind.CPU_OP, "XLAGraphExecutor::Compile", -1),
+        (180, 20, Kind.KERNEL, "copy.3", 0),
+    ]
+    role = {"XLAGraphExecutor::Compile": 1, "PjRtComputationClient::TransferFromDevice": 3}
+    srt = sorted(rows, key=lambda r: r[0])
+    extra = {"xla_role": [role.get(r[3], 0) for r in srt],
+             "hlo_op_id": [{"dot.1": 0, "transpose.2": 1, "copy.3": 2}.get(r[3], -1) for r in srt],
+             "flops": [{"dot.1": 1_000_000}.get(r[3], -1) for r in srt],
+             "graph_hash_id": [{"XLAGraphExecutor::Compile": 0}.get(r[3], -1) for r in srt]}
+    tr = _trace(rows, extra, {"hlo_op_id": ("dot.1", "transpose.2", "copy.3"), "xla_role": XLA_ROLES,
+                              "graph_hash_id": ("abc",)}, peak=1.0)
+    steps = find_steps(tr)
+    m = compute_xla(tr, steps)
+    # THEN
+    assert m["step_durations_ns"] == [100, 100]
+    assert m["device_busy_in_steps_ns"] == 50 + 20 and m["device_duty_cycle_share"] == pytest.approx(70 / 200)
+    assert m["steady_device_duty_cycle_share"] is None  # both steps compile
+    assert m["matmul_time_ns"] == 40 and m["data_formatting_time_ns"] == 30 and m["copy_time_ns"] == 20
+    assert m["matmul_share"] == pytest.approx(40 / 90) and m["movement_share"] == pytest.approx(50 / 90)
+    # 1e6 flops in 200 ns at 1 TFLOP/s peak: 1e6 / (200e-9 * 1e12) = 5
+    assert m["flop_utilization_share"] == pytest.approx(5.0)
+    assert m["warmup_compile_count"] == 1 and m["recompile_count"] == 1 and m["recompile_steps"] == [1]
+    assert m["recompile_time_ns"] == 50 and m["recompile_graph_hashes"] == ["abc"]
+    assert m["transfer_from_device_steps"] == [0]
+    assert m["transfers_from_device"] == [{"start_ns": 105, "duration_ns": 5, "step": 0, "position": "between_steps"}]
+
+
+def test_mini_trace_without_device_or_steps_gives_nulls() -> None:
+    tr = _trace([(0, 10, Kind.CPU_OP, "x", -1)], {"xla_role": [0]}, {"xla_role": XLA_ROLES})
+    m = compute_xla(tr, find_steps(tr))
+    assert m["step_count"] == 0 and m["step_median_ns"] is None and m["matmul_share"] is None
+    assert m["device_duty_cycle_share"] is None and m["flop_utilization_share"] is None
+    assert m["recompile_count"] == 0 and m["transfer_from_device_per_step"] is None
+
+
+def test_nested_compiles_count_once() -> None:
+    rows = [(0, 100, Kind.CPU_OP, "XLAGraphExecutor::Compile", -1),
+            (10, 80, Kind.CPU_OP, "PjRtComputationClient::Compile", -1),
+            (20, 50, Kind.CPU_OP, "PjRtCpuClient::Compile", -1)]
+    tr = _trace(rows, {"xla_role": [1, 1, 1]}, {"xla_role": XLA_ROLES})
+    m = compute_xla(tr, find_steps(tr))
+    assert m["compile_count"] == 1 and m["compile_time_ns"] == 100
+
+
+@pytest.mark.parametrize(("category", "op", "kernel", "kind", "bucket"), [
+    ("convolution fusion", None, "", Kind.KERNEL, "matmul"),
+    ("output fusion", None, "", Kind.KERNEL, "matmul"),
+    ("data formatting", None, "", Kind.KERNEL, "data_formatting"),
+    ("loop fusion", None, "", Kind.KERNEL, "other"),
+    (None, "dot.3", "", Kind.KERNEL, "matmul"),
+    (None, "transpose_copy_fusion.3", "", Kind.KERNEL, "data_formatting"),
+    (None, "copy.94", "", Kind.KERNEL, "copy"),
+    (None, "custom-call.2", "sm90_xmma_gemm_bf16bf16_bf16f32", Kind.KERNEL, "matmul"),
+    (None, "loop_multiply_fusion", "loop_multiply_fusion", Kind.KERNEL, "other"),
+    (None, "all-reduce.1", "", Kind.KERNEL, "collective"),
+    (None, None, "MemcpyD2H", Kind.MEMCPY, "copy"),
+])
+def test_op_bucket(category: str | None, op: str | None, kernel: str, kind: Kind, bucket: str) -> None:
+    assert op_bucket(category, op, kernel, kind) == bucket
