@@ -77,6 +77,24 @@ class _Event(msgspec.Struct, tag="X", tag_field="ph", gc=False):
     args: Union[_Args, None] = None
 
 
+class _EventExactTs(msgspec.Struct, tag="X", tag_field="ph", gc=False):
+    """A complete event whose timestamp is kept as its JSON text: used when timestamps are so large
+    (epoch microseconds) that a float64 cannot hold their nanosecond decimals."""
+
+    cat: Union[str, None] = None
+    name: Union[str, int, float, None] = ""
+    ts: msgspec.Raw = msgspec.Raw(b"")
+    dur: Union[float, int, str, None] = None
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    args: Union[_Args, None] = None
+
+
+_COMPLETE = (_Event, _EventExactTs)
+#: timestamps at or above this many us lose sub-ns precision in a float64 (ulp > 1 ns at 2**43)
+_EXACT_TS_ABOVE_US = 2**42
+
+
 class _Instant(msgspec.Struct, tag="i", tag_field="ph", gc=False):
     """An instant event; ``[memory]`` samples are instants."""
 
@@ -95,6 +113,7 @@ _OTHER_PHASES = tuple(
     msgspec.defstruct(f"_Phase_{ord(ph)}", [], tag=ph, tag_field="ph", gc=False) for ph in "BECbnestfPNODMVvRcST"
 )
 _AnyEvent = Union[(_Event, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]
+_AnyEventExactTs = Union[(_EventExactTs, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]
 
 
 class _DeviceProps(msgspec.Struct, gc=False):
@@ -126,17 +145,26 @@ class _Envelope(msgspec.Struct, gc=False):
     Framework: Union[str, None] = None  # Lightning writes "pytorch-lightning"
 
 
-_EVENTS_DECODER = msgspec.json.Decoder(list[_AnyEvent])  # type: ignore[valid-type]
-_ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
+class _EnvelopeExactTs(_Envelope):
+    traceEvents: list[_AnyEventExactTs] = []  # type: ignore[valid-type]
 
 
-def _decode_events(data: bytes, warnings: list[str]) -> list[Any]:
+_DECODERS = {  # exact_ts -> (events decoder, envelope decoder, event union, envelope type)
+    False: (msgspec.json.Decoder(list[_AnyEvent]), msgspec.json.Decoder(_Envelope), _AnyEvent, _Envelope),
+    True: (msgspec.json.Decoder(list[_AnyEventExactTs]), msgspec.json.Decoder(_EnvelopeExactTs),
+           _AnyEventExactTs, _EnvelopeExactTs),
+}
+_FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+)')
+
+
+def _decode_events(data: bytes, warnings: list[str], exact_ts: bool = False) -> list[Any]:
     """Typed decode; on a type mismatch, decode generically and keep the events that convert.
 
     Raises msgspec.DecodeError only for malformed JSON.
     """
+    decoder, _, union, _ = _DECODERS[exact_ts]
     try:
-        return _EVENTS_DECODER.decode(data)
+        return decoder.decode(data)
     except msgspec.ValidationError:
         pass
     items = msgspec.json.decode(data)
@@ -144,7 +172,9 @@ def _decode_events(data: bytes, warnings: list[str]) -> list[Any]:
     bad = 0
     for item in items if isinstance(items, list) else []:
         try:
-            out.append(msgspec.convert(item, _AnyEvent, strict=False))
+            if exact_ts and isinstance(item, dict) and "ts" in item:
+                item["ts"] = msgspec.Raw(msgspec.json.encode(item["ts"]))
+            out.append(msgspec.convert(item, union, strict=False))
         except (msgspec.ValidationError, TypeError):
             bad += 1
     if bad:
@@ -152,10 +182,11 @@ def _decode_events(data: bytes, warnings: list[str]) -> list[Any]:
     return out
 
 
-def _decode_envelope(data: bytes, warnings: list[str]) -> _Envelope:
+def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -> _Envelope:
     """Like _decode_events, for a whole document (header or tail)."""
+    _, decoder, _, envelope_type = _DECODERS[exact_ts]
     try:
-        return _ENVELOPE_DECODER.decode(data)
+        return decoder.decode(data)
     except msgspec.ValidationError:
         pass
     doc = msgspec.json.decode(data)
@@ -171,7 +202,8 @@ def _decode_envelope(data: bytes, warnings: list[str]) -> _Envelope:
             except msgspec.ValidationError:
                 warnings.append(f"ignored the malformed trace field '{key}'")
     env = msgspec.convert(fields, _Envelope, strict=False)
-    env.traceEvents = _decode_events(msgspec.json.encode(events if isinstance(events, list) else []), warnings)
+    env.traceEvents = _decode_events(msgspec.json.encode(events if isinstance(events, list) else []), warnings,
+                                     exact_ts)
     return env
 
 #: source category -> Kind (unknown categories are OTHER; host/device is decided from the kind)
@@ -205,6 +237,7 @@ class _Columns:
         self.mem_parts: list[tuple[list[Any], ...]] = []
         self.window: list[float] = []
         self._kind_table = np.zeros(0, dtype=np.uint8)
+        self.ts_base_us: int | None = None  # set when timestamps are read exactly (see _relative_us)
 
     def _id(self, value: Any) -> int:
         """A pid/tid/stream value that is not an int: "stream 7" -> 7, "0x0" -> 0, others interned < -1."""
@@ -235,7 +268,7 @@ class _Columns:
         """Append one decoded piece. Per-event Python work is one pass per needed field; fields that
         only some kinds carry (stream, bytes, shapes...) are read only for those rows."""
         cats, names, shapes = self.cats, self.names, self.shapes
-        xs = [e for e in events if e.__class__ is _Event]
+        xs = [e for e in events if e.__class__ in _COMPLETE]
         mem = [e for e in events if isinstance(e, _Instant) and e.name == "[memory]" and e.args is not None]
         if mem:
             self.mem_parts.append((
@@ -252,9 +285,10 @@ class _Columns:
         kind = self.kind_table()[cat_id]
         skip = kind == _SKIP
         if skip.any():  # the profiler's own span: remember where the window ends, drop the event
-            for i in np.flatnonzero(skip):
+            for i in np.flatnonzero(skip).tolist():
                 e = xs[i]
-                self.window.append(_to_float(e.ts) + _to_float(e.dur or 0))
+                ts0 = float(bytes(e.ts)) if isinstance(e.ts, msgspec.Raw) else _to_float(e.ts)
+                self.window.append(ts0 + _to_float(e.dur or 0))
             keep = np.flatnonzero(~skip)
             xs = [xs[i] for i in keep.tolist()]
             cat_id, kind = cat_id[keep], kind[keep]
@@ -263,6 +297,8 @@ class _Columns:
         n = len(xs)
         ts_list = [e.ts for e in xs]
         dur_list = [e.dur for e in xs]
+        if xs[0].__class__ is _EventExactTs:
+            ts_list = self._relative_us(ts_list)
         try:
             ts = np.array(ts_list, dtype=np.float64)
             dur = np.array([0 if v is None else v for v in dur_list], dtype=np.float64)
@@ -316,6 +352,21 @@ class _Columns:
             "external_id": external_id, "shape_id": shape_id,
         })
 
+    def _relative_us(self, raws: list[msgspec.Raw]) -> np.ndarray:
+        """Exact JSON timestamps -> float us relative to a whole-us base, so ns decimals survive."""
+        text = np.array([bytes(r) for r in raws], dtype="S40")
+        if np.char.count(text, b"e").any() or np.char.count(text, b"E").any():
+            values = np.array([float(t) for t in text.tolist()], dtype=np.float64)
+            if self.ts_base_us is None:
+                self.ts_base_us = int(np.floor(values.min()))
+            return values - self.ts_base_us
+        whole, _, frac = np.char.partition(text, b".").T
+        whole_us = whole.astype(np.int64)
+        frac_ns = np.char.ljust(frac, 3, b"0").astype("S3").astype(np.int64)
+        if self.ts_base_us is None:
+            self.ts_base_us = int(whole_us.min())
+        return (whole_us - self.ts_base_us) + frac_ns / 1000.0
+
     def kind_table(self) -> np.ndarray:
         """cat id -> Kind (or _SKIP), rebuilt when new categories appear."""
         if self._kind_table.shape[0] != len(self.cats):
@@ -344,7 +395,7 @@ class _Columns:
             warnings.append(f"{int(neg.sum())} events with negative duration were read as 0")
             dur[neg] = 0
         ts_min = float(col["ts"].min())
-        origin_us = np.floor(ts_min)
+        origin_us = np.floor(ts_min)  # relative to ts_base_us when timestamps were read exactly
         # us -> ns relative to a whole-us origin: exact for the ns-precision decimals Kineto writes
         ts_ns = np.rint((col["ts"] - origin_us) * 1000.0).astype(np.int64)
         dur_ns = np.rint(dur * 1000.0).astype(np.int64)
@@ -369,8 +420,9 @@ class _Columns:
             tid=tid[order], correlation=col["correlation"][order], external_id=col["external_id"][order],
             bytes=col["bytes"][order], shape_id=col["shape_id"][order], names=names, shapes=shapes,
         )
-        memory = self._memory(origin_us)
-        return table, memory, int(origin_us) * 1000, tuple(warnings)
+        base = self.ts_base_us or 0
+        memory = self._memory(origin_us + base)
+        return table, memory, (int(origin_us) + base) * 1000, tuple(warnings)
 
     def _memory(self, origin_us: float) -> MemoryTable:
         if not self.mem_parts:
@@ -488,6 +540,7 @@ def _read(path: str) -> Trace:
     truncated: str | None = None
     start = -1
     chunking = True  # cut at Kineto event boundaries until a piece fails to decode
+    exact_ts: bool | None = None  # decided from the first timestamp seen
     try:
         for block in blocks:
             buf += block
@@ -510,7 +563,9 @@ def _read(path: str) -> Trace:
                 continue
             piece, rest = buf[: cut + 4], buf[cut + 5:]
             try:
-                events = _decode_events(b"[" + piece + b"]", warnings)
+                if exact_ts is None:
+                    exact_ts = _needs_exact_ts(piece)
+                events = _decode_events(b"[" + piece + b"]", warnings, exact_ts)
             except msgspec.DecodeError:
                 # not Kineto's layout after all: decode everything in one piece at the end
                 chunking = False
@@ -527,14 +582,16 @@ def _read(path: str) -> Trace:
         envelope_parts.append(_decode_envelope(head + b"]}", warnings))
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"the trace header is not valid JSON ({exc})") from None
-    tail_env = _decode_tail(buf, warnings)
+    if exact_ts is None:
+        exact_ts = _needs_exact_ts(buf)
+    tail_env = _decode_tail(buf, warnings, exact_ts)
     if tail_env is None:
         # truncated JSON: keep whole events up to the last boundary
         cut = buf.rfind(_SEPARATOR)
         salvaged = None
         if cut >= 0:
             try:
-                salvaged = _decode_events(b"[" + buf[: cut + 4] + b"]", warnings)
+                salvaged = _decode_events(b"[" + buf[: cut + 4] + b"]", warnings, exact_ts)
             except msgspec.DecodeError:
                 salvaged = None
         if salvaged is not None:
@@ -553,10 +610,16 @@ def _read(path: str) -> Trace:
     return _make_trace(events, memory, origin_ns, envelope_parts, cols, tuple(warnings))
 
 
-def _decode_tail(buf: bytes, warnings: list[str]) -> _Envelope | None:
+def _needs_exact_ts(data: bytes) -> bool:
+    """Are the timestamps epoch-sized (see _EXACT_TS_ABOVE_US)? Judged from the first one."""
+    m = _FIRST_TS.search(data)
+    return bool(m) and abs(int(m.group(1))) >= _EXACT_TS_ABOVE_US
+
+
+def _decode_tail(buf: bytes, warnings: list[str], exact_ts: bool) -> _Envelope | None:
     """The last events plus the metadata after the array; None if the JSON is cut short."""
     try:
-        return _decode_envelope(b'{"traceEvents":[' + buf, warnings)
+        return _decode_envelope(b'{"traceEvents":[' + buf, warnings, exact_ts)
     except msgspec.DecodeError:
         return None
 
