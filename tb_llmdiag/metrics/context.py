@@ -1,0 +1,133 @@
+"""Shared per-trace inputs of the metric topics, computed once by ``compute_metrics``.
+
+Contract:
+- ``Context.build(trace, steps)`` picks the rows every topic needs (device events, host runtime calls,
+  host syncs, data-loader ranges) and the analysis window; topics read it and never mutate it.
+- The analysis window is the union of the step windows (steps overlap when a step's GPU tail runs past the
+  next step's host start). Without steps it is [first device event start, last device event end), or the
+  whole trace when there is no device activity. Every ``*_share`` "of step time" divides by its length.
+- Name-dependent flags are computed once per unique name (``NAME_PATTERNS``), then broadcast by ``name_id``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tb_llmdiag.classify import categorize
+from tb_llmdiag.intervals import merge
+from tb_llmdiag.metrics.steps import Steps
+from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
+
+I64 = NDArray[np.int64]
+IDX = NDArray[np.intp]
+
+#: Host-side name families, by regex (case-sensitive; applied to host rows only).
+NAME_PATTERNS: dict[str, str] = {
+    # runtime/driver calls that block the host until the device drains
+    "sync_api": r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx)Synchroni[sz]e$|^cu(?:Stream|Ctx|Event)Synchronize$|^(?:cuda|hip)Memcpy$|^cuMemcpy(?:DtoH|HtoD)?(?:_v2)?$",
+    # operators that read a device value on the host (.item(), nonzero, bool(tensor))
+    "sync_op": r"^aten::(?:_local_scalar_dense|item|nonzero|is_nonzero|equal)$",
+    # runtime/driver calls that submit device work
+    "launch_api": r"^(?:cuda|hip)(?:LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|GraphLaunch)(?:_ptsz|_v\d+)?$|^cuLaunch|^hip(?:Ext)?ModuleLaunchKernel$|^cudaLaunch",
+    # torch DataLoader iterator steps (record_function emitted by torch.utils.data when profiling)
+    "dataloader": r"^enumerate\(DataLoader\)#.*__next__$|DataLoader.*__next__",
+}
+_COMPILED = {k: re.compile(v) for k, v in NAME_PATTERNS.items()}
+
+HOST_KINDS_FOR = {
+    "sync_api": (Kind.RUNTIME, Kind.DRIVER),
+    "sync_op": (Kind.CPU_OP,),
+    "launch_api": (Kind.RUNTIME, Kind.DRIVER),
+    "dataloader": (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON),
+}
+
+
+def name_flags(names: tuple[str, ...], family: str) -> NDArray[np.bool_]:
+    """Per unique name: does it belong to ``family`` (a key of NAME_PATTERNS)?"""
+    rx = _COMPILED[family]
+    return np.fromiter((rx.search(n) is not None for n in names), dtype=bool, count=len(names))
+
+
+def rows_of(trace: Trace, family: str) -> IDX:
+    """Row indices of host events of a name family, restricted to the kinds it applies to."""
+    ev = trace.events
+    if len(ev) == 0:
+        return np.zeros(0, dtype=np.intp)
+    flag = name_flags(ev.names, family)[ev.name_id]
+    kinds = np.array(HOST_KINDS_FOR[family], dtype=np.uint8)
+    return np.flatnonzero(flag & np.isin(ev.kind, kinds))
+
+
+def in_windows(ts: I64, win_s: I64, win_e: I64) -> NDArray[np.bool_]:
+    """Whether each time falls inside one of the sorted, disjoint windows [s, e)."""
+    if win_s.size == 0:
+        return np.zeros(ts.shape, dtype=bool)
+    i = np.searchsorted(win_s, ts, side="right") - 1
+    ok = i >= 0
+    out = np.zeros(ts.shape, dtype=bool)
+    out[ok] = ts[ok] < win_e[i[ok]]
+    return out
+
+
+@dataclass(frozen=True)
+class Context:
+    trace: Trace
+    steps: Steps
+    dev: IDX              # rows of device events (kernel, memcpy, memset), ts-sorted
+    dev_cat: NDArray[np.uint8]  # classify.CATEGORIES code per dev row
+    busy_s: I64           # merged device busy intervals (all devices, all streams)
+    busy_e: I64
+    win_s: I64            # analysis window (merged step windows), sorted and disjoint
+    win_e: I64
+    window_source: str    # "steps" | "device" | "trace"
+    dev_in_win: NDArray[np.bool_]  # dev rows whose start lies in the window
+
+    @property
+    def window_ns(self) -> int:
+        return int((self.win_e - self.win_s).sum())
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.steps)
+
+    @property
+    def step_median_ns(self) -> int | None:
+        return int(np.median(self.steps.duration_ns)) if len(self.steps) else None
+
+    @staticmethod
+    def build(trace: Trace, steps: Steps) -> Context:
+        ev = trace.events
+        dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)))
+        dev_cat = categorize(ev.select(dev)) if dev.size else np.zeros(0, np.uint8)
+        busy_s, busy_e = merge(ev.ts_ns[dev], ev.ts_ns[dev] + ev.dur_ns[dev])
+        if len(steps):
+            win_s, win_e = merge(steps.start_ns, steps.end_ns)
+            source = "steps"
+        elif busy_s.size:
+            win_s, win_e = busy_s[:1].copy(), busy_e[-1:].copy()
+            source = "device"
+        elif len(ev):
+            win_s = np.array([int(ev.ts_ns.min())], np.int64)
+            win_e = np.array([int(ev.end_ns.max())], np.int64)
+            source = "trace"
+        else:
+            win_s = win_e = np.zeros(0, np.int64)
+            source = "trace"
+        dev_in_win = in_windows(ev.ts_ns[dev], win_s, win_e)
+        return Context(trace=trace, steps=steps, dev=dev, dev_cat=dev_cat, busy_s=busy_s, busy_e=busy_e,
+                       win_s=win_s, win_e=win_e, window_source=source, dev_in_win=dev_in_win)
+
+
+def share(part: float | int | None, whole: float | int | None) -> float | None:
+    """part / whole, or None when either is unknown or whole is 0."""
+    if part is None or whole is None or whole <= 0:
+        return None
+    return float(part) / float(whole)
+
+
+def per_step(total: float | int, ctx: Context) -> float | None:
+    return float(total) / ctx.n_steps if ctx.n_steps else None

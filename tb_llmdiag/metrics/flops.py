@@ -1,0 +1,94 @@
+"""Achieved TFLOP/s, MFU and tokens/s from recorded shapes (``record_shapes=True``).
+
+Definitions:
+- ``flops``: sum of ``metrics.shapes`` FLOPs over counted operators whose start lies in the analysis
+  window (hardware FLOPs of what ran, recompute included); ``flops_per_step`` = flops / steps.
+- ``achieved_tflops`` = flops / window seconds / 1e12.
+- ``peak_tflops``: the trace's own figure when it states one (XPlane), else the dense BF16/FP16 tensor-core
+  peak of the device from ``PEAK_TFLOPS`` (never a sparse figure); null for unknown devices.
+  ``mfu_share`` = achieved / peak (null when either is unknown).
+- ``tokens_per_s``: sum of token slots per step (``step_stats``) / total step time (padding included).
+- ``available`` is false, with the reason, when no FLOP-counted operator has shapes, or when convolution
+  kernels take over 5 % of device time (their FLOPs are not counted, so MFU would be misleading).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tb_llmdiag.metrics.context import Context, in_windows, per_step
+from tb_llmdiag.metrics.shapes import op_flops
+
+#: (substring of the device name, dense BF16/FP16 tensor-core peak TFLOP/s). First match wins.
+PEAK_TFLOPS: tuple[tuple[str, float], ...] = (
+    ("GB200", 2500.0),
+    ("B200", 2250.0),
+    ("H200", 989.4),
+    ("H100 PCIe", 756.5),
+    ("H100 NVL", 835.5),
+    ("H100", 989.4),
+    ("H800", 989.4),
+    ("GH200", 989.4),
+    ("H20", 148.0),
+    ("A100", 312.0),
+    ("A800", 312.0),
+    ("L40S", 362.1),
+    ("L40", 181.0),
+    ("L4", 121.0),
+    ("A10G", 70.0),
+    ("A10", 125.0),
+    ("RTX 4090", 165.2),
+    ("RTX 3090", 71.0),
+    ("V100", 125.0),
+    ("T4", 65.0),
+    ("MI300X", 1307.4),
+    ("MI250X", 383.0),
+    ("MI250", 362.1),
+)
+
+
+#: Above this share of device time in convolutions, MFU from GEMM/attention shapes would be misleading.
+CONV_SHARE_LIMIT = 0.05
+
+
+def peak_tflops(ctx: Context) -> tuple[float | None, str | None]:
+    for dv in ctx.trace.devices:
+        if dv.peak_tflops:
+            return float(dv.peak_tflops), dv.name
+    for dv in ctx.trace.devices:
+        for needle, peak in PEAK_TFLOPS:
+            if needle in dv.name:
+                return peak, dv.name
+    return None, (ctx.trace.devices[0].name if ctx.trace.devices else None)
+
+
+def flops_metrics(ctx: Context, steps_topic: dict[str, Any], kernels_topic: dict[str, Any] | None = None) -> dict[str, Any]:
+    ev = ctx.trace.events
+    conv = ((kernels_topic or {}).get("by_category") or {}).get("conv") or {}
+    if (conv.get("share") or 0.0) > CONV_SHARE_LIMIT:
+        return {"available": False, "reason": "convolutions carry much of the device time and their FLOPs are not counted",
+                "peak_tflops": None, "device": None, "tokens_per_s": None}
+    rows, flops, is_mm = op_flops(ev)
+    inwin = in_windows(ev.ts_ns[rows], ctx.win_s, ctx.win_e)
+    total = float(flops[inwin].sum()) if rows.size else 0.0
+    peak, device = peak_tflops(ctx)
+    tokens = steps_topic.get("tokens") if steps_topic.get("available") else None
+    step_total = float(sum(steps_topic.get("durations_ns", []))) if tokens else 0.0
+    tokens_per_s = sum(tokens) / (step_total / 1e9) if tokens and step_total > 0 else None
+    if total <= 0:
+        return {"available": False,
+                "reason": "no GEMM/attention operators with recorded shapes (profile with record_shapes=True)",
+                "peak_tflops": peak, "device": device, "tokens_per_s": tokens_per_s}
+    seconds = ctx.window_ns / 1e9
+    achieved = total / seconds / 1e12 if seconds > 0 else None
+    return {
+        "available": True,
+        "flops": total,
+        "matmul_flops": float(flops[inwin & is_mm].sum()),
+        "flops_per_step": per_step(total, ctx),
+        "achieved_tflops": achieved,
+        "peak_tflops": peak,
+        "device": device,
+        "mfu_share": achieved / peak if achieved is not None and peak else None,
+        "tokens_per_s": tokens_per_s,
+    }

@@ -1,0 +1,56 @@
+"""Host synchronisation: calls that make the host wait for the device, and the GPU idle they cause.
+
+Definitions (host events whose start lies in the analysis window):
+- ``sync_calls``: runtime/driver calls that block until the device drains (cudaStreamSynchronize,
+  cudaDeviceSynchronize, cudaEventSynchronize, synchronous cudaMemcpy, hip/cu equivalents); per API:
+  count, total_ns, max_ns. ``sync_calls_per_step``.
+- ``item_calls``: ``aten::_local_scalar_dense`` (what ``.item()``, ``float(t)``, ``if t:`` run);
+  ``nonzero_calls``: ``aten::nonzero`` (data-dependent output size, syncs too). Per step likewise.
+- ``blocked_ns``: length of the union of all those ranges (host time spent waiting); ``longest_ns``.
+- ``idle_after_sync_ns`` / ``idle_after_sync_share``: GPU idle gaps of cause ``sync`` (``metrics.idle``):
+  what the syncs cost the device. This, not blocked_ns, is the saving of removing them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_llmdiag.intervals import union_ns
+from tb_llmdiag.metrics.context import Context, in_windows, per_step, rows_of, share
+
+
+def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
+    ev = ctx.trace.events
+    api = rows_of(ctx.trace, "sync_api")
+    api = api[in_windows(ev.ts_ns[api], ctx.win_s, ctx.win_e)]
+    ops = rows_of(ctx.trace, "sync_op")
+    ops = ops[in_windows(ev.ts_ns[ops], ctx.win_s, ctx.win_e)]
+    op_names = np.array([ev.names[i] for i in ev.name_id[ops]], dtype=object) if ops.size else np.zeros(0, object)
+    item = int((op_names == "aten::_local_scalar_dense").sum())
+    nonzero = int((op_names == "aten::nonzero").sum())
+    rows = np.concatenate((api, ops))
+    blocked = union_ns(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
+    per_api = []
+    for nid in np.unique(ev.name_id[api]):
+        m = ev.name_id[api] == nid
+        d = ev.dur_ns[api][m]
+        per_api.append({"name": ev.names[int(nid)], "count": int(m.sum()), "total_ns": int(d.sum()), "max_ns": int(d.max())})
+    per_api.sort(key=lambda r: -r["total_ns"])
+    idle_ns = idle.get("sync_ns") if idle.get("available") else None
+    return {
+        "available": True,
+        "sync_calls": int(api.size),
+        "sync_calls_per_step": per_step(int(api.size), ctx),
+        "item_calls": item,
+        "item_calls_per_step": per_step(item, ctx),
+        "nonzero_calls": nonzero,
+        "syncs_per_step": per_step(int(api.size) + item + nonzero, ctx),
+        "blocked_ns": int(blocked),
+        "blocked_share": share(blocked, ctx.window_ns),
+        "longest_ns": int(ev.dur_ns[rows].max()) if rows.size else 0,
+        "by_api": per_api,
+        "idle_after_sync_ns": idle_ns,
+        "idle_after_sync_share": share(idle_ns, ctx.window_ns),
+    }

@@ -1,0 +1,211 @@
+"""GPU busy and idle time within the analysis window, and why the GPU was idle.
+
+Definitions (ns; "window" = the union of the step windows, see ``metrics.context``):
+- busy = length of the union of all device events (kernels, memcpys, memsets; all devices and streams)
+  inside the window; ``busy_share = busy_ns / window_ns``. idle = window - busy.
+- An idle gap is a maximal stretch of the window with no device event. Each gap gets one cause, tried in
+  this order:
+  1. ``data_loader``: at least half of the gap overlaps host DataLoader ``__next__`` ranges;
+  2. ``sync``: the gap starts while the host is blocked in a synchronising call (cuda*Synchronize,
+     cudaMemcpy, ``aten::_local_scalar_dense`` / ``item`` / ``nonzero``), or within ``sync_slack_ns`` after
+     it returns: the host drained the queue and the GPU then waits for the host to refill it;
+  3. ``host_wait``: the device event that ends the gap was submitted (its launch call ended) after the
+     gap began, or no device event ends it: the device ran dry waiting for the host to launch work;
+  4. ``other``: the work that ends the gap was already queued (cross-stream waits, events, clock
+     jitter), or launches cannot be joined to device events (no correlation ids).
+- Long gaps: gaps of at least 500 ms (Nsight Systems' "GPU gaps" rule). Low-utilisation steps: steps
+  whose own busy share is under 0.5 (Nsight's 50 % rule, per step).
+
+``classify_idle(...)`` is the columnar API the timeline also uses; ``classify_gaps`` is a convenience
+that returns cause names for given gaps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tb_llmdiag.intervals import merge, overlap_per_window
+from tb_llmdiag.metrics.context import Context, rows_of, share
+from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
+
+I64 = NDArray[np.int64]
+
+#: Cause codes are indices into this tuple.
+CAUSES: tuple[str, ...] = ("host_wait", "sync", "data_loader", "other")
+HOST_WAIT, SYNC, DATA_LOADER, OTHER = range(4)
+
+LONG_GAP_NS = 500_000_000
+LOW_UTIL_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class IdleGaps:
+    """Idle gaps as columns: [start_ns, end_ns) and a cause code (index into ``cause_names``)."""
+
+    start_ns: I64
+    end_ns: I64
+    cause: NDArray[np.uint8]
+    cause_names: tuple[str, ...] = CAUSES
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+    @property
+    def dur_ns(self) -> I64:
+        return self.end_ns - self.start_ns
+
+
+def subtract(a_s: I64, a_e: I64, b_s: I64, b_e: I64) -> tuple[I64, I64]:
+    """A minus B for two sets of sorted, disjoint [start, end) intervals, as sorted disjoint intervals."""
+    if a_s.size == 0:
+        return a_s.copy(), a_e.copy()
+    pos = np.concatenate((a_s, a_e, b_s, b_e)).astype(np.int64)
+    na, nb = a_s.size, b_s.size
+    da = np.concatenate((np.ones(na, np.int64), -np.ones(na, np.int64), np.zeros(2 * nb, np.int64)))
+    db = np.concatenate((np.zeros(2 * na, np.int64), np.ones(nb, np.int64), -np.ones(nb, np.int64)))
+    order = np.argsort(pos, kind="stable")
+    pos, a, b = pos[order], np.cumsum(da[order]), np.cumsum(db[order])
+    seg_s, seg_e = pos[:-1], pos[1:]
+    keep = (a[:-1] > 0) & (b[:-1] <= 0) & (seg_e > seg_s)
+    return merge(seg_s[keep], seg_e[keep])
+
+
+@dataclass(frozen=True)
+class HostSignals:
+    """Host-side intervals and launch joins that explain idle gaps (see the module docstring)."""
+
+    sync_s: I64
+    sync_e: I64
+    dl_s: I64
+    dl_e: I64
+    dev_ts: I64           # device event starts, sorted
+    dev_launch_end: I64   # end of the launch call of each device event, -1 when not joinable
+
+    @staticmethod
+    def of(trace: Trace) -> HostSignals:
+        ev = trace.events
+        sync = np.concatenate((rows_of(trace, "sync_api"), rows_of(trace, "sync_op")))
+        sync_s, sync_e = merge(ev.ts_ns[sync], ev.ts_ns[sync] + ev.dur_ns[sync])
+        dl = rows_of(trace, "dataloader")
+        dl_s, dl_e = merge(ev.ts_ns[dl], ev.ts_ns[dl] + ev.dur_ns[dl])
+        dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)))
+        dev_ts = ev.ts_ns[dev]
+        launch_end = np.full(dev.size, -1, dtype=np.int64)
+        host = np.flatnonzero(np.isin(ev.kind, np.array((Kind.RUNTIME, Kind.DRIVER), np.uint8)) & (ev.correlation >= 0))
+        if host.size and dev.size:
+            h_corr = ev.correlation[host]
+            order = np.argsort(h_corr, kind="stable")
+            h_corr, h_end = h_corr[order], (ev.ts_ns[host] + ev.dur_ns[host])[order]
+            d_corr = ev.correlation[dev]
+            pos = np.clip(np.searchsorted(h_corr, d_corr), 0, h_corr.size - 1)
+            hit = (h_corr[pos] == d_corr) & (d_corr >= 0)
+            launch_end[hit] = h_end[pos[hit]]
+        return HostSignals(sync_s, sync_e, dl_s, dl_e, dev_ts, launch_end)
+
+
+def gap_causes(gs: I64, ge: I64, host: HostSignals, *, sync_slack_ns: int = 10_000) -> NDArray[np.uint8]:
+    """Cause code per gap [gs, ge) (see the module docstring for the order of tests)."""
+    gs, ge = np.asarray(gs, np.int64), np.asarray(ge, np.int64)
+    out = np.full(gs.size, OTHER, dtype=np.uint8)
+    if gs.size == 0:
+        return out
+    # host_wait / other: who submitted the event that ends the gap, and when
+    nxt = np.searchsorted(host.dev_ts, ge, side="left")
+    has_next = nxt < host.dev_ts.size
+    launch_end = np.full(gs.size, -1, np.int64)
+    launch_end[has_next] = host.dev_launch_end[nxt[has_next]]
+    waited = (~has_next) | (launch_end >= gs)
+    out[waited] = HOST_WAIT
+    # sync: the gap starts inside a synchronising call (or just after it returns)
+    if host.sync_s.size:
+        j = np.searchsorted(host.sync_s, gs, side="right") - 1
+        ok = j >= 0
+        in_sync = np.zeros(gs.size, dtype=bool)
+        in_sync[ok] = gs[ok] <= host.sync_e[j[ok]] + sync_slack_ns
+        out[in_sync] = SYNC
+    # data loader: at least half of the gap overlaps the loader
+    if host.dl_s.size:
+        ov = overlap_per_window(host.dl_s, host.dl_e, gs, ge)
+        out[2 * ov >= (ge - gs)] = DATA_LOADER
+    return out
+
+
+def classify_idle(trace: Trace, win_s: I64, win_e: I64, *, min_gap_ns: int = 0,
+                  host: HostSignals | None = None) -> IdleGaps:
+    """Idle gaps of the device within the windows [win_s, win_e), each with its cause.
+
+    Args:
+        trace: the trace (device events are all of Kind KERNEL/MEMCPY/MEMSET, merged across streams).
+        win_s, win_e: sorted, disjoint windows (e.g. merged step windows); times as in ``trace.events``.
+        min_gap_ns: drop gaps shorter than this (totals in ``idle_metrics`` use every gap).
+        host: precomputed ``HostSignals.of(trace)``, to share across calls.
+    Returns:
+        ``IdleGaps(start_ns, end_ns, cause, cause_names=CAUSES)``, sorted by start.
+    """
+    ev = trace.events
+    dev = np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8))
+    busy_s, busy_e = merge(ev.ts_ns[dev], ev.end_ns[dev])
+    return _classify(trace, busy_s, busy_e, np.asarray(win_s, np.int64), np.asarray(win_e, np.int64),
+                     min_gap_ns=min_gap_ns, host=host)
+
+
+def _classify(trace: Trace, busy_s: I64, busy_e: I64, win_s: I64, win_e: I64, *, min_gap_ns: int,
+              host: HostSignals | None) -> IdleGaps:
+    gs, ge = subtract(win_s, win_e, busy_s, busy_e)
+    keep = (ge - gs) >= max(min_gap_ns, 1)
+    gs, ge = gs[keep], ge[keep]
+    cause = gap_causes(gs, ge, host or HostSignals.of(trace))
+    return IdleGaps(gs, ge, cause)
+
+
+def classify_gaps(trace: Trace, starts: Any, ends: Any) -> list[str]:
+    """Cause name (one of ``CAUSES``) for each given gap [starts[i], ends[i]); used by the timeline."""
+    codes = gap_causes(np.asarray(starts, np.int64), np.asarray(ends, np.int64), HostSignals.of(trace))
+    return [CAUSES[c] for c in codes]
+
+
+def idle_metrics(ctx: Context, host: HostSignals) -> tuple[dict[str, Any], IdleGaps]:
+    """The ``idle`` topic (see the module docstring) and the classified gaps behind it."""
+    if ctx.dev.size == 0:
+        return {"available": False, "reason": "no device activity in the trace"}, IdleGaps(
+            np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8))
+    gaps = _classify(ctx.trace, ctx.busy_s, ctx.busy_e, ctx.win_s, ctx.win_e, min_gap_ns=0, host=host)
+    window = ctx.window_ns
+    idle = int(gaps.dur_ns.sum())
+    busy = window - idle
+    out: dict[str, Any] = {
+        "available": True,
+        "window_ns": window,
+        "window_source": ctx.window_source,
+        "busy_ns": busy,
+        "busy_share": share(busy, window),
+        "idle_ns": idle,
+        "idle_share": share(idle, window),
+        "gap_count": len(gaps),
+    }
+    for code, name in enumerate(CAUSES):
+        ns = int(gaps.dur_ns[gaps.cause == code].sum())
+        out[f"{name}_ns"] = ns
+        out[f"{name}_share"] = share(ns, window)
+    long = gaps.dur_ns >= LONG_GAP_NS
+    out["long_gap_count"] = int(long.sum())
+    out["long_gap_ns"] = int(gaps.dur_ns[long].sum())
+    out["long_gap_max_ns"] = int(gaps.dur_ns[long].max()) if long.any() else 0
+    out["long_gap_share"] = share(out["long_gap_ns"], window)
+    if ctx.n_steps:
+        st = ctx.steps
+        step_busy = overlap_per_window(ctx.busy_s, ctx.busy_e, st.start_ns, st.end_ns)
+        per = np.where(st.duration_ns > 0, step_busy / np.maximum(st.duration_ns, 1), 0.0)
+        out["step_busy_share"] = [float(x) for x in per]
+        low = per < LOW_UTIL_SHARE
+        out["low_util_step_count"] = int(low.sum())
+        out["low_util_steps"] = [int(i) for i in st.index[low]]
+    else:
+        out["step_busy_share"] = []
+        out["low_util_step_count"] = 0
+        out["low_util_steps"] = []
+    return out, gaps

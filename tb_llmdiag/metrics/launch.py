@@ -1,0 +1,78 @@
+"""Launch overhead: kernels and launches per step, kernel sizes, and the CUDA API table.
+
+Definitions (events whose start lies in the analysis window):
+- ``kernels``: device events of Kind KERNEL; ``kernels_per_step`` = kernels / steps (null without steps).
+- ``launches``: runtime/driver calls that submit work (cudaLaunchKernel*, cuLaunchKernel*, hipLaunchKernel,
+  cudaGraphLaunch...); ``launches_per_step`` likewise.
+- ``kernel_median_ns``, ``kernel_mean_ns``: over kernel durations. ``tiny_kernel_share``: share of kernels
+  shorter than ``tiny_ns`` (10 us); ``tiny_kernel_time_share``: their share of kernel time.
+- ``launch_api_median_ns``: median duration of the launch calls (the host cost per launch).
+- ``runtime_ns``: sum of all runtime+driver call durations; ``runtime_share`` = runtime_ns / window_ns.
+- ``api``: per runtime/driver API name (top ``top`` by total time): count, total_ns, mean_ns, max_ns, and
+  share = total_ns / runtime_ns (like Nsight's CUDA API summary).
+- ``tiny_kernel_saving_share``: an upper bound on what fusing the tiny kernels would save:
+  min(idle.host_wait_share, tiny kernels per step x launch_api_median_ns / median step).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_llmdiag.metrics.context import Context, in_windows, per_step, rows_of, share
+from tb_llmdiag.model import Kind
+
+TINY_NS = 10_000
+
+
+def launch_metrics(ctx: Context, idle: dict[str, Any], *, tiny_ns: int = TINY_NS, top: int = 15) -> dict[str, Any]:
+    ev = ctx.trace.events
+    host = np.flatnonzero(np.isin(ev.kind, np.array((Kind.RUNTIME, Kind.DRIVER), np.uint8)))
+    host = host[in_windows(ev.ts_ns[host], ctx.win_s, ctx.win_e)]
+    if ctx.dev.size == 0 and host.size == 0:
+        return {"available": False, "reason": "no device activity and no runtime calls in the trace"}
+    k_rows = ctx.dev[ctx.dev_in_win]
+    k_rows = k_rows[ev.kind[k_rows] == Kind.KERNEL]
+    k_dur = ev.dur_ns[k_rows]
+    launch = rows_of(ctx.trace, "launch_api")
+    launch = launch[in_windows(ev.ts_ns[launch], ctx.win_s, ctx.win_e)]
+    l_dur = ev.dur_ns[launch]
+    h_dur = ev.dur_ns[host]
+    runtime_ns = int(h_dur.sum())
+    tiny = k_dur < tiny_ns
+    per_api = np.bincount(ev.name_id[host], weights=h_dur, minlength=len(ev.names))
+    per_api_n = np.bincount(ev.name_id[host], minlength=len(ev.names))
+    per_api_max = np.zeros(len(ev.names), np.int64)
+    np.maximum.at(per_api_max, ev.name_id[host], h_dur)
+    order = np.argsort(-per_api, kind="stable")[:top]
+    api = [
+        {"name": ev.names[i], "count": int(per_api_n[i]), "total_ns": int(per_api[i]),
+         "mean_ns": int(per_api[i] // per_api_n[i]), "max_ns": int(per_api_max[i]), "share": share(int(per_api[i]), runtime_ns)}
+        for i in order if per_api_n[i] > 0
+    ]
+    launch_median = int(np.median(l_dur)) if l_dur.size else None
+    tiny_per_step = per_step(int(tiny.sum()), ctx)
+    saving = None
+    med = ctx.step_median_ns
+    if tiny_per_step is not None and launch_median is not None and med:
+        saving = min(float(idle.get("host_wait_share") or 0.0), tiny_per_step * launch_median / med)
+    return {
+        "available": True,
+        "kernels": int(k_rows.size),
+        "kernels_per_step": per_step(int(k_rows.size), ctx),
+        "launches": int(launch.size),
+        "launches_per_step": per_step(int(launch.size), ctx),
+        "kernel_median_ns": int(np.median(k_dur)) if k_dur.size else None,
+        "kernel_mean_ns": int(k_dur.mean()) if k_dur.size else None,
+        "tiny_kernel_ns": tiny_ns,
+        "tiny_kernels": int(tiny.sum()),
+        "tiny_kernels_per_step": tiny_per_step,
+        "tiny_kernel_share": share(int(tiny.sum()), int(k_dur.size)),
+        "tiny_kernel_time_share": share(int(k_dur[tiny].sum()), int(k_dur.sum())),
+        "launch_api_median_ns": launch_median,
+        "runtime_ns": runtime_ns,
+        "runtime_share": share(runtime_ns, ctx.window_ns),
+        "api": api,
+        "tiny_kernel_saving_share": saving,
+    }

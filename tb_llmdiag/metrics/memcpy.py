@@ -1,0 +1,88 @@
+"""Device copies by direction and host memory kind: pageable vs pinned.
+
+Definitions (memcpy events whose start lies in the analysis window):
+- A memcpy's name says its direction and memory kinds: ``Memcpy HtoD (Pageable -> Device)``.
+  Pageable host memory makes a copy synchronous for the host (the driver stages it), so
+  ``non_blocking=True`` is silently ignored.
+- ``by_name``: per name: count, bytes (sum of known payloads), time_ns (device time).
+- ``htod_pageable_*`` / ``dtoh_pageable_*`` / ``htod_pinned_*``: count, bytes, device time_ns, and
+  host_ns, the duration of the runtime calls that issued them (joined by correlation id; the device time
+  when no call joins): the host time the copies blocked.
+- ``pageable_htod_share`` = htod_pageable_host_ns / window_ns: what pinning the inputs would save at most.
+  (Device -> Pageable copies are how ``.item()`` reads values; they are counted under host syncs.)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from tb_llmdiag.metrics.context import Context, per_step, share
+from tb_llmdiag.model import Kind
+
+_MEMCPY = re.compile(r"Memcpy\s+(\w+)\s*\((\w+)\s*->\s*(\w+)\)")
+
+
+def _kinds(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    d = np.empty(len(names), dtype=object)
+    src = np.empty(len(names), dtype=object)
+    dst = np.empty(len(names), dtype=object)
+    for i, n in enumerate(names):
+        m = _MEMCPY.search(n)
+        d[i], src[i], dst[i] = (m.group(1), m.group(2), m.group(3)) if m else ("", "", "")
+    return d, src, dst
+
+
+def memcpy_metrics(ctx: Context) -> dict[str, Any]:
+    ev = ctx.trace.events
+    rows = ctx.dev[ctx.dev_in_win]
+    rows = rows[ev.kind[rows] == Kind.MEMCPY]
+    out: dict[str, Any] = {"available": ctx.dev.size > 0, "count": int(rows.size)}
+    if ctx.dev.size == 0:
+        out["reason"] = "no device activity in the trace"
+        return out
+    direction, src, dst = _kinds(ev.names)
+    nid = ev.name_id[rows]
+    dur = ev.dur_ns[rows]
+    nbytes = np.maximum(ev.bytes[rows], 0)
+    host_ns = _host_time(ctx, rows)
+    out["by_name"] = [
+        {"name": ev.names[int(i)], "count": int((nid == i).sum()), "bytes": int(nbytes[nid == i].sum()),
+         "time_ns": int(dur[nid == i].sum())}
+        for i in np.unique(nid)
+    ]
+    groups = {
+        "htod_pageable": (direction == "HtoD") & (src == "Pageable"),
+        "dtoh_pageable": (direction == "DtoH") & (dst == "Pageable"),
+        "htod_pinned": (direction == "HtoD") & (src == "Pinned"),
+        "dtoh_pinned": (direction == "DtoH") & (dst == "Pinned"),
+        "dtod": direction == "DtoD",
+    }
+    for g, per_name in groups.items():
+        m = per_name[nid] if nid.size else np.zeros(0, bool)
+        out[f"{g}_count"] = int(m.sum())
+        out[f"{g}_bytes"] = int(nbytes[m].sum())
+        out[f"{g}_time_ns"] = int(dur[m].sum())
+        out[f"{g}_host_ns"] = int(host_ns[m].sum())
+    out["htod_pageable_per_step"] = per_step(out["htod_pageable_count"], ctx)
+    out["pageable_htod_share"] = share(out["htod_pageable_host_ns"], ctx.window_ns)
+    return out
+
+
+def _host_time(ctx: Context, rows: np.ndarray) -> np.ndarray:
+    """Duration of the runtime call that issued each memcpy row (its device time when none joins)."""
+    ev = ctx.trace.events
+    out = ev.dur_ns[rows].copy()
+    host = np.flatnonzero(np.isin(ev.kind, np.array((Kind.RUNTIME, Kind.DRIVER), np.uint8)) & (ev.correlation >= 0))
+    if host.size == 0 or rows.size == 0:
+        return out
+    hc = ev.correlation[host]
+    order = np.argsort(hc, kind="stable")
+    hc, hd = hc[order], ev.dur_ns[host][order]
+    c = ev.correlation[rows]
+    pos = np.clip(np.searchsorted(hc, c), 0, hc.size - 1)
+    hit = (hc[pos] == c) & (c >= 0)
+    out[hit] = hd[pos[hit]]
+    return out

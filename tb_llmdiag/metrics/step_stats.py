@@ -1,0 +1,78 @@
+"""Step-time statistics, warm-up and outliers, and how step time follows tokens per step.
+
+Definitions (durations d_i = steps.end_ns - steps.start_ns, see ``metrics.steps``; n = number of steps):
+- mean, median, min, max, ``std`` (population), ``cv`` = std / mean, ``max_over_median``.
+- ``first_over_rest``: d_0 / median(d_1..d_n-1) (n >= 3); ``warmup_first_step``: first_over_rest >= 1.5.
+- ``cv_excluding_first``: cv of d_1..d_n-1 (n >= 3), so a cold first step does not read as variance.
+- Outliers: d_i > median + max(3 x 1.4826 x MAD, 0.1 x median) (MAD = median absolute deviation).
+  ``outlier_excess_share`` = sum over outliers of (d_i - median) / sum(d).
+- ``mean_excess_share`` = (mean - median) / mean of d_1..d_n-1 (0 if negative): what steady steps would save.
+- ``warmup_excess_share`` = (d_0 - median(rest)) / sum(d) when warmup_first_step, else 0.
+- Tokens (``metrics.shapes``): ``tokens`` per step (padded B x L), ``tokens_cv``, and ``tokens_corr``, the
+  Pearson correlation of d_1..d_n-1 with their tokens (null with < 3 such steps or constant tokens).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.shapes import tokens_per_window
+
+WARMUP_RATIO = 1.5
+
+
+def _cv(x: np.ndarray) -> float | None:
+    return float(x.std() / x.mean()) if x.size and x.mean() > 0 else None
+
+
+def step_metrics(ctx: Context) -> dict[str, Any]:
+    st = ctx.steps
+    if len(st) == 0:
+        return {"available": False, "reason": "no step markers (ProfilerStep#N or Optimizer.step#) in the trace",
+                "count": 0, "source": st.source}
+    d = st.duration_ns.astype(np.float64)
+    med = float(np.median(d))
+    mad = float(np.median(np.abs(d - med)))
+    thresh = med + max(3 * 1.4826 * mad, 0.1 * med)
+    out_mask = d > thresh
+    rest = d[1:] if d.size >= 3 else d
+    first_over_rest = float(d[0] / np.median(rest)) if d.size >= 3 and np.median(rest) > 0 else None
+    warm = first_over_rest is not None and first_over_rest >= WARMUP_RATIO
+    rest_mean, rest_med = float(rest.mean()), float(np.median(rest))
+    out: dict[str, Any] = {
+        "available": True,
+        "source": st.source,
+        "count": int(d.size),
+        "indexes": [int(i) for i in st.index],
+        "durations_ns": [int(x) for x in st.duration_ns],
+        "mean_ns": int(d.mean()),
+        "median_ns": int(med),
+        "min_ns": int(d.min()),
+        "max_ns": int(d.max()),
+        "std_ns": int(d.std()),
+        "cv": _cv(d),
+        "max_over_median": float(d.max() / med) if med > 0 else None,
+        "first_index": int(st.index[0]),
+        "first_over_rest": first_over_rest,
+        "warmup_first_step": bool(warm),
+        "warmup_excess_share": float((d[0] - rest_med) / d.sum()) if warm and d.sum() > 0 else 0.0,
+        "cv_excluding_first": _cv(d[1:]) if d.size >= 3 else None,
+        "outlier_count": int(out_mask.sum()),
+        "outliers": [int(i) for i in st.index[out_mask]],
+        "outlier_excess_share": float((d[out_mask] - med).sum() / d.sum()) if d.sum() > 0 else 0.0,
+        "mean_excess_share": max(0.0, (rest_mean - rest_med) / rest_mean) if rest_mean > 0 else 0.0,
+    }
+    tokens = tokens_per_window(ctx.trace.events, st.start_ns, st.host_end_ns)
+    out["tokens"] = [int(t) for t in tokens] if tokens is not None else None
+    out["tokens_per_step_median"] = int(np.median(tokens)) if tokens is not None else None
+    out["tokens_cv"] = _cv(tokens.astype(np.float64)) if tokens is not None else None
+    corr = None
+    if tokens is not None and d.size >= 4:
+        t, y = tokens[1:].astype(np.float64), d[1:]
+        if t.std() > 0 and y.std() > 0:
+            corr = float(np.corrcoef(t, y)[0, 1])
+    out["tokens_corr"] = corr
+    return out
