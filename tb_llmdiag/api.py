@@ -1,0 +1,87 @@
+"""The library's front door: discover -> load -> metrics -> diagnosis, as report dicts.
+
+Thin by design: each step lives in its own layer; this module only composes them and turns user
+errors into per-run error entries, so one bad file never stops the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tb_llmdiag import __version__
+from tb_llmdiag.diagnosis import diagnose
+from tb_llmdiag.errors import LlmDiagError
+from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.ingest.discover import Index, TraceFile, discover
+from tb_llmdiag.metrics import compute_metrics
+from tb_llmdiag.metrics.headline import headline
+from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.summary import summarize
+from tb_llmdiag.model import Trace
+from tb_llmdiag.render.canonical_json import jsonable
+
+logger = logging.getLogger(__name__)
+
+#: Version of the report JSON (docs/report_schema.md).
+REPORT_SCHEMA = 1
+
+
+def _base(tf: TraceFile) -> dict[str, Any]:
+    return {
+        "run": tf.run, "worker": tf.worker, "span": tf.span, "source_kind": tf.source_kind,
+        "path": tf.path, "size_bytes": tf.size_bytes, "rank": tf.rank, "phase": tf.phase,
+    }
+
+
+def error_report(tf: TraceFile, message: str) -> dict[str, Any]:
+    """The RunReport of a run that could not be analysed: one line saying why."""
+    return {**_base(tf), "status": "error", "error": message, "warnings": [], "summary": None,
+            "headline": None, "metrics": {}, "findings": [], "what_if": None}
+
+
+def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
+    """The RunReport of an already loaded trace (the plugin reuses the Trace for its timeline)."""
+    steps = find_steps(trace)
+    metrics = compute_metrics(trace, steps)
+    findings, what_if = diagnose(metrics)
+    warnings = list(trace.warnings)
+    report = {
+        **_base(tf), "status": "ok", "error": None, "warnings": warnings,
+        "summary": summarize(trace, steps), "headline": headline(metrics), "metrics": metrics,
+        "findings": findings, "what_if": what_if,
+    }
+    return jsonable(report)
+
+
+def analyze_file(tf: TraceFile) -> dict[str, Any]:
+    """Load and analyse one trace file. Never raises for bad input: returns an error RunReport."""
+    try:
+        trace = load_trace(tf.path)
+    except LlmDiagError as exc:
+        return error_report(tf, str(exc))
+    except MemoryError:
+        return error_report(tf, "out of memory while reading the trace; profile fewer steps")
+    except Exception as exc:  # noqa: BLE001 - a reader bug on odd input must not take the others down
+        logger.exception("reading %s failed", tf.path)
+        return error_report(tf, f"could not read the trace (internal error: {type(exc).__name__}: {exc})")
+    try:
+        return analyze_trace(tf, trace)
+    except Exception as exc:  # noqa: BLE001
+        logger.exception("analysing %s failed", tf.path)
+        return error_report(tf, f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})")
+
+
+def report_for_index(index: Index, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"schema": REPORT_SCHEMA, "tool": {"name": "tb_llmdiag", "version": __version__},
+            "root": index.root, "warnings": list(index.warnings), "runs": runs}
+
+
+def report(path: str) -> dict[str, Any]:
+    """The whole report for a logdir, run folder or trace file.
+
+    Raises:
+        NoTracesFound: nothing recognisable at ``path``.
+    """
+    index = discover(path)
+    return report_for_index(index, [analyze_file(tf) for tf in index.files])

@@ -1,0 +1,55 @@
+"""The ``llmdiag`` command. ``main(argv) -> exit code``; user errors are one line on stderr, never a traceback.
+
+Exit codes: 0 every trace analysed; 3 no traces found; 4 a trace could not be read (the others are
+still reported); 2 bad command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from tb_llmdiag import __version__, api
+from tb_llmdiag.errors import LlmDiagError, TraceFormatError
+from tb_llmdiag.render.canonical_json import dumps
+from tb_llmdiag.render.text import render_report
+
+
+def _report(args: argparse.Namespace) -> int:
+    rep = api.report(args.path)
+    if args.json:
+        sys.stdout.write(dumps(rep) + "\n")
+    else:
+        sys.stdout.write(render_report(rep))
+    failed = [r for r in rep["runs"] if r["status"] != "ok"]
+    for r in failed:
+        print(f"llmdiag: {r['path']}: {r['error']}", file=sys.stderr)
+    return TraceFormatError.exit_code if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llmdiag", description="Why is my LLM fine-tuning step slow? "
+                                     "Diagnose torch.profiler / XPlane traces.")
+    parser.add_argument("--version", action="version", version=f"llmdiag {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="analyse every trace under PATH (logdir, run folder or file)")
+    rep.add_argument("path")
+    rep.add_argument("--json", action="store_true", help="print one JSON document (docs/report_schema.md)")
+    rep.set_defaults(func=_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except LlmDiagError as exc:
+        print(f"llmdiag: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:  # `llmdiag report ... | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Report dict -> terminal text. Reads only the documented report schema (docs/report_schema.md)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+
+def fmt_ns(ns: float | int | None) -> str:
+    """Human duration: 1.23 s, 45.6 ms, 12.3 us, 800 ns; '-' for unknown."""
+    if ns is None:
+        return "-"
+    ns = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_share(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def fmt_bytes(n: float | int | None) -> str:
+    if n is None:
+        return "-"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _fmt_value(key: str, value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, (int, float)):
+        if key.endswith("_ns"):
+            return fmt_ns(value)
+        if key.endswith("_share"):
+            return fmt_share(value)
+        if key.endswith("_bytes"):
+            return fmt_bytes(value)
+        return f"{value:.3g}" if isinstance(value, float) else str(value)
+    if isinstance(value, list):
+        return ", ".join(_fmt_value(key, v) for v in value[:8]) + (" ..." if len(value) > 8 else "")
+    return str(value)
+
+
+def render_run(run: dict[str, Any]) -> str:
+    title = f"== {run['run']}  worker {run['worker']}  span {run['span']}  ({run['source_kind']})"
+    lines = [title]
+    if run["status"] != "ok":
+        lines.append(f"   error: {run['error']}")
+        return "\n".join(lines)
+    s = run["summary"]
+    dev = s.get("device")
+    where = f"{dev['name']} x{dev['count']}" if dev else "no device listed"
+    if s.get("distributed") and s["distributed"].get("rank") is not None:
+        where += f", rank {s['distributed']['rank']}/{s['distributed'].get('world_size')}"
+    lines.append(f"   {where}; window {fmt_ns(s['window_ns'])}; {s['counts']['events']} events")
+    steps = s["steps"]
+    if steps:
+        durs = [st["duration_ns"] for st in steps]
+        lines.append(
+            f"   steps: {len(steps)} ({s['step_source']}), median {fmt_ns(statistics.median(durs))}, "
+            f"min {fmt_ns(min(durs))}, max {fmt_ns(max(durs))}"
+        )
+        lines.append("     " + "  ".join(f"#{st['index']}: {fmt_ns(st['duration_ns'])}" for st in steps[:12])
+                     + ("  ..." if len(steps) > 12 else ""))
+    else:
+        lines.append("   steps: none found (no ProfilerStep#N markers; call prof.step() each step)")
+    c, t = s["counts"], s["device_time_ns"]
+    lines.append(
+        f"   device: {c['kernels']} kernels {fmt_ns(t['kernel'])}, {c['memcpys']} memcpy {fmt_ns(t['memcpy'])}, "
+        f"{c['memsets']} memset {fmt_ns(t['memset'])}; busy {fmt_ns(s['device_busy_ns'])}"
+    )
+    lines.append(
+        f"   host: {c['runtime_calls'] + c['driver_calls']} runtime/driver calls {fmt_ns(s['runtime_time_ns'])}, "
+        f"{c['cpu_ops']} CPU ops, {c['annotations']} annotations"
+    )
+    head = run.get("headline") or {}
+    if head:
+        parts = [f"{k.removesuffix('_ns').removesuffix('_share').replace('_', ' ')} {_fmt_value(k, v)}"
+                 for k, v in head.items() if v is not None]
+        lines.append("   headline: " + "; ".join(parts))
+    findings = run.get("findings") or []
+    if findings:
+        lines.append(f"   findings ({len(findings)}, ranked by estimated saving):")
+    for i, f in enumerate(findings, start=1):
+        saving = f.get("saving")
+        save = f"saves ~{fmt_share(saving.get('share'))} ({fmt_ns(saving.get('ns'))}/step)" if saving else ""
+        lines.append(f"   {i}. [{f['severity']}] {f['id']}: {f['title']} {save}".rstrip())
+        if f.get("summary"):
+            lines.append(f"      {f['summary']}")
+        ev = f.get("evidence") or {}
+        if ev:
+            lines.append("      evidence: " + "; ".join(f"{k} {_fmt_value(k, v)}" for k, v in ev.items()))
+        fix = f.get("fix") or {}
+        if fix.get("text"):
+            lines.append(f"      fix: {fix['text']}")
+    wi = run.get("what_if")
+    if wi:
+        lines.append(f"   what if {wi['finding_id']} were fixed: step {fmt_ns(wi['step_ns'])} -> "
+                     f"{fmt_ns(wi['step_ns_if_fixed'])}")
+    for w in run.get("warnings") or []:
+        lines.append(f"   warning: {w}")
+    return "\n".join(lines)
+
+
+def render_report(report: dict[str, Any]) -> str:
+    out = [f"LLM Diag report for {report['root']} ({len(report['runs'])} trace(s))"]
+    out.extend(f"warning: {w}" for w in report.get("warnings", []))
+    out.extend(render_run(r) for r in report["runs"])
+    return "\n".join(out) + "\n"
