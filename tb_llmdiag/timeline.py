@@ -19,6 +19,7 @@ Contract:
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Sequence, TypedDict
 
@@ -42,6 +43,7 @@ _SYNC_NAME = re.compile(
 _DATALOADER_NAME = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|_next_data|_MultiProcessingDataLoaderIter")
 
 I64 = NDArray[np.int64]
+logger = logging.getLogger(__name__)
 
 
 class Lane(TypedDict):
@@ -69,6 +71,7 @@ class StepTimeline(TypedDict):
     source_events: int
     intervals: int
     names: list[str]
+    name_category: list[str | None]  # classify.py's kernel category per name (device names), else null
     categories: list[str]
     causes: list[str]
     lanes: list[Lane]
@@ -208,9 +211,10 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
     causes = None
     if idle_causes is not None:
         try:
-            causes = np.asarray(idle_causes(trace, gs + lo, ge + lo), dtype=object)
-            causes = np.array([CAUSES.index(c) if c in CAUSES else CAUSES.index("other") for c in causes], np.int64)
+            names_ = idle_causes(gs + lo, ge + lo)
+            causes = np.array([CAUSES.index(c) if c in CAUSES else CAUSES.index("other") for c in names_], np.int64)
         except Exception:  # the metrics module's API moved: fall back, never fail the timeline
+            logger.debug("metrics.idle classifier failed; using overlap causes", exc_info=True)
             causes = None
     if causes is None or causes.size != gs.size:
         causes = _gap_causes(gs, ge, host_iv["host.sync"], host_iv["host.dataloader"])
@@ -223,6 +227,10 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
         out_lanes.append(Lane(id=L.id, label=L.label, kind=L.kind, start_ns=s.tolist(), dur_ns=(e - s).tolist(),
                               name=local, cat=L.cat[rep].tolist(), n=n.tolist()))
     all_names = trace.events.names
+    name_list = [all_names[i] if 0 <= i < len(all_names) else "?" for i in names]
+    device_names = {int(L.name[r]) for L, (_, _, _, rep) in zip(lanes, merged) if L.kind == "gpu" for r in rep}
+    classify = _kernel_classifier()
+    name_category = [classify(n) if (classify and i in device_names) else None for i, n in zip(names, name_list)]
     return StepTimeline(
         timeline_version=TIMELINE_VERSION,
         step=dict(step),
@@ -230,7 +238,8 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
         merged=bool(tol > 0),
         source_events=total_src,
         intervals=sum(len(x["start_ns"]) for x in out_lanes) + int(gs.size),
-        names=[all_names[i] if 0 <= i < len(all_names) else "?" for i in names],
+        names=name_list,
+        name_category=name_category,
         categories=list(CATEGORIES),
         causes=list(CAUSES),
         lanes=out_lanes,
@@ -238,13 +247,78 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
     )
 
 
-def _idle_classifier() -> Any:
-    """``metrics.idle.classify_gaps(trace, starts, ends) -> list[str]`` when the metrics module offers it."""
+def _kernel_classifier() -> Any:
     try:
-        from tb_llmdiag.metrics import idle
+        from tb_llmdiag.classify import kernel_category
     except Exception:
         return None
-    return getattr(idle, "classify_gaps", None)
+    return kernel_category
+
+
+def _idle_api() -> Any:
+    try:
+        from tb_llmdiag.metrics import idle
+    except Exception:  # the metrics layer is optional for the timeline
+        return None
+    return idle
+
+
+def _idle_classifier(trace: Trace) -> Any:
+    """``(starts, ends) -> list[cause name]`` from ``metrics.idle``, host signals computed once."""
+    idle = _idle_api()
+    if idle is None:
+        return None
+    try:
+        host = idle.HostSignals.of(trace)
+        names = idle.CAUSES
+
+        def classify(gs: I64, ge: I64) -> list[str]:
+            return [names[int(c)] for c in idle.gap_causes(gs, ge, host)]
+
+        return classify
+    except Exception:
+        logger.debug("metrics.idle has another API; using overlap causes", exc_info=True)
+        return None
+
+
+def step_breakdown(trace: Trace, steps: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Per step: device busy time and idle time by cause (ns; parts sum to the step's duration).
+
+    Uses ``metrics.idle.classify_idle`` per step window (steps extended to their GPU tail may overlap the
+    next one, so each is classified on its own); without it, the overlap rule of this module.
+    """
+    rows = step_rows(trace) if steps is None else list(steps)
+    idle = _idle_api()
+    out: list[dict[str, Any]] = []
+    host = None
+    if idle is not None:
+        try:
+            host = idle.HostSignals.of(trace)
+        except Exception:
+            idle = None
+    pre = None
+    for r in rows:
+        lo, hi = int(r["start_ns"]), int(r["end_ns"])
+        parts = dict.fromkeys(CAUSES, 0)
+        done = False
+        if idle is not None:
+            try:
+                g = idle.classify_idle(trace, np.array([lo], np.int64), np.array([hi], np.int64), host=host)
+                for code, name in enumerate(g.cause_names):
+                    parts[name if name in parts else "other"] += int(g.dur_ns[g.cause == code].sum())
+                done = True
+            except Exception:
+                logger.debug("metrics.idle.classify_idle failed; using overlap causes", exc_info=True)
+        if not done:
+            if pre is None:
+                pre = _prefilter(trace)
+            tl = _step_timeline(trace, pre, r, 1 << 62, None)
+            for d, c in zip(tl["gaps"]["dur_ns"], tl["gaps"]["cause"]):
+                parts[CAUSES[c]] += int(d)
+        idle_ns = sum(parts.values())
+        out.append({"index": int(r["index"]), "name": r.get("name"), "duration_ns": hi - lo,
+                    "busy_ns": max(0, hi - lo - idle_ns), **{f"{k}_ns": v for k, v in parts.items()}})
+    return out
 
 
 def step_rows(trace: Trace) -> list[dict[str, Any]]:
@@ -273,5 +347,5 @@ def build_timelines(trace: Trace, steps: Sequence[dict[str, Any]] | None = None,
     if not rows:
         return []
     pre = _prefilter(trace)
-    classifier = _idle_classifier()
+    classifier = _idle_classifier(trace)
     return [_step_timeline(trace, pre, r, max_intervals, classifier) for r in rows]

@@ -94,3 +94,9 @@ def test_no_step_markers_gives_whole_trace_pseudo_step():
 
 def test_empty_trace_has_no_timelines():
     assert timeline.build_timelines(make_trace([])) == []
+
+
+def test_step_breakdown_parts_sum_to_step():
+    (row,) = timeline.step_breakdown(one_step_trace())
+    assert row == {"index": 5, "name": "ProfilerStep#5", "duration_ns": 100_000, "busy_ns": 30_000,
+                   "host_wait_ns": 5_000, "sync_ns": 25_000, "data_loader_ns": 40_000, "other_ns": 0}

@@ -1,0 +1,47 @@
+// The only place that talks to the server. Relative URLs resolve against the plugin's base
+// (data/plugin/llm_diag/), so they work under --path_prefix too. One AbortController per kind of
+// request: a newer request of the same kind cancels the older, so a stale answer never lands.
+
+const controllers = new Map();
+
+function query(sel, extra = {}) {
+  const p = new URLSearchParams();
+  for (const k of ['run', 'worker', 'span']) p.set(k, sel[k]);
+  for (const [k, v] of Object.entries(extra)) if (v !== undefined && v !== null && v !== '') p.set(k, String(v));
+  return p.toString();
+}
+
+async function getJSON(kind, url) {
+  const prev = controllers.get(kind);
+  if (prev) prev.abort();
+  const ctl = new AbortController();
+  controllers.set(kind, ctl);
+  let resp;
+  try {
+    resp = await fetch(url, { signal: ctl.signal, credentials: 'same-origin', headers: { Accept: 'application/json' } });
+  } catch (e) {
+    if (e && e.name === 'AbortError') return { aborted: true };
+    return { code: 0, body: { error: `TensorBoard did not answer (${e.message || e}). Is it still running?` } };
+  } finally {
+    if (controllers.get(kind) === ctl) controllers.delete(kind);
+  }
+  let body = null;
+  try {
+    body = await resp.json();
+  } catch (e) {
+    if (e && e.name === 'AbortError') return { aborted: true };
+    body = { error: `unexpected answer from TensorBoard (HTTP ${resp.status})` };
+  }
+  return { code: resp.status, body };
+}
+
+export const runs = () => getJSON('runs', './runs');
+export const report = (sel) => getJSON('report', `./report?${query(sel)}`);
+export const timeline = (sel, step) => getJSON('timeline', `./timeline?${query(sel, { step })}`);
+export const traceUrl = (sel) => `./trace?${query(sel)}`;
+
+export async function traceBytes(sel) {
+  const resp = await fetch(traceUrl(sel), { credentials: 'same-origin' });
+  if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+  return resp.arrayBuffer();
+}

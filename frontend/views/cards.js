@@ -1,0 +1,52 @@
+// Headline cards: step time, GPU busy, copy vs GEMM, launches per step, MFU and tokens/s when known.
+
+import { h, clear } from '../dom.js';
+import { fmtDuration, fmtShare, fmtCount, fmtRate, isNum, sig, median } from '../format.js';
+
+function card(label, value, sub, opts = {}) {
+  return h('div', { class: `card ${opts.tone || ''}`, title: opts.title || null },
+    h('div', { class: 'card-label', text: label }),
+    h('div', { class: 'card-value', text: value }),
+    sub ? h('div', { class: 'card-sub', text: sub }) : null);
+}
+
+/** Headline numbers, falling back to the summary's steps while the headline is absent. */
+export function headline(report) {
+  const hl = (report && report.headline) || {};
+  const steps = ((report && report.summary && report.summary.steps) || []).map((s) => s.duration_ns);
+  const med = isNum(hl.step_median_ns) ? hl.step_median_ns : median(steps);
+  const min = isNum(hl.step_min_ns) ? hl.step_min_ns : (steps.length ? Math.min(...steps) : null);
+  const max = isNum(hl.step_max_ns) ? hl.step_max_ns : (steps.length ? Math.max(...steps) : null);
+  return { ...hl, step_median_ns: med, step_min_ns: min, step_max_ns: max, n_steps: steps.length };
+}
+
+export function mountCards(el) {
+  return {
+    update(report) {
+      const hl = headline(report);
+      const cards = [];
+      const spread = isNum(hl.step_min_ns) && isNum(hl.step_max_ns)
+        ? `${fmtDuration(hl.step_min_ns)} – ${fmtDuration(hl.step_max_ns)}${isNum(hl.step_cv) ? ` · CV ${fmtShare(hl.step_cv, 0)}` : ''} · ${hl.n_steps} steps`
+        : 'no step markers in this trace';
+      cards.push(card('Step time (median)', fmtDuration(hl.step_median_ns), spread,
+        { tone: isNum(hl.step_cv) && hl.step_cv > 0.1 ? 'warn' : '', title: 'Median step, its min–max range and coefficient of variation' }));
+      cards.push(card('GPU busy', fmtShare(hl.gpu_busy_share), 'device busy within steps / step time',
+        { tone: isNum(hl.gpu_busy_share) && hl.gpu_busy_share < 0.6 ? 'bad' : '' }));
+      if (isNum(hl.copy_share) || isNum(hl.gemm_share)) {
+        const ratio = isNum(hl.copy_vs_gemm_ratio) ? `copy/GEMM ${sig(hl.copy_vs_gemm_ratio)}×` : '';
+        cards.push(card('Copy vs GEMM', `${fmtShare(hl.copy_share)} / ${fmtShare(hl.gemm_share)}`,
+          `of device time${ratio ? ' · ' + ratio : ''}`, { tone: isNum(hl.copy_vs_gemm_ratio) && hl.copy_vs_gemm_ratio > 0.5 ? 'warn' : '' }));
+      }
+      if (isNum(hl.launches_per_step)) cards.push(card('Launches / step', fmtCount(Math.round(hl.launches_per_step)), 'kernel + copy launches'));
+      if (isNum(hl.mfu_share)) cards.push(card('MFU', fmtShare(hl.mfu_share), 'model FLOPs / peak'));
+      if (isNum(hl.tokens_per_s)) cards.push(card('Tokens / s', fmtRate(hl.tokens_per_s, ''), 'training throughput'));
+      const wi = report && report.what_if;
+      if (wi && isNum(wi.step_ns) && isNum(wi.step_ns_if_fixed)) {
+        cards.push(card('If the top finding is fixed', fmtDuration(wi.step_ns_if_fixed),
+          `from ${fmtDuration(wi.step_ns)} (−${fmtShare(1 - wi.step_ns_if_fixed / wi.step_ns, 0)})`, { tone: 'good' }));
+      }
+      clear(el).append(...cards);
+    },
+    destroy() { clear(el); },
+  };
+}

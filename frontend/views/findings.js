@@ -1,0 +1,71 @@
+// Ranked findings: severity, estimated saving, evidence, the fix with copy-able code, what-if.
+
+import { h, clear } from '../dom.js';
+import { fmtDuration, fmtShare, fmtByKey, humanKey, isNum, rankFindings } from '../format.js';
+import { codeBlock } from './status.js';
+
+function fixTabs(fix) {
+  if (!fix) return null;
+  const variants = [['pytorch', 'PyTorch'], ['hf_trainer', 'HF Trainer']].filter(([k]) => fix[k]);
+  const wrap = h('div', { class: 'fix' }, fix.text ? h('p', { class: 'fix-text', text: fix.text }) : null);
+  if (!variants.length) return wrap;
+  const body = h('div', { class: 'fix-body' });
+  const bar = h('div', { class: 'tabs', role: 'tablist' });
+  const show = (key) => {
+    for (const b of bar.children) b.setAttribute('aria-selected', String(b.dataset.key === key));
+    clear(body).append(codeBlock(fix[key]));
+  };
+  for (const [k, label] of variants) {
+    bar.append(h('button', { type: 'button', role: 'tab', class: 'tab', dataset: { key: k }, text: label, onclick: () => show(k) }));
+  }
+  wrap.append(bar, body);
+  show(variants[0][0]);
+  return wrap;
+}
+
+function evidenceTable(ev) {
+  const entries = Object.entries(ev || {});
+  if (!entries.length) return null;
+  return h('table', { class: 'evidence' },
+    h('tbody', {}, entries.map(([k, v]) => h('tr', {}, h('th', { text: humanKey(k) }), h('td', { text: fmtByKey(k, v) })))));
+}
+
+function findingCard(f, whatIf, rank) {
+  const saving = f.saving && (isNum(f.saving.share) || isNum(f.saving.ns))
+    ? `saves ~${fmtShare(f.saving.share, 0)} of the step${isNum(f.saving.ns) ? ` (${fmtDuration(f.saving.ns)})` : ''}`
+    : 'saving not estimable';
+  const wi = whatIf && whatIf.finding_id === f.id && isNum(whatIf.step_ns) && isNum(whatIf.step_ns_if_fixed)
+    ? h('div', { class: 'whatif' }, 'What if fixed: step ', h('b', { text: fmtDuration(whatIf.step_ns) }), ' → ',
+      h('b', { text: fmtDuration(whatIf.step_ns_if_fixed) }))
+    : null;
+  const details = h('details', { class: 'finding-details', open: rank === 0 ? true : null },
+    h('summary', { text: 'Evidence and fix' }),
+    evidenceTable(f.evidence),
+    fixTabs(f.fix),
+    f.docs && /^https?:\/\//.test(f.docs) ? h('a', { class: 'docs', href: f.docs, target: '_blank', rel: 'noopener noreferrer', text: 'Read more' }) : null);
+  return h('article', { class: `finding sev-${f.severity || 'low'}`, dataset: { id: f.id || '' } },
+    h('header', {},
+      h('span', { class: `sev sev-${f.severity || 'low'}`, text: f.severity || 'info' }),
+      h('h3', { class: 'finding-title', text: f.title || f.id || 'finding' }),
+      h('span', { class: 'saving', text: saving })),
+    f.summary ? h('p', { class: 'finding-summary', text: f.summary }) : null,
+    wi,
+    details);
+}
+
+export function mountFindings(el) {
+  return {
+    update(report) {
+      const fs = rankFindings(report.findings);
+      clear(el);
+      if (!fs.length) {
+        el.append(h('div', { class: 'nofindings' },
+          h('b', { text: 'No problems found. ' }),
+          'None of the checks fired on this trace: the step looks healthy for what the profiler recorded.'));
+        return;
+      }
+      fs.forEach((f, i) => el.append(findingCard(f, report.what_if, i)));
+    },
+    destroy() { clear(el); },
+  };
+}

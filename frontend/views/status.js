@@ -1,0 +1,102 @@
+// Loading, empty, progress and error states: each says what is happening and what to do.
+
+import { h, clear } from '../dom.js';
+import { fmtBytes } from '../format.js';
+
+const CAPTURE_PYTORCH = `import torch
+from torch.profiler import profile, schedule, tensorboard_trace_handler, ProfilerActivity
+
+with profile(
+    activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+    schedule=schedule(wait=5, warmup=2, active=4, repeat=1),
+    on_trace_ready=tensorboard_trace_handler("runs/my_run"),
+    record_shapes=True,
+) as prof:
+    for step, batch in enumerate(loader):
+        train_step(batch)
+        prof.step()          # marks ProfilerStep#N: needed for per-step numbers`;
+
+const CAPTURE_HF = `from transformers import TrainerCallback
+import torch
+
+class ProfilerCallback(TrainerCallback):
+    def __init__(self, prof): self.prof = prof
+    def on_step_end(self, args, state, control, **kw): self.prof.step()
+
+with torch.profiler.profile(
+    schedule=torch.profiler.schedule(wait=5, warmup=2, active=4, repeat=1),
+    on_trace_ready=torch.profiler.tensorboard_trace_handler("runs/my_run"),
+) as prof:
+    trainer.add_callback(ProfilerCallback(prof))
+    trainer.train()`;
+
+export function codeBlock(code, label) {
+  const pre = h('pre', { class: 'code' }, h('code', { text: code }));
+  const btn = h('button', { class: 'copy', type: 'button', title: 'Copy to clipboard', text: 'Copy' });
+  btn.addEventListener('click', () => copyText(code, btn));
+  return h('div', { class: 'codewrap' }, label ? h('div', { class: 'codelabel', text: label }) : null, btn, pre);
+}
+
+export async function copyText(text, btn) {
+  let ok = false;
+  try {
+    await navigator.clipboard.writeText(text);
+    ok = true;
+  } catch (e) {
+    const ta = h('textarea', { style: { position: 'fixed', opacity: '0' } });
+    ta.value = text;
+    document.body.append(ta);
+    ta.select();
+    try { ok = document.execCommand('copy'); } catch (e2) { ok = false; }
+    ta.remove();
+  }
+  if (btn) {
+    btn.textContent = ok ? 'Copied' : 'Select and copy';
+    setTimeout(() => { btn.textContent = 'Copy'; }, 1500);
+  }
+}
+
+export function showLoading(el, what = 'Looking for profiler runs…') {
+  clear(el).append(h('div', { class: 'state loading', role: 'status' }, h('div', { class: 'spinner' }), h('span', { text: what })));
+}
+
+export function showEmpty(el, logdir, scanError) {
+  clear(el).append(
+    h('div', { class: 'state empty' },
+      h('h2', { text: 'No profiler runs found' }),
+      h('p', {}, 'LLM Diag reads PyTorch profiler traces (', h('code', { text: '*.pt.trace.json[.gz]' }),
+        ') and XLA profiles (', h('code', { text: '*.xplane.pb' }), ') under ',
+        h('code', { text: logdir || '(no --logdir)' }), '. New traces show up here within about 10 seconds, without a restart.'),
+      scanError ? h('p', { class: 'warn', text: scanError }) : null,
+      h('h3', { text: 'Capture one with torch.profiler' }),
+      codeBlock(CAPTURE_PYTORCH, 'PyTorch'),
+      h('h3', { text: 'With the Hugging Face Trainer' }),
+      codeBlock(CAPTURE_HF, 'HF Trainer'),
+      h('p', { class: 'hint', text: 'Then run: tensorboard --logdir runs, and open this tab again.' })));
+}
+
+export function showError(el, message, hint) {
+  clear(el).append(
+    h('div', { class: 'state error', role: 'alert' },
+      h('h2', { text: 'This trace could not be analysed' }),
+      h('p', { class: 'errmsg', text: message || 'unknown error' }),
+      h('p', { class: 'hint', text: hint || 'If the file is still being written, it is analysed again once it stops changing. Otherwise capture it again, or check the TensorBoard console for details.' })));
+}
+
+const PHASES = { starting: 'Starting', reading: 'Reading the trace', analysing: 'Computing metrics and findings', timeline: 'Building step timelines' };
+const ORDER = ['starting', 'reading', 'analysing', 'timeline'];
+
+export function showProgress(el, st) {
+  const phase = st.phase || (st.status === 'pending' ? null : 'starting');
+  const i = phase ? ORDER.indexOf(phase) : -1;
+  const text = st.status === 'pending'
+    ? `Queued for analysis${st.queue_position ? ` (${st.queue_position} ahead)` : ''}…`
+    : `${PHASES[phase] || 'Analysing'}… ${st.elapsed_s !== undefined ? `${Math.round(st.elapsed_s)} s` : ''}`;
+  clear(el).append(
+    h('div', { class: 'state progress', role: 'status' },
+      h('div', { class: 'spinner' }),
+      h('div', {},
+        h('div', { class: 'progress-title', text: text }),
+        h('div', { class: 'steps' }, ORDER.slice(1).map((p, k) => h('span', { class: k + 1 < i ? 'done' : k + 1 === i ? 'now' : '', text: PHASES[p] }))),
+        h('div', { class: 'hint', text: `${fmtBytes(st.size_bytes)} trace. The result is cached: next time this run opens at once.` }))));
+}

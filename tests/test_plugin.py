@@ -1,0 +1,310 @@
+"""The TensorBoard plugin's routes, on werkzeug's test Client (issue #4).
+
+The engine is real (``api.analyze_trace`` on real Kineto traces) except where a test needs control over
+timing ("a run still loading"): there the analysis job is wrapped to wait on an event.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from werkzeug.test import Client
+
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+
+from tb_llmdiag import plugin as plugin_mod
+from tracepaths import shared_trace
+
+RESNET = "kineto_resnet50/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+
+
+def make_logdir(root: Path) -> Path:
+    logdir = root / "logs"
+    (logdir / "run_a").mkdir(parents=True)
+    (logdir / "run_b" / "sub").mkdir(parents=True)
+    src = shared_trace(RESNET)
+    shutil.copy(src, logdir / "run_a" / "worker0.1623143089861.pt.trace.json.gz")
+    (logdir / "run_b" / "sub" / "worker0.1.pt.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [ {"ph": "X", '))
+    (logdir / "secret.txt").write_text("not a trace")
+    return logdir
+
+
+def make_plugin(logdir: Path, cache: Path, **kw) -> plugin_mod.LlmDiagPlugin:
+    ctx = base_plugin.TBContext(logdir=str(logdir), plugin_name_to_instance={})
+    return plugin_mod.LlmDiagPlugin(ctx, cache_dir=str(cache), scan_interval_s=kw.pop("scan_interval_s", 0.2),
+                                    processes=False, **kw)
+
+
+def tb_client(p: plugin_mod.LlmDiagPlugin) -> Client:
+    """The plugin inside TensorBoard's real WSGI app, so routes are reached under /data/plugin/llm_diag/."""
+    app = application.TensorBoardWSGI([p])
+    return Client(app)
+
+
+PREFIX = "/data/plugin/llm_diag"
+
+
+def wait_ready(c: Client, run: str, worker: str, span: str, timeout: float = 60) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = c.get(f"{PREFIX}/report", query_string={"run": run, "worker": worker, "span": span})
+        if r.status_code == 200:
+            return r.get_json()
+        assert r.status_code == 202, r.get_data(as_text=True)
+        time.sleep(0.1)
+    raise AssertionError("analysis did not finish")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory):
+    """One logdir and plugin shared by the read-only tests (the analysis runs once)."""
+    tmp = tmp_path_factory.mktemp("plugin")
+    logdir = make_logdir(tmp)
+    p = make_plugin(logdir, tmp / "cache")
+    yield p, tb_client(p), logdir, tmp / "cache"
+    p.close()
+
+
+@pytest.fixture
+def fresh_env(tmp_path: Path):
+    logdir = make_logdir(tmp_path)
+    p = make_plugin(logdir, tmp_path / "cache")
+    yield p, tb_client(p), logdir, tmp_path / "cache"
+    p.close()
+
+
+def test_is_active_listing_and_frontend_metadata(env):
+    p, c, _, _ = env
+    assert p.is_active() is True
+    meta = p.frontend_metadata()
+    assert meta.es_module_path == "/index.js" and meta.tab_name == "LLM Diag"
+    listing = c.get("/data/plugins_listing").get_json()
+    assert listing["llm_diag"]["enabled"] is True
+    assert listing["llm_diag"]["loading_mechanism"]["type"] == "IFRAME"
+
+
+def test_inactive_without_traces(tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    p = make_plugin(tmp_path / "empty", tmp_path / "cache")
+    try:
+        assert p.is_active() is False
+        body = tb_client(p).get(f"{PREFIX}/runs").get_json()
+        assert body["runs"] == []
+    finally:
+        p.close()
+
+
+def test_runs_lists_workers_spans_kind_and_status(env):
+    _, c, _, _ = env
+    wait_ready(c, "run_a", "worker0", "1")
+    wait_ready(c, "run_b/sub", "worker0", "1")
+    body = c.get(f"{PREFIX}/runs").get_json()
+    runs = {r["run"]: r for r in body["runs"]}
+    assert set(runs) == {"run_a", "run_b/sub"}
+    a = runs["run_a"]
+    assert a["status"] == "ready" and a["error"] is None
+    (w,) = a["workers"]
+    assert w["worker"] == "worker0"
+    (s,) = w["spans"]
+    assert (s["span"], s["source_kind"], s["status"]) == ("1", "kineto", "ready")
+    b = runs["run_b/sub"]
+    assert b["status"] == "error" and b["error"]
+    assert body["trace_viewers"] == {"pytorch_profiler": False}
+
+
+def test_report_is_the_cli_run_report(env):
+    _, c, _, _ = env
+    rep = wait_ready(c, "run_a", "worker0", "1")
+    assert rep["status"] == "ok"
+    assert (rep["run"], rep["worker"], rep["span"], rep["source_kind"]) == ("run_a", "worker0", "1", "kineto")
+    for k in ("summary", "headline", "metrics", "findings", "what_if", "warnings"):
+        assert k in rep
+    assert len(rep["summary"]["steps"]) >= 1
+
+
+def test_bad_trace_reports_error_with_one_line(env):
+    _, c, _, _ = env
+    rep = wait_ready(c, "run_b/sub", "worker0", "1")
+    assert rep["status"] == "error"
+    assert rep["error"] and "\n" not in rep["error"]
+
+
+def test_timeline_default_step_and_chosen_step(env):
+    _, c, _, _ = env
+    rep = wait_ready(c, "run_a", "worker0", "1")
+    q = {"run": "run_a", "worker": "worker0", "span": "1"}
+    r = c.get(f"{PREFIX}/timeline", query_string=q)
+    assert r.status_code == 200
+    tl = r.get_json()
+    assert tl["intervals"] <= 20_000
+    assert any(L["kind"] == "gpu" for L in tl["lanes"]) and any(L["id"] == "host.launch" for L in tl["lanes"])
+    assert set(tl["gaps"]) == {"start_ns", "dur_ns", "cause"}
+    durs = sorted(s["duration_ns"] for s in rep["summary"]["steps"])
+    assert tl["step"]["duration_ns"] == durs[(len(durs) - 1) // 2]
+    last = rep["summary"]["steps"][-1]["index"]
+    tl2 = c.get(f"{PREFIX}/timeline", query_string={**q, "step": str(last)}).get_json()
+    assert tl2["step"]["index"] == last
+    assert c.get(f"{PREFIX}/timeline", query_string={**q, "step": "999999"}).status_code == 404
+    assert c.get(f"{PREFIX}/timeline", query_string={**q, "step": "abc"}).status_code == 400
+
+
+def test_steps_breakdown_sums_to_durations(env):
+    _, c, _, _ = env
+    wait_ready(c, "run_a", "worker0", "1")
+    body = c.get(f"{PREFIX}/steps", query_string={"run": "run_a", "worker": "worker0", "span": "1"}).get_json()
+    assert body["steps"]
+    for s in body["steps"]:
+        parts = s["busy_ns"] + s["host_wait_ns"] + s["sync_ns"] + s["data_loader_ns"] + s["other_ns"]
+        assert parts == s["duration_ns"]
+
+
+def test_trace_download_is_the_file(env):
+    _, c, logdir, _ = env
+    r = c.get(f"{PREFIX}/trace", query_string={"run": "run_a", "worker": "worker0", "span": "1"})
+    assert r.status_code == 200
+    assert r.get_data() == (logdir / "run_a" / "worker0.1623143089861.pt.trace.json.gz").read_bytes()
+    assert r.headers["Content-Disposition"] == 'attachment; filename="worker0.1623143089861.pt.trace.json.gz"'
+
+
+@pytest.mark.parametrize("route", ["report", "timeline", "trace", "steps"])
+@pytest.mark.parametrize("query,code", [
+    ({}, 400),
+    ({"run": "run_a", "worker": "worker0"}, 400),
+    ({"run": "nope", "worker": "worker0", "span": "1"}, 404),
+    ({"run": "../run_a", "worker": "worker0", "span": "1"}, 404),
+    ({"run": "run_a/..", "worker": "worker0", "span": "1"}, 404),
+    ({"run": "/etc", "worker": "passwd", "span": "1"}, 404),
+    ({"run": ".", "worker": "secret.txt", "span": "1"}, 404),
+    ({"run": "run_a", "worker": "../../secret.txt", "span": "1"}, 404),
+    ({"run": "run_b%2Fsub", "worker": "worker0", "span": "1"}, 404),
+    ({"run": "run_a", "worker": "worker0", "span": "1\x00"}, 400),
+])
+def test_names_are_looked_up_never_joined(env, route, query, code):
+    _, c, _, _ = env
+    r = c.get(f"{PREFIX}/{route}", query_string=query)
+    assert r.status_code == code
+    body = r.get_json()
+    assert isinstance(body["error"], str) and body["error"]
+
+
+@pytest.mark.parametrize("path", [
+    "/../../secret.txt", "/..%2F..%2Fsecret.txt", "/%2E%2E/%2E%2E/secret.txt", "/vendor/../../setup.py",
+    "/vendor%2F..%2F..%2Fsetup.py", "//etc/passwd", "/index.js/../../setup.py", "/views/", "/nonexistent.js",
+])
+def test_static_path_tricks_are_404(env, path):
+    _, c, _, _ = env
+    r = c.get(PREFIX + path)
+    assert r.status_code in (404, 400), (path, r.status_code)
+    assert b"import" not in r.get_data()
+
+
+def test_static_assets_and_csp(env):
+    _, c, _, _ = env
+    r = c.get(f"{PREFIX}/index.js")
+    assert r.status_code == 200
+    assert r.headers["Content-Type"].startswith("text/javascript")
+    assert "script-src 'self'" in r.headers["Content-Security-Policy"]
+    assert "export async function render" in r.get_data(as_text=True)
+    r = c.get(f"{PREFIX}/vendor/uplot/uPlot.esm.js", headers={"Accept-Encoding": "gzip"})
+    assert r.headers["Content-Encoding"] == "gzip"
+    assert b"uPlot" in gzip.decompress(r.get_data())
+    assert c.get(f"{PREFIX}/vendor/uplot/LICENSE").status_code == 200
+    # the iframe page TensorBoard serves for us carries TensorBoard's own CSP, which allows our module
+    page = c.get("/data/plugin_entry.html?name=llm_diag")
+    assert page.status_code == 200 and "frame-src 'self' https://ui.perfetto.dev" in page.headers["Content-Security-Policy"]
+
+
+def test_every_route_is_json_without_nan(env):
+    _, c, _, _ = env
+    wait_ready(c, "run_a", "worker0", "1")
+    q = {"run": "run_a", "worker": "worker0", "span": "1"}
+    for route in ("runs", "report", "timeline", "steps"):
+        text = c.get(f"{PREFIX}/{route}", query_string=q).get_data(as_text=True)
+        json.loads(text, parse_constant=lambda s: pytest.fail(f"{route} sent {s}"))
+
+
+def test_run_still_loading_answers_status_at_once(tmp_path: Path, monkeypatch):
+    logdir = make_logdir(tmp_path)
+    gate = threading.Event()
+    real = plugin_mod.analyse_to_cache
+
+    def slow(tf, root, key):
+        from tb_llmdiag.cache import ResultCache
+
+        ResultCache(root).set_progress(key, "reading")
+        assert gate.wait(30)
+        return real(tf, root, key)
+
+    monkeypatch.setattr(plugin_mod, "analyse_to_cache", slow)
+    p = make_plugin(logdir, tmp_path / "cache", workers=1)
+    try:
+        c = tb_client(p)
+        q = {"run": "run_a", "worker": "worker0", "span": "1"}
+        t0 = time.monotonic()
+        r = c.get(f"{PREFIX}/report", query_string=q)
+        assert time.monotonic() - t0 < 2.5
+        assert r.status_code == 202
+        st = r.get_json()
+        assert st["status"] in ("pending", "analysing") and st["run"] == "run_a"
+        assert c.get(f"{PREFIX}/timeline", query_string=q).status_code == 202
+        runs = {x["run"]: x for x in c.get(f"{PREFIX}/runs").get_json()["runs"]}
+        assert runs["run_a"]["status"] == "analysing"
+        gate.set()
+        assert wait_ready(c, "run_a", "worker0", "1")["status"] == "ok"
+    finally:
+        gate.set()
+        p.close()
+
+
+def test_cache_is_reused_and_outside_logdir(tmp_path: Path):
+    logdir = make_logdir(tmp_path)
+    cache = tmp_path / "cache"
+    p1 = make_plugin(logdir, cache)
+    try:
+        wait_ready(tb_client(p1), "run_a", "worker0", "1")
+    finally:
+        p1.close()
+    assert list(cache.rglob("*.report.json"))
+    before = {q for q in logdir.rglob("*")}
+    calls = []
+    p2 = make_plugin(logdir, cache)
+    orig = plugin_mod.analyse_to_cache
+    plugin_mod.analyse_to_cache = lambda *a: calls.append(a) or orig(*a)
+    try:
+        c = tb_client(p2)
+        r = c.get(f"{PREFIX}/report", query_string={"run": "run_a", "worker": "worker0", "span": "1"})
+        assert r.status_code == 200  # at once, from the cache
+        assert not [a for a in calls if a[0].run == "run_a"]
+    finally:
+        plugin_mod.analyse_to_cache = orig
+        p2.close()
+    assert {q for q in logdir.rglob("*")} == before  # nothing written into the logdir
+
+
+def test_cache_dir_inside_logdir_is_refused(tmp_path: Path):
+    from tb_llmdiag.cache import ResultCache
+
+    c = ResultCache(tmp_path / "logs" / ".cache", logdir=str(tmp_path / "logs"))
+    assert not str(c.root).startswith(str(tmp_path / "logs"))
+
+
+def test_new_trace_is_discovered_without_restart(fresh_env):
+    p, c, logdir, _ = fresh_env
+    wait_ready(c, "run_a", "worker0", "1")
+    (logdir / "run_c").mkdir()
+    shutil.copy(logdir / "run_a" / "worker0.1623143089861.pt.trace.json.gz", logdir / "run_c" / "rank0.1.pt.trace.json.gz")
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        names = [r["run"] for r in c.get(f"{PREFIX}/runs").get_json()["runs"]]
+        if "run_c" in names:
+            break
+        time.sleep(0.1)
+    assert "run_c" in names
+    assert wait_ready(c, "run_c", "rank0", "1")["status"] == "ok"
