@@ -2,8 +2,8 @@
 
 Contract:
 - ``CATEGORIES`` is the fixed, ordered list of category names; a category code is its index.
-- ``KERNEL_PATTERNS`` is data: ``(category, regex)`` rows tried top to bottom, first match wins
-  (case-insensitive ``re.search``). Order matters: specific families (communication, optimizer,
+- ``KERNEL_PATTERNS`` is data: ``(category, substrings, regex)`` rows tried top to bottom against the
+  lower-cased name, first match wins. Order matters: specific families (communication, optimizer,
   attention, quantisation) come before the broad ones (gemm, copy, reduce, elementwise) so that
   e.g. a cuBLAS split-K reduction is a GEMM and ``multi_tensor_apply_kernel<..AdamFunctor..>`` is
   the optimizer, not an elementwise kernel.
@@ -50,24 +50,48 @@ COPY_CATEGORIES: tuple[str, ...] = ("copy", "memcpy")
 # ``triton_poi_fused_cat_clone_3``) are copies; any other pointwise fusion is elementwise.
 _TRITON_COPY_ONLY = r"^triton_poi_fused_(?:_?(?:to_copy|clone|cat|copy|transpose|permute|view|unsafe_view|stack|expand|t)_)+\d+$"
 
-#: (category, regex) rows; first match wins. Keep specific families above broad ones.
-KERNEL_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("communication", r"nccl|rccl|cross_device_reduce|multimem_all_reduce|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv"),
-    ("optimizer", r"multi_tensor_apply|_foreach_|fused_?adam|adam_?w?(?:functor|_kernel|_step)|lamb_|fused_sgd|triton_.*_(?:adam|sgd)"),
-    ("attention", r"flash|fmha|attention|attn|sdpa|mha_|flex_attention|xformers"),
-    ("quant", r"dequant|kquantize|quantize_|gemv_4bit|gemm_4bit|int8_?gemm|igemmlt|fp8_?(?:cast|quant|scale)"),
-    ("index", r"embedding|index_?select|indexselect|index_elementwise|index_put|scatter|gather|bounds_check_indices|linearize_index|take_along|masked_select|nonzero"),
-    ("norm", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|gammabeta|bn_fw|bn_bw|norm_backward|triton_\w*(?:pow_rsqrt|_rsqrt_|_rsqrt$|native_layer_norm|native_group_norm)"),
-    ("softmax", r"softmax|cross_?entropy|nll_?loss|classnllcriterion|logsumexp"),
-    ("conv", r"conv(?!ert)|winograd|implicit_convolve|scudnn|cask_cudnn|dgrad|wgrad|fprop|cudnn::cnn"),
-    ("copy", _TRITON_COPY_ONLY + r"|^(?!triton_).*?(?:copy|catarraybatched|\bcat_|nchwtonhwc|nhwctonchw|transpose|permute|convert|\bcast)"),
-    ("gemm", r"gemm|gemv|nvjet|cutlass|cublas|xmma|s884|s1688|s16816|h16816|bmm|matmul|triton_tem_fused_.*mm|splitkreduce|gemmk1|gemmsn|dot_kernel|\bkernel2\b|^fc-|epilogue::impl"),
-    ("reduce", r"reduce|cub::|scan|segmented|radix_?sort|sort_|topk|argmax|argmin|triton_red_|triton_per_|sum_|mean_|cumsum|max_dim|min_dim|vector_norm|pool"),
-    ("elementwise", r"elementwise|functor|triton_poi_|fill|gelu|silu|swiglu|geglu|relu|sigmoid|tanh|dropout|rotary|rope|pointwise|clamp|where|threshold|nan_to_num|scalepacked|divide|(?:^|[^a-z])(?:add|mul|div|sub|neg|sqrt|exp|log2|clip)(?:[^a-z]|$)"),
+#: (category, substrings, regex or None) rows, matched against the lower-cased name; first match wins.
+#: A row matches when any substring occurs in the name or the regex searches true. Plain substrings are
+#: used wherever they suffice (C-speed ``in``); regexes only where position or context matters.
+#: Keep specific families above broad ones.
+KERNEL_PATTERNS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
+    ("communication", ("nccl", "rccl", "cross_device_reduce", "multimem_all_reduce", "allreduce", "all_reduce",
+                       "allgather", "all_gather", "reducescatter", "reduce_scatter", "alltoall", "all_to_all",
+                       "sendrecv"), None),
+    ("optimizer", ("multi_tensor_apply", "_foreach_", "fused_adam", "fusedadam", "adamfunctor", "adamwfunctor",
+                   "adam_kernel", "adamw_kernel", "lamb_", "fused_sgd"), r"^triton_.*_(?:adam|sgd)"),
+    ("attention", ("flash", "fmha", "attention", "attn", "sdpa", "mha_", "xformers"), None),
+    ("quant", ("dequant", "kquantize", "quantize_", "gemv_4bit", "gemm_4bit", "int8gemm", "int8_gemm", "igemmlt",
+               "fp8_cast", "fp8_quant", "fp8_scale"), None),
+    ("index", ("embedding", "index_select", "indexselect", "index_elementwise", "index_put", "scatter", "gather",
+               "bounds_check_indices", "linearize_index", "take_along", "masked_select", "nonzero"), None),
+    ("norm", ("layer_norm", "layernorm", "rms_norm", "rmsnorm", "batch_norm", "batchnorm", "group_norm",
+              "groupnorm", "instance_norm", "gammabeta", "bn_fw", "bn_bw", "norm_backward"), r"^triton_.*rsqrt"),
+    ("softmax", ("softmax", "cross_entropy", "crossentropy", "nll_loss", "nllloss", "classnllcriterion",
+                 "logsumexp"), None),
+    ("conv", ("winograd", "implicit_convolve", "scudnn", "cask_cudnn", "dgrad", "wgrad", "fprop", "cudnn::cnn"),
+     r"conv(?!ert)"),
+    ("copy", (), _TRITON_COPY_ONLY),
+    ("elementwise", (), r"^triton_poi_"),  # other Triton pointwise fusions (even with _to_copy inside)
+    ("reduce", (), r"^triton_(?:red|per)_"),  # Triton reductions not caught by norm/softmax above
+    ("copy", ("copy", "catarraybatched", "nchwtonhwc", "nhwctonchw", "transpose", "permute", "convert"),
+     r"\bcat_|\bcast"),
+    ("gemm", ("gemm", "gemv", "nvjet", "cutlass", "cublas", "xmma", "s884", "s1688", "s16816", "h16816", "bmm",
+              "matmul", "splitkreduce", "gemmk1", "gemmsn", "dot_kernel", "epilogue::impl"),
+     r"^triton_tem_fused_.*mm|\bkernel2\b|^fc-"),
+    ("reduce", ("reduce", "cub::", "scan", "segmented", "radix_sort", "radixsort", "sort_", "topk", "argmax",
+                "argmin", "sum_", "mean_", "cumsum", "max_dim", "min_dim", "vector_norm", "pool"), None),
+    ("elementwise", ("elementwise", "functor", "fill", "gelu", "silu", "swiglu", "geglu", "relu", "sigmoid",
+                     "tanh", "dropout", "rotary", "rope", "pointwise", "clamp", "where", "threshold", "nan_to_num",
+                     "scalepacked", "divide"),
+     r"(?:^|[^a-z])(?:add|mul|div|sub|neg|sqrt|exp|log2|clip)(?:[^a-z]|$)"),
 )
 
-_COMPILED: tuple[tuple[int, re.Pattern[str]], ...] = tuple(
-    (CATEGORY_CODE[cat], re.compile(rx, re.IGNORECASE)) for cat, rx in KERNEL_PATTERNS
+#: Names are matched on their first characters only: template arguments far into a name never decide.
+MAX_NAME_CHARS = 1024
+
+_COMPILED: tuple[tuple[int, tuple[str, ...], re.Pattern[str] | None], ...] = tuple(
+    (CATEGORY_CODE[cat], subs, re.compile(rx) if rx else None) for cat, subs, rx in KERNEL_PATTERNS
 )
 _OTHER = CATEGORY_CODE["other"]
 
@@ -78,8 +102,9 @@ def kernel_category(name: str) -> str:
 
 
 def _kernel_code(name: str) -> int:
-    for code, rx in _COMPILED:
-        if rx.search(name):
+    low = name[:MAX_NAME_CHARS].lower()
+    for code, subs, rx in _COMPILED:
+        if any(s in low for s in subs) or (rx is not None and rx.search(low)):
             return code
     return _OTHER
 
@@ -93,6 +118,14 @@ def classify_names(names: tuple[str, ...]) -> NDArray[np.uint8]:
     return np.fromiter((_kernel_code(n) for n in names), dtype=np.uint8, count=len(names))
 
 
+def _codes_for(names: tuple[str, ...], name_ids: NDArray[np.int32]) -> NDArray[np.uint8]:
+    """Category codes for the given name ids, classifying only the names actually used."""
+    used = np.unique(name_ids)
+    table = np.full(len(names), _OTHER, dtype=np.uint8)
+    table[used] = np.fromiter((_kernel_code(names[i]) for i in used), dtype=np.uint8, count=used.size)
+    return table[name_ids]
+
+
 def categorize(events: EventTable) -> NDArray[np.uint8]:
     """Category code per row: kernels by name, memcpy/memset by kind, everything else ``other``."""
     out = np.full(len(events), _OTHER, dtype=np.uint8)
@@ -100,7 +133,7 @@ def categorize(events: EventTable) -> NDArray[np.uint8]:
         return out
     kernel = events.kind == Kind.KERNEL
     if kernel.any():
-        out[kernel] = classify_names(events.names)[events.name_id[kernel]]
+        out[kernel] = _codes_for(events.names, events.name_id[kernel])
     out[events.kind == Kind.MEMCPY] = CATEGORY_CODE["memcpy"]
     out[events.kind == Kind.MEMSET] = CATEGORY_CODE["memset"]
     return out

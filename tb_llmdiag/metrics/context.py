@@ -55,11 +55,14 @@ def name_flags(names: tuple[str, ...], family: str) -> NDArray[np.bool_]:
 def rows_of(trace: Trace, family: str) -> IDX:
     """Row indices of host events of a name family, restricted to the kinds it applies to."""
     ev = trace.events
-    if len(ev) == 0:
-        return np.zeros(0, dtype=np.intp)
-    flag = name_flags(ev.names, family)[ev.name_id]
-    kinds = np.array(HOST_KINDS_FOR[family], dtype=np.uint8)
-    return np.flatnonzero(flag & np.isin(ev.kind, kinds))
+    rows = np.flatnonzero(np.isin(ev.kind, np.array(HOST_KINDS_FOR[family], dtype=np.uint8)))
+    if rows.size == 0:
+        return rows
+    used = np.unique(ev.name_id[rows])
+    rx = _COMPILED[family]
+    flag = np.zeros(len(ev.names), dtype=bool)
+    flag[used] = np.fromiter((rx.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)
+    return rows[flag[ev.name_id[rows]]]
 
 
 def in_windows(ts: I64, win_s: I64, win_e: I64) -> NDArray[np.bool_]:

@@ -12,7 +12,8 @@ Definitions (ns; "window" = the union of the step windows, see ``metrics.context
   3. ``host_wait``: the device event that ends the gap was submitted (its launch call ended) after the
      gap began, or no device event ends it: the device ran dry waiting for the host to launch work;
   4. ``other``: the work that ends the gap was already queued (cross-stream waits, events, clock
-     jitter), or launches cannot be joined to device events (no correlation ids).
+     jitter), or no launch in the trace can be joined to a device event (no correlation ids: XPlane, some
+     accelerators), so host waits cannot be told apart.
 - Long gaps: gaps of at least 500 ms (Nsight Systems' "GPU gaps" rule). Low-utilisation steps: steps
   whose own busy share is under 0.5 (Nsight's 50 % rule, per step).
 
@@ -118,8 +119,9 @@ def gap_causes(gs: I64, ge: I64, host: HostSignals, *, sync_slack_ns: int = 10_0
     has_next = nxt < host.dev_ts.size
     launch_end = np.full(gs.size, -1, np.int64)
     launch_end[has_next] = host.dev_launch_end[nxt[has_next]]
-    waited = (~has_next) | (launch_end >= gs)
-    out[waited] = HOST_WAIT
+    if (host.dev_launch_end >= 0).any():  # without any launch join (XPlane, no correlation ids) we cannot tell
+        waited = (~has_next) | (launch_end >= gs)
+        out[waited] = HOST_WAIT
     # sync: the gap starts inside a synchronising call (or just after it returns)
     if host.sync_s.size:
         j = np.searchsorted(host.sync_s, gs, side="right") - 1
