@@ -294,3 +294,49 @@ def test_nested_compiles_count_once() -> None:
 ])
 def test_op_bucket(category: str | None, op: str | None, kernel: str, kind: Kind, bucket: str) -> None:
     assert op_bucket(category, op, kernel, kind) == bucket
+
+
+# ---------------------------------------------------------------- XLA_RULES on the captures
+
+
+def _xla_findings(folder: str) -> dict[str, dict[str, Any]]:
+    from tb_llmdiag.rules import evaluate
+    from tb_llmdiag.rules_xla import XLA_RULES
+
+    tr = read_xplane(str(_one(folder)))
+    steps = find_steps(tr)
+    metrics = {"xla": compute_xla(tr, steps), "steps": {"median_ns": int(np.median(steps.duration_ns))}}
+    return {f["id"]: f for f in evaluate(metrics, XLA_RULES)}
+
+
+def test_xla_rules_name_only_keys_that_compute_xla_writes() -> None:
+    from tb_llmdiag.rules_xla import XLA_RULES
+
+    tr = read_xplane(str(_one("synthetic_tpu")))
+    keys = set(compute_xla(tr, find_steps(tr)))
+    ids = [r.id for r in XLA_RULES]
+    assert len(ids) == len(set(ids))
+    assert {"recompilation", "host_transfer", "step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"} == set(ids)
+    for r in XLA_RULES:
+        paths = [r.metric, r.saving, *(p for _, p in r.evidence)]
+        for p in paths:
+            if p is not None:
+                assert p.startswith("xla.") and p[4:] in keys, (r.id, p)
+
+
+def test_torch_xla_findings_recompilation_and_host_transfer() -> None:
+    f = _xla_findings("torch_xla_cpu")
+    assert set(f) == {"recompilation", "host_transfer", "warmup_in_window"}
+    rc = f["recompilation"]
+    assert rc["evidence"]["steps"] == [3] and rc["evidence"]["graph_hashes"] == ["552965b651067c2157a20921c5dae229"]
+    assert rc["severity"] == "high" and 0.3 < rc["saving"]["share"] < 0.5
+    ht = f["host_transfer"]
+    assert ht["evidence"]["after_steps"] == [4] and ht["evidence"]["transfers"] == 1
+    assert "MpDeviceLoader" in ht["fix"]["text"] and ".item()" in ht["fix"]["text"]
+
+
+def test_synthetic_tpu_findings() -> None:
+    f = _xla_findings("synthetic_tpu")
+    assert "recompilation" in f and f["recompilation"]["evidence"]["steps"] == [3]
+    # 14.8 % movement and a 77 % steady duty cycle stay under the copy_heavy / gpu_gaps thresholds
+    assert "copy_heavy" not in f and "gpu_gaps" not in f and "warmup_in_window" not in f

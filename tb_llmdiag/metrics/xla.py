@@ -382,6 +382,18 @@ def compute_xla(trace: Trace, steps: Steps) -> dict[str, Any]:
             f"transfer_{tag}_steps": sorted({r["step"] for r in loop if r["step"] is not None}),
             f"transfers_{tag}": loop[:_MAX_LISTED] if tag == "from_device" else [],
         })
+    # shares of step time a fix would save (the rules' saving paths; rules_xla.py)
+    out["recompile_in_loop_share"] = out["recompile_in_loop_time_ns"] / step_total if step_total > 0 else None
+    out["warmup_compile_in_steps_time_ns"] = sum(c["duration_ns"] for c in warm if c["position"] == "in_step")
+    out["host_transfer_share"] = (
+        (out["transfer_from_device_in_loop_time_ns"] + out["transfer_to_device_in_steps_time_ns"]) / step_total
+        if step_total > 0 else None)
+    duty = out["steady_device_duty_cycle_share"]
+    out["steady_device_idle_share"] = 1 - duty if duty is not None else None
+    out["movement_step_share"] = (out["movement_share"] * duty
+                                  if out["movement_share"] is not None and duty is not None else None)
+    mean, median = out["steady_step_mean_ns"], out["steady_step_median_ns"]
+    out["steady_mean_excess_share"] = (1 - median / mean) if mean and median is not None and mean > 0 else None
     out["transfer_in_steps_share"] = (
         (out["transfer_to_device_in_steps_time_ns"] + out["transfer_from_device_in_steps_time_ns"]) / step_total
         if step_total > 0 else None)

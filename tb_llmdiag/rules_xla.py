@@ -1,0 +1,144 @@
+"""Findings for XPlane (TPU / XLA) runs: ``XLA_RULES``, evaluated on the ``xla`` metrics topic.
+
+Same mechanics as ``rules.GPU_RULES`` (``tb_llmdiag.rules.Rule``: an observed value at a dotted path,
+``above``/``below``, a named predicate ``when``, a saving path holding a share of step time). The topic only
+exists for XPlane traces (``metrics/xla.py``), so these rules never fire on Kineto runs. Shared ids
+(``step_variance``, ``warmup_in_window``, ``copy_heavy``, ``gpu_gaps``) mean what they mean on GPU runs,
+measured the XLA way: steps that compile are left out of the variance and idle numbers, because the
+``recompilation`` / ``warmup_in_window`` findings already account for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tb_llmdiag.rules import Fix, Rule, lookup
+
+Metrics = Mapping[str, Any]
+
+_TORCH_XLA_RECOMPILE = "https://pytorch.org/xla/master/perf/recompilation.html"
+_TORCH_XLA_TROUBLESHOOT = "https://pytorch.org/xla/master/learn/troubleshoot.html"
+
+
+# ---------------------------------------------------------------------------------------------
+# Named predicates
+
+
+def enough_steady_steps(m: Metrics) -> bool:
+    """At least three steps without a compile: fewer say nothing about variance."""
+    return (lookup(m, "xla.steady_step_count") or 0) >= 3
+
+
+# ---------------------------------------------------------------------------------------------
+
+XLA_RULES: tuple[Rule, ...] = (
+    Rule(
+        id="recompilation", title="XLA recompiles the step graph inside the training loop",
+        metric="xla.recompile_in_loop_count", above=1, saving="xla.recompile_in_loop_share",
+        evidence=(("recompiles", "xla.recompile_in_loop_count"), ("recompile_ns", "xla.recompile_in_loop_time_ns"),
+                  ("steps", "xla.recompile_steps"), ("graph_hashes", "xla.recompile_graph_hashes"),
+                  ("modules", "xla.recompile_modules"), ("program_ids", "xla.recompile_program_ids"),
+                  ("recompile_share", "xla.recompile_in_loop_share"),
+                  ("steady_step_median_ns", "xla.steady_step_median_ns")),
+        summary="XLA compiled a new graph {recompiles} time(s) inside the loop (steps {steps}, graph hashes "
+                "{graph_hashes}), taking {recompile_ns}, {recompile_share} of step time; a steady step takes "
+                "{steady_step_median_ns}.",
+        fix=Fix(text="Keep the traced graph identical every step: pad or bucket inputs to a few fixed shapes "
+                     "(drop_last=True; pad to a fixed length or a multiple of 128), pass per-step Python values "
+                     "(learning rate, step counters) as device tensors, call xm.mark_step() (or use MpDeviceLoader) "
+                     "at the same place every step, and enable the persistent compilation cache so restarts do not "
+                     "recompile. PT_XLA_DEBUG=1 (torch_xla) or jax_explain_cache_misses (JAX) names the cause.",
+                pytorch="import torch_xla.runtime as xr\n"
+                        "xr.initialize_cache('/tmp/xla_cache', readonly=False)  # persistent compilation cache\n"
+                        "loader = DataLoader(ds, batch_size=bs, drop_last=True)\n"
+                        "batch = tok(texts, padding='max_length', max_length=512, return_tensors='pt')\n"
+                        "# JAX: jax.config.update('jax_compilation_cache_dir', '/tmp/jax_cache')",
+                hf_trainer="TrainingArguments(..., dataloader_drop_last=True)\n"
+                           "DataCollatorWithPadding(tok, padding='max_length', max_length=512)  # or pad_to_multiple_of=128"),
+        docs=_TORCH_XLA_RECOMPILE,
+    ),
+    Rule(
+        id="host_transfer", title="Device-to-host transfers inside the training loop",
+        metric="xla.transfer_from_device_in_loop_count", above=1, saving="xla.host_transfer_share",
+        evidence=(("transfers", "xla.transfer_from_device_in_loop_count"),
+                  ("transfer_ns", "xla.transfer_from_device_in_loop_time_ns"),
+                  ("after_steps", "xla.transfer_from_device_steps"),
+                  ("per_step", "xla.transfer_from_device_per_step"),
+                  ("to_device_in_steps_ns", "xla.transfer_to_device_in_steps_time_ns"),
+                  ("host_transfer_share", "xla.host_transfer_share")),
+        summary="{transfers} device-to-host transfer(s) in the training loop (in or right after steps "
+                "{after_steps}; {per_step} per step), {transfer_ns} in all: each waits for the device to finish "
+                "and stalls the pipeline (.item(), print(tensor), a Python branch on a tensor).",
+        fix=Fix(text="Read device values rarely: drop per-step loss.item() / print(tensor) / `if tensor:`; "
+                     "accumulate metrics on the device and fetch them every N steps, or hand them to "
+                     "xm.add_step_closure. Feed inputs through MpDeviceLoader so host-to-device copies overlap "
+                     "the step.",
+                pytorch="import torch_xla.distributed.parallel_loader as pl\n"
+                        "loader = pl.MpDeviceLoader(loader, device)\n"
+                        "running = torch.zeros((), device=device)\n"
+                        "running += loss.detach()                       # no .item() per step\n"
+                        "if step % 50 == 0: xm.add_step_closure(lambda r=running: print(r.item()))",
+                hf_trainer="TrainingArguments(..., logging_steps=50)  # the Trainer reads the loss only when it logs\n"
+                           "# and no .item() in custom compute_loss / callbacks on every step"),
+        docs=_TORCH_XLA_TROUBLESHOOT,
+    ),
+    Rule(
+        id="warmup_in_window", title="The profiled window includes XLA's first compile",
+        metric="xla.warmup_compile_in_steps_time_ns", above=1, severity="low",
+        evidence=(("warmup_compile_ns", "xla.warmup_compile_in_steps_time_ns"),
+                  ("first_step_ns", "xla.step_max_ns"), ("steady_step_median_ns", "xla.steady_step_median_ns")),
+        summary="The first profiled step compiled the step graph ({warmup_compile_ns}): the window includes "
+                "warm-up and skews averages (a steady step takes {steady_step_median_ns}).",
+        fix=Fix(text="Start the trace after a few steps so only steady steps are recorded; meanwhile read the "
+                     "steady_* numbers, which leave compiling steps out.",
+                pytorch="import torch_xla.debug.profiler as xp\n"
+                        "server = xp.start_server(9012)\n"
+                        "if step == 5: xp.trace_detached('localhost:9012', logdir, duration_ms=20000)\n"
+                        "# JAX: enter jax.profiler.trace(logdir) after a few warm-up steps",
+                hf_trainer="# start the capture from a TrainerCallback.on_step_begin when state.global_step == 5"),
+        docs=None,
+    ),
+    Rule(
+        id="step_variance", title="Step time varies from step to step",
+        metric="xla.steady_step_cv", above=0.20, when=enough_steady_steps, saving="xla.steady_mean_excess_share",
+        evidence=(("cv", "xla.steady_step_cv"), ("median_ns", "xla.steady_step_median_ns"),
+                  ("max_ns", "xla.steady_step_max_ns"), ("steady_steps", "xla.steady_step_count")),
+        summary="Steps that do not compile still vary by {cv} (coefficient of variation over {steady_steps} "
+                "steps; median {median_ns}, max {max_ns}).",
+        fix=Fix(text="Find what differs in the slow steps: inputs of other shapes hitting other cached graphs, "
+                     "host work or transfers in some steps only, periodic logging or checkpointing.",
+                pytorch="# pad to fixed shapes; move logging/checkpointing out of the hot loop or make it periodic",
+                hf_trainer="TrainingArguments(..., dataloader_drop_last=True, logging_steps=50, save_steps=500)"),
+        docs=None,
+    ),
+    Rule(
+        id="copy_heavy", title="Data formatting and copies take a large share of device time",
+        metric="xla.movement_share", above=0.25, saving="xla.movement_step_share",
+        evidence=(("movement_share", "xla.movement_share"), ("data_formatting_share", "xla.data_formatting_share"),
+                  ("copy_share", "xla.copy_share"), ("matmul_share", "xla.matmul_share")),
+        summary="Transposes, reshapes and copies take {movement_share} of device time (data formatting "
+                "{data_formatting_share}, copies {copy_share}) against {matmul_share} for matmuls.",
+        fix=Fix(text="Keep tensors in the layout the next op wants: drop .contiguous()/.t()/permute() pairs around "
+                     "matmuls, avoid dtype round trips (bf16 end to end), and use dimensions the matrix units tile "
+                     "well (multiples of 128).",
+                pytorch="model = model.to(torch.bfloat16)\n"
+                        "# replace x.transpose(1, 2).contiguous() @ w with torch.einsum('bji,jk->bik', x, w)",
+                hf_trainer="TrainingArguments(..., bf16=True)"),
+        docs="https://cloud.google.com/tpu/docs/performance-guide",
+    ),
+    Rule(
+        id="gpu_gaps", title="The device sits idle during steps",
+        metric="xla.steady_device_duty_cycle_share", below=0.50, saving="xla.steady_device_idle_share",
+        evidence=(("duty_cycle_share", "xla.steady_device_duty_cycle_share"),
+                  ("idle_in_steps_ns", "xla.device_idle_in_steps_ns"),
+                  ("to_device_in_steps_ns", "xla.transfer_to_device_in_steps_time_ns")),
+        summary="Outside compiles the device is busy for only {duty_cycle_share} of step time: it waits for the "
+                "host to trace, dispatch and feed the next graph.",
+        fix=Fix(text="Overlap the host with the device: feed batches with MpDeviceLoader (prefetches to the device), "
+                     "keep host work and transfers out of the step, and give each step more work (a bigger batch).",
+                pytorch="import torch_xla.distributed.parallel_loader as pl\n"
+                        "loader = pl.MpDeviceLoader(loader, device)",
+                hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, dataloader_num_workers=4)"),
+        docs="https://pytorch.org/xla/master/learn/pytorch-on-xla-devices.html",
+    ),
+)
