@@ -9,6 +9,7 @@ Contract:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Mapping
@@ -36,6 +37,14 @@ class Kind(IntEnum):
     SYNC = 10  # cuda_sync markers (event/stream waits recorded on the device side)
     OTHER = 11
 
+
+#: CPU operators whose recorded "Input Dims" readers keep (token counts, GEMM/attention FLOPs, loss
+#: shapes); other ops' shapes are dropped to keep reading fast. Analyses may rely on these only.
+SHAPE_OPS = re.compile(
+    r"^(?:aten::(?:embedding|mm|addmm|_scaled_mm|bmm|baddbmm|matmul|linear|_?scaled_dot_product\w*|"
+    r"_flash_attention\w*|_efficient_attention\w*|cross_entropy\w*|nll_loss\w*|_?log_softmax\w*)$"
+    r"|flash_attn::)"
+)
 
 #: Kinds that occupy the accelerator.
 DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)

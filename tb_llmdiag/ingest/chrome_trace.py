@@ -25,6 +25,7 @@ import numpy as np
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.model import (
+    SHAPE_OPS,
     DeviceInfo,
     DistributedInfo,
     EventTable,
@@ -105,6 +106,9 @@ class _Instant(msgspec.Struct, tag="i", tag_field="ph", gc=False):
 
 class _InstantUpper(_Instant, tag="I"):
     pass
+
+
+_INSTANTS = (_Instant, _InstantUpper)
 
 
 # Every other Chrome phase (flows, metadata, counters, async...) decodes to an empty struct: its
@@ -237,6 +241,7 @@ class _Columns:
         self.mem_parts: list[tuple[list[Any], ...]] = []
         self.window: list[float] = []
         self._kind_table = np.zeros(0, dtype=np.uint8)
+        self._shape_table = np.zeros(0, dtype=bool)
         self.ts_base_us: int | None = None  # set when timestamps are read exactly (see _relative_us)
 
     def _id(self, value: Any) -> int:
@@ -259,6 +264,10 @@ class _Columns:
     def _ids(self, values: list[Any]) -> np.ndarray:
         """Column of pid/tid/stream values: ints kept, missing -1, other values converted once per unique value."""
         try:
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        try:
             return np.array([-1 if v is None else v for v in values], dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
             conv = {v: (v if v.__class__ is int else self._id(v)) for v in set(values)}
@@ -269,7 +278,7 @@ class _Columns:
         only some kinds carry (stream, bytes, shapes...) are read only for those rows."""
         cats, names, shapes = self.cats, self.names, self.shapes
         xs = [e for e in events if e.__class__ in _COMPLETE]
-        mem = [e for e in events if isinstance(e, _Instant) and e.name == "[memory]" and e.args is not None]
+        mem = [e for e in events if e.__class__ in _INSTANTS and e.name == "[memory]" and e.args is not None]
         if mem:
             self.mem_parts.append((
                 [e.ts for e in mem],
@@ -341,8 +350,12 @@ class _Columns:
         idx, sub = subset(cpu)
         if idx.size:
             external_id[idx] = _int_column([a.external_id for a in sub])
-            shape_id[idx] = np.array([shapes.setdefault(bytes(a.input_dims), len(shapes)) if len(a.input_dims) else -1
-                                      for a in sub], dtype=np.int32)
+            keep_shape = self.shape_table()[name_id[idx]]
+            if keep_shape.any():
+                sub_idx = np.flatnonzero(keep_shape)
+                shape_id[idx[sub_idx]] = np.array(
+                    [shapes.setdefault(bytes(d), len(shapes)) if len(d) else -1
+                     for d in (sub[i].input_dims for i in sub_idx.tolist())], dtype=np.int32)
         host = np.flatnonzero(~device_side)
         if host.size:
             loc[host] = self._ids([e.tid for e in xs] if host.size == n else [xs[i].tid for i in host.tolist()])
@@ -366,6 +379,14 @@ class _Columns:
         if self.ts_base_us is None:
             self.ts_base_us = int(whole_us.min())
         return (whole_us - self.ts_base_us) + frac_ns / 1000.0
+
+    def shape_table(self) -> np.ndarray:
+        """name id -> keep this op's Input Dims (model.SHAPE_OPS), extended as names appear."""
+        have = self._shape_table.shape[0]
+        if have != len(self.names):
+            new = [bool(SHAPE_OPS.match(n)) for n in list(self.names)[have:]]
+            self._shape_table = np.concatenate([self._shape_table, np.array(new, dtype=bool)])
+        return self._shape_table
 
     def kind_table(self) -> np.ndarray:
         """cat id -> Kind (or _SKIP), rebuilt when new categories appear."""
@@ -453,6 +474,10 @@ def _to_float(v: Any) -> float:
 
 def _int_column(values: list[Any], convert: Any = None) -> np.ndarray:
     """Optional ints -> int64 with -1 for missing; strings go through ``convert`` (or are parsed)."""
+    try:
+        return np.array(values, dtype=np.int64)  # the common case: every value present
+    except (TypeError, ValueError, OverflowError):
+        pass
     try:
         return np.array([-1 if v is None else v for v in values], dtype=np.int64)
     except (TypeError, ValueError, OverflowError):

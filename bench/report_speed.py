@@ -1,0 +1,160 @@
+"""Benchmark: report generation on one trace vs the bare read floor, measured in the same run.
+
+    python bench/report_speed.py [TRACE] [--repeat 3]
+
+Each measurement runs in a fresh subprocess (so peak RSS is that job's own) and is repeated; the
+median wall time is reported. Measured:
+  floor   gzip decompress (isal if installed, else zlib) + msgspec typed decode of the fields the
+          reader needs, into the same Structs the reader uses. The floor is the faster of decoding
+          the whole document at once and decoding it in event pieces, so it is the least work that
+          reading the file takes, not our own pipeline.
+  report  tb_llmdiag.api.analyze_file: read into columns + metrics + diagnosis (everything the
+          CLI and the tab show), without the on-disk cache.
+  hta / tb-profiler   the anchors on the same file, if they are installed.
+Prints each figure, the ratio report/floor, and peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_TRACE = REPO / "bench" / "traces" / "lora_qwen1.5b_6steps.pt.trace.json.gz"
+
+_JOBS = {
+    "floor_whole": """
+import gc, time, msgspec
+from tb_llmdiag.ingest import chrome_trace as c
+gc.disable()
+t = time.perf_counter()
+raw = open(PATH, "rb").read()
+data = c._zlib.decompress(raw, 16 + c._zlib.MAX_WBITS) if raw[:2] == b"\\x1f\\x8b" else raw
+del raw
+env = c._DECODERS[c._needs_exact_ts(data[:1 << 20])][1].decode(data)
+n = len(env.traceEvents)
+RESULT = {"seconds": time.perf_counter() - t, "events": n, "json_bytes": len(data)}
+""",
+    "floor_pieces": """
+import gc, time
+from tb_llmdiag.ingest import chrome_trace as c
+gc.disable()
+t = time.perf_counter()
+buf, n, total, start, exact = b"", 0, 0, -1, None
+for block in c._blocks(PATH):
+    total += len(block)
+    buf += block
+    if start < 0:
+        start = c._find_array_start(buf)
+        if start < 0:
+            continue
+        buf = buf[start:]
+    cut = buf.rfind(c._SEPARATOR)
+    if cut < 0:
+        continue
+    if exact is None:
+        exact = c._needs_exact_ts(buf)
+    n += len(c._DECODERS[exact][0].decode(b"[" + buf[: cut + 4] + b"]"))
+    buf = buf[cut + 5:]
+n += len(c._DECODERS[bool(exact)][1].decode(b'{"traceEvents":[' + buf).traceEvents)
+RESULT = {"seconds": time.perf_counter() - t, "events": n, "json_bytes": total}
+""",
+    "report": """
+import time
+from tb_llmdiag import api
+from tb_llmdiag.ingest.discover import discover
+tf = discover(PATH).files[0]
+t = time.perf_counter()
+rep = api.analyze_file(tf)
+RESULT = {"seconds": time.perf_counter() - t, "status": rep["status"], "error": rep["error"],
+          "events": rep["summary"]["counts"]["events"] if rep["summary"] else None,
+          "findings": [f["id"] for f in rep["findings"]]}
+""",
+    "hta": """
+import os, shutil, tempfile, time
+from hta.trace_analysis import TraceAnalysis
+d = tempfile.mkdtemp()
+shutil.copy(PATH, os.path.join(d, "rank0.json.gz"))
+t = time.perf_counter()
+TraceAnalysis(trace_dir=d)
+RESULT = {"seconds": time.perf_counter() - t}
+""",
+    "tb_profiler": """
+import time
+from torch_tb_profiler.profiler.loader import RunLoader
+t = time.perf_counter()
+import os
+RunLoader(os.path.basename(os.path.dirname(PATH)), os.path.dirname(PATH), None).load()
+RESULT = {"seconds": time.perf_counter() - t}
+""",
+}
+
+_RUNNER = """
+import json, resource, sys
+sys.path.insert(0, {repo!r})
+PATH = {path!r}
+{body}
+RESULT["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print("@@" + json.dumps(RESULT))
+"""
+
+
+def run_job(name: str, path: str) -> dict | None:
+    code = _RUNNER.format(repo=str(REPO), path=path, body=_JOBS[name])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    for line in proc.stdout.splitlines():
+        if line.startswith("@@"):
+            return json.loads(line[2:])
+    if name in ("hta", "tb_profiler"):
+        return None  # not installed
+    raise RuntimeError(f"{name} failed:\n{proc.stderr[-2000:]}")
+
+
+def installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace", nargs="?", default=str(DEFAULT_TRACE))
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    path = os.path.abspath(args.trace)
+    if not os.path.exists(path):
+        print(f"no trace at {path}", file=sys.stderr)
+        return 2
+    jobs = ["floor_whole", "floor_pieces", "report"]
+    jobs += [j for j, mod in (("hta", "hta"), ("tb_profiler", "torch_tb_profiler")) if installed(mod)]
+    results: dict[str, list[dict]] = {j: [] for j in jobs}
+    for _ in range(args.repeat):
+        for j in jobs:  # interleaved, so background load affects all alike
+            r = run_job(j, path)
+            if r is not None:
+                results[j].append(r)
+    med = {j: statistics.median(r["seconds"] for r in rs) for j, rs in results.items() if rs}
+    rss = {j: max(r["peak_rss_mb"] for r in rs) for j, rs in results.items() if rs}
+    floor = min(med["floor_whole"], med["floor_pieces"])
+    info = results["floor_pieces"][0]
+    rep = results["report"][0]
+    print(f"trace: {path}")
+    print(f"  {os.path.getsize(path) / 2**20:.1f} MiB on disk, {info['json_bytes'] / 2**20:.0f} MiB JSON, "
+          f"{info['events']} events; report status {rep['status']}, findings {rep['findings']}")
+    print(f"  machine: {os.cpu_count()} cores; median of {args.repeat} runs, each in a fresh process")
+    print(f"  {'job':<14}{'seconds':>9}{'x floor':>9}{'peak RSS MB':>13}")
+    for j in med:
+        print(f"  {j:<14}{med[j]:>9.2f}{med[j] / floor:>9.2f}{rss[j]:>13.0f}")
+    print(f"RESULT report={med['report']:.2f}s floor={floor:.2f}s ratio={med['report'] / floor:.2f} "
+          f"peak_rss={rss['report']:.0f}MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
