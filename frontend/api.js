@@ -37,6 +37,7 @@ async function getJSON(kind, url) {
 
 export const runs = () => getJSON('runs', './runs');
 export const report = (sel) => getJSON('report', `./report?${query(sel)}`);
+export const steps = (sel) => getJSON('steps', `./steps?${query(sel)}`);
 export const timeline = (sel, step) => getJSON('timeline', `./timeline?${query(sel, { step })}`);
 export const traceUrl = (sel) => `./trace?${query(sel)}`;
 

@@ -73,7 +73,7 @@ export function fmtByKey(key, value) {
 /** "pageable_time_ns" -> "pageable time". */
 export function humanKey(key) {
   return String(key)
-    .replace(/_(ns|bytes|share|per_s)$/, '')
+    .replace(/_ns$/, '')
     .replace(/_/g, ' ');
 }
 

@@ -155,7 +155,10 @@ export async function render() {
     findings.update(report);
     markFirstPaint();
     kernels.update(report);
-    steps.update(report);
+    api.steps(want).then((r) => {
+      if (r.aborted || key(want) !== key(sel) || reportFor !== key(want)) return;
+      steps.update(report, r.code === 200 ? r.body : null);
+    });
     tokens.update(report);
     const stepRows = (report.summary && report.summary.steps) || [];
     timeline.setSteps(stepRows.length ? stepRows : [{ index: -1, duration_ns: report.summary && report.summary.window_ns }], step);

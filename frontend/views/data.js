@@ -42,10 +42,11 @@ function pick(obj, keys) {
 }
 
 /** Per step: {index, duration_ns, busy, host_wait, sync, data_loader, other} (ns; null parts unknown). */
-export function stepBreakdown(report) {
+export function stepBreakdown(report, stepsBody) {
   const steps = (report && report.summary && report.summary.steps) || [];
   const t = topic(report, 'idle', 'gaps', 'step_breakdown', 'steps');
-  let per = t && (t.per_step || t.steps || t.by_step);
+  // the plugin's /steps route (exact per-step split of the step by metrics.idle), else the report's topic
+  let per = (stepsBody && Array.isArray(stepsBody.steps) && stepsBody.steps.length && stepsBody.steps) || (t && (t.per_step || t.steps || t.by_step));
   // columnar form: {index: [...], busy_ns: [...], ...}
   if (per && !Array.isArray(per) && typeof per === 'object' && Array.isArray(per.index)) {
     per = per.index.map((_, i) => Object.fromEntries(Object.entries(per).map(([k, v]) => [k, Array.isArray(v) ? v[i] : null])));

@@ -19,9 +19,13 @@ export function mountKernels(el) {
         }
         return this.draw(fallback, 'Kernel categories are not in this report; kernels, copies and memsets in total:');
       }
-      this.draw(rows);
+      this.draw(rows.filter((r) => r.time_ns > 0));
     },
     draw(rows, note) {
+      if (!rows.length) {
+        el.append(h('p', { class: 'muted', text: 'No device time in the analysed steps.' }));
+        return;
+      }
       const total = rows.reduce((a, r) => a + r.time_ns, 0) || 1;
       const max = rows[0].time_ns || 1;
       if (note) el.append(h('p', { class: 'muted', text: note }));

@@ -16,10 +16,10 @@ const PARTS = [
 export function mountSteps(el, { onPick } = {}) {
   let chart = null;
   return {
-    update(report) {
+    update(report, stepsBody) {
       if (chart) chart.destroy();
       clear(el);
-      const { rows, hasParts } = stepBreakdown(report);
+      const { rows, hasParts } = stepBreakdown(report, stepsBody);
       if (!rows.length) {
         el.append(h('p', { class: 'muted', text: 'No step markers: call prof.step() once per training step to get per-step numbers.' }));
         return;
