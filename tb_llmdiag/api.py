@@ -11,7 +11,7 @@ from typing import Any
 
 from tb_llmdiag import __version__
 from tb_llmdiag.diagnosis import diagnose
-from tb_llmdiag.errors import LlmDiagError
+from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover
 from tb_llmdiag.metrics import compute_metrics
@@ -84,4 +84,7 @@ def report(path: str) -> dict[str, Any]:
         NoTracesFound: nothing recognisable at ``path``.
     """
     index = discover(path)
+    if not index.files:
+        raise NoTracesFound(f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and "
+                            "plugins/profile/*/*.xplane.pb)")
     return report_for_index(index, [analyze_file(tf) for tf in index.files])

@@ -93,7 +93,7 @@ def test_xplane_layout_skips_xprof_cache_and_chrome_export(tmp_path: Path) -> No
     put(tmp_path, "plugins/profile/2026_01_02_00_00_00/localhost_9012.xplane.pb", b"\x0a\x00")
     index = discover(str(tmp_path))
     assert [(f.run, f.worker, f.span, f.source_kind) for f in index.files] == [
-        (".", "localhost_9012", "2026_01_02_00_00_00", "xplane"),
+        (tmp_path.name, "localhost_9012", "2026_01_02_00_00_00", "xplane"),
         ("tpu_run", "host0", "2026_01_01_00_00_00", "xplane"),
     ]
 

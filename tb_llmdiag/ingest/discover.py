@@ -9,7 +9,7 @@ graph and is rejected by content), Axolotl ``profiler_trace.json``, torchtune
 ``<run>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>[_<port>].xplane.pb``; XProf's cache files and the
 ``.trace.json.gz`` written beside an ``.xplane.pb`` are skipped (the ``.xplane.pb`` holds more).
 
-Naming: run = the folder relative to the logdir ("." for files directly in it; for XPlane the folder
+Naming: run = the folder relative to the logdir (the logdir's own name for files directly in it; for XPlane the folder
 holding ``plugins/``); worker = the file-name prefix (the host for XPlane); span = 1-based index of the
 file's timestamp within (run, worker), as torch-tb-profiler numbers them, or "default" without one
 (the capture-folder name for XPlane). Rank comes from ``distributedInfo.rank``, else from the name.
@@ -121,8 +121,11 @@ def _walk(root: str) -> Iterable[tuple[str, list[str]]]:
 
 
 def _rel_run(root: str, folder: str) -> str:
+    """The run name of a folder: its path relative to the logdir; the logdir's own name for the logdir itself."""
     rel = os.path.relpath(folder, root)
-    return "." if rel == "." else rel.replace(os.sep, "/")
+    if rel == ".":
+        return os.path.basename(root.rstrip(os.sep)) or "."
+    return rel.replace(os.sep, "/")
 
 
 def _kineto_entries(root: str, folder: str, filenames: list[str]) -> list[tuple[TraceFile, str | None]]:
