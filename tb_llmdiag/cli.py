@@ -28,6 +28,18 @@ def _report(args: argparse.Namespace) -> int:
     return TraceFormatError.exit_code if failed else 0
 
 
+def _rules(args: argparse.Namespace) -> int:
+    from tb_llmdiag.rules import RULES
+
+    if args.json:
+        sys.stdout.write(dumps([{"id": r.id, "title": r.title, "metric": r.metric, "above": r.above,
+                                 "below": r.below, "fix": r.fix.text, "docs": r.docs} for r in RULES]) + "\n")
+        return 0
+    for rule in RULES:
+        print(f"{rule.id:<20} {rule.title}\n{'':<20} fix: {rule.fix.text}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llmdiag", description="Why is my LLM fine-tuning step slow? "
                                      "Diagnose torch.profiler / XPlane traces.")
@@ -37,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("path")
     rep.add_argument("--json", action="store_true", help="print one JSON document (docs/report_schema.md)")
     rep.set_defaults(func=_report)
+    rules = sub.add_parser("rules", help="list every finding LLM Diag can report, with its fix")
+    rules.add_argument("--json", action="store_true")
+    rules.set_defaults(func=_rules)
     return parser
 
 
