@@ -364,38 +364,44 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
         ints[key] = md_meta[key][md_idx].copy()
     strs["hlo_category_id"] = md_meta["hlo_category"][md_idx].astype(np.int32)
 
-    # Per-event stats: only events that have any are visited.
+    # Per-event stats: only events that have any are visited; values are gathered per slot, then stored.
     has = np.flatnonzero(nstats)
     if has.size:
-        int_slots = {sid: _INT_STATS[nm] for sid, nm in stat_names.items() if nm in _INT_STATS}
-        str_slots = {sid: _STR_STATS[nm] for sid, nm in stat_names.items() if nm in _STR_STATS}
-        name_stat: dict[int, str] = {}
-        for i in has.tolist():
+        slots = {sid: _INT_STATS.get(nm) or _STR_STATS[nm] for sid, nm in stat_names.items()
+                 if nm in _INT_STATS or nm in _STR_STATS}
+        found: dict[str, tuple[list[int], list[Any]]] = {slot: ([], []) for slot in set(slots.values())}
+        get_slot, get_name = slots.get, stat_names.get
+        for i in has.tolist() if slots else ():
             for st in evs[i].stats:
-                sid = st.metadata_id
-                slot = int_slots.get(sid)
-                if slot is not None:
-                    ints[slot][i] = _as_int(_stat_value(st, stat_names))
-                    continue
-                slot = str_slots.get(sid)
+                slot = get_slot(st.metadata_id)
                 if slot is None:
                     continue
-                v = _stat_value(st, stat_names)
-                if v is None:
+                which = st.WhichOneof("value")
+                if which is None or which == "bytes_value":
                     continue
-                v = v if isinstance(v, str) else str(v)
-                if slot == "name_stat":
-                    name_stat[i] = v
-                elif slot == "memcpy_details":
-                    mm = _MEMCPY_SIZE.search(v)
-                    if mm:
-                        ints["bytes"][i] = _as_int(int(mm.group(1)))
-                else:
-                    strs[slot][i] = b.strs[slot](v)
-        # the `name` stat of compiler events names the module being compiled (JAX, torch_xla on CPU/GPU)
-        for i, v in name_stat.items():
-            if strs["hlo_module_id"][i] < 0 and _COMPILER_EVENT.search(names_sorted[md_idx[i]]):
-                strs["hlo_module_id"][i] = b.strs["hlo_module_id"](v)
+                rows_i, vals = found[slot]
+                rows_i.append(i)
+                vals.append(get_name(st.ref_value, "") if which == "ref_value" else getattr(st, which))
+        for slot, (rows_i, vals) in sorted(found.items(), key=lambda kv: kv[0] == "name_stat"):  # name_stat last
+            if not rows_i:
+                continue
+            at = np.array(rows_i, dtype=np.intp)
+            if slot in ints:
+                ints[slot][at] = np.array([_as_int(v) for v in vals], dtype=np.int64)
+                continue
+            texts = [v if isinstance(v, str) else str(v) for v in vals]
+            if slot == "memcpy_details":
+                sizes = [_MEMCPY_SIZE.search(t) for t in texts]
+                ints["bytes"][at] = np.array([_as_int(int(m.group(1))) if m else -1 for m in sizes], dtype=np.int64)
+            elif slot == "name_stat":
+                # the `name` stat of compiler events names the module being compiled (JAX, torch_xla on CPU/GPU)
+                intern = b.strs["hlo_module_id"]
+                for i, t in zip(rows_i, texts):
+                    if strs["hlo_module_id"][i] < 0 and _COMPILER_EVENT.search(names_sorted[md_idx[i]]):
+                        strs["hlo_module_id"][i] = intern(t)
+            else:
+                intern = b.strs[slot]
+                strs[slot][at] = np.array([intern(t) for t in texts], dtype=np.int32)
 
     role = md_role[md_idx]
     device_step = np.zeros(n, dtype=bool)
