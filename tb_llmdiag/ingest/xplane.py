@@ -52,12 +52,13 @@ ROLE_COMPILE, ROLE_TO_DEVICE, ROLE_FROM_DEVICE = 1, 2, 3
 
 _ROLE_PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
     # torch_xla: XLAGraphExecutor::Compile > PjRtComputationClient::Compile > PjRt<Backend>Client::Compile;
-    # JAX: backend_compile / backend_compile_and_load (+ PjRt<Backend>Client::Compile on a compiler thread).
-    (ROLE_COMPILE, re.compile(r"^(XLAGraphExecutor::Compile|PjRt\w*Client::Compile\w*|backend_compile\w*)$")),
-    (ROLE_TO_DEVICE, re.compile(r"^(PjRt\w*Client::TransferToDevice\w*|PjRt\w*Client::BufferFromHostBuffer\w*"
-                                r"|TransferToInfeed\w*)$")),
-    (ROLE_FROM_DEVICE, re.compile(r"^(PjRt\w*Client::TransferFromDevice\w*|PjRt\w*Buffer::ToLiteral\w*"
-                                  r"|PjRt\w*Buffer::CopyRawToHost\w*|TransferFromOutfeed\w*)$")),
+    # JAX: backend_compile / backend_compile_and_load (+ <Backend>Client::Compile on a compiler thread).
+    (ROLE_COMPILE, re.compile(r"^(XLAGraphExecutor::Compile|\w*Client::Compile\w*|backend_compile\w*)$")),
+    (ROLE_TO_DEVICE, re.compile(r"^(\w+::TransferToDevice\w*|\w*Client::BufferFromHostBuffer\w*"
+                                r"|\w*TransferToInfeed\w*)$")),
+    # JAX reads device values through <Backend>Buffer::ToLiteral (PjRtStreamExecutor, TfrtGpu, CommonPjRt)
+    (ROLE_FROM_DEVICE, re.compile(r"^(\w+::TransferFromDevice\w*|\w*Buffer::ToLiteral\w*"
+                                  r"|\w*Buffer::CopyRawToHost\w*|\w*TransferFromOutfeed\w*)$")),
 )
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU|CUSTOM):(\d+)$")
