@@ -6,7 +6,8 @@ Definitions (device events whose start lies in the analysis window):
   category is present (0 when absent), so shares sum to 1.
 - ``copy_share``: copy + memcpy shares. ``gemm_share``: gemm + attention + conv shares (matmul-class work).
 - ``copy_vs_gemm_ratio``: copy_share / gemm_share; null when there is no matmul-class time.
-- ``copy_step_share``: copy-class device time / window_ns (an upper bound on what removing copies saves).
+- ``copy_step_share``: length of the union of copy-class intervals within the window / window_ns (an upper
+  bound on what removing the copies would save).
 - ``top_kernels``: the ``top`` names with most total time: name, category, count, total_ns, mean_ns, share.
 """
 
@@ -17,7 +18,14 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.classify import CATEGORIES, COPY_CATEGORIES, MATMUL_CATEGORIES
+from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, share
+
+
+def _union_in_window(ctx: Context, rows: np.ndarray) -> int:
+    ev = ctx.trace.events
+    s, e = merge(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
+    return int(overlap_per_window(s, e, ctx.win_s, ctx.win_e).sum())
 
 
 def kernel_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
@@ -34,6 +42,7 @@ def kernel_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
         name: {"time_ns": int(time_by_cat[i]), "count": int(count_by_cat[i]), "share": share(int(time_by_cat[i]), total)}
         for i, name in enumerate(CATEGORIES)
     }
+    copy_codes = np.array([CATEGORIES.index(c) for c in COPY_CATEGORIES], np.uint8)
     copy_ns = sum(by_category[c]["time_ns"] for c in COPY_CATEGORIES)
     gemm_ns = sum(by_category[c]["time_ns"] for c in MATMUL_CATEGORIES)
     name_id = ev.name_id[rows]
@@ -57,6 +66,6 @@ def kernel_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
         "copy_share": share(copy_ns, total),
         "gemm_share": share(gemm_ns, total),
         "copy_vs_gemm_ratio": share(copy_ns, gemm_ns),
-        "copy_step_share": share(copy_ns, ctx.window_ns),
+        "copy_step_share": share(_union_in_window(ctx, rows[np.isin(cat, copy_codes)]), ctx.window_ns),
         "top_kernels": top_rows,
     }

@@ -7,7 +7,8 @@ Definitions (events whose start lies in the analysis window):
 - ``kernel_median_ns``, ``kernel_mean_ns``: over kernel durations. ``tiny_kernel_share``: share of kernels
   shorter than ``tiny_ns`` (10 us); ``tiny_kernel_time_share``: their share of kernel time.
 - ``launch_api_median_ns``: median duration of the launch calls (the host cost per launch).
-- ``runtime_ns``: sum of all runtime+driver call durations; ``runtime_share`` = runtime_ns / window_ns.
+- ``runtime_ns``: sum of all runtime+driver call durations; ``runtime_share`` = length of their union within
+  the window / window_ns (host time inside the CUDA runtime).
 - ``api``: per runtime/driver API name (top ``top`` by total time): count, total_ns, mean_ns, max_ns, and
   share = total_ns / runtime_ns (like Nsight's CUDA API summary).
 - ``tiny_kernel_saving_share``: an upper bound on what fusing the tiny kernels would save:
@@ -20,10 +21,16 @@ from typing import Any
 
 import numpy as np
 
+from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, per_step, rows_of, share
 from tb_llmdiag.model import Kind
 
 TINY_NS = 10_000
+
+
+def _union(s: np.ndarray, e: np.ndarray, ctx: Context) -> int:
+    ms, me = merge(s, e)
+    return int(overlap_per_window(ms, me, ctx.win_s, ctx.win_e).sum())
 
 
 def launch_metrics(ctx: Context, idle: dict[str, Any], *, tiny_ns: int = TINY_NS, top: int = 15) -> dict[str, Any]:
@@ -72,7 +79,7 @@ def launch_metrics(ctx: Context, idle: dict[str, Any], *, tiny_ns: int = TINY_NS
         "tiny_kernel_time_share": share(int(k_dur[tiny].sum()), int(k_dur.sum())),
         "launch_api_median_ns": launch_median,
         "runtime_ns": runtime_ns,
-        "runtime_share": share(runtime_ns, ctx.window_ns),
+        "runtime_share": share(_union(ev.ts_ns[host], ev.ts_ns[host] + h_dur, ctx), ctx.window_ns),
         "api": api,
         "tiny_kernel_saving_share": saving,
     }

@@ -8,7 +8,8 @@ Definitions (memcpy events whose start lies in the analysis window):
 - ``htod_pageable_*`` / ``dtoh_pageable_*`` / ``htod_pinned_*``: count, bytes, device time_ns, and
   host_ns, the duration of the runtime calls that issued them (joined by correlation id; the device time
   when no call joins): the host time the copies blocked.
-- ``pageable_htod_share`` = htod_pageable_host_ns / window_ns: what pinning the inputs would save at most.
+- ``pageable_htod_share`` = length of the union of those host spans within the window / window_ns: what
+  pinning the inputs would save at most.
   (Device -> Pageable copies are how ``.item()`` reads values; they are counted under host syncs.)
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, per_step, share
 from tb_llmdiag.model import Kind
 
@@ -47,7 +49,8 @@ def memcpy_metrics(ctx: Context) -> dict[str, Any]:
     nid = ev.name_id[rows]
     dur = ev.dur_ns[rows]
     nbytes = np.maximum(ev.bytes[rows], 0)
-    host_ns = _host_time(ctx, rows)
+    host_s, host_e = _host_span(ctx, rows)
+    host_ns = host_e - host_s
     out["by_name"] = [
         {"name": ev.names[int(i)], "count": int((nid == i).sum()), "bytes": int(nbytes[nid == i].sum()),
          "time_ns": int(dur[nid == i].sum())}
@@ -67,22 +70,25 @@ def memcpy_metrics(ctx: Context) -> dict[str, Any]:
         out[f"{g}_time_ns"] = int(dur[m].sum())
         out[f"{g}_host_ns"] = int(host_ns[m].sum())
     out["htod_pageable_per_step"] = per_step(out["htod_pageable_count"], ctx)
-    out["pageable_htod_share"] = share(out["htod_pageable_host_ns"], ctx.window_ns)
+    m = groups["htod_pageable"][nid] if nid.size else np.zeros(0, bool)
+    ms, me = merge(host_s[m], host_e[m])
+    out["pageable_htod_share"] = share(int(overlap_per_window(ms, me, ctx.win_s, ctx.win_e).sum()), ctx.window_ns)
     return out
 
 
-def _host_time(ctx: Context, rows: np.ndarray) -> np.ndarray:
-    """Duration of the runtime call that issued each memcpy row (its device time when none joins)."""
+def _host_span(ctx: Context, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end) of the runtime call that issued each memcpy row (the copy itself when none joins)."""
     ev = ctx.trace.events
-    out = ev.dur_ns[rows].copy()
+    s, e = ev.ts_ns[rows].copy(), ev.ts_ns[rows] + ev.dur_ns[rows]
     host = np.flatnonzero(np.isin(ev.kind, np.array((Kind.RUNTIME, Kind.DRIVER), np.uint8)) & (ev.correlation >= 0))
     if host.size == 0 or rows.size == 0:
-        return out
+        return s, e
     hc = ev.correlation[host]
     order = np.argsort(hc, kind="stable")
-    hc, hd = hc[order], ev.dur_ns[host][order]
+    hc, hs, hd = hc[order], ev.ts_ns[host][order], ev.dur_ns[host][order]
     c = ev.correlation[rows]
     pos = np.clip(np.searchsorted(hc, c), 0, hc.size - 1)
     hit = (hc[pos] == c) & (c >= 0)
-    out[hit] = hd[pos[hit]]
-    return out
+    s[hit] = hs[pos[hit]]
+    e[hit] = hs[pos[hit]] + hd[pos[hit]]
+    return s, e

@@ -1,0 +1,216 @@
+"""Each metric topic on tiny inline traces, with exact expected values."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from minitrace import ADD, COPY, E, GEMM, LOADER, US, idle_scenario, kernel, launch, make_trace, op, step
+from tb_llmdiag.classify import CATEGORIES
+from tb_llmdiag.metrics import compute_metrics
+from tb_llmdiag.metrics.headline import headline
+from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.model import DeviceInfo, Kind, MemoryTable
+
+
+def metrics_of(trace):  # noqa: ANN001, ANN201
+    m = compute_metrics(trace, find_steps(trace))
+    json.dumps(m, allow_nan=False)  # JSON-able, no NaN anywhere
+    return m
+
+
+def test_kernel_shares() -> None:
+    # GIVEN gemm 10+5 us, copy 10 us, add 8 us in the step
+    k = metrics_of(idle_scenario())["kernels"]
+    assert k["device_time_ns"] == 33 * US
+    assert k["by_category"]["gemm"] == {"time_ns": 15 * US, "count": 2, "share": 15 / 33}
+    assert k["by_category"]["copy"] == {"time_ns": 10 * US, "count": 1, "share": 10 / 33}
+    assert k["by_category"]["elementwise"]["time_ns"] == 8 * US
+    assert set(k["by_category"]) == set(CATEGORIES)
+    assert sum(v["share"] for v in k["by_category"].values()) == pytest.approx(1.0)
+    assert k["copy_share"] == 10 / 33 and k["gemm_share"] == 15 / 33
+    assert k["copy_vs_gemm_ratio"] == 10 / 15
+    assert k["copy_step_share"] == 0.10
+    assert k["top_kernels"][0] == {"name": GEMM, "category": "gemm", "count": 2, "total_ns": 15 * US,
+                                   "mean_ns": 7500, "share": 15 / 33}
+
+
+def test_launch_table() -> None:
+    m = metrics_of(idle_scenario())
+    la = m["launch"]
+    assert (la["kernels"], la["launches"], la["kernels_per_step"], la["launches_per_step"]) == (4, 4, 4.0, 4.0)
+    assert la["kernel_median_ns"] == 9 * US and la["kernel_mean_ns"] == 33 * US // 4
+    assert la["tiny_kernels"] == 2 and la["tiny_kernel_share"] == 0.5
+    assert la["tiny_kernel_time_share"] == 13 / 33
+    assert la["launch_api_median_ns"] == 2 * US
+    assert la["runtime_ns"] == 7 * US + 9_500 and la["runtime_share"] == 0.165
+    assert la["api"][0] == {"name": "cudaStreamSynchronize", "count": 1, "total_ns": 9_500, "mean_ns": 9_500,
+                            "max_ns": 9_500, "share": 9_500 / 16_500}
+    assert la["api"][1] == {"name": "cudaLaunchKernel", "count": 4, "total_ns": 7 * US, "mean_ns": 1750,
+                            "max_ns": 2 * US, "share": 7_000 / 16_500}
+    # min(host_wait_share 0.25, 2 tiny kernels x 2 us per launch / 100 us step)
+    assert la["tiny_kernel_saving_share"] == pytest.approx(0.04)
+
+
+def test_host_sync() -> None:
+    hs = metrics_of(idle_scenario())["host_sync"]
+    assert hs["sync_calls"] == 1 and hs["sync_calls_per_step"] == 1.0
+    assert hs["item_calls"] == 0 and hs["syncs_per_step"] == 1.0
+    assert hs["blocked_ns"] == 9_500 and hs["longest_ns"] == 9_500
+    assert hs["idle_after_sync_ns"] == 15 * US and hs["idle_after_sync_share"] == 0.15
+    assert hs["by_api"] == [{"name": "cudaStreamSynchronize", "count": 1, "total_ns": 9_500, "max_ns": 9_500}]
+
+
+def test_item_calls_count_as_syncs() -> None:
+    trace = make_trace([step(1, 0, 100 * US), op("aten::item", 10 * US, 30 * US),
+                        op("aten::_local_scalar_dense", 11 * US, 28 * US),
+                        E(Kind.RUNTIME, "cudaStreamSynchronize", 12 * US, 20 * US),
+                        launch(1 * US, 1 * US, 1), kernel(GEMM, 2 * US, 30 * US, 1)])
+    hs = metrics_of(trace)["host_sync"]
+    assert (hs["sync_calls"], hs["item_calls"], hs["syncs_per_step"]) == (1, 1, 2.0)
+    assert hs["blocked_ns"] == 30 * US and hs["longest_ns"] == 30 * US
+
+
+def test_dataloader() -> None:
+    dl = metrics_of(idle_scenario())["dataloader"]
+    assert dl == {"available": True, "calls": 1, "calls_per_step": 1.0, "host_ns": 20 * US, "host_share": 0.2,
+                  "stall_ns": 20 * US, "stall_share": 0.2, "iterator": "single_process"}
+
+
+def test_dataloader_hidden_behind_gpu_work_is_not_a_stall() -> None:
+    # GIVEN a multi-process loader call fully overlapped by a kernel
+    trace = make_trace([step(1, 0, 50 * US), launch(0, 1 * US, 1), kernel(GEMM, 1 * US, 49 * US, 1),
+                        op("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 5 * US, 10 * US)])
+    dl = metrics_of(trace)["dataloader"]
+    assert (dl["host_ns"], dl["stall_ns"], dl["iterator"]) == (10 * US, 0, "multi_process")
+
+
+def test_dataloader_absent() -> None:
+    dl = metrics_of(make_trace([step(1, 0, 10 * US)]))["dataloader"]
+    assert dl["available"] is False and dl["calls"] == 0
+
+
+def test_memcpy_pageable_vs_pinned() -> None:
+    trace = make_trace([
+        step(1, 0, 100 * US),
+        launch(1 * US, 8 * US, 11, "cudaMemcpyAsync"), E(Kind.MEMCPY, "Memcpy HtoD (Pageable -> Device)", 2 * US, 3 * US, corr=11, nbytes=4096),
+        launch(10 * US, 1 * US, 12, "cudaMemcpyAsync"), E(Kind.MEMCPY, "Memcpy HtoD (Pinned -> Device)", 11 * US, 2 * US, corr=12, nbytes=8192),
+        launch(20 * US, 5 * US, 13, "cudaMemcpyAsync"), E(Kind.MEMCPY, "Memcpy DtoH (Device -> Pageable)", 21 * US, 1 * US, corr=13, nbytes=4),
+        E(Kind.MEMCPY, "Memcpy HtoD (Pageable -> Device)", 30 * US, 4 * US, nbytes=100),  # no launch joins: device time
+    ])
+    mc = metrics_of(trace)["memcpy"]
+    assert mc["count"] == 4
+    assert (mc["htod_pageable_count"], mc["htod_pageable_bytes"], mc["htod_pageable_time_ns"], mc["htod_pageable_host_ns"]) == (2, 4196, 7 * US, 12 * US)
+    assert (mc["htod_pinned_count"], mc["htod_pinned_bytes"], mc["htod_pinned_host_ns"]) == (1, 8192, 1 * US)
+    assert (mc["dtoh_pageable_count"], mc["dtoh_pageable_host_ns"]) == (1, 5 * US)
+    assert mc["htod_pageable_per_step"] == 2.0 and mc["pageable_htod_share"] == 0.12
+    assert {r["name"]: r["count"] for r in mc["by_name"]} == {
+        "Memcpy HtoD (Pageable -> Device)": 2, "Memcpy HtoD (Pinned -> Device)": 1, "Memcpy DtoH (Device -> Pageable)": 1}
+
+
+def _steps_trace(durs_us: list[int], lengths: list[int] | None = None) -> object:
+    rows, t = [], 0
+    for i, d in enumerate(durs_us):
+        rows.append(step(i + 1, t, d * US))
+        if lengths:
+            rows.append(op("aten::embedding", t + 1 * US, 1 * US, f"[[1000, 64], [2, {lengths[i]}], [], [], []]"))
+            rows.append(op("aten::embedding", t + 3 * US, 1 * US, f"[[512, 64], [1, {lengths[i]}], [], [], []]"))
+        t += d * US
+    return make_trace(rows)
+
+
+def test_step_stats_warmup_and_outliers() -> None:
+    s = metrics_of(_steps_trace([300, 100, 110, 100, 90]))["steps"]
+    assert s["count"] == 5 and s["durations_ns"] == [300_000, 100_000, 110_000, 100_000, 90_000]
+    assert (s["median_ns"], s["mean_ns"], s["min_ns"], s["max_ns"]) == (100_000, 140_000, 90_000, 300_000)
+    assert s["max_over_median"] == 3.0
+    assert s["first_over_rest"] == 3.0 and s["warmup_first_step"] is True
+    assert s["warmup_excess_share"] == pytest.approx(200 / 700)
+    assert s["cv_excluding_first"] == pytest.approx(np.sqrt(50) / 100)
+    assert s["outliers"] == [1] and s["outlier_excess_share"] == pytest.approx(200 / 700)
+    assert s["mean_excess_share"] == 0.0
+    assert s["tokens"] is None and s["tokens_corr"] is None
+
+
+def test_tokens_per_step_and_correlation() -> None:
+    s = metrics_of(_steps_trace([100, 200, 300, 400], lengths=[50, 100, 150, 200]))["steps"]
+    assert s["tokens"] == [100, 200, 300, 400]  # B=2 x L, the vocab-sized embedding only
+    assert s["tokens_per_step_median"] == 250
+    assert s["tokens_corr"] == pytest.approx(1.0)
+    assert s["tokens_cv"] == pytest.approx(np.std([100, 200, 300, 400]) / 250)
+
+
+def test_steps_unavailable_without_markers() -> None:
+    s = metrics_of(make_trace([kernel(GEMM, 0, 10)]))["steps"]
+    assert s["available"] is False and s["count"] == 0
+
+
+def test_memory_peak_and_headroom() -> None:
+    mem = MemoryTable(ts_ns=np.array([0, 1, 2, 3], np.int64), device=np.array([-1, 0, 0, 0], np.int16),
+                      bytes=np.array([4, 10, 20, -5], np.int64),
+                      total_allocated_bytes=np.array([4, 10 << 30, 30 << 30, 25 << 30], np.int64),
+                      total_reserved_bytes=np.array([0, 12 << 30, 34 << 30, 34 << 30], np.int64))
+    trace = make_trace([step(1, 0, 10), kernel(GEMM, 0, 5)], memory=mem,
+                       devices=(DeviceInfo(0, "NVIDIA H100 80GB HBM3", total_memory_bytes=80 << 30),))
+    m = metrics_of(trace)["memory"]
+    assert m == {"available": True, "device": 0, "peak_allocated_bytes": 30 << 30, "peak_reserved_bytes": 34 << 30,
+                 "fragmentation_bytes": 4 << 30, "samples": 3, "total_bytes": 80 << 30,
+                 "peak_allocated_share": 30 / 80, "peak_reserved_share": 34 / 80, "headroom_bytes": 46 << 30,
+                 "fragmentation_share": 4 / 80}
+
+
+def test_memory_unavailable_without_samples() -> None:
+    assert metrics_of(make_trace([kernel(GEMM, 0, 5)]))["memory"]["available"] is False
+
+
+def test_flops_and_mfu() -> None:
+    trace = make_trace([
+        step(1, 0, 1_000_000),
+        op("aten::mm", 10, 5, "[[128, 256], [256, 512]]"),
+        op("aten::addmm", 20, 5, "[[512], [128, 256], [256, 512], [], []]"),
+        op("aten::bmm", 30, 5, "[[4, 128, 64], [4, 64, 128]]"),
+        op("aten::_scaled_dot_product_flash_attention", 40, 5, "[[2, 8, 128, 64], [2, 8, 128, 64], [2, 8, 128, 64], [], [], [], []]"),
+        op("aten::linear", 50, 5, "[[128, 256], [512, 256], [512]]"),  # composite: not counted
+        op("aten::embedding", 60, 5, "[[1000, 64], [4, 256], [], [], []]"),
+        launch(1, 1, 1), kernel(GEMM, 2, 900_000, 1),
+    ], devices=(DeviceInfo(0, "NVIDIA H100 80GB HBM3"),))
+    f = metrics_of(trace)["flops"]
+    total = 2 * 128 * 256 * 512 * 2 + 2 * 4 * 128 * 64 * 128 + 4 * 2 * 8 * 128 * 128 * 64
+    assert f["flops"] == total and f["flops_per_step"] == total
+    assert f["matmul_flops"] == 2 * 128 * 256 * 512 * 2 + 2 * 4 * 128 * 64 * 128
+    assert f["achieved_tflops"] == pytest.approx(total / 1e-3 / 1e12)
+    assert f["peak_tflops"] == 989.4 and f["device"] == "NVIDIA H100 80GB HBM3"
+    assert f["mfu_share"] == pytest.approx(total / 1e-3 / 1e12 / 989.4)
+    assert f["tokens_per_s"] == pytest.approx(1024 / 1e-3)
+
+
+def test_flops_unavailable_without_shapes() -> None:
+    f = metrics_of(idle_scenario())["flops"]
+    assert f["available"] is False and "record_shapes" in f["reason"]
+
+
+def test_annotations_and_stack() -> None:
+    trace = make_trace([step(1, 0, 100 * US), E(Kind.ANNOTATION, "Optimizer.step#AdamW.step", 60 * US, 20 * US),
+                        E(Kind.ANNOTATION, "Optimizer.zero_grad#AdamW.zero_grad", 85 * US, 5 * US),
+                        E(Kind.ANNOTATION, "[pl][profile]run_training_batch", 0, 90 * US)])
+    a = metrics_of(trace)["annotations"]
+    assert a["optimizer_step_share"] == 0.2 and a["zero_grad_share"] == 0.05
+    assert a["top"][0] == {"name": "[pl][profile]run_training_batch", "count": 1, "total_ns": 90 * US, "share": 0.9}
+    assert a["stack"] == "lightning"
+
+
+def test_headline_keys_and_values() -> None:
+    h = headline(metrics_of(idle_scenario()))
+    assert list(h) == ["step_median_ns", "step_min_ns", "step_max_ns", "step_cv", "gpu_busy_share", "copy_share",
+                       "gemm_share", "copy_vs_gemm_ratio", "launches_per_step", "mfu_share", "tokens_per_s"]
+    assert h["step_median_ns"] == 100 * US and h["gpu_busy_share"] == 0.33 and h["launches_per_step"] == 4.0
+    assert h["copy_vs_gemm_ratio"] == 10 / 15 and h["mfu_share"] is None
+    assert headline({}) == dict.fromkeys(h)
+
+
+def test_cpu_only_trace_topics_say_why() -> None:
+    m = metrics_of(make_trace([op("aten::add", 0, 10)]))
+    for topic in ("idle", "kernels", "memcpy", "memory", "steps"):
+        assert m[topic]["available"] is False and m[topic]["reason"]
