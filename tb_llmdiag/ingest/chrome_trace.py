@@ -15,7 +15,12 @@ gives ``TraceFormatError``.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import gc
+import logging
+import multiprocessing
+import os
 import re
 import zlib
 from typing import Any, Iterator, Union
@@ -39,6 +44,8 @@ try:  # isal's gzip is ~1.4x faster than zlib; optional
     from isal import isal_zlib as _zlib  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - depends on the environment
     _zlib = zlib  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per piece
 _SEPARATOR = b"\n  },\n  {"  # Kineto's boundary between two top-level events
@@ -224,6 +231,7 @@ KIND_OF_CATEGORY: dict[str, Kind] = {
 _DEVICE_SIDE_ARR = np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.SYNC), dtype=np.uint8)
 _LAUNCH_ARR = np.array((Kind.RUNTIME, Kind.DRIVER), dtype=np.uint8)
 _SKIP = 255  # pseudo-kind of skipped categories
+_STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 _SKIPPED_CATEGORIES = {"Trace"}  # the profiler's own "PyTorch Profiler (0)" span
 _DIGITS = re.compile(r"-?\d+")
@@ -245,7 +253,7 @@ class _Columns:
         self.ts_base_us: int | None = None  # set when timestamps are read exactly (see _relative_us)
 
     def _id(self, value: Any) -> int:
-        """A pid/tid/stream value that is not an int: "stream 7" -> 7, "0x0" -> 0, others interned < -1."""
+        """A pid/tid/stream value that is not an int: "stream 7" -> 7, "0x0" -> 0, others interned at _STR_ID_BASE - k."""
         if value is None:
             return -1
         if isinstance(value, float):
@@ -259,7 +267,7 @@ class _Columns:
                 return int(text, 16)
             except ValueError:
                 pass
-        return -2 - self.str_ids.setdefault(text, len(self.str_ids))
+        return _STR_ID_BASE - self.str_ids.setdefault(text, len(self.str_ids))
 
     def _ids(self, values: list[Any]) -> np.ndarray:
         """Column of pid/tid/stream values: ints kept, missing -1, other values converted once per unique value."""
@@ -400,6 +408,38 @@ class _Columns:
             self._kind_table = table
         return self._kind_table
 
+    def export(self) -> dict[str, Any]:
+        """Picklable state of a worker's columns, for ``merge`` in the reading process."""
+        return {"parts": self.parts, "names": list(self.names), "shapes": list(self.shapes),
+                "str_ids": list(self.str_ids), "mem_parts": self.mem_parts, "window": self.window,
+                "ts_base_us": self.ts_base_us}
+
+    def merge(self, other: dict[str, Any]) -> None:
+        """Append a worker's columns, re-interning its names, shapes and string ids into ours."""
+        name_map = np.array([self.names.setdefault(n, len(self.names)) for n in other["names"]], dtype=np.int32)
+        shape_map = np.array([-1] + [self.shapes.setdefault(b, len(self.shapes)) for b in other["shapes"]],
+                             dtype=np.int32)
+        str_map = np.array([_STR_ID_BASE - self.str_ids.setdefault(t, len(self.str_ids)) for t in other["str_ids"]],
+                           dtype=np.int64)
+        shift = 0.0
+        if other["ts_base_us"] is not None:
+            if self.ts_base_us is None:
+                self.ts_base_us = other["ts_base_us"]
+            shift = float(other["ts_base_us"] - self.ts_base_us)
+        for part in other["parts"]:
+            part["name_id"] = name_map[part["name_id"]] if name_map.size else part["name_id"]
+            part["shape_id"] = shape_map[part["shape_id"] + 1]
+            for key in ("pid", "loc", "stream", "device"):
+                col = part[key]
+                interned = col <= _STR_ID_BASE
+                if interned.any():
+                    col[interned] = str_map[_STR_ID_BASE - col[interned]]
+            if shift:
+                part["ts"] = part["ts"] + shift
+            self.parts.append(part)
+        self.mem_parts.extend(other["mem_parts"])
+        self.window.extend(other["window"])
+
     def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
         warnings: list[str] = []
         if not self.parts:
@@ -538,24 +578,79 @@ def _find_array_start(buf: bytes) -> int:
     return -1 if b < 0 else b + 1
 
 
-def read_chrome_trace(path: str) -> Trace:
+#: Compressed size from which a file is read by worker processes (``workers=None``): below it the
+#: processes' start-up costs more than it saves.
+PARALLEL_FROM_BYTES = 8 << 20
+
+
+def _default_workers(path: str) -> int:
+    env = os.environ.get("LLMDIAG_READ_WORKERS")
+    if env is not None:
+        return max(1, int(env))
+    try:
+        big = os.path.getsize(path) >= PARALLEL_FROM_BYTES
+    except OSError:
+        big = False
+    return min(2, os.cpu_count() or 1) if big else 1
+
+
+def read_chrome_trace(path: str, workers: int | None = None) -> Trace:
     """Read a Kineto/Chrome trace file (``.json`` or ``.json.gz``) into a ``Trace``.
 
+    Args:
+        workers: processes that decode pieces in parallel with the reading one (1: all in this
+            process; None: 2 for files of PARALLEL_FROM_BYTES or more, else 1; env LLMDIAG_READ_WORKERS).
     Raises:
         TraceFormatError: empty, not JSON, not a trace, or no events at all.
     """
+    n = _default_workers(path) if workers is None else max(1, workers)
     # The decoded structs hold no reference cycles; pausing the cyclic GC while hundreds of
     # thousands of them are built and dropped saves ~15 % of the read time.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _read(path)
+        if n > 1:
+            try:
+                with _worker_pool(n) as pool:
+                    return _read(path, pool)
+            except _PieceLayoutError:
+                pass  # not Kineto's layout after all: read it in one piece below
+            except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool) as exc:
+                logger.warning("parallel read failed (%s); reading in this process", exc)
+        return _read(path, None)
     finally:
         if enabled:
             gc.enable()
 
 
-def _read(path: str) -> Trace:
+class _PieceLayoutError(Exception):
+    """A piece cut at Kineto's event boundary did not decode: the file needs a whole-document decode."""
+
+
+def _worker_pool(n: int) -> concurrent.futures.ProcessPoolExecutor:
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload([__name__])
+    return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+
+
+def _piece_columns(piece: bytes, exact_ts: bool) -> dict[str, Any] | None:
+    """Worker side: one piece of the traceEvents array -> exported columns (None: not decodable)."""
+    gc.disable()
+    warnings: list[str] = []
+    try:
+        events = _decode_events(b"[" + piece + b"]", warnings, exact_ts)
+    except msgspec.DecodeError:
+        return None
+    cols = _Columns()
+    cols.add(events)
+    state = cols.export()
+    state["warnings"] = warnings
+    return state
+
+
+def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
     cols = _Columns()
     warnings: list[str] = []
     head = b""
@@ -566,6 +661,15 @@ def _read(path: str) -> Trace:
     start = -1
     chunking = True  # cut at Kineto event boundaries until a piece fails to decode
     exact_ts: bool | None = None  # decided from the first timestamp seen
+    pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
+
+    def collect(future: concurrent.futures.Future[Any]) -> None:
+        state = future.result()
+        if state is None:
+            raise _PieceLayoutError()
+        warnings.extend(state.pop("warnings"))
+        cols.merge(state)
+
     try:
         for block in blocks:
             buf += block
@@ -587,9 +691,15 @@ def _read(path: str) -> Trace:
             if cut < 0:
                 continue
             piece, rest = buf[: cut + 4], buf[cut + 5:]
+            if exact_ts is None:
+                exact_ts = _needs_exact_ts(piece)
+            if pool is not None:
+                pending.append(pool.submit(_piece_columns, piece, exact_ts))
+                buf = rest
+                while len(pending) > 2 * getattr(pool, "_max_workers", 2):  # bound the pieces in flight
+                    collect(pending.popleft())
+                continue
             try:
-                if exact_ts is None:
-                    exact_ts = _needs_exact_ts(piece)
                 events = _decode_events(b"[" + piece + b"]", warnings, exact_ts)
             except msgspec.DecodeError:
                 # not Kineto's layout after all: decode everything in one piece at the end
@@ -600,6 +710,8 @@ def _read(path: str) -> Trace:
     except _Truncated as exc:
         truncated = str(exc)
     if start < 0:
+        for f in pending:
+            f.cancel()
         if not buf.strip():
             raise TraceFormatError("the file is empty" if truncated is None else f"unreadable: {truncated}")
         raise TraceFormatError("not a Chrome/Kineto trace (no 'traceEvents' array)")
@@ -610,6 +722,8 @@ def _read(path: str) -> Trace:
     if exact_ts is None:
         exact_ts = _needs_exact_ts(buf)
     tail_env = _decode_tail(buf, warnings, exact_ts)
+    while pending:
+        collect(pending.popleft())
     if tail_env is None:
         # truncated JSON: keep whole events up to the last boundary
         cut = buf.rfind(_SEPARATOR)
