@@ -340,3 +340,46 @@ def test_synthetic_tpu_findings() -> None:
     assert "recompilation" in f and f["recompilation"]["evidence"]["steps"] == [3]
     # 14.8 % movement and a 77 % steady duty cycle stay under the copy_heavy / gpu_gaps thresholds
     assert "copy_heavy" not in f and "gpu_gaps" not in f and "warmup_in_window" not in f
+
+
+def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
+    """A JAX-on-GPU-shaped XSpace: 6 `train` steps, a jit compile inside step 3, a ToLiteral after step 4."""
+    from tb_llmdiag.ingest.xplane import parse_xspace
+    from tb_llmdiag.ingest.xplane_schema import message_classes
+    from tb_llmdiag.rules import evaluate
+    from tb_llmdiag.rules_xla import XLA_RULES
+
+    space = message_classes()["XSpace"]()
+    host = space.planes.add(id=0, name="/host:CPU")
+    host.stat_metadata[1].name = "step_num"
+    host.stat_metadata[2].name = "correlation_id"
+    for mid, name in ((1, "train"), (2, "cuLaunchKernel"), (3, "backend_compile_and_load"),
+                      (4, "PjRtStreamExecutorBuffer::ToLiteral")):
+        host.event_metadata[mid].name = name
+    py = host.lines.add(id=1, name="python", timestamp_ns=0)
+    gpu = space.planes.add(id=1, name="/device:GPU:0")
+    gpu.stat_metadata[1].name = "correlation_id"
+    gpu.event_metadata[1].name = "sm90_xmma_gemm"
+    stream = gpu.lines.add(id=7, name="Stream #7(Compute)", timestamp_ns=0)
+    us = 1_000_000  # ps
+    for step in range(6):
+        t0 = step * 10_000 * us + (50_000 * us if step > 3 else 0)
+        dur = 60_000 * us if step == 3 else 2_000 * us
+        e = py.events.add(metadata_id=1, offset_ps=t0, duration_ps=dur)
+        e.stats.add(metadata_id=1, int64_value=step)
+        launch = py.events.add(metadata_id=2, offset_ps=t0 + dur - 1_000 * us, duration_ps=10 * us)
+        launch.stats.add(metadata_id=2, uint64_value=100 + step)
+        k = stream.events.add(metadata_id=1, offset_ps=t0 + dur - 900 * us, duration_ps=5_000 * us)
+        k.stats.add(metadata_id=1, uint64_value=100 + step)
+    py.events.add(metadata_id=3, offset_ps=30_000 * us + 500 * us, duration_ps=50_000 * us)
+    py.events.add(metadata_id=4, offset_ps=90_000 * us + 7_500 * us, duration_ps=300 * us)
+    tr = parse_xspace(space.SerializeToString())
+    steps = find_steps(tr)
+    # each host step is extended to the end of the kernel it launched (4.1 ms after its last launch)
+    assert steps.duration_ns.tolist()[:3] == [6_100_000] * 3
+    m = compute_xla(tr, steps)
+    assert m["device_type"] == "GPU" and m["recompile_steps"] == [3] and m["warmup_compile_count"] == 0
+    assert m["transfer_from_device_steps"] == [4] and m["transfers_from_device"][0]["position"] == "between_steps"
+    found = {f["id"]: f for f in evaluate({"xla": m, "steps": {"median_ns": 6_100_000}}, XLA_RULES)}
+    assert {"recompilation", "host_transfer"} <= set(found)
+    assert found["recompilation"]["evidence"]["recompile_ns"] == 50_000_000
