@@ -1,8 +1,14 @@
 // uPlot option builders (pure: data in, {opts, data} out) and the glue that sizes charts to their
 // container, including the case where the iframe is hidden (width 0) when the chart is built.
 
-import uPlot from './vendor/uplot/uPlot.esm.js';
 import { fmtDuration, fmtCount } from './format.js';
+
+// uPlot (145 KB) is imported on first use, so it never delays the cards and findings.
+let uPlotPromise = null;
+export function loadUPlot() {
+  if (!uPlotPromise) uPlotPromise = import('./vendor/uplot/uPlot.esm.js').then((m) => m.default);
+  return uPlotPromise;
+}
 
 /** Colours per kernel category (classify.py), gap cause and step part. */
 export const PALETTE = {
@@ -36,7 +42,7 @@ const nsAxis = (t, label) => axis(t, { label, values: (u, vals) => vals.map((v) 
  * uPlot has no stacking: each series is drawn as a bar from 0 to its cumulative sum, tallest first,
  * so the shorter ones paint over it.
  */
-export function stackedStepBars({ steps, parts, width, height }) {
+export function stackedStepBars({ uPlot, steps, parts, width, height }) {
   const t = theme();
   const x = steps.map((_, i) => i);
   const cum = [];
@@ -91,20 +97,24 @@ export function tokensScatter({ rows, width, height }) {
 export function mountChart(el, build, height = 220) {
   let plot = null;
   let lastW = 0;
+  let uPlot = null;
+  let dead = false;
   const make = () => {
+    if (!uPlot || dead) return;
     const w = Math.floor(el.clientWidth);
     if (w <= 0) return; // hidden iframe: wait for the ResizeObserver
     if (plot && w === lastW) return;
     lastW = w;
     if (plot) { plot.destroy(); plot = null; }
-    const { opts, data } = build(w, height);
+    const { opts, data } = build(w, height, uPlot);
     plot = new uPlot(opts, data, el);
   };
+  loadUPlot().then((u) => { uPlot = u; make(); });
   const ro = new ResizeObserver(() => make());
   ro.observe(el);
   make();
   return {
     rebuild() { lastW = 0; make(); },
-    destroy() { ro.disconnect(); if (plot) plot.destroy(); plot = null; },
+    destroy() { dead = true; ro.disconnect(); if (plot) plot.destroy(); plot = null; },
   };
 }

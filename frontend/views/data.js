@@ -65,7 +65,9 @@ export function stepBreakdown(report, stepsBody) {
 /** [{index, duration_ns, tokens}] when the trace tells tokens per step, else null. */
 export function tokensPerStep(report) {
   const steps = (report && report.summary && report.summary.steps) || [];
-  const t = topic(report, 'tokens', 'throughput', 'mfu');
+  // metrics.steps.tokens: tokens per step aligned with the steps (docs/metrics.md), null when unknown
+  const st = topic(report, 'steps');
+  const t = st && Array.isArray(st.tokens) ? { per_step: st.tokens } : topic(report, 'tokens', 'throughput');
   if (!t) return null;
   let per = t.per_step || t.tokens_per_step || t.steps;
   let rows = null;

@@ -35,8 +35,8 @@ export function mountSteps(el, { onPick } = {}) {
       const box = h('div', { class: 'chart' });
       el.append(box);
       const steps = rows.map((r) => r.index);
-      chart = mountChart(box, (w, hgt) => {
-        const built = stackedStepBars({ steps, parts, width: w, height: hgt });
+      chart = mountChart(box, (w, hgt, uPlot) => {
+        const built = stackedStepBars({ uPlot, steps, parts, width: w, height: hgt });
         if (onPick) built.opts.hooks = { ready: [(u) => u.over.addEventListener('click', () => { const i = u.cursor.idx; if (i !== null && i !== undefined) onPick(steps[i]); })] };
         return built;
       });

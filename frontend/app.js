@@ -1,0 +1,229 @@
+// The tab itself, loaded by index.js once the first requests are on their way.
+// Data flows one way: state (URL hash) -> api -> views.
+
+import * as api from './api.js';
+import * as state from './state.js';
+import { h, clear } from './dom.js';
+import { fmtBytes } from './format.js';
+import { mountSelectors, normalise, findRun } from './views/selectors.js';
+import { mountCards } from './views/cards.js';
+import { mountFindings } from './views/findings.js';
+import { mountKernels } from './views/kernels.js';
+import { mountSteps } from './views/steps.js';
+import { mountTokens } from './views/tokens.js';
+import { mountTimeline } from './views/timeline.js';
+import { mountTraceView } from './views/traceview.js';
+import { showEmpty, showError, showLoading, showProgress } from './views/status.js';
+
+const RUNS_POLL_BUSY_MS = 2000;
+const RUNS_POLL_IDLE_MS = 10000;
+const REPORT_POLL_MS = 1000;
+
+function section(title, cls, ...extra) {
+  const body = h('div', { class: `${cls}-body` });
+  return { el: h('section', { class: `panel-section ${cls}` }, h('h2', { text: title }), ...extra, body), body };
+}
+
+/** early: {runs: Promise of the first /runs answer, css: Promise of the stylesheets}, started by index.js. */
+export async function start(early) {
+  const css = early.css;
+  const applyTheme = (dark) => document.documentElement.classList.toggle('dark', dark);
+  applyTheme(state.parentDark());
+
+  const selEl = h('div', { class: 'selectors' });
+  const tvEl = h('div', { class: 'traceview' });
+  const statusEl = h('div', { class: 'status' });
+  const cardsEl = h('div', { class: 'cards' });
+  const metaEl = h('div', { class: 'meta muted' });
+  const findingsSec = section('Findings', 'findings');
+  const kernelsSec = section('Device time by kernel category', 'kernels');
+  const stepsSec = section('Per-step time: busy vs idle', 'steps');
+  const tokensSec = section('Step time vs tokens per step', 'tokens');
+  const timelineSec = section('Step timeline', 'timeline');
+  const panel = h('div', { class: 'panel', hidden: true },
+    cardsEl, metaEl, findingsSec.el,
+    h('div', { class: 'grid' }, kernelsSec.el, stepsSec.el, tokensSec.el),
+    timelineSec.el);
+  const root = h('div', { class: 'app' },
+    h('header', { class: 'topbar' }, h('h1', { text: 'LLM Diag' }), selEl, tvEl),
+    statusEl, panel);
+  document.body.append(root);
+
+  let runs = [];
+  let viewers = {};
+  let sel = null;
+  let step = null;
+  let reportFor = null; // JSON key of the selection whose report is on screen
+  let reportTimer = null;
+  let runsTimer = null;
+  let firstPaintMarked = false;
+
+  const key = (s) => JSON.stringify([s.run, s.worker, s.span]);
+  const selectors = mountSelectors(selEl, { onChange: (s) => select(s, null) });
+  const cards = mountCards(cardsEl);
+  const findings = mountFindings(findingsSec.body);
+  const kernels = mountKernels(kernelsSec.body);
+  const steps = mountSteps(stepsSec.body, { onPick: (idx) => pickStep(idx) });
+  const tokens = mountTokens(tokensSec.body);
+  const timeline = mountTimeline(timelineSec.body, { onStep: (idx) => pickStep(idx) });
+  const traceView = mountTraceView(tvEl);
+
+  state.watchTheme((dark) => {
+    applyTheme(dark);
+    steps.rebuild();
+    tokens.rebuild();
+    timeline.redraw();
+  });
+
+  function spanOf(s) {
+    const run = findRun(runs, s.run);
+    const w = run && run.workers.find((x) => x.worker === s.worker);
+    return w && w.spans.find((x) => x.span === s.span);
+  }
+
+  function markFirstPaint() {
+    if (firstPaintMarked) return;
+    firstPaintMarked = true;
+    requestAnimationFrame(() => {
+      performance.mark('llmdiag-first-paint');
+      document.body.dataset.firstPaint = '1';
+    });
+  }
+
+  function select(s, newStep) {
+    if (!s) return;
+    const changed = !sel || key(s) !== key(sel);
+    sel = s;
+    step = changed ? newStep : newStep ?? step;
+    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step: step ?? undefined });
+    selectors.update(runs, sel);
+    traceView.update({ sel, span: spanOf(sel), viewers });
+    if (changed) loadReport();
+    else loadTimeline();
+  }
+
+  function pickStep(idx) {
+    step = idx;
+    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step });
+    loadTimeline();
+    timelineSec.el.scrollIntoView({ behavior: 'smooth', block: 'start' });
+  }
+
+  async function loadReport() {
+    clearTimeout(reportTimer);
+    const want = { ...sel };
+    if (reportFor !== key(want)) {
+      panel.hidden = true;
+      showLoading(statusEl, 'Loading the diagnosis…');
+    }
+    const res = await api.report(want);
+    if (res.aborted || key(want) !== key(sel)) return; // a newer selection owns the panel
+    if (res.code === 202) {
+      panel.hidden = true;
+      reportFor = null;
+      showProgress(statusEl, res.body);
+      reportTimer = setTimeout(loadReport, REPORT_POLL_MS);
+      return;
+    }
+    if (res.code !== 200) {
+      panel.hidden = true;
+      reportFor = null;
+      showError(statusEl, res.body && res.body.error, res.code === 404 ? 'This run is no longer in the logdir: pick another one.' : undefined);
+      return;
+    }
+    const report = res.body;
+    if (report.status === 'error') {
+      panel.hidden = true;
+      reportFor = null;
+      showError(statusEl, report.error);
+      markFirstPaint();
+      return;
+    }
+    clear(statusEl);
+    reportFor = key(want);
+    panel.hidden = false;
+    cards.update(report);
+    renderMeta(report);
+    findings.update(report);
+    markFirstPaint();
+    kernels.update(report);
+    api.steps(want).then((r) => {
+      if (r.aborted || key(want) !== key(sel) || reportFor !== key(want)) return;
+      steps.update(report, r.code === 200 ? r.body : null);
+    });
+    tokens.update(report);
+    const stepRows = (report.summary && report.summary.steps) || [];
+    timeline.setSteps(stepRows.length ? stepRows : [{ index: -1, duration_ns: report.summary && report.summary.window_ns }], step);
+    loadTimeline();
+  }
+
+  function renderMeta(report) {
+    const s = report.summary || {};
+    const dev = s.device ? `${s.device.name}${s.device.count > 1 ? ` ×${s.device.count}` : ''}` : 'no GPU in trace';
+    const dist = s.distributed && s.distributed.world_size ? ` · rank ${s.distributed.rank} of ${s.distributed.world_size}` : '';
+    clear(metaEl).append(
+      h('span', { text: `${dev}${dist} · ${report.source_kind} · ${fmtBytes(report.size_bytes)}` }),
+      ...(report.warnings || []).slice(0, 5).map((w) => h('div', { class: 'warn', text: `⚠ ${w}` })));
+  }
+
+  async function loadTimeline() {
+    if (!sel || reportFor !== key(sel)) return;
+    const want = { ...sel };
+    const wantStep = step;
+    timeline.loading();
+    const res = await api.timeline(want, wantStep);
+    if (res.aborted || key(want) !== key(sel) || wantStep !== step) return;
+    if (res.code === 200 && res.body && res.body.lanes) timeline.update(res.body);
+    else if (res.code === 202) setTimeout(loadTimeline, REPORT_POLL_MS);
+    else timeline.message((res.body && res.body.error) || 'No timeline for this step.');
+  }
+
+  let earlyRuns = early.runs;
+  async function refreshRuns(first) {
+    clearTimeout(runsTimer);
+    const res = earlyRuns ? await earlyRuns : await api.runs();
+    earlyRuns = null;
+    if (res.aborted) return;
+    if (res.code !== 200) {
+      if (first) showError(statusEl, res.body && res.body.error, 'The LLM Diag plugin did not answer. Check the TensorBoard console.');
+      runsTimer = setTimeout(() => refreshRuns(first), RUNS_POLL_IDLE_MS);
+      return;
+    }
+    runs = res.body.runs || [];
+    viewers = res.body.trace_viewers || {};
+    const busy = runs.some((r) => r.status === 'pending' || r.status === 'analysing');
+    runsTimer = setTimeout(() => refreshRuns(!sel), busy ? RUNS_POLL_BUSY_MS : RUNS_POLL_IDLE_MS);
+    if (!runs.length) {
+      panel.hidden = true;
+      sel = null;
+      showEmpty(statusEl, res.body.logdir, res.body.scan_error);
+      markFirstPaint();
+      return;
+    }
+    if (!sel) {
+      const fromHash = state.read();
+      const s = normalise(runs, fromHash);
+      const hashStep = fromHash.step !== undefined && fromHash.step !== '' && s.run === fromHash.run ? Number(fromHash.step) : null;
+      select(s, Number.isFinite(hashStep) ? hashStep : null);
+    } else {
+      const s = normalise(runs, sel);
+      if (key(s) !== key(sel)) select(s, null);
+      else {
+        selectors.update(runs, sel);
+        traceView.update({ sel, span: spanOf(sel), viewers });
+      }
+    }
+  }
+
+  state.subscribe((s) => {
+    if (!runs.length || !s.run) return;
+    const n = normalise(runs, s);
+    const st = s.step !== undefined && s.step !== '' ? Number(s.step) : null;
+    if (!sel || key(n) !== key(sel)) select(n, st);
+    else if (st !== step) { step = st; loadTimeline(); }
+  });
+
+  await css;
+  showLoading(statusEl);
+  await refreshRuns(true);
+}
