@@ -1,0 +1,372 @@
+"""Capture helpers: profile a training loop's steady state into a logdir that LLM Diag reads.
+
+    from tb_llmdiag.capture import profile_steps
+
+    with profile_steps("runs/prof", run="lora") as prof:
+        for batch in loader:
+            train_step(batch)
+            prof.step()              # once per optimizer step
+            if prof.finished:        # all active steps are written; stop early if you like
+                break
+
+By default the first `DEFAULT_SKIP_FIRST` steps are skipped (cuBLAS/allocator/optimizer-state warm-up,
+torch.compile), one warm-up step is run with the profiler on but discarded, then `active` steps are
+recorded. `from_step0=True` records steps 0..active-1 instead (warm-up included, as many users do).
+Each rank writes one gzipped Kineto file `<logdir>/<run>/rank<R>.<ns>.pt.trace.json.gz` through
+`torch.profiler.tensorboard_trace_handler`.
+
+For the Hugging Face Trainer: `trainer.add_callback(ProfilerCallback("runs/prof", run="lora"))`; it
+steps once per optimizer step (so a step spans all gradient-accumulation micro-batches).
+
+torch and transformers are imported only when a profiler is built (never at `import tb_llmdiag`),
+and `ProfilerCallback` is created on first access, so this module imports without either installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "DEFAULT_SKIP_FIRST",
+    "ProfileSchedule",
+    "StepProfiler",
+    "plan_schedule",
+    "detect_rank",
+    "worker_name",
+    "profile_steps",
+]  # ProfilerCallback is left out: star-imports must not need transformers
+
+DEFAULT_SKIP_FIRST = 3
+"""Steps skipped before the profiler starts, in steady-state mode."""
+
+DEFAULT_WARMUP = 1
+"""Profiler warm-up steps (profiler on, events dropped) before the active window, in steady-state mode."""
+
+DEFAULT_ACTIVE = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileSchedule:
+    """The arguments of `torch.profiler.schedule`, with the same meaning.
+
+    Step k (0-based, counted by `prof.step()` calls) is: skipped while k < skip_first; then, in each
+    cycle of `wait + warmup + active` steps, idle for `wait`, warming up for `warmup`, recorded for
+    `active`. After `repeat` cycles (repeat >= 1) nothing more is recorded.
+    """
+
+    skip_first: int = DEFAULT_SKIP_FIRST
+    wait: int = 0
+    warmup: int = DEFAULT_WARMUP
+    active: int = DEFAULT_ACTIVE
+    repeat: int = 1
+
+    def __post_init__(self) -> None:
+        for field in ("skip_first", "wait", "warmup"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"{field} must be >= 0, got {getattr(self, field)}")
+        if self.active < 1:
+            raise ValueError(f"active must be >= 1, got {self.active}")
+        if self.repeat < 1:
+            raise ValueError(f"repeat must be >= 1 (0 would profile forever), got {self.repeat}")
+
+    @property
+    def cycle_steps(self) -> int:
+        return self.wait + self.warmup + self.active
+
+    @property
+    def total_steps(self) -> int:
+        """Number of `prof.step()` calls after which every active window has been written."""
+        return self.skip_first + self.cycle_steps * self.repeat
+
+    def phase(self, step: int) -> str:
+        """'skip', 'wait', 'warmup', 'active' or 'done' for step `step` (mirrors torch's schedule_fn)."""
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        if step < self.skip_first:
+            return "skip"
+        k = step - self.skip_first
+        if k // self.cycle_steps >= self.repeat:
+            return "done"
+        k %= self.cycle_steps
+        if k < self.wait:
+            return "wait"
+        if k < self.wait + self.warmup:
+            return "warmup"
+        return "active"
+
+    def active_steps(self) -> tuple[int, ...]:
+        """The recorded step indices, in order (they become `ProfilerStep#<index>` in the trace)."""
+        return tuple(s for s in range(self.total_steps) if self.phase(s) == "active")
+
+    def torch_kwargs(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+def plan_schedule(
+    *,
+    from_step0: bool = False,
+    active: int = DEFAULT_ACTIVE,
+    skip_first: int | None = None,
+    wait: int = 0,
+    warmup: int | None = None,
+    repeat: int = 1,
+) -> ProfileSchedule:
+    """Steady state by default (skip `DEFAULT_SKIP_FIRST`, warm up 1); `from_step0` records from the first step."""
+    if from_step0:
+        if skip_first or wait or warmup:
+            raise ValueError("from_step0=True records from step 0: leave skip_first, wait and warmup at 0")
+        return ProfileSchedule(skip_first=0, wait=0, warmup=0, active=active, repeat=repeat)
+    return ProfileSchedule(
+        skip_first=DEFAULT_SKIP_FIRST if skip_first is None else skip_first,
+        wait=wait,
+        warmup=DEFAULT_WARMUP if warmup is None else warmup,
+        active=active,
+        repeat=repeat,
+    )
+
+
+def detect_rank(env: Mapping[str, str] | None = None, dist: Any = None) -> int | None:
+    """Global rank: torch.distributed when initialised, else $RANK, else None (single process).
+
+    `dist` is a `torch.distributed`-like module; pass None to look only at the environment.
+    """
+    if dist is not None:
+        try:
+            if dist.is_available() and dist.is_initialized():
+                return int(dist.get_rank())
+        except (RuntimeError, AttributeError):
+            pass
+    env = os.environ if env is None else env
+    for key in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"):
+        value = env.get(key)
+        if value is not None and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def worker_name(rank: int | None, prefix: str | None = None) -> str:
+    """`rank<R>` (rank 0 when unknown: a single process), optionally `<prefix>_rank<R>`.
+
+    tensorboard_trace_handler names files `<worker>.<time_ns>.pt.trace.json.gz`; LLM Diag (and
+    torch-tb-profiler) read the rank from the `rank<R>` part when the trace has no distributedInfo.
+    """
+    name = f"rank{0 if rank is None else int(rank)}"
+    if prefix:
+        safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in prefix)
+        name = f"{safe}_{name}"
+    return name
+
+
+def _import_torch() -> Any:
+    """Import torch lazily (tests replace this with a fake)."""
+    import torch
+    import torch.profiler  # noqa: F401  (make sure the submodule is loaded)
+
+    return torch
+
+
+def _activities(torch: Any) -> list[Any]:
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_available():
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    return acts
+
+
+class StepProfiler:
+    """A torch.profiler session driven by a `ProfileSchedule`; use as a context manager.
+
+    Call `step()` once per optimizer step. `finished` turns True once every active window has been
+    written (you may stop the loop then); `output_dir` is where the trace files go.
+    """
+
+    def __init__(
+        self,
+        logdir: str | os.PathLike[str],
+        run: str,
+        schedule: ProfileSchedule,
+        *,
+        record_shapes: bool = True,
+        profile_memory: bool = True,
+        with_stack: bool = False,
+        with_flops: bool = False,
+        rank: int | None = None,
+        worker: str | None = None,
+        use_gzip: bool = True,
+    ) -> None:
+        self.schedule = schedule
+        self.output_dir = os.path.join(os.fspath(logdir), run) if run not in ("", ".") else os.fspath(logdir)
+        self.rank = rank
+        self.worker = worker or worker_name(rank)
+        self.options = {
+            "record_shapes": record_shapes,
+            "profile_memory": profile_memory,
+            "with_stack": with_stack,
+            "with_flops": with_flops,
+        }
+        self.use_gzip = use_gzip
+        self.step_num = 0
+        self.profiler: Any = None
+        self._running = False
+
+    @property
+    def finished(self) -> bool:
+        return self.step_num >= self.schedule.total_steps
+
+    @property
+    def phase(self) -> str:
+        """Phase of the step now running (see `ProfileSchedule.phase`)."""
+        return self.schedule.phase(self.step_num)
+
+    def start(self) -> StepProfiler:
+        if self._running:
+            raise RuntimeError("profiler already started")
+        torch = _import_torch()
+        os.makedirs(self.output_dir, exist_ok=True)
+        self.profiler = torch.profiler.profile(
+            activities=_activities(torch),
+            schedule=torch.profiler.schedule(**self.schedule.torch_kwargs()),
+            on_trace_ready=torch.profiler.tensorboard_trace_handler(
+                self.output_dir, worker_name=self.worker, use_gzip=self.use_gzip
+            ),
+            **self.options,
+        )
+        self.profiler.start()
+        self._running = True
+        return self
+
+    def step(self) -> None:
+        """Mark the end of one (optimizer) step. A no-op once `finished` and stopped."""
+        if self._running:
+            self.profiler.step()
+        self.step_num += 1
+        if self._running and self.finished:
+            self.stop()
+
+    def stop(self) -> None:
+        """Stop profiling; an active window cut short is still written."""
+        if self._running:
+            self._running = False
+            self.profiler.stop()
+
+    def trace_files(self) -> list[str]:
+        """Trace files of this worker in `output_dir`, oldest first."""
+        try:
+            names = os.listdir(self.output_dir)
+        except FileNotFoundError:
+            return []
+        prefix = self.worker + "."
+        found = [n for n in names if n.startswith(prefix) and ".pt.trace.json" in n]
+        return [os.path.join(self.output_dir, n) for n in sorted(found)]
+
+    def __enter__(self) -> StepProfiler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def profile_steps(
+    logdir: str | os.PathLike[str],
+    run: str = "run",
+    *,
+    from_step0: bool = False,
+    skip_first: int | None = None,
+    wait: int = 0,
+    warmup: int | None = None,
+    active: int = DEFAULT_ACTIVE,
+    repeat: int = 1,
+    record_shapes: bool = True,
+    profile_memory: bool = True,
+    with_stack: bool = False,
+    with_flops: bool = False,
+    rank: int | None = None,
+    worker_prefix: str | None = None,
+    use_gzip: bool = True,
+) -> StepProfiler:
+    """A `StepProfiler` writing `<logdir>/<run>/rank<R>.<ns>.pt.trace.json.gz` (use it in a `with`).
+
+    Defaults: steady state (skip the first 3 steps, 1 warm-up, 3 active), shapes and memory recorded,
+    no Python stacks (they make traces several times larger). The rank comes from torch.distributed
+    or $RANK when not given.
+    """
+    schedule = plan_schedule(
+        from_step0=from_step0, active=active, skip_first=skip_first, wait=wait, warmup=warmup, repeat=repeat
+    )
+    if rank is None:
+        dist = None
+        try:
+            dist = _import_torch().distributed
+        except ImportError:
+            pass
+        rank = detect_rank(dist=dist)
+    return StepProfiler(
+        logdir,
+        run,
+        schedule,
+        record_shapes=record_shapes,
+        profile_memory=profile_memory,
+        with_stack=with_stack,
+        with_flops=with_flops,
+        rank=rank,
+        worker=worker_name(rank, worker_prefix),
+        use_gzip=use_gzip,
+    )
+
+
+# --- Hugging Face Trainer callback (created on first access: transformers is optional) ---------
+
+
+def _make_callback_class() -> type:
+    from transformers import TrainerCallback
+
+    class ProfilerCallback(TrainerCallback):
+        """Profile a `transformers.Trainer` run's steady state, one `prof.step()` per optimizer step.
+
+        `logdir` defaults to `args.logging_dir` (beside the TensorBoard events), or `<output_dir>/runs`.
+        Every rank writes its own file, named with `args.process_index`. Other keyword arguments are
+        those of `profile_steps`.
+        """
+
+        def __init__(self, logdir: str | None = None, run: str = "profile", **profile_kwargs: Any) -> None:
+            self.logdir = logdir
+            self.run = run
+            self.profile_kwargs = profile_kwargs
+            self.prof: StepProfiler | None = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.prof is not None:
+                return
+            logdir = self.logdir or getattr(args, "logging_dir", None)
+            if not logdir:
+                logdir = os.path.join(getattr(args, "output_dir", None) or ".", "runs")
+            kwargs_ = dict(self.profile_kwargs)
+            if kwargs_.get("rank") is None:
+                kwargs_["rank"] = getattr(args, "process_index", None)
+            self.prof = profile_steps(logdir, self.run, **kwargs_)
+            self.prof.start()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.prof is not None:
+                self.prof.step()
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.prof is not None:
+                self.prof.stop()
+
+    ProfilerCallback.__module__ = __name__
+    return ProfilerCallback
+
+
+_LAZY: dict[str, type] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ProfilerCallback":
+        if name not in _LAZY:
+            _LAZY[name] = _make_callback_class()
+        return _LAZY[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
