@@ -387,5 +387,13 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
 
 
 def evaluate(metrics: Metrics, rules: Sequence[Rule] | None = None) -> list[dict[str, Any]]:
-    """Findings of every rule that fires, in table order (``diagnosis.rank`` orders them)."""
-    return [finding(r, metrics) for r in (all_rules() if rules is None else rules) if fires(r, metrics)]
+    """Findings of every rule that fires, in table order (``diagnosis.rank`` orders them).
+
+    Ids are unique in the result: when two rules with one id fire (a GPU rule and its XLA counterpart),
+    the later rule's finding replaces the earlier one, in the earlier one's place.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for r in all_rules() if rules is None else rules:
+        if fires(r, metrics):
+            out[r.id] = finding(r, metrics)
+    return list(out.values())

@@ -6,7 +6,8 @@ Definitions (host events whose start lies in the analysis window):
   count, total_ns, max_ns. ``sync_calls_per_step``.
 - ``item_calls``: ``aten::_local_scalar_dense`` (what ``.item()``, ``float(t)``, ``if t:`` run);
   ``nonzero_calls``: ``aten::nonzero`` (data-dependent output size, syncs too). Per step likewise.
-- ``blocked_ns``: length of the union of all those ranges (host time spent waiting); ``longest_ns``.
+- ``blocked_ns``: length of the union of all those ranges within the window (host time spent waiting);
+  ``blocked_share`` = blocked_ns / window_ns; ``longest_ns``: the longest single range.
 - ``idle_after_sync_ns`` / ``idle_after_sync_share``: GPU idle gaps of cause ``sync`` (``metrics.idle``):
   what the syncs cost the device. This, not blocked_ns, is the saving of removing them.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.intervals import union_ns
+from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, per_step, rows_of, share
 
 
@@ -31,7 +32,8 @@ def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
     item = int((op_names == "aten::_local_scalar_dense").sum())
     nonzero = int((op_names == "aten::nonzero").sum())
     rows = np.concatenate((api, ops))
-    blocked = union_ns(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
+    bs, be = merge(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
+    blocked = int(overlap_per_window(bs, be, ctx.win_s, ctx.win_e).sum())
     per_api = []
     for nid in np.unique(ev.name_id[api]):
         m = ev.name_id[api] == nid

@@ -33,11 +33,12 @@ def step_metrics(ctx: Context) -> dict[str, Any]:
     if len(st) == 0:
         return {"available": False, "reason": "no step markers (ProfilerStep#N or Optimizer.step#) in the trace",
                 "count": 0, "source": st.source}
-    d = st.duration_ns.astype(np.float64)
+    # optimizer-step windows can come out inverted on odd traces (overlapping annotations): count them as 0
+    d = np.maximum(st.duration_ns, 0).astype(np.float64)
     med = float(np.median(d))
     mad = float(np.median(np.abs(d - med)))
     thresh = med + max(3 * 1.4826 * mad, 0.1 * med)
-    out_mask = d > thresh
+    out_mask = (d > thresh) if d.sum() > 0 else np.zeros(d.size, bool)
     rest = d[1:] if d.size >= 3 else d
     first_over_rest = float(d[0] / np.median(rest)) if d.size >= 3 and np.median(rest) > 0 else None
     warm = first_over_rest is not None and first_over_rest >= WARMUP_RATIO
@@ -47,7 +48,7 @@ def step_metrics(ctx: Context) -> dict[str, Any]:
         "source": st.source,
         "count": int(d.size),
         "indexes": [int(i) for i in st.index],
-        "durations_ns": [int(x) for x in st.duration_ns],
+        "durations_ns": [int(x) for x in d],
         "mean_ns": int(d.mean()),
         "median_ns": int(med),
         "min_ns": int(d.min()),

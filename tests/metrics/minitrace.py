@@ -88,3 +88,24 @@ def idle_scenario() -> Trace:
         launch(60 * US, 2 * US, corr=3), kernel(GEMM, 65 * US, 5 * US, corr=3),
         launch(62 * US, 1 * US, corr=4), kernel(ADD, 72 * US, 8 * US, corr=4),
     ])
+
+
+def full_metrics_keys() -> set[str]:
+    """Every ``topic.key`` compute_metrics produces on a mini trace that exercises all topics."""
+    import numpy as np
+
+    from tb_llmdiag.metrics import compute_metrics
+    from tb_llmdiag.model import DeviceInfo
+
+    rows = []
+    for i in range(4):
+        t = i * 100 * US
+        rows += [step(i, t, 100 * US), launch(t + 1, US, i + 1), kernel(GEMM, t + 2 * US, 50 * US, i + 1),
+                 op(LOADER, t + 60 * US, 5 * US), op("aten::embedding", t + 70 * US, US, f"[[100, 8], [2, {10 + i}]]"),
+                 op("aten::mm", t + 72 * US, US, "[[8, 8], [8, 8]]"),
+                 E(Kind.MEMCPY, "Memcpy HtoD (Pageable -> Device)", t + 80 * US, US)]
+    mem = MemoryTable(ts_ns=np.array([0], np.int64), device=np.array([0], np.int16), bytes=np.array([1], np.int64),
+                      total_allocated_bytes=np.array([1], np.int64), total_reserved_bytes=np.array([2], np.int64))
+    trace = make_trace(rows, memory=mem, devices=(DeviceInfo(0, "NVIDIA H100 80GB HBM3", total_memory_bytes=80 << 30),))
+    m = compute_metrics(trace, find_steps(trace))
+    return {f"{topic}.{key}" for topic, d in m.items() for key in d}

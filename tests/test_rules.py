@@ -1,0 +1,150 @@
+"""The rule table: required ids, thresholds, finding shape, and evidence paths that exist."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "metrics"))
+
+from tb_llmdiag.metrics import compute_metrics
+from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.rules import GPU_RULES, RULES, Rule, evaluate, fires, fmt, lookup
+
+REQUIRED = {"host_bound", "tiny_kernels", "dataloader_stall", "host_sync", "pageable_memcpy", "variable_shapes",
+            "step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps", "memory_headroom", "no_device_activity"}
+FINDING_KEYS = {"id", "severity", "title", "summary", "evidence", "saving", "fix", "docs"}
+
+
+def base(**topics: dict) -> dict:
+    m = {"steps": {"available": True, "median_ns": 100_000_000}, "kernels": {"available": True, "device_events": 10}}
+    for k, v in topics.items():
+        m.setdefault(k, {}).update(v)
+    return m
+
+
+def ids(m: dict) -> list[str]:
+    return [f["id"] for f in evaluate(m)]
+
+
+def test_required_ids_and_unique() -> None:
+    assert REQUIRED <= {r.id for r in RULES}
+    got = [r.id for r in GPU_RULES]  # XLA rules may reuse an id for the same cause on TPU
+    assert len(got) == len(set(got))
+
+
+def test_rules_include_xla_rules_when_present() -> None:
+    try:
+        from tb_llmdiag.rules_xla import XLA_RULES
+    except ImportError:
+        XLA_RULES = ()
+    assert RULES == GPU_RULES + tuple(XLA_RULES)
+
+
+@pytest.mark.parametrize("rule", GPU_RULES, ids=lambda r: r.id)
+def test_every_rule_is_complete(rule: Rule) -> None:
+    assert rule.title and rule.summary and rule.fix.text and rule.fix.pytorch and rule.fix.hf_trainer
+    assert rule.metric is not None or rule.when is not None
+    assert rule.severity in (None, "high", "medium", "low")
+
+
+@pytest.mark.parametrize(("topic", "key", "value", "rule_id", "fires_"), [
+    ("dataloader", "stall_share", 0.06, "dataloader_stall", True),
+    ("dataloader", "stall_share", 0.04, "dataloader_stall", False),
+    ("idle", "host_wait_share", 0.10, "host_bound", True),
+    ("idle", "host_wait_share", 0.099, "host_bound", False),
+    ("kernels", "copy_share", 0.11, "copy_heavy", True),
+    ("kernels", "copy_share", 0.09, "copy_heavy", False),
+    ("memcpy", "htod_pageable_count", 3, "pageable_memcpy", True),
+    ("memcpy", "htod_pageable_count", 0, "pageable_memcpy", False),
+    ("idle", "long_gap_count", 1, "gpu_gaps", True),
+    ("idle", "long_gap_count", 0, "gpu_gaps", False),
+    ("steps", "cv_excluding_first", 0.2, "step_variance", True),
+    ("steps", "cv_excluding_first", 0.1, "step_variance", False),
+    ("steps", "first_over_rest", 1.6, "warmup_in_window", True),
+    ("steps", "first_over_rest", 1.2, "warmup_in_window", False),
+])
+def test_single_threshold_rules(topic: str, key: str, value: float, rule_id: str, fires_: bool) -> None:
+    assert (rule_id in ids(base(**{topic: {key: value}}))) is fires_
+
+
+def test_host_sync_needs_a_sync_every_step() -> None:
+    assert "host_sync" in ids(base(host_sync={"idle_after_sync_share": 0.05, "syncs_per_step": 2.0}))
+    assert "host_sync" not in ids(base(host_sync={"idle_after_sync_share": 0.05, "syncs_per_step": 0.5}))
+    assert "host_sync" not in ids(base(host_sync={"idle_after_sync_share": 0.005, "syncs_per_step": 2.0}))
+
+
+def test_tiny_kernels_need_the_host_to_be_the_bottleneck() -> None:
+    assert "tiny_kernels" in ids(base(launch={"tiny_kernel_share": 0.7}, idle={"host_wait_share": 0.06}))
+    assert "tiny_kernels" not in ids(base(launch={"tiny_kernel_share": 0.7}, idle={"host_wait_share": 0.01}))
+
+
+def test_variable_shapes_needs_varying_lengths() -> None:
+    assert "variable_shapes" in ids(base(steps={"tokens_corr": 0.9, "tokens_cv": 0.3}))
+    assert "variable_shapes" not in ids(base(steps={"tokens_corr": 0.9, "tokens_cv": 0.01}))
+    assert "variable_shapes" not in ids(base(steps={"tokens_corr": 0.5, "tokens_cv": 0.3}))
+
+
+def test_memory_headroom_below_half() -> None:
+    assert "memory_headroom" in ids(base(memory={"peak_reserved_share": 0.3, "total_bytes": 80 << 30}))
+    assert "memory_headroom" not in ids(base(memory={"peak_reserved_share": 0.7, "total_bytes": 80 << 30}))
+
+
+def test_no_device_activity() -> None:
+    m = {"kernels": {"available": False, "reason": "no device activity in the trace"}, "steps": {"count": 3}}
+    assert ids(m) == ["no_device_activity"]
+
+
+def test_finding_shape_saving_and_summary() -> None:
+    # GIVEN a 100 ms median step and a data-loader stall of 30 % of step time
+    m = base(dataloader={"stall_share": 0.3, "stall_ns": 90_000_000, "host_share": 0.4, "iterator": "single_process"})
+    (f,) = evaluate(m)
+    assert FINDING_KEYS <= set(f)
+    assert f["id"] == "dataloader_stall" and f["severity"] == "high"
+    assert f["saving"] == {"share": 0.3, "ns": 30_000_000}
+    assert f["evidence"] == {"stall_share": 0.3, "stall_ns": 90_000_000, "loader_host_share": 0.4,
+                             "iterator": "single_process"}
+    assert "30.0 %" in f["summary"] and "single_process" in f["summary"]
+    assert set(f["fix"]) >= {"text", "pytorch", "hf_trainer"} and "num_workers" in f["fix"]["pytorch"]
+    assert f["metric"] == "dataloader.stall_share" and f["value"] == 0.3 and f["threshold"] == {"above": 0.05}
+    json.dumps(f, allow_nan=False)
+
+
+def test_severity_bands() -> None:
+    sev = {s: evaluate(base(dataloader={"stall_share": s}))[0]["severity"] for s in (0.06, 0.19, 0.2)}
+    assert sev == {0.06: "medium", 0.19: "medium", 0.2: "high"}
+
+
+def test_stack_aware_fix_wording() -> None:
+    (f,) = evaluate(base(dataloader={"stall_share": 0.3}, annotations={"stack": "lightning"}))
+    assert f["fix"]["stack"] == "lightning" and "LightningDataModule" in f["fix"]["stack_text"]
+
+
+def test_missing_or_null_metrics_never_fire() -> None:
+    assert evaluate({}) == []
+    assert evaluate(base(dataloader={"stall_share": None}, idle={"host_wait_share": float("nan")})) == []
+
+
+def test_lookup_and_fmt() -> None:
+    assert lookup({"a": {"b": 1}}, "a.b") == 1 and lookup({"a": {}}, "a.b") is None and lookup({}, None) is None
+    assert fmt("x_share", 0.123) == "12.3 %" and fmt("x_ns", 2_500_000) == "2.5 ms" and fmt("x_ns", 1_500) == "2 us"
+    assert fmt("x_ns", 3e9) == "3.00 s" and fmt("x_bytes", 3 << 30) == "3.0 GiB" and fmt("n", None) == "n/a"
+
+
+def test_every_path_names_a_metric_key() -> None:
+    """Each rule's metric, saving and evidence path resolves in real compute_metrics output (no typos)."""
+    from minitrace import full_metrics_keys
+
+    known = full_metrics_keys()
+    for r in GPU_RULES:
+        for path in [r.metric, r.saving, *(p for _, p in r.evidence)]:
+            if path is not None:
+                assert path in known, (r.id, path)
+
+
+def test_fires_requires_a_number() -> None:
+    r = Rule(id="x", title="x", metric="a.b", above=1, fix=GPU_RULES[0].fix)
+    assert fires(r, {"a": {"b": 2}}) and not fires(r, {"a": {"b": "2"}}) and not fires(r, {"a": {"b": True}})
