@@ -17,6 +17,7 @@ import { showEmpty, showError, showLoading, showProgress } from './views/status.
 
 const RUNS_POLL_BUSY_MS = 2000;
 const RUNS_POLL_IDLE_MS = 10000;
+const RUNS_POLL_EMPTY_MS = 3000;
 const REPORT_POLL_MS = 1000;
 
 function section(title, cls, ...extra) {
@@ -193,9 +194,14 @@ export async function start(early) {
     viewers = res.body.trace_viewers || {};
     const busy = runs.some((r) => r.status === 'pending' || r.status === 'analysing');
     runsTimer = setTimeout(() => refreshRuns(!sel), busy ? RUNS_POLL_BUSY_MS : RUNS_POLL_IDLE_MS);
+    selEl.hidden = !runs.length;
     if (!runs.length) {
+      clearTimeout(runsTimer);
+      runsTimer = setTimeout(() => refreshRuns(true), RUNS_POLL_EMPTY_MS);
       panel.hidden = true;
       sel = null;
+      reportFor = null;
+      clear(tvEl);
       showEmpty(statusEl, res.body.logdir, res.body.scan_error);
       markFirstPaint();
       return;

@@ -282,42 +282,40 @@ def _idle_classifier(trace: Trace) -> Any:
 
 
 def step_breakdown(trace: Trace, steps: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Per step: device busy time and idle time by cause (ns; parts sum to the step's duration).
+    """Per step: device busy time and idle time by cause (ns; the parts sum to the step's duration).
 
-    Uses ``metrics.idle.classify_idle`` per step window (steps extended to their GPU tail may overlap the
-    next one, so each is classified on its own); without it, the overlap rule of this module.
+    Busy is the union of kernels, copies and memsets on every stream, computed once; each step's gaps are
+    its complement within the step (steps extended to their GPU tail may overlap the next one, so each
+    step is cut on its own). Causes: ``metrics.idle.gap_causes`` when available, else this module's rule.
     """
+    from tb_llmdiag.intervals import gaps as complement, merge
+
     rows = step_rows(trace) if steps is None else list(steps)
-    idle = _idle_api()
+    if not rows:
+        return []
+    ev = trace.events
+    dev = np.isin(ev.kind, np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET), np.uint8))
+    bs, be = merge(ev.ts_ns[dev], ev.end_ns[dev])
+    classify = _idle_classifier(trace)
+    pre = None if classify is not None else _prefilter(trace)
     out: list[dict[str, Any]] = []
-    host = None
-    if idle is not None:
-        try:
-            host = idle.HostSignals.of(trace)
-        except Exception:
-            idle = None
-    pre = None
     for r in rows:
         lo, hi = int(r["start_ns"]), int(r["end_ns"])
-        parts = dict.fromkeys(CAUSES, 0)
-        done = False
-        if idle is not None:
-            try:
-                g = idle.classify_idle(trace, np.array([lo], np.int64), np.array([hi], np.int64), host=host)
-                for code, name in enumerate(g.cause_names):
-                    parts[name if name in parts else "other"] += int(g.dur_ns[g.cause == code].sum())
-                done = True
-            except Exception:
-                logger.debug("metrics.idle.classify_idle failed; using overlap causes", exc_info=True)
-        if not done:
-            if pre is None:
-                pre = _prefilter(trace)
-            tl = _step_timeline(trace, pre, r, 1 << 62, None)
-            for d, c in zip(tl["gaps"]["dur_ns"], tl["gaps"]["cause"]):
-                parts[CAUSES[c]] += int(d)
-        idle_ns = sum(parts.values())
+        a, b = int(np.searchsorted(be, lo, side="right")), int(np.searchsorted(bs, hi, side="left"))
+        gs, ge = complement(bs[a:b], be[a:b], lo, hi)
+        if classify is not None:
+            codes = np.array([CAUSES.index(c) if c in CAUSES else CAUSES.index("other") for c in classify(gs, ge)],
+                             dtype=np.int64)
+        else:
+            assert pre is not None
+            sync = (pre["ts"][pre["is_sync"]], pre["end"][pre["is_sync"]])
+            dl = (pre["ts"][pre["is_dl"]], pre["end"][pre["is_dl"]])
+            codes = _gap_causes(gs, ge, sync, dl)
+        d = ge - gs
+        parts = {f"{name}_ns": int(d[codes == i].sum()) for i, name in enumerate(CAUSES)}
+        idle_ns = int(d.sum())
         out.append({"index": int(r["index"]), "name": r.get("name"), "duration_ns": hi - lo,
-                    "busy_ns": max(0, hi - lo - idle_ns), **{f"{k}_ns": v for k, v in parts.items()}})
+                    "busy_ns": hi - lo - idle_ns, **parts})
     return out
 
 

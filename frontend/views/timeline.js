@@ -237,6 +237,14 @@ export function mountTimeline(el, { onStep } = {}) {
       clear(body).append(h('p', { class: 'muted', text }));
     },
     update(timeline) {
+      if (!timeline.intervals) {
+        tl = null;
+        select.value = String(timeline.step.index);
+        info.textContent = '';
+        clear(legend);
+        clear(body).append(h('p', { class: 'muted', text: 'Nothing to draw in this step: no device work and no launch, sync or data-loader calls were recorded in it (a CPU-only or host-only trace).' }));
+        return;
+      }
       tl = timeline;
       span = Math.max(1, tl.step.duration_ns || tl.step.end_ns - tl.step.start_ns);
       v0 = 0;

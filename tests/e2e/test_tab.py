@@ -19,6 +19,7 @@ from tbserver import CHROMIUM, CHROMIUM_ARGS, IFRAME, REPO, tensorboard, wait_al
 pytestmark = pytest.mark.e2e
 ARTIFACTS = REPO / "test-artifacts"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+RESNET_E2E = "kineto_resnet50/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
 
 
 def _logdir(tmp: Path) -> Path:
@@ -235,3 +236,31 @@ def test_zz_readme_screenshot(server, browser, requests_seen):
             shutil.copy(shot, REPO / "docs" / "screenshot.png")
     finally:
         ctx.close()
+
+
+def test_empty_logdir_says_how_to_capture_then_a_new_trace_appears_live(tmp_path, browser, requests_seen):
+    from tracepaths import shared_trace
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    with tensorboard(logdir, tmp_path / "cache", ARTIFACTS / "tensorboard_empty.log") as base:
+        ctx, page, errors = new_page(browser, requests_seen)
+        try:
+            page.goto(f"{base}/#llm_diag")
+            f = frame(page)
+            f.locator(".state.empty").wait_for(timeout=30_000)
+            assert "No profiler runs found" in f.locator(".state.empty h2").inner_text()
+            assert "prof.step()" in f.locator(".state.empty pre").first.inner_text()
+            page.screenshot(path=str(ARTIFACTS / "tab_empty.png"), full_page=True)
+            # a trace written while TensorBoard runs shows up without a restart or a reload
+            run = logdir / "late_run"
+            run.mkdir()
+            src = shared_trace(RESNET_E2E)
+            shutil.copy(src, run / src.name)
+            wait_panel_timeout = 90_000
+            f.locator(".panel:not([hidden]) .cards .card").first.wait_for(timeout=wait_panel_timeout)
+            assert f.locator("select.sel-run").input_value() == "late_run"
+            assert not errors, errors
+            assert not no_foreign(requests_seen), no_foreign(requests_seen)
+        finally:
+            ctx.close()
