@@ -1,0 +1,30 @@
+// node --test: where the charts read their numbers from a RunReport (views/data.js).
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { kernelCategories, stepBreakdown, tokensPerStep } from './views/data.js';
+
+const steps = [{ index: 3, duration_ns: 100 }, { index: 4, duration_ns: 120 }];
+
+test('kernel categories from metrics.kernels.by_category, largest first', () => {
+  const report = { metrics: { kernels: { by_category: { gemm: { time_ns: 5, count: 1, share: 0.2 }, copy: { time_ns: 20, count: 2, share: 0.8 } } } } };
+  assert.deepEqual(kernelCategories(report), [{ category: 'copy', time_ns: 20 }, { category: 'gemm', time_ns: 5 }]);
+  assert.equal(kernelCategories({ metrics: {} }), null);
+  assert.equal(kernelCategories({ metrics: { kernels: { available: false } } }), null);
+});
+
+test('step breakdown prefers the /steps split, joined by step index', () => {
+  const report = { summary: { steps } };
+  const body = { steps: [{ index: 4, busy_ns: 60, host_wait_ns: 40, sync_ns: 20, data_loader_ns: 0, other_ns: 0 }] };
+  const { rows, hasParts } = stepBreakdown(report, body);
+  assert.equal(hasParts, true);
+  assert.deepEqual(rows[1], { index: 4, duration_ns: 120, busy: 60, host_wait: 40, sync: 20, data_loader: 0, other: 0 });
+  assert.equal(rows[0].busy, null);
+  assert.equal(stepBreakdown(report, null).hasParts, false);
+});
+
+test('tokens per step from metrics.steps.tokens, null when unknown', () => {
+  assert.deepEqual(tokensPerStep({ summary: { steps }, metrics: { steps: { tokens: [512, 1024] } } }),
+    [{ index: 3, duration_ns: 100, tokens: 512 }, { index: 4, duration_ns: 120, tokens: 1024 }]);
+  assert.equal(tokensPerStep({ summary: { steps }, metrics: { steps: { tokens: null } } }), null);
+  assert.equal(tokensPerStep({ summary: { steps }, metrics: {} }), null);
+});
