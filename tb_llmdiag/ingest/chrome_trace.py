@@ -584,6 +584,8 @@ PARALLEL_FROM_BYTES = 8 << 20
 
 
 def _default_workers(path: str) -> int:
+    if multiprocessing.current_process().daemon:  # daemonic processes may not have children
+        return 1
     env = os.environ.get("LLMDIAG_READ_WORKERS")
     if env is not None:
         return max(1, int(env))
@@ -615,7 +617,7 @@ def read_chrome_trace(path: str, workers: int | None = None) -> Trace:
                     return _read(path, pool)
             except _PieceLayoutError:
                 pass  # not Kineto's layout after all: read it in one piece below
-            except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool) as exc:
+            except (OSError, RuntimeError, AssertionError, concurrent.futures.process.BrokenProcessPool) as exc:
                 logger.warning("parallel read failed (%s); reading in this process", exc)
         return _read(path, None)
     finally:
