@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
-from tb_llmdiag.metrics.context import Context, in_windows, share
+from tb_llmdiag.metrics.context import Context, in_windows, kind_mask, share, used_names
 from tb_llmdiag.model import Kind, Trace
 
 #: (stack, substring of a host event name) checked in order.
@@ -38,7 +38,7 @@ def detect_stack(trace: Trace) -> str | None:
     if not len(ev.names):
         return None
     host = np.zeros(len(ev.names), bool)
-    host[np.unique(ev.name_id[np.isin(ev.kind, np.array((Kind.ANNOTATION, Kind.PYTHON, Kind.STEP), np.uint8))])] = True
+    host[used_names(ev.name_id[kind_mask(ev.kind, (Kind.ANNOTATION, Kind.PYTHON, Kind.STEP))], len(ev.names))] = True
     names = [n for n, h in zip(ev.names, host) if h]
     for stack, marker in STACK_MARKERS:
         if any(marker in n for n in names):

@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
-from tb_llmdiag.metrics.context import Context, in_windows, per_step, rows_of, share
+from tb_llmdiag.metrics.context import Context, in_windows, per_step, share
 from tb_llmdiag.metrics.idle import IdleGaps
 
 
 def dataloader_metrics(ctx: Context, gaps: IdleGaps) -> dict[str, Any]:
     ev = ctx.trace.events
-    rows = rows_of(ctx.trace, "dataloader")
+    rows = ctx.rows("dataloader")
     if rows.size == 0:
         return {"available": False, "reason": "no DataLoader ranges in the trace (custom loop or no torch DataLoader)",
                 "calls": 0}

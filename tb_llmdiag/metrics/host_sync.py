@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
-from tb_llmdiag.metrics.context import Context, in_windows, per_step, rows_of, share
+from tb_llmdiag.metrics.context import Context, in_windows, per_step, share
 
 
 def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
     ev = ctx.trace.events
-    api = rows_of(ctx.trace, "sync_api")
+    api = ctx.rows("sync_api")
     api = api[in_windows(ev.ts_ns[api], ctx.win_s, ctx.win_e)]
-    ops = rows_of(ctx.trace, "sync_op")
+    ops = ctx.rows("sync_op")
     ops = ops[in_windows(ev.ts_ns[ops], ctx.win_s, ctx.win_e)]
     op_names = np.array([ev.names[i] for i in ev.name_id[ops]], dtype=object) if ops.size else np.zeros(0, object)
     item = int((op_names == "aten::_local_scalar_dense").sum())

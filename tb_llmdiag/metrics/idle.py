@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import merge, overlap_per_window
-from tb_llmdiag.metrics.context import Context, rows_of, share
+from tb_llmdiag.metrics.context import Context, kind_mask, rows_of, share
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
 
 I64 = NDArray[np.int64]
@@ -87,16 +87,18 @@ class HostSignals:
     dev_launch_end: I64   # end of the launch call of each device event, -1 when not joinable
 
     @staticmethod
-    def of(trace: Trace) -> HostSignals:
+    def of(trace: Trace, ctx: Context | None = None) -> HostSignals:
+        """From the trace's events; ``ctx`` shares its cached name-family rows."""
         ev = trace.events
-        sync = np.concatenate((rows_of(trace, "sync_api"), rows_of(trace, "sync_op")))
+        rows = ctx.rows if ctx is not None else (lambda family: rows_of(trace, family))
+        sync = np.concatenate((rows("sync_api"), rows("sync_op")))
         sync_s, sync_e = merge(ev.ts_ns[sync], ev.ts_ns[sync] + ev.dur_ns[sync])
-        dl = rows_of(trace, "dataloader")
+        dl = rows("dataloader")
         dl_s, dl_e = merge(ev.ts_ns[dl], ev.ts_ns[dl] + ev.dur_ns[dl])
-        dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)))
+        dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS))
         dev_ts = ev.ts_ns[dev]
         launch_end = np.full(dev.size, -1, dtype=np.int64)
-        host = np.flatnonzero(np.isin(ev.kind, np.array((Kind.RUNTIME, Kind.DRIVER), np.uint8)) & (ev.correlation >= 0))
+        host = np.flatnonzero(kind_mask(ev.kind, (Kind.RUNTIME, Kind.DRIVER)) & (ev.correlation >= 0))
         if host.size and dev.size:
             h_corr = ev.correlation[host]
             order = np.argsort(h_corr, kind="stable")
@@ -149,7 +151,7 @@ def classify_idle(trace: Trace, win_s: I64, win_e: I64, *, min_gap_ns: int = 0,
         ``IdleGaps(start_ns, end_ns, cause, cause_names=CAUSES)``, sorted by start.
     """
     ev = trace.events
-    dev = np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8))
+    dev = kind_mask(ev.kind, DEVICE_KINDS)
     busy_s, busy_e = merge(ev.ts_ns[dev], ev.end_ns[dev])
     return _classify(trace, busy_s, busy_e, np.asarray(win_s, np.int64), np.asarray(win_e, np.int64),
                      min_gap_ns=min_gap_ns, host=host)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
-from tb_llmdiag.metrics.context import Context, per_step, share
+from tb_llmdiag.metrics.context import Context, kind_mask, per_step, share
 from tb_llmdiag.model import Kind
 
 _MEMCPY = re.compile(r"Memcpy\s+(\w+)\s*\((\w+)\s*->\s*(\w+)\)")
@@ -80,7 +80,7 @@ def _host_span(ctx: Context, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[start, end) of the runtime call that issued each memcpy row (the copy itself when none joins)."""
     ev = ctx.trace.events
     s, e = ev.ts_ns[rows].copy(), ev.ts_ns[rows] + ev.dur_ns[rows]
-    host = np.flatnonzero(np.isin(ev.kind, np.array((Kind.RUNTIME, Kind.DRIVER), np.uint8)) & (ev.correlation >= 0))
+    host = np.flatnonzero(kind_mask(ev.kind, (Kind.RUNTIME, Kind.DRIVER)) & (ev.correlation >= 0))
     if host.size == 0 or rows.size == 0:
         return s, e
     hc = ev.correlation[host]
