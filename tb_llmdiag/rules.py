@@ -289,10 +289,10 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="memory_headroom", title="GPU memory is mostly unused",
-        metric="memory.peak_reserved_share", below=0.5, when=has_device_memory, severity="low",
-        evidence=(("peak_reserved_share", "memory.peak_reserved_share"), ("peak_reserved_bytes", "memory.peak_reserved_bytes"),
+        metric="memory.peak_used_share", below=0.5, when=has_device_memory, severity="low",
+        evidence=(("peak_used_share", "memory.peak_used_share"), ("peak_used_bytes", "memory.peak_used_bytes"),
                   ("headroom_bytes", "memory.headroom_bytes"), ("total_bytes", "memory.total_bytes")),
-        summary="Peak reserved memory is {peak_reserved_bytes} of {total_bytes} ({peak_reserved_share}): "
+        summary="Peak memory use is {peak_used_bytes} of {total_bytes} ({peak_used_share}): "
                 "{headroom_bytes} is free.",
         fix=Fix(text="Spend the free memory on speed: a larger micro-batch (fewer accumulation steps), or turn "
                      "off gradient checkpointing (~20 % faster).",

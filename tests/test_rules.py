@@ -89,8 +89,8 @@ def test_variable_shapes_needs_varying_lengths() -> None:
 
 
 def test_memory_headroom_below_half() -> None:
-    assert "memory_headroom" in ids(base(memory={"peak_reserved_share": 0.3, "total_bytes": 80 << 30}))
-    assert "memory_headroom" not in ids(base(memory={"peak_reserved_share": 0.7, "total_bytes": 80 << 30}))
+    assert "memory_headroom" in ids(base(memory={"peak_used_share": 0.3, "total_bytes": 80 << 30}))
+    assert "memory_headroom" not in ids(base(memory={"peak_used_share": 0.7, "total_bytes": 80 << 30}))
 
 
 def test_no_device_activity() -> None:

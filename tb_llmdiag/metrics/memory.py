@@ -4,8 +4,11 @@ Definitions (``profile_memory=True`` samples of accelerator ``device`` >= 0; the
 peak is reported):
 - ``peak_allocated_bytes`` / ``peak_reserved_bytes``: max of Total Allocated / Total Reserved over the trace
   (the allocator's totals, so memory allocated before the profiler started counts).
-- ``total_bytes``: the device's totalGlobalMem; ``peak_reserved_share`` = peak_reserved / total;
-  ``headroom_bytes`` = total - peak_reserved.
+- ``total_bytes``: the device's totalGlobalMem; ``peak_reserved_share`` = peak_reserved / total.
+- ``peak_used_bytes``: peak reserved, or peak allocated when the samples carry no reservation;
+  ``peak_used_share`` = peak_used / total; ``headroom_bytes`` = total - peak_used.
+- Samples without allocator totals (-1: profilers before torch 1.10 record only deltas) are ignored; with
+  none left the topic is unavailable (deltas alone cannot give an absolute peak).
 - ``fragmentation_bytes``: reserved - allocated at the sample with the peak reservation (cached but
   unused blocks; ``expandable_segments:True`` returns them).
 """
@@ -24,15 +27,21 @@ def memory_metrics(ctx: Context) -> dict[str, Any]:
     on_dev = mem.device >= 0
     if len(mem) == 0 or not on_dev.any():
         return {"available": False, "reason": "no device [memory] samples (profile with profile_memory=True)"}
+    on_dev &= mem.total_allocated_bytes >= 0  # -1: the sample has no allocator totals (pre-1.10 profilers)
+    if not on_dev.any():
+        return {"available": False, "reason": "the [memory] samples carry no allocator totals (old profiler version)"}
     dev_ids = np.unique(mem.device[on_dev])
     best: dict[str, Any] | None = None
     for d in dev_ids:  # a handful of devices at most
-        m = mem.device == d
+        m = on_dev & (mem.device == d)
         alloc, res = mem.total_allocated_bytes[m], mem.total_reserved_bytes[m]
+        known_res = bool((res >= 0).any())
         i = int(np.argmax(res))
-        row = {"device": int(d), "peak_allocated_bytes": int(alloc.max()), "peak_reserved_bytes": int(res.max()),
-               "fragmentation_bytes": int(max(res[i] - alloc[i], 0)), "samples": int(m.sum())}
-        if best is None or row["peak_reserved_bytes"] > best["peak_reserved_bytes"]:
+        row = {"device": int(d), "peak_allocated_bytes": int(alloc.max()),
+               "peak_reserved_bytes": int(res.max()) if known_res else None,
+               "fragmentation_bytes": int(max(res[i] - alloc[i], 0)) if known_res else None, "samples": int(m.sum())}
+        row["peak_used_bytes"] = row["peak_reserved_bytes"] if known_res else row["peak_allocated_bytes"]
+        if best is None or row["peak_used_bytes"] > best["peak_used_bytes"]:
             best = row
     assert best is not None
     total = next((dv.total_memory_bytes for dv in ctx.trace.devices if dv.index == best["device"]), None)
@@ -43,7 +52,8 @@ def memory_metrics(ctx: Context) -> dict[str, Any]:
         "total_bytes": total,
         "peak_allocated_share": share(best["peak_allocated_bytes"], total),
         "peak_reserved_share": share(best["peak_reserved_bytes"], total),
-        "headroom_bytes": int(total - best["peak_reserved_bytes"]) if total else None,
+        "peak_used_share": share(best["peak_used_bytes"], total),
+        "headroom_bytes": int(total - best["peak_used_bytes"]) if total else None,
         "fragmentation_share": share(best["fragmentation_bytes"], total),
     })
     return best

@@ -156,13 +156,31 @@ def test_memory_peak_and_headroom() -> None:
                        devices=(DeviceInfo(0, "NVIDIA H100 80GB HBM3", total_memory_bytes=80 << 30),))
     m = metrics_of(trace)["memory"]
     assert m == {"available": True, "device": 0, "peak_allocated_bytes": 30 << 30, "peak_reserved_bytes": 34 << 30,
-                 "fragmentation_bytes": 4 << 30, "samples": 3, "total_bytes": 80 << 30,
-                 "peak_allocated_share": 30 / 80, "peak_reserved_share": 34 / 80, "headroom_bytes": 46 << 30,
+                 "fragmentation_bytes": 4 << 30, "samples": 3, "total_bytes": 80 << 30, "peak_used_bytes": 34 << 30,
+                 "peak_allocated_share": 30 / 80, "peak_reserved_share": 34 / 80, "peak_used_share": 34 / 80,
+                 "headroom_bytes": 46 << 30,
                  "fragmentation_share": 4 / 80}
 
 
 def test_memory_unavailable_without_samples() -> None:
     assert metrics_of(make_trace([kernel(GEMM, 0, 5)]))["memory"]["available"] is False
+
+
+def test_memory_samples_without_totals_are_unavailable() -> None:
+    # GIVEN pre-1.10 samples: deltas only, totals -1
+    mem = MemoryTable(ts_ns=np.array([0, 1], np.int64), device=np.array([0, 0], np.int16),
+                      bytes=np.array([512, -512], np.int64), total_allocated_bytes=np.array([-1, -1], np.int64),
+                      total_reserved_bytes=np.array([-1, -1], np.int64))
+    m = metrics_of(make_trace([kernel(GEMM, 0, 5)], memory=mem))["memory"]
+    assert m["available"] is False and "totals" in m["reason"]
+
+
+def test_memory_without_reservation_uses_allocated() -> None:
+    mem = MemoryTable(ts_ns=np.array([0], np.int64), device=np.array([0], np.int16), bytes=np.array([1], np.int64),
+                      total_allocated_bytes=np.array([8 << 30], np.int64), total_reserved_bytes=np.array([-1], np.int64))
+    m = metrics_of(make_trace([kernel(GEMM, 0, 5)], memory=mem,
+                              devices=(DeviceInfo(0, "x", total_memory_bytes=32 << 30),)))["memory"]
+    assert (m["peak_reserved_bytes"], m["peak_used_bytes"], m["headroom_bytes"], m["peak_used_share"]) == (None, 8 << 30, 24 << 30, 0.25)
 
 
 def test_flops_and_mfu() -> None:
