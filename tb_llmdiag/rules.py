@@ -245,9 +245,10 @@ GPU_RULES: tuple[Rule, ...] = (
         id="step_variance", title="Step time varies from step to step",
         metric="steps.cv_excluding_first", above=0.15, saving="steps.mean_excess_share",
         evidence=(("cv", "steps.cv_excluding_first"), ("median_ns", "steps.median_ns"), ("max_ns", "steps.max_ns"),
-                  ("outliers", "steps.outlier_count"), ("mean_excess_share", "steps.mean_excess_share")),
+                  ("outliers", "steps.outlier_count"), ("outlier_cause", "steps.outlier_main_cause"),
+                  ("mean_excess_share", "steps.mean_excess_share")),
         summary="Step time varies by {cv} (coefficient of variation; median {median_ns}, max {max_ns}, "
-                "{outliers} outlier steps): throughput and ETAs are unreliable.",
+                "{outliers} outlier steps, mostly from {outlier_cause}): throughput and ETAs are unreliable.",
         fix=Fix(text="Find what differs in the slow steps (timeline): sequence length (pad to a fixed multiple or "
                      "pack), periodic logging/eval/checkpointing, recompiles, or a data-loader hiccup.",
                 pytorch="tok(batch, padding='max_length', max_length=L, pad_to_multiple_of=64)",

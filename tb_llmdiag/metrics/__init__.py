@@ -54,7 +54,7 @@ def compute_metrics(trace: Trace, steps: Any) -> dict[str, dict[str, Any]]:
     from tb_llmdiag.metrics.launch import launch_metrics
     from tb_llmdiag.metrics.memcpy import memcpy_metrics
     from tb_llmdiag.metrics.memory import memory_metrics
-    from tb_llmdiag.metrics.step_stats import step_metrics
+    from tb_llmdiag.metrics.step_stats import main_cause, outlier_causes, step_metrics
 
     ctx = Context.build(trace, steps)
     out: dict[str, Any] = {}
@@ -68,6 +68,10 @@ def compute_metrics(trace: Trace, steps: Any) -> dict[str, dict[str, Any]]:
 
         out["idle"] = idle_pair
         gaps = IdleGaps(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8))
+    if out["steps"].get("available"):
+        causes = _safe("steps", lambda: outlier_causes(out["steps"], out["idle"]))
+        out["steps"]["outlier_causes"] = causes if isinstance(causes, list) else []
+        out["steps"]["outlier_main_cause"] = main_cause(out["steps"]["outlier_causes"])
     out["kernels"] = _safe("kernels", lambda: kernel_metrics(ctx))
     out["launch"] = _safe("launch", lambda: launch_metrics(ctx, out["idle"]))
     out["host_sync"] = _safe("host_sync", lambda: host_sync_metrics(ctx, out["idle"]))

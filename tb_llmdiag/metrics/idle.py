@@ -14,6 +14,8 @@ Definitions (ns; "window" = the union of the step windows, see ``metrics.context
   4. ``other``: the work that ends the gap was already queued (cross-stream waits, events, clock
      jitter), or no launch in the trace can be joined to a device event (no correlation ids: XPlane, some
      accelerators), so host waits cannot be told apart.
+- ``step_breakdown``: per step (lists aligned with ``steps.indexes``), ``busy_ns`` and the idle ns of each
+  cause within [start, end) of that step.
 - Long gaps: gaps of at least 500 ms (Nsight Systems' "GPU gaps" rule). Low-utilisation steps: steps
   whose own busy share is under 0.5 (Nsight's 50 % rule, per step).
 
@@ -205,11 +207,18 @@ def idle_metrics(ctx: Context, host: HostSignals) -> tuple[dict[str, Any], IdleG
         step_busy = overlap_per_window(ctx.busy_s, ctx.busy_e, st.start_ns, st.end_ns)
         per = np.where(st.duration_ns > 0, step_busy / np.maximum(st.duration_ns, 1), 0.0)
         out["step_busy_share"] = [float(x) for x in per]
+        breakdown = {"busy_ns": [int(x) for x in step_busy]}
+        for code, name in enumerate(CAUSES):
+            m = gaps.cause == code
+            ov = overlap_per_window(gaps.start_ns[m], gaps.end_ns[m], st.start_ns, st.end_ns)
+            breakdown[f"{name}_ns"] = [int(x) for x in ov]
+        out["step_breakdown"] = breakdown
         low = per < LOW_UTIL_SHARE
         out["low_util_step_count"] = int(low.sum())
         out["low_util_steps"] = [int(i) for i in st.index[low]]
     else:
         out["step_busy_share"] = []
+        out["step_breakdown"] = {}
         out["low_util_step_count"] = 0
         out["low_util_steps"] = []
     return out, gaps

@@ -8,6 +8,8 @@ Definitions (durations d_i = steps.end_ns - steps.start_ns, see ``metrics.steps`
   ``outlier_excess_share`` = sum over outliers of (d_i - median) / sum(d).
 - ``mean_excess_share`` = (mean - median) / mean of d_1..d_n-1 (0 if negative): what steady steps would save.
 - ``warmup_excess_share`` = (d_0 - median(rest)) / sum(d) when warmup_first_step, else 0.
+- ``outlier_causes``: per outlier step, its excess over the median and the cause (``outlier_causes``; set by
+  ``compute_metrics`` once the ``idle`` topic exists).
 - Tokens (``metrics.shapes``): ``tokens`` per step (padded B x L), ``tokens_cv``, and ``tokens_corr``, the
   Pearson correlation of d_1..d_n-1 with their tokens (null with < 3 such steps or constant tokens).
 """
@@ -77,3 +79,54 @@ def step_metrics(ctx: Context) -> dict[str, Any]:
             corr = float(np.corrcoef(t, y)[0, 1])
     out["tokens_corr"] = corr
     return out
+
+
+#: Outlier cause names, in the order ties are broken.
+OUTLIER_CAUSES = ("longer_input", "data_loader", "sync", "host_wait", "gpu_work", "other")
+
+
+def outlier_causes(steps: dict[str, Any], idle: dict[str, Any]) -> list[dict[str, Any]]:
+    """For each outlier step (R3): its excess over the median step and the component that grew most.
+
+    Components per step (``idle.step_breakdown``): GPU busy time and idle time by cause (data_loader, sync,
+    host_wait, other). The cause is the component whose excess over its own median across steps is largest;
+    ``gpu_work`` (busy time grew) becomes ``longer_input`` when the step also had >= 10 % more tokens than the
+    median step. The first profiled step is marked ``first: true`` (warm-up is its usual cause).
+    """
+    if not steps.get("available") or not steps.get("outliers"):
+        return []
+    bd = idle.get("step_breakdown") or {}
+    idx = steps["indexes"]
+    d = np.array(steps["durations_ns"], dtype=np.float64)
+    med = float(np.median(d))
+    tokens = steps.get("tokens")
+    comps = {"data_loader": "data_loader_ns", "sync": "sync_ns", "host_wait": "host_wait_ns",
+             "gpu_work": "busy_ns", "other": "other_ns"}
+    out = []
+    for k in (i for i, x in enumerate(idx) if x in set(steps["outliers"])):
+        cause, best = "other", 0.0
+        for name, key in comps.items():
+            series = bd.get(key)
+            if not series or len(series) != len(idx):
+                continue
+            delta = float(series[k]) - float(np.median(series))
+            if delta > best:
+                cause, best = name, delta
+        if cause == "gpu_work" and tokens and np.median(tokens) > 0 and tokens[k] >= 1.1 * np.median(tokens):
+            cause = "longer_input"
+        out.append({"index": int(idx[k]), "duration_ns": int(d[k]), "excess_ns": int(d[k] - med),
+                    "cause": cause, "first": k == 0})
+    return out
+
+
+def main_cause(causes: list[dict[str, Any]]) -> str | None:
+    """The most frequent cause among outliers other than the first step (all outliers if only it); ties by
+    total excess."""
+    rows = [c for c in causes if not c["first"]] or causes
+    if not rows:
+        return None
+    score: dict[str, tuple[int, int]] = {}
+    for c in rows:
+        n, ex = score.get(c["cause"], (0, 0))
+        score[c["cause"]] = (n + 1, ex + c["excess_ns"])
+    return max(score, key=lambda k: score[k])

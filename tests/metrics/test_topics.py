@@ -232,3 +232,22 @@ def test_cpu_only_trace_topics_say_why() -> None:
     m = metrics_of(make_trace([op("aten::add", 0, 10)]))
     for topic in ("idle", "kernels", "memcpy", "memory", "steps"):
         assert m[topic]["available"] is False and m[topic]["reason"]
+
+
+def test_outlier_step_cause() -> None:
+    # GIVEN four steps; the last one waits 80 us in the data loader before its kernel
+    rows = []
+    for i in range(4):
+        t = i * 200 * US
+        if i < 3:
+            rows += [step(i, t, 100 * US), launch(t + 1 * US, 1 * US, i + 1), kernel(GEMM, t + 2 * US, 90 * US, i + 1)]
+        else:
+            rows += [step(i, t, 180 * US), op(LOADER, t, 80 * US), launch(t + 81 * US, 1 * US, i + 1),
+                     kernel(GEMM, t + 82 * US, 90 * US, i + 1)]
+    m = metrics_of(make_trace(rows))
+    assert m["idle"]["step_breakdown"]["data_loader_ns"] == [0, 0, 0, 82 * US]
+    assert m["idle"]["step_breakdown"]["busy_ns"] == [90 * US] * 4
+    assert m["steps"]["outliers"] == [3]
+    assert m["steps"]["outlier_causes"] == [{"index": 3, "duration_ns": 180 * US, "excess_ns": 80 * US,
+                                             "cause": "data_loader", "first": False}]
+    assert m["steps"]["outlier_main_cause"] == "data_loader"
