@@ -101,6 +101,11 @@ def length_varies(m: Metrics) -> bool:
     return (lookup(m, "steps.tokens_cv") or 0.0) >= 0.1
 
 
+def slow_calls(m: Metrics) -> bool:
+    """The culprit's calls are long (>= 1 ms each): one slow operation, not launch overhead of many small ones."""
+    return (lookup(m, "idle.host_wait_culprit_mean_ns") or 0) >= 1_000_000
+
+
 def has_device_memory(m: Metrics) -> bool:
     return lookup(m, "memory.total_bytes") is not None
 
@@ -146,10 +151,11 @@ GPU_RULES: tuple[Rule, ...] = (
         metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
-                  ("launch_api_median_ns", "launch.launch_api_median_ns")),
-        summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for Python to "
+                  ("launch_api_median_ns", "launch.launch_api_median_ns"), ("host_op", "idle.host_wait_culprit"),
+                  ("host_op_share", "idle.host_wait_culprit_share")),
+        summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
                 "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
-                "{kernel_median_ns}).",
+                "{kernel_median_ns}); the host is busiest in {host_op} ({host_op_share} of step time).",
         fix=Fix(text="Give the GPU more work per launch and fewer launches: a larger micro-batch (with fewer "
                      "gradient-accumulation steps), torch.compile to fuse small ops, fused kernels (Liger, fused "
                      "AdamW), CUDA graphs when shapes are static.",
@@ -165,13 +171,14 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="host_sync", title="Host syncs drain the GPU queue every step",
-        metric="host_sync.idle_after_sync_share", above=0.01, when=syncs_every_step,
-        saving="host_sync.idle_after_sync_share",
-        evidence=(("idle_after_sync_share", "host_sync.idle_after_sync_share"),
-                  ("syncs_per_step", "host_sync.syncs_per_step"), ("item_calls_per_step", "host_sync.item_calls_per_step"),
-                  ("blocked_ns", "host_sync.blocked_ns"), ("longest_ns", "host_sync.longest_ns")),
-        summary="{syncs_per_step} host syncs per step ({item_calls_per_step} .item() calls) leave the GPU idle for "
-                "{idle_after_sync_share} of step time while the host refills the queue.",
+        metric="host_sync.saving_share", above=0.02, when=syncs_every_step,
+        saving="host_sync.saving_share",
+        evidence=(("saving_share", "host_sync.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
+                  ("item_calls_per_step", "host_sync.item_calls_per_step"), ("blocked_share", "host_sync.blocked_share"),
+                  ("idle_after_sync_share", "host_sync.idle_after_sync_share"), ("longest_ns", "host_sync.longest_ns")),
+        summary="{syncs_per_step} host syncs per step ({item_calls_per_step} .item() calls on GPU tensors) block the "
+                "host for {blocked_share} of step time (longest {longest_ns}) and drain the GPU queue; removing "
+                "them could save up to {saving_share}.",
         fix=Fix(text="Keep values on the device inside the step: accumulate losses/metrics as tensors and read "
                      "them (.item(), float(), print) only every N steps; avoid data-dependent shapes (nonzero, "
                      "boolean masks) in the hot loop.",
@@ -183,6 +190,22 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/generated/torch.cuda.set_sync_debug_mode.html",
         stack_fix=(("lightning", "Log with self.log(..., on_step=False, on_epoch=True) or a larger log_every_n_steps; "
                                  "avoid .item() in training_step."),),
+    ),
+    Rule(
+        id="slow_host_op", title="One host operation keeps the GPU waiting",
+        metric="idle.host_wait_culprit_share", above=0.10, when=slow_calls, saving="idle.host_wait_culprit_share",
+        evidence=(("host_op", "idle.host_wait_culprit"), ("host_op_share", "idle.host_wait_culprit_share"),
+                  ("host_op_ns", "idle.host_wait_culprit_ns"), ("mean_call_ns", "idle.host_wait_culprit_mean_ns"),
+                  ("hint", "idle.host_wait_culprit_hint")),
+        summary="The GPU sits idle for {host_op_share} of step time ({host_op_ns}) while the host is inside {host_op} "
+                "(mean call {mean_call_ns}). Likely cause: {hint}.",
+        fix=Fix(text="Find out why that operation is slow on the host (see the likely cause): per-shape plan builds, "
+                     "autotuning and compilation go away with fixed shapes (pad to a multiple of 64/128, or pack); "
+                     "host-side data work belongs in the DataLoader's workers.",
+                pytorch="# fixed shapes: tok(..., padding='max_length', max_length=L)  or  pad_to_multiple_of=128\n"
+                        "torch.backends.cuda.enable_cudnn_sdp(False)  # if the culprit is cuDNN attention",
+                hf_trainer="DataCollatorForSeq2Seq(tok, pad_to_multiple_of=128)  # or SFTConfig(packing=True)"),
+        docs="https://pytorch.org/docs/stable/backends.html#torch.backends.cuda.enable_cudnn_sdp",
     ),
     Rule(
         id="pageable_memcpy", title="Host-to-device copies use pageable memory",
@@ -248,7 +271,7 @@ GPU_RULES: tuple[Rule, ...] = (
                   ("outliers", "steps.outlier_count"), ("outlier_cause", "steps.outlier_main_cause"),
                   ("mean_excess_share", "steps.mean_excess_share")),
         summary="Step time varies by {cv} (coefficient of variation; median {median_ns}, max {max_ns}, "
-                "{outliers} outlier steps, mostly from {outlier_cause}): throughput and ETAs are unreliable.",
+                "{outliers} outlier steps; main outlier cause: {outlier_cause}): throughput and ETAs are unreliable.",
         fix=Fix(text="Find what differs in the slow steps (timeline): sequence length (pad to a fixed multiple or "
                      "pack), periodic logging/eval/checkpointing, recompiles, or a data-loader hiccup.",
                 pytorch="tok(batch, padding='max_length', max_length=L, pad_to_multiple_of=64)",
@@ -262,10 +285,11 @@ GPU_RULES: tuple[Rule, ...] = (
         evidence=(("tokens_corr", "steps.tokens_corr"), ("tokens_cv", "steps.tokens_cv"),
                   ("tokens_per_step_median", "steps.tokens_per_step_median")),
         summary="Tokens per step (batch x padded length) vary by {tokens_cv} and step time tracks them "
-                "(correlation {tokens_corr}): batches are padded to their longest sample, so padding and "
-                "uneven lengths set the step time.",
-        fix=Fix(text="Pack sequences or go padding-free (varlen FlashAttention), or at least group samples of "
-                     "similar length; expect up to padded/real tokens faster.",
+                "(correlation {tokens_corr}): the batch shape changes every step, so padding and uneven lengths "
+                "set the step time.",
+        fix=Fix(text="Pack sequences or go padding-free (varlen FlashAttention), or at least pad to a multiple of "
+                     "64/128 and group samples of similar length: every new batch shape costs padding compute and, "
+                     "with cuDNN attention or torch.compile, a new plan or compile on the host.",
                 pytorch="from transformers import DataCollatorWithFlattening\n"
                         "collate = DataCollatorWithFlattening()  # with attn_implementation='flash_attention_2'",
                 hf_trainer="SFTConfig(..., packing=True)  # or padding_free=True\n"

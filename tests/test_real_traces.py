@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,9 @@ from tb_llmdiag.render.canonical_json import dumps
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"
 GOLDEN = REPO / "tests" / "golden"
-DATA = REPO / "tests" / "data"
+# LLMDIAG_GPU_FIXTURES points the LoRA tests at another copy of tests/data (a fresh capture)
+DATA = Path(os.environ.get("LLMDIAG_GPU_FIXTURES", REPO / "tests" / "data"))
+GPU_FIXTURES = ("gpu_seed", "gpu_fixed", "gpu_dataloader_slow", "gpu_item_sync")
 
 RESNET_NW0 = "kineto_resnet50/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 RESNET_NW4 = "kineto_resnet50/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
@@ -81,8 +85,13 @@ def test_dataloader_stall_does_not_fire_with_num_workers_4() -> None:
 # An independent computation from the raw JSON (plain json + Python), for the resnet golden's numbers
 
 
+def _load_exact(path: Path) -> list[dict]:
+    """Raw events with every float as Decimal: epoch microseconds with ns fractions overflow a float."""
+    return json.loads(gzip.open(path).read(), parse_float=Decimal)["traceEvents"]
+
+
 def _raw(rel: str) -> list[dict]:
-    return json.loads(gzip.open(shared(rel)).read())["traceEvents"]
+    return _load_exact(shared(rel))
 
 
 def _merge(iv: list[tuple[int, int]]) -> list[list[int]]:
@@ -99,32 +108,30 @@ def _overlap(a: list[list[int]], b: list[list[int]]) -> int:
     return sum(max(0, min(e1, e2) - max(s1, s2)) for s1, e1 in a for s2, e2 in b)
 
 
-def test_resnet_numbers_match_a_plain_json_computation(resnet_nw0: dict) -> None:
-    ev = [e for e in _raw(RESNET_NW0) if e.get("ph") == "X"]
-    ns = lambda us: int(round(us * 1000))  # noqa: E731
-    dev = [e for e in ev if e.get("cat") in ("Kernel", "Memcpy", "Memset")]
+DEVICE_CATS = ("Kernel", "kernel", "Memcpy", "gpu_memcpy", "Memset", "gpu_memset")
+RUNTIME_CATS = ("Runtime", "cuda_runtime", "cuda_driver")
+
+
+def independent(events: list[dict]) -> dict:
+    """Step windows, busy/idle, data loader, kernels, copies and launches from raw Chrome-trace events."""
+    ev = [e for e in events if e.get("ph") == "X"]
+    ns = lambda us: int(Decimal(us) * 1000)  # noqa: E731  (exact: timestamps are parsed as Decimal)
+    dev = [e for e in ev if e.get("cat") in DEVICE_CATS]
     end_by_corr: dict[int, int] = {}
     for e in dev:
-        c = e["args"]["correlation"]
+        c = e["args"].get("correlation", -1)
         end_by_corr[c] = max(end_by_corr.get(c, 0), ns(e["ts"] + e["dur"]))
-    runtime = [e for e in ev if e.get("cat") == "Runtime"]
-    steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    runtime = sorted((e for e in ev if e.get("cat") in RUNTIME_CATS), key=lambda e: e["ts"])
+    steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")
+                    and e.get("cat") in ("user_annotation", "cpu_op", "Operator")), key=lambda e: e["ts"])
     windows = []
     for s in steps:
         lo, hi = ns(s["ts"]), ns(s["ts"] + s["dur"])
         gpu_end = max((end_by_corr.get(r["args"].get("correlation"), 0) for r in runtime if lo <= ns(r["ts"]) < hi), default=0)
         windows.append((lo, max(hi, gpu_end)))
-    m = resnet_nw0["metrics"]
-    assert m["steps"]["durations_ns"] == [e - s for s, e in windows]
     win = _merge(windows)
-    window_ns = sum(e - s for s, e in win)
-    busy = _overlap(_merge([(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in dev]), win)
-    assert m["idle"]["window_ns"] == window_ns
-    assert m["idle"]["busy_ns"] == busy
-    # data loader: host time in the window and the part of it with the GPU idle
-    dl = _merge([(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in ev if e["name"].startswith("enumerate(DataLoader)")])
-    idle: list[list[int]] = []
     busy_iv = _merge([(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in dev])
+    idle: list[list[int]] = []
     for s, e in win:
         cur = s
         for bs, be in busy_iv:
@@ -135,18 +142,57 @@ def test_resnet_numbers_match_a_plain_json_computation(resnet_nw0: dict) -> None
             cur = max(cur, be)
         if cur < e:
             idle.append([cur, e])
-    assert m["dataloader"]["host_ns"] == _overlap(dl, win)
-    assert m["dataloader"]["stall_ns"] == _overlap(dl, idle)
-    # kernels, memcpys, launches in the window
+    dl = _merge([(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in ev if e["name"].startswith("enumerate(DataLoader)")])
     in_win = lambda t: any(s <= t < e for s, e in win)  # noqa: E731
-    kernels = [e for e in dev if e["cat"] == "Kernel" and in_win(ns(e["ts"]))]
-    assert m["launch"]["kernels"] == len(kernels)
-    assert m["kernels"]["device_time_ns"] == sum(ns(e["ts"] + e["dur"]) - ns(e["ts"]) for e in dev if in_win(ns(e["ts"])))
-    pageable = [e for e in dev if e["name"] == "Memcpy HtoD (Pageable -> Device)" and in_win(ns(e["ts"]))]
-    assert m["memcpy"]["htod_pageable_count"] == len(pageable)
-    assert m["memcpy"]["htod_pageable_bytes"] == sum(e["args"]["bytes"] for e in pageable)
-    launches = [e for e in runtime if e["name"] == "cudaLaunchKernel" and in_win(ns(e["ts"]))]
-    assert m["launch"]["launches"] == len(launches)
+    dev_in = [e for e in dev if in_win(ns(e["ts"]))]
+    pageable = [e for e in dev_in if e["name"] == "Memcpy HtoD (Pageable -> Device)"]
+    return {
+        "durations_ns": [e - s for s, e in windows],
+        "window_ns": sum(e - s for s, e in win),
+        "busy_ns": _overlap(busy_iv, win),
+        "dl_host_ns": _overlap(dl, win),
+        "dl_stall_ns": _overlap(dl, idle),
+        "kernels": sum(1 for e in dev_in if e["cat"] in ("Kernel", "kernel")),
+        "device_time_ns": sum(ns(e["ts"] + e["dur"]) - ns(e["ts"]) for e in dev_in),
+        "pageable": len(pageable),
+        "pageable_bytes": sum(e["args"].get("bytes", 0) for e in pageable),
+        "launches": sum(1 for e in runtime if e["name"] in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+                        and in_win(ns(e["ts"]))),
+    }
+
+
+def check_against_independent(m: dict, ind: dict) -> None:
+    assert m["steps"]["durations_ns"] == ind["durations_ns"]
+    assert m["idle"]["window_ns"] == ind["window_ns"]
+    assert m["idle"]["busy_ns"] == ind["busy_ns"]
+    if m["dataloader"].get("available"):
+        assert m["dataloader"]["host_ns"] == ind["dl_host_ns"]
+        assert m["dataloader"]["stall_ns"] == ind["dl_stall_ns"]
+    assert m["launch"]["kernels"] == ind["kernels"]
+    assert m["kernels"]["device_time_ns"] == ind["device_time_ns"]
+    assert m["memcpy"]["htod_pageable_count"] == ind["pageable"]
+    assert m["memcpy"]["htod_pageable_bytes"] == ind["pageable_bytes"]
+    assert m["launch"]["launches"] == ind["launches"]
+
+
+def test_resnet_numbers_match_a_plain_json_computation(resnet_nw0: dict) -> None:
+    check_against_independent(resnet_nw0["metrics"], independent(_raw(RESNET_NW0)))
+
+
+@pytest.mark.parametrize("name", GPU_FIXTURES)
+def test_lora_numbers_match_a_plain_json_computation(name: str) -> None:
+    path = _first_trace(DATA / name)
+    got = analyse(path)
+    check_against_independent(got["metrics"], independent(_load_exact(path)))
+
+
+@pytest.mark.parametrize("name", GPU_FIXTURES)
+def test_lora_golden(name: str, update_golden: bool) -> None:
+    got = dumps(analyse(_first_trace(DATA / name)), canonical=True)
+    path = GOLDEN / f"{name}.diagnosis.json"
+    if update_golden or not path.exists():
+        path.write_text(got)
+    assert json.loads(got) == json.loads(path.read_text())
 
 
 def test_odd_traces_never_crash() -> None:
@@ -190,12 +236,17 @@ def test_planted_cause_is_top_or_second(name: str, planted: str) -> None:
     assert planted in ids[:2], ids
 
 
-def test_seed_top_findings_are_planted_causes() -> None:
-    ids, _ = _top2("gpu_seed")
-    planted = {"host_bound", "tiny_kernels", "pageable_memcpy", "variable_shapes", "warmup_in_window", "copy_heavy"}
-    assert ids[:2] and set(ids[:2]) <= planted, ids
+def test_seed_planted_causes() -> None:
+    # seed: num_workers 0, pageable memory, batches padded to their longest sample, profiled from step 0.
+    # On an H100 the 2-layer model is host-bound: the GPU waits for the host (first), mostly while cuDNN
+    # attention builds a plan for each new sequence length, which is the variable-shape cost.
+    ids, got = _top2("gpu_seed")
+    assert ids[0] == "host_bound", ids
+    assert {"pageable_memcpy", "variable_shapes", "warmup_in_window", "slow_host_op"} <= set(ids), ids
+    assert "cudnn_attention" in got["metrics"]["idle"]["host_wait_culprit"]
 
 
 def test_fixed_run_has_none_of_the_fixed_causes() -> None:
+    # fixed: pinned memory, packing (one shape), batch 8, 2 workers, steady-state window
     ids, _ = _top2("gpu_fixed")
-    assert not {"pageable_memcpy", "variable_shapes", "dataloader_stall", "host_sync"} & set(ids), ids
+    assert not {"pageable_memcpy", "variable_shapes", "dataloader_stall", "warmup_in_window", "slow_host_op"} & set(ids), ids

@@ -72,9 +72,16 @@ def test_single_threshold_rules(topic: str, key: str, value: float, rule_id: str
 
 
 def test_host_sync_needs_a_sync_every_step() -> None:
-    assert "host_sync" in ids(base(host_sync={"idle_after_sync_share": 0.05, "syncs_per_step": 2.0}))
-    assert "host_sync" not in ids(base(host_sync={"idle_after_sync_share": 0.05, "syncs_per_step": 0.5}))
-    assert "host_sync" not in ids(base(host_sync={"idle_after_sync_share": 0.005, "syncs_per_step": 2.0}))
+    assert "host_sync" in ids(base(host_sync={"saving_share": 0.05, "syncs_per_step": 2.0}))
+    assert "host_sync" not in ids(base(host_sync={"saving_share": 0.05, "syncs_per_step": 0.5}))
+    assert "host_sync" not in ids(base(host_sync={"saving_share": 0.01, "syncs_per_step": 2.0}))
+
+
+def test_slow_host_op_needs_long_calls() -> None:
+    m = base(idle={"host_wait_culprit_share": 0.4, "host_wait_culprit_mean_ns": 300_000_000, "host_wait_culprit": "x"})
+    assert "slow_host_op" in ids(m)
+    m["idle"]["host_wait_culprit_mean_ns"] = 20_000  # many short calls: launch overhead, not one slow op
+    assert "slow_host_op" not in ids(m)
 
 
 def test_tiny_kernels_need_the_host_to_be_the_bottleneck() -> None:

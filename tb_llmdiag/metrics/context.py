@@ -29,7 +29,8 @@ IDX = NDArray[np.intp]
 NAME_PATTERNS: dict[str, str] = {
     # runtime/driver calls that block the host until the device drains
     "sync_api": r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx)Synchroni[sz]e$|^cu(?:Stream|Ctx|Event)Synchronize$|^(?:cuda|hip)Memcpy$|^cuMemcpy(?:DtoH|HtoD)?(?:_v2)?$",
-    # operators that read a device value on the host (.item(), nonzero, bool(tensor))
+    # operators that read a device value on the host (.item(), nonzero, bool(tensor)); rows_of keeps only
+    # calls that issue a runtime call (a CPU tensor's .item() syncs nothing)
     "sync_op": r"^aten::(?:_local_scalar_dense|item|nonzero|is_nonzero|equal)$",
     # runtime/driver calls that submit device work
     "launch_api": r"^(?:cuda|hip)(?:LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|GraphLaunch)(?:_ptsz|_v\d+)?$|^cuLaunch|^hip(?:Ext)?ModuleLaunchKernel$|^cudaLaunch",
@@ -74,7 +75,36 @@ def rows_of(trace: Trace, family: str) -> IDX:
     rx = _COMPILED[family]
     flag = np.zeros(len(ev.names), dtype=bool)
     flag[used] = np.fromiter((rx.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)
-    return rows[flag[ev.name_id[rows]]]
+    rows = rows[flag[ev.name_id[rows]]]
+    if family == "sync_op":  # only those that reach the device (see touches_device)
+        rows = rows[touches_device(trace, rows)]
+    return rows
+
+
+def touches_device(trace: Trace, rows: IDX, *, family: str | None = None) -> NDArray[np.bool_]:
+    """Whether each host range contains a runtime/driver call (of ``family`` when given) on the same thread.
+
+    ``aten::_local_scalar_dense`` on a CPU tensor (``.item()`` of a CPU scalar, e.g. an optimizer's step
+    count) launches nothing and syncs nothing; on a device tensor it issues a copy and a synchronize.
+    """
+    ev = trace.events
+    out = np.zeros(rows.size, dtype=bool)
+    if rows.size == 0:
+        return out
+    rt = np.flatnonzero(kind_mask(ev.kind, (Kind.RUNTIME, Kind.DRIVER)))
+    if family is not None:
+        rt = rows_of(trace, family)
+    if rt.size == 0:
+        return out
+    for tid in np.unique(ev.tid[rows]):  # a handful of threads
+        mine = ev.tid[rows] == tid
+        ts = np.sort(ev.ts_ns[rt[ev.tid[rt] == tid]])
+        if ts.size == 0:
+            continue
+        lo = np.searchsorted(ts, ev.ts_ns[rows[mine]], side="left")
+        hi = np.searchsorted(ts, ev.ts_ns[rows[mine]] + ev.dur_ns[rows[mine]], side="left")
+        out[mine] = hi > lo
+    return out
 
 
 def in_windows(ts: I64, win_s: I64, win_e: I64) -> NDArray[np.bool_]:

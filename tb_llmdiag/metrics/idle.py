@@ -16,6 +16,8 @@ Definitions (ns; "window" = the union of the step windows, see ``metrics.context
      accelerators), so host waits cannot be told apart.
 - ``step_breakdown``: per step (lists aligned with ``steps.indexes``), ``busy_ns`` and the idle ns of each
   cause within [start, end) of that step.
+- ``host_wait_top_ops`` / ``host_wait_culprit``: the host operators running during ``host_wait`` gaps
+  (``host_wait_culprits``).
 - Long gaps: gaps of at least 500 ms (Nsight Systems' "GPU gaps" rule). Low-utilisation steps: steps
   whose own busy share is under 0.5 (Nsight's 50 % rule, per step).
 
@@ -174,6 +176,64 @@ def classify_gaps(trace: Trace, starts: Any, ends: Any) -> list[str]:
     return [CAUSES[c] for c in codes]
 
 
+#: (substring of a host operator's name, why it keeps the GPU waiting and what to do). First match wins.
+CULPRIT_HINTS: tuple[tuple[str, str], ...] = (
+    ("cudnn_attention", "cuDNN attention builds an execution plan for every new input shape; pad batches to a "
+                        "fixed length or a multiple of 64/128, pack sequences, or use the flash backend "
+                        "(torch.backends.cuda.enable_cudnn_sdp(False))"),
+    ("cudnn_convolution", "cuDNN autotunes convolutions for every new input shape (cudnn.benchmark); keep shapes fixed"),
+    ("Torch-Compiled Region", "torch.compile (re)compiles inside the step; keep shapes static or mark them dynamic"),
+    ("CompiledFunction", "torch.compile (re)compiles inside the step; keep shapes static or mark them dynamic"),
+    ("TorchDynamo", "torch.compile (re)compiles inside the step; keep shapes static or mark them dynamic"),
+    ("aten::to", "host-to-device copies on the critical path; pin memory and copy with non_blocking=True"),
+    ("aten::copy_", "host-to-device copies on the critical path; pin memory and copy with non_blocking=True"),
+)
+
+
+_NO_CULPRIT: dict[str, Any] = {"host_wait_top_ops": [], "host_wait_culprit": None, "host_wait_culprit_ns": None,
+                               "host_wait_culprit_share": None, "host_wait_culprit_mean_ns": None,
+                               "host_wait_culprit_hint": None}
+
+
+def culprit_hint(name: str) -> str | None:
+    return next((hint for needle, hint in CULPRIT_HINTS if needle in name), None)
+
+
+def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[str, Any]:
+    """Which host operators ran while the GPU waited for the host (gaps of cause ``host_wait``).
+
+    Per CPU operator name: the length of its ranges' overlap with those gaps (nested calls of one name add
+    up). ``host_wait_top_ops`` lists the ``top`` names by that time; ``host_wait_culprit`` is the most
+    specific of the leaders: among names within 90 % of the largest overlap, the one with the shortest mean
+    call (a leaf such as ``aten::_cudnn_attention_backward`` rather than its callers); with its overlap
+    (``_ns``, ``_share``), mean call duration, and a hint from ``CULPRIT_HINTS`` when one matches.
+    """
+    ev = ctx.trace.events
+    m = gaps.cause == HOST_WAIT
+    ops = np.flatnonzero(ev.kind == Kind.CPU_OP)
+    if not m.any() or ops.size == 0:
+        return _NO_CULPRIT
+    ov = overlap_per_window(gaps.start_ns[m], gaps.end_ns[m], ev.ts_ns[ops], ev.ts_ns[ops] + ev.dur_ns[ops])
+    nid = ev.name_id[ops]
+    per = np.bincount(nid, weights=ov, minlength=len(ev.names))
+    if per.max() <= 0:
+        return _NO_CULPRIT
+    cnt = np.bincount(nid, minlength=len(ev.names))
+    mean = np.bincount(nid, weights=ev.dur_ns[ops], minlength=len(ev.names)) / np.maximum(cnt, 1)
+    order = np.argsort(-per, kind="stable")[:top]
+    leaders = np.flatnonzero(per >= 0.9 * per.max())
+    culprit = int(leaders[np.argmin(mean[leaders])])
+    return {
+        "host_wait_top_ops": [{"name": ev.names[i], "idle_ns": int(per[i]), "share": share(int(per[i]), ctx.window_ns)}
+                              for i in order if per[i] > 0],
+        "host_wait_culprit": ev.names[culprit],
+        "host_wait_culprit_ns": int(per[culprit]),
+        "host_wait_culprit_share": share(int(per[culprit]), ctx.window_ns),
+        "host_wait_culprit_mean_ns": int(mean[culprit]),
+        "host_wait_culprit_hint": culprit_hint(ev.names[culprit]),
+    }
+
+
 def idle_metrics(ctx: Context, host: HostSignals) -> tuple[dict[str, Any], IdleGaps]:
     """The ``idle`` topic (see the module docstring) and the classified gaps behind it."""
     if ctx.dev.size == 0:
@@ -197,6 +257,7 @@ def idle_metrics(ctx: Context, host: HostSignals) -> tuple[dict[str, Any], IdleG
         ns = int(gaps.dur_ns[gaps.cause == code].sum())
         out[f"{name}_ns"] = ns
         out[f"{name}_share"] = share(ns, window)
+    out.update(host_wait_culprits(ctx, gaps))
     long = gaps.dur_ns >= LONG_GAP_NS
     out["long_gap_count"] = int(long.sum())
     out["long_gap_ns"] = int(gaps.dur_ns[long].sum())

@@ -60,6 +60,7 @@ def test_host_sync() -> None:
     assert hs["item_calls"] == 0 and hs["syncs_per_step"] == 1.0
     assert hs["blocked_ns"] == 9_500 and hs["longest_ns"] == 9_500
     assert hs["idle_after_sync_ns"] == 15 * US and hs["idle_after_sync_share"] == 0.15
+    assert hs["saving_share"] == 0.095  # min(blocked 9.5 us, idle 67 us - data loader 25 us) / 100 us
     assert hs["by_api"] == [{"name": "cudaStreamSynchronize", "count": 1, "total_ns": 9_500, "max_ns": 9_500}]
 
 
@@ -69,8 +70,20 @@ def test_item_calls_count_as_syncs() -> None:
                         E(Kind.RUNTIME, "cudaStreamSynchronize", 12 * US, 20 * US),
                         launch(1 * US, 1 * US, 1), kernel(GEMM, 2 * US, 30 * US, 1)])
     hs = metrics_of(trace)["host_sync"]
-    assert (hs["sync_calls"], hs["item_calls"], hs["syncs_per_step"]) == (1, 1, 2.0)
+    # one sync site: the stream sync inside .item() (nested ops are not counted again)
+    assert (hs["sync_calls"], hs["item_calls"], hs["syncs_per_step"]) == (1, 1, 1.0)
     assert hs["blocked_ns"] == 30 * US and hs["longest_ns"] == 30 * US
+    assert hs["blocked_share"] == 0.3
+    # the kernel runs 2-32 us, so idle is 70 us: saving = min(blocked 0.3, idle 0.7)
+    assert hs["saving_share"] == 0.3
+
+
+def test_item_on_a_cpu_tensor_is_not_a_sync() -> None:
+    trace = make_trace([step(1, 0, 100 * US), op("aten::item", 10 * US, 2 * US),
+                        op("aten::_local_scalar_dense", 10_500, 1 * US), launch(1 * US, 1 * US, 1),
+                        kernel(GEMM, 2 * US, 30 * US, 1)])
+    hs = metrics_of(trace)["host_sync"]
+    assert (hs["item_calls"], hs["syncs_per_step"], hs["blocked_ns"]) == (0, 0.0, 0)
 
 
 def test_dataloader() -> None:
@@ -251,3 +264,17 @@ def test_outlier_step_cause() -> None:
     assert m["steps"]["outlier_causes"] == [{"index": 3, "duration_ns": 180 * US, "excess_ns": 80 * US,
                                              "cause": "data_loader", "first": False}]
     assert m["steps"]["outlier_main_cause"] == "data_loader"
+
+
+def test_host_wait_culprit_prefers_the_leaf() -> None:
+    # GIVEN the GPU idle 10-90 us while the host is inside an op and its child (the child is shorter)
+    trace = make_trace([step(1, 0, 100 * US), launch(0, 1 * US, 1), kernel(GEMM, 1 * US, 9 * US, 1),
+                        op("aten::scaled_dot_product_attention", 10 * US, 80 * US),
+                        op("aten::_cudnn_attention_forward", 11 * US, 78 * US),
+                        launch(90 * US, 1 * US, 2), kernel(GEMM, 92 * US, 8 * US, 2)])
+    idle = metrics_of(trace)["idle"]
+    assert idle["host_wait_ns"] == 83 * US  # 0-1 us before the first kernel, then 10-92 us
+    assert idle["host_wait_top_ops"][0] == {"name": "aten::scaled_dot_product_attention", "idle_ns": 80 * US, "share": 0.8}
+    assert idle["host_wait_culprit"] == "aten::_cudnn_attention_forward"
+    assert (idle["host_wait_culprit_ns"], idle["host_wait_culprit_mean_ns"]) == (78 * US, 78 * US)
+    assert "cuDNN attention" in idle["host_wait_culprit_hint"]
