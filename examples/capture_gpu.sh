@@ -5,7 +5,7 @@
 #
 # WHAT: "all" (default), "small" (fixtures + demos + JAX), "bench" (the big benchmark trace only), or a
 # space-separated list of capture names (gpu_seed gpu_fixed gpu_dataloader_slow gpu_item_sync seed fixed
-# jax bench). Traces land in WORK_DIR mirroring the repo (tests/data/..., demo_logs/..., bench/traces/...);
+# ref_seed ref_fixed jax bench; item_b16 nolog_b16 only when named). Traces land in WORK_DIR mirroring the repo (tests/data/..., demo_logs/..., bench/traces/...);
 # when $OUT is set (the device tool), they are also packed into $OUT as flat files:
 #   fixtures.tar (tests/data/gpu_* + the JAX XPlane), demo_seed.tar, demo_fixed.tar,
 #   bench.pt.trace.json.gz, summary.jsonl, log.txt.
@@ -14,7 +14,7 @@
 set -u
 WORK=${1:-/tmp/llmdiag_captures}
 WHAT=${2:-all}
-[ "$WHAT" = all ] && WHAT="gpu_seed gpu_fixed gpu_dataloader_slow gpu_item_sync seed fixed jax bench"
+[ "$WHAT" = all ] && WHAT="gpu_seed gpu_fixed gpu_dataloader_slow gpu_item_sync seed fixed ref_seed ref_fixed jax bench"
 [ "$WHAT" = small ] && WHAT="gpu_seed gpu_fixed gpu_dataloader_slow gpu_item_sync seed fixed jax"
 BENCH_DEADLINE_S=${BENCH_DEADLINE_S:-330}   # start the bench capture only if this much time has not passed
 CALL_LIMIT_S=${CALL_LIMIT_S:-570}
@@ -63,10 +63,18 @@ D=$WORK/demo_logs
 lora gpu_seed 120 "$T" gpu_seed --layers 2 --profile-from-step0 --active-steps 4
 lora gpu_fixed 120 "$T" gpu_fixed --layers 2 --pin-memory --packing --batch-size 8 --num-workers 2
 lora gpu_dataloader_slow 120 "$T" gpu_dataloader_slow --layers 2 --slow-collate-ms 150 --pin-memory --packing
-lora gpu_item_sync 120 "$T" gpu_item_sync --layers 2 --log-item --pin-memory --packing --num-workers 2
+# gpu_item_sync = gpu_fixed + --log-item, so the two differ only by the host syncs
+lora gpu_item_sync 120 "$T" gpu_item_sync --layers 2 --log-item --pin-memory --packing --batch-size 8 --num-workers 2
 # (a) and (b): the full 28-layer model
 lora seed 180 "$D" seed_lora_qwen1.5b --profile-from-step0 --active-steps 4
 lora fixed 180 "$D" fixed_lora_qwen1.5b --pin-memory --packing --batch-size 8 --num-workers 2
+
+# unprofiled references (step times without profiler overhead; no trace kept)
+lora ref_seed 150 "$WORK/ref" seed --no-profile --steps 12
+lora ref_fixed 150 "$WORK/ref" fixed --no-profile --steps 12 --pin-memory --packing --batch-size 8 --num-workers 2
+# explorations (only when named): the sync cost at a larger batch
+lora item_b16 120 "$WORK/explore" item_b16 --layers 2 --log-item --pin-memory --packing --batch-size 16 --num-workers 2
+lora nolog_b16 120 "$WORK/explore" nolog_b16 --layers 2 --pin-memory --packing --batch-size 16 --num-workers 2
 
 # (e) JAX on the GPU -> XPlane
 if want jax; then
@@ -88,6 +96,7 @@ pack fixtures.tar tests/data/gpu_seed tests/data/gpu_fixed tests/data/gpu_datalo
   tests/data/xplane_jax_gpu demo_logs/jax_gpu_xplane
 pack demo_seed.tar demo_logs/seed_lora_qwen1.5b
 pack demo_fixed.tar demo_logs/fixed_lora_qwen1.5b
+pack explore.tar explore
 
 # (d) the benchmark trace: full model, 6 active steps, shapes + memory + stacks; fall back if > 16 MiB gz
 if want bench; then
@@ -127,7 +136,8 @@ for r in rows:
     act = set(s["active_steps"])
     ms = " ".join(f"{v:.0f}{'*' if i in act else ''}" for i, v in enumerate(s["host_ms"]))
     gz = sum(s["trace_bytes"]) / 2**20
-    med = statistics.median([s["gpu_ms"][i] for i in act]) if act and s["gpu_ms"][0] is not None else float("nan")
+    sel = sorted(act) or list(range(min(3, s["steps"] - 1), s["steps"]))  # unprofiled: steps 3..
+    med = statistics.median([s["gpu_ms"][i] for i in sel]) if s["gpu_ms"][0] is not None else float("nan")
     print(f"{r['capture']:22s} {s['steps']:5d} {str(sorted(act)):>12s} {ms[:60]:60s} {gz:7.2f}  med gpu {med:.1f} ms  "
           f"tok/step {statistics.mean(s['tokens_real']):.0f}/{statistics.mean(s['tokens_slots']):.0f}")
 EOF
