@@ -37,7 +37,7 @@ t = time.perf_counter()
 raw = open(PATH, "rb").read()
 data = c._zlib.decompress(raw, 16 + c._zlib.MAX_WBITS) if raw[:2] == b"\\x1f\\x8b" else raw
 del raw
-env = c._DECODERS[c._needs_exact_ts(data[:1 << 20])][1].decode(data)
+env = c._DECODERS[c._needs_exact_ts(data, 1 << 20)][1].decode(data)
 n = len(env.traceEvents)
 RESULT = {"seconds": time.perf_counter() - t, "events": n, "json_bytes": len(data)}
 """,
@@ -46,7 +46,7 @@ import gc, time
 from tb_llmdiag.ingest import chrome_trace as c
 gc.disable()
 t = time.perf_counter()
-buf, n, total, start, exact = b"", 0, 0, -1, None
+buf, n, total, start, exact = bytearray(), 0, 0, -1, None
 for block in c._blocks(PATH):
     total += len(block)
     buf += block
@@ -54,15 +54,20 @@ for block in c._blocks(PATH):
         start = c._find_array_start(buf)
         if start < 0:
             continue
-        buf = buf[start:]
+        del buf[: start - 1]
     cut = buf.rfind(c._SEPARATOR)
     if cut < 0:
         continue
     if exact is None:
-        exact = c._needs_exact_ts(buf)
-    n += len(c._DECODERS[exact][0].decode(b"[" + buf[: cut + 4] + b"]"))
-    buf = buf[cut + 5:]
-n += len(c._DECODERS[bool(exact)][1].decode(b'{"traceEvents":[' + buf).traceEvents)
+        exact = c._needs_exact_ts(buf, cut)
+    buf[cut + 4] = 0x5D
+    with memoryview(buf) as view:
+        events = c._DECODERS[exact][0].decode(view[: cut + 5])
+        n += len(events)
+        del events
+    del buf[: cut + 4]
+    buf[0] = 0x5B
+n += len(c._DECODERS[bool(exact)][1].decode(b'{"traceEvents":' + buf).traceEvents)
 RESULT = {"seconds": time.perf_counter() - t, "events": n, "json_bytes": total}
 """,
     "report": """

@@ -99,8 +99,10 @@ class _EventExactTs(msgspec.Struct, tag="X", tag_field="ph", gc=False):
 
 
 _COMPLETE = (_Event, _EventExactTs)
-#: timestamps at or above this many us lose sub-ns precision in a float64 (ulp > 1 ns at 2**43)
-_EXACT_TS_ABOVE_US = 2**42
+#: Timestamps at or above this many us are read exactly. Below it a float64's spacing is < 1 ns
+#: (2**-10 us in [2**42, 2**43)), so rounding recovers Kineto's whole-ns decimals exactly; above it
+#: (epoch-based clocks) it would not.
+_EXACT_TS_ABOVE_US = 2**43
 
 
 class _Instant(msgspec.Struct, tag="i", tag_field="ph", gc=False):
@@ -653,12 +655,14 @@ def _piece_columns(piece: bytes, exact_ts: bool) -> dict[str, Any] | None:
 
 
 def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
+    """One pass over the decompressed blocks. The text lives in one bytearray: each piece is decoded in
+    place through a memoryview (its leading ',' overwritten by '[' and trailing ',' by ']'), then the
+    consumed prefix is dropped, so the JSON text is never copied."""
     cols = _Columns()
     warnings: list[str] = []
     head = b""
     envelope_parts: list[_Envelope] = []
-    blocks = _blocks(path)
-    buf = b""
+    buf = bytearray()
     truncated: str | None = None
     start = -1
     chunking = True  # cut at Kineto event boundaries until a piece fails to decode
@@ -673,42 +677,45 @@ def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
         cols.merge(state)
 
     try:
-        for block in blocks:
+        for block in _blocks(path):
             buf += block
+            del block
             if start < 0:
                 start = _find_array_start(buf)
                 if start < 0:
                     stripped = buf.lstrip()
                     if stripped[:1] == b"[":  # Chrome "JSON Array Format": a bare list of events
-                        start = 0
-                        head = b""
-                        buf = b'{"traceEvents":' + stripped
+                        buf = bytearray(b'{"traceEvents":') + stripped
                         start = len(b'{"traceEvents":[')
                     elif len(buf) > _HEAD_LIMIT or stripped[:1] not in (b"{", b""):
                         raise TraceFormatError("not a Chrome/Kineto trace (no 'traceEvents' array near the start)")
                     else:
                         continue
-                head, buf = buf[:start], buf[start:]
+                head = bytes(buf[:start])
+                del buf[: start - 1]  # buf[0] is now the array's '['
             cut = buf.rfind(_SEPARATOR) if chunking else -1
             if cut < 0:
                 continue
-            piece, rest = buf[: cut + 4], buf[cut + 5:]
             if exact_ts is None:
-                exact_ts = _needs_exact_ts(piece)
+                exact_ts = _needs_exact_ts(buf, cut)
+            buf[cut + 4] = 0x5D  # ']' in place of the ',' after the piece's last event
             if pool is not None:
-                pending.append(pool.submit(_piece_columns, piece, exact_ts))
-                buf = rest
+                pending.append(pool.submit(_piece_columns, bytes(buf[1 : cut + 4]), exact_ts))
                 while len(pending) > 2 * getattr(pool, "_max_workers", 2):  # bound the pieces in flight
                     collect(pending.popleft())
-                continue
-            try:
-                events = _decode_events(b"[" + piece + b"]", warnings, exact_ts)
-            except msgspec.DecodeError:
-                # not Kineto's layout after all: decode everything in one piece at the end
-                chunking = False
-                continue
-            cols.add(events)
-            buf = rest
+            else:
+                with memoryview(buf) as view:
+                    try:
+                        events = _decode_events(view[: cut + 5], warnings, exact_ts)
+                    except msgspec.DecodeError:
+                        # not Kineto's layout after all: decode everything in one piece at the end
+                        chunking = False
+                        buf[cut + 4] = 0x2C
+                        continue
+                    cols.add(events)
+                    del events  # decoded Raw values point into the view: drop them before it closes
+            del buf[: cut + 4]
+            buf[0] = 0x5B  # '[' opens the rest
     except _Truncated as exc:
         truncated = str(exc)
     if start < 0:
@@ -722,8 +729,8 @@ def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"the trace header is not valid JSON ({exc})") from None
     if exact_ts is None:
-        exact_ts = _needs_exact_ts(buf)
-    tail_env = _decode_tail(buf, warnings, exact_ts)
+        exact_ts = _needs_exact_ts(buf, len(buf))
+    tail_env = _decode_tail(bytes(buf), warnings, exact_ts)
     while pending:
         collect(pending.popleft())
     if tail_env is None:
@@ -732,7 +739,7 @@ def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
         salvaged = None
         if cut >= 0:
             try:
-                salvaged = _decode_events(b"[" + buf[: cut + 4] + b"]", warnings, exact_ts)
+                salvaged = _decode_events(bytes(buf[: cut + 4]) + b"]", warnings, exact_ts)
             except msgspec.DecodeError:
                 salvaged = None
         if salvaged is not None:
@@ -751,16 +758,16 @@ def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
     return _make_trace(events, memory, origin_ns, envelope_parts, cols, tuple(warnings))
 
 
-def _needs_exact_ts(data: bytes) -> bool:
-    """Are the timestamps epoch-sized (see _EXACT_TS_ABOVE_US)? Judged from the first one."""
-    m = _FIRST_TS.search(data)
+def _needs_exact_ts(data: bytes | bytearray, end: int) -> bool:
+    """Are the timestamps epoch-sized (see _EXACT_TS_ABOVE_US)? Judged from the first one before ``end``."""
+    m = _FIRST_TS.search(data, 0, end)
     return bool(m) and abs(int(m.group(1))) >= _EXACT_TS_ABOVE_US
 
 
 def _decode_tail(buf: bytes, warnings: list[str], exact_ts: bool) -> _Envelope | None:
     """The last events plus the metadata after the array; None if the JSON is cut short."""
     try:
-        return _decode_envelope(b'{"traceEvents":[' + buf, warnings, exact_ts)
+        return _decode_envelope(b'{"traceEvents":' + buf, warnings, exact_ts)
     except msgspec.DecodeError:
         return None
 
