@@ -244,13 +244,15 @@ class _Columns:
 
     def __init__(self) -> None:
         self.names: dict[str, int] = {}
-        self.cats: dict[Any, int] = {}
         self.shapes: dict[bytes, int] = {}
         self.str_ids: dict[str, int] = {}
         self.parts: list[dict[str, np.ndarray]] = []
         self.mem_parts: list[tuple[list[Any], ...]] = []
         self.window: list[float] = []
-        self._kind_table = np.zeros(0, dtype=np.uint8)
+        # category -> Kind code; categories never seen before are OTHER (the profiler's own span: _SKIP)
+        self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
+            lambda: int(Kind.OTHER), {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()},
+                                      **{c: _SKIP for c in _SKIPPED_CATEGORIES}})
         self._shape_table = np.zeros(0, dtype=bool)
         self.ts_base_us: int | None = None  # set when timestamps are read exactly (see _relative_us)
 
@@ -286,7 +288,7 @@ class _Columns:
     def add(self, events: list[Any]) -> None:
         """Append one decoded piece. Per-event Python work is one pass per needed field; fields that
         only some kinds carry (stream, bytes, shapes...) are read only for those rows."""
-        cats, names, shapes = self.cats, self.names, self.shapes
+        names, shapes = self.names, self.shapes
         xs = [e for e in events if e.__class__ in _COMPLETE]
         mem = [e for e in events if e.__class__ in _INSTANTS and e.name == "[memory]" and e.args is not None]
         if mem:
@@ -300,8 +302,8 @@ class _Columns:
             ))
         if not xs:
             return
-        cat_id = np.array([cats.setdefault(e.cat, len(cats)) for e in xs], dtype=np.int32)
-        kind = self.kind_table()[cat_id]
+        kind_of = self.kind_of
+        kind = np.array([kind_of[e.cat] for e in xs], dtype=np.uint8)
         skip = kind == _SKIP
         if skip.any():  # the profiler's own span: remember where the window ends, drop the event
             for i in np.flatnonzero(skip).tolist():
@@ -310,7 +312,7 @@ class _Columns:
                 self.window.append(ts0 + _to_float(e.dur or 0))
             keep = np.flatnonzero(~skip)
             xs = [xs[i] for i in keep.tolist()]
-            cat_id, kind = cat_id[keep], kind[keep]
+            kind = kind[keep]
             if not xs:
                 return
         n = len(xs)
@@ -398,17 +400,6 @@ class _Columns:
             self._shape_table = np.concatenate([self._shape_table, np.array(new, dtype=bool)])
         return self._shape_table
 
-    def kind_table(self) -> np.ndarray:
-        """cat id -> Kind (or _SKIP), rebuilt when new categories appear."""
-        if self._kind_table.shape[0] != len(self.cats):
-            table = np.full(len(self.cats), Kind.OTHER, dtype=np.uint8)
-            for cat, i in self.cats.items():
-                if cat in _SKIPPED_CATEGORIES:
-                    table[i] = _SKIP
-                elif isinstance(cat, str):
-                    table[i] = KIND_OF_CATEGORY.get(cat, Kind.OTHER)
-            self._kind_table = table
-        return self._kind_table
 
     def export(self) -> dict[str, Any]:
         """Picklable state of a worker's columns, for ``merge`` in the reading process."""
