@@ -285,12 +285,13 @@ class _Columns:
             conv = {v: (v if v.__class__ is int else self._id(v)) for v in set(values)}
             return np.array([conv[v] for v in values], dtype=np.int64)
 
-    def add(self, events: list[Any]) -> None:
+    def add(self, events: list[Any], has_memory: bool = True) -> None:
         """Append one decoded piece. Per-event Python work is one pass per needed field; fields that
         only some kinds carry (stream, bytes, shapes...) are read only for those rows."""
         names, shapes = self.names, self.shapes
         xs = [e for e in events if e.__class__ in _COMPLETE]
-        mem = [e for e in events if e.__class__ in _INSTANTS and e.name == "[memory]" and e.args is not None]
+        mem = ([e for e in events if e.__class__ in _INSTANTS and e.name == "[memory]" and e.args is not None]
+               if has_memory else [])
         if mem:
             self.mem_parts.append((
                 [e.ts for e in mem],
@@ -322,7 +323,10 @@ class _Columns:
             ts_list = self._relative_us(ts_list)
         try:
             ts = np.array(ts_list, dtype=np.float64)
-            dur = np.array([0 if v is None else v for v in dur_list], dtype=np.float64)
+            try:
+                dur = np.array(dur_list, dtype=np.float64)
+            except TypeError:  # some events without "dur"
+                dur = np.array([0 if v is None else v for v in dur_list], dtype=np.float64)
         except (TypeError, ValueError):  # None or strings in ts/dur: keep what parses
             ts = np.array([_to_float(v) for v in ts_list], dtype=np.float64)
             dur = np.array([_to_float(v) for v in dur_list], dtype=np.float64)
@@ -703,7 +707,8 @@ def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
                         chunking = False
                         buf[cut + 4] = 0x2C
                         continue
-                    cols.add(events)
+                    # a piece without the text "[memory]" has no allocator samples: skip looking for them
+                    cols.add(events, has_memory=buf.find(b'"[memory]"', 0, cut) >= 0)
                     del events  # decoded Raw values point into the view: drop them before it closes
             del buf[: cut + 4]
             buf[0] = 0x5B  # '[' opens the rest
