@@ -229,13 +229,3 @@ def test_any_truncation_or_garbage_is_a_trace_or_a_format_error(cut: int, junk: 
                 assert "\n" not in str(exc)
             else:
                 assert len(trace.events) >= 1
-
-
-def test_parallel_read_equals_inline_read() -> None:
-    path = str(shared_trace(REAL[2]))  # exact (epoch) timestamps, several pieces
-    inline = read_chrome_trace(path, workers=1)
-    parallel = read_chrome_trace(path, workers=2)
-    for col in inline.events.COLUMNS:
-        assert np.array_equal(getattr(inline.events, col), getattr(parallel.events, col)), col
-    assert inline.events.names == parallel.events.names and inline.events.shapes == parallel.events.shapes
-    assert inline.origin_ns == parallel.origin_ns and inline.warnings == parallel.warnings

@@ -16,11 +16,7 @@ gives ``TraceFormatError``.
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import gc
-import logging
-import multiprocessing
-import os
 import re
 import zlib
 from typing import Any, Iterator, Union
@@ -45,7 +41,6 @@ try:  # isal's gzip is ~1.4x faster than zlib; optional
 except ImportError:  # pragma: no cover - depends on the environment
     _zlib = zlib  # type: ignore[assignment]
 
-logger = logging.getLogger(__name__)
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per piece
 _SEPARATOR = b"\n  },\n  {"  # Kineto's boundary between two top-level events
@@ -405,38 +400,6 @@ class _Columns:
         return self._shape_table
 
 
-    def export(self) -> dict[str, Any]:
-        """Picklable state of a worker's columns, for ``merge`` in the reading process."""
-        return {"parts": self.parts, "names": list(self.names), "shapes": list(self.shapes),
-                "str_ids": list(self.str_ids), "mem_parts": self.mem_parts, "window": self.window,
-                "ts_base_us": self.ts_base_us}
-
-    def merge(self, other: dict[str, Any]) -> None:
-        """Append a worker's columns, re-interning its names, shapes and string ids into ours."""
-        name_map = np.array([self.names.setdefault(n, len(self.names)) for n in other["names"]], dtype=np.int32)
-        shape_map = np.array([-1] + [self.shapes.setdefault(b, len(self.shapes)) for b in other["shapes"]],
-                             dtype=np.int32)
-        str_map = np.array([_STR_ID_BASE - self.str_ids.setdefault(t, len(self.str_ids)) for t in other["str_ids"]],
-                           dtype=np.int64)
-        shift = 0.0
-        if other["ts_base_us"] is not None:
-            if self.ts_base_us is None:
-                self.ts_base_us = other["ts_base_us"]
-            shift = float(other["ts_base_us"] - self.ts_base_us)
-        for part in other["parts"]:
-            part["name_id"] = name_map[part["name_id"]] if name_map.size else part["name_id"]
-            part["shape_id"] = shape_map[part["shape_id"] + 1]
-            for key in ("pid", "loc", "stream", "device"):
-                col = part[key]
-                interned = col <= _STR_ID_BASE
-                if interned.any():
-                    col[interned] = str_map[_STR_ID_BASE - col[interned]]
-            if shift:
-                part["ts"] = part["ts"] + shift
-            self.parts.append(part)
-        self.mem_parts.extend(other["mem_parts"])
-        self.window.extend(other["window"])
-
     def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
         warnings: list[str] = []
         if not self.parts:
@@ -575,81 +538,24 @@ def _find_array_start(buf: bytes) -> int:
     return -1 if b < 0 else b + 1
 
 
-#: Compressed size from which a file is read by worker processes (``workers=None``): below it the
-#: processes' start-up costs more than it saves.
-PARALLEL_FROM_BYTES = 8 << 20
-
-
-def _default_workers(path: str) -> int:
-    if multiprocessing.current_process().daemon:  # daemonic processes may not have children
-        return 1
-    env = os.environ.get("LLMDIAG_READ_WORKERS")
-    if env is not None:
-        return max(1, int(env))
-    try:
-        big = os.path.getsize(path) >= PARALLEL_FROM_BYTES
-    except OSError:
-        big = False
-    return min(2, os.cpu_count() or 1) if big else 1
-
-
-def read_chrome_trace(path: str, workers: int | None = None) -> Trace:
+def read_chrome_trace(path: str) -> Trace:
     """Read a Kineto/Chrome trace file (``.json`` or ``.json.gz``) into a ``Trace``.
 
-    Args:
-        workers: processes that decode pieces in parallel with the reading one (1: all in this
-            process; None: 2 for files of PARALLEL_FROM_BYTES or more, else 1; env LLMDIAG_READ_WORKERS).
     Raises:
         TraceFormatError: empty, not JSON, not a trace, or no events at all.
     """
-    n = _default_workers(path) if workers is None else max(1, workers)
     # The decoded structs hold no reference cycles; pausing the cyclic GC while hundreds of
     # thousands of them are built and dropped saves ~15 % of the read time.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        if n > 1:
-            try:
-                with _worker_pool(n) as pool:
-                    return _read(path, pool)
-            except _PieceLayoutError:
-                pass  # not Kineto's layout after all: read it in one piece below
-            except (OSError, RuntimeError, AssertionError, concurrent.futures.process.BrokenProcessPool) as exc:
-                logger.warning("parallel read failed (%s); reading in this process", exc)
-        return _read(path, None)
+        return _read(path)
     finally:
         if enabled:
             gc.enable()
 
 
-class _PieceLayoutError(Exception):
-    """A piece cut at Kineto's event boundary did not decode: the file needs a whole-document decode."""
-
-
-def _worker_pool(n: int) -> concurrent.futures.ProcessPoolExecutor:
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    ctx = multiprocessing.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload([__name__])
-    return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx)
-
-
-def _piece_columns(piece: bytes, exact_ts: bool) -> dict[str, Any] | None:
-    """Worker side: one piece of the traceEvents array -> exported columns (None: not decodable)."""
-    gc.disable()
-    warnings: list[str] = []
-    try:
-        events = _decode_events(b"[" + piece + b"]", warnings, exact_ts)
-    except msgspec.DecodeError:
-        return None
-    cols = _Columns()
-    cols.add(events)
-    state = cols.export()
-    state["warnings"] = warnings
-    return state
-
-
-def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
+def _read(path: str) -> Trace:
     """One pass over the decompressed blocks. The text lives in one bytearray: each piece is decoded in
     place through a memoryview (its leading ',' overwritten by '[' and trailing ',' by ']'), then the
     consumed prefix is dropped, so the JSON text is never copied."""
@@ -662,15 +568,6 @@ def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
     start = -1
     chunking = True  # cut at Kineto event boundaries until a piece fails to decode
     exact_ts: bool | None = None  # decided from the first timestamp seen
-    pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
-
-    def collect(future: concurrent.futures.Future[Any]) -> None:
-        state = future.result()
-        if state is None:
-            raise _PieceLayoutError()
-        warnings.extend(state.pop("warnings"))
-        cols.merge(state)
-
     try:
         for block in _blocks(path):
             buf += block
@@ -694,29 +591,22 @@ def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
             if exact_ts is None:
                 exact_ts = _needs_exact_ts(buf, cut)
             buf[cut + 4] = 0x5D  # ']' in place of the ',' after the piece's last event
-            if pool is not None:
-                pending.append(pool.submit(_piece_columns, bytes(buf[1 : cut + 4]), exact_ts))
-                while len(pending) > 2 * getattr(pool, "_max_workers", 2):  # bound the pieces in flight
-                    collect(pending.popleft())
-            else:
-                with memoryview(buf) as view:
-                    try:
-                        events = _decode_events(view[: cut + 5], warnings, exact_ts)
-                    except msgspec.DecodeError:
-                        # not Kineto's layout after all: decode everything in one piece at the end
-                        chunking = False
-                        buf[cut + 4] = 0x2C
-                        continue
-                    # a piece without the text "[memory]" has no allocator samples: skip looking for them
-                    cols.add(events, has_memory=buf.find(b'"[memory]"', 0, cut) >= 0)
-                    del events  # decoded Raw values point into the view: drop them before it closes
+            with memoryview(buf) as view:
+                try:
+                    events = _decode_events(view[: cut + 5], warnings, exact_ts)
+                except msgspec.DecodeError:
+                    # not Kineto's layout after all: decode everything in one piece at the end
+                    chunking = False
+                    buf[cut + 4] = 0x2C
+                    continue
+                # a piece without the text "[memory]" has no allocator samples: skip looking for them
+                cols.add(events, has_memory=buf.find(b'"[memory]"', 0, cut) >= 0)
+                del events  # decoded Raw values point into the view: drop them before it closes
             del buf[: cut + 4]
             buf[0] = 0x5B  # '[' opens the rest
     except _Truncated as exc:
         truncated = str(exc)
     if start < 0:
-        for f in pending:
-            f.cancel()
         if not buf.strip():
             raise TraceFormatError("the file is empty" if truncated is None else f"unreadable: {truncated}")
         raise TraceFormatError("not a Chrome/Kineto trace (no 'traceEvents' array)")
@@ -727,8 +617,6 @@ def _read(path: str, pool: concurrent.futures.Executor | None) -> Trace:
     if exact_ts is None:
         exact_ts = _needs_exact_ts(buf, len(buf))
     tail_env = _decode_tail(bytes(buf), warnings, exact_ts)
-    while pending:
-        collect(pending.popleft())
     if tail_env is None:
         # truncated JSON: keep whole events up to the last boundary
         cut = buf.rfind(_SEPARATOR)
