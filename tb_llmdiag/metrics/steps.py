@@ -5,7 +5,9 @@ later of the marker's end and the end of the last device event launched from ins
 by correlation id): the GPU tail of a step belongs to the step, as torch-tb-profiler defines it.
 When a trace has no step markers (Axolotl never calls ``prof.step()``), steps are inferred from
 ``Optimizer.step#...`` annotations: step k runs from the end of optimizer step k-1 to the end of
-optimizer step k, so N optimizer steps give N-1 whole steps.
+optimizer step k, so N optimizer steps give N-1 whole steps. Annotations that overlap in time (nested
+ones, or several optimizers each annotated inside one training step) are one optimizer step ending at the
+latest end among them, so inferred steps are disjoint, sorted and never end before they start.
 """
 
 from __future__ import annotations
@@ -79,6 +81,21 @@ def launch_end_per_window(ev: EventTable, starts: NDArray[np.int64], ends: NDArr
     return out
 
 
+def optimizer_groups(ts: NDArray[np.int64], end: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.int64]]:
+    """Overlapping ``Optimizer.step#`` annotations (sorted by start) as one optimizer step each:
+    (index of each group's first annotation, each group's end = the latest end in it). Ends are strictly
+    increasing, so the windows between consecutive ends are disjoint and well-formed."""
+    if ts.size == 0:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int64)
+    reach = np.maximum.accumulate(end)
+    # an annotation starting after everything before it has ended opens a new group (touching ones merge)
+    new = np.ones(ts.size, dtype=bool)
+    new[1:] = ts[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], ts.size) - 1
+    return first, reach[last].astype(np.int64)
+
+
 def find_steps(trace: Trace) -> Steps:
     """The trace's training steps (see the module docstring for the definition)."""
     markers, source = _markers(trace)
@@ -89,10 +106,13 @@ def find_steps(trace: Trace) -> Steps:
     markers = markers.select(order)
     names = tuple(markers.name_of(i) for i in range(len(markers)))
     if source == "optimizer_step":
-        marker_end = markers.end_ns
-        starts, host_ends = marker_end[:-1], marker_end[1:]
-        names = names[1:]
-        index = np.arange(1, len(markers), dtype=np.int64)
+        first, group_end = optimizer_groups(markers.ts_ns, markers.end_ns)
+        if len(first) < 2:
+            z = np.zeros(0, dtype=np.int64)
+            return Steps(z, (), z, z, z, "none")
+        starts, host_ends = group_end[:-1], group_end[1:]
+        names = tuple(names[i] for i in first[1:].tolist())
+        index = np.arange(1, len(first), dtype=np.int64)
     else:
         starts, host_ends = markers.ts_ns, markers.end_ns
         numbers = [_STEP_NUMBER.search(n) for n in names]
