@@ -3,13 +3,20 @@
 Contract:
 - A ``Rule`` reads one observed value from the metrics by a dotted path (``"dataloader.stall_share"``) and
   fires when it is >= ``above`` or < ``below``, and the rule's named predicate ``when`` (if any) holds.
-- Its saving is another dotted path holding a share of step time (``None``: not estimable); saving ns =
-  share x median step. Severity: the rule's fixed ``severity``, else from the saving share
+- Its saving is another dotted path holding a share of step time, or a named function of the metrics
+  returning one (``None``: not estimable); saving ns = share x median step. Evidence values are dotted paths
+  or named functions too. Severity: the rule's fixed ``severity``, else from the saving share
   (>= 0.20 high, >= 0.05 medium, else low: traceml's 5/20 % bands).
+- Platforms: a run is ``"xla"`` when its metrics hold the ``xla`` topic (XPlane traces: TPU, torch_xla, JAX),
+  else ``"cuda"`` (Kineto: PyTorch eager on CUDA/ROCm, or CPU only). A rule with ``platform`` set applies
+  only to runs of that platform (the CUDA-launch rules are ``"cuda"``, ``XLA_RULES`` are ``"xla"``); a rule
+  for the run's platform owns its id, so a platform-neutral rule with the same id is not evaluated there,
+  whether or not the platform's rule fires.
 - Every finding repeats the rule's id, metric, observed value and threshold, its evidence (label ->
   value), a one-sentence summary from ``summary`` (a ``str.format`` template over the evidence labels),
-  and the fix (text + PyTorch and HF Trainer snippets), worded for the user's stack when the trace reveals
-  it (``stack_fix``; ``annotations.stack``).
+  and the fix (text + PyTorch and HF Trainer snippets). Wording follows the run: a rule's ``flavours`` entry
+  for the run's platform replaces its title, summary, fix and docs; ``stack_fix`` adds advice in the
+  user's stack's words when the trace reveals it (``annotations.stack``).
 - ``RULES`` = ``GPU_RULES`` + ``XLA_RULES`` (from ``tb_llmdiag/rules_xla.py``, imported lazily so that
   module can import ``Rule`` from here). docs/findings.md lists every rule; tests iterate ``RULES``.
 """
@@ -21,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 Metrics = Mapping[str, Any]
+PLATFORMS = ("cuda", "xla")
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,16 @@ class Fix:
     text: str
     pytorch: str
     hf_trainer: str
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """A rule's wording on one platform: each field given replaces the rule's own."""
+
+    title: str | None = None
+    summary: str | None = None
+    fix: Fix | None = None
+    docs: str | None = None
 
 
 @dataclass(frozen=True)
@@ -39,18 +57,22 @@ class Rule:
     above: float | None = None           # fires when value >= above
     below: float | None = None           # fires when value < below
     when: Callable[[Metrics], bool] | None = None  # extra condition, a named function beside the table
-    saving: str | None = None            # dotted path of a share of step time saved if fixed
+    saving: Any = None                   # dotted path (or named function) of a share of step time saved if fixed
     severity: str | None = None          # fixed severity; else derived from the saving share
-    evidence: tuple[tuple[str, str], ...] = ()  # (label, dotted path)
+    evidence: tuple[tuple[str, Any], ...] = ()  # (label, dotted path or named function)
     summary: str = ""                    # str.format template over evidence labels (formatted values)
     docs: str | None = None
     stack_fix: tuple[tuple[str, str], ...] = field(default=())  # (stack, fix text in that stack's words)
+    platform: str | None = None          # "cuda" | "xla": only runs of that platform; None: every run
+    flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (platform, wording on that platform)
 
 
-def lookup(metrics: Metrics, path: str | None) -> Any:
-    """The value at a dotted path, or None when any part is missing."""
+def lookup(metrics: Metrics, path: Any) -> Any:
+    """The value at a dotted path (or of a named function of the metrics), or None when any part is missing."""
     if path is None:
         return None
+    if callable(path):
+        return path(metrics)
     cur: Any = metrics
     for part in path.split("."):
         if not isinstance(cur, Mapping) or part not in cur:
@@ -82,6 +104,11 @@ def fmt(label: str, v: Any) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Named predicates (a rule that needs more than one comparison)
+
+
+def run_platform(m: Metrics) -> str:
+    """``"xla"`` when the metrics hold the ``xla`` topic (an XPlane trace), else ``"cuda"``."""
+    return "xla" if "xla" in m else "cuda"
 
 
 def no_device(m: Metrics) -> bool:
@@ -126,9 +153,24 @@ GPU_RULES: tuple[Rule, ...] = (
                 hf_trainer="# in your profiling TrainerCallback:\n"
                            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], ...)"),
         docs=_TORCH_PROFILER,
+        flavours=(("xla", Flavour(
+            title="No TPU/GPU activity: XLA ran on the CPU",
+            summary="The capture has no device plane: XLA compiled and ran the step on the host CPU, so device "
+                    "time, idle time and FLOPs cannot be measured.",
+            fix=Fix(text="Run on the accelerator: torch_xla picks its device from PJRT_DEVICE (TPU or CUDA; it "
+                         "falls back to CPU when none is set or found), JAX from the installed plugin (jax[tpu], "
+                         "jax[cuda12] / jax[cuda13]): check which device the program sees before profiling.",
+                    pytorch="# torch_xla\n"
+                            "import os; os.environ.setdefault('PJRT_DEVICE', 'TPU')  # or 'CUDA'; before importing torch_xla\n"
+                            "import torch_xla.core.xla_model as xm; print(xm.xla_device_hw(xm.xla_device()))\n"
+                            "# JAX\n"
+                            "import jax; print(jax.devices())  # [CpuDevice(id=0)] means no accelerator",
+                    hf_trainer="# launch with the accelerator selected: PJRT_DEVICE=TPU python train.py ...\n"
+                               "# Trainer on TPU picks the XLA device; print(trainer.args.device) to check"),
+            docs="https://pytorch.org/xla/master/learn/pjrt.html")),),
     ),
     Rule(
-        id="dataloader_stall", title="The GPU waits for the data loader",
+        id="dataloader_stall", platform="cuda", title="The GPU waits for the data loader",
         metric="dataloader.stall_share", above=0.05, saving="dataloader.stall_share",
         evidence=(("stall_share", "dataloader.stall_share"), ("stall_ns", "dataloader.stall_ns"),
                   ("loader_host_share", "dataloader.host_share"), ("iterator", "dataloader.iterator")),
@@ -147,7 +189,7 @@ GPU_RULES: tuple[Rule, ...] = (
                    ("torchtune", "Set num_workers in the recipe config's dataloader section and pre-tokenize the dataset.")),
     ),
     Rule(
-        id="host_bound", title="The GPU waits for the host to launch work",
+        id="host_bound", platform="cuda", title="The GPU waits for the host to launch work",
         metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
@@ -170,7 +212,7 @@ GPU_RULES: tuple[Rule, ...] = (
                    ("torchtune", "Set compile=True and raise batch_size in the recipe config.")),
     ),
     Rule(
-        id="host_sync", title="Host syncs drain the GPU queue every step",
+        id="host_sync", platform="cuda", title="Host syncs drain the GPU queue every step",
         metric="host_sync.saving_share", above=0.02, when=syncs_every_step,
         saving="host_sync.saving_share",
         evidence=(("saving_share", "host_sync.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
@@ -192,7 +234,7 @@ GPU_RULES: tuple[Rule, ...] = (
                                  "avoid .item() in training_step."),),
     ),
     Rule(
-        id="slow_host_op", title="One host operation keeps the GPU waiting",
+        id="slow_host_op", platform="cuda", title="One host operation keeps the GPU waiting",
         metric="idle.host_wait_culprit_share", above=0.10, when=slow_calls, saving="idle.host_wait_culprit_share",
         evidence=(("host_op", "idle.host_wait_culprit"), ("host_op_share", "idle.host_wait_culprit_share"),
                   ("host_op_ns", "idle.host_wait_culprit_ns"), ("mean_call_ns", "idle.host_wait_culprit_mean_ns"),
@@ -208,7 +250,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/backends.html#torch.backends.cuda.enable_cudnn_sdp",
     ),
     Rule(
-        id="pageable_memcpy", title="Host-to-device copies use pageable memory",
+        id="pageable_memcpy", platform="cuda", title="Host-to-device copies use pageable memory",
         metric="memcpy.htod_pageable_count", above=1, saving="memcpy.pageable_htod_share",
         evidence=(("pageable_copies", "memcpy.htod_pageable_count"), ("pageable_per_step", "memcpy.htod_pageable_per_step"),
                   ("pageable_bytes", "memcpy.htod_pageable_bytes"), ("pageable_host_ns", "memcpy.htod_pageable_host_ns"),
@@ -239,7 +281,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/amp.html",
     ),
     Rule(
-        id="tiny_kernels", title="Most kernels are too small to keep the GPU busy",
+        id="tiny_kernels", platform="cuda", title="Most kernels are too small to keep the GPU busy",
         metric="launch.tiny_kernel_share", above=0.5, when=host_waits, saving="launch.tiny_kernel_saving_share",
         evidence=(("tiny_kernel_share", "launch.tiny_kernel_share"), ("tiny_kernels_per_step", "launch.tiny_kernels_per_step"),
                   ("kernel_median_ns", "launch.kernel_median_ns"), ("launch_api_median_ns", "launch.launch_api_median_ns")),
@@ -375,7 +417,10 @@ def severity_of(share: float | None, fixed: str | None) -> str:
 
 
 def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
-    """The finding dict (docs/report_schema.md Finding) of a rule that fired."""
+    """The finding dict (docs/report_schema.md Finding) of a rule that fired, worded for the run's platform."""
+    flavour = dict(rule.flavours).get(run_platform(metrics)) or Flavour()
+    title = flavour.title or rule.title
+    fix_ = flavour.fix or rule.fix
     evidence = {label: lookup(metrics, path) for label, path in rule.evidence}
     share = lookup(metrics, rule.saving)
     step = lookup(metrics, "steps.median_ns")
@@ -386,11 +431,11 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     else:
         share = None
     try:
-        summary = rule.summary.format(**{k: fmt(k, v) for k, v in evidence.items()})
+        summary = (flavour.summary or rule.summary).format(**{k: fmt(k, v) for k, v in evidence.items()})
     except (KeyError, IndexError, ValueError):
-        summary = rule.title
+        summary = title
     stack = lookup(metrics, "annotations.stack")
-    fix: dict[str, Any] = {"text": rule.fix.text, "pytorch": rule.fix.pytorch, "hf_trainer": rule.fix.hf_trainer}
+    fix: dict[str, Any] = {"text": fix_.text, "pytorch": fix_.pytorch, "hf_trainer": fix_.hf_trainer}
     stack_text = dict(rule.stack_fix).get(stack) if stack else None
     if stack_text:
         fix["stack"] = stack
@@ -399,26 +444,35 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     return {
         "id": rule.id,
         "severity": severity_of(share, rule.severity),
-        "title": rule.title,
+        "title": title,
         "summary": summary,
         "evidence": evidence,
         "saving": saving,
         "fix": fix,
-        "docs": rule.docs,
+        "docs": flavour.docs or rule.docs,
         "metric": rule.metric,
         "value": lookup(metrics, rule.metric),
         "threshold": threshold or None,
     }
 
 
-def evaluate(metrics: Metrics, rules: Sequence[Rule] | None = None) -> list[dict[str, Any]]:
-    """Findings of every rule that fires, in table order (``diagnosis.rank`` orders them).
+def applicable(metrics: Metrics, rules: Sequence[Rule]) -> list[Rule]:
+    """The rules that apply to the run's platform (module docstring): rules of another platform are out, and
+    a platform-neutral rule is out when a rule of the run's platform has its id (that rule owns the id)."""
+    platform = run_platform(metrics)
+    mine = [r for r in rules if r.platform in (None, platform)]
+    owned = {r.id for r in mine if r.platform == platform}
+    return [r for r in mine if r.platform == platform or r.id not in owned]
 
-    Ids are unique in the result: when two rules with one id fire (a GPU rule and its XLA counterpart),
-    the later rule's finding replaces the earlier one, in the earlier one's place.
+
+def evaluate(metrics: Metrics, rules: Sequence[Rule] | None = None) -> list[dict[str, Any]]:
+    """Findings of every applicable rule that fires, in table order (``diagnosis.rank`` orders them).
+
+    Ids are unique in the result: when two applicable rules with one id fire, the later rule's finding
+    replaces the earlier one, in the earlier one's place.
     """
     out: dict[str, dict[str, Any]] = {}
-    for r in all_rules() if rules is None else rules:
+    for r in applicable(metrics, all_rules() if rules is None else rules):
         if fires(r, metrics):
             out[r.id] = finding(r, metrics)
     return list(out.values())

@@ -1,16 +1,27 @@
 """Findings for XPlane (TPU / XLA) runs: ``XLA_RULES``, evaluated on the ``xla`` metrics topic.
 
 Same mechanics as ``rules.GPU_RULES`` (``tb_llmdiag.rules.Rule``: an observed value at a dotted path,
-``above``/``below``, a named predicate ``when``, a saving path holding a share of step time). The topic only
-exists for XPlane traces (``metrics/xla.py``), so these rules never fire on Kineto runs. Shared ids
-(``step_variance``, ``warmup_in_window``, ``copy_heavy``, ``gpu_gaps``) mean what they mean on GPU runs,
-measured the XLA way: steps that compile are left out of the variance and idle numbers, because the
-``recompilation`` / ``warmup_in_window`` findings already account for them.
+``above``/``below``, a named predicate ``when``, a saving share of step time). Every rule here has
+``platform="xla"``: it applies only to runs whose metrics hold the ``xla`` topic (XPlane traces), and it owns
+its id there, so the GPU rule with a shared id (``step_variance``, ``warmup_in_window``, ``copy_heavy``,
+``gpu_gaps``) is not evaluated on XPlane runs even when the XLA version does not fire.
+
+Savings are shares of the summed step time T (the window), as on GPU runs, so findings rank on one scale.
+Each step is charged to one cause, so two findings do not claim the same time:
+- a step in which a compile starts is a *compile step* (``recompilation`` / ``warmup_in_window``);
+- a steady step with a device-to-host transfer inside it is a *transfer step*: its excess over the median
+  *clean* step is the stall the read-back caused (the host waits for the device inside ``np.asarray`` /
+  ``.item()``, mostly outside the short ``ToLiteral`` event that the metrics time) (``host_transfer``);
+- the other steps are *clean*; ``step_variance`` measures them, ``gpu_gaps`` the steady device idle time
+  minus the transfer stall, ``copy_heavy`` data movement in steady steps.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
+
+import numpy as np
 
 from tb_llmdiag.rules import Fix, Rule, lookup
 
@@ -21,7 +32,7 @@ _TORCH_XLA_TROUBLESHOOT = "https://pytorch.org/xla/master/learn/troubleshoot.htm
 
 
 # ---------------------------------------------------------------------------------------------
-# Named predicates
+# Named predicates and saving estimators (module docstring: savings are shares of T, one cause per step)
 
 
 def enough_steady_steps(m: Metrics) -> bool:
@@ -29,11 +40,108 @@ def enough_steady_steps(m: Metrics) -> bool:
     return (lookup(m, "xla.steady_step_count") or 0) >= 3
 
 
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def step_split(m: Metrics) -> dict[str, Any] | None:
+    """The steps charged to causes (module docstring): durations of compile / transfer / clean steps, T, the
+    clean median and the transfer stall. None without step durations."""
+    x = m.get("xla")
+    if not isinstance(x, Mapping):
+        return None
+    d, idx = x.get("step_durations_ns"), x.get("step_indices")
+    if not isinstance(d, list) or not isinstance(idx, list) or not d or len(d) != len(idx):
+        return None
+    compile_steps = set(x.get("recompile_steps") or ())
+    if x.get("warmup_compile_in_steps"):
+        compile_steps.add(idx[0])  # warm-up compiles inside a step are in the first one
+    transfer_steps = {t.get("step") for t in x.get("transfers_from_device") or ()
+                      if isinstance(t, Mapping) and t.get("position") == "in_step"} - compile_steps
+    steady = [(i, v) for i, v in zip(idx, d) if i not in compile_steps]
+    clean = [v for i, v in steady if i not in transfer_steps]
+    clean_median = float(np.median(clean)) if clean else None
+    stall = sum(max(0.0, v - clean_median) for i, v in steady if i in transfer_steps) if clean_median is not None else 0.0
+    return {"total_ns": float(sum(d)), "steady_ns": float(sum(v for _, v in steady)), "clean": clean,
+            "steady": [v for _, v in steady], "clean_median_ns": clean_median,
+            "transfer_steps": sorted(transfer_steps), "transfer_stall_ns": stall}
+
+
+def _variance_steps(split: dict[str, Any]) -> Any:
+    """The steps whose variance ``step_variance`` judges: the clean ones, or all steady ones when fewer than
+    three are clean (a read-back in every step is ``host_transfer``'s, but the steps can still vary)."""
+    return np.asarray(split["clean"] if len(split["clean"]) >= 3 else split["steady"], dtype=np.float64)
+
+
+def _of_window(ns: float | None, split: dict[str, Any] | None) -> float | None:
+    if ns is None or split is None or split["total_ns"] <= 0:
+        return None
+    return max(0.0, ns) / split["total_ns"]
+
+
+def transfer_stall_ns(m: Metrics) -> int | None:
+    """How much longer the steady steps with a device-to-host transfer inside took than the median clean step."""
+    split = step_split(m)
+    return int(round(split["transfer_stall_ns"])) if split else None
+
+
+def host_transfer_saving(m: Metrics) -> float | None:
+    """The larger of the transfer events' own time (``xla.host_transfer_share``) and the transfer stall, / T."""
+    split = step_split(m)
+    own = _num(lookup(m, "xla.host_transfer_share"))
+    stall = _of_window(split["transfer_stall_ns"], split) if split else None
+    vals = [v for v in (own, stall) if v is not None]
+    return max(vals) if vals else None
+
+
+def clean_step_cv(m: Metrics) -> float | None:
+    """Coefficient of variation (population std / mean) of the clean steps (``_variance_steps``); None with
+    fewer than 3 steps."""
+    split = step_split(m)
+    if not split:
+        return None
+    c = _variance_steps(split)
+    return float(c.std() / c.mean()) if c.size >= 3 and c.mean() > 0 else None
+
+
+def clean_steps_vary(m: Metrics) -> bool:
+    """At least three steady steps, and the clean ones (no compile, no read-back) vary by >= 0.20 too."""
+    return enough_steady_steps(m) and (clean_step_cv(m) or 0.0) >= 0.20
+
+
+def variance_saving(m: Metrics) -> float | None:
+    """What steadier clean steps would save: n x (mean - median) over them (``_variance_steps``), / T."""
+    split = step_split(m)
+    if not split:
+        return None
+    c = _variance_steps(split)
+    return _of_window(float(c.size * (c.mean() - np.median(c))), split) if c.size else None
+
+
+def device_idle_saving(m: Metrics) -> float | None:
+    """Device idle time in steady steps, less the transfer stall (``host_transfer`` claims it), / T.
+    An upper bound: the host has to dispatch the work in some of that time."""
+    split = step_split(m)
+    duty = _num(lookup(m, "xla.steady_device_duty_cycle_share"))
+    if not split or duty is None:
+        return None
+    return _of_window((1.0 - duty) * split["steady_ns"] - split["transfer_stall_ns"], split)
+
+
+def movement_saving(m: Metrics) -> float | None:
+    """Data-movement time in steady steps (movement share x steady duty cycle x steady time), / T."""
+    split = step_split(m)
+    share = _num(lookup(m, "xla.movement_step_share"))
+    if not split or share is None:
+        return None
+    return _of_window(share * split["steady_ns"], split)
+
+
 # ---------------------------------------------------------------------------------------------
 
 XLA_RULES: tuple[Rule, ...] = (
     Rule(
-        id="recompilation", title="XLA recompiles the step graph inside the training loop",
+        id="recompilation", platform="xla", title="XLA recompiles the step graph inside the training loop",
         metric="xla.recompile_in_loop_count", above=1, saving="xla.recompile_in_loop_share",
         evidence=(("recompiles", "xla.recompile_in_loop_count"), ("recompile_ns", "xla.recompile_in_loop_time_ns"),
                   ("steps", "xla.recompile_steps"), ("graph_hashes", "xla.recompile_graph_hashes"),
@@ -58,17 +166,19 @@ XLA_RULES: tuple[Rule, ...] = (
         docs=_TORCH_XLA_RECOMPILE,
     ),
     Rule(
-        id="host_transfer", title="Device-to-host transfers inside the training loop",
-        metric="xla.transfer_from_device_in_loop_count", above=1, saving="xla.host_transfer_share",
+        id="host_transfer", platform="xla", title="Device-to-host transfers inside the training loop",
+        metric="xla.transfer_from_device_in_loop_count", above=1, saving=host_transfer_saving,
         evidence=(("transfers", "xla.transfer_from_device_in_loop_count"),
                   ("transfer_ns", "xla.transfer_from_device_in_loop_time_ns"),
                   ("after_steps", "xla.transfer_from_device_steps"),
                   ("per_step", "xla.transfer_from_device_per_step"),
+                  ("stall_ns", transfer_stall_ns),
                   ("to_device_in_steps_ns", "xla.transfer_to_device_in_steps_time_ns"),
                   ("host_transfer_share", "xla.host_transfer_share")),
         summary="{transfers} device-to-host transfer(s) in the training loop (in or right after steps "
-                "{after_steps}; {per_step} per step), {transfer_ns} in all: each waits for the device to finish "
-                "and stalls the pipeline (.item(), print(tensor), a Python branch on a tensor).",
+                "{after_steps}; {per_step} per step): {transfer_ns} of copying and {stall_ns} of stall (how much "
+                "longer the steps that read back took than a clean step). Each read waits for the device to "
+                "finish and stalls the pipeline (.item(), print(tensor), float(loss), a Python branch on a tensor).",
         fix=Fix(text="Read device values rarely: drop per-step loss.item() / print(tensor) / `if tensor:`; "
                      "accumulate metrics on the device and fetch them every N steps, or hand them to "
                      "xm.add_step_closure. Feed inputs through MpDeviceLoader so host-to-device copies overlap "
@@ -83,7 +193,7 @@ XLA_RULES: tuple[Rule, ...] = (
         docs=_TORCH_XLA_TROUBLESHOOT,
     ),
     Rule(
-        id="warmup_in_window", title="The profiled window includes XLA's first compile",
+        id="warmup_in_window", platform="xla", title="The profiled window includes XLA's first compile",
         metric="xla.warmup_compile_in_steps_time_ns", above=1, severity="low",
         evidence=(("warmup_compile_ns", "xla.warmup_compile_in_steps_time_ns"),
                   ("first_step_ns", "xla.step_max_ns"), ("steady_step_median_ns", "xla.steady_step_median_ns")),
@@ -99,12 +209,13 @@ XLA_RULES: tuple[Rule, ...] = (
         docs=None,
     ),
     Rule(
-        id="step_variance", title="Step time varies from step to step",
-        metric="xla.steady_step_cv", above=0.20, when=enough_steady_steps, saving="xla.steady_mean_excess_share",
-        evidence=(("cv", "xla.steady_step_cv"), ("median_ns", "xla.steady_step_median_ns"),
+        id="step_variance", platform="xla", title="Step time varies from step to step",
+        metric="xla.steady_step_cv", above=0.20, when=clean_steps_vary, saving=variance_saving,
+        evidence=(("cv", "xla.steady_step_cv"), ("clean_cv", clean_step_cv), ("median_ns", "xla.steady_step_median_ns"),
                   ("max_ns", "xla.steady_step_max_ns"), ("steady_steps", "xla.steady_step_count")),
         summary="Steps that do not compile still vary by {cv} (coefficient of variation over {steady_steps} "
-                "steps; median {median_ns}, max {max_ns}).",
+                "steps; median {median_ns}, max {max_ns}), and by {clean_cv} without the steps that read values "
+                "back to the host.",
         fix=Fix(text="Find what differs in the slow steps: inputs of other shapes hitting other cached graphs, "
                      "host work or transfers in some steps only, periodic logging or checkpointing.",
                 pytorch="# pad to fixed shapes; move logging/checkpointing out of the hot loop or make it periodic",
@@ -112,8 +223,8 @@ XLA_RULES: tuple[Rule, ...] = (
         docs=None,
     ),
     Rule(
-        id="copy_heavy", title="Data formatting and copies take a large share of device time",
-        metric="xla.movement_share", above=0.25, saving="xla.movement_step_share",
+        id="copy_heavy", platform="xla", title="Data formatting and copies take a large share of device time",
+        metric="xla.movement_share", above=0.25, saving=movement_saving,
         evidence=(("movement_share", "xla.movement_share"), ("data_formatting_share", "xla.data_formatting_share"),
                   ("copy_share", "xla.copy_share"), ("matmul_share", "xla.matmul_share")),
         summary="Transposes, reshapes and copies take {movement_share} of device time (data formatting "
@@ -127,8 +238,8 @@ XLA_RULES: tuple[Rule, ...] = (
         docs="https://cloud.google.com/tpu/docs/performance-guide",
     ),
     Rule(
-        id="gpu_gaps", title="The device sits idle during steps",
-        metric="xla.steady_device_duty_cycle_share", below=0.50, saving="xla.steady_device_idle_share",
+        id="gpu_gaps", platform="xla", title="The device sits idle during steps",
+        metric="xla.steady_device_duty_cycle_share", below=0.50, saving=device_idle_saving,
         evidence=(("duty_cycle_share", "xla.steady_device_duty_cycle_share"),
                   ("idle_in_steps_ns", "xla.device_idle_in_steps_ns"),
                   ("to_device_in_steps_ns", "xla.transfer_to_device_in_steps_time_ns")),

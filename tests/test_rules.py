@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "metrics"))
 
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.steps import find_steps
-from tb_llmdiag.rules import GPU_RULES, RULES, Rule, evaluate, fires, fmt, lookup
+from tb_llmdiag.rules import GPU_RULES, RULES, Fix, Flavour, Rule, applicable, evaluate, fires, fmt, lookup, run_platform
 
 REQUIRED = {"host_bound", "tiny_kernels", "dataloader_stall", "host_sync", "pageable_memcpy", "variable_shapes",
             "step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps", "memory_headroom", "no_device_activity"}
@@ -44,11 +44,96 @@ def test_rules_include_xla_rules_when_present() -> None:
     assert RULES == GPU_RULES + tuple(XLA_RULES)
 
 
-@pytest.mark.parametrize("rule", GPU_RULES, ids=lambda r: r.id)
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.platform}-{r.id}")
 def test_every_rule_is_complete(rule: Rule) -> None:
     assert rule.title and rule.summary and rule.fix.text and rule.fix.pytorch and rule.fix.hf_trainer
     assert rule.metric is not None or rule.when is not None
     assert rule.severity in (None, "high", "medium", "low")
+    assert rule.platform in (None, "cuda", "xla")
+    for platform, flavour in rule.flavours:
+        assert platform in ("cuda", "xla") and isinstance(flavour, Flavour)
+        assert not flavour.fix or (flavour.fix.text and flavour.fix.pytorch and flavour.fix.hf_trainer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Platforms: XPlane runs (an `xla` topic) get the XLA rules, never the CUDA-launch ones
+
+CUDA_ONLY = {"host_bound", "tiny_kernels", "host_sync", "pageable_memcpy", "dataloader_stall", "slow_host_op"}
+SHARED_IDS = {"step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"}
+
+
+def cuda_everything() -> dict:
+    """Metrics on which every CUDA-launch rule and every shared GPU rule fires."""
+    return base(
+        dataloader={"stall_share": 0.3}, idle={"host_wait_share": 0.3, "host_wait_culprit_share": 0.2,
+                                             "host_wait_culprit_mean_ns": 5_000_000, "long_gap_count": 2},
+        host_sync={"saving_share": 0.1, "syncs_per_step": 3.0}, memcpy={"htod_pageable_count": 5},
+        launch={"tiny_kernel_share": 0.9}, kernels={"copy_share": 0.5},
+        steps={"cv_excluding_first": 0.5, "first_over_rest": 3.0})
+
+
+def test_the_cuda_launch_rules_are_marked_cuda() -> None:
+    assert {r.id for r in GPU_RULES if r.platform == "cuda"} == CUDA_ONLY
+    assert all(r.platform is None for r in GPU_RULES if r.id in SHARED_IDS)
+
+
+def test_run_platform_is_xla_when_the_xla_topic_is_there() -> None:
+    assert run_platform({}) == "cuda" and run_platform(base()) == "cuda"
+    assert run_platform({"xla": {}}) == "xla"
+    assert run_platform({"xla": {"available": False, "reason": "x"}}) == "xla"  # a failed topic is still XPlane
+
+
+def test_on_kineto_runs_the_gpu_rules_fire() -> None:
+    assert CUDA_ONLY | SHARED_IDS <= set(ids(cuda_everything()))
+
+
+def test_on_xla_runs_cuda_rules_never_fire_and_xla_rules_own_the_shared_ids() -> None:
+    # GIVEN metrics on which every GPU rule fires, plus an xla topic on which no XLA rule fires
+    m = cuda_everything()
+    m["xla"] = {"source": "xplane", "steady_step_cv": 0.01, "steady_step_count": 5, "movement_share": 0.01,
+                "steady_device_duty_cycle_share": 0.9, "recompile_in_loop_count": 0,
+                "transfer_from_device_in_loop_count": 0, "warmup_compile_in_steps_time_ns": 0}
+    # THEN nothing fires: no CUDA-launch rule, and no GPU version of a shared id
+    assert ids(m) == []
+    applied = applicable(m, RULES)
+    assert not {r.id for r in applied} & CUDA_ONLY
+    assert {r.platform for r in applied if r.id in SHARED_IDS} == {"xla"}
+
+
+def test_on_kineto_runs_xla_rules_never_apply() -> None:
+    assert {r.platform for r in applicable(base(), RULES)} <= {None, "cuda"}
+
+
+def test_a_platform_rule_owns_its_id_only_on_its_platform() -> None:
+    fix = Fix("t", "p", "h")
+    generic = Rule(id="x", title="generic", metric="a.v", above=0, fix=fix)
+    xla = Rule(id="x", title="xla", metric="xla.v", above=1, fix=fix, platform="xla")
+    assert [f["title"] for f in evaluate({"a": {"v": 1}}, (generic, xla))] == ["generic"]
+    assert evaluate({"a": {"v": 1}, "xla": {"v": 0}}, (generic, xla)) == []  # owned, though it does not fire
+    assert [f["title"] for f in evaluate({"a": {"v": 1}, "xla": {"v": 2}}, (generic, xla))] == ["xla"]
+
+
+def test_no_device_activity_is_worded_for_xla_runs() -> None:
+    m = {"kernels": {"available": False, "reason": "no device activity in the trace"}, "steps": {"count": 3}}
+    (cuda,) = evaluate(m)
+    assert "ProfilerActivity.CUDA" in cuda["fix"]["text"] and cuda["title"] == "No GPU activity in the trace"
+    (xla,) = evaluate({**m, "xla": {"device_type": "CPU"}})
+    assert xla["id"] == "no_device_activity" and xla["severity"] == "high"
+    text = " ".join([xla["title"], xla["summary"], *xla["fix"].values()])
+    assert "CUDA activity" not in text and "ProfilerActivity" not in text
+    assert "PJRT_DEVICE" in xla["fix"]["text"] and "jax.devices()" in xla["fix"]["pytorch"]
+    assert "CPU" in xla["title"] and xla["docs"] != cuda["docs"]
+
+
+def test_saving_and_evidence_can_be_named_functions() -> None:
+    def half(m: dict) -> float:
+        return m["a"]["v"] / 2
+
+    r = Rule(id="f", title="f", metric="a.v", above=0, fix=Fix("t", "p", "h"), saving=half,
+             evidence=(("half_share", half),), summary="{half_share}")
+    (f,) = evaluate({"a": {"v": 0.5}, "steps": {"median_ns": 100}}, (r,))
+    assert f["saving"] == {"share": 0.25, "ns": 25} and f["evidence"] == {"half_share": 0.25}
+    assert f["summary"] == "25.0 %"
 
 
 @pytest.mark.parametrize(("topic", "key", "value", "rule_id", "fires_"), [

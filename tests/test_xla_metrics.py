@@ -318,10 +318,46 @@ def test_xla_rules_name_only_keys_that_compute_xla_writes() -> None:
     assert len(ids) == len(set(ids))
     assert {"recompilation", "host_transfer", "step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"} == set(ids)
     for r in XLA_RULES:
+        assert r.platform == "xla"
         paths = [r.metric, r.saving, *(p for _, p in r.evidence)]
         for p in paths:
-            if p is not None:
+            if isinstance(p, str):
                 assert p.startswith("xla.") and p[4:] in keys, (r.id, p)
+
+
+class _Recording(dict):
+    """A dict that records which keys were read."""
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.read: set[str] = set()
+
+    def __getitem__(self, k: str) -> Any:
+        self.read.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k: str, default: Any = None) -> Any:
+        self.read.add(k)
+        return super().get(k, default)
+
+    def __contains__(self, k: object) -> bool:
+        self.read.add(str(k))
+        return super().__contains__(k)
+
+
+@pytest.mark.parametrize("folder", ["synthetic_tpu", "torch_xla_cpu", "jax_cpu"])
+def test_xla_rule_functions_read_only_keys_that_compute_xla_writes(folder: str) -> None:
+    from tb_llmdiag.rules_xla import XLA_RULES
+
+    tr = read_xplane(str(_one(folder)))
+    x = _Recording(compute_xla(tr, find_steps(tr)))
+    m = {"xla": x, "steps": {"median_ns": 1}}
+    for r in XLA_RULES:
+        for f in [r.when, r.saving, *(p for _, p in r.evidence)]:
+            if callable(f):
+                v = f(m)
+                assert v is None or isinstance(v, (bool, int, float)), (r.id, f.__name__, v)
+    assert x.read and x.read <= set(x), x.read - set(x)
 
 
 def test_torch_xla_findings_recompilation_and_host_transfer() -> None:
@@ -383,3 +419,113 @@ def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
     found = {f["id"]: f for f in evaluate({"xla": m, "steps": {"median_ns": 6_100_000}}, XLA_RULES)}
     assert {"recompilation", "host_transfer"} <= set(found)
     assert found["recompilation"]["evidence"]["recompile_ns"] == 50_000_000
+
+
+# ---------------------------------------------------------------- the whole pipeline on the captures (GPU + XLA rules)
+
+CUDA_ONLY = {"host_bound", "tiny_kernels", "host_sync", "pageable_memcpy", "dataloader_stall", "slow_host_op"}
+
+
+def _diagnosed(path: Path) -> dict[str, Any]:
+    from tb_llmdiag.diagnosis import diagnose
+    from tb_llmdiag.ingest import load_trace
+    from tb_llmdiag.metrics import compute_metrics
+    from tb_llmdiag.metrics.headline import headline
+    tr = load_trace(str(path))
+    metrics = compute_metrics(tr, find_steps(tr))
+    findings, what_if = diagnose(metrics)
+    ids = [f["id"] for f in findings]
+    assert not CUDA_ONLY & set(ids), ids
+    for f in findings:  # a shared id is the XLA rule's finding, never the GPU rule's
+        if f["id"] in {"step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"}:
+            assert f["metric"].startswith("xla."), f["id"]
+    return {"metrics": metrics, "findings": {f["id"]: f for f in findings}, "ids": ids, "what_if": what_if,
+            "headline": headline(metrics)}
+
+
+@pytest.mark.parametrize("folder", ["torch_xla_cpu", "torch_xla_cpu_trace_detached"])
+def test_torch_xla_cpu_diagnosis_puts_the_recompile_first(folder: str) -> None:
+    got = _diagnosed(_one(folder))
+    # the step variance is the recompile (steps 0 and 3 compile): recompilation ranks first and gives the what-if
+    assert got["ids"][0] == "recompilation" and "step_variance" not in got["ids"], got["ids"]
+    assert got["what_if"]["finding_id"] == "recompilation"
+    rc = got["findings"]["recompilation"]
+    assert got["what_if"]["step_ns_if_fixed"] == got["what_if"]["step_ns"] - rc["saving"]["ns"]
+    assert got["findings"]["host_transfer"]["evidence"]["after_steps"] == [4]
+    # no device plane: said in XLA words
+    nd = got["findings"]["no_device_activity"]
+    assert "PJRT_DEVICE" in nd["fix"]["text"] and "ProfilerActivity" not in nd["fix"]["text"]
+    assert set(got["ids"]) == {"recompilation", "host_transfer", "no_device_activity", "warmup_in_window"}
+
+
+def test_jax_cpu_diagnosis() -> None:
+    got = _diagnosed(_one("jax_cpu"))
+    assert "PJRT_DEVICE" in got["findings"]["no_device_activity"]["fix"]["text"]
+    # no compile in the loop: the 5 steps all count, their variance is XLA's step_variance (1 - median / mean)
+    sv = got["findings"]["step_variance"]
+    d = got["metrics"]["xla"]["step_durations_ns"]
+    assert sv["saving"]["share"] == pytest.approx(1 - float(np.median(d)) / float(np.mean(d)))
+    assert set(got["ids"]) == {"step_variance", "no_device_activity"}
+
+
+def test_synthetic_tpu_diagnosis_has_no_cuda_rules_and_xla_shares_in_the_headline() -> None:
+    got = _diagnosed(_one("synthetic_tpu"))
+    # an 800 ms compile in step 3 is a recompile, not host-bound time, a GPU gap or step variance
+    assert got["ids"] == ["recompilation", "host_transfer"]
+    assert got["what_if"]["finding_id"] == "recompilation"
+    h = got["headline"]
+    assert h["gemm_share"] == pytest.approx(9600 / 14655)  # matmul by HLO category, not by kernel name
+    x = got["metrics"]["xla"]
+    assert h["copy_share"] == x["movement_share"] and h["copy_vs_gemm_ratio"] == pytest.approx(x["movement_share"] / (9600 / 14655))
+    assert h["gpu_busy_share"] == x["device_duty_cycle_share"] and h["mfu_share"] == x["flop_utilization_share"]
+
+
+def _xla(durations: list[int], **kw: Any) -> dict[str, Any]:
+    x = {"step_indices": list(range(len(durations))), "step_durations_ns": durations, "recompile_steps": [],
+         "warmup_compile_in_steps": False, "transfers_from_device": [], "steady_step_count": len(durations),
+         "steady_device_duty_cycle_share": None, "host_transfer_share": 0.0, "movement_step_share": None}
+    x.update(kw)
+    return {"xla": x, "steps": {"median_ns": int(np.median(durations))}}
+
+
+def test_each_step_is_charged_to_one_cause() -> None:
+    from tb_llmdiag.rules_xla import (
+        clean_step_cv, device_idle_saving, host_transfer_saving, step_split, transfer_stall_ns, variance_saving)
+
+    # GIVEN steps of 10 ms, one compiling (step 1: 1000 ms) and one reading a value back inside it (step 3: 30 ms)
+    ms = 1_000_000
+    m = _xla([10 * ms, 1000 * ms, 10 * ms, 30 * ms, 10 * ms, 14 * ms], recompile_steps=[1],
+             transfers_from_device=[{"step": 3, "position": "in_step"}], steady_device_duty_cycle_share=0.5)
+    total = 1074 * ms
+    split = step_split(m)
+    assert split is not None and split["clean"] == [10 * ms, 10 * ms, 10 * ms, 14 * ms]
+    # THEN the read-back's stall is step 3's excess over the median clean step (10 ms)
+    assert transfer_stall_ns(m) == 20 * ms and host_transfer_saving(m) == pytest.approx(20 / 1074)
+    # the device idle of steady steps (half of 74 ms) less that stall
+    assert device_idle_saving(m) == pytest.approx((0.5 * 74 * ms - 20 * ms) / total)
+    # variance only over the clean steps: n x (mean - median) = 4 x (11 - 10) ms
+    assert clean_step_cv(m) == pytest.approx(float(np.std([10, 10, 10, 14]) / 11))
+    assert variance_saving(m) == pytest.approx(4 / 1074)
+
+
+def test_a_read_back_in_every_step_leaves_the_steady_steps_to_step_variance() -> None:
+    from tb_llmdiag.rules_xla import clean_step_cv, clean_steps_vary, host_transfer_saving, transfer_stall_ns
+
+    ms = 1_000_000
+    d = [10 * ms, 20 * ms, 10 * ms, 30 * ms]
+    m = _xla(d, transfers_from_device=[{"step": i, "position": "in_step"} for i in range(4)],
+             host_transfer_share=0.01)
+    assert transfer_stall_ns(m) == 0 and host_transfer_saving(m) == 0.01  # no clean step to compare with
+    assert clean_step_cv(m) == pytest.approx(float(np.std(d) / np.mean(d))) and clean_steps_vary(m)
+
+
+def test_xla_rule_functions_without_steps_give_none() -> None:
+    from tb_llmdiag.rules_xla import XLA_RULES
+
+    for m in ({"xla": {"available": False, "reason": "x"}}, {"xla": {"step_durations_ns": [], "step_indices": []}}):
+        for r in XLA_RULES:
+            for f in [r.saving, *(p for _, p in r.evidence)]:
+                if callable(f):
+                    assert f(m) is None, (r.id, f.__name__)
+            if callable(r.when):
+                assert r.when(m) is False

@@ -253,3 +253,35 @@ def test_jax_gpu_capture_gives_the_planted_findings() -> None:
     assert m["device_type"] == "GPU"
     assert 3 in m["recompile_steps"]
     assert m["transfer_from_device_in_loop_count"] >= 1 and 4 in m["transfer_from_device_steps"]
+
+
+@pytest.mark.skipif(not JAX_GPU, reason="tests/data/xplane_jax_gpu not captured yet")
+def test_jax_gpu_capture_diagnosis_puts_the_planted_causes_on_top() -> None:
+    from tb_llmdiag.diagnosis import diagnose
+    from tb_llmdiag.metrics import compute_metrics
+    from tb_llmdiag.metrics.headline import headline
+
+    (path,) = JAX_GPU
+    tr = read_xplane(str(path))
+    steps = find_steps(tr)
+    m = compute_metrics(tr, steps)
+    findings, what_if = diagnose(m)
+    ids = [f["id"] for f in findings]
+    # planted: a recompile in step 3 (batch 512 -> 384) and float(loss) inside step 4
+    assert ids[:2] == ["recompilation", "host_transfer"], ids
+    assert not {"host_bound", "slow_host_op", "tiny_kernels", "host_sync", "pageable_memcpy", "dataloader_stall"} & set(ids)
+    assert what_if is not None and what_if["finding_id"] == "recompilation"
+    by = {f["id"]: f for f in findings}
+    assert by["recompilation"]["evidence"]["steps"] == [3] and by["recompilation"]["evidence"]["recompile_ns"] > 2e9
+    # the read-back blocks the host in np.asarray(jax.Array) for ~15 ms, while the ToLiteral events take ~23 us:
+    # the stall is step 4's excess over the median step that neither compiles nor reads back (steps 0, 1, 2, 5)
+    d = steps.duration_ns
+    stall = by["host_transfer"]["evidence"]["stall_ns"]
+    assert stall == int(round(d[4] - np.median(d[[0, 1, 2, 5]])))
+    ev = tr.events
+    (wait,) = np.flatnonzero(ev.name_mask(lambda n: n == "np.asarray(jax.Array)"))
+    assert steps.start_ns[4] <= ev.ts_ns[wait] < steps.end_ns[4] and 10e6 < ev.dur_ns[wait] < stall
+    assert by["host_transfer"]["saving"]["share"] == pytest.approx(stall / d.sum(), rel=1e-6)
+    # the device numbers of the headline come from the xla topic (HLO op names), not CUDA kernel names
+    h = headline(m)
+    assert h["gemm_share"] == m["xla"]["matmul_share"] and h["copy_share"] == m["xla"]["movement_share"]

@@ -4,6 +4,13 @@ Each value is read from a metric topic (``docs/metrics.md``); unknown -> null.
 - step_median/min/max_ns, step_cv: ``steps``; gpu_busy_share: ``idle.busy_share``;
 - copy_share, gemm_share, copy_vs_gemm_ratio: ``kernels`` (copy = copy+memcpy; gemm = gemm+attention+conv);
 - launches_per_step: ``launch``; mfu_share, tokens_per_s: ``flops``.
+
+On XPlane runs (the metrics hold the ``xla`` topic) the device numbers come from ``xla``, which classifies
+ops by their HLO category / opcode instead of CUDA kernel names: gemm_share = ``xla.matmul_share``,
+copy_share = ``xla.movement_share`` (data formatting + copies, what XLA's ``copy_heavy`` reads),
+copy_vs_gemm_ratio = ``xla.matmul_vs_movement_ratio`` (movement / matmul time), gpu_busy_share =
+``xla.device_duty_cycle_share`` (device busy / step time, averaged over devices), mfu_share =
+``xla.flop_utilization_share`` (the compiler's op FLOPs against the trace's stated peak).
 """
 
 from __future__ import annotations
@@ -25,10 +32,20 @@ HEADLINE_SOURCES: dict[str, tuple[str, str]] = {
     "tokens_per_s": ("flops", "tokens_per_s"),
 }
 
+#: on XPlane runs (an ``xla`` topic), these keys come from it instead
+XLA_HEADLINE_SOURCES: dict[str, tuple[str, str]] = {
+    "gpu_busy_share": ("xla", "device_duty_cycle_share"),
+    "copy_share": ("xla", "movement_share"),
+    "gemm_share": ("xla", "matmul_share"),
+    "copy_vs_gemm_ratio": ("xla", "matmul_vs_movement_ratio"),
+    "mfu_share": ("xla", "flop_utilization_share"),
+}
+
 
 def headline(metrics: dict[str, Any]) -> dict[str, Any]:
+    sources = HEADLINE_SOURCES if "xla" not in metrics else {**HEADLINE_SOURCES, **XLA_HEADLINE_SOURCES}
     out: dict[str, Any] = {}
-    for key, (topic, field) in HEADLINE_SOURCES.items():
+    for key, (topic, field) in sources.items():
         t = metrics.get(topic) or {}
         out[key] = t.get(field) if isinstance(t, dict) else None
     return out

@@ -241,6 +241,18 @@ def test_headline_keys_and_values() -> None:
     assert headline({}) == dict.fromkeys(h)
 
 
+def test_headline_on_xplane_runs_reads_the_xla_topic() -> None:
+    m = metrics_of(idle_scenario())
+    m["xla"] = {"matmul_share": 0.6, "movement_share": 0.2, "matmul_vs_movement_ratio": 1 / 3,
+                "device_duty_cycle_share": 0.7, "flop_utilization_share": 0.4}
+    h = headline(m)
+    assert (h["gemm_share"], h["copy_share"], h["copy_vs_gemm_ratio"]) == (0.6, 0.2, 1 / 3)
+    assert (h["gpu_busy_share"], h["mfu_share"]) == (0.7, 0.4)
+    assert h["step_median_ns"] == 100 * US and h["launches_per_step"] == 4.0  # the rest as on GPU runs
+    m["xla"] = {"available": False, "reason": "could not be computed"}
+    assert headline(m)["gemm_share"] is None  # never the kernel-name numbers on an XPlane run
+
+
 def test_cpu_only_trace_topics_say_why() -> None:
     m = metrics_of(make_trace([op("aten::add", 0, 10)]))
     for topic in ("idle", "kernels", "memcpy", "memory", "steps"):
