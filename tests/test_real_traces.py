@@ -26,7 +26,7 @@ SHARED = REPO.parent / "shared" / "traces"
 GOLDEN = REPO / "tests" / "golden"
 # LLMDIAG_GPU_FIXTURES points the LoRA tests at another copy of tests/data (a fresh capture)
 DATA = Path(os.environ.get("LLMDIAG_GPU_FIXTURES", REPO / "tests" / "data"))
-GPU_FIXTURES = ("gpu_seed", "gpu_fixed", "gpu_dataloader_slow", "gpu_item_sync")
+GPU_FIXTURES = ("gpu_seed", "gpu_fixed", "gpu_dataloader_slow", "gpu_item_sync", "gpu_compiled")
 
 RESNET_NW0 = "kineto_resnet50/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 RESNET_NW4 = "kineto_resnet50/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
@@ -35,6 +35,12 @@ GOLDENS = {
     "resnet50_num_workers_4": RESNET_NW4,
     "hta_cpu_only": "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
     "hta_amd_trace": "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    # XPlane captures (TPU / XLA): the GPU rules and the XLA rules together
+    "xplane_torch_xla_cpu": "xplane/torch_xla_cpu/plugins/profile/2026_11_22_02_43_33/vm.xplane.pb",
+    "xplane_torch_xla_cpu_trace_detached":
+        "xplane/torch_xla_cpu_trace_detached/plugins/profile/2026_11_22_02_44_06/localhost_9012.xplane.pb",
+    "xplane_jax_cpu": "xplane/jax_cpu/plugins/profile/2026_11_22_02_40_34/vm.xplane.pb",
+    "xplane_synthetic_tpu": "xplane/synthetic_tpu/plugins/profile/2026_01_01_00_00_00/t1v-n-synthetic-w-0.xplane.pb",
 }
 
 
@@ -195,6 +201,17 @@ def test_lora_golden(name: str, update_golden: bool) -> None:
     assert json.loads(got) == json.loads(path.read_text())
 
 
+def test_jax_gpu_xplane_golden(update_golden: bool) -> None:
+    files = sorted((DATA / "xplane_jax_gpu").glob("plugins/profile/*/*.xplane.pb"))
+    if not files:
+        pytest.skip("tests/data/xplane_jax_gpu has no capture yet")
+    got = dumps(analyse(files[0]), canonical=True)
+    path = GOLDEN / "xplane_jax_gpu.diagnosis.json"
+    if update_golden or not path.exists():
+        path.write_text(got)
+    assert json.loads(got) == json.loads(path.read_text())
+
+
 def test_odd_traces_never_crash() -> None:
     for rel in ("hta/mtia_trace_single_rank/mtia_rank_0.json.gz", "hta/rank_non_gpu/rank_non_gpu.json.gz",
                 "hta/distributed_info_unavailable/distributed_info_not_found.json.gz",
@@ -250,3 +267,10 @@ def test_fixed_run_has_none_of_the_fixed_causes() -> None:
     # fixed: pinned memory, packing (one shape), batch 8, 2 workers, steady-state window
     ids, _ = _top2("gpu_fixed")
     assert not {"pageable_memcpy", "variable_shapes", "dataloader_stall", "warmup_in_window", "slow_host_op"} & set(ids), ids
+
+
+def test_compiled_run_is_gpu_bound() -> None:
+    # compiled: torch.compile, pinned memory, packing, batch 8, 2 workers: the GPU is busy ~97 % of the step
+    ids, got = _top2("gpu_compiled")
+    assert got["metrics"]["idle"]["busy_share"] > 0.9
+    assert not {"host_bound", "tiny_kernels", "host_sync", "dataloader_stall", "pageable_memcpy", "slow_host_op"} & set(ids), ids
