@@ -16,7 +16,7 @@ export const PALETTE = {
   elementwise: '#59a14f', norm: '#8cd17d', softmax: '#b6992d', reduce: '#499894', optimizer: '#86bcb6',
   quant: '#d37295', index: '#9d7660', communication: '#b07aa1', other: '#9c9c9c', kernel: '#4e79a7',
   device_sync: '#e15759', launch: '#7f7f7f', runtime: '#bab0ac', sync: '#d62728', data_loader: '#9467bd',
-  busy: '#4e79a7', host_wait: '#f28e2b', data_loader_idle: '#9467bd', other_idle: '#bab0ac',
+  busy: '#4e79a7', host_wait: '#f28e2b', data_loader_idle: '#9467bd', other_idle: '#bab0ac', idle: '#edc948',
 };
 
 export function colorOf(name) {
@@ -27,6 +27,8 @@ function theme() {
   const cs = getComputedStyle(document.documentElement);
   return {
     fg: cs.getPropertyValue('--fg-muted').trim() || '#555',
+    fgStrong: cs.getPropertyValue('--fg').trim() || '#222',
+    card: cs.getPropertyValue('--card').trim() || '#fff',
     grid: cs.getPropertyValue('--grid').trim() || 'rgba(0,0,0,0.08)',
   };
 }
@@ -40,9 +42,11 @@ const nsAxis = (t, label) => axis(t, { label, values: (u, vals) => vals.map((v) 
 /**
  * Stacked bars per step. parts: [{key, label, color, values: [ns per step]}] bottom-to-top.
  * uPlot has no stacking: each series is drawn as a bar from 0 to its cumulative sum, tallest first,
- * so the shorter ones paint over it.
+ * so the shorter ones paint over it. clipAt (ns, optional): the y axis stops there so one huge step
+ * (a compile, a warm-up) does not flatten the others; a clipped bar gets its real total written on top.
+ * onHover(i | null): the step under the cursor (the view shows its parts; uPlot's legend is off).
  */
-export function stackedStepBars({ uPlot, steps, parts, width, height }) {
+export function stackedStepBars({ uPlot, steps, parts, width, height, clipAt = null, onHover = null }) {
   const t = theme();
   const x = steps.map((_, i) => i);
   const cum = [];
@@ -51,44 +55,100 @@ export function stackedStepBars({ uPlot, steps, parts, width, height }) {
     run = run.map((v, i) => v + (p.values[i] || 0));
     cum.push(run.slice());
   }
+  const totals = run;
   const order = parts.map((_, i) => i).reverse(); // top part (largest cumulative) drawn first
   const bars = uPlot.paths.bars({ size: [0.7, 60], align: 0 });
+  const hooks = {
+    draw: [(u) => {
+      if (!clipAt) return;
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.font = `${Math.round(11 * devicePixelRatio)}px system-ui, sans-serif`;
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'top';
+      const dpr = devicePixelRatio;
+      totals.forEach((tot, i) => {
+        if (tot <= clipAt) return;
+        const text = `↑ ${fmtDuration(tot)}`;
+        const cx = u.valToPos(i, 'x', true);
+        const top = u.valToPos(clipAt, 'y', true) + 3 * dpr;
+        const w = ctx.measureText(text).width + 8 * dpr;
+        ctx.fillStyle = t.card;
+        ctx.fillRect(cx - w / 2, top - 1 * dpr, w, 15 * dpr);
+        ctx.fillStyle = t.fgStrong;
+        ctx.fillText(text, cx, top + 1 * dpr);
+      });
+      ctx.restore();
+    }],
+    setCursor: [(u) => { if (onHover) onHover(u.cursor.idx ?? null); }],
+  };
   const opts = {
     width, height,
-    legend: { show: true, live: true },
+    legend: { show: false },
     cursor: { points: { show: false }, drag: { x: false, y: false } },
-    scales: { x: { time: false, range: (u, mn, mx) => [mn - 0.5, mx + 0.5] }, y: { range: (u, mn, mx) => [0, mx * 1.05 || 1] } },
+    scales: {
+      x: { time: false, range: (u, mn, mx) => [mn - 0.5, mx + 0.5] },
+      y: { range: (u, mn, mx) => [0, clipAt || mx * 1.05 || 1] },
+    },
     axes: [
       axis(t, { label: 'step', values: (u, vals) => vals.map((v) => (Number.isInteger(v) && steps[v] !== undefined ? String(steps[v]) : '')), size: 40 }),
       nsAxis(t, ''),
     ],
     series: [
-      { label: 'step', value: (u, v) => (v === null || steps[v] === undefined ? '' : `#${steps[v]}`) },
-      ...order.map((i) => ({
-        label: parts[i].label, fill: parts[i].color, stroke: parts[i].color, width: 0, paths: bars, points: { show: false },
-        // legend shows the part itself, not the cumulative height it is drawn at
-        value: (u, v, si, di) => (di === null || di === undefined ? '' : fmtDuration(parts[i].values[di] || 0)),
-      })),
+      { label: 'step' },
+      ...order.map((i) => ({ label: parts[i].label, fill: parts[i].color, stroke: parts[i].color, width: 0, paths: bars, points: { show: false } })),
     ],
+    hooks,
   };
   const data = [x, ...order.map((i) => cum[i])];
   return { opts, data };
 }
 
-/** Step time (y) against tokens per step (x), points only. */
-export function tokensScatter({ rows, width, height }) {
+/** Where to cut the y axis of per-step bars: below one step far above the rest, else null. */
+export function outlierClip(totals) {
+  const v = totals.filter((x) => Number.isFinite(x) && x > 0).sort((a, b) => a - b);
+  if (v.length < 3) return null;
+  const max = v[v.length - 1];
+  const med = v[(v.length - 1) >> 1];
+  if (max <= 4 * med) return null;
+  return Math.max(v[v.length - 2], 2 * med) * 1.25;
+}
+
+/** Step time (y) against tokens per step (x), points only, each labelled with its step number. */
+export function tokensScatter({ rows, width, height, onHover = null }) {
   const t = theme();
   const sorted = [...rows].sort((a, b) => a.tokens - b.tokens);
+  const xMin = sorted[0].tokens;
+  const xMax = sorted[sorted.length - 1].tokens;
   const opts = {
     width, height,
-    cursor: { drag: { x: false, y: false } },
-    scales: { x: { time: false }, y: { range: (u, mn, mx) => [0, mx * 1.1 || 1] } },
+    legend: { show: false },
+    cursor: { drag: { x: false, y: false }, points: { size: 10 } },
+    scales: {
+      x: { time: false, auto: false, range: () => { const pad = Math.max((xMax - xMin) * 0.08, xMax * 0.05, 1); return [Math.max(0, xMin - pad), xMax + pad]; } },
+      y: { range: (u, mn, mx) => [0, mx * 1.15 || 1] },
+    },
     axes: [axis(t, { label: 'tokens per step', values: (u, vals) => vals.map((v) => fmtCount(v)) }), nsAxis(t, '')],
     series: [
       { label: 'tokens' },
       { label: 'step time', stroke: PALETTE.gemm, fill: PALETTE.gemm, width: 0, paths: () => null,
-        points: { show: true, size: 8, fill: PALETTE.gemm }, value: (u, v) => fmtDuration(v) },
+        points: { show: true, size: 8, fill: PALETTE.gemm } },
     ],
+    hooks: {
+      draw: [(u) => {
+        const ctx = u.ctx;
+        ctx.save();
+        ctx.font = `${Math.round(10 * devicePixelRatio)}px system-ui, sans-serif`;
+        ctx.fillStyle = t.fg;
+        ctx.textAlign = 'left';
+        ctx.textBaseline = 'bottom';
+        sorted.forEach((r) => {
+          ctx.fillText(`#${r.index}`, u.valToPos(r.tokens, 'x', true) + 5 * devicePixelRatio, u.valToPos(r.duration_ns, 'y', true) - 3 * devicePixelRatio);
+        });
+        ctx.restore();
+      }],
+      setCursor: [(u) => { if (onHover) { const i = u.cursor.idx; onHover(i === null || i === undefined ? null : sorted[i]); } }],
+    },
   };
   return { opts, data: [sorted.map((r) => r.tokens), sorted.map((r) => r.duration_ns)] };
 }

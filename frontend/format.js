@@ -77,6 +77,39 @@ export function humanKey(key) {
     .replace(/_/g, ' ');
 }
 
+/** Labels for an evidence dict: humanKey, with " time" added to a _ns key whose label another key has. */
+export function evidenceLabels(keys) {
+  const base = keys.map(humanKey);
+  return keys.map((k, i) => (/_ns$/.test(k) && base.some((b, j) => j !== i && b === base[i]) ? `${base[i]} time` : base[i]));
+}
+
+/** The saving line of a finding: "saves ~12% of the step (3.1 ms)"; tiny shares read "<0.1%". */
+export function fmtSaving(saving) {
+  if (!saving || !(isNum(saving.share) || isNum(saving.ns))) return 'saving not estimable';
+  const sh = fmtShare(saving.share, 0);
+  const share = sh.startsWith('<') ? sh : `~${sh}`;
+  return `saves ${share} of the step${isNum(saving.ns) ? ` (${fmtDuration(saving.ns)})` : ''}`;
+}
+
+/**
+ * A readable short form of a (demangled C++) kernel name for labels: drops "void ", the return type,
+ * template arguments, the parameter list and namespaces ("void at::native::vectorized_elementwise_kernel<4,
+ * ...>(int, ...)" -> "vectorized_elementwise_kernel"). Names without C++ decoration come back as they are.
+ */
+export function shortKernelName(name) {
+  let s = String(name || '');
+  if (!/<|::/.test(s)) return s;
+  s = s.replace(/^void\s+/, '');
+  // strip balanced <...> and (...) groups, innermost first
+  let prev;
+  do { prev = s; s = s.replace(/<[^<>]*>/g, '').replace(/\([^()]*\)/g, ''); } while (s !== prev);
+  s = s.trim().split(/\s+/).pop() || s; // a remaining return type ("float foo")
+  const parts = s.split('::').filter(Boolean);
+  const last = parts.length ? parts[parts.length - 1] : s;
+  // an anonymous-namespace or lambda tail is not a name: keep the one before it
+  return (/^\{?lambda|^\(anonymous/.test(last) && parts.length > 1 ? parts[parts.length - 2] : last) || String(name);
+}
+
 const SEVERITY = { high: 0, medium: 1, low: 2 };
 export function severityRank(s) {
   return s in SEVERITY ? SEVERITY[s] : 3;

@@ -86,3 +86,25 @@ test('layoutTicks gives round steps', () => {
   assert.deepEqual(layoutTicks(5, 5, 5), []);
   assert.deepEqual(layoutTicks(1_000_000, 3_000_000, 2), [1_000_000, 2_000_000, 3_000_000]);
 });
+
+test('short kernel names for labels, evidence labels, saving line', async () => {
+  const { shortKernelName, evidenceLabels, fmtSaving } = await import('./format.js');
+  assert.equal(shortKernelName('void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)'), 'vectorized_elementwise_kernel');
+  assert.equal(shortKernelName('sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas'), 'sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas');
+  assert.equal(shortKernelName('Memcpy HtoD (Pageable -> Device)'), 'Memcpy HtoD (Pageable -> Device)');
+  assert.equal(shortKernelName('cudaLaunchKernel'), 'cudaLaunchKernel');
+  assert.equal(shortKernelName('void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false>(float*, float const*, int, int, int, bool const*, int, bool)'), 'softmax_warp_forward');
+  assert.deepEqual(evidenceLabels(['host_op', 'host_op_share', 'host_op_ns', 'kernel_median_ns']), ['host op', 'host op share', 'host op time', 'kernel median']);
+  assert.equal(fmtSaving({ share: 0.924, ns: 531e6 }), 'saves ~92% of the step (531 ms)');
+  assert.equal(fmtSaving({ share: 0.00006, ns: 35_500 }), 'saves <0.1% of the step (35.5 µs)');
+  assert.equal(fmtSaving(null), 'saving not estimable');
+});
+
+test('tick labels keep enough digits to tell neighbours apart', async () => {
+  const { fmtTick } = await import('./timeline_math.js');
+  assert.equal(fmtTick(485_010_000, 10_000), '485.01 ms');
+  assert.equal(fmtTick(200_000_000, 100_000_000), '200 ms');
+  assert.equal(fmtTick(1_500_000, 500_000), '1.5 ms');
+  assert.equal(fmtTick(2_500_000_000, 500_000_000), '2.5 s');
+  assert.equal(fmtTick(750, 250), '750 ns');
+});

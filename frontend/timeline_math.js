@@ -33,3 +33,11 @@ export function layoutTicks(t0, t1, count) {
   for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
   return out;
 }
+
+/** A tick label precise enough that neighbouring ticks `step` ns apart read differently ("485.01 ms"). */
+export function fmtTick(t, step) {
+  const a = Math.abs(t);
+  const [unit, scale] = a >= 1e9 ? ['s', 1e9] : a >= 1e6 ? ['ms', 1e6] : a >= 1e3 ? ['µs', 1e3] : ['ns', 1];
+  const decimals = Math.min(6, Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9)));
+  return `${(t / scale).toFixed(decimals)} ${unit}`;
+}

@@ -448,7 +448,8 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             body = {
                 "logdir": self._logdir, "scanned": reg.first_scan.is_set(), "scan_error": reg.scan_error,
                 "warnings": list(reg.warnings), "runs": out_runs,
-                "trace_viewers": {"pytorch_profiler": "pytorch_profiler" in plugins},
+                "trace_viewers": {"pytorch_profiler": "pytorch_profiler" in plugins,
+                                  "profile": "profile" in plugins},
             }
         return self._json(request, body)
 

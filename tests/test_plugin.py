@@ -116,7 +116,19 @@ def test_runs_lists_workers_spans_kind_and_status(env):
     assert (s["span"], s["source_kind"], s["status"]) == ("1", "kineto", "ready")
     b = runs["run_b/sub"]
     assert b["status"] == "error" and b["error"]
-    assert body["trace_viewers"] == {"pytorch_profiler": False}
+    assert body["trace_viewers"] == {"pytorch_profiler": False, "profile": False}
+
+
+def test_runs_names_the_installed_trace_viewers(tmp_path):
+    """The tab offers the PyTorch Profiler tab (Kineto runs) and the Profile/XProf tab (XPlane runs) when loaded."""
+    logdir = make_logdir(tmp_path)
+    ctx = base_plugin.TBContext(logdir=str(logdir), plugin_name_to_instance={"profile": object(), "scalars": object()})
+    p = plugin_mod.LlmDiagPlugin(ctx, cache_dir=str(tmp_path / "cache"), scan_interval_s=0.2, processes=False)
+    try:
+        body = tb_client(p).get(f"{PREFIX}/runs").get_json()
+        assert body["trace_viewers"] == {"pytorch_profiler": False, "profile": True}
+    finally:
+        p.close()
 
 
 def test_report_is_the_cli_run_report(env):

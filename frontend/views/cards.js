@@ -2,6 +2,7 @@
 
 import { h, clear } from '../dom.js';
 import { fmtDuration, fmtShare, fmtCount, fmtRate, isNum, sig, median } from '../format.js';
+import { hasHostLaunches, xlaTopic } from './data.js';
 
 function card(label, value, sub, opts = {}) {
   return h('div', { class: `card ${opts.tone || ''}`, title: opts.title || null },
@@ -37,11 +38,22 @@ export function mountCards(el) {
         cards.push(card('Copy vs GEMM', `${fmtShare(hl.copy_share)} / ${fmtShare(hl.gemm_share)}`,
           `of device time${ratio ? ' · ' + ratio : ''}`, { tone: isNum(hl.copy_vs_gemm_ratio) && hl.copy_vs_gemm_ratio > 0.5 ? 'warn' : '' }));
       }
-      if (isNum(hl.launches_per_step)) cards.push(card('Launches / step', fmtCount(Math.round(hl.launches_per_step)), 'kernel + copy launches'));
+      const xla = xlaTopic(report);
+      if (!hasHostLaunches(report)) {
+        if (xla && isNum(xla.recompile_in_loop_count)) {
+          const n = xla.recompile_in_loop_count;
+          const steps = (xla.recompile_steps || []).map((s) => `#${s}`).join(', ');
+          cards.push(card('Recompiles in the loop', String(n),
+            n ? `${fmtDuration(xla.recompile_in_loop_time_ns)} compiling${steps ? ` · step ${steps}` : ''}` : 'the step graph compiled once',
+            { tone: n ? 'bad' : '', title: 'XLA compilations inside the training loop (after the first step)' }));
+        }
+      } else if (isNum(hl.launches_per_step)) {
+        cards.push(card('Launches / step', fmtCount(Math.round(hl.launches_per_step)), 'kernel + copy launches'));
+      }
       if (isNum(hl.mfu_share)) cards.push(card('MFU', fmtShare(hl.mfu_share), 'model FLOPs / peak'));
       if (isNum(hl.tokens_per_s)) cards.push(card('Tokens / s', fmtRate(hl.tokens_per_s, ''), 'training throughput'));
       const wi = report && report.what_if;
-      if (wi && isNum(wi.step_ns) && isNum(wi.step_ns_if_fixed)) {
+      if (wi && isNum(wi.step_ns) && isNum(wi.step_ns_if_fixed) && wi.step_ns_if_fixed > 0) {
         cards.push(card('If the top finding is fixed', fmtDuration(wi.step_ns_if_fixed),
           `from ${fmtDuration(wi.step_ns)} (−${fmtShare(1 - wi.step_ns_if_fixed / wi.step_ns, 0)})`, { tone: 'good' }));
       }

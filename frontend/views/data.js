@@ -28,6 +28,21 @@ export function kernelCategories(report) {
   return rows.sort((a, b) => b.time_ns - a.time_ns);
 }
 
+/**
+ * Whether the trace has the host launch calls that the launch-based views need (Kineto traces of
+ * PyTorch). XLA traces (XPlane) launch whole compiled graphs: their idle time cannot be split by host
+ * cause and launches per step mean something else, so those views say they do not apply.
+ */
+export function hasHostLaunches(report) {
+  if (!report) return false;
+  return !(report.source_kind === 'xplane' || (report.metrics && report.metrics.xla));
+}
+
+/** The XLA topic (recompiles), or null. */
+export function xlaTopic(report) {
+  return topic(report, 'xla');
+}
+
 const PART_KEYS = {
   busy: ['busy_ns', 'device_busy_ns', 'gpu_busy_ns'],
   host_wait: ['host_wait_ns', 'idle_host_wait_ns', 'launch_wait_ns', 'host_launch_ns'],

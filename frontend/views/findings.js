@@ -1,7 +1,7 @@
 // Ranked findings: severity, estimated saving, evidence, the fix with copy-able code, what-if.
 
 import { h, clear } from '../dom.js';
-import { fmtDuration, fmtShare, fmtByKey, humanKey, isNum, rankFindings } from '../format.js';
+import { fmtDuration, fmtByKey, evidenceLabels, fmtSaving, isNum, rankFindings } from '../format.js';
 import { codeBlock } from './status.js';
 
 function fixTabs(fix) {
@@ -26,15 +26,14 @@ function fixTabs(fix) {
 function evidenceTable(ev) {
   const entries = Object.entries(ev || {});
   if (!entries.length) return null;
+  const labels = evidenceLabels(entries.map(([k]) => k));
   return h('table', { class: 'evidence' },
-    h('tbody', {}, entries.map(([k, v]) => h('tr', {}, h('th', { text: humanKey(k) }), h('td', { text: fmtByKey(k, v) })))));
+    h('tbody', {}, entries.map(([k, v], i) => h('tr', {}, h('th', { text: labels[i] }), h('td', { text: fmtByKey(k, v) })))));
 }
 
 function findingCard(f, whatIf, rank) {
-  const saving = f.saving && (isNum(f.saving.share) || isNum(f.saving.ns))
-    ? `saves ~${fmtShare(f.saving.share, 0)} of the step${isNum(f.saving.ns) ? ` (${fmtDuration(f.saving.ns)})` : ''}`
-    : 'saving not estimable';
-  const wi = whatIf && whatIf.finding_id === f.id && isNum(whatIf.step_ns) && isNum(whatIf.step_ns_if_fixed)
+  const saving = fmtSaving(f.saving);
+  const wi = whatIf && whatIf.finding_id === f.id && isNum(whatIf.step_ns) && isNum(whatIf.step_ns_if_fixed) && whatIf.step_ns_if_fixed > 0
     ? h('div', { class: 'whatif' }, 'What if fixed: step ', h('b', { text: fmtDuration(whatIf.step_ns) }), ' → ',
       h('b', { text: fmtDuration(whatIf.step_ns_if_fixed) }))
     : null;

@@ -1,9 +1,11 @@
 // Per-step stacked bars: device busy / idle waiting for host launches / idle in syncs / data loader.
+// XLA (XPlane) traces get busy vs idle only: splitting idle time by host cause needs the per-kernel
+// host launch calls of a PyTorch trace, which XLA's graph launches do not give.
 
 import { h, clear } from '../dom.js';
-import { colorOf, mountChart, stackedStepBars } from '../charts.js';
-import { isNum } from '../format.js';
-import { stepBreakdown } from './data.js';
+import { colorOf, mountChart, outlierClip, stackedStepBars } from '../charts.js';
+import { fmtDuration, isNum } from '../format.js';
+import { hasHostLaunches, stepBreakdown, xlaTopic } from './data.js';
 
 const PARTS = [
   ['busy', 'GPU busy', 'busy'],
@@ -13,34 +15,60 @@ const PARTS = [
   ['other', 'idle: other', 'other_idle'],
 ];
 
+function legendOf(parts) {
+  return h('div', { class: 'legend chart-legend' },
+    parts.map((p) => h('span', { class: 'lg' }, h('i', { style: { background: p.color } }), h('span', { text: p.label }))));
+}
+
 export function mountSteps(el, { onPick } = {}) {
   let chart = null;
   return {
     update(report, stepsBody) {
       if (chart) chart.destroy();
+      chart = null;
       clear(el);
       const { rows, hasParts } = stepBreakdown(report, stepsBody);
       if (!rows.length) {
         el.append(h('p', { class: 'muted', text: 'No step markers: call prof.step() once per training step to get per-step numbers.' }));
         return;
       }
+      const launches = hasHostLaunches(report);
       let parts;
-      if (hasParts) {
+      if (hasParts && launches) {
         parts = PARTS.map(([key, label, color]) => ({ key, label, color: colorOf(color), values: rows.map((r) => (isNum(r[key]) ? r[key] : 0)) }))
           .filter((p) => p.values.some((v) => v > 0));
+      } else if (hasParts) {
+        parts = [
+          { key: 'busy', label: 'GPU busy', color: colorOf('busy'), values: rows.map((r) => (isNum(r.busy) ? r.busy : 0)) },
+          { key: 'idle', label: 'GPU idle', color: colorOf('idle'), values: rows.map((r) => Math.max(0, r.duration_ns - (isNum(r.busy) ? r.busy : 0))) },
+        ];
+        const xla = xlaTopic(report);
+        const compiles = xla && Array.isArray(xla.recompile_steps) && xla.recompile_steps.length
+          ? ` Steps that recompiled: ${xla.recompile_steps.map((s) => `#${s}`).join(', ')} (${fmtDuration(xla.recompile_in_loop_time_ns)} compiling).`
+          : '';
+        el.append(h('p', { class: 'muted na', text: `Idle time by host cause (launch wait, sync, data loader) does not apply to this XLA trace: XLA launches whole compiled graphs, not one kernel per host call. Busy vs idle only.${compiles}` }));
       } else {
         parts = [{ key: 'step', label: 'step time', color: colorOf('kernel'), values: rows.map((r) => r.duration_ns) }];
         el.append(h('p', { class: 'muted', text: 'The idle breakdown per step is not in this report; step durations only.' }));
       }
+      const totals = rows.map((r, i) => parts.reduce((a, p) => a + (p.values[i] || 0), 0));
+      const clipAt = outlierClip(totals);
+      const readout = h('div', { class: 'hint readout' });
+      const idle = clipAt ? `The axis stops at ${fmtDuration(clipAt)} so the other steps stay readable; ↑ marks a longer step.` : '';
+      const defaultText = `Hover a bar for its split; click it to open that step in the timeline below. ${idle}`.trim();
+      readout.textContent = defaultText;
       const box = h('div', { class: 'chart' });
-      el.append(box);
+      el.append(legendOf(parts), box, readout);
       const steps = rows.map((r) => r.index);
+      const onHover = (i) => {
+        if (i === null || i === undefined || rows[i] === undefined) { readout.textContent = defaultText; return; }
+        readout.textContent = `Step #${steps[i]} · ${fmtDuration(totals[i])}: ${parts.map((p) => `${p.label} ${fmtDuration(p.values[i] || 0)}`).join(' · ')}`;
+      };
       chart = mountChart(box, (w, hgt, uPlot) => {
-        const built = stackedStepBars({ uPlot, steps, parts, width: w, height: hgt });
-        if (onPick) built.opts.hooks = { ready: [(u) => u.over.addEventListener('click', () => { const i = u.cursor.idx; if (i !== null && i !== undefined) onPick(steps[i]); })] };
+        const built = stackedStepBars({ uPlot, steps, parts, width: w, height: hgt, clipAt, onHover });
+        if (onPick) built.opts.hooks.ready = [(u) => u.over.addEventListener('click', () => { const i = u.cursor.idx; if (i !== null && i !== undefined) onPick(steps[i]); })];
         return built;
       });
-      el.append(h('p', { class: 'hint', text: 'Click a bar to open that step in the timeline below.' }));
     },
     rebuild() { if (chart) chart.rebuild(); },
     destroy() { if (chart) chart.destroy(); clear(el); },

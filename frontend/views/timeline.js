@@ -3,16 +3,17 @@
 // Wheel zooms at the cursor, drag pans, double-click resets. Names are drawn on the canvas or set
 // with textContent: never parsed as HTML.
 
-import { h, clear } from '../dom.js';
-import { fmtDuration, fmtCount } from '../format.js';
+import { h, clear, append } from '../dom.js';
+import { fmtDuration, fmtCount, shortKernelName } from '../format.js';
 import { colorOf } from '../charts.js';
-import { layoutTicks, visibleRange } from '../timeline_math.js';
+import { fmtTick, layoutTicks, visibleRange } from '../timeline_math.js';
 
 const ROW_H = 20;
 const LABEL_W = 170;
 const AXIS_H = 22;
 const CAUSE_COLOR = { host_wait: colorOf('host_wait'), sync: colorOf('sync'), data_loader: colorOf('data_loader'), other: colorOf('other_idle') };
 const CAUSE_LABEL = { host_wait: 'GPU idle: waiting for host launches', sync: 'GPU idle: host sync', data_loader: 'GPU idle: data loader', other: 'GPU idle: other' };
+const IDLE_COLOR = colorOf('idle');
 
 export function mountTimeline(el, { onStep } = {}) {
   const select = h('select', { class: 'step-select', 'aria-label': 'Step' });
@@ -26,7 +27,11 @@ export function mountTimeline(el, { onStep } = {}) {
   const tip = h('div', { class: 'tl-tip', hidden: true });
   const box = h('div', { class: 'tl-box' }, canvas, tip);
   const body = h('div', { class: 'tl-body' });
-  clear(el).append(h('div', { class: 'tl-toolbar' }, h('label', {}, 'Step ', select), zoomIn, zoomOut, reset, info), legend, body);
+  const note = h('p', { class: 'muted na', hidden: true });
+  clear(el).append(h('div', { class: 'tl-toolbar' }, h('label', {}, 'Step ', select), zoomIn, zoomOut, reset, info), note, legend, body);
+  let byCause = true; // false for XLA traces: gaps are drawn as plain "GPU idle"
+  const gapColor = (c) => (byCause ? CAUSE_COLOR[tl.causes[c]] || CAUSE_COLOR.other : IDLE_COLOR);
+  const gapLabel = (c) => (byCause ? CAUSE_LABEL[tl.causes[c]] || tl.causes[c] : 'GPU idle');
 
   let tl = null; // StepTimeline JSON
   let rows = []; // [{label, kind:'lane'|'gaps', lane?}]
@@ -69,12 +74,14 @@ export function mountTimeline(el, { onStep } = {}) {
     ctx.textBaseline = 'middle';
 
     // axis
-    for (const t of layoutTicks(v0, v1, Math.max(2, Math.floor(plotW() / 110)))) {
+    const ticks = layoutTicks(v0, v1, Math.max(2, Math.floor(plotW() / 110)));
+    const tickStep = ticks.length > 1 ? ticks[1] - ticks[0] : v1 - v0;
+    for (const t of ticks) {
       const x = xOf(t);
       ctx.fillStyle = grid;
       ctx.fillRect(Math.round(x), AXIS_H - 4, 1, hgt - AXIS_H + 4);
       ctx.fillStyle = muted;
-      ctx.fillText(fmtDuration(t), x + 3, AXIS_H / 2);
+      ctx.fillText(t === 0 ? '0' : fmtTick(t, tickStep), x + 3, AXIS_H / 2);
     }
     const gpuRows = rows.map((r, i) => (r.kind === 'lane' && r.lane.kind === 'gpu' ? i : -1)).filter((i) => i >= 0);
     // gap shading across the GPU rows
@@ -82,14 +89,19 @@ export function mountTimeline(el, { onStep } = {}) {
     if (gpuRows.length && g.start_ns.length) {
       const top = AXIS_H + Math.min(...gpuRows) * ROW_H;
       const bottom = AXIS_H + (Math.max(...gpuRows) + 1) * ROW_H;
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect(LABEL_W, top, plotW(), bottom - top);
+      ctx.clip();
       ctx.globalAlpha = 0.12;
       const [a, b] = visibleRange(g.start_ns, g.dur_ns, v0, v1);
       for (let j = a; j < b; j++) {
-        ctx.fillStyle = CAUSE_COLOR[tl.causes[g.cause[j]]] || CAUSE_COLOR.other;
+        ctx.fillStyle = gapColor(g.cause[j]);
         const x0 = xOf(g.start_ns[j]);
         ctx.fillRect(x0, top, Math.max(1, xOf(g.start_ns[j] + g.dur_ns[j]) - x0), bottom - top);
       }
       ctx.globalAlpha = 1;
+      ctx.restore();
     }
     rows.forEach((r, i) => {
       const y = AXIS_H + i * ROW_H;
@@ -101,7 +113,7 @@ export function mountTimeline(el, { onStep } = {}) {
       if (r.kind === 'gaps') {
         const [a, b] = visibleRange(g.start_ns, g.dur_ns, v0, v1);
         for (let j = a; j < b; j++) {
-          ctx.fillStyle = CAUSE_COLOR[tl.causes[g.cause[j]]] || CAUSE_COLOR.other;
+          ctx.fillStyle = gapColor(g.cause[j]);
           const x0 = xOf(g.start_ns[j]);
           ctx.fillRect(x0, y + 3, Math.max(1, xOf(g.start_ns[j] + g.dur_ns[j]) - x0), ROW_H - 6);
         }
@@ -116,9 +128,13 @@ export function mountTimeline(el, { onStep } = {}) {
           lastX = Math.floor(x0);
           ctx.fillStyle = kernelColor(L, j);
           ctx.fillRect(x0, y + 2, Math.max(1, x1 - x0), ROW_H - 4);
-          if (x1 - x0 > 60) {
-            ctx.fillStyle = '#fff';
-            ctx.fillText(tl.names[L.name[j]].slice(0, Math.floor((x1 - x0) / 6.5)), Math.max(x0, LABEL_W) + 3, y + ROW_H / 2);
+          if (x1 - x0 > 40) {
+            const room = Math.floor((Math.min(x1, LABEL_W + plotW()) - Math.max(x0, LABEL_W) - 6) / 6.2);
+            const label = shortName(L.name[j]);
+            if (room >= 4) {
+              ctx.fillStyle = '#fff';
+              ctx.fillText(label.length > room ? `${label.slice(0, room - 1)}…` : label, Math.max(x0, LABEL_W) + 3, y + ROW_H / 2);
+            }
           }
         }
       }
@@ -126,6 +142,13 @@ export function mountTimeline(el, { onStep } = {}) {
       ctx.fillStyle = fg;
       ctx.fillText(r.label.slice(0, 28), 6, y + ROW_H / 2);
     });
+  }
+
+  const shortCache = new Map();
+  function shortName(i) {
+    let v = shortCache.get(i);
+    if (v === undefined) { v = shortKernelName(tl.names[i]); shortCache.set(i, v); }
+    return v;
   }
 
   function hit(ev) {
@@ -151,20 +174,22 @@ export function mountTimeline(el, { onStep } = {}) {
     const { r, j, x, y } = found;
     clear(tip);
     if (r.kind === 'gaps') {
-      const cause = tl.causes[tl.gaps.cause[j]];
-      tip.append(h('b', { text: CAUSE_LABEL[cause] || cause }), h('div', { text: fmtDuration(tl.gaps.dur_ns[j]) }),
-        h('div', { class: 'muted', text: `at +${fmtDuration(tl.gaps.start_ns[j])}` }));
+      append(tip, [h('b', { text: gapLabel(tl.gaps.cause[j]) }), h('div', { text: fmtDuration(tl.gaps.dur_ns[j]) }),
+        h('div', { class: 'muted', text: `at +${fmtDuration(tl.gaps.start_ns[j])}` })]);
     } else {
       const L = r.lane;
       const nc = tl.name_category && tl.name_category[L.name[j]];
-      tip.append(h('b', { class: 'tip-name', text: tl.names[L.name[j]] }),
+      const full = tl.names[L.name[j]];
+      const short = shortName(L.name[j]);
+      append(tip, [h('b', { class: 'tip-name', text: short }),
+        short !== full ? h('div', { class: 'tip-full', text: full }) : null,
         h('div', { text: `${fmtDuration(L.dur_ns[j])} · ${nc || tl.categories[L.cat[j]]}` }),
         L.n[j] > 1 ? h('div', { class: 'muted', text: `${fmtCount(L.n[j])} events merged at this zoom (longest shown)` }) : null,
-        h('div', { class: 'muted', text: `at +${fmtDuration(L.start_ns[j])}` }));
+        h('div', { class: 'muted', text: `at +${fmtDuration(L.start_ns[j])}` })]);
     }
     tip.hidden = false;
     const bw = box.clientWidth;
-    tip.style.left = `${Math.min(x + 12, bw - 260)}px`;
+    tip.style.left = `${Math.max(0, Math.min(x + 12, bw - 380))}px`;
     tip.style.top = `${y + 14}px`;
   }
 
@@ -217,11 +242,17 @@ export function mountTimeline(el, { onStep } = {}) {
         if (!seen.has(key)) seen.set(key, colorOf(key));
       }
     }
-    for (const c of new Set(tl.gaps.cause)) seen.set(CAUSE_LABEL[tl.causes[c]] || tl.causes[c], CAUSE_COLOR[tl.causes[c]]);
+    for (const c of new Set(tl.gaps.cause)) seen.set(gapLabel(c), gapColor(c));
     for (const [k, c] of seen) legend.append(h('span', { class: 'lg' }, h('i', { style: { background: c } }), h('span', { text: k.replace(/_/g, ' ') })));
   }
 
   return {
+    /** hostLaunches false (XLA traces): idle gaps are not split by host cause; the note says why. */
+    setContext({ hostLaunches }) {
+      byCause = hostLaunches !== false;
+      note.hidden = byCause;
+      note.textContent = byCause ? '' : 'XLA trace: idle gaps are drawn without a host cause (launch wait, sync, data loader do not apply: XLA launches whole compiled graphs). The host side, tracing and compiling included, is in the Profile tab of tensorboard-plugin-profile (XProf).';
+    },
     setSteps(steps, current) {
       clear(select);
       for (const s of steps) {
@@ -253,7 +284,8 @@ export function mountTimeline(el, { onStep } = {}) {
       rows = [{ label: 'GPU idle (gaps)', kind: 'gaps' }];
       for (const L of tl.lanes) rows.push({ label: L.label, kind: 'lane', lane: L });
       const merged = tl.merged ? ` · merged at ${fmtDuration(tl.resolution_ns)} to stay under 20k intervals` : '';
-      info.textContent = `${fmtCount(tl.source_events)} events in ${fmtCount(tl.intervals)} intervals${merged}`;
+      info.textContent = `${fmtCount(tl.source_events)} events · ${fmtCount(tl.intervals)} intervals drawn (idle gaps included)${merged}`;
+      shortCache.clear();
       clear(body).append(box);
       buildLegend();
       draw();

@@ -2,7 +2,8 @@
 
 import { h, clear } from '../dom.js';
 import { mountChart, tokensScatter } from '../charts.js';
-import { tokensPerStep } from './data.js';
+import { fmtCount, fmtDuration, isNum, sig } from '../format.js';
+import { hasHostLaunches, tokensPerStep } from './data.js';
 
 export function mountTokens(el) {
   let chart = null;
@@ -13,12 +14,24 @@ export function mountTokens(el) {
       clear(el);
       const rows = tokensPerStep(report);
       if (!rows) {
-        el.append(h('p', { class: 'muted', text: 'Tokens per step are unknown for this trace (no input shapes recorded). Profile with record_shapes=True to see step time against tokens.' }));
+        el.append(h('p', { class: 'muted na', text: hasHostLaunches(report)
+          ? 'Tokens per step are unknown for this trace (no input shapes recorded). Profile with record_shapes=True to see step time against tokens.'
+          : 'Does not apply to this XLA trace: XPlane profiles carry no operator input shapes, so tokens per step are unknown. (PyTorch traces profiled with record_shapes=True have them.)' }));
         return;
       }
+      const st = (report.metrics && report.metrics.steps) || {};
+      const corr = isNum(st.tokens_corr) ? ` Correlation of step time with tokens: ${sig(st.tokens_corr)}.` : '';
+      const same = rows.every((r) => r.tokens === rows[0].tokens);
+      const defaultText = same
+        ? `Every step has ${fmtCount(rows[0].tokens)} tokens (fixed-size batches, e.g. packing): the spread in step time does not come from the input size.`
+        : `Each point is a step (#index). Time that grows with the tokens is compute; a step far above the others is something else (warm-up, a sync, a recompile).${corr}`;
+      const readout = h('div', { class: 'hint readout', text: defaultText });
       const box = h('div', { class: 'chart' });
-      el.append(box);
-      chart = mountChart(box, (w, hgt) => tokensScatter({ rows, width: w, height: hgt }));
+      el.append(box, readout);
+      const onHover = (r) => {
+        readout.textContent = r ? `Step #${r.index}: ${fmtCount(r.tokens)} tokens in ${fmtDuration(r.duration_ns)}` : defaultText;
+      };
+      chart = mountChart(box, (w, hgt) => tokensScatter({ rows, width: w, height: hgt, onHover }));
     },
     rebuild() { if (chart) chart.rebuild(); },
     destroy() { if (chart) chart.destroy(); clear(el); },

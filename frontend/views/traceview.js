@@ -39,6 +39,13 @@ export function mountTraceView(el) {
       if (viewers && viewers.pytorch_profiler && span.source_kind === 'kineto') {
         el.append(h('button', { type: 'button', class: 'btn', text: 'PyTorch Profiler tab', title: 'Switch to the PyTorch Profiler tab (select the same run there)', onclick: () => openTab('pytorch_profiler') }));
       }
+      if (span.source_kind === 'xplane') {
+        if (viewers && viewers.profile) {
+          el.append(h('button', { type: 'button', class: 'btn', text: 'Profile tab (XProf)', title: 'Switch to the Profile tab of tensorboard-plugin-profile: trace viewer, HLO ops, the host side of XLA (select the same run there)', onclick: () => openTab('profile') }));
+        } else {
+          el.append(h('span', { class: 'muted tv-hint', title: 'pip install tensorboard-plugin-profile, then restart TensorBoard', text: 'XProf trace viewer: pip install tensorboard-plugin-profile' }));
+        }
+      }
       if (span.source_kind === 'kineto') {
         el.append(h('button', { type: 'button', class: 'btn', text: 'Open in Perfetto', title: 'Opens ui.perfetto.dev in a new window and hands it this trace (it stays in your browser)', onclick: () => openInPerfetto(sel, fileName, (t) => { note.textContent = t; }) }));
       }
