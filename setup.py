@@ -14,9 +14,10 @@ setup(
         "protobuf>=3.20",
         "tensorboard>=2.12",
         "werkzeug>=2.0",
+        # fast gzip (threaded decompression); the reader falls back to zlib without it
+        "isal>=1.0; platform_machine == 'x86_64' or platform_machine == 'AMD64' or platform_machine == 'aarch64' or platform_machine == 'arm64'",
     ],
     extras_require={
-        "fast": ["isal>=1.0"],
         "test": ["pytest>=7", "hypothesis>=6", "playwright>=1.40"],
     },
     entry_points={

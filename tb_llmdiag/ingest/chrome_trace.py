@@ -36,10 +36,12 @@ from tb_llmdiag.model import (
     empty_memory,
 )
 
-try:  # isal's gzip is ~1.4x faster than zlib; optional
+try:  # isal's gzip is ~1.4x faster than zlib and can decompress in a thread; optional
+    from isal import igzip_threaded as _igzip_threaded  # type: ignore[import-not-found]
     from isal import isal_zlib as _zlib  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - depends on the environment
     _zlib = zlib  # type: ignore[assignment]
+    _igzip_threaded = None
 
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per piece
@@ -496,14 +498,29 @@ def _int_column(values: list[Any], convert: Any = None) -> np.ndarray:
 
 
 def _blocks(path: str) -> Iterator[bytes]:
-    """Decompressed blocks of about BLOCK_BYTES; raises _Truncated when the gzip stream breaks off."""
+    """Decompressed blocks of about BLOCK_BYTES; raises _Truncated when the gzip stream breaks off.
+
+    With isal installed, decompression runs in isal's reader thread (it releases the GIL), so it
+    overlaps with decoding the previous block on the other core.
+    """
     with open(path, "rb") as f:
-        magic = f.read(2)
-        f.seek(0)
-        if magic != b"\x1f\x8b":
+        gzipped = f.read(2) == b"\x1f\x8b"
+    if not gzipped:
+        with open(path, "rb") as f:
             while block := f.read(BLOCK_BYTES):
                 yield block
-            return
+        return
+    if _igzip_threaded is not None:
+        try:
+            with _igzip_threaded.open(path, "rb", threads=1) as gz:
+                while block := gz.read(BLOCK_BYTES):
+                    yield block
+        except EOFError:
+            raise _Truncated("the gzip stream ends early (file truncated?)") from None
+        except (OSError, ValueError) as exc:
+            raise _Truncated(f"gzip data is corrupt ({exc})") from None
+        return
+    with open(path, "rb") as f:
         d = _zlib.decompressobj(16 + _zlib.MAX_WBITS)
         pending = b""
         while True:
@@ -513,7 +530,7 @@ def _blocks(path: str) -> Iterator[bytes]:
                     break
             try:
                 out = d.decompress(pending, BLOCK_BYTES)
-            except Exception as exc:  # zlib.error, or isal's own error type
+            except Exception as exc:  # zlib.error
                 raise _Truncated(f"gzip data is corrupt ({exc})") from None
             pending = d.unconsumed_tail
             if d.eof and d.unused_data:  # concatenated gzip members
