@@ -177,6 +177,8 @@ def _decode_events(data: bytes, warnings: list[str], exact_ts: bool = False) -> 
         return decoder.decode(data)
     except msgspec.ValidationError:
         pass
+    except UnicodeDecodeError as exc:  # msgspec reports bad UTF-8 this way: malformed JSON all the same
+        raise msgspec.DecodeError(f"invalid UTF-8 ({exc.reason})") from None
     items = msgspec.json.decode(data)
     out: list[Any] = []
     bad = 0
@@ -199,6 +201,8 @@ def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -
         return decoder.decode(data)
     except msgspec.ValidationError:
         pass
+    except UnicodeDecodeError as exc:  # msgspec reports bad UTF-8 this way: malformed JSON all the same
+        raise msgspec.DecodeError(f"invalid UTF-8 ({exc.reason})") from None
     doc = msgspec.json.decode(data)
     if not isinstance(doc, dict):
         raise TraceFormatError("not a Chrome/Kineto trace (the document is not a JSON object)")
