@@ -4,7 +4,8 @@ Contract:
 - ``diagnose(metrics) -> (findings, what_if)``. Findings are ordered by estimated saving (ns, then share),
   highest first; an unknown saving counts as 0; ties go by severity (high, medium, low), then table order.
 - ``what_if`` = ``{"finding_id", "step_ns", "step_ns_if_fixed"}`` for the first finding with a saving in
-  ns: the median step, and the median step minus that saving. Null when no finding has one.
+  ns: the mean step (savings are shares of the summed step time), and the mean step minus that
+  saving. Null when no finding has one.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def rank(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def what_if(findings: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any]) -> dict[str, Any] | None:
-    step = (metrics.get("steps") or {}).get("median_ns")
+    step = (metrics.get("steps") or {}).get("mean_ns")
     if not isinstance(step, int):
         return None
     for f in findings:

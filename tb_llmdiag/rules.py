@@ -423,7 +423,8 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     fix_ = flavour.fix or rule.fix
     evidence = {label: lookup(metrics, path) for label, path in rule.evidence}
     share = lookup(metrics, rule.saving)
-    step = lookup(metrics, "steps.median_ns")
+    # savings are shares of the summed step time, so in ns they are per average (mean) step
+    step = lookup(metrics, "steps.mean_ns")
     saving = None
     if _finite(share):
         share = min(max(float(share), 0.0), 1.0)

@@ -17,7 +17,7 @@ def test_rank_by_saving_then_severity() -> None:
 
 
 def test_what_if_uses_the_first_finding_with_a_saving() -> None:
-    metrics = {"steps": {"median_ns": 100}}
+    metrics = {"steps": {"mean_ns": 100}}
     assert what_if([f("x", None, None, "high"), f("y", 0.25, 25)], metrics) == {"finding_id": "y", "step_ns": 100, "step_ns_if_fixed": 75}
     assert what_if([f("x", None, None)], metrics) is None
     assert what_if([f("y", 0.25, 25)], {"steps": {"available": False}}) is None
@@ -26,7 +26,7 @@ def test_what_if_uses_the_first_finding_with_a_saving() -> None:
 def test_diagnose_end_to_end_on_metrics() -> None:
     # GIVEN a run that waits on the data loader (30 %) and launches (12 %), with pageable copies
     metrics = {
-        "steps": {"available": True, "median_ns": 200_000_000},
+        "steps": {"available": True, "mean_ns": 200_000_000},
         "kernels": {"available": True, "device_events": 100},
         "dataloader": {"available": True, "stall_share": 0.30},
         "idle": {"available": True, "host_wait_share": 0.12},
@@ -43,7 +43,7 @@ def test_later_rule_with_the_same_id_replaces_the_earlier() -> None:
     fix = Fix("t", "p", "h")
     r1 = Rule(id="dup", title="gpu", metric="a.x", above=0, fix=fix, saving="a.x")
     r2 = Rule(id="dup", title="xla", metric="b.x", above=0, fix=fix, saving="b.x")
-    findings, _ = diagnose({"a": {"x": 0.1}, "b": {"x": 0.2}, "steps": {"median_ns": 10}}, rules=(r1, r2))
+    findings, _ = diagnose({"a": {"x": 0.1}, "b": {"x": 0.2}, "steps": {"mean_ns": 10}}, rules=(r1, r2))
     assert [(x["id"], x["title"]) for x in findings] == [("dup", "xla")]
 
 

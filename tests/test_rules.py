@@ -20,7 +20,7 @@ FINDING_KEYS = {"id", "severity", "title", "summary", "evidence", "saving", "fix
 
 
 def base(**topics: dict) -> dict:
-    m = {"steps": {"available": True, "median_ns": 100_000_000}, "kernels": {"available": True, "device_events": 10}}
+    m = {"steps": {"available": True, "mean_ns": 100_000_000}, "kernels": {"available": True, "device_events": 10}}
     for k, v in topics.items():
         m.setdefault(k, {}).update(v)
     return m
@@ -131,7 +131,7 @@ def test_saving_and_evidence_can_be_named_functions() -> None:
 
     r = Rule(id="f", title="f", metric="a.v", above=0, fix=Fix("t", "p", "h"), saving=half,
              evidence=(("half_share", half),), summary="{half_share}")
-    (f,) = evaluate({"a": {"v": 0.5}, "steps": {"median_ns": 100}}, (r,))
+    (f,) = evaluate({"a": {"v": 0.5}, "steps": {"mean_ns": 100}}, (r,))
     assert f["saving"] == {"share": 0.25, "ns": 25} and f["evidence"] == {"half_share": 0.25}
     assert f["summary"] == "25.0 %"
 
