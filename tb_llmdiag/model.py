@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 #: Version of the model and of every derived result; part of every cache key.
-MODEL_VERSION = 1
+MODEL_VERSION = 2  # 2: savings and what-if per mean step
 
 
 class Kind(IntEnum):
