@@ -196,7 +196,7 @@ def _decode_events(data: bytes, warnings: list[str], exact_ts: bool = False) -> 
 
 def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -> _Envelope:
     """Like _decode_events, for a whole document (header or tail)."""
-    _, decoder, _, envelope_type = _DECODERS[exact_ts]
+    _, decoder, _, _ = _DECODERS[exact_ts]
     try:
         return decoder.decode(data)
     except msgspec.ValidationError:
