@@ -167,18 +167,28 @@ _DECODERS = {  # exact_ts -> (events decoder, envelope decoder, event union, env
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+)')
 
 
+def _typed_decode(decoder: msgspec.json.Decoder, data: Any) -> Any:
+    """The typed decode, or None when a value has an unexpected type (the caller decodes leniently).
+
+    Raises msgspec.DecodeError for malformed JSON, invalid UTF-8 included.
+    """
+    try:
+        return decoder.decode(data)
+    except msgspec.ValidationError:
+        return None
+    except UnicodeDecodeError as exc:  # msgspec reports bad UTF-8 this way: malformed JSON all the same
+        raise msgspec.DecodeError(f"invalid UTF-8 ({exc.reason})") from None
+
+
 def _decode_events(data: bytes, warnings: list[str], exact_ts: bool = False) -> list[Any]:
     """Typed decode; on a type mismatch, decode generically and keep the events that convert.
 
     Raises msgspec.DecodeError only for malformed JSON.
     """
     decoder, _, union, _ = _DECODERS[exact_ts]
-    try:
-        return decoder.decode(data)
-    except msgspec.ValidationError:
-        pass
-    except UnicodeDecodeError as exc:  # msgspec reports bad UTF-8 this way: malformed JSON all the same
-        raise msgspec.DecodeError(f"invalid UTF-8 ({exc.reason})") from None
+    typed = _typed_decode(decoder, data)
+    if typed is not None:
+        return typed  # type: ignore[no-any-return]
     items = msgspec.json.decode(data)
     out: list[Any] = []
     bad = 0
@@ -196,13 +206,9 @@ def _decode_events(data: bytes, warnings: list[str], exact_ts: bool = False) -> 
 
 def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -> _Envelope:
     """Like _decode_events, for a whole document (header or tail)."""
-    _, decoder, _, _ = _DECODERS[exact_ts]
-    try:
-        return decoder.decode(data)
-    except msgspec.ValidationError:
-        pass
-    except UnicodeDecodeError as exc:  # msgspec reports bad UTF-8 this way: malformed JSON all the same
-        raise msgspec.DecodeError(f"invalid UTF-8 ({exc.reason})") from None
+    typed = _typed_decode(_DECODERS[exact_ts][1], data)
+    if typed is not None:
+        return typed  # type: ignore[no-any-return]
     doc = msgspec.json.decode(data)
     if not isinstance(doc, dict):
         raise TraceFormatError("not a Chrome/Kineto trace (the document is not a JSON object)")
