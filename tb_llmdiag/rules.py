@@ -13,7 +13,7 @@ Contract:
   for the run's platform owns its id, so a platform-neutral rule with the same id is not evaluated there,
   whether or not the platform's rule fires.
 - Every finding repeats the rule's id, metric, observed value and threshold, its evidence (label ->
-  value), a one-sentence summary from ``summary`` (a ``str.format`` template over the evidence labels),
+  value; empty lists are left out: the trace does not record them), a one-sentence summary from ``summary`` (a ``str.format`` template over the evidence labels),
   and the fix (text + PyTorch and HF Trainer snippets). Wording follows the run: a rule's ``flavours`` entry
   for the run's platform replaces its title, summary, fix and docs; ``stack_fix`` adds advice in the
   user's stack's words when the trace reveals it (``annotations.stack``).
@@ -99,6 +99,8 @@ def fmt(label: str, v: Any) -> str:
         return f"{v / 2**30:.1f} GiB" if abs(v) >= 2**30 else f"{v / 2**20:.1f} MiB"
     if isinstance(v, float):
         return f"{v:.3g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(fmt(label, x) for x in v[:8]) + (" ..." if len(v) > 8 else "") if v else "none"
     return str(v)
 
 
@@ -422,6 +424,9 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     title = flavour.title or rule.title
     fix_ = flavour.fix or rule.fix
     evidence = {label: lookup(metrics, path) for label, path in rule.evidence}
+    # the summary may name any evidence; the finding keeps the lists that hold something (an empty list
+    # means the trace does not record it: torch_xla graph hashes on a JAX run)
+    shown = {k: v for k, v in evidence.items() if not (isinstance(v, (list, tuple)) and not v)}
     share = lookup(metrics, rule.saving)
     # savings are shares of the summed step time, so in ns they are per average (mean) step
     step = lookup(metrics, "steps.mean_ns")
@@ -447,7 +452,7 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
         "severity": severity_of(share, rule.severity),
         "title": title,
         "summary": summary,
-        "evidence": evidence,
+        "evidence": shown,
         "saving": saving,
         "fix": fix,
         "docs": flavour.docs or rule.docs,

@@ -137,6 +137,34 @@ def movement_saving(m: Metrics) -> float | None:
     return _of_window(share * split["steady_ns"], split)
 
 
+def recompiled_what(m: Metrics) -> str | None:
+    """What the recompiles compiled (``xla.recompile_*`` lists), by what the capture records: the module (JAX
+    ``jit_train_step``, torch_xla ``SyncTensorsGraph.N``), then torch_xla's graph hash, else the program ids
+    (``jit_train_step (program 103869)``, ``SyncTensorsGraph.1074 (graph hash 5529...)``); None when the
+    capture names nothing."""
+    x = m.get("xla")
+    if not isinstance(x, Mapping):
+        return None
+    modules = [str(v) for v in x.get("recompile_modules") or ()]
+    pids = [int(v) for v in x.get("recompile_program_ids") or ()]
+    hashes = [str(v) for v in x.get("recompile_graph_hashes") or ()]
+
+    def listed(one: str, many: str, vals: list[Any], at_most: int) -> str:
+        return (one if len(vals) == 1 else many) + ", ".join(map(str, vals[:at_most])) + (
+            " ..." if len(vals) > at_most else "")
+
+    parts = []
+    if modules:
+        parts.append(listed("", "", modules, 3))
+    if hashes:  # torch_xla's identity of a traced graph
+        parts.append(listed("graph hash ", "graph hashes ", hashes, 3))
+    if pids and not (modules and hashes):
+        parts.append(listed("program ", "programs ", pids, 5))
+    if not parts:
+        return None
+    return parts[0] + (f" ({'; '.join(parts[1:])})" if len(parts) > 1 else "")
+
+
 # ---------------------------------------------------------------------------------------------
 
 XLA_RULES: tuple[Rule, ...] = (
@@ -144,12 +172,13 @@ XLA_RULES: tuple[Rule, ...] = (
         id="recompilation", platform="xla", title="XLA recompiles the step graph inside the training loop",
         metric="xla.recompile_in_loop_count", above=1, saving="xla.recompile_in_loop_share",
         evidence=(("recompiles", "xla.recompile_in_loop_count"), ("recompile_ns", "xla.recompile_in_loop_time_ns"),
-                  ("steps", "xla.recompile_steps"), ("graph_hashes", "xla.recompile_graph_hashes"),
+                  ("steps", "xla.recompile_steps"), ("recompiled", recompiled_what),
+                  ("graph_hashes", "xla.recompile_graph_hashes"),
                   ("modules", "xla.recompile_modules"), ("program_ids", "xla.recompile_program_ids"),
                   ("recompile_share", "xla.recompile_in_loop_share"),
                   ("steady_step_median_ns", "xla.steady_step_median_ns")),
-        summary="XLA compiled a new graph {recompiles} time(s) inside the loop (steps {steps}, graph hashes "
-                "{graph_hashes}), taking {recompile_ns}, {recompile_share} of step time; a steady step takes "
+        summary="XLA compiled {recompiled} again inside the loop (recompiles: {recompiles}; in steps: {steps}), "
+                "taking {recompile_ns}, {recompile_share} of step time; a steady step takes "
                 "{steady_step_median_ns}.",
         fix=Fix(text="Keep the traced graph identical every step: pad or bucket inputs to a few fixed shapes "
                      "(drop_last=True; pad to a fixed length or a multiple of 128), pass per-step Python values "
@@ -172,11 +201,12 @@ XLA_RULES: tuple[Rule, ...] = (
                   ("transfer_ns", "xla.transfer_from_device_in_loop_time_ns"),
                   ("after_steps", "xla.transfer_from_device_steps"),
                   ("per_step", "xla.transfer_from_device_per_step"),
+                  ("profiled_steps", "xla.step_count"),
                   ("stall_ns", transfer_stall_ns),
                   ("to_device_in_steps_ns", "xla.transfer_to_device_in_steps_time_ns"),
                   ("host_transfer_share", "xla.host_transfer_share")),
-        summary="{transfers} device-to-host transfer(s) in the training loop (in or right after steps "
-                "{after_steps}; {per_step} per step): {transfer_ns} of copying and {stall_ns} of stall (how much "
+        summary="Device-to-host transfers in the training loop: {transfers} in {profiled_steps} profiled steps "
+                "(in or right after steps: {after_steps}), {transfer_ns} of copying and {stall_ns} of stall (how much "
                 "longer the steps that read back took than a clean step). Each read waits for the device to "
                 "finish and stalls the pipeline (.item(), print(tensor), float(loss), a Python branch on a tensor).",
         fix=Fix(text="Read device values rarely: drop per-step loss.item() / print(tensor) / `if tensor:`; "

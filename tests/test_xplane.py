@@ -285,3 +285,33 @@ def test_jax_gpu_capture_diagnosis_puts_the_planted_causes_on_top() -> None:
     # the device numbers of the headline come from the xla topic (HLO op names), not CUDA kernel names
     h = headline(m)
     assert h["gemm_share"] == m["xla"]["matmul_share"] and h["copy_share"] == m["xla"]["movement_share"]
+
+
+@pytest.mark.skipif(not JAX_GPU, reason="tests/data/xplane_jax_gpu not captured yet")
+def test_jax_gpu_capture_names_the_device_and_the_recompiled_program() -> None:
+    from tb_llmdiag.diagnosis import diagnose
+    from tb_llmdiag.metrics import compute_metrics
+    from tb_llmdiag.metrics.headline import headline
+
+    (path,) = JAX_GPU
+    tr = read_xplane(str(path))
+    # the GPU plane's gpu_device_name, not its device_vendor ("Nvidia")
+    assert [d.name for d in tr.devices] == ["NVIDIA H100 80GB HBM3"]
+    m = compute_metrics(tr, find_steps(tr))
+    x = m["xla"]
+    # PjRtCApiClient::CompileAndLoad(jit_train_step) names the module; the kernels that first run after the
+    # compile carry program_id 103869 (the steady steps run 8618; /host:metadata lists both)
+    (c,) = [c for c in x["compiles"] if c["step"] == 3]
+    assert c["module"] == "jit_train_step" and c["program_ids"] == [103869]
+    assert {p["program_id"] for p in tr.metadata["xla_programs"] if p["name"] == "jit_train_step"} == {8618, 103869}
+    assert x["recompile_modules"] == ["jit_train_step"] and x["recompile_program_ids"] == [103869]
+    findings, _ = diagnose(m)
+    rec = next(f for f in findings if f["id"] == "recompilation")
+    assert rec["evidence"]["recompiled"] == "jit_train_step (program 103869)"
+    assert "graph_hashes" not in rec["evidence"]  # torch_xla's; JAX records none, so it is left out
+    assert "jit_train_step (program 103869)" in rec["summary"] and "[]" not in rec["summary"]
+    # XLA launches whole programs: no launches-per-step headline; host-wait shares stay within the window
+    assert headline(m)["launches_per_step"] is None
+    idle = m["idle"]
+    assert idle["host_wait_culprit_ns"] <= idle["host_wait_ns"] and 0 <= idle["host_wait_culprit_share"] <= 1
+    assert all(0 <= t["share"] <= 1 for t in idle["host_wait_top_ops"])

@@ -70,6 +70,10 @@ _MEMCPY = re.compile(r"^(Memcpy|memcpy|MEMCPY)")
 _MEMSET = re.compile(r"^(Memset|memset|MEMSET)")
 _MEMCPY_SIZE = re.compile(r"(?:num_bytes|size|bytes)[:=\s]+(\d+)")
 _COMPILER_EVENT = re.compile(r"Compiler::|Compile")
+# a compile call that names its module: JAX's ``PjRtCApiClient::CompileAndLoad(jit_train_step)``
+_COMPILE_OF_MODULE = re.compile(r"^\w+::Compile\w*\s*\(([\w.\-]+)\)$")
+#: device plane stats that name the device, most specific first
+_DEVICE_NAME_STATS = ("device_type_string", "gpu_device_name", "device_name", "gpu_model", "device_vendor")
 
 # Per-event stats we read, by stat name -> slot. Int slots, then string slots.
 _INT_STATS = {"step_num": "step_num", "correlation_id": "correlation", "program_id": "program_id",
@@ -218,8 +222,9 @@ def _device_info(index: int, kind: str, stats: dict[str, Any]) -> DeviceInfo:
         v = stats.get(key)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) else None
 
-    name = stats.get("device_type_string") or stats.get("device_vendor") or kind
-    name = f"{name}" if isinstance(name, str) else kind
+    # the model name when the plane states one (GPU: gpu_device_name "NVIDIA H100 80GB HBM3"), else the
+    # vendor ("Nvidia"), else the plane kind
+    name = next((v for k in _DEVICE_NAME_STATS if isinstance(v := stats.get(k), str) and v.strip()), kind)
     mem, cores, peak = num("memory_size"), num("core_count"), num("peak_teraflops_per_second")
     major, minor = num("compute_cap_major"), num("compute_cap_minor")
     cc = f"{int(major)}.{int(minor)}" if major is not None and minor is not None else None
@@ -277,7 +282,7 @@ def _add_plane(plane: Any, b: _Builder) -> None:
     md_kind_host: list[int] = []
     md_kind_dev: list[int] = []
     md_role: list[int] = []
-    md_meta: dict[str, list[int]] = {k: [] for k in _META_STATS}
+    md_meta: dict[str, list[int]] = {k: [] for k in (*_META_STATS, "module")}
     names_by_md: list[str] = []
     for mid, md in plane.event_metadata.items():
         name = md.name or md.display_name
@@ -302,6 +307,8 @@ def _add_plane(plane: Any, b: _Builder) -> None:
             b.strs["hlo_category_id"](vals["hlo_category"]) if isinstance(vals.get("hlo_category"), str) else -1)
         for key in ("flops", "bytes_accessed", "program_id"):
             md_meta[key].append(_as_int(vals[key]) if key in vals else -1)
+        cm = None if name.startswith("$") else _COMPILE_OF_MODULE.match(name)
+        md_meta["module"].append(b.strs["hlo_module_id"](cm.group(1)) if cm else -1)
     order = np.argsort(np.array(md_ids, dtype=np.int64), kind="stable")
     md_sorted = np.array(md_ids, dtype=np.int64)[order]
 
@@ -364,6 +371,7 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
     for key in ("flops", "bytes_accessed", "program_id"):
         ints[key] = md_meta[key][md_idx].copy()
     strs["hlo_category_id"] = md_meta["hlo_category"][md_idx].astype(np.int32)
+    strs["hlo_module_id"] = md_meta["module"][md_idx].astype(np.int32)  # event stats may override it
 
     # Per-event stats: only events that have any are visited; values are gathered per slot, then stored.
     has = np.flatnonzero(nstats)

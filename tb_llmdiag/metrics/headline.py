@@ -11,6 +11,8 @@ copy_share = ``xla.movement_share`` (data formatting + copies, what XLA's ``copy
 copy_vs_gemm_ratio = ``xla.matmul_vs_movement_ratio`` (movement / matmul time), gpu_busy_share =
 ``xla.device_duty_cycle_share`` (device busy / step time, averaged over devices), mfu_share =
 ``xla.flop_utilization_share`` (the compiler's op FLOPs against the trace's stated peak).
+launches_per_step is null there: XLA launches whole compiled programs, so a count of runtime launch calls
+per step says nothing about launch overhead.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ HEADLINE_SOURCES: dict[str, tuple[str, str]] = {
     "tokens_per_s": ("flops", "tokens_per_s"),
 }
 
-#: on XPlane runs (an ``xla`` topic), these keys come from it instead
-XLA_HEADLINE_SOURCES: dict[str, tuple[str, str]] = {
+#: on XPlane runs (an ``xla`` topic), these keys come from it instead (None: not measured there, null)
+XLA_HEADLINE_SOURCES: dict[str, tuple[str, str] | None] = {
+    "launches_per_step": None,
     "gpu_busy_share": ("xla", "device_duty_cycle_share"),
     "copy_share": ("xla", "movement_share"),
     "gemm_share": ("xla", "matmul_share"),
@@ -43,9 +46,15 @@ XLA_HEADLINE_SOURCES: dict[str, tuple[str, str]] = {
 
 
 def headline(metrics: dict[str, Any]) -> dict[str, Any]:
-    sources = HEADLINE_SOURCES if "xla" not in metrics else {**HEADLINE_SOURCES, **XLA_HEADLINE_SOURCES}
+    sources: dict[str, tuple[str, str] | None] = dict(HEADLINE_SOURCES)
+    if "xla" in metrics:
+        sources.update(XLA_HEADLINE_SOURCES)
     out: dict[str, Any] = {}
-    for key, (topic, field) in sources.items():
+    for key, src in sources.items():
+        if src is None:
+            out[key] = None
+            continue
+        topic, field = src
         t = metrics.get(topic) or {}
         out[key] = t.get(field) if isinstance(t, dict) else None
     return out

@@ -282,9 +282,12 @@ def compiles(trace: Trace, steps: Steps) -> list[dict[str, Any]]:
     has_gh = np.flatnonzero((np.asarray(gh) >= 0) & (ev.device < 0)) if gh is not None else np.zeros(0, np.intp)
     has_mod = np.flatnonzero((np.asarray(mod) >= 0) & compiler_evt) if mod is not None else np.zeros(0, np.intp)
     programs: dict[str, list[int]] = {}
+    module_of: dict[int, str] = {}
     for p in trace.metadata.get("xla_programs", ()) or ():
         if isinstance(p, dict) and p.get("program_id") is not None:
             programs.setdefault(str(p.get("name")), []).append(int(p["program_id"]))
+            module_of[int(p["program_id"])] = str(p.get("name"))
+    first_run = _program_first_runs(trace)
     w, inside = _locate(ev.ts_ns[roots], steps)
     out = []
     for k, i in enumerate(roots.tolist()):
@@ -301,15 +304,38 @@ def compiles(trace: Trace, steps: Steps) -> list[dict[str, Any]]:
             g = int(gh[j]) if j >= 0 and gh is not None else -1
         j = first_within(has_mod)
         module = mod_names[int(mod[j])] if j >= 0 and mod is not None else None
+        # the programs this compile produced: those whose device ops first run after it starts (and before
+        # the next compile), of its module when that is known; else every program of the module
+        nxt = int(ev.ts_ns[roots[k + 1]]) if k + 1 < roots.size else None
+        new = [p for p, t in first_run.items() if t >= s and (nxt is None or t < nxt)
+               and (module is None or module_of.get(p, module) == module)]
+        if module is None and new:
+            names = {module_of[p] for p in new if p in module_of}
+            module = names.pop() if len(names) == 1 else None
         out.append({
             "name": ev.name_of(i), "start_ns": s, "duration_ns": e - s,
             "step": int(steps.index[w[k]]) if w[k] >= 0 and len(steps) else None,
             "position": _position(int(w[k]), bool(inside[k]), len(steps)),
             "graph_hash": gh_names[g] if g >= 0 and g < len(gh_names) else None,
             "module": module,
-            "program_ids": sorted(programs.get(module, [])) if module else [],
+            "program_ids": sorted(new) if new else sorted(programs.get(module, [])) if module else [],
         })
     return out
+
+
+def _program_first_runs(trace: Trace) -> dict[int, int]:
+    """program id -> start of its first device op (device ops that carry a ``program_id``: GPU kernels of XLA
+    programs, TPU ops through their metadata)."""
+    pid = trace.extra.get("program_id")
+    if pid is None:
+        return {}
+    ev = trace.events
+    pid = np.asarray(pid, dtype=np.int64)
+    dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)) & (ev.device >= 0) & (pid >= 0))
+    if dev.size == 0:
+        return {}
+    ids, first = np.unique(pid[dev], return_index=True)  # rows are sorted by start: the first row is the first run
+    return {int(p): int(ev.ts_ns[dev[f]]) for p, f in zip(ids.tolist(), first.tolist())}
 
 
 def transfers(trace: Trace, steps: Steps, role: int) -> list[dict[str, Any]]:

@@ -91,3 +91,19 @@ def test_subtract_matches_a_bitmap(a: list[tuple[int, int]], b: list[tuple[int, 
 def test_host_signals_join_launch_ends() -> None:
     hs = HostSignals.of(idle_scenario())
     assert hs.dev_launch_end.tolist() == [3 * US, 38 * US, 62 * US, 63 * US]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 1000), st.integers(0, 300)), max_size=60))
+def test_merge_by_group_is_merge_per_group(rows: list[tuple[int, int, int]]) -> None:
+    from tb_llmdiag.intervals import merge
+    from tb_llmdiag.metrics.idle import merge_by_group
+
+    g = np.array([r[0] for r in rows], dtype=np.int64)
+    s = np.array([r[1] for r in rows], dtype=np.int64)
+    e = s + np.array([r[2] for r in rows], dtype=np.int64)
+    gg, ms, me = merge_by_group(g, s, e)
+    assert (np.diff(gg) >= 0).all()
+    for k in range(5):
+        ws, we = merge(s[g == k], e[g == k])
+        assert ms[gg == k].tolist() == ws.tolist() and me[gg == k].tolist() == we.tolist()
