@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 #: Version of the model and of every derived result; part of every cache key.
-MODEL_VERSION = 2  # 2: savings and what-if per mean step
+MODEL_VERSION = 3  # 2: savings and what-if per mean step; 3: no external_id column
 
 
 class Kind(IntEnum):
@@ -62,7 +62,6 @@ class EventTable:
       stream            int32 device stream / XPlane line id for device kinds, -1 on the host
       tid               int64 host thread id (interned when the source gives a string), -1 on devices
       correlation       int64 launch <-> kernel correlation id, -1 if none
-      external_id       int64 op <-> runtime link ("External id"), -1 if none
       bytes             int64 payload of memcpy/memset, -1 if unknown
       shape_id          int32 index into ``shapes`` ("Input Dims" of CPU ops), -1 if none
     """
@@ -75,7 +74,6 @@ class EventTable:
     stream: NDArray[np.int32]
     tid: NDArray[np.int64]
     correlation: NDArray[np.int64]
-    external_id: NDArray[np.int64]
     bytes: NDArray[np.int64]
     shape_id: NDArray[np.int32]
     names: tuple[str, ...]
@@ -83,7 +81,7 @@ class EventTable:
 
     COLUMNS = (
         "ts_ns", "dur_ns", "kind", "name_id", "device", "stream", "tid",
-        "correlation", "external_id", "bytes", "shape_id",
+        "correlation", "bytes", "shape_id",
     )
 
     def __len__(self) -> int:
@@ -115,7 +113,7 @@ def empty_events() -> EventTable:
     return EventTable(
         ts_ns=i64, dur_ns=i64.copy(), kind=np.zeros(0, np.uint8), name_id=np.zeros(0, np.int32),
         device=np.zeros(0, np.int16), stream=np.zeros(0, np.int32), tid=i64.copy(),
-        correlation=i64.copy(), external_id=i64.copy(), bytes=i64.copy(),
+        correlation=i64.copy(), bytes=i64.copy(),
         shape_id=np.zeros(0, np.int32), names=(),
     )
 

@@ -132,7 +132,7 @@ def test_categorize_uses_kind_for_memcpy_and_memset() -> None:
     ev = EventTable(ts_ns=np.arange(n, dtype=np.int64), dur_ns=z + 1,
                     kind=np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.RUNTIME], np.uint8),
                     name_id=np.arange(n, dtype=np.int32), device=np.zeros(n, np.int16),
-                    stream=np.zeros(n, np.int32), tid=z - 1, correlation=z - 1, external_id=z - 1,
+                    stream=np.zeros(n, np.int32), tid=z - 1, correlation=z - 1,
                     bytes=z - 1, shape_id=np.full(n, -1, np.int32), names=names)
     # WHEN categorised THEN kinds decide memcpy/memset and non-device rows are "other"
     got = [CATEGORIES[c] for c in categorize(ev)]

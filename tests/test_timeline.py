@@ -27,7 +27,7 @@ def make_trace(rows: list[tuple[int, int, Kind, str, int, int, int]]) -> Trace:
         ts_ns=col(0, np.int64), dur_ns=col(1, np.int64), kind=np.array([int(r[2]) for r in rows], np.uint8),
         name_id=np.array(ids, np.int32), device=col(4, np.int16), stream=col(5, np.int32),
         tid=np.where(col(4, np.int64) < 0, 1, -1).astype(np.int64), correlation=col(6, np.int64),
-        external_id=np.full(n, -1, np.int64), bytes=np.full(n, -1, np.int64), shape_id=np.full(n, -1, np.int32),
+        bytes=np.full(n, -1, np.int64), shape_id=np.full(n, -1, np.int32),
         names=tuple(names),
     )
     return Trace(source_kind="kineto", events=ev)

@@ -217,7 +217,7 @@ def _trace(rows: list[tuple[int, int, Kind, str, int]], extra: dict[str, list[in
         ts_ns=np.array([r[0] for r in rows], np.int64), dur_ns=np.array([r[1] for r in rows], np.int64),
         kind=np.array([r[2] for r in rows], np.uint8), name_id=np.array([names.index(r[3]) for r in rows], np.int32),
         device=np.array([r[4] for r in rows], np.int16), stream=np.full(n, -1, np.int32), tid=np.zeros(n, np.int64),
-        correlation=np.full(n, -1, np.int64), external_id=np.full(n, -1, np.int64), bytes=np.full(n, -1, np.int64),
+        correlation=np.full(n, -1, np.int64), bytes=np.full(n, -1, np.int64),
         shape_id=np.full(n, -1, np.int32), names=names)
     cols = {k: np.array(v) for k, v in (extra or {}).items()}
     devices = (DeviceInfo(index=0, name="TPU", peak_tflops=peak),) if peak else ()

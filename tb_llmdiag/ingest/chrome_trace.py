@@ -52,14 +52,18 @@ Scalar = Union[int, float, str, None]
 
 
 class _Args(msgspec.Struct, gc=False):
+    """The args of a complete event, only the keys we read (fewer fields: faster decode and free)."""
+
     correlation: Union[int, str, None] = None
     stream: Union[int, str, None] = None
     device: Union[int, str, None] = None
     bytes: Union[int, float, str, None] = None
-    external_id: Union[int, str, None] = msgspec.field(default=None, name="External id")
-    external_id_old: Union[int, str, None] = msgspec.field(default=None, name="external id")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
-    # [memory] instant events
+
+
+class _MemoryArgs(msgspec.Struct, gc=False):
+    """The args of a ``[memory]`` instant event."""
+
     mem_bytes: Union[int, float, None] = msgspec.field(default=None, name="Bytes")
     total_allocated: Union[int, float, None] = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Union[int, float, None] = msgspec.field(default=None, name="Total Reserved")
@@ -107,7 +111,7 @@ class _Instant(msgspec.Struct, tag="i", tag_field="ph", gc=False):
 
     name: Union[str, int, float, None] = ""
     ts: Union[float, int, str, None] = None
-    args: Union[_Args, None] = None
+    args: Union[_MemoryArgs, None] = None
 
 
 class _InstantUpper(_Instant, tag="I"):
@@ -337,27 +341,30 @@ class _Columns:
         except (TypeError, ValueError):  # None or strings in ts/dur: keep what parses
             ts = np.array([_to_float(v) for v in ts_list], dtype=np.float64)
             dur = np.array([_to_float(v) for v in dur_list], dtype=np.float64)
-        try:
-            name_id = np.array([names.setdefault(e.name, len(names)) for e in xs], dtype=np.int32)
-        except TypeError:  # a non-string name
-            name_id = np.array([names.setdefault(str(e.name), len(names)) for e in xs], dtype=np.int32)
-        args = [e.args for e in xs]
+        get = names.get
+        ids = [get(e.name) for e in xs]
+        if None in ids:  # names not seen before: intern them in order of first appearance
+            for i, v in enumerate(ids):
+                if v is None:
+                    name = xs[i].name
+                    key = name if isinstance(name, str) else str(name)
+                    ids[i] = names.setdefault(key, len(names))
+        name_id = np.array(ids, dtype=np.int32)
         device_side = np.isin(kind, _DEVICE_SIDE_ARR)
         launch = np.isin(kind, _LAUNCH_ARR)
-        cpu = kind == Kind.CPU_OP
 
-        def subset(mask: np.ndarray) -> tuple[np.ndarray, list[_Args]]:
-            idx = np.flatnonzero(mask)
-            return idx, [args[i] or _NO_ARGS for i in idx.tolist()]
+        def args_of(idx: np.ndarray) -> list[_Args]:
+            return [xs[i].args or _NO_ARGS for i in idx.tolist()]
 
         minus1 = np.full(n, -1, dtype=np.int64)
-        correlation, external_id, stream, device, nbytes = (minus1.copy() for _ in range(5))
+        correlation, stream, device, nbytes = (minus1.copy() for _ in range(4))
         shape_id = np.full(n, -1, dtype=np.int32)
         loc = np.full(n, -1, dtype=np.int64)  # tid on the host, stream on devices
         pid = np.full(n, -1, dtype=np.int64)
 
-        idx, sub = subset(device_side)
+        idx = np.flatnonzero(device_side)
         if idx.size:
+            sub = args_of(idx)
             dev_xs = [xs[i] for i in idx.tolist()]
             correlation[idx] = _int_column([a.correlation for a in sub])
             stream[idx] = self._ids([a.stream for a in sub])
@@ -365,27 +372,21 @@ class _Columns:
             nbytes[idx] = _int_column([a.bytes for a in sub])
             loc[idx] = self._ids([e.tid for e in dev_xs])
             pid[idx] = self._ids([e.pid for e in dev_xs])
-        idx, sub = subset(launch)
+        idx = np.flatnonzero(launch)
         if idx.size:
-            correlation[idx] = _int_column([a.correlation for a in sub])
-            external_id[idx] = _int_column([a.external_id if a.external_id is not None else a.external_id_old
-                                            for a in sub])
-        idx, sub = subset(cpu)
+            correlation[idx] = _int_column([a.correlation for a in args_of(idx)])
+        # Input Dims only for the operators analyses read (model.SHAPE_OPS)
+        idx = np.flatnonzero((kind == Kind.CPU_OP) & self.shape_table()[name_id])
         if idx.size:
-            external_id[idx] = _int_column([a.external_id for a in sub])
-            keep_shape = self.shape_table()[name_id[idx]]
-            if keep_shape.any():
-                sub_idx = np.flatnonzero(keep_shape)
-                shape_id[idx[sub_idx]] = np.array(
-                    [shapes.setdefault(bytes(d), len(shapes)) if len(d) else -1
-                     for d in (sub[i].input_dims for i in sub_idx.tolist())], dtype=np.int32)
+            shape_id[idx] = np.array([shapes.setdefault(bytes(a.input_dims), len(shapes)) if len(a.input_dims) else -1
+                                      for a in args_of(idx)], dtype=np.int32)
         host = np.flatnonzero(~device_side)
         if host.size:
             loc[host] = self._ids([e.tid for e in xs] if host.size == n else [xs[i].tid for i in host.tolist()])
         self.parts.append({
             "ts": ts, "dur": dur, "name_id": name_id, "kind": kind, "pid": pid, "loc": loc,
             "correlation": correlation, "stream": stream, "device": device, "bytes": nbytes,
-            "external_id": external_id, "shape_id": shape_id,
+            "shape_id": shape_id,
         })
 
     def _relative_us(self, raws: list[msgspec.Raw]) -> np.ndarray:
@@ -450,7 +451,7 @@ class _Columns:
         table = EventTable(
             ts_ns=ts_ns[order], dur_ns=dur_ns[order], kind=kind[order], name_id=col["name_id"][order],
             device=device[order].astype(np.int16), stream=stream[order].astype(np.int32),
-            tid=tid[order], correlation=col["correlation"][order], external_id=col["external_id"][order],
+            tid=tid[order], correlation=col["correlation"][order],
             bytes=col["bytes"][order], shape_id=col["shape_id"][order], names=names, shapes=shapes,
         )
         base = self.ts_base_us or 0

@@ -521,7 +521,7 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     events = EventTable(
         ts_ns=ts[order], dur_ns=dur[order], kind=kind[order], name_id=name_id[order], device=device[order],
         stream=stream[order], tid=tid[order], correlation=ints["correlation"][order],
-        external_id=np.full(ts.size, -1, dtype=np.int64), bytes=ints["bytes"][order],
+        bytes=ints["bytes"][order],
         shape_id=np.full(ts.size, -1, dtype=np.int32), names=b.names.values,
     )
     extra: dict[str, NDArray[Any]] = {k: ints[k][order] for k in _INT_COLUMNS}

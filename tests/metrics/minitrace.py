@@ -57,7 +57,6 @@ def make_trace(rows: Sequence[E], *, devices: tuple[DeviceInfo, ...] = (), memor
         stream=np.array([r.stream if d else -1 for r, d in zip(rows, dev)], np.int32),
         tid=np.where(dev, -1, 1).astype(np.int64),
         correlation=np.array([r.corr for r in rows], np.int64),
-        external_id=np.full(n, -1, np.int64),
         bytes=np.array([r.nbytes for r in rows], np.int64),
         shape_id=np.array([shapes.setdefault(r.shape, len(shapes)) if r.shape is not None else -1 for r in rows], np.int32),
         names=tuple(names),
