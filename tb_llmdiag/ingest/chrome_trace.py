@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import collections
 import gc
+import itertools
+import operator
 import re
 import zlib
 from typing import Any, Iterator, Union
@@ -344,11 +346,9 @@ class _Columns:
         get = names.get
         ids = [get(e.name) for e in xs]
         if None in ids:  # names not seen before: intern them in order of first appearance
-            for i, v in enumerate(ids):
-                if v is None:
-                    name = xs[i].name
-                    key = name if isinstance(name, str) else str(name)
-                    ids[i] = names.setdefault(key, len(names))
+            for i in itertools.compress(range(n), map(operator.is_, ids, itertools.repeat(None))):
+                name = xs[i].name
+                ids[i] = names.setdefault(name if isinstance(name, str) else str(name), len(names))
         name_id = np.array(ids, dtype=np.int32)
         device_side = np.isin(kind, _DEVICE_SIDE_ARR)
         launch = np.isin(kind, _LAUNCH_ARR)
