@@ -4,7 +4,7 @@ Contract:
 - A ``Rule`` reads one observed value from the metrics by a dotted path (``"dataloader.stall_share"``) and
   fires when it is >= ``above`` or < ``below``, and the rule's named predicate ``when`` (if any) holds.
 - Its saving is another dotted path holding a share of step time, or a named function of the metrics
-  returning one (``None``: not estimable); saving ns = share x median step. Evidence values are dotted paths
+  returning one (``None``: not estimable); saving ns = share x mean step. Evidence values are dotted paths
   or named functions too. Severity: the rule's fixed ``severity``, else from the saving share
   (>= 0.20 high, >= 0.05 medium, else low: traceml's 5/20 % bands).
 - Platforms: a run is ``"xla"`` when its metrics hold the ``xla`` topic (XPlane traces: TPU, torch_xla, JAX),
@@ -126,8 +126,16 @@ def syncs_every_step(m: Metrics) -> bool:
     return (lookup(m, "host_sync.syncs_per_step") or 0.0) >= 1.0
 
 
-def length_varies(m: Metrics) -> bool:
-    return (lookup(m, "steps.tokens_cv") or 0.0) >= 0.1
+def shapes_cost_time(m: Metrics) -> bool:
+    """Changing batch shapes cost time: step time tracks tokens per step, or the GPU idles >= 5 % of step
+    time while the host builds plans / compiles for new shapes (``idle.host_wait_per_shape_share``)."""
+    return ((lookup(m, "steps.tokens_corr") or 0.0) >= 0.7
+            or (lookup(m, "idle.host_wait_per_shape_share") or 0.0) >= 0.05)
+
+
+def per_shape_saving(m: Metrics) -> float | None:
+    """The per-shape host work's share of step time; not estimable (None) when there is none to remove."""
+    return lookup(m, "idle.host_wait_per_shape_share") or None
 
 
 def slow_calls(m: Metrics) -> bool:
@@ -324,13 +332,16 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="variable_shapes", title="Step time follows the padded sequence length",
-        metric="steps.tokens_corr", above=0.7, when=length_varies,
+        metric="steps.tokens_cv", above=0.1, when=shapes_cost_time,
+        saving=per_shape_saving,
         severity="medium",
-        evidence=(("tokens_corr", "steps.tokens_corr"), ("tokens_cv", "steps.tokens_cv"),
-                  ("tokens_per_step_median", "steps.tokens_per_step_median")),
-        summary="Tokens per step (batch x padded length) vary by {tokens_cv} and step time tracks them "
-                "(correlation {tokens_corr}): the batch shape changes every step, so padding and uneven lengths "
-                "set the step time.",
+        evidence=(("tokens_cv", "steps.tokens_cv"), ("tokens_corr", "steps.tokens_corr"),
+                  ("tokens_per_step_median", "steps.tokens_per_step_median"),
+                  ("per_shape_op", "idle.host_wait_per_shape_op"),
+                  ("per_shape_share", "idle.host_wait_per_shape_share")),
+        summary="Tokens per step (batch x padded length) vary by {tokens_cv} (correlation with step time "
+                "{tokens_corr}), and every new batch shape costs host work: the GPU idles {per_shape_share} of "
+                "step time while the host is in {per_shape_op}. Padding and uneven lengths set the step time.",
         fix=Fix(text="Pack sequences or go padding-free (varlen FlashAttention), or at least pad to a multiple of "
                      "64/128 and group samples of similar length: every new batch shape costs padding compute and, "
                      "with cuDNN attention or torch.compile, a new plan or compile on the host.",

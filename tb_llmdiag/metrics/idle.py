@@ -190,9 +190,16 @@ CULPRIT_HINTS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: Host operators that do work once per new input shape (plan building, autotuning, compiling). When their
+#: calls are slow (PER_SHAPE_MIN_MEAN_NS) they are paying that per-shape cost, not their usual launch cost.
+PER_SHAPE_OPS: tuple[str, ...] = ("cudnn_attention", "cudnn_convolution", "Torch-Compiled Region",
+                                  "CompiledFunction", "TorchDynamo")
+PER_SHAPE_MIN_MEAN_NS = 1_000_000
+
 _NO_CULPRIT: dict[str, Any] = {"host_wait_top_ops": [], "host_wait_culprit": None, "host_wait_culprit_ns": None,
                                "host_wait_culprit_share": None, "host_wait_culprit_mean_ns": None,
-                               "host_wait_culprit_hint": None}
+                               "host_wait_culprit_hint": None, "host_wait_per_shape_op": None,
+                               "host_wait_per_shape_ns": 0, "host_wait_per_shape_share": 0.0}
 
 
 def merge_by_group(group: I64, starts: I64, ends: I64) -> tuple[I64, I64, I64]:
@@ -229,6 +236,9 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
     specific of the leaders: among names within 90 % of the largest overlap, the one with the shortest mean
     call (a leaf such as ``aten::_cudnn_attention_backward`` rather than its callers); with its overlap
     (``_ns``, ``_share``), mean call duration, and a hint from ``CULPRIT_HINTS`` when one matches.
+    ``host_wait_per_shape_*``: the same overlap for the leading operator among the per-shape ones
+    (``PER_SHAPE_OPS``, mean call >= ``PER_SHAPE_MIN_MEAN_NS``): GPU idle time spent building plans or
+    compiling for new input shapes (the largest such name, so nested callers are not added up).
     """
     ev = ctx.trace.events
     m = gaps.cause == HOST_WAIT
@@ -248,6 +258,10 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
     order = np.argsort(-per, kind="stable")[:top]
     leaders = np.flatnonzero(per >= 0.9 * per.max())
     culprit = int(leaders[np.argmin(mean[leaders])])
+    per_shape = np.fromiter((any(k in n for k in PER_SHAPE_OPS) for n in ev.names), dtype=bool,
+                            count=len(ev.names)) & (mean >= PER_SHAPE_MIN_MEAN_NS) & (per > 0)
+    shape_op = int(np.argmax(np.where(per_shape, per, -1))) if per_shape.any() else None
+    shape_ns = int(per[shape_op]) if shape_op is not None else 0
     return {
         "host_wait_top_ops": [{"name": ev.names[i], "idle_ns": int(per[i]), "share": share(int(per[i]), ctx.window_ns)}
                               for i in order if per[i] > 0],
@@ -256,6 +270,9 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
         "host_wait_culprit_share": share(int(per[culprit]), ctx.window_ns),
         "host_wait_culprit_mean_ns": int(mean[culprit]),
         "host_wait_culprit_hint": culprit_hint(ev.names[culprit]),
+        "host_wait_per_shape_op": ev.names[shape_op] if shape_op is not None else None,
+        "host_wait_per_shape_ns": shape_ns,
+        "host_wait_per_shape_share": share(shape_ns, ctx.window_ns),
     }
 
 

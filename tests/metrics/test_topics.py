@@ -303,3 +303,27 @@ def test_host_wait_culprit_counts_concurrent_calls_of_one_name_once() -> None:
     assert idle["host_wait_culprit"] == "Compile"
     assert idle["host_wait_culprit_ns"] == 80 * US <= idle["host_wait_ns"]
     assert idle["host_wait_culprit_share"] == 0.8
+
+
+def test_host_wait_per_shape_work_is_the_slow_plan_building_operator() -> None:
+    # GIVEN the GPU idle 10-90 us while the host is inside a cuDNN attention call that takes 78 us (a plan
+    # build would take ms; the threshold is lowered here) and its 80 us caller
+    import tb_llmdiag.metrics.idle as idle_mod
+
+    trace = make_trace([step(1, 0, 100 * US), launch(0, 1 * US, 1), kernel(GEMM, 1 * US, 9 * US, 1),
+                        op("aten::scaled_dot_product_attention", 10 * US, 80 * US),
+                        op("aten::_cudnn_attention_forward", 11 * US, 78 * US),
+                        launch(90 * US, 1 * US, 2), kernel(GEMM, 92 * US, 8 * US, 2)])
+    saved = idle_mod.PER_SHAPE_MIN_MEAN_NS
+    try:
+        idle_mod.PER_SHAPE_MIN_MEAN_NS = 50 * US
+        idle = metrics_of(trace)["idle"]
+        # THEN the per-shape operator and its idle time are reported (the caller is not a per-shape op)
+        assert (idle["host_wait_per_shape_op"], idle["host_wait_per_shape_ns"], idle["host_wait_per_shape_share"]) == (
+            "aten::_cudnn_attention_forward", 78 * US, 0.78)
+        # AND calls shorter than the threshold are ordinary launches, not per-shape work
+        idle_mod.PER_SHAPE_MIN_MEAN_NS = 100 * US
+        idle = metrics_of(trace)["idle"]
+        assert (idle["host_wait_per_shape_op"], idle["host_wait_per_shape_ns"]) == (None, 0)
+    finally:
+        idle_mod.PER_SHAPE_MIN_MEAN_NS = saved
