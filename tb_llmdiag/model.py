@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 #: Version of the model and of every derived result; part of every cache key.
-MODEL_VERSION = 3  # 2: savings and what-if per mean step; 3: no external_id column
+MODEL_VERSION = 4  # 2: savings and what-if per mean step; 3: no external_id column; 4: per-shape host work
 
 
 class Kind(IntEnum):
