@@ -7,7 +7,6 @@ Markers: ``e2e`` (real TensorBoard + Chromium; slower, still run in CI).
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -10,8 +10,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "metrics"))
 
-from tb_llmdiag.metrics import compute_metrics
-from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.rules import GPU_RULES, RULES, Fix, Flavour, Rule, applicable, evaluate, finding, fires, fmt, lookup, run_platform
 
 REQUIRED = {"host_bound", "tiny_kernels", "dataloader_stall", "host_sync", "pageable_memcpy", "variable_shapes",

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.intervals import merge, overlap_per_window
+from tb_llmdiag.intervals import overlap_per_window
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
 

@@ -207,7 +207,6 @@ def test_long_kernel_names_read_short_on_the_canvas_and_full_in_the_tooltip(serv
 
 def test_selection_updates_panel_and_hash_and_deep_link_reopens_it(server, browser, requests_seen):
     base, runs = server
-    ready = [r for r in runs if r["status"] == "ready"]
     ctx, page, errors = new_page(browser, requests_seen)
     try:
         f = open_tab(page, base)

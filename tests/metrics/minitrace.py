@@ -46,7 +46,6 @@ def make_trace(rows: Sequence[E], *, devices: tuple[DeviceInfo, ...] = (), memor
     rows = sorted(rows, key=lambda r: r.ts)
     names: dict[str, int] = {}
     shapes: dict[str, int] = {}
-    n = len(rows)
     dev = np.array([r.kind in DEVICE_KINDS for r in rows], dtype=bool)
     ev = EventTable(
         ts_ns=np.array([r.ts for r in rows], np.int64),

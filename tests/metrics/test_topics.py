@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from minitrace import ADD, COPY, E, GEMM, LOADER, US, idle_scenario, kernel, launch, make_trace, op, step
+from minitrace import E, GEMM, LOADER, US, idle_scenario, kernel, launch, make_trace, op, step
 from tb_llmdiag.classify import CATEGORIES
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.headline import headline
