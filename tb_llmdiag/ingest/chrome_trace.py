@@ -19,7 +19,9 @@ import collections
 import gc
 import itertools
 import operator
+import queue
 import re
+import threading
 import zlib
 from typing import Any, Iterator, Union
 
@@ -38,12 +40,10 @@ from tb_llmdiag.model import (
     empty_memory,
 )
 
-try:  # isal's gzip is ~1.4x faster than zlib and can decompress in a thread; optional
-    from isal import igzip_threaded as _igzip_threaded  # type: ignore[import-not-found]
+try:  # isal's inflate is ~1.4x faster than zlib's; optional
     from isal import isal_zlib as _zlib  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - depends on the environment
     _zlib = zlib  # type: ignore[assignment]
-    _igzip_threaded = None
 
 
 BLOCK_BYTES = 16 << 20  # decompressed bytes per piece
@@ -511,8 +511,8 @@ def _int_column(values: list[Any], convert: Any = None) -> np.ndarray:
 def _blocks(path: str) -> Iterator[bytes]:
     """Decompressed blocks of about BLOCK_BYTES; raises _Truncated when the gzip stream breaks off.
 
-    With isal installed, decompression runs in isal's reader thread (it releases the GIL), so it
-    overlaps with decoding the previous block on the other core.
+    Gzip is inflated in a helper thread one block ahead: zlib/isal release the GIL while inflating, so
+    that work overlaps with decoding the previous block here.
     """
     with open(path, "rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"
@@ -521,27 +521,49 @@ def _blocks(path: str) -> Iterator[bytes]:
             while block := f.read(BLOCK_BYTES):
                 yield block
         return
-    if _igzip_threaded is not None:
+    ahead: queue.Queue[Any] = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def inflate() -> None:
         try:
-            with _igzip_threaded.open(path, "rb", threads=1) as gz:
-                while block := gz.read(BLOCK_BYTES):
-                    yield block
-        except EOFError:
-            raise _Truncated("the gzip stream ends early (file truncated?)") from None
-        except (OSError, ValueError) as exc:
-            raise _Truncated(f"gzip data is corrupt ({exc})") from None
-        return
+            for block in _inflate(path):
+                while not stop.is_set():
+                    try:
+                        ahead.put(block, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ahead.put(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the reading thread, which re-raises it
+            ahead.put(exc)
+
+    worker = threading.Thread(target=inflate, name="llmdiag-inflate", daemon=True)
+    worker.start()
+    try:
+        while (item := ahead.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join(timeout=5)
+
+
+def _inflate(path: str) -> Iterator[bytes]:
+    """The blocks of a gzip file (concatenated members included), BLOCK_BYTES at most each."""
     with open(path, "rb") as f:
         d = _zlib.decompressobj(16 + _zlib.MAX_WBITS)
         pending = b""
         while True:
             if not pending:
-                pending = f.read(1 << 20)
+                pending = f.read(4 << 20)
                 if not pending:
                     break
             try:
                 out = d.decompress(pending, BLOCK_BYTES)
-            except Exception as exc:  # zlib.error
+            except Exception as exc:  # zlib.error, or isal's own error type
                 raise _Truncated(f"gzip data is corrupt ({exc})") from None
             pending = d.unconsumed_tail
             if d.eof and d.unused_data:  # concatenated gzip members
