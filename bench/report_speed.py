@@ -36,7 +36,7 @@ t = time.perf_counter()
 raw = open(PATH, "rb").read()
 data = c._zlib.decompress(raw, 16 + c._zlib.MAX_WBITS) if raw[:2] == b"\\x1f\\x8b" else raw
 del raw
-env = c._DECODERS[c._needs_exact_ts(data, 1 << 20)][1].decode(data)
+env = c._DECODERS[c._needs_exact_ts(data, 1 << 20)].envelope.decode(data)
 n = len(env.traceEvents)
 RESULT = {"seconds": time.perf_counter() - t, "events": n, "json_bytes": len(data)}
 """,
@@ -61,12 +61,12 @@ for block in c._blocks(PATH):
         exact = c._needs_exact_ts(buf, cut)
     buf[cut + 4] = 0x5D
     with memoryview(buf) as view:
-        events = c._DECODERS[exact][0].decode(view[: cut + 5])
+        events = c._DECODERS[exact].events.decode(view[: cut + 5])
         n += len(events)
         del events
     del buf[: cut + 4]
     buf[0] = 0x5B
-n += len(c._DECODERS[bool(exact)][1].decode(b'{"traceEvents":' + buf).traceEvents)
+n += len(c._DECODERS[bool(exact)].envelope.decode(b'{"traceEvents":' + buf).traceEvents)
 RESULT = {"seconds": time.perf_counter() - t, "events": n, "json_bytes": total}
 """,
     "report": """

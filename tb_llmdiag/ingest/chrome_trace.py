@@ -23,7 +23,7 @@ import queue
 import re
 import threading
 import zlib
-from typing import Any, Iterator, Union
+from typing import Any, Iterator, NamedTuple, Union
 
 import msgspec
 import numpy as np
@@ -49,9 +49,6 @@ except ImportError:  # pragma: no cover - depends on the environment
 BLOCK_BYTES = 16 << 20  # decompressed bytes per piece
 _SEPARATOR = b"\n  },\n  {"  # Kineto's boundary between two top-level events
 _HEAD_LIMIT = 64 << 20  # "traceEvents" must start within this many bytes
-
-Scalar = Union[int, float, str, None]
-
 
 class _Args(msgspec.Struct, gc=False):
     """The args of a complete event, only the keys we read (fewer fields: faster decode and free)."""
@@ -88,17 +85,11 @@ class _Event(msgspec.Struct, tag="X", tag_field="ph", gc=False):
     args: Union[_Args, None] = None
 
 
-class _EventExactTs(msgspec.Struct, tag="X", tag_field="ph", gc=False):
+class _EventExactTs(_Event, tag="X"):
     """A complete event whose timestamp is kept as its JSON text: used when timestamps are so large
     (epoch microseconds) that a float64 cannot hold their nanosecond decimals."""
 
-    cat: Union[str, None] = None
-    name: Union[str, int, float, None] = ""
-    ts: msgspec.Raw = msgspec.Raw(b"")
-    dur: Union[float, int, str, None] = None
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
-    args: Union[_Args, None] = None
+    ts: msgspec.Raw = msgspec.Raw(b"")  # type: ignore[assignment]
 
 
 _COMPLETE = (_Event, _EventExactTs)
@@ -165,10 +156,16 @@ class _EnvelopeExactTs(_Envelope):
     traceEvents: list[_AnyEventExactTs] = []  # type: ignore[valid-type]
 
 
-_DECODERS = {  # exact_ts -> (events decoder, envelope decoder, event union, envelope type)
-    False: (msgspec.json.Decoder(list[_AnyEvent]), msgspec.json.Decoder(_Envelope), _AnyEvent, _Envelope),
-    True: (msgspec.json.Decoder(list[_AnyEventExactTs]), msgspec.json.Decoder(_EnvelopeExactTs),
-           _AnyEventExactTs, _EnvelopeExactTs),
+class _Decoders(NamedTuple):
+    events: msgspec.json.Decoder  # a piece of the traceEvents array
+    envelope: msgspec.json.Decoder  # a whole document (header, or the last events plus the metadata after them)
+    event_type: Any  # the event union, for converting events one by one on the lenient path
+
+
+_DECODERS = {  # by exact_ts
+    False: _Decoders(msgspec.json.Decoder(list[_AnyEvent]), msgspec.json.Decoder(_Envelope), _AnyEvent),
+    True: _Decoders(msgspec.json.Decoder(list[_AnyEventExactTs]), msgspec.json.Decoder(_EnvelopeExactTs),
+                    _AnyEventExactTs),
 }
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+)')
 
@@ -191,8 +188,8 @@ def _decode_events(data: bytes, warnings: list[str], exact_ts: bool = False) -> 
 
     Raises msgspec.DecodeError only for malformed JSON.
     """
-    decoder, _, union, _ = _DECODERS[exact_ts]
-    typed = _typed_decode(decoder, data)
+    decoders = _DECODERS[exact_ts]
+    typed = _typed_decode(decoders.events, data)
     if typed is not None:
         return typed  # type: ignore[no-any-return]
     items = msgspec.json.decode(data)
@@ -202,7 +199,7 @@ def _decode_events(data: bytes, warnings: list[str], exact_ts: bool = False) -> 
         try:
             if exact_ts and isinstance(item, dict) and "ts" in item:
                 item["ts"] = msgspec.Raw(msgspec.json.encode(item["ts"]))
-            out.append(msgspec.convert(item, union, strict=False))
+            out.append(msgspec.convert(item, decoders.event_type, strict=False))
         except (msgspec.ValidationError, TypeError):
             bad += 1
     if bad:
@@ -212,7 +209,7 @@ def _decode_events(data: bytes, warnings: list[str], exact_ts: bool = False) -> 
 
 def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -> _Envelope:
     """Like _decode_events, for a whole document (header or tail)."""
-    typed = _typed_decode(_DECODERS[exact_ts][1], data)
+    typed = _typed_decode(_DECODERS[exact_ts].envelope, data)
     if typed is not None:
         return typed  # type: ignore[no-any-return]
     doc = msgspec.json.decode(data)
@@ -231,6 +228,7 @@ def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -
     env.traceEvents = _decode_events(msgspec.json.encode(events if isinstance(events, list) else []), warnings,
                                      exact_ts)
     return env
+
 
 #: source category -> Kind (unknown categories are OTHER; host/device is decided from the kind)
 KIND_OF_CATEGORY: dict[str, Kind] = {
@@ -253,7 +251,7 @@ _DIGITS = re.compile(r"-?\d+")
 
 
 class _Columns:
-    """Accumulates columns piece by piece; interns names, categories, shapes and thread names."""
+    """Accumulates columns piece by piece; interns names, shapes and string thread/stream ids."""
 
     def __init__(self) -> None:
         self.names: dict[str, int] = {}
@@ -261,7 +259,6 @@ class _Columns:
         self.str_ids: dict[str, int] = {}
         self.parts: list[dict[str, np.ndarray]] = []
         self.mem_parts: list[tuple[list[Any], ...]] = []
-        self.window: list[float] = []
         # category -> Kind code; categories never seen before are OTHER (the profiler's own span: _SKIP)
         self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
             lambda: int(Kind.OTHER), {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()},
@@ -319,11 +316,7 @@ class _Columns:
         kind_of = self.kind_of
         kind = np.array([kind_of[e.cat] for e in xs], dtype=np.uint8)
         skip = kind == _SKIP
-        if skip.any():  # the profiler's own span: remember where the window ends, drop the event
-            for i in np.flatnonzero(skip).tolist():
-                e = xs[i]
-                ts0 = float(bytes(e.ts)) if isinstance(e.ts, msgspec.Raw) else _to_float(e.ts)
-                self.window.append(ts0 + _to_float(e.dur or 0))
+        if skip.any():  # the profiler's own "PyTorch Profiler (0)" span is not an event of the run
             keep = np.flatnonzero(~skip)
             xs = [xs[i] for i in keep.tolist()]
             kind = kind[keep]
@@ -334,13 +327,10 @@ class _Columns:
         dur_list = [e.dur for e in xs]
         if xs[0].__class__ is _EventExactTs:
             ts_list = self._relative_us(ts_list)
-        try:
+        try:  # a missing "dur" (None) becomes NaN here and 0 in finish()
             ts = np.array(ts_list, dtype=np.float64)
-            try:
-                dur = np.array(dur_list, dtype=np.float64)
-            except TypeError:  # some events without "dur"
-                dur = np.array([0 if v is None else v for v in dur_list], dtype=np.float64)
-        except (TypeError, ValueError):  # None or strings in ts/dur: keep what parses
+            dur = np.array(dur_list, dtype=np.float64)
+        except (TypeError, ValueError):  # strings in ts/dur: keep what parses
             ts = np.array([_to_float(v) for v in ts_list], dtype=np.float64)
             dur = np.array([_to_float(v) for v in dur_list], dtype=np.float64)
         get = names.get
@@ -412,7 +402,6 @@ class _Columns:
             self._shape_table = np.concatenate([self._shape_table, np.array(new, dtype=bool)])
         return self._shape_table
 
-
     def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
         warnings: list[str] = []
         if not self.parts:
@@ -461,7 +450,7 @@ class _Columns:
     def _memory(self, origin_us: float) -> MemoryTable:
         if not self.mem_parts:
             return empty_memory()
-        cols = [sum((list(p[i]) for p in self.mem_parts), []) for i in range(6)]
+        cols = [list(itertools.chain.from_iterable(p[i] for p in self.mem_parts)) for i in range(6)]
         ts = np.array([_to_float(v) for v in cols[0]], dtype=np.float64)
         dev_type = _int_column(cols[1])
         dev_id = _int_column(cols[2])
@@ -485,8 +474,8 @@ def _to_float(v: Any) -> float:
         return float("nan")
 
 
-def _int_column(values: list[Any], convert: Any = None) -> np.ndarray:
-    """Optional ints -> int64 with -1 for missing; strings go through ``convert`` (or are parsed)."""
+def _int_column(values: list[Any]) -> np.ndarray:
+    """Optional ints -> int64 with -1 for missing; strings and floats are parsed (-1 if they do not)."""
     try:
         return np.array(values, dtype=np.int64)  # the common case: every value present
     except (TypeError, ValueError, OverflowError):
@@ -496,15 +485,10 @@ def _int_column(values: list[Any], convert: Any = None) -> np.ndarray:
     except (TypeError, ValueError, OverflowError):
         out = np.empty(len(values), dtype=np.int64)
         for i, v in enumerate(values):
-            if v is None:
+            try:
+                out[i] = -1 if v is None else int(float(v))
+            except (TypeError, ValueError, OverflowError):
                 out[i] = -1
-            elif convert is not None:
-                out[i] = convert(v)
-            else:
-                try:
-                    out[i] = int(float(v))
-                except (TypeError, ValueError, OverflowError):
-                    out[i] = -1
         return out
 
 
@@ -524,20 +508,24 @@ def _blocks(path: str) -> Iterator[bytes]:
     ahead: queue.Queue[Any] = queue.Queue(maxsize=2)
     stop = threading.Event()
 
+    def offer(item: Any) -> bool:
+        """Queue an item for the reader; False once the reader has stopped (it will never take it)."""
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def inflate() -> None:
         try:
             for block in _inflate(path):
-                while not stop.is_set():
-                    try:
-                        ahead.put(block, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not offer(block):
                     return
-            ahead.put(None)
+            offer(None)
         except BaseException as exc:  # noqa: BLE001 - handed to the reading thread, which re-raises it
-            ahead.put(exc)
+            offer(exc)
 
     worker = threading.Thread(target=inflate, name="llmdiag-inflate", daemon=True)
     worker.start()
@@ -689,7 +677,7 @@ def _read(path: str) -> Trace:
         warnings.append(f"truncated file: {truncated}; analysed the events read before the cut")
     events, memory, origin_ns, col_warnings = cols.finish()
     warnings.extend(col_warnings)
-    return _make_trace(events, memory, origin_ns, envelope_parts, cols, tuple(warnings))
+    return _make_trace(events, memory, origin_ns, envelope_parts, tuple(warnings))
 
 
 def _needs_exact_ts(data: bytes | bytearray, end: int) -> bool:
@@ -707,7 +695,7 @@ def _decode_tail(buf: bytes, warnings: list[str], exact_ts: bool) -> _Envelope |
 
 
 def _make_trace(events: EventTable, memory: MemoryTable, origin_ns: int, envs: list[_Envelope],
-                cols: _Columns, warnings: tuple[str, ...]) -> Trace:
+                warnings: tuple[str, ...]) -> Trace:
     def first(attr: str) -> Any:
         for env in envs:
             value = getattr(env, attr)
@@ -735,8 +723,6 @@ def _make_trace(events: EventTable, memory: MemoryTable, origin_ns: int, envs: l
                        "with_stack", "Framework")
         if (v := first(k)) is not None
     }
-    if cols.window:
-        metadata["profiler_window_end_us"] = max(cols.window)
     return Trace(
         source_kind="kineto", events=events, memory=memory, origin_ns=origin_ns, devices=devices,
         distributed=distributed, base_time_ns=first("baseTimeNanoseconds"), metadata=metadata, warnings=warnings,
