@@ -45,26 +45,36 @@ def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
     steps = find_steps(trace)
     metrics = compute_metrics(trace, steps)
     findings, what_if = diagnose(metrics)
-    warnings = list(trace.warnings)
     report = {
-        **_base(tf), "status": "ok", "error": None, "warnings": warnings,
+        **_base(tf), "status": "ok", "error": None, "warnings": list(trace.warnings),
         "summary": summarize(trace, steps), "headline": headline(metrics), "metrics": metrics,
         "findings": findings, "what_if": what_if,
     }
     return jsonable(report)
 
 
-def analyze_file(tf: TraceFile) -> dict[str, Any]:
-    """Load and analyse one trace file. Never raises for bad input: returns an error RunReport."""
+def load(tf: TraceFile) -> Trace | dict[str, Any]:
+    """The file's Trace, or the error RunReport saying in one line why it cannot be read.
+
+    Unexpected reader exceptions (bugs on odd input) are logged and reported the same way, so one bad
+    file never takes the others down.
+    """
     try:
-        trace = load_trace(tf.path)
+        return load_trace(tf.path)
     except LlmDiagError as exc:
         return error_report(tf, str(exc))
     except MemoryError:
         return error_report(tf, "out of memory while reading the trace; profile fewer steps")
-    except Exception as exc:  # noqa: BLE001 - a reader bug on odd input must not take the others down
+    except Exception as exc:  # noqa: BLE001
         logger.exception("reading %s failed", tf.path)
         return error_report(tf, f"could not read the trace (internal error: {type(exc).__name__}: {exc})")
+
+
+def analyze_file(tf: TraceFile) -> dict[str, Any]:
+    """Load and analyse one trace file. Never raises for bad input: returns an error RunReport."""
+    trace = load(tf)
+    if not isinstance(trace, Trace):
+        return trace
     try:
         return analyze_trace(tf, trace)
     except Exception as exc:  # noqa: BLE001
