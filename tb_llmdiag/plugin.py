@@ -24,7 +24,7 @@ import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -117,8 +117,6 @@ class _Entry:
     error: str | None = None
     report_status: str | None = None  # "ok" | "error" once ready
     started_s: float | None = None
-    finished_s: float | None = None
-    seen: bool = field(default=True, repr=False)
 
 
 class _Registry:
@@ -141,17 +139,12 @@ class _Registry:
         self._workers = workers
         self._processes = processes
         self._executor: Executor | None = None
-        self._threads: list[threading.Thread] = []
 
     # -- lifecycle
     def start(self) -> None:
-        t = threading.Thread(target=self._scan_loop, name="llmdiag-scan", daemon=True)
-        self._threads.append(t)
-        t.start()
+        threading.Thread(target=self._scan_loop, name="llmdiag-scan", daemon=True).start()
         for i in range(self._workers):
-            w = threading.Thread(target=self._work_loop, name=f"llmdiag-work-{i}", daemon=True)
-            self._threads.append(w)
-            w.start()
+            threading.Thread(target=self._work_loop, name=f"llmdiag-work-{i}", daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -188,10 +181,9 @@ class _Registry:
             ck = self.cache.key(tf.path, tf.size_bytes, tf.mtime_ns, timeline_mod.TIMELINE_VERSION)
             with self.lock:
                 old = self.entries.get(tf.key)
-            if old is not None and old.cache_key == ck:
-                old.tf = tf
-                old.seen = True
-                continue
+                if old is not None and old.cache_key == ck:
+                    old.tf = tf
+                    continue
             entry = _Entry(tf=tf, cache_key=ck)
             self._load_cached_status(entry)
             fresh.append((tf.key, entry))
@@ -224,6 +216,12 @@ class _Registry:
             e = self.entries.get(key)
             if e is not None and e.status == "pending":
                 self._enqueue_locked(key, e.cache_key, priority=0)
+
+    def requeue(self, key: Key, e: _Entry) -> None:
+        """Analyse a ready run again, first in line (its cache entries vanished)."""
+        with self.lock:
+            e.status = "pending"
+            self._enqueue_locked(key, e.cache_key, priority=0)
 
     def queue_position(self, key: Key) -> int | None:
         with self.lock:
@@ -294,7 +292,6 @@ class _Registry:
             if entry.cache_key != ck:
                 return
             entry.status, entry.report_status, entry.error = status, report_status, error
-            entry.finished_s = time.monotonic()
 
     # -- views
     def lookup(self, key: Key) -> _Entry | None:
@@ -455,40 +452,46 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_report(self, request: wrappers.Request) -> wrappers.Response:
-        return self._guard(request, self._report_impl)
+        return self._guard(request, lambda r: self._cached(r, "report"))
 
-    def _report_impl(self, request: wrappers.Request) -> wrappers.Response:
-        key, e = self._key_from(request)
-        if e.status != "ready":
-            self._reg().prioritise(key)
-            return self._json(request, self._status_payload(key, e), code=202)
-        raw = self._reg().cache.get_raw(e.cache_key, "report")
-        if raw is None:  # the cache was wiped under us: analyse again
-            self._requeue(key, e)
-            return self._json(request, self._status_payload(key, e), code=202)
-        return http_util.Respond(request, raw, "application/json")
+    @wrappers.Request.application
+    def _serve_steps(self, request: wrappers.Request) -> wrappers.Response:
+        return self._guard(request, lambda r: self._cached(r, "steps"))
 
     @wrappers.Request.application
     def _serve_timeline(self, request: wrappers.Request) -> wrappers.Response:
-        return self._guard(request, self._timeline_impl)
+        return self._guard(request, lambda r: self._cached(r, "timeline"))
 
-    def _timeline_impl(self, request: wrappers.Request) -> wrappers.Response:
+    def _cached(self, request: wrappers.Request, what: str) -> wrappers.Response:
+        """A ready run's cached JSON, passed through untouched; else its status (202), the run queued first."""
         key, e = self._key_from(request)
-        step_arg = request.args.get("step")
-        step: int | None = None
-        if step_arg not in (None, ""):
-            try:
-                step = int(step_arg)
-            except ValueError:
-                raise tb_errors.InvalidArgumentError("'step' must be an integer step index") from None
+        step = self._step_arg(request) if what == "timeline" else None
+        reg = self._reg()
         if e.status != "ready":
-            self._reg().prioritise(key)
+            reg.prioritise(key)
             return self._json(request, self._status_payload(key, e), code=202)
-        cache = self._reg().cache
-        index = cache.get(e.cache_key, "timelines")
+        name = self._timeline_entry(e, step) if what == "timeline" else what
+        raw = None if name is None else reg.cache.get_raw(e.cache_key, name)
+        if raw is None:  # the cache was wiped under us: analyse again
+            reg.requeue(key, e)
+            return self._json(request, self._status_payload(key, e), code=202)
+        return http_util.Respond(request, raw, "application/json")
+
+    @staticmethod
+    def _step_arg(request: wrappers.Request) -> int | None:
+        step_arg = request.args.get("step")
+        if step_arg in (None, ""):
+            return None
+        try:
+            return int(step_arg)
+        except ValueError:
+            raise tb_errors.InvalidArgumentError("'step' must be an integer step index") from None
+
+    def _timeline_entry(self, e: _Entry, step: int | None) -> str | None:
+        """The cache entry of the asked step's timeline (default: the median-duration step); None if the index is gone."""
+        index = self._reg().cache.get(e.cache_key, "timelines")
         if not isinstance(index, list):
-            self._requeue(key, e)
-            return self._json(request, self._status_payload(key, e), code=202)
+            return None
         if not index:
             raise tb_errors.NotFoundError("this trace has no timeline (no device or host activity was read)")
         if step is None:  # the step whose duration is the median: the representative one
@@ -498,32 +501,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             chosen = next((r for r in index if r["index"] == step), None)
             if chosen is None:
                 raise tb_errors.NotFoundError(f"no step {step} in this trace")
-        raw = cache.get_raw(e.cache_key, f"timeline.{int(chosen['ordinal'])}")
-        if raw is None:
-            self._requeue(key, e)
-            return self._json(request, self._status_payload(key, e), code=202)
-        return http_util.Respond(request, raw, "application/json")
-
-    @wrappers.Request.application
-    def _serve_steps(self, request: wrappers.Request) -> wrappers.Response:
-        return self._guard(request, self._steps_impl)
-
-    def _steps_impl(self, request: wrappers.Request) -> wrappers.Response:
-        key, e = self._key_from(request)
-        if e.status != "ready":
-            self._reg().prioritise(key)
-            return self._json(request, self._status_payload(key, e), code=202)
-        raw = self._reg().cache.get_raw(e.cache_key, "steps")
-        if raw is None:
-            self._requeue(key, e)
-            return self._json(request, self._status_payload(key, e), code=202)
-        return http_util.Respond(request, raw, "application/json")
-
-    def _requeue(self, key: Key, e: _Entry) -> None:
-        reg = self._reg()
-        with reg.lock:
-            e.status = "pending"
-            reg._enqueue_locked(key, e.cache_key, priority=0)
+        return f"timeline.{int(chosen['ordinal'])}"
 
     @wrappers.Request.application
     def _serve_trace(self, request: wrappers.Request) -> wrappers.Response:
