@@ -736,19 +736,4 @@ def _opt_int(v: Any) -> int | None:
         return None
 
 
-def sniff_chrome_trace(path: str, limit: int = 4096) -> bool:
-    """Cheap content check: does the start of the (decompressed) file hold a "traceEvents" key?"""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(limit if not path.endswith(".gz") else 65536)
-        if raw[:2] == b"\x1f\x8b":
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            head = d.decompress(raw, limit)
-        else:
-            head = raw[:limit]
-    except (OSError, zlib.error):
-        return False
-    return b'"traceEvents"' in head
-
-
-__all__ = ["read_chrome_trace", "sniff_chrome_trace", "KIND_OF_CATEGORY"]
+__all__ = ["read_chrome_trace", "KIND_OF_CATEGORY"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from tb_llmdiag.errors import NoTracesFound, RunNotFound
@@ -69,9 +69,6 @@ class Index:
             if f.key == (run, worker, span):
                 return f
         raise RunNotFound(f"no trace for run={run!r} worker={worker!r} span={span!r}")
-
-    def runs(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(f.run for f in self.files))
 
 
 def _head(path: str, limit: int = _SNIFF_BYTES) -> bytes:
@@ -184,16 +181,11 @@ def _number_spans(entries: list[tuple[TraceFile, str | None]]) -> list[TraceFile
     for items in groups.values():
         stamped = sorted((e for e in items if e[1] is not None), key=lambda e: int(e[1] or 0))
         for i, (tf, _) in enumerate(stamped, start=1):
-            out.append(_replace_span(tf, str(i)))
+            out.append(replace(tf, span=str(i)))
         unstamped = [tf for tf, ts in items if ts is None]
         for j, tf in enumerate(unstamped):
-            out.append(_replace_span(tf, "default" if j == 0 else f"default-{j + 1}"))
+            out.append(replace(tf, span="default" if j == 0 else f"default-{j + 1}"))
     return out
-
-
-def _replace_span(tf: TraceFile, span: str) -> TraceFile:
-    return TraceFile(run=tf.run, worker=tf.worker, span=span, path=tf.path, source_kind=tf.source_kind,
-                     size_bytes=tf.size_bytes, mtime_ns=tf.mtime_ns, rank=tf.rank, phase=tf.phase)
 
 
 def _duplicate_rank_warnings(files: list[TraceFile]) -> list[str]:
