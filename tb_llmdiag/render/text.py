@@ -5,47 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-
-def fmt_ns(ns: float | int | None) -> str:
-    """Human duration: 1.23 s, 45.6 ms, 12.3 us, 800 ns; '-' for unknown."""
-    if ns is None:
-        return "-"
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def fmt_share(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f} %"
-
-
-def fmt_bytes(n: float | int | None) -> str:
-    if n is None:
-        return "-"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def _fmt_value(key: str, value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, (int, float)):
-        if key.endswith("_ns"):
-            return fmt_ns(value)
-        if key.endswith("_share"):
-            return fmt_share(value)
-        if key.endswith("_bytes"):
-            return fmt_bytes(value)
-        return f"{value:.3g}" if isinstance(value, float) else str(value)
-    if isinstance(value, list):
-        return ", ".join(_fmt_value(key, v) for v in value[:8]) + (" ..." if len(value) > 8 else "")
-    return str(value)
+from tb_llmdiag.units import fmt_ns, fmt_share, fmt_value
 
 
 def render_run(run: dict[str, Any]) -> str:
@@ -82,7 +42,7 @@ def render_run(run: dict[str, Any]) -> str:
     )
     head = run.get("headline") or {}
     if head:
-        parts = [f"{k.removesuffix('_ns').removesuffix('_share').replace('_', ' ')} {_fmt_value(k, v)}"
+        parts = [f"{k.removesuffix('_ns').removesuffix('_share').replace('_', ' ')} {fmt_value(k, v)}"
                  for k, v in head.items() if v is not None]
         lines.append("   headline: " + "; ".join(parts))
     findings = run.get("findings") or []
@@ -96,7 +56,7 @@ def render_run(run: dict[str, Any]) -> str:
             lines.append(f"      {f['summary']}")
         ev = f.get("evidence") or {}
         if ev:
-            lines.append("      evidence: " + "; ".join(f"{k} {_fmt_value(k, v)}" for k, v in ev.items()))
+            lines.append("      evidence: " + "; ".join(f"{k} {fmt_value(k, v)}" for k, v in ev.items()))
         fix = f.get("fix") or {}
         if fix.get("text"):
             lines.append(f"      fix: {fix['text']}")
