@@ -91,8 +91,7 @@ def analyse_to_cache(tf: Any, cache_root: str, cache_key: str) -> dict[str, Any]
         cache.set_progress(cache_key, "timeline")
         if report.get("status") == "ok":
             steps = ((report.get("summary") or {}).get("steps")) or None
-            timelines = timeline_mod.build_timelines(trace, steps)
-            breakdown = timeline_mod.step_breakdown(trace, steps) if steps else []
+            timelines, breakdown = timeline_mod.build(trace, steps)
     index = []
     for i, tl in enumerate(timelines):
         cache.put(cache_key, f"timeline.{i}", tl)

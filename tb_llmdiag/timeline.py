@@ -12,38 +12,35 @@ Contract:
   lane is merged with one tolerance ``resolution_ns`` (neighbours closer than it become one interval
   carrying ``n`` events and the name of the longest one); the tolerance doubles until the budget
   holds. Gaps shorter than the resolution vanish with it, so a gap that is drawn is real.
-- Gap causes come from ``metrics.idle`` when it offers a per-gap classifier; otherwise from overlap with
-  the host lanes: mostly covered by a synchronising call -> ``sync``; by the data loader ->
-  ``data_loader``; else ``host_wait`` (the device ran dry waiting for the host to launch work).
+- Gap causes are ``metrics.idle.gap_causes`` (the report's own rule), and the host sync and data-loader
+  lanes are ``metrics.context``'s ``sync_api`` and ``dataloader`` name families, so the tab draws what
+  the report counts.
 """
 
 from __future__ import annotations
 
-import logging
-import re
 from typing import Any, Sequence, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
 
+from tb_llmdiag.classify import kernel_category
+from tb_llmdiag.intervals import gaps as complement
+from tb_llmdiag.intervals import merge
+from tb_llmdiag.metrics.context import rows_of
+from tb_llmdiag.metrics.idle import CAUSES, HostSignals, gap_causes
+from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.model import Kind, Trace
 
 #: Bump when the timeline JSON changes; part of the cache key.
-TIMELINE_VERSION = 1
+TIMELINE_VERSION = 2
 MAX_INTERVALS = 20_000
 #: Gaps shorter than this are launch-to-launch jitter, not idle time worth drawing.
 MIN_GAP_NS = 1_000
 
 CATEGORIES = ("kernel", "memcpy", "memset", "device_sync", "launch", "runtime", "sync", "data_loader")
-CAUSES = ("host_wait", "sync", "data_loader", "other")
-
-_SYNC_NAME = re.compile(
-    r"(?i)synchroni[sz]e|^(cuda|hip)Memcpy$|^cuMemcpy(DtoH|HtoD)?(_v2)?$|^(cuda|hip)StreamWaitEvent$"
-)
-_DATALOADER_NAME = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|_next_data|_MultiProcessingDataLoaderIter")
 
 I64 = NDArray[np.int64]
-logger = logging.getLogger(__name__)
 
 
 class Lane(TypedDict):
@@ -110,28 +107,15 @@ class _LaneSrc:
         self.s, self.e, self.name, self.cat = s[order], e[order], name[order], cat[order]
 
 
-def _gap_causes(gs: I64, ge: I64, sync: tuple[I64, I64], dl: tuple[I64, I64]) -> NDArray[np.int64]:
-    """Cause per gap from how much of it a sync call or the data loader covers (>= half)."""
-    from tb_llmdiag.intervals import overlap_per_window
-
-    cause = np.zeros(gs.size, dtype=np.int64)  # host_wait
-    if gs.size == 0:
-        return cause
-    length = np.maximum(ge - gs, 1)
-    if dl[0].size:
-        cause[overlap_per_window(dl[0], dl[1], gs, ge) * 2 >= length] = CAUSES.index("data_loader")
-    if sync[0].size:  # a sync inside a data-loader wait is the loader's (pin_memory), so sync is checked last
-        cause[overlap_per_window(sync[0], sync[1], gs, ge) * 2 >= length] = CAUSES.index("sync")
-    return cause
-
-
 def _prefilter(trace: Trace) -> dict[str, Any]:
     ev = trace.events
     kind = ev.kind
     device_mask = np.isin(kind, np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC), np.uint8)) & (ev.device >= 0)
     runtime_mask = np.isin(kind, np.array((Kind.RUNTIME, Kind.DRIVER), np.uint8))
-    sync_name = ev.name_mask(_SYNC_NAME.search)
-    dl_mask = (kind == Kind.ANNOTATION) & ev.name_mask(_DATALOADER_NAME.search)
+    sync_name = np.zeros(len(ev), dtype=bool)
+    sync_name[rows_of(trace, "sync_api")] = True  # runtime/driver rows only
+    dl_mask = np.zeros(len(ev), dtype=bool)
+    dl_mask[rows_of(trace, "dataloader")] = True
     cat = np.full(len(ev), -1, dtype=np.int64)
     cat[kind == Kind.KERNEL] = CATEGORIES.index("kernel")
     cat[kind == Kind.MEMCPY] = CATEGORIES.index("memcpy")
@@ -158,7 +142,7 @@ def _prefilter(trace: Trace) -> dict[str, Any]:
 
 
 def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_intervals: int,
-                   idle_causes: Any) -> StepTimeline:
+                   host: HostSignals) -> StepTimeline:
     lo, hi = int(step["start_ns"]), int(step["end_ns"])
     inside = (pre["ts"] < hi) & (pre["end"] > lo)
     ts = np.clip(pre["ts"][inside], lo, hi) - lo
@@ -178,10 +162,8 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
     host_groups = (("host.launch", "Host · launches", pre["is_host_launch"]),
                    ("host.sync", "Host · syncs", pre["is_sync"]),
                    ("host.dataloader", "Host · data loader", pre["is_dl"]))
-    host_iv: dict[str, tuple[I64, I64]] = {}
     for lid, label, mask_all in host_groups:
         m = mask_all[inside]
-        host_iv[lid] = (ts[m], end[m])
         if m.any() or lid == "host.launch":
             lanes.append(_LaneSrc(lid, label, "host", ts[m], end[m], name[m], cat[m]))
 
@@ -208,17 +190,7 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
             break
         tol = max(1_000, tol * 2) if tol else max(1_000, span // max(max_intervals, 1))
 
-    causes = None
-    if idle_causes is not None:
-        try:
-            names_ = idle_causes(gs + lo, ge + lo)
-            causes = np.array([CAUSES.index(c) if c in CAUSES else CAUSES.index("other") for c in names_], np.int64)
-        except Exception:  # the metrics module's API moved: fall back, never fail the timeline
-            logger.debug("metrics.idle classifier failed; using overlap causes", exc_info=True)
-            causes = None
-    if causes is None or causes.size != gs.size:
-        causes = _gap_causes(gs, ge, host_iv["host.sync"], host_iv["host.dataloader"])
-
+    causes = gap_causes(gs + lo, ge + lo, host)
     names: dict[int, int] = {}
     out_lanes: list[Lane] = []
     for L, (s, e, n, rep) in zip(lanes, merged):
@@ -229,8 +201,7 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
     all_names = trace.events.names
     name_list = [all_names[i] if 0 <= i < len(all_names) else "?" for i in names]
     device_names = {int(L.name[r]) for L, (_, _, _, rep) in zip(lanes, merged) if L.kind == "gpu" for r in rep}
-    classify = _kernel_classifier()
-    name_category = [classify(n) if (classify and i in device_names) else None for i, n in zip(names, name_list)]
+    name_category = [kernel_category(n) if i in device_names else None for i, n in zip(names, name_list)]
     return StepTimeline(
         timeline_version=TIMELINE_VERSION,
         step=dict(step),
@@ -247,70 +218,28 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
     )
 
 
-def _kernel_classifier() -> Any:
-    try:
-        from tb_llmdiag.classify import kernel_category
-    except Exception:
-        return None
-    return kernel_category
-
-
-def _idle_api() -> Any:
-    try:
-        from tb_llmdiag.metrics import idle
-    except Exception:  # the metrics layer is optional for the timeline
-        return None
-    return idle
-
-
-def _idle_classifier(trace: Trace) -> Any:
-    """``(starts, ends) -> list[cause name]`` from ``metrics.idle``, host signals computed once."""
-    idle = _idle_api()
-    if idle is None:
-        return None
-    try:
-        host = idle.HostSignals.of(trace)
-        names = idle.CAUSES
-
-        def classify(gs: I64, ge: I64) -> list[str]:
-            return [names[int(c)] for c in idle.gap_causes(gs, ge, host)]
-
-        return classify
-    except Exception:
-        logger.debug("metrics.idle has another API; using overlap causes", exc_info=True)
-        return None
-
-
-def step_breakdown(trace: Trace, steps: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def step_breakdown(trace: Trace, steps: Sequence[dict[str, Any]] | None = None, *,
+                   host: HostSignals | None = None) -> list[dict[str, Any]]:
     """Per step: device busy time and idle time by cause (ns; the parts sum to the step's duration).
 
     Busy is the union of kernels, copies and memsets on every stream, computed once; each step's gaps are
     its complement within the step (steps extended to their GPU tail may overlap the next one, so each
-    step is cut on its own). Causes: ``metrics.idle.gap_causes`` when available, else this module's rule.
+    step is cut on its own). Causes: ``metrics.idle.gap_causes``; ``host`` shares its signals with
+    ``build_timelines``.
     """
-    from tb_llmdiag.intervals import gaps as complement, merge
-
     rows = step_rows(trace) if steps is None else list(steps)
     if not rows:
         return []
     ev = trace.events
     dev = np.isin(ev.kind, np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET), np.uint8))
     bs, be = merge(ev.ts_ns[dev], ev.end_ns[dev])
-    classify = _idle_classifier(trace)
-    pre = None if classify is not None else _prefilter(trace)
+    host = host or HostSignals.of(trace)
     out: list[dict[str, Any]] = []
     for r in rows:
         lo, hi = int(r["start_ns"]), int(r["end_ns"])
         a, b = int(np.searchsorted(be, lo, side="right")), int(np.searchsorted(bs, hi, side="left"))
         gs, ge = complement(bs[a:b], be[a:b], lo, hi)
-        if classify is not None:
-            codes = np.array([CAUSES.index(c) if c in CAUSES else CAUSES.index("other") for c in classify(gs, ge)],
-                             dtype=np.int64)
-        else:
-            assert pre is not None
-            sync = (pre["ts"][pre["is_sync"]], pre["end"][pre["is_sync"]])
-            dl = (pre["ts"][pre["is_dl"]], pre["end"][pre["is_dl"]])
-            codes = _gap_causes(gs, ge, sync, dl)
+        codes = gap_causes(gs, ge, host)
         d = ge - gs
         parts = {f"{name}_ns": int(d[codes == i].sum()) for i, name in enumerate(CAUSES)}
         idle_ns = int(d.sum())
@@ -321,8 +250,6 @@ def step_breakdown(trace: Trace, steps: Sequence[dict[str, Any]] | None = None) 
 
 def step_rows(trace: Trace) -> list[dict[str, Any]]:
     """The trace's steps as plain dicts (``find_steps``), or one pseudo-step over the whole window."""
-    from tb_llmdiag.metrics.steps import find_steps
-
     st = find_steps(trace)
     rows = [
         {"index": int(st.index[i]), "name": st.names[i], "start_ns": int(st.start_ns[i]),
@@ -339,11 +266,21 @@ def step_rows(trace: Trace) -> list[dict[str, Any]]:
 
 
 def build_timelines(trace: Trace, steps: Sequence[dict[str, Any]] | None = None,
-                    max_intervals: int = MAX_INTERVALS) -> list[StepTimeline]:
+                    max_intervals: int = MAX_INTERVALS, *, host: HostSignals | None = None) -> list[StepTimeline]:
     """One downsampled timeline per step (see the module contract)."""
     rows = step_rows(trace) if steps is None else list(steps)
     if not rows:
         return []
     pre = _prefilter(trace)
-    classifier = _idle_classifier(trace)
-    return [_step_timeline(trace, pre, r, max_intervals, classifier) for r in rows]
+    host = host or HostSignals.of(trace)
+    return [_step_timeline(trace, pre, r, max_intervals, host) for r in rows]
+
+
+def build(trace: Trace, steps: Sequence[dict[str, Any]] | None) -> tuple[list[StepTimeline], list[dict[str, Any]]]:
+    """What the tab caches per trace: the step timelines and, when the trace has steps, their breakdown.
+
+    The host signals behind the gap causes are computed once for both.
+    """
+    host = HostSignals.of(trace)
+    timelines = build_timelines(trace, steps, host=host)
+    return timelines, (step_breakdown(trace, steps, host=host) if steps else [])

@@ -101,11 +101,3 @@ def test_step_breakdown_parts_sum_to_step():
     assert row == {"index": 5, "name": "ProfilerStep#5", "duration_ns": 100_000, "busy_ns": 30_000,
                    "host_wait_ns": 5_000, "sync_ns": 25_000, "data_loader_ns": 40_000, "other_ns": 0}
 
-
-def test_fallback_causes_without_the_idle_module(monkeypatch):
-    # GIVEN metrics.idle is unavailable (or changed its API): the timeline's own overlap rule gives the same causes here
-    monkeypatch.setattr(timeline, "_idle_api", lambda: None)
-    t = timeline.build_timelines(one_step_trace())[0]
-    assert [t["causes"][c] for c in t["gaps"]["cause"]] == ["host_wait", "sync", "data_loader"]
-    (row,) = timeline.step_breakdown(one_step_trace())
-    assert (row["host_wait_ns"], row["sync_ns"], row["data_loader_ns"], row["busy_ns"]) == (5_000, 25_000, 40_000, 30_000)
