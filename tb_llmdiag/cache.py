@@ -29,16 +29,6 @@ logger = logging.getLogger(__name__)
 CACHE_LAYOUT = 1
 
 
-def report_schema() -> int:
-    """The report schema version the engine writes (``api.REPORT_SCHEMA`` when it exists)."""
-    try:
-        from tb_llmdiag import api
-
-        return int(getattr(api, "REPORT_SCHEMA", getattr(api, "SCHEMA", 1)))
-    except ImportError:  # the engine is not importable: cache keys still need a value
-        return 1
-
-
 def default_dir() -> Path:
     env = os.environ.get("LLMDIAG_CACHE_DIR")
     if env:
@@ -69,9 +59,11 @@ class ResultCache:
 
     @staticmethod
     def key(abs_path: str, size_bytes: int, mtime_ns: int, timeline_version: int) -> str:
+        from tb_llmdiag.api import REPORT_SCHEMA  # lazily: the whole engine, not needed to start TensorBoard
+
         ident = json.dumps(
             [os.path.abspath(abs_path), int(size_bytes), int(mtime_ns), model.MODEL_VERSION,
-             report_schema(), int(timeline_version)]
+             REPORT_SCHEMA, int(timeline_version)]
         )
         return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:40]
 
@@ -97,9 +89,6 @@ class ResultCache:
                 return f.read()
         except OSError:
             return None
-
-    def has(self, key: str, what: str) -> bool:
-        return self._path(key, what).is_file()
 
     def put(self, key: str, what: str, value: Any) -> None:
         data = json.dumps(value, allow_nan=False, separators=(",", ":")).encode("utf-8")
