@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.xplane_schema import message_classes
-from tb_llmdiag.model import DeviceInfo, EventTable, Kind, Trace
+from tb_llmdiag.model import DeviceInfo, EventTable, Kind, Trace, empty_events
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,8 @@ _MEMCPY_SIZE = re.compile(r"(?:num_bytes|size|bytes)[:=\s]+(\d+)")
 _COMPILER_EVENT = re.compile(r"Compiler::|Compile")
 # a compile call that names its module: JAX's ``PjRtCApiClient::CompileAndLoad(jit_train_step)``
 _COMPILE_OF_MODULE = re.compile(r"^\w+::Compile\w*\s*\(([\w.\-]+)\)$")
+# xprof's program label ``<module>(<program_id>)`` on /host:metadata
+_PROGRAM_LABEL = re.compile(r"^(.*)\((\d+)\)$")
 #: device plane stats that name the device, most specific first
 _DEVICE_NAME_STATS = ("device_type_string", "gpu_device_name", "device_name", "gpu_model", "device_vendor")
 
@@ -234,13 +236,13 @@ def _device_info(index: int, kind: str, stats: dict[str, Any]) -> DeviceInfo:
 
 def _read_programs(plane: Any, b: _Builder, stat_names: dict[int, str]) -> None:
     programs = []
-    for mid, md in plane.event_metadata.items():
+    for md in plane.event_metadata.values():
         pid = None
         for st in md.stats:
             if stat_names.get(st.metadata_id) == "program_id":
                 pid = _as_int(_stat_value(st, stat_names))
         # xprof names programs "<module>(<program_id>)"; torch_xla writes no program_id stat, only the name
-        m = re.match(r"^(.*)\((\d+)\)$", md.name)
+        m = _PROGRAM_LABEL.match(md.name)
         name = m.group(1) if m else md.name
         if (pid is None or pid < 0) and m:
             pid = _as_int(int(m.group(2)))
@@ -276,63 +278,73 @@ def _add_plane(plane: Any, b: _Builder) -> None:
     if not len(plane.lines):
         return
 
-    # Per event-metadata: global name id, name-based kind and role, and the per-op constants.
-    md_ids: list[int] = []
-    md_name: list[int] = []
-    md_kind_host: list[int] = []
-    md_kind_dev: list[int] = []
-    md_role: list[int] = []
-    md_meta: dict[str, list[int]] = {k: [] for k in (*_META_STATS, "module")}
-    names_by_md: list[str] = []
-    for mid, md in plane.event_metadata.items():
-        name = md.name or md.display_name
-        md_ids.append(int(mid))
-        names_by_md.append(name)
-        md_name.append(b.names(name))
-        md_kind_host.append(_host_kind(name))
-        md_kind_dev.append(Kind.MEMCPY if _MEMCPY.match(name) else Kind.MEMSET if _MEMSET.match(name) else Kind.KERNEL)
-        role = 0
-        if not name.startswith("$"):
-            for r, pat in _ROLE_PATTERNS:
-                if pat.match(name):
-                    role = r
-                    break
-        md_role.append(role)
-        vals: dict[str, Any] = {}
-        for st in md.stats:
-            key = stat_names.get(st.metadata_id)
-            if key in md_meta:
-                vals[key] = _stat_value(st, stat_names)
-        md_meta["hlo_category"].append(
-            b.strs["hlo_category_id"](vals["hlo_category"]) if isinstance(vals.get("hlo_category"), str) else -1)
-        for key in ("flops", "bytes_accessed", "program_id"):
-            md_meta[key].append(_as_int(vals[key]) if key in vals else -1)
-        cm = None if name.startswith("$") else _COMPILE_OF_MODULE.match(name)
-        md_meta["module"].append(b.strs["hlo_module_id"](cm.group(1)) if cm else -1)
-    order = np.argsort(np.array(md_ids, dtype=np.int64), kind="stable")
-    md_sorted = np.array(md_ids, dtype=np.int64)[order]
-
-    def per_md(values: list[int], dtype: Any) -> NDArray[Any]:
-        # one spare slot at the end for events whose metadata id is missing from the map
-        return np.append(np.array(values, dtype=dtype)[order], np.array([-1]).astype(dtype))
-
-    md_name_arr = per_md(md_name, np.int64)
-    md_name_arr[-1] = b.names("")
-    md_kind_host_arr = per_md(md_kind_host, np.uint8)
-    md_kind_host_arr[-1] = Kind.OTHER
-    md_kind_dev_arr = per_md(md_kind_dev, np.uint8)
-    md_kind_dev_arr[-1] = Kind.KERNEL
-    md_role_arr = per_md(md_role, np.uint8)
-    md_role_arr[-1] = 0
-    md_meta_arr = {k: per_md(v, np.int64) for k, v in md_meta.items()}
-    names_sorted = [names_by_md[i] for i in order] + [""]
-
+    ops = _op_table(plane, b, stat_names)
     for line in plane.lines:
-        _add_line(line, b, stat_names, device, is_tpu, md_sorted, md_name_arr, md_kind_host_arr,
-                  md_kind_dev_arr, md_role_arr, md_meta_arr, names_sorted)
+        _add_line(line, b, stat_names, device, is_tpu, ops)
 
     if m:
         _link_device_flows(b, device)
+
+
+@dataclass(frozen=True)
+class _OpTable:
+    """A plane's event metadata, one row per id (sorted) plus a spare last row for ids missing from the map:
+    global name id, name-based kinds and role, whether it is a compiler event, and the per-op constants."""
+
+    ids: NDArray[np.int64]
+    name: NDArray[np.int64]
+    kind_host: NDArray[np.uint8]
+    kind_dev: NDArray[np.uint8]
+    role: NDArray[np.uint8]
+    compiler: NDArray[np.bool_]
+    meta: dict[str, NDArray[np.int64]]  # _META_STATS (hlo_category as a global id) + module
+
+    def rows(self, mid: NDArray[np.int64]) -> NDArray[np.intp]:
+        """The row of each metadata id (the spare row when the id is not in the map)."""
+        pos = np.searchsorted(self.ids, mid)
+        ok = pos < self.ids.size
+        found = np.zeros(mid.size, dtype=bool)
+        found[ok] = self.ids[pos[ok]] == mid[ok]
+        return np.where(found, pos, self.ids.size)
+
+
+def _op_table(plane: Any, b: _Builder, stat_names: dict[int, str]) -> _OpTable:
+    ids: list[int] = []
+    name_ids: list[int] = []
+    kind_host: list[int] = []
+    kind_dev: list[int] = []
+    roles: list[int] = []
+    compiler: list[bool] = []
+    meta: dict[str, list[int]] = {k: [] for k in (*_META_STATS, "module")}
+    for mid, md in plane.event_metadata.items():
+        name = md.name or md.display_name
+        ids.append(int(mid))
+        name_ids.append(b.names(name))
+        kind_host.append(_host_kind(name))
+        kind_dev.append(Kind.MEMCPY if _MEMCPY.match(name) else Kind.MEMSET if _MEMSET.match(name) else Kind.KERNEL)
+        python = name.startswith("$")
+        roles.append(0 if python else next((r for r, pat in _ROLE_PATTERNS if pat.match(name)), 0))
+        compiler.append(_COMPILER_EVENT.search(name) is not None)
+        vals: dict[str, Any] = {}
+        for st in md.stats:
+            key = stat_names.get(st.metadata_id)
+            if key in meta:
+                vals[key] = _stat_value(st, stat_names)
+        meta["hlo_category"].append(
+            b.strs["hlo_category_id"](vals["hlo_category"]) if isinstance(vals.get("hlo_category"), str) else -1)
+        for key in ("flops", "bytes_accessed", "program_id"):
+            meta[key].append(_as_int(vals[key]) if key in vals else -1)
+        cm = None if python else _COMPILE_OF_MODULE.match(name)
+        meta["module"].append(b.strs["hlo_module_id"](cm.group(1)) if cm else -1)
+    order = np.argsort(np.array(ids, dtype=np.int64), kind="stable")
+
+    def column(values: list[Any], dtype: Any, missing: Any) -> NDArray[Any]:
+        return np.append(np.array(values, dtype=dtype)[order], np.array([missing], dtype=dtype))
+
+    return _OpTable(ids=np.array(ids, dtype=np.int64)[order], name=column(name_ids, np.int64, b.names("")),
+                    kind_host=column(kind_host, np.uint8, Kind.OTHER), kind_dev=column(kind_dev, np.uint8, Kind.KERNEL),
+                    role=column(roles, np.uint8, 0), compiler=column(compiler, bool, False),
+                    meta={k: column(v, np.int64, -1) for k, v in meta.items()})
 
 
 def _host_kind(name: str) -> int:
@@ -345,20 +357,14 @@ def _host_kind(name: str) -> int:
     return Kind.CPU_OP
 
 
-def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, is_tpu: bool,
-              md_sorted: NDArray[np.int64], md_name: NDArray[np.int64], md_kind_host: NDArray[np.uint8],
-              md_kind_dev: NDArray[np.uint8], md_role: NDArray[np.uint8], md_meta: dict[str, NDArray[np.int64]],
-              names_sorted: list[str]) -> None:
+def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, is_tpu: bool, ops: _OpTable) -> None:
     evs = line.events
     n = len(evs)
     if n == 0:
         return
     rows = np.array([(e.metadata_id, e.offset_ps, e.duration_ps, len(e.stats)) for e in evs], dtype=np.int64)
     mid, off_ps, dur_ps, nstats = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
-    pos = np.searchsorted(md_sorted, mid)
-    pos_c = np.minimum(pos, md_sorted.size - 1) if md_sorted.size else np.zeros(n, dtype=np.intp)
-    found = (pos < md_sorted.size) & (md_sorted[pos_c] == mid) if md_sorted.size else np.zeros(n, dtype=bool)
-    md_idx = np.where(found, pos_c, md_name.size - 1)
+    md_idx = ops.rows(mid)
 
     base = np.int64(line.timestamp_ns)
     with np.errstate(over="ignore"):
@@ -369,9 +375,9 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
     ints = {k: np.full(n, -1, dtype=np.int64) for k in (*_INT_COLUMNS, "correlation", "producer", "consumer", "bytes")}
     strs = {k: np.full(n, -1, dtype=np.int32) for k in _STR_COLUMNS}
     for key in ("flops", "bytes_accessed", "program_id"):
-        ints[key] = md_meta[key][md_idx].copy()
-    strs["hlo_category_id"] = md_meta["hlo_category"][md_idx].astype(np.int32)
-    strs["hlo_module_id"] = md_meta["module"][md_idx].astype(np.int32)  # event stats may override it
+        ints[key] = ops.meta[key][md_idx]
+    strs["hlo_category_id"] = ops.meta["hlo_category"][md_idx].astype(np.int32)
+    strs["hlo_module_id"] = ops.meta["module"][md_idx].astype(np.int32)  # event stats may override it
 
     # Per-event stats: only events that have any are visited; values are gathered per slot, then stored.
     has = np.flatnonzero(nstats)
@@ -404,15 +410,17 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
                 ints["bytes"][at] = np.array([_as_int(int(m.group(1))) if m else -1 for m in sizes], dtype=np.int64)
             elif slot == "name_stat":
                 # the `name` stat of compiler events names the module being compiled (JAX, torch_xla on CPU/GPU)
+                # (the first such stat of an event; an hlo_module stat or a module in the name wins)
+                first = np.ones(at.size, dtype=bool)
+                first[1:] = at[1:] != at[:-1]
+                take = first & (strs["hlo_module_id"][at] < 0) & ops.compiler[md_idx[at]]
                 intern = b.strs["hlo_module_id"]
-                for i, t in zip(rows_i, texts):
-                    if strs["hlo_module_id"][i] < 0 and _COMPILER_EVENT.search(names_sorted[md_idx[i]]):
-                        strs["hlo_module_id"][i] = intern(t)
+                strs["hlo_module_id"][at[take]] = [intern(t) for t, k in zip(texts, take.tolist()) if k]
             else:
                 intern = b.strs[slot]
                 strs[slot][at] = np.array([intern(t) for t in texts], dtype=np.int32)
 
-    role = md_role[md_idx]
+    role = ops.role[md_idx]
     device_step = np.zeros(n, dtype=bool)
     if device >= 0:
         lname = line.name
@@ -421,7 +429,7 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
         elif lname in _DERIVED_LINES:
             kind = np.full(n, Kind.GPU_ANNOTATION, dtype=np.uint8)
         else:
-            kind = md_kind_dev[md_idx]
+            kind = ops.kind_dev[md_idx]
         if lname == "Steps":
             device_step = ints["step_num"] >= 0
         role = np.zeros(n, dtype=np.uint8)
@@ -429,10 +437,10 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
         stream = lid if 0 <= lid < 2**31 else b.stream_ids(str(lid)) + 1_000_000
         tid = -1
     else:
-        kind = md_kind_host[md_idx].copy()
+        kind = ops.kind_host[md_idx]
         kind[(ints["step_num"] >= 0) & (kind != Kind.PYTHON)] = Kind.STEP
         stream, tid = -1, int(line.id)
-    b.chunks.append(_Chunk(start=start, end=end, kind=kind, name_id=md_name[md_idx].astype(np.int32),
+    b.chunks.append(_Chunk(start=start, end=end, kind=kind, name_id=ops.name[md_idx].astype(np.int32),
                            device=device, stream=stream, tid=tid, ints=ints, strs=strs, role=role,
                            device_step=device_step))
 
@@ -464,7 +472,6 @@ def _link_device_flows(b: _Builder, device: int) -> None:
 def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     chunks = b.chunks
     if not chunks:
-        from tb_llmdiag.model import empty_events
         b.warnings.append("the XSpace holds no events")
         return Trace(source_kind="xplane", events=empty_events(), devices=tuple(b.devices),
                      metadata={**b.metadata, "hostnames": hostnames}, warnings=tuple(b.warnings))

@@ -21,7 +21,7 @@ _OPT, _REP = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
 _I64, _U64, _DBL = _F.TYPE_INT64, _F.TYPE_UINT64, _F.TYPE_DOUBLE
 _STR, _BYTES, _MSG = _F.TYPE_STRING, _F.TYPE_BYTES, _F.TYPE_MESSAGE
 
-# (message, [(field, number, type, label, message type or "", oneof name or "")], oneofs)
+# (message, ((field, number, type, label, message type or "", oneof name or ""), ...)), as in xplane.proto
 _SCHEMA: tuple[tuple[str, tuple[tuple[str, int, int, int, str, str], ...]], ...] = (
     ("XSpace", (
         ("planes", 1, _MSG, _REP, "XPlane", ""),

@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import overlap_per_window
+from tb_llmdiag.metrics.context import kind_mask, share
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
 
@@ -116,31 +117,37 @@ def _position(w: int, inside: bool, n: int) -> str:
 
 def _roots(start: NDArray[np.int64], end: NDArray[np.int64]) -> NDArray[np.intp]:
     """Indices of outermost intervals: sorted by start (longest first), an interval starting before the end
-    of an earlier kept one is nested in it (also across threads) and dropped."""
+    of an earlier one is nested in it (also across threads) and dropped; one starting at that end is not."""
     order = np.lexsort((-(end - start), start))
-    keep: list[int] = []
-    reach = np.iinfo(np.int64).min
-    for i in order.tolist():
-        if start[i] >= reach:
-            keep.append(i)
-            reach = int(end[i])
-        else:
-            reach = max(reach, int(end[i]))
-    return np.array(keep, dtype=np.intp)
+    reach = np.maximum.accumulate(end[order])
+    keep = np.ones(order.size, dtype=bool)
+    keep[1:] = start[order][1:] >= reach[:-1]
+    return order[keep]
+
+
+def _device_ops(trace: Trace) -> NDArray[np.bool_]:
+    """KERNEL / MEMCPY / MEMSET rows on a device."""
+    ev = trace.events
+    return kind_mask(ev.kind, DEVICE_KINDS) & (ev.device >= 0)
+
+
+def _steady(steps: Steps, compile_steps: set[int]) -> NDArray[np.bool_]:
+    """Per step: no compile started in it."""
+    return np.array([int(i) not in compile_steps for i in steps.index], dtype=bool)
 
 
 def step_stats(steps: Steps, compile_steps: set[int]) -> dict[str, Any]:
     """Durations of all steps and of the steady ones (no compile started in them)."""
     d = steps.duration_ns.astype(np.int64)
-    steady = np.array([int(i) not in compile_steps for i in steps.index], dtype=bool)
+    steady = _steady(steps, compile_steps)
     out: dict[str, Any] = {"step_count": int(d.size), "step_indices": [int(i) for i in steps.index],
                            "step_durations_ns": [int(x) for x in d]}
     for prefix, x in (("step", d), ("steady_step", d[steady])):
         if x.size:
             mean = float(x.mean())
-            out.update({f"{prefix}_median_ns": int(np.median(x)), f"{prefix}_mean_ns": int(round(mean)),
+            out.update({f"{prefix}_median_ns": int(np.median(x)), f"{prefix}_mean_ns": round(mean),
                         f"{prefix}_min_ns": int(x.min()), f"{prefix}_max_ns": int(x.max()),
-                        f"{prefix}_std_ns": int(round(float(x.std()))),
+                        f"{prefix}_std_ns": round(float(x.std())),
                         f"{prefix}_cv": _none_if_nan(float(x.std()) / mean) if mean > 0 else None})
         else:
             out.update({f"{prefix}_{k}": None for k in ("median_ns", "mean_ns", "min_ns", "max_ns", "std_ns", "cv")})
@@ -152,7 +159,7 @@ def step_stats(steps: Steps, compile_steps: set[int]) -> dict[str, Any]:
 def op_mix(trace: Trace) -> dict[str, Any]:
     """Device op time per bucket and the shares (see the module docstring)."""
     ev = trace.events
-    dev = np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)) & (ev.device >= 0)
+    dev = _device_ops(trace)
     out: dict[str, Any] = {"device_op_count": int(dev.sum())}
     idx = np.flatnonzero(dev)
     if idx.size == 0:
@@ -177,16 +184,16 @@ def op_mix(trace: Trace) -> dict[str, Any]:
     out["op_bucket_source"] = "hlo_category" if (cat >= 0).any() else ("hlo_op" if (op >= 0).any() else "kernel_name")
     for b, t in zip(BUCKETS, per.tolist()):
         out[f"{b}_time_ns"] = int(t)
-        out[f"{b}_share"] = t / total if total > 0 else None
+        out[f"{b}_share"] = share(t, total)
     mv = int(per[BUCKETS.index("data_formatting")] + per[BUCKETS.index("copy")])
     out["movement_time_ns"] = mv
-    out["movement_share"] = mv / total if total > 0 else None
-    out["matmul_vs_movement_ratio"] = (mv / per[0] if per[0] > 0 else None)
+    out["movement_share"] = share(mv, total)
+    out["matmul_vs_movement_ratio"] = share(mv, int(per[0]))
     if (cat >= 0).any():
         ct = np.bincount(cat[cat >= 0], weights=dur[cat >= 0], minlength=len(cats))
         top = np.argsort(-ct, kind="stable")[:10]
         out["top_hlo_categories"] = [{"category": cats[i], "time_ns": int(ct[i]),
-                                      "share": float(ct[i] / total) if total else None} for i in top if ct[i] > 0]
+                                      "share": share(ct[i], total)} for i in top if ct[i] > 0]
     else:
         out["top_hlo_categories"] = []
     return out
@@ -202,7 +209,7 @@ def _extra(trace: Trace, name: str, idx: NDArray[np.intp]) -> NDArray[np.int64]:
 def device_time(trace: Trace, steps: Steps, steady: NDArray[np.bool_]) -> dict[str, Any]:
     """Duty cycle, idle time and FLOP utilization of the devices within the step windows."""
     ev = trace.events
-    dev = np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)) & (ev.device >= 0)
+    dev = _device_ops(trace)
     devices = np.unique(ev.device[dev])
     out: dict[str, Any] = {"device_count": int(devices.size)}
     keys = ("device_busy_in_steps_ns", "device_idle_in_steps_ns", "device_duty_cycle_share",
@@ -228,10 +235,9 @@ def device_time(trace: Trace, steps: Steps, steady: NDArray[np.bool_]) -> dict[s
     busy_total = int(busy.sum())
     out["device_busy_in_steps_ns"] = busy_total // devices.size
     out["device_idle_in_steps_ns"] = total_win - busy_total // devices.size
-    out["device_duty_cycle_share"] = busy_total / (total_win * devices.size) if total_win > 0 else None
+    out["device_duty_cycle_share"] = share(busy_total, total_win * devices.size)
     steady_win = int(win[steady].sum())
-    out["steady_device_duty_cycle_share"] = (int(busy[:, steady].sum()) / (steady_win * devices.size)
-                                             if steady_win > 0 else None)
+    out["steady_device_duty_cycle_share"] = share(int(busy[:, steady].sum()), steady_win * devices.size)
     flops = trace.extra.get("flops")
     peaks = [d.peak_tflops for d in trace.devices if d.peak_tflops]
     if flops is not None:
@@ -254,11 +260,13 @@ def device_time(trace: Trace, steps: Steps, steady: NDArray[np.bool_]) -> dict[s
     return out
 
 
-def _role_roots(trace: Trace, role: int) -> NDArray[np.intp]:
+def _role_roots(trace: Trace, role: str) -> NDArray[np.intp]:
+    """Outermost events of an ``xla_role`` (``compile``, ``transfer_to_device``, ``transfer_from_device``)."""
     roles = trace.extra.get("xla_role")
-    if roles is None:
+    labels = trace.extra_names.get("xla_role", ())
+    if roles is None or role not in labels:
         return np.zeros(0, dtype=np.intp)
-    idx = np.flatnonzero(np.asarray(roles) == role)
+    idx = np.flatnonzero(np.asarray(roles) == labels.index(role))
     if idx.size == 0:
         return idx
     ev = trace.events
@@ -267,10 +275,8 @@ def _role_roots(trace: Trace, role: int) -> NDArray[np.intp]:
 
 def compiles(trace: Trace, steps: Steps) -> list[dict[str, Any]]:
     """One record per outermost compile: time, step, position, graph hash, module and program ids."""
-    from tb_llmdiag.ingest.xplane import ROLE_COMPILE
-
     ev = trace.events
-    roots = _role_roots(trace, ROLE_COMPILE)
+    roots = _role_roots(trace, "compile")
     if roots.size == 0:
         return []
     ends = ev.end_ns
@@ -331,14 +337,14 @@ def _program_first_runs(trace: Trace) -> dict[int, int]:
         return {}
     ev = trace.events
     pid = np.asarray(pid, dtype=np.int64)
-    dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)) & (ev.device >= 0) & (pid >= 0))
+    dev = np.flatnonzero(_device_ops(trace) & (pid >= 0))
     if dev.size == 0:
         return {}
     ids, first = np.unique(pid[dev], return_index=True)  # rows are sorted by start: the first row is the first run
     return {int(p): int(ev.ts_ns[dev[f]]) for p, f in zip(ids.tolist(), first.tolist())}
 
 
-def transfers(trace: Trace, steps: Steps, role: int) -> list[dict[str, Any]]:
+def transfers(trace: Trace, steps: Steps, role: str) -> list[dict[str, Any]]:
     """One record per outermost transfer of a direction, with its step and position."""
     ev = trace.events
     roots = _role_roots(trace, role)
@@ -357,15 +363,13 @@ def _in_loop(rec: dict[str, Any]) -> bool:
 
 def compute_xla(trace: Trace, steps: Steps) -> dict[str, Any]:
     """The ``xla`` metrics topic of an XPlane trace (definitions in the module docstring)."""
-    from tb_llmdiag.ingest.xplane import ROLE_FROM_DEVICE, ROLE_TO_DEVICE
-
     comp = compiles(trace, steps)
     first_end = int(steps.end_ns[0]) if len(steps) else None
     # warm-up: compiles starting before the first step ends (or all of them when there are no steps)
     warm = [c for c in comp if first_end is None or c["start_ns"] < first_end]
     re_ = [c for c in comp if first_end is not None and c["start_ns"] >= first_end]
     compile_steps = {c["step"] for c in comp if c["position"] == "in_step" and c["step"] is not None}
-    steady = np.array([int(i) not in compile_steps for i in steps.index], dtype=bool)
+    steady = _steady(steps, compile_steps)
 
     out: dict[str, Any] = {"source": "xplane",
                            "device_type": _device_type(trace)}
@@ -385,16 +389,15 @@ def compute_xla(trace: Trace, steps: Steps) -> dict[str, Any]:
         "recompile_time_ns": sum(c["duration_ns"] for c in re_),
         "recompile_in_loop_count": len(re_loop),
         "recompile_in_loop_time_ns": sum(c["duration_ns"] for c in re_loop),
-        "recompile_step_share": (sum(c["duration_ns"] for c in re_ if c["position"] == "in_step") / step_total
-                                 if step_total > 0 else None),
+        "recompile_step_share": share(sum(c["duration_ns"] for c in re_ if c["position"] == "in_step"), step_total),
         "recompile_steps": sorted({c["step"] for c in re_ if c["position"] == "in_step" and c["step"] is not None}),
         "recompile_graph_hashes": _unique(c["graph_hash"] for c in re_),
         "recompile_modules": _unique(c["module"] for c in re_),
         "recompile_program_ids": sorted({p for c in re_ for p in c["program_ids"]}),
         "compiles": comp[:_MAX_LISTED],
     })
-    for tag, role in (("to_device", ROLE_TO_DEVICE), ("from_device", ROLE_FROM_DEVICE)):
-        recs = transfers(trace, steps, role)
+    for tag in ("to_device", "from_device"):
+        recs = transfers(trace, steps, f"transfer_{tag}")
         loop = [r for r in recs if _in_loop(r)]
         in_step = [r for r in recs if r["position"] == "in_step"]
         out.update({
@@ -409,29 +412,24 @@ def compute_xla(trace: Trace, steps: Steps) -> dict[str, Any]:
             f"transfers_{tag}": loop[:_MAX_LISTED] if tag == "from_device" else [],
         })
     # shares of step time a fix would save (the rules' saving paths; rules_xla.py)
-    out["recompile_in_loop_share"] = out["recompile_in_loop_time_ns"] / step_total if step_total > 0 else None
+    out["recompile_in_loop_share"] = share(out["recompile_in_loop_time_ns"], step_total)
     out["warmup_compile_in_steps_time_ns"] = sum(c["duration_ns"] for c in warm if c["position"] == "in_step")
-    out["host_transfer_share"] = (
-        (out["transfer_from_device_in_loop_time_ns"] + out["transfer_to_device_in_steps_time_ns"]) / step_total
-        if step_total > 0 else None)
+    out["host_transfer_share"] = share(
+        out["transfer_from_device_in_loop_time_ns"] + out["transfer_to_device_in_steps_time_ns"], step_total)
     duty = out["steady_device_duty_cycle_share"]
     out["steady_device_idle_share"] = 1 - duty if duty is not None else None
     out["movement_step_share"] = (out["movement_share"] * duty
                                   if out["movement_share"] is not None and duty is not None else None)
     mean, median = out["steady_step_mean_ns"], out["steady_step_median_ns"]
     out["steady_mean_excess_share"] = (1 - median / mean) if mean and median is not None and mean > 0 else None
-    out["transfer_in_steps_share"] = (
-        (out["transfer_to_device_in_steps_time_ns"] + out["transfer_from_device_in_steps_time_ns"]) / step_total
-        if step_total > 0 else None)
+    out["transfer_in_steps_share"] = share(
+        out["transfer_to_device_in_steps_time_ns"] + out["transfer_from_device_in_steps_time_ns"], step_total)
     return out
 
 
 def _unique(values: Any) -> list[Any]:
-    seen: list[Any] = []
-    for v in values:
-        if v is not None and v not in seen:
-            seen.append(v)
-    return seen
+    """The values other than None, first occurrences in order."""
+    return list(dict.fromkeys(v for v in values if v is not None))
 
 
 def _device_type(trace: Trace) -> str | None:
