@@ -19,6 +19,7 @@ Contract:
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence, TypedDict
 
 import numpy as np
@@ -27,7 +28,7 @@ from numpy.typing import NDArray
 from tb_llmdiag.classify import kernel_category
 from tb_llmdiag.intervals import gaps as complement
 from tb_llmdiag.intervals import merge
-from tb_llmdiag.metrics.context import rows_of
+from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS, kind_mask
 from tb_llmdiag.metrics.idle import CAUSES, HostSignals, gap_causes
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.model import Kind, Trace
@@ -107,15 +108,19 @@ class _LaneSrc:
         self.s, self.e, self.name, self.cat = s[order], e[order], name[order], cat[order]
 
 
+def _family_mask(trace: Trace, family: str) -> NDArray[np.bool_]:
+    """Rows of a ``metrics.context`` name family (its pattern, on the kinds it applies to)."""
+    ev = trace.events
+    return kind_mask(ev.kind, HOST_KINDS_FOR[family]) & ev.name_mask(re.compile(NAME_PATTERNS[family]).search)
+
+
 def _prefilter(trace: Trace) -> dict[str, Any]:
     ev = trace.events
     kind = ev.kind
     device_mask = np.isin(kind, np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC), np.uint8)) & (ev.device >= 0)
     runtime_mask = np.isin(kind, np.array((Kind.RUNTIME, Kind.DRIVER), np.uint8))
-    sync_name = np.zeros(len(ev), dtype=bool)
-    sync_name[rows_of(trace, "sync_api")] = True  # runtime/driver rows only
-    dl_mask = np.zeros(len(ev), dtype=bool)
-    dl_mask[rows_of(trace, "dataloader")] = True
+    sync_name = _family_mask(trace, "sync_api")  # runtime/driver rows only
+    dl_mask = _family_mask(trace, "dataloader")
     cat = np.full(len(ev), -1, dtype=np.int64)
     cat[kind == Kind.KERNEL] = CATEGORIES.index("kernel")
     cat[kind == Kind.MEMCPY] = CATEGORIES.index("memcpy")
