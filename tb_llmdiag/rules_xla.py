@@ -18,12 +18,11 @@ Each step is charged to one cause, so two findings do not claim the same time:
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
 import numpy as np
 
-from tb_llmdiag.rules import Fix, Rule, lookup
+from tb_llmdiag.rules import Fix, Rule, _finite, lookup
 
 Metrics = Mapping[str, Any]
 
@@ -41,7 +40,7 @@ def enough_steady_steps(m: Metrics) -> bool:
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+    return float(v) if _finite(v) else None
 
 
 def step_split(m: Metrics) -> dict[str, Any] | None:
