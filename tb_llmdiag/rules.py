@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 Metrics = Mapping[str, Any]
-PLATFORMS = ("cuda", "xla")
 
 
 @dataclass(frozen=True)

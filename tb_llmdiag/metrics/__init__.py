@@ -59,7 +59,7 @@ def compute_metrics(trace: Trace, steps: Any) -> dict[str, dict[str, Any]]:
     ctx = Context.build(trace, steps)
     out: dict[str, Any] = {}
     out["steps"] = _safe("steps", lambda: step_metrics(ctx))
-    host = HostSignals.of(trace, ctx)
+    host = HostSignals.of(trace, ctx.cache)
     idle_pair = _safe("idle", lambda: idle_metrics(ctx, host))
     if isinstance(idle_pair, tuple):
         out["idle"], gaps = idle_pair

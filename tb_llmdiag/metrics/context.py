@@ -7,6 +7,8 @@ Contract:
   next step's host start). Without steps it is [first device event start, last device event end), or the
   whole trace when there is no device activity. Every ``*_share`` "of step time" divides by its length.
 - Name-dependent flags are computed once per unique name (``NAME_PATTERNS``), then broadcast by ``name_id``.
+- Row selections several topics need (rows of some kinds, name families, the launch join by correlation id)
+  live in ``Context.cache`` (a ``RowCache``), computed on first use, so none runs twice.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ IDX = NDArray[np.intp]
 NAME_PATTERNS: dict[str, str] = {
     # runtime/driver calls that block the host until the device drains
     "sync_api": r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx)Synchroni[sz]e$|^cu(?:Stream|Ctx|Event)Synchronize$|^(?:cuda|hip)Memcpy$|^cuMemcpy(?:DtoH|HtoD)?(?:_v2)?$",
-    # operators that read a device value on the host (.item(), nonzero, bool(tensor)); rows_of keeps only
+    # operators that read a device value on the host (.item(), nonzero, bool(tensor)); RowCache.family keeps only
     # calls that issue a runtime call (a CPU tensor's .item() syncs nothing)
     "sync_op": r"^aten::(?:_local_scalar_dense|item|nonzero|is_nonzero|equal)$",
     # runtime/driver calls that submit device work
@@ -59,16 +61,10 @@ def used_names(name_id: NDArray[np.int32], n_names: int) -> NDArray[np.intp]:
     return np.flatnonzero(np.bincount(name_id, minlength=n_names)) if name_id.size else np.zeros(0, np.intp)
 
 
-def name_flags(names: tuple[str, ...], family: str) -> NDArray[np.bool_]:
-    """Per unique name: does it belong to ``family`` (a key of NAME_PATTERNS)?"""
-    rx = _COMPILED[family]
-    return np.fromiter((rx.search(n) is not None for n in names), dtype=bool, count=len(names))
-
-
-def rows_of(trace: Trace, family: str) -> IDX:
+def _family_rows(cache: RowCache, family: str) -> IDX:
     """Row indices of host events of a name family, restricted to the kinds it applies to."""
-    ev = trace.events
-    rows = np.flatnonzero(kind_mask(ev.kind, HOST_KINDS_FOR[family]))
+    ev = cache.trace.events
+    rows = cache.kinds(*HOST_KINDS_FOR[family])
     if rows.size == 0:
         return rows
     used = used_names(ev.name_id[rows], len(ev.names))
@@ -77,23 +73,63 @@ def rows_of(trace: Trace, family: str) -> IDX:
     flag[used] = np.fromiter((rx.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)
     rows = rows[flag[ev.name_id[rows]]]
     if family == "sync_op":  # only those that reach the device (see touches_device)
-        rows = rows[touches_device(trace, rows)]
+        rows = rows[touches_device(cache, rows)]
     return rows
 
 
-def touches_device(trace: Trace, rows: IDX, *, family: str | None = None) -> NDArray[np.bool_]:
+@dataclass(frozen=True)
+class RowCache:
+    """Row selections of one trace that several topics need, each computed on first use and kept, so a kind
+    mask, a name-family scan or the launch join runs once per trace (``Context.cache``; ``idle.HostSignals``
+    makes its own when it has no Context). Rows are ts-sorted indices into ``trace.events``."""
+
+    trace: Trace
+    _memo: dict[tuple[str, object], IDX] = field(default_factory=dict, repr=False, compare=False)
+
+    def kinds(self, *kinds: int) -> IDX:
+        """Rows whose kind is one of ``kinds``."""
+        key = ("kinds", tuple(sorted(int(k) for k in kinds)))
+        if key not in self._memo:
+            self._memo[key] = np.flatnonzero(kind_mask(self.trace.events.kind, kinds))
+        return self._memo[key]
+
+    def family(self, family: str) -> IDX:
+        """Rows of host events of a name family (a key of ``NAME_PATTERNS``), of the kinds it applies to."""
+        key = ("family", family)
+        if key not in self._memo:
+            self._memo[key] = _family_rows(self, family)
+        return self._memo[key]
+
+    def launcher(self, rows: IDX) -> IDX:
+        """Per row, the runtime/driver call with the same correlation id (the call that launched it), or -1."""
+        ev = self.trace.events
+        out = np.full(rows.size, -1, dtype=np.intp)
+        if ("launch_join", None) not in self._memo:
+            host = self.kinds(Kind.RUNTIME, Kind.DRIVER)
+            host = host[ev.correlation[host] >= 0]
+            self._memo[("launch_join", None)] = host[np.argsort(ev.correlation[host], kind="stable")]
+        host = self._memo[("launch_join", None)]
+        if host.size == 0 or rows.size == 0:
+            return out
+        h_corr = ev.correlation[host]
+        c = ev.correlation[rows]
+        pos = np.clip(np.searchsorted(h_corr, c), 0, h_corr.size - 1)
+        hit = (h_corr[pos] == c) & (c >= 0)
+        out[hit] = host[pos[hit]]
+        return out
+
+
+def touches_device(cache: RowCache, rows: IDX, *, family: str | None = None) -> NDArray[np.bool_]:
     """Whether each host range contains a runtime/driver call (of ``family`` when given) on the same thread.
 
     ``aten::_local_scalar_dense`` on a CPU tensor (``.item()`` of a CPU scalar, e.g. an optimizer's step
     count) launches nothing and syncs nothing; on a device tensor it issues a copy and a synchronize.
     """
-    ev = trace.events
+    ev = cache.trace.events
     out = np.zeros(rows.size, dtype=bool)
     if rows.size == 0:
         return out
-    rt = np.flatnonzero(kind_mask(ev.kind, (Kind.RUNTIME, Kind.DRIVER)))
-    if family is not None:
-        rt = rows_of(trace, family)
+    rt = cache.family(family) if family is not None else cache.kinds(Kind.RUNTIME, Kind.DRIVER)
     if rt.size == 0:
         return out
     for tid in np.unique(ev.tid[rows]):  # a handful of threads
@@ -130,13 +166,7 @@ class Context:
     win_e: I64
     window_source: str    # "steps" | "device" | "trace"
     dev_in_win: NDArray[np.bool_]  # dev rows whose start lies in the window
-    _family_rows: dict[str, IDX] = field(default_factory=dict, repr=False, compare=False)
-
-    def rows(self, family: str) -> IDX:
-        """``rows_of(trace, family)``, computed once per Context."""
-        if family not in self._family_rows:
-            self._family_rows[family] = rows_of(self.trace, family)
-        return self._family_rows[family]
+    cache: RowCache       # shared row selections (kind rows, name families, launch join)
 
     @property
     def window_ns(self) -> int:
@@ -153,7 +183,8 @@ class Context:
     @staticmethod
     def build(trace: Trace, steps: Steps) -> Context:
         ev = trace.events
-        dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS))
+        cache = RowCache(trace)
+        dev = cache.kinds(*DEVICE_KINDS)
         dev_cat = categorize(ev.select(dev)) if dev.size else np.zeros(0, np.uint8)
         busy_s, busy_e = merge(ev.ts_ns[dev], ev.ts_ns[dev] + ev.dur_ns[dev])
         if len(steps):
@@ -171,7 +202,8 @@ class Context:
             source = "trace"
         dev_in_win = in_windows(ev.ts_ns[dev], win_s, win_e)
         return Context(trace=trace, steps=steps, dev=dev, dev_cat=dev_cat, busy_s=busy_s, busy_e=busy_e,
-                       win_s=win_s, win_e=win_e, window_source=source, dev_in_win=dev_in_win)
+                       win_s=win_s, win_e=win_e, window_source=source, dev_in_win=dev_in_win,
+                       cache=cache)
 
 
 def share(part: float | int | None, whole: float | int | None) -> float | None:

@@ -23,7 +23,7 @@ from tb_llmdiag.metrics.idle import IdleGaps
 
 def dataloader_metrics(ctx: Context, gaps: IdleGaps) -> dict[str, Any]:
     ev = ctx.trace.events
-    rows = ctx.rows("dataloader")
+    rows = ctx.cache.family("dataloader")
     if rows.size == 0:
         return {"available": False, "reason": "no DataLoader ranges in the trace (custom loop or no torch DataLoader)",
                 "calls": 0}

@@ -30,15 +30,15 @@ from tb_llmdiag.metrics.context import Context, in_windows, per_step, share, tou
 
 def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
     ev = ctx.trace.events
-    api = ctx.rows("sync_api")
+    api = ctx.cache.family("sync_api")
     api = api[in_windows(ev.ts_ns[api], ctx.win_s, ctx.win_e)]
-    ops = ctx.rows("sync_op")
+    ops = ctx.cache.family("sync_op")
     ops = ops[in_windows(ev.ts_ns[ops], ctx.win_s, ctx.win_e)]
     op_names = np.array([ev.names[i] for i in ev.name_id[ops]], dtype=object) if ops.size else np.zeros(0, object)
     item = int((op_names == "aten::_local_scalar_dense").sum())
     nonzero = int((op_names == "aten::nonzero").sum())
     # a sync site: each blocking API call, plus each syncing operator that wraps none (nested ops count once)
-    leaf_ops = ops[~touches_device(ctx.trace, ops, family="sync_api")] if ops.size else ops
+    leaf_ops = ops[~touches_device(ctx.cache, ops, family="sync_api")] if ops.size else ops
     outer = {"aten::item", "aten::is_nonzero", "aten::equal"}  # they wrap _local_scalar_dense
     leaf_ops = leaf_ops[[ev.names[i] not in outer for i in ev.name_id[leaf_ops]]] if leaf_ops.size else leaf_ops
     sites = int(api.size) + int(leaf_ops.size)

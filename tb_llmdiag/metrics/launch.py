@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
-from tb_llmdiag.metrics.context import Context, in_windows, kind_mask, per_step, share
+from tb_llmdiag.metrics.context import Context, in_windows, per_step, share
 from tb_llmdiag.model import Kind
 
 TINY_NS = 10_000
@@ -35,14 +35,14 @@ def _union(s: np.ndarray, e: np.ndarray, ctx: Context) -> int:
 
 def launch_metrics(ctx: Context, idle: dict[str, Any], *, tiny_ns: int = TINY_NS, top: int = 15) -> dict[str, Any]:
     ev = ctx.trace.events
-    host = np.flatnonzero(kind_mask(ev.kind, (Kind.RUNTIME, Kind.DRIVER)))
+    host = ctx.cache.kinds(Kind.RUNTIME, Kind.DRIVER)
     host = host[in_windows(ev.ts_ns[host], ctx.win_s, ctx.win_e)]
     if ctx.dev.size == 0 and host.size == 0:
         return {"available": False, "reason": "no device activity and no runtime calls in the trace"}
     k_rows = ctx.dev[ctx.dev_in_win]
     k_rows = k_rows[ev.kind[k_rows] == Kind.KERNEL]
     k_dur = ev.dur_ns[k_rows]
-    launch = ctx.rows("launch_api")
+    launch = ctx.cache.family("launch_api")
     launch = launch[in_windows(ev.ts_ns[launch], ctx.win_s, ctx.win_e)]
     l_dur = ev.dur_ns[launch]
     h_dur = ev.dur_ns[host]

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
-from tb_llmdiag.metrics.context import Context, kind_mask, per_step, share
+from tb_llmdiag.metrics.context import Context, per_step, share
 from tb_llmdiag.model import Kind
 
 _MEMCPY = re.compile(r"Memcpy\s+(\w+)\s*\((\w+)\s*->\s*(\w+)\)")
@@ -79,16 +79,6 @@ def memcpy_metrics(ctx: Context) -> dict[str, Any]:
 def _host_span(ctx: Context, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[start, end) of the runtime call that issued each memcpy row (the copy itself when none joins)."""
     ev = ctx.trace.events
-    s, e = ev.ts_ns[rows].copy(), ev.ts_ns[rows] + ev.dur_ns[rows]
-    host = np.flatnonzero(kind_mask(ev.kind, (Kind.RUNTIME, Kind.DRIVER)) & (ev.correlation >= 0))
-    if host.size == 0 or rows.size == 0:
-        return s, e
-    hc = ev.correlation[host]
-    order = np.argsort(hc, kind="stable")
-    hc, hs, hd = hc[order], ev.ts_ns[host][order], ev.dur_ns[host][order]
-    c = ev.correlation[rows]
-    pos = np.clip(np.searchsorted(hc, c), 0, hc.size - 1)
-    hit = (hc[pos] == c) & (c >= 0)
-    s[hit] = hs[pos[hit]]
-    e[hit] = hs[pos[hit]] + hd[pos[hit]]
-    return s, e
+    call = ctx.cache.launcher(rows)
+    span = np.where(call >= 0, call, rows)
+    return ev.ts_ns[span], ev.ts_ns[span] + ev.dur_ns[span]

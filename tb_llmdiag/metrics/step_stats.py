@@ -81,10 +81,6 @@ def step_metrics(ctx: Context) -> dict[str, Any]:
     return out
 
 
-#: Outlier cause names, in the order ties are broken.
-OUTLIER_CAUSES = ("longer_input", "data_loader", "sync", "host_wait", "gpu_work", "other")
-
-
 def outlier_causes(steps: dict[str, Any], idle: dict[str, Any]) -> list[dict[str, Any]]:
     """For each outlier step (R3): its excess over the median step and the component that grew most.
 
