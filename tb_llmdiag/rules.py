@@ -27,6 +27,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from tb_llmdiag.units import fmt_value
+
 Metrics = Mapping[str, Any]
 
 
@@ -78,29 +80,6 @@ def lookup(metrics: Metrics, path: Any) -> Any:
             return None
         cur = cur[part]
     return cur
-
-
-def fmt(label: str, v: Any) -> str:
-    """Human text for one evidence value, by the unit in its label."""
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if label.endswith("_share") and isinstance(v, (int, float)):
-        return f"{100 * v:.1f} %"
-    if label.endswith("_ns") and isinstance(v, (int, float)):
-        if abs(v) >= 1e9:
-            return f"{v / 1e9:.2f} s"
-        if abs(v) >= 1e6:
-            return f"{v / 1e6:.1f} ms"
-        return f"{v / 1e3:.0f} us"
-    if label.endswith("_bytes") and isinstance(v, (int, float)):
-        return f"{v / 2**30:.1f} GiB" if abs(v) >= 2**30 else f"{v / 2**20:.1f} MiB"
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    if isinstance(v, (list, tuple)):
-        return ", ".join(fmt(label, x) for x in v[:8]) + (" ..." if len(v) > 8 else "") if v else "none"
-    return str(v)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,7 +426,7 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     else:
         share = None
     try:
-        summary = (flavour.summary or rule.summary).format(**{k: fmt(k, v) for k, v in evidence.items()})
+        summary = (flavour.summary or rule.summary).format(**{k: fmt_value(k, v) for k, v in evidence.items()})
     except (KeyError, IndexError, ValueError):
         summary = title
     stack = lookup(metrics, "annotations.stack")
