@@ -19,7 +19,7 @@ from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import Trace
-from tb_llmdiag.render.canonical_json import jsonable
+from tb_llmdiag.jsonsafe import jsonable
 
 logger = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ import logging
 import math
 from typing import Any, Callable
 
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.model import Trace
 
 logger = logging.getLogger(__name__)
@@ -26,20 +27,6 @@ def _safe(topic: str, fn: Callable[[], Any]) -> Any:
     except Exception as exc:  # odd traces must not take the whole report down
         logger.exception("metrics topic %s failed", topic)
         return {"available": False, "reason": f"could not be computed: {type(exc).__name__}: {exc}"}
-
-
-def _clean(v: Any) -> Any:
-    """NaN/Inf -> None, numpy scalars -> Python, recursively."""
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    if isinstance(v, float) or hasattr(v, "dtype"):
-        f = v.item() if hasattr(v, "item") else v
-        if isinstance(f, float) and not math.isfinite(f):
-            return None
-        return f
-    return v
 
 
 def compute_metrics(trace: Trace, steps: Any) -> dict[str, dict[str, Any]]:
@@ -87,4 +74,4 @@ def compute_metrics(trace: Trace, steps: Any) -> dict[str, dict[str, Any]]:
             xla = None
         if xla is not None and hasattr(xla, "compute_xla"):
             out["xla"] = _safe("xla", lambda: xla.compute_xla(trace, steps))
-    return _clean(out)
+    return jsonable(out)  # type: ignore[no-any-return]

@@ -3,30 +3,9 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-import numpy as np
-
-
-def jsonable(obj: Any, *, float_digits: int | None = None) -> Any:
-    """A copy of ``obj`` made of dict/list/str/int/float/bool/None only; NaN and Inf become None."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v, float_digits=float_digits) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v, float_digits=float_digits) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        f = float(obj)
-        if not math.isfinite(f):
-            return None
-        return round(f, float_digits) if float_digits is not None else f
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist(), float_digits=float_digits)
-    return obj
+from tb_llmdiag.jsonsafe import jsonable
 
 
 def dumps(report: Any, *, canonical: bool = False) -> str:

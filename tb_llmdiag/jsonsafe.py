@@ -1,0 +1,31 @@
+"""Plain-JSON values: numpy scalars and arrays become Python numbers and lists, NaN and Inf become None.
+
+Below every layer that emits JSON (metrics, api, render), so all of them clean values the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def jsonable(obj: Any, *, float_digits: int | None = None) -> Any:
+    """A copy of ``obj`` made of dict/list/str/int/float/bool/None only; NaN and Inf become None."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v, float_digits=float_digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v, float_digits=float_digits) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        f = float(obj)
+        if not math.isfinite(f):
+            return None
+        return round(f, float_digits) if float_digits is not None else f
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist(), float_digits=float_digits)
+    return obj
