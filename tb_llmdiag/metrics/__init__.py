@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import math
 from typing import Any, Callable
 
 from tb_llmdiag.jsonsafe import jsonable
