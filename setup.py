@@ -1,4 +1,8 @@
-from setuptools import setup
+from setuptools import Extension, setup
+
+# The reader's one-pass scanner in C (tb_llmdiag/ingest/_scan.c): ~3x faster reading of big traces.
+# Optional: without a C compiler the install still succeeds and the reader uses its Python path.
+SCAN = Extension("tb_llmdiag.ingest._scan", ["tb_llmdiag/ingest/_scan.c"], optional=True)
 
 setup(
     name="tb-llmdiag",
@@ -7,6 +11,7 @@ setup(
     python_requires=">=3.10",
     packages=["tb_llmdiag", "tb_llmdiag.ingest", "tb_llmdiag.metrics", "tb_llmdiag.render", "tb_llmdiag.frontend"],
     package_dir={"tb_llmdiag.frontend": "frontend"},
+    ext_modules=[SCAN],
     package_data={"tb_llmdiag.frontend": ["*.js", "*.css", "*.html", "views/*.js", "vendor/**/*"]},
     install_requires=[
         "numpy>=1.23",
