@@ -1,20 +1,27 @@
-/* Optional accelerator for chrome_trace._Columns: one pass over a decoded piece of events.
+/* Optional accelerator for chrome_trace._Columns.scan: one pass over a decoded piece of events.
  *
- * scan(events, x_types, instant_types, kind_of, names)
- *     -> (xs, kind, ts, dur, name_id, tid, mem)
+ * scan(events, x_types, instant_types, args_type, mem_args_type, kind_of, names, row_args)
+ *     -> (xs, columns, mem, mem_columns)
  *
  * events         list of decoded msgspec Structs (chrome_trace._AnyEvent)
  * x_types        tuple of complete-event Struct types (chrome_trace._COMPLETE): their events become
  *                rows; they must keep their fields at the same offsets (a subclass retyping a field)
  * instant_types  tuple of instant Struct types: those named "[memory]" with args are returned in mem
+ * args_type      the Struct type of a complete event's args (chrome_trace._Args)
+ * mem_args_type  the Struct type of a memory sample's args (chrome_trace._MemoryArgs)
  * kind_of        category -> kind code (a defaultdict: unseen categories go through __missing__)
  * names          name -> id (chrome_trace._Interner: unseen names go through __missing__)
+ * row_args       256 bytes, by kind code: bit 1 = a device row (its args' correlation, stream, device
+ *                and bytes, and its pid, are read), bit 2 = a launch row (its args' correlation)
  *
- * Rows whose kind is 255 (a skipped category) are dropped. kind/ts/dur/name_id/tid are bytearrays
- * holding uint8/float64/float64/int32/int64 values, one per row; xs is the list of the rows' events.
- * A column whose values are not all plain numbers is returned as None instead, and the caller
- * computes it in Python (strings in ts/dur, string thread ids): the same contract as the pure
- * Python _scan_py, which the tests hold this to.
+ * Rows whose kind is 255 (a skipped category) are dropped. xs is the list of the rows' events and
+ * columns a dict of bytearrays, one value per row: kind (uint8), ts and dur (float64, None -> NaN),
+ * name_id (int32), tid, pid, correlation, stream, device, bytes (int64, None -> -1; -1 where a row
+ * does not carry the field). A column whose values are not all plain numbers is left out of the dict
+ * and the caller computes it in Python (strings in ts, "stream 7" streams...): the contract of the
+ * pure Python _Columns.scan_py, which the tests hold this to. mem_columns does the same for the
+ * memory samples in mem: ts (float64), device_type, device_id, bytes, total_allocated and
+ * total_reserved (int64, from their args).
  *
  * Struct fields are read at their slot offsets, found once per call from the types' member
  * descriptors, so the per-event work is pointer reads, two dict lookups and number conversions.
@@ -27,6 +34,9 @@
 #include <string.h>
 
 #define SKIP_KIND 255
+#define DEVICE_ROW 1
+#define LAUNCH_ROW 2
+#define MAX_TYPES 4
 
 /* Byte offset of a member (slot) field of a type, or -1 (with an exception set). */
 static Py_ssize_t slot_offset(PyObject *type, const char *field) {
@@ -48,12 +58,36 @@ static Py_ssize_t slot_offset(PyObject *type, const char *field) {
     return offset;
 }
 
+/* The offsets of `fields` in every type of `types` (a tuple), which must agree; 0 or -1 on error. */
+static int offsets_of(PyObject *types, const char *const *fields, int n_fields, PyTypeObject **type_out,
+                      Py_ssize_t *off_out) {
+    Py_ssize_t n = PyTuple_GET_SIZE(types);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *t = PyTuple_GET_ITEM(types, k);
+        if (!PyType_Check(t)) {
+            PyErr_SetString(PyExc_TypeError, "expected a tuple of types");
+            return -1;
+        }
+        type_out[k] = (PyTypeObject *)t;
+        for (int f = 0; f < n_fields; f++) {
+            Py_ssize_t o = slot_offset(t, fields[f]);
+            if (o < 0) return -1;
+            if (k > 0 && o != off_out[f]) {
+                PyErr_Format(PyExc_TypeError, "field %s is at different offsets in the types", fields[f]);
+                return -1;
+            }
+            off_out[f] = o;
+        }
+    }
+    return 0;
+}
+
 static inline PyObject *field(PyObject *obj, Py_ssize_t offset) {
     PyObject *value = *(PyObject **)((char *)obj + offset);
     return value == NULL ? Py_None : value;
 }
 
-/* A number as a double; 0 if it is not one (then *ok is cleared). None is NaN. */
+/* A number as a double; None is NaN; anything else clears *ok. */
 static inline double as_double(PyObject *v, int *ok) {
     if (PyFloat_CheckExact(v)) return PyFloat_AS_DOUBLE(v);
     if (PyLong_CheckExact(v)) {
@@ -64,9 +98,23 @@ static inline double as_double(PyObject *v, int *ok) {
         }
         return d;
     }
-    if (v == Py_None) return NAN;
-    *ok = 0;
-    return 0.0;
+    if (v != Py_None) *ok = 0;
+    return NAN;
+}
+
+/* An int as int64; None is -1; anything else (or an int beyond int64) clears *ok. */
+static inline int64_t as_int(PyObject *v, int *ok) {
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            *ok = 0;
+        }
+        return x;
+    }
+    if (v != Py_None) *ok = 0;
+    return -1;
 }
 
 /* dict[key] through __missing__ when absent (defaultdict, _Interner); the value as a C long. */
@@ -84,63 +132,95 @@ static inline int lookup(PyObject *dict, PyObject *key, long *out) {
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
+enum { C_KIND, C_TS, C_DUR, C_NAME, C_TID, C_PID, C_CORR, C_STREAM, C_DEVICE, C_BYTES, N_COLS };
+static const char *const COL_NAMES[N_COLS] = {"kind", "ts", "dur", "name_id", "tid",
+                                              "pid", "correlation", "stream", "device", "bytes"};
+static const Py_ssize_t COL_SIZE[N_COLS] = {1, 8, 8, 4, 8, 8, 8, 8, 8, 8};
+
+enum { M_TS, M_DEVICE_TYPE, M_DEVICE_ID, M_BYTES, M_ALLOCATED, M_RESERVED, N_MEM };
+static const char *const MEM_NAMES[N_MEM] = {"ts", "device_type", "device_id", "bytes", "total_allocated",
+                                             "total_reserved"};
+/* the fields of the memory args Struct, in MEM_NAMES' order after ts */
+static const char *const MEM_ARGS_FIELDS[N_MEM - 1] = {"device_type", "device_id", "mem_bytes", "total_allocated",
+                                                       "total_reserved"};
+
+/* Append one value to a growing bytearray column. */
+static inline int append(PyObject *col, const void *value, Py_ssize_t size) {
+    Py_ssize_t len = PyByteArray_GET_SIZE(col);
+    if (PyByteArray_Resize(col, len + size) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(col) + len, value, size);
+    return 0;
+}
+
+/* Move the complete columns (ok[c]) into a new dict under their names. */
+static PyObject *column_dict(PyObject **cols, const int *ok, const char *const *names, int n) {
+    PyObject *d = PyDict_New();
+    if (d == NULL) return NULL;
+    for (int c = 0; c < n; c++) {
+        if (ok[c] && PyDict_SetItemString(d, names[c], cols[c]) < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args) {
-    PyObject *events, *x_types, *instant_types, *kind_of, *names;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:scan", &PyList_Type, &events, &PyTuple_Type, &x_types, &PyTuple_Type,
-                          &instant_types, &PyDict_Type, &kind_of, &PyDict_Type, &names))
+    PyObject *events, *x_types, *instant_types, *args_type, *mem_args_type, *kind_of, *names;
+    Py_buffer row_args;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!y*:scan", &PyList_Type, &events, &PyTuple_Type, &x_types,
+                          &PyTuple_Type, &instant_types, &PyType_Type, &args_type, &PyType_Type, &mem_args_type,
+                          &PyDict_Type, &kind_of, &PyDict_Type, &names, &row_args))
         return NULL;
-    Py_ssize_t n_x = PyTuple_GET_SIZE(x_types), n_types = PyTuple_GET_SIZE(instant_types);
-    if (n_x < 1 || n_x > 4 || n_types > 4) {
+    PyObject *xs = NULL, *mem = NULL, *columns = NULL, *mem_columns = NULL, *result = NULL;
+    PyObject *col[N_COLS] = {NULL}, *mcol[N_MEM] = {NULL};
+    int mok[N_MEM];
+    if (row_args.len != 256) {
+        PyErr_SetString(PyExc_ValueError, "row_args must hold 256 bytes");
+        goto done;
+    }
+    const uint8_t *row_flags = (const uint8_t *)row_args.buf;
+    Py_ssize_t n_x = PyTuple_GET_SIZE(x_types), n_inst = PyTuple_GET_SIZE(instant_types);
+    if (n_x < 1 || n_x > MAX_TYPES || n_inst > MAX_TYPES) {
         PyErr_SetString(PyExc_ValueError, "1 to 4 complete-event types and at most 4 instant types");
-        return NULL;
+        goto done;
     }
-    static const char *x_fields[5] = {"cat", "ts", "dur", "name", "tid"};
-    Py_ssize_t off[5];
-    PyTypeObject *x_type[4];
-    for (Py_ssize_t k = 0; k < n_x; k++) {
-        PyObject *t = PyTuple_GET_ITEM(x_types, k);
-        if (!PyType_Check(t)) {
-            PyErr_SetString(PyExc_TypeError, "x_types must hold types");
-            return NULL;
-        }
-        x_type[k] = (PyTypeObject *)t;
-        for (int f = 0; f < 5; f++) {
-            Py_ssize_t o = slot_offset(t, x_fields[f]);
-            if (o < 0) return NULL;
-            if (k > 0 && o != off[f]) {
-                PyErr_Format(PyExc_TypeError, "field %s is at different offsets in x_types", x_fields[f]);
-                return NULL;
-            }
-            off[f] = o;
-        }
-    }
-    Py_ssize_t off_cat = off[0], off_ts = off[1], off_dur = off[2], off_name = off[3], off_tid = off[4];
-    PyTypeObject *inst_type[4];
-    Py_ssize_t inst_name[4], inst_args[4];
-    for (Py_ssize_t k = 0; k < n_types; k++) {
-        PyObject *t = PyTuple_GET_ITEM(instant_types, k);
-        if (!PyType_Check(t)) {
-            PyErr_SetString(PyExc_TypeError, "instant_types must hold types");
-            return NULL;
-        }
-        inst_type[k] = (PyTypeObject *)t;
-        inst_name[k] = slot_offset(t, "name");
-        inst_args[k] = slot_offset(t, "args");
-        if (inst_name[k] < 0 || inst_args[k] < 0) return NULL;
-    }
+    static const char *const x_fields[7] = {"cat", "ts", "dur", "name", "tid", "pid", "args"};
+    static const char *const inst_fields[3] = {"name", "args", "ts"};
+    static const char *const args_fields[4] = {"correlation", "stream", "device", "bytes"};
+    PyTypeObject *x_type[MAX_TYPES], *inst_type[MAX_TYPES], *a_type[1], *ma_type[1];
+    Py_ssize_t xo[7], io[3] = {0, 0, 0}, ao[4], mo[N_MEM - 1];
+    PyObject *a_types = PyTuple_Pack(1, args_type), *ma_types = PyTuple_Pack(1, mem_args_type);
+    int bad = a_types == NULL || ma_types == NULL || offsets_of(x_types, x_fields, 7, x_type, xo) < 0 ||
+              offsets_of(instant_types, inst_fields, 3, inst_type, io) < 0 ||
+              offsets_of(a_types, args_fields, 4, a_type, ao) < 0 ||
+              offsets_of(ma_types, MEM_ARGS_FIELDS, N_MEM - 1, ma_type, mo) < 0;
+    Py_XDECREF(a_types);
+    Py_XDECREF(ma_types);
+    if (bad) goto done;
 
     Py_ssize_t n = PyList_GET_SIZE(events);
-    PyObject *xs = PyList_New(0), *mem = PyList_New(0);
-    PyObject *kind = PyByteArray_FromStringAndSize(NULL, n), *ts = PyByteArray_FromStringAndSize(NULL, n * 8),
-             *dur = PyByteArray_FromStringAndSize(NULL, n * 8), *name_id = PyByteArray_FromStringAndSize(NULL, n * 4),
-             *tid = PyByteArray_FromStringAndSize(NULL, n * 8);
-    PyObject *result = NULL;
-    if (!xs || !mem || !kind || !ts || !dur || !name_id || !tid) goto done;
-    uint8_t *kind_p = (uint8_t *)PyByteArray_AS_STRING(kind);
-    double *ts_p = (double *)PyByteArray_AS_STRING(ts), *dur_p = (double *)PyByteArray_AS_STRING(dur);
-    int32_t *name_p = (int32_t *)PyByteArray_AS_STRING(name_id);
-    int64_t *tid_p = (int64_t *)PyByteArray_AS_STRING(tid);
-    int ts_ok = 1, dur_ok = 1, tid_ok = 1;
+    void *p[N_COLS];
+    int ok[N_COLS];
+    xs = PyList_New(0);
+    mem = PyList_New(0);
+    if (!xs || !mem) goto done;
+    for (int c = 0; c < N_COLS; c++) {
+        col[c] = PyByteArray_FromStringAndSize(NULL, n * COL_SIZE[c]);
+        if (col[c] == NULL) goto done;
+        p[c] = PyByteArray_AS_STRING(col[c]);
+        ok[c] = 1;
+    }
+    for (int c = 0; c < N_MEM; c++) {
+        mcol[c] = PyByteArray_FromStringAndSize(NULL, 0);
+        if (mcol[c] == NULL) goto done;
+        mok[c] = 1;
+    }
+    uint8_t *kind_p = p[C_KIND];
+    double *ts_p = p[C_TS], *dur_p = p[C_DUR];
+    int32_t *name_p = p[C_NAME];
+    int64_t *tid_p = p[C_TID], *pid_p = p[C_PID], *corr_p = p[C_CORR], *stream_p = p[C_STREAM],
+            *device_p = p[C_DEVICE], *bytes_p = p[C_BYTES];
     Py_ssize_t rows = 0;
 
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -149,60 +229,80 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         int is_x = 0;
         for (Py_ssize_t k = 0; k < n_x; k++) is_x |= t == x_type[k];
         if (!is_x) {
-            for (Py_ssize_t k = 0; k < n_types; k++) {
+            for (Py_ssize_t k = 0; k < n_inst; k++) {
                 if (t != inst_type[k]) continue;
-                PyObject *name = field(e, inst_name[k]);
-                if (field(e, inst_args[k]) != Py_None && PyUnicode_Check(name) &&
-                    PyUnicode_CompareWithASCIIString(name, "[memory]") == 0 && PyList_Append(mem, e) < 0)
-                    goto done;
+                PyObject *name = field(e, io[0]), *a = field(e, io[1]);
+                if (a == Py_None || !PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "[memory]") != 0)
+                    break;
+                if (PyList_Append(mem, e) < 0) goto done;
+                double ts = as_double(field(e, io[2]), &mok[M_TS]);
+                if (append(mcol[M_TS], &ts, 8) < 0) goto done;
+                int typed = Py_TYPE(a) == ma_type[0];
+                for (int c = 1; c < N_MEM; c++) {
+                    int64_t v = -1;
+                    if (typed)
+                        v = as_int(field(a, mo[c - 1]), &mok[c]);
+                    else
+                        mok[c] = 0;
+                    if (append(mcol[c], &v, 8) < 0) goto done;
+                }
                 break;
             }
             continue;
         }
         long code, ident;
-        if (lookup(kind_of, field(e, off_cat), &code) < 0) goto done;
+        if (lookup(kind_of, field(e, xo[0]), &code) < 0) goto done;
         if (code == SKIP_KIND) continue;
-        if (lookup(names, field(e, off_name), &ident) < 0) goto done;
+        if (code < 0 || code > 255) {
+            PyErr_SetString(PyExc_ValueError, "kind codes must be 0..255");
+            goto done;
+        }
+        if (lookup(names, field(e, xo[3]), &ident) < 0) goto done;
         if (PyList_Append(xs, e) < 0) goto done;
         kind_p[rows] = (uint8_t)code;
         name_p[rows] = (int32_t)ident;
-        ts_p[rows] = as_double(field(e, off_ts), &ts_ok);
-        dur_p[rows] = as_double(field(e, off_dur), &dur_ok);
-        PyObject *tv = field(e, off_tid);
-        if (PyLong_CheckExact(tv)) {
-            int overflow = 0;
-            long long v = PyLong_AsLongLongAndOverflow(tv, &overflow);
-            if (overflow || (v == -1 && PyErr_Occurred())) {
-                PyErr_Clear();
-                tid_ok = 0;
+        ts_p[rows] = as_double(field(e, xo[1]), &ok[C_TS]);
+        dur_p[rows] = as_double(field(e, xo[2]), &ok[C_DUR]);
+        tid_p[rows] = as_int(field(e, xo[4]), &ok[C_TID]);
+        uint8_t flags = row_flags[code];
+        pid_p[rows] = corr_p[rows] = stream_p[rows] = device_p[rows] = bytes_p[rows] = -1;
+        if (flags) {
+            PyObject *a = field(e, xo[6]);
+            int args_ok = a == Py_None || Py_TYPE(a) == a_type[0];
+            if (!args_ok) { /* not the expected args Struct: Python reads these columns */
+                ok[C_CORR] = 0;
+                if (flags & DEVICE_ROW) ok[C_STREAM] = ok[C_DEVICE] = ok[C_BYTES] = 0;
+            } else if (a != Py_None) {
+                corr_p[rows] = as_int(field(a, ao[0]), &ok[C_CORR]);
+                if (flags & DEVICE_ROW) {
+                    stream_p[rows] = as_int(field(a, ao[1]), &ok[C_STREAM]);
+                    device_p[rows] = as_int(field(a, ao[2]), &ok[C_DEVICE]);
+                    bytes_p[rows] = as_int(field(a, ao[3]), &ok[C_BYTES]);
+                }
             }
-            tid_p[rows] = v;
-        } else if (tv == Py_None) {
-            tid_p[rows] = -1;
-        } else {
-            tid_ok = 0;
+            if (flags & DEVICE_ROW) pid_p[rows] = as_int(field(e, xo[5]), &ok[C_PID]);
         }
         rows++;
     }
-    if (PyByteArray_Resize(kind, rows) < 0 || PyByteArray_Resize(ts, rows * 8) < 0 ||
-        PyByteArray_Resize(dur, rows * 8) < 0 || PyByteArray_Resize(name_id, rows * 4) < 0 ||
-        PyByteArray_Resize(tid, rows * 8) < 0)
-        goto done;
-    result = Py_BuildValue("(OOOOOOO)", xs, kind, ts_ok ? ts : Py_None, dur_ok ? dur : Py_None, name_id,
-                           tid_ok ? tid : Py_None, mem);
+    for (int c = 0; c < N_COLS; c++)
+        if (PyByteArray_Resize(col[c], rows * COL_SIZE[c]) < 0) goto done;
+    columns = column_dict(col, ok, COL_NAMES, N_COLS);
+    mem_columns = column_dict(mcol, mok, MEM_NAMES, N_MEM);
+    if (columns == NULL || mem_columns == NULL) goto done;
+    result = PyTuple_Pack(4, xs, columns, mem, mem_columns);
 done:
+    PyBuffer_Release(&row_args);
     Py_XDECREF(xs);
     Py_XDECREF(mem);
-    Py_XDECREF(kind);
-    Py_XDECREF(ts);
-    Py_XDECREF(dur);
-    Py_XDECREF(name_id);
-    Py_XDECREF(tid);
+    Py_XDECREF(columns);
+    Py_XDECREF(mem_columns);
+    for (int c = 0; c < N_COLS; c++) Py_XDECREF(col[c]);
+    for (int c = 0; c < N_MEM; c++) Py_XDECREF(mcol[c]);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_VARARGS, "One pass over a decoded piece of events: rows' columns and memory samples."},
+    {"scan", scan, METH_VARARGS, "One pass over a decoded piece of events: the rows' columns and memory samples."},
     {NULL, NULL, 0, NULL},
 };
 

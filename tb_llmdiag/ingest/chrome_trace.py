@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import gc
 import gzip
-import itertools
 import re
 import zlib
 from typing import Any, Iterator, NamedTuple, Union
@@ -252,7 +251,13 @@ KIND_OF_CATEGORY: dict[str, Kind] = {
     "gpu_user_annotation": Kind.GPU_ANNOTATION, "cuda_sync": Kind.SYNC,
 }
 _DEVICE_SIDE_ARR = np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.SYNC), dtype=np.uint8)
-_LAUNCH_ARR = np.array((Kind.RUNTIME, Kind.DRIVER), dtype=np.uint8)
+_DEVICE_SIDE = np.isin(np.arange(256), _DEVICE_SIDE_ARR)  # by kind code: a device-lane row
+_HOST_RANGE = np.isin(np.arange(256), (Kind.ANNOTATION, Kind.CPU_OP))  # by kind code: may be a ProfilerStep
+_DEVICE_ROW, _LAUNCH_ROW = 1, 2
+#: by kind code: which args fields a row carries (device rows: correlation, stream, device, bytes and
+#: pid; launch rows: correlation). Shared with the C scanner.
+_ROW_ARGS = bytes(_DEVICE_ROW if k in _DEVICE_SIDE_ARR else _LAUNCH_ROW if k in (Kind.RUNTIME, Kind.DRIVER) else 0
+                  for k in range(256))
 _SKIP = 255  # pseudo-kind of skipped categories
 _STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
@@ -269,7 +274,19 @@ class _Scan(NamedTuple):
     dur: np.ndarray  # float64 us; NaN where missing
     name_id: np.ndarray  # int32 ids into _Columns.names
     tid: np.ndarray  # int64 thread ids (streams on device rows); see _Columns._ids
-    mem: list[Any]  # "[memory]" instant events with args
+    pid: np.ndarray  # int64, device rows only (-1 elsewhere)
+    correlation: np.ndarray  # int64 launch/kernel correlation id, device and launch rows only
+    stream: np.ndarray  # int64 args.stream, device rows only
+    device: np.ndarray  # int64 args.device, device rows only
+    bytes: np.ndarray  # int64 args.bytes, device rows only
+    memory: dict[str, np.ndarray]  # the "[memory]" samples' columns (_MEMORY_DTYPES)
+
+
+#: _Scan's numeric columns besides kind, and their dtypes
+_MEMORY_DTYPES = {"ts": np.float64, "device_type": np.int64, "device_id": np.int64, "bytes": np.int64,
+                  "total_allocated": np.int64, "total_reserved": np.int64}
+_SCAN_DTYPES = {"ts": np.float64, "dur": np.float64, "name_id": np.int32, "tid": np.int64, "pid": np.int64,
+                "correlation": np.int64, "stream": np.int64, "device": np.int64, "bytes": np.int64}
 
 
 class _Interner(dict):  # type: ignore[type-arg]
@@ -306,6 +323,11 @@ class _Columns:
             lambda: int(Kind.OTHER), {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()},
                                       **{c: _SKIP for c in _SKIPPED_CATEGORIES}})
         self._shape_table = np.zeros(0, dtype=bool)
+        self._step_table = np.zeros(0, dtype=bool)
+        self.origin_us: float | None = None  # the first piece's whole-us origin of ts_ns
+        self.ts_min = float("inf")  # the earliest timestamp (us) of all rows
+        self.skipped_no_ts = 0  # rows dropped for a missing or unparsable timestamp
+        self.negative_dur = 0  # rows whose negative duration was read as 0
         self.ts_base_us: int | None = None  # set when timestamps are read exactly (see _relative_us)
 
     def _id(self, value: Any) -> int:
@@ -339,20 +361,19 @@ class _Columns:
 
     def scan(self, events: list[Any], has_memory: bool = True) -> _Scan:
         """The rows of one decoded piece (its complete events, skipped categories dropped) with their
-        kind/ts/dur/name_id/tid columns, and its ``[memory]`` samples. Uses the compiled one-pass
-        scanner when it was built, else scan_py; both give the same result."""
+        per-row columns, and its ``[memory]`` samples. Uses the compiled one-pass scanner when it was
+        built, else scan_py; both give the same result."""
         if _scan_ext is None:
             return self.scan_py(events, has_memory)
-        xs, kind, ts, dur, name_id, tid, mem = _scan_ext.scan(events, _COMPLETE, _INSTANTS, self.kind_of, self.names)
-        # the scanner leaves a column to Python (None) when its values are not all plain numbers
-        return _Scan(
-            xs, np.frombuffer(kind, dtype=np.uint8),
-            self._ts_column(xs) if ts is None else np.frombuffer(ts, dtype=np.float64),
-            _float_column([e.dur for e in xs]) if dur is None else np.frombuffer(dur, dtype=np.float64),
-            np.frombuffer(name_id, dtype=np.int32),
-            self._ids([e.tid for e in xs]) if tid is None else np.frombuffer(tid, dtype=np.int64),
-            mem,
-        )
+        xs, found, mem, mem_found = _scan_ext.scan(events, _COMPLETE, _INSTANTS, _Args, _MemoryArgs, self.kind_of,
+                                                   self.names, _ROW_ARGS)
+        kind = np.frombuffer(found["kind"], dtype=np.uint8)
+        # the scanner leaves a column to Python when its values are not all plain numbers
+        cols = {name: np.frombuffer(found[name], dtype=dtype) if name in found else self._column(name, xs, kind)
+                for name, dtype in _SCAN_DTYPES.items()}
+        mem_cols = {name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found
+                    else _memory_column(name, mem) for name, dtype in _MEMORY_DTYPES.items()}
+        return _Scan(xs=xs, kind=kind, memory=mem_cols, **cols)
 
     def scan_py(self, events: list[Any], has_memory: bool = True) -> _Scan:
         """scan in Python: one list comprehension per field. ``has_memory=False`` skips looking for
@@ -367,66 +388,88 @@ class _Columns:
             keep = np.flatnonzero(~skip)
             xs = [xs[i] for i in keep.tolist()]
             kind = kind[keep]
-        names = self.names
-        return _Scan(
-            xs, kind, self._ts_column(xs), _float_column([e.dur for e in xs]),
-            np.array([names[e.name] for e in xs], dtype=np.int32), self._ids([e.tid for e in xs]), mem,
-        )
+        return _Scan(xs=xs, kind=kind, memory={name: _memory_column(name, mem) for name in _MEMORY_DTYPES},
+                     **{name: self._column(name, xs, kind) for name in _SCAN_DTYPES})
 
-    def _ts_column(self, xs: list[Any]) -> np.ndarray:
-        ts_list = [e.ts for e in xs]
-        if xs and xs[0].__class__ is _EventExactTs:
-            return self._relative_us(ts_list)
-        return _float_column(ts_list)
+    def _column(self, name: str, xs: list[Any], kind: np.ndarray) -> np.ndarray:
+        """One per-row column in Python. The args fields and pid are read only for the rows that carry
+        them (device rows; launch rows too for the correlation id) and are -1 elsewhere."""
+        if name == "ts":
+            ts_list = [e.ts for e in xs]
+            if xs and xs[0].__class__ is _EventExactTs:
+                return self._relative_us(ts_list)
+            return _float_column(ts_list)
+        if name == "dur":
+            return _float_column([e.dur for e in xs])  # a missing "dur" is NaN here and 0 in finish()
+        if name == "name_id":
+            names = self.names
+            return np.array([names[e.name] for e in xs], dtype=np.int32)
+        if name == "tid":
+            return self._ids([e.tid for e in xs])
+        out = np.full(len(xs), -1, dtype=np.int64)
+        mask = np.frombuffer(_ROW_ARGS, dtype=np.uint8)[kind] & (_DEVICE_ROW | (_LAUNCH_ROW if name == "correlation" else 0))
+        rows = np.flatnonzero(mask).tolist()
+        if rows:
+            if name == "pid":
+                out[rows] = self._ids([xs[i].pid for i in rows])
+            else:
+                values = [getattr(xs[i].args or _NO_ARGS, name) for i in rows]
+                out[rows] = _int_column(values) if name in ("correlation", "bytes") else self._ids(values)
+        return out
 
     def add(self, events: list[Any], has_memory: bool = True) -> None:
-        """Append one decoded piece: scan() for the per-event columns, then the fields only some kinds
-        carry (stream, bytes, shapes...), read only for those rows."""
-        xs, kind, ts, dur, name_id, tid, mem = self.scan(events, has_memory)
-        if mem:
-            self.mem_parts.append((
-                [e.ts for e in mem],
-                [e.args.device_type for e in mem],
-                [e.args.device_id for e in mem],
-                [e.args.mem_bytes for e in mem],
-                [e.args.total_allocated for e in mem],
-                [e.args.total_reserved for e in mem],
-            ))
-        n = len(xs)
-        if not n:
+        """Append one decoded piece: scan() for the per-row columns, then the recorded shapes of the
+        operators analyses read."""
+        s = self.scan(events, has_memory)
+        if s.memory["ts"].size:
+            self.mem_parts.append(s.memory)
+        if not s.xs:
             return
-        shapes = self.shapes
-        device_side = np.isin(kind, _DEVICE_SIDE_ARR)
-        launch = np.isin(kind, _LAUNCH_ARR)
-
-        def args_of(idx: np.ndarray) -> list[_Args]:
-            return [xs[i].args or _NO_ARGS for i in idx.tolist()]
-
-        minus1 = np.full(n, -1, dtype=np.int64)
-        correlation, stream, device, nbytes = (minus1.copy() for _ in range(4))
-        shape_id = np.full(n, -1, dtype=np.int32)
-        pid = np.full(n, -1, dtype=np.int64)
-
-        idx = np.flatnonzero(device_side)
-        if idx.size:
-            sub = args_of(idx)
-            correlation[idx] = _int_column([a.correlation for a in sub])
-            stream[idx] = self._ids([a.stream for a in sub])
-            device[idx] = self._ids([a.device for a in sub])
-            nbytes[idx] = _int_column([a.bytes for a in sub])
-            pid[idx] = self._ids([xs[i].pid for i in idx.tolist()])
-        idx = np.flatnonzero(launch)
-        if idx.size:
-            correlation[idx] = _int_column([a.correlation for a in args_of(idx)])
+        shape_id = np.full(len(s.xs), -1, dtype=np.int32)
         # Input Dims only for the operators analyses read (model.SHAPE_OPS)
-        idx = np.flatnonzero((kind == Kind.CPU_OP) & self.shape_table()[name_id])
-        if idx.size:
-            shape_id[idx] = np.array([shapes.setdefault(bytes(a.input_dims), len(shapes)) if len(a.input_dims) else -1
-                                      for a in args_of(idx)], dtype=np.int32)
-        self.parts.append({  # loc: the tid, which is the stream on device rows
-            "ts": ts, "dur": dur, "name_id": name_id, "kind": kind, "pid": pid, "loc": tid,
-            "correlation": correlation, "stream": stream, "device": device, "bytes": nbytes,
-            "shape_id": shape_id,
+        rows = np.flatnonzero((s.kind == Kind.CPU_OP) & self.shape_table()[s.name_id]).tolist()
+        if rows:
+            shapes, xs = self.shapes, s.xs
+            dims = [(xs[i].args or _NO_ARGS).input_dims for i in rows]
+            shape_id[rows] = [shapes.setdefault(bytes(d), len(shapes)) if len(d) else -1 for d in dims]
+        self._append_rows(s, shape_id)
+
+    def _append_rows(self, s: _Scan, shape_id: np.ndarray) -> None:
+        """Turn one piece's scan into the model's columns (while its arrays are small and in cache) and
+        keep them for finish(): ns times relative to the first piece's whole-us origin, durations
+        cleaned, ProfilerStep ranges marked, device/stream on device rows and tid on host rows."""
+        cols = {"ts": s.ts, "dur": s.dur, "kind": s.kind, "name_id": s.name_id, "tid": s.tid, "pid": s.pid,
+                "correlation": s.correlation, "stream": s.stream, "device": s.device, "bytes": s.bytes,
+                "shape_id": shape_id}
+        finite = np.isfinite(s.ts)
+        if not finite.all():
+            self.skipped_no_ts += int((~finite).sum())
+            cols = {k: v[finite] for k, v in cols.items()}
+        if not cols["ts"].size:
+            return
+        ts = cols["ts"]
+        if self.origin_us is None:
+            self.origin_us = float(np.floor(ts.min()))
+        self.ts_min = min(self.ts_min, float(ts.min()))
+        dur = np.nan_to_num(cols["dur"], nan=0.0)
+        neg = dur < 0
+        if neg.any():
+            self.negative_dur += int(neg.sum())
+            dur[neg] = 0
+        kind = cols["kind"].copy()
+        kind[_HOST_RANGE[kind] & self.step_table()[cols["name_id"]]] = Kind.STEP
+        device_side = _DEVICE_SIDE[kind]
+        loc = cols["tid"]  # the tid, which is the stream on device rows
+        self.parts.append({
+            # us -> ns relative to a whole-us origin: exact for the ns-precision decimals Kineto writes
+            "ts_ns": np.rint((ts - self.origin_us) * 1000.0).astype(np.int64),
+            "dur_ns": np.rint(dur * 1000.0).astype(np.int64),
+            "kind": kind, "name_id": cols["name_id"],
+            "device": np.where(device_side, np.where(cols["device"] >= 0, cols["device"], cols["pid"]), -1
+                               ).astype(np.int16),
+            "stream": np.where(device_side, np.where(cols["stream"] != -1, cols["stream"], loc), -1).astype(np.int32),
+            "tid": np.where(device_side, -1, loc),
+            "correlation": cols["correlation"], "bytes": cols["bytes"], "shape_id": cols["shape_id"],
         })
 
     def _relative_us(self, raws: list[msgspec.Raw]) -> np.ndarray:
@@ -444,55 +487,41 @@ class _Columns:
             self.ts_base_us = int(whole_us.min())
         return (whole_us - self.ts_base_us) + frac_ns / 1000.0
 
+    def step_table(self) -> np.ndarray:
+        """name id -> is a ``ProfilerStep#N`` name, extended as names appear."""
+        self._step_table = _extend_name_table(self._step_table, self.names.texts, _PROFILER_STEP)
+        return self._step_table
+
     def shape_table(self) -> np.ndarray:
         """name id -> keep this op's Input Dims (model.SHAPE_OPS), extended as names appear."""
-        have = self._shape_table.shape[0]
-        texts = self.names.texts
-        if have != len(texts):
-            new = [bool(SHAPE_OPS.match(n)) for n in texts[have:]]
-            self._shape_table = np.concatenate([self._shape_table, np.array(new, dtype=bool)])
+        self._shape_table = _extend_name_table(self._shape_table, self.names.texts, SHAPE_OPS)
         return self._shape_table
 
     def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
-        warnings: list[str] = []
+        """The pieces' rows as one EventTable sorted by time, the memory samples, the origin (ns) and warnings."""
         if not self.parts:
+            if self.skipped_no_ts:
+                raise TraceFormatError("no event of the trace has a usable timestamp")
             raise TraceFormatError("the trace has no timed events ('traceEvents' holds no complete events)")
+        warnings: list[str] = []
+        if self.skipped_no_ts:
+            warnings.append(f"{self.skipped_no_ts} events without a usable timestamp were skipped")
+        if self.negative_dur:
+            warnings.append(f"{self.negative_dur} events with negative duration were read as 0")
         col = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
         self.parts = []
-        finite = np.isfinite(col["ts"])
-        if not finite.all():
-            warnings.append(f"{int((~finite).sum())} events without a usable timestamp were skipped")
-            col = {k: v[finite] for k, v in col.items()}
-        dur = np.nan_to_num(col["dur"], nan=0.0)
-        neg = dur < 0
-        if neg.any():
-            warnings.append(f"{int(neg.sum())} events with negative duration were read as 0")
-            dur[neg] = 0
-        ts_min = float(col["ts"].min())
-        origin_us = np.floor(ts_min)  # relative to ts_base_us when timestamps were read exactly
-        # us -> ns relative to a whole-us origin: exact for the ns-precision decimals Kineto writes
-        ts_ns = np.rint((col["ts"] - origin_us) * 1000.0).astype(np.int64)
-        dur_ns = np.rint(dur * 1000.0).astype(np.int64)
-
-        kind = col["kind"]
-        names = tuple(self.names.texts)
-        is_step_name = np.fromiter((bool(_PROFILER_STEP.match(n)) for n in names), dtype=bool, count=len(names))
-        host_annot = np.isin(kind, np.array((Kind.ANNOTATION, Kind.CPU_OP), dtype=np.uint8))
-        kind[host_annot & is_step_name[col["name_id"]]] = Kind.STEP
-
-        device_side = np.isin(kind, _DEVICE_SIDE_ARR)
-        device = np.where(col["device"] >= 0, col["device"], col["pid"])
-        device = np.where(device_side, device, -1)
-        stream = np.where(col["stream"] != -1, col["stream"], col["loc"])
-        stream = np.where(device_side, stream, -1)
-        tid = np.where(device_side, -1, col["loc"])
+        assert self.origin_us is not None
+        origin_us = np.floor(self.ts_min)  # relative to ts_base_us when timestamps were read exactly
+        ts_ns = col["ts_ns"]
+        if origin_us != self.origin_us:  # an earlier event came in a later piece: whole us, so exact
+            ts_ns -= int(origin_us - self.origin_us) * 1000
         order = np.argsort(ts_ns, kind="stable")
-        shapes = tuple(s.decode("utf-8", "replace") for s in self.shapes)
         table = EventTable(
-            ts_ns=ts_ns[order], dur_ns=dur_ns[order], kind=kind[order], name_id=col["name_id"][order],
-            device=device[order].astype(np.int16), stream=stream[order].astype(np.int32),
-            tid=tid[order], correlation=col["correlation"][order],
-            bytes=col["bytes"][order], shape_id=col["shape_id"][order], names=names, shapes=shapes,
+            ts_ns=ts_ns[order], dur_ns=col["dur_ns"][order], kind=col["kind"][order],
+            name_id=col["name_id"][order], device=col["device"][order], stream=col["stream"][order],
+            tid=col["tid"][order], correlation=col["correlation"][order], bytes=col["bytes"][order],
+            shape_id=col["shape_id"][order], names=tuple(self.names.texts),
+            shapes=tuple(s.decode("utf-8", "replace") for s in self.shapes),
         )
         base = self.ts_base_us or 0
         memory = self._memory(origin_us + base)
@@ -501,21 +530,33 @@ class _Columns:
     def _memory(self, origin_us: float) -> MemoryTable:
         if not self.mem_parts:
             return empty_memory()
-        cols = [list(itertools.chain.from_iterable(p[i] for p in self.mem_parts)) for i in range(6)]
-        ts = _float_column(cols[0])
-        dev_type = _int_column(cols[1])
-        dev_id = _int_column(cols[2])
-        keep = np.isfinite(ts)
-        ts_ns = np.rint((ts - origin_us) * 1000.0).astype(np.int64)
+        col = {k: np.concatenate([p[k] for p in self.mem_parts]) for k in _MEMORY_DTYPES}
+        keep = np.isfinite(col["ts"])
+        col = {k: v[keep] for k, v in col.items()}
+        ts_ns = np.rint((col["ts"] - origin_us) * 1000.0).astype(np.int64)
         # Device Type 0 is the CPU in Kineto's encoding; any other type is an accelerator
-        device = np.where(dev_type == 0, -1, dev_id).astype(np.int16)
-        order = np.argsort(ts_ns[keep], kind="stable")
+        device = np.where(col["device_type"] == 0, -1, col["device_id"]).astype(np.int16)
+        order = np.argsort(ts_ns, kind="stable")
         return MemoryTable(
-            ts_ns=ts_ns[keep][order], device=device[keep][order],
-            bytes=_int_column(cols[3])[keep][order],
-            total_allocated_bytes=_int_column(cols[4])[keep][order],
-            total_reserved_bytes=_int_column(cols[5])[keep][order],
+            ts_ns=ts_ns[order], device=device[order], bytes=col["bytes"][order],
+            total_allocated_bytes=col["total_allocated"][order], total_reserved_bytes=col["total_reserved"][order],
         )
+
+
+def _memory_column(name: str, mem: list[Any]) -> np.ndarray:
+    """One column of memory samples (instant events with _MemoryArgs) in Python."""
+    if name == "ts":
+        return _float_column([e.ts for e in mem])
+    attr = "mem_bytes" if name == "bytes" else name
+    return _int_column([getattr(e.args, attr) for e in mem])
+
+
+def _extend_name_table(table: np.ndarray, texts: list[str], pattern: re.Pattern[str]) -> np.ndarray:
+    """A name id -> matches ``pattern`` lookup, extended to names interned since it was built."""
+    if table.shape[0] == len(texts):
+        return table
+    new = np.fromiter((bool(pattern.match(n)) for n in texts[table.shape[0]:]), dtype=bool)
+    return np.concatenate([table, new])
 
 
 def _float_column(values: Any) -> np.ndarray:
