@@ -1,6 +1,7 @@
 /* Optional accelerator for chrome_trace._Columns.scan: one pass over a decoded piece of events.
  *
- * scan(events, x_types, instant_types, args_type, mem_args_type, kind_of, names, row_args)
+ * scan(events, x_types, instant_types, args_type, mem_args_type, kind_of, names, name_flags, shapes,
+ *      row_args)
  *     -> (xs, columns, mem, mem_columns)
  *
  * events         list of decoded msgspec Structs (chrome_trace._AnyEvent)
@@ -11,13 +12,16 @@
  * mem_args_type  the Struct type of a memory sample's args (chrome_trace._MemoryArgs)
  * kind_of        category -> kind code (a defaultdict: unseen categories go through __missing__)
  * names          name -> id (chrome_trace._Interner: unseen names go through __missing__)
+ * name_flags     bytearray, by name id (names.flags): bit 1 = keep the operator's Input Dims
+ * shapes         Input Dims text (bytes) -> id; new shapes are added with the next id
  * row_args       256 bytes, by kind code: bit 1 = a device row (its args' correlation, stream, device
  *                and bytes, and its pid, are read), bit 2 = a launch row (its args' correlation)
  *
  * Rows whose kind is 255 (a skipped category) are dropped. xs is the list of the rows' events and
  * columns a dict of bytearrays, one value per row: kind (uint8), ts and dur (float64, None -> NaN),
  * name_id (int32), tid, pid, correlation, stream, device, bytes (int64, None -> -1; -1 where a row
- * does not carry the field). A column whose values are not all plain numbers is left out of the dict
+ * does not carry the field), shape_id (int32: the id of args' Input Dims for CPU_OP rows (kind 0)
+ * whose name has flag bit 1 and whose Input Dims are not empty, else -1). A column whose values are not all plain numbers is left out of the dict
  * and the caller computes it in Python (strings in ts, "stream 7" streams...): the contract of the
  * pure Python _Columns.scan_py, which the tests hold this to. mem_columns does the same for the
  * memory samples in mem: ts (float64), device_type, device_id, bytes, total_allocated and
@@ -37,6 +41,8 @@
 #define DEVICE_ROW 1
 #define LAUNCH_ROW 2
 #define MAX_TYPES 4
+#define CPU_OP_KIND 0
+#define SHAPE_NAME 1
 
 /* Byte offset of a member (slot) field of a type, or -1 (with an exception set). */
 static Py_ssize_t slot_offset(PyObject *type, const char *field) {
@@ -132,10 +138,39 @@ static inline int lookup(PyObject *dict, PyObject *key, long *out) {
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-enum { C_KIND, C_TS, C_DUR, C_NAME, C_TID, C_PID, C_CORR, C_STREAM, C_DEVICE, C_BYTES, N_COLS };
-static const char *const COL_NAMES[N_COLS] = {"kind", "ts", "dur", "name_id", "tid",
-                                              "pid", "correlation", "stream", "device", "bytes"};
-static const Py_ssize_t COL_SIZE[N_COLS] = {1, 8, 8, 4, 8, 8, 8, 8, 8, 8};
+enum { C_KIND, C_TS, C_DUR, C_NAME, C_TID, C_PID, C_CORR, C_STREAM, C_DEVICE, C_BYTES, C_SHAPE, N_COLS };
+static const char *const COL_NAMES[N_COLS] = {"kind", "ts",     "dur",    "name_id", "tid",     "pid",
+                                              "correlation", "stream", "device", "bytes", "shape_id"};
+static const Py_ssize_t COL_SIZE[N_COLS] = {1, 8, 8, 4, 8, 8, 8, 8, 8, 8, 4};
+
+/* The id of a shape (Input Dims JSON text, a msgspec.Raw or any buffer) in `shapes`, added if new;
+ * -1 for an empty one, -3 if dims is not a buffer, -2 on error. */
+static int32_t shape_id(PyObject *shapes, PyObject *dims) {
+    Py_buffer view;
+    if (!PyObject_CheckBuffer(dims)) return -3;
+    if (PyObject_GetBuffer(dims, &view, PyBUF_SIMPLE) < 0) return -2;
+    if (view.len == 0) {
+        PyBuffer_Release(&view);
+        return -1;
+    }
+    PyObject *key = PyBytes_FromStringAndSize(view.buf, view.len);
+    PyBuffer_Release(&view);
+    if (key == NULL) return -2;
+    long ident;
+    PyObject *found = PyDict_GetItemWithError(shapes, key); /* borrowed */
+    if (found != NULL) {
+        ident = PyLong_AsLong(found);
+    } else if (PyErr_Occurred()) {
+        ident = -2;
+    } else {
+        ident = (long)PyDict_GET_SIZE(shapes);
+        PyObject *value = PyLong_FromLong(ident);
+        if (value == NULL || PyDict_SetItem(shapes, key, value) < 0) ident = -2;
+        Py_XDECREF(value);
+    }
+    Py_DECREF(key);
+    return ident < 0 || ident > INT32_MAX ? -2 : (int32_t)ident;
+}
 
 enum { M_TS, M_DEVICE_TYPE, M_DEVICE_ID, M_BYTES, M_ALLOCATED, M_RESERVED, N_MEM };
 static const char *const MEM_NAMES[N_MEM] = {"ts", "device_type", "device_id", "bytes", "total_allocated",
@@ -166,11 +201,12 @@ static PyObject *column_dict(PyObject **cols, const int *ok, const char *const *
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
-    PyObject *events, *x_types, *instant_types, *args_type, *mem_args_type, *kind_of, *names;
+    PyObject *events, *x_types, *instant_types, *args_type, *mem_args_type, *kind_of, *names, *name_flags, *shapes;
     Py_buffer row_args;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!y*:scan", &PyList_Type, &events, &PyTuple_Type, &x_types,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!y*:scan", &PyList_Type, &events, &PyTuple_Type, &x_types,
                           &PyTuple_Type, &instant_types, &PyType_Type, &args_type, &PyType_Type, &mem_args_type,
-                          &PyDict_Type, &kind_of, &PyDict_Type, &names, &row_args))
+                          &PyDict_Type, &kind_of, &PyDict_Type, &names, &PyByteArray_Type, &name_flags,
+                          &PyDict_Type, &shapes, &row_args))
         return NULL;
     PyObject *xs = NULL, *mem = NULL, *columns = NULL, *mem_columns = NULL, *result = NULL;
     PyObject *col[N_COLS] = {NULL}, *mcol[N_MEM] = {NULL};
@@ -187,13 +223,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     static const char *const x_fields[7] = {"cat", "ts", "dur", "name", "tid", "pid", "args"};
     static const char *const inst_fields[3] = {"name", "args", "ts"};
-    static const char *const args_fields[4] = {"correlation", "stream", "device", "bytes"};
+    static const char *const args_fields[5] = {"correlation", "stream", "device", "bytes", "input_dims"};
     PyTypeObject *x_type[MAX_TYPES], *inst_type[MAX_TYPES], *a_type[1], *ma_type[1];
-    Py_ssize_t xo[7], io[3] = {0, 0, 0}, ao[4], mo[N_MEM - 1];
+    Py_ssize_t xo[7], io[3] = {0, 0, 0}, ao[5], mo[N_MEM - 1];
     PyObject *a_types = PyTuple_Pack(1, args_type), *ma_types = PyTuple_Pack(1, mem_args_type);
     int bad = a_types == NULL || ma_types == NULL || offsets_of(x_types, x_fields, 7, x_type, xo) < 0 ||
               offsets_of(instant_types, inst_fields, 3, inst_type, io) < 0 ||
-              offsets_of(a_types, args_fields, 4, a_type, ao) < 0 ||
+              offsets_of(a_types, args_fields, 5, a_type, ao) < 0 ||
               offsets_of(ma_types, MEM_ARGS_FIELDS, N_MEM - 1, ma_type, mo) < 0;
     Py_XDECREF(a_types);
     Py_XDECREF(ma_types);
@@ -221,6 +257,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     int32_t *name_p = p[C_NAME];
     int64_t *tid_p = p[C_TID], *pid_p = p[C_PID], *corr_p = p[C_CORR], *stream_p = p[C_STREAM],
             *device_p = p[C_DEVICE], *bytes_p = p[C_BYTES];
+    int32_t *shape_p = p[C_SHAPE];
     Py_ssize_t rows = 0;
 
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -266,6 +303,24 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         tid_p[rows] = as_int(field(e, xo[4]), &ok[C_TID]);
         uint8_t flags = row_flags[code];
         pid_p[rows] = corr_p[rows] = stream_p[rows] = device_p[rows] = bytes_p[rows] = -1;
+        shape_p[rows] = -1;
+        if (code == CPU_OP_KIND) {
+            if (ident >= PyByteArray_GET_SIZE(name_flags)) {
+                PyErr_SetString(PyExc_ValueError, "name_flags is shorter than the names");
+                goto done;
+            }
+            if (((uint8_t *)PyByteArray_AS_STRING(name_flags))[ident] & SHAPE_NAME) {
+                PyObject *a = field(e, xo[6]);
+                if (a != Py_None && Py_TYPE(a) != a_type[0]) {
+                    ok[C_SHAPE] = 0;
+                } else if (a != Py_None) {
+                    int32_t sid = shape_id(shapes, field(a, ao[4]));
+                    if (sid == -2) goto done;
+                    if (sid == -3) ok[C_SHAPE] = 0; /* not the Raw text it should be: Python reads it */
+                    shape_p[rows] = sid < 0 ? -1 : sid;
+                }
+            }
+        }
         if (flags) {
             PyObject *a = field(e, xo[6]);
             int args_ok = a == Py_None || Py_TYPE(a) == a_type[0];

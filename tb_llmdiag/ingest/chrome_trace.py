@@ -279,6 +279,7 @@ class _Scan(NamedTuple):
     stream: np.ndarray  # int64 args.stream, device rows only
     device: np.ndarray  # int64 args.device, device rows only
     bytes: np.ndarray  # int64 args.bytes, device rows only
+    shape_id: np.ndarray  # int32 ids into _Columns.shapes: recorded Input Dims of SHAPE_OPS operators, else -1
     memory: dict[str, np.ndarray]  # the "[memory]" samples' columns (_MEMORY_DTYPES)
 
 
@@ -286,17 +287,27 @@ class _Scan(NamedTuple):
 _MEMORY_DTYPES = {"ts": np.float64, "device_type": np.int64, "device_id": np.int64, "bytes": np.int64,
                   "total_allocated": np.int64, "total_reserved": np.int64}
 _SCAN_DTYPES = {"ts": np.float64, "dur": np.float64, "name_id": np.int32, "tid": np.int64, "pid": np.int64,
-                "correlation": np.int64, "stream": np.int64, "device": np.int64, "bytes": np.int64}
+                "correlation": np.int64, "stream": np.int64, "device": np.int64, "bytes": np.int64,
+                "shape_id": np.int32}
+
+
+#: Interner flags of a name: its operator's Input Dims are kept (model.SHAPE_OPS); a ProfilerStep#N range
+_SHAPE_NAME, _STEP_NAME = 1, 2
+
+
+def _name_flags(text: str) -> int:
+    return (_SHAPE_NAME if SHAPE_OPS.match(text) else 0) | (_STEP_NAME if _PROFILER_STEP.match(text) else 0)
 
 
 class _Interner(dict):  # type: ignore[type-arg]
     """Event name -> id, numbered in order of first appearance. ``__missing__`` runs once per distinct
     name, so the per-event lookup is a plain dict subscript. Non-string names (a number) share the id
-    of their text."""
+    of their text. ``flags[id]`` holds the name's _SHAPE_NAME/_STEP_NAME bits."""
 
     def __init__(self) -> None:
         super().__init__()
         self.texts: list[str] = []
+        self.flags = bytearray()
 
     def __missing__(self, key: Any) -> int:
         text = key if isinstance(key, str) else str(key)
@@ -304,6 +315,7 @@ class _Interner(dict):  # type: ignore[type-arg]
         if ident is None:
             ident = len(self.texts)
             self.texts.append(text)
+            self.flags.append(_name_flags(text))
             self[text] = ident
         self[key] = ident
         return ident
@@ -322,8 +334,6 @@ class _Columns:
         self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
             lambda: int(Kind.OTHER), {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()},
                                       **{c: _SKIP for c in _SKIPPED_CATEGORIES}})
-        self._shape_table = np.zeros(0, dtype=bool)
-        self._step_table = np.zeros(0, dtype=bool)
         self.origin_us: float | None = None  # the first piece's whole-us origin of ts_ns
         self.ts_min = float("inf")  # the earliest timestamp (us) of all rows
         self.skipped_no_ts = 0  # rows dropped for a missing or unparsable timestamp
@@ -366,11 +376,12 @@ class _Columns:
         if _scan_ext is None:
             return self.scan_py(events, has_memory)
         xs, found, mem, mem_found = _scan_ext.scan(events, _COMPLETE, _INSTANTS, _Args, _MemoryArgs, self.kind_of,
-                                                   self.names, _ROW_ARGS)
+                                                   self.names, self.names.flags, self.shapes, _ROW_ARGS)
         kind = np.frombuffer(found["kind"], dtype=np.uint8)
         # the scanner leaves a column to Python when its values are not all plain numbers
-        cols = {name: np.frombuffer(found[name], dtype=dtype) if name in found else self._column(name, xs, kind)
-                for name, dtype in _SCAN_DTYPES.items()}
+        cols: dict[str, np.ndarray] = {}
+        for name, dtype in _SCAN_DTYPES.items():
+            cols[name] = np.frombuffer(found[name], dtype=dtype) if name in found else self._column(name, xs, kind, cols)
         mem_cols = {name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found
                     else _memory_column(name, mem) for name, dtype in _MEMORY_DTYPES.items()}
         return _Scan(xs=xs, kind=kind, memory=mem_cols, **cols)
@@ -388,12 +399,15 @@ class _Columns:
             keep = np.flatnonzero(~skip)
             xs = [xs[i] for i in keep.tolist()]
             kind = kind[keep]
-        return _Scan(xs=xs, kind=kind, memory={name: _memory_column(name, mem) for name in _MEMORY_DTYPES},
-                     **{name: self._column(name, xs, kind) for name in _SCAN_DTYPES})
+        cols: dict[str, np.ndarray] = {}
+        for name in _SCAN_DTYPES:
+            cols[name] = self._column(name, xs, kind, cols)
+        return _Scan(xs=xs, kind=kind, memory={name: _memory_column(name, mem) for name in _MEMORY_DTYPES}, **cols)
 
-    def _column(self, name: str, xs: list[Any], kind: np.ndarray) -> np.ndarray:
-        """One per-row column in Python. The args fields and pid are read only for the rows that carry
-        them (device rows; launch rows too for the correlation id) and are -1 elsewhere."""
+    def _column(self, name: str, xs: list[Any], kind: np.ndarray, done: dict[str, np.ndarray]) -> np.ndarray:
+        """One per-row column in Python (``done``: the columns before it in _SCAN_DTYPES). The args fields
+        and pid are read only for the rows that carry them (device rows; launch rows too for the
+        correlation id) and are -1 elsewhere; Input Dims only for SHAPE_OPS operators."""
         if name == "ts":
             ts_list = [e.ts for e in xs]
             if xs and xs[0].__class__ is _EventExactTs:
@@ -406,6 +420,15 @@ class _Columns:
             return np.array([names[e.name] for e in xs], dtype=np.int32)
         if name == "tid":
             return self._ids([e.tid for e in xs])
+        if name == "shape_id":  # Input Dims only for the operators analyses read (model.SHAPE_OPS)
+            out32 = np.full(len(xs), -1, dtype=np.int32)
+            flags = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)
+            rows = np.flatnonzero((kind == Kind.CPU_OP) & (flags[done["name_id"]] & _SHAPE_NAME > 0))
+            if rows.size:
+                shapes = self.shapes
+                dims = [(xs[i].args or _NO_ARGS).input_dims for i in rows.tolist()]
+                out32[rows] = [shapes.setdefault(bytes(d), len(shapes)) if len(d) else -1 for d in dims]
+            return out32
         out = np.full(len(xs), -1, dtype=np.int64)
         mask = np.frombuffer(_ROW_ARGS, dtype=np.uint8)[kind] & (_DEVICE_ROW | (_LAUNCH_ROW if name == "correlation" else 0))
         rows = np.flatnonzero(mask).tolist()
@@ -423,24 +446,16 @@ class _Columns:
         s = self.scan(events, has_memory)
         if s.memory["ts"].size:
             self.mem_parts.append(s.memory)
-        if not s.xs:
-            return
-        shape_id = np.full(len(s.xs), -1, dtype=np.int32)
-        # Input Dims only for the operators analyses read (model.SHAPE_OPS)
-        rows = np.flatnonzero((s.kind == Kind.CPU_OP) & self.shape_table()[s.name_id]).tolist()
-        if rows:
-            shapes, xs = self.shapes, s.xs
-            dims = [(xs[i].args or _NO_ARGS).input_dims for i in rows]
-            shape_id[rows] = [shapes.setdefault(bytes(d), len(shapes)) if len(d) else -1 for d in dims]
-        self._append_rows(s, shape_id)
+        if s.xs:
+            self._append_rows(s)
 
-    def _append_rows(self, s: _Scan, shape_id: np.ndarray) -> None:
+    def _append_rows(self, s: _Scan) -> None:
         """Turn one piece's scan into the model's columns (while its arrays are small and in cache) and
         keep them for finish(): ns times relative to the first piece's whole-us origin, durations
         cleaned, ProfilerStep ranges marked, device/stream on device rows and tid on host rows."""
         cols = {"ts": s.ts, "dur": s.dur, "kind": s.kind, "name_id": s.name_id, "tid": s.tid, "pid": s.pid,
                 "correlation": s.correlation, "stream": s.stream, "device": s.device, "bytes": s.bytes,
-                "shape_id": shape_id}
+                "shape_id": s.shape_id}
         finite = np.isfinite(s.ts)
         if not finite.all():
             self.skipped_no_ts += int((~finite).sum())
@@ -457,7 +472,8 @@ class _Columns:
             self.negative_dur += int(neg.sum())
             dur[neg] = 0
         kind = cols["kind"].copy()
-        kind[_HOST_RANGE[kind] & self.step_table()[cols["name_id"]]] = Kind.STEP
+        step_name = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)[cols["name_id"]] & _STEP_NAME > 0
+        kind[_HOST_RANGE[kind] & step_name] = Kind.STEP
         device_side = _DEVICE_SIDE[kind]
         loc = cols["tid"]  # the tid, which is the stream on device rows
         self.parts.append({
@@ -486,16 +502,6 @@ class _Columns:
         if self.ts_base_us is None:
             self.ts_base_us = int(whole_us.min())
         return (whole_us - self.ts_base_us) + frac_ns / 1000.0
-
-    def step_table(self) -> np.ndarray:
-        """name id -> is a ``ProfilerStep#N`` name, extended as names appear."""
-        self._step_table = _extend_name_table(self._step_table, self.names.texts, _PROFILER_STEP)
-        return self._step_table
-
-    def shape_table(self) -> np.ndarray:
-        """name id -> keep this op's Input Dims (model.SHAPE_OPS), extended as names appear."""
-        self._shape_table = _extend_name_table(self._shape_table, self.names.texts, SHAPE_OPS)
-        return self._shape_table
 
     def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
         """The pieces' rows as one EventTable sorted by time, the memory samples, the origin (ns) and warnings."""
@@ -549,14 +555,6 @@ def _memory_column(name: str, mem: list[Any]) -> np.ndarray:
         return _float_column([e.ts for e in mem])
     attr = "mem_bytes" if name == "bytes" else name
     return _int_column([getattr(e.args, attr) for e in mem])
-
-
-def _extend_name_table(table: np.ndarray, texts: list[str], pattern: re.Pattern[str]) -> np.ndarray:
-    """A name id -> matches ``pattern`` lookup, extended to names interned since it was built."""
-    if table.shape[0] == len(texts):
-        return table
-    new = np.fromiter((bool(pattern.match(n)) for n in texts[table.shape[0]:]), dtype=bool)
-    return np.concatenate([table, new])
 
 
 def _float_column(values: Any) -> np.ndarray:
