@@ -466,11 +466,11 @@ class _Columns:
         if self.origin_us is None:
             self.origin_us = float(np.floor(ts.min()))
         self.ts_min = min(self.ts_min, float(ts.min()))
-        dur = np.nan_to_num(cols["dur"], nan=0.0)
-        neg = dur < 0
-        if neg.any():
-            self.negative_dur += int(neg.sum())
-            dur[neg] = 0
+        dur = cols["dur"]
+        usable = dur >= 0  # a missing duration (NaN) is 0, and so is a negative one, with a warning
+        if not usable.all():
+            self.negative_dur += int((dur < 0).sum())
+            dur = np.where(usable, dur, 0.0)
         kind = cols["kind"].copy()
         step_name = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)[cols["name_id"]] & _STEP_NAME > 0
         kind[_HOST_RANGE[kind] & step_name] = Kind.STEP
