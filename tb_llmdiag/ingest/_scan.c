@@ -364,4 +364,15 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Optional accelerator for chrome_trace.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+/* Bumped whenever scan's arguments or results change; chrome_trace ignores a build of another version
+ * (a stale in-place build) and reads in Python instead. */
+#define SCAN_ABI 3
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI", SCAN_ABI) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

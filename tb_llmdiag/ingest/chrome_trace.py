@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import gc
 import gzip
+import logging
 import re
 import zlib
 from typing import Any, Iterator, NamedTuple, Union
@@ -37,9 +38,14 @@ from tb_llmdiag.model import (
     empty_memory,
 )
 
+_SCAN_ABI = 3  # the version of _scan.c's interface this module calls
 try:  # the compiled one-pass scanner (_scan.c), built by setup.py where a C compiler is available
     from tb_llmdiag.ingest import _scan as _scan_ext  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the build
+    _scan_ext = None
+if _scan_ext is not None and getattr(_scan_ext, "ABI", None) != _SCAN_ABI:  # pragma: no cover - a stale build
+    logging.getLogger(__name__).warning("ignoring %s: built from another version (reinstall to rebuild it)",
+                                        _scan_ext.__file__)
     _scan_ext = None
 
 try:  # isal's gzip reader inflates ~2x faster than the standard library's; optional
