@@ -229,3 +229,56 @@ def test_any_truncation_or_garbage_is_a_trace_or_a_format_error(cut: int, junk: 
                 assert "\n" not in str(exc)
             else:
                 assert len(trace.events) >= 1
+
+
+def _trace_of(tmp_path: Path, events: list[dict]) -> object:
+    return read_chrome_trace(_write(tmp_path, "t.json", json.dumps({"traceEvents": events}).encode()))
+
+
+def test_ids_beyond_int64_are_interned_not_a_crash(tmp_path: Path) -> None:
+    huge = 2**63 + 5
+    trace = _trace_of(tmp_path, [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": huge, "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": "99999999999999999999999", "ts": 2, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": huge, "ts": 3, "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": huge, "tid": 7, "ts": 4, "dur": 1, "args": {"stream": 7}},
+        {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 7.0, "ts": 5, "dur": 1},
+    ])
+    tid = trace.events.tid.tolist()
+    # the same huge id is one thread, the other huge one another, both outside the int range of real ids
+    assert tid[0] == tid[2] and tid[0] != tid[1] and tid[0] < -(1 << 39) and tid[1] < -(1 << 39)
+    assert tid[4] == 7 and trace.events.stream.tolist()[3] == 7
+
+
+def test_numbers_too_big_for_a_float_are_unusable_timestamps(tmp_path: Path) -> None:
+    data = (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2}, '
+            b'{"ph": "X", "cat": "cpu_op", "name": "b", "ts": 1' + b"0" * 400 + b', "dur": 1}]}')
+    trace = read_chrome_trace(_write(tmp_path, "t.json", data))
+    assert trace.events.names[trace.events.name_id[0]] == "a" and len(trace.events) == 1
+    assert any("without a usable timestamp" in w for w in trace.warnings)
+
+
+def test_epoch_timestamps_with_a_missing_or_odd_ts(tmp_path: Path) -> None:
+    base = 1_700_000_000_000_000  # epoch microseconds: read exactly, to the ns of the JSON text
+    events = [
+        ("a", f"{base}.5"), ("b", None), ("c", "null"), ("d", '"abc"'), ("e", f'"{base + 2}"'), ("f", f"{base + 3}.251"),
+    ]
+    text = ", ".join('{"ph": "X", "cat": "cpu_op", "name": "%s", %s"dur": 1}' % (n, "" if t is None else f'"ts": {t}, ')
+                     for n, t in events)
+    trace = read_chrome_trace(_write(tmp_path, "t.json", ('{"traceEvents": [%s]}' % text).encode()))
+    ev = trace.events
+    assert [ev.names[i] for i in ev.name_id] == ["a", "e", "f"]
+    assert ev.ts_ns.tolist() == [500, 2000, 3251] and trace.origin_ns == base * 1000
+    assert any("3 events without a usable timestamp" in w for w in trace.warnings)
+
+
+def test_a_mistyped_event_does_not_drop_its_neighbours_input_dims(tmp_path: Path) -> None:
+    # "tid": true fits no type, so the piece is converted event by event (the lenient path)
+    trace = _trace_of(tmp_path, [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1, "args": {"Input Dims": [[1, 2], [2, 3]]}},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "ts": 2, "dur": 1, "tid": True},
+    ])
+    ev = trace.events
+    assert [ev.names[i] for i in ev.name_id] == ["aten::mm"]
+    assert [json.loads(ev.shapes[i]) for i in ev.shape_id] == [[[1, 2], [2, 3]]]
+    assert any("1 events of an unexpected shape were skipped" in w for w in trace.warnings)

@@ -19,6 +19,7 @@ import collections
 import gc
 import gzip
 import logging
+import math
 import re
 import zlib
 from typing import Any, Iterator, NamedTuple, Union
@@ -95,8 +96,8 @@ class _Event(msgspec.Struct, tag="X", tag_field="ph", gc=False):
     name: Union[str, int, float, None] = ""
     ts: Union[float, int, str, None] = None
     dur: Union[float, int, str, None] = None
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
+    pid: Union[int, float, str, None] = None
+    tid: Union[int, float, str, None] = None
     args: Union[_Args, None] = None
 
 
@@ -212,8 +213,12 @@ def _decode_events(data: bytes, warnings: list[str], exact_ts: bool = False) -> 
     bad = 0
     for item in items if isinstance(items, list) else []:
         try:
-            if exact_ts and isinstance(item, dict) and "ts" in item:
-                item["ts"] = msgspec.Raw(msgspec.json.encode(item["ts"]))
+            if isinstance(item, dict):
+                if exact_ts and "ts" in item:
+                    item["ts"] = msgspec.Raw(msgspec.json.encode(item["ts"]))
+                args = item.get("args")
+                if isinstance(args, dict) and "Input Dims" in args:  # a Raw field: keep its JSON text
+                    args["Input Dims"] = msgspec.Raw(msgspec.json.encode(args["Input Dims"]))
             out.append(msgspec.convert(item, decoders.event_type, strict=False))
         except (msgspec.ValidationError, TypeError):
             bad += 1
@@ -269,6 +274,8 @@ _STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler")
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 _SKIPPED_CATEGORIES = {"Trace"}  # the profiler's own "PyTorch Profiler (0)" span
 _DIGITS = re.compile(r"-?\d+")
+_PLAIN_DECIMAL = re.compile(rb"(-?\d+)(?:\.(\d*))?")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class _Scan(NamedTuple):
@@ -347,21 +354,28 @@ class _Columns:
         self.ts_base_us: int | None = None  # set when timestamps are read exactly (see _relative_us)
 
     def _id(self, value: Any) -> int:
-        """A pid/tid/stream value that is not an int: "stream 7" -> 7, "0x0" -> 0, others interned at _STR_ID_BASE - k."""
+        """A pid/tid/stream value that is not an int64: "stream 7" -> 7, "0x0" -> 0, 7.0 -> 7; others
+        (names, numbers beyond int64) are interned at _STR_ID_BASE - k."""
         if value is None:
             return -1
+        number: int | None = None
         if isinstance(value, float):
-            return int(value)
-        text = str(value)
-        m = _DIGITS.search(text)
-        if m and (m.group(0) == text.strip() or text.startswith("stream")):
-            return int(m.group(0))
-        if text.startswith("0x"):
-            try:
-                return int(text, 16)
-            except ValueError:
-                pass
-        return _STR_ID_BASE - self.str_ids.setdefault(text, len(self.str_ids))
+            number = int(value) if math.isfinite(value) else None
+        elif isinstance(value, int):
+            number = value
+        else:
+            text = str(value)
+            m = _DIGITS.search(text)
+            if m and (m.group(0) == text.strip() or text.startswith("stream")):
+                number = int(m.group(0))
+            elif text.startswith("0x"):
+                try:
+                    number = int(text, 16)
+                except ValueError:
+                    pass
+        if number is not None and _INT64_MIN <= number <= _INT64_MAX:
+            return number
+        return _STR_ID_BASE - self.str_ids.setdefault(str(value), len(self.str_ids))
 
     def _ids(self, values: list[Any]) -> np.ndarray:
         """Column of pid/tid/stream values: ints kept, missing -1, other values converted once per unique value."""
@@ -372,7 +386,7 @@ class _Columns:
         try:
             return np.array([-1 if v is None else v for v in values], dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
-            conv = {v: (v if v.__class__ is int else self._id(v)) for v in set(values)}
+            conv = {v: self._id(v) for v in set(values)}
             return np.array([conv[v] for v in values], dtype=np.int64)
 
     def scan(self, events: list[Any], has_memory: bool = True) -> _Scan:
@@ -495,19 +509,35 @@ class _Columns:
         })
 
     def _relative_us(self, raws: list[msgspec.Raw]) -> np.ndarray:
-        """Exact JSON timestamps -> float us relative to a whole-us base, so ns decimals survive."""
+        """Exact JSON timestamps -> float us relative to a whole-us base, so ns decimals survive. A value
+        that is not a plain decimal number is parsed as a float (exponents, numeric strings) or is NaN."""
         text = np.array([bytes(r) for r in raws], dtype="S40")
-        if np.char.count(text, b"e").any() or np.char.count(text, b"E").any():
-            values = np.array([float(t) for t in text.tolist()], dtype=np.float64)
-            if self.ts_base_us is None:
-                self.ts_base_us = int(np.floor(values.min()))
-            return values - self.ts_base_us
-        whole, _, frac = np.char.partition(text, b".").T
-        whole_us = whole.astype(np.int64)
-        frac_ns = np.char.ljust(frac, 3, b"0").astype("S3").astype(np.int64)
+        try:
+            whole, _, frac = np.char.partition(text, b".").T
+            whole_us = whole.astype(np.int64)
+            frac_ns = np.char.ljust(frac, 3, b"0").astype("S3").astype(np.int64)
+        except (ValueError, OverflowError):  # not all plain decimals: parse one by one
+            return self._relative_us_slow(text.tolist())
         if self.ts_base_us is None:
             self.ts_base_us = int(whole_us.min())
         return (whole_us - self.ts_base_us) + frac_ns / 1000.0
+
+    def _relative_us_slow(self, texts: list[bytes]) -> np.ndarray:
+        out = np.full(len(texts), np.nan)
+        for i, t in enumerate(texts):
+            m = _PLAIN_DECIMAL.fullmatch(t.strip(b'"'))
+            if m:
+                whole, frac = int(m.group(1)), int((m.group(2) or b"").ljust(3, b"0")[:3])
+                if self.ts_base_us is None:
+                    self.ts_base_us = whole
+                out[i] = (whole - self.ts_base_us) + (-frac if whole < 0 or t.startswith(b"-") else frac) / 1000.0
+            else:
+                value = _to_float(t.strip(b'"'))
+                if math.isfinite(value):
+                    if self.ts_base_us is None:
+                        self.ts_base_us = int(math.floor(value))
+                    out[i] = value - self.ts_base_us
+        return out
 
     def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
         """The pieces' rows as one EventTable sorted by time, the memory samples, the origin (ns) and warnings."""
@@ -567,14 +597,14 @@ def _float_column(values: Any) -> np.ndarray:
     """Numbers -> float64; a missing value (None) is NaN, and strings are parsed (NaN if they do not)."""
     try:
         return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return np.array([_to_float(v) for v in values], dtype=np.float64)
 
 
 def _to_float(v: Any) -> float:
     try:
         return float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return float("nan")
 
 
