@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.intervals import merge, overlap_per_window
+from tb_llmdiag.intervals import covered_before_each, merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, RowCache, kind_mask, share
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
 
@@ -226,6 +226,47 @@ def merge_by_group(group: I64, starts: I64, ends: I64) -> tuple[I64, I64, I64]:
     return g[first], s[first], np.maximum.reduceat(e, first)
 
 
+def union_ns_by_group(group: NDArray[np.integer], starts: I64, ends: I64, n_groups: int) -> NDArray[np.float64]:
+    """Per group id 0..n_groups-1, the length of the union of its [start, end) intervals, as float64 (exact
+    below 2**53). Empty and negative intervals add nothing. Fastest when starts are sorted (ts-sorted rows)."""
+    s = np.asarray(starts, np.int64)
+    e = np.maximum(ends, s)  # a negative interval becomes an empty one: it adds nothing
+    if s.size == 0:
+        return np.zeros(n_groups)
+    group = np.asarray(group)
+    # by group, then start: a stable sort by group of start-sorted rows (numpy's stable sort is a radix
+    # sort for 16-bit keys, ~7x faster than np.lexsort on name ids)
+    by_start = None if bool((s[1:] >= s[:-1]).all()) else np.argsort(s, kind="stable")
+    key = group if by_start is None else group[by_start]
+    key = key.astype(np.uint16 if int(group.min()) >= 0 and int(group.max()) < 2**16 else np.int64)
+    order = np.argsort(key, kind="stable")
+    g = key[order]
+    if by_start is not None:
+        order = by_start[order]
+    s, e = s[order], e[order]
+    first = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+    lo, span = int(s.min()), int(e.max() - s.min()) + 1
+    if (int(g[-1]) + 1) * span < 2**62:
+        # running max of ends within each group in one pass: lift each group above all earlier ones
+        off = np.multiply(g, np.int64(span), dtype=np.int64)
+        reach = e - lo
+        reach += off
+        np.maximum.accumulate(reach, out=reach)
+        reach -= off
+        reach += lo
+    else:  # pragma: no cover - needs ~1e5 names over hours of trace
+        reach = np.concatenate([np.maximum.accumulate(part) for part in np.split(e, first[1:])])
+    # each interval adds what it reaches past everything before it in its group
+    before = np.empty_like(reach)
+    before[1:] = reach[:-1]
+    before[first] = s[first]
+    np.maximum(before, s, out=before)
+    reach -= before
+    out = np.zeros(n_groups)
+    out[g[first]] = np.add.reduceat(reach, first)
+    return out
+
+
 def culprit_hint(name: str) -> str | None:
     return next((hint for needle, hint in CULPRIT_HINTS if needle in name), None)
 
@@ -248,15 +289,18 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
     if not m.any() or ops.size == 0:
         return _NO_CULPRIT
     # per name, the union of its ranges (nested calls, or calls on parallel threads such as compiler
-    # threads, count once) against the gaps: so a name's idle time never exceeds the host-wait time
-    g, u_s, u_e = merge_by_group(ev.name_id[ops].astype(np.int64), ev.ts_ns[ops], ev.ts_ns[ops] + ev.dur_ns[ops])
-    ov = overlap_per_window(gaps.start_ns[m], gaps.end_ns[m], u_s, u_e)
-    per = np.bincount(g, weights=ov, minlength=len(ev.names))
+    # threads, count once) within the gaps: so a name's idle time never exceeds the host-wait time.
+    # Read on a clock that runs only inside the gaps, a range [ts, end) becomes [at_ts, at_end) of the
+    # same covered length, and unions keep their covered length; ranges outside every gap become empty.
+    hw_s, hw_e = merge(gaps.start_ns[m], gaps.end_ns[m])
     nid = ev.name_id[ops]
+    ts, dur = ev.ts_ns[ops], ev.dur_ns[ops]
+    at_ts, at_end = covered_before_each(hw_s, hw_e, ts, ts + dur)
+    per = union_ns_by_group(nid, at_ts, at_end, len(ev.names))
     if per.max() <= 0:
         return _NO_CULPRIT
     cnt = np.bincount(nid, minlength=len(ev.names))
-    mean = np.bincount(nid, weights=ev.dur_ns[ops], minlength=len(ev.names)) / np.maximum(cnt, 1)
+    mean = np.bincount(nid, weights=dur, minlength=len(ev.names)) / np.maximum(cnt, 1)
     order = np.argsort(-per, kind="stable")[:top]
     leaders = np.flatnonzero(per >= 0.9 * per.max())
     culprit = int(leaders[np.argmin(mean[leaders])])
