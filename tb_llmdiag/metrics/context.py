@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.classify import categorize
 from tb_llmdiag.intervals import merge
+from tb_llmdiag.metrics.kinds import kind_mask  # also imported from here by the topics
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
 
@@ -47,13 +48,6 @@ HOST_KINDS_FOR = {
     "launch_api": (Kind.RUNTIME, Kind.DRIVER),
     "dataloader": (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON),
 }
-
-
-def kind_mask(kind: NDArray[np.uint8], kinds: tuple[int, ...]) -> NDArray[np.bool_]:
-    """``np.isin(kind, kinds)`` by a 256-entry lookup table (several times faster on big tables)."""
-    lut = np.zeros(256, dtype=bool)
-    lut[list(kinds)] = True
-    return lut[kind]
 
 
 def used_names(name_id: NDArray[np.int32], n_names: int) -> NDArray[np.intp]:

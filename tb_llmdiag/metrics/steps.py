@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from tb_llmdiag.metrics.kinds import kind_mask
 from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, Trace
 
 _STEP_NUMBER = re.compile(r"(\d+)\s*$")
@@ -45,10 +46,10 @@ class Steps:
 
 def _markers(trace: Trace) -> tuple[EventTable, str]:
     ev = trace.events
-    steps = ev.of_kind(Kind.STEP)
+    steps = ev.select(np.flatnonzero(ev.kind == Kind.STEP))  # a few rows: gather them, not mask every column
     if len(steps):
         return steps, ("xplane_step" if trace.source_kind == "xplane" else "profiler_step")
-    opt = ev.select((ev.kind == Kind.ANNOTATION) & ev.name_mask(_OPTIMIZER_STEP.match))
+    opt = ev.select(np.flatnonzero((ev.kind == Kind.ANNOTATION) & ev.name_mask(_OPTIMIZER_STEP.match)))
     return opt, "optimizer_step"
 
 
@@ -59,15 +60,19 @@ def launch_end_per_window(ev: EventTable, starts: NDArray[np.int64], ends: NDArr
     Windows must be sorted and disjoint.
     """
     out = np.full(len(starts), -1, dtype=np.int64)
-    dev = np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)) & (ev.correlation >= 0)
-    host = np.isin(ev.kind, np.array((Kind.RUNTIME, Kind.DRIVER), dtype=np.uint8)) & (ev.correlation >= 0)
-    if not dev.any() or not host.any() or len(starts) == 0:
+    dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS))
+    dev = dev[ev.correlation[dev] >= 0]
+    host = np.flatnonzero(kind_mask(ev.kind, (Kind.RUNTIME, Kind.DRIVER)))
+    host = host[ev.correlation[host] >= 0]
+    if dev.size == 0 or host.size == 0 or len(starts) == 0:
         return out
-    dev_corr, dev_end = ev.correlation[dev], ev.end_ns[dev]
+    dev_corr = ev.correlation[dev]
     order = np.argsort(dev_corr, kind="stable")
-    dev_corr, dev_end = dev_corr[order], dev_end[order]
+    dev = dev[order]
+    dev_corr, dev_end = dev_corr[order], ev.ts_ns[dev] + ev.dur_ns[dev]
     # several device events can share a correlation id (rare); keep the latest end per id
-    uniq, first = np.unique(dev_corr, return_index=True)
+    first = np.flatnonzero(np.concatenate(([True], dev_corr[1:] != dev_corr[:-1])))
+    uniq = dev_corr[first]
     latest = np.maximum.reduceat(dev_end, first)
     launch_ts, launch_corr = ev.ts_ns[host], ev.correlation[host]
     pos = np.searchsorted(uniq, launch_corr)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.intervals import union_ns
+from tb_llmdiag.metrics.kinds import kind_mask
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
 
@@ -34,9 +35,10 @@ def summarize(trace: Trace, steps: Steps) -> dict[str, Any]:
     counts["events"] = len(ev)
     counts["steps"] = len(steps)
     counts["memory_samples"] = len(trace.memory)
-    dev = np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8))
+    dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS))
+    dev_kind, dev_ts, dev_dur = ev.kind[dev], ev.ts_ns[dev], ev.dur_ns[dev]
     device_time = {
-        name: int(ev.dur_ns[ev.kind == kind].sum())
+        name: int(dev_dur[dev_kind == kind].sum())
         for name, kind in (("kernel", Kind.KERNEL), ("memcpy", Kind.MEMCPY), ("memset", Kind.MEMSET))
     }
     window = int(ev.end_ns.max() - ev.ts_ns.min()) if len(ev) else 0
@@ -46,8 +48,8 @@ def summarize(trace: Trace, steps: Steps) -> dict[str, Any]:
         "window_ns": window,
         "counts": counts,
         "device_time_ns": device_time,
-        "device_busy_ns": union_ns(ev.ts_ns[dev], ev.end_ns[dev]),
-        "runtime_time_ns": int(ev.dur_ns[np.isin(ev.kind, np.array((Kind.RUNTIME, Kind.DRIVER), np.uint8))].sum()),
+        "device_busy_ns": union_ns(dev_ts, dev_ts + dev_dur),
+        "runtime_time_ns": int(ev.dur_ns[kind_mask(ev.kind, (Kind.RUNTIME, Kind.DRIVER))].sum()),
         "steps": [
             {"index": int(steps.index[i]), "name": steps.names[i], "start_ns": int(steps.start_ns[i]),
              "host_end_ns": int(steps.host_end_ns[i]), "end_ns": int(steps.end_ns[i]),
