@@ -7,7 +7,9 @@ from numpy.typing import NDArray
 
 
 def kind_mask(kind: NDArray[np.uint8], kinds: tuple[int, ...]) -> NDArray[np.bool_]:
-    """``np.isin(kind, kinds)`` by a 256-entry lookup table (several times faster on big tables)."""
-    lut = np.zeros(256, dtype=bool)
-    lut[list(kinds)] = True
-    return lut[kind]
+    """``np.isin(kind, kinds)`` as one vectorised uint8 comparison per kind: several times faster on big
+    tables than ``np.isin`` or a lookup table (indexing by the kind column first widens it to intp)."""
+    out = np.zeros(kind.shape, dtype=bool)
+    for k in kinds:
+        out |= kind == int(k)
+    return out
