@@ -55,17 +55,30 @@ def used_names(name_id: NDArray[np.int32], n_names: int) -> NDArray[np.intp]:
     return np.flatnonzero(np.bincount(name_id, minlength=n_names)) if name_id.size else np.zeros(0, np.intp)
 
 
+def name_in(name_id: NDArray[np.int32], ids: IDX, n_names: int) -> NDArray[np.bool_]:
+    """Whether each row's name id is one of ``ids``: one vectorised comparison per id when there are a few
+    (a family usually matches a handful of names), else a per-name table."""
+    if ids.size <= 8:
+        out = np.zeros(name_id.shape, dtype=bool)
+        for i in ids.tolist():
+            out |= name_id == i
+        return out
+    flag = np.zeros(n_names, dtype=bool)
+    flag[ids] = True
+    return flag[name_id]
+
+
 def _family_rows(cache: RowCache, family: str) -> IDX:
     """Row indices of host events of a name family, restricted to the kinds it applies to."""
     ev = cache.trace.events
     rows = cache.kinds(*HOST_KINDS_FOR[family])
     if rows.size == 0:
         return rows
-    used = used_names(ev.name_id[rows], len(ev.names))
+    nid = ev.name_id[rows]
+    used = used_names(nid, len(ev.names))
     rx = _COMPILED[family]
-    flag = np.zeros(len(ev.names), dtype=bool)
-    flag[used] = np.fromiter((rx.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)
-    rows = rows[flag[ev.name_id[rows]]]
+    hit = used[np.fromiter((rx.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)]
+    rows = rows[name_in(nid, hit, len(ev.names))]
     if family == "sync_op":  # only those that reach the device (see touches_device)
         rows = rows[touches_device(cache, rows)]
     return rows
