@@ -128,12 +128,17 @@ def _codes_for(names: tuple[str, ...], name_ids: NDArray[np.int32]) -> NDArray[n
 
 def categorize(events: EventTable) -> NDArray[np.uint8]:
     """Category code per row: kernels by name, memcpy/memset by kind, everything else ``other``."""
-    out = np.full(len(events), _OTHER, dtype=np.uint8)
-    if len(events) == 0:
+    return category_codes(events.names, events.kind, events.name_id)
+
+
+def category_codes(names: tuple[str, ...], kind: NDArray[np.uint8], name_id: NDArray[np.int32]) -> NDArray[np.uint8]:
+    """``categorize`` of the rows with these kind and name id columns (no need to select a whole table)."""
+    out = np.full(kind.shape, _OTHER, dtype=np.uint8)
+    if kind.size == 0:
         return out
-    kernel = events.kind == Kind.KERNEL
+    kernel = kind == Kind.KERNEL
     if kernel.any():
-        out[kernel] = _codes_for(events.names, events.name_id[kernel])
-    out[events.kind == Kind.MEMCPY] = CATEGORY_CODE["memcpy"]
-    out[events.kind == Kind.MEMSET] = CATEGORY_CODE["memset"]
+        out[kernel] = _codes_for(names, name_id[kernel])
+    out[kind == Kind.MEMCPY] = CATEGORY_CODE["memcpy"]
+    out[kind == Kind.MEMSET] = CATEGORY_CODE["memset"]
     return out

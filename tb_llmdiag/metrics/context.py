@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.classify import categorize
+from tb_llmdiag.classify import category_codes
 from tb_llmdiag.intervals import merge
 from tb_llmdiag.metrics.kinds import kind_mask  # also imported from here by the topics
 from tb_llmdiag.metrics.steps import Steps
@@ -192,7 +192,7 @@ class Context:
         ev = trace.events
         cache = RowCache(trace)
         dev = cache.kinds(*DEVICE_KINDS)
-        dev_cat = categorize(ev.select(dev)) if dev.size else np.zeros(0, np.uint8)
+        dev_cat = category_codes(ev.names, ev.kind[dev], ev.name_id[dev])
         busy_s, busy_e = merge(ev.ts_ns[dev], ev.ts_ns[dev] + ev.dur_ns[dev])
         if len(steps):
             win_s, win_e = merge(steps.start_ns, steps.end_ns)
