@@ -24,15 +24,14 @@ def merge(starts: I64, ends: I64) -> tuple[I64, I64]:
     order = np.argsort(s, kind="stable")
     s, e = s[order], e[order]
     run_end = np.maximum.accumulate(e)
-    # a new block starts where the start is past every earlier end
+    # a new block starts where the start is past every earlier end; a block ends at the running end
+    # of its last interval
     new_block = np.empty(s.size, dtype=bool)
     new_block[0] = True
     new_block[1:] = s[1:] > run_end[:-1]
-    block_id = np.cumsum(new_block) - 1
-    out_s = s[new_block]
-    out_e = np.zeros(out_s.size, dtype=np.int64)
-    np.maximum.at(out_e, block_id, e)
-    return out_s, out_e
+    first = np.flatnonzero(new_block)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], run_end[last]
 
 
 def union_ns(starts: I64, ends: I64) -> int:

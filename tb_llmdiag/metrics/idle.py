@@ -198,34 +198,6 @@ _NO_CULPRIT: dict[str, Any] = {"host_wait_top_ops": [], "host_wait_culprit": Non
                                "host_wait_per_shape_ns": 0, "host_wait_per_shape_share": 0.0}
 
 
-def merge_by_group(group: I64, starts: I64, ends: I64) -> tuple[I64, I64, I64]:
-    """The union of the intervals of each group: (group, start, end) of disjoint [start, end) blocks, sorted
-    by group then start. Empty intervals are dropped."""
-    keep = ends > starts
-    g, s, e = (np.asarray(a, np.int64)[keep] for a in (group, starts, ends))
-    if s.size == 0:
-        return g, s, e
-    # by group, then start: a stable sort by start (cheap on ts-sorted rows), then a stable sort by group
-    # (numpy's stable sort is a radix sort for 16-bit keys, ~7x faster than np.lexsort on name ids)
-    order = np.argsort(s, kind="stable")
-    key = g[order]
-    if int(g.min()) >= 0 and int(g.max()) < 2**16:
-        key = key.astype(np.uint16)
-    order = order[np.argsort(key, kind="stable")]
-    g, s, e = g[order], s[order], e[order]
-    lo, span = int(s.min()), int(e.max() - s.min()) + 1
-    if (int(g.max()) + 1) * span < 2**62:
-        # running max of ends within each group in one pass: lift each group above all earlier ones
-        off = g * span
-        run_end = np.maximum.accumulate(e - lo + off) - off + lo
-    else:  # pragma: no cover - needs ~1e5 names over hours of trace
-        run_end = np.concatenate([np.maximum.accumulate(e[g == k]) for k in np.unique(g)])
-    new = np.ones(s.size, dtype=bool)
-    new[1:] = (g[1:] != g[:-1]) | (s[1:] > run_end[:-1])
-    first = np.flatnonzero(new)
-    return g[first], s[first], np.maximum.reduceat(e, first)
-
-
 def union_ns_by_group(group: NDArray[np.integer], starts: I64, ends: I64, n_groups: int) -> NDArray[np.float64]:
     """Per group id 0..n_groups-1, the length of the union of its [start, end) intervals, as float64 (exact
     below 2**53). Empty and negative intervals add nothing. Fastest when starts are sorted (ts-sorted rows)."""

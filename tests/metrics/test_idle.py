@@ -94,16 +94,19 @@ def test_host_signals_join_launch_ends() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 1000), st.integers(0, 300)), max_size=60))
-def test_merge_by_group_is_merge_per_group(rows: list[tuple[int, int, int]]) -> None:
-    from tb_llmdiag.intervals import merge
-    from tb_llmdiag.metrics.idle import merge_by_group
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 1000), st.integers(-50, 300)), max_size=60),
+       st.booleans())
+def test_union_ns_by_group_is_the_union_per_group(rows: list[tuple[int, int, int]], by_start: bool) -> None:
+    from tb_llmdiag.metrics.idle import union_ns_by_group
 
+    if by_start:  # the sorted fast path as well as the general one
+        rows = sorted(rows, key=lambda r: r[1])
     g = np.array([r[0] for r in rows], dtype=np.int64)
     s = np.array([r[1] for r in rows], dtype=np.int64)
     e = s + np.array([r[2] for r in rows], dtype=np.int64)
-    gg, ms, me = merge_by_group(g, s, e)
-    assert (np.diff(gg) >= 0).all()
-    for k in range(5):
-        ws, we = merge(s[g == k], e[g == k])
-        assert ms[gg == k].tolist() == ws.tolist() and me[gg == k].tolist() == we.tolist()
+    got = union_ns_by_group(g, s, e, 6)
+    for k in range(6):
+        covered = np.zeros(1400, dtype=bool)
+        for x, y in zip(s[g == k], e[g == k]):
+            covered[x:max(x, y)] = True
+        assert got[k] == covered.sum()
