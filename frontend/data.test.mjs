@@ -22,9 +22,21 @@ test('step breakdown prefers the /steps split, joined by step index', () => {
   assert.equal(stepBreakdown(report, null).hasParts, false);
 });
 
+test('step breakdown from metrics.idle.step_breakdown columns without a /steps body', () => {
+  const report = { summary: { steps }, metrics: { idle: { step_breakdown: {
+    busy_ns: [50, 60], host_wait_ns: [30, 40], sync_ns: [20, 20], data_loader_ns: [0, 0], other_ns: [0, 0] } } } };
+  const { rows, hasParts } = stepBreakdown(report, null);
+  assert.equal(hasParts, true);
+  assert.deepEqual(rows[0], { index: 3, duration_ns: 100, busy: 50, host_wait: 30, sync: 20, data_loader: 0, other: 0 });
+  // columns that do not line up with the steps are not used
+  const short = { summary: { steps }, metrics: { idle: { step_breakdown: { busy_ns: [50] } } } };
+  assert.equal(stepBreakdown(short, null).hasParts, false);
+});
+
 test('tokens per step from metrics.steps.tokens, null when unknown', () => {
   assert.deepEqual(tokensPerStep({ summary: { steps }, metrics: { steps: { tokens: [512, 1024] } } }),
     [{ index: 3, duration_ns: 100, tokens: 512 }, { index: 4, duration_ns: 120, tokens: 1024 }]);
   assert.equal(tokensPerStep({ summary: { steps }, metrics: { steps: { tokens: null } } }), null);
   assert.equal(tokensPerStep({ summary: { steps }, metrics: {} }), null);
+  assert.equal(tokensPerStep({ summary: { steps }, metrics: { steps: { tokens: [512] } } }), null);
 });
