@@ -461,8 +461,7 @@ class _Columns:
         return out
 
     def add(self, events: list[Any], has_memory: bool = True) -> None:
-        """Append one decoded piece: scan() for the per-row columns, then the recorded shapes of the
-        operators analyses read."""
+        """Append one decoded piece: scan() it, keep its memory samples, and finish its rows."""
         s = self.scan(events, has_memory)
         if s.memory["ts"].size:
             self.mem_parts.append(s.memory)
