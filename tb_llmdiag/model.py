@@ -51,6 +51,15 @@ SHAPE_OPS = re.compile(
 DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 
 
+def kind_mask(kind: NDArray[np.uint8], kinds: tuple[int, ...]) -> NDArray[np.bool_]:
+    """``np.isin(kind, kinds)`` as one vectorised uint8 comparison per kind: several times faster on big
+    tables than ``np.isin`` or a lookup table (indexing by the kind column first widens it to intp)."""
+    out = np.zeros(kind.shape, dtype=bool)
+    for k in kinds:
+        out |= kind == int(k)
+    return out
+
+
 @dataclass(frozen=True)
 class EventTable:
     """One row per timed event (Chrome 'X' events, XPlane events). ``ts_ns`` is sorted.
@@ -98,7 +107,7 @@ class EventTable:
         return EventTable(**cols, names=self.names, shapes=self.shapes)
 
     def of_kind(self, *kinds: Kind) -> EventTable:
-        return self.select(np.isin(self.kind, np.array(kinds, dtype=np.uint8)))
+        return self.select(kind_mask(self.kind, kinds))
 
     def name_mask(self, predicate: Any) -> NDArray[np.bool_]:
         """Rows whose name satisfies ``predicate(str) -> bool``; evaluated once per unique name."""

@@ -28,10 +28,10 @@ from numpy.typing import NDArray
 from tb_llmdiag.classify import kernel_category
 from tb_llmdiag.intervals import gaps as complement
 from tb_llmdiag.intervals import merge
-from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS, kind_mask
+from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS
 from tb_llmdiag.metrics.idle import CAUSES, HostSignals, gap_causes
 from tb_llmdiag.metrics.steps import find_steps
-from tb_llmdiag.model import Kind, Trace
+from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 #: Bump when the timeline JSON changes; part of the cache key.
 TIMELINE_VERSION = 2
@@ -117,8 +117,8 @@ def _family_mask(trace: Trace, family: str) -> NDArray[np.bool_]:
 def _prefilter(trace: Trace) -> dict[str, Any]:
     ev = trace.events
     kind = ev.kind
-    device_mask = np.isin(kind, np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC), np.uint8)) & (ev.device >= 0)
-    runtime_mask = np.isin(kind, np.array((Kind.RUNTIME, Kind.DRIVER), np.uint8))
+    device_mask = kind_mask(kind, (*DEVICE_KINDS, Kind.SYNC)) & (ev.device >= 0)
+    runtime_mask = kind_mask(kind, (Kind.RUNTIME, Kind.DRIVER))
     sync_name = _family_mask(trace, "sync_api")  # runtime/driver rows only
     dl_mask = _family_mask(trace, "dataloader")
     cat = np.full(len(ev), -1, dtype=np.int64)
@@ -236,7 +236,7 @@ def step_breakdown(trace: Trace, steps: Sequence[dict[str, Any]] | None = None, 
     if not rows:
         return []
     ev = trace.events
-    dev = np.isin(ev.kind, np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET), np.uint8))
+    dev = kind_mask(ev.kind, DEVICE_KINDS)
     bs, be = merge(ev.ts_ns[dev], ev.end_ns[dev])
     host = host or HostSignals.of(trace)
     out: list[dict[str, Any]] = []

@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.xplane_schema import message_classes
-from tb_llmdiag.model import DeviceInfo, EventTable, Kind, Trace, empty_events
+from tb_llmdiag.model import DEVICE_KINDS, DeviceInfo, EventTable, Kind, Trace, empty_events, kind_mask
 
 log = logging.getLogger(__name__)
 
@@ -461,7 +461,7 @@ def _link_device_flows(b: _Builder, device: int) -> None:
     for c in mods:
         c.ints["correlation"] = np.where(c.ints["correlation"] >= 0, c.ints["correlation"], c.ints["consumer"])
     for c in chunks:
-        dev = np.isin(c.kind, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)) & (c.ints["correlation"] < 0)
+        dev = kind_mask(c.kind, DEVICE_KINDS) & (c.ints["correlation"] < 0)
         if not dev.any():
             continue
         w = np.searchsorted(ms, c.start, side="right") - 1

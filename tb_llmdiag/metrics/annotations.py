@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
-from tb_llmdiag.metrics.context import Context, in_windows, kind_mask, share, used_names
-from tb_llmdiag.model import Kind, Trace
+from tb_llmdiag.metrics.context import Context, in_windows, share, used_names
+from tb_llmdiag.model import Kind, Trace, kind_mask
 
 #: (stack, substring of a host event name) checked in order.
 STACK_MARKERS: tuple[tuple[str, str], ...] = (

@@ -21,9 +21,8 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.classify import category_codes
 from tb_llmdiag.intervals import merge
-from tb_llmdiag.metrics.kinds import kind_mask  # also imported from here by the topics
 from tb_llmdiag.metrics.steps import Steps
-from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
+from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 I64 = NDArray[np.int64]
 IDX = NDArray[np.intp]

@@ -34,8 +34,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import covered_before_each, merge, overlap_per_window
-from tb_llmdiag.metrics.context import Context, RowCache, kind_mask, share
-from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
+from tb_llmdiag.metrics.context import Context, RowCache, share
+from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 I64 = NDArray[np.int64]
 

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.metrics.kinds import kind_mask
-from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, Trace
+from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, Trace, kind_mask
 
 _STEP_NUMBER = re.compile(r"(\d+)\s*$")
 _OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")

@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.intervals import union_ns
-from tb_llmdiag.metrics.kinds import kind_mask
 from tb_llmdiag.metrics.steps import Steps
-from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
+from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 _COUNTED = {
     "kernels": (Kind.KERNEL,), "memcpys": (Kind.MEMCPY,), "memsets": (Kind.MEMSET,),

@@ -31,9 +31,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import overlap_per_window
-from tb_llmdiag.metrics.context import kind_mask, share
+from tb_llmdiag.metrics.context import share
 from tb_llmdiag.metrics.steps import Steps
-from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace
+from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 BUCKETS = ("matmul", "data_formatting", "copy", "collective", "infeed_outfeed", "other")
 
