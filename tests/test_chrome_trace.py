@@ -272,6 +272,19 @@ def test_epoch_timestamps_with_a_missing_or_odd_ts(tmp_path: Path) -> None:
     assert any("3 events without a usable timestamp" in w for w in trace.warnings)
 
 
+@pytest.mark.parametrize("odd", [False, True])  # all plain decimals (vectorised) / one odd value (one by one)
+def test_negative_exact_timestamps_keep_the_sign_of_their_decimals(tmp_path: Path, odd: bool) -> None:
+    base = 1_700_000_000_000_000  # |ts| this large is read exactly, negative or not
+    stamps = [f"-{base}.5", f"-{base + 3}.25"] + (['"x"'] if odd else [])
+    text = ", ".join('{"ph": "X", "cat": "cpu_op", "name": "e%d", "ts": %s, "dur": 1}' % (i, t)
+                     for i, t in enumerate(stamps))
+    trace = read_chrome_trace(_write(tmp_path, "t.json", ('{"traceEvents": [%s]}' % text).encode()))
+    ev = trace.events
+    assert [ev.names[i] for i in ev.name_id] == ["e1", "e0"]
+    assert trace.origin_ns == (-base - 4) * 1000  # the whole us at or before -(base + 3.25)
+    assert ev.ts_ns.tolist() == [750, 3500]
+
+
 def test_a_mistyped_event_does_not_drop_its_neighbours_input_dims(tmp_path: Path) -> None:
     # "tid": true fits no type, so the piece is converted event by event (the lenient path)
     trace = _trace_of(tmp_path, [

@@ -29,6 +29,7 @@ import numpy as np
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.model import (
+    DEVICE_KINDS,
     SHAPE_OPS,
     DeviceInfo,
     DistributedInfo,
@@ -37,6 +38,7 @@ from tb_llmdiag.model import (
     MemoryTable,
     Trace,
     empty_memory,
+    kind_mask,
 )
 
 _SCAN_ABI = 3  # the version of _scan.c's interface this module calls
@@ -261,13 +263,12 @@ KIND_OF_CATEGORY: dict[str, Kind] = {
     "gpu_memset": Kind.MEMSET, "Memset": Kind.MEMSET,
     "gpu_user_annotation": Kind.GPU_ANNOTATION, "cuda_sync": Kind.SYNC,
 }
-_DEVICE_SIDE_ARR = np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.SYNC), dtype=np.uint8)
-_DEVICE_SIDE = np.isin(np.arange(256), _DEVICE_SIDE_ARR)  # by kind code: a device-lane row
-_HOST_RANGE = np.isin(np.arange(256), (Kind.ANNOTATION, Kind.CPU_OP))  # by kind code: may be a ProfilerStep
+#: Kinds of rows on a device lane (they have a stream and a device, not a host thread)
+_DEVICE_SIDE = (*DEVICE_KINDS, Kind.GPU_ANNOTATION, Kind.SYNC)
 _DEVICE_ROW, _LAUNCH_ROW = 1, 2
 #: by kind code: which args fields a row carries (device rows: correlation, stream, device, bytes and
 #: pid; launch rows: correlation). Shared with the C scanner.
-_ROW_ARGS = bytes(_DEVICE_ROW if k in _DEVICE_SIDE_ARR else _LAUNCH_ROW if k in (Kind.RUNTIME, Kind.DRIVER) else 0
+_ROW_ARGS = bytes(_DEVICE_ROW if k in _DEVICE_SIDE else _LAUNCH_ROW if k in (Kind.RUNTIME, Kind.DRIVER) else 0
                   for k in range(256))
 _SKIP = 255  # pseudo-kind of skipped categories
 _STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
@@ -492,8 +493,8 @@ class _Columns:
             dur = np.where(usable, dur, 0.0)
         kind = cols["kind"].copy()
         step_name = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)[cols["name_id"]] & _STEP_NAME > 0
-        kind[_HOST_RANGE[kind] & step_name] = Kind.STEP
-        device_side = _DEVICE_SIDE[kind]
+        kind[kind_mask(kind, (Kind.ANNOTATION, Kind.CPU_OP)) & step_name] = Kind.STEP
+        device_side = kind_mask(kind, _DEVICE_SIDE)
         loc = cols["tid"]  # the tid, which is the stream on device rows
         self.parts.append({
             # us -> ns relative to a whole-us origin: exact for the ns-precision decimals Kineto writes
@@ -515,6 +516,7 @@ class _Columns:
             whole, _, frac = np.char.partition(text, b".").T
             whole_us = whole.astype(np.int64)
             frac_ns = np.char.ljust(frac, 3, b"0").astype("S3").astype(np.int64)
+            frac_ns[np.char.startswith(whole, b"-")] *= -1  # "-3.25" is -3 - 0.25
         except (ValueError, OverflowError):  # not all plain decimals: parse one by one
             return self._relative_us_slow(text.tolist())
         if self.ts_base_us is None:
@@ -529,7 +531,7 @@ class _Columns:
                 whole, frac = int(m.group(1)), int((m.group(2) or b"").ljust(3, b"0")[:3])
                 if self.ts_base_us is None:
                     self.ts_base_us = whole
-                out[i] = (whole - self.ts_base_us) + (-frac if whole < 0 or t.startswith(b"-") else frac) / 1000.0
+                out[i] = (whole - self.ts_base_us) + (-frac if m.group(1).startswith(b"-") else frac) / 1000.0
             else:
                 value = _to_float(t.strip(b'"'))
                 if math.isfinite(value):
