@@ -87,11 +87,10 @@ def analyse_to_cache(tf: Any, cache_root: str, cache_key: str) -> dict[str, Any]
         report = api.error_report(tf, "out of memory while reading the trace; profile fewer steps")
     else:
         cache.set_progress(cache_key, "analysing")
-        report = api.analyze_trace(tf, trace)
+        report, analysis = api.analyze_trace_with_breakdown(tf, trace)
         cache.set_progress(cache_key, "timeline")
         if report.get("status") == "ok":
-            steps = ((report.get("summary") or {}).get("steps")) or None
-            timelines, breakdown = timeline_mod.build(trace, steps)
+            timelines, breakdown = timeline_mod.build(trace, analysis.breakdown)
     index = []
     for i, tl in enumerate(timelines):
         cache.put(cache_key, f"timeline.{i}", tl)

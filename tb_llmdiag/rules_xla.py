@@ -49,9 +49,10 @@ def step_split(m: Metrics) -> dict[str, Any] | None:
     x = m.get("xla")
     if not isinstance(x, Mapping):
         return None
-    d, idx = x.get("step_durations_ns"), x.get("step_indices")
-    if not isinstance(d, list) or not isinstance(idx, list) or not d or len(d) != len(idx):
+    rows = (m.get("steps") or {}).get("per_step")
+    if not isinstance(rows, list) or not rows:
         return None
+    d, idx = [r["duration_ns"] for r in rows], [r["index"] for r in rows]
     compile_steps = set(x.get("recompile_steps") or ())
     if x.get("warmup_compile_in_steps"):
         compile_steps.add(idx[0])  # warm-up compiles inside a step are in the first one

@@ -164,7 +164,7 @@ def test_trace_detached_capture_gives_the_same_findings() -> None:
 def test_jax_cpu_compiles_after_the_loop_are_listed_not_in_loop() -> None:
     tr = read_xplane(str(_one("jax_cpu")))
     m = compute_xla(tr, find_steps(tr))
-    assert m["step_count"] == 5 and m["step_indices"] == [0, 1, 2, 3, 4]
+    assert m["step_count"] == 5 and [int(i) for i in find_steps(tr).index] == [0, 1, 2, 3, 4]
     assert m["compile_count"] == 3 and m["recompile_in_loop_count"] == 0
     assert {c["position"] for c in m["compiles"]} == {"after_steps"}
     assert m["recompile_modules"] == ["jit_convert_element_type", "jit_broadcast_in_dim", "jit__lambda"]
@@ -249,7 +249,7 @@ def test_mini_trace_duty_cycle_flops_recompile_and_transfer() -> None:
     steps = find_steps(tr)
     m = compute_xla(tr, steps)
     # THEN
-    assert m["step_durations_ns"] == [100, 100]
+    assert steps.duration_ns.tolist() == [100, 100] and (m["step_median_ns"], m["step_max_ns"]) == (100, 100)
     assert m["device_busy_in_steps_ns"] == 50 + 20 and m["device_duty_cycle_share"] == pytest.approx(70 / 200)
     assert m["steady_device_duty_cycle_share"] is None  # both steps compile
     assert m["matmul_time_ns"] == 40 and m["data_formatting_time_ns"] == 30 and m["copy_time_ns"] == 20
@@ -289,7 +289,7 @@ def test_nested_compiles_count_once() -> None:
     (None, "copy.94", "", Kind.KERNEL, "copy"),
     (None, "custom-call.2", "sm90_xmma_gemm_bf16bf16_bf16f32", Kind.KERNEL, "matmul"),
     (None, "loop_multiply_fusion", "loop_multiply_fusion", Kind.KERNEL, "other"),
-    (None, "all-reduce.1", "", Kind.KERNEL, "collective"),
+    (None, "all-reduce.1", "", Kind.KERNEL, "communication"),
     (None, None, "MemcpyD2H", Kind.MEMCPY, "copy"),
 ])
 def test_op_bucket(category: str | None, op: str | None, kernel: str, kind: Kind, bucket: str) -> None:
@@ -434,6 +434,7 @@ def _diagnosed(path: Path) -> dict[str, Any]:
     from tb_llmdiag.metrics.headline import headline
     tr = load_trace(str(path))
     metrics = compute_metrics(tr, find_steps(tr))
+    assert metrics["run"] == {"platform": "xla", "source_kind": "xplane"}  # decided once, from the reader
     findings, what_if = diagnose(metrics)
     ids = [f["id"] for f in findings]
     assert not CUDA_ONLY & set(ids), ids
@@ -464,7 +465,7 @@ def test_jax_cpu_diagnosis() -> None:
     assert "PJRT_DEVICE" in got["findings"]["no_device_activity"]["fix"]["text"]
     # no compile in the loop: the 5 steps all count, their variance is XLA's step_variance (1 - median / mean)
     sv = got["findings"]["step_variance"]
-    d = got["metrics"]["xla"]["step_durations_ns"]
+    d = [r["duration_ns"] for r in got["metrics"]["steps"]["per_step"]]
     assert sv["saving"]["share"] == pytest.approx(1 - float(np.median(d)) / float(np.mean(d)))
     assert set(got["ids"]) == {"step_variance", "no_device_activity"}
 
@@ -482,11 +483,12 @@ def test_synthetic_tpu_diagnosis_has_no_cuda_rules_and_xla_shares_in_the_headlin
 
 
 def _xla(durations: list[int], **kw: Any) -> dict[str, Any]:
-    x = {"step_indices": list(range(len(durations))), "step_durations_ns": durations, "recompile_steps": [],
+    x = {"recompile_steps": [],
          "warmup_compile_in_steps": False, "transfers_from_device": [], "steady_step_count": len(durations),
          "steady_device_duty_cycle_share": None, "host_transfer_share": 0.0, "movement_step_share": None}
     x.update(kw)
-    return {"xla": x, "steps": {"median_ns": int(np.median(durations))}}
+    rows = [{"index": i, "duration_ns": d} for i, d in enumerate(durations)]
+    return {"xla": x, "steps": {"median_ns": int(np.median(durations)), "per_step": rows}}
 
 
 def test_each_step_is_charged_to_one_cause() -> None:
@@ -523,7 +525,7 @@ def test_a_read_back_in_every_step_leaves_the_steady_steps_to_step_variance() ->
 def test_xla_rule_functions_without_steps_give_none() -> None:
     from tb_llmdiag.rules_xla import XLA_RULES
 
-    for m in ({"xla": {"available": False, "reason": "x"}}, {"xla": {"step_durations_ns": [], "step_indices": []}}):
+    for m in ({"xla": {"available": False, "reason": "x"}}, {"xla": {}, "steps": {"per_step": []}}):
         for r in XLA_RULES:
             for f in [r.saving, *(p for _, p in r.evidence)]:
                 if callable(f):
