@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from tb_llmdiag import __version__
-from tb_llmdiag.diagnosis import diagnose
+from tb_llmdiag.findings import diagnose
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover
@@ -30,7 +30,7 @@ REPORT_SCHEMA = 1
 #: Modules the engine imports on first use (so that TensorBoard starts without them); preload() lists
 #: them, and a test checks that analysing a trace imports nothing more of ours.
 _LAZY_MODULES = (
-    "tb_llmdiag.ingest.chrome_trace", "tb_llmdiag.ingest.xplane", "tb_llmdiag.rules_xla",
+    "tb_llmdiag.ingest.chrome_trace", "tb_llmdiag.ingest.xplane",
     "tb_llmdiag.metrics.annotations", "tb_llmdiag.metrics.context", "tb_llmdiag.metrics.dataloader",
     "tb_llmdiag.metrics.flops", "tb_llmdiag.metrics.host_sync", "tb_llmdiag.metrics.idle",
     "tb_llmdiag.metrics.kernels", "tb_llmdiag.metrics.launch", "tb_llmdiag.metrics.memcpy",

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from minitrace import full_metrics_keys
-from tb_llmdiag.rules import GPU_RULES
+from tb_llmdiag.findings import GPU_RULES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 MEMCPY_GROUP = re.compile(r"^(htod_pageable|dtoh_pageable|htod_pinned|dtoh_pinned|dtod)_(count|bytes|time_ns|host_ns)$")
