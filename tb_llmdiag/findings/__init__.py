@@ -10,8 +10,8 @@ from __future__ import annotations
 from tb_llmdiag.findings.diagnosis import diagnose, what_if
 from tb_llmdiag.findings.engine import Fix, Flavour, Rule, evaluate, lookup, rank, run_platform
 from tb_llmdiag.findings.gpu import GPU_RULES
-from tb_llmdiag.findings.table import RULES
+from tb_llmdiag.findings.table import EVIDENCE_UNITS, RULES
 from tb_llmdiag.findings.xla import XLA_RULES
 
-__all__ = ["Fix", "Flavour", "GPU_RULES", "RULES", "Rule", "XLA_RULES", "diagnose", "evaluate", "lookup",
+__all__ = ["EVIDENCE_UNITS", "Fix", "Flavour", "GPU_RULES", "RULES", "Rule", "XLA_RULES", "diagnose", "evaluate", "lookup",
            "rank", "run_platform", "what_if"]

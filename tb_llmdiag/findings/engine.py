@@ -34,7 +34,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from tb_llmdiag.units import fmt_value
+from tb_llmdiag.metrics.registry import metric
+from tb_llmdiag.units import fmt, unit_from_name
 
 Metrics = Mapping[str, Any]
 
@@ -87,6 +88,16 @@ def lookup(metrics: Metrics, path: Any) -> Any:
             return None
         cur = cur[part]
     return cur
+
+
+def evidence_unit(label: str, path: Any) -> str:
+    """The unit of an evidence value: its metric's registry unit; for a named function's value, the unit its label
+    names (``_ns``, ``_share``, ``_bytes``), else ``text`` (such functions return names: what was recompiled)."""
+    m = metric(path) if isinstance(path, str) else None
+    if m is not None:
+        return m.unit
+    unit = unit_from_name(label)
+    return "text" if unit == "ratio" and not isinstance(path, str) else unit
 
 
 def run_platform(m: Metrics) -> str:
@@ -143,7 +154,8 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     else:
         share = None
     try:
-        summary = (flavour.summary or rule.summary).format(**{k: fmt_value(k, v) for k, v in evidence.items()})
+        summary = (flavour.summary or rule.summary).format(
+            **{label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence})
     except (KeyError, IndexError, ValueError):
         summary = title
     stack = lookup(metrics, "annotations.stack")

@@ -195,7 +195,7 @@ GPU_RULES: tuple[Rule, ...] = (
         metric="launch.tiny_kernel_share", above=0.5, when=host_waits, saving="launch.tiny_kernel_saving_share",
         evidence=(("tiny_kernel_share", "launch.tiny_kernel_share"), ("tiny_kernels_per_step", "launch.tiny_kernels_per_step"),
                   ("kernel_median_ns", "launch.kernel_median_ns"), ("launch_api_median_ns", "launch.launch_api_median_ns")),
-        summary="{tiny_kernel_share} of kernels run under 10 us ({tiny_kernels_per_step} per step, median "
+        summary="{tiny_kernel_share} of kernels run under 10 µs ({tiny_kernels_per_step} per step, median "
                 "{kernel_median_ns}), about as long as launching them ({launch_api_median_ns} per launch call).",
         fix=Fix(text="Fuse small ops: torch.compile, fused optimizers (foreach/fused AdamW), fused LoRA/Liger "
                      "kernels; a bigger batch makes each kernel longer.",
