@@ -78,6 +78,15 @@ def test_run_platform_is_xla_when_the_xla_topic_is_there() -> None:
     assert run_platform({"xla": {"available": False, "reason": "x"}}) == "xla"  # a failed topic is still XPlane
 
 
+def test_run_platform_reads_the_run_topic_first() -> None:
+    """``metrics["run"]["platform"]`` decides when present; the ``xla`` topic is only the fallback."""
+    assert run_platform({"run": {"platform": "xla"}}) == "xla"
+    assert run_platform({"run": {"platform": "cuda"}, "xla": {}}) == "cuda"
+    assert run_platform({"run": {"platform": None}, "xla": {}}) == "xla"
+    m = {**base(idle={"host_wait_share": 0.5, "busy_share": 0.5}), "run": {"platform": "xla"}}
+    assert "host_bound" in ids(base(idle={"host_wait_share": 0.5, "busy_share": 0.5})) and "host_bound" not in ids(m)
+
+
 def test_on_kineto_runs_the_gpu_rules_fire() -> None:
     assert CUDA_ONLY | SHARED_IDS <= set(ids(cuda_everything()))
 
