@@ -33,6 +33,7 @@ from tb_llmdiag.metrics.memory import memory_metrics
 from tb_llmdiag.metrics.step_stats import step_metrics
 from tb_llmdiag.metrics.steps import Steps, find_steps
 from tb_llmdiag.metrics.xla import compute_xla
+from tb_llmdiag.metrics.xla_split import with_step_split
 from tb_llmdiag.model import Trace
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"]))
     if out["run"]["platform"] == "xla":
         out["xla"] = _safe("xla", lambda: compute_xla(trace, steps))
+        out["xla"] = _safe("xla", lambda: with_step_split(out["xla"], steps))
     return Analysis(metrics=jsonable(out), context=ctx, breakdown=bd)
 
 
