@@ -5,7 +5,7 @@ import * as api from './api.js';
 import * as state from './state.js';
 import { h, clear } from './dom.js';
 import { formatValue } from './format.js';
-import { loadRegistry } from './registry.js';
+import { loadRegistry, unitOf } from './registry.js';
 import { mountSelectors, normalise, findRun } from './views/selectors.js';
 import { mountCards } from './views/cards.js';
 import { mountFindings } from './views/findings.js';
@@ -170,7 +170,7 @@ export async function start(early) {
     const dev = s.device ? `${s.device.name}${s.device.count > 1 ? ` ×${s.device.count}` : ''}` : 'no GPU in trace';
     const dist = s.distributed && s.distributed.world_size ? ` · rank ${s.distributed.rank} of ${s.distributed.world_size}` : '';
     clear(metaEl).append(
-      h('span', { text: `${dev}${dist} · ${report.source_kind} · ${formatValue(report.size_bytes, 'bytes')}` }),
+      h('span', { text: `${dev}${dist} · ${report.source_kind} · ${formatValue(report.size_bytes, unitOf('trace.size_bytes'))}` }),
       ...(report.warnings || []).slice(0, 5).map((w) => h('div', { class: 'warn', text: `⚠ ${w}` })));
   }
 

@@ -8,8 +8,9 @@
 
 const DASH = '—';
 
-/** The registry's unit vocabulary (docs/metrics.md). */
-export const UNITS = ['ns', 'bytes', 'bytes_per_s', 'share', 'count', 'count_per_step', 'per_s', 'flop', 'flop_per_s', 'ratio', 'id', 'index', 'text'];
+/** The registry's unit vocabulary (tb_llmdiag/metrics/registry.py UNITS; docs/metrics.md). */
+export const UNITS = ['ns', 'bytes', 'bytes_per_s', 'share', 'count', 'count_per_step', 'per_s', 'flop', 'flop_per_s',
+  'tflop_per_s', 'ratio', 'id', 'index', 'text', 'flag'];
 
 /** How many items of a list formatValue writes before "… (N more)". */
 const LIST_MAX = 8;
@@ -42,6 +43,7 @@ export function formatValue(value, unit) {
     case 'per_s': return `${fmtCount(value)}/s`;
     case 'flop': return fmtFlop(value);
     case 'flop_per_s': return `${fmtFlop(value)}/s`;
+    case 'tflop_per_s': return `${fmtFlop(value * 1e12)}/s`;
     case 'ratio': return sig(value);
     case 'id': case 'index': return fmtWhole(value);
     default: return fmtWhole(value);

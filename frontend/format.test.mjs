@@ -42,6 +42,7 @@ test('formatValue writes each unit of the registry vocabulary', () => {
     [0.2219070289470763, 'share', '22.2%'], [0.00006, 'share', '<0.1%'],
     [14_780, 'count', '14.8 k'], [12, 'count', '12'], [5815.5, 'count_per_step', '5816'], [0.3333, 'count_per_step', '0.33'],
     [1953.7985, 'per_s', '1954/s'], [3.2e14, 'flop', '320 TFLOP'], [9.89e14, 'flop_per_s', '989 TFLOP/s'], [512, 'flop', '512 FLOP'],
+    [989.4, 'tflop_per_s', '989 TFLOP/s'], [1979, 'tflop_per_s', '1.98 PFLOP/s'],
     [0.18708, 'ratio', '0.19'], [1.7093562, 'ratio', '1.71'],
     [103_869, 'id', '103869'], [12_345_678, 'index', '12345678'], [3, 'index', '3'],
     ['aten::mm', 'text', 'aten::mm'],
@@ -59,6 +60,7 @@ test('formatValue: unknown values, booleans, lists, objects', () => {
     assert.equal(formatValue(Infinity, unit), '—');
   }
   assert.equal(formatValue(true, 'count'), 'yes');
+  assert.equal(formatValue(true, 'flag'), 'yes');
   assert.equal(formatValue(false, null), 'no');
   assert.equal(formatValue([103_869, 103_870], 'id'), '103869, 103870');
   assert.equal(formatValue([3], 'index'), '3');

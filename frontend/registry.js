@@ -2,10 +2,12 @@
 // RunReport its unit, direction, noise tolerance, label and definition. Loaded once; views ask
 // unitOf(key) and format with formatValue(value, unitOf(key)) (format.js).
 //
-// Keys are dotted paths into the report's metrics ("steps.median_ns"); list items are "[]"
-// ("steps.durations_ns[]") and map entries "*" ("kernels.by_category.*.time_ns"). A concrete key matches
-// a pattern: "kernels.by_category.gemm.time_ns" and "steps.durations_ns[3]" find those two entries. A key
-// may also carry the "metrics." prefix of its place in the RunReport.
+// Keys are dotted paths relative to a run report: a metric topic's key is "topic.key" ("steps.median_ns",
+// held at metrics.steps.median_ns), "summary.*", "headline.*", "what_if.*" are the report's sections and
+// "trace.*" its own fields ("trace.size_bytes"); list items are "[]" ("steps.durations_ns[]") and map
+// entries "*" ("kernels.by_category.*.time_ns"). A concrete key matches a pattern:
+// "kernels.by_category.gemm.time_ns" and "steps.durations_ns[3]" find those two entries; a leading
+// "metrics." is dropped. Evidence values of a finding have their unit in evidence_units[finding id][label].
 //
 // Until the registry has answered (or when it cannot: an older server), a key the registry does not name
 // gets the unit its last segment's suffix declares (the report's naming rule: _ns, _bytes, _share...),
@@ -16,6 +18,7 @@ import * as api from './api.js';
 let entries = new Map(); // normalised pattern -> entry, for patterns without "*"
 let wild = []; // [{tokens, entry}] for patterns with "*"
 let units = {};
+let evidence = {}; // finding id -> evidence label -> unit
 let loaded = null;
 
 /** "a.b[3].c" / "a.b[].c" -> ["a", "b", "[]", "c"]; a leading "metrics." is dropped. */
@@ -24,11 +27,15 @@ export function tokens(key) {
   return t[0] === 'metrics' ? t.slice(1) : t;
 }
 
-/** Installs a registry document ({units, metrics: [{key, unit, ...}]}); returns how many entries it holds. */
+/**
+ * Installs a registry document ({units, metrics: [{key, unit, ...}], evidence_units: {id: {label: unit}}});
+ * returns how many entries it holds.
+ */
 export function setRegistry(doc) {
   entries = new Map();
   wild = [];
   units = (doc && typeof doc.units === 'object' && doc.units) || {};
+  evidence = (doc && typeof doc.evidence_units === 'object' && doc.evidence_units) || {};
   const list = doc && Array.isArray(doc.metrics) ? doc.metrics : [];
   for (const e of list) {
     if (!e || typeof e.key !== 'string') continue;
@@ -98,7 +105,17 @@ export function unitFromName(key) {
 /** The unit of a report key: the registry's, else the one its name declares, else null. */
 export function unitOf(key) {
   const e = entryOf(key);
-  return e && typeof e.unit === 'string' ? e.unit : unitFromName(key);
+  return e && typeof e.unit === 'string' && e.unit !== 'as_metric' ? e.unit : unitFromName(key);
+}
+
+/**
+ * The unit of a finding's evidence value: the registry's evidence_units for the finding's id and label (the
+ * unit of the metric the rule reads it from), else the unit the label's name declares, else null.
+ */
+export function evidenceUnitOf(findingId, label) {
+  const byLabel = evidence[findingId];
+  const u = byLabel && typeof byLabel === 'object' ? byLabel[label] : null;
+  return typeof u === 'string' && u !== 'as_metric' ? u : unitFromName(label);
 }
 
 /** The one-line definition of a key (for tooltips), or null. */
@@ -107,7 +124,7 @@ export function definitionOf(key) {
   return (e && e.definition) || null;
 }
 
-/** The registry's description of a unit ({...} as served), or null. */
+/** The registry's description of a unit (as served: a sentence), or null. */
 export function unitInfo(unit) {
   return (unit && units[unit]) || null;
 }

@@ -2,7 +2,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { setRegistry, entryOf, unitOf, unitFromName, tokens, definitionOf } from './registry.js';
+import { setRegistry, entryOf, unitOf, unitFromName, evidenceUnitOf, tokens, definitionOf } from './registry.js';
 import { formatValue } from './format.js';
 
 const FIXTURE = JSON.parse(readFileSync(new URL('./testdata/metric_registry.json', import.meta.url), 'utf8'));
@@ -16,7 +16,7 @@ test('key tokens: list items, map entries, the metrics. prefix', () => {
 
 test('exact keys, [] list items and * map entries resolve to their entry', () => {
   assert.equal(setRegistry(FIXTURE), FIXTURE.metrics.length);
-  assert.equal(entryOf('steps.median_ns').label, 'Step time (median)');
+  assert.equal(entryOf('steps.median_ns').label, 'median step');
   assert.equal(entryOf('metrics.steps.median_ns').key, 'steps.median_ns');
   assert.equal(entryOf('kernels.by_category.gemm.time_ns').key, 'kernels.by_category.*.time_ns');
   assert.equal(entryOf('kernels.by_category.memcpy.count').key, 'kernels.by_category.*.count');
@@ -33,7 +33,12 @@ test('exact keys, [] list items and * map entries resolve to their entry', () =>
   assert.equal(entryOf('steps.median'), null);
   assert.equal(entryOf(''), null);
   assert.equal(entryOf(null), null);
-  assert.equal(definitionOf('kernels.by_category.copy.time_ns'), "Sum of the category's device event durations.");
+  assert.equal(definitionOf('kernels.by_category.copy.time_ns'), "sum of the category's device event durations");
+  // report sections and the trace's own fields
+  assert.equal(entryOf('headline.step_median_ns').key, 'headline.step_median_ns');
+  assert.equal(entryOf('summary.steps[2].duration_ns').key, 'summary.steps[].duration_ns');
+  assert.equal(entryOf('summary.steps[].index').key, 'summary.steps[].index');
+  assert.equal(entryOf('trace.size_bytes').unit, 'bytes');
 });
 
 test('the registry decides the unit; ids are never abbreviated', () => {
@@ -46,6 +51,12 @@ test('the registry decides the unit; ids are never abbreviated', () => {
   assert.equal(formatValue(0.2219, unitOf('idle.busy_share')), '22.2%');
   assert.equal(formatValue(975_933_561, unitOf('steps.durations_ns[0]')), '976 ms');
   assert.equal(formatValue('aten::mm', unitOf('idle.host_wait_culprit')), 'aten::mm');
+  assert.equal(formatValue(5815.5, unitOf('headline.launches_per_step')), '5816');
+  assert.equal(formatValue(0.2706, unitOf('headline.step_cv')), '0.27');
+  assert.equal(formatValue(7_021_184, unitOf('trace.size_bytes')), '6.7 MiB');
+  assert.equal(formatValue(12_345, unitOf('summary.steps[].index')), '12345');
+  // "as_metric" is not a unit to format with: the key's name decides (here: none, so the number in full)
+  assert.equal(unitOf('findings[].value'), null);
   // an entry overrides what the key's name would say
   setRegistry({ units: {}, metrics: [{ key: 'a.odd_ns', unit: 'count' }, { key: 'a.by.*.x[]', unit: 'id' }] });
   assert.equal(unitOf('a.odd_ns'), 'count');
@@ -66,6 +77,21 @@ test('keys the registry does not name: the unit their name declares', () => {
   assert.equal(unitOf('program_ids'), 'id');
   assert.equal(formatValue([103_869], unitOf('program_ids')), '103869');
   assert.equal(formatValue([3, 4], unitOf('steps')), '3, 4');
+});
+
+test("evidence values take the unit of the metric the finding's rule reads", () => {
+  setRegistry(FIXTURE);
+  assert.equal(evidenceUnitOf('recompilation', 'program_ids'), 'id');
+  assert.equal(evidenceUnitOf('recompilation', 'steps'), 'index');
+  assert.equal(evidenceUnitOf('host_bound', 'launches_per_step'), 'count_per_step');
+  assert.equal(formatValue([103_869], evidenceUnitOf('recompilation', 'program_ids')), '103869');
+  assert.equal(formatValue(18_865_979_392, evidenceUnitOf('memory_headroom', 'peak_used_bytes')), '17.6 GiB');
+  // a finding or label the registry does not list: the label's name, else none
+  assert.equal(evidenceUnitOf('no_such_finding', 'stall_ns'), 'ns');
+  assert.equal(evidenceUnitOf('host_bound', 'new_label_share'), 'share');
+  assert.equal(evidenceUnitOf('host_bound', 'first_step'), null);
+  setRegistry({ units: {}, metrics: [], evidence_units: { x: { v: 'as_metric' } } });
+  assert.equal(evidenceUnitOf('x', 'v'), null);
 });
 
 test('loadRegistry: fetched once; without a registry the name rule stands in', async () => {

@@ -5,17 +5,9 @@ import { formatValue, fmtShare, isNum, median } from '../format.js';
 import { unitOf } from '../registry.js';
 import { hasHostLaunches, xlaTopic } from './data.js';
 
-/** Where each headline number comes from (metrics/headline.py HEADLINE_SOURCES): its registry key. */
-const HEADLINE_KEYS = {
-  step_median_ns: 'steps.median_ns', step_min_ns: 'steps.min_ns', step_max_ns: 'steps.max_ns', step_cv: 'steps.cv',
-  gpu_busy_share: 'idle.busy_share', copy_share: 'kernels.copy_share', gemm_share: 'kernels.gemm_share',
-  copy_vs_gemm_ratio: 'kernels.copy_vs_gemm_ratio', launches_per_step: 'launch.launches_per_step',
-  mfu_share: 'flops.mfu_share', tokens_per_s: 'flops.tokens_per_s',
-};
-
-/** A headline value formatted in the unit the registry gives its source metric. */
+/** A headline value (RunReport.headline) formatted in the unit the registry gives "headline.<name>". */
 export function fmtHeadline(hl, name) {
-  return formatValue(hl[name], unitOf(HEADLINE_KEYS[name]));
+  return formatValue(hl[name], unitOf(`headline.${name}`));
 }
 
 function card(label, value, sub, opts = {}) {
@@ -41,7 +33,7 @@ export function mountCards(el) {
       const hl = headline(report);
       const cards = [];
       const spread = isNum(hl.step_min_ns) && isNum(hl.step_max_ns)
-        ? `${fmtHeadline(hl, 'step_min_ns')} – ${fmtHeadline(hl, 'step_max_ns')}${isNum(hl.step_cv) ? ` · CV ${fmtShare(hl.step_cv, 0)}` : ''} · ${hl.n_steps} steps`
+        ? `${fmtHeadline(hl, 'step_min_ns')} – ${fmtHeadline(hl, 'step_max_ns')}${isNum(hl.step_cv) ? ` · CV ${fmtHeadline(hl, 'step_cv')}` : ''} · ${hl.n_steps} steps`
         : 'no step markers in this trace';
       cards.push(card('Step time (median)', fmtHeadline(hl, 'step_median_ns'), spread,
         { tone: isNum(hl.step_cv) && hl.step_cv > 0.1 ? 'warn' : '', title: 'Median step, its min–max range and coefficient of variation' }));
@@ -68,8 +60,8 @@ export function mountCards(el) {
       if (isNum(hl.tokens_per_s)) cards.push(card('Throughput', fmtHeadline(hl, 'tokens_per_s'), 'training tokens per second'));
       const wi = report && report.what_if;
       if (wi && isNum(wi.step_ns) && isNum(wi.step_ns_if_fixed) && wi.step_ns_if_fixed > 0) {
-        cards.push(card('If the top finding is fixed', formatValue(wi.step_ns_if_fixed, 'ns'),
-          `from ${formatValue(wi.step_ns, 'ns')} (−${fmtShare(1 - wi.step_ns_if_fixed / wi.step_ns, 0)})`, { tone: 'good' }));
+        cards.push(card('If the top finding is fixed', formatValue(wi.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')),
+          `from ${formatValue(wi.step_ns, unitOf('what_if.step_ns'))} (−${fmtShare(1 - wi.step_ns_if_fixed / wi.step_ns, 0)})`, { tone: 'good' }));
       }
       clear(el).append(...cards);
     },

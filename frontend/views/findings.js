@@ -3,7 +3,7 @@
 
 import { h, clear } from '../dom.js';
 import { formatValue, evidenceLabels, fmtSaving, isNum } from '../format.js';
-import { unitOf, definitionOf } from '../registry.js';
+import { evidenceUnitOf, unitOf } from '../registry.js';
 import { codeBlock } from './status.js';
 
 function fixTabs(fix) {
@@ -25,32 +25,19 @@ function fixTabs(fix) {
   return wrap;
 }
 
-/**
- * The registry key of an evidence entry: the finding's `evidence_keys` ({label: dotted metric key}) when the
- * engine sends it, else the label itself (a label that is a dotted key resolves directly; a bare label
- * falls back to the unit its name declares, registry.unitFromName).
- */
-export function evidenceKey(f, label) {
-  const keys = f && f.evidence_keys;
-  return (keys && typeof keys === 'object' && typeof keys[label] === 'string' && keys[label]) || label;
-}
-
 function evidenceTable(f) {
   const entries = Object.entries(f.evidence || {});
   if (!entries.length) return null;
-  const labels = evidenceLabels(entries.map(([k]) => k.split('.').pop()));
+  const labels = evidenceLabels(entries.map(([k]) => k));
   return h('table', { class: 'evidence' },
-    h('tbody', {}, entries.map(([k, v], i) => {
-      const key = evidenceKey(f, k);
-      return h('tr', {}, h('th', { text: labels[i], title: definitionOf(key) }), h('td', { text: formatValue(v, unitOf(key)) }));
-    })));
+    h('tbody', {}, entries.map(([k, v], i) => h('tr', {}, h('th', { text: labels[i] }), h('td', { text: formatValue(v, evidenceUnitOf(f.id, k)) })))));
 }
 
 function findingCard(f, whatIf, rank) {
   const saving = fmtSaving(f.saving);
   const wi = whatIf && whatIf.finding_id === f.id && isNum(whatIf.step_ns) && isNum(whatIf.step_ns_if_fixed) && whatIf.step_ns_if_fixed > 0
-    ? h('div', { class: 'whatif' }, 'What if fixed: step ', h('b', { text: formatValue(whatIf.step_ns, 'ns') }), ' → ',
-      h('b', { text: formatValue(whatIf.step_ns_if_fixed, 'ns') }))
+    ? h('div', { class: 'whatif' }, 'What if fixed: step ', h('b', { text: formatValue(whatIf.step_ns, unitOf('what_if.step_ns')) }), ' → ',
+      h('b', { text: formatValue(whatIf.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')) }))
     : null;
   const details = h('details', { class: 'finding-details', open: rank === 0 ? true : null },
     h('summary', { text: 'Evidence and fix' }),

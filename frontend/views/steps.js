@@ -65,7 +65,7 @@ export function mountSteps(el, { onPick } = {}) {
       const steps = rows.map((r) => r.index);
       const onHover = (i) => {
         if (i === null || i === undefined || rows[i] === undefined) { readout.textContent = defaultText; return; }
-        readout.textContent = `Step #${formatValue(steps[i], 'index')} · ${ns(totals[i])}: ${parts.map((p) => `${p.label} ${ns(p.values[i] || 0)}`).join(' · ')}`;
+        readout.textContent = `Step #${formatValue(steps[i], unitOf('summary.steps[].index'))} · ${ns(totals[i])}: ${parts.map((p) => `${p.label} ${ns(p.values[i] || 0)}`).join(' · ')}`;
       };
       chart = mountChart(box, (w, hgt, uPlot) => {
         const built = stackedStepBars({ uPlot, steps, parts, width: w, height: hgt, clipAt, onHover });

@@ -6,13 +6,14 @@
 import { h, clear, append } from '../dom.js';
 import { formatValue, shortKernelName } from '../format.js';
 import { categoryColor, idleColor, textOn } from '../palette.js';
+import { unitOf } from '../registry.js';
 import { fmtTick, layoutTicks, visibleRange } from '../timeline_math.js';
 
 const ROW_H = 20;
 const LABEL_W = 170;
 const AXIS_H = 22;
 const CAUSE_LABEL = { host_wait: 'GPU idle: waiting for host launches', sync: 'GPU idle: host sync', data_loader: 'GPU idle: data loader', other: 'GPU idle: other' };
-// The /timeline body (docs/http_api.md StepTimeline) holds times in ns and counts: formatted in those units.
+// The /timeline body (docs/http_api.md StepTimeline, not a report) holds times in ns and counts.
 const ns = (v) => formatValue(v, 'ns');
 const count = (v) => formatValue(v, 'count');
 
@@ -258,7 +259,7 @@ export function mountTimeline(el, { onStep } = {}) {
     setSteps(steps, current) {
       clear(select);
       for (const s of steps) {
-        select.append(h('option', { value: String(s.index), text: `${s.index < 0 ? 'whole trace' : `#${formatValue(s.index, 'index')}`} · ${ns(s.duration_ns)}` }));
+        select.append(h('option', { value: String(s.index), text: `${s.index < 0 ? 'whole trace' : `#${formatValue(s.index, unitOf('summary.steps[].index'))}`} · ${formatValue(s.duration_ns, unitOf('summary.steps[].duration_ns'))}` }));
       }
       if (current !== undefined && current !== null) select.value = String(current);
     },

@@ -31,7 +31,7 @@ export function mountTokens(el) {
       const box = h('div', { class: 'chart' });
       el.append(box, readout);
       const onHover = (r) => {
-        readout.textContent = r ? `Step #${formatValue(r.index, 'index')}: ${tokens(r.tokens)} tokens in ${formatValue(r.duration_ns, unitOf('steps.durations_ns[]'))}` : defaultText;
+        readout.textContent = r ? `Step #${formatValue(r.index, unitOf('summary.steps[].index'))}: ${tokens(r.tokens)} tokens in ${formatValue(r.duration_ns, unitOf('summary.steps[].duration_ns'))}` : defaultText;
       };
       chart = mountChart(box, (w, hgt) => tokensScatter({ rows, width: w, height: hgt, onHover }));
     },
