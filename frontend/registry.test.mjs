@@ -24,8 +24,8 @@ test('exact keys, [] list items and * map entries resolve to their entry', () =>
   assert.equal(entryOf('steps.durations_ns[]').key, 'steps.durations_ns[]');
   assert.equal(entryOf('steps.durations_ns[2]').key, 'steps.durations_ns[]');
   assert.equal(entryOf('steps.durations_ns').key, 'steps.durations_ns[]'); // the list itself: its items' entry
-  assert.equal(entryOf('idle.step_breakdown.host_wait_ns[]').key, 'idle.step_breakdown.*[]');
-  assert.equal(entryOf('idle.step_breakdown.host_wait_ns[4]').key, 'idle.step_breakdown.*[]');
+  assert.equal(entryOf('idle.step_breakdown.busy_ns[4]').key, 'idle.step_breakdown.busy_ns[]');
+  assert.equal(entryOf('idle.step_breakdown.host_wait_ns[4]'), null);
   // "*" is one map entry, not a list item nor several segments
   assert.equal(entryOf('kernels.by_category.time_ns'), null);
   assert.equal(entryOf('kernels.by_category.a.b.time_ns'), null);
@@ -60,7 +60,8 @@ test('the registry decides the unit; ids are never abbreviated', () => {
   // an entry overrides what the key's name would say
   setRegistry({ units: {}, metrics: [{ key: 'a.odd_ns', unit: 'count' }, { key: 'a.by.*.x[]', unit: 'id' }] });
   assert.equal(unitOf('a.odd_ns'), 'count');
-  assert.equal(unitOf('a.by.k.x[7]'), 'id');
+  assert.equal(unitOf('a.by.k.x[7]'), 'id'); // a map entry's list items
+  assert.equal(entryOf('a.by.k.x').key, 'a.by.*.x[]');
   assert.equal(unitOf('a.other_ns'), 'ns'); // not in the registry: the name rule
 });
 
