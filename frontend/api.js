@@ -39,6 +39,8 @@ export const runs = () => getJSON('runs', './runs');
 export const report = (sel) => getJSON('report', `./report?${query(sel)}`);
 export const steps = (sel) => getJSON('steps', `./steps?${query(sel)}`);
 export const timeline = (sel, step) => getJSON('timeline', `./timeline?${query(sel, { step })}`);
+/** The metric registry (units, directions, definitions of every report key): fetched once by registry.js. */
+export const getMetricRegistry = () => getJSON('metric_registry', './metric_registry');
 export const traceUrl = (sel) => `./trace?${query(sel)}`;
 
 export async function traceBytes(sel) {

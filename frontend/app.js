@@ -4,7 +4,8 @@
 import * as api from './api.js';
 import * as state from './state.js';
 import { h, clear } from './dom.js';
-import { fmtBytes } from './format.js';
+import { formatValue } from './format.js';
+import { loadRegistry, unitOf } from './registry.js';
 import { mountSelectors, normalise, findRun } from './views/selectors.js';
 import { mountCards } from './views/cards.js';
 import { mountFindings } from './views/findings.js';
@@ -26,9 +27,13 @@ function section(title, cls, ...extra) {
   return { el: h('section', { class: `panel-section ${cls}` }, h('h2', { text: title }), ...extra, body), body };
 }
 
-/** early: {runs: Promise of the first /runs answer, css: Promise of the stylesheets}, started by index.js. */
+/**
+ * early: {runs: Promise of the first /runs answer, registry: of the metric registry, css: of the
+ * stylesheets}, started by index.js.
+ */
 export async function start(early) {
   const css = early.css;
+  const registryReady = loadRegistry(early.registry); // units for every number; the report waits on it
   const applyTheme = (dark) => document.documentElement.classList.toggle('dark', dark);
   applyTheme(state.parentDark());
 
@@ -118,7 +123,7 @@ export async function start(early) {
       panel.hidden = true;
       showLoading(statusEl, 'Loading the diagnosis…');
     }
-    const res = await api.report(want);
+    const [res] = await Promise.all([api.report(want), registryReady]);
     if (res.aborted || key(want) !== key(sel)) return; // a newer selection owns the panel
     if (res.code === 202) {
       panel.hidden = true;
@@ -165,7 +170,7 @@ export async function start(early) {
     const dev = s.device ? `${s.device.name}${s.device.count > 1 ? ` ×${s.device.count}` : ''}` : 'no GPU in trace';
     const dist = s.distributed && s.distributed.world_size ? ` · rank ${s.distributed.rank} of ${s.distributed.world_size}` : '';
     clear(metaEl).append(
-      h('span', { text: `${dev}${dist} · ${report.source_kind} · ${fmtBytes(report.size_bytes)}` }),
+      h('span', { text: `${dev}${dist} · ${report.source_kind} · ${formatValue(report.size_bytes, unitOf('trace.size_bytes'))}` }),
       ...(report.warnings || []).slice(0, 5).map((w) => h('div', { class: 'warn', text: `⚠ ${w}` })));
   }
 

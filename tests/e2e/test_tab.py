@@ -4,6 +4,10 @@ Logdir: ``demo_logs/``, the project's real captures (docs/captures.md): the seed
 and a JAX XPlane run. The tests check what the tab shows against the same run's report JSON (the
 findings in the engine's order), per run. Screenshots go to test-artifacts/; with
 LLMDIAG_UPDATE_SCREENSHOT=1 the README's pictures (docs/screenshot.png, docs/screenshot-dark.png) too.
+
+The tab fetches ./metric_registry for the unit of every number. Where the server answers that route with
+404 (a server without the registry), the browser is given frontend/testdata/metric_registry.json instead,
+so the tab is still tested with a registry; any other answer passes through untouched.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from urllib.parse import urlencode, urlparse
 
 import pytest
 
+from tb_llmdiag.units import fmt_bytes
 from tbserver import CHROMIUM, CHROMIUM_ARGS, IFRAME, REPO, get_json, tensorboard, wait_all_analysed
 
 pytestmark = pytest.mark.e2e
@@ -26,6 +31,7 @@ DEMO = REPO / "demo_logs"
 DEMO_RUNS = {"seed_lora_qwen1.5b": "kineto", "fixed_lora_qwen1.5b": "kineto", "jax_gpu_xplane": "xplane"}
 SEED = "seed_lora_qwen1.5b"
 XPLANE = "jax_gpu_xplane"
+REGISTRY_FIXTURE = REPO / "frontend" / "testdata" / "metric_registry.json"
 
 
 def report_of(base: str, run: dict) -> dict:
@@ -78,6 +84,16 @@ def new_page(browser, requests_seen, dark: bool = False):
             route.abort()  # recorded above; the test asserts none happened
 
     ctx.route("**/*", guard)
+
+    def registry(route):  # registered last, so it runs before guard for this URL
+        requests_seen.append(route.request.url)
+        resp = route.fetch()
+        if resp.status == 404:
+            route.fulfill(status=200, content_type="application/json", body=REGISTRY_FIXTURE.read_text(encoding="utf-8"))
+        else:
+            route.fulfill(response=resp)
+
+    ctx.route("**/data/plugin/llm_diag/metric_registry", registry)
     page = ctx.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -162,6 +178,74 @@ def test_tab_appears_and_findings_render_for_each_run(server, browser, requests_
                     assert "pip install tensorboard-plugin-profile" in f.locator(".traceview").inner_text()
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", r["run"])
             page.screenshot(path=str(ARTIFACTS / f"tab_{safe}.png"), full_page=True)
+        assert not errors, errors
+        assert not no_foreign(requests_seen), no_foreign(requests_seen)
+    finally:
+        ctx.close()
+
+
+def test_findings_keep_the_servers_order(server, browser, requests_seen):
+    """The tab shows findings in the order the report lists them and never ranks them again: with the
+    seed run's findings served in reverse (smallest saving first), the page shows them reversed."""
+    base, runs = server
+    rep = report_of(base, next(r for r in runs if r["run"] == SEED))
+    assert len(rep["findings"]) >= 3
+    savings = [(f.get("saving") or {}).get("ns") or 0 for f in rep["findings"]]
+    assert savings != sorted(savings), "reversing must put a smaller saving first for this test to mean anything"
+    ctx, page, errors = new_page(browser, requests_seen)
+    served: list[list[str]] = []
+
+    def reversed_report(route):
+        resp = route.fetch()
+        body = resp.json()
+        if resp.status == 200 and body.get("findings"):
+            body["findings"] = body["findings"][::-1]
+            served.append([f["id"] for f in body["findings"]])
+        route.fulfill(response=resp, json=body)
+
+    ctx.route("**/data/plugin/llm_diag/report?*", reversed_report)
+    try:
+        f = open_tab(page, base, f"#llm_diag&p.llm_diag.run={SEED}")
+        wait_panel(f)
+        ids = f.locator(".finding").evaluate_all("els => els.map(e => e.dataset.id)")
+        assert served and ids == served[-1] == [x["id"] for x in rep["findings"]][::-1], (ids, served)
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
+def _evidence(f, finding_id: str) -> dict[str, str]:
+    card = f.locator(f".finding[data-id='{finding_id}']")
+    if not card.locator("details[open]").count():
+        card.locator("details summary").click()
+    rows = card.locator(".evidence tr")
+    return {rows.nth(i).locator("th").inner_text(): rows.nth(i).locator("td").inner_text() for i in range(rows.count())}
+
+
+def test_numbers_read_in_one_convention(server, browser, requests_seen):
+    """Bytes in binary units as the finding's own sentence prints them (tb_llmdiag.units.fmt_bytes), program
+    ids in full, durations in µs never "us", in the evidence tables and the cards of both demo runs."""
+    base, runs = server
+    reps = {r["run"]: report_of(base, r) for r in runs}
+    ctx, page, errors = new_page(browser, requests_seen)
+    try:
+        f = open_tab(page, base, f"#llm_diag&p.llm_diag.run={SEED}")
+        wait_panel(f)
+        (mem,) = [x for x in reps[SEED]["findings"] if x["id"] == "memory_headroom"]
+        ev = _evidence(f, "memory_headroom")
+        for label in ("peak_used_bytes", "total_bytes"):
+            want = fmt_bytes(mem["evidence"][label])
+            assert ev[label.replace("_", " ")] == want, (label, ev, want)
+            assert want.endswith("GiB") and want in mem["summary"], (want, mem["summary"])
+        texts = " | ".join(f.locator(".evidence td").all_inner_texts() + f.locator(".card").all_inner_texts())
+        assert not re.search(r"\d (us|KB|MB|GB|TB)\b", texts), texts
+
+        f.locator("select.sel-run").select_option(XPLANE)
+        wait_panel(f)
+        (rec,) = [x for x in reps[XPLANE]["findings"] if x["id"] == "recompilation"]
+        ev = _evidence(f, "recompilation")
+        assert ev["program ids"] == ", ".join(str(i) for i in rec["evidence"]["program_ids"]), ev
+        assert " k" not in ev["program ids"] and ev["steps"] == ", ".join(str(i) for i in rec["evidence"]["steps"])
         assert not errors, errors
         assert not no_foreign(requests_seen), no_foreign(requests_seen)
     finally:
@@ -258,6 +342,14 @@ def test_dark_mode_follows_tensorboard(server, browser, requests_seen):
         r, g, b = (int(x) for x in re.findall(r"\d+", bg)[:3])
         assert max(r, g, b) < 80, bg
         f.locator(".tl-canvas").wait_for()
+        # idle causes and GPU busy never take a kernel category's colour (issue #16), in the dark theme too
+        f.locator(".steps .legend i").first.wait_for()
+        f.locator(".hbar-fill").first.wait_for()
+        bg = "els => els.map(e => getComputedStyle(e).backgroundColor)"
+        parts = f.locator(".steps .legend i").evaluate_all(bg)
+        cats = f.locator(".hbar-fill").evaluate_all(bg)
+        assert len(set(parts)) == len(parts) and len(set(cats)) == len(cats), (parts, cats)
+        assert not set(parts) & set(cats), (parts, cats)
         page.screenshot(path=str(ARTIFACTS / "tab_dark.png"), full_page=True)
         # switching TensorBoard back to light re-themes the open tab without a reload
         page.evaluate("document.body.classList.remove('dark-mode')")
