@@ -57,11 +57,12 @@ def analyse_task(tf: api.TraceFile, token: str, put: Put | None) -> dict[str, An
     return api.analyze_for_tab(tf, progress=progress)
 
 
-def process_pool(workers: int) -> tuple[Executor, Any]:
+def process_pool(workers: int, progress_queue: Any = None) -> tuple[Executor, Any]:
     """TensorBoard's executor: ``workers`` spawned processes (a big parse never holds the server's GIL),
-    and the queue their progress comes back on."""
+    and the queue their progress comes back on (a new one, or the one given: a renewed pool reuses it)."""
     ctx = multiprocessing.get_context("spawn")
-    progress_queue = ctx.SimpleQueue()
+    if progress_queue is None:
+        progress_queue = ctx.SimpleQueue()
     kw: dict[str, Any] = {"mp_context": ctx, "initializer": init_worker, "initargs": (progress_queue,)}
     try:
         return ProcessPoolExecutor(max_workers=workers, max_tasks_per_child=8, **kw), progress_queue
@@ -143,7 +144,7 @@ class JobQueue:
             self._finish(key, token, None, f"the analysis process died ({type(e).__name__}); the trace may be "
                          "too big for memory. It is analysed again when the file changes or TensorBoard restarts")
         except Exception as e:  # noqa: BLE001 - a bug in the engine: shown on the run, logged in full
-            logger.exception("llm_diag: analysing %s failed", tf.path)
+            logger.exception("llm_diag: analysing %s failed", getattr(tf, "path", key))
             line = f"{type(e).__name__}: {e}".splitlines()[0][:300] if str(e) else type(e).__name__
             self._finish(key, token, None, f"analysis failed: {line} (see the TensorBoard log)")
         else:

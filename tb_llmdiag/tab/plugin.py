@@ -54,7 +54,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
         renew: Callable[[], Executor] | None = None
         if executor is None and processes:
             executor, progress_queue = process_pool(n)
-            renew = lambda: process_pool(n)[0]  # noqa: E731 - workers keep the first pool's progress queue
+            renew = lambda: process_pool(n, progress_queue)[0]  # noqa: E731 - same progress queue
         elif executor is None:
             executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="llmdiag-analyse")
         cache = ResultCache(cache_dir, logdir=self._logdir or None)
