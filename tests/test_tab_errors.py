@@ -352,7 +352,7 @@ def test_unwritable_cache_analyses_in_memory_and_says_so(tmp_path: Path):
         assert settle(c, "timeline").status_code == 200
         body = c.get(f"{PREFIX}/runs").get_json()
         assert body["cache"]["writable"] is False and body["cache"]["dir"] is None
-        assert body["cache"]["error"].startswith(f"cannot create the cache directory {blocker}:")
+        assert body["cache"]["error"].startswith(f"the cache directory {blocker} is not a directory (a file is there);")
         assert "results are kept in memory" in body["cache"]["error"]
     finally:
         p.close()

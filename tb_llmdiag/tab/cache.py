@@ -68,6 +68,8 @@ def prepare_dir(path: Path) -> str | None:
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(path)
+    except FileExistsError:
+        return f"the cache directory {path} is not a directory (a file is there)"
     except OSError as e:
         return f"cannot create the cache directory {path}: {e.strerror}"
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):

@@ -343,3 +343,72 @@ def test_empty_logdir_says_how_to_capture_then_a_new_trace_appears_live(tmp_path
             assert not no_foreign(requests_seen), no_foreign(requests_seen)
         finally:
             ctx.close()
+
+
+def _kill_analysis_workers(port: int) -> int:
+    """SIGKILL the spawned analysis processes of the TensorBoard listening on ``port``; how many."""
+    import signal
+
+    procs: dict[int, tuple[int, str]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        procs[int(d.name)] = (ppid, cmd)
+    tb = [pid for pid, (_, cmd) in procs.items() if "tensorboard.main" in cmd and f"--port {port}" in cmd]
+    killed = 0
+    for pid, (ppid, cmd) in procs.items():
+        if ppid in tb and "spawn_main" in cmd and "resource_tracker" not in cmd:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
+
+
+def test_dead_worker_and_unwritable_cache_are_cards_not_spinners(tmp_path, browser, requests_seen, monkeypatch):
+    """A worker process killed mid-analysis (as the OOM killer would) shows an error card with one line and
+    is not polled again; a cache directory that cannot be created shows its own card (issue #17 item 4)."""
+    import time
+    from tracepaths import shared_trace
+
+    logdir = tmp_path / "logs"
+    (logdir / "crash").mkdir(parents=True)
+    src = shared_trace(RESNET_E2E)
+    shutil.copy(src, logdir / "crash" / src.name)
+    blocker = tmp_path / "cache_is_a_file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("LLMDIAG_WORKERS", "1")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with tensorboard(logdir, blocker, ARTIFACTS / "tensorboard_crash.log") as base:
+        port = int(urlparse(base).port or 0)
+        deadline = time.time() + 120
+        while time.time() < deadline:  # kill every worker the moment it appears, until the run fails
+            _kill_analysis_workers(port)
+            body = get_json(f"{base}/data/plugin/llm_diag/runs")
+            if body["runs"] and body["runs"][0]["status"] == "error":  # type: ignore[index]
+                break
+            time.sleep(0.02)
+        run = body["runs"][0]  # type: ignore[index]
+        assert run["status"] == "error" and run["error"].startswith("the analysis process died"), run
+        assert body["cache"]["writable"] is False  # type: ignore[index]
+        ctx, page, errors = new_page(browser, requests_seen)
+        try:
+            page.goto(f"{base}/#llm_diag")
+            f = frame(page)
+            f.locator(".status .state.error").wait_for(timeout=30_000)
+            assert f.locator(".status .state.error .errmsg").inner_text() == run["error"]
+            assert f.locator(".notices .state.notice .errmsg").inner_text() == body["cache"]["error"]  # type: ignore[index]
+            polled = sum("/report?" in u for u in requests_seen)
+            time.sleep(3)
+            assert f.locator(".spinner").count() == 0
+            assert sum("/report?" in u for u in requests_seen) == polled  # an error is not polled
+            page.screenshot(path=str(ARTIFACTS / "tab_dead_worker.png"), full_page=True)
+            assert not errors, errors
+        finally:
+            ctx.close()
