@@ -323,6 +323,15 @@ def test_fallback_cache_dir_is_per_user_and_0700(tmp_path: Path, monkeypatch):
     assert c.root == base / f"v{cache_mod.CACHE_LAYOUT}" and c.error is None
     assert stat.S_IMODE(os.lstat(base).st_mode) == 0o700
     assert not (logdir / ".cache").exists()
+    os.chmod(base, 0o777)  # made world-writable since: made private again
+    ResultCache(logdir / ".cache", logdir=str(logdir))
+    assert stat.S_IMODE(os.lstat(base).st_mode) == 0o700
+    os.rmdir(base / f"v{cache_mod.CACHE_LAYOUT}")
+    os.rmdir(base)
+    os.symlink(tmp_path / "elsewhere", base)  # a link planted where our directory goes
+    (tmp_path / "elsewhere").mkdir()
+    c = ResultCache(logdir / ".cache", logdir=str(logdir))
+    assert c.root is None and c.error == f"the cache directory {base} is not a directory (a link or a file is there)"
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="chown to another uid needs root")

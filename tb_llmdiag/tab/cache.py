@@ -63,11 +63,15 @@ def _inside(child: Path, parent: Path) -> bool:
         return False
 
 
-def prepare_dir(path: Path) -> str | None:
-    """Create ``path`` (mode 0700) if needed and check it is ours and writable; one line if it is not."""
+def prepare_dir(path: Path, *, shared_parent: bool = False) -> str | None:
+    """Create ``path`` (mode 0700) if needed and check it is ours and writable; one line if it is not.
+
+    ``shared_parent``: ``path`` sits in a directory other users can write (the temporary directory), so
+    a link there is refused and the directory is made 0700 (someone else may have created it first).
+    """
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(path)
+        st = os.lstat(path) if shared_parent else os.stat(path)
     except FileExistsError:
         return f"the cache directory {path} is not a directory (a file is there)"
     except OSError as e:
@@ -76,6 +80,11 @@ def prepare_dir(path: Path) -> str | None:
         return f"the cache directory {path} is not a directory (a link or a file is there)"
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
         return f"the cache directory {path} belongs to another user (uid {st.st_uid}); not using it"
+    if shared_parent and stat.S_IMODE(st.st_mode) & 0o077:
+        try:
+            os.chmod(path, 0o700)
+        except OSError as e:
+            return f"cannot make the cache directory {path} private: {e.strerror}"
     if not os.access(path, os.W_OK | os.X_OK):
         return f"the cache directory {path} is not writable"
     return None
@@ -91,13 +100,15 @@ class ResultCache:
     def __init__(self, root: str | os.PathLike[str] | None = None, *, logdir: str | None = None) -> None:
         path = Path(root).expanduser() if root is not None else default_dir()
         self.note: str | None = None
+        shared = False
         if logdir and _inside(path, Path(logdir)):
             fallback = fallback_dir()
             self.note = f"the cache directory {path} is inside the logdir; using {fallback}"
             logger.warning("llm_diag: %s", self.note)
             path = fallback
+            shared = True
         self.root: Path | None = path / f"v{CACHE_LAYOUT}"
-        self.error: str | None = prepare_dir(path)
+        self.error: str | None = prepare_dir(path, shared_parent=shared)
         if self.error is None:
             self.error = prepare_dir(self.root)
         if self.error is not None:

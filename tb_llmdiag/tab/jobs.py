@@ -154,6 +154,7 @@ class JobQueue:
         with self._cond:
             if self._executor is not broken or self._renew is None or self._stopped:
                 return
+            broken.shutdown(wait=False, cancel_futures=True)
             try:
                 self._executor = self._renew()
             except (OSError, ValueError) as e:
