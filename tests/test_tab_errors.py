@@ -24,7 +24,7 @@ from tb_llmdiag import api
 from tb_llmdiag.tab import cache as cache_mod
 from tb_llmdiag.tab.cache import ResultCache
 from tb_llmdiag.tab.jobs import JobQueue, process_pool
-from test_plugin import PREFIX, GatedExecutor, fresh_env, make_logdir, make_plugin, tb_client, wait_ready  # noqa: F401
+from test_plugin import PREFIX, GatedExecutor, make_logdir, make_plugin, tb_client, wait_ready
 
 Q = {"run": "run_a", "worker": "worker0", "span": "1"}
 
@@ -215,15 +215,21 @@ def test_fifo_device_and_symlink_loop_are_refused_in_every_route_without_blockin
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
-def test_a_trace_replaced_by_a_fifo_after_discovery_is_refused(fresh_env):
-    p, c, logdir, _ = fresh_env
-    wait_ready(c, "run_a", "worker0", "1")
-    path = logdir / "run_a" / "worker0.1623143089861.pt.trace.json.gz"
-    path.unlink()
-    os.mkfifo(path)
-    r = _get_within(c, "trace", Q, 5)
-    assert r.status_code == 422
-    assert r.get_json() == {"error": f"{path.name} is a FIFO (named pipe), not a trace file; only regular files are read"}
+def test_a_trace_replaced_by_a_fifo_after_discovery_is_refused(tmp_path: Path):
+    logdir = make_logdir(tmp_path)
+    p = make_plugin(logdir, tmp_path / "cache", scan_interval_s=3600)  # the index keeps the old file
+    try:
+        c = tb_client(p)
+        wait_ready(c, "run_a", "worker0", "1")
+        path = logdir / "run_a" / "worker0.1623143089861.pt.trace.json.gz"
+        path.unlink()
+        os.mkfifo(path)
+        r = _get_within(c, "trace", Q, 5)
+        assert r.status_code == 422
+        assert r.get_json() == {"error": f"{path.name} is a FIFO (named pipe), not a trace file; "
+                                         "only regular files are read"}
+    finally:
+        p.close()
 
 
 def test_raw_open_refuses_without_opening(tmp_path: Path):
@@ -243,7 +249,8 @@ def test_raw_open_refuses_without_opening(tmp_path: Path):
 # -- the cache is validated on read (#17 item 8) -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("damage", ["garbage", "not_an_envelope", "other_key", "bad_schema", "truncated"])
+@pytest.mark.parametrize("damage", ["garbage", "not_an_envelope", "other_key", "bad_schema", "truncated",
+                                    "other_file"])
 def test_corrupt_report_is_recomputed_never_served(tmp_path: Path, damage: str):
     logdir = make_logdir(tmp_path)
     (logdir / "run_b").rename(tmp_path / "run_b")  # one trace, so each cache file is unambiguous
@@ -261,6 +268,8 @@ def test_corrupt_report_is_recomputed_never_served(tmp_path: Path, damage: str):
         "other_key": json.dumps({**env, "key": "0" * 40, "value": {**good, "findings": ["planted"]}}).encode(),
         "bad_schema": json.dumps({**env, "value": {"status": "ok", "findings": "x"}}).encode(),
         "truncated": rep_path.read_bytes()[:100],
+        # well-formed, right key, but the report of another file: a valid-but-bogus entry
+        "other_file": json.dumps({**env, "value": {**good, "path": "/elsewhere/x.pt.trace.json", "findings": []}}).encode(),
     }[damage]
     rep_path.write_bytes(planted)
     ex = GatedExecutor()

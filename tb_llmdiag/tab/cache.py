@@ -27,7 +27,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from tb_llmdiag import api
 from tb_llmdiag.tab.schema import VALIDATORS
@@ -134,8 +134,16 @@ class ResultCache:
         return root / key[:2] / f"{key}.{what}.json"
 
     # -- reading
-    def get(self, key: str, what: str) -> Any | None:
-        """The stored value if it is present and valid (envelope and schema), else None."""
+    def get(self, key: str, what: str, expect: Mapping[str, Any] | None = None) -> Any | None:
+        """The stored value if it is present and valid (envelope, schema, and the fields in ``expect``,
+        e.g. the report's run names and path), else None."""
+        value = self._get(key, what)
+        if expect and value is not None and any(value.get(k) != v for k, v in expect.items()):
+            logger.warning("llm_diag: ignoring cache entry %s.%s: written for another file or name", key, what)
+            return None
+        return value
+
+    def _get(self, key: str, what: str) -> Any | None:
         with self._lock:
             if (key, what) in self._memory:
                 self._memory.move_to_end((key, what))
@@ -169,9 +177,9 @@ class ResultCache:
             return f"unknown entry {what!r}"
         return check(env["value"])
 
-    def get_bytes(self, key: str, what: str) -> bytes | None:
+    def get_bytes(self, key: str, what: str, expect: Mapping[str, Any] | None = None) -> bytes | None:
         """The valid value as JSON bytes, for routes that answer with it."""
-        value = self.get(key, what)
+        value = self.get(key, what, expect)
         return None if value is None else _dumps(value)
 
     # -- writing (the TensorBoard process only)

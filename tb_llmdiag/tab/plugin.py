@@ -36,6 +36,16 @@ WORKERS = 2
 FIRST_SCAN_WAIT_S = 2.0
 
 
+def _wsgi(route: Callable[[wrappers.Request], wrappers.Response]) -> Callable[..., Any]:
+    """A WSGI app answering every request with ``route(request)``."""
+
+    @wrappers.Request.application
+    def app(request: wrappers.Request) -> wrappers.Response:
+        return route(request)
+
+    return app
+
+
 class LlmDiagPlugin(base_plugin.TBPlugin):
     """TensorBoard plugin serving the LLM Diag tab."""
 
@@ -77,11 +87,11 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
 
     def get_plugin_apps(self) -> dict[str, Callable[..., Any]]:
         apps: dict[str, Callable[..., Any]] = {
-            "/runs": self._runs_route,
-            "/report": self._report_route,
-            "/timeline": self._timeline_route,
-            "/steps": self._steps_route,
-            "/trace": self._trace_route,
+            "/runs": _wsgi(self._runs_route),
+            "/report": _wsgi(self._report_route),
+            "/timeline": _wsgi(self._timeline_route),
+            "/steps": _wsgi(self._steps_route),
+            "/trace": _wsgi(self._trace_route),
         }
         apps.update(self._assets.apps())
         return apps
@@ -95,24 +105,19 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
         self._registry.first_scan.wait(timeout=FIRST_SCAN_WAIT_S)
         return self._registry
 
-    @wrappers.Request.application
     def _runs_route(self, request: wrappers.Request) -> wrappers.Response:
         plugins = getattr(self._context, "plugin_name_to_instance", None) or {}
         return self._respond(request, lambda: routes.runs_impl(self._reg(), self._logdir, plugins))
 
-    @wrappers.Request.application
     def _report_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, lambda: routes.cached_impl(self._reg(), request.args, "report"))
 
-    @wrappers.Request.application
     def _steps_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, lambda: routes.cached_impl(self._reg(), request.args, "steps"))
 
-    @wrappers.Request.application
     def _timeline_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, lambda: routes.timeline_impl(self._reg(), request.args))
 
-    @wrappers.Request.application
     def _trace_route(self, request: wrappers.Request) -> wrappers.Response:
         try:
             f, _, headers, ctype = routes.trace_impl(self._reg(), request.args)

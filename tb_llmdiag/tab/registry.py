@@ -38,6 +38,11 @@ class Entry:
     phase: str | None = None
     started_s: float | None = None
 
+    def identity(self) -> dict[str, Any]:
+        """What this file's report must say about itself (a cached report saying otherwise is a miss)."""
+        tf = self.tf
+        return {"run": tf.run, "worker": tf.worker, "span": tf.span, "path": tf.path, "size_bytes": tf.size_bytes}
+
     def shown(self) -> tuple[str, str | None]:
         """The status the tab shows: pending / analysing / ready / error (+ one line)."""
         if self.status == "ready":
@@ -101,7 +106,7 @@ class Registry:
                     old.tf = tf
                     continue
             entry = Entry(tf=tf, cache_key=ck)
-            rep = self.cache.get(ck, "report")
+            rep = self.cache.get(ck, "report", entry.identity())
             if rep is not None:
                 entry.status, entry.report_status, entry.error = "ready", rep["status"], rep["error"]
             fresh.append(entry)

@@ -120,7 +120,7 @@ def cached_impl(reg: Registry, args: Mapping[str, str], what: str) -> Answer:
     early = _not_ready(reg, key, e, what)
     if early is not None:
         return early
-    data = reg.cache.get_bytes(e.cache_key, what)
+    data = reg.cache.get_bytes(e.cache_key, what, e.identity() if what == "report" else None)
     if data is None:  # the cache entry vanished or is invalid: analyse again
         reg.requeue(key)
         return Answer(202, status_payload(reg, key, e))
