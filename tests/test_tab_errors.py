@@ -249,8 +249,21 @@ def test_raw_open_refuses_without_opening(tmp_path: Path):
 # -- the cache is validated on read (#17 item 8) -----------------------------------------------------------
 
 
+def read_entry(path: Path) -> tuple[dict, object]:
+    """A cache file: its header line and its value (the layout ``tab.cache`` documents)."""
+    head, _, body = path.read_bytes().partition(b"\n")
+    return json.loads(head), json.loads(body)
+
+
+def entry_bytes(header: dict, value: object, nan: bool = False) -> bytes:
+    body = json.dumps(value).encode()
+    if nan:
+        body = body.replace(b'"size_bytes": ', b'"size_bytes": NaN, "x": ', 1)
+    return json.dumps({**header, "bytes": len(body)}).encode() + b"\n" + body
+
+
 @pytest.mark.parametrize("damage", ["garbage", "not_an_envelope", "other_key", "bad_schema", "truncated",
-                                    "other_file"])
+                                    "nan", "other_file"])
 def test_corrupt_report_is_recomputed_never_served(tmp_path: Path, damage: str):
     logdir = make_logdir(tmp_path)
     (logdir / "run_b").rename(tmp_path / "run_b")  # one trace, so each cache file is unambiguous
@@ -261,15 +274,17 @@ def test_corrupt_report_is_recomputed_never_served(tmp_path: Path, damage: str):
     finally:
         p1.close()
     (rep_path,) = list(cache.rglob("*.report.json"))
-    env = json.loads(rep_path.read_bytes())
+    header, value = read_entry(rep_path)
+    assert value == good
     planted = {
         "garbage": b"\x00\xffnot json at all",
         "not_an_envelope": json.dumps(good).encode(),  # a bare report, as the old layout wrote it
-        "other_key": json.dumps({**env, "key": "0" * 40, "value": {**good, "findings": ["planted"]}}).encode(),
-        "bad_schema": json.dumps({**env, "value": {"status": "ok", "findings": "x"}}).encode(),
-        "truncated": rep_path.read_bytes()[:100],
+        "other_key": entry_bytes({**header, "key": "0" * 40}, {**good, "findings": ["planted"]}),
+        "bad_schema": entry_bytes(header, {"status": "ok", "findings": "x"}),
+        "truncated": rep_path.read_bytes()[:-100],
+        "nan": entry_bytes(header, good, nan=True),  # a NaN token in the value (header length right)
         # well-formed, right key, but the report of another file: a valid-but-bogus entry
-        "other_file": json.dumps({**env, "value": {**good, "path": "/elsewhere/x.pt.trace.json", "findings": []}}).encode(),
+        "other_file": entry_bytes(header, {**good, "path": "/elsewhere/x.pt.trace.json", "findings": []}),
     }[damage]
     rep_path.write_bytes(planted)
     ex = GatedExecutor()
@@ -287,7 +302,7 @@ def test_corrupt_report_is_recomputed_never_served(tmp_path: Path, damage: str):
         assert set(codes) <= {200, 202} and codes[-1] == 200
         assert r.get_json() == good  # recomputed: the same report, not the planted one
         assert len(ex.calls) == 1  # analysed again exactly once
-        assert json.loads(rep_path.read_bytes())["value"] == good  # and the entry is repaired
+        assert read_entry(rep_path)[1] == good  # and the entry is repaired
     finally:
         p2.close()
 
@@ -305,8 +320,7 @@ def test_bad_timelines_index_is_recomputed_not_500(tmp_path: Path):
     finally:
         p1.close()
     (idx,) = list(cache.rglob("*.timelines.json"))
-    env = json.loads(idx.read_bytes())
-    idx.write_bytes(json.dumps({**env, "value": [{"ordinal": "x"}]}).encode())
+    idx.write_bytes(entry_bytes(read_entry(idx)[0], [{"ordinal": "x"}]))
     (st,) = list(cache.rglob("*.steps.json"))
     st.write_bytes(b"[1, 2, 3]")
     ex = GatedExecutor()

@@ -5,9 +5,11 @@ Contract:
   by the parent). Writes are atomic (temp file + ``os.replace``): readers never see half a file.
 - Entries are keyed by ``(abs path, size_bytes, mtime_ns, api.ENGINE_VERSION, CACHE_LAYOUT)``: a file
   that changes, or a new engine version, is a miss; nothing is invalidated by hand.
-- Every file is an envelope ``{"layout", "key", "what", "value"}``. A read checks the envelope (layout,
-  key and name must be the ones asked for) and the value's schema (``tab.schema``); anything else is a
-  miss (logged), so a garbage or planted entry is recomputed, never served.
+- Every file is one header line ``{"layout", "key", "what", "bytes"}`` then the value's JSON. A read checks
+  the header (layout, key and name must be the ones asked for, ``bytes`` the length that follows), parses
+  the value strictly (``msgspec``: no NaN, no out-of-range numbers) and checks its schema
+  (``tab.schema``); anything else is a miss (logged), so a garbage, cut or planted entry is recomputed,
+  never served. A valid value is served as the bytes on disk (no re-encoding).
 - Location: ``$LLMDIAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/tb_llmdiag`` or ``~/.cache/tb_llmdiag``, never
   inside the logdir served (then the per-user ``<tmp>/tb_llmdiag-<uid>``). The directory is created 0700
   and must be a real directory owned by this user. When it cannot be used (another user owns it, it is
@@ -29,12 +31,14 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Mapping
 
+import msgspec
+
 from tb_llmdiag import api
 from tb_llmdiag.tab.schema import VALIDATORS
 
 logger = logging.getLogger(__name__)
 
-#: Version of the on-disk layout of this module (2: envelopes with key and name).
+#: Version of the on-disk layout of this module (2: a header line naming the entry, then the value).
 CACHE_LAYOUT = 2
 #: Results kept in memory when the disk cache cannot be written.
 MEMORY_ENTRIES = 64
@@ -91,7 +95,12 @@ def prepare_dir(path: Path, *, shared_parent: bool = False) -> str | None:
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    """Compact JSON; a NaN or Inf (producers must not send one) would become null, never a NaN token.
+    Strings that are not valid Unicode (lone surrogates from odd trace names) are written escaped."""
+    try:
+        return msgspec.json.encode(value)
+    except UnicodeEncodeError:
+        return json.dumps(value, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 class ResultCache:
@@ -114,7 +123,7 @@ class ResultCache:
         if self.error is not None:
             logger.warning("llm_diag: %s; results are kept in memory", self.error)
             self.root = None
-        self._memory: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._memory: OrderedDict[tuple[str, str], tuple[Any, bytes]] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -135,52 +144,63 @@ class ResultCache:
 
     # -- reading
     def get(self, key: str, what: str, expect: Mapping[str, Any] | None = None) -> Any | None:
-        """The stored value if it is present and valid (envelope, schema, and the fields in ``expect``,
+        """The stored value if it is present and valid (header, schema, and the fields in ``expect``,
         e.g. the report's run names and path), else None."""
-        value = self._get(key, what)
-        if expect and value is not None and any(value.get(k) != v for k, v in expect.items()):
+        found = self._get(key, what, expect)
+        return None if found is None else found[0]
+
+    def get_bytes(self, key: str, what: str, expect: Mapping[str, Any] | None = None) -> bytes | None:
+        """The valid value as JSON bytes, for routes that answer with it."""
+        found = self._get(key, what, expect)
+        return None if found is None else found[1]
+
+    def _get(self, key: str, what: str, expect: Mapping[str, Any] | None) -> tuple[Any, bytes] | None:
+        with self._lock:
+            found = self._memory.get((key, what))
+            if found is not None:
+                self._memory.move_to_end((key, what))
+        if found is None and self.root is not None:
+            found = self._read(self._path(self.root, key, what), key, what)
+        if found is not None and expect and any(found[0].get(k) != v for k, v in expect.items()):
             logger.warning("llm_diag: ignoring cache entry %s.%s: written for another file or name", key, what)
             return None
-        return value
+        return found
 
-    def _get(self, key: str, what: str) -> Any | None:
-        with self._lock:
-            if (key, what) in self._memory:
-                self._memory.move_to_end((key, what))
-                return self._memory[(key, what)]
-        if self.root is None:
-            return None
-        p = self._path(self.root, key, what)
+    def _read(self, p: Path, key: str, what: str) -> tuple[Any, bytes] | None:
         try:
             with open(p, "rb") as f:
-                env = json.loads(f.read())
+                data = f.read()
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, RecursionError) as e:
+        except OSError as e:
             logger.warning("llm_diag: ignoring unreadable cache entry %s: %s", p, e)
             return None
-        problem = self._problem(env, key, what)
+        head, _, body = data.partition(b"\n")
+        try:
+            header = json.loads(head)
+            value = msgspec.json.decode(body) if isinstance(header, dict) and header.get("bytes") == len(body) else None
+        except (ValueError, RecursionError, msgspec.DecodeError) as e:
+            logger.warning("llm_diag: ignoring unreadable cache entry %s: %s", p, e)
+            return None
+        problem = self._problem(header, value, key, what)
         if problem is not None:
             logger.warning("llm_diag: ignoring cache entry %s: %s", p, problem)
             return None
-        return env["value"]
+        return value, body
 
     @staticmethod
-    def _problem(env: Any, key: str, what: str) -> str | None:
-        if not isinstance(env, dict) or set(env) != {"layout", "key", "what", "value"}:
-            return "not a cache envelope"
-        if env["layout"] != CACHE_LAYOUT or env["key"] != key or env["what"] != what:
+    def _problem(header: Any, value: Any, key: str, what: str) -> str | None:
+        if not isinstance(header, dict) or set(header) != {"layout", "key", "what", "bytes"}:
+            return "no cache header"
+        if header["layout"] != CACHE_LAYOUT or header["key"] != key or header["what"] != what:
             return "written for another entry or layout"
+        if value is None:
+            return "cut short or padded (its length is not the header's)"
         kind = "timeline" if what.startswith("timeline.") else what
         check = VALIDATORS.get(kind)
         if check is None:
             return f"unknown entry {what!r}"
-        return check(env["value"])
-
-    def get_bytes(self, key: str, what: str, expect: Mapping[str, Any] | None = None) -> bytes | None:
-        """The valid value as JSON bytes, for routes that answer with it."""
-        value = self.get(key, what, expect)
-        return None if value is None else _dumps(value)
+        return check(value)
 
     # -- writing (the TensorBoard process only)
     def store(self, key: str, result: dict[str, Any]) -> None:
@@ -203,7 +223,7 @@ class ResultCache:
                 self.root = None
         with self._lock:
             for what, value in entries:
-                self._memory[(key, what)] = value
+                self._memory[(key, what)] = (value, _dumps(value))
                 self._memory.move_to_end((key, what))
             reports = [k for k in self._memory if k[1] == "report"]
             for old_key, _ in reports[: max(0, len(reports) - MEMORY_ENTRIES)]:
@@ -211,7 +231,9 @@ class ResultCache:
                     del self._memory[k]
 
     def _write(self, root: Path, key: str, what: str, value: Any) -> None:
-        data = _dumps({"layout": CACHE_LAYOUT, "key": key, "what": what, "value": value})
+        body = _dumps(value)
+        head = json.dumps({"layout": CACHE_LAYOUT, "key": key, "what": what, "bytes": len(body)})
+        data = head.encode("utf-8") + b"\n" + body
         p = self._path(root, key, what)
         p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{key}.", suffix=".tmp")

@@ -133,7 +133,7 @@ class JobQueue:
                 _, _, key, token = heapq.heappop(self._heap)
             tf = self._claim(key, token)
             if tf is not None:
-                self._run(key, token, tf)
+                self._run(key, token, tf)  # never raises: every outcome goes to finish()
 
     def _run(self, key: Key, token: str, tf: api.TraceFile) -> None:
         executor = self._executor

@@ -139,7 +139,11 @@ class Registry:
 
     def _finish(self, key: Key, token: str, result: dict[str, Any] | None, error: str | None) -> None:
         if result is not None:
-            self.cache.store(token, result)  # never raises for disk trouble: falls back to memory
+            try:
+                self.cache.store(token, result)  # never raises for disk trouble: falls back to memory
+            except (TypeError, ValueError, KeyError) as e:  # a result the cache cannot encode: a bug, shown
+                logger.exception("llm_diag: keeping the result of %s failed", key)
+                result, error = None, f"analysis failed: cannot keep its result ({type(e).__name__}: {e})"
         with self.lock:
             e = self.entries.get(key)
             if e is None or e.cache_key != token:
