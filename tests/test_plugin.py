@@ -1,7 +1,8 @@
 """The TensorBoard plugin's routes, on werkzeug's test Client (issue #4).
 
-The engine is real (``api.analyze_trace`` on real Kineto traces) except where a test needs control over
-timing ("a run still loading"): there the analysis job is wrapped to wait on an event.
+The engine is real (``api.analyze_for_tab`` on real Kineto traces, in threads) except where a test needs
+control over timing ("a run still loading"): there the plugin is given an executor whose tasks wait on an
+event (the executor is a constructor argument of the tab). Failure paths: tests/test_tab_errors.py.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ retried only when the file changes); 400/404 bad or unknown names.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Mapping
@@ -162,7 +163,7 @@ def trace_impl(reg: Registry, args: Mapping[str, str]) -> tuple[BinaryIO, int, l
         raise Unprocessable(str(err)) from None
     except OSError as err:
         raise tb_errors.NotFoundError(f"the trace file is gone: {err.strerror}") from None
-    name = e.tf.path.rsplit("/", 1)[-1]
+    name = os.path.basename(e.tf.path)
     ctype = "application/gzip" if name.endswith(".gz") else (
         "application/json" if name.endswith(".json") else "application/octet-stream")
     safe = "".join(c if (c.isalnum() or c in "._-") else "_" for c in name) or "trace"
