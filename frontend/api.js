@@ -32,7 +32,14 @@ async function getJSON(kind, url) {
     if (e && e.name === 'AbortError') return { aborted: true };
     body = { error: `unexpected answer from TensorBoard (HTTP ${resp.status})` };
   }
-  return { code: resp.status, body };
+  return settled(resp.status, body);
+}
+
+/** A failed analysis is an error, never progress: 422 (docs/http_api.md), and a 202 whose body says
+ *  `status: "error"` (an older server) is read as one too, so no view polls a failure forever. */
+export function settled(code, body) {
+  if (code === 202 && body && body.status === 'error') return { code: 422, body: { ...body, error: body.error || 'the analysis failed' } };
+  return { code, body };
 }
 
 export const runs = () => getJSON('runs', './runs');

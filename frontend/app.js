@@ -15,7 +15,7 @@ import { mountTokens } from './views/tokens.js';
 import { mountTimeline } from './views/timeline.js';
 import { mountTraceView } from './views/traceview.js';
 import { hasHostLaunches } from './views/data.js';
-import { showEmpty, showError, showLoading, showProgress } from './views/status.js';
+import { showEmpty, showError, showLoading, showNotices, showProgress } from './views/status.js';
 
 const RUNS_POLL_BUSY_MS = 2000;
 const RUNS_POLL_IDLE_MS = 10000;
@@ -40,6 +40,7 @@ export async function start(early) {
   const selEl = h('div', { class: 'selectors' });
   const tvEl = h('div', { class: 'traceview' });
   const statusEl = h('div', { class: 'status' });
+  const noticeEl = h('div', { class: 'notices' });
   const cardsEl = h('div', { class: 'cards' });
   const metaEl = h('div', { class: 'meta muted' });
   const findingsSec = section('Findings', 'findings');
@@ -53,7 +54,7 @@ export async function start(early) {
     timelineSec.el);
   const root = h('div', { class: 'app' },
     h('header', { class: 'topbar' }, h('h1', { text: 'LLM Diag' }), selEl, tvEl),
-    statusEl, panel);
+    noticeEl, statusEl, panel);
   document.body.append(root);
 
   let runs = [];
@@ -198,6 +199,7 @@ export async function start(early) {
       return;
     }
     runs = res.body.runs || [];
+    showNotices(noticeEl, res.body);
     viewers = res.body.trace_viewers || {};
     const busy = runs.some((r) => r.status === 'pending' || r.status === 'analysing');
     runsTimer = setTimeout(() => refreshRuns(!sel), busy ? RUNS_POLL_BUSY_MS : RUNS_POLL_IDLE_MS);

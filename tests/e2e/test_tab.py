@@ -5,13 +5,13 @@ and a JAX XPlane run. The tests check what the tab shows against the same run's 
 findings in the engine's order), per run. Screenshots go to test-artifacts/; with
 LLMDIAG_UPDATE_SCREENSHOT=1 the README's pictures (docs/screenshot.png, docs/screenshot-dark.png) too.
 
-The tab fetches ./metric_registry for the unit of every number. Where the server answers that route with
-404 (a server without the registry), the browser is given frontend/testdata/metric_registry.json instead,
-so the tab is still tested with a registry; any other answer passes through untouched.
+The tab fetches ./metric_registry for the unit of every number; the tests check the server answers it (200)
+with the same document as ``api.metric_registry()``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,6 +21,7 @@ from urllib.parse import urlencode, urlparse
 import pytest
 
 from tb_llmdiag.units import fmt_bytes
+from tb_llmdiag import api
 from tbserver import CHROMIUM, CHROMIUM_ARGS, IFRAME, REPO, get_json, tensorboard, wait_all_analysed
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +32,6 @@ DEMO = REPO / "demo_logs"
 DEMO_RUNS = {"seed_lora_qwen1.5b": "kineto", "fixed_lora_qwen1.5b": "kineto", "jax_gpu_xplane": "xplane"}
 SEED = "seed_lora_qwen1.5b"
 XPLANE = "jax_gpu_xplane"
-REGISTRY_FIXTURE = REPO / "frontend" / "testdata" / "metric_registry.json"
 
 
 def report_of(base: str, run: dict) -> dict:
@@ -85,15 +85,6 @@ def new_page(browser, requests_seen, dark: bool = False):
 
     ctx.route("**/*", guard)
 
-    def registry(route):  # registered last, so it runs before guard for this URL
-        requests_seen.append(route.request.url)
-        resp = route.fetch()
-        if resp.status == 404:
-            route.fulfill(status=200, content_type="application/json", body=REGISTRY_FIXTURE.read_text(encoding="utf-8"))
-        else:
-            route.fulfill(response=resp)
-
-    ctx.route("**/data/plugin/llm_diag/metric_registry", registry)
     page = ctx.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -227,6 +218,8 @@ def test_numbers_read_in_one_convention(server, browser, requests_seen):
     ids in full, durations in µs never "us", in the evidence tables and the cards of both demo runs."""
     base, runs = server
     reps = {r["run"]: report_of(base, r) for r in runs}
+    # the units come from the server's own registry route, the same document as the library's
+    assert get_json(f"{base}/data/plugin/llm_diag/metric_registry") == json.loads(json.dumps(api.metric_registry()))
     ctx, page, errors = new_page(browser, requests_seen)
     try:
         f = open_tab(page, base, f"#llm_diag&p.llm_diag.run={SEED}")
@@ -433,5 +426,74 @@ def test_empty_logdir_says_how_to_capture_then_a_new_trace_appears_live(tmp_path
             assert f.locator("select.sel-run").input_value() == "late_run"
             assert not errors, errors
             assert not no_foreign(requests_seen), no_foreign(requests_seen)
+        finally:
+            ctx.close()
+
+
+def _kill_analysis_workers(port: int) -> int:
+    """SIGKILL the spawned analysis processes of the TensorBoard listening on ``port``; how many."""
+    import signal
+
+    procs: dict[int, tuple[int, str]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        procs[int(d.name)] = (ppid, cmd)
+    tb = [pid for pid, (_, cmd) in procs.items() if "tensorboard.main" in cmd and f"--port {port}" in cmd]
+    killed = 0
+    for pid, (ppid, cmd) in procs.items():
+        if ppid in tb and "spawn_main" in cmd and "resource_tracker" not in cmd:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
+
+
+def test_dead_worker_and_unwritable_cache_are_cards_not_spinners(tmp_path, browser, requests_seen, monkeypatch):
+    """A worker process killed mid-analysis (as the OOM killer would) shows an error card with one line and
+    is not polled again; a cache directory that cannot be created shows its own card (issue #17 item 4)."""
+    import time
+    from tracepaths import shared_trace
+
+    logdir = tmp_path / "logs"
+    (logdir / "crash").mkdir(parents=True)
+    src = shared_trace(RESNET_E2E)
+    shutil.copy(src, logdir / "crash" / src.name)
+    blocker = tmp_path / "cache_is_a_file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("LLMDIAG_WORKERS", "1")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with tensorboard(logdir, blocker, ARTIFACTS / "tensorboard_crash.log") as base:
+        port = int(urlparse(base).port or 0)
+        deadline = time.time() + 120
+        while time.time() < deadline:  # kill every worker the moment it appears, until the run fails
+            _kill_analysis_workers(port)
+            body = get_json(f"{base}/data/plugin/llm_diag/runs")
+            if body["runs"] and body["runs"][0]["status"] == "error":  # type: ignore[index]
+                break
+            time.sleep(0.02)
+        run = body["runs"][0]  # type: ignore[index]
+        assert run["status"] == "error" and run["error"].startswith("the analysis process died"), run
+        assert body["cache"]["writable"] is False  # type: ignore[index]
+        ctx, page, errors = new_page(browser, requests_seen)
+        try:
+            page.goto(f"{base}/#llm_diag")
+            f = frame(page)
+            f.locator(".status .state.error").wait_for(timeout=30_000)
+            assert f.locator(".status .state.error .errmsg").inner_text() == run["error"]
+            assert f.locator(".notices .state.notice .errmsg").inner_text() == body["cache"]["error"]  # type: ignore[index]
+            polled = sum("/report?" in u for u in requests_seen)
+            time.sleep(3)
+            assert f.locator(".spinner").count() == 0
+            assert sum("/report?" in u for u in requests_seen) == polled  # an error is not polled
+            page.screenshot(path=str(ARTIFACTS / "tab_dead_worker.png"), full_page=True)
+            assert not errors, errors
         finally:
             ctx.close()
