@@ -137,6 +137,7 @@ _COMPILED: tuple[tuple[int, tuple[str, ...], re.Pattern[str] | None], ...] = tup
 _OTHER = CATEGORY_CODE["other"]
 _ANON = re.compile(r"\((?:anonymous namespace|anonymous)\)::")
 _MANGLED_ID = re.compile(r"(\d+)")
+_BRACKETS = re.compile(r"[<>()]")
 _MANGLED_ARG = re.compile(r"(?<![0-9])(?<!L[a-z])(\d+)[A-Za-z_]")  # not a literal such as Li2E
 
 
@@ -176,16 +177,17 @@ def _head(name: str) -> str:
     """The name up to its parameter list: everything before the first ``(`` outside template arguments."""
     depth = 0  # angle-bracket depth; parentheses inside template arguments (lambdas, ``(8)>(0)``) are skipped
     paren = 0
-    for i, ch in enumerate(name):
+    for m in _BRACKETS.finditer(name):
+        ch = m.group()
         if ch == "(":
-            if depth == 0 and paren == 0 and i > 0:
-                return name[:i]
+            if depth == 0 and paren == 0 and m.start() > 0:
+                return name[:m.start()]
             paren += 1
         elif ch == ")":
             paren = max(0, paren - 1)
         elif paren == 0 and ch == "<":
             depth += 1
-        elif paren == 0 and ch == ">" and depth > 0:
+        elif paren == 0 and depth > 0:  # ">"
             depth -= 1
     return name
 
@@ -195,17 +197,23 @@ def _strip_templates(head: str) -> str:
     out: list[str] = []
     depth = 0
     paren = 0
-    for ch in head:
+    last = 0
+    for m in _BRACKETS.finditer(head):
+        ch, i = m.group(), m.start()
         if ch == "(":
             paren += 1
         elif ch == ")":
             paren = max(0, paren - 1)
-        if paren == 0 and ch == "<":
+        elif paren == 0 and ch == "<":
+            if depth == 0:
+                out.append(head[last:i])
             depth += 1
-        elif paren == 0 and ch == ">" and depth > 0:
+        elif paren == 0 and depth > 0:  # ">"
             depth -= 1
-        elif depth == 0:
-            out.append(ch)
+            if depth == 0:
+                last = i + 1
+    if depth == 0:
+        out.append(head[last:])
     return "".join(out)
 
 
