@@ -10,11 +10,12 @@ import logging
 from typing import Any
 
 from tb_llmdiag import __version__
-from tb_llmdiag.diagnosis import diagnose
+from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover
 from tb_llmdiag.metrics import compute_metrics
+from tb_llmdiag.metrics import registry
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.metrics.summary import summarize
@@ -30,7 +31,7 @@ REPORT_SCHEMA = 1
 #: Modules the engine imports on first use (so that TensorBoard starts without them); preload() lists
 #: them, and a test checks that analysing a trace imports nothing more of ours.
 _LAZY_MODULES = (
-    "tb_llmdiag.ingest.chrome_trace", "tb_llmdiag.ingest.xplane", "tb_llmdiag.rules_xla",
+    "tb_llmdiag.ingest.chrome_trace", "tb_llmdiag.ingest.xplane",
     "tb_llmdiag.metrics.annotations", "tb_llmdiag.metrics.context", "tb_llmdiag.metrics.dataloader",
     "tb_llmdiag.metrics.flops", "tb_llmdiag.metrics.host_sync", "tb_llmdiag.metrics.idle",
     "tb_llmdiag.metrics.kernels", "tb_llmdiag.metrics.launch", "tb_llmdiag.metrics.memcpy",
@@ -120,3 +121,10 @@ def report(path: str) -> dict[str, Any]:
         raise NoTracesFound(f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and "
                             "plugins/profile/*/*.xplane.pb)")
     return report_for_index(index, [analyze_file(tf) for tf in index.files])
+
+
+def metric_registry() -> dict[str, Any]:
+    """Every report number's unit, direction, tolerance and definition (``tb_llmdiag/metrics/registry.py``):
+    ``{"units", "metrics", "evidence_units"}``; ``evidence_units`` maps a finding id and evidence label to the
+    unit of the metric the rule reads it from."""
+    return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS}

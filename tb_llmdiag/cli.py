@@ -12,6 +12,7 @@ from typing import Sequence
 
 from tb_llmdiag import __version__, api
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
+from tb_llmdiag.findings import RULES
 from tb_llmdiag.render.canonical_json import dumps
 from tb_llmdiag.render.text import render_report
 
@@ -29,8 +30,6 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _rules(args: argparse.Namespace) -> int:
-    from tb_llmdiag.rules import RULES
-
     if args.json:
         sys.stdout.write(dumps([{"id": r.id, "title": r.title, "metric": r.metric, "above": r.above,
                                  "below": r.below, "fix": r.fix.text, "docs": r.docs} for r in RULES]) + "\n")

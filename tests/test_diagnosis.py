@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tb_llmdiag.diagnosis import diagnose, rank, what_if
-from tb_llmdiag.rules import GPU_RULES, Fix, Rule
+from tb_llmdiag.findings import GPU_RULES, Fix, Rule, diagnose, rank, what_if
 
 
 def f(id_: str, share: float | None, ns: int | None, severity: str = "low") -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tb_llmdiag.rules import RULES
+from tb_llmdiag.findings import RULES
 from tracepaths import REPO
 
 README = (REPO / "README.md").read_text()

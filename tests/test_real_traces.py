@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tb_llmdiag.diagnosis import diagnose
+from tb_llmdiag.findings import diagnose
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.headline import headline

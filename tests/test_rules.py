@@ -10,7 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "metrics"))
 
-from tb_llmdiag.rules import GPU_RULES, RULES, Fix, Flavour, Rule, applicable, evaluate, finding, fires, lookup, run_platform
+from tb_llmdiag.findings import GPU_RULES, RULES, XLA_RULES, Fix, Flavour, Rule, evaluate, lookup, run_platform
+from tb_llmdiag.findings.engine import applicable, finding, fires
 
 REQUIRED = {"host_bound", "tiny_kernels", "dataloader_stall", "host_sync", "pageable_memcpy", "variable_shapes",
             "step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps", "memory_headroom", "no_device_activity"}
@@ -25,7 +26,7 @@ def base(**topics: dict) -> dict:
 
 
 def ids(m: dict) -> list[str]:
-    return [f["id"] for f in evaluate(m)]
+    return [f["id"] for f in evaluate(m, RULES)]
 
 
 def test_required_ids_and_unique() -> None:
@@ -34,12 +35,8 @@ def test_required_ids_and_unique() -> None:
     assert len(got) == len(set(got))
 
 
-def test_rules_include_xla_rules_when_present() -> None:
-    try:
-        from tb_llmdiag.rules_xla import XLA_RULES
-    except ImportError:
-        XLA_RULES = ()
-    assert RULES == GPU_RULES + tuple(XLA_RULES)
+def test_rules_are_the_gpu_then_the_xla_table() -> None:
+    assert RULES == GPU_RULES + XLA_RULES and len(XLA_RULES) == 6
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.platform}-{r.id}")
@@ -81,6 +78,15 @@ def test_run_platform_is_xla_when_the_xla_topic_is_there() -> None:
     assert run_platform({"xla": {"available": False, "reason": "x"}}) == "xla"  # a failed topic is still XPlane
 
 
+def test_run_platform_reads_the_run_topic_first() -> None:
+    """``metrics["run"]["platform"]`` decides when present; the ``xla`` topic is only the fallback."""
+    assert run_platform({"run": {"platform": "xla"}}) == "xla"
+    assert run_platform({"run": {"platform": "cuda"}, "xla": {}}) == "cuda"
+    assert run_platform({"run": {"platform": None}, "xla": {}}) == "xla"
+    m = {**base(idle={"host_wait_share": 0.5, "busy_share": 0.5}), "run": {"platform": "xla"}}
+    assert "host_bound" in ids(base(idle={"host_wait_share": 0.5, "busy_share": 0.5})) and "host_bound" not in ids(m)
+
+
 def test_on_kineto_runs_the_gpu_rules_fire() -> None:
     assert CUDA_ONLY | SHARED_IDS <= set(ids(cuda_everything()))
 
@@ -113,9 +119,9 @@ def test_a_platform_rule_owns_its_id_only_on_its_platform() -> None:
 
 def test_no_device_activity_is_worded_for_xla_runs() -> None:
     m = {"kernels": {"available": False, "reason": "no device activity in the trace"}, "steps": {"count": 3}}
-    (cuda,) = evaluate(m)
+    (cuda,) = evaluate(m, RULES)
     assert "ProfilerActivity.CUDA" in cuda["fix"]["text"] and cuda["title"] == "No GPU activity in the trace"
-    (xla,) = evaluate({**m, "xla": {"device_type": "CPU"}})
+    (xla,) = evaluate({**m, "xla": {"device_type": "CPU"}}, RULES)
     assert xla["id"] == "no_device_activity" and xla["severity"] == "high"
     text = " ".join([xla["title"], xla["summary"], *xla["fix"].values()])
     assert "CUDA activity" not in text and "ProfilerActivity" not in text
@@ -191,7 +197,7 @@ def test_no_device_activity() -> None:
 def test_finding_shape_saving_and_summary() -> None:
     # GIVEN a 100 ms median step and a data-loader stall of 30 % of step time
     m = base(dataloader={"stall_share": 0.3, "stall_ns": 90_000_000, "host_share": 0.4, "iterator": "single_process"})
-    (f,) = evaluate(m)
+    (f,) = evaluate(m, RULES)
     assert FINDING_KEYS <= set(f)
     assert f["id"] == "dataloader_stall" and f["severity"] == "high"
     assert f["saving"] == {"share": 0.3, "ns": 30_000_000}
@@ -204,18 +210,18 @@ def test_finding_shape_saving_and_summary() -> None:
 
 
 def test_severity_bands() -> None:
-    sev = {s: evaluate(base(dataloader={"stall_share": s}))[0]["severity"] for s in (0.06, 0.19, 0.2)}
+    sev = {s: evaluate(base(dataloader={"stall_share": s}), RULES)[0]["severity"] for s in (0.06, 0.19, 0.2)}
     assert sev == {0.06: "medium", 0.19: "medium", 0.2: "high"}
 
 
 def test_stack_aware_fix_wording() -> None:
-    (f,) = evaluate(base(dataloader={"stall_share": 0.3}, annotations={"stack": "lightning"}))
+    (f,) = evaluate(base(dataloader={"stall_share": 0.3}, annotations={"stack": "lightning"}), RULES)
     assert f["fix"]["stack"] == "lightning" and "LightningDataModule" in f["fix"]["stack_text"]
 
 
 def test_missing_or_null_metrics_never_fire() -> None:
-    assert evaluate({}) == []
-    assert evaluate(base(dataloader={"stall_share": None}, idle={"host_wait_share": float("nan")})) == []
+    assert evaluate({}, RULES) == []
+    assert evaluate(base(dataloader={"stall_share": None}, idle={"host_wait_share": float("nan")}), RULES) == []
 
 
 def test_lookup() -> None:

@@ -16,6 +16,7 @@ import pytest
 from tb_llmdiag.ingest.xplane import XLA_ROLES, read_xplane
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.metrics.xla import compute_xla, op_bucket
+from tb_llmdiag.metrics.xla_split import SPLIT_KEYS, step_split_metrics, with_step_split
 from tb_llmdiag.model import DeviceInfo, EventTable, Kind, Trace
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "xplane"
@@ -300,20 +301,20 @@ def test_op_bucket(category: str | None, op: str | None, kernel: str, kind: Kind
 
 
 def _xla_findings(folder: str) -> dict[str, dict[str, Any]]:
-    from tb_llmdiag.rules import evaluate
-    from tb_llmdiag.rules_xla import XLA_RULES
+    from tb_llmdiag.findings import evaluate
+    from tb_llmdiag.findings import XLA_RULES
 
     tr = read_xplane(str(_one(folder)))
     steps = find_steps(tr)
-    metrics = {"xla": compute_xla(tr, steps), "steps": {"median_ns": int(np.median(steps.duration_ns))}}
+    metrics = {"xla": with_step_split(compute_xla(tr, steps)), "steps": {"median_ns": int(np.median(steps.duration_ns))}}
     return {f["id"]: f for f in evaluate(metrics, XLA_RULES)}
 
 
 def test_xla_rules_name_only_keys_that_compute_xla_writes() -> None:
-    from tb_llmdiag.rules_xla import XLA_RULES
+    from tb_llmdiag.findings import XLA_RULES
 
     tr = read_xplane(str(_one("synthetic_tpu")))
-    keys = set(compute_xla(tr, find_steps(tr)))
+    keys = set(with_step_split(compute_xla(tr, find_steps(tr))))
     ids = [r.id for r in XLA_RULES]
     assert len(ids) == len(set(ids))
     assert {"recompilation", "host_transfer", "step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"} == set(ids)
@@ -347,10 +348,10 @@ class _Recording(dict):
 
 @pytest.mark.parametrize("folder", ["synthetic_tpu", "torch_xla_cpu", "jax_cpu"])
 def test_xla_rule_functions_read_only_keys_that_compute_xla_writes(folder: str) -> None:
-    from tb_llmdiag.rules_xla import XLA_RULES
+    from tb_llmdiag.findings import XLA_RULES
 
     tr = read_xplane(str(_one(folder)))
-    x = _Recording(compute_xla(tr, find_steps(tr)))
+    x = _Recording(with_step_split(compute_xla(tr, find_steps(tr))))
     m = {"xla": x, "steps": {"median_ns": 1}}
     for r in XLA_RULES:
         for f in [r.when, r.saving, *(p for _, p in r.evidence)]:
@@ -383,8 +384,8 @@ def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
     """A JAX-on-GPU-shaped XSpace: 6 `train` steps, a jit compile inside step 3, a ToLiteral after step 4."""
     from tb_llmdiag.ingest.xplane import parse_xspace
     from tb_llmdiag.ingest.xplane_schema import message_classes
-    from tb_llmdiag.rules import evaluate
-    from tb_llmdiag.rules_xla import XLA_RULES
+    from tb_llmdiag.findings import evaluate
+    from tb_llmdiag.findings import XLA_RULES
 
     space = message_classes()["XSpace"]()
     host = space.planes.add(id=0, name="/host:CPU")
@@ -417,7 +418,7 @@ def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
     m = compute_xla(tr, steps)
     assert m["device_type"] == "GPU" and m["recompile_steps"] == [3] and m["warmup_compile_count"] == 0
     assert m["transfer_from_device_steps"] == [4] and m["transfers_from_device"][0]["position"] == "between_steps"
-    found = {f["id"]: f for f in evaluate({"xla": m, "steps": {"median_ns": 6_100_000}}, XLA_RULES)}
+    found = {f["id"]: f for f in evaluate({"xla": with_step_split(m), "steps": {"median_ns": 6_100_000}}, XLA_RULES)}
     assert {"recompilation", "host_transfer"} <= set(found)
     assert found["recompilation"]["evidence"]["recompile_ns"] == 50_000_000
 
@@ -428,7 +429,7 @@ CUDA_ONLY = {"host_bound", "tiny_kernels", "host_sync", "pageable_memcpy", "data
 
 
 def _diagnosed(path: Path) -> dict[str, Any]:
-    from tb_llmdiag.diagnosis import diagnose
+    from tb_llmdiag.findings import diagnose
     from tb_llmdiag.ingest import load_trace
     from tb_llmdiag.metrics import compute_metrics
     from tb_llmdiag.metrics.headline import headline
@@ -486,47 +487,50 @@ def _xla(durations: list[int], **kw: Any) -> dict[str, Any]:
          "warmup_compile_in_steps": False, "transfers_from_device": [], "steady_step_count": len(durations),
          "steady_device_duty_cycle_share": None, "host_transfer_share": 0.0, "movement_step_share": None}
     x.update(kw)
-    return {"xla": x, "steps": {"median_ns": int(np.median(durations))}}
+    return x
 
 
 def test_each_step_is_charged_to_one_cause() -> None:
-    from tb_llmdiag.rules_xla import (
-        clean_step_cv, device_idle_saving, host_transfer_saving, step_split, transfer_stall_ns, variance_saving)
-
     # GIVEN steps of 10 ms, one compiling (step 1: 1000 ms) and one reading a value back inside it (step 3: 30 ms)
     ms = 1_000_000
-    m = _xla([10 * ms, 1000 * ms, 10 * ms, 30 * ms, 10 * ms, 14 * ms], recompile_steps=[1],
-             transfers_from_device=[{"step": 3, "position": "in_step"}], steady_device_duty_cycle_share=0.5)
+    x = _xla([10 * ms, 1000 * ms, 10 * ms, 30 * ms, 10 * ms, 14 * ms], recompile_steps=[1],
+             transfers_from_device=[{"step": 3, "position": "in_step"}], steady_device_duty_cycle_share=0.5,
+             movement_step_share=0.1)
     total = 1074 * ms
-    split = step_split(m)
-    assert split is not None and split["clean"] == [10 * ms, 10 * ms, 10 * ms, 14 * ms]
-    # THEN the read-back's stall is step 3's excess over the median clean step (10 ms)
-    assert transfer_stall_ns(m) == 20 * ms and host_transfer_saving(m) == pytest.approx(20 / 1074)
-    # the device idle of steady steps (half of 74 ms) less that stall
-    assert device_idle_saving(m) == pytest.approx((0.5 * 74 * ms - 20 * ms) / total)
-    # variance only over the clean steps: n x (mean - median) = 4 x (11 - 10) ms
-    assert clean_step_cv(m) == pytest.approx(float(np.std([10, 10, 10, 14]) / 11))
-    assert variance_saving(m) == pytest.approx(4 / 1074)
+    got = step_split_metrics(x)
+    assert got == {
+        # THEN the read-back's stall is step 3's excess over the median clean step (10 ms)
+        "transfer_stall_ns": 20 * ms, "host_transfer_saving_share": pytest.approx(20 / 1074),
+        # the device idle of steady steps (half of 74 ms) less that stall
+        "steady_device_idle_saving_share": pytest.approx((0.5 * 74 * ms - 20 * ms) / total),
+        # variance only over the clean steps 10, 10, 10, 14 ms: n x (mean - median) = 4 x (11 - 10) ms
+        "clean_step_cv": pytest.approx(float(np.std([10, 10, 10, 14]) / 11)),
+        "clean_step_excess_share": pytest.approx(4 / 1074),
+        "movement_saving_share": pytest.approx(0.1 * 74 / 1074)}
 
 
 def test_a_read_back_in_every_step_leaves_the_steady_steps_to_step_variance() -> None:
-    from tb_llmdiag.rules_xla import clean_step_cv, clean_steps_vary, host_transfer_saving, transfer_stall_ns
+    from tb_llmdiag.findings.xla import clean_steps_vary
 
     ms = 1_000_000
     d = [10 * ms, 20 * ms, 10 * ms, 30 * ms]
-    m = _xla(d, transfers_from_device=[{"step": i, "position": "in_step"} for i in range(4)],
+    x = _xla(d, transfers_from_device=[{"step": i, "position": "in_step"} for i in range(4)],
              host_transfer_share=0.01)
-    assert transfer_stall_ns(m) == 0 and host_transfer_saving(m) == 0.01  # no clean step to compare with
-    assert clean_step_cv(m) == pytest.approx(float(np.std(d) / np.mean(d))) and clean_steps_vary(m)
+    got = step_split_metrics(x)
+    # no clean step to compare with: no stall, and the variance is over every steady step
+    assert got["transfer_stall_ns"] == 0 and got["host_transfer_saving_share"] == 0.01
+    assert got["clean_step_cv"] == pytest.approx(float(np.std(d) / np.mean(d)))
+    assert clean_steps_vary({"xla": with_step_split(x)})
 
 
-def test_xla_rule_functions_without_steps_give_none() -> None:
-    from tb_llmdiag.rules_xla import XLA_RULES
+def test_xla_split_without_steps_gives_none_and_the_rules_do_not_fire() -> None:
+    from tb_llmdiag.findings import XLA_RULES, evaluate
 
-    for m in ({"xla": {"available": False, "reason": "x"}}, {"xla": {"step_durations_ns": [], "step_indices": []}}):
+    assert with_step_split({"available": False, "reason": "x"}) == {"available": False, "reason": "x"}
+    assert step_split_metrics({"step_durations_ns": [], "step_indices": []}) == dict.fromkeys(SPLIT_KEYS)
+    for m in ({"xla": {"available": False, "reason": "x"}},
+              {"xla": with_step_split({"step_durations_ns": [], "step_indices": []})}):
         for r in XLA_RULES:
-            for f in [r.saving, *(p for _, p in r.evidence)]:
-                if callable(f):
-                    assert f(m) is None, (r.id, f.__name__)
             if callable(r.when):
                 assert r.when(m) is False
+        assert evaluate(m, XLA_RULES) == []

@@ -14,6 +14,7 @@ import logging
 from typing import Any, Callable
 
 from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.metrics.xla_split import with_step_split
 from tb_llmdiag.model import Trace
 
 logger = logging.getLogger(__name__)
@@ -73,4 +74,5 @@ def compute_metrics(trace: Trace, steps: Any) -> dict[str, dict[str, Any]]:
             xla = None
         if xla is not None and hasattr(xla, "compute_xla"):
             out["xla"] = _safe("xla", lambda: xla.compute_xla(trace, steps))
+            out["xla"] = _safe("xla", lambda: with_step_split(out["xla"]))
     return jsonable(out)  # type: ignore[no-any-return]

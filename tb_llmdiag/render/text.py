@@ -1,11 +1,14 @@
-"""Report dict -> terminal text. Reads only the documented report schema (docs/report_schema.md)."""
+"""Report dict -> terminal text. Reads only the documented report schema (docs/report_schema.md); prints
+each metric in the unit the metric registry gives it (``units.fmt``)."""
 
 from __future__ import annotations
 
 import statistics
 from typing import Any
 
-from tb_llmdiag.units import fmt_ns, fmt_share, fmt_value
+from tb_llmdiag.findings import EVIDENCE_UNITS
+from tb_llmdiag.metrics.registry import unit_of
+from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
 
 
 def render_run(run: dict[str, Any]) -> str:
@@ -42,7 +45,7 @@ def render_run(run: dict[str, Any]) -> str:
     )
     head = run.get("headline") or {}
     if head:
-        parts = [f"{k.removesuffix('_ns').removesuffix('_share').replace('_', ' ')} {fmt_value(k, v)}"
+        parts = [f"{k.removesuffix('_ns').removesuffix('_share').replace('_', ' ')} {fmt(unit_of('headline.' + k), v)}"
                  for k, v in head.items() if v is not None]
         lines.append("   headline: " + "; ".join(parts))
     findings = run.get("findings") or []
@@ -56,7 +59,9 @@ def render_run(run: dict[str, Any]) -> str:
             lines.append(f"      {f['summary']}")
         ev = f.get("evidence") or {}
         if ev:
-            lines.append("      evidence: " + "; ".join(f"{k} {fmt_value(k, v)}" for k, v in ev.items()))
+            units = EVIDENCE_UNITS.get(f["id"], {})
+            lines.append("      evidence: " + "; ".join(f"{k} {fmt(units.get(k) or unit_from_name(k), v)}"
+                                                    for k, v in ev.items()))
         fix = f.get("fix") or {}
         if fix.get("text"):
             lines.append(f"      fix: {fix['text']}")

@@ -1,37 +1,33 @@
-"""Findings for XPlane (TPU / XLA) runs: ``XLA_RULES``, evaluated on the ``xla`` metrics topic.
+"""The XLA rule table: ``XLA_RULES``, evaluated on the ``xla`` metrics topic of XPlane (TPU / XLA) runs.
 
-Same mechanics as ``rules.GPU_RULES`` (``tb_llmdiag.rules.Rule``: an observed value at a dotted path,
+Same mechanics as ``GPU_RULES`` (``findings/engine.py``: an observed value at a dotted path,
 ``above``/``below``, a named predicate ``when``, a saving share of step time). Every rule here has
-``platform="xla"``: it applies only to runs whose metrics hold the ``xla`` topic (XPlane traces), and it owns
-its id there, so the GPU rule with a shared id (``step_variance``, ``warmup_in_window``, ``copy_heavy``,
-``gpu_gaps``) is not evaluated on XPlane runs even when the XLA version does not fire.
+``platform="xla"``: it applies only to XLA runs (``engine.run_platform``), and it owns its id there, so the
+GPU rule with a shared id (``step_variance``, ``warmup_in_window``, ``copy_heavy``, ``gpu_gaps``) is not
+evaluated on XPlane runs even when the XLA version does not fire.
 
 Savings are shares of the summed step time T (the window), as on GPU runs, so findings rank on one scale.
-Each step is charged to one cause, so two findings do not claim the same time:
-- a step in which a compile starts is a *compile step* (``recompilation`` / ``warmup_in_window``);
-- a steady step with a device-to-host transfer inside it is a *transfer step*: its excess over the median
-  *clean* step is the stall the read-back caused (the host waits for the device inside ``np.asarray`` /
-  ``.item()``, mostly outside the short ``ToLiteral`` event that the metrics time) (``host_transfer``);
-- the other steps are *clean*; ``step_variance`` measures them, ``gpu_gaps`` the steady device idle time
-  minus the transfer stall, ``copy_heavy`` data movement in steady steps.
+Each step is charged to one cause, so two findings do not claim the same time; the metrics compute that
+split and its savings (``tb_llmdiag/metrics/xla_split.py``: ``xla.transfer_stall_ns``,
+``xla.host_transfer_saving_share``, ``xla.clean_step_cv``, ``xla.clean_step_excess_share``,
+``xla.steady_device_idle_saving_share``, ``xla.movement_saving_share``): compile steps are
+``recompilation`` / ``warmup_in_window``'s, the stall of steady steps with a read-back inside is
+``host_transfer``'s, ``step_variance`` measures the clean steps, ``gpu_gaps`` the steady device idle time
+minus the transfer stall, ``copy_heavy`` data movement in steady steps.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-import numpy as np
-
-from tb_llmdiag.rules import Fix, Rule, _finite, lookup
-
-Metrics = Mapping[str, Any]
+from tb_llmdiag.findings.engine import Fix, Metrics, Rule, lookup
 
 _TORCH_XLA_RECOMPILE = "https://pytorch.org/xla/master/perf/recompilation.html"
 _TORCH_XLA_TROUBLESHOOT = "https://pytorch.org/xla/master/learn/troubleshoot.html"
 
 
 # ---------------------------------------------------------------------------------------------
-# Named predicates and saving estimators (module docstring: savings are shares of T, one cause per step)
+# Named predicates (comparisons only: the numbers come from the metrics)
 
 
 def enough_steady_steps(m: Metrics) -> bool:
@@ -39,101 +35,9 @@ def enough_steady_steps(m: Metrics) -> bool:
     return (lookup(m, "xla.steady_step_count") or 0) >= 3
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if _finite(v) else None
-
-
-def step_split(m: Metrics) -> dict[str, Any] | None:
-    """The steps charged to causes (module docstring): durations of compile / transfer / clean steps, T, the
-    clean median and the transfer stall. None without step durations."""
-    x = m.get("xla")
-    if not isinstance(x, Mapping):
-        return None
-    d, idx = x.get("step_durations_ns"), x.get("step_indices")
-    if not isinstance(d, list) or not isinstance(idx, list) or not d or len(d) != len(idx):
-        return None
-    compile_steps = set(x.get("recompile_steps") or ())
-    if x.get("warmup_compile_in_steps"):
-        compile_steps.add(idx[0])  # warm-up compiles inside a step are in the first one
-    transfer_steps = {t.get("step") for t in x.get("transfers_from_device") or ()
-                      if isinstance(t, Mapping) and t.get("position") == "in_step"} - compile_steps
-    steady = [(i, v) for i, v in zip(idx, d) if i not in compile_steps]
-    clean = [v for i, v in steady if i not in transfer_steps]
-    clean_median = float(np.median(clean)) if clean else None
-    stall = sum(max(0.0, v - clean_median) for i, v in steady if i in transfer_steps) if clean_median is not None else 0.0
-    return {"total_ns": float(sum(d)), "steady_ns": float(sum(v for _, v in steady)), "clean": clean,
-            "steady": [v for _, v in steady], "clean_median_ns": clean_median,
-            "transfer_steps": sorted(transfer_steps), "transfer_stall_ns": stall}
-
-
-def _variance_steps(split: dict[str, Any]) -> Any:
-    """The steps whose variance ``step_variance`` judges: the clean ones, or all steady ones when fewer than
-    three are clean (a read-back in every step is ``host_transfer``'s, but the steps can still vary)."""
-    return np.asarray(split["clean"] if len(split["clean"]) >= 3 else split["steady"], dtype=np.float64)
-
-
-def _of_window(ns: float | None, split: dict[str, Any] | None) -> float | None:
-    if ns is None or split is None or split["total_ns"] <= 0:
-        return None
-    return max(0.0, ns) / split["total_ns"]
-
-
-def transfer_stall_ns(m: Metrics) -> int | None:
-    """How much longer the steady steps with a device-to-host transfer inside took than the median clean step."""
-    split = step_split(m)
-    return int(round(split["transfer_stall_ns"])) if split else None
-
-
-def host_transfer_saving(m: Metrics) -> float | None:
-    """The larger of the transfer events' own time (``xla.host_transfer_share``) and the transfer stall, / T."""
-    split = step_split(m)
-    own = _num(lookup(m, "xla.host_transfer_share"))
-    stall = _of_window(split["transfer_stall_ns"], split) if split else None
-    vals = [v for v in (own, stall) if v is not None]
-    return max(vals) if vals else None
-
-
-def clean_step_cv(m: Metrics) -> float | None:
-    """Coefficient of variation (population std / mean) of the clean steps (``_variance_steps``); None with
-    fewer than 3 steps."""
-    split = step_split(m)
-    if not split:
-        return None
-    c = _variance_steps(split)
-    return float(c.std() / c.mean()) if c.size >= 3 and c.mean() > 0 else None
-
-
 def clean_steps_vary(m: Metrics) -> bool:
     """At least three steady steps, and the clean ones (no compile, no read-back) vary by >= 0.20 too."""
-    return enough_steady_steps(m) and (clean_step_cv(m) or 0.0) >= 0.20
-
-
-def variance_saving(m: Metrics) -> float | None:
-    """What steadier clean steps would save: n x (mean - median) over them (``_variance_steps``), / T."""
-    split = step_split(m)
-    if not split:
-        return None
-    c = _variance_steps(split)
-    return _of_window(float(c.size * (c.mean() - np.median(c))), split) if c.size else None
-
-
-def device_idle_saving(m: Metrics) -> float | None:
-    """Device idle time in steady steps, less the transfer stall (``host_transfer`` claims it), / T.
-    An upper bound: the host has to dispatch the work in some of that time."""
-    split = step_split(m)
-    duty = _num(lookup(m, "xla.steady_device_duty_cycle_share"))
-    if not split or duty is None:
-        return None
-    return _of_window((1.0 - duty) * split["steady_ns"] - split["transfer_stall_ns"], split)
-
-
-def movement_saving(m: Metrics) -> float | None:
-    """Data-movement time in steady steps (movement share x steady duty cycle x steady time), / T."""
-    split = step_split(m)
-    share = _num(lookup(m, "xla.movement_step_share"))
-    if not split or share is None:
-        return None
-    return _of_window(share * split["steady_ns"], split)
+    return enough_steady_steps(m) and (lookup(m, "xla.clean_step_cv") or 0.0) >= 0.20
 
 
 def recompiled_what(m: Metrics) -> str | None:
@@ -195,13 +99,13 @@ XLA_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="host_transfer", platform="xla", title="Device-to-host transfers inside the training loop",
-        metric="xla.transfer_from_device_in_loop_count", above=1, saving=host_transfer_saving,
+        metric="xla.transfer_from_device_in_loop_count", above=1, saving="xla.host_transfer_saving_share",
         evidence=(("transfers", "xla.transfer_from_device_in_loop_count"),
                   ("transfer_ns", "xla.transfer_from_device_in_loop_time_ns"),
                   ("after_steps", "xla.transfer_from_device_steps"),
                   ("per_step", "xla.transfer_from_device_per_step"),
                   ("profiled_steps", "xla.step_count"),
-                  ("stall_ns", transfer_stall_ns),
+                  ("stall_ns", "xla.transfer_stall_ns"),
                   ("to_device_in_steps_ns", "xla.transfer_to_device_in_steps_time_ns"),
                   ("host_transfer_share", "xla.host_transfer_share")),
         summary="Device-to-host transfers in the training loop: {transfers} in {profiled_steps} profiled steps "
@@ -239,8 +143,8 @@ XLA_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="step_variance", platform="xla", title="Step time varies from step to step",
-        metric="xla.steady_step_cv", above=0.20, when=clean_steps_vary, saving=variance_saving,
-        evidence=(("cv", "xla.steady_step_cv"), ("clean_cv", clean_step_cv), ("median_ns", "xla.steady_step_median_ns"),
+        metric="xla.steady_step_cv", above=0.20, when=clean_steps_vary, saving="xla.clean_step_excess_share",
+        evidence=(("cv", "xla.steady_step_cv"), ("clean_cv", "xla.clean_step_cv"), ("median_ns", "xla.steady_step_median_ns"),
                   ("max_ns", "xla.steady_step_max_ns"), ("steady_steps", "xla.steady_step_count")),
         summary="Steps that do not compile still vary by {cv} (coefficient of variation over {steady_steps} "
                 "steps; median {median_ns}, max {max_ns}), and by {clean_cv} without the steps that read values "
@@ -253,7 +157,7 @@ XLA_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="copy_heavy", platform="xla", title="Data formatting and copies take a large share of device time",
-        metric="xla.movement_share", above=0.25, saving=movement_saving,
+        metric="xla.movement_share", above=0.25, saving="xla.movement_saving_share",
         evidence=(("movement_share", "xla.movement_share"), ("data_formatting_share", "xla.data_formatting_share"),
                   ("copy_share", "xla.copy_share"), ("matmul_share", "xla.matmul_share")),
         summary="Transposes, reshapes and copies take {movement_share} of device time (data formatting "
@@ -268,7 +172,7 @@ XLA_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="gpu_gaps", platform="xla", title="The device sits idle during steps",
-        metric="xla.steady_device_duty_cycle_share", below=0.50, saving=device_idle_saving,
+        metric="xla.steady_device_duty_cycle_share", below=0.50, saving="xla.steady_device_idle_saving_share",
         evidence=(("duty_cycle_share", "xla.steady_device_duty_cycle_share"),
                   ("idle_in_steps_ns", "xla.device_idle_in_steps_ns"),
                   ("to_device_in_steps_ns", "xla.transfer_to_device_in_steps_time_ns")),

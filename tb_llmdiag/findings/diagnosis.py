@@ -1,8 +1,8 @@
-"""Diagnosis: rank the findings of ``rules.evaluate`` and say what fixing the top one would give.
+"""Diagnosis: the ranked findings of a run and what fixing the top one would give.
 
 Contract:
-- ``diagnose(metrics) -> (findings, what_if)``. Findings are ordered by estimated saving (ns, then share),
-  highest first; an unknown saving counts as 0; ties go by severity (high, medium, low), then table order.
+- ``diagnose(metrics, rules=RULES) -> (findings, what_if)``: ``evaluate`` then ``rank``
+  (``findings/engine.py``: by estimated saving, highest first).
 - ``what_if`` = ``{"finding_id", "step_ns", "step_ns_if_fixed"}`` for the first finding with a saving in
   ns: the mean step (savings are shares of the summed step time), and the mean step minus that
   saving. Null when no finding has one.
@@ -12,19 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from tb_llmdiag.rules import Rule, evaluate
-
-_SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
-
-
-def rank(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    def key(item: tuple[int, dict[str, Any]]) -> tuple[float, float, int, int]:
-        i, f = item
-        s = f.get("saving") or {}
-        return (-float(s.get("ns") or 0), -float(s.get("share") or 0),
-                _SEVERITY_ORDER.get(f.get("severity", "low"), 3), i)
-
-    return [f for _, f in sorted(enumerate(findings), key=key)]
+from tb_llmdiag.findings.engine import Rule, evaluate, rank
+from tb_llmdiag.findings.table import RULES
 
 
 def what_if(findings: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -38,7 +27,7 @@ def what_if(findings: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any]) -
     return None
 
 
-def diagnose(metrics: Mapping[str, Any], rules: Sequence[Rule] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def diagnose(metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Ranked findings and the what-if line (see the module docstring)."""
     findings = rank(evaluate(metrics, rules))
     return findings, what_if(findings, metrics)

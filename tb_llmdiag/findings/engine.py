@@ -1,0 +1,218 @@
+"""The rule engine: ``Rule`` / ``Fix`` / ``Flavour``, ``lookup``, ``evaluate(metrics, rules)``, ``rank``.
+
+Contract:
+- A ``Rule`` reads one observed value from the metrics by a dotted path (``"dataloader.stall_share"``) and
+  fires when it is >= ``above`` or < ``below``, and the rule's named predicate ``when`` (if any) holds.
+  Rules do no metric work: every number they read is a metric (``docs/metrics.md``, the metric registry
+  ``tb_llmdiag/metrics/registry.py``); predicates only compare.
+- Its saving is another dotted path holding a share of step time, or a named function of the metrics
+  returning one (``None``: not estimable); saving ns = share x mean step. Evidence values are dotted paths
+  or named functions too. Severity: the rule's fixed ``severity``, else from the saving share
+  (>= 0.20 high, >= 0.05 medium, else low: traceml's 5/20 % bands).
+- Platforms (``run_platform``, the one place that decides): ``metrics["run"]["platform"]`` (``"cuda"`` |
+  ``"xla"``) when the metrics carry it, else ``"xla"`` when they hold the ``xla`` topic (XPlane traces: TPU,
+  torch_xla, JAX), else ``"cuda"`` (Kineto: PyTorch eager on CUDA/ROCm, or CPU only). A rule with
+  ``platform`` set applies only to runs of that platform (the CUDA-launch rules are ``"cuda"``, the XLA
+  rules ``"xla"``); a rule for the run's platform owns its id, so a platform-neutral rule with the same id
+  is not evaluated there, whether or not the platform's rule fires.
+- Every finding repeats the rule's id, metric, observed value and threshold, its evidence (label ->
+  value; empty lists are left out: the trace does not record them), a one-sentence summary from ``summary``
+  (a ``str.format`` template over the evidence labels), and the fix (text + PyTorch and HF Trainer
+  snippets). Wording follows the run: a rule's ``flavours`` entry for the run's platform replaces its title,
+  summary, fix and docs; ``stack_fix`` adds advice in the user's stack's words when the trace reveals it
+  (``annotations.stack``).
+- ``rank`` orders findings by estimated saving (ns, then share), highest first; an unknown saving counts
+  as 0; ties go by severity (high, medium, low), then table order.
+
+The tables are data beside this module: ``findings/gpu.py`` (``GPU_RULES``), ``findings/xla.py``
+(``XLA_RULES``), combined in ``findings/table.py`` (``RULES``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from tb_llmdiag.metrics.registry import metric
+from tb_llmdiag.units import fmt, unit_from_name
+
+Metrics = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Fix:
+    text: str
+    pytorch: str
+    hf_trainer: str
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """A rule's wording on one platform: each field given replaces the rule's own."""
+
+    title: str | None = None
+    summary: str | None = None
+    fix: Fix | None = None
+    docs: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    metric: str | None                   # dotted path of the observed value (None: predicate only)
+    fix: Fix
+    above: float | None = None           # fires when value >= above
+    below: float | None = None           # fires when value < below
+    when: Callable[[Metrics], bool] | None = None  # extra condition, a named function beside the table
+    saving: Any = None                   # dotted path (or named function) of a share of step time saved if fixed
+    severity: str | None = None          # fixed severity; else derived from the saving share
+    evidence: tuple[tuple[str, Any], ...] = ()  # (label, dotted path or named function)
+    summary: str = ""                    # str.format template over evidence labels (formatted values)
+    docs: str | None = None
+    stack_fix: tuple[tuple[str, str], ...] = field(default=())  # (stack, fix text in that stack's words)
+    platform: str | None = None          # "cuda" | "xla": only runs of that platform; None: every run
+    flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (platform, wording on that platform)
+
+
+def lookup(metrics: Metrics, path: Any) -> Any:
+    """The value at a dotted path (or of a named function of the metrics), or None when any part is missing."""
+    if path is None:
+        return None
+    if callable(path):
+        return path(metrics)
+    cur: Any = metrics
+    for part in path.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def evidence_unit(label: str, path: Any) -> str:
+    """The unit of an evidence value: its metric's registry unit; for a named function's value, the unit its label
+    names (``_ns``, ``_share``, ``_bytes``), else ``text`` (such functions return names: what was recompiled)."""
+    m = metric(path) if isinstance(path, str) else None
+    if m is not None:
+        return m.unit
+    unit = unit_from_name(label)
+    return "text" if unit == "ratio" and not isinstance(path, str) else unit
+
+
+def run_platform(m: Metrics) -> str:
+    """The run's platform, decided here only: ``metrics["run"]["platform"]`` when present, else ``"xla"``
+    when the metrics hold the ``xla`` topic (an XPlane trace), else ``"cuda"``."""
+    run = m.get("run")
+    if isinstance(run, Mapping) and run.get("platform") in ("cuda", "xla"):
+        return str(run["platform"])
+    return "xla" if "xla" in m else "cuda"
+
+
+def finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def fires(rule: Rule, metrics: Metrics) -> bool:
+    if rule.metric is not None:
+        v = lookup(metrics, rule.metric)
+        if not finite(v):
+            return False
+        if rule.above is not None and not v >= rule.above:
+            return False
+        if rule.below is not None and not v < rule.below:
+            return False
+    if rule.when is not None and not rule.when(metrics):
+        return False
+    return rule.metric is not None or rule.when is not None
+
+
+def severity_of(share: float | None, fixed: str | None) -> str:
+    if fixed is not None:
+        return fixed
+    if share is None:
+        return "low"
+    return "high" if share >= 0.20 else "medium" if share >= 0.05 else "low"
+
+
+def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
+    """The finding dict (docs/report_schema.md Finding) of a rule that fired, worded for the run's platform."""
+    flavour = dict(rule.flavours).get(run_platform(metrics)) or Flavour()
+    title = flavour.title or rule.title
+    fix_ = flavour.fix or rule.fix
+    evidence = {label: lookup(metrics, path) for label, path in rule.evidence}
+    # the summary may name any evidence; the finding keeps the lists that hold something (an empty list
+    # means the trace does not record it: torch_xla graph hashes on a JAX run)
+    shown = {k: v for k, v in evidence.items() if not (isinstance(v, (list, tuple)) and not v)}
+    share = lookup(metrics, rule.saving)
+    # savings are shares of the summed step time, so in ns they are per average (mean) step
+    step = lookup(metrics, "steps.mean_ns")
+    saving = None
+    if finite(share):
+        share = min(max(float(share), 0.0), 1.0)
+        saving = {"share": share, "ns": int(round(share * step)) if finite(step) else None}
+    else:
+        share = None
+    try:
+        summary = (flavour.summary or rule.summary).format(
+            **{label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence})
+    except (KeyError, IndexError, ValueError):
+        summary = title
+    stack = lookup(metrics, "annotations.stack")
+    fix: dict[str, Any] = {"text": fix_.text, "pytorch": fix_.pytorch, "hf_trainer": fix_.hf_trainer}
+    stack_text = dict(rule.stack_fix).get(stack) if stack else None
+    if stack_text:
+        fix["stack"] = stack
+        fix["stack_text"] = stack_text
+    threshold = {k: v for k, v in (("above", rule.above), ("below", rule.below)) if v is not None}
+    return {
+        "id": rule.id,
+        "severity": severity_of(share, rule.severity),
+        "title": title,
+        "summary": summary,
+        "evidence": shown,
+        "saving": saving,
+        "fix": fix,
+        "docs": flavour.docs or rule.docs,
+        "metric": rule.metric,
+        "value": lookup(metrics, rule.metric),
+        "threshold": threshold or None,
+    }
+
+
+def applicable(metrics: Metrics, rules: Sequence[Rule]) -> list[Rule]:
+    """The rules that apply to the run's platform (module docstring): rules of another platform are out, and
+    a platform-neutral rule is out when a rule of the run's platform has its id (that rule owns the id)."""
+    platform = run_platform(metrics)
+    mine = [r for r in rules if r.platform in (None, platform)]
+    owned = {r.id for r in mine if r.platform == platform}
+    return [r for r in mine if r.platform == platform or r.id not in owned]
+
+
+def evaluate(metrics: Metrics, rules: Sequence[Rule]) -> list[dict[str, Any]]:
+    """Findings of every applicable rule of ``rules`` (``RULES``: every rule) that fires, in table order
+    (``rank`` orders them).
+
+    Ids are unique in the result: when two applicable rules with one id fire, the later rule's finding
+    replaces the earlier one, in the earlier one's place.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for r in applicable(metrics, rules):
+        if fires(r, metrics):
+            out[r.id] = finding(r, metrics)
+    return list(out.values())
+
+
+_SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+
+
+def rank(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings by estimated saving (module docstring); a stable order for equal keys."""
+
+    def key(item: tuple[int, dict[str, Any]]) -> tuple[float, float, int, int]:
+        i, f = item
+        s = f.get("saving") or {}
+        return (-float(s.get("ns") or 0), -float(s.get("share") or 0),
+                _SEVERITY_ORDER.get(f.get("severity", "low"), 3), i)
+
+    return [f for _, f in sorted(enumerate(findings), key=key)]

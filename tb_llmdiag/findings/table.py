@@ -1,0 +1,21 @@
+"""Every rule: ``RULES = GPU_RULES + XLA_RULES``, a static table (docs/findings.md lists each one;
+``llmdiag rules`` prints it; tests iterate it)."""
+
+from __future__ import annotations
+
+from tb_llmdiag.findings.engine import Rule, evidence_unit
+from tb_llmdiag.findings.gpu import GPU_RULES
+from tb_llmdiag.findings.xla import XLA_RULES
+
+RULES: tuple[Rule, ...] = GPU_RULES + XLA_RULES
+
+
+def _evidence_units(rules: tuple[Rule, ...]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for r in rules:
+        out.setdefault(r.id, {}).update((label, evidence_unit(label, path)) for label, path in r.evidence)
+    return out
+
+
+#: rule id -> evidence label -> registry unit (both platforms' rules of one id share a label's unit: tested)
+EVIDENCE_UNITS: dict[str, dict[str, str]] = _evidence_units(RULES)
