@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 from tb_llmdiag.classify import CATEGORIES, KERNEL_PATTERNS, categorize, classify_names, kernel_category, own_name
+from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.context import NAME_PATTERNS
+from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.model import EventTable, Kind
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
@@ -212,3 +215,17 @@ def test_categorize_uses_kind_for_memcpy_and_memset() -> None:
 def test_runtime_name_families(name: str, family: str | None) -> None:
     got = [f for f in ("sync_api", "launch_api") if re.search(NAME_PATTERNS[f], name)]
     assert got == ([family] if family else [])
+
+
+def test_jax_gpu_demo_other_is_small() -> None:
+    # GIVEN the JAX GPU XPlane demo, where XLA fusions and the autotuner's own kernels made "other" 41 % of
+    # device time
+    files = sorted((Path(__file__).resolve().parents[1] / "demo_logs" / "jax_gpu_xplane").glob("plugins/profile/*/*.xplane.pb"))
+    if not files:
+        pytest.skip("demo_logs/jax_gpu_xplane has no capture")
+    trace = load_trace(str(files[0]))
+    by_cat = compute_metrics(trace, find_steps(trace))["kernels"]["by_category"]
+    # THEN almost nothing is unclassified; the autotuner's redzone checks / comparisons / delays are named
+    assert by_cat["other"]["share"] < 0.01
+    assert by_cat["autotune"]["share"] == pytest.approx(0.40, abs=0.01)
+    assert by_cat["gemm"]["share"] == pytest.approx(0.193, abs=0.005)
