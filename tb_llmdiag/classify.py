@@ -70,7 +70,8 @@ _TRITON_COPY_ONLY = r"^triton_poi_fused_(?:_?(?:to_copy|clone|cat|copy|transpose
 # single ops wrapped as a fusion ``wrapped_<op>``: a copy when every op named is data movement
 # (``loop_convert_fusion``, ``wrapped_transpose``), a reduction, an index op, else elementwise.
 _XLA = r"^(?:loop|input|wrapped)_"
-_XLA_MOVE = r"(?:convert|copy|transpose|concatenate|broadcast|bitcast|slice|dynamic_slice|dynamic_update_slice|pad|reshape|reverse)"
+_XLA_MOVE = (r"(?:convert|copy|transpose|concatenate|broadcast|bitcast|slice|dynamic_slice|dynamic_update_slice|pad"
+             r"|reshape|reverse)")
 
 #: (category, substrings, regex or None) rows, matched against the lower-cased match key (own name, or a
 #: wrapper's head); first match wins. A row matches when any substring occurs in the key or the regex
@@ -88,7 +89,8 @@ KERNEL_PATTERNS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
                    "adam_kernel", "adamw_kernel", "lamb_", "fused_sgd"), r"^triton_.*_(?:adam|sgd)"),
     ("moe", ("moe::dev::routing", "moe::dev::finalize", "moe_align", "moe_sum", "moe_permute", "moe_unpermute",
              "unpermute", "expandinputrows", "expand_input_rows", "topkgating", "topk_gating", "finalizemoe",
-             "finalize_moe", "_finalize_matmul_scatter", "_combined_routing", "bitmatrix", "count_and_sort_expert", "count_expert", "get_fused_mapping"),
+             "finalize_moe", "_finalize_matmul_scatter", "_combined_routing", "bitmatrix", "count_and_sort_expert",
+             "count_expert", "get_fused_mapping"),
      None),
     ("index", ("reshape_and_cache", "store_kvcache", "concat_and_cache", "set_kv_buffer", "write_to_kv_cache",
                "kv_cache_write"), None),  # KV-cache writes: scatters by slot, not attention
@@ -96,10 +98,11 @@ KERNEL_PATTERNS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
     ("norm", ("layer_norm", "layernorm", "rms_norm", "rmsnorm", "batch_norm", "batchnorm", "group_norm",
               "groupnorm", "instance_norm", "gammabeta", "bn_fw", "bn_bw", "norm_backward", "ln_fwd", "ln_bwd"),
      r"^triton_.*rsqrt"),
+    ("gemm", ("marlin", "machete"), None),  # weight-quantised GEMMs (vLLM), not the quant row below
     ("quant", ("quant", "gemv_4bit", "gemm_4bit", "int8gemm", "int8_gemm", "igemmlt", "fp8_cast", "fp8_scale",
                "cast_to_fp8", "cast_to_fp4"), r"per_(?:token|channel|block|tensor|group)_cast"),
-    ("attention", ("flash", "fmha", "attention", "attn", "sdpa", "mha_", "xformers", "sage_fwd", "sageattn", "dot_do_o"),
-     None),
+    ("attention", ("flash", "fmha", "attention", "attn", "sdpa", "mha_", "xformers", "sage_fwd", "sageattn",
+                   "dot_do_o"), None),
     ("index", ("embedding", "index_select", "indexselect", "index_elementwise", "index_put", "scatter", "gather",
                "bounds_check_indices", "linearize_index", "indexfunc", "indexing_backward",
                "resolve_future_token_ids", "take_along", "masked_select", "nonzero"),
@@ -108,7 +111,7 @@ KERNEL_PATTERNS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
                  "logsumexp"), None),
     ("conv", ("winograd", "implicit_convolve", "scudnn", "cask_cudnn", "dgrad", "wgrad", "fprop", "cudnn::cnn",
               "cudnn$conv", "cudnn-conv"), r"conv(?!ert)"),
-    ("copy", (), _TRITON_COPY_ONLY + "|" + _XLA + r"(?:" + _XLA_MOVE + r"_)*" + _XLA_MOVE + r"(?:_fusion)?(?:[._]\d+)?$"),
+    ("copy", (), _TRITON_COPY_ONLY + "|" + _XLA + "(?:" + _XLA_MOVE + "_)*" + _XLA_MOVE + r"(?:_fusion)?(?:[._]\d+)?$"),
     ("reduce", (), _XLA + r"reduce"),
     ("elementwise", (), r"^triton_poi_|^(?:loop|input)_\w*fusion|^wrapped_"),  # other pointwise fusions
     ("reduce", (), r"^triton_(?:red|per)_"),  # Triton reductions not caught by norm/softmax above

@@ -71,6 +71,7 @@ MODERN = [
     ("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*)", "elementwise"),
     ("sage_fwd", "attention"),
     ("sage_quant_kernel", "quant"),
+    ("void marlin::Marlin<__nv_bfloat16, 4, 8, 8, 4, 8>(int4 const*, int4 const*, int4*)", "gemm"),  # not "quant"
     ("_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu", "gemm"),
     ("triton_tem_fused_addmm_1", "gemm"),
     # XLA GPU: fusions by kind and root op, library custom calls, the autotuner's own kernels
