@@ -31,13 +31,18 @@ IDX = NDArray[np.intp]
 
 #: Host-side name families, by regex (case-sensitive; applied to host rows only).
 NAME_PATTERNS: dict[str, str] = {
-    # runtime/driver calls that block the host until the device drains
-    "sync_api": r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx)Synchroni[sz]e$|^cu(?:Stream|Ctx|Event)Synchronize$|^(?:cuda|hip)Memcpy$|^cuMemcpy(?:DtoH|HtoD)?(?:_v2)?$",
+    # runtime/driver calls that block the host until the device drains: CUDA and HIP synchronize calls, the
+    # blocking (non-Async) copies (``hipMemcpyWithStream`` is PyTorch-on-ROCm's blocking copy: .item(), .cpu(),
+    # .tolist()), and the driver-level equivalents
+    "sync_api": r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx)Synchroni[sz]e$|^cu(?:Stream|Ctx|Event)Synchronize$"
+                r"|^(?:cuda|hip)Memcpy(?:WithStream|2D|3D|DtoH|HtoD|FromSymbol|ToSymbol)?$"
+                r"|^cuMemcpy(?:DtoH|HtoD|2D|3D)?(?:_v2)?$",
     # operators that read a device value on the host (.item(), nonzero, bool(tensor)); RowCache.family keeps only
     # calls that issue a runtime call (a CPU tensor's .item() syncs nothing)
     "sync_op": r"^aten::(?:_local_scalar_dense|item|nonzero|is_nonzero|equal)$",
-    # runtime/driver calls that submit device work
-    "launch_api": r"^(?:cuda|hip)(?:LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|GraphLaunch)(?:_ptsz|_v\d+)?$|^cuLaunch|^hip(?:Ext)?ModuleLaunchKernel$|^cudaLaunch",
+    # runtime/driver calls that submit device work (MTIA: ``runFunction - job_prep_and_submit_for_execution``)
+    "launch_api": r"^(?:cuda|hip)(?:LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|GraphLaunch)(?:_ptsz|_v\d+)?$|^cuLaunch|^hip(?:Ext)?ModuleLaunchKernel$|^cudaLaunch"
+                  r"|^runFunction\b",
     # torch DataLoader iterator steps (record_function emitted by torch.utils.data when profiling)
     "dataloader": r"^enumerate\(DataLoader\)#.*__next__$|DataLoader.*__next__",
 }

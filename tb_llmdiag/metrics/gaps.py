@@ -5,9 +5,10 @@ Definitions (ns; "window" = the analysis window, the union of the step windows, 
   and streams: ``Context.busy_s/busy_e``). Each gap gets one cause, decided once over the whole gap and
   tried in this order:
   1. ``data_loader``: at least half of the gap overlaps host DataLoader ``__next__`` ranges;
-  2. ``sync``: the gap starts while the host is blocked in a synchronising call (cuda*Synchronize,
-     cudaMemcpy, ``aten::_local_scalar_dense`` / ``item`` / ``nonzero``), or within ``sync_slack_ns`` after
-     it returns: the host drained the queue and the GPU then waits for the host to refill it;
+  2. ``sync``: the gap starts while the host is blocked in a synchronising call (cuda*/hip*Synchronize,
+     blocking copies such as cudaMemcpy / hipMemcpyWithStream, ``aten::_local_scalar_dense`` / ``item`` /
+     ``nonzero``), or within ``sync_slack_ns`` after it returns, or at least half of the gap is spent inside
+     one: the host drained the queue and the GPU then waits for the host to refill it;
   3. ``host_wait``: the device event that ends the gap was submitted (its launch call ended) after the
      gap began, or no device event ends it: the device ran dry waiting for the host to launch work;
   4. ``other``: the work that ends the gap was already queued (cross-stream waits, events, clock
@@ -80,6 +81,8 @@ def gap_causes(gs: I64, ge: I64, host: HostSignals, *, sync_slack_ns: int = 10_0
         ok = j >= 0
         in_sync = np.zeros(gs.size, dtype=bool)
         in_sync[ok] = gs[ok] <= host.sync_e[j[ok]] + sync_slack_ns
+        # or at least half of the gap is spent inside one (a blocking copy entered just after the gap began)
+        in_sync |= 2 * overlap_per_window(host.sync_s, host.sync_e, gs, ge) >= (ge - gs)
         out[in_sync] = SYNC
     # data loader: at least half of the gap overlaps the loader
     if host.dl_s.size:
