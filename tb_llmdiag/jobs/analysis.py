@@ -280,7 +280,7 @@ class JobAnalysis:
     tables: JobTables
     matched: Matched
     caused_wait_ns: NDArray[np.float64]  # per rank, per step
-    last_count: I64  # per rank: matched collectives it arrived last to
+    last_count: I64  # per rank: matched collectives it arrived last to (someone waited for it)
     saving_ns: NDArray[np.float64]  # per rank, per step: what-if saving had it not been last
     clock_aligned: bool
     job_step_ns: float  # median rank's mean step time
@@ -316,7 +316,8 @@ def analyze_job(summaries: Sequence[RankSummary], *, consistency_share: float = 
     in_common = np.isin(mstep, common) if common.size else np.ones(mstep.size, bool)
     caused = np.bincount(m.last_rank_pos[in_common], weights=m.caused_wait_ns[in_common], minlength=R) / S
     saving = np.bincount(m.last_rank_pos[in_common], weights=m.saving_ns[in_common], minlength=R) / S
-    last_count = np.bincount(m.last_rank_pos, minlength=R).astype(np.int64)
+    late = m.caused_wait_ns > 0  # a tie (nobody waited) makes no one the last arrival
+    last_count = np.bincount(m.last_rank_pos[late], minlength=R).astype(np.int64)
     step_mean = per_rank_mean(t.step_ns)
     job_step = float(np.nanmedian(step_mean)) if R and not np.all(np.isnan(step_mean)) else 0.0
     clock = _clock_aligned(m, job_step)

@@ -73,6 +73,7 @@ def _covered(s: I64, e: I64, ws: I64, we: I64) -> I64:
 def step_breakdown(trace: Trace, coll: Collectives, ws: I64, we: I64) -> StepBreakdown:
     """Per-window communication, compute, idle and host signals (definitions in the module docstring)."""
     ev = trace.events
+    ws, we = np.asarray(ws, dtype=np.int64), np.asarray(we, dtype=np.int64)
     dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
     is_coll = np.zeros(len(ev), dtype=bool)
     is_coll[coll.row] = True
