@@ -80,6 +80,7 @@ def generate(base: Sequence[RankSummary], ranks: int, *, steps: int = 8, seed: i
             dur = np.maximum(floor // 2, 1)
             st["compute_ns"] = st["compute_ns"] + int(plant_compute_us * 1e3)
         co["start_ns"] = co["end_ns"] - dur
+        co["exposed_ns"] = np.minimum(co["exposed_ns"], dur)
         for c in ("start_ns", "end_ns"):
             st[c] = st[c] + skew
             co[c] = co[c] + skew

@@ -12,9 +12,12 @@ Definitions:
   completes on every rank at once), so durations alone tell who was late, even across hosts whose clocks
   differ: ``transfer_ns`` = the minimum duration across ranks (what the last arrival still took,
   TraceLens's latency); each rank's ``waiting_ns`` = its duration - transfer; the last arrival is the rank
-  with the minimum duration (ties: the later start). ``caused_wait_ns`` of a rank = the mean waiting of the
-  other ranks in the collectives it arrived last to. ``saving_ns`` = second-smallest duration - smallest: how
-  much sooner the others would have left had the last arrival come with the second-last.
+  with the minimum duration (ties: the later start). A rank's *exposed* waiting in a collective is the part
+  of its waiting no compute of its own overlaps (the transfer is the kernel's tail, so: exposed time beyond
+  the transfer); waiting hidden under compute costs nothing. ``caused_wait_ns`` of a rank = the mean exposed
+  waiting of the other ranks in the collectives it arrived last to. ``saving_ns`` = min(second-smallest
+  duration - smallest, the largest exposed waiting): how much sooner the others would have been free had the
+  last arrival come with the second-last.
 - The straggler is the rank that caused the most waiting, when it caused at least ``consistency_share`` of
   all caused waiting and itself waited no more than the median rank: the rank everyone waits for, never the
   rank that waits longest. Its cause: ``jobs.attribution``.
@@ -95,13 +98,14 @@ class Matched:
     member_waiting_ns: I64 = field(repr=False)
     member_step: I64 = field(repr=False)  # the member's step number (per its own rank)
     member_end_ns: I64 = field(repr=False)  # absolute end time on the member's clock
+    member_exposed_ns: I64 = field(repr=False)  # the member's collective time no compute of its own overlaps
 
 
 def _flatten(ranks: Sequence[RankSummary]) -> tuple[dict[str, NDArray[Any]], list[str]]:
     """All ranks' collectives as flat columns, with a job-wide process-group code and step numbers."""
     pg_codes: dict[str, int] = {}
     cols: dict[str, list[NDArray[Any]]] = {k: [] for k in ("rank_pos", "kind", "start", "dur", "bytes", "group_size",
-                                                          "pg", "seq", "step")}
+                                                          "pg", "seq", "step", "exposed")}
     for pos, s in enumerate(ranks):
         c = s.collectives
         n = int(c["kind"].shape[0])
@@ -117,6 +121,7 @@ def _flatten(ranks: Sequence[RankSummary]) -> tuple[dict[str, NDArray[Any]], lis
         cols["group_size"].append(c["group_size"].astype(np.int64))
         cols["pg"].append(local[np.where((pid >= 0) & (pid < len(s.pg_names)), pid, len(s.pg_names))])
         cols["seq"].append(c["seq"])
+        cols["exposed"].append(c["exposed_ns"])
         st = c["step"].astype(np.int64)
         cols["step"].append(np.where(st >= 0, step_no[np.clip(st, 0, max(step_no.size - 1, 0))] if step_no.size
                                      else -1, -1))
@@ -182,7 +187,10 @@ def match_collectives(ranks: Sequence[RankSummary]) -> tuple[Matched, list[str],
     dur_s = f["dur"][order]
     transfer = dur_s[starts] if n else np.zeros(0, np.int64)
     waiting = dur_s - transfer[match_of_sorted] if n else np.zeros(0, np.int64)
-    sum_wait = np.bincount(match_of_sorted, weights=waiting, minlength=starts.size) if n else np.zeros(0)
+    # waiting no compute of the rank's own hides (its exposed time beyond the transfer tail): what waiting costs
+    exposed_wait = np.clip(f["exposed"][order] - transfer[match_of_sorted], 0, waiting) if n else waiting
+    sum_wait = np.bincount(match_of_sorted, weights=exposed_wait, minlength=starts.size) if n else np.zeros(0)
+    max_wait = np.maximum.reduceat(exposed_wait, starts) if n else np.zeros(0, np.int64)
     second = np.where(members >= 2, dur_s[np.minimum(starts + 1, max(n - 1, 0))] if n else 0, transfer)
     keep_member = ok[match_of_sorted] if n else np.zeros(0, bool)
     remap = np.cumsum(ok) - 1
@@ -190,12 +198,13 @@ def match_collectives(ranks: Sequence[RankSummary]) -> tuple[Matched, list[str],
     m = Matched(
         kind=kind_sorted[starts][ok], pg=pg_m[ok], step=step[order][starts][ok], members=members[ok],
         transfer_ns=transfer[ok], last_rank_pos=f["rank_pos"][order][starts][ok],
-        caused_wait_ns=(sum_wait / np.maximum(members - 1, 1))[ok], saving_ns=(second - transfer)[ok],
+        caused_wait_ns=(sum_wait / np.maximum(members - 1, 1))[ok], saving_ns=np.minimum(second - transfer, max_wait)[ok],
         bytes=np.maximum.reduceat(bytes_s, starts)[ok] if n else np.zeros(0, np.int64),
         group_size=np.maximum.reduceat(f["group_size"][order], starts)[ok] if n else np.zeros(0, np.int64),
         member_match=remap[match_of_sorted][keep_member], member_rank_pos=f["rank_pos"][order][keep_member],
         member_waiting_ns=waiting[keep_member].astype(np.int64), member_step=f["step"][order][keep_member],
         member_end_ns=(f["start"] + f["dur"])[order][keep_member],
+        member_exposed_ns=f["exposed"][order][keep_member],
     )
     return m, pg_labels, notes
 
@@ -245,18 +254,23 @@ def _tables(ranks: Sequence[RankSummary], common: I64, m: Matched) -> JobTables:
             mats[c][rank_pos[hit], pos[hit]] = vals[hit]
     waiting = np.zeros((R, S))
     transfer = np.zeros((R, S))
+    exposed_waiting = np.zeros((R, S))
     if S and m.member_step.size:
         pos = np.clip(np.searchsorted(common, m.member_step), 0, S - 1)
         hit = common[pos] == m.member_step
-        np.add.at(waiting, (m.member_rank_pos[hit], pos[hit]), m.member_waiting_ns[hit])
-        np.add.at(transfer, (m.member_rank_pos[hit], pos[hit]), m.transfer_ns[m.member_match[hit]])
+        cell = (m.member_rank_pos[hit], pos[hit])
+        tr = m.transfer_ns[m.member_match[hit]]
+        np.add.at(waiting, cell, m.member_waiting_ns[hit])
+        np.add.at(transfer, cell, tr)
+        # the transfer is the collective's tail: its exposed part is exposed transfer first, the rest waiting
+        np.add.at(exposed_waiting, cell, np.maximum(m.member_exposed_ns[hit] - tr, 0))
     with np.errstate(invalid="ignore"):
         offset = mats["start_ns"] - np.nanmedian(mats["start_ns"], axis=0, keepdims=True) if S else mats["start_ns"]
     return JobTables(
         step_ns=mats["end_ns"] - mats["start_ns"], compute_ns=mats["compute_ns"], collective_ns=mats["collective_ns"],
         exposed_ns=mats["exposed_ns"], idle_ns=mats["idle_ns"], dataloader_ns=mats["dataloader_ns"],
         sync_ns=mats["sync_ns"], launch_ns=mats["launch_ns"], tokens=mats["tokens"], start_offset_ns=offset,
-        waiting_ns=waiting, transfer_ns=transfer,
+        waiting_ns=waiting, transfer_ns=transfer, exposed_waiting_ns=exposed_waiting,
     )
 
 

@@ -51,6 +51,7 @@ class JobTables:
     start_offset_ns: F64  # the step's start minus the median start of that step across ranks
     waiting_ns: F64
     transfer_ns: F64
+    exposed_waiting_ns: F64  # exposed collective time that was waiting (per collective: exposed - transfer)
 
     @property
     def host_idle_ns(self) -> F64:
@@ -58,8 +59,10 @@ class JobTables:
 
     @property
     def exposed_transfer_ns(self) -> F64:
-        """Exposed collective time that is not waiting for a peer (waiting counted as exposed first)."""
-        return np.maximum(self.exposed_ns - self.waiting_ns, 0.0)
+        """Exposed collective time that is not waiting for a peer. A collective's transfer is its tail (the rank
+        waits first, then transfers), so its exposed part counts as transfer up to the transfer time and as
+        waiting beyond it; unmatched collectives count as transfer."""
+        return np.maximum(self.exposed_ns - self.exposed_waiting_ns, 0.0)
 
 
 def per_rank_mean(m: F64) -> F64:

@@ -70,16 +70,30 @@ def _covered(s: I64, e: I64, ws: I64, we: I64) -> I64:
     return overlap_per_window(s, e, ws, we).astype(np.int64)
 
 
+def _compute_blocks(trace: Trace, coll: Collectives) -> tuple[I64, I64]:
+    """The merged intervals of compute kernels (every kernel on a device stream that is not a collective)."""
+    ev = trace.events
+    is_coll = np.zeros(len(ev), dtype=bool)
+    is_coll[coll.row] = True
+    comp = np.flatnonzero((ev.kind == Kind.KERNEL) & (ev.stream >= 0) & ~is_coll)
+    return merge(ev.ts_ns[comp], ev.end_ns[comp])
+
+
+def exposed_per_collective(trace: Trace, coll: Collectives) -> I64:
+    """Per collective: its duration not overlapped by any compute kernel (on any stream), ns."""
+    ks, ke = _compute_blocks(trace, coll)
+    if len(coll) == 0:
+        return np.zeros(0, np.int64)
+    return (coll.dur_ns - overlap_per_window(ks, ke, coll.start_ns, coll.end_ns)).astype(np.int64)
+
+
 def step_breakdown(trace: Trace, coll: Collectives, ws: I64, we: I64) -> StepBreakdown:
     """Per-window communication, compute, idle and host signals (definitions in the module docstring)."""
     ev = trace.events
     ws, we = np.asarray(ws, dtype=np.int64), np.asarray(we, dtype=np.int64)
     dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
-    is_coll = np.zeros(len(ev), dtype=bool)
-    is_coll[coll.row] = True
-    comp = dev[(ev.kind[dev] == Kind.KERNEL) & ~is_coll[dev]]
     cs, ce = merge(coll.start_ns, coll.end_ns)
-    ks, ke = merge(ev.ts_ns[comp], ev.end_ns[comp])
+    ks, ke = _compute_blocks(trace, coll)
     collective = _covered(cs, ce, ws, we)
     compute = _covered(ks, ke, ws, we)
     both = _covered(np.concatenate((cs, ks)), np.concatenate((ce, ke)), ws, we)

@@ -6,10 +6,10 @@ Contract:
   and its fixes keyed by a metric (the straggler's cause, the dominant collective kind). ``evaluate`` is one
   generic loop; findings are ranked by their value (a share of the job's step time).
 - Definitions:
-  - ``straggler_others_wait_share`` = mean waiting the straggler causes the other ranks per step / the median
-    rank's step time. ``straggler_*`` keys are null when no rank is consistently the last to arrive.
-  - ``exposed_transfer_share`` = the median across ranks of (exposed collective time - waiting, per step) /
-    the median rank's step time: transfer no compute hides, with waiting for peers taken out.
+  - ``straggler_others_wait_share`` = the mean exposed waiting (waiting no compute hides) the straggler causes
+    the other ranks per step / the median rank's step time (``jobs.analysis``). ``straggler_*`` keys are null when no rank is consistently the last to arrive.
+  - ``exposed_transfer_share`` = the median across ranks of exposed transfer per step (collective time no
+    compute hides, less its waiting part: ``JobTables.exposed_transfer_ns``) / the median rank's step time.
   - ``exposed_share`` likewise with waiting left in; ``overlap_share`` = 1 - exposed / collective (median rank).
   - What-ifs are upper bounds: removing the straggler's delay (``jobs.attribution.what_if``), or hiding all
     exposed transfer behind compute (step - exposed transfer).

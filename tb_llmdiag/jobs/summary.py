@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.jobs.collectives import KINDS, Collectives, find_collectives
-from tb_llmdiag.jobs.comm import step_breakdown, windows
+from tb_llmdiag.jobs.comm import exposed_per_collective, step_breakdown, windows
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import Trace
 
@@ -31,10 +31,11 @@ STEP_COLUMNS: dict[str, type] = {
     "sync_ns": np.int64, "launch_ns": np.int64, "tokens": np.int64,
 }
 #: Per-collective columns (``kind`` indexes ``collectives.KINDS``, ``pg_id`` the summary's ``pg_names``,
-#: ``step`` the summary's step rows; -1 = unknown or outside every step).
+#: ``step`` the summary's step rows; -1 = unknown or outside every step; ``exposed_ns``: the part of the
+#: collective no compute kernel overlaps).
 COLLECTIVE_COLUMNS: dict[str, type] = {
     "kind": np.uint8, "start_ns": np.int64, "end_ns": np.int64, "bytes": np.int64, "group_size": np.int32,
-    "pg_id": np.int32, "seq": np.int64, "step": np.int32,
+    "pg_id": np.int32, "seq": np.int64, "step": np.int32, "exposed_ns": np.int64,
 }
 
 
@@ -122,6 +123,7 @@ def summarize_rank(trace: Trace, steps: Steps, *, label: str, rank: int | None =
     coll_cols = {
         "kind": coll.kind, "start_ns": coll.start_ns + origin, "end_ns": coll.end_ns + origin, "bytes": coll.bytes,
         "group_size": coll.group_size, "pg_id": coll.pg_id, "seq": coll.seq, "step": _step_of(coll.start_ns, ws, we),
+        "exposed_ns": exposed_per_collective(trace, coll),
     }
     coll_cols = {k: np.ascontiguousarray(v, dtype=COLLECTIVE_COLUMNS[k]) for k, v in coll_cols.items()}
     dist = trace.distributed

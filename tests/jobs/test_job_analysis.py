@@ -125,8 +125,8 @@ def test_summary_round_trip_and_size() -> None:
     for k, v in s.collectives.items():
         np.testing.assert_array_equal(back.collectives[k], v)
     assert (back.rank, back.label, back.world_size) == (2, "rank2.pt.trace.json", 3)
-    # 2 steps x 11 int64 columns + 4 collectives x 37 bytes + strings
-    assert s.nbytes == 2 * 11 * 8 + 4 * (1 + 8 + 8 + 8 + 4 + 4 + 8 + 4) + len("rank2.pt.trace.json") + 64
+    # 2 steps x 11 int64 columns + 4 collectives x 45 bytes + strings
+    assert s.nbytes == 2 * 11 * 8 + 4 * (1 + 8 + 8 + 8 + 4 + 4 + 8 + 4 + 8) + len("rank2.pt.trace.json") + 64
 
 
 def test_sequence_numbers_match_across_different_orders() -> None:
@@ -148,3 +148,28 @@ def test_sequence_numbers_match_across_different_orders() -> None:
     m = job.matched
     assert sorted(m.transfer_ns.tolist()) == [10 * US, 100 * US]
     np.testing.assert_array_equal(job.tables.waiting_ns, [[300 * US + 50 * US], [0]])
+
+
+def test_waiting_hidden_under_compute_costs_nothing() -> None:
+    """DDP-style: rank 0 launches its all-reduce at 100 us while its backward runs to 500 us on another
+    stream; rank 1 computes to 600 us and launches it then. Both leave at 700 us: transfer 100 us, rank 0 waits
+    500 us of which 400 us are hidden under its own compute -> exposed waiting 100 us, exposed transfer
+    100 us on both ranks; rank 1 costs rank 0 100 us per step (share 0.1), what-if saving <= 100 us."""
+    from minijob import AR, GEMM, kern, make_rank, step
+
+    def rank(r: int, compute_us: int, launch_us: int) -> RankSummary:
+        rows = [step(1, 0, 1000 * US), kern(GEMM, 0, compute_us * US),
+                kern(AR, launch_us * US, (700 - launch_us) * US, stream=20)]
+        t = make_rank(rows, rank=r, world=2)
+        return summarize_rank(t, find_steps(t), label=f"r{r}")
+
+    job = analyze_job([rank(0, 500, 100), rank(1, 600, 600)])
+    t = job.tables
+    np.testing.assert_array_equal(t.waiting_ns[:, 0], [500 * US, 0])
+    np.testing.assert_array_equal(t.exposed_ns[:, 0], [200 * US, 100 * US])
+    np.testing.assert_array_equal(t.exposed_transfer_ns[:, 0], [100 * US, 100 * US])
+    np.testing.assert_array_equal(job.caused_wait_ns, [0, 100 * US])
+    np.testing.assert_array_equal(job.saving_ns, [0, 100 * US])
+    m = job_metrics(job)
+    assert m["straggler_rank"] == 1 and m["straggler_others_wait_share"] == pytest.approx(0.1)
+    assert m["straggler_cause"] == "longer_gpu_compute"
