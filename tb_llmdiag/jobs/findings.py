@@ -10,6 +10,8 @@ Contract:
     the other ranks per step / the median rank's step time (``jobs.analysis``). ``straggler_*`` keys are null when no rank is consistently the last to arrive.
   - ``exposed_transfer_share`` = the median across ranks of exposed transfer per step (collective time no
     compute hides, less its waiting part: ``JobTables.exposed_transfer_ns``) / the median rank's step time.
+    ``waiting_known`` is false when no collective could be matched across ranks (one rank alone): then the
+    waiting part is unknown and counted as transfer.
   - ``exposed_share`` likewise with waiting left in; ``overlap_share`` = 1 - exposed / collective (median rank).
   - What-ifs are upper bounds: removing the straggler's delay (``jobs.attribution.what_if``), or hiding all
     exposed transfer behind compute (step - exposed transfer).
@@ -84,7 +86,7 @@ JOB_RULES: tuple[JobRule, ...] = (
     JobRule(id="exposed_communication", title="Collective transfers no compute hides",
             metric="exposed_transfer_share", above=0.10,
             evidence=("exposed_transfer_ns_per_step", "exposed_share", "overlap_share", "top_collective_kind",
-                      "collective_by_kind", "job_step_ns"),
+                      "collective_by_kind", "waiting_known", "job_step_ns"),
             fix_by="top_collective_kind", fixes=EXPOSED_FIXES, what_if="exposed_what_if"),
 )
 
@@ -106,7 +108,7 @@ def job_metrics(a: JobAnalysis) -> dict[str, Any]:
     out: dict[str, Any] = {
         "rank_count": len(a.ranks), "ranks": list(a.ranks), "common_step_count": int(a.steps.size),
         "job_step_ns": step if step > 0 else None, "matched_collective_count": int(a.matched.kind.size),
-        "clock_aligned": a.clock_aligned,
+        "clock_aligned": a.clock_aligned, "waiting_known": bool(a.matched.kind.size),
         "exposed_transfer_ns_per_step": _f(exposed_t), "exposed_share": _f(exposed / step) if step > 0 else None,
         "exposed_transfer_share": _f(exposed_t / step) if step > 0 else None,
         "overlap_share": _f(1.0 - exposed / coll) if coll > 0 else None,
