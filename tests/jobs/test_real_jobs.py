@@ -93,3 +93,48 @@ def test_dlrm_job_gets_a_communication_finding() -> None:
     # what-if: the first all-to-all's second-last arrival is 0.5 ms behind ... the step would shrink <= 1.3 ms
     assert m["straggler_what_if"]["saving_ns"] == pytest.approx(1.308e6, rel=0.01)
     json.dumps(found, allow_nan=False)
+
+
+def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
+    """The Trace.extra contract (docs/jobs.md) on a real trace whose kernels carry NCCL args: the columns are
+    filled here by a plain-json pass (what the proposed reader change would do), joined by correlation id."""
+    import numpy as np
+
+    from tb_llmdiag.jobs.collectives import KINDS
+    from tb_llmdiag.jobs.comm import communication_metrics
+    from tb_llmdiag.model import Kind
+
+    path = shared_trace("hta/nccl_parser_config/nccl_data.json.gz")
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    args = {e["args"]["correlation"]: e["args"] for e in doc["traceEvents"]
+            if e.get("cat") == "kernel" and "In msg nelems" in e.get("args", {})}
+    trace = load_trace(str(path))
+    ev = trace.events
+    dtypes, pgs = ["Float"], ["0"]
+    cols = {k: np.full(len(ev), -1, np.int64) for k in ("comm_in_nelems", "comm_out_nelems", "comm_group_size",
+                                                        "comm_dtype_id", "comm_pg_id")}
+    for i in np.flatnonzero(ev.kind == Kind.KERNEL):
+        a = args.get(int(ev.correlation[i]))
+        if a:
+            cols["comm_in_nelems"][i], cols["comm_out_nelems"][i] = a["In msg nelems"], a["Out msg nelems"]
+            cols["comm_group_size"][i] = a["Group size"]
+            if a["dtype"] not in dtypes:
+                dtypes.append(a["dtype"])
+            cols["comm_dtype_id"][i] = dtypes.index(a["dtype"])
+            cols["comm_pg_id"][i] = pgs.index(a["Process Group Name"])
+    trace = trace.__class__(**{**trace.__dict__, "extra": cols, "extra_names": {"comm_dtype": tuple(dtypes),
+                                                                                "comm_pg": tuple(pgs)}})
+    coll = find_collectives(trace)
+    assert len(coll) == len(args) == 21
+    assert coll.pg_names == ("0",) and set(coll.pg_id.tolist()) == {0} and set(coll.group_size.tolist()) == {2}
+    size = {"Float": 4, "Long": 8}  # PyTorch's dtype names -> bytes per element
+    expected = sorted(size[a["dtype"]] * a["In msg nelems"] for a in args.values())
+    assert sorted(coll.bytes.tolist()) == expected
+    by_kind = {r["kind"]: r for r in communication_metrics(trace, coll, find_steps(trace))["by_kind"]}
+    ar = coll.kind == KINDS.index("all_reduce")
+    inside = by_kind["all_reduce"]["count"]
+    assert inside <= int(ar.sum())
+    # busbw lower bound = bytes / kernel time x 2 (n - 1) / n, n = 2: the factor is 1
+    r = by_kind["all_reduce"]
+    assert r["busbw_lower_bound_bytes_per_s"] == pytest.approx(r["bytes"] / (r["kernel_ns"] / 1e9))
