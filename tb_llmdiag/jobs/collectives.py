@@ -99,7 +99,7 @@ _ANNOTATIONS = tuple((KIND_CODE[k], re.compile(rx)) for k, rx in ANNOTATION_KIND
 
 def collective_kind(name: str) -> str | None:
     """The kind of one kernel name, None when it is not a collective."""
-    code = _code(name, _PATTERNS)
+    code = int(kind_codes((name,))[0])  # through the hint filter, as traces are
     return None if code == NOT_COLLECTIVE else KINDS[code]
 
 
@@ -110,9 +110,24 @@ def _code(name: str, table: tuple[tuple[int, re.Pattern[str]], ...]) -> int:
     return NOT_COLLECTIVE
 
 
-def kind_codes(names: tuple[str, ...], table: tuple[tuple[int, re.Pattern[str]], ...] = _PATTERNS) -> NDArray[np.uint8]:
-    """Kind code per interned name (NOT_COLLECTIVE when none matches)."""
-    return np.fromiter((_code(n, table) for n in names), dtype=np.uint8, count=len(names))
+#: Lower-cased substrings one of which every name matching a table contains: names without any skip the regexes.
+_HINTS = ("nccl", "ep::", "multimem", "all_reduce", "cross_device", "all-", "reduce-scatter", "collective-",
+          "send", "recv", "ragged", "c10d::")
+
+
+def kind_codes(names: tuple[str, ...], table: tuple[tuple[int, re.Pattern[str]], ...] = _PATTERNS,
+               used: NDArray[np.intp] | None = None) -> NDArray[np.uint8]:
+    """Kind code per interned name (NOT_COLLECTIVE when none matches); only the ``used`` name ids are tried."""
+    out = np.full(len(names), NOT_COLLECTIVE, dtype=np.uint8)
+    for i in (range(len(names)) if used is None else used.tolist()):
+        low = names[i][:512].lower()
+        if any(h in low for h in _HINTS):
+            out[i] = _code(names[i], table)
+    return out
+
+
+def _used(name_id: NDArray[np.int32], mask: NDArray[np.bool_], n_names: int) -> NDArray[np.intp]:
+    return np.flatnonzero(np.bincount(name_id[mask], minlength=n_names)) if n_names else np.zeros(0, np.intp)
 
 
 @dataclass(frozen=True)
@@ -186,8 +201,9 @@ def _annotation_kinds(trace: Trace, rows: NDArray[np.intp]) -> NDArray[np.uint8]
     out = np.full(rows.shape, NOT_COLLECTIVE, dtype=np.uint8)
     if rows.size == 0:
         return out
-    codes = kind_codes(ev.names, _ANNOTATIONS)
-    host = np.flatnonzero((codes[ev.name_id] != NOT_COLLECTIVE) & (ev.stream < 0))
+    on_host = ev.stream < 0
+    codes = kind_codes(ev.names, _ANNOTATIONS, _used(ev.name_id, on_host, len(ev.names)))
+    host = np.flatnonzero((codes[ev.name_id] != NOT_COLLECTIVE) & on_host)
     launch = _launch_of(trace, rows)
     ok = launch >= 0
     if host.size == 0 or not ok.any():
@@ -223,8 +239,8 @@ def _message_bytes(trace: Trace, rows: NDArray[np.intp], kind: NDArray[np.uint8]
 def find_collectives(trace: Trace) -> Collectives:
     """The trace's collective device events (see the module docstring)."""
     ev = trace.events
-    per_name = kind_codes(ev.names)
-    device = (ev.kind == Kind.KERNEL) & (ev.stream >= 0) if len(ev) else np.zeros(0, bool)
+    device = (ev.kind == Kind.KERNEL) & (ev.stream >= 0)
+    per_name = kind_codes(ev.names, _PATTERNS, _used(ev.name_id, device, len(ev.names)))
     rows = np.flatnonzero(device & (per_name[ev.name_id] != NOT_COLLECTIVE)) if len(ev.names) else np.zeros(0, np.intp)
     kind = per_name[ev.name_id[rows]] if rows.size else np.zeros(0, np.uint8)
     stated = _annotation_kinds(trace, rows)
