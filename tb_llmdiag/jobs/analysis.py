@@ -176,8 +176,8 @@ def match_collectives(ranks: Sequence[RankSummary]) -> tuple[Matched, list[str],
     if n:
         np.logical_and.at(kinds_agree, match_of_sorted, kind_sorted == kind_sorted[starts][match_of_sorted])
     ok = (members == ranks_in_pg[pg_m]) & (members >= 2) & kinds_agree
-    if (~ok & (members >= 1)).any() and len(ranks) > 1:
-        partial = int((~ok & kinds_agree).sum())
+    if (~ok).any() and len(ranks) > 1:
+        partial = int((kinds_agree & (members < ranks_in_pg[pg_m])).sum())
         if partial:
             notes.append(f"{partial} collective(s) were not seen on every rank of their group (capture windows "
                          "or step numbers differ): left out of waiting and straggler figures")
