@@ -47,8 +47,8 @@ def _repeat_steps(s: RankSummary, steps: int) -> tuple[dict[str, np.ndarray], di
     k = np.arange(steps)
     st = {c: np.tile(v, steps) for c, v in s.steps.items()}
     shift = np.repeat(k * period, s.n_steps)
-    st["start_ns"] = st["start_ns"] + shift
-    st["end_ns"] = st["end_ns"] + shift
+    for c in ("host_start_ns", "start_ns", "end_ns"):
+        st[c] = st[c] + shift
     st["index"] = st["index"] + np.repeat(k, s.n_steps) * max(s.n_steps, 1)
     co = {c: np.tile(v, steps) for c, v in s.collectives.items()}
     cshift = np.repeat(k * period, s.n_collectives)
@@ -81,8 +81,9 @@ def generate(base: Sequence[RankSummary], ranks: int, *, steps: int = 8, seed: i
             st["compute_ns"] = st["compute_ns"] + int(plant_compute_us * 1e3)
         co["start_ns"] = co["end_ns"] - dur
         co["exposed_ns"] = np.minimum(co["exposed_ns"], dur)
-        for c in ("start_ns", "end_ns"):
+        for c in ("host_start_ns", "start_ns", "end_ns"):
             st[c] = st[c] + skew
+        for c in ("start_ns", "end_ns"):
             co[c] = co[c] + skew
         out.append(RankSummary(rank=i, rank_source="distributed_info", label=f"gen_rank{i}_from_{b.label}",
                                world_size=ranks, steps=st, collectives=co, pg_names=b.pg_names,

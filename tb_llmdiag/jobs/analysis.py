@@ -239,7 +239,7 @@ def _common_steps(ranks: Sequence[RankSummary]) -> I64:
 def _tables(ranks: Sequence[RankSummary], common: I64, m: Matched) -> JobTables:
     """Per rank x common step matrices of the step columns, waiting and transfer."""
     R, S = len(ranks), common.size
-    cols = ("start_ns", "end_ns", "compute_ns", "collective_ns", "exposed_ns", "idle_ns", "dataloader_ns", "sync_ns",
+    cols = ("host_start_ns", "start_ns", "end_ns", "compute_ns", "collective_ns", "exposed_ns", "idle_ns", "dataloader_ns", "sync_ns",
             "launch_ns", "tokens")
     mats = {c: np.full((R, S), np.nan) for c in cols}
     if S:
@@ -250,7 +250,7 @@ def _tables(ranks: Sequence[RankSummary], common: I64, m: Matched) -> JobTables:
         hit = common[pos] == index
         for c in cols:
             vals = np.concatenate([s.steps[c] for s in ranks])
-            vals = (vals - origin if c in ("start_ns", "end_ns") else vals).astype(np.float64)
+            vals = (vals - origin if c in ("host_start_ns", "start_ns", "end_ns") else vals).astype(np.float64)
             mats[c][rank_pos[hit], pos[hit]] = vals[hit]
     waiting = np.zeros((R, S))
     transfer = np.zeros((R, S))
@@ -265,7 +265,8 @@ def _tables(ranks: Sequence[RankSummary], common: I64, m: Matched) -> JobTables:
         # the transfer is the collective's tail: its exposed part is exposed transfer first, the rest waiting
         np.add.at(exposed_waiting, cell, np.maximum(m.member_exposed_ns[hit] - tr, 0))
     with np.errstate(invalid="ignore"):
-        offset = mats["start_ns"] - np.nanmedian(mats["start_ns"], axis=0, keepdims=True) if S else mats["start_ns"]
+        host = mats["host_start_ns"]
+        offset = host - np.nanmedian(host, axis=0, keepdims=True) if S else host
     return JobTables(
         step_ns=mats["end_ns"] - mats["start_ns"], compute_ns=mats["compute_ns"], collective_ns=mats["collective_ns"],
         exposed_ns=mats["exposed_ns"], idle_ns=mats["idle_ns"], dataloader_ns=mats["dataloader_ns"],

@@ -1,7 +1,7 @@
 """Why the straggler is late: its per-step breakdown against the median rank's, and what matching it buys.
 
-Definitions (per rank: the mean over the job's common steps; "median rank" = the median across ranks of
-each quantity separately):
+Definitions (per rank: the mean over the job's common steps; "median rank" = the median of each quantity
+separately across the other ranks, the straggler left out: with 2 ranks, the other rank):
 - ``CAUSES`` is data: ``(cause, quantity)``; the quantity is a per-rank-per-step matrix of ``JobTables``.
   The cause is the one whose straggler-minus-median difference (ns per step) is largest and positive.
   ``longer_gpu_compute`` becomes ``more_tokens`` when the straggler also has >= ``token_excess`` more tokens
@@ -48,7 +48,7 @@ class JobTables:
     sync_ns: F64
     launch_ns: F64
     tokens: F64
-    start_offset_ns: F64  # the step's start minus the median start of that step across ranks
+    start_offset_ns: F64  # the step's host start minus the median host start of that step across ranks
     waiting_ns: F64
     transfer_ns: F64
     exposed_waiting_ns: F64  # exposed collective time that was waiting (per collective: exposed - transfer)
@@ -80,16 +80,18 @@ def attribute(t: JobTables, rank_pos: int, *, clock_aligned: bool, token_excess:
         if cause == "late_step_start" and not clock_aligned:
             continue
         per_rank = per_rank_mean(getattr(t, quantity))
-        if np.isnan(per_rank[rank_pos]):
+        others = np.delete(per_rank, rank_pos)
+        if np.isnan(per_rank[rank_pos]) or np.all(np.isnan(others)):
             continue
-        med = float(np.nanmedian(per_rank))
+        med = float(np.nanmedian(others))
         rows.append({"cause": cause, "quantity": quantity, "straggler_ns_per_step": float(per_rank[rank_pos]),
                      "median_rank_ns_per_step": med, "difference_ns_per_step": float(per_rank[rank_pos]) - med})
     rows.sort(key=lambda r: -r["difference_ns_per_step"])
     tokens = per_rank_mean(np.where(t.tokens >= 0, t.tokens, np.nan))
+    other_tokens = np.delete(tokens, rank_pos)
     tok = None
-    if not np.isnan(tokens[rank_pos]) and np.isfinite(np.nanmedian(tokens)):
-        med_tok = float(np.nanmedian(tokens))
+    if not np.isnan(tokens[rank_pos]) and not np.all(np.isnan(other_tokens)):
+        med_tok = float(np.nanmedian(other_tokens))
         tok = {"straggler_tokens_per_step": float(tokens[rank_pos]), "median_rank_tokens_per_step": med_tok,
                "excess_share": (float(tokens[rank_pos]) - med_tok) / med_tok if med_tok > 0 else None}
     top = rows[0] if rows and rows[0]["difference_ns_per_step"] >= min_difference_ns else None

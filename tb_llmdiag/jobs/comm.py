@@ -1,6 +1,6 @@
 """One rank's communication separated from its compute, per step.
 
-Definitions (W = a step window [start, end); unions are over all streams; lengths in ns):
+Definitions (W = a step's window, see ``StepWindows``; unions are over all streams; lengths in ns):
 - collective = device kernels ``collectives.find_collectives`` names; compute = every other kernel (memcpy and
   memset are neither: they count as device busy, not as compute that hides communication).
 - ``collective_ns`` = |∪ collectives ∩ W|; ``compute_ns`` = |∪ compute ∩ W| (``gpu_busy`` without collectives).
@@ -15,7 +15,9 @@ Definitions (W = a step window [start, end); unions are over all streams; length
 - By kind: kernel time (sum of durations, waiting included), count, bytes (known sizes only) and
   ``busbw_lower_bound_bytes_per_s`` = known bytes / their kernel time x nccl-tests factor: a lower bound,
   since a rank's kernel time includes waiting for peers (the job level divides by transfer time instead).
-Without steps the one window is [first device event start, last device event end).
+Windows: ``StepWindows``: device figures per device window (from the first device event a step launched to
+the first the next step launched), host figures and tokens per host window (the step marker). Without steps
+the one window is [first device event start, last device event end).
 """
 
 from __future__ import annotations
@@ -55,15 +57,60 @@ class StepBreakdown:
         return int(self.start_ns.shape[0])
 
 
-def windows(trace: Trace, steps: Steps) -> tuple[I64, I64]:
-    """The step windows, or one window over all device activity when the trace has no steps."""
-    if len(steps):
-        return steps.start_ns.astype(np.int64), steps.end_ns.astype(np.int64)
+@dataclass(frozen=True)
+class StepWindows:
+    """Per step: the host window [host_start, host_end) (the ProfilerStep marker) and the device window
+    [start, end): from the first device event launched in the step to the first launched in the next one
+    (the last step: to the end of the last device event it launched). Device windows are disjoint, so
+    per-step device figures add up, and their length is the step period the GPU sees: with the GPU running
+    behind the host, a marker's window extended to its GPU tail overlaps the next step's."""
+
+    host_start_ns: I64
+    host_end_ns: I64
+    start_ns: I64
+    end_ns: I64
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+
+def launch_step(trace: Trace, rows: NDArray[np.intp], host_start: I64, host_end: I64) -> NDArray[np.int64]:
+    """For device rows, the step whose host window holds the call that launched them (correlation id), -1
+    when the launch is unknown or outside every step."""
+    out = np.full(rows.shape, -1, np.int64)
+    if rows.size == 0 or host_start.size == 0:
+        return out
+    launcher = RowCache(trace).launcher(rows)
+    ok = launcher >= 0
+    t = trace.events.ts_ns[launcher[ok]]
+    k = np.searchsorted(host_start, t, side="right") - 1
+    inside = (k >= 0) & (t < host_end[np.clip(k, 0, None)])
+    out[np.flatnonzero(ok)[inside]] = k[inside]
+    return out
+
+
+def windows(trace: Trace, steps: Steps) -> StepWindows:
+    """The step windows (see StepWindows), or one window over all device activity without steps."""
     ev = trace.events
-    dev = kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0)
-    if not dev.any():
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return (np.array([ev.ts_ns[dev].min()], np.int64), np.array([ev.end_ns[dev].max()], np.int64))
+    dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
+    if not len(steps):
+        if dev.size == 0:
+            z = np.zeros(0, np.int64)
+            return StepWindows(z, z, z, z)
+        lo, hi = np.array([ev.ts_ns[dev].min()], np.int64), np.array([ev.end_ns[dev].max()], np.int64)
+        return StepWindows(lo, hi, lo, hi)
+    hs, he = steps.start_ns.astype(np.int64), steps.host_end_ns.astype(np.int64)
+    k = launch_step(trace, dev, hs, he)
+    n = len(steps)
+    first = np.full(n, np.iinfo(np.int64).max, np.int64)
+    last = np.full(n, -1, np.int64)
+    np.minimum.at(first, k[k >= 0], ev.ts_ns[dev][k >= 0])
+    np.maximum.at(last, k[k >= 0], ev.end_ns[dev][k >= 0])
+    known = last >= 0
+    start = np.where(known, first, hs)  # a step that launched nothing: its marker's window
+    start = np.maximum.accumulate(start)
+    end = np.append(start[1:], max(int(last[-1]) if known[-1] else int(steps.end_ns[-1]), int(start[-1])))
+    return StepWindows(hs, he, start, end.astype(np.int64))
 
 
 def _covered(s: I64, e: I64, ws: I64, we: I64) -> I64:
@@ -87,10 +134,14 @@ def exposed_per_collective(trace: Trace, coll: Collectives) -> I64:
     return (coll.dur_ns - overlap_per_window(ks, ke, coll.start_ns, coll.end_ns)).astype(np.int64)
 
 
-def step_breakdown(trace: Trace, coll: Collectives, ws: I64, we: I64) -> StepBreakdown:
-    """Per-window communication, compute, idle and host signals (definitions in the module docstring)."""
+def step_breakdown(trace: Trace, coll: Collectives, ws: I64, we: I64, host_ws: I64 | None = None,
+                   host_we: I64 | None = None) -> StepBreakdown:
+    """Per-window communication, compute, idle (on the device windows [ws, we)) and host signals and tokens
+    (on the host windows, by default the same); definitions in the module docstring."""
     ev = trace.events
     ws, we = np.asarray(ws, dtype=np.int64), np.asarray(we, dtype=np.int64)
+    hws = ws if host_ws is None else np.asarray(host_ws, dtype=np.int64)
+    hwe = we if host_we is None else np.asarray(host_we, dtype=np.int64)
     dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
     cs, ce = merge(coll.start_ns, coll.end_ns)
     ks, ke = _compute_blocks(trace, coll)
@@ -102,9 +153,9 @@ def step_breakdown(trace: Trace, coll: Collectives, ws: I64, we: I64) -> StepBre
 
     def host(family: str) -> I64:
         rows = cache.family(family)
-        return _covered(ev.ts_ns[rows], ev.end_ns[rows], ws, we)
+        return _covered(ev.ts_ns[rows], ev.end_ns[rows], hws, hwe)
 
-    tokens = tokens_per_window(ev, ws, we)
+    tokens = tokens_per_window(ev, hws, hwe)
     return StepBreakdown(
         start_ns=ws, end_ns=we, collective_ns=collective, compute_ns=compute, exposed_ns=both - compute,
         idle_ns=(we - ws) - busy, dataloader_ns=host("dataloader"), sync_ns=host("sync_api"),
@@ -144,13 +195,14 @@ def _inside(ts: I64, ws: I64, we: I64) -> NDArray[np.bool_]:
 
 def communication_metrics(trace: Trace, coll: Collectives, steps: Steps) -> dict[str, Any]:
     """The per-rank ``communication`` topic: totals over the step windows, shares of step time."""
-    ws, we = windows(trace, steps)
+    w = windows(trace, steps)
+    ws, we = w.start_ns, w.end_ns
     if ws.size == 0:
         return {"available": False, "reason": "no device activity"}
     if len(coll) == 0:
         return {"available": False, "reason": "no collective kernels (NCCL/RCCL, DeepEP, XLA) in the trace",
                 "collective_count": 0}
-    b = step_breakdown(trace, coll, ws, we)
+    b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns)
     window = int((we - ws).sum())
     coll_ns, exposed = int(b.collective_ns.sum()), int(b.exposed_ns.sum())
     ranks = trace.distributed.world_size if trace.distributed else None

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.jobs.collectives import KINDS, Collectives, find_collectives
-from tb_llmdiag.jobs.comm import exposed_per_collective, step_breakdown, windows
+from tb_llmdiag.jobs.comm import StepWindows, exposed_per_collective, launch_step, step_breakdown, windows
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import Trace
 
@@ -26,7 +26,7 @@ SUMMARY_SCHEMA = 1
 
 #: Per-step columns (ns unless named otherwise; -1 = unknown).
 STEP_COLUMNS: dict[str, type] = {
-    "index": np.int64, "start_ns": np.int64, "end_ns": np.int64, "collective_ns": np.int64,
+    "index": np.int64, "host_start_ns": np.int64, "start_ns": np.int64, "end_ns": np.int64, "collective_ns": np.int64,
     "compute_ns": np.int64, "exposed_ns": np.int64, "idle_ns": np.int64, "dataloader_ns": np.int64,
     "sync_ns": np.int64, "launch_ns": np.int64, "tokens": np.int64,
 }
@@ -107,22 +107,34 @@ def _step_of(t: NDArray[np.int64], ws: NDArray[np.int64], we: NDArray[np.int64])
     return np.where(ok, i, -1).astype(np.int32)
 
 
+def _collective_step(trace: Trace, coll: Collectives, w: StepWindows, has_steps: bool) -> NDArray[np.int32]:
+    """The step that launched each collective; by its start's device window when the launch is unknown
+    (or when the trace has no steps: the one window over all device activity)."""
+    by_time = _step_of(coll.start_ns, w.start_ns, w.end_ns)
+    if not has_steps:
+        return by_time
+    by_launch = launch_step(trace, coll.row, w.host_start_ns, w.host_end_ns)
+    return np.where(by_launch >= 0, by_launch, by_time).astype(np.int32)
+
+
 def summarize_rank(trace: Trace, steps: Steps, *, label: str, rank: int | None = None,
                    rank_source: str | None = None, top_finding_ids: Sequence[str] = (),
                    collectives: Collectives | None = None) -> RankSummary:
     """The RankSummary of one rank. ``rank`` defaults to the trace's ``distributedInfo`` rank."""
     coll = collectives if collectives is not None else find_collectives(trace)
-    ws, we = windows(trace, steps)
-    b = step_breakdown(trace, coll, ws, we)
+    w = windows(trace, steps)
+    ws, we = w.start_ns, w.end_ns
+    b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns)
     origin = int(trace.origin_ns)
     index = steps.index.astype(np.int64) if len(steps) else np.arange(ws.size, dtype=np.int64)
-    step_cols = {"index": index, "start_ns": ws + origin, "end_ns": we + origin}
+    step_cols = {"index": index, "host_start_ns": w.host_start_ns + origin, "start_ns": ws + origin,
+                 "end_ns": we + origin}
     for name in STEP_COLUMNS:
         if name not in step_cols:
             step_cols[name] = np.asarray(getattr(b, name), dtype=STEP_COLUMNS[name])
     coll_cols = {
         "kind": coll.kind, "start_ns": coll.start_ns + origin, "end_ns": coll.end_ns + origin, "bytes": coll.bytes,
-        "group_size": coll.group_size, "pg_id": coll.pg_id, "seq": coll.seq, "step": _step_of(coll.start_ns, ws, we),
+        "group_size": coll.group_size, "pg_id": coll.pg_id, "seq": coll.seq, "step": _collective_step(trace, coll, w, len(steps) > 0),
         "exposed_ns": exposed_per_collective(trace, coll),
     }
     coll_cols = {k: np.ascontiguousarray(v, dtype=COLLECTIVE_COLUMNS[k]) for k, v in coll_cols.items()}
