@@ -59,7 +59,7 @@ def _repeat_steps(s: RankSummary, steps: int) -> tuple[dict[str, np.ndarray], di
 
 
 def generate(base: Sequence[RankSummary], ranks: int, *, steps: int = 8, seed: int = 0, skew_us: float = 500.0,
-             jitter: float = 0.02, plant: int | None = None, plant_compute_us: float = 2000.0) -> list[RankSummary]:
+             jitter: float = 0.02, plant: int | None = None, plant_compute_us: float = 10000.0) -> list[RankSummary]:
     """``ranks`` RankSummaries made from ``base`` (see the module docstring)."""
     rng = np.random.default_rng(seed)
     n_coll = min(b.n_collectives for b in base)
