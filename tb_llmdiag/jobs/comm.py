@@ -10,7 +10,9 @@ Definitions (W = a step's window, see ``StepWindows``; unions are over all strea
 - ``idle_ns`` = |W| - |∪ device events ∩ W|.
 - host signals: ``dataloader_ns`` (DataLoader ``__next__`` ranges), ``sync_ns`` (blocking runtime calls:
   stream/device/event synchronize, synchronous memcpy), ``launch_ns`` (kernel-launch API calls), each |∪ ∩ W|;
-  the name families are ``metrics.context.NAME_PATTERNS``.
+  the name families are ``metrics.context.NAME_PATTERNS``. ``sync_in_collective_ns`` = |sync ranges ∩ ∪
+  collectives| in the host window: host time blocked in a sync while the device runs a collective (waiting
+  for peers or transferring), which per-rank findings should not blame on the sync itself.
 - ``tokens``: token slots per step (``metrics.shapes.tokens_per_window``), -1 when shapes are not recorded.
 - By kind: kernel time (sum of durations, waiting included), count, bytes (known sizes only) and
   ``busbw_lower_bound_bytes_per_s`` = known bytes / their kernel time x nccl-tests factor: a lower bound,
@@ -51,6 +53,7 @@ class StepBreakdown:
     dataloader_ns: I64
     sync_ns: I64
     launch_ns: I64
+    sync_in_collective_ns: I64
     tokens: I64
 
     def __len__(self) -> int:
@@ -155,11 +158,17 @@ def step_breakdown(trace: Trace, coll: Collectives, ws: I64, we: I64, host_ws: I
         rows = cache.family(family)
         return _covered(ev.ts_ns[rows], ev.end_ns[rows], hws, hwe)
 
+    sync = cache.family("sync_api")
+    ss, se = merge(ev.ts_ns[sync], ev.end_ns[sync])
+    # host blocked in a sync while the device runs a collective: |sync ∩ coll| = |sync| + |coll| - |sync ∪ coll|
+    sync_coll = (_covered(ss, se, hws, hwe) + _covered(cs, ce, hws, hwe)
+                 - _covered(np.concatenate((ss, cs)), np.concatenate((se, ce)), hws, hwe))
+
     tokens = tokens_per_window(ev, hws, hwe)
     return StepBreakdown(
         start_ns=ws, end_ns=we, collective_ns=collective, compute_ns=compute, exposed_ns=both - compute,
         idle_ns=(we - ws) - busy, dataloader_ns=host("dataloader"), sync_ns=host("sync_api"),
-        launch_ns=host("launch_api"),
+        launch_ns=host("launch_api"), sync_in_collective_ns=sync_coll,
         tokens=tokens.astype(np.int64) if tokens is not None else np.full(ws.shape, -1, np.int64),
     )
 
@@ -212,6 +221,7 @@ def communication_metrics(trace: Trace, coll: Collectives, steps: Steps) -> dict
         "collective_ns": coll_ns, "collective_share": coll_ns / window if window else None,
         "compute_ns": int(b.compute_ns.sum()), "compute_share": int(b.compute_ns.sum()) / window if window else None,
         "exposed_ns": exposed, "exposed_share": exposed / window if window else None,
+        "sync_in_collective_ns": int(b.sync_in_collective_ns.sum()),
         "overlap_share": 1.0 - exposed / coll_ns if coll_ns else None,
         "by_kind": by_kind(coll, ws, we, ranks),
     }

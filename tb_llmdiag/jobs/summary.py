@@ -28,7 +28,7 @@ SUMMARY_SCHEMA = 1
 STEP_COLUMNS: dict[str, type] = {
     "index": np.int64, "host_start_ns": np.int64, "start_ns": np.int64, "end_ns": np.int64, "collective_ns": np.int64,
     "compute_ns": np.int64, "exposed_ns": np.int64, "idle_ns": np.int64, "dataloader_ns": np.int64,
-    "sync_ns": np.int64, "launch_ns": np.int64, "tokens": np.int64,
+    "sync_ns": np.int64, "launch_ns": np.int64, "sync_in_collective_ns": np.int64, "tokens": np.int64,
 }
 #: Per-collective columns (``kind`` indexes ``collectives.KINDS``, ``pg_id`` the summary's ``pg_names``,
 #: ``step`` the summary's step rows; -1 = unknown or outside every step; ``exposed_ns``: the part of the

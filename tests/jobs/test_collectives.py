@@ -85,3 +85,13 @@ def test_no_collectives_is_stated() -> None:
     assert len(c) == 0
     assert communication_metrics(t, c, find_steps(t))["available"] is False
     assert np.all(step_breakdown(t, c, np.array([0]), np.array([100 * US])).exposed_ns == 0)
+
+
+def test_sync_blocked_during_a_collective() -> None:
+    # host blocked in cudaStreamSynchronize [300, 700); the all-reduce runs [100, 500): 200 us of the sync
+    # are the device sitting in the collective
+    t = make_rank([step(1, 0, 1000 * US), kern(AR, 100 * US, 400 * US, stream=20),
+                   host(Kind.RUNTIME, "cudaStreamSynchronize", 300 * US, 400 * US)], rank=0, world=2)
+    c = find_collectives(t)
+    b = step_breakdown(t, c, np.array([0]), np.array([1000 * US]))
+    assert (b.sync_ns[0], b.sync_in_collective_ns[0]) == (400 * US, 200 * US)

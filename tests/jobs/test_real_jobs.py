@@ -78,6 +78,11 @@ def test_dlrm_job_gets_a_communication_finding() -> None:
         # the reading: NCCL is 62-90 % of each rank's device time (sum of device event durations)
         device_ns = t.events.dur_ns[kind_mask(t.events.kind, DEVICE_KINDS)].sum()
         assert 0.61 <= summaries[-1].steps["collective_ns"][0] / device_ns <= 0.91
+    # the ranks that block in syncs for over 1 ms (0, 1, 3, 4, 5) do so while their GPU sits in a collective
+    for s in summaries:
+        if s.steps["sync_ns"][0] > 1_000_000:
+            assert s.steps["sync_in_collective_ns"][0] >= 0.9 * s.steps["sync_ns"][0]
+    assert sum(s.steps["sync_ns"][0] > 1_000_000 for s in summaries) == 5
     job = analyze_job(summaries)
     assert job.ranks == tuple(range(8)) and job.notes == ()
     m = job_metrics(job)
