@@ -5,7 +5,9 @@ Definitions:
   seen twice keeps its first summary (the others are stated as duplicates); ranks below the world size (or
   below the largest rank seen) that no summary has are stated as missing.
 - Matching: collectives are matched across ranks by (process group, sequence number) when every
-  collective of the group carries one, else by (process group, step number, order within the step).
+  collective of the group carries one, else by (process group, step number, kind, order among the step's
+  collectives of that kind): collectives of different kinds on different streams (FSDP's all-gathers and
+  reduce-scatters) may start in a different order on different ranks.
   Without process-group args all collectives of a rank form one group. A match counts only when every rank
   that has the group has it and all agree on its kind; the rest are stated as unmatched.
 - For a matched collective, all ranks leave together once the last one has arrived (a collective
@@ -155,15 +157,16 @@ def match_collectives(ranks: Sequence[RankSummary]) -> tuple[Matched, list[str],
         np.logical_and.at(pg_all_seq, f["pg"], f["seq"] >= 0)
     by_seq = pg_all_seq[f["pg"]] if n else np.zeros(0, bool)
     step = np.where(by_seq, -1, f["step"])
-    order = np.lexsort((f["start"], step, f["pg"], f["rank_pos"]))
-    new = _group_starts(f["rank_pos"][order], f["pg"][order], step[order])
+    kind = f["kind"].astype(np.int64)
+    order = np.lexsort((f["start"], kind, step, f["pg"], f["rank_pos"]))
+    new = _group_starts(f["rank_pos"][order], f["pg"][order], step[order], kind[order])
     first = np.maximum.accumulate(np.where(new, np.arange(n), 0)) if n else np.zeros(0, np.int64)
     ordinal = np.empty(n, np.int64)
     ordinal[order] = np.arange(n) - first
     ordinal = np.where(by_seq, f["seq"], ordinal)
-    # one match per (pg, step, ordinal); rows sorted by match, then by duration (the last arrival first)
-    order = np.lexsort((-f["start"], f["dur"], ordinal, step, f["pg"]))
-    new = _group_starts(f["pg"][order], step[order], ordinal[order])
+    # one match per (pg, step, kind, ordinal); rows sorted by match, then by duration (the last arrival first)
+    order = np.lexsort((-f["start"], f["dur"], ordinal, kind, step, f["pg"]))
+    new = _group_starts(f["pg"][order], step[order], kind[order], ordinal[order])
     match_of_sorted = np.cumsum(new) - 1
     starts = np.flatnonzero(new)
     members = np.diff(np.append(starts, n)).astype(np.int64)

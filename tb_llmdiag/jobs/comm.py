@@ -78,8 +78,8 @@ class StepWindows:
 
 
 def launch_step(trace: Trace, rows: NDArray[np.intp], host_start: I64, host_end: I64) -> NDArray[np.int64]:
-    """For device rows, the step whose host window holds the call that launched them (correlation id), -1
-    when the launch is unknown or outside every step."""
+    """For device rows, the step whose host window holds the call that launched them (correlation id); -1
+    when the launch is unknown, -2 when it is known and outside every step."""
     out = np.full(rows.shape, -1, np.int64)
     if rows.size == 0 or host_start.size == 0:
         return out
@@ -88,7 +88,7 @@ def launch_step(trace: Trace, rows: NDArray[np.intp], host_start: I64, host_end:
     t = trace.events.ts_ns[launcher[ok]]
     k = np.searchsorted(host_start, t, side="right") - 1
     inside = (k >= 0) & (t < host_end[np.clip(k, 0, None)])
-    out[np.flatnonzero(ok)[inside]] = k[inside]
+    out[np.flatnonzero(ok)] = np.where(inside, k, -2)
     return out
 
 

@@ -108,13 +108,13 @@ def _step_of(t: NDArray[np.int64], ws: NDArray[np.int64], we: NDArray[np.int64])
 
 
 def _collective_step(trace: Trace, coll: Collectives, w: StepWindows, has_steps: bool) -> NDArray[np.int32]:
-    """The step that launched each collective; by its start's device window when the launch is unknown
-    (or when the trace has no steps: the one window over all device activity)."""
+    """The step that launched each collective (-1: launched outside every step); by its start's device window
+    when the launch is unknown (or when the trace has no steps: the one window over all device activity)."""
     by_time = _step_of(coll.start_ns, w.start_ns, w.end_ns)
     if not has_steps:
         return by_time
     by_launch = launch_step(trace, coll.row, w.host_start_ns, w.host_end_ns)
-    return np.where(by_launch >= 0, by_launch, by_time).astype(np.int32)
+    return np.where(by_launch == -1, by_time, np.maximum(by_launch, -1)).astype(np.int32)
 
 
 def summarize_rank(trace: Trace, steps: Steps, *, label: str, rank: int | None = None,
