@@ -8,5 +8,7 @@ Pipeline, one module per stage (dependencies point down the list):
 - ``summary``: ``RankSummary``, the compact per-rank record the job level reads (JSON-safe, ~KB per rank).
 - ``analysis``: a ``Job`` from RankSummaries: ranks stated (duplicates, missing), collectives matched across
   ranks, each rank's collective time split into waiting and transfer, the straggler and its cause.
+- ``attribution``: why the straggler is late (its steps against the other ranks') and the what-if.
 - ``findings``: job findings (``straggler``, ``exposed_communication``) as declared rules over the analysis.
+- ``report``: the job section (notes, metrics, findings, what the job view draws). Definitions: docs/jobs.md.
 """
