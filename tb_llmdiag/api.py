@@ -6,23 +6,33 @@ errors into per-run error entries, so one bad file never stops the others.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 from typing import Any, BinaryIO, Callable
 
 from tb_llmdiag import __version__
 from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.ingest.discover import Index, TraceFile, discover
+from tb_llmdiag.ingest import discover as discover_local
+from tb_llmdiag.ingest.discover import Index, TraceFile
+from tb_llmdiag.ingest.discover_fs import discover_url
+from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
+from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics import Analysis, analyze
 from tb_llmdiag.metrics import registry
 from tb_llmdiag.metrics.headline import headline
+from tb_llmdiag.metrics.steps import Steps, find_steps
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import MODEL_VERSION, Trace
 from tb_llmdiag.timeline import TIMELINE_VERSION
 from tb_llmdiag.timeline import build as build_timelines
 from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.scale.reduce import RankResult, job_sections
+from tb_llmdiag.scale.runner import InlineRunner, Runner
+from tb_llmdiag.scale.session import runner_session
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +43,9 @@ REPORT_SCHEMA = 2
 ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION)
 
 __all__ = [
-    "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "Index", "NotRegularFile", "TraceFile", "analyze_file",
-    "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw", "preload", "report",
+    "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "Index", "NotRegularFile", "RankResult", "Runner",
+    "TraceFile", "analyze_file", "analyze_for_tab", "analyze_rank", "analyze_trace", "discover", "error_report",
+    "open_raw", "preload", "report",
 ]
 
 
@@ -56,6 +67,17 @@ def preload() -> None:
         importlib.import_module(name)
 
 
+def discover(path: str) -> Index:
+    """Every trace under ``path``: a local logdir, run folder or file (``file://`` too), or an fsspec URL
+    (``s3://bucket/runs``, ``gs://...``, ``memory://...``) when fsspec and the protocol's backend are installed.
+
+    Raises:
+        NoTracesFound: nothing recognisable at ``path``.
+        MissingExtra: a URL whose fsspec backend is not installed.
+    """
+    return discover_url(path) if is_url(path) else discover_local.discover(strip_file_url(path))
+
+
 def _base(tf: TraceFile) -> dict[str, Any]:
     return {
         "run": tf.run, "worker": tf.worker, "span": tf.span, "source_kind": tf.source_kind,
@@ -74,10 +96,11 @@ def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
     return analyze_trace_with_breakdown(tf, trace)[0]
 
 
-def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str, Any], Analysis]:
+def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace,
+                                 steps: Steps | None = None) -> tuple[dict[str, Any], Analysis]:
     """The RunReport of an already loaded trace and the analysis behind it, whose ``breakdown`` the tab's
     step timelines and ``/steps`` rows are built from (``timeline.build(trace, analysis.breakdown)``)."""
-    analysis = analyze(trace)
+    analysis = analyze(trace, steps)
     metrics = analysis.metrics
     findings, what_if = diagnose(metrics)
     report = {
@@ -95,6 +118,9 @@ def load(tf: TraceFile) -> Trace | dict[str, Any]:
     file never takes the others down.
     """
     try:
+        if is_url(tf.path):  # an object: the readers read a private local copy of it
+            with local_copy(tf.path) as local:
+                return load_trace(local)
         return load_trace(tf.path)
     except LlmDiagError as exc:
         return error_report(tf, str(exc))
@@ -130,7 +156,7 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
             progress(phase)
 
     nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}}
-    refusal = regular_file_error(tf.path)
+    refusal = None if is_url(tf.path) else regular_file_error(tf.path)
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
     say("reading")
@@ -153,26 +179,76 @@ def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
     Raises:
         NotRegularFile: a FIFO, device, socket, directory or symlink loop named like a trace.
         OSError: the file is gone or unreadable.
+        TraceFormatError: an object (URL) that is gone or unreadable.
     """
-    return open_regular(tf.path)
+    return open_object(tf.path) if is_url(tf.path) else open_regular(tf.path)
 
 
-def report_for_index(index: Index, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def analyze_rank(tf: TraceFile) -> RankResult:
+    """One trace file's RunReport and its compact per-rank summary (None when it cannot be read), from one
+    read of the file: the per-rank task that ``report`` runs where the data is. Never raises for bad input."""
+    trace = load(tf)
+    if not isinstance(trace, Trace):
+        return RankResult(report=trace, summary=None)
+    try:
+        steps = find_steps(trace)
+        rep = analyze_trace_with_breakdown(tf, trace, steps)[0]
+    except Exception as exc:  # noqa: BLE001
+        logger.exception("analysing %s failed", tf.path)
+        msg = f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})"
+        return RankResult(report=error_report(tf, msg), summary=None)
+    summary: RankSummary | None = None
+    try:
+        summary = summarize_rank(trace, steps, label=os.path.basename(tf.path),
+                                 top_finding_ids=[f["id"] for f in rep["findings"][:3]])
+    except Exception:  # noqa: BLE001 - the rank keeps its report; its job notes it as missing
+        logger.exception("summarising %s for its job failed", tf.path)
+    return RankResult(report=rep, summary=summary)
+
+
+def task_key(tf: TraceFile) -> str:
+    """A short, stable name for the task analysing ``tf`` (from its path)."""
+    return hashlib.sha1(tf.path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def report_for_index(index: Index, runner: Runner | None = None) -> dict[str, Any]:
+    """The report of every file of ``index``: per-rank analyses through ``runner`` (this process when None),
+    then the job reduce here. A task that failed (a bug, a worker that died too often) is that run's error
+    entry; the others are reported."""
+    files = index.files
+    results: list[RankResult | None] = [None] * len(files)
+    for i, res, exc in (runner or InlineRunner()).map_unordered(analyze_rank, files, [task_key(f) for f in files]):
+        if exc is not None:
+            line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            res = RankResult(report=error_report(files[i], f"the analysis task failed ({line})"), summary=None)
+        results[i] = res
+    done = [r if r is not None else RankResult(error_report(files[i], "the analysis task never finished"), None)
+            for i, r in enumerate(results)]
+    runs = [r.report for r in done]
     return {"schema": REPORT_SCHEMA, "tool": {"name": "tb_llmdiag", "version": __version__},
-            "root": index.root, "warnings": list(index.warnings), "runs": runs}
+            "root": index.root, "warnings": list(index.warnings), "runs": runs,
+            "jobs": job_sections(files, [r.summary for r in done], runs)}
 
 
-def report(path: str) -> dict[str, Any]:
-    """The whole report for a logdir, run folder or trace file.
+def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runner | None = None) -> dict[str, Any]:
+    """The whole report for a logdir, run folder or trace file (local or an fsspec URL): the runs, then the
+    jobs (ranks of one run together). The per-rank analyses run on ``runner`` if given, else on the Dask
+    scheduler ``dask`` (``tcp://host:8786`` or ``local[:N]``), else on ``workers`` local processes (> 1),
+    else in this process; the job reduce runs here. The result is the same wherever they ran.
 
     Raises:
         NoTracesFound: nothing recognisable at ``path``.
+        MissingExtra: ``dask`` given without Dask installed, or a URL without its fsspec backend.
+        DaskUnavailable: the scheduler does not answer.
     """
     index = discover(path)
     if not index.files:
         raise NoTracesFound(f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and "
                             "plugins/profile/*/*.xplane.pb)")
-    return report_for_index(index, [analyze_file(tf) for tf in index.files])
+    if runner is not None:
+        return report_for_index(index, runner)
+    with runner_session(dask, workers) as session:
+        return report_for_index(index, session)
 
 
 def metric_registry() -> dict[str, Any]:

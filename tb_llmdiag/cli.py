@@ -1,7 +1,7 @@
 """The ``llmdiag`` command. ``main(argv) -> exit code``; user errors are one line on stderr, never a traceback.
 
 Exit codes: 0 every trace analysed; 3 no traces found; 4 a trace could not be read (the others are
-still reported); 2 bad command line.
+still reported); 2 bad command line (also: --dask without Dask installed, or a scheduler that does not answer).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tb_llmdiag.render.text import render_report
 
 
 def _report(args: argparse.Namespace) -> int:
-    rep = api.report(args.path)
+    rep = api.report(args.path, dask=args.dask, workers=args.workers)
     if args.json:
         sys.stdout.write(dumps(rep) + "\n")
     else:
@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="analyse every trace under PATH (logdir, run folder or file)")
     rep.add_argument("path")
     rep.add_argument("--json", action="store_true", help="print one JSON document (docs/report_schema.md)")
+    rep.add_argument("--dask", metavar="ADDRESS", default=None,
+                     help="analyse the ranks on a Dask cluster: a scheduler tcp://host:8786, or local[:N] (a "
+                          "LocalCluster of N workers on this machine); needs pip install 'tb-llmdiag[dask]'")
+    rep.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="analyse on N local processes (default 1: this process)")
     rep.set_defaults(func=_report)
     rules = sub.add_parser("rules", help="list every finding LLM Diag can report, with its fix")
     rules.add_argument("--json", action="store_true")
