@@ -21,7 +21,7 @@ import logging
 import os
 import re
 import uuid
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
@@ -32,7 +32,8 @@ from tb_llmdiag.errors import LlmDiagError
 from tb_llmdiag.scale.runner import Outcome
 
 _LOCAL = re.compile(r"local(?::(\d+))?")
-CONNECT_TIMEOUT_S = 20
+#: How long to wait for a scheduler to answer (``LLMDIAG_DASK_CONNECT_TIMEOUT_S``).
+CONNECT_TIMEOUT_S = float(os.environ.get("LLMDIAG_DASK_CONNECT_TIMEOUT_S", "20"))
 
 
 class DaskUnavailable(LlmDiagError):
@@ -102,9 +103,27 @@ def dask_client(address: str) -> Iterator[Client]:
         yield client
 
 
-def executor(client: Client) -> Executor:
-    """The client as a ``concurrent.futures.Executor`` (the tab's job queue submits to it; ``pure=False``)."""
-    return client.get_executor(pure=False)
+class ClusterExecutor(Executor):
+    """The client as a ``concurrent.futures.Executor`` for the tab's job queue (``client.get_executor(pure=False)``;
+    each task gets a fresh key). ``shutdown`` also closes the client (and a LocalCluster) through ``close``."""
+
+    def __init__(self, client: Client, close: Callable[[], None] = lambda: None) -> None:
+        self._inner = client.get_executor(pure=False)
+        self._close = close
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        return self._inner.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        try:
+            self._inner.shutdown(wait=wait and not cancel_futures)
+        finally:
+            self._close()
 
 
-__all__ = ["DaskRunner", "DaskUnavailable", "dask_client", "executor", "parse_address"]
+def executor(client: Client, close: Callable[[], None] = lambda: None) -> Executor:
+    """The tab's executor on ``client`` (see ClusterExecutor)."""
+    return ClusterExecutor(client, close)
+
+
+__all__ = ["ClusterExecutor", "DaskRunner", "DaskUnavailable", "dask_client", "executor", "parse_address"]

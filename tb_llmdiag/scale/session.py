@@ -10,7 +10,7 @@ from __future__ import annotations
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Callable, Iterator
+from typing import Iterator
 
 from tb_llmdiag.extras import require
 from tb_llmdiag.scale.runner import InlineRunner, Runner, process_runner
@@ -48,8 +48,8 @@ def runner_session(dask: str | None = None, workers: int = 1) -> Iterator[Runner
     yield InlineRunner()
 
 
-def tab_executor(address: str) -> tuple[Executor, Callable[[], None]]:
-    """The tab's executor on the Dask scheduler ``address``, and how to close it (the client, and the
+def tab_executor(address: str) -> Executor:
+    """The tab's executor on the Dask scheduler ``address``; its ``shutdown`` closes the client (and the
     LocalCluster for ``local[:N]``).
 
     Raises:
@@ -59,7 +59,7 @@ def tab_executor(address: str) -> tuple[Executor, Callable[[], None]]:
     backend = dask_backend(TAB_ENV)
     ctx = backend.dask_client(address)
     client = ctx.__enter__()
-    return backend.executor(client), lambda: ctx.__exit__(None, None, None)
+    return backend.executor(client, lambda: ctx.__exit__(None, None, None))
 
 
 __all__ = ["TAB_ENV", "dask_backend", "runner_session", "tab_executor"]
