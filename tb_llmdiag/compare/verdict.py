@@ -74,6 +74,8 @@ def throughput(doc: Mapping[str, Any]) -> str:
     detail = "; ".join(x for x in (values, steps) if x)
     if b <= 0 or a <= 0:
         return f"{row['label']} {fmt(row['unit'], b)} -> {fmt(row['unit'], a)}"
+    if a == b:
+        return f"no change {what} ({detail})"
     if row["beyond_noise"] is False or not row["beyond_tolerance"]:
         why = "noise" if row["beyond_noise"] is False else f"its {row['tolerance'] * 100:g} % tolerance"
         return f"no change {what} beyond {why} ({detail}, {_pct(a / b - 1)}; {_band(row)})"

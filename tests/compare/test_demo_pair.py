@@ -65,6 +65,9 @@ def test_verdict_matches_the_two_reports(reports: dict[str, Any], capsys: pytest
     assert main(["compare", str(SEED), str(FIXED)]) == 0
     text = capsys.readouterr().out
     assert want in text.splitlines()
+    # README quotes it (wrapped)
+    section = (REPO / "README.md").read_text().split("$ llmdiag compare demo_logs/seed_lora_qwen1.5b", 1)[1]
+    assert want in " ".join(section.split("```", 1)[0].split("\n")[1:]).replace("  ", " ")
     # saved reports give the same comparison as the trace folders
     assert main(["compare", str(reports["seed_path"]), str(reports["fixed_path"])]) == 0
     assert want in capsys.readouterr().out.splitlines()
