@@ -70,38 +70,37 @@ def _noise(row: Row, cols_b: Mapping[str, np.ndarray], cols_a: Mapping[str, np.n
             "beyond": band.beyond_noise, "rank_p": rank_p}, None
 
 
+def _float(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def metric_row(row: Row, before: Mapping[str, Any], after: Mapping[str, Any], wk: Mapping[str, Any],
                cols: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
                idx: tuple[np.ndarray, np.ndarray] | None, tolerance: float) -> dict[str, Any] | None:
+    """One table row (docs/compare.md); None when neither side has the value."""
     m = lookup(row.key)
-    vb, va = derived_value(before, row.key), derived_value(after, row.key)
-    vb = float(vb) if isinstance(vb, (int, float)) and not isinstance(vb, bool) else None
-    va = float(va) if isinstance(va, (int, float)) and not isinstance(va, bool) else None
+    vb, va = _float(derived_value(before, row.key)), _float(derived_value(after, row.key))
     if vb is None and va is None:
         return None
-    both = vb is not None and va is not None
-    comparable = both and not (row.same_work and wk["differs"])
-    note = None
-    if not both:
-        note = f"only {'BEFORE' if va is None else 'AFTER'} has it"
-    elif not comparable:
-        note = (f"work per step differs ({wk['tokens_per_step_before']:.0f} -> {wk['tokens_per_step_after']:.0f} "
-                "tokens): judged by tokens/s instead")
-    band, why = _noise(row, cols[0], cols[1], idx, vb, va) if comparable and vb is not None and va is not None \
-        else (None, None)
-    note = note or why
-    dirn = direction(m.better, vb, va) if both else None
-    over = beyond_tolerance(m.unit, vb, va, tolerance) if both else False
-    gated = row.gate and m.better != "neither"
-    regressed = bool(gated and comparable and dirn == "worse" and over and (band is None or band["beyond"]))
-    return {
+    out: dict[str, Any] = {
         "key": row.key, "label": m.label, "unit": m.unit, "better": m.better, "tolerance": tolerance,
-        "before": vb, "after": va, "delta": (va - vb) if both else None,
-        "change": ((va - vb) / abs(vb)) if both and vb != 0 else None,
-        "direction": dirn, "beyond_tolerance": over, "noise": band,
-        "beyond_noise": band["beyond"] if band else None, "comparable": comparable, "gated": gated,
-        "regressed": regressed, "note": note,
+        "before": vb, "after": va, "delta": None, "change": None, "direction": None, "beyond_tolerance": False,
+        "noise": None, "beyond_noise": None, "comparable": False, "gated": row.gate and m.better != "neither",
+        "regressed": False, "note": f"only {'BEFORE' if va is None else 'AFTER'} has it",
     }
+    if vb is None or va is None:
+        return out
+    out.update(delta=va - vb, change=(va - vb) / abs(vb) if vb != 0 else None, direction=direction(m.better, vb, va),
+               beyond_tolerance=beyond_tolerance(m.unit, vb, va, tolerance), note=None)
+    if row.same_work and wk["differs"]:
+        out["note"] = (f"work per step differs ({wk['tokens_per_step_before']:.0f} -> "
+                       f"{wk['tokens_per_step_after']:.0f} tokens): judged by tokens/s instead")
+        return out
+    band, why = _noise(row, cols[0], cols[1], idx, vb, va)
+    out.update(comparable=True, noise=band, beyond_noise=band["beyond"] if band else None, note=why)
+    out["regressed"] = bool(out["gated"] and out["direction"] == "worse" and out["beyond_tolerance"]
+                            and (band is None or band["beyond"]))
+    return out
 
 
 def compare_runs(before: Mapping[str, Any], after: Mapping[str, Any], *, sources: tuple[str, str] = ("", ""),
