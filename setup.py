@@ -9,7 +9,8 @@ setup(
     version="0.1.0",
     description="LLM Diag: why your LLM fine-tuning step is slow and what to change, from profiler traces (CLI + TensorBoard tab)",
     python_requires=">=3.10",
-    packages=["tb_llmdiag", "tb_llmdiag.ingest", "tb_llmdiag.metrics", "tb_llmdiag.findings", "tb_llmdiag.render", "tb_llmdiag.frontend"],
+    packages=["tb_llmdiag", "tb_llmdiag.ingest", "tb_llmdiag.metrics", "tb_llmdiag.findings", "tb_llmdiag.render",
+              "tb_llmdiag.tab", "tb_llmdiag.frontend"],
     package_dir={"tb_llmdiag.frontend": "frontend"},
     ext_modules=[SCAN],
     package_data={"tb_llmdiag.frontend": ["*.js", "*.css", "*.html", "views/*.js", "vendor/**/*"]},
@@ -27,6 +28,6 @@ setup(
     },
     entry_points={
         "console_scripts": ["llmdiag = tb_llmdiag.cli:main"],
-        "tensorboard_plugins": ["llm_diag = tb_llmdiag.plugin:LlmDiagPlugin"],
+        "tensorboard_plugins": ["llm_diag = tb_llmdiag.tab:LlmDiagPlugin"],
     },
 )

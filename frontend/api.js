@@ -32,13 +32,22 @@ async function getJSON(kind, url) {
     if (e && e.name === 'AbortError') return { aborted: true };
     body = { error: `unexpected answer from TensorBoard (HTTP ${resp.status})` };
   }
-  return { code: resp.status, body };
+  return settled(resp.status, body);
+}
+
+/** A failed analysis is an error, never progress: 422 (docs/http_api.md), and a 202 whose body says
+ *  `status: "error"` (an older server) is read as one too, so no view polls a failure forever. */
+export function settled(code, body) {
+  if (code === 202 && body && body.status === 'error') return { code: 422, body: { ...body, error: body.error || 'the analysis failed' } };
+  return { code, body };
 }
 
 export const runs = () => getJSON('runs', './runs');
 export const report = (sel) => getJSON('report', `./report?${query(sel)}`);
 export const steps = (sel) => getJSON('steps', `./steps?${query(sel)}`);
 export const timeline = (sel, step) => getJSON('timeline', `./timeline?${query(sel, { step })}`);
+/** The metric registry (units, directions, definitions of every report key): fetched once by registry.js. */
+export const getMetricRegistry = () => getJSON('metric_registry', './metric_registry');
 export const traceUrl = (sel) => `./trace?${query(sel)}`;
 
 export async function traceBytes(sel) {

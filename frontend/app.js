@@ -4,7 +4,8 @@
 import * as api from './api.js';
 import * as state from './state.js';
 import { h, clear } from './dom.js';
-import { fmtBytes } from './format.js';
+import { formatValue } from './format.js';
+import { loadRegistry, unitOf } from './registry.js';
 import { mountSelectors, normalise, findRun } from './views/selectors.js';
 import { mountCards } from './views/cards.js';
 import { mountFindings } from './views/findings.js';
@@ -14,7 +15,7 @@ import { mountTokens } from './views/tokens.js';
 import { mountTimeline } from './views/timeline.js';
 import { mountTraceView } from './views/traceview.js';
 import { hasHostLaunches } from './views/data.js';
-import { showEmpty, showError, showLoading, showProgress } from './views/status.js';
+import { showEmpty, showError, showLoading, showNotices, showProgress } from './views/status.js';
 
 const RUNS_POLL_BUSY_MS = 2000;
 const RUNS_POLL_IDLE_MS = 10000;
@@ -26,15 +27,20 @@ function section(title, cls, ...extra) {
   return { el: h('section', { class: `panel-section ${cls}` }, h('h2', { text: title }), ...extra, body), body };
 }
 
-/** early: {runs: Promise of the first /runs answer, css: Promise of the stylesheets}, started by index.js. */
+/**
+ * early: {runs: Promise of the first /runs answer, registry: of the metric registry, css: of the
+ * stylesheets}, started by index.js.
+ */
 export async function start(early) {
   const css = early.css;
+  const registryReady = loadRegistry(early.registry); // units for every number; the report waits on it
   const applyTheme = (dark) => document.documentElement.classList.toggle('dark', dark);
   applyTheme(state.parentDark());
 
   const selEl = h('div', { class: 'selectors' });
   const tvEl = h('div', { class: 'traceview' });
   const statusEl = h('div', { class: 'status' });
+  const noticeEl = h('div', { class: 'notices' });
   const cardsEl = h('div', { class: 'cards' });
   const metaEl = h('div', { class: 'meta muted' });
   const findingsSec = section('Findings', 'findings');
@@ -48,7 +54,7 @@ export async function start(early) {
     timelineSec.el);
   const root = h('div', { class: 'app' },
     h('header', { class: 'topbar' }, h('h1', { text: 'LLM Diag' }), selEl, tvEl),
-    statusEl, panel);
+    noticeEl, statusEl, panel);
   document.body.append(root);
 
   let runs = [];
@@ -118,7 +124,7 @@ export async function start(early) {
       panel.hidden = true;
       showLoading(statusEl, 'Loading the diagnosis…');
     }
-    const res = await api.report(want);
+    const [res] = await Promise.all([api.report(want), registryReady]);
     if (res.aborted || key(want) !== key(sel)) return; // a newer selection owns the panel
     if (res.code === 202) {
       panel.hidden = true;
@@ -165,7 +171,7 @@ export async function start(early) {
     const dev = s.device ? `${s.device.name}${s.device.count > 1 ? ` ×${s.device.count}` : ''}` : 'no GPU in trace';
     const dist = s.distributed && s.distributed.world_size ? ` · rank ${s.distributed.rank} of ${s.distributed.world_size}` : '';
     clear(metaEl).append(
-      h('span', { text: `${dev}${dist} · ${report.source_kind} · ${fmtBytes(report.size_bytes)}` }),
+      h('span', { text: `${dev}${dist} · ${report.source_kind} · ${formatValue(report.size_bytes, unitOf('trace.size_bytes'))}` }),
       ...(report.warnings || []).slice(0, 5).map((w) => h('div', { class: 'warn', text: `⚠ ${w}` })));
   }
 
@@ -193,6 +199,7 @@ export async function start(early) {
       return;
     }
     runs = res.body.runs || [];
+    showNotices(noticeEl, res.body);
     viewers = res.body.trace_viewers || {};
     const busy = runs.some((r) => r.status === 'pending' || r.status === 'analysing');
     runsTimer = setTimeout(() => refreshRuns(!sel), busy ? RUNS_POLL_BUSY_MS : RUNS_POLL_IDLE_MS);

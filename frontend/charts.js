@@ -1,26 +1,14 @@
 // uPlot option builders (pure: data in, {opts, data} out) and the glue that sizes charts to their
 // container, including the case where the iframe is hidden (width 0) when the chart is built.
 
-import { fmtDuration, fmtCount } from './format.js';
+import { formatValue } from './format.js';
+import { unitOf } from './registry.js';
 
 // uPlot (145 KB) is imported on first use, so it never delays the cards and findings.
 let uPlotPromise = null;
 export function loadUPlot() {
   if (!uPlotPromise) uPlotPromise = import('./vendor/uplot/uPlot.esm.js').then((m) => m.default);
   return uPlotPromise;
-}
-
-/** Colours per kernel category (classify.py), gap cause and step part. */
-export const PALETTE = {
-  gemm: '#4e79a7', attention: '#3f5fbf', conv: '#6b8fd6', copy: '#f28e2b', memcpy: '#e15759', memset: '#ff9d9a',
-  elementwise: '#59a14f', norm: '#8cd17d', softmax: '#b6992d', reduce: '#499894', optimizer: '#86bcb6',
-  quant: '#d37295', index: '#9d7660', communication: '#b07aa1', other: '#9c9c9c', kernel: '#4e79a7',
-  device_sync: '#e15759', launch: '#7f7f7f', runtime: '#bab0ac', sync: '#d62728', data_loader: '#9467bd',
-  busy: '#4e79a7', host_wait: '#f28e2b', data_loader_idle: '#9467bd', other_idle: '#bab0ac', idle: '#edc948',
-};
-
-export function colorOf(name) {
-  return PALETTE[name] || PALETTE.other;
 }
 
 function theme() {
@@ -30,6 +18,7 @@ function theme() {
     fgStrong: cs.getPropertyValue('--fg').trim() || '#222',
     card: cs.getPropertyValue('--card').trim() || '#fff',
     grid: cs.getPropertyValue('--grid').trim() || 'rgba(0,0,0,0.08)',
+    point: cs.getPropertyValue('--link').trim() || '#1a73e8', // one series, no category: the theme's accent
   };
 }
 
@@ -37,7 +26,7 @@ function axis(t, extra = {}) {
   return { stroke: t.fg, grid: { stroke: t.grid, width: 1 }, ticks: { stroke: t.grid, width: 1 }, ...extra };
 }
 
-const nsAxis = (t, label) => axis(t, { label, values: (u, vals) => vals.map((v) => fmtDuration(v)), size: 70 });
+const nsAxis = (t, label) => axis(t, { label, values: (u, vals) => vals.map((v) => formatValue(v, 'ns')), size: 70 });
 
 /**
  * Stacked bars per step. parts: [{key, label, color, values: [ns per step]}] bottom-to-top.
@@ -69,7 +58,7 @@ export function stackedStepBars({ uPlot, steps, parts, width, height, clipAt = n
       const dpr = devicePixelRatio;
       totals.forEach((tot, i) => {
         if (tot <= clipAt) return;
-        const text = `↑ ${fmtDuration(tot)}`;
+        const text = `↑ ${formatValue(tot, 'ns')}`;
         const cx = u.valToPos(i, 'x', true);
         const top = u.valToPos(clipAt, 'y', true) + 3 * dpr;
         const w = ctx.measureText(text).width + 8 * dpr;
@@ -128,11 +117,11 @@ export function tokensScatter({ rows, width, height, onHover = null }) {
       x: { time: false, auto: false, range: () => { const pad = Math.max((xMax - xMin) * 0.08, xMax * 0.05, 1); return [Math.max(0, xMin - pad), xMax + pad]; } },
       y: { range: (u, mn, mx) => [0, mx * 1.15 || 1] },
     },
-    axes: [axis(t, { label: 'tokens per step', values: (u, vals) => vals.map((v) => fmtCount(v)) }), nsAxis(t, '')],
+    axes: [axis(t, { label: 'tokens per step', values: (u, vals) => vals.map((v) => formatValue(v, unitOf('steps.tokens[]'))) }), nsAxis(t, '')],
     series: [
       { label: 'tokens' },
-      { label: 'step time', stroke: PALETTE.gemm, fill: PALETTE.gemm, width: 0, paths: () => null,
-        points: { show: true, size: 8, fill: PALETTE.gemm } },
+      { label: 'step time', stroke: t.point, fill: t.point, width: 0, paths: () => null,
+        points: { show: true, size: 8, fill: t.point } },
     ],
     hooks: {
       draw: [(u) => {

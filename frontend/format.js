@@ -1,9 +1,53 @@
 // Pure formatting helpers (no DOM): tested with `node --test frontend/`.
+//
+// One formatter for every number the tab shows: formatValue(value, unit), where unit is one word of the
+// metric registry's vocabulary (UNITS below; registry.js gives each report key its unit). Conventions,
+// the same everywhere: durations in ns / µs / ms / s ("µs", never "us"); bytes in binary units (KiB, MiB,
+// GiB: what the finding summaries print); shares as percentages; ids and indices in full, never "104 k";
+// an unknown value (null, NaN) as "—".
 
 const DASH = '—';
 
+/** The registry's unit vocabulary (tb_llmdiag/metrics/registry.py UNITS; docs/metrics.md). */
+export const UNITS = ['ns', 'bytes', 'bytes_per_s', 'share', 'count', 'count_per_step', 'per_s', 'flop', 'flop_per_s',
+  'tflop_per_s', 'ratio', 'id', 'index', 'text', 'flag'];
+
+/** How many items of a list formatValue writes before "… (N more)". */
+const LIST_MAX = 8;
+
 export function isNum(x) {
   return typeof x === 'number' && Number.isFinite(x);
+}
+
+/**
+ * value in `unit` as people read it. Lists item by item; booleans yes/no; strings as they are; an unknown
+ * or missing unit: the number in full (3 significant digits for fractions), never abbreviated.
+ */
+export function formatValue(value, unit) {
+  if (value === null || value === undefined) return DASH;
+  if (typeof value === 'boolean') return value ? 'yes' : 'no';
+  if (Array.isArray(value)) {
+    if (!value.length) return 'none';
+    const head = value.slice(0, LIST_MAX).map((v) => formatValue(v, unit)).join(', ');
+    return value.length > LIST_MAX ? `${head}, … (${value.length - LIST_MAX} more)` : head;
+  }
+  if (typeof value === 'string') return value;
+  if (typeof value === 'object') return JSON.stringify(value);
+  if (!isNum(value)) return DASH;
+  switch (unit) {
+    case 'ns': return fmtDuration(value);
+    case 'bytes': return fmtBytes(value);
+    case 'bytes_per_s': return `${fmtBytes(value)}/s`;
+    case 'share': return fmtShare(value);
+    case 'count': case 'count_per_step': return fmtCount(value);
+    case 'per_s': return `${fmtCount(value)}/s`;
+    case 'flop': return fmtFlop(value);
+    case 'flop_per_s': return `${fmtFlop(value)}/s`;
+    case 'tflop_per_s': return `${fmtFlop(value * 1e12)}/s`;
+    case 'ratio': return sig(value);
+    case 'id': case 'index': return fmtWhole(value);
+    default: return fmtWhole(value);
+  }
 }
 
 /** 1234567 -> "1.23 ms"; picks ns/µs/ms/s so that 3 significant digits show. */
@@ -24,15 +68,27 @@ export function fmtShare(x, digits = 1) {
   return `${p.toFixed(digits)}%`;
 }
 
+/** Binary units, one decimal past bytes: 512 B, 121.9 KiB, 17.6 GiB (as tb_llmdiag/units.py fmt_bytes). */
 export function fmtBytes(b) {
   if (!isNum(b)) return DASH;
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
   let v = b;
   let i = 0;
-  while (Math.abs(v) >= 1000 && i < units.length - 1) { v /= 1000; i++; }
-  return i === 0 ? `${Math.round(v)} B` : `${sig(v)} ${units[i]}`;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return i === 0 ? `${Math.round(v)} B` : `${v.toFixed(1)} ${units[i]}`;
 }
 
+/** Floating-point operations with SI prefixes: 3.2e14 -> "320 TFLOP". */
+export function fmtFlop(x) {
+  if (!isNum(x)) return DASH;
+  const prefixes = ['', 'k', 'M', 'G', 'T', 'P', 'E'];
+  let v = x;
+  let i = 0;
+  while (Math.abs(v) >= 1000 && i < prefixes.length - 1) { v /= 1000; i++; }
+  return `${sig(v)} ${prefixes[i]}FLOP`;
+}
+
+/** Counts: in full below 10 000, then "14.8 k", "2.5 M"; fractions to 3 significant digits. */
 export function fmtCount(x) {
   if (!isNum(x)) return DASH;
   if (Math.abs(x) >= 1e6) return `${sig(x / 1e6)} M`;
@@ -41,9 +97,10 @@ export function fmtCount(x) {
   return sig(x);
 }
 
-export function fmtRate(x, unit = '/s') {
+/** Ids, indices and numbers of unknown unit: every digit of an integer (103869 stays "103869"). */
+export function fmtWhole(x) {
   if (!isNum(x)) return DASH;
-  return `${fmtCount(x)}${unit}`;
+  return Number.isInteger(x) ? String(x) : sig(x);
 }
 
 /** 3 significant digits, no trailing zeros: 12.30 -> "12.3", 1234 -> "1234". */
@@ -52,22 +109,8 @@ export function sig(x) {
   const a = Math.abs(x);
   if (a >= 100) return String(Math.round(x));
   if (a >= 10) return String(Number(x.toFixed(1)));
-  return String(Number(x.toFixed(2)));
-}
-
-/** A value with a unit suffix in its key (_ns, _bytes, _share, _per_s) formatted for people. */
-export function fmtByKey(key, value) {
-  if (value === null || value === undefined) return DASH;
-  if (typeof value === 'boolean') return value ? 'yes' : 'no';
-  if (Array.isArray(value)) return value.map((v) => fmtByKey(key.replace(/s$/, ''), v)).join(', ');
-  if (typeof value === 'object') return JSON.stringify(value);
-  if (typeof value === 'string') return value;
-  if (/_ns$/.test(key)) return fmtDuration(value);
-  if (/_bytes$/.test(key)) return fmtBytes(value);
-  if (/_(share|ratio_share)$/.test(key)) return fmtShare(value);
-  if (/_bytes_per_s$/.test(key)) return `${fmtBytes(value)}/s`;
-  if (/_per_s$/.test(key)) return fmtRate(value);
-  return fmtCount(value);
+  if (a >= 0.01 || a === 0) return String(Number(x.toFixed(2)));
+  return String(Number(x.toPrecision(2))); // 0.00051 stays "0.00051", not "0"
 }
 
 /** "pageable_time_ns" -> "pageable time". */
@@ -108,20 +151,6 @@ export function shortKernelName(name) {
   const last = parts.length ? parts[parts.length - 1] : s;
   // an anonymous-namespace or lambda tail is not a name: keep the one before it
   return (/^\{?lambda|^\(anonymous/.test(last) && parts.length > 1 ? parts[parts.length - 2] : last) || String(name);
-}
-
-const SEVERITY = { high: 0, medium: 1, low: 2 };
-export function severityRank(s) {
-  return s in SEVERITY ? SEVERITY[s] : 3;
-}
-
-/** Findings as the engine ranked them (by saving); severity breaks ties only when savings are equal. */
-export function rankFindings(findings) {
-  const saving = (f) => (f && f.saving && isNum(f.saving.ns) ? f.saving.ns : -1);
-  return [...(findings || [])]
-    .map((f, i) => ({ f, i }))
-    .sort((a, b) => saving(b.f) - saving(a.f) || severityRank(a.f.severity) - severityRank(b.f.severity) || a.i - b.i)
-    .map((x) => x.f);
 }
 
 export function median(xs) {

@@ -1,7 +1,7 @@
 // node --test frontend/*.test.mjs : the pure modules of the tab.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { fmtDuration, fmtShare, fmtBytes, fmtCount, fmtByKey, humanKey, rankFindings, median, statusLabel, sig } from './format.js';
+import { fmtDuration, fmtShare, fmtBytes, fmtCount, formatValue, humanKey, median, statusLabel, sig } from './format.js';
 import { parseHash, serializeHash, pluginState, withPluginState } from './hash.js';
 import { visibleRange, layoutTicks } from './timeline_math.js';
 
@@ -20,34 +20,59 @@ test('shares, bytes, counts', () => {
   assert.equal(fmtShare(0.0001), '<0.1%');
   assert.equal(fmtShare(0), '0.0%');
   assert.equal(fmtShare(undefined), '—');
-  assert.equal(fmtBytes(110_300_000), '110 MB');
+  // binary units, one decimal: the same strings as tb_llmdiag/units.py fmt_bytes in the finding summaries
+  assert.equal(fmtBytes(18_865_979_392), '17.6 GiB'); // 18865979392 / 2^30 = 17.570
+  assert.equal(fmtBytes(85_017_493_504), '79.2 GiB'); // 79.179
+  assert.equal(fmtBytes(124_800), '121.9 KiB'); // 121.875
+  assert.equal(fmtBytes(110_300_000), '105.2 MiB'); // 105.190
+  assert.equal(fmtBytes(1024), '1.0 KiB');
   assert.equal(fmtBytes(999), '999 B');
   assert.equal(fmtCount(1478), '1478');
   assert.equal(fmtCount(14_780), '14.8 k');
   assert.equal(fmtCount(2_500_000), '2.5 M');
   assert.equal(sig(0.456), '0.46');
+  assert.equal(sig(0.00051), '0.00051');
+  assert.equal(sig(0), '0');
 });
 
-test('fmtByKey reads the unit from the key', () => {
-  assert.equal(fmtByKey('pageable_time_ns', 123_000), '123 µs');
-  assert.equal(fmtByKey('htod_pageable_bytes', 2_000_000), '2 MB');
-  assert.equal(fmtByKey('stall_share', 0.229), '22.9%');
-  assert.equal(fmtByKey('iterator', 'single_process'), 'single_process');
-  assert.equal(fmtByKey('warm', true), 'yes');
-  assert.equal(fmtByKey('x', null), '—');
+test('formatValue writes each unit of the registry vocabulary', () => {
+  const cases = [
+    [512, 'ns', '512 ns'], [1234, 'ns', '1.23 µs'], [165_300_000, 'ns', '165 ms'], [2_075_355_336, 'ns', '2.08 s'],
+    [18_865_979_392, 'bytes', '17.6 GiB'], [1.5 * 2 ** 30, 'bytes_per_s', '1.5 GiB/s'],
+    [0.2219070289470763, 'share', '22.2%'], [0.00006, 'share', '<0.1%'],
+    [14_780, 'count', '14.8 k'], [12, 'count', '12'], [5815.5, 'count_per_step', '5816'], [0.3333, 'count_per_step', '0.33'],
+    [1953.7985, 'per_s', '1954/s'], [3.2e14, 'flop', '320 TFLOP'], [9.89e14, 'flop_per_s', '989 TFLOP/s'], [512, 'flop', '512 FLOP'],
+    [989.4, 'tflop_per_s', '989 TFLOP/s'], [1979, 'tflop_per_s', '1.98 PFLOP/s'],
+    [0.18708, 'ratio', '0.19'], [1.7093562, 'ratio', '1.71'],
+    [103_869, 'id', '103869'], [12_345_678, 'index', '12345678'], [3, 'index', '3'],
+    ['aten::mm', 'text', 'aten::mm'],
+    // no unit (a key the registry does not name): the number in full, never abbreviated
+    [103_869, null, '103869'], [0.4963, undefined, '0.5'],
+  ];
+  for (const [v, unit, want] of cases) assert.equal(formatValue(v, unit), want, `${v} ${unit}`);
+});
+
+test('formatValue: unknown values, booleans, lists, objects', () => {
+  for (const unit of ['ns', 'bytes', 'share', 'id', null]) {
+    assert.equal(formatValue(null, unit), '—');
+    assert.equal(formatValue(undefined, unit), '—');
+    assert.equal(formatValue(NaN, unit), '—');
+    assert.equal(formatValue(Infinity, unit), '—');
+  }
+  assert.equal(formatValue(true, 'count'), 'yes');
+  assert.equal(formatValue(true, 'flag'), 'yes');
+  assert.equal(formatValue(false, null), 'no');
+  assert.equal(formatValue([103_869, 103_870], 'id'), '103869, 103870');
+  assert.equal(formatValue([3], 'index'), '3');
+  assert.equal(formatValue([1000, 2_500_000], 'ns'), '1 µs, 2.5 ms');
+  assert.equal(formatValue([], 'ns'), 'none');
+  assert.equal(formatValue([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 'index'), '1, 2, 3, 4, 5, 6, 7, 8, … (2 more)');
+  assert.equal(formatValue({ a: 1 }, null), '{"a":1}');
+});
+
+test('humanKey', () => {
   assert.equal(humanKey('pageable_time_ns'), 'pageable time');
   assert.equal(humanKey('stall_share'), 'stall share');
-});
-
-test('findings keep the engine rank by saving; severity breaks ties', () => {
-  const fs = [
-    { id: 'a', severity: 'low', saving: { ns: 5 } },
-    { id: 'b', severity: 'high', saving: null },
-    { id: 'c', severity: 'medium', saving: { ns: 9 } },
-    { id: 'd', severity: 'high', saving: { ns: 5 } },
-  ];
-  assert.deepEqual(rankFindings(fs).map((f) => f.id), ['c', 'd', 'a', 'b']);
-  assert.deepEqual(rankFindings(undefined), []);
 });
 
 test('median and status labels', () => {

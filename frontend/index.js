@@ -1,5 +1,5 @@
 // Entry point: TensorBoard's plugin_entry.html imports this module and calls render().
-// Kept tiny on purpose: the first /runs request and the stylesheets start before the rest of the tab's
+// Kept tiny on purpose: the first /runs request, the metric registry and the stylesheets start before the rest of the tab's
 // modules (and uPlot, loaded only when a chart is drawn) are fetched, so the first paint waits on
 // one round of module loading, not on a chain of them.
 
@@ -19,6 +19,7 @@ function loadCss(href) {
 export async function render() {
   const early = {
     runs: api.runs(),
+    registry: api.getMetricRegistry(),
     css: Promise.all([loadCss('./style.css'), loadCss('./vendor/uplot/uPlot.min.css')]),
   };
   const app = await import('./app.js');

@@ -7,25 +7,36 @@ errors into per-run error entries, so one bad file never stops the others.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 from tb_llmdiag import __version__
 from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover
+from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics import registry
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.metrics.summary import summarize
-from tb_llmdiag.model import Trace
+from tb_llmdiag.model import MODEL_VERSION, Trace
+from tb_llmdiag.timeline import TIMELINE_VERSION
+from tb_llmdiag.timeline import build as build_timelines
 from tb_llmdiag.jsonsafe import jsonable
 
 logger = logging.getLogger(__name__)
 
 #: Version of the report JSON (docs/report_schema.md).
 REPORT_SCHEMA = 1
+
+#: Everything a cached result depends on besides the file itself (the tab's cache key includes it).
+ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION)
+
+__all__ = [
+    "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "Index", "NotRegularFile", "TraceFile", "analyze_file",
+    "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw", "preload", "report",
+]
 
 
 #: Modules the engine imports on first use (so that TensorBoard starts without them); preload() lists
@@ -103,6 +114,46 @@ def analyze_file(tf: TraceFile) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         logger.exception("analysing %s failed", tf.path)
         return error_report(tf, f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})")
+
+
+def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """What the tab shows for one trace: ``{"report": RunReport, "timelines": [StepTimeline, ...],
+    "steps": {"steps": [per-step breakdown]}}`` (docs/http_api.md), from one read of the file.
+
+    A file that cannot be read (not a regular file, not a trace, truncated) gives its error RunReport
+    and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
+    ``progress`` is told each phase as it starts: ``reading``, ``analysing``, ``timeline``.
+    """
+    def say(phase: str) -> None:
+        if progress is not None:
+            progress(phase)
+
+    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}}
+    refusal = regular_file_error(tf.path)
+    if refusal is not None:
+        return {"report": error_report(tf, refusal), **nothing}
+    say("reading")
+    trace = load(tf)
+    if not isinstance(trace, Trace):
+        return {"report": trace, **nothing}
+    say("analysing")
+    rep = analyze_trace(tf, trace)
+    if rep.get("status") != "ok":
+        return {"report": rep, **nothing}
+    say("timeline")
+    steps = ((rep.get("summary") or {}).get("steps")) or None
+    timelines, breakdown = build_timelines(trace, steps)
+    return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown}}
+
+
+def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
+    """The trace file as recorded, open for reading, and its size (regular files only).
+
+    Raises:
+        NotRegularFile: a FIFO, device, socket, directory or symlink loop named like a trace.
+        OSError: the file is gone or unreadable.
+    """
+    return open_regular(tf.path)
 
 
 def report_for_index(index: Index, runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The TensorBoard plugin's routes, on werkzeug's test Client (issue #4).
 
-The engine is real (``api.analyze_trace`` on real Kineto traces) except where a test needs control over
-timing ("a run still loading"): there the analysis job is wrapped to wait on an event.
+The engine is real (``api.analyze_for_tab`` on real Kineto traces, in threads) except where a test needs
+control over timing ("a run still loading"): there the plugin is given an executor whose tasks wait on an
+event (the executor is a constructor argument of the tab). Failure paths: tests/test_tab_errors.py.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,9 @@ from werkzeug.test import Client
 from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 
-from tb_llmdiag import plugin as plugin_mod
+from tb_llmdiag import api
+from tb_llmdiag.tab import plugin as plugin_mod
+from tb_llmdiag.tab.cache import ResultCache
 from tracepaths import shared_trace
 
 RESNET = "kineto_resnet50/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
@@ -82,6 +86,7 @@ def fresh_env(tmp_path: Path):
 
 def test_is_active_listing_and_frontend_metadata(env):
     p, c, _, _ = env
+    assert p.wait_scanned(10)
     assert p.is_active() is True
     meta = p.frontend_metadata()
     assert meta.es_module_path == "/index.js" and meta.tab_name == "LLM Diag"
@@ -90,10 +95,18 @@ def test_is_active_listing_and_frontend_metadata(env):
     assert listing["llm_diag"]["loading_mechanism"]["type"] == "IFRAME"
 
 
+def test_metric_registry_route_serves_the_librarys_registry(env):
+    _, c, _, _ = env
+    r = c.get(f"{PREFIX}/metric_registry")
+    assert r.status_code == 200 and r.headers["Cache-Control"] == "private, max-age=3600"
+    assert r.get_json() == json.loads(json.dumps(api.metric_registry()))
+
+
 def test_inactive_without_traces(tmp_path: Path):
     (tmp_path / "empty").mkdir()
     p = make_plugin(tmp_path / "empty", tmp_path / "cache")
     try:
+        assert p.wait_scanned(10)
         assert p.is_active() is False
         body = tb_client(p).get(f"{PREFIX}/runs").get_json()
         assert body["runs"] == []
@@ -242,20 +255,29 @@ def test_every_route_is_json_without_nan(env):
         json.loads(text, parse_constant=lambda s: pytest.fail(f"{route} sent {s}"))
 
 
-def test_run_still_loading_answers_status_at_once(tmp_path: Path, monkeypatch):
+class GatedExecutor(ThreadPoolExecutor):
+    """A thread pool whose tasks wait for ``gate`` (a run that is still being analysed) and are counted."""
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        super().__init__(max_workers=1)
+        self.gate = gate
+        self.calls: list[tuple] = []
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.calls.append(args)
+
+        def run():
+            if self.gate is not None:
+                assert self.gate.wait(30)
+            return fn(*args, **kwargs)
+
+        return super().submit(run)
+
+
+def test_run_still_loading_answers_status_at_once(tmp_path: Path):
     logdir = make_logdir(tmp_path)
     gate = threading.Event()
-    real = plugin_mod.analyse_to_cache
-
-    def slow(tf, root, key):
-        from tb_llmdiag.cache import ResultCache
-
-        ResultCache(root).set_progress(key, "reading")
-        assert gate.wait(30)
-        return real(tf, root, key)
-
-    monkeypatch.setattr(plugin_mod, "analyse_to_cache", slow)
-    p = make_plugin(logdir, tmp_path / "cache", workers=1)
+    p = make_plugin(logdir, tmp_path / "cache", workers=1, executor=GatedExecutor(gate))
     try:
         c = tb_client(p)
         q = {"run": "run_a", "worker": "worker0", "span": "1"}
@@ -285,26 +307,21 @@ def test_cache_is_reused_and_outside_logdir(tmp_path: Path):
         p1.close()
     assert list(cache.rglob("*.report.json"))
     before = {q for q in logdir.rglob("*")}
-    calls = []
-    p2 = make_plugin(logdir, cache)
-    orig = plugin_mod.analyse_to_cache
-    plugin_mod.analyse_to_cache = lambda *a: calls.append(a) or orig(*a)
+    ex = GatedExecutor()
+    p2 = make_plugin(logdir, cache, executor=ex)
     try:
         c = tb_client(p2)
         r = c.get(f"{PREFIX}/report", query_string={"run": "run_a", "worker": "worker0", "span": "1"})
         assert r.status_code == 200  # at once, from the cache
-        assert not [a for a in calls if a[0].run == "run_a"]
+        assert not [a for a in ex.calls if a[0].run == "run_a"]
     finally:
-        plugin_mod.analyse_to_cache = orig
         p2.close()
     assert {q for q in logdir.rglob("*")} == before  # nothing written into the logdir
 
 
 def test_cache_dir_inside_logdir_is_refused(tmp_path: Path):
-    from tb_llmdiag.cache import ResultCache
-
     c = ResultCache(tmp_path / "logs" / ".cache", logdir=str(tmp_path / "logs"))
-    assert not str(c.root).startswith(str(tmp_path / "logs"))
+    assert c.root is not None and not str(c.root).startswith(str(tmp_path / "logs"))
 
 
 def test_new_trace_is_discovered_without_restart(fresh_env):

@@ -1,8 +1,14 @@
 // Headline cards: step time, GPU busy, copy vs GEMM, launches per step, MFU and tokens/s when known.
 
 import { h, clear } from '../dom.js';
-import { fmtDuration, fmtShare, fmtCount, fmtRate, isNum, sig, median } from '../format.js';
+import { formatValue, fmtShare, isNum, median } from '../format.js';
+import { unitOf } from '../registry.js';
 import { hasHostLaunches, xlaTopic } from './data.js';
+
+/** A headline value (RunReport.headline) formatted in the unit the registry gives "headline.<name>". */
+export function fmtHeadline(hl, name) {
+  return formatValue(hl[name], unitOf(`headline.${name}`));
+}
 
 function card(label, value, sub, opts = {}) {
   return h('div', { class: `card ${opts.tone || ''}`, title: opts.title || null },
@@ -27,35 +33,35 @@ export function mountCards(el) {
       const hl = headline(report);
       const cards = [];
       const spread = isNum(hl.step_min_ns) && isNum(hl.step_max_ns)
-        ? `${fmtDuration(hl.step_min_ns)} – ${fmtDuration(hl.step_max_ns)}${isNum(hl.step_cv) ? ` · CV ${fmtShare(hl.step_cv, 0)}` : ''} · ${hl.n_steps} steps`
+        ? `${fmtHeadline(hl, 'step_min_ns')} – ${fmtHeadline(hl, 'step_max_ns')}${isNum(hl.step_cv) ? ` · CV ${fmtHeadline(hl, 'step_cv')}` : ''} · ${hl.n_steps} steps`
         : 'no step markers in this trace';
-      cards.push(card('Step time (median)', fmtDuration(hl.step_median_ns), spread,
+      cards.push(card('Step time (median)', fmtHeadline(hl, 'step_median_ns'), spread,
         { tone: isNum(hl.step_cv) && hl.step_cv > 0.1 ? 'warn' : '', title: 'Median step, its min–max range and coefficient of variation' }));
-      cards.push(card('GPU busy', fmtShare(hl.gpu_busy_share), 'device busy within steps / step time',
+      cards.push(card('GPU busy', fmtHeadline(hl, 'gpu_busy_share'), 'device busy within steps / step time',
         { tone: isNum(hl.gpu_busy_share) && hl.gpu_busy_share < 0.6 ? 'bad' : '' }));
       if (isNum(hl.copy_share) || isNum(hl.gemm_share)) {
-        const ratio = isNum(hl.copy_vs_gemm_ratio) ? `copy/GEMM ${sig(hl.copy_vs_gemm_ratio)}×` : '';
-        cards.push(card('Copy vs GEMM', `${fmtShare(hl.copy_share)} / ${fmtShare(hl.gemm_share)}`,
+        const ratio = isNum(hl.copy_vs_gemm_ratio) ? `copy/GEMM ${fmtHeadline(hl, 'copy_vs_gemm_ratio')}×` : '';
+        cards.push(card('Copy vs GEMM', `${fmtHeadline(hl, 'copy_share')} / ${fmtHeadline(hl, 'gemm_share')}`,
           `of device time${ratio ? ' · ' + ratio : ''}`, { tone: isNum(hl.copy_vs_gemm_ratio) && hl.copy_vs_gemm_ratio > 0.5 ? 'warn' : '' }));
       }
       const xla = xlaTopic(report);
       if (!hasHostLaunches(report)) {
         if (xla && isNum(xla.recompile_in_loop_count)) {
           const n = xla.recompile_in_loop_count;
-          const steps = (xla.recompile_steps || []).map((s) => `#${s}`).join(', ');
-          cards.push(card('Recompiles in the loop', String(n),
-            n ? `${fmtDuration(xla.recompile_in_loop_time_ns)} compiling${steps ? ` · step ${steps}` : ''}` : 'the step graph compiled once',
+          const steps = (xla.recompile_steps || []).map((s) => `#${formatValue(s, unitOf('xla.recompile_steps[]'))}`).join(', ');
+          cards.push(card('Recompiles in the loop', formatValue(n, unitOf('xla.recompile_in_loop_count')),
+            n ? `${formatValue(xla.recompile_in_loop_time_ns, unitOf('xla.recompile_in_loop_time_ns'))} compiling${steps ? ` · step ${steps}` : ''}` : 'the step graph compiled once',
             { tone: n ? 'bad' : '', title: 'XLA compilations inside the training loop (after the first step)' }));
         }
       } else if (isNum(hl.launches_per_step)) {
-        cards.push(card('Launches / step', fmtCount(Math.round(hl.launches_per_step)), 'kernel + copy launches'));
+        cards.push(card('Launches / step', fmtHeadline(hl, 'launches_per_step'), 'kernel + copy launches'));
       }
-      if (isNum(hl.mfu_share)) cards.push(card('MFU', fmtShare(hl.mfu_share), 'model FLOPs / peak'));
-      if (isNum(hl.tokens_per_s)) cards.push(card('Tokens / s', fmtRate(hl.tokens_per_s, ''), 'training throughput'));
+      if (isNum(hl.mfu_share)) cards.push(card('MFU', fmtHeadline(hl, 'mfu_share'), 'model FLOPs / peak'));
+      if (isNum(hl.tokens_per_s)) cards.push(card('Throughput', fmtHeadline(hl, 'tokens_per_s'), 'training tokens per second'));
       const wi = report && report.what_if;
       if (wi && isNum(wi.step_ns) && isNum(wi.step_ns_if_fixed) && wi.step_ns_if_fixed > 0) {
-        cards.push(card('If the top finding is fixed', fmtDuration(wi.step_ns_if_fixed),
-          `from ${fmtDuration(wi.step_ns)} (−${fmtShare(1 - wi.step_ns_if_fixed / wi.step_ns, 0)})`, { tone: 'good' }));
+        cards.push(card('If the top finding is fixed', formatValue(wi.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')),
+          `from ${formatValue(wi.step_ns, unitOf('what_if.step_ns'))} (−${fmtShare(1 - wi.step_ns_if_fixed / wi.step_ns, 0)})`, { tone: 'good' }));
       }
       clear(el).append(...cards);
     },

@@ -1,7 +1,9 @@
-// Ranked findings: severity, estimated saving, evidence, the fix with copy-able code, what-if.
+// Findings in the order the report gives them (the engine ranks them; the tab never re-ranks): severity,
+// estimated saving, evidence, the fix with copy-able code, what-if.
 
 import { h, clear } from '../dom.js';
-import { fmtDuration, fmtByKey, evidenceLabels, fmtSaving, isNum, rankFindings } from '../format.js';
+import { formatValue, evidenceLabels, fmtSaving, isNum } from '../format.js';
+import { evidenceUnitOf, unitOf } from '../registry.js';
 import { codeBlock } from './status.js';
 
 function fixTabs(fix) {
@@ -23,23 +25,23 @@ function fixTabs(fix) {
   return wrap;
 }
 
-function evidenceTable(ev) {
-  const entries = Object.entries(ev || {});
+function evidenceTable(f) {
+  const entries = Object.entries(f.evidence || {});
   if (!entries.length) return null;
   const labels = evidenceLabels(entries.map(([k]) => k));
   return h('table', { class: 'evidence' },
-    h('tbody', {}, entries.map(([k, v], i) => h('tr', {}, h('th', { text: labels[i] }), h('td', { text: fmtByKey(k, v) })))));
+    h('tbody', {}, entries.map(([k, v], i) => h('tr', {}, h('th', { text: labels[i] }), h('td', { text: formatValue(v, evidenceUnitOf(f.id, k)) })))));
 }
 
 function findingCard(f, whatIf, rank) {
   const saving = fmtSaving(f.saving);
   const wi = whatIf && whatIf.finding_id === f.id && isNum(whatIf.step_ns) && isNum(whatIf.step_ns_if_fixed) && whatIf.step_ns_if_fixed > 0
-    ? h('div', { class: 'whatif' }, 'What if fixed: step ', h('b', { text: fmtDuration(whatIf.step_ns) }), ' → ',
-      h('b', { text: fmtDuration(whatIf.step_ns_if_fixed) }))
+    ? h('div', { class: 'whatif' }, 'What if fixed: step ', h('b', { text: formatValue(whatIf.step_ns, unitOf('what_if.step_ns')) }), ' → ',
+      h('b', { text: formatValue(whatIf.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')) }))
     : null;
   const details = h('details', { class: 'finding-details', open: rank === 0 ? true : null },
     h('summary', { text: 'Evidence and fix' }),
-    evidenceTable(f.evidence),
+    evidenceTable(f),
     fixTabs(f.fix),
     f.docs && /^https?:\/\//.test(f.docs) ? h('a', { class: 'docs', href: f.docs, target: '_blank', rel: 'noopener noreferrer', text: 'Read more' }) : null);
   return h('article', { class: `finding sev-${f.severity || 'low'}`, dataset: { id: f.id || '' } },
@@ -55,7 +57,7 @@ function findingCard(f, whatIf, rank) {
 export function mountFindings(el) {
   return {
     update(report) {
-      const fs = rankFindings(report.findings);
+      const fs = Array.isArray(report.findings) ? report.findings : []; // the engine's order, as given
       clear(el);
       if (!fs.length) {
         el.append(h('div', { class: 'nofindings' },

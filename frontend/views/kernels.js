@@ -1,8 +1,9 @@
 // Device time by kernel category: one horizontal bar per category, copy vs GEMM visible at a glance.
 
 import { h, clear } from '../dom.js';
-import { fmtDuration, fmtShare } from '../format.js';
-import { colorOf } from '../charts.js';
+import { formatValue } from '../format.js';
+import { unitOf } from '../registry.js';
+import { categoryColor } from '../palette.js';
 import { kernelCategories } from './data.js';
 
 export function mountKernels(el) {
@@ -29,10 +30,11 @@ export function mountKernels(el) {
       const total = rows.reduce((a, r) => a + r.time_ns, 0) || 1;
       const max = rows[0].time_ns || 1;
       if (note) el.append(h('p', { class: 'muted', text: note }));
-      el.append(h('div', { class: 'hbars' }, rows.map((r) => h('div', { class: 'hbar', title: `${r.category}: ${fmtDuration(r.time_ns)}` },
+      const ns = (v) => formatValue(v, unitOf('kernels.by_category.*.time_ns'));
+      el.append(h('div', { class: 'hbars' }, rows.map((r) => h('div', { class: 'hbar', title: `${r.category}: ${ns(r.time_ns)}` },
         h('span', { class: 'hbar-label', text: r.category }),
-        h('span', { class: 'hbar-track' }, h('span', { class: 'hbar-fill', style: { width: `${(100 * r.time_ns) / max}%`, background: colorOf(r.category) } })),
-        h('span', { class: 'hbar-value', text: `${fmtDuration(r.time_ns)} · ${fmtShare(r.time_ns / total)}` })))));
+        h('span', { class: 'hbar-track' }, h('span', { class: 'hbar-fill', style: { width: `${(100 * r.time_ns) / max}%`, background: categoryColor(r.category) } })),
+        h('span', { class: 'hbar-value', text: `${ns(r.time_ns)} · ${formatValue(r.time_ns / total, 'share')}` })))));
     },
     destroy() { clear(el); },
   };

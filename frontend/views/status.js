@@ -83,10 +83,27 @@ export function showError(el, message, hint) {
       h('p', { class: 'hint', text: hint || 'If the file is still being written, it is analysed again once it stops changing. Otherwise capture it again, or check the TensorBoard console for details.' })));
 }
 
+/** Server-wide states that are not one run's: the result cache cannot be written (results live in memory
+ *  until TensorBoard stops). Empty when all is well. */
+export function showNotices(el, runsBody) {
+  clear(el);
+  const cache = runsBody && runsBody.cache;
+  if (cache && cache.error) {
+    el.append(h('div', { class: 'state error notice', role: 'status', style: { padding: '12px 8px' } },
+      h('h2', { text: 'Results are not being cached' }),
+      h('p', { class: 'errmsg', text: cache.error }),
+      h('p', { class: 'hint', text: 'Analyses still run. Set LLMDIAG_CACHE_DIR to a directory you own to keep results across restarts.' })));
+  }
+}
+
 const PHASES = { starting: 'Starting', reading: 'Reading the trace', analysing: 'Computing metrics and findings', timeline: 'Building step timelines' };
 const ORDER = ['starting', 'reading', 'analysing', 'timeline'];
 
 export function showProgress(el, st) {
+  if (st && st.status === 'error') { // a failure is never shown as progress
+    showError(el, st.error);
+    return;
+  }
   const phase = st.phase || (st.status === 'pending' ? null : 'starting');
   const i = phase ? ORDER.indexOf(phase) : -1;
   const text = st.status === 'pending'

@@ -3,17 +3,20 @@
 // host launch calls of a PyTorch trace, which XLA's graph launches do not give.
 
 import { h, clear } from '../dom.js';
-import { colorOf, mountChart, outlierClip, stackedStepBars } from '../charts.js';
-import { fmtDuration, isNum } from '../format.js';
+import { mountChart, outlierClip, stackedStepBars } from '../charts.js';
+import { BUSY_COLOR, idleColor } from '../palette.js';
+import { formatValue, isNum } from '../format.js';
+import { unitOf } from '../registry.js';
 import { hasHostLaunches, stepBreakdown, xlaTopic } from './data.js';
 
 const PARTS = [
-  ['busy', 'GPU busy', 'busy'],
-  ['host_wait', 'idle: host launch wait', 'host_wait'],
-  ['sync', 'idle: host sync', 'sync'],
-  ['data_loader', 'idle: data loader', 'data_loader'],
-  ['other', 'idle: other', 'other_idle'],
+  ['busy', 'GPU busy', BUSY_COLOR],
+  ['host_wait', 'idle: host launch wait', idleColor('host_wait')],
+  ['sync', 'idle: host sync', idleColor('sync')],
+  ['data_loader', 'idle: data loader', idleColor('data_loader')],
+  ['other', 'idle: other', idleColor('other')],
 ];
+const ns = (v) => formatValue(v, unitOf('idle.step_breakdown.busy_ns[]'));
 
 function legendOf(parts) {
   return h('div', { class: 'legend chart-legend' },
@@ -35,26 +38,26 @@ export function mountSteps(el, { onPick } = {}) {
       const launches = hasHostLaunches(report);
       let parts;
       if (hasParts && launches) {
-        parts = PARTS.map(([key, label, color]) => ({ key, label, color: colorOf(color), values: rows.map((r) => (isNum(r[key]) ? r[key] : 0)) }))
+        parts = PARTS.map(([key, label, color]) => ({ key, label, color, values: rows.map((r) => (isNum(r[key]) ? r[key] : 0)) }))
           .filter((p) => p.values.some((v) => v > 0));
       } else if (hasParts) {
         parts = [
-          { key: 'busy', label: 'GPU busy', color: colorOf('busy'), values: rows.map((r) => (isNum(r.busy) ? r.busy : 0)) },
-          { key: 'idle', label: 'GPU idle', color: colorOf('idle'), values: rows.map((r) => Math.max(0, r.duration_ns - (isNum(r.busy) ? r.busy : 0))) },
+          { key: 'busy', label: 'GPU busy', color: BUSY_COLOR, values: rows.map((r) => (isNum(r.busy) ? r.busy : 0)) },
+          { key: 'idle', label: 'GPU idle', color: idleColor(null), values: rows.map((r) => Math.max(0, r.duration_ns - (isNum(r.busy) ? r.busy : 0))) },
         ];
         const xla = xlaTopic(report);
         const compiles = xla && Array.isArray(xla.recompile_steps) && xla.recompile_steps.length
-          ? ` Steps that recompiled: ${xla.recompile_steps.map((s) => `#${s}`).join(', ')} (${fmtDuration(xla.recompile_in_loop_time_ns)} compiling).`
+          ? ` Steps that recompiled: ${xla.recompile_steps.map((s) => `#${formatValue(s, unitOf('xla.recompile_steps[]'))}`).join(', ')} (${formatValue(xla.recompile_in_loop_time_ns, unitOf('xla.recompile_in_loop_time_ns'))} compiling).`
           : '';
         el.append(h('p', { class: 'muted na', text: `Idle time by host cause (launch wait, sync, data loader) does not apply to this XLA trace: XLA launches whole compiled graphs, not one kernel per host call. Busy vs idle only.${compiles}` }));
       } else {
-        parts = [{ key: 'step', label: 'step time', color: colorOf('kernel'), values: rows.map((r) => r.duration_ns) }];
+        parts = [{ key: 'step', label: 'step time', color: BUSY_COLOR, values: rows.map((r) => r.duration_ns) }];
         el.append(h('p', { class: 'muted', text: 'The idle breakdown per step is not in this report; step durations only.' }));
       }
       const totals = rows.map((r, i) => parts.reduce((a, p) => a + (p.values[i] || 0), 0));
       const clipAt = outlierClip(totals);
       const readout = h('div', { class: 'hint readout' });
-      const idle = clipAt ? `The axis stops at ${fmtDuration(clipAt)} so the other steps stay readable; ↑ marks a longer step.` : '';
+      const idle = clipAt ? `The axis stops at ${ns(clipAt)} so the other steps stay readable; ↑ marks a longer step.` : '';
       const defaultText = `Hover a bar for its split; click it to open that step in the timeline below. ${idle}`.trim();
       readout.textContent = defaultText;
       const box = h('div', { class: 'chart' });
@@ -62,7 +65,7 @@ export function mountSteps(el, { onPick } = {}) {
       const steps = rows.map((r) => r.index);
       const onHover = (i) => {
         if (i === null || i === undefined || rows[i] === undefined) { readout.textContent = defaultText; return; }
-        readout.textContent = `Step #${steps[i]} · ${fmtDuration(totals[i])}: ${parts.map((p) => `${p.label} ${fmtDuration(p.values[i] || 0)}`).join(' · ')}`;
+        readout.textContent = `Step #${formatValue(steps[i], unitOf('summary.steps[].index'))} · ${ns(totals[i])}: ${parts.map((p) => `${p.label} ${ns(p.values[i] || 0)}`).join(' · ')}`;
       };
       chart = mountChart(box, (w, hgt, uPlot) => {
         const built = stackedStepBars({ uPlot, steps, parts, width: w, height: hgt, clipAt, onHover });

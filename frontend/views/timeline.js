@@ -4,16 +4,18 @@
 // with textContent: never parsed as HTML.
 
 import { h, clear, append } from '../dom.js';
-import { fmtDuration, fmtCount, shortKernelName } from '../format.js';
-import { colorOf } from '../charts.js';
+import { formatValue, shortKernelName } from '../format.js';
+import { categoryColor, idleColor, textOn } from '../palette.js';
+import { unitOf } from '../registry.js';
 import { fmtTick, layoutTicks, visibleRange } from '../timeline_math.js';
 
 const ROW_H = 20;
 const LABEL_W = 170;
 const AXIS_H = 22;
-const CAUSE_COLOR = { host_wait: colorOf('host_wait'), sync: colorOf('sync'), data_loader: colorOf('data_loader'), other: colorOf('other_idle') };
 const CAUSE_LABEL = { host_wait: 'GPU idle: waiting for host launches', sync: 'GPU idle: host sync', data_loader: 'GPU idle: data loader', other: 'GPU idle: other' };
-const IDLE_COLOR = colorOf('idle');
+// The /timeline body (docs/http_api.md StepTimeline, not a report) holds times in ns and counts.
+const ns = (v) => formatValue(v, 'ns');
+const count = (v) => formatValue(v, 'count');
 
 export function mountTimeline(el, { onStep } = {}) {
   const select = h('select', { class: 'step-select', 'aria-label': 'Step' });
@@ -30,7 +32,7 @@ export function mountTimeline(el, { onStep } = {}) {
   const note = h('p', { class: 'muted na', hidden: true });
   clear(el).append(h('div', { class: 'tl-toolbar' }, h('label', {}, 'Step ', select), zoomIn, zoomOut, reset, info), note, legend, body);
   let byCause = true; // false for XLA traces: gaps are drawn as plain "GPU idle"
-  const gapColor = (c) => (byCause ? CAUSE_COLOR[tl.causes[c]] || CAUSE_COLOR.other : IDLE_COLOR);
+  const gapColor = (c) => idleColor(byCause ? tl.causes[c] : null);
   const gapLabel = (c) => (byCause ? CAUSE_LABEL[tl.causes[c]] || tl.causes[c] : 'GPU idle');
 
   let tl = null; // StepTimeline JSON
@@ -47,9 +49,9 @@ export function mountTimeline(el, { onStep } = {}) {
 
   function kernelColor(lane, j) {
     const cat = tl.categories[lane.cat[j]];
-    if (cat !== 'kernel') return colorOf(cat);
+    if (cat !== 'kernel') return categoryColor(cat);
     const nc = tl.name_category && tl.name_category[lane.name[j]];
-    return colorOf(nc || 'kernel');
+    return categoryColor(nc || 'kernel');
   }
 
   function draw() {
@@ -126,13 +128,14 @@ export function mountTimeline(el, { onStep } = {}) {
           const x1 = xOf(L.start_ns[j] + L.dur_ns[j]);
           if (x1 - x0 < 1 && Math.floor(x0) === lastX) continue; // sub-pixel neighbours: one pixel is enough
           lastX = Math.floor(x0);
-          ctx.fillStyle = kernelColor(L, j);
+          const color = kernelColor(L, j);
+          ctx.fillStyle = color;
           ctx.fillRect(x0, y + 2, Math.max(1, x1 - x0), ROW_H - 4);
           if (x1 - x0 > 40) {
             const room = Math.floor((Math.min(x1, LABEL_W + plotW()) - Math.max(x0, LABEL_W) - 6) / 6.2);
             const label = shortName(L.name[j]);
             if (room >= 4) {
-              ctx.fillStyle = '#fff';
+              ctx.fillStyle = textOn(color);
               ctx.fillText(label.length > room ? `${label.slice(0, room - 1)}…` : label, Math.max(x0, LABEL_W) + 3, y + ROW_H / 2);
             }
           }
@@ -174,8 +177,8 @@ export function mountTimeline(el, { onStep } = {}) {
     const { r, j, x, y } = found;
     clear(tip);
     if (r.kind === 'gaps') {
-      append(tip, [h('b', { text: gapLabel(tl.gaps.cause[j]) }), h('div', { text: fmtDuration(tl.gaps.dur_ns[j]) }),
-        h('div', { class: 'muted', text: `at +${fmtDuration(tl.gaps.start_ns[j])}` })]);
+      append(tip, [h('b', { text: gapLabel(tl.gaps.cause[j]) }), h('div', { text: ns(tl.gaps.dur_ns[j]) }),
+        h('div', { class: 'muted', text: `at +${ns(tl.gaps.start_ns[j])}` })]);
     } else {
       const L = r.lane;
       const nc = tl.name_category && tl.name_category[L.name[j]];
@@ -183,9 +186,9 @@ export function mountTimeline(el, { onStep } = {}) {
       const short = shortName(L.name[j]);
       append(tip, [h('b', { class: 'tip-name', text: short }),
         short !== full ? h('div', { class: 'tip-full', text: full }) : null,
-        h('div', { text: `${fmtDuration(L.dur_ns[j])} · ${nc || tl.categories[L.cat[j]]}` }),
-        L.n[j] > 1 ? h('div', { class: 'muted', text: `${fmtCount(L.n[j])} events merged at this zoom (longest shown)` }) : null,
-        h('div', { class: 'muted', text: `at +${fmtDuration(L.start_ns[j])}` })]);
+        h('div', { text: `${ns(L.dur_ns[j])} · ${nc || tl.categories[L.cat[j]]}` }),
+        L.n[j] > 1 ? h('div', { class: 'muted', text: `${count(L.n[j])} events merged at this zoom (longest shown)` }) : null,
+        h('div', { class: 'muted', text: `at +${ns(L.start_ns[j])}` })]);
     }
     tip.hidden = false;
     const bw = box.clientWidth;
@@ -238,8 +241,8 @@ export function mountTimeline(el, { onStep } = {}) {
     for (const L of tl.lanes) {
       for (let j = 0; j < L.cat.length; j++) {
         const cat = tl.categories[L.cat[j]];
-        const key = cat === 'kernel' ? (tl.name_category && tl.name_category[L.name[j]]) || 'kernel' : cat;
-        if (!seen.has(key)) seen.set(key, colorOf(key));
+        const key = cat === 'kernel' ? (tl.name_category && tl.name_category[L.name[j]]) || 'other' : cat;
+        if (!seen.has(key)) seen.set(key, categoryColor(key));
       }
     }
     for (const c of new Set(tl.gaps.cause)) seen.set(gapLabel(c), gapColor(c));
@@ -256,7 +259,7 @@ export function mountTimeline(el, { onStep } = {}) {
     setSteps(steps, current) {
       clear(select);
       for (const s of steps) {
-        select.append(h('option', { value: String(s.index), text: `${s.index < 0 ? 'whole trace' : `#${s.index}`} · ${fmtDuration(s.duration_ns)}` }));
+        select.append(h('option', { value: String(s.index), text: `${s.index < 0 ? 'whole trace' : `#${formatValue(s.index, unitOf('summary.steps[].index'))}`} · ${formatValue(s.duration_ns, unitOf('summary.steps[].duration_ns'))}` }));
       }
       if (current !== undefined && current !== null) select.value = String(current);
     },
@@ -283,8 +286,8 @@ export function mountTimeline(el, { onStep } = {}) {
       select.value = String(tl.step.index);
       rows = [{ label: 'GPU idle (gaps)', kind: 'gaps' }];
       for (const L of tl.lanes) rows.push({ label: L.label, kind: 'lane', lane: L });
-      const merged = tl.merged ? ` · merged at ${fmtDuration(tl.resolution_ns)} to stay under 20k intervals` : '';
-      info.textContent = `${fmtCount(tl.source_events)} events · ${fmtCount(tl.intervals)} intervals drawn (idle gaps included)${merged}`;
+      const merged = tl.merged ? ` · merged at ${ns(tl.resolution_ns)} to stay under 20k intervals` : '';
+      info.textContent = `${count(tl.source_events)} events · ${count(tl.intervals)} intervals drawn (idle gaps included)${merged}`;
       shortCache.clear();
       clear(body).append(box);
       buildLegend();

@@ -2,7 +2,8 @@
 
 import { h, clear } from '../dom.js';
 import { mountChart, tokensScatter } from '../charts.js';
-import { fmtCount, fmtDuration, isNum, sig } from '../format.js';
+import { formatValue, isNum } from '../format.js';
+import { unitOf } from '../registry.js';
 import { hasHostLaunches, tokensPerStep } from './data.js';
 
 export function mountTokens(el) {
@@ -20,16 +21,17 @@ export function mountTokens(el) {
         return;
       }
       const st = (report.metrics && report.metrics.steps) || {};
-      const corr = isNum(st.tokens_corr) ? ` Correlation of step time with tokens: ${sig(st.tokens_corr)}.` : '';
+      const corr = isNum(st.tokens_corr) ? ` Correlation of step time with tokens: ${formatValue(st.tokens_corr, unitOf('steps.tokens_corr'))}.` : '';
+      const tokens = (v) => formatValue(v, unitOf('steps.tokens[]'));
       const same = rows.every((r) => r.tokens === rows[0].tokens);
       const defaultText = same
-        ? `Every step has ${fmtCount(rows[0].tokens)} tokens (fixed-size batches, e.g. packing): the spread in step time does not come from the input size.`
+        ? `Every step has ${tokens(rows[0].tokens)} tokens (fixed-size batches, e.g. packing): the spread in step time does not come from the input size.`
         : `Each point is a step (#index). Time that grows with the tokens is compute; a step far above the others is something else (warm-up, a sync, a recompile).${corr}`;
       const readout = h('div', { class: 'hint readout', text: defaultText });
       const box = h('div', { class: 'chart' });
       el.append(box, readout);
       const onHover = (r) => {
-        readout.textContent = r ? `Step #${r.index}: ${fmtCount(r.tokens)} tokens in ${fmtDuration(r.duration_ns)}` : defaultText;
+        readout.textContent = r ? `Step #${formatValue(r.index, unitOf('summary.steps[].index'))}: ${tokens(r.tokens)} tokens in ${formatValue(r.duration_ns, unitOf('summary.steps[].duration_ns'))}` : defaultText;
       };
       chart = mountChart(box, (w, hgt) => tokensScatter({ rows, width: w, height: hgt, onHover }));
     },

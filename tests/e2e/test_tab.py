@@ -4,10 +4,14 @@ Logdir: ``demo_logs/``, the project's real captures (docs/captures.md): the seed
 and a JAX XPlane run. The tests check what the tab shows against the same run's report JSON (the
 findings in the engine's order), per run. Screenshots go to test-artifacts/; with
 LLMDIAG_UPDATE_SCREENSHOT=1 the README's pictures (docs/screenshot.png, docs/screenshot-dark.png) too.
+
+The tab fetches ./metric_registry for the unit of every number; the tests check the server answers it (200)
+with the same document as ``api.metric_registry()``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,6 +20,8 @@ from urllib.parse import urlencode, urlparse
 
 import pytest
 
+from tb_llmdiag.units import fmt_bytes
+from tb_llmdiag import api
 from tbserver import CHROMIUM, CHROMIUM_ARGS, IFRAME, REPO, get_json, tensorboard, wait_all_analysed
 
 pytestmark = pytest.mark.e2e
@@ -78,6 +84,7 @@ def new_page(browser, requests_seen, dark: bool = False):
             route.abort()  # recorded above; the test asserts none happened
 
     ctx.route("**/*", guard)
+
     page = ctx.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -162,6 +169,76 @@ def test_tab_appears_and_findings_render_for_each_run(server, browser, requests_
                     assert "pip install tensorboard-plugin-profile" in f.locator(".traceview").inner_text()
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", r["run"])
             page.screenshot(path=str(ARTIFACTS / f"tab_{safe}.png"), full_page=True)
+        assert not errors, errors
+        assert not no_foreign(requests_seen), no_foreign(requests_seen)
+    finally:
+        ctx.close()
+
+
+def test_findings_keep_the_servers_order(server, browser, requests_seen):
+    """The tab shows findings in the order the report lists them and never ranks them again: with the
+    seed run's findings served in reverse (smallest saving first), the page shows them reversed."""
+    base, runs = server
+    rep = report_of(base, next(r for r in runs if r["run"] == SEED))
+    assert len(rep["findings"]) >= 3
+    savings = [(f.get("saving") or {}).get("ns") or 0 for f in rep["findings"]]
+    assert savings != sorted(savings), "reversing must put a smaller saving first for this test to mean anything"
+    ctx, page, errors = new_page(browser, requests_seen)
+    served: list[list[str]] = []
+
+    def reversed_report(route):
+        resp = route.fetch()
+        body = resp.json()
+        if resp.status == 200 and body.get("findings"):
+            body["findings"] = body["findings"][::-1]
+            served.append([f["id"] for f in body["findings"]])
+        route.fulfill(response=resp, json=body)
+
+    ctx.route("**/data/plugin/llm_diag/report?*", reversed_report)
+    try:
+        f = open_tab(page, base, f"#llm_diag&p.llm_diag.run={SEED}")
+        wait_panel(f)
+        ids = f.locator(".finding").evaluate_all("els => els.map(e => e.dataset.id)")
+        assert served and ids == served[-1] == [x["id"] for x in rep["findings"]][::-1], (ids, served)
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
+def _evidence(f, finding_id: str) -> dict[str, str]:
+    card = f.locator(f".finding[data-id='{finding_id}']")
+    if not card.locator("details[open]").count():
+        card.locator("details summary").click()
+    rows = card.locator(".evidence tr")
+    return {rows.nth(i).locator("th").inner_text(): rows.nth(i).locator("td").inner_text() for i in range(rows.count())}
+
+
+def test_numbers_read_in_one_convention(server, browser, requests_seen):
+    """Bytes in binary units as the finding's own sentence prints them (tb_llmdiag.units.fmt_bytes), program
+    ids in full, durations in µs never "us", in the evidence tables and the cards of both demo runs."""
+    base, runs = server
+    reps = {r["run"]: report_of(base, r) for r in runs}
+    # the units come from the server's own registry route, the same document as the library's
+    assert get_json(f"{base}/data/plugin/llm_diag/metric_registry") == json.loads(json.dumps(api.metric_registry()))
+    ctx, page, errors = new_page(browser, requests_seen)
+    try:
+        f = open_tab(page, base, f"#llm_diag&p.llm_diag.run={SEED}")
+        wait_panel(f)
+        (mem,) = [x for x in reps[SEED]["findings"] if x["id"] == "memory_headroom"]
+        ev = _evidence(f, "memory_headroom")
+        for label in ("peak_used_bytes", "total_bytes"):
+            want = fmt_bytes(mem["evidence"][label])
+            assert ev[label.replace("_", " ")] == want, (label, ev, want)
+            assert want.endswith("GiB") and want in mem["summary"], (want, mem["summary"])
+        texts = " | ".join(f.locator(".evidence td").all_inner_texts() + f.locator(".card").all_inner_texts())
+        assert not re.search(r"\d (us|KB|MB|GB|TB)\b", texts), texts
+
+        f.locator("select.sel-run").select_option(XPLANE)
+        wait_panel(f)
+        (rec,) = [x for x in reps[XPLANE]["findings"] if x["id"] == "recompilation"]
+        ev = _evidence(f, "recompilation")
+        assert ev["program ids"] == ", ".join(str(i) for i in rec["evidence"]["program_ids"]), ev
+        assert " k" not in ev["program ids"] and ev["steps"] == ", ".join(str(i) for i in rec["evidence"]["steps"])
         assert not errors, errors
         assert not no_foreign(requests_seen), no_foreign(requests_seen)
     finally:
@@ -258,6 +335,14 @@ def test_dark_mode_follows_tensorboard(server, browser, requests_seen):
         r, g, b = (int(x) for x in re.findall(r"\d+", bg)[:3])
         assert max(r, g, b) < 80, bg
         f.locator(".tl-canvas").wait_for()
+        # idle causes and GPU busy never take a kernel category's colour (issue #16), in the dark theme too
+        f.locator(".steps .legend i").first.wait_for()
+        f.locator(".hbar-fill").first.wait_for()
+        bg = "els => els.map(e => getComputedStyle(e).backgroundColor)"
+        parts = f.locator(".steps .legend i").evaluate_all(bg)
+        cats = f.locator(".hbar-fill").evaluate_all(bg)
+        assert len(set(parts)) == len(parts) and len(set(cats)) == len(cats), (parts, cats)
+        assert not set(parts) & set(cats), (parts, cats)
         page.screenshot(path=str(ARTIFACTS / "tab_dark.png"), full_page=True)
         # switching TensorBoard back to light re-themes the open tab without a reload
         page.evaluate("document.body.classList.remove('dark-mode')")
@@ -341,5 +426,74 @@ def test_empty_logdir_says_how_to_capture_then_a_new_trace_appears_live(tmp_path
             assert f.locator("select.sel-run").input_value() == "late_run"
             assert not errors, errors
             assert not no_foreign(requests_seen), no_foreign(requests_seen)
+        finally:
+            ctx.close()
+
+
+def _kill_analysis_workers(port: int) -> int:
+    """SIGKILL the spawned analysis processes of the TensorBoard listening on ``port``; how many."""
+    import signal
+
+    procs: dict[int, tuple[int, str]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        procs[int(d.name)] = (ppid, cmd)
+    tb = [pid for pid, (_, cmd) in procs.items() if "tensorboard.main" in cmd and f"--port {port}" in cmd]
+    killed = 0
+    for pid, (ppid, cmd) in procs.items():
+        if ppid in tb and "spawn_main" in cmd and "resource_tracker" not in cmd:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
+
+
+def test_dead_worker_and_unwritable_cache_are_cards_not_spinners(tmp_path, browser, requests_seen, monkeypatch):
+    """A worker process killed mid-analysis (as the OOM killer would) shows an error card with one line and
+    is not polled again; a cache directory that cannot be created shows its own card (issue #17 item 4)."""
+    import time
+    from tracepaths import shared_trace
+
+    logdir = tmp_path / "logs"
+    (logdir / "crash").mkdir(parents=True)
+    src = shared_trace(RESNET_E2E)
+    shutil.copy(src, logdir / "crash" / src.name)
+    blocker = tmp_path / "cache_is_a_file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("LLMDIAG_WORKERS", "1")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with tensorboard(logdir, blocker, ARTIFACTS / "tensorboard_crash.log") as base:
+        port = int(urlparse(base).port or 0)
+        deadline = time.time() + 120
+        while time.time() < deadline:  # kill every worker the moment it appears, until the run fails
+            _kill_analysis_workers(port)
+            body = get_json(f"{base}/data/plugin/llm_diag/runs")
+            if body["runs"] and body["runs"][0]["status"] == "error":  # type: ignore[index]
+                break
+            time.sleep(0.02)
+        run = body["runs"][0]  # type: ignore[index]
+        assert run["status"] == "error" and run["error"].startswith("the analysis process died"), run
+        assert body["cache"]["writable"] is False  # type: ignore[index]
+        ctx, page, errors = new_page(browser, requests_seen)
+        try:
+            page.goto(f"{base}/#llm_diag")
+            f = frame(page)
+            f.locator(".status .state.error").wait_for(timeout=30_000)
+            assert f.locator(".status .state.error .errmsg").inner_text() == run["error"]
+            assert f.locator(".notices .state.notice .errmsg").inner_text() == body["cache"]["error"]  # type: ignore[index]
+            polled = sum("/report?" in u for u in requests_seen)
+            time.sleep(3)
+            assert f.locator(".spinner").count() == 0
+            assert sum("/report?" in u for u in requests_seen) == polled  # an error is not polled
+            page.screenshot(path=str(ARTIFACTS / "tab_dead_worker.png"), full_page=True)
+            assert not errors, errors
         finally:
             ctx.close()

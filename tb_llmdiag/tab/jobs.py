@@ -1,0 +1,172 @@
+"""The tab's analysis queue: a priority heap drained into an injected executor.
+
+Contract:
+- ``JobQueue(executor, claim=..., finish=..., phase=...)``: the executor is given (a process pool in
+  TensorBoard; tests pass a ``ThreadPoolExecutor`` or an inline one). Tasks *return* their result
+  (``api.analyze_for_tab``'s dict); ``finish`` is called in this process with it, and the caller keeps
+  it (the cache is written by the TensorBoard process only, never by a worker).
+- ``workers`` dispatcher threads pop the heap (lower priority first, then FIFO), ask ``claim(key, token)``
+  whether the job is still wanted (it returns the TraceFile, or None for a stale or duplicate job), run
+  it and report ``finish(key, token, result, error)``: exactly one of ``result`` / ``error`` (one line).
+- Progress: a task says each phase through a queue; a drain thread hands ``(token, phase)`` to ``phase``.
+  In-process executors get the queue's ``put``; process workers are started with ``init_worker(queue)``
+  (see ``process_pool``) and use that one.
+- A broken executor (a worker process died: ``BrokenExecutor``) fails the jobs it held with a one-line
+  error; ``renew()`` (if given) builds a fresh executor for the jobs after them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import multiprocessing
+import queue
+import threading
+from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
+from typing import Any, Callable
+
+from tb_llmdiag import api
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str, str]
+Put = Callable[[tuple[str, str]], None]
+
+#: In a worker process: where tasks send their progress (set by ``init_worker``).
+_WORKER_PROGRESS: Any = None
+
+
+def init_worker(progress_queue: Any) -> None:
+    """Process-pool initializer: remember the parent's progress queue."""
+    global _WORKER_PROGRESS
+    _WORKER_PROGRESS = progress_queue
+
+
+def analyse_task(tf: api.TraceFile, token: str, put: Put | None) -> dict[str, Any]:
+    """One analysis, run by the executor: the tab's result for ``tf`` (nothing is written anywhere)."""
+    sink = put if put is not None else (_WORKER_PROGRESS.put if _WORKER_PROGRESS is not None else None)
+
+    def progress(phase: str) -> None:
+        if sink is not None:
+            try:
+                sink((token, phase))
+            except (OSError, ValueError, EOFError):  # the parent went away: progress is best effort
+                pass
+
+    return api.analyze_for_tab(tf, progress=progress)
+
+
+def process_pool(workers: int, progress_queue: Any = None) -> tuple[Executor, Any]:
+    """TensorBoard's executor: ``workers`` spawned processes (a big parse never holds the server's GIL),
+    and the queue their progress comes back on (a new one, or the one given: a renewed pool reuses it)."""
+    ctx = multiprocessing.get_context("spawn")
+    if progress_queue is None:
+        progress_queue = ctx.SimpleQueue()
+    kw: dict[str, Any] = {"mp_context": ctx, "initializer": init_worker, "initargs": (progress_queue,)}
+    try:
+        return ProcessPoolExecutor(max_workers=workers, max_tasks_per_child=8, **kw), progress_queue
+    except TypeError:  # Python < 3.11: no max_tasks_per_child
+        return ProcessPoolExecutor(max_workers=workers, **kw), progress_queue
+
+
+class JobQueue:
+    def __init__(self, executor: Executor, *, claim: Callable[[Key, str], api.TraceFile | None],
+                 finish: Callable[[Key, str, dict[str, Any] | None, str | None], None],
+                 phase: Callable[[str, str], None], workers: int = 2, progress_queue: Any = None,
+                 renew: Callable[[], Executor] | None = None,
+                 task: Callable[[api.TraceFile, str, Put | None], dict[str, Any]] = analyse_task) -> None:
+        self._executor = executor
+        self._claim, self._finish, self._phase = claim, finish, phase
+        self._renew = renew
+        self._task = task
+        # Worker processes were started with the queue; in-process tasks are handed its put.
+        self._progress: Any = progress_queue if progress_queue is not None else queue.SimpleQueue()
+        self._put: Put | None = None if progress_queue is not None else self._progress.put
+        self._heap: list[tuple[int, int, Key, str]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._threads = [threading.Thread(target=self._dispatch, name=f"llmdiag-job-{i}", daemon=True)
+                         for i in range(max(1, workers))]
+        self._threads.append(threading.Thread(target=self._drain, name="llmdiag-progress", daemon=True))
+        for t in self._threads:
+            t.start()
+
+    def submit(self, key: Key, token: str, priority: int = 1) -> None:
+        """Queue ``key`` (priority 0 jumps ahead of 1). Duplicates are dropped by ``claim``."""
+        with self._cond:
+            heapq.heappush(self._heap, (priority, next(self._seq), key, token))
+            self._cond.notify()
+
+    def position(self, key: Key, wanted: Callable[[Key, str], bool]) -> int | None:
+        """How many distinct wanted jobs are ahead of ``key``'s first one; None if it is not queued."""
+        with self._cond:
+            items = sorted(self._heap)
+        seen: set[Key] = set()
+        for _, _, k, token in items:
+            if k in seen or not wanted(k, token):
+                continue
+            if k == key:
+                return len(seen)
+            seen.add(k)
+        return None
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        try:
+            self._progress.put(None)
+        except (OSError, ValueError):
+            pass
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- threads
+    def _dispatch(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                _, _, key, token = heapq.heappop(self._heap)
+            tf = self._claim(key, token)
+            if tf is not None:
+                self._run(key, token, tf)  # never raises: every outcome goes to finish()
+
+    def _run(self, key: Key, token: str, tf: api.TraceFile) -> None:
+        executor = self._executor
+        try:
+            result = executor.submit(self._task, tf, token, self._put).result()
+        except BrokenExecutor as e:
+            self._replace(executor)
+            self._finish(key, token, None, f"the analysis process died ({type(e).__name__}); the trace may be "
+                         "too big for memory. It is analysed again when the file changes or TensorBoard restarts")
+        except Exception as e:  # noqa: BLE001 - a bug in the engine: shown on the run, logged in full
+            logger.exception("llm_diag: analysing %s failed", getattr(tf, "path", key))
+            line = f"{type(e).__name__}: {e}".splitlines()[0][:300] if str(e) else type(e).__name__
+            self._finish(key, token, None, f"analysis failed: {line} (see the TensorBoard log)")
+        else:
+            self._finish(key, token, result, None)
+
+    def _replace(self, broken: Executor) -> None:
+        with self._cond:
+            if self._executor is not broken or self._renew is None or self._stopped:
+                return
+            broken.shutdown(wait=False, cancel_futures=True)
+            try:
+                self._executor = self._renew()
+            except (OSError, ValueError) as e:
+                logger.warning("llm_diag: cannot start a new analysis pool: %s", e)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._progress.get()
+            except (OSError, EOFError, ValueError):
+                return
+            if item is None:
+                return
+            token, phase = item
+            self._phase(token, phase)

@@ -1,0 +1,180 @@
+"""The tab's routes as pure functions over the registry: ``*_impl(registry, args) -> Answer``.
+
+The WSGI wrappers in ``tab.plugin`` only parse the request and write the answer. Names are looked up in
+the discovered index, never joined into paths; errors are ``PublicError``s whose message is one line.
+Statuses (docs/http_api.md): 200 a result; 202 not analysed yet (progress body, the run moves to the
+front of the queue); 422 the analysis of this run failed (``{"error", "status": "error", ...}``:
+retried only when the file changes); 400/404 bad or unknown names.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Mapping
+
+from tensorboard import errors as tb_errors
+
+from tb_llmdiag import api
+from tb_llmdiag.tab.registry import Entry, Registry
+from tb_llmdiag.tab.jobs import Key
+
+#: HTTP status of a run whose analysis failed (not a bad trace: those are 200 error RunReports).
+FAILED = 422
+_ORDER = {"error": 0, "analysing": 1, "pending": 2, "ready": 3}
+
+
+class Unprocessable(tb_errors.PublicError):
+    """A name in the index whose file cannot be served (a FIFO, device or link loop named like a trace)."""
+
+    error_code = "Unprocessable"
+    http_code = FAILED
+
+
+@dataclass
+class Answer:
+    code: int
+    body: Any  # a JSON-able value, or bytes already JSON
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def key_from(args: Mapping[str, str]) -> Key:
+    names = []
+    for arg in ("run", "worker", "span"):
+        v = args.get(arg)
+        if v is None or v == "":
+            raise tb_errors.InvalidArgumentError(f"missing query parameter '{arg}'")
+        if len(v) > 1024 or "\x00" in v:
+            raise tb_errors.InvalidArgumentError(f"bad value for '{arg}'")
+        names.append(v)
+    return (names[0], names[1], names[2])
+
+
+def entry_for(reg: Registry, args: Mapping[str, str]) -> tuple[Key, Entry]:
+    key = key_from(args)
+    entry = reg.lookup(key)
+    if entry is None:
+        raise tb_errors.NotFoundError(f"no trace for run={key[0]!r} worker={key[1]!r} span={key[2]!r}")
+    return key, entry
+
+
+def step_arg(args: Mapping[str, str]) -> int | None:
+    v = args.get("step")
+    if v in (None, ""):
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise tb_errors.InvalidArgumentError("'step' must be an integer step index") from None
+
+
+def status_payload(reg: Registry, key: Key, e: Entry) -> dict[str, Any]:
+    status, error = e.shown()
+    out: dict[str, Any] = {"run": key[0], "worker": key[1], "span": key[2], "status": status, "error": error,
+                           "size_bytes": e.tf.size_bytes}
+    if e.status == "analysing":
+        out["phase"] = e.phase or "starting"
+        out["elapsed_s"] = round(time.monotonic() - (e.started_s or time.monotonic()), 1)
+    elif e.status == "pending":
+        out["queue_position"] = reg.queue_position(key)
+    return out
+
+
+def metric_registry_impl() -> Answer:
+    """The metric registry (units, directions, tolerances of every report number), as ``api.metric_registry()``.
+
+    Static for the life of the process, so the browser may cache it.
+    """
+    return Answer(200, api.metric_registry(), [("Cache-Control", "private, max-age=3600")])
+
+
+def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for key, e in reg.snapshot():
+        status, error = e.shown()
+        runs.setdefault(key[0], {}).setdefault(key[1], []).append({
+            "span": key[2], "source_kind": e.tf.source_kind, "status": status, "error": error,
+            "size_bytes": e.tf.size_bytes, "rank": e.tf.rank,
+        })
+    out_runs = []
+    for run, workers in runs.items():
+        spans = [s for ws in workers.values() for s in ws]
+        worst = min((s["status"] for s in spans), key=lambda st: _ORDER[st])
+        # A run is "ready" only when every span is; one error shows but does not hide the others.
+        agg = "analysing" if any(s["status"] in ("analysing", "pending") for s in spans) else worst
+        out_runs.append({"run": run, "status": agg, "error": next((s["error"] for s in spans if s["error"]), None),
+                         "workers": [{"worker": w, "spans": ws} for w, ws in workers.items()]})
+    with reg.lock:
+        body = {"logdir": logdir, "scanned": reg.first_scan.is_set(), "scan_error": reg.scan_error,
+                "warnings": list(reg.warnings), "cache": reg.cache.state, "runs": out_runs,
+                "trace_viewers": {"pytorch_profiler": "pytorch_profiler" in plugins, "profile": "profile" in plugins}}
+    return Answer(200, body)
+
+
+def _not_ready(reg: Registry, key: Key, e: Entry, what: str) -> Answer | None:
+    """The answer for a run without a servable result: progress (202) or its failure (422). A trace
+    whose report is an error has no steps or timeline: those routes answer 422 with its one line."""
+    if e.status == "failed" or (what != "report" and e.status == "ready" and e.report_status == "error"):
+        return Answer(FAILED, status_payload(reg, key, e))
+    if e.status != "ready":
+        reg.prioritise(key)
+        return Answer(202, status_payload(reg, key, e))
+    return None
+
+
+def cached_impl(reg: Registry, args: Mapping[str, str], what: str) -> Answer:
+    """``/report`` and ``/steps``: the run's cached JSON (validated), else its status."""
+    key, e = entry_for(reg, args)
+    early = _not_ready(reg, key, e, what)
+    if early is not None:
+        return early
+    data = reg.cache.get_bytes(e.cache_key, what, e.identity() if what == "report" else None)
+    if data is None:  # the cache entry vanished or is invalid: analyse again
+        reg.requeue(key)
+        return Answer(202, status_payload(reg, key, e))
+    return Answer(200, data)
+
+
+def timeline_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
+    """``/timeline``: one step's timeline (default: the step of median duration)."""
+    key, e = entry_for(reg, args)
+    step = step_arg(args)
+    early = _not_ready(reg, key, e, "timeline")
+    if early is not None:
+        return early
+    index = reg.cache.get(e.cache_key, "timelines")
+    data = None
+    if index is not None:
+        if not index:
+            raise tb_errors.NotFoundError("this trace has no timeline (no device or host activity was read)")
+        if step is None:  # the step whose duration is the median: the representative one
+            by_dur = sorted(index, key=lambda r: r["duration_ns"])
+            chosen = by_dur[(len(by_dur) - 1) // 2]
+        else:
+            chosen = next((r for r in index if r["index"] == step), None)
+            if chosen is None:
+                raise tb_errors.NotFoundError(f"no step {step} in this trace")
+        data = reg.cache.get_bytes(e.cache_key, f"timeline.{int(chosen['ordinal'])}")
+    if data is None:
+        reg.requeue(key)
+        return Answer(202, status_payload(reg, key, e))
+    return Answer(200, data)
+
+
+def trace_impl(reg: Registry, args: Mapping[str, str]) -> tuple[BinaryIO, int, list[tuple[str, str]], str]:
+    """``/trace``: the open file (regular files only, opened by ``ingest``), its size, headers, type."""
+    _, e = entry_for(reg, args)
+    try:
+        f, size = api.open_raw(e.tf)  # the path comes from the index, never from the request
+    except api.NotRegularFile as err:
+        raise Unprocessable(str(err)) from None
+    except OSError as err:
+        raise tb_errors.NotFoundError(f"the trace file is gone: {err.strerror}") from None
+    name = os.path.basename(e.tf.path)
+    ctype = "application/gzip" if name.endswith(".gz") else (
+        "application/json" if name.endswith(".json") else "application/octet-stream")
+    safe = "".join(c if (c.isalnum() or c in "._-") else "_" for c in name) or "trace"
+    headers = [("Content-Length", str(size)), ("X-Content-Type-Options", "nosniff"),
+               ("Content-Disposition", f'attachment; filename="{safe}"'), ("Cache-Control", "no-cache")]
+    return f, size, headers, ctype
