@@ -91,7 +91,7 @@ def metric_row(row: Row, before: Mapping[str, Any], after: Mapping[str, Any], wk
     if vb is None or va is None:
         return out
     out.update(delta=va - vb, change=(va - vb) / abs(vb) if vb != 0 else None, direction=direction(m.better, vb, va),
-               beyond_tolerance=beyond_tolerance(m.unit, vb, va, tolerance), note=None)
+               beyond_tolerance=beyond_tolerance(m.unit, vb, va, tolerance, row.key), note=None)
     if row.same_work and wk["differs"]:
         out["note"] = (f"work per step differs ({wk['tokens_per_step_before']:.0f} -> "
                        f"{wk['tokens_per_step_after']:.0f} tokens): judged by tokens/s instead")

@@ -32,6 +32,9 @@ DERIVED: dict[str, Metric] = {
 
 #: shares must also move by this much of the whole (1 percentage point) to count as beyond tolerance
 SHARE_FLOOR = 0.01
+#: keys whose change must also exceed an absolute amount: a coefficient of variation going 0.01 -> 0.02 is
+#: +100 % but still a steady step
+KEY_FLOORS: dict[str, float] = {"headline.step_cv": 0.05, "steps.cv": 0.05}
 #: categories below this share of device time on both sides are left out of the table
 CATEGORY_MIN_SHARE = 0.01
 
@@ -165,10 +168,13 @@ def direction(better: str, before: float, after: float) -> str:
     return "better" if up == (better == "higher") else "worse"
 
 
-def beyond_tolerance(unit: str, before: float, after: float, tolerance: float) -> bool:
-    """|after - before| > tolerance x |before| (any change from 0 counts); shares must also move SHARE_FLOOR."""
+def beyond_tolerance(unit: str, before: float, after: float, tolerance: float, key: str = "") -> bool:
+    """|after - before| > tolerance x |before| (any change from 0 counts); shares must also move SHARE_FLOOR,
+    keys in KEY_FLOORS their floor."""
     delta = abs(after - before)
     if unit == "share" and delta < SHARE_FLOOR:
+        return False
+    if delta < KEY_FLOORS.get(key, 0.0):
         return False
     if before == 0:
         return delta > 0

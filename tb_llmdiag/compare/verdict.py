@@ -118,7 +118,7 @@ def others_clause(doc: Mapping[str, Any]) -> str | None:
     parts = [f"{r['label']} {_pct(r['change'])}" if r["change"] is not None else
              f"{r['label']} {fmt(r['unit'], r['before'])} -> {fmt(r['unit'], r['after'])}" for r in worse[:MAX_OTHERS]]
     more = f" and {len(worse) - MAX_OTHERS} more" if len(worse) > MAX_OTHERS else ""
-    return "worse beyond tolerance and noise: " + ", ".join(parts) + more
+    return "also regressed: " + ", ".join(parts) + more
 
 
 def verdict(doc: Mapping[str, Any]) -> str:

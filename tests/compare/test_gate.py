@@ -107,3 +107,14 @@ def test_findings_diff_and_bottleneck() -> None:
     assert doc["bottleneck"] == {"before": {"id": "host_bound", "share": 0.6}, "after": {"id": "dataloader_stall", "share": 0.3}}
     assert doc["verdict"].endswith("`pageable_memcpy` is gone; `dataloader_stall` is new; the bottleneck moved from "
                                    "`host_bound` (60 % of the step) to `dataloader_stall` (30 %).")
+
+
+def test_tolerance_floors() -> None:
+    from tb_llmdiag.compare.table import beyond_tolerance
+
+    assert beyond_tolerance("ns", 100.0, 106.0, 0.05) and not beyond_tolerance("ns", 100.0, 104.0, 0.05)
+    assert beyond_tolerance("count_per_step", 0.0, 3.0, 0.05)                  # from 0: any change
+    assert not beyond_tolerance("share", 0.0002, 0.0005, 0.1)                  # +150 % but 0.03 points
+    assert beyond_tolerance("share", 0.02, 0.04, 0.1)
+    assert not beyond_tolerance("ratio", 0.01, 0.02, 0.1, "headline.step_cv")  # +100 % of a steady step
+    assert beyond_tolerance("ratio", 0.01, 0.08, 0.1, "headline.step_cv")
