@@ -1,7 +1,9 @@
 """Reading a run report for comparison: values by registry key, and the per-step columns the noise model needs.
 
-``per_step`` is the ONE place that knows where a run report keeps its per-step lists (``docs/report_schema.md``);
-if a metric topic moves them, only ``PER_STEP_PATHS`` changes. ``value_at`` resolves a registry key
+``per_step`` is the ONE place that knows where a run report keeps its per-step values (``docs/report_schema.md``);
+if a metric topic moves them, only ``STEP_ROWS`` / ``PER_STEP_PATHS`` change. Reports of schema 2 hold one list of
+step rows (``metrics.steps.per_step[].duration_ns``...); schema 1 held parallel lists (``metrics.steps.durations_ns``,
+``metrics.idle.step_breakdown.busy_ns``...): both are read, so a committed baseline of either schema compares. ``value_at`` resolves a registry key
 (``docs/metrics.md``: ``headline.*``, ``summary.*``, ``what_if.*`` are run-report sections, anything else is
 ``metrics.<topic>.*``).
 """
@@ -12,7 +14,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-#: per-step column -> path inside the run report (every list is aligned with the step list)
+#: the list of step rows (schema 2); a column is the rows' field of the same name
+STEP_ROWS: tuple[str, ...] = ("metrics", "steps", "per_step")
+
+#: schema 1: per-step column -> path of its list inside the run report (every list aligned with the steps)
 PER_STEP_PATHS: dict[str, tuple[str, ...]] = {
     "duration_ns": ("metrics", "steps", "durations_ns"),
     "index": ("metrics", "steps", "indexes"),
@@ -38,9 +43,14 @@ def _walk(doc: Any, path: tuple[str, ...]) -> Any:
 
 def per_step(run: Mapping[str, Any], column: str) -> np.ndarray | None:
     """One per-step column of a run report as float64, or None when the report lacks it, it holds a
-    non-number, or its length differs from the step count (columns must line up step by step)."""
-    values = _walk(run, PER_STEP_PATHS[column])
-    durations = _walk(run, PER_STEP_PATHS["duration_ns"])
+    non-number (a null busy time without device activity), or its length differs from the step count."""
+    rows = _walk(run, STEP_ROWS)
+    if isinstance(rows, list):
+        values: Any = [r.get(column) if isinstance(r, Mapping) else None for r in rows]
+        durations: Any = rows
+    else:
+        values = _walk(run, PER_STEP_PATHS[column])
+        durations = _walk(run, PER_STEP_PATHS["duration_ns"])
     if not isinstance(values, list) or not isinstance(durations, list) or len(values) != len(durations):
         return None
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):

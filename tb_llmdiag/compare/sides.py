@@ -18,6 +18,8 @@ from tb_llmdiag import api
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError
 from tb_llmdiag.ingest.discover import discover, is_kineto_head
 
+#: report schemas ``series`` reads (1: per-step parallel lists; 2: ``steps.per_step`` rows)
+READABLE_SCHEMAS = (1, 2)
 #: saved reports larger than this are not read whole (a report of a big logdir is a few MiB)
 MAX_REPORT_BYTES = 256 << 20
 _SNIFF = 65536
@@ -71,9 +73,9 @@ def saved_report(path: str) -> dict[str, Any] | None:
         raise TraceFormatError(f"{path}: looks like a saved llmdiag report but is not valid JSON ({exc})") from None
     if not isinstance(doc, dict) or (doc.get("tool") or {}).get("name") != "tb_llmdiag":
         return None
-    if doc.get("schema") != api.REPORT_SCHEMA:
-        raise TraceFormatError(f"{path}: saved report has schema {doc.get('schema')!r}; this llmdiag reads "
-                               f"schema {api.REPORT_SCHEMA} (save it again with `llmdiag report --json`)")
+    if doc.get("schema") not in READABLE_SCHEMAS:
+        raise TraceFormatError(f"{path}: saved report has schema {doc.get('schema')!r}; this llmdiag compares "
+                               f"schemas {', '.join(map(str, READABLE_SCHEMAS))} (save it again with `llmdiag report --json`)")
     if not isinstance(doc.get("runs"), list):
         raise TraceFormatError(f"{path}: saved report has no 'runs' list")
     return doc

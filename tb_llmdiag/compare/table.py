@@ -117,14 +117,21 @@ ROWS: tuple[Row, ...] = (
     Row("memcpy.htod_pageable_per_step"),
     Row("headline.copy_share"),
     Row("kernels.by_category.*.share"),
-    Row("xla.collective_share"),
+    Row("xla.communication_share"),
+    Row("xla.collective_share"),          # its name before the metric topics' step-list change
     Row("memory.peak_used_bytes"),
 )
 
 
+def entry(key: str) -> Metric | None:
+    """The registry (or DERIVED) entry of a table key; None when the registry does not name it (a row kept
+    for a key's older or newer name)."""
+    return DERIVED.get(key) or registry.metric(key)
+
+
 def lookup(key: str) -> Metric:
-    """The registry (or DERIVED) entry of a table key; a key without one is a programming error."""
-    found = DERIVED.get(key) or registry.metric(key)
+    """``entry`` of a key the table shows (rows without one are left out before this is asked)."""
+    found = entry(key)
     if found is None:
         raise KeyError(f"{key} has no metric registry entry")
     return found
@@ -140,18 +147,19 @@ def derived_value(run: Mapping[str, Any], key: str) -> Any:
 def expand(row: Row, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Row]:
     """A ``*`` row as one row per map key present on either side (largest first); other rows as they are."""
     if "*" not in row.key:
-        return [row]
+        return [row] if entry(row.key) is not None else []
     head, tail = row.key.split(".*.", 1)
     found: dict[str, float] = {}
     for run in (before, after):
         entries = value_at(run, head)
         if isinstance(entries, Mapping):
-            for name, entry in entries.items():
-                v = entry.get(tail) if isinstance(entry, Mapping) else None
+            for name, item in entries.items():
+                v = item.get(tail) if isinstance(item, Mapping) else None
                 if isinstance(v, (int, float)):
                     found[name] = max(found.get(name, 0.0), float(v))
     keep = sorted((n for n, v in found.items() if v >= CATEGORY_MIN_SHARE), key=lambda n: (-found[n], n))
-    return [Row(f"{head}.{name}.{tail}", row.stat, row.same_work, row.gate) for name in keep]
+    rows = [Row(f"{head}.{name}.{tail}", row.stat, row.same_work, row.gate) for name in keep]
+    return [r for r in rows if entry(r.key) is not None]
 
 
 def _number(v: Any) -> float | None:

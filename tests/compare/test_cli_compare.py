@@ -46,7 +46,7 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"schema": 0, "tool": {"name": "tb_llmdiag"}, "runs": []}))
     assert main(["check", fixed, "--baseline", str(old)]) == 4
-    assert "saved report has schema 0; this llmdiag reads schema 1" in capsys.readouterr().err
+    assert "saved report has schema 0; this llmdiag compares schemas 1, 2" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["check", fixed, "--baseline", fixed, "--tolerance", "no.such_key=5%"])
     assert exc.value.code == 2

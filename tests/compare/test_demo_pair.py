@@ -37,9 +37,18 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return docs
 
 
+def steps_of(run: dict[str, Any]) -> dict[str, list[int]]:
+    """Per-step durations and tokens as the report holds them: `steps.per_step` rows (schema 2) or the
+    parallel lists `steps.durations_ns` / `steps.tokens` (schema 1)."""
+    st = run["metrics"]["steps"]
+    if "per_step" in st:
+        return {"durations_ns": [r["duration_ns"] for r in st["per_step"]], "tokens": [r["tokens"] for r in st["per_step"]]}
+    return {"durations_ns": st["durations_ns"], "tokens": st["tokens"]}
+
+
 def expected_verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     """The verdict written out from the reports' own numbers."""
-    sb, sa = before["metrics"]["steps"], after["metrics"]["steps"]
+    sb, sa = steps_of(before), steps_of(after)
     tps_b = sum(sb["tokens"]) / sum(sb["durations_ns"]) * 1e9
     tps_a = sum(sa["tokens"]) / sum(sa["durations_ns"]) * 1e9
     med_b, med_a = statistics.median(sb["durations_ns"]), statistics.median(sa["durations_ns"])
@@ -89,7 +98,7 @@ def test_json_rows_hold_the_reports_numbers(reports: dict[str, Any], capsys: pyt
     assert rows["work.ns_per_token"]["after"] == pytest.approx(1e9 / after["headline"]["tokens_per_s"])
     # every per-step tokens/s of AFTER (>= 4096 / 366 ms) beats every one of BEFORE (<= 2048 / 579 ms), so
     # every resample's ratio of sums does too: the band cannot hold 0
-    sb, sa = before["metrics"]["steps"], after["metrics"]["steps"]
+    sb, sa = steps_of(before), steps_of(after)
     assert min(t / d for t, d in zip(sa["tokens"], sa["durations_ns"])) > max(
         t / d for t, d in zip(sb["tokens"], sb["durations_ns"]))
     tps = rows["headline.tokens_per_s"]

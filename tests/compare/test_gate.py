@@ -118,3 +118,20 @@ def test_tolerance_floors() -> None:
     assert beyond_tolerance("share", 0.02, 0.04, 0.1)
     assert not beyond_tolerance("ratio", 0.01, 0.02, 0.1, "headline.step_cv")  # +100 % of a steady step
     assert beyond_tolerance("ratio", 0.01, 0.08, 0.1, "headline.step_cv")
+
+
+def as_step_rows(run_report: dict[str, Any]) -> dict[str, Any]:
+    """The same run in schema 2's layout: one `steps.per_step` row per step instead of parallel lists."""
+    st = dict(run_report["metrics"]["steps"])
+    d, t, idx = st.pop("durations_ns"), st.pop("tokens"), st.pop("indexes")
+    st["per_step"] = [{"index": i, "duration_ns": x, "tokens": (t[k] if t else None)} for k, (i, x) in enumerate(zip(idx, d))]
+    return {**run_report, "metrics": {**run_report["metrics"], "steps": st}}
+
+
+def test_both_report_layouts_compare_the_same() -> None:
+    before, after = run(BASE_MS, [4096] * 6), run([x * 0.8 for x in BASE_MS], [2048] * 6)
+    old = compare_runs(before, after)
+    new = compare_runs(as_step_rows(before), as_step_rows(after))
+    assert new == old
+    assert new["before"]["step_durations_ns"] == [int(x * 1e6) for x in BASE_MS]
+    assert next(r for r in new["metrics"] if r["key"] == "headline.tokens_per_s")["noise"] is not None
