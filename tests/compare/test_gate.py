@@ -135,3 +135,12 @@ def test_both_report_layouts_compare_the_same() -> None:
     assert new == old
     assert new["before"]["step_durations_ns"] == [int(x * 1e6) for x in BASE_MS]
     assert next(r for r in new["metrics"] if r["key"] == "headline.tokens_per_s")["noise"] is not None
+
+
+def test_every_table_row_names_a_registry_key() -> None:
+    """A row the registry does not name is dropped silently, so a typo would hide a metric: only the
+    communication share's two names (before / after the metric topics' rename) may be missing, one at a time."""
+    from tb_llmdiag.compare.table import ROWS, entry
+
+    missing = {r.key for r in ROWS if entry(r.key) is None}
+    assert missing <= {"xla.collective_share", "xla.communication_share"} and len(missing) <= 1
