@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from tb_llmdiag import api
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError
-from tb_llmdiag.ingest.discover import discover, is_kineto_head
+from tb_llmdiag.ingest.discover import TraceFile, discover, is_kineto_head
 
 #: report schemas ``series`` reads (1: per-step parallel lists; 2: ``steps.per_step`` rows)
 READABLE_SCHEMAS = (1, 2)
@@ -39,7 +39,7 @@ class Candidate:
     worker: str
     span: str
     report: Mapping[str, Any] | None = None
-    trace_file: Any = None
+    trace_file: TraceFile | None = None
 
     def names(self) -> tuple[str, ...]:
         return (self.run, f"{self.run}/{self.worker}", f"{self.run}/{self.worker}/{self.span}")
@@ -116,7 +116,11 @@ def select(found: Sequence[Candidate], run: str | None, role: str, path: str) ->
 def load_side(path: str, run: str | None, role: str) -> tuple[dict[str, Any], list[str]]:
     """The run report of one side and its warnings. Raises TraceFormatError (exit 4) when it could not be analysed."""
     c = select(candidates(path), run, role, path)
-    rep = dict(c.report) if c.report is not None else api.analyze_file(c.trace_file)
+    if c.report is not None:
+        rep = dict(c.report)
+    else:
+        assert c.trace_file is not None  # a candidate holds a report or a file
+        rep = api.analyze_file(c.trace_file)
     status = rep.get("status")
     where = f"{role} {path} (run {_label(c, [c])})"
     if status not in ("ok", "partial"):
