@@ -47,7 +47,7 @@ def _compare_doc(before: str, after: str, before_run: str | None, after_run: str
                  roles: tuple[str, str], **kw: Any) -> dict[str, Any]:
     rb, wb = load_side(before, before_run, roles[0])
     ra, wa = load_side(after, after_run, roles[1])
-    doc = compare_runs(rb, ra, sources=(before, after), **kw)
+    doc = compare_runs(rb, ra, sources=(before, after), roles=roles, **kw)
     doc["warnings"] = wb + wa
     return doc
 

@@ -13,7 +13,7 @@ from tb_llmdiag.compare import stats
 from tb_llmdiag.compare.findings_diff import bottleneck, findings_diff
 from tb_llmdiag.compare.series import step_columns, value_at
 from tb_llmdiag.compare.table import (
-    ROWS, STATISTICS, Row, beyond_tolerance, derived_value, direction, expand, lookup)
+    ROWS, STATISTICS, Row, beyond_tolerance, derived_value, direction, expand, gated, lookup)
 from tb_llmdiag.compare.verdict import verdict
 from tb_llmdiag.jsonsafe import jsonable
 
@@ -49,7 +49,7 @@ def _noise(row: Row, cols_b: Mapping[str, np.ndarray], cols_a: Mapping[str, np.n
            idx: tuple[np.ndarray, np.ndarray] | None, vb: float, va: float) -> tuple[dict[str, Any] | None, str | None]:
     """The row's noise band about the reports' figures ``vb``, ``va`` (``stats.recentred``), or None and why not."""
     if row.stat is None:
-        return None, "one value per run: judged on its tolerance alone"
+        return None, "one value per run: no noise band"
     st = STATISTICS[row.stat]
     if not all(c in cols_b and c in cols_a for c in st.needs):
         return None, "per-step values missing on a side: judged on its tolerance alone"
@@ -85,8 +85,8 @@ def metric_row(row: Row, before: Mapping[str, Any], after: Mapping[str, Any], wk
     out: dict[str, Any] = {
         "key": row.key, "label": m.label, "unit": m.unit, "better": m.better, "tolerance": tolerance,
         "before": vb, "after": va, "delta": None, "change": None, "direction": None, "beyond_tolerance": False,
-        "noise": None, "beyond_noise": None, "comparable": False, "gated": row.gate and m.better != "neither",
-        "regressed": False, "note": f"only {'BEFORE' if va is None else 'AFTER'} has it",
+        "noise": None, "beyond_noise": None, "comparable": False, "gated": gated(row, m),
+        "regressed": False, "note": f"only one side has it ({'after' if va is not None else 'before'})",
     }
     if vb is None or va is None:
         return out
@@ -104,10 +104,12 @@ def metric_row(row: Row, before: Mapping[str, Any], after: Mapping[str, Any], wk
 
 
 def compare_runs(before: Mapping[str, Any], after: Mapping[str, Any], *, sources: tuple[str, str] = ("", ""),
+                 roles: tuple[str, str] = ("BEFORE", "AFTER"),
                  tolerances: Mapping[str, float] | None = None, max_regression: float | None = None,
                  seed: int = stats.SEED, resamples: int = stats.RESAMPLES) -> dict[str, Any]:
     """The comparison document (docs/compare.md). ``tolerances`` overrides per key; ``max_regression`` replaces
-    the registry tolerance of every gated metric (a per-key override still wins)."""
+    the registry tolerance of every gated metric (a per-key override still wins). ``roles`` name the two sides in
+    the verdict (``check``: BASELINE and CANDIDATE)."""
     tolerances = dict(tolerances or {})
     cols_b, cols_a = step_columns(before), step_columns(after)
     nb = int(cols_b["duration_ns"].size) if cols_b else 0
@@ -121,14 +123,15 @@ def compare_runs(before: Mapping[str, Any], after: Mapping[str, Any], *, sources
     for declared in ROWS:
         for row in expand(declared, before, after):
             m = lookup(row.key)
-            tol = tolerances.get(row.key, max_regression if (max_regression is not None and row.gate
-                                                            and m.better != "neither") else m.tolerance)
+            tol = tolerances.get(row.key, max_regression if (max_regression is not None and gated(row, m))
+                                 else m.tolerance)
             r = metric_row(row, before, after, wk, (cols_b, cols_a), idx, float(tol))
             if r is not None:
                 rows.append(r)
     fb, fa = list(before.get("findings") or []), list(after.get("findings") or [])
     doc: dict[str, Any] = {
         "schema": COMPARE_SCHEMA, "kind": "compare", "tool": {"name": "tb_llmdiag", "version": __version__},
+        "roles": {"before": roles[0], "after": roles[1]},
         "before": describe(before, sources[0]), "after": describe(after, sources[1]),
         "noise_model": {"method": "bootstrap", "resamples": resamples, "seed": seed, "level": stats.LEVEL,
                         "min_steps": stats.MIN_STEPS, "rank_test": "Mann-Whitney U, exact one-sided",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from tb_llmdiag.compare.verdict import change_text
 from tb_llmdiag.units import fmt
 
 
@@ -16,16 +17,6 @@ def value_text(unit: str, v: Any) -> str:
     if unit in WHOLE_FROM_100 and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 100:
         return f"{v:.0f}" + ("/s" if unit == "per_s" else "")
     return fmt(unit, v)
-
-
-def change_text(row: Mapping[str, Any]) -> str:
-    if row["change"] is not None:
-        if abs(row["change"]) >= 9:   # past +900 %, a factor reads better
-            return f"{1 + row['change']:.3g}x"
-        return f"{100 * row['change']:+.1f} %"
-    if row["before"] is None or row["after"] is None:
-        return "n/a"
-    return "new" if row["before"] == 0 and row["after"] != 0 else "0"
 
 
 def band_text(row: Mapping[str, Any]) -> str:
@@ -119,5 +110,5 @@ def render_check(result: Mapping[str, Any]) -> str:
         out.append(f"REGRESSION {r['line']}")
     if result["passed"]:
         out.append(f"PASS: no metric regressed beyond its tolerance and beyond noise ({result['judged']} judged)")
-    out.append(doc["verdict"].replace("AFTER", "CANDIDATE", 1))
+    out.append(doc["verdict"])
     return "\n".join(out) + "\n"

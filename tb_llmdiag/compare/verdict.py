@@ -31,13 +31,24 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.1f} %"
 
 
-def _speed(ratio: float, what: str) -> str:
-    """``ratio`` > 1 means AFTER is faster."""
+def _speed(ratio: float, what: str, who: str) -> str:
+    """``ratio`` > 1 means the AFTER side (named ``who``) is faster."""
     if ratio >= TIMES_FROM:
-        return f"AFTER is {ratio:.1f}x faster {what}"
+        return f"{who} is {ratio:.1f}x faster {what}"
     if ratio <= 1 / TIMES_FROM:
-        return f"AFTER is {1 / ratio:.1f}x slower {what}"
-    return f"AFTER is {abs(ratio - 1) * 100:.1f} % {'faster' if ratio > 1 else 'slower'} {what}"
+        return f"{who} is {1 / ratio:.1f}x slower {what}"
+    return f"{who} is {abs(ratio - 1) * 100:.1f} % {'faster' if ratio > 1 else 'slower'} {what}"
+
+
+def change_text(row: Mapping[str, Any]) -> str:
+    """A row's change: +12.3 %, a factor past +900 % (126x), ``new`` from 0, ``n/a`` when a side lacks it."""
+    if row["change"] is not None:
+        if abs(row["change"]) >= 9:
+            return f"{1 + row['change']:.3g}x"
+        return f"{100 * row['change']:+.1f} %"
+    if row["before"] is None or row["after"] is None:
+        return "n/a"
+    return "new" if row["before"] == 0 and row["after"] != 0 else "0"
 
 
 def _band(row: Mapping[str, Any]) -> str:
@@ -80,7 +91,7 @@ def throughput(doc: Mapping[str, Any]) -> str:
         why = "noise" if row["beyond_noise"] is False else f"its {row['tolerance'] * 100:g} % tolerance"
         return f"no change {what} beyond {why} ({detail}, {_pct(a / b - 1)}; {_band(row)})"
     ratio = a / b if tokens else b / a
-    return f"{_speed(ratio, what)} ({detail})"
+    return f"{_speed(ratio, what, doc['roles']['after'])} ({detail})"
 
 
 def findings_clause(doc: Mapping[str, Any]) -> list[str]:
@@ -115,7 +126,7 @@ def others_clause(doc: Mapping[str, Any]) -> str | None:
     worse = [r for r in doc["metrics"] if r["regressed"] and r["key"] != primary]
     if not worse:
         return None
-    parts = [f"{r['label']} {_pct(r['change'])}" if r["change"] is not None else
+    parts = [f"{r['label']} {change_text(r)}" if r["change"] is not None else
              f"{r['label']} {fmt(r['unit'], r['before'])} -> {fmt(r['unit'], r['after'])}" for r in worse[:MAX_OTHERS]]
     more = f" and {len(worse) - MAX_OTHERS} more" if len(worse) > MAX_OTHERS else ""
     return "also regressed: " + ", ".join(parts) + more
