@@ -19,10 +19,14 @@ DEMO = REPO / "demo_logs"
 def test_a_logdir_side_needs_run_and_says_which(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", str(DEMO), str(DEMO / "fixed_lora_qwen1.5b")]) == 2
     err = capsys.readouterr().err
-    assert err == (f"llmdiag: BEFORE {DEMO} holds 3 runs (fixed_lora_qwen1.5b, jax_gpu_xplane, seed_lora_qwen1.5b); "
-                   "pick one with --run NAME\n")
+    # a run with several traces (the 2-rank DDP job) is listed as run/worker/span
+    runs = "ddp_straggler_2gpu/rank0/1, ddp_straggler_2gpu/rank1/1, fixed_lora_qwen1.5b, jax_gpu_xplane, seed_lora_qwen1.5b"
+    assert err == f"llmdiag: BEFORE {DEMO} holds 5 runs ({runs}); pick one with --run NAME\n"
     assert main(["compare", str(DEMO), str(DEMO), "--before-run", "nope"]) == 5
-    assert "no run named 'nope' (runs: fixed_lora_qwen1.5b, jax_gpu_xplane, seed_lora_qwen1.5b)" in capsys.readouterr().err
+    assert f"no run named 'nope' (runs: {runs})" in capsys.readouterr().err
+    assert main(["compare", str(DEMO), str(DEMO), "--run", "ddp_straggler_2gpu"]) == 2
+    assert ("--run 'ddp_straggler_2gpu' matches 2 traces (ddp_straggler_2gpu/rank0/1, ddp_straggler_2gpu/rank1/1); "
+            "name one as run/worker/span") in capsys.readouterr().err
 
 
 def test_run_selectors_pick_one_run_each(capsys: pytest.CaptureFixture[str]) -> None:
