@@ -7,20 +7,37 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 
 from tb_llmdiag import api
-from tbserver import REPO, get_json
-from test_tab import (ARTIFACTS, browser, frame, new_page, no_foreign, open_tab, plugin_hash,  # noqa: F401
-                      requests_seen, server, wait_panel)
+from tbserver import CHROMIUM, REPO, get_json, tensorboard, wait_all_analysed
+from test_tab import (ARTIFACTS, browser, new_page, no_foreign, open_tab, plugin_hash,  # noqa: F401
+                      requests_seen, wait_panel)
 
 pytestmark = pytest.mark.e2e
 SEED = "seed_lora_qwen1.5b"
 FIXED = "fixed_lora_qwen1.5b"
 HASH = (f"#llm_diag&p.llm_diag.run={FIXED}&p.llm_diag.worker=rank0&p.llm_diag.span=1"
         f"&p.llm_diag.base_run={SEED}&p.llm_diag.base_worker=rank0&p.llm_diag.base_span=1")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    """TensorBoard on a logdir of the two demo runs compared (copied: the test never writes into demo_logs)."""
+    pytest.importorskip("playwright")
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian chromium is not installed (apt-get install -y chromium); scripts/test.sh installs it")
+    tmp = tmp_path_factory.mktemp("e2e_compare")
+    for run in (SEED, FIXED):
+        shutil.copytree(REPO / "demo_logs" / run, tmp / "logs" / run)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with tensorboard(tmp / "logs", tmp / "cache", ARTIFACTS / "tensorboard_compare.log") as base:
+        runs = wait_all_analysed(base)
+        assert sorted(r["run"] for r in runs) == sorted((SEED, FIXED)) and all(r["status"] == "ready" for r in runs)
+        yield base, runs
 
 
 def served_report(base: str, run: str) -> dict:
