@@ -39,6 +39,13 @@ class Steps:
     host_end_ns: NDArray[np.int64]
     end_ns: NDArray[np.int64]
     source: str
+    #: where each step's host marker starts (start_ns is later when earlier steps' device work still runs);
+    #: host-side attribution (tokens, compiles, transfers) uses [host_start_ns, host_end_ns). None: start_ns.
+    host_start_ns: NDArray[np.int64] | None = None
+
+    @property
+    def host_starts(self) -> NDArray[np.int64]:
+        return self.start_ns if self.host_start_ns is None else self.host_start_ns
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
@@ -145,6 +152,7 @@ def find_steps(trace: Trace) -> Steps:
             index = np.arange(len(names), dtype=np.int64)
     device_end = launch_end_per_window(trace.events, starts, host_ends)
     ends = np.maximum(host_ends, device_end)
-    starts, ends = disjoint_windows(starts.astype(np.int64), ends.astype(np.int64))
-    return Steps(index=index, names=names, start_ns=starts.astype(np.int64),
-                 host_end_ns=host_ends.astype(np.int64), end_ns=ends.astype(np.int64), source=source)
+    host_starts = starts.astype(np.int64)
+    starts, ends = disjoint_windows(host_starts, ends.astype(np.int64))
+    return Steps(index=index, names=names, start_ns=starts, host_end_ns=host_ends.astype(np.int64), end_ns=ends,
+                 source=source, host_start_ns=host_starts)

@@ -22,6 +22,7 @@ def test_profiler_steps_extend_to_the_device_work_they_launched() -> None:
     assert s.end_ns.tolist() == [125 * US, 160 * US] and s.host_end_ns.tolist() == [100 * US, 160 * US]
     # step 4's marker starts at 110 us while step 3's kernel runs until 125 us: step 4 starts at 125 us
     assert s.start_ns.tolist() == [0, 125 * US]
+    assert s.host_starts.tolist() == [0, 110 * US]  # host-side attribution keeps the marker's own window
 
 
 def test_a_gpu_bound_loop_reads_as_its_gpu_period_not_the_queue_lag() -> None:
