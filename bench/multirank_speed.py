@@ -50,6 +50,11 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def cpu_s() -> float:
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
 def inflated_bytes(path: str) -> int:
     with open(path, "rb") as f:
         if f.read(2) != b"\x1f\x8b":
@@ -70,14 +75,17 @@ def run_on(n: int, index: api.Index) -> dict[str, Any]:
         with Client(address) as client:
             client.wait_for_workers(n)
             client.run(api.preload)
+            api.report_for_index(api.Index(root=index.root, files=index.files[:n]), DaskRunner(client))  # warm-up
+            cpu0 = client.run(cpu_s)
             t0 = time.perf_counter()
             rep = api.report_for_index(index, DaskRunner(client))
             wall = time.perf_counter() - t0
+            cpu = sum(client.run(cpu_s).values()) - sum(cpu0.values())
             rss = client.run(peak_rss_mb)
     finally:
         proc.stdin.close()  # type: ignore[union-attr]
         proc.wait(timeout=60)
-    return {"workers": n, "wall_s": wall, "worker_peak_rss_mb": sorted(rss.values()), "json": dumps(rep),
+    return {"workers": n, "wall_s": wall, "worker_cpu_s": cpu, "worker_peak_rss_mb": sorted(rss.values()), "json": dumps(rep),
             "ok": sum(r["status"] == "ok" for r in rep["runs"])}
 
 
@@ -119,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--dir", type=Path, default=Path("/tmp/llmdiag_job64"))
     ap.add_argument("--reduce-ranks", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=1, help="run the worker counts this many times, alternating; "
+                    "the best wall time of each is kept (the machine is shared)")
     ap.add_argument("--reduce-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.reduce_only:
@@ -132,12 +142,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     infl = sum(inflated_bytes(tf.path) for tf in index.files) / 1e6
     print(f"{len(index.files)} ranks, {comp:.1f} MB compressed, {infl:.1f} MB of JSON; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
+    best: dict[int, dict[str, Any]] = {}
+    for rep_i in range(a.repeat):
+        for n in a.workers:
+            r = run_on(n, index)
+            print(f"  try {rep_i + 1} workers={n}: {r['wall_s']:.2f} s, workers' CPU {r['worker_cpu_s']:.1f} s, "
+                  f"load average {os.getloadavg()[0]:.1f}", flush=True)
+            if n not in best or r["wall_s"] < best[n]["wall_s"]:
+                best[n] = r
     first: dict[str, Any] | None = None
     for n in a.workers:
-        r = run_on(n, index)
+        r = best[n]
         first = first or r
         assert r["json"] == first["json"], "the report differs between worker counts"
         print(f"workers={n}: {r['wall_s']:.2f} s, {len(index.files) / r['wall_s']:.2f} ranks/s, "
+              f"workers' CPU {r['worker_cpu_s']:.1f} s ({r['worker_cpu_s'] / r['wall_s']:.2f} cores), "
               f"{comp / r['wall_s']:.1f} MB/s compressed ({infl / r['wall_s']:.0f} MB/s JSON), "
               f"speedup x{first['wall_s'] / r['wall_s']:.2f}, ok {r['ok']}/{len(index.files)}, "
               f"worker peak RSS {', '.join(f'{m:.0f}' for m in r['worker_peak_rss_mb'])} MB; "
