@@ -74,6 +74,7 @@ class Rule:
     stack_fix: tuple[tuple[str, str], ...] = field(default=())  # (stack, fix text in that stack's words)
     platform: str | None = None          # "cuda" | "xla": only runs of that platform; None: every run
     flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (platform, wording on that platform)
+    claims: str | None = None            # the time its saving comes out of: "idle" | "device" | "excess" (whatif.py)
 
 
 def lookup(metrics: Metrics, path: Any) -> Any:

@@ -80,7 +80,7 @@ GPU_RULES: tuple[Rule, ...] = (
             docs="https://pytorch.org/xla/master/learn/pjrt.html")),),
     ),
     Rule(
-        id="dataloader_stall", platform="cuda", title="The GPU waits for the data loader",
+        id="dataloader_stall", claims="idle", platform="cuda", title="The GPU waits for the data loader",
         metric="dataloader.stall_share", above=0.05, saving="dataloader.stall_share",
         evidence=(("stall_share", "dataloader.stall_share"), ("stall_ns", "dataloader.stall_ns"),
                   ("loader_host_share", "dataloader.host_share"), ("iterator", "dataloader.iterator")),
@@ -99,7 +99,7 @@ GPU_RULES: tuple[Rule, ...] = (
                    ("torchtune", "Set num_workers in the recipe config's dataloader section and pre-tokenize the dataset.")),
     ),
     Rule(
-        id="host_bound", platform="cuda", title="The GPU waits for the host to launch work",
+        id="host_bound", claims="idle", platform="cuda", title="The GPU waits for the host to launch work",
         metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
@@ -122,7 +122,7 @@ GPU_RULES: tuple[Rule, ...] = (
                    ("torchtune", "Set compile=True and raise batch_size in the recipe config.")),
     ),
     Rule(
-        id="host_sync", platform="cuda", title="Host syncs drain the GPU queue every step",
+        id="host_sync", claims="idle", platform="cuda", title="Host syncs drain the GPU queue every step",
         metric="host_sync.saving_share", above=0.02, when=syncs_every_step,
         saving="host_sync.saving_share",
         evidence=(("saving_share", "host_sync.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
@@ -144,7 +144,7 @@ GPU_RULES: tuple[Rule, ...] = (
                                  "avoid .item() in training_step."),),
     ),
     Rule(
-        id="slow_host_op", platform="cuda", title="One host operation keeps the GPU waiting",
+        id="slow_host_op", claims="idle", platform="cuda", title="One host operation keeps the GPU waiting",
         metric="idle.host_wait_culprit_share", above=0.10, when=slow_calls, saving="idle.host_wait_culprit_share",
         evidence=(("host_op", "idle.host_wait_culprit"), ("host_op_share", "idle.host_wait_culprit_share"),
                   ("host_op_ns", "idle.host_wait_culprit_ns"), ("mean_call_ns", "idle.host_wait_culprit_mean_ns"),
@@ -160,7 +160,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/backends.html#torch.backends.cuda.enable_cudnn_sdp",
     ),
     Rule(
-        id="pageable_memcpy", platform="cuda", title="Host-to-device copies use pageable memory",
+        id="pageable_memcpy", claims="idle", platform="cuda", title="Host-to-device copies use pageable memory",
         metric="memcpy.htod_pageable_count", above=1, saving="memcpy.pageable_htod_share",
         evidence=(("pageable_copies", "memcpy.htod_pageable_count"), ("pageable_per_step", "memcpy.htod_pageable_per_step"),
                   ("pageable_bytes", "memcpy.htod_pageable_bytes"), ("pageable_host_ns", "memcpy.htod_pageable_host_ns"),
@@ -175,7 +175,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
     ),
     Rule(
-        id="copy_heavy", title="Copies and dtype casts take a large share of GPU time",
+        id="copy_heavy", claims="device", title="Copies and dtype casts take a large share of GPU time",
         metric="kernels.copy_share", above=0.10, saving="kernels.copy_step_share",
         evidence=(("copy_share", "kernels.copy_share"), ("gemm_share", "kernels.gemm_share"),
                   ("copy_vs_gemm_ratio", "kernels.copy_vs_gemm_ratio"), ("copy_ns", "kernels.copy_ns")),
@@ -191,7 +191,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/amp.html",
     ),
     Rule(
-        id="tiny_kernels", platform="cuda", title="Most kernels are too small to keep the GPU busy",
+        id="tiny_kernels", claims="idle", platform="cuda", title="Most kernels are too small to keep the GPU busy",
         metric="launch.tiny_kernel_share", above=0.5, when=host_waits, saving="launch.tiny_kernel_saving_share",
         evidence=(("tiny_kernel_share", "launch.tiny_kernel_share"), ("tiny_kernels_per_step", "launch.tiny_kernels_per_step"),
                   ("kernel_median_ns", "launch.kernel_median_ns"), ("launch_api_median_ns", "launch.launch_api_median_ns")),
@@ -204,7 +204,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/torch.compiler.html",
     ),
     Rule(
-        id="gpu_gaps", title="The GPU sits idle for long stretches",
+        id="gpu_gaps", claims="excess", title="The GPU sits idle for long stretches",
         metric="idle.long_gap_count", above=1, saving="idle.long_gap_share",
         evidence=(("long_gaps", "idle.long_gap_count"), ("long_gap_ns", "idle.long_gap_ns"),
                   ("longest_gap_ns", "idle.long_gap_max_ns"), ("long_gap_share", "idle.long_gap_share")),
@@ -217,7 +217,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs=None,
     ),
     Rule(
-        id="step_variance", title="Step time varies from step to step",
+        id="step_variance", claims="excess", title="Step time varies from step to step",
         metric="steps.cv_excluding_first", above=0.15, saving="steps.mean_excess_share",
         evidence=(("cv", "steps.cv_excluding_first"), ("median_ns", "steps.median_ns"), ("max_ns", "steps.max_ns"),
                   ("outliers", "steps.outlier_count"), ("outlier_cause", "steps.outlier_main_cause"),
@@ -231,7 +231,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs=None,
     ),
     Rule(
-        id="variable_shapes", title="Step time follows the padded sequence length",
+        id="variable_shapes", claims="idle", title="Step time follows the padded sequence length",
         metric="steps.tokens_cv", above=0.1, when=shapes_cost_time,
         saving=per_shape_saving,
         severity="medium",
