@@ -36,6 +36,7 @@ _LAZY_MODULES = (
     "tb_llmdiag.metrics.flops", "tb_llmdiag.metrics.host_sync", "tb_llmdiag.metrics.idle",
     "tb_llmdiag.metrics.kernels", "tb_llmdiag.metrics.launch", "tb_llmdiag.metrics.memcpy",
     "tb_llmdiag.metrics.memory", "tb_llmdiag.metrics.step_stats", "tb_llmdiag.metrics.xla",
+    "tb_llmdiag.metrics.causes",
     "numpy.ma",  # numpy imports it on the first np.unique
 )
 

@@ -8,6 +8,7 @@ their id (``findings/xla.py``). docs/findings.md lists every rule.
 from __future__ import annotations
 
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
+from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
 
 
 # Named predicates (a rule that needs more than one comparison)
@@ -26,11 +27,28 @@ def syncs_every_step(m: Metrics) -> bool:
     return (lookup(m, "host_sync.syncs_per_step") or 0.0) >= 1.0
 
 
+def follows_tokens(m: Metrics) -> bool:
+    """Step time tracks tokens per step: correlation >= 0.7 over at least 5 steps (fewer say little)."""
+    return (lookup(m, "steps.tokens_corr") or 0.0) >= 0.7 and (lookup(m, "steps.count") or 0) >= 5
+
+
+def per_shape_work(m: Metrics) -> bool:
+    """The GPU idles >= 5 % of step time while the host builds plans / compiles for new shapes."""
+    return (lookup(m, "idle.host_wait_per_shape_share") or 0.0) >= 0.05
+
+
+def follows_tokens_only(m: Metrics) -> bool:
+    return follows_tokens(m) and not per_shape_work(m)
+
+
 def shapes_cost_time(m: Metrics) -> bool:
-    """Changing batch shapes cost time: step time tracks tokens per step, or the GPU idles >= 5 % of step
-    time while the host builds plans / compiles for new shapes (``idle.host_wait_per_shape_share``)."""
-    return ((lookup(m, "steps.tokens_corr") or 0.0) >= 0.7
-            or (lookup(m, "idle.host_wait_per_shape_share") or 0.0) >= 0.05)
+    """Changing batch shapes cost time: per-shape host work (the evidence that leads), or step time tracking
+    tokens per step."""
+    return per_shape_work(m) or follows_tokens(m)
+
+
+def sync_storm(m: Metrics) -> bool:
+    return lookup(m, "sync_storm.storm") is True
 
 
 def per_shape_saving(m: Metrics) -> float | None:
@@ -123,14 +141,30 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="host_sync", claims="idle", platform="cuda", title="Host syncs drain the GPU queue every step",
-        metric="host_sync.saving_share", above=0.02, when=syncs_every_step,
-        saving="host_sync.saving_share",
-        evidence=(("saving_share", "host_sync.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
+        metric="sync_storm.saving_share", above=0.02, when=syncs_every_step,
+        saving="sync_storm.saving_share",
+        evidence=(("saving_share", "sync_storm.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
                   ("item_calls_per_step", "host_sync.item_calls_per_step"), ("blocked_share", "host_sync.blocked_share"),
-                  ("idle_after_sync_share", "host_sync.idle_after_sync_share"), ("longest_ns", "host_sync.longest_ns")),
+                  ("idle_after_sync_share", "host_sync.idle_after_sync_share"), ("longest_ns", "host_sync.longest_ns"),
+                  ("edge_syncs", "sync_storm.edge_syncs"), ("loop_syncs_per_step", "sync_storm.loop_syncs_per_step"),
+                  ("trigger_op", "sync_storm.trigger_op"), ("after_op", "sync_storm.after_op"),
+                  ("loop_host_ns", "sync_storm.loop_host_ns"),
+                  ("loop_idle_share", "sync_storm.loop_idle_share")),
         summary="{syncs_per_step} host syncs per step ({item_calls_per_step} .item() calls on GPU tensors) block the "
                 "host for {blocked_share} of step time (longest {longest_ns}) and drain the GPU queue; removing "
-                "them could save up to {saving_share}.",
+                "them could save up to {saving_share} ({edge_syncs} step-edge synchronize calls of a timing harness "
+                "are not counted).",
+        variants=((sync_storm, Flavour(
+            title="A loop of host syncs stalls every step",
+            summary="A loop of {loop_syncs_per_step} syncs per step ({trigger_op} after {after_op}) holds the host "
+                    "for {loop_host_ns} a step while the GPU idles {loop_idle_share} of step time inside it; "
+                    "removing the per-item reads could save up to {saving_share}.",
+            fix=Fix(text="Read values back once, not once per tensor: stack the per-parameter values on the device "
+                         "(torch.stack / torch._foreach_norm) and call .item() / .tolist() once, every N steps.",
+                    pytorch="norms = torch.stack(torch._foreach_norm([p.grad for p in params]))\n"
+                            "if step % 50 == 0: log(norms.tolist())   # one sync instead of one per parameter",
+                    hf_trainer="# in your callback: compute the norms as one tensor and log every logging_steps\n"
+                               "TrainingArguments(..., logging_steps=50)"))),),
         fix=Fix(text="Keep values on the device inside the step: accumulate losses/metrics as tensors and read "
                      "them (.item(), float(), print) only every N steps; avoid data-dependent shapes (nonzero, "
                      "boolean masks) in the hot loop.",
@@ -221,9 +255,11 @@ GPU_RULES: tuple[Rule, ...] = (
         metric="steps.cv_excluding_first", above=0.15, saving="steps.mean_excess_share",
         evidence=(("cv", "steps.cv_excluding_first"), ("median_ns", "steps.median_ns"), ("max_ns", "steps.max_ns"),
                   ("outliers", "steps.outlier_count"), ("outlier_cause", "steps.outlier_main_cause"),
-                  ("mean_excess_share", "steps.mean_excess_share")),
+                  ("mean_excess_share", "steps.mean_excess_share"),
+                  ("slowest", "outliers.summary")),
         summary="Step time varies by {cv} (coefficient of variation; median {median_ns}, max {max_ns}, "
-                "{outliers} outlier steps; main outlier cause: {outlier_cause}): throughput and ETAs are unreliable.",
+                "{outliers} outlier steps; main outlier cause: {outlier_cause}): throughput and ETAs are unreliable. "
+                "{slowest}.",
         fix=Fix(text="Find what differs in the slow steps (timeline): sequence length (pad to a fixed multiple or "
                      "pack), periodic logging/eval/checkpointing, recompiles, or a data-loader hiccup.",
                 pytorch="tok(batch, padding='max_length', max_length=L, pad_to_multiple_of=64)",
@@ -231,17 +267,21 @@ GPU_RULES: tuple[Rule, ...] = (
         docs=None,
     ),
     Rule(
-        id="variable_shapes", claims="idle", title="Step time follows the padded sequence length",
+        id="variable_shapes", claims="idle", title="Every new batch shape costs host work while the GPU waits",
         metric="steps.tokens_cv", above=0.1, when=shapes_cost_time,
         saving=per_shape_saving,
         severity="medium",
-        evidence=(("tokens_cv", "steps.tokens_cv"), ("tokens_corr", "steps.tokens_corr"),
+        evidence=(("tokens_cv", "steps.tokens_cv"), ("tokens_corr", "steps.tokens_corr"), ("steps", "steps.count"),
                   ("tokens_per_step_median", "steps.tokens_per_step_median"),
                   ("per_shape_op", "idle.host_wait_per_shape_op"),
                   ("per_shape_share", "idle.host_wait_per_shape_share")),
-        summary="Tokens per step (batch x padded length) vary by {tokens_cv} (correlation with step time "
-                "{tokens_corr}), and every new batch shape costs host work: the GPU idles {per_shape_share} of "
-                "step time while the host is in {per_shape_op}. Padding and uneven lengths set the step time.",
+        summary="The GPU idles {per_shape_share} of step time while the host is in {per_shape_op} for batch shapes it "
+                "has not seen before (tokens per step vary by {tokens_cv}; correlation of step time with tokens "
+                "{tokens_corr} over {steps} steps).",
+        variants=((follows_tokens_only, Flavour(
+            title="Step time follows the padded sequence length",
+            summary="Tokens per step (batch x padded length) vary by {tokens_cv} and step time follows them "
+                    "(correlation {tokens_corr} over {steps} steps): padding and uneven lengths set the step time.")),),
         fix=Fix(text="Pack sequences or go padding-free (varlen FlashAttention), or at least pad to a multiple of "
                      "64/128 and group samples of similar length: every new batch shape costs padding compute and, "
                      "with cuDNN attention or torch.compile, a new plan or compile on the host.",
@@ -274,11 +314,10 @@ GPU_RULES: tuple[Rule, ...] = (
                   ("headroom_bytes", "memory.headroom_bytes"), ("total_bytes", "memory.total_bytes")),
         summary="Peak memory use is {peak_used_bytes} of {total_bytes} ({peak_used_share}): "
                 "{headroom_bytes} is free.",
-        fix=Fix(text="Spend the free memory on speed: a larger micro-batch (fewer accumulation steps), or turn "
-                     "off gradient checkpointing (~20 % faster).",
-                pytorch="# raise batch_size; model.gradient_checkpointing_disable()",
-                hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, gradient_accumulation_steps=ga // 2,\n"
-                           "                  gradient_checkpointing=False)"),
+        fix=Fix(text="Spend the free memory on speed: a larger micro-batch with fewer gradient-accumulation steps "
+                     "(the same tokens per optimizer step, fewer and longer kernels).",
+                pytorch="# raise batch_size, lower the accumulation steps by the same factor",
+                hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, gradient_accumulation_steps=ga // 2)"),
         docs="https://huggingface.co/docs/transformers/perf_train_gpu_one",
     ),
-)
+) + CAUSE_RULES

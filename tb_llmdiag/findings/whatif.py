@@ -24,9 +24,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from tb_llmdiag.findings.engine import Rule, finite, lookup
+from tb_llmdiag.findings.engine import Rule, applicable, finite, lookup
+from tb_llmdiag.units import fmt_ns
 
-POOLS = ("idle", "device")
+#: the what-if names the first finding that takes at least this share off the median step (less reads as noise)
+MIN_CUT_SHARE = 0.005
 
 
 def _pool_of(claims: str | None) -> str | None:
@@ -51,8 +53,10 @@ def _median_busy_ns(m: Mapping[str, Any], median: int, busy_share: float | None)
     return int(round(busy_share * median)) if busy_share is not None else None
 
 
-def _claims(rules: Sequence[Rule]) -> dict[str, str | None]:
-    return {r.id: r.claims for r in rules}
+def _claims(rules: Sequence[Rule], metrics: Mapping[str, Any]) -> dict[str, str | None]:
+    """Rule id -> the pool it claims on this run (a named function of the metrics, or a fixed pool); a rule
+    of the run's platform wins over a neutral one of the same id (``engine.applicable``)."""
+    return {r.id: (r.claims(metrics) if callable(r.claims) else r.claims) for r in applicable(metrics, rules)}
 
 
 def _tokens_per_s(tokens: Any, step_ns: float) -> float | None:
@@ -68,7 +72,7 @@ def _saving_share(f: Mapping[str, Any]) -> float:
 def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule]
                       ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Ranked findings with in-sequence savings (module docstring), and the what-if on the median step."""
-    claims = _claims(rules)
+    claims = _claims(rules, metrics)
     mean = lookup(metrics, "steps.mean_ns")
     median = lookup(metrics, "steps.median_ns")
     busy = _busy_share(metrics)
@@ -97,7 +101,7 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
             if have_median and claims.get(f["id"]) != "excess":
                 med_cut = r * med_left[pool]
                 med_left[pool] -= med_cut
-                if top is None and med_cut >= 1:
+                if top is None and med_cut >= MIN_CUT_SHARE * float(median):
                     top = {"finding_id": f["id"], "median_cut": med_cut, "pool": pool}
         f["saving"] = {"share": cut / mean, "ns": int(round(cut)),
                        "alone_share": s.get("share"), "alone_ns": s.get("ns"),
@@ -139,7 +143,7 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3g} ms" if ns < 1e10 else f"{ns / 1e9:.3g} s"
+    return fmt_ns(ns)
 
 
 def statement(w: Mapping[str, Any]) -> str:

@@ -32,6 +32,7 @@ def _safe(topic: str, fn: Callable[[], Any]) -> Any:
 def compute_metrics(trace: Trace, steps: Any) -> dict[str, dict[str, Any]]:
     """All metric topics of one trace (see the module docstring)."""
     from tb_llmdiag.metrics.annotations import annotation_metrics
+    from tb_llmdiag.metrics.causes import cause_topics
     from tb_llmdiag.metrics.context import Context
     from tb_llmdiag.metrics.dataloader import dataloader_metrics
     from tb_llmdiag.metrics.flops import flops_metrics
@@ -67,6 +68,7 @@ def compute_metrics(trace: Trace, steps: Any) -> dict[str, dict[str, Any]]:
     out["memory"] = _safe("memory", lambda: memory_metrics(ctx))
     out["annotations"] = _safe("annotations", lambda: annotation_metrics(ctx))
     out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"]))
+    out.update(cause_topics(ctx, out))  # issue #14: compile, precision, optimizer, checkpointing, outliers, sync_storm
     if trace.source_kind == "xplane":
         try:
             xla = importlib.import_module("tb_llmdiag.metrics.xla")
