@@ -67,8 +67,7 @@ def render_run(run: dict[str, Any]) -> str:
             lines.append(f"      fix: {fix['text']}")
     wi = run.get("what_if")
     if wi:
-        lines.append(f"   what if {wi['finding_id']} were fixed: step {fmt_ns(wi['step_ns'])} -> "
-                     f"{fmt_ns(wi['step_ns_if_fixed'])}")
+        lines.append(f"   what if (upper bounds): {wi.get('statement') or ''}")
     for w in run.get("warnings") or []:
         lines.append(f"   warning: {w}")
     return "\n".join(lines)
