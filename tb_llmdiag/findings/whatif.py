@@ -15,6 +15,8 @@ The model (docs/whatif.md is the prose):
   and idle time M - B_M; each ``idle`` / ``device`` finding removes the same fraction r of what is left of its
   pool in M; ``excess`` findings remove nothing from M. ``compute_floor_ns`` is B_M less what the ``device``
   findings take off kernels: no what-if step goes below it (idle findings cannot remove busy time).
+- Without steps the shares are of the analysis window (``idle.window_ns``): they are applied in sequence on it
+  the same way (``ns`` stays null) and there is no what-if.
 - Tokens/s: ``steps.tokens_per_step_median`` / step time (padded token slots), before and after.
 Every number is an upper bound ("at most ... if ... removed entirely"): it assumes the cause's time disappears
 and nothing else moves in to fill it.
@@ -77,8 +79,12 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
     median = lookup(metrics, "steps.median_ns")
     busy = _busy_share(metrics)
     out = [dict(f) for f in findings]
-    if not finite(mean) or mean <= 0:
-        return out, None
+    has_steps = finite(mean) and mean > 0
+    if not has_steps:  # no steps: the shares are of the analysis window; apply them in sequence on it
+        mean = lookup(metrics, "idle.window_ns")
+        median = None
+        if not finite(mean) or mean <= 0:
+            return out, None
     b = busy if busy is not None else 0.0
     pool0 = {"idle": (1.0 - b) * mean, "device": b * mean}
     left = dict(pool0)
@@ -103,7 +109,7 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
                 med_left[pool] -= med_cut
                 if top is None and med_cut >= MIN_CUT_SHARE * float(median):
                     top = {"finding_id": f["id"], "median_cut": med_cut, "pool": pool}
-        f["saving"] = {"share": cut / mean, "ns": int(round(cut)),
+        f["saving"] = {"share": cut / mean, "ns": int(round(cut)) if has_steps else None,
                        "alone_share": s.get("share"), "alone_ns": s.get("ns"),
                        "median_step_ns": int(round(med_cut)) if have_median else None}
     if not have_median:
