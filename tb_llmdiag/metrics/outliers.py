@@ -1,7 +1,7 @@
 """What holds the extra time of each outlier step: the user annotation or host operator that grew.
 
-Definitions (outlier steps as ``steps.outliers`` defines them; host rows by the step whose host window holds
-their start):
+Definitions (outlier steps as ``steps.outliers`` defines them, else the slowest step after the first when it is
+>= 10 % over the median; host rows by the step whose host window holds their start):
 - Per step and name, the summed duration of the name's ANNOTATION rows (``record_function`` ranges: a
   checkpoint save, an eval, logging) and of its CPU operator rows. A name's *excess* in a step = its time there
   minus its median time over all steps (0 where it does not run).
@@ -50,14 +50,21 @@ def _fmt_b(b: int) -> str:
 
 def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
     ev = ctx.trace.events
-    if not steps.get("available") or not steps.get("outliers") or ctx.n_steps < 2:
+    if not steps.get("available") or ctx.n_steps < 2:
         return {"available": True, "steps": [], "summary": "no step stands out from the others"}
     d = np.asarray(steps["durations_ns"], dtype=np.float64)
     med = float(np.median(d))
     index = list(steps["indexes"])
+    chosen = list(steps.get("outliers") or [])
+    if not chosen:  # no outlier by the MAD rule: the slowest step after the first, when >= 10 % over the median
+        k = int(np.argmax(d[1:])) + 1
+        if d[k] >= 1.1 * med:
+            chosen = [index[k]]
+    if not chosen:
+        return {"available": True, "steps": [], "summary": "no step stands out from the others"}
     tables = {k: _per_name(ctx, int(kind)) for k, kind in (("annotation", Kind.ANNOTATION), ("op", Kind.CPU_OP))}
     out = []
-    for i in steps["outliers"]:
+    for i in chosen:
         p = index.index(i)
         excess = d[p] - med
         holder = None
