@@ -34,7 +34,57 @@ PAIRS: tuple[tuple[str, str, str, Sequence[str] | None, str], ...] = (
     ("slow collate -> fixed", "tests/data/gpu_dataloader_slow", "tests/data/gpu_fixed", ("dataloader_stall",),
      "no slow collate, 2 workers, batch 4 -> 8"),
     ("eager -> torch.compile", "tests/data/gpu_fixed", "tests/data/gpu_compiled", None, "torch.compile"),
+    ("eager -> torch.compile (pageable)", "tests/data/compile_off", "tests/data/compile_on", None, "torch.compile"),
+    ("per-parameter `.item()` loop removed", "tests/data/item_loop", "tests/data/noise_a", ("host_sync",),
+     "--item-loop dropped, nothing else"),
+    ("fp32 -> bf16", "tests/data/fp32_math", "tests/data/noise_a", ("fp32_math",), "bf16 weights and math"),
 )
+
+
+def _truth(folder: str) -> dict[str, Any]:
+    import json
+
+    return json.loads((REPO / folder / "truth.json").read_text())["ranks"][0]
+
+
+def _ckpt(t: dict[str, Any]) -> float:
+    return 1 - t["no_grad_ckpt"]["median_wall_ms"] / t["reference"]["median_wall_ms"]
+
+
+def _optim(t: dict[str, Any]) -> float:
+    o = t["optimizer_step_alone_median_ms"]
+    return (o["for_loop"] - o["fused"]) / t["reference"]["median_wall_ms"]
+
+
+def _save(t: dict[str, Any]) -> float:
+    return float(t["save_checkpoint"]["host_s"] * 1e9)
+
+
+#: (capture, finding, what the measurement is, measured share of the unprofiled step (truth.json))
+TRUTH_ROWS = (
+    ("tests/data/grad_ckpt", "activation_checkpointing", "the same steps with checkpointing off (unprofiled)", _ckpt),
+    ("tests/data/unfused_adamw", "unfused_optimizer", "AdamW step alone: for-loop minus fused (unprofiled)", _optim),
+)
+
+
+def truth_table() -> str:
+    rows = ["| capture | finding | measured how | predicted saving (bound, share of the profiled step) | "
+            "measured saving (share of the unprofiled step) | error |", "|---|---|---|---|---|---|"]
+    for folder, fid, how, fn in TRUTH_ROWS:
+        if not (REPO / folder).is_dir():
+            continue
+        f = next(x for x in analysed(folder)["findings"] if x["id"] == fid)
+        pred, meas = f["saving"]["alone_share"], fn(_truth(folder))
+        rows.append(f"| {Path(folder).name} | `{fid}` | {how} | {100 * pred:.1f} % | {100 * meas:.1f} % | "
+                    f"{100 * (pred - meas) / meas:+.0f} % |")
+    save = "tests/data/torch_save"
+    if (REPO / save).is_dir():
+        o = next(x for x in analysed(save)["metrics"]["outliers"]["steps"] if x["holder"])
+        meas = _save(_truth(save))
+        rows.append(f"| torch_save | `step_variance` (outlier step #{o['index']}) | `torch.save` timed around the call | "
+                    f"{o['holder_ns'] / 1e9:.3f} s inside `{o['holder']}` | {meas / 1e9:.3f} s | "
+                    f"{100 * (o['holder_ns'] - meas) / meas:+.1f} % |")
+    return "\n".join(rows)
 
 
 def _one(folder: str) -> Path:
@@ -83,4 +133,4 @@ def table() -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(table() + "\n")
+    sys.stdout.write(table() + "\n\n" + truth_table() + "\n")

@@ -21,8 +21,9 @@ def test_what_if_uses_the_first_finding_with_a_saving_in_the_median_step() -> No
     r = (Rule(id="x", title="x", metric="a.x", above=0, fix=fix, claims="idle", saving="a.x"),)
     metrics = {"steps": {"mean_ns": 100, "median_ns": 80}, "idle": {"busy_share": 0.5}, "a": {"x": 0.25}}
     _, wi = diagnose(metrics, rules=r)
-    # idle pool of the mean step 50; r = 25 / 50 = 0.5 of the median step's idle 40 -> 20 off 80
-    assert (wi["finding_id"], wi["step_ns"], wi["step_ns_if_fixed"], wi["compute_floor_ns"]) == ("x", 80, 60, 40)
+    # mean step 100 = regular part 80 (busy 40, idle 40) + excess 20; r = 25 / 40 of the idle pool;
+    # the median step's idle is 40 too: 25 off 80
+    assert (wi["finding_id"], wi["step_ns"], wi["step_ns_if_fixed"], wi["compute_floor_ns"]) == ("x", 80, 55, 40)
     assert wi["bound"] is True and wi["basis"] == "median_step"
     assert what_if([f("x", None, None)], {"steps": {"available": False}}) is None
 
@@ -39,14 +40,14 @@ def test_diagnose_end_to_end_on_metrics() -> None:
     findings, wi = diagnose(metrics)
     assert [x["id"] for x in findings] == ["dataloader_stall", "host_bound", "pageable_memcpy"]
     assert [x["severity"] for x in findings] == ["high", "medium", "low"]
-    # idle pool 100 ms: the loader takes 60 % of it (60 ms), host-bound 24 % of the 40 ms left (9.6 ms),
-    # pageable copies 0.2 % of the 30.4 ms left (60.8 µs): in sequence, never added
+    # idle pool 100 ms: causes first, the loader takes 60 % of it (60 ms), pageable copies 0.2 % of the 40 ms
+    # left (80 µs); then the symptom, host-bound, 24 % of the 39.92 ms left (9.5808 ms): in sequence, never added
     assert findings[0]["saving"] == {"share": 0.30, "ns": 60_000_000, "alone_share": 0.30, "alone_ns": 60_000_000,
                                      "median_step_ns": 60_000_000}
-    assert findings[1]["saving"]["ns"] == 9_600_000 and findings[1]["saving"]["alone_ns"] == 24_000_000
-    assert findings[2]["saving"]["ns"] == 60_800
+    assert findings[1]["saving"]["ns"] == 9_580_800 and findings[1]["saving"]["alone_ns"] == 24_000_000
+    assert findings[2]["saving"]["ns"] == 80_000
     assert (wi["finding_id"], wi["step_ns"], wi["step_ns_if_fixed"]) == ("dataloader_stall", 200_000_000, 140_000_000)
-    assert wi["all"]["step_ns_if_fixed"] == 200_000_000 - 60_000_000 - 9_600_000 - 60_800
+    assert wi["all"]["step_ns_if_fixed"] == 200_000_000 - 60_000_000 - 80_000 - 9_580_800
     assert wi["all"]["compute_floor_ns"] == 100_000_000
 
 

@@ -80,6 +80,9 @@ class Rule:
     # wording chosen by the evidence: the first (named predicate, Flavour) whose predicate holds replaces the
     # title, summary, fix and docs it gives (after the platform's flavour): a title claims only what holds
     variants: tuple[tuple[Callable[[Metrics], bool], Flavour], ...] = field(default=())
+    # a symptom (the GPU waits for the host, long gaps, step variance) rather than a cause: in the sequence of
+    # savings it comes after the causes, so it keeps only the time they leave (findings/whatif.py)
+    symptom: bool = False
 
 
 def lookup(metrics: Metrics, path: Any) -> Any:

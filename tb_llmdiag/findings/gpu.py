@@ -117,7 +117,7 @@ GPU_RULES: tuple[Rule, ...] = (
                    ("torchtune", "Set num_workers in the recipe config's dataloader section and pre-tokenize the dataset.")),
     ),
     Rule(
-        id="host_bound", claims="idle", platform="cuda", title="The GPU waits for the host to launch work",
+        id="host_bound", claims="idle", symptom=True, platform="cuda", title="The GPU waits for the host to launch work",
         metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
@@ -225,7 +225,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/amp.html",
     ),
     Rule(
-        id="tiny_kernels", claims="idle", platform="cuda", title="Most kernels are too small to keep the GPU busy",
+        id="tiny_kernels", claims="idle", symptom=True, platform="cuda", title="Most kernels are too small to keep the GPU busy",
         metric="launch.tiny_kernel_share", above=0.5, when=host_waits, saving="launch.tiny_kernel_saving_share",
         evidence=(("tiny_kernel_share", "launch.tiny_kernel_share"), ("tiny_kernels_per_step", "launch.tiny_kernels_per_step"),
                   ("kernel_median_ns", "launch.kernel_median_ns"), ("launch_api_median_ns", "launch.launch_api_median_ns")),
@@ -238,7 +238,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/torch.compiler.html",
     ),
     Rule(
-        id="gpu_gaps", claims="excess", title="The GPU sits idle for long stretches",
+        id="gpu_gaps", claims="excess", symptom=True, title="The GPU sits idle for long stretches",
         metric="idle.long_gap_count", above=1, saving="idle.long_gap_share",
         evidence=(("long_gaps", "idle.long_gap_count"), ("long_gap_ns", "idle.long_gap_ns"),
                   ("longest_gap_ns", "idle.long_gap_max_ns"), ("long_gap_share", "idle.long_gap_share")),
@@ -251,7 +251,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs=None,
     ),
     Rule(
-        id="step_variance", claims="excess", title="Step time varies from step to step",
+        id="step_variance", claims="excess", symptom=True, title="Step time varies from step to step",
         metric="steps.cv_excluding_first", above=0.15, saving="steps.mean_excess_share",
         evidence=(("cv", "steps.cv_excluding_first"), ("median_ns", "steps.median_ns"), ("max_ns", "steps.max_ns"),
                   ("outliers", "steps.outlier_count"), ("outlier_cause", "steps.outlier_main_cause"),
@@ -261,7 +261,7 @@ GPU_RULES: tuple[Rule, ...] = (
                 "{outliers} outlier steps; main outlier cause: {outlier_cause}): throughput and ETAs are unreliable. "
                 "{slowest}.",
         fix=Fix(text="Find what differs in the slow steps (timeline): sequence length (pad to a fixed multiple or "
-                     "pack), periodic logging/eval/checkpointing, recompiles, or a data-loader hiccup.",
+                     "pack), periodic logging/eval/checkpoint saves, recompiles, or a data-loader hiccup.",
                 pytorch="tok(batch, padding='max_length', max_length=L, pad_to_multiple_of=64)",
                 hf_trainer="DataCollatorWithPadding(tok, pad_to_multiple_of=64)  # or SFTConfig(packing=True)"),
         docs=None,

@@ -10,15 +10,22 @@ from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 
 
 def compiles_in_loop(m: Metrics) -> bool:
-    """A compile in a profiled step other than the first one (a first-step compile is warm-up)."""
+    """A recompile: a compile id C > 0, or a compile in a profiled step other than the first one (a first compile
+    in the first profiled step is warm-up)."""
     hit = lookup(m, "compile.steps_hit") or []
     first = lookup(m, "steps.first_index")
-    return bool([i for i in hit if i != first]) or (not hit and (lookup(m, "compile.count") or 0) >= 1)
+    return ((lookup(m, "compile.max_recompile_index") or 0) >= 1 or bool([i for i in hit if i != first])
+            or (not hit and (lookup(m, "compile.count") or 0) >= 1))
 
 
 def compile_claims(m: Metrics) -> str:
     """``idle`` when the median step compiles (half the steps or more), else ``excess``."""
     return str(lookup(m, "compile.claims") or "excess")
+
+
+def recompute_claims(m: Metrics) -> str:
+    """``idle`` when the recompute costs more host time than GPU time (a launch-bound step), else ``device``."""
+    return str(lookup(m, "checkpointing.claims") or "device")
 
 
 def mostly_fp32(m: Metrics) -> bool:
@@ -42,13 +49,13 @@ CAUSE_RULES: tuple[Rule, ...] = (
         id="recompilation", platform="cuda", claims=compile_claims,
         title="torch.compile compiles inside the training loop",
         metric="compile.share", above=0.02, when=compiles_in_loop, saving="compile.share",
-        evidence=(("compiles", "compile.count"), ("compile_ns", "compile.time_ns"), ("compile_share", "compile.share"),
+        evidence=(("compiles", "compile.count"), ("compiled_ids", "compile.compiled_ids"), ("compile_ns", "compile.time_ns"), ("compile_share", "compile.share"),
                   ("steps_hit", "compile.steps_hit"), ("cause", "compile.cause"),
                   ("new_shape_steps", "compile.new_shape_steps"), ("max_recompile_index", "compile.max_recompile_index"),
                   ("longest_ns", "compile.longest_ns")),
-        summary="torch.compile compiles {compiles} times inside the profiled steps ({compile_ns}, {compile_share} of "
-                "step time; longest {longest_ns}) in steps {steps_hit}; cause: {cause} (steps with a batch shape not "
-                "seen before: {new_shape_steps}).",
+        summary="torch.compile compiles {compiles} time(s) inside the profiled steps (compile ids {compiled_ids}; F/C "
+                "with C > 0 is a recompile of frame F): {compile_ns}, {compile_share} of step time (longest "
+                "{longest_ns}) in steps {steps_hit}. Why: {cause}.",
         fix=Fix(text="Stop recompiling for every new shape: compile with dynamic shapes (dynamic=True, or "
                      "torch._dynamo.mark_dynamic on the sequence dimension), or pad batches to a few fixed lengths "
                      "(buckets, pad_to_multiple_of). Raising torch._dynamo.config.cache_size_limit only hides the "
@@ -98,17 +105,18 @@ CAUSE_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/optim.html#algorithms",
     ),
     Rule(
-        id="activation_checkpointing", platform="cuda", claims="device",
+        id="activation_checkpointing", platform="cuda", claims=recompute_claims,
         title="Activation checkpointing recomputes the forward pass in backward",
         metric="checkpointing.recompute_share", above=0.0, when=checkpointing_on, saving="checkpointing.recompute_share",
         evidence=(("recompute_ops_per_step", "checkpointing.recompute_ops_per_step"),
                   ("recompute_share", "checkpointing.recompute_share"),
+                  ("recompute_host_ns", "checkpointing.recompute_host_ns"),
                   ("recompute_device_ns", "checkpointing.recompute_device_ns"),
                   ("checkpoint_frames", "checkpointing.checkpoint_frames"),
                   ("peak_used_share", "memory.peak_used_share"), ("headroom_bytes", "memory.headroom_bytes")),
-        summary="{recompute_ops_per_step} forward operators per step run again inside backward ({recompute_device_ns} "
-                "of GPU work, {recompute_share} of step time); peak memory use is {peak_used_share} of the device "
-                "({headroom_bytes} free).",
+        summary="{recompute_ops_per_step} forward operators per step run again inside backward ({recompute_host_ns} "
+                "on the host, {recompute_device_ns} of GPU work: up to {recompute_share} of step time); peak memory "
+                "use is {peak_used_share} of the device ({headroom_bytes} free).",
         fix=Fix(text="Checkpointing trades compute for memory. Memory is tight here: checkpoint only some layers "
                      "(selective checkpointing: every other block, or only attention) rather than all of them.",
                 pytorch="# checkpoint every other block only:\n"

@@ -3,14 +3,18 @@
 The model (docs/whatif.md is the prose):
 - Every rule claims one *pool* of time (``Rule.claims``): ``idle`` (GPU idle time: waiting for the host, the data
   loader, syncs, compiles), ``device`` (GPU busy time: kernels that could run faster or not at all), ``excess``
-  (time that only some steps add over the median step: outliers, warm-up, XLA recompile steps; on the mean step it
-  comes out of the idle pool, on the median step it is nothing). A rule that claims nothing has no saving.
-- On the mean step T (findings' shares are shares of the summed step time, i.e. of T): the idle pool is
-  (1 - busy share) x T, the device pool busy share x T. In rank order, each finding removes the fraction
-  r = min(1, share x T / its pool's initial size) of what is *left* in its pool: savings are applied in
-  sequence on the remaining time, never added, so causes that claim the same idle time (host-bound, a slow
-  host op, syncs) do not count it twice, and the shares shown (``saving.share``, each finding's cut / T) add up
-  to at most 1. The finding's own bound, alone, stays in ``saving.alone_share`` / ``alone_ns``.
+  (time that only some steps add over the median step: outliers, warm-up, XLA recompile steps). A rule that
+  claims nothing has no saving.
+- On the mean step T (findings' shares are shares of the summed step time, i.e. of T): T = its regular part
+  min(M, T) (M the median step), busy in the median step's proportion B_M / M (device pool) and idle otherwise
+  (idle pool), plus the excess max(0, T - M) (excess pool; when it is 0, excess findings take from the idle pool).
+  The three pools add up to T. Causes first, then symptoms (``Rule.symptom``: host-bound, tiny kernels, long
+  gaps, step variance: what the causes' time shows up as), each group in rank order, each finding removes the
+  fraction r = min(1, share x T / its pool's initial size) of what is *left* of its pool: savings are applied in
+  sequence on the remaining time, never added, so causes that claim the same idle time (host-bound, a slow host
+  op, syncs) do not count it twice, and the shares shown (``saving.share``, each finding's cut / T) add up to at
+  most 1. The finding's own bound, alone, stays in ``saving.alone_share`` / ``alone_ns``. Findings are then
+  shown by what they add in that sequence (``saving.share``), highest first.
 - On the median step M (the what-if): its busy time B_M (median of the per-step busy times, else busy share x M)
   and idle time M - B_M; each ``idle`` / ``device`` finding removes the same fraction r of what is left of its
   pool in M; ``excess`` findings remove nothing from M. ``compute_floor_ns`` is B_M less what the ``device``
@@ -34,7 +38,7 @@ MIN_CUT_SHARE = 0.005
 
 
 def _pool_of(claims: str | None) -> str | None:
-    return {"idle": "idle", "excess": "idle", "device": "device"}.get(claims or "")
+    return {"idle": "idle", "excess": "excess", "device": "device"}.get(claims or "")
 
 
 def _busy_share(m: Mapping[str, Any]) -> float | None:
@@ -85,33 +89,49 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
         median = None
         if not finite(mean) or mean <= 0:
             return out, None
-    b = busy if busy is not None else 0.0
-    pool0 = {"idle": (1.0 - b) * mean, "device": b * mean}
-    left = dict(pool0)
     have_median = finite(median) and median > 0
     med_busy = _median_busy_ns(metrics, int(median), busy) if have_median else None
+    # the mean step T = a median-like part min(M, T), busy in proportion b, and the excess max(0, T - M) that
+    # only some steps add; without steps: the window, all of it the regular part
+    b = (med_busy / median if med_busy is not None else 0.0) if have_median else (busy or 0.0)
+    regular = min(float(median), float(mean)) if have_median else float(mean)
+    pool0 = {"idle": (1.0 - b) * regular, "device": b * regular, "excess": float(mean) - regular}
+    left = dict(pool0)
     med0 = {"idle": float(median) - (med_busy or 0), "device": float(med_busy or 0)} if have_median else {}
     med_left = dict(med0)
-    top: dict[str, Any] | None = None
-    for f in out:
+    symptom = {r.id for r in applicable(metrics, rules) if r.symptom}
+    # causes first, then symptoms (each group in rank order): a symptom keeps only the time the causes leave
+    order = sorted(range(len(out)), key=lambda i: (out[i]["id"] in symptom, i))
+    alone_cut: dict[int, tuple[float, str]] = {}
+    for i in order:
+        f = out[i]
         alone = _saving_share(f)
         s = f.get("saving")
         if not isinstance(s, dict):
             continue
         pool = _pool_of(claims.get(f["id"]))
+        if pool == "excess" and pool0["excess"] <= 0:
+            pool = "idle"  # no step adds time over the median (or no steps): the excess is idle time
         cut = med_cut = 0.0
         if pool is not None and alone > 0 and pool0[pool] > 0:
             r = min(1.0, alone * mean / pool0[pool])
             cut = r * left[pool]
             left[pool] -= cut
-            if have_median and claims.get(f["id"]) != "excess":
+            if have_median and pool != "excess" and claims.get(f["id"]) != "excess":
                 med_cut = r * med_left[pool]
                 med_left[pool] -= med_cut
-                if top is None and med_cut >= MIN_CUT_SHARE * float(median):
-                    top = {"finding_id": f["id"], "median_cut": med_cut, "pool": pool}
+                alone_cut[i] = (r * med0[pool], pool)
         f["saving"] = {"share": cut / mean, "ns": int(round(cut)) if has_steps else None,
                        "alone_share": s.get("share"), "alone_ns": s.get("ns"),
                        "median_step_ns": int(round(med_cut)) if have_median else None}
+    # shown by what each adds in that sequence (then by their own rank)
+    ranked = sorted(range(len(out)), key=lambda i: (-_saving_share(out[i]), i))
+    out = [out[i] for i in ranked]
+    top: dict[str, Any] | None = None
+    for i in ranked:  # the what-if: the first finding that alone takes >= 0.5 % off the median step
+        if i in alone_cut and have_median and alone_cut[i][0] >= MIN_CUT_SHARE * float(median):
+            top = {"finding_id": findings[i]["id"], "median_cut": alone_cut[i][0], "pool": alone_cut[i][1]}
+            break
     if not have_median:
         return out, None
     tokens = lookup(metrics, "steps.tokens_per_step_median")
@@ -142,7 +162,7 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
             "tokens_per_s_if_fixed": _tokens_per_s(tokens, fixed_all),
         },
         "mean_step_ns": int(mean),
-        "mean_step_ns_if_all_fixed": int(round(left["idle"] + left["device"])),
+        "mean_step_ns_if_all_fixed": int(round(left["idle"] + left["device"] + left["excess"])),
     }
     what["statement"] = statement(what)
     return out, what

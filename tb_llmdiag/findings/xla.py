@@ -142,7 +142,7 @@ XLA_RULES: tuple[Rule, ...] = (
         docs=None,
     ),
     Rule(
-        id="step_variance", claims="excess", platform="xla", title="Step time varies from step to step",
+        id="step_variance", claims="excess", symptom=True, platform="xla", title="Step time varies from step to step",
         metric="xla.steady_step_cv", above=0.20, when=clean_steps_vary, saving="xla.clean_step_excess_share",
         evidence=(("cv", "xla.steady_step_cv"), ("clean_cv", "xla.clean_step_cv"), ("median_ns", "xla.steady_step_median_ns"),
                   ("max_ns", "xla.steady_step_max_ns"), ("steady_steps", "xla.steady_step_count")),
@@ -150,8 +150,8 @@ XLA_RULES: tuple[Rule, ...] = (
                 "steps; median {median_ns}, max {max_ns}), and by {clean_cv} without the steps that read values "
                 "back to the host.",
         fix=Fix(text="Find what differs in the slow steps: inputs of other shapes hitting other cached graphs, "
-                     "host work or transfers in some steps only, periodic logging or checkpointing.",
-                pytorch="# pad to fixed shapes; move logging/checkpointing out of the hot loop or make it periodic",
+                     "host work or transfers in some steps only, periodic logging or checkpoint saves.",
+                pytorch="# pad to fixed shapes; move logging/checkpoint saves out of the hot loop or make it periodic",
                 hf_trainer="TrainingArguments(..., dataloader_drop_last=True, logging_steps=50, save_steps=500)"),
         docs=None,
     ),
@@ -171,7 +171,7 @@ XLA_RULES: tuple[Rule, ...] = (
         docs="https://cloud.google.com/tpu/docs/performance-guide",
     ),
     Rule(
-        id="gpu_gaps", claims="idle", platform="xla", title="The device sits idle during steps",
+        id="gpu_gaps", claims="idle", symptom=True, platform="xla", title="The device sits idle during steps",
         metric="xla.steady_device_duty_cycle_share", below=0.50, saving="xla.steady_device_idle_saving_share",
         evidence=(("duty_cycle_share", "xla.steady_device_duty_cycle_share"),
                   ("idle_in_steps_ns", "xla.device_idle_in_steps_ns"),

@@ -10,9 +10,12 @@ Definitions (host rows whose start lies in the analysis window):
 - ``checkpoint_frames``: rows naming torch.utils.checkpoint (``CheckpointFunction``, Python frames in
   ``torch/utils/checkpoint.py``): the reentrant variant and stacks show it by name.
 - ``on``: recompute ops per step >= 1, or checkpoint frames in the window.
-- ``recompute_device_ns``: the union of the device events launched from inside the recompute ops;
-  ``recompute_share`` = recompute_device_ns / window_ns: what turning checkpointing off could save at most
-  (the forward's work done a second time).
+- Recompute spans: per backward range holding recompute ops, from the first one's start to the last one's end
+  (the re-run forward of a checkpointed block, its elementwise ops included). ``recompute_host_ns``: their
+  union; ``recompute_device_ns``: the union of the device events launched inside them.
+- ``recompute_share`` = max(recompute_host_ns, recompute_device_ns) / window_ns: what turning checkpointing off
+  could save at most (the forward done a second time, on the host when the step is launch-bound, else on the
+  GPU); ``claims`` = ``idle`` when the host time is the larger, else ``device``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ import re
 from typing import Any
 
 from tb_llmdiag.metrics.context import Context, in_windows, per_step, share
-from tb_llmdiag.metrics.ranges import busy_ns, inside, launched_inside, named_rows
+import numpy as np
+
+from tb_llmdiag.intervals import merge
+from tb_llmdiag.metrics.ranges import busy_ns, inside, launched_in_spans, named_rows
 from tb_llmdiag.model import Kind
 
 BACKWARD = re.compile(r"^autograd::engine::evaluate_function: ")
@@ -38,13 +44,39 @@ def checkpointing_metrics(ctx: Context) -> dict[str, Any]:
     frames = named_rows(ctx, FRAMES, (Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION))
     frames = frames[in_windows(ev.ts_ns[frames], ctx.win_s, ctx.win_e)]
     rps = per_step(int(rec.size), ctx) if ctx.n_steps else float(rec.size)
-    dev_ns = busy_ns(ctx, launched_inside(ctx, rec))
+    s, e, tid = _spans(ctx, rec, bwd)
+    ms, me = merge(s, e) if s.size else (s, e)
+    host_ns = int((me - ms).sum()) if s.size else 0
+    dev_ns = busy_ns(ctx, launched_in_spans(ctx, s, e, tid))
     return {
         "available": True,
         "recompute_ops": int(rec.size),
         "recompute_ops_per_step": rps,
         "checkpoint_frames": int(frames.size),
         "on": bool((rps or 0) >= 1 or frames.size > 0),
+        "recompute_host_ns": host_ns,
         "recompute_device_ns": dev_ns,
-        "recompute_share": share(dev_ns, ctx.window_ns) if ctx.window_ns else None,
+        "recompute_share": share(max(host_ns, dev_ns), ctx.window_ns) if ctx.window_ns else None,
+        "claims": "idle" if host_ns > dev_ns else "device",
     }
+
+
+def _spans(ctx: Context, rec: np.ndarray, bwd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (thread, merged backward range) holding recompute ops: first start, last end, thread."""
+    ev = ctx.trace.events
+    if rec.size == 0:
+        z = np.zeros(0, np.int64)
+        return z, z.copy(), z.copy()
+    out_s, out_e, out_t = [], [], []
+    for tid in np.unique(ev.tid[rec]):
+        b = bwd[ev.tid[bwd] == tid]
+        bs, _ = merge(ev.ts_ns[b], ev.ts_ns[b] + ev.dur_ns[b])
+        r = rec[ev.tid[rec] == tid]
+        key = np.searchsorted(bs, ev.ts_ns[r], side="right") - 1
+        order = np.argsort(key, kind="stable")
+        key, r = key[order], r[order]
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        out_s.append(np.minimum.reduceat(ev.ts_ns[r], first))
+        out_e.append(np.maximum.reduceat(ev.ts_ns[r] + ev.dur_ns[r], first))
+        out_t.append(np.full(first.size, tid, np.int64))
+    return np.concatenate(out_s), np.concatenate(out_e), np.concatenate(out_t)

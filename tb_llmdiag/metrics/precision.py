@@ -7,8 +7,8 @@ Definitions (device events whose start lies in the analysis window):
   ``gemmSN``/``gemv`` kernels templated on ``float``) and not TF32 / half precision (``FAST_PATTERN``:
   ``tf32``, ``s1688``/``s16816`` tensor-op tiles, ``bf16``, ``f16``, ``h884``...). The reader does not keep
   operators' recorded input types, so names are the evidence.
-- ``fp32_matmul_ns``: their summed duration; ``fp32_matmul_share`` = / device busy time in the window;
-  ``fp32_of_matmul_share`` = / the time of all gemm+conv kernels; ``top_kernel``: the fp32 kernel with the most time.
+- ``fp32_matmul_ns``: the union of their intervals (overlapping streams count once) within the window; ``fp32_matmul_share`` = / device
+  busy time in the window; ``fp32_of_matmul_share`` = / the union of all gemm+conv kernels; ``top_kernel``: the fp32 kernel with the most time.
 - ``fp32_tflops``, ``fast_tflops``: the device's dense fp32 (non-tensor) peak and its dense bf16/fp16
   tensor-core peak (``THROUGHPUT``; null for devices not in the table); ``speedup_ratio`` = fast / fp32.
 - ``saving_share`` = fp32_matmul_ns x (1 - fp32_tflops / fast_tflops) / window_ns: the bound if every fp32
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.classify import CATEGORY_CODE
+from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, share
 from tb_llmdiag.model import Kind
 
@@ -67,6 +68,15 @@ def throughput(ctx: Context) -> tuple[str | None, float | None, float | None]:
     return (ctx.trace.devices[0].name if ctx.trace.devices else None), None, None
 
 
+def _in_window(ctx: Context, rows: np.ndarray) -> int:
+    """Length of the union of the rows' intervals within the analysis window."""
+    ev = ctx.trace.events
+    if rows.size == 0:
+        return 0
+    s, e = merge(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
+    return int(overlap_per_window(s, e, ctx.win_s, ctx.win_e).sum())
+
+
 def precision_metrics(ctx: Context) -> dict[str, Any]:
     ev = ctx.trace.events
     dev = ctx.dev[ctx.dev_in_win]
@@ -77,12 +87,13 @@ def precision_metrics(ctx: Context) -> dict[str, Any]:
     slow = {int(i) for i in used if FP32_PATTERN.search(ev.names[i]) and not FAST_PATTERN.search(ev.names[i])}
     is32 = np.fromiter((int(i) in slow for i in nid), dtype=bool, count=nid.size) if nid.size else np.zeros(0, bool)
     d32 = ev.dur_ns[mm][is32]
-    fp32_ns = int(d32.sum())
+    r32 = mm[is32]
+    fp32_ns = _in_window(ctx, r32)
     top = None
     if d32.size:
         ids, inv = np.unique(nid[is32], return_inverse=True)
         top = ev.names[int(ids[np.argmax(np.bincount(inv, weights=d32))])]
-    busy = int((ctx.busy_e - ctx.busy_s).sum()) if ctx.busy_s.size else 0
+    busy = int(overlap_per_window(ctx.busy_s, ctx.busy_e, ctx.win_s, ctx.win_e).sum()) if ctx.busy_s.size else 0
     device, fp32, fast = throughput(ctx)
     saving = None
     if fp32 and fast and ctx.window_ns > 0:
@@ -92,7 +103,7 @@ def precision_metrics(ctx: Context) -> dict[str, Any]:
         "fp32_matmul_kernels": int(is32.sum()),
         "fp32_matmul_ns": fp32_ns,
         "fp32_matmul_share": share(fp32_ns, busy) if busy else None,
-        "fp32_of_matmul_share": share(fp32_ns, int(ev.dur_ns[mm].sum())) if mm.size else None,
+        "fp32_of_matmul_share": share(fp32_ns, _in_window(ctx, mm)) if mm.size else None,
         "top_kernel": top,
         "device": device,
         "fp32_tflops": fp32,

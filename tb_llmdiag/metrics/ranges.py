@@ -63,6 +63,27 @@ def launched_inside(ctx: Context, outer: IDX) -> IDX:
     return dev[inside(ctx, launcher[has], outer)]
 
 
+def launched_in_spans(ctx: Context, s: NDArray[np.int64], e: NDArray[np.int64], tid: NDArray[np.int64]) -> IDX:
+    """Device rows whose launch call starts inside one of the spans [s, e) of thread ``tid``."""
+    ev = ctx.trace.events
+    if s.size == 0 or ctx.dev.size == 0:
+        return ctx.dev[:0]
+    launcher = ctx.cache.launcher(ctx.dev)
+    has = launcher >= 0
+    dev, la = ctx.dev[has], launcher[has]
+    keep = np.zeros(dev.size, dtype=bool)
+    for t in np.unique(tid):
+        ms, me = merge(s[tid == t], e[tid == t])
+        mine = ev.tid[la] == t
+        ts = ev.ts_ns[la[mine]]
+        i = np.searchsorted(ms, ts, side="right") - 1
+        ok = i >= 0
+        hit = np.zeros(ts.size, dtype=bool)
+        hit[ok] = ts[ok] < me[i[ok]]
+        keep[mine] = hit
+    return dev[keep]
+
+
 def busy_ns(ctx: Context, rows: IDX) -> int:
     """Length of the union of the rows' intervals."""
     ev = ctx.trace.events
