@@ -61,6 +61,13 @@ def slow_calls(m: Metrics) -> bool:
     return (lookup(m, "idle.host_wait_culprit_mean_ns") or 0) >= 1_000_000
 
 
+def copy_claims(m: Metrics) -> str:
+    """``excess`` when most of the copy time is made by outlier steps' holders (a checkpoint save's device-to-host
+    copies: not in the median step), else ``device``."""
+    copies, outlier = lookup(m, "kernels.copy_ns") or 0, lookup(m, "outliers.copy_ns") or 0
+    return "excess" if copies and outlier >= 0.5 * copies else "device"
+
+
 def has_device_memory(m: Metrics) -> bool:
     return lookup(m, "memory.total_bytes") is not None
 
@@ -209,7 +216,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
     ),
     Rule(
-        id="copy_heavy", claims="device", title="Copies and dtype casts take a large share of GPU time",
+        id="copy_heavy", claims=copy_claims, title="Copies and dtype casts take a large share of GPU time",
         metric="kernels.copy_share", above=0.10, saving="kernels.copy_step_share",
         evidence=(("copy_share", "kernels.copy_share"), ("gemm_share", "kernels.gemm_share"),
                   ("copy_vs_gemm_ratio", "kernels.copy_vs_gemm_ratio"), ("copy_ns", "kernels.copy_ns")),

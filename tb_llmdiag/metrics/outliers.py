@@ -10,7 +10,8 @@ Definitions (outlier steps as ``steps.outliers`` defines them, else the slowest 
   the outermost one that grew wins ties), else null; ``holder_kind`` (``annotation`` | ``op``),
   ``holder_ns`` (its time in the step), ``holder_excess_ns``.
 - ``dtoh_bytes`` / ``htod_bytes``: bytes of the device-to-host / host-to-device copies launched from inside the
-  holder's rows in that step (what a checkpoint save moves).
+  holder's rows in that step (what a checkpoint save moves); ``holder_copy_ns``: those copies' summed duration.
+- ``copy_ns``: the summed ``holder_copy_ns`` of the outlier steps (copies that only those steps make).
 - ``summary``: the first outlier step other than the first profiled one (else the first), in words:
   "step #5 takes 6.26 s: 5.9 s inside `save_checkpoint` (3.0 GB device-to-host copies)".
 """
@@ -51,7 +52,7 @@ def _fmt_b(b: int) -> str:
 def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
     ev = ctx.trace.events
     if not steps.get("available") or ctx.n_steps < 2:
-        return {"available": True, "steps": [], "summary": "no step stands out from the others"}
+        return {"available": True, "steps": [], "summary": "no step stands out from the others", "copy_ns": 0}
     d = np.asarray(steps["durations_ns"], dtype=np.float64)
     med = float(np.median(d))
     index = list(steps["indexes"])
@@ -61,7 +62,7 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
         if d[k] >= 1.1 * med:
             chosen = [index[k]]
     if not chosen:
-        return {"available": True, "steps": [], "summary": "no step stands out from the others"}
+        return {"available": True, "steps": [], "summary": "no step stands out from the others", "copy_ns": 0}
     tables = {k: _per_name(ctx, int(kind)) for k, kind in (("annotation", Kind.ANNOTATION), ("op", Kind.CPU_OP))}
     out = []
     for i in chosen:
@@ -79,7 +80,7 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
                 break
         row: dict[str, Any] = {"index": int(i), "duration_ns": int(d[p]), "excess_ns": int(excess), "holder": None,
                                "holder_kind": None, "holder_ns": None, "holder_excess_ns": None,
-                               "dtoh_bytes": 0, "htod_bytes": 0}
+                               "dtoh_bytes": 0, "htod_bytes": 0, "holder_copy_ns": 0}
         if holder is not None:
             kind, j, t, g, hrows = holder
             dev = launched_inside(ctx, hrows)
@@ -87,6 +88,7 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
             names = np.array([ev.names[k] for k in ev.name_id[cp]], dtype=object)
             b = np.maximum(ev.bytes[cp], 0)
             row.update(holder=ev.names[j], holder_kind=kind, holder_ns=int(t), holder_excess_ns=int(g),
+                       holder_copy_ns=int(ev.dur_ns[cp].sum()),
                        dtoh_bytes=int(b[np.char.find(names.astype(str), "DtoH") >= 0].sum()) if cp.size else 0,
                        htod_bytes=int(b[np.char.find(names.astype(str), "HtoD") >= 0].sum()) if cp.size else 0)
         out.append(row)
@@ -98,4 +100,4 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
                                                                ("htod_bytes", "host-to-device")) if pick[k] >= 2**20]
         if copies:
             text += f" ({', '.join(copies)})"
-    return {"available": True, "steps": out, "summary": text}
+    return {"available": True, "steps": out, "summary": text, "copy_ns": int(sum(r["holder_copy_ns"] for r in out))}
