@@ -11,7 +11,7 @@ Keys name values as rules and the tab do, relative to the run report:
 ``lower`` / ``higher`` / ``neither``; ``tolerance`` is the relative change a comparison of two runs should treat
 as noise. ``as_json()`` is what the tab serves (``api.metric_registry()``); ``markdown()`` generates ``docs/metrics.md``
 (``python -m tb_llmdiag.metrics.registry --markdown > docs/metrics.md``). The entries are data in
-``registry_data.py`` (report sections, the docs' intro), ``registry_gpu.py`` (steps, idle, kernels, launch,
+``registry_data.py`` (report sections, the docs' intro), ``registry_jobs.py`` (the report's job sections), ``registry_gpu.py`` (steps, idle, kernels, launch,
 host_sync), ``registry_host.py`` (memcpy, dataloader, memory, annotations, flops), ``registry_causes.py`` (compile,
 precision, optimizer, checkpointing, outliers, sync_storm), ``registry_xla.py``.
 """
@@ -29,6 +29,7 @@ from tb_llmdiag.metrics.registry_data import (
 from tb_llmdiag.metrics.registry_causes import CAUSE_METRICS, CAUSE_TOPIC_INTROS
 from tb_llmdiag.metrics.registry_gpu import GPU_METRICS
 from tb_llmdiag.metrics.registry_host import HOST_METRICS
+from tb_llmdiag.metrics.registry_jobs import JOB_METRICS
 from tb_llmdiag.metrics.registry_xla import XLA_METRICS
 
 #: unit -> what it means (and how ``tb_llmdiag.units.fmt`` prints it)
@@ -68,8 +69,8 @@ def _metric(e: Entry) -> Metric:
 
 
 #: every entry, report sections first, then the topics in report order
-METRICS: tuple[Metric, ...] = tuple(_metric(e) for e in (*REPORT_METRICS, *GPU_METRICS, *HOST_METRICS, *CAUSE_METRICS,
-                                                     *XLA_METRICS))
+METRICS: tuple[Metric, ...] = tuple(_metric(e) for e in (*REPORT_METRICS, *JOB_METRICS, *GPU_METRICS, *HOST_METRICS,
+                                                     *CAUSE_METRICS, *XLA_METRICS))
 
 
 def _pattern(key: str) -> re.Pattern[str]:
