@@ -46,6 +46,9 @@ def test_cli_dask_local2_json_equals_the_plain_json(job16: Path) -> None:
     assert on_dask.returncode == 0, on_dask.stderr
     assert on_dask.stdout == plain.stdout
     assert len(json.loads(plain.stdout)["runs"]) == 16
+    pool = _cli("report", str(job16), "--json", "--workers", "2")  # 2 local spawned processes, no Dask
+    assert pool.returncode == 0, pool.stderr
+    assert pool.stdout == plain.stdout
 
 
 def test_plain_report_imports_no_dask_and_no_fsspec(job16: Path) -> None:
