@@ -7,7 +7,8 @@
 - Per worker count: a LocalCluster of N single-threaded worker processes on 127.0.0.1, started in its own
   process (so this process is only the client: its peak RSS is the client's), workers warmed with
   ``api.preload``; timed: ``api.report_for_index(index, DaskRunner(client))`` (submit, analyse, gather, job
-  reduce). Printed: wall s, ranks/s, MB/s (compressed and inflated JSON), speedup over the first count,
+  reduce). Before each round, the speedup 2 processes get over 1 on pure CPU work right then (the machine
+  is shared: that is the ceiling for the Dask speedup). Printed: wall s, ranks/s, MB/s (compressed and inflated JSON), speedup over the first count,
   each worker's peak RSS; the JSON of every run must be identical.
 - ``--reduce-ranks N``: in a fresh process, N RankResults (the real ranks' reports, and RankSummaries made by
   ``bench/job_generator.py`` from the real ranks') reduced into the report and its JSON: wall s and the
@@ -61,6 +62,28 @@ def inflated_bytes(path: str) -> int:
             return os.path.getsize(path)
         f.seek(-4, os.SEEK_END)
         return int.from_bytes(f.read(4), "little")  # gzip ISIZE (mod 2**32: the files are far smaller)
+
+
+def _spin(_: int) -> int:
+    s = 0
+    for i in range(3_000_000):
+        s += i * i
+    return s
+
+
+def machine_speedup() -> float:
+    """The speedup 2 processes get over 1 on pure CPU work right now (the machine is shared: the ceiling
+    for the Dask speedup at the time of the run)."""
+    import multiprocessing
+
+    walls = {}
+    for n in (1, 2):
+        with multiprocessing.get_context("spawn").Pool(n) as pool:
+            pool.map(_spin, range(n))
+            t0 = time.perf_counter()
+            pool.map(_spin, range(8))
+            walls[n] = time.perf_counter() - t0
+    return walls[1] / walls[2]
 
 
 def run_on(n: int, index: api.Index) -> dict[str, Any]:
@@ -144,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.1f}")
     best: dict[int, dict[str, Any]] = {}
     for rep_i in range(a.repeat):
+        print(f"  machine: 2 processes x{machine_speedup():.2f} faster than 1 on pure CPU work now", flush=True)
         for n in a.workers:
             r = run_on(n, index)
             print(f"  try {rep_i + 1} workers={n}: {r['wall_s']:.2f} s, workers' CPU {r['worker_cpu_s']:.1f} s, "
