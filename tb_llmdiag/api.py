@@ -58,7 +58,7 @@ def _base(tf: TraceFile) -> dict[str, Any]:
 
 def error_report(tf: TraceFile, message: str) -> dict[str, Any]:
     """The RunReport of a run that could not be analysed: one line saying why."""
-    return {**_base(tf), "status": "error", "error": message, "warnings": [], "summary": None,
+    return {**_base(tf), "status": "error", "error": message, "read_state": None, "warnings": [], "summary": None,
             "headline": None, "metrics": {}, "findings": [], "what_if": None}
 
 
@@ -67,8 +67,12 @@ def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
     steps = find_steps(trace)
     metrics = compute_metrics(trace, steps)
     findings, what_if = diagnose(metrics)
+    read_state = {"complete": True, "read_share": 1.0, "reason": None, **trace.read_state}
+    complete = bool(read_state["complete"])
     report = {
-        **_base(tf), "status": "ok", "error": None, "warnings": list(trace.warnings),
+        # "partial": the reader stopped early (invalid JSON, a cut file); the report covers what it read
+        **_base(tf), "status": "ok" if complete else "partial", "error": None if complete else read_state["reason"],
+        "read_state": read_state, "warnings": list(trace.warnings),
         "summary": summarize(trace, steps), "headline": headline(metrics), "metrics": metrics,
         "findings": findings, "what_if": what_if,
     }

@@ -118,7 +118,7 @@ def test_single_file_and_missing_paths(tmp_path: Path) -> None:
 def test_shared_traces_discovered() -> None:
     root = shared_trace("")
     index = discover(str(root))
-    kinds = [f.source_kind for f in index.files]
+    kinds = [f.source_kind for f in index.files if "/external/" not in f.path]  # external/ grows over time
     assert kinds.count("kineto") == 21 and kinds.count("xplane") == 4
     resnet = [f for f in index.files if f.run == "kineto_resnet50/resnet50_num_workers_0"]
     assert [(f.worker, f.span) for f in resnet] == [("worker0", "1"), ("worker0", "2")]

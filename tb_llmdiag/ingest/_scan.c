@@ -356,8 +356,74 @@ done:
     return result;
 }
 
+
+/* split(buf, start, end, depth, in_string, escape, max_depth)
+ *     -> (last_comma, close, depth, in_string, escape, deep)
+ *
+ * One pass of a JSON string/escape/depth state machine over buf[start:end], resumable: the state after
+ * the bytes seen so far goes in and comes out. `depth` counts the open brackets ([ and {) outside
+ * strings; the caller starts it at 1 just inside the traceEvents array, so a comma at depth 1 is a
+ * boundary between two events. A backslash flips `escape` wherever it is and any other byte clears it;
+ * a double quote that is not escaped flips `in_string`. Returns the position of the last boundary comma
+ * (-1 if none), of the bracket that takes depth from 1 to 0, i.e. closes the array (-1 if none; the scan
+ * stops there), the state after the last byte scanned, and the first position where depth goes above
+ * max_depth (-1 if none; the scan stops there too). chrome_split.split_py does the same in numpy. */
+static PyObject *split(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end, depth, max_depth;
+    int in_string, escape;
+    if (!PyArg_ParseTuple(args, "y*nnnppn:split", &view, &start, &end, &depth, &in_string, &escape, &max_depth))
+        return NULL;
+    if (start < 0 || end > view.len || start > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "start/end outside the buffer");
+        return NULL;
+    }
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t last_comma = -1, close = -1, deep = -1, i;
+    Py_BEGIN_ALLOW_THREADS
+    for (i = start; i < end; i++) {
+        unsigned char ch = b[i];
+        if (ch == '\\') {
+            escape = !escape;
+            continue;
+        }
+        if (escape) {
+            escape = 0;
+            if (ch == '"') continue;
+        }
+        if (ch == '"') {
+            in_string = !in_string;
+            continue;
+        }
+        if (in_string) {
+            /* the string's other bytes change nothing: skip to its next quote or backslash */
+            while (i + 1 < end && b[i + 1] != '"' && b[i + 1] != '\\') i++;
+            continue;
+        }
+        if (ch == '[' || ch == '{') {
+            if (++depth > max_depth) {
+                deep = i;
+                break;
+            }
+        } else if (ch == ']' || ch == '}') {
+            if (--depth == 0) {
+                close = i;
+                break;
+            }
+        } else if (ch == ',' && depth == 1) {
+            last_comma = i;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return Py_BuildValue("nnnOOn", last_comma, close, depth, in_string ? Py_True : Py_False,
+                         escape ? Py_True : Py_False, deep);
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "One pass over a decoded piece of events: the rows' columns and memory samples."},
+    {"split", split, METH_VARARGS, "Resumable JSON depth scan: the last event boundary and the array's end."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -366,7 +432,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Optional ac
 
 /* Bumped whenever scan's arguments or results change; chrome_trace ignores a build of another version
  * (a stale in-place build) and reads in Python instead. */
-#define SCAN_ABI 3
+#define SCAN_ABI 4
 
 PyMODINIT_FUNC PyInit__scan(void) {
     PyObject *m = PyModule_Create(&module);
