@@ -18,6 +18,7 @@ A file with no usable event at all raises ``TraceFormatError``.
 
 from __future__ import annotations
 
+import codecs
 import gc
 import re
 from typing import Any
@@ -231,6 +232,9 @@ class _Reader:
         try:
             with memoryview(buf) as view:
                 try:
+                    # msgspec checks UTF-8 only in the strings it decodes: check the whole piece (cut is
+                    # at an ASCII byte, never inside a character)
+                    codecs.utf_8_decode(view[: cut + 1], "strict", True)
                     events = _decode_events(view[: cut + 1], self.warnings, self.exact_ts)
                 except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                     at = _error_at(exc, view[: cut + 1])
@@ -281,7 +285,11 @@ class _Reader:
 
     def _envelope(self, text: bytes, what: str) -> _Envelope:
         try:
+            if len(text) > 64:  # the header and metadata are checked for invalid UTF-8 too (see _decode_upto)
+                codecs.utf_8_decode(text, "strict", True)
             return _decode_envelope(text, self.warnings)
+        except RecursionError:
+            raise TraceFormatError(f"the trace {what} is nested too deep to be a trace") from None
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             at = _error_at(exc, text)
             if what == "header":

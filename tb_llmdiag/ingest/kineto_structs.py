@@ -144,6 +144,8 @@ def _typed_decode(decoder: msgspec.json.Decoder, data: Any) -> Any:
         return decoder.decode(data)
     except msgspec.ValidationError:
         return None
+    except RecursionError:  # msgspec's own depth limit (the splitter bounds events well below it)
+        raise msgspec.DecodeError("JSON nested too deep") from None
     except UnicodeDecodeError as exc:  # msgspec reports bad UTF-8 this way: malformed JSON all the same
         raise msgspec.DecodeError(f"invalid UTF-8 ({exc.reason})") from None
 
