@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.ingest.source import open_regular
 from tb_llmdiag.ingest.xplane_schema import message_classes
 from tb_llmdiag.model import DEVICE_KINDS, DeviceInfo, EventTable, Kind, Trace, empty_events, kind_mask
 
@@ -558,7 +559,7 @@ def read_xplane(path: str) -> Trace:
       TraceFormatError: the file is empty, truncated, or not an XSpace protobuf.
     """
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # a FIFO or device is refused, never blocked on
             data = f.read()
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read: {e.strerror or e}") from e
