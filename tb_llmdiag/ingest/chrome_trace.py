@@ -181,9 +181,9 @@ class _Reader:
             return
         res = split_with(scan_ext.ext, buf, self.scanned, len(buf), self.state, MAX_DEPTH)
         if res.deep >= 0:
+            deep = self.base + res.deep  # absolute: decoding the events before it moves base
             self._decode_upto(self._last_boundary(res.deep))
-            raise _Stop(self.base + res.deep, f"invalid trace at byte {self.base + res.deep:,}: "
-                                              f"JSON nested deeper than {MAX_DEPTH} levels")
+            raise _Stop(deep, f"invalid trace at byte {deep:,}: JSON nested deeper than {MAX_DEPTH} levels")
         self.state = res.state
         self.scanned = len(buf)
         if res.close >= 0:
@@ -238,6 +238,8 @@ class _Reader:
                     events = _decode_events(view[: cut + 1], self.warnings, self.exact_ts)
                 except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                     at = _error_at(exc, view[: cut + 1])
+                    if at > 0 and view[at - 1] == 0x2D:  # msgspec points past the sign of "-Infinity"
+                        at -= 1
                     reason = _invalid_reason(exc, view, at)
                     bad = True  # not the exception: its traceback holds views of buf
                 else:
@@ -265,23 +267,31 @@ class _Reader:
 
     def _finish_cut(self) -> bool:
         """At the end of the text without the array's ']': decode what is left when it is whole events.
-        True when that ends the array validly (the array format may leave out its closing bracket)."""
+        True when that ends the array validly: the array format may leave out its closing bracket (and
+        keep a trailing comma), as the Trace Event Format allows."""
         buf = self.buf
-        if self.head is None or len(buf) <= 1:
-            return self.head is not None and self.array_format and len(buf) <= 1 and not self.state.in_string
+        if self.head is None or not buf:
+            return False
+        complete = False
         if self.state.depth == 1 and not self.state.in_string:
-            end = len(buf.rstrip())
-            if buf[end - 1:end] != b",":
-                buf.append(0x5D)
+            rest = bytes(buf[1:]).strip()
+            if self.array_format and rest.endswith(b","):
+                rest = rest[:-1]
+            if not rest:
+                complete = self.array_format
+            else:
+                del buf[1:]
+                buf += rest + b"]"
                 try:
                     self._decode_upto(len(buf) - 1)
-                    return self.array_format
+                    complete = self.array_format
                 except _Stop:
                     pass
-                del buf[-1:]
-        if self.scanned > 1:  # keep the whole events before the cut
+        elif self.scanned > 1:  # keep the whole events before the cut
             self._decode_upto(self._last_boundary(len(buf)))
-        return False
+        if complete:
+            self.closed = len(self.buf)
+        return complete
 
     def _envelope(self, text: bytes, what: str) -> _Envelope:
         try:

@@ -44,6 +44,7 @@ _SKIP = 255  # pseudo-kind of skipped categories
 _STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
 _SKIPPED_CATEGORIES = {"Trace"}  # the profiler's own "PyTorch Profiler (0)" span
 _DIGITS = re.compile(r"-?\d+")
+_DIGIT_RUN = re.compile(r"\d+")
 _PLAIN_DECIMAL = re.compile(rb"(-?\d+)(?:\.(\d*))?")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: |ts| and dur beyond this many us are rejected: relative times and ends then stay within int64 ns
@@ -316,13 +317,20 @@ class _Columns:
         ts_ns = col["ts_ns"]
         if origin_us != self.origin_us:  # an earlier event came in a later piece: whole us, so exact
             ts_ns -= int(origin_us - self.origin_us) * 1000
+        shapes = tuple(s.decode("utf-8", "replace") for s in self.shapes)
+        huge = [i for i, text in enumerate(shapes) if any(len(d) > 12 and int(d) >= 2**40 for d in _DIGIT_RUN.findall(text))]
+        if huge:  # a tensor dimension beyond 2^40 is no real shape: its FLOPs would be nonsense
+            bad_rows = np.isin(col["shape_id"], huge)
+            col["shape_id"][bad_rows] = -1
+            warnings.append(f"{int(bad_rows.sum())} operators' recorded shapes hold a dimension beyond 2^40 and "
+                            "were ignored")
         order = np.argsort(ts_ns, kind="stable")
         table = EventTable(
             ts_ns=ts_ns[order], dur_ns=col["dur_ns"][order], kind=col["kind"][order],
             name_id=col["name_id"][order], device=col["device"][order], stream=col["stream"][order],
             tid=col["tid"][order], correlation=col["correlation"][order], bytes=col["bytes"][order],
             shape_id=col["shape_id"][order], names=tuple(self.names.texts),
-            shapes=tuple(s.decode("utf-8", "replace") for s in self.shapes),
+            shapes=shapes,
         )
         base = self.ts_base_us or 0
         origin_ns = (int(origin_us) + base) * 1000

@@ -30,10 +30,11 @@ GZIP_ERRORS = (gzip.BadGzipFile, zlib.error, _zlib.error, OSError)
 #: text and then its Structs are still in the CPU cache when they are decoded and scanned (2 MiB read
 #: ~20 % faster than 16 MiB on the bench trace).
 BLOCK_BYTES = 2 << 20
-#: Inflated bytes allowed per compressed byte (real Kineto traces inflate ~10-20x), with a floor for
-#: small files, and an absolute cap: a gzip bomb stops here.
-MAX_INFLATE_RATIO = float(os.environ.get("LLMDIAG_MAX_INFLATE_RATIO", "100"))
-MIN_INFLATED_BYTES = 64 << 20
+#: Inflated bytes allowed per compressed byte (real Kineto traces inflate ~10-20x: the bench trace 16x), with a floor for
+#: small files, and an absolute cap: a gzip bomb stops here. Checked on the running ratio (inflated
+#: so far / compressed read so far), so a bomb stops after MIN_INFLATED_BYTES, not at the total bound.
+MAX_INFLATE_RATIO = float(os.environ.get("LLMDIAG_MAX_INFLATE_RATIO", "64"))
+MIN_INFLATED_BYTES = 32 << 20
 MAX_INFLATED_BYTES = int(os.environ.get("LLMDIAG_MAX_INFLATED_BYTES", str(16 << 30)))
 
 _KIND_OF_MODE = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
@@ -154,10 +155,12 @@ class Source:
                 d, fed = _zlib.decompressobj(31), False
             if out:
                 self.inflated_bytes += len(out)
-                if self.limit_bytes is not None and self.inflated_bytes > self.limit_bytes:
+                # the ratio so far decides as soon as there is enough text to judge, so a bomb stops early
+                if self.inflated_bytes > min(self.limit_bytes or 0, max(MIN_INFLATED_BYTES,
+                                                                        MAX_INFLATE_RATIO * self.raw_bytes)):
                     raise TraceFormatError(
-                        f"the gzip file inflates to over {self.limit_bytes / 2**20:,.0f} MiB "
-                        f"({self.size_bytes / 2**20:,.1f} MiB compressed, over {MAX_INFLATE_RATIO:g}x): "
+                        f"the gzip data inflates over {MAX_INFLATE_RATIO:g}x ({self.inflated_bytes / 2**20:,.0f} MiB "
+                        f"from {self.raw_bytes / 2**20:,.1f} MiB of {self.size_bytes / 2**20:,.1f} MiB compressed): "
                         "refused as a likely decompression bomb (set LLMDIAG_MAX_INFLATE_RATIO to raise it)")
                 with memoryview(out) as view:
                     yield view
