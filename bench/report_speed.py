@@ -32,43 +32,53 @@ DEFAULT_TRACE = REPO / "bench" / "traces" / "lora_qwen1.5b_6steps.pt.trace.json.
 _JOBS = {
     "floor_whole": """
 import gc, time, msgspec
-from tb_llmdiag.ingest import chrome_trace as c
+from tb_llmdiag.ingest import kineto_structs as ks, source
 gc.disable()
 t = time.perf_counter()
 raw = open(PATH, "rb").read()
-data = c._zlib.decompress(raw, 16 + c._zlib.MAX_WBITS) if raw[:2] == b"\\x1f\\x8b" else raw
+data = source._zlib.decompress(raw, 16 + source._zlib.MAX_WBITS) if raw[:2] == b"\\x1f\\x8b" else raw
 del raw
-env = c._DECODERS[c._needs_exact_ts(data, 1 << 20)].envelope.decode(data)
+env = ks._DECODERS[ks._needs_exact_ts(data, 1 << 20)].envelope.decode(data)
 n = len(env.traceEvents)
 RESULT = {"seconds": time.perf_counter() - t, "events": n, "json_bytes": len(data)}
 """,
     "floor_pieces": """
 import gc, time
-from tb_llmdiag.ingest import chrome_trace as c
+from tb_llmdiag.ingest import kineto_structs as ks, scan_ext
+from tb_llmdiag.ingest.chrome_split import SplitState, split_with
+from tb_llmdiag.ingest.chrome_trace import _find_array_start
+from tb_llmdiag.ingest.source import Source
 gc.disable()
 t = time.perf_counter()
-buf, n, total, start, exact = bytearray(), 0, 0, -1, None
-for block in c._blocks(PATH):
+src = Source(PATH)
+buf, n, total, start, exact, state, scanned, closed = bytearray(), 0, 0, -1, None, SplitState(), 1, -1
+for block in src.blocks():  # the same blocks and the same layout-independent cutting as the reader
     total += len(block)
     buf += block
+    if closed >= 0:
+        continue
     if start < 0:
-        start = c._find_array_start(buf)
+        start = _find_array_start(buf)
         if start < 0:
             continue
         del buf[: start - 1]
-    cut = buf.rfind(c._SEPARATOR)
-    if cut < 0:
+    res = split_with(scan_ext.ext, buf, scanned, len(buf), state)
+    state, scanned = res.state, len(buf)
+    cut = res.close if res.close >= 0 else res.last_comma
+    if cut <= 0:
         continue
     if exact is None:
-        exact = c._needs_exact_ts(buf, cut)
-    buf[cut + 4] = 0x5D
+        exact = ks._needs_exact_ts(buf, cut)
+    buf[cut] = 0x5D
     with memoryview(buf) as view:
-        events = c._DECODERS[exact].events.decode(view[: cut + 5])
+        events = ks._DECODERS[exact].events.decode(view[: cut + 1])
         n += len(events)
         del events
-    del buf[: cut + 4]
+    del buf[:cut]
     buf[0] = 0x5B
-n += len(c._DECODERS[bool(exact)].envelope.decode(b'{"traceEvents":' + buf).traceEvents)
+    scanned -= cut
+    if res.close >= 0:
+        closed = 0
 RESULT = {"seconds": time.perf_counter() - t, "events": n, "json_bytes": total}
 """,
     "report": """
