@@ -18,7 +18,14 @@ from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.kineto_structs import _COMPLETE, _INSTANTS, _NO_ARGS, _Args, _EventExactTs, _MemoryArgs
 from tb_llmdiag.ingest.kineto_values import (
-    _SHAPE_NAME, _STEP_NAME, _float_column, is_oversized_step, _int_column, _Interner, _memory_column, _to_float,
+    _SHAPE_NAME,
+    _STEP_NAME,
+    _float_column,
+    _int_column,
+    _Interner,
+    _memory_column,
+    _to_float,
+    is_oversized_step,
 )
 from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, MemoryTable, empty_memory, kind_mask
 
@@ -77,8 +84,6 @@ _SCAN_DTYPES = {"ts": np.float64, "dur": np.float64, "name_id": np.int32, "tid":
                 "shape_id": np.int32}
 
 
-#: Interner flags of a name: its operator's Input Dims are kept (model.SHAPE_OPS); a ProfilerStep#N range
-_SHAPE_NAME, _STEP_NAME = 1, 2
 class _Columns:
     """Accumulates columns piece by piece; interns names, shapes and string thread/stream ids."""
 

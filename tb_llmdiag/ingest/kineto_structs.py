@@ -13,6 +13,7 @@ import msgspec
 
 from tb_llmdiag.errors import TraceFormatError
 
+
 class _Args(msgspec.Struct, gc=False):
     """The args of a complete event, only the keys we read (fewer fields: faster decode and free)."""
 

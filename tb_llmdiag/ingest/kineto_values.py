@@ -11,6 +11,7 @@ from tb_llmdiag.model import SHAPE_OPS
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 
+#: Interner flags of a name: its operator's Input Dims are kept (model.SHAPE_OPS); a ProfilerStep#N range
 _SHAPE_NAME, _STEP_NAME = 1, 2
 
 
