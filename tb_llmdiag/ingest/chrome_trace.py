@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import scan_ext
@@ -152,7 +153,9 @@ class _Reader:
             try:
                 envs.append(self._envelope(b'{"traceEvents":[]' + bytes(self.buf[self.closed + 1:]), "metadata"))
             except _Stop as stop:
-                stop_at, problem = self.base + self.closed + 1 + stop.offset, stop.reason
+                stop_at = self.base + self.closed + 1 + stop.offset
+                problem = stop.reason if "ends early" in stop.reason else (
+                    f"invalid JSON at byte {stop_at:,} ({self.src.share(stop_at):.0%}): {stop.reason}")
         elif problem is None and bytes(self.buf[self.closed + 1:]).strip():
             stop_at = self.base + self.closed + 1
             problem = f"invalid JSON at byte {stop_at:,}: text after the closing ']' of the events"
@@ -309,8 +312,8 @@ class _Reader:
             if isinstance(exc, msgspec.DecodeError) and "truncated" in str(exc):
                 raise _Stop(max(at, 0), "the JSON ends early in the metadata after the events (file truncated?)") \
                     from None
-            raise _Stop(max(at, 0), f"invalid JSON in the metadata after the events: {_invalid_reason(exc, text, at)}") \
-                from None
+            raise _Stop(max(at, 0), _invalid_reason(exc, text, at + len(b'{"traceEvents":[]')) + " (in the metadata "
+                        "after the events)") from None
 
 
 def _make_trace(events: EventTable, memory: MemoryTable, origin_ns: int, envs: list[_Envelope],
@@ -332,6 +335,9 @@ def _make_trace(events: EventTable, memory: MemoryTable, origin_ns: int, envs: l
         )
         for i, p in enumerate(first("deviceProperties") or [])
     )
+    memory, dropped = _plausible_memory(memory, devices)
+    if dropped:
+        warnings = warnings + (f"{dropped} allocator samples above their device's memory were rejected",)
     dist = first("distributedInfo")
     distributed = None
     if dist is not None:
@@ -347,6 +353,24 @@ def _make_trace(events: EventTable, memory: MemoryTable, origin_ns: int, envs: l
         distributed=distributed, base_time_ns=first("baseTimeNanoseconds"), metadata=metadata, warnings=warnings,
         read_state=read_state,
     )
+
+
+def _plausible_memory(memory: MemoryTable, devices: tuple[DeviceInfo, ...]) -> tuple[MemoryTable, int]:
+    """Drop allocator samples whose totals exceed their device's memory (or 2^50 bytes anywhere): no
+    allocator holds more than its device has. Returns the kept samples and how many were dropped."""
+    if not len(memory):
+        return memory, 0
+    total = np.full(len(memory), float(2**50))
+    for d in devices:
+        if d.total_memory_bytes:
+            total[memory.device == d.index] = float(d.total_memory_bytes)
+    used = np.maximum(memory.total_allocated_bytes, memory.total_reserved_bytes).astype(np.float64)
+    keep = used <= total
+    if keep.all():
+        return memory, 0
+    return MemoryTable(ts_ns=memory.ts_ns[keep], device=memory.device[keep], bytes=memory.bytes[keep],
+                       total_allocated_bytes=memory.total_allocated_bytes[keep],
+                       total_reserved_bytes=memory.total_reserved_bytes[keep]), int((~keep).sum())
 
 
 def _opt_int(v: Any) -> int | None:
