@@ -334,6 +334,29 @@ def test_unreadable_trace_given_directly_and_in_a_logdir(tmp_path, capsys) -> No
     assert code == 4 and "permission denied" in err
 
 
+def test_unreadable_trace_as_root_too(tmp_path, capsys, monkeypatch) -> None:
+    """The same messages where the test runs as root (which reads chmod-000 files): the OS refusal is
+    simulated where the readers ask for it."""
+    from tb_llmdiag.ingest import discover as discover_mod, source
+
+    real_open = os.open
+
+    def refuse(path, *args, **kwargs):
+        if str(path).endswith(".pt.trace.json"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    (tmp_path / "r").mkdir()
+    p = put(tmp_path / "r", TEXT)
+    monkeypatch.setattr(source.os, "open", refuse)
+    code, _, err = run(capsys, p)
+    assert code == 4
+    assert err.strip().endswith("cannot read w.1.pt.trace.json: permission denied (the file is not readable by this user)")
+    monkeypatch.setattr(discover_mod.os, "access", lambda path, mode: not str(path).endswith(".pt.trace.json"))
+    code, _, err = run(capsys, tmp_path)
+    assert code == 4 and "permission denied" in err  # listed, not skipped silently
+
+
 def test_missing_path(tmp_path, capsys) -> None:
     code, _, err = run(capsys, tmp_path / "nope")
     assert code == 3 and err.strip().endswith("no such file or directory")
