@@ -31,7 +31,7 @@ from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitState, split_with
 from tb_llmdiag.ingest.kineto_columns import KIND_OF_CATEGORY, _Columns
 from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
-from tb_llmdiag.ingest.source import Source, Truncated
+from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
 from tb_llmdiag.model import DeviceInfo, DistributedInfo, EventTable, MemoryTable, Trace
 
 _HEAD_LIMIT = 64 << 20  # "traceEvents" must start within this many bytes, and the metadata after it fit in this
@@ -79,6 +79,7 @@ def read_chrome_trace(path: str) -> Trace:
     finally:
         if enabled:
             gc.enable()
+        release_free_memory()
 
 
 def _invalid_reason(exc: Exception, text: Any, at: int) -> str:

@@ -54,6 +54,8 @@ _DIGITS = re.compile(r"-?\d+")
 _DIGIT_RUN = re.compile(r"\d+")
 _PLAIN_DECIMAL = re.compile(rb"(-?\d+)(?:\.(\d*))?")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: rows per slab of columns (_Columns._store): 4 Mi rows, ~230 MB of address space, committed only as filled
+_SLAB_ROWS = 4 << 20
 #: |ts| and dur beyond this many us are rejected: relative times and ends then stay within int64 ns
 _LIMIT_US = 2.0**61 / 1000
 
@@ -91,7 +93,9 @@ class _Columns:
         self.names = _Interner()
         self.shapes: dict[bytes, int] = {}
         self.str_ids: dict[str, int] = {}
-        self.parts: list[dict[str, np.ndarray]] = []
+        self.parts: list[dict[str, np.ndarray]] = []  # filled slabs (views of their used rows)
+        self.slab: dict[str, np.ndarray] = {}  # the slab being filled, and its used rows
+        self.slab_used = 0
         self.mem_parts: list[tuple[list[Any], ...]] = []
         # category -> Kind code; categories never seen before are OTHER (the profiler's own span: _SKIP)
         self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
@@ -253,7 +257,7 @@ class _Columns:
         kind[kind_mask(kind, (Kind.ANNOTATION, Kind.CPU_OP)) & step_name] = Kind.STEP
         device_side = kind_mask(kind, _DEVICE_SIDE)
         loc = cols["tid"]  # the tid, which is the stream on device rows
-        self.parts.append({
+        self._store({
             # us -> ns relative to a whole-us origin: exact for the ns-precision decimals Kineto writes
             "ts_ns": np.rint((ts - self.origin_us) * 1000.0).astype(np.int64),
             "dur_ns": np.rint(dur * 1000.0).astype(np.int64),
@@ -297,8 +301,27 @@ class _Columns:
                     out[i] = value - self.ts_base_us
         return out
 
+    def _store(self, rows: dict[str, np.ndarray]) -> None:
+        """Copy one piece's rows into the current slab: big arrays (np.empty: pages cost memory only once
+        written, and they go back to the system when freed) rather than one small array per piece and
+        column, whose freed memory the allocator keeps in holes finish() cannot reuse."""
+        n = len(rows["ts_ns"])
+        if not self.slab or self.slab_used + n > len(self.slab["ts_ns"]):
+            self._flush_slab()
+            size = max(_SLAB_ROWS, n)
+            self.slab = {k: np.empty(size, dtype=v.dtype) for k, v in rows.items()}
+        for k, v in rows.items():
+            self.slab[k][self.slab_used:self.slab_used + n] = v
+        self.slab_used += n
+
+    def _flush_slab(self) -> None:
+        if self.slab and self.slab_used:
+            self.parts.append({k: v[: self.slab_used] for k, v in self.slab.items()})
+        self.slab, self.slab_used = {}, 0
+
     def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
         """The pieces' rows as one EventTable sorted by time, the memory samples, the origin (ns) and warnings."""
+        self._flush_slab()
         if not self.parts:
             if self.skipped_no_ts or self.negative_dur or self.out_of_range:
                 raise TraceFormatError("no event of the trace has a usable time (missing, negative or out-of-range "
@@ -315,8 +338,11 @@ class _Columns:
         big_steps = sum(1 for t in self.names.texts if is_oversized_step(t))
         if big_steps:
             warnings.append(f"{big_steps} ProfilerStep markers with a step number beyond int64 were ignored")
-        col = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
-        self.parts = []
+        # column by column, each piece's array dropped as it is copied: the peak is the columns plus one
+        # column, not twice the columns (the 1 GB bench trace: 453 -> see README)
+        parts, self.parts = self.parts, []
+        col = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
+        del parts
         assert self.origin_us is not None
         origin_us = np.floor(self.ts_min)  # relative to ts_base_us when timestamps were read exactly
         ts_ns = col["ts_ns"]
@@ -330,11 +356,17 @@ class _Columns:
             warnings.append(f"{int(bad_rows.sum())} operators' recorded shapes hold a dimension beyond 2^40 and "
                             "were ignored")
         order = np.argsort(ts_ns, kind="stable")
+        del ts_ns
+        if np.all(order[1:] > order[:-1]):  # already in time order (Kineto mostly is not; small files are)
+            order = None
+        for k in list(col):  # one column at a time, the unsorted one dropped as its sorted copy is made
+            col[k] = col.pop(k)[order] if order is not None else col[k]
+        del order
         table = EventTable(
-            ts_ns=ts_ns[order], dur_ns=col["dur_ns"][order], kind=col["kind"][order],
-            name_id=col["name_id"][order], device=col["device"][order], stream=col["stream"][order],
-            tid=col["tid"][order], correlation=col["correlation"][order], bytes=col["bytes"][order],
-            shape_id=col["shape_id"][order], names=tuple(self.names.texts),
+            ts_ns=col["ts_ns"], dur_ns=col["dur_ns"], kind=col["kind"],
+            name_id=col["name_id"], device=col["device"], stream=col["stream"],
+            tid=col["tid"], correlation=col["correlation"], bytes=col["bytes"],
+            shape_id=col["shape_id"], names=tuple(self.names.texts),
             shapes=shapes,
         )
         base = self.ts_base_us or 0

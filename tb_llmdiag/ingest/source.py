@@ -8,6 +8,8 @@ instead of filling memory.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import gzip
 import os
@@ -36,6 +38,21 @@ BLOCK_BYTES = 2 << 20
 MAX_INFLATE_RATIO = float(os.environ.get("LLMDIAG_MAX_INFLATE_RATIO", "64"))
 MIN_INFLATED_BYTES = 32 << 20
 MAX_INFLATED_BYTES = int(os.environ.get("LLMDIAG_MAX_INFLATED_BYTES", str(16 << 30)))
+
+#: glibc's malloc_trim, where there is one: the reader frees ~10^5 small per-piece objects whose memory
+#: glibc keeps in holes of its heap; handing it back after a read lowers the report's peak (1 GB bench
+#: trace: 220 -> 167 MB before the analysis starts). None elsewhere (musl, macOS, Windows).
+try:
+    _MALLOC_TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+except (OSError, AttributeError):  # pragma: no cover - not glibc
+    _MALLOC_TRIM = None
+
+
+def release_free_memory() -> None:
+    """Give the allocator's free heap pages back to the system (a no-op where that is not available)."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
 
 _KIND_OF_MODE = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
@@ -166,4 +183,5 @@ class Source:
                     yield view
 
 
-__all__ = ["BLOCK_BYTES", "Source", "Truncated", "not_regular", "open_regular", "os_error_message"]
+__all__ = ["BLOCK_BYTES", "Source", "Truncated", "not_regular", "open_regular", "os_error_message",
+           "release_free_memory"]
