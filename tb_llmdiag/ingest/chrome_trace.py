@@ -164,7 +164,7 @@ class _Reader:
         read_state = {"complete": problem is None, "read_bytes": self.events_end if problem else self.base + len(self.buf),
                       "total_bytes": self.src.inflated_bytes, "read_share": round(share, 4), "reason": problem}
         if problem:
-            if not self.cols.parts:
+            if not self.cols.has_rows:
                 raise TraceFormatError(f"{problem}; no complete event before it")
             self.warnings.insert(0, f"partial result: {problem} ({share:.0%} of the file read); "
                                     "analysed the events before it")

@@ -301,6 +301,10 @@ class _Columns:
                     out[i] = value - self.ts_base_us
         return out
 
+    @property
+    def has_rows(self) -> bool:
+        return bool(self.parts) or self.slab_used > 0
+
     def _store(self, rows: dict[str, np.ndarray]) -> None:
         """Copy one piece's rows into the current slab: big arrays (np.empty: pages cost memory only once
         written, and they go back to the system when freed) rather than one small array per piece and
