@@ -368,6 +368,9 @@ done:
  * (-1 if none), of the bracket that takes depth from 1 to 0, i.e. closes the array (-1 if none; the scan
  * stops there), the state after the last byte scanned, and the first position where depth goes above
  * max_depth (-1 if none; the scan stops there too). chrome_split.split_py does the same in numpy. */
+enum { C_NONE, C_QUOTE, C_BACKSLASH, C_OPEN, C_CLOSE, C_COMMA };
+static unsigned char SPLIT_CLASS[256]; /* byte -> C_* (filled in PyInit__scan) */
+
 static PyObject *split(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end, depth, max_depth;
@@ -380,39 +383,60 @@ static PyObject *split(PyObject *self, PyObject *args) {
         return NULL;
     }
     const unsigned char *b = (const unsigned char *)view.buf;
-    Py_ssize_t last_comma = -1, close = -1, deep = -1, i;
+    Py_ssize_t last_comma = -1, close = -1, deep = -1, i = start;
     Py_BEGIN_ALLOW_THREADS
-    for (i = start; i < end; i++) {
-        unsigned char ch = b[i];
-        if (ch == '\\') {
-            escape = !escape;
-            continue;
-        }
-        if (escape) {
-            escape = 0;
-            if (ch == '"') continue;
-        }
-        if (ch == '"') {
-            in_string = !in_string;
-            continue;
-        }
+    if (escape && i < end) { /* the carried escape applies to the first byte */
+        escape = 0;
+        if (b[i] == '"' || b[i] == '\\') i++; /* an escaped quote, or the second of a backslash pair */
+    }
+    while (i < end) {
         if (in_string) {
-            /* the string's other bytes change nothing: skip to its next quote or backslash */
-            while (i + 1 < end && b[i + 1] != '"' && b[i + 1] != '\\') i++;
+            /* the next quote ends the string unless an odd run of backslashes (since i) precedes it */
+            const unsigned char *q = memchr(b + i, '"', end - i);
+            Py_ssize_t stop = q == NULL ? end : q - b, k = stop;
+            while (k > i && b[k - 1] == '\\') k--;
+            int odd = (stop - k) & 1;
+            if (q == NULL) {
+                escape = odd;
+                break;
+            }
+            i = stop + 1;
+            if (!odd) in_string = 0;
             continue;
         }
-        if (ch == '[' || ch == '{') {
+        while (i < end && !SPLIT_CLASS[b[i]]) i++; /* bytes that change nothing outside strings */
+        if (i >= end) break;
+        unsigned char c = SPLIT_CLASS[b[i]];
+        if (c == C_QUOTE) {
+            in_string = 1;
+            i++;
+        } else if (c == C_BACKSLASH) { /* outside a string (invalid JSON): the same escape rule */
+            Py_ssize_t k = i;
+            while (k < end && b[k] == '\\') k++;
+            int odd = (k - i) & 1;
+            i = k;
+            if (odd) {
+                if (i >= end) {
+                    escape = 1;
+                    break;
+                }
+                if (b[i] == '"') i++; /* escaped: not a string's start */
+            }
+        } else if (c == C_OPEN) {
             if (++depth > max_depth) {
                 deep = i;
                 break;
             }
-        } else if (ch == ']' || ch == '}') {
+            i++;
+        } else if (c == C_CLOSE) {
             if (--depth == 0) {
                 close = i;
                 break;
             }
-        } else if (ch == ',' && depth == 1) {
-            last_comma = i;
+            i++;
+        } else { /* a comma */
+            if (depth == 1) last_comma = i;
+            i++;
         }
     }
     Py_END_ALLOW_THREADS
@@ -435,6 +459,11 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Optional ac
 #define SCAN_ABI 4
 
 PyMODINIT_FUNC PyInit__scan(void) {
+    SPLIT_CLASS['"'] = C_QUOTE;
+    SPLIT_CLASS['\\'] = C_BACKSLASH;
+    SPLIT_CLASS['['] = SPLIT_CLASS['{'] = C_OPEN;
+    SPLIT_CLASS[']'] = SPLIT_CLASS['}'] = C_CLOSE;
+    SPLIT_CLASS[','] = C_COMMA;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "ABI", SCAN_ABI) < 0) {
         Py_DECREF(m);

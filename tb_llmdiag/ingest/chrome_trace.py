@@ -237,8 +237,9 @@ class _Reader:
             with memoryview(buf) as view:
                 try:
                     # msgspec checks UTF-8 only in the strings it decodes: check the whole piece (cut is
-                    # at an ASCII byte, never inside a character)
-                    codecs.utf_8_decode(view[: cut + 1], "strict", True)
+                    # at an ASCII byte, never inside a character); all-ASCII text (most traces) is valid
+                    if not buf.isascii():
+                        codecs.utf_8_decode(view[: cut + 1], "strict", True)
                     events = _decode_events(view[: cut + 1], self.warnings, self.exact_ts)
                 except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                     at = _error_at(exc, view[: cut + 1])
