@@ -188,6 +188,18 @@ def test_impossible_values_are_rejected_per_event(tmp_path, capsys) -> None:
     assert rep["summary"]["window_ns"] == 35_000
 
 
+def test_number_beyond_float64_in_input_dims(tmp_path, capsys) -> None:
+    # found by the fuzzer: an infinite dimension crashed the FLOPs topic (OverflowError, logged with its traceback)
+    data = (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 5, "pid": 1, '
+            b'"tid": 1, "args": {"Input Dims": [[4, 1e400], [8, 16]]}}, {"ph": "X", "cat": "kernel", "name": "k", '
+            b'"ts": 2, "dur": 1, "pid": 0, "tid": 7, "args": {"stream": 7}}]}')
+    code, rep = report_of(capsys, put(tmp_path, data))
+    assert code == 0
+    assert rep["warnings"] == ["1 operators' recorded shapes hold a dimension beyond 2^40 (or one that is negative "
+                               "or not an integer) and were ignored"]
+    assert rep["metrics"]["flops"]["available"] is False
+
+
 def test_step_number_beyond_int64(tmp_path, capsys) -> None:
     ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99999999999999999999", "ts": 0, "dur": 10,
            "pid": 1, "tid": 1},

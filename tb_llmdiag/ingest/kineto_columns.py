@@ -51,7 +51,7 @@ _SKIP = 255  # pseudo-kind of skipped categories
 _STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
 _SKIPPED_CATEGORIES = {"Trace"}  # the profiler's own "PyTorch Profiler (0)" span
 _DIGITS = re.compile(r"-?\d+")
-_DIGIT_RUN = re.compile(r"\d+")
+_NUMBER = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 _PLAIN_DECIMAL = re.compile(rb"(-?\d+)(?:\.(\d*))?")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: rows per slab of columns (_Columns._store): 4 Mi rows, ~230 MB of address space, committed only as filled
@@ -353,12 +353,12 @@ class _Columns:
         if origin_us != self.origin_us:  # an earlier event came in a later piece: whole us, so exact
             ts_ns -= int(origin_us - self.origin_us) * 1000
         shapes = tuple(s.decode("utf-8", "replace") for s in self.shapes)
-        huge = [i for i, text in enumerate(shapes) if any(len(d) > 12 and int(d) >= 2**40 for d in _DIGIT_RUN.findall(text))]
-        if huge:  # a tensor dimension beyond 2^40 is no real shape: its FLOPs would be nonsense
+        huge = [i for i, text in enumerate(shapes) if not _plausible_shape(text)]
+        if huge:  # a dimension beyond 2^40, negative or not an integer is no real shape: its FLOPs would be nonsense
             bad_rows = np.isin(col["shape_id"], huge)
             col["shape_id"][bad_rows] = -1
-            warnings.append(f"{int(bad_rows.sum())} operators' recorded shapes hold a dimension beyond 2^40 and "
-                            "were ignored")
+            warnings.append(f"{int(bad_rows.sum())} operators' recorded shapes hold a dimension beyond 2^40 (or "
+                            "one that is negative or not an integer) and were ignored")
         order = np.argsort(ts_ns, kind="stable")
         del ts_ns
         if np.all(order[1:] > order[:-1]):  # already in time order (Kineto mostly is not; small files are)
@@ -395,6 +395,11 @@ class _Columns:
             total_allocated_bytes=col["total_allocated"][order], total_reserved_bytes=col["total_reserved"][order],
         )
 
+
+
+def _plausible_shape(text: str) -> bool:
+    """Every number in an Input Dims text is a whole dimension in [0, 2^40)."""
+    return all(n.isdigit() and (len(n) < 13 or int(n) < 2**40) for n in _NUMBER.findall(text))
 
 
 def _step_warnings(table: EventTable) -> tuple[str, ...]:

@@ -13,7 +13,9 @@ numbers, negative durations) and runs load -> analyse -> JSON as the CLI does. F
 - false ok: the text is not valid JSON (by msgspec, a second parser) but the report is complete "ok";
 - false partial: the text is valid JSON but the report says the read stopped early;
 - impossible value: a negative window, step or device time, a share outside [0, 1], a NaN in the JSON;
-- numpy warning: an overflow/invalid-value RuntimeWarning raised while analysing (made an error).
+- numpy warning: an overflow/invalid-value RuntimeWarning raised while analysing (made an error);
+- logged exception: an error the engine caught and logged with its traceback (a metrics topic that
+  failed: the CLI would print that traceback on stderr).
 
 Figures go to OUT/stats.json every 50 cases; each finding's input to OUT/<kind>-<n>.bin.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import logging
 import os
 import random
 import signal
@@ -161,6 +164,18 @@ def impossible(report: dict[str, Any], text: str) -> str | None:
     return walk(report.get("metrics") or {})
 
 
+class _Logged(logging.Handler):
+    """Collects the records logged with an exception (the engine's caught-and-logged failures)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.records.append(record)
+
+
 class Hang(Exception):
     pass
 
@@ -183,6 +198,11 @@ def site_of(exc: BaseException) -> str:
     return f"{type(exc).__name__} {os.path.relpath(f.filename)}:{f.lineno}"
 
 
+def site_of_record(record: logging.LogRecord) -> str:
+    exc = record.exc_info[1] if record.exc_info else None
+    return site_of(exc) if exc is not None else record.getMessage()[:80]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=30)
@@ -194,6 +214,9 @@ def main() -> int:
     rng = random.Random(args.seed)
     pool = seeds()
     signal.signal(signal.SIGALRM, _alarm)
+    logged = _Logged()
+    logging.getLogger("tb_llmdiag").addHandler(logged)
+    logging.getLogger("tb_llmdiag").propagate = False
     warnings.simplefilter("error", RuntimeWarning)
     stats: dict[str, Any] = {"cases": 0, "errors_clean": 0, "partial": 0, "ok": 0, "findings": {}, "sites": {}}
     end = time.time() + args.minutes * 60
@@ -238,6 +261,9 @@ def main() -> int:
             kind, site = "crash", site_of(exc)
         finally:
             signal.alarm(0)
+        if kind is None and logged.records:
+            kind, site = "logged_exception", site_of_record(logged.records[0])
+        logged.records.clear()
         if kind:
             key = f"{kind}: {site}"
             stats["findings"][kind] = stats["findings"].get(kind, 0) + 1
