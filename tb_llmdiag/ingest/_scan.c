@@ -391,17 +391,19 @@ static PyObject *split(PyObject *self, PyObject *args) {
     }
     while (i < end) {
         if (in_string) {
-            /* the next quote ends the string unless an odd run of backslashes (since i) precedes it */
-            const unsigned char *q = memchr(b + i, '"', end - i);
-            Py_ssize_t stop = q == NULL ? end : q - b, k = stop;
-            while (k > i && b[k - 1] == '\\') k--;
-            int odd = (stop - k) & 1;
-            if (q == NULL) {
-                escape = odd;
+            /* to the next quote or backslash; a backslash escapes the byte after it */
+            while (i < end && b[i] != '"' && b[i] != '\\') i++;
+            if (i >= end) break;
+            if (b[i] == '"') {
+                in_string = 0;
+                i++;
+            } else if (i + 1 < end) {
+                i += 2;
+            } else {
+                escape = 1;
+                i++;
                 break;
             }
-            i = stop + 1;
-            if (!odd) in_string = 0;
             continue;
         }
         while (i < end && !SPLIT_CLASS[b[i]]) i++; /* bytes that change nothing outside strings */
