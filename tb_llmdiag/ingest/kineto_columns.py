@@ -231,27 +231,28 @@ class _Columns:
         cols = {"ts": s.ts, "dur": s.dur, "kind": s.kind, "name_id": s.name_id, "tid": s.tid, "pid": s.pid,
                 "correlation": s.correlation, "stream": s.stream, "device": s.device, "bytes": s.bytes,
                 "shape_id": s.shape_id}
-        finite = np.isfinite(s.ts)
-        if not finite.all():
+        # rows no trace can mean are rejected and counted: no usable timestamp (NaN), a negative duration,
+        # a time or duration beyond what int64 ns can hold once relative to the origin (_LIMIT_US). One
+        # combined test in the common case where every row is fine; NaN fails every comparison.
+        ts, dur = s.ts, s.dur
+        if not ((np.abs(ts) <= _LIMIT_US) & ~(dur < 0) & ~(dur > _LIMIT_US)).all():
+            finite = np.isfinite(ts)
+            negative = finite & (dur < 0)
+            outside = finite & ~negative & ((np.abs(ts) > _LIMIT_US) | (dur > _LIMIT_US))
             self.skipped_no_ts += int((~finite).sum())
-            cols = {k: v[finite] for k, v in cols.items()}
-        # rows no trace can mean are rejected and counted: a negative duration, a time or duration
-        # beyond what int64 ns can hold once relative to the origin (_LIMIT_US)
-        dur = cols["dur"]
-        negative = dur < 0
-        outside = (np.abs(cols["ts"]) > _LIMIT_US) | (dur > _LIMIT_US)
-        if negative.any() or outside.any():
             self.negative_dur += int(negative.sum())
-            self.out_of_range += int((outside & ~negative).sum())
-            keep = ~(negative | outside)
+            self.out_of_range += int(outside.sum())
+            keep = finite & ~negative & ~outside
             cols = {k: v[keep] for k, v in cols.items()}
-        if not cols["ts"].size:
+            ts, dur = cols["ts"], cols["dur"]
+        if not ts.size:
             return
-        ts = cols["ts"]
+        lowest = float(ts.min())
         if self.origin_us is None:
-            self.origin_us = float(np.floor(ts.min()))
-        self.ts_min = min(self.ts_min, float(ts.min()))
-        dur = np.nan_to_num(cols["dur"], nan=0.0)  # a missing duration (NaN) is 0
+            self.origin_us = float(np.floor(lowest))
+        self.ts_min = min(self.ts_min, lowest)
+        dur_ns = np.rint(dur * 1000.0)
+        dur_ns[dur_ns != dur_ns] = 0.0  # a missing duration (NaN) is 0
         kind = cols["kind"].copy()
         step_name = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)[cols["name_id"]] & _STEP_NAME > 0
         kind[kind_mask(kind, (Kind.ANNOTATION, Kind.CPU_OP)) & step_name] = Kind.STEP
@@ -260,7 +261,7 @@ class _Columns:
         self._store({
             # us -> ns relative to a whole-us origin: exact for the ns-precision decimals Kineto writes
             "ts_ns": np.rint((ts - self.origin_us) * 1000.0).astype(np.int64),
-            "dur_ns": np.rint(dur * 1000.0).astype(np.int64),
+            "dur_ns": dur_ns.astype(np.int64),
             "kind": kind, "name_id": cols["name_id"],
             "device": np.where(device_side, np.where(cols["device"] >= 0, cols["device"], cols["pid"]), -1
                                ).astype(np.int16),
