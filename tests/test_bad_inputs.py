@@ -122,7 +122,9 @@ def test_deep_nesting_in_the_header(tmp_path, capsys) -> None:
 def test_bare_list_of_numbers(tmp_path, capsys) -> None:
     code, _, err = run(capsys, put(tmp_path, b"[1,2,3]"))
     assert code == 4
-    assert err.strip().endswith("the trace has no timed events ('traceEvents' holds no complete events)")
+    assert err.strip().endswith("the trace has no timed events ('traceEvents' holds no complete events); 3 events "
+                                "of an unexpected shape were skipped (a value of the wrong type, or a number beyond "
+                                "float64)")
 
 
 # ---------------------------------------------------------------------------------------- cut files

@@ -168,7 +168,12 @@ class _Reader:
                 raise TraceFormatError(f"{problem}; no complete event before it")
             self.warnings.insert(0, f"partial result: {problem} ({share:.0%} of the file read); "
                                     "analysed the events before it")
-        events, memory, origin_ns, col_warnings = self.cols.finish()
+        try:
+            events, memory, origin_ns, col_warnings = self.cols.finish()
+        except TraceFormatError as exc:  # no row at all: say what the decoder skipped, if anything
+            if self.warnings:
+                raise TraceFormatError(f"{exc}; {'; '.join(self.warnings)}") from None
+            raise
         self.warnings.extend(col_warnings)
         return _make_trace(events, memory, origin_ns, envs, tuple(self.warnings), read_state)
 
