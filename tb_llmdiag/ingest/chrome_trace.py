@@ -161,7 +161,7 @@ class _Reader:
             stop_at = self.base + self.closed + 1
             problem = f"invalid JSON at byte {stop_at:,}: text after the closing ']' of the events"
         share = self.src.share(stop_at) if problem else 1.0
-        read_state = {"complete": problem is None, "read_bytes": self.events_end if problem else self.base + len(self.buf),
+        read_state = {"complete": problem is None, "read_bytes": self.events_end if problem else self.src.inflated_bytes,
                       "total_bytes": self.src.inflated_bytes, "read_share": round(share, 4), "reason": problem}
         if problem:
             if not self.cols.has_rows:

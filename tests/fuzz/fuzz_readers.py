@@ -123,7 +123,12 @@ def json_valid(data: bytes) -> bool | None:
     """Valid JSON by Python's own parser (strict UTF-8, no NaN/Infinity): True/False; None when it nests
     near or past the reader's bound (256 levels), which the reader refuses on purpose."""
     try:
-        doc = json.loads(data.decode("utf-8"), parse_constant=_no_constants)
+        text = data.decode("utf-8")
+        if text.lstrip().startswith("[") and not text.rstrip().endswith("]"):
+            # the JSON Array format may leave out its closing ']' (and keep a trailing comma): the Trace
+            # Event Format allows it, for tracers that append events and may stop at any time
+            text = text.rstrip().removesuffix(",") + "]"
+        doc = json.loads(text, parse_constant=_no_constants)
     except RecursionError:
         return None
     except ValueError:
