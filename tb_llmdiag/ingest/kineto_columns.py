@@ -24,6 +24,8 @@ from tb_llmdiag.ingest.kineto_values import (
     _int_column,
     _Interner,
     _memory_column,
+    _plausible_shape,
+    _step_warnings,
     _to_float,
     is_oversized_step,
 )
@@ -51,7 +53,6 @@ _SKIP = 255  # pseudo-kind of skipped categories
 _STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
 _SKIPPED_CATEGORIES = {"Trace"}  # the profiler's own "PyTorch Profiler (0)" span
 _DIGITS = re.compile(r"-?\d+")
-_NUMBER = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 _PLAIN_DECIMAL = re.compile(rb"(-?\d+)(?:\.(\d*))?")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: rows per slab of columns (_Columns._store): 4 Mi rows, ~230 MB of address space, committed only as filled
@@ -395,32 +396,3 @@ class _Columns:
             ts_ns=ts_ns[order], device=device[order], bytes=col["bytes"][order],
             total_allocated_bytes=col["total_allocated"][order], total_reserved_bytes=col["total_reserved"][order],
         )
-
-
-
-def _plausible_shape(text: str) -> bool:
-    """Every number in an Input Dims text is a whole dimension in [0, 2^40)."""
-    return all(n.isdigit() and (len(n) < 13 or int(n) < 2**40) for n in _NUMBER.findall(text))
-
-
-def _step_warnings(table: EventTable) -> tuple[str, ...]:
-    """Step markers of one thread that overlap, or one step number marked twice: the step split is then
-    doubtful, and the report says so."""
-    rows = np.flatnonzero(table.kind == Kind.STEP)
-    if rows.size < 2:
-        return ()
-    tid, ts, end, name = table.tid[rows], table.ts_ns[rows], table.ts_ns[rows] + table.dur_ns[rows], table.name_id[rows]
-    order = np.lexsort((ts, tid))
-    tid, ts, end, name = tid[order], ts[order], end[order], name[order]
-    same = tid[1:] == tid[:-1]
-    overlaps = int((same & (ts[1:] < end[:-1])).sum())
-    _, counts = np.unique(name, return_counts=True)
-    duplicates = int((counts > 1).sum())
-    out = []
-    if overlaps:
-        out.append(f"{overlaps} ProfilerStep markers start before the previous one on their thread ends "
-                   "(overlapping steps: the step split may be wrong)")
-    if duplicates:
-        example = table.names[int(np.unique(name, return_counts=True)[0][counts > 1][0])]
-        out.append(f"{duplicates} step numbers are marked more than once (e.g. {example}): the step split may be wrong")
-    return tuple(out)

@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.model import SHAPE_OPS
+from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+_NUMBER = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 
 #: Interner flags of a name: its operator's Input Dims are kept (model.SHAPE_OPS); a ProfilerStep#N range
 _SHAPE_NAME, _STEP_NAME = 1, 2
@@ -88,3 +89,30 @@ def _int_column(values: list[Any]) -> np.ndarray:
                 out[i] = -1
         return out
 
+
+def _plausible_shape(text: str) -> bool:
+    """Every number in an Input Dims text is a whole dimension in [0, 2^40)."""
+    return all(n.isdigit() and (len(n) < 13 or int(n) < 2**40) for n in _NUMBER.findall(text))
+
+
+def _step_warnings(table: EventTable) -> tuple[str, ...]:
+    """Step markers of one thread that overlap, or one step number marked twice: the step split is then
+    doubtful, and the report says so."""
+    rows = np.flatnonzero(table.kind == Kind.STEP)
+    if rows.size < 2:
+        return ()
+    tid, ts, end, name = table.tid[rows], table.ts_ns[rows], table.ts_ns[rows] + table.dur_ns[rows], table.name_id[rows]
+    order = np.lexsort((ts, tid))
+    tid, ts, end, name = tid[order], ts[order], end[order], name[order]
+    same = tid[1:] == tid[:-1]
+    overlaps = int((same & (ts[1:] < end[:-1])).sum())
+    _, counts = np.unique(name, return_counts=True)
+    duplicates = int((counts > 1).sum())
+    out = []
+    if overlaps:
+        out.append(f"{overlaps} ProfilerStep markers start before the previous one on their thread ends "
+                   "(overlapping steps: the step split may be wrong)")
+    if duplicates:
+        example = table.names[int(np.unique(name, return_counts=True)[0][counts > 1][0])]
+        out.append(f"{duplicates} step numbers are marked more than once (e.g. {example}): the step split may be wrong")
+    return tuple(out)
