@@ -66,7 +66,7 @@ def _base(tf: TraceFile) -> dict[str, Any]:
 
 def error_report(tf: TraceFile, message: str) -> dict[str, Any]:
     """The RunReport of a run that could not be analysed: one line saying why."""
-    return {**_base(tf), "status": "error", "error": message, "warnings": [], "summary": None,
+    return {**_base(tf), "status": "error", "error": message, "read_state": None, "warnings": [], "summary": None,
             "headline": None, "metrics": {}, "findings": [], "what_if": None}
 
 
@@ -81,8 +81,12 @@ def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str,
     analysis = analyze(trace)
     metrics = analysis.metrics
     findings, what_if = diagnose(metrics)
+    read_state = {"complete": True, "read_share": 1.0, "reason": None, **trace.read_state}
+    complete = bool(read_state["complete"])
     report = {
-        **_base(tf), "status": "ok", "error": None, "warnings": list(trace.warnings),
+        # "partial": the reader stopped early (invalid JSON, a cut file); the report covers what it read
+        **_base(tf), "status": "ok" if complete else "partial", "error": None if complete else read_state["reason"],
+        "read_state": read_state, "warnings": list(trace.warnings),
         "summary": summarize(analysis.context), "headline": headline(metrics), "metrics": metrics,
         "findings": findings, "what_if": what_if,
     }
@@ -140,7 +144,7 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
         return {"report": trace, **nothing}
     say("analysing")
     rep, analysis = analyze_trace_with_breakdown(tf, trace)
-    if rep.get("status") != "ok":
+    if rep.get("status") not in ("ok", "partial"):  # a partial report's timelines cover what was read
         return {"report": rep, **nothing}
     say("timeline")
     # the timelines and /steps rows read the analysis's one step breakdown (what the report counts)

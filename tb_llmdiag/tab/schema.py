@@ -27,7 +27,7 @@ def report(v: Any) -> str | None:
         return f"the report lacks {', '.join(missing)}"
     if v["status"] == "error":
         return None if isinstance(v["error"], str) and v["error"] else "an error report without its message"
-    if v["status"] != "ok":
+    if v["status"] not in ("ok", "partial"):  # partial: the reader stopped early and says where (read_state)
         return f"unknown report status {v['status']!r}"
     if not isinstance(v["summary"], dict) or not isinstance(v["metrics"], dict):
         return "the report's summary or metrics is not an object"
