@@ -40,6 +40,29 @@ def clean_steps_vary(m: Metrics) -> bool:
     return enough_steady_steps(m) and (lookup(m, "xla.clean_step_cv") or 0.0) >= 0.20
 
 
+_IN_LOOP = ("in_step", "between_steps")
+
+
+def recompile_ranges(m: Metrics) -> list[Any]:
+    """The in-loop recompiles of ``xla.compiles`` (the compiles after the warm-up ones, in time order, whose
+    position is in or between steps): where the recompilation finding's evidence is."""
+    comp = sorted((c for c in lookup(m, "xla.compiles") or () if isinstance(c, Mapping)),
+                  key=lambda c: c.get("start_ns") or 0)
+    return [c for c in comp[int(lookup(m, "xla.warmup_compile_count") or 0):] if c.get("position") in _IN_LOOP]
+
+
+def recompile_culprit(m: Metrics) -> str | None:
+    """The host event that recompiled (XLA's compile call, e.g. ``backend_compile_and_load``)."""
+    found = recompile_ranges(m)
+    return str(found[0].get("name")) if found and found[0].get("name") else None
+
+
+def transfer_ranges(m: Metrics) -> list[Any]:
+    """The in-loop device-to-host transfers of ``xla.transfers_from_device``."""
+    return [r for r in lookup(m, "xla.transfers_from_device") or ()
+            if isinstance(r, Mapping) and r.get("position") in _IN_LOOP]
+
+
 def recompiled_what(m: Metrics) -> str | None:
     """What the recompiles compiled (``xla.recompile_*`` lists), by what the capture records: the module (JAX
     ``jit_train_step``, torch_xla ``SyncTensorsGraph.N``), then torch_xla's graph hash, else the program ids
@@ -74,6 +97,7 @@ XLA_RULES: tuple[Rule, ...] = (
     Rule(
         id="recompilation", platform="xla", title="XLA recompiles the step graph inside the training loop",
         metric="xla.recompile_in_loop_count", above=1, saving="xla.recompile_in_loop_share",
+        ranges=recompile_ranges, culprit=recompile_culprit,
         evidence=(("recompiles", "xla.recompile_in_loop_count"), ("recompile_ns", "xla.recompile_in_loop_time_ns"),
                   ("steps", "xla.recompile_steps"), ("recompiled", recompiled_what),
                   ("graph_hashes", "xla.recompile_graph_hashes"),
@@ -100,6 +124,7 @@ XLA_RULES: tuple[Rule, ...] = (
     Rule(
         id="host_transfer", platform="xla", title="Device-to-host transfers inside the training loop",
         metric="xla.transfer_from_device_in_loop_count", above=1, saving="xla.host_transfer_saving_share",
+        ranges=transfer_ranges,
         evidence=(("transfers", "xla.transfer_from_device_in_loop_count"),
                   ("transfer_ns", "xla.transfer_from_device_in_loop_time_ns"),
                   ("after_steps", "xla.transfer_from_device_steps"),

@@ -27,6 +27,7 @@ from tb_llmdiag.tab.assets import Assets
 from tb_llmdiag.tab.cache import ResultCache
 from tb_llmdiag.tab.jobs import process_pool
 from tb_llmdiag.tab.registry import Registry
+from tb_llmdiag.tab.traceviews import TraceViews
 
 PLUGIN_NAME = "llm_diag"
 TAB_NAME = "LLM Diag"
@@ -72,6 +73,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
                                   renew=renew, scan_interval_s=SCAN_INTERVAL_S if scan_interval_s is None
                                   else scan_interval_s, discover=discover or api.discover)
         self._registry.start()
+        self._views = TraceViews(cache)
         self._assets = Assets()
 
     # -- TBPlugin API
@@ -93,6 +95,9 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             "/steps": _wsgi(self._steps_route),
             "/trace": _wsgi(self._trace_route),
             "/metric_registry": _wsgi(self._metric_registry_route),
+            "/trace_view": _wsgi(lambda r: self._respond(r, lambda: routes.trace_view_impl(self._reg(), self._views, r.args))),
+            "/trace_event": _wsgi(lambda r: self._respond(r, lambda: routes.trace_event_impl(self._reg(), self._views, r.args))),
+            "/trace_search": _wsgi(lambda r: self._respond(r, lambda: routes.trace_search_impl(self._reg(), self._views, r.args))),
         }
         apps.update(self._assets.apps())
         return apps
