@@ -14,6 +14,8 @@ import { mountSteps } from './views/steps.js';
 import { mountTokens } from './views/tokens.js';
 import { mountTimeline } from './views/timeline.js';
 import { mountTraceView } from './views/traceview.js';
+import { mountTraceCanvas } from './views/traceview_canvas.js';
+import { formatRange, parseRange } from './traceview/view_math.js';
 import { hasHostLaunches } from './views/data.js';
 import { showEmpty, showError, showLoading, showNotices, showProgress } from './views/status.js';
 
@@ -21,6 +23,24 @@ const RUNS_POLL_BUSY_MS = 2000;
 const RUNS_POLL_IDLE_MS = 10000;
 const RUNS_POLL_EMPTY_MS = 3000;
 const REPORT_POLL_MS = 1000;
+const RANGE_WRITE_MS = 300;
+const LAST_KEY = 'llm_diag.last_viewed';
+
+/** The run to open when the URL names none: the one viewed last (if still there), else the one with the most
+ *  to gain (largest estimated saving of its top finding), else the first ready one. */
+export function initialSelection(runs, last) {
+  if (last && findRun(runs, last.run)) return normalise(runs, last);
+  let best = null;
+  for (const r of runs) if (typeof r.saving_ns === 'number' && (!best || r.saving_ns > best.saving_ns)) best = r;
+  return normalise(runs, best ? { run: best.run } : null);
+}
+
+function readLast() {
+  try { return JSON.parse(window.localStorage.getItem(LAST_KEY) || 'null'); } catch (e) { return null; }
+}
+function writeLast(sel) {
+  try { window.localStorage.setItem(LAST_KEY, JSON.stringify(sel)); } catch (e) { /* private mode: no memory */ }
+}
 
 function section(title, cls, ...extra) {
   const body = h('div', { class: `${cls}-body` });
@@ -48,8 +68,9 @@ export async function start(early) {
   const stepsSec = section('Per-step time: busy vs idle', 'steps');
   const tokensSec = section('Step time vs tokens per step', 'tokens');
   const timelineSec = section('Step timeline', 'timeline');
+  const traceSec = section('Trace', 'trace');
   const panel = h('div', { class: 'panel', hidden: true },
-    cardsEl, metaEl, findingsSec.el,
+    cardsEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
     h('div', { class: 'grid' }, kernelsSec.el, stepsSec.el, tokensSec.el),
     timelineSec.el);
   const root = h('div', { class: 'app' },
@@ -65,11 +86,22 @@ export async function start(early) {
   let reportTimer = null;
   let runsTimer = null;
   let firstPaintMarked = false;
+  let firstRange = false; // the URL's range applies to the first selection only
+  let tvRange = null; // "start-end" of the trace view, kept in the URL
+  let rangeTimer = null;
 
   const key = (s) => JSON.stringify([s.run, s.worker, s.span]);
   const selectors = mountSelectors(selEl, { onChange: (s) => select(s, null) });
   const cards = mountCards(cardsEl);
-  const findings = mountFindings(findingsSec.body);
+  const traceCanvas = mountTraceCanvas(traceSec.body, {
+    onRange: (v) => {
+      tvRange = formatRange(v);
+      clearTimeout(rangeTimer);
+      rangeTimer = setTimeout(writeState, RANGE_WRITE_MS);
+    },
+  });
+  const findings = mountFindings(findingsSec.body, { onShowInTrace: (id) => traceCanvas.showFinding(id) });
+  traceSec.body.addEventListener('tv-located', (ev) => findings.markLocated(ev.detail));
   const kernels = mountKernels(kernelsSec.body);
   const steps = mountSteps(stepsSec.body, { onPick: (idx) => pickStep(idx) });
   const tokens = mountTokens(tokensSec.body);
@@ -81,7 +113,13 @@ export async function start(early) {
     steps.rebuild();
     tokens.rebuild();
     timeline.redraw();
+    traceCanvas.redraw();
   });
+
+  function writeState() {
+    if (!sel) return;
+    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step: step ?? undefined, t: tvRange ?? undefined });
+  }
 
   function spanOf(s) {
     const run = findRun(runs, s.run);
@@ -103,7 +141,10 @@ export async function start(early) {
     const changed = !sel || key(s) !== key(sel);
     sel = s;
     step = changed ? newStep : newStep ?? step;
-    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step: step ?? undefined });
+    if (changed && !firstRange) tvRange = null;
+    firstRange = false;
+    writeState();
+    writeLast(sel);
     selectors.update(runs, sel);
     traceView.update({ sel, span: spanOf(sel), viewers });
     if (changed) loadReport();
@@ -112,7 +153,7 @@ export async function start(early) {
 
   function pickStep(idx) {
     step = idx;
-    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step });
+    writeState();
     loadTimeline();
     timelineSec.el.scrollIntoView({ behavior: 'smooth', block: 'start' });
   }
@@ -154,6 +195,7 @@ export async function start(early) {
     renderMeta(report);
     findings.update(report);
     markFirstPaint();
+    traceCanvas.show(want, report, parseRange(tvRange));
     kernels.update(report);
     api.steps(want).then((r) => {
       if (r.aborted || key(want) !== key(sel) || reportFor !== key(want)) return;
@@ -217,7 +259,8 @@ export async function start(early) {
     }
     if (!sel) {
       const fromHash = state.read();
-      const s = normalise(runs, fromHash);
+      const s = fromHash.run ? normalise(runs, fromHash) : initialSelection(runs, readLast());
+      if (fromHash.run && fromHash.t && s.run === fromHash.run) { tvRange = fromHash.t; firstRange = true; }
       const hashStep = fromHash.step !== undefined && fromHash.step !== '' && s.run === fromHash.run ? Number(fromHash.step) : null;
       select(s, Number.isFinite(hashStep) ? hashStep : null);
     } else {

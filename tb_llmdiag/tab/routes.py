@@ -96,7 +96,7 @@ def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
         status, error = e.shown()
         runs.setdefault(key[0], {}).setdefault(key[1], []).append({
             "span": key[2], "source_kind": e.tf.source_kind, "status": status, "error": error,
-            "size_bytes": e.tf.size_bytes, "rank": e.tf.rank,
+            "size_bytes": e.tf.size_bytes, "rank": e.tf.rank, "saving_ns": e.saving_ns,
         })
     out_runs = []
     for run, workers in runs.items():
@@ -104,7 +104,9 @@ def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
         worst = min((s["status"] for s in spans), key=lambda st: _ORDER[st])
         # A run is "ready" only when every span is; one error shows but does not hide the others.
         agg = "analysing" if any(s["status"] in ("analysing", "pending") for s in spans) else worst
+        savings = [s["saving_ns"] for s in spans if s["saving_ns"] is not None]
         out_runs.append({"run": run, "status": agg, "error": next((s["error"] for s in spans if s["error"]), None),
+                         "saving_ns": max(savings) if savings else None,
                          "workers": [{"worker": w, "spans": ws} for w, ws in workers.items()]})
     with reg.lock:
         body = {"logdir": logdir, "scanned": reg.first_scan.is_set(), "scan_error": reg.scan_error,
