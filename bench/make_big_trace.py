@@ -58,8 +58,9 @@ def main() -> None:
     dcorr = max(ids, default=0) + 1
     steps = [int(m.group(1)) for e in events if (m := _STEP.match(str(e.get("name", ""))))]
     dstep = (max(steps) - min(steps) + 1) if steps else 0
-    meta = [e for e in events if not isinstance(e.get("ts"), (int, float)) or e.get("ph") == "M"]
-    body = [e for e in events if e not in meta] if len(meta) < 1000 else [e for e in events if e.get("ph") != "M"]
+    is_meta = [not isinstance(e.get("ts"), (int, float)) or e.get("ph") == "M" for e in events]
+    meta = [e for e, m in zip(events, is_meta) if m]
+    body = [e for e, m in zip(events, is_meta) if not m]
     head = json.dumps(doc)[:-1]
     written, k = 0, 0
     with gzip.open(args.out, "wt", compresslevel=1) as out:
