@@ -16,7 +16,7 @@ import { mountTimeline } from './views/timeline.js';
 import { mountTraceView } from './views/traceview.js';
 import { mountTraceCanvas } from './views/traceview_canvas.js';
 import { formatRange, parseRange } from './traceview/view_math.js';
-import { hasHostLaunches } from './views/data.js';
+import { hasHostLaunches, stepRows } from './views/data.js';
 import { showEmpty, showError, showLoading, showNotices, showProgress } from './views/status.js';
 
 const RUNS_POLL_BUSY_MS = 2000;
@@ -203,8 +203,8 @@ export async function start(early) {
     });
     tokens.update(report);
     timeline.setContext({ hostLaunches: hasHostLaunches(report) });
-    const stepRows = (report.summary && report.summary.steps) || [];
-    timeline.setSteps(stepRows.length ? stepRows : [{ index: -1, duration_ns: report.summary && report.summary.window_ns }], step);
+    const rows = stepRows(report);
+    timeline.setSteps(rows.length ? rows : [{ index: -1, duration_ns: report.summary && report.summary.window_ns }], step);
     loadTimeline();
   }
 

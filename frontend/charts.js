@@ -117,7 +117,7 @@ export function tokensScatter({ rows, width, height, onHover = null }) {
       x: { time: false, auto: false, range: () => { const pad = Math.max((xMax - xMin) * 0.08, xMax * 0.05, 1); return [Math.max(0, xMin - pad), xMax + pad]; } },
       y: { range: (u, mn, mx) => [0, mx * 1.15 || 1] },
     },
-    axes: [axis(t, { label: 'tokens per step', values: (u, vals) => vals.map((v) => formatValue(v, unitOf('steps.tokens[]'))) }), nsAxis(t, '')],
+    axes: [axis(t, { label: 'tokens per step', values: (u, vals) => vals.map((v) => formatValue(v, unitOf('steps.per_step[].tokens'))) }), nsAxis(t, '')],
     series: [
       { label: 'tokens' },
       { label: 'step time', stroke: t.point, fill: t.point, width: 0, paths: () => null,

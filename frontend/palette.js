@@ -10,7 +10,8 @@
 export const CATEGORY_COLORS = Object.freeze({
   gemm: '#1f6fc5', attention: '#6a3fd0', conv: '#14a9c2', copy: '#e8790c', elementwise: '#2e9e44', norm: '#95d17f',
   softmax: '#a8a21c', reduce: '#0f6e62', optimizer: '#8a5a44', quant: '#d65db1', index: '#c9a98c',
-  communication: '#9c6fc9', memcpy: '#b8322a', memset: '#e59a73', other: '#8c8c8c',
+  moe: '#28d028', communication: '#9c6fc9', autotune: '#d828d8', memcpy: '#b8322a', memset: '#e59a73',
+  other: '#8c8c8c',
 });
 
 /** The timeline's lanes other than kernels (timeline.CATEGORIES) and GPU busy time. */

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { CATEGORY_COLORS, LANE_COLORS, IDLE_COLORS, BUSY_COLOR, categoryColor, idleColor, contrast, textOn } from './palette.js';
 
 const KERNEL_CATEGORIES = ['gemm', 'attention', 'conv', 'copy', 'elementwise', 'norm', 'softmax', 'reduce', 'optimizer',
-  'quant', 'index', 'communication', 'memcpy', 'memset', 'other'];
+  'quant', 'index', 'moe', 'communication', 'autotune', 'memcpy', 'memset', 'other'];
 const TIMELINE_CATEGORIES = ['kernel', 'memcpy', 'memset', 'device_sync', 'launch', 'runtime', 'sync', 'data_loader'];
 const IDLE_CAUSES = ['host_wait', 'sync', 'data_loader', 'other'];
 

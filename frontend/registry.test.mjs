@@ -21,11 +21,11 @@ test('exact keys, [] list items and * map entries resolve to their entry', () =>
   assert.equal(entryOf('kernels.by_category.gemm.time_ns').key, 'kernels.by_category.*.time_ns');
   assert.equal(entryOf('kernels.by_category.memcpy.count').key, 'kernels.by_category.*.count');
   assert.equal(entryOf('kernels.by_category.*.time_ns').key, 'kernels.by_category.*.time_ns'); // a pattern finds itself
-  assert.equal(entryOf('steps.durations_ns[]').key, 'steps.durations_ns[]');
-  assert.equal(entryOf('steps.durations_ns[2]').key, 'steps.durations_ns[]');
-  assert.equal(entryOf('steps.durations_ns').key, 'steps.durations_ns[]'); // the list itself: its items' entry
-  assert.equal(entryOf('idle.step_breakdown.busy_ns[4]').key, 'idle.step_breakdown.busy_ns[]');
-  assert.equal(entryOf('idle.step_breakdown.host_wait_ns[4]'), null);
+  assert.equal(entryOf('idle.low_util_steps[]').key, 'idle.low_util_steps[]');
+  assert.equal(entryOf('idle.low_util_steps[2]').key, 'idle.low_util_steps[]');
+  assert.equal(entryOf('idle.low_util_steps').key, 'idle.low_util_steps[]'); // the list itself: its items' entry
+  assert.equal(entryOf('steps.per_step[4].busy_ns').key, 'steps.per_step[].busy_ns');
+  assert.equal(entryOf('steps.per_step[4].no_such_ns'), null);
   // "*" is one map entry, not a list item nor several segments
   assert.equal(entryOf('kernels.by_category.time_ns'), null);
   assert.equal(entryOf('kernels.by_category.a.b.time_ns'), null);
@@ -36,8 +36,8 @@ test('exact keys, [] list items and * map entries resolve to their entry', () =>
   assert.equal(definitionOf('kernels.by_category.copy.time_ns'), "sum of the category's device event durations");
   // report sections and the trace's own fields
   assert.equal(entryOf('headline.step_median_ns').key, 'headline.step_median_ns');
-  assert.equal(entryOf('summary.steps[2].duration_ns').key, 'summary.steps[].duration_ns');
-  assert.equal(entryOf('summary.steps[].index').key, 'summary.steps[].index');
+  assert.equal(entryOf('steps.per_step[2].duration_ns').key, 'steps.per_step[].duration_ns');
+  assert.equal(entryOf('steps.per_step[].index').key, 'steps.per_step[].index');
   assert.equal(entryOf('trace.size_bytes').unit, 'bytes');
 });
 
@@ -49,12 +49,12 @@ test('the registry decides the unit; ids are never abbreviated', () => {
   assert.equal(formatValue([103_869], unitOf('xla.recompile_program_ids')), '103869');
   assert.equal(formatValue(18_865_979_392, unitOf('memory.peak_used_bytes')), '17.6 GiB');
   assert.equal(formatValue(0.2219, unitOf('idle.busy_share')), '22.2%');
-  assert.equal(formatValue(975_933_561, unitOf('steps.durations_ns[0]')), '976 ms');
+  assert.equal(formatValue(975_933_561, unitOf('steps.per_step[0].duration_ns')), '976 ms');
   assert.equal(formatValue('aten::mm', unitOf('idle.host_wait_culprit')), 'aten::mm');
   assert.equal(formatValue(5815.5, unitOf('headline.launches_per_step')), '5816');
   assert.equal(formatValue(0.2706, unitOf('headline.step_cv')), '0.27');
   assert.equal(formatValue(7_021_184, unitOf('trace.size_bytes')), '6.7 MiB');
-  assert.equal(formatValue(12_345, unitOf('summary.steps[].index')), '12345');
+  assert.equal(formatValue(12_345, unitOf('steps.per_step[].index')), '12345');
   // "as_metric" is not a unit to format with: the key's name decides (here: none, so the number in full)
   assert.equal(unitOf('findings[].value'), null);
   // an entry overrides what the key's name would say

@@ -15,10 +15,9 @@ from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
-from tb_llmdiag.metrics import compute_metrics
+from tb_llmdiag.metrics import Analysis, analyze
 from tb_llmdiag.metrics import registry
 from tb_llmdiag.metrics.headline import headline
-from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import MODEL_VERSION, Trace
 from tb_llmdiag.timeline import TIMELINE_VERSION
@@ -32,7 +31,7 @@ from tb_llmdiag.jsonsafe import jsonable
 logger = logging.getLogger(__name__)
 
 #: Version of the report JSON (docs/report_schema.md).
-REPORT_SCHEMA = 1
+REPORT_SCHEMA = 2
 
 #: Everything a cached result depends on besides the file itself (the tab's cache key includes it).
 ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERSION)
@@ -47,10 +46,6 @@ __all__ = [
 #: them, and a test checks that analysing a trace imports nothing more of ours.
 _LAZY_MODULES = (
     "tb_llmdiag.ingest.chrome_trace", "tb_llmdiag.ingest.xplane",
-    "tb_llmdiag.metrics.annotations", "tb_llmdiag.metrics.context", "tb_llmdiag.metrics.dataloader",
-    "tb_llmdiag.metrics.flops", "tb_llmdiag.metrics.host_sync", "tb_llmdiag.metrics.idle",
-    "tb_llmdiag.metrics.kernels", "tb_llmdiag.metrics.launch", "tb_llmdiag.metrics.memcpy",
-    "tb_llmdiag.metrics.memory", "tb_llmdiag.metrics.step_stats", "tb_llmdiag.metrics.xla",
     "numpy.ma",  # numpy imports it on the first np.unique
 )
 
@@ -79,16 +74,22 @@ def error_report(tf: TraceFile, message: str) -> dict[str, Any]:
 
 
 def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
-    """The RunReport of an already loaded trace (the plugin reuses the Trace for its timeline)."""
-    steps = find_steps(trace)
-    metrics = compute_metrics(trace, steps)
+    """The RunReport of an already loaded trace."""
+    return analyze_trace_with_breakdown(tf, trace)[0]
+
+
+def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str, Any], Analysis]:
+    """The RunReport of an already loaded trace and the analysis behind it, whose ``breakdown`` the tab's
+    step timelines and ``/steps`` rows are built from (``timeline.build(trace, analysis.breakdown)``)."""
+    analysis = analyze(trace)
+    metrics = analysis.metrics
     findings, what_if = diagnose(metrics)
     report = {
         **_base(tf), "status": "ok", "error": None, "warnings": list(trace.warnings),
-        "summary": summarize(trace, steps), "headline": headline(metrics), "metrics": metrics,
+        "summary": summarize(analysis.context), "headline": headline(metrics), "metrics": metrics,
         "findings": findings, "what_if": what_if,
     }
-    return jsonable(report)
+    return jsonable(report), analysis
 
 
 def load(tf: TraceFile) -> Trace | dict[str, Any]:
@@ -142,12 +143,12 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
     if not isinstance(trace, Trace):
         return {"report": trace, **nothing}
     say("analysing")
-    rep = analyze_trace(tf, trace)
+    rep, analysis = analyze_trace_with_breakdown(tf, trace)
     if rep.get("status") != "ok":
         return {"report": rep, **nothing}
     say("timeline")
-    steps = ((rep.get("summary") or {}).get("steps")) or None
-    timelines, breakdown = build_timelines(trace, steps)
+    # the timelines and /steps rows read the analysis's one step breakdown (what the report counts)
+    timelines, breakdown = build_timelines(trace, analysis.breakdown)
     meta, arrays = build_traceview(trace)
     meta["findings"] = jsonable(locate_evidence(trace, rep))
     return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown},

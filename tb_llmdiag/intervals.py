@@ -1,6 +1,8 @@
 """Interval algebra over numpy arrays of [start, end) nanosecond intervals.
 
-All functions are pure, vectorised, and accept unsorted input unless stated.
+All functions are pure, vectorised, and accept unsorted input unless stated. ``merge`` / ``gaps`` /
+``subtract`` give sets; ``covered_before*`` / ``overlap_per_window`` / ``union_ns_by_group`` give lengths;
+``merge_within`` coarsens a lane for drawing.
 """
 
 from __future__ import annotations
@@ -121,3 +123,84 @@ def overlap_per_window(starts: I64, ends: I64, win_starts: I64, win_ends: I64) -
     w_s, w_e = np.asarray(win_starts, dtype=np.int64), np.asarray(win_ends, dtype=np.int64)
     return (_covered_at(e, cum, np.searchsorted(s, w_e, side="right"), w_e)
             - _covered_at(e, cum, np.searchsorted(s, w_s, side="right"), w_s))
+
+
+def subtract(a_s: I64, a_e: I64, b_s: I64, b_e: I64) -> tuple[I64, I64]:
+    """A minus B for two sets of sorted, disjoint [start, end) intervals, as sorted disjoint intervals."""
+    if a_s.size == 0:
+        return a_s.copy(), a_e.copy()
+    pos = np.concatenate((a_s, a_e, b_s, b_e)).astype(np.int64)
+    na, nb = a_s.size, b_s.size
+    da = np.concatenate((np.ones(na, np.int64), -np.ones(na, np.int64), np.zeros(2 * nb, np.int64)))
+    db = np.concatenate((np.zeros(2 * na, np.int64), np.ones(nb, np.int64), -np.ones(nb, np.int64)))
+    order = np.argsort(pos, kind="stable")
+    pos, a, b = pos[order], np.cumsum(da[order]), np.cumsum(db[order])
+    seg_s, seg_e = pos[:-1], pos[1:]
+    keep = (a[:-1] > 0) & (b[:-1] <= 0) & (seg_e > seg_s)
+    return merge(seg_s[keep], seg_e[keep])
+
+
+def union_ns_by_group(group: NDArray[np.integer], starts: I64, ends: I64, n_groups: int) -> NDArray[np.float64]:
+    """Per group id 0..n_groups-1, the length of the union of its [start, end) intervals, as float64 (exact
+    below 2**53). Empty and negative intervals add nothing. Fastest when starts are sorted (ts-sorted rows)."""
+    s = np.asarray(starts, np.int64)
+    e = np.maximum(ends, s)  # a negative interval becomes an empty one: it adds nothing
+    if s.size == 0:
+        return np.zeros(n_groups)
+    group = np.asarray(group)
+    # by group, then start: a stable sort by group of start-sorted rows (numpy's stable sort is a radix
+    # sort for 16-bit keys, ~7x faster than np.lexsort on name ids)
+    by_start = None if bool((s[1:] >= s[:-1]).all()) else np.argsort(s, kind="stable")
+    key = group if by_start is None else group[by_start]
+    key = key.astype(np.uint16 if int(group.min()) >= 0 and int(group.max()) < 2**16 else np.int64)
+    order = np.argsort(key, kind="stable")
+    g = key[order]
+    if by_start is not None:
+        order = by_start[order]
+    s, e = s[order], e[order]
+    first = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+    lo, span = int(s.min()), int(e.max() - s.min()) + 1
+    if (int(g[-1]) + 1) * span < 2**62:
+        # running max of ends within each group in one pass: lift each group above all earlier ones
+        off = np.multiply(g, np.int64(span), dtype=np.int64)
+        reach = e - lo
+        reach += off
+        np.maximum.accumulate(reach, out=reach)
+        reach -= off
+        reach += lo
+    else:  # pragma: no cover - needs ~1e5 names over hours of trace
+        reach = np.concatenate([np.maximum.accumulate(part) for part in np.split(e, first[1:])])
+    # each interval adds what it reaches past everything before it in its group
+    before = np.empty_like(reach)
+    before[1:] = reach[:-1]
+    before[first] = s[first]
+    np.maximum(before, s, out=before)
+    reach -= before
+    out = np.zeros(n_groups)
+    out[g[first]] = np.add.reduceat(reach, first)
+    return out
+
+
+def merge_within(s: I64, e: I64, key: I64, tol: int) -> tuple[I64, I64, I64, I64]:
+    """Merge start-sorted intervals whose gap to the running end of the earlier ones is <= tol (tol 0: touching
+    or overlapping ones), for drawing a lane at a coarser resolution.
+
+    Returns (start, end, count, representative) per block: ``count`` members, and ``key`` of the longest
+    member (the first of the longest on ties).
+    """
+    if s.size == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z, z
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1] + tol
+    block = np.cumsum(new) - 1
+    first = np.flatnonzero(new)
+    out_s = s[first]
+    out_e = np.maximum.reduceat(e, first)
+    count = np.diff(np.append(first, s.size))
+    # longest member per block: sort by (block, -dur), take the first of each block
+    order = np.lexsort((-(e - s), block))
+    rep = key[order[np.searchsorted(block[order], np.arange(first.size))]]
+    return out_s, out_e, count.astype(np.int64), rep

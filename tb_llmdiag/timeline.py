@@ -1,8 +1,10 @@
 """Downsampled timeline of one training step, for the tab's zoomable step view.
 
 Contract:
-- ``build_timelines(trace, steps)`` returns one ``StepTimeline`` dict per step (a trace without step
-  markers gets one pseudo-step, index -1, covering its whole window). Pure: no I/O.
+- ``build(trace, breakdown)`` returns one ``StepTimeline`` dict per step (a trace without step markers gets
+  one pseudo-step, index -1, covering its whole window) and the ``/steps`` rows, both from the analysis's
+  ``metrics.gaps.StepBreakdown`` (``metrics.analyze(trace).breakdown``): nothing here recomputes the busy
+  union or an idle cause. Pure: no I/O.
 - Lanes: one per accelerator stream (kernels, memcpys, memsets, device-side syncs), then host lanes:
   launches (runtime/driver calls that launched device work), syncs (synchronising runtime calls) and
   the data loader (when the trace has DataLoader annotations). ``gaps`` are the stretches inside the
@@ -12,29 +14,29 @@ Contract:
   lane is merged with one tolerance ``resolution_ns`` (neighbours closer than it become one interval
   carrying ``n`` events and the name of the longest one); the tolerance doubles until the budget
   holds. Gaps shorter than the resolution vanish with it, so a gap that is drawn is real.
-- Gap causes are ``metrics.idle.gap_causes`` (the report's own rule), and the host sync and data-loader
-  lanes are ``metrics.context``'s ``sync_api`` and ``dataloader`` name families, so the tab draws what
-  the report counts.
+- ``gaps`` are the breakdown's idle gaps clipped to the step, with the cause decided over the whole gap
+  (a gap crossing a step boundary has one cause on both sides), and the host sync and data-loader lanes
+  are ``metrics.context``'s ``sync_api`` and ``dataloader`` name families, so the tab draws what the
+  report counts. Without step markers, the gaps are those of the report's window (first to last device
+  event).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.classify import kernel_category
-from tb_llmdiag.intervals import gaps as complement
-from tb_llmdiag.intervals import merge
+from tb_llmdiag.intervals import merge_within
 from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS
-from tb_llmdiag.metrics.idle import CAUSES, HostSignals, gap_causes
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.gaps import CAUSES, IdleGaps, StepBreakdown
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 #: Bump when the timeline JSON changes; part of the cache key.
-TIMELINE_VERSION = 2
+TIMELINE_VERSION = 3
 MAX_INTERVALS = 20_000
 #: Gaps shorter than this are launch-to-launch jitter, not idle time worth drawing.
 MIN_GAP_NS = 1_000
@@ -74,29 +76,6 @@ class StepTimeline(TypedDict):
     causes: list[str]
     lanes: list[Lane]
     gaps: Gaps
-
-
-def _merge_tol(s: I64, e: I64, key: I64, tol: int) -> tuple[I64, I64, I64, I64]:
-    """Merge sorted-by-start intervals whose gap to the running end is <= tol.
-
-    Returns (start, end, count, representative row) per block; the representative is the longest member.
-    """
-    if s.size == 0:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, z, z
-    run_end = np.maximum.accumulate(e)
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1] + tol
-    block = np.cumsum(new) - 1
-    first = np.flatnonzero(new)
-    out_s = s[first]
-    out_e = np.maximum.reduceat(e, first)
-    count = np.diff(np.append(first, s.size))
-    # longest member per block: sort by (block, -dur), take the first of each block
-    order = np.lexsort((-(e - s), block))
-    rep = key[order[np.searchsorted(block[order], np.arange(first.size))]]
-    return out_s, out_e, count.astype(np.int64), rep
 
 
 class _LaneSrc:
@@ -146,8 +125,17 @@ def _prefilter(trace: Trace) -> dict[str, Any]:
     }
 
 
+def _step_gaps(gaps: IdleGaps, lo: int, hi: int) -> tuple[I64, I64, NDArray[np.uint8]]:
+    """The gaps overlapping [lo, hi), clipped to it, relative to lo, with their causes."""
+    a = int(np.searchsorted(gaps.end_ns, lo, side="right"))
+    b = int(np.searchsorted(gaps.start_ns, hi, side="left"))
+    gs = np.clip(gaps.start_ns[a:b], lo, hi) - lo
+    ge = np.clip(gaps.end_ns[a:b], lo, hi) - lo
+    return gs, ge, gaps.cause[a:b]
+
+
 def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_intervals: int,
-                   host: HostSignals) -> StepTimeline:
+                   gaps: IdleGaps) -> StepTimeline:
     lo, hi = int(step["start_ns"]), int(step["end_ns"])
     inside = (pre["ts"] < hi) & (pre["end"] > lo)
     ts = np.clip(pre["ts"][inside], lo, hi) - lo
@@ -172,30 +160,22 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
         if m.any() or lid == "host.launch":
             lanes.append(_LaneSrc(lid, label, "host", ts[m], end[m], name[m], cat[m]))
 
-    # The device's busy union (all streams; kernels, copies, memsets, not sync markers).
-    busy_m = is_dev & (cat != CATEGORIES.index("device_sync"))
-    bs, be = ts[busy_m], end[busy_m]
-    border = np.argsort(bs, kind="stable")
-    bs, be = bs[border], be[border]
+    # The analysis's idle gaps in this step; at a resolution tol, gaps up to tol long vanish with the busy
+    # intervals they separate (merged like a lane).
+    all_gs, all_ge, all_cause = _step_gaps(gaps, lo, hi)
     total_src = int(inside.sum())
 
     tol = 0
     span = max(hi - lo, 1)
     while True:
-        merged = [_merge_tol(L.s, L.e, np.arange(L.s.size, dtype=np.int64), tol) for L in lanes]
-        us, ue, _, _ = _merge_tol(bs, be, np.arange(bs.size, dtype=np.int64), tol)
-        gs = np.concatenate(([0], ue)).astype(np.int64)
-        ge = np.concatenate((us, [hi - lo])).astype(np.int64)
-        if bs.size == 0:
-            gs, ge = np.zeros(0, np.int64), np.zeros(0, np.int64)  # no device work: nothing to call idle
-        keep = (ge - gs) >= max(MIN_GAP_NS, tol + 1)
-        gs, ge = gs[keep], ge[keep]
+        merged = [merge_within(L.s, L.e, np.arange(L.s.size, dtype=np.int64), tol) for L in lanes]
+        keep = (all_ge - all_gs) >= max(MIN_GAP_NS, tol + 1)
+        gs, ge, causes = all_gs[keep], all_ge[keep], all_cause[keep]
         count = sum(int(x[0].size) for x in merged) + int(gs.size)
         if count <= max_intervals or tol >= span:
             break
         tol = max(1_000, tol * 2) if tol else max(1_000, span // max(max_intervals, 1))
 
-    causes = gap_causes(gs + lo, ge + lo, host)
     names: dict[int, int] = {}
     out_lanes: list[Lane] = []
     for L, (s, e, n, rep) in zip(lanes, merged):
@@ -223,45 +203,11 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
     )
 
 
-def step_breakdown(trace: Trace, steps: Sequence[dict[str, Any]] | None = None, *,
-                   host: HostSignals | None = None) -> list[dict[str, Any]]:
-    """Per step: device busy time and idle time by cause (ns; the parts sum to the step's duration).
-
-    Busy is the union of kernels, copies and memsets on every stream, computed once; each step's gaps are
-    its complement within the step (steps extended to their GPU tail may overlap the next one, so each
-    step is cut on its own). Causes: ``metrics.idle.gap_causes``; ``host`` shares its signals with
-    ``build_timelines``.
-    """
-    rows = step_rows(trace) if steps is None else list(steps)
-    if not rows:
-        return []
-    ev = trace.events
-    dev = kind_mask(ev.kind, DEVICE_KINDS)
-    bs, be = merge(ev.ts_ns[dev], ev.end_ns[dev])
-    host = host or HostSignals.of(trace)
-    out: list[dict[str, Any]] = []
-    for r in rows:
-        lo, hi = int(r["start_ns"]), int(r["end_ns"])
-        a, b = int(np.searchsorted(be, lo, side="right")), int(np.searchsorted(bs, hi, side="left"))
-        gs, ge = complement(bs[a:b], be[a:b], lo, hi)
-        codes = gap_causes(gs, ge, host)
-        d = ge - gs
-        parts = {f"{name}_ns": int(d[codes == i].sum()) for i, name in enumerate(CAUSES)}
-        idle_ns = int(d.sum())
-        out.append({"index": int(r["index"]), "name": r.get("name"), "duration_ns": hi - lo,
-                    "busy_ns": hi - lo - idle_ns, **parts})
-    return out
-
-
-def step_rows(trace: Trace) -> list[dict[str, Any]]:
-    """The trace's steps as plain dicts (``find_steps``), or one pseudo-step over the whole window."""
-    st = find_steps(trace)
-    rows = [
-        {"index": int(st.index[i]), "name": st.names[i], "start_ns": int(st.start_ns[i]),
-         "host_end_ns": int(st.host_end_ns[i]), "end_ns": int(st.end_ns[i]),
-         "duration_ns": int(st.end_ns[i] - st.start_ns[i])}
-        for i in range(len(st))
-    ]
+def step_rows(trace: Trace, breakdown: StepBreakdown) -> list[dict[str, Any]]:
+    """The step windows the timelines cover: the breakdown's steps, or one pseudo-step over the whole trace
+    (index -1) when it has none."""
+    rows = [{k: r[k] for k in ("index", "name", "start_ns", "host_end_ns", "end_ns", "duration_ns")}
+            for r in breakdown.rows()]
     if not rows and len(trace.events):
         end = int(trace.events.end_ns.max())
         start = int(trace.events.ts_ns.min())
@@ -270,22 +216,26 @@ def step_rows(trace: Trace) -> list[dict[str, Any]]:
     return rows
 
 
-def build_timelines(trace: Trace, steps: Sequence[dict[str, Any]] | None = None,
-                    max_intervals: int = MAX_INTERVALS, *, host: HostSignals | None = None) -> list[StepTimeline]:
+def build_timelines(trace: Trace, breakdown: StepBreakdown,
+                    max_intervals: int = MAX_INTERVALS) -> list[StepTimeline]:
     """One downsampled timeline per step (see the module contract)."""
-    rows = step_rows(trace) if steps is None else list(steps)
+    rows = step_rows(trace, breakdown)
     if not rows:
         return []
     pre = _prefilter(trace)
-    host = host or HostSignals.of(trace)
-    return [_step_timeline(trace, pre, r, max_intervals, host) for r in rows]
+    return [_step_timeline(trace, pre, r, max_intervals, breakdown.gaps) for r in rows]
 
 
-def build(trace: Trace, steps: Sequence[dict[str, Any]] | None) -> tuple[list[StepTimeline], list[dict[str, Any]]]:
-    """What the tab caches per trace: the step timelines and, when the trace has steps, their breakdown.
+def steps_body(breakdown: StepBreakdown) -> list[dict[str, Any]]:
+    """The tab's ``/steps`` rows: per step ``index``, ``name``, ``duration_ns``, ``busy_ns`` and the idle ns of
+    each cause (``metrics.gaps``; they sum to the duration); empty without steps or device activity."""
+    if not breakdown.available:
+        return []
+    keys = ("index", "name", "duration_ns", "busy_ns", *(f"{c}_ns" for c in CAUSES))
+    return [{k: r[k] for k in keys} for r in breakdown.rows()]
 
-    The host signals behind the gap causes are computed once for both.
-    """
-    host = HostSignals.of(trace)
-    timelines = build_timelines(trace, steps, host=host)
-    return timelines, (step_breakdown(trace, steps, host=host) if steps else [])
+
+def build(trace: Trace, breakdown: StepBreakdown) -> tuple[list[StepTimeline], list[dict[str, Any]]]:
+    """What the tab caches per trace: the step timelines and the ``/steps`` rows, both from the analysis's
+    step breakdown (``metrics.analyze(trace, steps).breakdown``)."""
+    return build_timelines(trace, breakdown), steps_body(breakdown)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.chrome_trace import read_chrome_trace
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics import analyze
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import Kind
 
@@ -98,9 +98,10 @@ def test_summary_matches_independent_computation(rel_path: str) -> None:
     path = shared_trace(rel_path)
     expected = independent(path)
     trace = read_chrome_trace(str(path))
-    steps = find_steps(trace)
-    summary = summarize(trace, steps)
-    got_steps = [(s["index"], s["start_ns"], s["host_end_ns"], s["end_ns"]) for s in summary["steps"]]
+    analysis = analyze(trace)
+    summary = summarize(analysis.context)
+    got_steps = [(s["index"], s["start_ns"], s["host_end_ns"], s["end_ns"])
+                 for s in analysis.metrics["steps"].get("per_step", [])]
     assert got_steps == expected["steps"]
     assert summary["counts"]["kernels"] == expected["kernels"]
     assert summary["counts"]["memcpys"] == expected["memcpys"]
@@ -162,7 +163,7 @@ def test_distributed_info_and_input_shapes() -> None:
 
 def test_cpu_only_trace_has_no_device_events() -> None:
     trace = read_chrome_trace(str(shared_trace("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")))
-    summary = summarize(trace, find_steps(trace))
+    summary = summarize(analyze(trace).context)
     assert summary["counts"]["kernels"] == 0 and summary["device_busy_ns"] == 0
     assert summary["distributed"]["rank"] == 34
 

@@ -151,7 +151,7 @@ def test_report_is_the_cli_run_report(env):
     assert (rep["run"], rep["worker"], rep["span"], rep["source_kind"]) == ("run_a", "worker0", "1", "kineto")
     for k in ("summary", "headline", "metrics", "findings", "what_if", "warnings"):
         assert k in rep
-    assert len(rep["summary"]["steps"]) >= 1
+    assert len(rep["metrics"]["steps"]["per_step"]) >= 1
 
 
 def test_bad_trace_reports_error_with_one_line(env):
@@ -171,9 +171,9 @@ def test_timeline_default_step_and_chosen_step(env):
     assert tl["intervals"] <= 20_000
     assert any(L["kind"] == "gpu" for L in tl["lanes"]) and any(L["id"] == "host.launch" for L in tl["lanes"])
     assert set(tl["gaps"]) == {"start_ns", "dur_ns", "cause"}
-    durs = sorted(s["duration_ns"] for s in rep["summary"]["steps"])
+    durs = sorted(s["duration_ns"] for s in rep["metrics"]["steps"]["per_step"])
     assert tl["step"]["duration_ns"] == durs[(len(durs) - 1) // 2]
-    last = rep["summary"]["steps"][-1]["index"]
+    last = rep["metrics"]["steps"]["per_step"][-1]["index"]
     tl2 = c.get(f"{PREFIX}/timeline", query_string={**q, "step": str(last)}).get_json()
     assert tl2["step"]["index"] == last
     assert c.get(f"{PREFIX}/timeline", query_string={**q, "step": "999999"}).status_code == 404
@@ -182,12 +182,14 @@ def test_timeline_default_step_and_chosen_step(env):
 
 def test_steps_breakdown_sums_to_durations(env):
     _, c, _, _ = env
-    wait_ready(c, "run_a", "worker0", "1")
+    rep = wait_ready(c, "run_a", "worker0", "1")
     body = c.get(f"{PREFIX}/steps", query_string={"run": "run_a", "worker": "worker0", "span": "1"}).get_json()
     assert body["steps"]
     for s in body["steps"]:
         parts = s["busy_ns"] + s["host_wait_ns"] + s["sync_ns"] + s["data_loader_ns"] + s["other_ns"]
         assert parts == s["duration_ns"]
+    # the same numbers as the report's step rows: one breakdown, not two
+    assert body["steps"] == [{k: r[k] for k in body["steps"][0]} for r in rep["metrics"]["steps"]["per_step"]]
 
 
 def test_trace_download_is_the_file(env):

@@ -102,7 +102,7 @@ def test_a_new_unregistered_number_is_caught(demo_report: dict[str, Any]) -> Non
 
 def test_patterns_name_list_items_and_map_keys() -> None:
     assert metric("kernels.by_category.attention.time_ns").key == "kernels.by_category.*.time_ns"  # type: ignore[union-attr]
-    assert metric("steps.durations_ns[]").unit == "ns"  # type: ignore[union-attr]
+    assert metric("steps.per_step[].duration_ns").unit == "ns"  # type: ignore[union-attr]
     assert metric("xla.recompile_steps").key == "xla.recompile_steps[]"  # type: ignore[union-attr]  # a list names its items
     assert metric("steps.available").unit == "flag"  # type: ignore[union-attr]
     assert metric("steps.nope") is None and metric("kernels.by_category.x.y.time_ns") is None

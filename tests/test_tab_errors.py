@@ -427,5 +427,5 @@ def test_progress_comes_back_from_worker_processes_and_the_parent_gets_the_resul
     ((key, token, result, error),) = done
     assert (key, token, error) == (tf.key, "tok", None)
     assert result["report"] == api.analyze_file(tf)  # the worker's result is the library's report
-    assert len(result["timelines"]) == len(result["report"]["summary"]["steps"])
+    assert len(result["timelines"]) == len(result["report"]["metrics"]["steps"]["per_step"])
     assert phases == [("tok", "reading"), ("tok", "analysing"), ("tok", "timeline")]

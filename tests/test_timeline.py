@@ -7,6 +7,7 @@ import json
 import numpy as np
 
 from tb_llmdiag import timeline
+from tb_llmdiag.metrics import analyze
 from tb_llmdiag.model import EventTable, Kind, Trace
 
 HOST, DEV = -1, 0
@@ -48,8 +49,12 @@ def one_step_trace() -> Trace:
     ])
 
 
+def timelines(trace: Trace, **kw) -> list[timeline.StepTimeline]:
+    return timeline.build_timelines(trace, analyze(trace).breakdown, **kw)
+
+
 def test_step_timeline_lanes_gaps_and_causes():
-    tl = timeline.build_timelines(one_step_trace())
+    tl = timelines(one_step_trace())
     assert len(tl) == 1
     t = tl[0]
     assert t["step"]["index"] == 5 and t["step"]["duration_ns"] == 100_000
@@ -74,7 +79,7 @@ def test_budget_merges_dense_lanes():
     # GIVEN 50k tiny kernels (1 us each, 1 us apart) in one step
     rows = [(0, 100_000_000, Kind.STEP, "ProfilerStep#1", HOST, -1, -1)]
     rows += [(i * 2_000, 1_000, Kind.KERNEL, f"k{i % 3}", DEV, 7, -1) for i in range(50_000)]
-    t = timeline.build_timelines(make_trace(rows), max_intervals=20_000)[0]
+    t = timelines(make_trace(rows), max_intervals=20_000)[0]
     # THEN the step stays under budget, merged events are counted, and no time is lost at the edges
     assert t["intervals"] <= 20_000
     assert t["merged"] is True
@@ -86,18 +91,60 @@ def test_budget_merges_dense_lanes():
 
 def test_no_step_markers_gives_whole_trace_pseudo_step():
     t = make_trace([(10, 90, Kind.KERNEL, "k", DEV, 1, -1), (0, 50, Kind.CPU_OP, "aten::mm", HOST, -1, -1)])
-    (tl,) = timeline.build_timelines(t)
+    (tl,) = timelines(t)
     assert tl["step"]["index"] == -1
     assert tl["step"]["start_ns"] == 0 and tl["step"]["end_ns"] == 100
     assert tl["lanes"][0]["start_ns"] == [10]
 
 
 def test_empty_trace_has_no_timelines():
-    assert timeline.build_timelines(make_trace([])) == []
+    assert timelines(make_trace([])) == []
 
 
 def test_step_breakdown_parts_sum_to_step():
-    (row,) = timeline.step_breakdown(one_step_trace())
+    trace = one_step_trace()
+    (row,) = timeline.build(trace, analyze(trace).breakdown)[1]
     assert row == {"index": 5, "name": "ProfilerStep#5", "duration_ns": 100_000, "busy_ns": 30_000,
                    "host_wait_ns": 5_000, "sync_ns": 25_000, "data_loader_ns": 40_000, "other_ns": 0}
 
+
+
+def two_step_trace() -> Trace:
+    # GIVEN two 100 us steps; the GPU runs dry at 80 us and the next kernel is launched at 125-126 us, so the
+    # gap [80, 130) us waits on the host (host_wait) and crosses the step boundary at 100 us. A short
+    # cudaDeviceSynchronize (90-95 us) returns inside the gap: a gap *starting* at 100 us would read as sync.
+    return make_trace([
+        (0, 100_000, Kind.STEP, "ProfilerStep#1", HOST, -1, -1),
+        (1_000, 1_000, Kind.RUNTIME, "cudaLaunchKernel", HOST, -1, 1),
+        (10_000, 70_000, Kind.KERNEL, "sm90_gemm", DEV, 7, 1),
+        (90_000, 5_000, Kind.RUNTIME, "cudaDeviceSynchronize", HOST, -1, -1),
+        (100_000, 100_000, Kind.STEP, "ProfilerStep#2", HOST, -1, -1),
+        (125_000, 1_000, Kind.RUNTIME, "cudaLaunchKernel", HOST, -1, 2),
+        (130_000, 60_000, Kind.KERNEL, "elementwise_kernel", DEV, 7, 2),
+    ])
+
+
+def test_a_gap_across_a_step_boundary_keeps_its_cause_in_report_steps_and_timeline():
+    trace = two_step_trace()
+    analysis = analyze(trace)
+    # THEN by hand: step 1 = busy 70 + host_wait [0,10) + [80,100); step 2 = busy 60 + host_wait [100,130) + [190,200)
+    expect = [
+        {"index": 1, "name": "ProfilerStep#1", "duration_ns": 100_000, "busy_ns": 70_000,
+         "host_wait_ns": 30_000, "sync_ns": 0, "data_loader_ns": 0, "other_ns": 0},
+        {"index": 2, "name": "ProfilerStep#2", "duration_ns": 100_000, "busy_ns": 60_000,
+         "host_wait_ns": 40_000, "sync_ns": 0, "data_loader_ns": 0, "other_ns": 0},
+    ]
+    # the report's one step list
+    per_step = analysis.metrics["steps"]["per_step"]
+    assert [{k: r[k] for k in expect[0]} for r in per_step] == expect
+    assert [(r["start_ns"], r["end_ns"], r["busy_share"]) for r in per_step] == [(0, 100_000, 0.7), (100_000, 200_000, 0.6)]
+    idle = analysis.metrics["idle"]
+    assert (idle["host_wait_ns"], idle["sync_ns"], idle["gap_count"]) == (70_000, 0, 3)
+    # the tab's /steps rows
+    tls, rows = timeline.build(trace, analysis.breakdown)
+    assert rows == expect
+    # the step timelines draw the same gaps with the same cause, clipped at the boundary
+    assert [(t["gaps"]["start_ns"], t["gaps"]["dur_ns"], [t["causes"][c] for c in t["gaps"]["cause"]]) for t in tls] == [
+        ([0, 80_000], [10_000, 20_000], ["host_wait", "host_wait"]),
+        ([0, 90_000], [30_000, 10_000], ["host_wait", "host_wait"]),
+    ]

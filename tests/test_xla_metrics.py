@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tb_llmdiag.ingest.xplane import XLA_ROLES, read_xplane
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps import Steps, find_steps
 from tb_llmdiag.metrics.xla import compute_xla, op_bucket
 from tb_llmdiag.metrics.xla_split import SPLIT_KEYS, step_split_metrics, with_step_split
 from tb_llmdiag.model import DeviceInfo, EventTable, Kind, Trace
@@ -165,7 +165,7 @@ def test_trace_detached_capture_gives_the_same_findings() -> None:
 def test_jax_cpu_compiles_after_the_loop_are_listed_not_in_loop() -> None:
     tr = read_xplane(str(_one("jax_cpu")))
     m = compute_xla(tr, find_steps(tr))
-    assert m["step_count"] == 5 and m["step_indices"] == [0, 1, 2, 3, 4]
+    assert m["step_count"] == 5 and [int(i) for i in find_steps(tr).index] == [0, 1, 2, 3, 4]
     assert m["compile_count"] == 3 and m["recompile_in_loop_count"] == 0
     assert {c["position"] for c in m["compiles"]} == {"after_steps"}
     assert m["recompile_modules"] == ["jit_convert_element_type", "jit_broadcast_in_dim", "jit__lambda"]
@@ -250,7 +250,7 @@ def test_mini_trace_duty_cycle_flops_recompile_and_transfer() -> None:
     steps = find_steps(tr)
     m = compute_xla(tr, steps)
     # THEN
-    assert m["step_durations_ns"] == [100, 100]
+    assert steps.duration_ns.tolist() == [100, 100] and (m["step_median_ns"], m["step_max_ns"]) == (100, 100)
     assert m["device_busy_in_steps_ns"] == 50 + 20 and m["device_duty_cycle_share"] == pytest.approx(70 / 200)
     assert m["steady_device_duty_cycle_share"] is None  # both steps compile
     assert m["matmul_time_ns"] == 40 and m["data_formatting_time_ns"] == 30 and m["copy_time_ns"] == 20
@@ -290,7 +290,7 @@ def test_nested_compiles_count_once() -> None:
     (None, "copy.94", "", Kind.KERNEL, "copy"),
     (None, "custom-call.2", "sm90_xmma_gemm_bf16bf16_bf16f32", Kind.KERNEL, "matmul"),
     (None, "loop_multiply_fusion", "loop_multiply_fusion", Kind.KERNEL, "other"),
-    (None, "all-reduce.1", "", Kind.KERNEL, "collective"),
+    (None, "all-reduce.1", "", Kind.KERNEL, "communication"),
     (None, None, "MemcpyD2H", Kind.MEMCPY, "copy"),
 ])
 def test_op_bucket(category: str | None, op: str | None, kernel: str, kind: Kind, bucket: str) -> None:
@@ -306,7 +306,7 @@ def _xla_findings(folder: str) -> dict[str, dict[str, Any]]:
 
     tr = read_xplane(str(_one(folder)))
     steps = find_steps(tr)
-    metrics = {"xla": with_step_split(compute_xla(tr, steps)), "steps": {"median_ns": int(np.median(steps.duration_ns))}}
+    metrics = {"xla": with_step_split(compute_xla(tr, steps), steps), "steps": {"median_ns": int(np.median(steps.duration_ns))}}
     return {f["id"]: f for f in evaluate(metrics, XLA_RULES)}
 
 
@@ -314,7 +314,7 @@ def test_xla_rules_name_only_keys_that_compute_xla_writes() -> None:
     from tb_llmdiag.findings import XLA_RULES
 
     tr = read_xplane(str(_one("synthetic_tpu")))
-    keys = set(with_step_split(compute_xla(tr, find_steps(tr))))
+    keys = set(with_step_split(compute_xla(tr, find_steps(tr)), find_steps(tr)))
     ids = [r.id for r in XLA_RULES]
     assert len(ids) == len(set(ids))
     assert {"recompilation", "host_transfer", "step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"} == set(ids)
@@ -351,7 +351,7 @@ def test_xla_rule_functions_read_only_keys_that_compute_xla_writes(folder: str) 
     from tb_llmdiag.findings import XLA_RULES
 
     tr = read_xplane(str(_one(folder)))
-    x = _Recording(with_step_split(compute_xla(tr, find_steps(tr))))
+    x = _Recording(with_step_split(compute_xla(tr, find_steps(tr)), find_steps(tr)))
     m = {"xla": x, "steps": {"median_ns": 1}}
     for r in XLA_RULES:
         for f in [r.when, r.saving, *(p for _, p in r.evidence)]:
@@ -418,7 +418,7 @@ def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
     m = compute_xla(tr, steps)
     assert m["device_type"] == "GPU" and m["recompile_steps"] == [3] and m["warmup_compile_count"] == 0
     assert m["transfer_from_device_steps"] == [4] and m["transfers_from_device"][0]["position"] == "between_steps"
-    found = {f["id"]: f for f in evaluate({"xla": with_step_split(m), "steps": {"median_ns": 6_100_000}}, XLA_RULES)}
+    found = {f["id"]: f for f in evaluate({"xla": with_step_split(m, steps), "steps": {"median_ns": 6_100_000}}, XLA_RULES)}
     assert {"recompilation", "host_transfer"} <= set(found)
     assert found["recompilation"]["evidence"]["recompile_ns"] == 50_000_000
 
@@ -435,6 +435,7 @@ def _diagnosed(path: Path) -> dict[str, Any]:
     from tb_llmdiag.metrics.headline import headline
     tr = load_trace(str(path))
     metrics = compute_metrics(tr, find_steps(tr))
+    assert metrics["run"] == {"platform": "xla", "source_kind": "xplane"}  # decided once, from the reader
     findings, what_if = diagnose(metrics)
     ids = [f["id"] for f in findings]
     assert not CUDA_ONLY & set(ids), ids
@@ -465,7 +466,7 @@ def test_jax_cpu_diagnosis() -> None:
     assert "PJRT_DEVICE" in got["findings"]["no_device_activity"]["fix"]["text"]
     # no compile in the loop: the 5 steps all count, their variance is XLA's step_variance (1 - median / mean)
     sv = got["findings"]["step_variance"]
-    d = got["metrics"]["xla"]["step_durations_ns"]
+    d = [r["duration_ns"] for r in got["metrics"]["steps"]["per_step"]]
     assert sv["saving"]["share"] == pytest.approx(1 - float(np.median(d)) / float(np.mean(d)))
     assert set(got["ids"]) == {"step_variance", "no_device_activity"}
 
@@ -482,8 +483,21 @@ def test_synthetic_tpu_diagnosis_has_no_cuda_rules_and_xla_shares_in_the_headlin
     assert h["gpu_busy_share"] == x["device_duty_cycle_share"] and h["mfu_share"] == x["flop_utilization_share"]
 
 
+def _steps(durations: list[int]) -> Steps:
+    """Back-to-back steps 0..n-1 of these durations."""
+    d = np.asarray(durations, dtype=np.int64)
+    start = np.concatenate(([0], np.cumsum(d)[:-1])).astype(np.int64)
+    return Steps(index=np.arange(d.size, dtype=np.int64), names=tuple(f"step {i}" for i in range(d.size)),
+                 start_ns=start, host_end_ns=start + d, end_ns=start + d, source="xplane_step")
+
+
+def _split(x: dict[str, Any], durations: list[int]) -> dict[str, Any]:
+    s = _steps(durations)
+    return step_split_metrics(x, s.duration_ns, s.index)
+
+
 def _xla(durations: list[int], **kw: Any) -> dict[str, Any]:
-    x = {"step_indices": list(range(len(durations))), "step_durations_ns": durations, "recompile_steps": [],
+    x = {"recompile_steps": [],
          "warmup_compile_in_steps": False, "transfers_from_device": [], "steady_step_count": len(durations),
          "steady_device_duty_cycle_share": None, "host_transfer_share": 0.0, "movement_step_share": None}
     x.update(kw)
@@ -497,7 +511,7 @@ def test_each_step_is_charged_to_one_cause() -> None:
              transfers_from_device=[{"step": 3, "position": "in_step"}], steady_device_duty_cycle_share=0.5,
              movement_step_share=0.1)
     total = 1074 * ms
-    got = step_split_metrics(x)
+    got = _split(x, [10 * ms, 1000 * ms, 10 * ms, 30 * ms, 10 * ms, 14 * ms])
     assert got == {
         # THEN the read-back's stall is step 3's excess over the median clean step (10 ms)
         "transfer_stall_ns": 20 * ms, "host_transfer_saving_share": pytest.approx(20 / 1074),
@@ -516,20 +530,20 @@ def test_a_read_back_in_every_step_leaves_the_steady_steps_to_step_variance() ->
     d = [10 * ms, 20 * ms, 10 * ms, 30 * ms]
     x = _xla(d, transfers_from_device=[{"step": i, "position": "in_step"} for i in range(4)],
              host_transfer_share=0.01)
-    got = step_split_metrics(x)
+    got = _split(x, d)
     # no clean step to compare with: no stall, and the variance is over every steady step
     assert got["transfer_stall_ns"] == 0 and got["host_transfer_saving_share"] == 0.01
     assert got["clean_step_cv"] == pytest.approx(float(np.std(d) / np.mean(d)))
-    assert clean_steps_vary({"xla": with_step_split(x)})
+    assert clean_steps_vary({"xla": with_step_split(x, _steps(d))})
 
 
 def test_xla_split_without_steps_gives_none_and_the_rules_do_not_fire() -> None:
     from tb_llmdiag.findings import XLA_RULES, evaluate
 
-    assert with_step_split({"available": False, "reason": "x"}) == {"available": False, "reason": "x"}
-    assert step_split_metrics({"step_durations_ns": [], "step_indices": []}) == dict.fromkeys(SPLIT_KEYS)
+    assert with_step_split({"available": False, "reason": "x"}, _steps([])) == {"available": False, "reason": "x"}
+    assert _split({}, []) == dict.fromkeys(SPLIT_KEYS)
     for m in ({"xla": {"available": False, "reason": "x"}},
-              {"xla": with_step_split({"step_durations_ns": [], "step_indices": []})}):
+              {"xla": with_step_split({}, _steps([]))}):
         for r in XLA_RULES:
             if callable(r.when):
                 assert r.when(m) is False

@@ -3,7 +3,7 @@
 import { h, clear } from '../dom.js';
 import { formatValue, fmtShare, isNum, median } from '../format.js';
 import { unitOf } from '../registry.js';
-import { hasHostLaunches, xlaTopic } from './data.js';
+import { hasHostLaunches, stepRows, xlaTopic } from './data.js';
 
 /** A headline value (RunReport.headline) formatted in the unit the registry gives "headline.<name>". */
 export function fmtHeadline(hl, name) {
@@ -17,10 +17,10 @@ function card(label, value, sub, opts = {}) {
     sub ? h('div', { class: 'card-sub', text: sub }) : null);
 }
 
-/** Headline numbers, falling back to the summary's steps while the headline is absent. */
+/** Headline numbers, falling back to the report's step rows while the headline is absent. */
 export function headline(report) {
   const hl = (report && report.headline) || {};
-  const steps = ((report && report.summary && report.summary.steps) || []).map((s) => s.duration_ns);
+  const steps = stepRows(report).map((s) => s.duration_ns);
   const med = isNum(hl.step_median_ns) ? hl.step_median_ns : median(steps);
   const min = isNum(hl.step_min_ns) ? hl.step_min_ns : (steps.length ? Math.min(...steps) : null);
   const max = isNum(hl.step_max_ns) ? hl.step_max_ns : (steps.length ? Math.max(...steps) : null);

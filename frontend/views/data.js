@@ -20,12 +20,22 @@ export function kernelCategories(report) {
 
 /**
  * Whether the trace has the host launch calls that the launch-based views need (Kineto traces of
- * PyTorch). XLA traces (XPlane) launch whole compiled graphs: their idle time cannot be split by host
- * cause and launches per step mean something else, so those views say they do not apply.
+ * PyTorch). XLA runs (metrics.run.platform, decided once by the engine) launch whole compiled graphs: their
+ * idle time cannot be split by host cause and launches per step mean something else, so those views say
+ * they do not apply.
  */
 export function hasHostLaunches(report) {
   if (!report) return false;
-  return !(report.source_kind === 'xplane' || (report.metrics && report.metrics.xla));
+  const run = report.metrics && report.metrics.run;
+  if (run && run.platform) return run.platform !== 'xla';
+  return report.source_kind !== 'xplane';
+}
+
+/** The report's one list of steps (metrics.steps.per_step: index, name, start/end, duration_ns, busy/idle
+ * parts, tokens), or []. */
+export function stepRows(report) {
+  const rows = report && report.metrics && report.metrics.steps && report.metrics.steps.per_step;
+  return Array.isArray(rows) ? rows : [];
 }
 
 /** The XLA topic (recompiles), or null. */
@@ -37,20 +47,15 @@ const PARTS = { busy: 'busy_ns', host_wait: 'host_wait_ns', sync: 'sync_ns', dat
 
 /**
  * Per step: {index, duration_ns, busy, host_wait, sync, data_loader, other} (ns; null when unknown). From the
- * plugin's /steps body ({steps: [{index, busy_ns, ...}]}) when given, else from metrics.idle.step_breakdown
- * (columns aligned with summary.steps).
+ * plugin's /steps body ({steps: [{index, busy_ns, ...}]}) when given, else from the report's own step rows
+ * (metrics.steps.per_step): both come from the engine's one step breakdown.
  */
 export function stepBreakdown(report, stepsBody) {
-  const steps = (report && report.summary && report.summary.steps) || [];
-  let part = () => null;
+  const steps = stepRows(report);
+  let part = (i, key) => (isNum(steps[i][key]) ? steps[i][key] : null);
   if (stepsBody && Array.isArray(stepsBody.steps)) {
     const byIndex = new Map(stepsBody.steps.map((r) => [r.index, r]));
     part = (i, key) => { const r = byIndex.get(steps[i].index); return r && isNum(r[key]) ? r[key] : null; };
-  } else {
-    const cols = (topic(report, 'idle') || {}).step_breakdown;
-    if (cols && typeof cols === 'object') {
-      part = (i, key) => (Array.isArray(cols[key]) && cols[key].length === steps.length && isNum(cols[key][i]) ? cols[key][i] : null);
-    }
   }
   const rows = steps.map((s, i) => {
     const out = { index: s.index, duration_ns: s.duration_ns };
@@ -60,13 +65,10 @@ export function stepBreakdown(report, stepsBody) {
   return { rows, hasParts: rows.some((r) => isNum(r.busy)) };
 }
 
-/** [{index, duration_ns, tokens}] from metrics.steps.tokens (aligned with summary.steps), else null. */
+/** [{index, duration_ns, tokens}] from metrics.steps.per_step, else null when no step has tokens. */
 export function tokensPerStep(report) {
-  const steps = (report && report.summary && report.summary.steps) || [];
-  const tokens = (topic(report, 'steps') || {}).tokens;
-  if (!Array.isArray(tokens) || tokens.length !== steps.length) return null;
-  const rows = steps
-    .map((s, i) => ({ index: s.index, duration_ns: s.duration_ns, tokens: tokens[i] }))
+  const rows = stepRows(report)
+    .map((s) => ({ index: s.index, duration_ns: s.duration_ns, tokens: s.tokens }))
     .filter((r) => isNum(r.tokens) && isNum(r.duration_ns));
   return rows.length ? rows : null;
 }

@@ -16,7 +16,7 @@ const PARTS = [
   ['data_loader', 'idle: data loader', idleColor('data_loader')],
   ['other', 'idle: other', idleColor('other')],
 ];
-const ns = (v) => formatValue(v, unitOf('idle.step_breakdown.busy_ns[]'));
+const ns = (v) => formatValue(v, unitOf('steps.per_step[].busy_ns'));
 
 function legendOf(parts) {
   return h('div', { class: 'legend chart-legend' },
@@ -65,7 +65,7 @@ export function mountSteps(el, { onPick } = {}) {
       const steps = rows.map((r) => r.index);
       const onHover = (i) => {
         if (i === null || i === undefined || rows[i] === undefined) { readout.textContent = defaultText; return; }
-        readout.textContent = `Step #${formatValue(steps[i], unitOf('summary.steps[].index'))} · ${ns(totals[i])}: ${parts.map((p) => `${p.label} ${ns(p.values[i] || 0)}`).join(' · ')}`;
+        readout.textContent = `Step #${formatValue(steps[i], unitOf('steps.per_step[].index'))} · ${ns(totals[i])}: ${parts.map((p) => `${p.label} ${ns(p.values[i] || 0)}`).join(' · ')}`;
       };
       chart = mountChart(box, (w, hgt, uPlot) => {
         const built = stackedStepBars({ uPlot, steps, parts, width: w, height: hgt, clipAt, onHover });

@@ -259,7 +259,7 @@ export function mountTimeline(el, { onStep } = {}) {
     setSteps(steps, current) {
       clear(select);
       for (const s of steps) {
-        select.append(h('option', { value: String(s.index), text: `${s.index < 0 ? 'whole trace' : `#${formatValue(s.index, unitOf('summary.steps[].index'))}`} · ${formatValue(s.duration_ns, unitOf('summary.steps[].duration_ns'))}` }));
+        select.append(h('option', { value: String(s.index), text: `${s.index < 0 ? 'whole trace' : `#${formatValue(s.index, unitOf('steps.per_step[].index'))}`} · ${formatValue(s.duration_ns, unitOf('steps.per_step[].duration_ns'))}` }));
       }
       if (current !== undefined && current !== null) select.value = String(current);
     },

@@ -22,7 +22,7 @@ export function mountTokens(el) {
       }
       const st = (report.metrics && report.metrics.steps) || {};
       const corr = isNum(st.tokens_corr) ? ` Correlation of step time with tokens: ${formatValue(st.tokens_corr, unitOf('steps.tokens_corr'))}.` : '';
-      const tokens = (v) => formatValue(v, unitOf('steps.tokens[]'));
+      const tokens = (v) => formatValue(v, unitOf('steps.per_step[].tokens'));
       const same = rows.every((r) => r.tokens === rows[0].tokens);
       const defaultText = same
         ? `Every step has ${tokens(rows[0].tokens)} tokens (fixed-size batches, e.g. packing): the spread in step time does not come from the input size.`
@@ -31,7 +31,7 @@ export function mountTokens(el) {
       const box = h('div', { class: 'chart' });
       el.append(box, readout);
       const onHover = (r) => {
-        readout.textContent = r ? `Step #${formatValue(r.index, unitOf('summary.steps[].index'))}: ${tokens(r.tokens)} tokens in ${formatValue(r.duration_ns, unitOf('summary.steps[].duration_ns'))}` : defaultText;
+        readout.textContent = r ? `Step #${formatValue(r.index, unitOf('steps.per_step[].index'))}: ${tokens(r.tokens)} tokens in ${formatValue(r.duration_ns, unitOf('steps.per_step[].duration_ns'))}` : defaultText;
       };
       chart = mountChart(box, (w, hgt) => tokensScatter({ rows, width: w, height: hgt, onHover }));
     },

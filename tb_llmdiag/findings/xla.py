@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tb_llmdiag.findings.engine import Fix, Metrics, Rule, lookup
+from tb_llmdiag.findings.gpu import first_step_range, outlier_step_ranges
 
 _TORCH_XLA_RECOMPILE = "https://pytorch.org/xla/master/perf/recompilation.html"
 _TORCH_XLA_TROUBLESHOOT = "https://pytorch.org/xla/master/learn/troubleshoot.html"
@@ -152,7 +153,7 @@ XLA_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="warmup_in_window", platform="xla", title="The profiled window includes XLA's first compile",
-        metric="xla.warmup_compile_in_steps_time_ns", above=1, severity="low",
+        metric="xla.warmup_compile_in_steps_time_ns", above=1, severity="low", ranges=first_step_range,
         evidence=(("warmup_compile_ns", "xla.warmup_compile_in_steps_time_ns"),
                   ("first_step_ns", "xla.step_max_ns"), ("steady_step_median_ns", "xla.steady_step_median_ns")),
         summary="The first profiled step compiled the step graph ({warmup_compile_ns}): the window includes "
@@ -169,6 +170,7 @@ XLA_RULES: tuple[Rule, ...] = (
     Rule(
         id="step_variance", platform="xla", title="Step time varies from step to step",
         metric="xla.steady_step_cv", above=0.20, when=clean_steps_vary, saving="xla.clean_step_excess_share",
+        ranges=outlier_step_ranges,
         evidence=(("cv", "xla.steady_step_cv"), ("clean_cv", "xla.clean_step_cv"), ("median_ns", "xla.steady_step_median_ns"),
                   ("max_ns", "xla.steady_step_max_ns"), ("steady_steps", "xla.steady_step_count")),
         summary="Steps that do not compile still vary by {cv} (coefficient of variation over {steady_steps} "

@@ -1,23 +1,54 @@
 """Metrics: one topic per module, each a pure function over the trace's columns.
 
-``compute_metrics(trace, steps) -> {topic: dict}``; every topic dict holds JSON scalars/lists with units in
-key names and null (never NaN) for unknowns. A topic that cannot be computed says why:
-``{"available": false, "reason": "..."}``. Definitions: ``docs/metrics.md`` and each module's docstring.
-Topics: steps, idle, kernels, launch, host_sync, memcpy, dataloader, memory, annotations, flops
-(+ ``xla`` for XPlane traces, from ``metrics/xla.py``).
+``analyze(trace, steps) -> Analysis``: the topics (``Analysis.metrics``, ``{topic: dict}``) and the per-step
+breakdown behind them (``Analysis.breakdown``, ``metrics.gaps.StepBreakdown``), which the tab's step
+timeline and ``/steps`` rows read so they show what the report counts. ``compute_metrics`` returns the topics
+only. Every topic dict holds JSON scalars/lists with units in key names and null (never NaN) for unknowns. A
+topic that cannot be computed says why: ``{"available": false, "reason": "..."}``. Definitions:
+``docs/metrics.md`` and each module's docstring.
+Topics: run, steps, idle, kernels, launch, host_sync, memcpy, dataloader, memory, annotations, flops
+(+ ``xla`` on XLA runs, from ``metrics/xla.py``). ``run`` says once what kind of run this is:
+``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane"}`` (Kineto traces are ``cuda``, XPlane
+traces ``xla``); every platform-dependent consumer (headline, rules, tab) reads ``run.platform``.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.metrics.annotations import annotation_metrics
+from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.dataloader import dataloader_metrics
+from tb_llmdiag.metrics.flops import flops_metrics
+from tb_llmdiag.metrics.gaps import StepBreakdown, step_breakdown
+from tb_llmdiag.metrics.host_sync import host_sync_metrics
+from tb_llmdiag.metrics.idle import idle_metrics
+from tb_llmdiag.metrics.kernels import kernel_metrics
+from tb_llmdiag.metrics.launch import launch_metrics
+from tb_llmdiag.metrics.memcpy import memcpy_metrics
+from tb_llmdiag.metrics.memory import memory_metrics
+from tb_llmdiag.metrics.step_stats import step_metrics
+from tb_llmdiag.metrics.steps import Steps, find_steps
+from tb_llmdiag.metrics.xla import compute_xla
 from tb_llmdiag.metrics.xla_split import with_step_split
 from tb_llmdiag.model import Trace
 
 logger = logging.getLogger(__name__)
+
+#: ``run.platform`` per ``Trace.source_kind``.
+PLATFORM_OF_SOURCE: dict[str, str] = {"kineto": "cuda", "xplane": "xla"}
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One trace's metric topics and what the tab draws beside them (see the module docstring)."""
+
+    metrics: dict[str, dict[str, Any]]
+    context: Context
+    breakdown: StepBreakdown
 
 
 def _safe(topic: str, fn: Callable[[], Any]) -> Any:
@@ -29,50 +60,34 @@ def _safe(topic: str, fn: Callable[[], Any]) -> Any:
         return {"available": False, "reason": f"could not be computed: {type(exc).__name__}: {exc}"}
 
 
-def compute_metrics(trace: Trace, steps: Any) -> dict[str, dict[str, Any]]:
-    """All metric topics of one trace (see the module docstring)."""
-    from tb_llmdiag.metrics.annotations import annotation_metrics
-    from tb_llmdiag.metrics.context import Context
-    from tb_llmdiag.metrics.dataloader import dataloader_metrics
-    from tb_llmdiag.metrics.flops import flops_metrics
-    from tb_llmdiag.metrics.host_sync import host_sync_metrics
-    from tb_llmdiag.metrics.idle import HostSignals, IdleGaps, idle_metrics
-    from tb_llmdiag.metrics.kernels import kernel_metrics
-    from tb_llmdiag.metrics.launch import launch_metrics
-    from tb_llmdiag.metrics.memcpy import memcpy_metrics
-    from tb_llmdiag.metrics.memory import memory_metrics
-    from tb_llmdiag.metrics.step_stats import main_cause, outlier_causes, step_metrics
+def run_topic(trace: Trace) -> dict[str, Any]:
+    """The ``run`` topic: the platform, decided once from the reader that read the trace."""
+    return {"platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"), "source_kind": trace.source_kind}
 
+
+def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
+    """All metric topics of one trace and the step breakdown behind them (``steps``: ``find_steps(trace)``
+    when not given)."""
+    steps = find_steps(trace) if steps is None else steps
     ctx = Context.build(trace, steps)
-    out: dict[str, Any] = {}
-    out["steps"] = _safe("steps", lambda: step_metrics(ctx))
-    host = HostSignals.of(trace, ctx.cache)
-    idle_pair = _safe("idle", lambda: idle_metrics(ctx, host))
-    if isinstance(idle_pair, tuple):
-        out["idle"], gaps = idle_pair
-    else:
-        import numpy as np
-
-        out["idle"] = idle_pair
-        gaps = IdleGaps(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8))
-    if out["steps"].get("available"):
-        causes = _safe("steps", lambda: outlier_causes(out["steps"], out["idle"]))
-        out["steps"]["outlier_causes"] = causes if isinstance(causes, list) else []
-        out["steps"]["outlier_main_cause"] = main_cause(out["steps"]["outlier_causes"])
+    bd = step_breakdown(ctx)
+    out: dict[str, Any] = {"run": run_topic(trace)}
+    out["steps"] = _safe("steps", lambda: step_metrics(ctx, bd))
+    out["idle"] = _safe("idle", lambda: idle_metrics(ctx, bd))
     out["kernels"] = _safe("kernels", lambda: kernel_metrics(ctx))
     out["launch"] = _safe("launch", lambda: launch_metrics(ctx, out["idle"]))
     out["host_sync"] = _safe("host_sync", lambda: host_sync_metrics(ctx, out["idle"]))
     out["memcpy"] = _safe("memcpy", lambda: memcpy_metrics(ctx))
-    out["dataloader"] = _safe("dataloader", lambda: dataloader_metrics(ctx, gaps))
+    out["dataloader"] = _safe("dataloader", lambda: dataloader_metrics(ctx, bd.gaps))
     out["memory"] = _safe("memory", lambda: memory_metrics(ctx))
     out["annotations"] = _safe("annotations", lambda: annotation_metrics(ctx))
     out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"]))
-    if trace.source_kind == "xplane":
-        try:
-            xla = importlib.import_module("tb_llmdiag.metrics.xla")
-        except ImportError:
-            xla = None
-        if xla is not None and hasattr(xla, "compute_xla"):
-            out["xla"] = _safe("xla", lambda: xla.compute_xla(trace, steps))
-            out["xla"] = _safe("xla", lambda: with_step_split(out["xla"]))
-    return jsonable(out)  # type: ignore[no-any-return]
+    if out["run"]["platform"] == "xla":
+        out["xla"] = _safe("xla", lambda: compute_xla(trace, steps))
+        out["xla"] = _safe("xla", lambda: with_step_split(out["xla"], steps))
+    return Analysis(metrics=jsonable(out), context=ctx, breakdown=bd)
+
+
+def compute_metrics(trace: Trace, steps: Steps) -> dict[str, dict[str, Any]]:
+    """All metric topics of one trace (see the module docstring)."""
+    return analyze(trace, steps).metrics

@@ -7,6 +7,8 @@ Contract:
   next step's host start). Without steps it is [first device event start, last device event end), or the
   whole trace when there is no device activity. Every ``*_share`` "of step time" divides by its length.
 - Name-dependent flags are computed once per unique name (``NAME_PATTERNS``), then broadcast by ``name_id``.
+- Computed once here and shared: the device-busy union (``busy_s``/``busy_e``: every consumer, the idle
+  gaps, the step breakdown, the timeline and the summary, reads it) and the host signals (``HostSignals``).
 - Row selections several topics need (rows of some kinds, name families, the launch join by correlation id)
   live in ``Context.cache`` (a ``RowCache``), computed on first use, so none runs twice.
 """
@@ -29,13 +31,18 @@ IDX = NDArray[np.intp]
 
 #: Host-side name families, by regex (case-sensitive; applied to host rows only).
 NAME_PATTERNS: dict[str, str] = {
-    # runtime/driver calls that block the host until the device drains
-    "sync_api": r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx)Synchroni[sz]e$|^cu(?:Stream|Ctx|Event)Synchronize$|^(?:cuda|hip)Memcpy$|^cuMemcpy(?:DtoH|HtoD)?(?:_v2)?$",
+    # runtime/driver calls that block the host until the device drains: CUDA and HIP synchronize calls, the
+    # blocking (non-Async) copies (``hipMemcpyWithStream`` is PyTorch-on-ROCm's blocking copy: .item(), .cpu(),
+    # .tolist()), and the driver-level equivalents
+    "sync_api": r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx)Synchroni[sz]e$|^cu(?:Stream|Ctx|Event)Synchronize$"
+                r"|^(?:cuda|hip)Memcpy(?:WithStream|2D|3D|DtoH|HtoD|FromSymbol|ToSymbol)?$"
+                r"|^cuMemcpy(?:DtoH|HtoD|2D|3D)?(?:_v2)?$",
     # operators that read a device value on the host (.item(), nonzero, bool(tensor)); RowCache.family keeps only
     # calls that issue a runtime call (a CPU tensor's .item() syncs nothing)
     "sync_op": r"^aten::(?:_local_scalar_dense|item|nonzero|is_nonzero|equal)$",
-    # runtime/driver calls that submit device work
-    "launch_api": r"^(?:cuda|hip)(?:LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|GraphLaunch)(?:_ptsz|_v\d+)?$|^cuLaunch|^hip(?:Ext)?ModuleLaunchKernel$|^cudaLaunch",
+    # runtime/driver calls that submit device work (MTIA: ``runFunction - job_prep_and_submit_for_execution``)
+    "launch_api": r"^(?:cuda|hip)(?:LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|GraphLaunch)(?:_ptsz|_v\d+)?$|^cuLaunch|^hip(?:Ext)?ModuleLaunchKernel$|^cudaLaunch"
+                  r"|^runFunction\b",
     # torch DataLoader iterator steps (record_function emitted by torch.utils.data when profiling)
     "dataloader": r"^enumerate\(DataLoader\)#.*__next__$|DataLoader.*__next__",
 }
@@ -86,8 +93,7 @@ def _family_rows(cache: RowCache, family: str) -> IDX:
 @dataclass(frozen=True)
 class RowCache:
     """Row selections of one trace that several topics need, each computed on first use and kept, so a kind
-    mask, a name-family scan or the launch join runs once per trace (``Context.cache``; ``idle.HostSignals``
-    makes its own when it has no Context). Rows are ts-sorted indices into ``trace.events``."""
+    mask, a name-family scan or the launch join runs once per trace (``Context.cache``). Rows are ts-sorted indices into ``trace.events``."""
 
     trace: Trace
     _memo: dict[tuple[str, object], IDX] = field(default_factory=dict, repr=False, compare=False)
@@ -161,6 +167,35 @@ def in_windows(ts: I64, win_s: I64, win_e: I64) -> NDArray[np.bool_]:
 
 
 @dataclass(frozen=True)
+class HostSignals:
+    """Host-side intervals and launch joins that explain idle gaps (``metrics.gaps``): merged synchronising calls
+    (``sync_api`` + ``sync_op``), merged DataLoader ranges, and per device event its start and the end of the
+    call that launched it. Built once per analysis, in ``Context.build``."""
+
+    sync_s: I64
+    sync_e: I64
+    dl_s: I64
+    dl_e: I64
+    dev_ts: I64           # device event starts, sorted
+    dev_launch_end: I64   # end of the launch call of each device event, -1 when not joinable
+
+    @staticmethod
+    def of(cache: RowCache) -> HostSignals:
+        """From the trace's events, through the rows ``cache`` (``Context.cache``) shares with the topics."""
+        ev = cache.trace.events
+        sync = np.concatenate((cache.family("sync_api"), cache.family("sync_op")))
+        sync_s, sync_e = merge(ev.ts_ns[sync], ev.ts_ns[sync] + ev.dur_ns[sync])
+        dl = cache.family("dataloader")
+        dl_s, dl_e = merge(ev.ts_ns[dl], ev.ts_ns[dl] + ev.dur_ns[dl])
+        dev = cache.kinds(*DEVICE_KINDS)
+        launch = cache.launcher(dev)
+        hit = launch >= 0
+        launch_end = np.full(dev.size, -1, dtype=np.int64)
+        launch_end[hit] = ev.ts_ns[launch[hit]] + ev.dur_ns[launch[hit]]
+        return HostSignals(sync_s, sync_e, dl_s, dl_e, ev.ts_ns[dev], launch_end)
+
+
+@dataclass(frozen=True)
 class Context:
     trace: Trace
     steps: Steps
@@ -173,6 +208,7 @@ class Context:
     window_source: str    # "steps" | "device" | "trace"
     dev_in_win: NDArray[np.bool_]  # dev rows whose start lies in the window
     cache: RowCache       # shared row selections (kind rows, name families, launch join)
+    host: HostSignals     # host intervals and launch joins behind the idle causes
 
     @property
     def window_ns(self) -> int:
@@ -209,7 +245,7 @@ class Context:
         dev_in_win = in_windows(ev.ts_ns[dev], win_s, win_e)
         return Context(trace=trace, steps=steps, dev=dev, dev_cat=dev_cat, busy_s=busy_s, busy_e=busy_e,
                        win_s=win_s, win_e=win_e, window_source=source, dev_in_win=dev_in_win,
-                       cache=cache)
+                       cache=cache, host=HostSignals.of(cache))
 
 
 def share(part: float | int | None, whole: float | int | None) -> float | None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, per_step, share
-from tb_llmdiag.metrics.idle import IdleGaps
+from tb_llmdiag.metrics.gaps import IdleGaps
 
 
 def dataloader_metrics(ctx: Context, gaps: IdleGaps) -> dict[str, Any]:

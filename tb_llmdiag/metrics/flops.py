@@ -7,7 +7,7 @@ Definitions:
 - ``peak_tflops``: the trace's own figure when it states one (XPlane), else the dense BF16/FP16 tensor-core
   peak of the device from ``PEAK_TFLOPS`` (never a sparse figure); null for unknown devices.
   ``mfu_share`` = achieved / peak (null when either is unknown).
-- ``tokens_per_s``: sum of token slots per step (``step_stats``) / total step time (padding included).
+- ``tokens_per_s``: sum of token slots per step (``steps.per_step[i].tokens``) / total step time (padding included).
 - ``available`` is false, with the reason, when no FLOP-counted operator has shapes, or when convolution
   kernels take over 5 % of device time (their FLOPs are not counted, so MFU would be misleading).
 """
@@ -72,8 +72,9 @@ def flops_metrics(ctx: Context, steps_topic: dict[str, Any], kernels_topic: dict
     inwin = in_windows(ev.ts_ns[rows], ctx.win_s, ctx.win_e)
     total = float(flops[inwin].sum()) if rows.size else 0.0
     peak, device = peak_tflops(ctx)
-    tokens = steps_topic.get("tokens") if steps_topic.get("available") else None
-    step_total = float(sum(steps_topic.get("durations_ns", []))) if tokens else 0.0
+    rows = (steps_topic.get("per_step") or []) if steps_topic.get("available") else []
+    tokens = [r["tokens"] for r in rows] if rows and rows[0].get("tokens") is not None else None
+    step_total = float(sum(max(r["duration_ns"], 0) for r in rows)) if tokens else 0.0
     tokens_per_s = sum(tokens) / (step_total / 1e9) if tokens and step_total > 0 else None
     if total <= 0:
         return {"available": False,

@@ -5,7 +5,7 @@ Each value is read from a metric topic (``docs/metrics.md``); unknown -> null.
 - copy_share, gemm_share, copy_vs_gemm_ratio: ``kernels`` (copy = copy+memcpy; gemm = gemm+attention+conv);
 - launches_per_step: ``launch``; mfu_share, tokens_per_s: ``flops``.
 
-On XPlane runs (the metrics hold the ``xla`` topic) the device numbers come from ``xla``, which classifies
+On XLA runs (``run.platform == "xla"``: XPlane traces, which hold the ``xla`` topic) the device numbers come from ``xla``, which classifies
 ops by their HLO category / opcode instead of CUDA kernel names: gemm_share = ``xla.matmul_share``,
 copy_share = ``xla.movement_share`` (data formatting + copies, what XLA's ``copy_heavy`` reads),
 copy_vs_gemm_ratio = ``xla.matmul_vs_movement_ratio`` (movement / matmul time), gpu_busy_share =
@@ -34,7 +34,7 @@ HEADLINE_SOURCES: dict[str, tuple[str, str]] = {
     "tokens_per_s": ("flops", "tokens_per_s"),
 }
 
-#: on XPlane runs (an ``xla`` topic), these keys come from it instead (None: not measured there, null)
+#: on XLA runs (``run.platform``), these keys come from it instead (None: not measured there, null)
 XLA_HEADLINE_SOURCES: dict[str, tuple[str, str] | None] = {
     "launches_per_step": None,
     "gpu_busy_share": ("xla", "device_duty_cycle_share"),
@@ -47,7 +47,7 @@ XLA_HEADLINE_SOURCES: dict[str, tuple[str, str] | None] = {
 
 def headline(metrics: dict[str, Any]) -> dict[str, Any]:
     sources: dict[str, tuple[str, str] | None] = dict(HEADLINE_SOURCES)
-    if "xla" in metrics:
+    if (metrics.get("run") or {}).get("platform") == "xla":
         sources.update(XLA_HEADLINE_SOURCES)
     out: dict[str, Any] = {}
     for key, src in sources.items():

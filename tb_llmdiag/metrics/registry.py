@@ -4,7 +4,7 @@ Keys name values as rules and the tab do, relative to the run report:
 - a metric topic's key is ``topic.key`` (``steps.median_ns``; the report holds it at ``metrics.steps.median_ns``);
 - ``summary.*``, ``headline.*``, ``what_if.*``, ``findings[].*`` are the run report's sections;
 - ``trace.*`` are the run report's own fields (``size_bytes``, ``rank``), ``report.*`` the whole report's;
-- ``[]`` stands for every item of a list (``steps.durations_ns[]``, ``kernels.top_kernels[].total_ns``) and
+- ``[]`` stands for every item of a list (``steps.per_step[].duration_ns``, ``kernels.top_kernels[].total_ns``) and
   ``*`` for every key of a map (``kernels.by_category.*.time_ns``).
 
 ``UNITS`` is the one vocabulary of units (the formatter, ``tb_llmdiag.units.fmt``, knows each); ``better`` is
@@ -79,7 +79,7 @@ _PATTERNS = tuple((_pattern(m.key), m) for m in METRICS)
 
 @lru_cache(maxsize=4096)
 def matches(path: str) -> tuple[Metric, ...]:
-    """The entries whose key names ``path`` (a key with list items as ``[]``: ``steps.durations_ns[]``)."""
+    """The entries whose key names ``path`` (a key with list items as ``[]``: ``steps.per_step[].duration_ns``)."""
     return tuple(m for p, m in _PATTERNS if p.match(path))
 
 

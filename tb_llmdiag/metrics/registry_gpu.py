@@ -33,49 +33,61 @@ GPU_METRICS: tuple[Entry, ...] = (
     ("steps.tokens_corr", RATIO, NEITHER, 0.1, "tokens corr",
      "Pearson correlation of d_1..d_n-1 with their tokens; null with fewer than 3 such steps or constant "
      "values"),
-    ("steps.tokens_cv", RATIO, LOWER, 0.1, "tokens cv", "cv of `tokens`"),
-    ("steps.tokens_per_step_median", PER_STEP, NEITHER, 0.05, "tokens per step median", "median of `tokens`"),
+    ("steps.tokens_cv", RATIO, LOWER, 0.1, "tokens cv", "cv of the steps' `tokens` (`per_step[].tokens`)"),
+    ("steps.tokens_per_step_median", PER_STEP, NEITHER, 0.05, "tokens per step median",
+     "median of the steps' `tokens` (`per_step[].tokens`)"),
     ("steps.warmup_excess_share", SHARE, LOWER, 0.1, "warmup excess share",
      "(d_0 - median(d_1..)) / sum(d) when `warmup_first_step`, else 0: the window time warm-up adds"),
     ("steps.warmup_first_step", FLAG, NEITHER, 0, "warmup first step", "`first_over_rest` >= 1.5"),
-    ("steps.durations_ns[]", NS, LOWER, 0.05, "durations", "d_i, the duration of each step"),
-    ("steps.indexes[]", INDEX, NEITHER, 0, "indexes", "the number in each marker's name"),
     ("steps.outlier_causes[].cause", TEXT, NEITHER, 0, "outlier cause",
      "`cause` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` (over "
      "the median), `first` (the first profiled step), and `cause`: the component of the step "
-     "(`idle.step_breakdown`: GPU busy time, idle time by cause) whose excess over its own median across "
+     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
      "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
      "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
     ("steps.outlier_causes[].duration_ns", NS, LOWER, 0.05, "outlier cause duration",
      "`duration_ns` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` "
      "(over the median), `first` (the first profiled step), and `cause`: the component of the step "
-     "(`idle.step_breakdown`: GPU busy time, idle time by cause) whose excess over its own median across "
+     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
      "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
      "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
     ("steps.outlier_causes[].excess_ns", NS, LOWER, 0.05, "outlier cause excess",
      "`excess_ns` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` "
      "(over the median), `first` (the first profiled step), and `cause`: the component of the step "
-     "(`idle.step_breakdown`: GPU busy time, idle time by cause) whose excess over its own median across "
+     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
      "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
      "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
     ("steps.outlier_causes[].first", FLAG, NEITHER, 0, "outlier cause first",
      "`first` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` (over "
      "the median), `first` (the first profiled step), and `cause`: the component of the step "
-     "(`idle.step_breakdown`: GPU busy time, idle time by cause) whose excess over its own median across "
+     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
      "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
      "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
     ("steps.outlier_causes[].index", INDEX, NEITHER, 0, "outlier cause index",
      "`index` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` (over "
      "the median), `first` (the first profiled step), and `cause`: the component of the step "
-     "(`idle.step_breakdown`: GPU busy time, idle time by cause) whose excess over its own median across "
+     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
      "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
      "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
     ("steps.outliers[]", INDEX, NEITHER, 0, "outliers",
      "steps with d_i > median + max(3 x 1.4826 x MAD, 0.1 x median), MAD = median absolute deviation"),
-    ("steps.tokens[]", COUNT, NEITHER, 0.02, "tokens",
-     "per step, token slots B x L summed over `aten::embedding(weight [V, H], indices [B, L])` calls whose "
-     "weight has the largest V seen (the token embedding) and whose start lies in the step's host window; "
-     "padding included; null without recorded shapes"),
+    ("steps.per_step[].index", INDEX, NEITHER, 0, "step", "the number in the step marker's name (else the ordinal)"),
+    ("steps.per_step[].name", TEXT, NEITHER, 0, "marker", "the step marker's name"),
+    ("steps.per_step[].start_ns", NS, NEITHER, 0.05, "start", "where the step starts, since the trace's first event"),
+    ("steps.per_step[].host_end_ns", NS, NEITHER, 0.05, "host end", "where the step's host marker ends"),
+    ("steps.per_step[].end_ns", NS, NEITHER, 0.05, "end",
+     "where the step ends: the later of the marker's end and the end of the device work launched inside it"),
+    ("steps.per_step[].duration_ns", NS, LOWER, 0.05, "step time", "d_i = end_ns - start_ns"),
+    ("steps.per_step[].busy_ns", NS, HIGHER, 0.05, "busy", "the device busy union within the step's [start, end); null without device activity"),
+    ("steps.per_step[].busy_share", SHARE, HIGHER, 0.1, "busy share", "busy_ns / duration_ns; null without device activity"),
+    ("steps.per_step[].host_wait_ns", NS, LOWER, 0.05, "host wait", "idle time of `host_wait` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
+    ("steps.per_step[].sync_ns", NS, LOWER, 0.05, "sync", "idle time of `sync` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
+    ("steps.per_step[].data_loader_ns", NS, LOWER, 0.05, "data loader", "idle time of `data_loader` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
+    ("steps.per_step[].other_ns", NS, LOWER, 0.05, "other", "idle time of `other` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
+    ("steps.per_step[].tokens", COUNT, NEITHER, 0.02, "tokens",
+     "token slots B x L summed over `aten::embedding(weight [V, H], indices [B, L])` calls whose weight has the "
+     "largest V seen (the token embedding) and whose start lies in the step's host window; padding included; "
+     "null without recorded shapes"),
     ("idle.busy_ns", NS, HIGHER, 0.05, "busy", "length of the device busy union inside the window"),
     ("idle.busy_share", SHARE, HIGHER, 0.1, "busy share", "busy_ns / window_ns"),
     ("idle.data_loader_ns", NS, NEITHER, 0.05, "data loader",
@@ -122,7 +134,7 @@ GPU_METRICS: tuple[Entry, ...] = (
     ("idle.long_gap_ns", NS, LOWER, 0.05, "long gap", "their summed length"),
     ("idle.long_gap_share", SHARE, LOWER, 0.1, "long gap share", "long_gap_ns / window_ns"),
     ("idle.low_util_step_count", COUNT, LOWER, 0.02, "low util step count",
-     "steps whose `step_busy_share` < 0.5 (Nsight's 50 % rule, per step)"),
+     "steps whose `busy_share` (`steps.per_step[]`) < 0.5 (Nsight's 50 % rule, per step)"),
     ("idle.other_ns", NS, NEITHER, 0.05, "other", "idle time in `other` gaps"),
     ("idle.other_share", SHARE, NEITHER, 0.1, "other share", "other_ns / window_ns"),
     ("idle.sync_ns", NS, LOWER, 0.05, "sync", "idle time in `sync` gaps"),
@@ -146,29 +158,7 @@ GPU_METRICS: tuple[Entry, ...] = (
      "calls, or calls on parallel threads such as XLA's compiler threads, count once, so it never exceeds "
      "`host_wait_ns`), `share` (/ window_ns)"),
     ("idle.low_util_steps[]", INDEX, NEITHER, 0, "low util steps",
-     "steps whose `step_busy_share` < 0.5 (Nsight's 50 % rule, per step)"),
-    ("idle.step_breakdown.busy_ns[]", NS, HIGHER, 0.05, "step breakdown busy",
-     "`busy_ns` of each `step_breakdown` entry: per step (lists aligned with `steps.indexes`): `busy_ns` "
-     "and `host_wait_ns`, `sync_ns`, `data_loader_ns`, `other_ns`, the idle time of each cause within the "
-     "step's [start, end)"),
-    ("idle.step_breakdown.data_loader_ns[]", NS, LOWER, 0.05, "step breakdown data loader",
-     "`data_loader_ns` of each `step_breakdown` entry: per step (lists aligned with `steps.indexes`): "
-     "`busy_ns` and `host_wait_ns`, `sync_ns`, `data_loader_ns`, `other_ns`, the idle time of each cause "
-     "within the step's [start, end)"),
-    ("idle.step_breakdown.host_wait_ns[]", NS, LOWER, 0.05, "step breakdown host wait",
-     "`host_wait_ns` of each `step_breakdown` entry: per step (lists aligned with `steps.indexes`): "
-     "`busy_ns` and `host_wait_ns`, `sync_ns`, `data_loader_ns`, `other_ns`, the idle time of each cause "
-     "within the step's [start, end)"),
-    ("idle.step_breakdown.other_ns[]", NS, LOWER, 0.05, "step breakdown other",
-     "`other_ns` of each `step_breakdown` entry: per step (lists aligned with `steps.indexes`): `busy_ns` "
-     "and `host_wait_ns`, `sync_ns`, `data_loader_ns`, `other_ns`, the idle time of each cause within the "
-     "step's [start, end)"),
-    ("idle.step_breakdown.sync_ns[]", NS, LOWER, 0.05, "step breakdown sync",
-     "`sync_ns` of each `step_breakdown` entry: per step (lists aligned with `steps.indexes`): `busy_ns` "
-     "and `host_wait_ns`, `sync_ns`, `data_loader_ns`, `other_ns`, the idle time of each cause within the "
-     "step's [start, end)"),
-    ("idle.step_busy_share[]", SHARE, HIGHER, 0.1, "step busy share",
-     "per step: busy union within [start, end) / duration"),
+     "steps whose `busy_share` (`steps.per_step[]`) < 0.5 (Nsight's 50 % rule, per step)"),
     ("kernels.by_category.*.count", COUNT, NEITHER, 0.02, "category count", "the category's device events"),
     ("kernels.by_category.*.share", SHARE, NEITHER, 0.1, "category share",
      "time_ns / device_time_ns; the shares sum to 1"),

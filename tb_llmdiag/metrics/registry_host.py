@@ -110,5 +110,5 @@ HOST_METRICS: tuple[Entry, ...] = (
      "`flops.PEAK_TFLOPS` (H100 SXM/H200 989.4, H100 PCIe 756.5, A100 312, ...; never a sparse figure); "
      "null for unknown devices"),
     ("flops.tokens_per_s", PER_S, HIGHER, 0.05, "tokens per s",
-     "sum of `steps.tokens` / sum of step durations (padded token slots per second)"),
+     "sum of the steps' `tokens` (`steps.per_step[].tokens`) / sum of step durations (padded token slots per second)"),
 )

@@ -8,10 +8,13 @@ Definitions (durations d_i = steps.end_ns - steps.start_ns, see ``metrics.steps`
   ``outlier_excess_share`` = sum over outliers of (d_i - median) / sum(d).
 - ``mean_excess_share`` = (mean - median) / mean of d_1..d_n-1 (0 if negative): what steady steps would save.
 - ``warmup_excess_share`` = (d_0 - median(rest)) / sum(d) when warmup_first_step, else 0.
-- ``outlier_causes``: per outlier step, its excess over the median and the cause (``outlier_causes``; set by
-  ``compute_metrics`` once the ``idle`` topic exists).
-- Tokens (``metrics.shapes``): ``tokens`` per step (padded B x L), ``tokens_cv``, and ``tokens_corr``, the
+- ``outlier_causes``: per outlier step, its excess over the median and the cause (``outlier_causes``).
+- Tokens (``metrics.shapes``): token slots per step (padded B x L), ``tokens_cv``, and ``tokens_corr``, the
   Pearson correlation of d_1..d_n-1 with their tokens (null with < 3 such steps or constant tokens).
+- ``per_step``: the report's one list of steps: per step its window (``metrics.steps``), its busy/idle
+  breakdown (``metrics.gaps.StepBreakdown``), ``busy_share`` and ``tokens``.
+``duration_stats`` is the one step-statistics function: this topic and the ``xla`` topic's step and
+steady-step figures both use it.
 """
 
 from __future__ import annotations
@@ -20,17 +23,38 @@ from typing import Any
 
 import numpy as np
 
+from numpy.typing import NDArray
+
 from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.gaps import StepBreakdown
 from tb_llmdiag.metrics.shapes import tokens_per_window
 
 WARMUP_RATIO = 1.5
 
 
-def _cv(x: np.ndarray) -> float | None:
+def _cv(x: NDArray[Any]) -> float | None:
     return float(x.std() / x.mean()) if x.size and x.mean() > 0 else None
 
 
-def step_metrics(ctx: Context) -> dict[str, Any]:
+#: The keys of ``duration_stats`` (each prefixed by its caller's prefix).
+DURATION_STATS = ("count", "median_ns", "mean_ns", "min_ns", "max_ns", "std_ns", "cv", "max_over_median")
+
+
+def duration_stats(d: NDArray[Any], prefix: str = "") -> dict[str, Any]:
+    """Statistics of step durations (ns): count, median, mean, min, max, population std (whole ns, truncated),
+    cv = std / mean and max / median (None when undefined); every value None but the count when ``d`` is
+    empty. Keys are ``DURATION_STATS`` with ``prefix`` (the ``xla`` topic's ``step_`` / ``steady_step_``)."""
+    x = np.asarray(d, dtype=np.float64)
+    vals: dict[str, Any] = dict.fromkeys(DURATION_STATS)
+    vals["count"] = int(x.size)
+    if x.size:
+        med = float(np.median(x))
+        vals.update(median_ns=int(med), mean_ns=int(x.mean()), min_ns=int(x.min()), max_ns=int(x.max()),
+                    std_ns=int(x.std()), cv=_cv(x), max_over_median=float(x.max() / med) if med > 0 else None)
+    return {f"{prefix}{k}": v for k, v in vals.items()}
+
+
+def step_metrics(ctx: Context, bd: StepBreakdown) -> dict[str, Any]:
     st = ctx.steps
     if len(st) == 0:
         return {"available": False, "reason": "no step markers (ProfilerStep#N or Optimizer.step#) in the trace",
@@ -48,16 +72,7 @@ def step_metrics(ctx: Context) -> dict[str, Any]:
     out: dict[str, Any] = {
         "available": True,
         "source": st.source,
-        "count": int(d.size),
-        "indexes": [int(i) for i in st.index],
-        "durations_ns": [int(x) for x in d],
-        "mean_ns": int(d.mean()),
-        "median_ns": int(med),
-        "min_ns": int(d.min()),
-        "max_ns": int(d.max()),
-        "std_ns": int(d.std()),
-        "cv": _cv(d),
-        "max_over_median": float(d.max() / med) if med > 0 else None,
+        **duration_stats(d),
         "first_index": int(st.index[0]),
         "first_over_rest": first_over_rest,
         "warmup_first_step": bool(warm),
@@ -69,7 +84,6 @@ def step_metrics(ctx: Context) -> dict[str, Any]:
         "mean_excess_share": max(0.0, (rest_mean - rest_med) / rest_mean) if rest_mean > 0 else 0.0,
     }
     tokens = tokens_per_window(ctx.trace.events, st.start_ns, st.host_end_ns)
-    out["tokens"] = [int(t) for t in tokens] if tokens is not None else None
     out["tokens_per_step_median"] = int(np.median(tokens)) if tokens is not None else None
     out["tokens_cv"] = _cv(tokens.astype(np.float64)) if tokens is not None else None
     corr = None
@@ -78,39 +92,47 @@ def step_metrics(ctx: Context) -> dict[str, Any]:
         if t.std() > 0 and y.std() > 0:
             corr = float(np.corrcoef(t, y)[0, 1])
     out["tokens_corr"] = corr
+    out["outlier_causes"] = outlier_causes(bd, out_mask, tokens)
+    out["outlier_main_cause"] = main_cause(out["outlier_causes"])
+    rows = bd.rows()
+    busy_share = bd.busy_share
+    for i, row in enumerate(rows):
+        row["busy_share"] = float(busy_share[i]) if bd.available else None
+        row["tokens"] = int(tokens[i]) if tokens is not None else None
+    out["per_step"] = rows
     return out
 
 
-def outlier_causes(steps: dict[str, Any], idle: dict[str, Any]) -> list[dict[str, Any]]:
+def outlier_causes(bd: StepBreakdown, outliers: NDArray[np.bool_],
+                   tokens: NDArray[np.int64] | None) -> list[dict[str, Any]]:
     """For each outlier step (R3): its excess over the median step and the component that grew most.
 
-    Components per step (``idle.step_breakdown``): GPU busy time and idle time by cause (data_loader, sync,
+    Components per step (``StepBreakdown``): GPU busy time and idle time by cause (data_loader, sync,
     host_wait, other). The cause is the component whose excess over its own median across steps is largest;
     ``gpu_work`` (busy time grew) becomes ``longer_input`` when the step also had >= 10 % more tokens than the
     median step. The first profiled step is marked ``first: true`` (warm-up is its usual cause).
     """
-    if not steps.get("available") or not steps.get("outliers"):
+    if not outliers.any():
         return []
-    bd = idle.get("step_breakdown") or {}
-    idx = steps["indexes"]
-    d = np.array(steps["durations_ns"], dtype=np.float64)
+    st = bd.steps
+    d = np.maximum(st.duration_ns, 0).astype(np.float64)
     med = float(np.median(d))
-    tokens = steps.get("tokens")
-    comps = {"data_loader": "data_loader_ns", "sync": "sync_ns", "host_wait": "host_wait_ns",
-             "gpu_work": "busy_ns", "other": "other_ns"}
+    comps: dict[str, NDArray[np.int64]] = {}
+    if bd.available:
+        comps = {name: bd.part_ns(name) for name in ("data_loader", "sync", "host_wait")}
+        comps["gpu_work"] = bd.busy_ns
+        comps["other"] = bd.part_ns("other")
     out = []
-    for k in (i for i, x in enumerate(idx) if x in set(steps["outliers"])):
+    for k in np.flatnonzero(outliers).tolist():
         cause, best = "other", 0.0
-        for name, key in comps.items():
-            series = bd.get(key)
-            if not series or len(series) != len(idx):
-                continue
+        for name, series in comps.items():
             delta = float(series[k]) - float(np.median(series))
             if delta > best:
                 cause, best = name, delta
-        if cause == "gpu_work" and tokens and np.median(tokens) > 0 and tokens[k] >= 1.1 * np.median(tokens):
+        if (cause == "gpu_work" and tokens is not None and np.median(tokens) > 0
+                and tokens[k] >= 1.1 * np.median(tokens)):
             cause = "longer_input"
-        out.append({"index": int(idx[k]), "duration_ns": int(d[k]), "excess_ns": int(d[k] - med),
+        out.append({"index": int(st.index[k]), "duration_ns": int(d[k]), "excess_ns": int(d[k] - med),
                     "cause": cause, "first": k == 0})
     return out
 

@@ -1,4 +1,4 @@
-"""The engine summary of one trace: device, counts, device time and busy time, steps.
+"""The engine summary of one trace: device, counts, device time and busy time, where the steps came from.
 
 Definitions (exact, and checked against plain-``json`` computations in the tests):
 - ``counts.*``: number of events of each kind; ``steps``: number of step windows.
@@ -7,7 +7,7 @@ Definitions (exact, and checked against plain-``json`` computations in the tests
   streams together), so concurrent streams are not double counted.
 - ``runtime_time_ns``: sum of RUNTIME and DRIVER API call durations.
 - ``window_ns``: from the first event's start to the last event's end.
-- ``steps``: see ``metrics.steps``.
+- ``step_source``: see ``metrics.steps``; the steps themselves are listed once, in ``metrics.steps.per_step``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.intervals import union_ns
-from tb_llmdiag.metrics.steps import Steps
+from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 _COUNTED = {
@@ -27,7 +26,8 @@ _COUNTED = {
 }
 
 
-def summarize(trace: Trace, steps: Steps) -> dict[str, Any]:
+def summarize(ctx: Context) -> dict[str, Any]:
+    trace, steps = ctx.trace, ctx.steps
     ev = trace.events
     per_kind = np.bincount(ev.kind, minlength=len(Kind))
     counts = {name: int(sum(per_kind[k] for k in kinds)) for name, kinds in _COUNTED.items()}
@@ -35,7 +35,7 @@ def summarize(trace: Trace, steps: Steps) -> dict[str, Any]:
     counts["steps"] = len(steps)
     counts["memory_samples"] = len(trace.memory)
     dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS))
-    dev_kind, dev_ts, dev_dur = ev.kind[dev], ev.ts_ns[dev], ev.dur_ns[dev]
+    dev_kind, dev_dur = ev.kind[dev], ev.dur_ns[dev]
     device_time = {
         name: int(dev_dur[dev_kind == kind].sum())
         for name, kind in (("kernel", Kind.KERNEL), ("memcpy", Kind.MEMCPY), ("memset", Kind.MEMSET))
@@ -47,14 +47,8 @@ def summarize(trace: Trace, steps: Steps) -> dict[str, Any]:
         "window_ns": window,
         "counts": counts,
         "device_time_ns": device_time,
-        "device_busy_ns": union_ns(dev_ts, dev_ts + dev_dur),
+        "device_busy_ns": int((ctx.busy_e - ctx.busy_s).sum()),
         "runtime_time_ns": int(ev.dur_ns[kind_mask(ev.kind, (Kind.RUNTIME, Kind.DRIVER))].sum()),
-        "steps": [
-            {"index": int(steps.index[i]), "name": steps.names[i], "start_ns": int(steps.start_ns[i]),
-             "host_end_ns": int(steps.host_end_ns[i]), "end_ns": int(steps.end_ns[i]),
-             "duration_ns": int(steps.end_ns[i] - steps.start_ns[i])}
-            for i in range(len(steps))
-        ],
         "step_source": steps.source,
     }
 

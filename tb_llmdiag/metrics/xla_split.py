@@ -1,6 +1,7 @@
 """The XLA steps charged to causes, and the savings the XLA findings claim (keys added to the ``xla`` topic).
 
-``step_split_metrics(xla) -> dict`` is a pure function of the ``xla`` topic's own keys (``compute_xla``), so
+``step_split_metrics(xla, durations_ns, indices) -> dict`` is a pure function of the ``xla`` topic's own keys
+(``compute_xla``) and the step windows (``Steps``: listed once in the report, as ``steps.per_step``), so
 the rules (``tb_llmdiag/findings/xla.py``) read finished numbers and do no metric work. Each step is charged
 to one cause, so two findings do not claim the same time:
 
@@ -30,6 +31,9 @@ import math
 from typing import Any, Mapping
 
 import numpy as np
+from numpy.typing import NDArray
+
+from tb_llmdiag.metrics.steps import Steps
 
 SPLIT_KEYS = ("transfer_stall_ns", "host_transfer_saving_share", "clean_step_cv", "clean_step_excess_share",
               "steady_device_idle_saving_share", "movement_saving_share")
@@ -46,16 +50,17 @@ def _of_window(ns: float | None, total_ns: float) -> float | None:
     return max(0.0, ns) / total_ns
 
 
-def step_split_metrics(x: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``SPLIT_KEYS`` of one ``xla`` topic (module docstring); None without step durations."""
+def step_split_metrics(x: Mapping[str, Any], durations_ns: NDArray[np.int64],
+                       indices: NDArray[np.int64]) -> dict[str, Any]:
+    """The ``SPLIT_KEYS`` of one ``xla`` topic and its steps' durations and indexes (module docstring); None
+    without steps."""
     out: dict[str, Any] = dict.fromkeys(SPLIT_KEYS)
     own = _num(x.get("host_transfer_share"))
     out["host_transfer_saving_share"] = own
-    d_list, idx_list = x.get("step_durations_ns"), x.get("step_indices")
-    if not isinstance(d_list, list) or not isinstance(idx_list, list) or not d_list or len(d_list) != len(idx_list):
+    if len(durations_ns) == 0 or len(durations_ns) != len(indices):
         return out
-    d = np.asarray(d_list, dtype=np.float64)
-    idx = np.asarray(idx_list, dtype=np.int64)
+    d = np.asarray(durations_ns, dtype=np.float64)
+    idx = np.asarray(indices, dtype=np.int64)
     compile_steps = set(x.get("recompile_steps") or ())
     if x.get("warmup_compile_in_steps"):
         compile_steps.add(int(idx[0]))  # warm-up compiles inside a step are in the first one
@@ -84,8 +89,8 @@ def step_split_metrics(x: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_step_split(x: dict[str, Any]) -> dict[str, Any]:
+def with_step_split(x: dict[str, Any], steps: Steps) -> dict[str, Any]:
     """The ``xla`` topic with the ``SPLIT_KEYS`` added (unchanged when the topic is unavailable)."""
     if x.get("available") is False:
         return x
-    return {**x, **step_split_metrics(x)}
+    return {**x, **step_split_metrics(x, steps.duration_ns, steps.index)}

@@ -23,7 +23,7 @@ def render_run(run: dict[str, Any]) -> str:
     if s.get("distributed") and s["distributed"].get("rank") is not None:
         where += f", rank {s['distributed']['rank']}/{s['distributed'].get('world_size')}"
     lines.append(f"   {where}; window {fmt_ns(s['window_ns'])}; {s['counts']['events']} events")
-    steps = s["steps"]
+    steps = ((run.get("metrics") or {}).get("steps") or {}).get("per_step") or []
     if steps:
         durs = [st["duration_ns"] for st in steps]
         lines.append(

@@ -2,7 +2,8 @@
 
 Contract:
 - ``locate(trace, report) -> [{"id", "ranges": [[start_ns, end_ns], ...], "culprit": name | null}]`` for the
-  report's findings that the engine did not already locate (``finding["ranges"]``, engine.py's ``Rule.ranges``).
+  report's findings that the engine did not already locate (``finding["ranges"]``, engine.py's ``Rule.ranges``,
+  filled where the metrics hold the ranges: outlier and first steps, XLA recompiles and transfers).
   Each locator is a row of ``LOCATORS`` (finding id -> what to look for) and reads only what the report
   already decided (the culprit op the metrics named, the outlier steps, the long-gap threshold): it draws
   the report's evidence, it does not measure anything new.
@@ -73,25 +74,6 @@ def _long_gaps(trace: Trace, m: Mapping[str, Any], steps: list[Any]) -> Located:
     return _longest(gs[long], ge[long]), None
 
 
-def _steps_of(indexes: Any, steps: list[Any]) -> list[list[int]]:
-    want = set(indexes) if isinstance(indexes, list) else set()
-    return sorted([int(s["start_ns"]), int(s["end_ns"])] for s in steps
-                  if isinstance(s, Mapping) and s.get("index") in want
-                  and isinstance(s.get("start_ns"), int) and isinstance(s.get("end_ns"), int))
-
-
-def _outlier_steps(trace: Trace, m: Mapping[str, Any], steps: list[Any]) -> Located:
-    idx = _path(m, "steps.outliers") or []
-    if not idx:  # no outlier past the threshold: the slowest step shows the variance
-        durs = [(s.get("duration_ns") or 0, s.get("index")) for s in steps if isinstance(s, Mapping)]
-        idx = [max(durs)[1]] if durs else []
-    return _steps_of(idx, steps), None
-
-
-def _first_step(trace: Trace, m: Mapping[str, Any], steps: list[Any]) -> Located:
-    return _steps_of([_path(m, "steps.first_index")], steps), None
-
-
 def _pageable(trace: Trace, m: Mapping[str, Any], steps: list[Any]) -> Located:
     ev = trace.events
     rows = np.flatnonzero(ev.name_mask(lambda n: "HtoD" in n and "Pageable" in n) & (ev.kind == int(Kind.MEMCPY)))
@@ -108,8 +90,6 @@ LOCATORS: dict[str, Callable[[Trace, Mapping[str, Any], list[Any]], Located]] = 
     "gpu_gaps": _long_gaps,
     "host_sync": lambda t, m, s: _family(t, "sync_api"),
     "dataloader_stall": lambda t, m, s: _family(t, "dataloader"),
-    "step_variance": _outlier_steps,
-    "warmup_in_window": _first_step,
     "pageable_memcpy": _pageable,
 }
 
@@ -117,7 +97,7 @@ LOCATORS: dict[str, Callable[[Trace, Mapping[str, Any], list[Any]], Located]] = 
 def locate(trace: Trace, report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Evidence ranges of the report's findings (module docstring)."""
     metrics = report.get("metrics") or {}
-    steps = list(((report.get("summary") or {}).get("steps")) or [])
+    steps = list(_path(metrics, "steps.per_step") or [])
     out = []
     for f in report.get("findings") or []:
         if not isinstance(f, Mapping) or f.get("ranges") or f.get("id") not in LOCATORS:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from minitrace import US, GEMM, idle_scenario, kernel, launch, make_trace, step
 from tb_llmdiag.metrics import compute_metrics
-from tb_llmdiag.metrics.idle import CAUSES, HostSignals, classify_gaps, classify_idle, subtract
+from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.gaps import CAUSES, IdleGaps, classify, gap_causes
 from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.model import Trace
+
+
+def classify_idle(trace: Trace, win_s: np.ndarray, win_e: np.ndarray) -> IdleGaps:
+    ctx = Context.build(trace, find_steps(trace))
+    return classify(ctx.busy_s, ctx.busy_e, np.asarray(win_s), np.asarray(win_e), ctx.host)
 
 
 def test_gaps_and_causes_of_the_scenario() -> None:
@@ -22,7 +27,9 @@ def test_gaps_and_causes_of_the_scenario() -> None:
     assert gaps.start_ns.tolist() == [0, 15 * US, 50 * US, 70 * US, 80 * US]
     assert gaps.end_ns.tolist() == [5 * US, 40 * US, 65 * US, 72 * US, 100 * US]
     assert [CAUSES[c] for c in gaps.cause] == ["host_wait", "data_loader", "sync", "other", "host_wait"]
-    assert classify_gaps(trace, gaps.start_ns, gaps.end_ns) == ["host_wait", "data_loader", "sync", "other", "host_wait"]
+    host = Context.build(trace, find_steps(trace)).host
+    assert [CAUSES[c] for c in gap_causes(gaps.start_ns, gaps.end_ns, host)] == [
+        "host_wait", "data_loader", "sync", "other", "host_wait"]
 
 
 def test_idle_topic_totals() -> None:
@@ -35,7 +42,7 @@ def test_idle_topic_totals() -> None:
     assert m["host_wait_share"] == 0.25 and m["sync_share"] == 0.15
     assert m["gap_count"] == 5
     assert m["long_gap_count"] == 0 and m["long_gap_share"] == 0.0
-    assert m["step_busy_share"] == [0.33] and m["low_util_steps"] == [1]
+    assert m["low_util_steps"] == [1]
 
 
 def test_long_gaps_over_500ms() -> None:
@@ -59,54 +66,6 @@ def test_no_device_activity_is_unavailable() -> None:
     assert m == {"available": False, "reason": "no device activity in the trace"}
 
 
-def test_subtract_intervals() -> None:
-    s, e = subtract(np.array([0, 50]), np.array([40, 100]), np.array([10, 30, 60]), np.array([20, 55, 70]))
-    assert s.tolist() == [0, 20, 55, 70] and e.tolist() == [10, 30, 60, 100]
-
-
-intervals = st.lists(st.tuples(st.integers(0, 1000), st.integers(1, 200)), max_size=12)
-
-
-@settings(max_examples=80, deadline=None)
-@given(intervals, intervals)
-def test_subtract_matches_a_bitmap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> None:
-    from tb_llmdiag.intervals import merge
-
-    a_s, a_e = merge(np.array([x for x, _ in a], np.int64), np.array([x + d for x, d in a], np.int64))
-    b_s, b_e = merge(np.array([x for x, _ in b], np.int64), np.array([x + d for x, d in b], np.int64))
-    s, e = subtract(a_s, a_e, b_s, b_e)
-    bitmap = np.zeros(1300, bool)
-    for x, y in zip(a_s, a_e):
-        bitmap[x:y] = True
-    for x, y in zip(b_s, b_e):
-        bitmap[x:y] = False
-    got = np.zeros(1300, bool)
-    for x, y in zip(s, e):
-        assert y > x
-        got[x:y] = True
-    assert (got == bitmap).all()
-    assert (s[1:] > e[:-1]).all()  # disjoint, not touching
-
-
 def test_host_signals_join_launch_ends() -> None:
-    hs = HostSignals.of(idle_scenario())
+    hs = Context.build(idle_scenario(), find_steps(idle_scenario())).host
     assert hs.dev_launch_end.tolist() == [3 * US, 38 * US, 62 * US, 63 * US]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 1000), st.integers(-50, 300)), max_size=60),
-       st.booleans())
-def test_union_ns_by_group_is_the_union_per_group(rows: list[tuple[int, int, int]], by_start: bool) -> None:
-    from tb_llmdiag.metrics.idle import union_ns_by_group
-
-    if by_start:  # the sorted fast path as well as the general one
-        rows = sorted(rows, key=lambda r: r[1])
-    g = np.array([r[0] for r in rows], dtype=np.int64)
-    s = np.array([r[1] for r in rows], dtype=np.int64)
-    e = s + np.array([r[2] for r in rows], dtype=np.int64)
-    got = union_ns_by_group(g, s, e, 6)
-    for k in range(6):
-        covered = np.zeros(1400, dtype=bool)
-        for x, y in zip(s[g == k], e[g == k]):
-            covered[x:max(x, y)] = True
-        assert got[k] == covered.sum()

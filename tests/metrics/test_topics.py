@@ -136,7 +136,7 @@ def _steps_trace(durs_us: list[int], lengths: list[int] | None = None) -> object
 
 def test_step_stats_warmup_and_outliers() -> None:
     s = metrics_of(_steps_trace([300, 100, 110, 100, 90]))["steps"]
-    assert s["count"] == 5 and s["durations_ns"] == [300_000, 100_000, 110_000, 100_000, 90_000]
+    assert s["count"] == 5 and [r["duration_ns"] for r in s["per_step"]] == [300_000, 100_000, 110_000, 100_000, 90_000]
     assert (s["median_ns"], s["mean_ns"], s["min_ns"], s["max_ns"]) == (100_000, 140_000, 90_000, 300_000)
     assert s["max_over_median"] == 3.0
     assert s["first_over_rest"] == 3.0 and s["warmup_first_step"] is True
@@ -144,12 +144,12 @@ def test_step_stats_warmup_and_outliers() -> None:
     assert s["cv_excluding_first"] == pytest.approx(np.sqrt(50) / 100)
     assert s["outliers"] == [1] and s["outlier_excess_share"] == pytest.approx(200 / 700)
     assert s["mean_excess_share"] == 0.0
-    assert s["tokens"] is None and s["tokens_corr"] is None
+    assert [r["tokens"] for r in s["per_step"]] == [None] * 5 and s["tokens_corr"] is None
 
 
 def test_tokens_per_step_and_correlation() -> None:
     s = metrics_of(_steps_trace([100, 200, 300, 400], lengths=[50, 100, 150, 200]))["steps"]
-    assert s["tokens"] == [100, 200, 300, 400]  # B=2 x L, the vocab-sized embedding only
+    assert [r["tokens"] for r in s["per_step"]] == [100, 200, 300, 400]  # B=2 x L, the vocab-sized embedding only
     assert s["tokens_per_step_median"] == 250
     assert s["tokens_corr"] == pytest.approx(1.0)
     assert s["tokens_cv"] == pytest.approx(np.std([100, 200, 300, 400]) / 250)
@@ -243,6 +243,7 @@ def test_headline_keys_and_values() -> None:
 
 def test_headline_on_xplane_runs_reads_the_xla_topic() -> None:
     m = metrics_of(idle_scenario())
+    m["run"] = {"platform": "xla", "source_kind": "xplane"}
     m["xla"] = {"matmul_share": 0.6, "movement_share": 0.2, "matmul_vs_movement_ratio": 1 / 3,
                 "device_duty_cycle_share": 0.7, "flop_utilization_share": 0.4}
     h = headline(m)
@@ -252,6 +253,12 @@ def test_headline_on_xplane_runs_reads_the_xla_topic() -> None:
     assert h["launches_per_step"] is None  # XLA launches whole programs: launch calls per step mean nothing
     m["xla"] = {"available": False, "reason": "could not be computed"}
     assert headline(m)["gemm_share"] is None  # never the kernel-name numbers on an XPlane run
+
+
+def test_run_topic_says_the_platform_once() -> None:
+    m = metrics_of(idle_scenario())  # a Kineto trace
+    assert m["run"] == {"platform": "cuda", "source_kind": "kineto"}
+    assert "xla" not in m
 
 
 def test_cpu_only_trace_topics_say_why() -> None:
@@ -271,8 +278,8 @@ def test_outlier_step_cause() -> None:
             rows += [step(i, t, 180 * US), op(LOADER, t, 80 * US), launch(t + 81 * US, 1 * US, i + 1),
                      kernel(GEMM, t + 82 * US, 90 * US, i + 1)]
     m = metrics_of(make_trace(rows))
-    assert m["idle"]["step_breakdown"]["data_loader_ns"] == [0, 0, 0, 82 * US]
-    assert m["idle"]["step_breakdown"]["busy_ns"] == [90 * US] * 4
+    assert [r["data_loader_ns"] for r in m["steps"]["per_step"]] == [0, 0, 0, 82 * US]
+    assert [r["busy_ns"] for r in m["steps"]["per_step"]] == [90 * US] * 4
     assert m["steps"]["outliers"] == [3]
     assert m["steps"]["outlier_causes"] == [{"index": 3, "duration_ns": 180 * US, "excess_ns": 80 * US,
                                              "cause": "data_loader", "first": False}]
