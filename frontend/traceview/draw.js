@@ -92,6 +92,7 @@ export function draw(s) {
   const byColor = new Map();
   const outlines = [];
   const labels = [];
+  const seps = []; // a 1 px gap at the start of each wide interval: neighbours of one colour stay apart
   const rowY = new Map();
   for (const r of lay.rows) {
     if (r.kind === 'row' && r.row) rowY.set(`${r.lane.id}/${r.depth}`, r.y);
@@ -129,6 +130,7 @@ export function draw(s) {
         list.push(x0, r.y + 1, Math.max(1, wd), r.h - 2);
         if (R.name[i] === s.highlightName) outlines.push([x0, r.y + 1, Math.max(2, wd), r.h - 2, HIGHLIGHT]);
         if (s.selected && R.ev[i] === s.selected.ev) outlines.push([x0, r.y + 1, Math.max(2, wd), r.h - 2, theme.fg]);
+        if (wd >= 4) seps.push(x0, r.y + 1, r.h - 2);
         if (wd > 36) labels.push([data.names[R.name[i]], x0 + 3, r.y + r.h / 2, wd - 6, color, R.n[i]]);
       }
     }
@@ -137,6 +139,8 @@ export function draw(s) {
     ctx.fillStyle = color;
     for (let j = 0; j < list.length; j += 4) ctx.fillRect(list[j], list[j + 1], list[j + 2], list[j + 3]);
   }
+  ctx.fillStyle = theme.bg;
+  for (let j = 0; j < seps.length; j += 3) ctx.fillRect(seps[j], seps[j + 1], 1, seps[j + 2]);
   for (const [text, x, y, room, color, n] of labels) {
     const t = clipText(ctx, n > 1 ? `${text} (+${n - 1})` : text, room);
     if (!t) continue;

@@ -161,7 +161,8 @@ class TraceIndex:
             lane["depth"], lane["shown_depth"] = r1 - r0, shown
             rows = []
             for r in range(r0, r0 + shown):
-                sl = query(self.levels, r, a, b, res)
+                # step boundaries are few and are what the lane is for: never merged
+                sl = query(self.levels, r, a, b, 0 if ln["kind"] == "steps" else res, self.a["ev_dur"])
                 nid = ev_name[sl.ev]
                 local = np.fromiter((names.setdefault(int(x), len(names)) for x in np.unique(nid)), np.int64)
                 lut = dict(zip(np.unique(nid).tolist(), local.tolist()))

@@ -6,7 +6,7 @@ Contract:
 - ``cmax`` is the running maximum of ``end`` within a row: sorted even where intervals overlap, so the first
   interval reaching past ``t`` is ``searchsorted(cmax, t, "right")`` and a query never scans.
 - A pyramid level merges a row's neighbours whose gap to the running end is at most the level's tolerance
-  into one interval carrying ``n`` source events and the event id (``ev``) of its longest member. Level 0 is
+  into one interval carrying ``n`` source events and the event id (``ev``) of its longest recorded event. Level 0 is
   the rows as recorded (tolerance 0). Tolerances grow by ``LEVEL_FACTOR``; a level is kept only when it has
   at most ``KEEP_RATIO`` of the last kept level's intervals (sparse rows do not multiply storage).
 - ``query`` picks the coarsest level whose tolerance is <= the requested resolution, slices the range by
@@ -56,9 +56,11 @@ def row_cummax(row: I64, end: I64) -> I64:
     return np.maximum.accumulate(shifted + end) - shifted
 
 
-def merge_rows(row: I64, start: I64, end: I64, ev: I64, n: I64, tol: int) -> tuple[I64, I64, I64, I64, I64]:
+def merge_rows(row: I64, start: I64, end: I64, ev: I64, n: I64, tol: int,
+               ev_dur: I64) -> tuple[I64, I64, I64, I64, I64]:
     """One pyramid step: merge neighbours of a row closer than ``tol`` (gap to the running end <= tol).
-    Returns (row, start, end, ev of the longest member, n summed)."""
+    Returns (row, start, end, ev of the longest recorded event among the members, n summed); ``ev_dur`` is
+    every event's recorded duration (indexed by ``ev``)."""
     k = start.shape[0]
     if k == 0:
         return row, start, end, ev, n
@@ -69,7 +71,7 @@ def merge_rows(row: I64, start: I64, end: I64, ev: I64, n: I64, tol: int) -> tup
     gid = np.cumsum(new) - 1
     g_end = np.maximum.reduceat(end, first)
     g_n = np.add.reduceat(n, first)
-    dur = end - start
+    dur = ev_dur[ev]
     g_max = np.maximum.reduceat(dur, first)
     is_max = np.flatnonzero(dur == g_max[gid])
     mg = gid[is_max]
@@ -95,12 +97,14 @@ def offsets(row: I64, n_rows: int) -> I64:
 def build_levels(row: I64, start: I64, end: I64, ev: I64, n_rows: int, span_ns: int) -> list[Level]:
     """Level 0 (as recorded) and the merged levels up to a tolerance covering ``span_ns``."""
     n = np.ones(start.shape[0], dtype=np.int64)
+    ev_dur = np.zeros(int(ev.max()) + 1 if ev.size else 0, np.int64)
+    ev_dur[ev] = end - start
     levels = [Level(0, offsets(row, n_rows), start, end, row_cummax(row, end), ev.astype(np.int32),
                     n.astype(np.int32))]
     tol = FIRST_TOL_NS
     cur = (row, start, end, ev, n)
     while tol < max(span_ns, FIRST_TOL_NS) * LEVEL_FACTOR and cur[1].shape[0] > n_rows:
-        cur = merge_rows(*cur, tol)
+        cur = merge_rows(*cur, tol, ev_dur)
         if cur[1].shape[0] <= KEEP_RATIO * levels[-1].start.shape[0]:
             r = cur[0]
             levels.append(Level(tol, offsets(r, n_rows), cur[1], cur[2], row_cummax(r, cur[2]),
@@ -125,8 +129,9 @@ def pick_level(tols: list[int], resolution_ns: float) -> int:
     return best
 
 
-def query(levels: list[Level], r: int, a: int, b: int, resolution_ns: float) -> Slice:
-    """Row ``r``'s intervals overlapping [a, b), merged at ``resolution_ns``."""
+def query(levels: list[Level], r: int, a: int, b: int, resolution_ns: float, ev_dur: I64) -> Slice:
+    """Row ``r``'s intervals overlapping [a, b), merged at ``resolution_ns`` (``ev_dur``: each event's
+    recorded duration, to name a merged interval after its longest event)."""
     lv = levels[pick_level([x.tol_ns for x in levels], resolution_ns)]
     o0, o1 = int(lv.off[r]), int(lv.off[r + 1])
     lo = o0 + int(np.searchsorted(lv.cmax[o0:o1], a, side="right"))
@@ -143,5 +148,5 @@ def query(levels: list[Level], r: int, a: int, b: int, resolution_ns: float) -> 
         s, e, ev, n = s[keep], e[keep], ev[keep], n[keep]
     tol = int(resolution_ns)
     if tol > lv.tol_ns and s.shape[0] > 1:
-        _, s, e, ev, n = merge_rows(np.zeros(s.shape[0], np.int64), s, e, ev, n, tol)
+        _, s, e, ev, n = merge_rows(np.zeros(s.shape[0], np.int64), s, e, ev, n, tol, ev_dur)
     return Slice(s, e, ev, n)
