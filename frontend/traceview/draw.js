@@ -153,6 +153,7 @@ export function draw(s) {
     ctx.strokeRect(x, y, wd, hh);
   }
   drawFlow(ctx, s, rowY, xOf);
+  s.stats = { highlighted: outlines.filter((o) => o[4] === HIGHLIGHT).length, rects: byColor.size };
   // label column on top of everything
   ctx.fillStyle = theme.bg;
   ctx.fillRect(0, AXIS_H, LABEL_W - 2, lay.height - AXIS_H);

@@ -83,8 +83,13 @@ export function mountTraceCanvas(el, { onRange } = {}) {
     }
     const ctx = canvas.getContext('2d');
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    draw({ ctx, w, view, data, lay, theme: th || (th = theme()), findings, activeFinding, highlightName: highlightIdx,
-      selected, flow });
+    const frameState = { ctx, w, view, data, lay, theme: th || (th = theme()), findings, activeFinding, highlightName: highlightIdx,
+      selected, flow };
+    draw(frameState);
+    // what the last frame showed, for tests and the bench (never read by the tab itself)
+    el.dataset.highlighted = String(frameState.stats ? frameState.stats.highlighted : 0);
+    el.dataset.highlight = highlight || '';
+    el.dataset.frames = String(Number(el.dataset.frames || 0) + 1);
   }
   function redraw() {
     if (dirty) return;
