@@ -35,7 +35,10 @@ export function layout(data) {
       y += MEM_H;
       continue;
     }
-    const n = Math.max(1, lane.rows.length);
+    // rows empty in the loaded range at the bottom of a lane take no room
+    let n = lane.rows.length;
+    while (n > 1 && !lane.rows[n - 1].s.length) n--;
+    n = Math.max(1, n);
     for (let d = 0; d < n; d++) {
       rows.push({ kind: 'row', lane, depth: d, row: lane.rows[d] || null, label: d === 0 ? lane.label : '', y, h: ROW_H, first: d === 0 });
       y += ROW_H;

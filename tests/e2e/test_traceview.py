@@ -61,7 +61,7 @@ def painted(f):
 
 
 def shot(page, name: str) -> None:
-    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / name))  # the viewport: the finding and the trace it points at
     if os.environ.get("LLMDIAG_UPDATE_SCREENSHOT"):
         shutil.copy(ARTIFACTS / name, REPO / "docs" / name)
 
@@ -80,7 +80,7 @@ def test_seed_top_finding_shows_its_culprit(server, browser, requests_seen):
     culprit = located[top["id"]]["culprit"]
     assert culprit, top["id"]
     ctx, page, errors = new_page(browser, requests_seen)
-    page.set_viewport_size({"width": 1440, "height": 1400})
+    page.set_viewport_size({"width": 1920, "height": 1200})  # wide: the trace sits beside the findings
     try:
         f = open_tab(page, base, f"#llm_diag&p.llm_diag.run={SEED}")
         wait_panel(f)
@@ -124,7 +124,7 @@ def test_jax_recompile_is_one_click_away(server, browser, requests_seen):
     rec = next(x for x in rep["findings"] if x["id"] == "recompilation")
     assert rec["ranges"] and rec["culprit"]
     ctx, page, errors = new_page(browser, requests_seen)
-    page.set_viewport_size({"width": 1440, "height": 1400})
+    page.set_viewport_size({"width": 1920, "height": 1200})
     try:
         f = open_tab(page, base, f"#llm_diag&p.llm_diag.run={XPLANE}")
         wait_panel(f)
