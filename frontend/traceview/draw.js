@@ -53,6 +53,13 @@ export function rowAt(lay, y) {
   return null;
 }
 
+const textColors = new Map();
+function textColor(bg) {
+  let c = textColors.get(bg);
+  if (c === undefined) { c = textOn(bg); textColors.set(bg, c); }
+  return c;
+}
+
 function clipText(ctx, text, room) {
   const chars = Math.floor(room / 6.2);
   if (chars < 3) return '';
@@ -127,7 +134,7 @@ export function draw(s) {
         const wd = x1 - x0;
         if (wd < 1 && Math.floor(x0) === lastPx) continue; // one sub-pixel interval per pixel is enough
         lastPx = Math.floor(x0);
-        const color = colorOf(data.categories[R.cat[i]]);
+        const color = R.color[i];
         let list = byColor.get(color);
         if (!list) { list = []; byColor.set(color, list); }
         list.push(x0, r.y + 1, Math.max(1, wd), r.h - 2);
@@ -147,7 +154,7 @@ export function draw(s) {
   for (const [text, x, y, room, color, n] of labels) {
     const t = clipText(ctx, n > 1 ? `${text} (+${n - 1})` : text, room);
     if (!t) continue;
-    ctx.fillStyle = textOn(color);
+    ctx.fillStyle = textColor(color);
     ctx.fillText(t, x, y);
   }
   for (const [x, y, wd, hh, color] of outlines) {

@@ -7,19 +7,21 @@
 import { h, clear, append } from '../dom.js';
 import * as api from '../api.js';
 import { formatValue } from '../format.js';
-import { AXIS_H, LABEL_W, draw, layout, rowAt } from '../traceview/draw.js';
+import { LABEL_W, colorOf, draw, layout, rowAt } from '../traceview/draw.js';
 import { clampView, covers, fetchWindow, findingView, hitInterval, panBy, zoomAt } from '../traceview/view_math.js';
 
 const ns = (v) => formatValue(v, 'ns');
 const FETCH_DEBOUNCE_MS = 40;
 
 function prepare(body) {
-  // typed arrays once per answer: drawing and hit tests then never touch JSON lists
+  // typed arrays and colours once per answer: drawing and hit tests then never touch JSON lists
+  const catColor = body.categories.map((c) => colorOf(c));
   for (const lane of body.lanes) {
     if (lane.kind === 'memory') continue;
     lane.rows = lane.rows.map((R) => ({
       s: Float64Array.from(R.start_ns), d: Float64Array.from(R.dur_ns), ev: Int32Array.from(R.ev),
       n: Int32Array.from(R.n), name: Int32Array.from(R.name), cat: Uint8Array.from(R.cat),
+      color: R.cat.map((c) => catColor[c]),
     }));
   }
   return body;
@@ -59,6 +61,8 @@ export function mountTraceCanvas(el, { onRange } = {}) {
   let drag = null;
   let painted = false;
   let gen = 0;
+  let frames = 0;
+  let drawMs = 0; // time spent drawing, all frames (the bench reads it)
   let unset = true; // no range yet: the first answer is the whole window
 
   const width = () => Math.max(LABEL_W + 50, Math.floor(box.clientWidth));
@@ -85,11 +89,16 @@ export function mountTraceCanvas(el, { onRange } = {}) {
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     const frameState = { ctx, w, view, data, lay, theme: th || (th = theme()), findings, activeFinding, highlightName: highlightIdx,
       selected, flow };
+    const t0 = performance.now();
     draw(frameState);
+    drawMs += performance.now() - t0;
     // what the last frame showed, for tests and the bench (never read by the tab itself)
-    el.dataset.highlighted = String(frameState.stats ? frameState.stats.highlighted : 0);
-    el.dataset.highlight = highlight || '';
-    el.dataset.frames = String(Number(el.dataset.frames || 0) + 1);
+    const hl = String(frameState.stats ? frameState.stats.highlighted : 0);
+    if (el.dataset.highlighted !== hl) el.dataset.highlighted = hl;
+    if (el.dataset.highlight !== (highlight || '')) el.dataset.highlight = highlight || '';
+    frames += 1;
+    el.dataset.frames = String(frames);
+    el.dataset.drawMs = drawMs.toFixed(1);
   }
   function redraw() {
     if (dirty) return;
@@ -102,8 +111,9 @@ export function mountTraceCanvas(el, { onRange } = {}) {
     view = clampView(v[0], v[1], span);
     redraw();
     if (onRange) onRange(view);
-    clearTimeout(fetchTimer);
-    fetchTimer = setTimeout(load, fetchNow ? 0 : FETCH_DEBOUNCE_MS);
+    // throttled, not debounced: a long pan fetches as it goes, at most every FETCH_DEBOUNCE_MS
+    if (fetchNow) { clearTimeout(fetchTimer); fetchTimer = null; load(); return; }
+    if (fetchTimer === null) fetchTimer = setTimeout(() => { fetchTimer = null; load(); }, FETCH_DEBOUNCE_MS);
   }
 
   async function load(force) {
