@@ -180,7 +180,8 @@ export function mountTraceCanvas(el, { onRange } = {}) {
       }
     }
     setView(target.view, { fetchNow: true });
-    el.scrollIntoView({ behavior: 'auto', block: 'start' });
+    const top = el.getBoundingClientRect().top;
+    if (top < 0 || top > window.innerHeight * 0.6) el.scrollIntoView({ behavior: 'auto', block: 'start' }); // beside the findings: already in sight
     return true;
   }
 
