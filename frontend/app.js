@@ -16,6 +16,8 @@ import { mountTimeline } from './views/timeline.js';
 import { mountTraceView } from './views/traceview.js';
 import { mountTraceCanvas } from './views/traceview_canvas.js';
 import { formatRange, parseRange } from './traceview/view_math.js';
+import { mountCompare } from './views/compare.js';
+import { baseFromState, baseToState, baselineChoices, selKey, validBase } from './compare_data.js';
 import { hasHostLaunches, stepRows } from './views/data.js';
 import { showEmpty, showError, showLoading, showNotices, showProgress } from './views/status.js';
 
@@ -58,6 +60,8 @@ export async function start(early) {
   applyTheme(state.parentDark());
 
   const selEl = h('div', { class: 'selectors' });
+  const baseSel = h('select', { class: 'sel-base', 'aria-label': 'baseline', name: 'baseline' });
+  const baseEl = h('label', { class: 'baseline', hidden: true }, h('span', { text: 'Compare with' }), baseSel);
   const tvEl = h('div', { class: 'traceview' });
   const statusEl = h('div', { class: 'status' });
   const noticeEl = h('div', { class: 'notices' });
@@ -69,12 +73,14 @@ export async function start(early) {
   const tokensSec = section('Step time vs tokens per step', 'tokens');
   const timelineSec = section('Step timeline', 'timeline');
   const traceSec = section('Trace', 'trace');
+  const compareSec = section('Compared with a baseline', 'compare');
+  compareSec.el.hidden = true;
   const panel = h('div', { class: 'panel', hidden: true },
-    cardsEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
+    compareSec.el, cardsEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
     h('div', { class: 'grid' }, kernelsSec.el, stepsSec.el, tokensSec.el),
     timelineSec.el);
   const root = h('div', { class: 'app' },
-    h('header', { class: 'topbar' }, h('h1', { text: 'LLM Diag' }), selEl, tvEl),
+    h('header', { class: 'topbar' }, h('h1', { text: 'LLM Diag' }), selEl, baseEl, tvEl),
     noticeEl, statusEl, panel);
   document.body.append(root);
 
@@ -82,6 +88,8 @@ export async function start(early) {
   let viewers = {};
   let sel = null;
   let step = null;
+  let base = null; // the baseline run of compare mode ({run, worker, span}) or null
+  let compareTimer = null;
   let reportFor = null; // JSON key of the selection whose report is on screen
   let reportTimer = null;
   let runsTimer = null;
@@ -107,19 +115,58 @@ export async function start(early) {
   const tokens = mountTokens(tokensSec.body);
   const timeline = mountTimeline(timelineSec.body, { onStep: (idx) => pickStep(idx) });
   const traceView = mountTraceView(tvEl);
+  const compareView = mountCompare(compareSec.body);
+  baseSel.addEventListener('change', () => {
+    const c = baselineChoices(runs, sel).find((x) => x.value === baseSel.value);
+    base = c ? c.sel : null;
+    writeState();
+    loadCompare();
+  });
+
+  function writeState() {
+    if (!sel) return;
+    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step: step ?? undefined, t: tvRange ?? undefined, ...baseToState(base) });
+  }
+
+  function updateBaseline() {
+    base = validBase(runs, sel, base);
+    const choices = baselineChoices(runs, sel);
+    baseEl.hidden = !choices.length;
+    const items = [{ value: '', label: '— none —' }, ...choices];
+    const same = baseSel.options.length === items.length && items.every((it, i) => baseSel.options[i].value === it.value && baseSel.options[i].textContent === it.label);
+    if (!same) {
+      clear(baseSel);
+      for (const it of items) baseSel.append(h('option', { value: it.value, text: it.label }));
+    }
+    baseSel.value = selKey(base);
+  }
+
+  async function loadCompare() {
+    clearTimeout(compareTimer);
+    if (!sel || !base || reportFor !== key(sel)) {
+      compareSec.el.hidden = true;
+      compareView.destroy();
+      return;
+    }
+    const want = { ...sel };
+    const wantBase = { ...base };
+    compareSec.el.hidden = false;
+    compareView.loading(wantBase.run);
+    const res = await api.compare(want, wantBase);
+    if (res.aborted || key(want) !== key(sel) || !base || selKey(wantBase) !== selKey(base)) return;
+    if (res.code === 200) compareView.update(res.body);
+    else if (res.code === 202) compareTimer = setTimeout(loadCompare, REPORT_POLL_MS);
+    else compareView.message((res.body && res.body.error) || `The comparison failed (HTTP ${res.code}).`);
+  }
 
   state.watchTheme((dark) => {
     applyTheme(dark);
     steps.rebuild();
     tokens.rebuild();
+    compareView.rebuild();
     timeline.redraw();
     traceCanvas.redraw();
   });
-
-  function writeState() {
-    if (!sel) return;
-    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step: step ?? undefined, t: tvRange ?? undefined });
-  }
 
   function spanOf(s) {
     const run = findRun(runs, s.run);
@@ -143,6 +190,7 @@ export async function start(early) {
     step = changed ? newStep : newStep ?? step;
     if (changed && !firstRange) tvRange = null;
     firstRange = false;
+    updateBaseline();
     writeState();
     writeLast(sel);
     selectors.update(runs, sel);
@@ -202,6 +250,7 @@ export async function start(early) {
       steps.update(report, r.code === 200 ? r.body : null);
     });
     tokens.update(report);
+    loadCompare();
     timeline.setContext({ hostLaunches: hasHostLaunches(report) });
     const rows = stepRows(report);
     timeline.setSteps(rows.length ? rows : [{ index: -1, duration_ns: report.summary && report.summary.window_ns }], step);
@@ -259,6 +308,7 @@ export async function start(early) {
     }
     if (!sel) {
       const fromHash = state.read();
+      base = baseFromState(fromHash);
       const s = fromHash.run ? normalise(runs, fromHash) : initialSelection(runs, readLast());
       if (fromHash.run && fromHash.t && s.run === fromHash.run) { tvRange = fromHash.t; firstRange = true; }
       const hashStep = fromHash.step !== undefined && fromHash.step !== '' && s.run === fromHash.run ? Number(fromHash.step) : null;
@@ -268,6 +318,9 @@ export async function start(early) {
       if (key(s) !== key(sel)) select(s, null);
       else {
         selectors.update(runs, sel);
+        const had = selKey(base);
+        updateBaseline();
+        if (selKey(base) !== had) { writeState(); loadCompare(); }
         traceView.update({ sel, span: spanOf(sel), viewers });
       }
     }
@@ -277,6 +330,11 @@ export async function start(early) {
     if (!runs.length || !s.run) return;
     const n = normalise(runs, s);
     const st = s.step !== undefined && s.step !== '' ? Number(s.step) : null;
+    const b = baseFromState(s);
+    if (selKey(b) !== selKey(base)) {
+      base = b;
+      if (sel && key(n) === key(sel)) { updateBaseline(); loadCompare(); }
+    }
     if (!sel || key(n) !== key(sel)) select(n, st);
     else if (st !== step) { step = st; loadTimeline(); }
   });

@@ -98,6 +98,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             "/trace_view": _wsgi(lambda r: self._respond(r, lambda: routes.trace_view_impl(self._reg(), self._views, r.args))),
             "/trace_event": _wsgi(lambda r: self._respond(r, lambda: routes.trace_event_impl(self._reg(), self._views, r.args))),
             "/trace_search": _wsgi(lambda r: self._respond(r, lambda: routes.trace_search_impl(self._reg(), self._views, r.args))),
+            "/compare": _wsgi(self._compare_route),
         }
         apps.update(self._assets.apps())
         return apps
@@ -123,6 +124,9 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
 
     def _timeline_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, lambda: routes.timeline_impl(self._reg(), request.args))
+
+    def _compare_route(self, request: wrappers.Request) -> wrappers.Response:
+        return self._respond(request, lambda: routes.compare_impl(self._reg(), request.args))
 
     def _metric_registry_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, routes.metric_registry_impl)
