@@ -133,6 +133,8 @@ def test_answers_stay_small_at_any_zoom():
         body = json.dumps(v)
         assert len(body) < 1_000_000
         for lane in v["lanes"]:
+            if lane["kind"] == "steps":  # step boundaries are never merged
+                continue
             for row in lane.get("rows", []):
                 # merged at one pixel: two intervals never sit closer than a pixel
                 st, du = np.array(row["start_ns"]), np.array(row["dur_ns"])

@@ -95,9 +95,9 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             "/steps": _wsgi(self._steps_route),
             "/trace": _wsgi(self._trace_route),
             "/metric_registry": _wsgi(self._metric_registry_route),
-            "/trace_view": _wsgi(lambda r: self._respond(r, lambda: routes.trace_view_impl(self._reg(), self._views, r.args))),
-            "/trace_event": _wsgi(lambda r: self._respond(r, lambda: routes.trace_event_impl(self._reg(), self._views, r.args))),
-            "/trace_search": _wsgi(lambda r: self._respond(r, lambda: routes.trace_search_impl(self._reg(), self._views, r.args))),
+            "/trace_view": _wsgi(self._views_route(routes.trace_view_impl)),
+            "/trace_event": _wsgi(self._views_route(routes.trace_event_impl)),
+            "/trace_search": _wsgi(self._views_route(routes.trace_search_impl)),
             "/compare": _wsgi(self._compare_route),
         }
         apps.update(self._assets.apps())
@@ -127,6 +127,10 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
 
     def _compare_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, lambda: routes.compare_impl(self._reg(), request.args))
+
+    def _views_route(self, impl: Callable[..., routes.Answer]) -> Callable[[wrappers.Request], wrappers.Response]:
+        """A trace-view route: ``impl(registry, loaded indexes, args)``."""
+        return lambda request: self._respond(request, lambda: impl(self._reg(), self._views, request.args))
 
     def _metric_registry_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, routes.metric_registry_impl)

@@ -232,7 +232,8 @@ def _int_arg(args: Mapping[str, str], name: str, default: int | None, lo: int, h
 _MAX_NS = 1 << 62
 
 
-def _index(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> tuple[api.TraceIndex | None, Answer | None]:
+def _index(reg: Registry, views: TraceViews,
+           args: Mapping[str, str]) -> tuple[api.TraceIndex | None, Answer | None]:
     """The run's loaded trace-view index, or the answer to give instead (202 / 422)."""
     key, e = entry_for(reg, args)
     early = _not_ready(reg, key, e, "trace_view")
@@ -246,7 +247,7 @@ def _index(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> tuple[a
 
 
 def trace_view_impl(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> Answer:
-    """``/trace_view``: every lane's intervals in [start_ns, end_ns) merged to ``px`` pixels (docs/http_api.md)."""
+    """``/trace_view``: every lane's intervals in [start_ns, end_ns) merged to ``px`` pixels (http_api.md)."""
     start = _int_arg(args, "start_ns", None, -_MAX_NS, _MAX_NS)
     end = _int_arg(args, "end_ns", None, -_MAX_NS, _MAX_NS)
     px = _int_arg(args, "px", 1440, 1, 16384)

@@ -164,8 +164,7 @@ class TraceIndex:
                 # step boundaries are few and are what the lane is for: never merged
                 sl = query(self.levels, r, a, b, 0 if ln["kind"] == "steps" else res, self.a["ev_dur"])
                 nid = ev_name[sl.ev]
-                local = np.fromiter((names.setdefault(int(x), len(names)) for x in np.unique(nid)), np.int64)
-                lut = dict(zip(np.unique(nid).tolist(), local.tolist()))
+                lut = {x: names.setdefault(x, len(names)) for x in np.unique(nid).tolist()}
                 rows.append({"start_ns": sl.start.tolist(), "dur_ns": (sl.end - sl.start).tolist(),
                              "ev": sl.ev.tolist(), "n": sl.n.tolist(),
                              "name": [lut[x] for x in nid.tolist()], "cat": ev_cat[sl.ev].tolist()})
