@@ -214,8 +214,8 @@ def test_seed_findings_point_at_the_culprit_and_xla_recompile_at_its_compile():
     res = api.analyze_for_tab(tf)
     rep, meta = res["report"], res["traceview"]["meta"]
     located = {f["id"]: f for f in meta["findings"]}
-    top = rep["findings"][0]
-    assert top["id"] == "host_bound" and located["host_bound"]["culprit"] == rep["metrics"]["idle"]["host_wait_culprit"]
+    assert located["host_bound"]["culprit"] == rep["metrics"]["idle"]["host_wait_culprit"]
+    assert located["variable_shapes"]["culprit"] == rep["metrics"]["idle"]["host_wait_per_shape_op"]
     # each range is one call of the culprit op, read back from the raw file
     raw = json.load(gzip.open(SEED))["traceEvents"]
     calls = [e for e in raw if e.get("name") == located["host_bound"]["culprit"] and e.get("ph") == "X"]
