@@ -23,6 +23,10 @@ from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import MODEL_VERSION, Trace
 from tb_llmdiag.timeline import TIMELINE_VERSION
 from tb_llmdiag.timeline import build as build_timelines
+from tb_llmdiag.traceview.build import TRACEVIEW_VERSION
+from tb_llmdiag.traceview.build import build as build_traceview
+from tb_llmdiag.traceview.evidence import locate as locate_evidence
+from tb_llmdiag.traceview.index import BadIndex, TraceIndex
 from tb_llmdiag.jsonsafe import jsonable
 
 logger = logging.getLogger(__name__)
@@ -31,10 +35,10 @@ logger = logging.getLogger(__name__)
 REPORT_SCHEMA = 2
 
 #: Everything a cached result depends on besides the file itself (the tab's cache key includes it).
-ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION)
+ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERSION)
 
 __all__ = [
-    "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "Index", "NotRegularFile", "TraceFile", "analyze_file",
+    "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index", "TraceIndex", "NotRegularFile", "TraceFile", "analyze_file",
     "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw", "preload", "report",
 ]
 
@@ -124,7 +128,8 @@ def analyze_file(tf: TraceFile) -> dict[str, Any]:
 
 def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """What the tab shows for one trace: ``{"report": RunReport, "timelines": [StepTimeline, ...],
-    "steps": {"steps": [per-step breakdown]}}`` (docs/http_api.md), from one read of the file.
+    "steps": {"steps": [per-step breakdown]}, "traceview": {"meta": {...}, "arrays": {name: ndarray}} | None}``
+    (docs/http_api.md; the trace view's index is ``tb_llmdiag/traceview``), from one read of the file.
 
     A file that cannot be read (not a regular file, not a trace, truncated) gives its error RunReport
     and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
@@ -134,7 +139,7 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
         if progress is not None:
             progress(phase)
 
-    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}}
+    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}, "traceview": None}
     refusal = regular_file_error(tf.path)
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
@@ -149,7 +154,10 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
     say("timeline")
     # the timelines and /steps rows read the analysis's one step breakdown (what the report counts)
     timelines, breakdown = build_timelines(trace, analysis.breakdown)
-    return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown}}
+    meta, arrays = build_traceview(trace)
+    meta["findings"] = jsonable(locate_evidence(trace, rep))
+    return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown},
+            "traceview": {"meta": meta, "arrays": arrays}}
 
 
 def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:

@@ -211,6 +211,8 @@ REPORT_METRICS: tuple[Entry, ...] = (
      "the rule fires when the value is >= this"),
     ("findings[].threshold.below", AS_METRIC, NEITHER, 0, "fires below", "the rule fires when the value is < this"),
     ("findings[].value", AS_METRIC, NEITHER, 0, "observed", "the observed value of the finding's `metric`"),
+    ("findings[].ranges[][]", NS, NEITHER, 0, "evidence range",
+     "start or end of a time range where the finding's evidence is, on the trace's clock (`Rule.ranges`)"),
     ("findings[].evidence.*", AS_METRIC, NEITHER, 0, "evidence",
      "a value the rule shows as evidence, in the unit of the metric the rule reads it from (`evidence_units`)"),
     ("findings[].evidence.*[]", AS_METRIC, NEITHER, 0, "evidence item",

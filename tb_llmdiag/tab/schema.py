@@ -69,6 +69,16 @@ def steps(v: Any) -> str | None:
     return None
 
 
+def traceview(v: Any) -> str | None:
+    """The trace view's meta (``traceview/build.py``); its arrays are checked by ``TraceIndex.load``."""
+    if not isinstance(v, dict) or v.get("traceview_version") != api.TRACEVIEW_VERSION:
+        return "not a trace-view index of this version"
+    if not (isinstance(v.get("lanes"), list) and isinstance(v.get("names"), list) and isinstance(v.get("levels"), list)
+            and isinstance(v.get("findings"), list) and _int(v.get("span_ns")) and _int(v.get("n_events"))):
+        return "the trace-view index is malformed"
+    return None
+
+
 VALIDATORS: dict[str, Callable[[Any], str | None]] = {
-    "report": report, "timelines": timelines, "timeline": timeline, "steps": steps,
+    "report": report, "timelines": timelines, "timeline": timeline, "steps": steps, "traceview": traceview,
 }
