@@ -4,7 +4,7 @@
 
 - The job: ``bench/job_files.py`` (real 2-GPU DDP ranks from tests/data, shifted, perturbed, renamed), written
   once into ``--dir`` by a separate process.
-- Per worker count: a LocalCluster of N single-threaded worker processes on 127.0.0.1, started in its own
+- Per worker count: ``--dask local:N``'s LocalCluster (``scale.dask.local_cluster``), started in its own
   process (so this process is only the client: its peak RSS is the client's), workers warmed with
   ``api.preload``; timed: ``api.report_for_index(index, DaskRunner(client))`` (submit, analyse, gather, job
   reduce). Before each round, the speedup 2 processes get over 1 on pure CPU work right then (the machine
@@ -37,15 +37,13 @@ from tb_llmdiag import api  # noqa: E402
 from tb_llmdiag.render.canonical_json import dumps  # noqa: E402
 
 CLUSTER = """
-import sys, time, logging
-from distributed import LocalCluster
-c = LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1, processes=True, host="127.0.0.1",
-                 dashboard_address=None, silence_logs=logging.ERROR)
+import sys
+from tb_llmdiag.scale.dask import local_cluster
+c = local_cluster(int(sys.argv[1]))
 print(c.scheduler_address, flush=True)
 sys.stdin.read()
 c.close()
 """
-
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
