@@ -97,16 +97,18 @@ def run_on(n: int, index: api.Index) -> dict[str, Any]:
             client.wait_for_workers(n)
             client.run(api.preload)
             api.report_for_index(api.Index(root=index.root, files=index.files[:n]), DaskRunner(client))  # warm-up
-            cpu0 = client.run(cpu_s)
+            cpu0, sched0, me0 = client.run(cpu_s), client.run_on_scheduler(cpu_s), cpu_s()
             t0 = time.perf_counter()
             rep = api.report_for_index(index, DaskRunner(client))
             wall = time.perf_counter() - t0
+            me = cpu_s() - me0
+            sched = client.run_on_scheduler(cpu_s) - sched0  # the cluster process: scheduler (+ the nannies' loop)
             cpu = sum(client.run(cpu_s).values()) - sum(cpu0.values())
             rss = client.run(peak_rss_mb)
     finally:
         proc.stdin.close()  # type: ignore[union-attr]
         proc.wait(timeout=60)
-    return {"workers": n, "wall_s": wall, "worker_cpu_s": cpu, "worker_peak_rss_mb": sorted(rss.values()), "json": dumps(rep),
+    return {"workers": n, "wall_s": wall, "worker_cpu_s": cpu, "client_cpu_s": me, "scheduler_cpu_s": sched, "worker_peak_rss_mb": sorted(rss.values()), "json": dumps(rep),
             "ok": sum(r["status"] == "ok" for r in rep["runs"])}
 
 
@@ -168,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  machine: 2 processes x{machine_speedup():.2f} faster than 1 on pure CPU work now", flush=True)
         for n in a.workers:
             r = run_on(n, index)
-            print(f"  try {rep_i + 1} workers={n}: {r['wall_s']:.2f} s, workers' CPU {r['worker_cpu_s']:.1f} s, "
+            print(f"  try {rep_i + 1} workers={n}: {r['wall_s']:.2f} s, CPU s: workers {r['worker_cpu_s']:.1f}, "
+                  f"client {r['client_cpu_s']:.1f}, scheduler {r['scheduler_cpu_s']:.1f}; "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)
             if n not in best or r["wall_s"] < best[n]["wall_s"]:
                 best[n] = r
