@@ -25,7 +25,7 @@ def test_json_report_is_strict_json_with_schema(tmp_path: Path) -> None:
     proc = run_cli("report", str(shared_trace(RESNET0)), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
-    assert doc["schema"] == 2 and doc["tool"]["name"] == "tb_llmdiag"
+    assert doc["schema"] == 3 and doc["tool"]["name"] == "tb_llmdiag"
     assert [(r["run"], r["worker"], r["span"], r["status"]) for r in doc["runs"]] == [
         ("resnet50_num_workers_0", "worker0", "1", "ok"), ("resnet50_num_workers_0", "worker0", "2", "ok")]
     run = doc["runs"][0]

@@ -12,8 +12,8 @@ import pytest
 from tracepaths import SHARED_TRACES, shared_trace
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jobs.analysis import analyze_job
-from tb_llmdiag.jobs.collectives import find_collectives
-from tb_llmdiag.jobs.comm import step_breakdown
+from tb_llmdiag.metrics.collectives import find_collectives
+from tb_llmdiag.metrics.communication import step_breakdown
 from tb_llmdiag.jobs.findings import evaluate, job_metrics
 from tb_llmdiag.jobs.summary import summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
@@ -108,8 +108,8 @@ def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
     filled here by a plain-json pass (what the proposed reader change would do), joined by correlation id."""
     import numpy as np
 
-    from tb_llmdiag.jobs.collectives import KINDS
-    from tb_llmdiag.jobs.comm import communication_metrics
+    from tb_llmdiag.metrics.collectives import KINDS
+    from tb_llmdiag.metrics.communication import communication_metrics
     from tb_llmdiag.model import Kind
 
     path = shared_trace("hta/nccl_parser_config/nccl_data.json.gz")
