@@ -147,7 +147,8 @@ def analyze_rank_file(tf: TraceFile, *, summary: bool = True) -> tuple[dict[str,
 
 def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """What the tab shows for one trace: ``{"report": RunReport, "timelines": [StepTimeline, ...],
-    "steps": {"steps": [per-step breakdown]}}`` (docs/http_api.md), from one read of the file.
+    "steps": {"steps": [per-step breakdown]}, "rank_summary": {"summary": RankSummary dict | None}}``
+    (docs/http_api.md), from one read of the file; the job view (``job_for_summaries``) reads the summaries.
 
     A file that cannot be read (not a regular file, not a trace, truncated) gives its error RunReport
     and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
@@ -157,7 +158,7 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
         if progress is not None:
             progress(phase)
 
-    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}}
+    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}, "rank_summary": {"summary": None}}
     refusal = regular_file_error(tf.path)
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
@@ -172,7 +173,13 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
     say("timeline")
     # the timelines and /steps rows read the analysis's one step breakdown (what the report counts)
     timelines, breakdown = build_timelines(trace, analysis.breakdown)
-    return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown}}
+    try:  # what the job view reads when this trace is one rank of a job (KBs)
+        summary: dict[str, Any] | None = rank_summary(tf, trace, rep, analysis).to_dict()
+    except Exception:  # noqa: BLE001  (the rank's own report stands; its job states it lacks this rank)
+        logger.exception("summarising rank %s failed", tf.path)
+        summary = None
+    return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown},
+            "rank_summary": {"summary": summary}}
 
 
 def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:

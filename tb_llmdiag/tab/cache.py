@@ -211,6 +211,7 @@ class ResultCache:
                   "duration_ns": int(tl["step"]["duration_ns"])} for i, tl in enumerate(timelines)]
         entries: list[tuple[str, Any]] = [(f"timeline.{i}", tl) for i, tl in enumerate(timelines)]
         entries += [("timelines", index), ("steps", result.get("steps") or {"steps": []}),
+                    ("rank_summary", result.get("rank_summary") or {"summary": None}),
                     ("report", result["report"])]  # the report last: its presence means "ready"
         if self.root is not None:
             try:

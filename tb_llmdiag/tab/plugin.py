@@ -94,6 +94,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             "/trace": _wsgi(self._trace_route),
             "/metric_registry": _wsgi(self._metric_registry_route),
             "/compare": _wsgi(self._compare_route),
+            "/job": _wsgi(self._job_route),
         }
         apps.update(self._assets.apps())
         return apps
@@ -122,6 +123,9 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
 
     def _compare_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, lambda: routes.compare_impl(self._reg(), request.args))
+
+    def _job_route(self, request: wrappers.Request) -> wrappers.Response:
+        return self._respond(request, lambda: routes.job_impl(self._reg(), request.args))
 
     def _metric_registry_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, routes.metric_registry_impl)

@@ -69,6 +69,17 @@ def steps(v: Any) -> str | None:
     return None
 
 
+def rank_summary(v: Any) -> str | None:
+    """``{"summary": RankSummary.to_dict() | None}`` (None: the trace could not be summarised)."""
+    if not isinstance(v, dict) or "summary" not in v:
+        return "the rank summary is not {\"summary\": ...}"
+    s = v["summary"]
+    if s is not None and not (isinstance(s, dict) and isinstance(s.get("steps"), dict)
+                              and isinstance(s.get("collectives"), dict)):
+        return "the rank summary is malformed"
+    return None
+
+
 VALIDATORS: dict[str, Callable[[Any], str | None]] = {
-    "report": report, "timelines": timelines, "timeline": timeline, "steps": steps,
+    "report": report, "timelines": timelines, "timeline": timeline, "steps": steps, "rank_summary": rank_summary,
 }
