@@ -15,6 +15,7 @@ import { mountTokens } from './views/tokens.js';
 import { mountTimeline } from './views/timeline.js';
 import { mountTraceView } from './views/traceview.js';
 import { mountCompare } from './views/compare.js';
+import { mountJob } from './views/job.js';
 import { baseFromState, baseToState, baselineChoices, selKey, validBase } from './compare_data.js';
 import { hasHostLaunches, stepRows } from './views/data.js';
 import { showEmpty, showError, showLoading, showNotices, showProgress } from './views/status.js';
@@ -54,8 +55,10 @@ export async function start(early) {
   const timelineSec = section('Step timeline', 'timeline');
   const compareSec = section('Compared with a baseline', 'compare');
   compareSec.el.hidden = true;
+  const jobSec = section('Job: all ranks of this run', 'job');
+  jobSec.el.hidden = true;
   const panel = h('div', { class: 'panel', hidden: true },
-    compareSec.el, cardsEl, metaEl, findingsSec.el,
+    jobSec.el, compareSec.el, cardsEl, metaEl, findingsSec.el,
     h('div', { class: 'grid' }, kernelsSec.el, stepsSec.el, tokensSec.el),
     timelineSec.el);
   const root = h('div', { class: 'app' },
@@ -69,6 +72,7 @@ export async function start(early) {
   let step = null;
   let base = null; // the baseline run of compare mode ({run, worker, span}) or null
   let compareTimer = null;
+  let jobTimer = null;
   let reportFor = null; // JSON key of the selection whose report is on screen
   let reportTimer = null;
   let runsTimer = null;
@@ -84,6 +88,7 @@ export async function start(early) {
   const timeline = mountTimeline(timelineSec.body, { onStep: (idx) => pickStep(idx) });
   const traceView = mountTraceView(tvEl);
   const compareView = mountCompare(compareSec.body);
+  const jobView = mountJob(jobSec.body, { onRank: (worker) => { select({ ...sel, worker }, null); window.scrollTo({ top: 0 }); } });
   baseSel.addEventListener('change', () => {
     const c = baselineChoices(runs, sel).find((x) => x.value === baseSel.value);
     base = c ? c.sel : null;
@@ -124,6 +129,30 @@ export async function start(early) {
     if (res.code === 200) compareView.update(res.body);
     else if (res.code === 202) compareTimer = setTimeout(loadCompare, REPORT_POLL_MS);
     else compareView.message((res.body && res.body.error) || `The comparison failed (HTTP ${res.code}).`);
+  }
+
+  /** Several workers with the selected span: the run is a job (docs/http_api.md /job). */
+  function isJob(s) {
+    const run = findRun(runs, s.run);
+    return !!run && run.workers.filter((w) => w.spans.some((x) => x.span === s.span)).length >= 2;
+  }
+
+  async function loadJob() {
+    clearTimeout(jobTimer);
+    if (!sel || !isJob(sel)) {
+      jobSec.el.hidden = true;
+      jobView.destroy();
+      return;
+    }
+    const want = { ...sel };
+    jobSec.el.hidden = false;
+    const res = await api.job(want);
+    if (res.aborted || !sel || want.run !== sel.run || want.span !== sel.span) return;
+    if (res.code === 200) jobView.update(res.body);
+    else if (res.code === 202) {
+      jobView.message(`Analysing the ranks of this run (${res.body.ranks_ready} of ${res.body.rank_count} done)…`);
+      jobTimer = setTimeout(loadJob, REPORT_POLL_MS);
+    } else jobView.message((res.body && res.body.error) || `The job could not be analysed (HTTP ${res.code}).`);
   }
 
   state.watchTheme((dark) => {
@@ -213,6 +242,7 @@ export async function start(early) {
     });
     tokens.update(report);
     loadCompare();
+    loadJob();
     timeline.setContext({ hostLaunches: hasHostLaunches(report) });
     const rows = stepRows(report);
     timeline.setSteps(rows.length ? rows : [{ index: -1, duration_ns: report.summary && report.summary.window_ns }], step);
