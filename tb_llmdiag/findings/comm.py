@@ -1,7 +1,9 @@
 """The per-rank communication rule table: ``COMM_RULES`` (Kineto runs with collective kernels).
 
 One rank's trace cannot tell waiting for a slower peer from the transfer itself (both are collective kernel
-time), so the rule's saving is the exposed share, an upper bound that includes any waiting: the job level (``jobs``, a run
+time), so the rule's saving is the exposed share, an upper bound that includes any waiting. In the what-if
+(``findings/whatif.py``) it claims the ``communication`` pool: the time only collectives cover, which is neither
+busy nor idle since report schema 3. The job level (``jobs``, a run
 with several ranks) splits waiting from transfer and names a straggler or the exposed transfer with a bound.
 """
 
@@ -18,7 +20,7 @@ def top_collective_kind(m: Metrics) -> str | None:
 
 COMM_RULES: tuple[Rule, ...] = (
     Rule(
-        id="exposed_communication", platform="cuda", title="The GPU sits in collectives no compute hides",
+        id="exposed_communication", claims="communication", platform="cuda", title="The GPU sits in collectives no compute hides",
         metric="communication.exposed_share", above=0.10, saving="communication.exposed_share",
         evidence=(("exposed_share", "communication.exposed_share"), ("collective_share", "communication.collective_share"),
                   ("overlap_share", "communication.overlap_share"), ("top_kind", top_collective_kind),
