@@ -146,3 +146,30 @@ def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
     # busbw lower bound = bytes / kernel time x 2 (n - 1) / n, n = 2: the factor is 1
     r = by_kind["all_reduce"]
     assert r["busbw_lower_bound_bytes_per_s"] == pytest.approx(r["bytes"] / (r["kernel_ns"] / 1e9))
+
+
+def test_dlrm_through_the_front_door() -> None:
+    """api.report on DLRM's folder: a jobs[] entry naming rank 7 (never rank 1 or 3, which wait longest), and
+    each rank's own report with the collectives out of GPU busy, no host_sync blamed on time spent in a
+    collective, and the per-rank exposed_communication finding (its share = the communication topic's)."""
+    from tb_llmdiag import api
+
+    dlrm_files()
+    rep = api.report(str(SHARED_TRACES / DLRM))
+    assert rep["schema"] == 3 and len(rep["jobs"]) == 1
+    job = rep["jobs"][0]
+    assert job["status"] == "ok" and job["metrics"]["rank_count"] == 8
+    assert job["metrics"]["straggler_rank"] == 7 and job["findings"][0]["id"] == "straggler"
+    assert len(rep["runs"]) == 8
+    for run in rep["runs"]:
+        m = run["metrics"]
+        ids = [f["id"] for f in run["findings"]]
+        assert "exposed_communication" in ids and "host_sync" not in ids, (run["worker"], ids)
+        f = next(f for f in run["findings"] if f["id"] == "exposed_communication")
+        assert f["value"] == m["communication"]["exposed_share"] > 0.1  # 14 % (rank 7, the straggler) to 60 %
+        # busy + communication-only + idle = the window; busy is compute only
+        idle = m["idle"]
+        assert idle["busy_ns"] + idle["collective_ns"] + idle["idle_ns"] == idle["window_ns"]
+        assert run["headline"]["gpu_busy_share"] == idle["busy_share"] < 0.1
+        # most host time blocked in syncs was spent while a collective ran
+        assert m["host_sync"]["in_collective_ns"] >= 0 and m["host_sync"]["blocked_share"] < 0.02
