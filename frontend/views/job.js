@@ -31,7 +31,7 @@ function findingCard(f) {
     ? h('div', { class: 'whatif' }, 'What if fixed: step ', h('b', { text: fmt('job.job_step_ns', f.what_if.step_ns) }), ' → ',
       h('b', { text: fmt('job.job_step_ns', f.what_if.step_after_ns) }), ' at best')
     : null;
-  return h('article', { class: 'finding sev-high job-finding', dataset: { id: f.id } },
+  return h('article', { class: 'job-finding', dataset: { id: f.id } },
     h('header', {}, h('span', { class: 'fid', text: f.id }), h('b', { text: ` ${f.title}` }),
       h('span', { class: 'saving', text: ` · ${fmt('job.findings[].value', f.value)} of the step` })),
     h('table', { class: 'evidence' }, h('tbody', {}, ev.map(([k, v]) => h('tr', {}, h('th', { text: k.replace(/_/g, ' ') }), h('td', { text: fmt(`job.${k}`, v) }))))),

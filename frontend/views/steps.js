@@ -4,14 +4,14 @@
 
 import { h, clear } from '../dom.js';
 import { mountChart, outlierClip, stackedStepBars } from '../charts.js';
-import { BUSY_COLOR, categoryColor, idleColor } from '../palette.js';
+import { BUSY_COLOR, LANE_COLORS, idleColor } from '../palette.js';
 import { formatValue, isNum } from '../format.js';
 import { unitOf } from '../registry.js';
 import { hasHostLaunches, stepBreakdown, xlaTopic } from './data.js';
 
 const PARTS = [
   ['busy', 'GPU busy', BUSY_COLOR],
-  ['communication', 'communication only', categoryColor('communication')],
+  ['communication', 'communication only', LANE_COLORS.collective],
   ['host_wait', 'idle: host launch wait', idleColor('host_wait')],
   ['sync', 'idle: host sync', idleColor('sync')],
   ['data_loader', 'idle: data loader', idleColor('data_loader')],
