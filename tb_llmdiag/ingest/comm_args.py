@@ -25,7 +25,9 @@ import numpy as np
 
 from tb_llmdiag.model import EventTable, Kind
 
-_NEEDLE = b'"In msg nelems"'
+#: what a piece must contain for the pass to run at all
+COMM_NEEDLE = b'"In msg nelems"'
+_NEEDLE = COMM_NEEDLE
 _INT_KEYS: dict[str, bytes] = {
     "correlation": b"correlation", "comm_in_nelems": b"In msg nelems", "comm_out_nelems": b"Out msg nelems",
     "comm_group_size": b"Group size", "comm_seq": b"Seq",
