@@ -64,3 +64,23 @@ def test_no_traceback_for_a_foreign_file(tmp_path: Path) -> None:
     proc = run_cli("report", str(f))
     assert proc.returncode == 4 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("llmdiag: ") and proc.stderr.count("\n") == 1
+
+
+def test_a_job_prints_its_section_before_the_ranks() -> None:
+    """A folder with one trace per rank: the job section comes first and names the straggler with its cause (the
+    same figures as the JSON's jobs[] entry); then each rank's own section. A single-rank run gets no job."""
+    job_dir = REPO / "demo_logs" / "ddp_straggler_2gpu"
+    text = run_cli("report", str(job_dir))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    first_job = next(i for i, l in enumerate(lines) if l.startswith("== job ddp_straggler_2gpu"))
+    first_rank = next(i for i, l in enumerate(lines) if l.startswith("== ddp_straggler_2gpu  worker"))
+    assert first_job < first_rank
+    doc = json.loads(run_cli("report", str(job_dir), "--json").stdout)
+    (job,) = doc["jobs"]
+    m = job["metrics"]
+    assert m["straggler_rank"] == 1 and m["straggler_cause"] == "more_tokens"
+    assert "1. straggler:" in text.stdout and "straggler_rank 1; straggler_cause more_tokens" in text.stdout
+    assert [f["rank"] for f in job["files"]] == [0, 1] and len(doc["runs"]) == 2
+    single = json.loads(run_cli("report", str(shared_trace(RESNET0)), "--json").stdout)
+    assert single["jobs"] == []  # two spans of one worker are not ranks
