@@ -83,6 +83,13 @@ def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
 TOP_FINDINGS_PER_RANK = 3
 
 
+def is_rank(trace: Trace, analysis: Analysis) -> bool:
+    """Whether the trace is one rank of a distributed run: it holds collectives, or its distributedInfo states a
+    world of several ranks. Only those get a RankSummary (a job's other files are listed as not ranks)."""
+    dist = trace.distributed
+    return bool(len(analysis.context.coll)) or (dist is not None and (dist.world_size or 0) > 1)
+
+
 def rank_summary(tf: TraceFile, trace: Trace, report: dict[str, Any], analysis: Analysis) -> RankSummary:
     """The compact per-rank record the job level reads (``jobs.summary``), from an analysed trace."""
     ids = [f["id"] for f in report.get("findings") or []][:TOP_FINDINGS_PER_RANK]
@@ -136,7 +143,7 @@ def analyze_rank_file(tf: TraceFile, *, summary: bool = True) -> tuple[dict[str,
     except Exception as exc:  # noqa: BLE001
         logger.exception("analysing %s failed", tf.path)
         return error_report(tf, f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})"), None
-    if not summary:
+    if not summary or not is_rank(trace, analysis):
         return rep, None
     try:
         return rep, rank_summary(tf, trace, rep, analysis)
@@ -173,11 +180,12 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
     say("timeline")
     # the timelines and /steps rows read the analysis's one step breakdown (what the report counts)
     timelines, breakdown = build_timelines(trace, analysis.breakdown)
+    summary: dict[str, Any] | None = None
     try:  # what the job view reads when this trace is one rank of a job (KBs)
-        summary: dict[str, Any] | None = rank_summary(tf, trace, rep, analysis).to_dict()
+        if is_rank(trace, analysis):
+            summary = rank_summary(tf, trace, rep, analysis).to_dict()
     except Exception:  # noqa: BLE001  (the rank's own report stands; its job states it lacks this rank)
         logger.exception("summarising rank %s failed", tf.path)
-        summary = None
     return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown},
             "rank_summary": {"summary": summary}}
 

@@ -7,7 +7,8 @@ Contract:
 - ``job_entry(run, span, members)``: the report's ``jobs[]`` item (docs/report_schema.md): the run and span, the
   member files (``path``, ``worker``, ``rank`` as discovery saw them, ``status``), and the job section
   (``jobs.report.job_report``: ``notes``, ``metrics``, ``findings``, ``view``) over the members whose trace
-  could be analysed. A job with fewer than two analysable ranks gets ``status: "error"`` and one line why.
+  could be analysed as ranks (``api.is_rank``: collectives or a distributedInfo world of several ranks). A job
+  with fewer than two such ranks gets ``status: "error"`` and one line why.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def job_entry(run: str, span: str, members: Sequence[tuple[TraceFile, RankSummar
     summaries = [s for _, s in members if s is not None]
     base: dict[str, Any] = {"run": run, "span": span, "files": files}
     if len(summaries) < 2:
-        return {**base, "status": "error", "error": f"{len(summaries)} of {len(members)} rank traces could be "
-                "analysed; a job needs two", "notes": [], "metrics": {}, "findings": [], "view": None}
+        return {**base, "status": "error", "error": f"{len(summaries)} of {len(members)} traces could be analysed "
+                "as ranks of a distributed run (collectives or a distributedInfo world size); a job needs two",
+                "notes": [], "metrics": {}, "findings": [], "view": None}
     return {**base, "status": "ok", "error": None, **job_report(summaries)}
