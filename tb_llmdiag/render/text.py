@@ -14,7 +14,9 @@ from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
 def render_run(run: dict[str, Any]) -> str:
     title = f"== {run['run']}  worker {run['worker']}  span {run['span']}  ({run['source_kind']})"
     lines = [title]
-    if run["status"] != "ok":
+    if run["status"] == "partial":  # read only in part: the figures cover the events before the problem
+        lines.append(f"   PARTIAL: {run['error']}; the figures below cover only what was read")
+    elif run["status"] != "ok":
         lines.append(f"   error: {run['error']}")
         return "\n".join(lines)
     s = run["summary"]
