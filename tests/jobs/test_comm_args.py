@@ -1,5 +1,6 @@
-"""The reader's second pass for NCCL args (ingest/comm_args.py) against tests/jobs/nccl_args.py, which reads
-the same args with plain json and shares nothing with it; and on hand-written args objects."""
+"""The reader's second pass for NCCL args (ingest/comm_args.py; Kineto reader: Trace.extra) against
+tests/jobs/nccl_args.py, which reads the same args with plain json and shares nothing with it; and on
+hand-written args objects."""
 
 from __future__ import annotations
 
@@ -60,3 +61,18 @@ def test_no_args_no_columns() -> None:
     text = b'[{"ph": "X", "cat": "kernel", "name": "k", "args": {"correlation": 1}}]'
     args.scan(text, len(text))
     assert len(args) == 0
+
+
+@pytest.mark.parametrize("path", CAPTURES[:2] + CAPTURES[-2:], ids=lambda p: f"{p.parent.name}/{p.name[:5]}")
+def test_the_reader_keeps_them(path: Path) -> None:
+    """load_trace fills Trace.extra itself: the same columns as the plain-json stand-in."""
+    trace = load_trace(str(path))
+    ref = load_with_nccl_args(path)
+    for col in ("comm_in_nelems", "comm_out_nelems", "comm_group_size"):
+        assert np.array_equal(trace.extra[col], ref.extra[col]), col
+    assert trace.extra_names["comm_dtype"] == ref.extra_names["comm_dtype"] == ("BFloat16",)
+
+
+def test_traces_without_nccl_args_have_no_extra() -> None:
+    trace = load_trace(str(next((TEST_DATA / "gpu_seed").glob("*.pt.trace.json.gz"))))
+    assert dict(trace.extra) == {} and dict(trace.extra_names) == {}

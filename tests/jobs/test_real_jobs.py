@@ -104,8 +104,8 @@ def test_dlrm_job_gets_a_communication_finding() -> None:
 
 
 def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
-    """The Trace.extra contract (docs/jobs.md) on a real trace whose kernels carry NCCL args: the columns are
-    filled here by a plain-json pass (what the proposed reader change would do), joined by correlation id."""
+    """The Trace.extra contract (docs/jobs.md) on a real trace whose kernels carry NCCL args: the reader's columns
+    equal a plain-json pass joined by correlation id, and give bytes, group size and bus bandwidth."""
     import numpy as np
 
     from tb_llmdiag.metrics.collectives import KINDS
@@ -131,6 +131,11 @@ def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
                 dtypes.append(a["dtype"])
             cols["comm_dtype_id"][i] = dtypes.index(a["dtype"])
             cols["comm_pg_id"][i] = pgs.index(a["Process Group Name"])
+    # the reader keeps the same args itself (ingest/comm_args.py)
+    for k in ("comm_in_nelems", "comm_out_nelems", "comm_group_size"):
+        assert np.array_equal(trace.extra[k], cols[k]), k
+    assert [trace.extra_names["comm_dtype"][i] if i >= 0 else None for i in trace.extra["comm_dtype_id"]] == \
+        [dtypes[i] if i >= 0 else None for i in cols["comm_dtype_id"]]
     trace = trace.__class__(**{**trace.__dict__, "extra": cols, "extra_names": {"comm_dtype": tuple(dtypes),
                                                                                 "comm_pg": tuple(pgs)}})
     coll = find_collectives(trace)
