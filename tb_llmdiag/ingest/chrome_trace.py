@@ -29,7 +29,7 @@ import numpy as np
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitState, split_with
-from tb_llmdiag.ingest.comm_args import COMM_NEEDLE, CommArgs
+from tb_llmdiag.ingest.comm_args import CommArgs
 from tb_llmdiag.ingest.kineto_columns import KIND_OF_CATEGORY, _Columns
 from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
 from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
@@ -258,8 +258,7 @@ class _Reader:
                     bad = False
                     # without the compiled scanner, a piece without "[memory]" is not searched for samples
                     self.cols.add(events, has_memory=scan_ext.ext is not None or buf.find(b'"[memory]"', 0, cut) >= 0)
-                    if buf.find(COMM_NEEDLE, 0, cut) >= 0:  # a second, small pass: only pieces with NCCL args
-                        self.comm.scan(buf, cut)
+                    self.comm.after_piece(buf, cut, self.cols.names.texts)  # NCCL args: a second, small pass
                     del events  # decoded Raw values point into the view: drop them before it closes
         finally:
             buf[cut] = saved

@@ -3,10 +3,14 @@
 Kineto (PyTorch >= 2.1) writes a collective's message on its kernel row's args: ``In msg nelems``,
 ``Out msg nelems``, ``Group size``, ``dtype``, ``Process Group Name``, ``Process Group Ranks`` and, in newer
 versions, ``Seq``. The row decoder keeps only the args every trace needs; this is a second, small pass over the
-same text, run only on the pieces that contain ``"In msg nelems"`` at all (one ``bytes.find``), and per
-occurrence, so its cost follows the number of collectives, not of events.
+same text, armed once an event name is an NCCL/RCCL kernel's (``ncclKernel*``, ``ncclDevKernel*``: the rows that carry
+these args; a trace without them pays two substring tests per distinct name), then run only on the pieces that contain
+``"In msg nelems"`` at all (one ``bytes.find``), and per occurrence, so its cost follows the number of
+collectives, not of events.
 
 Contract:
+- ``CommArgs.after_piece(buf, end, names)``: what the reader calls once per decoded piece, with its name table so
+  far: arms on the first NCCL/RCCL kernel name, then ``scan``s the pieces that hold the needle.
 - ``CommArgs.scan(buf, end)``: every args object in ``buf[:end]`` that holds ``"In msg nelems"`` and a
   ``correlation`` (kernel rows; ``record_param_comms`` CPU rows carry no correlation and are left out) adds one
   record. Malformed values are skipped (-1), never raised.
@@ -19,7 +23,8 @@ Contract:
 from __future__ import annotations
 
 import re
-from typing import Any
+from itertools import islice
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -35,6 +40,8 @@ _INT_KEYS: dict[str, bytes] = {
 _INT = {k: re.compile(rb'"' + re.escape(v) + rb'"\s*:\s*(-?\d{1,18})\b') for k, v in _INT_KEYS.items()}
 _STR = {k: re.compile(rb'"' + re.escape(v) + rb'"\s*:\s*"([^"\\]{0,256})"')
         for k, v in (("dtype", b"dtype"), ("pg", b"Process Group Name"), ("ranks", b"Process Group Ranks"))}
+#: the kernel names (NCCL and RCCL) whose rows carry the args: the pass arms on the first one seen
+_KERNEL_HINTS = ("ncclKernel", "ncclDevKernel")
 #: an args object longer than this is not a kernel row's (those are ~1 KB): skipped
 _MAX_ARGS_BYTES = 1 << 16
 
@@ -48,6 +55,16 @@ class CommArgs:
         self.pg: list[int] = []
         self.dtype_names: dict[str, int] = {}
         self.pg_names: dict[str, int] = {}
+        self.armed = False  # some event name is an NCCL/RCCL kernel's
+        self._names_seen = 0
+
+    def after_piece(self, buf: Any, end: int, names: Sequence[str]) -> None:
+        """Scan ``buf[:end]`` when the trace has NCCL kernels and the piece holds the needle (module docstring)."""
+        if not self.armed:
+            self.armed = any(k in t for t in islice(names, self._names_seen, None) for k in _KERNEL_HINTS)
+            self._names_seen = len(names)
+        if self.armed and buf.find(COMM_NEEDLE, 0, end) >= 0:
+            self.scan(buf, end)
 
     def __len__(self) -> int:
         return len(self.dtype)
