@@ -6,11 +6,11 @@
   once into ``--dir`` by a separate process.
 - Per worker count: ``--dask local:N``'s LocalCluster (``scale.dask.local_cluster``), started in its own
   process (so this process is only the client: its peak RSS is the client's), workers warmed with
-  ``api.preload``; timed: ``api.report_for_index(index, DaskRunner(client))`` (submit, analyse, gather, job
+  ``api.preload``; timed: ``api.report_index(index, DaskRunner(client))`` (submit, analyse, gather, job
   reduce). Before each round, the speedup 2 processes get over 1 on pure CPU work right then (the machine
   is shared: that is the ceiling for the Dask speedup). Printed: wall s, ranks/s, MB/s (compressed and inflated JSON), speedup over the first count,
   each worker's peak RSS; the JSON of every run must be identical.
-- ``--reduce-ranks N``: in a fresh process, N RankResults (the real ranks' reports, and RankSummaries made by
+- ``--reduce-ranks N``: in a fresh process, N per-rank results (the real ranks' reports, and RankSummaries made by
   ``bench/job_generator.py`` from the real ranks') reduced into the report and its JSON: wall s and the
   process's peak RSS (the client's memory for an N-rank job).
 """
@@ -96,10 +96,10 @@ def run_on(n: int, index: api.Index) -> dict[str, Any]:
         with Client(address) as client:
             client.wait_for_workers(n)
             client.run(api.preload)
-            api.report_for_index(api.Index(root=index.root, files=index.files[:n]), DaskRunner(client))  # warm-up
+            api.report_index(api.Index(root=index.root, files=index.files[:n]), DaskRunner(client))  # warm-up
             cpu0, sched0, me0 = client.run(cpu_s), client.run_on_scheduler(cpu_s), cpu_s()
             t0 = time.perf_counter()
-            rep = api.report_for_index(index, DaskRunner(client))
+            rep = api.report_index(index, DaskRunner(client))
             wall = time.perf_counter() - t0
             me = cpu_s() - me0
             sched = client.run_on_scheduler(cpu_s) - sched0  # the cluster process: scheduler (+ the nannies' loop)
@@ -113,21 +113,20 @@ def run_on(n: int, index: api.Index) -> dict[str, Any]:
 
 
 def reduce_only(ranks: int, job_dir: Path) -> None:
-    """(In a fresh process.) N RankResults -> the report JSON; prints wall s and peak RSS."""
+    """(In a fresh process.) N per-rank results -> the report JSON; prints wall s and peak RSS."""
     from job_generator import generate
 
-    from tb_llmdiag.scale.reduce import RankResult
 
     index = api.discover(str(job_dir))
-    real = [api.analyze_rank(tf) for tf in index.files[:2]]
-    summaries = generate([r.summary for r in real if r.summary is not None], ranks, steps=1, plant=ranks // 2)
+    real = [api.analyze_rank_file(tf) for tf in index.files[:2]]
+    summaries = generate([r[1] for r in real if r[1] is not None], ranks, steps=1, plant=ranks // 2)
     files = [api.TraceFile(run="job", worker=f"rank{i}", span="1", path=f"/logdir/job/rank{i}.pt.trace.json.gz",
                            source_kind="kineto", size_bytes=1, mtime_ns=0, rank=i) for i in range(ranks)]
     results = []
     for i, s in enumerate(summaries):
-        rep = copy.deepcopy(real[i % len(real)].report)
+        rep = copy.deepcopy(real[i % len(real)][0])
         rep.update(rank=i, worker=f"rank{i}", path=files[i].path)
-        results.append(RankResult(report=rep, summary=s))
+        results.append((rep, s))
     del real
     before = peak_rss_mb()
     t0 = time.perf_counter()
@@ -136,7 +135,7 @@ def reduce_only(ranks: int, job_dir: Path) -> None:
         def map_unordered(self, fn: Any, items: Sequence[Any], keys: Sequence[str]) -> Any:
             return ((i, r, None) for i, r in enumerate(results))
 
-    rep = api.report_for_index(api.Index(root="/logdir", files=tuple(files)), Given())
+    rep = api.report_index(api.Index(root="/logdir", files=tuple(files)), Given())
     text = dumps(rep)
     wall = time.perf_counter() - t0
     print(json.dumps({"reduce_ranks": ranks, "reduce_wall_s": round(wall, 2), "json_mb": round(len(text) / 1e6, 1),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from typing import Any, BinaryIO, Callable
 
 from tb_llmdiag import __version__
@@ -21,11 +20,11 @@ from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.ingest.discover_fs import discover_url
 from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
+from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
 from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics import Analysis, analyze
 from tb_llmdiag.metrics import registry
 from tb_llmdiag.metrics.headline import headline
-from tb_llmdiag.metrics.steps import Steps, find_steps
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import MODEL_VERSION, Trace
 from tb_llmdiag.timeline import TIMELINE_VERSION
@@ -35,22 +34,22 @@ from tb_llmdiag.traceview.build import build as build_traceview
 from tb_llmdiag.traceview.evidence import locate as locate_evidence
 from tb_llmdiag.traceview.index import BadIndex, TraceIndex
 from tb_llmdiag.jsonsafe import jsonable
-from tb_llmdiag.scale.reduce import RankResult, job_sections
 from tb_llmdiag.scale.runner import InlineRunner, Runner
 from tb_llmdiag.scale.session import runner_session
 
 logger = logging.getLogger(__name__)
 
-#: Version of the report JSON (docs/report_schema.md).
-REPORT_SCHEMA = 2
+#: Version of the report JSON (docs/report_schema.md). 3: the ``jobs`` level, the ``communication`` topic,
+#: collectives no longer count as GPU busy.
+REPORT_SCHEMA = 3
 
 #: Everything a cached result depends on besides the file itself (the tab's cache key includes it).
 ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERSION)
 
 __all__ = [
-    "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index", "TraceIndex",
-    "NotRegularFile", "RankResult", "Runner", "TraceFile", "analyze_file", "analyze_for_tab", "analyze_rank",
-    "analyze_trace", "discover", "error_report", "open_raw", "preload", "report",
+    "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index", "TraceIndex", "NotRegularFile", "TraceFile", "analyze_file",
+    "Runner", "analyze_index", "analyze_rank_file", "report_index", "job_for_summaries", "rank_summary",
+    "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw", "preload", "report",
 ]
 
 
@@ -101,11 +100,28 @@ def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
     return analyze_trace_with_breakdown(tf, trace)[0]
 
 
-def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace,
-                                 steps: Steps | None = None) -> tuple[dict[str, Any], Analysis]:
+#: How many of a rank's top findings its RankSummary keeps (the job view lists them per rank).
+TOP_FINDINGS_PER_RANK = 3
+
+
+def is_rank(trace: Trace, analysis: Analysis) -> bool:
+    """Whether the trace is one rank of a distributed run: it holds collectives, or its distributedInfo states a
+    world of several ranks. Only those get a RankSummary (a job's other files are listed as not ranks)."""
+    dist = trace.distributed
+    return bool(len(analysis.context.coll)) or (dist is not None and (dist.world_size or 0) > 1)
+
+
+def rank_summary(tf: TraceFile, trace: Trace, report: dict[str, Any], analysis: Analysis) -> RankSummary:
+    """The compact per-rank record the job level reads (``jobs.summary``), from an analysed trace."""
+    ids = [f["id"] for f in report.get("findings") or []][:TOP_FINDINGS_PER_RANK]
+    ctx = analysis.context
+    return summarize_rank(trace, ctx.steps, label=rank_label(tf), top_finding_ids=ids, collectives=ctx.coll)
+
+
+def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str, Any], Analysis]:
     """The RunReport of an already loaded trace and the analysis behind it, whose ``breakdown`` the tab's
     step timelines and ``/steps`` rows are built from (``timeline.build(trace, analysis.breakdown)``)."""
-    analysis = analyze(trace, steps)
+    analysis = analyze(trace)
     metrics = analysis.metrics
     findings, what_if = diagnose(metrics)
     read_state = {"complete": True, "read_share": 1.0, "reason": None, **trace.read_state}
@@ -142,20 +158,33 @@ def load(tf: TraceFile) -> Trace | dict[str, Any]:
 
 def analyze_file(tf: TraceFile) -> dict[str, Any]:
     """Load and analyse one trace file. Never raises for bad input: returns an error RunReport."""
+    return analyze_rank_file(tf, summary=False)[0]
+
+
+def analyze_rank_file(tf: TraceFile, *, summary: bool = True) -> tuple[dict[str, Any], RankSummary | None]:
+    """``analyze_file`` and, when ``summary`` and the trace could be analysed, its RankSummary (one read)."""
     trace = load(tf)
     if not isinstance(trace, Trace):
-        return trace
+        return trace, None
     try:
-        return analyze_trace(tf, trace)
+        rep, analysis = analyze_trace_with_breakdown(tf, trace)
     except Exception as exc:  # noqa: BLE001
         logger.exception("analysing %s failed", tf.path)
-        return error_report(tf, f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})")
+        return error_report(tf, f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})"), None
+    if not summary or not is_rank(trace, analysis):
+        return rep, None
+    try:
+        return rep, rank_summary(tf, trace, rep, analysis)
+    except Exception:  # noqa: BLE001  (the rank's own report stands; the job states it lacks this rank)
+        logger.exception("summarising rank %s failed", tf.path)
+        return rep, None
 
 
 def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """What the tab shows for one trace: ``{"report": RunReport, "timelines": [StepTimeline, ...],
-    "steps": {"steps": [per-step breakdown]}, "traceview": {"meta": {...}, "arrays": {name: ndarray}} | None}``
-    (docs/http_api.md; the trace view's index is ``tb_llmdiag/traceview``), from one read of the file.
+    "steps": {"steps": [per-step breakdown]}, "traceview": {"meta": {...}, "arrays": {name: ndarray}} | None,
+    "rank_summary": {"summary": RankSummary dict | None}}`` (docs/http_api.md; the trace view's index is
+    ``tb_llmdiag/traceview``; the job view reads the rank summaries, ``job_for_summaries``), from one read of the file.
 
     A file that cannot be read (not a regular file, not a trace, truncated) gives its error RunReport
     and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
@@ -165,7 +194,8 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
         if progress is not None:
             progress(phase)
 
-    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}, "traceview": None}
+    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}, "traceview": None,
+                               "rank_summary": {"summary": None}}
     refusal = None if is_url(tf.path) else regular_file_error(tf.path)
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
@@ -182,8 +212,14 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
     timelines, breakdown = build_timelines(trace, analysis.breakdown)
     meta, arrays = build_traceview(trace)
     meta["findings"] = jsonable(locate_evidence(trace, rep))
+    summary: dict[str, Any] | None = None
+    try:  # what the job view reads when this trace is one rank of a job (KBs)
+        if is_rank(trace, analysis):
+            summary = rank_summary(tf, trace, rep, analysis).to_dict()
+    except Exception:  # noqa: BLE001  (the rank's own report stands; its job states it lacks this rank)
+        logger.exception("summarising rank %s failed", tf.path)
     return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown},
-            "traceview": {"meta": meta, "arrays": arrays}}
+            "traceview": {"meta": meta, "arrays": arrays}, "rank_summary": {"summary": summary}}
 
 
 def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
@@ -197,26 +233,16 @@ def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
     return open_object(tf.path) if is_url(tf.path) else open_regular(tf.path)
 
 
-def analyze_rank(tf: TraceFile) -> RankResult:
-    """One trace file's RunReport and its compact per-rank summary (None when it cannot be read), from one
-    read of the file: the per-rank task that ``report`` runs where the data is. Never raises for bad input."""
-    trace = load(tf)
-    if not isinstance(trace, Trace):
-        return RankResult(report=trace, summary=None)
-    try:
-        steps = find_steps(trace)
-        rep = analyze_trace_with_breakdown(tf, trace, steps)[0]
-    except Exception as exc:  # noqa: BLE001
-        logger.exception("analysing %s failed", tf.path)
-        msg = f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})"
-        return RankResult(report=error_report(tf, msg), summary=None)
-    summary: RankSummary | None = None
-    try:
-        summary = summarize_rank(trace, steps, label=os.path.basename(tf.path),
-                                 top_finding_ids=[f["id"] for f in rep["findings"][:3]])
-    except Exception:  # noqa: BLE001 - the rank keeps its report; its job notes it as missing
-        logger.exception("summarising %s for its job failed", tf.path)
-    return RankResult(report=rep, summary=summary)
+def report_for_index(index: Index, runs: list[dict[str, Any]],
+                     jobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"schema": REPORT_SCHEMA, "tool": {"name": "tb_llmdiag", "version": __version__},
+            "root": index.root, "warnings": list(index.warnings), "jobs": jobs or [], "runs": runs}
+
+
+def rank_task(task: tuple[TraceFile, bool]) -> tuple[dict[str, Any], RankSummary | None]:
+    """``analyze_rank_file(tf, summary=in_job)`` for ``(tf, in_job)``: the per-rank task a Runner runs where
+    the data is (a Dask worker reads the file itself); only the report and the KB-sized summary come back."""
+    return analyze_rank_file(task[0], summary=task[1])
 
 
 def task_key(tf: TraceFile) -> str:
@@ -224,30 +250,49 @@ def task_key(tf: TraceFile) -> str:
     return hashlib.sha1(tf.path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def report_for_index(index: Index, runner: Runner | None = None) -> dict[str, Any]:
-    """The report of every file of ``index``: per-rank analyses through ``runner`` (this process when None),
-    then the job reduce here. A task that failed (a bug, a worker that died too often) is that run's error
+def analyze_index(index: Index, runner: Runner | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every file's RunReport (discovery order) and a ``jobs[]`` entry per run with several ranks
+    (``jobs.build``): each trace is read once; only the ranks of a job keep a (KB-sized) RankSummary.
+    The per-file analyses run on ``runner`` (``scale``: local processes, a Dask cluster; this process when
+    None), the job reduce here. A task that failed (a bug, a worker that died too often) is that run's error
     entry; the others are reported."""
+    in_job = {tf.path for _, _, fs in job_groups(index.files) for tf in fs}
     files = index.files
-    results: list[RankResult | None] = [None] * len(files)
-    for i, res, exc in (runner or InlineRunner()).map_unordered(analyze_rank, files, [task_key(f) for f in files]):
+    results: list[tuple[dict[str, Any], RankSummary | None] | None] = [None] * len(files)
+    tasks = [(tf, tf.path in in_job) for tf in files]
+    for i, res, exc in (runner or InlineRunner()).map_unordered(rank_task, tasks, [task_key(tf) for tf in files]):
         if exc is not None:
             line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            res = RankResult(report=error_report(files[i], f"the analysis task failed ({line})"), summary=None)
+            res = (error_report(files[i], f"the analysis task failed ({line})"), None)
         results[i] = res
-    done = [r if r is not None else RankResult(error_report(files[i], "the analysis task never finished"), None)
-            for i, r in enumerate(results)]
-    runs = [r.report for r in done]
-    return {"schema": REPORT_SCHEMA, "tool": {"name": "tb_llmdiag", "version": __version__},
-            "root": index.root, "warnings": list(index.warnings), "runs": runs,
-            "jobs": job_sections(files, [r.summary for r in done], runs)}
+    runs, summaries = [], {}
+    for tf, res in zip(files, results):
+        rep, summary = res if res is not None else (error_report(tf, "the analysis task never finished"), None)
+        runs.append(rep)
+        summaries[tf.path] = summary
+    jobs = [jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
+            for run, span, fs in job_groups(index.files)]
+    return runs, jobs
+
+
+def job_for_summaries(run: str, span: str, members: list[tuple[TraceFile, dict[str, Any] | None]]) -> dict[str, Any]:
+    """The ``jobs[]`` entry of one job from its ranks' RankSummaries as dicts (``RankSummary.to_dict``, what
+    the tab caches per rank); None for a rank without one."""
+    return jsonable(job_entry(run, span, [(tf, RankSummary.from_dict(d) if d is not None else None)
+                                          for tf, d in members]))
+
+
+def report_index(index: Index, runner: Runner | None = None) -> dict[str, Any]:
+    """The whole report of a discovered index, its per-file analyses on ``runner`` (``analyze_index``)."""
+    runs, jobs = analyze_index(index, runner)
+    return report_for_index(index, runs, jobs)
 
 
 def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runner | None = None) -> dict[str, Any]:
-    """The whole report for a logdir, run folder or trace file (local or an fsspec URL): the runs, then the
-    jobs (ranks of one run together). The per-rank analyses run on ``runner`` if given, else on the Dask
-    scheduler ``dask`` (``tcp://host:8786`` or ``local[:N]``), else on ``workers`` local processes (> 1),
-    else in this process; the job reduce runs here. The result is the same wherever they ran.
+    """The whole report for a logdir, run folder or trace file (local or an fsspec URL). The per-file analyses
+    run on ``runner`` if given, else on the Dask scheduler ``dask`` (``tcp://host:8786`` or ``local[:N]``),
+    else on ``workers`` local processes (> 1), else in this process; the job reduce runs here. The report is
+    the same wherever they ran.
 
     Raises:
         NoTracesFound: nothing recognisable at ``path``.
@@ -259,9 +304,9 @@ def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runn
         raise NoTracesFound(f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and "
                             "plugins/profile/*/*.xplane.pb)")
     if runner is not None:
-        return report_for_index(index, runner)
+        return report_index(index, runner)
     with runner_session(dask, workers) as session:
-        return report_for_index(index, session)
+        return report_index(index, session)
 
 
 def metric_registry() -> dict[str, Any]:

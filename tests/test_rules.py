@@ -35,8 +35,9 @@ def test_required_ids_and_unique() -> None:
     assert len(got) == len(set(got))
 
 
-def test_rules_are_the_gpu_then_the_xla_table() -> None:
-    assert RULES == GPU_RULES + XLA_RULES and len(XLA_RULES) == 6
+def test_rules_are_the_gpu_then_the_comm_then_the_xla_table() -> None:
+    from tb_llmdiag.findings.comm import COMM_RULES
+    assert RULES == GPU_RULES + COMM_RULES + XLA_RULES and len(XLA_RULES) == 6 and len(COMM_RULES) == 1
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.platform}-{r.id}")

@@ -37,7 +37,7 @@ export function mountCards(el) {
         : 'no step markers in this trace';
       cards.push(card('Step time (median)', fmtHeadline(hl, 'step_median_ns'), spread,
         { tone: isNum(hl.step_cv) && hl.step_cv > 0.1 ? 'warn' : '', title: 'Median step, its min–max range and coefficient of variation' }));
-      cards.push(card('GPU busy', fmtHeadline(hl, 'gpu_busy_share'), 'device busy within steps / step time',
+      cards.push(card('GPU busy', fmtHeadline(hl, 'gpu_busy_share'), 'device busy within steps / step time; collectives excluded',
         { tone: isNum(hl.gpu_busy_share) && hl.gpu_busy_share < 0.6 ? 'bad' : '' }));
       if (isNum(hl.copy_share) || isNum(hl.gemm_share)) {
         const ratio = isNum(hl.copy_vs_gemm_ratio) ? `copy/GEMM ${fmtHeadline(hl, 'copy_vs_gemm_ratio')}×` : '';

@@ -78,7 +78,7 @@ class Rule:
     stack_fix: tuple[tuple[str, str], ...] = field(default=())  # (stack, fix text in that stack's words)
     platform: str | None = None          # "cuda" | "xla": only runs of that platform; None: every run
     flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (platform, wording on that platform)
-    # the time its saving comes out of: "idle" | "device" | "excess", or a named function of the metrics
+    # the time its saving comes out of: "idle" | "device" | "communication" | "excess", or a named function of the metrics
     # returning one (findings/whatif.py)
     claims: Any = None
     # wording chosen by the evidence: the first (named predicate, Flavour) whose predicate holds replaces the

@@ -6,7 +6,7 @@ Contract:
   never share results); outcomes in completion order (``distributed.as_completed``), each future released
   as soon as its result is read, so the scheduler and the workers hold only the tasks still running.
 - Only the item (a ``TraceFile``: a path or URL, ~200 bytes) goes out; the worker reads the file itself
-  and only ``fn``'s return value (the RankResult: the rank's report and its compact summary) comes back.
+  and only ``fn``'s return value (the rank's report and its compact RankSummary) comes back.
 - A worker lost mid-task: the scheduler runs the task again on another worker (``distributed``'s own
   recovery; after ``distributed.scheduler.allowed-failures`` deaths, 3 by default, the task fails with
   ``KilledWorker`` and that item gets an error outcome, the others are unaffected).

@@ -35,7 +35,7 @@ def test_dask_threads_report_equals_the_local_report(job16: Path, threads_client
     assert dumps(on_dask) == dumps(local)
     assert [r["status"] for r in local["runs"]] == ["ok"] * 16
     (job,) = local["jobs"]
-    assert (job["run"], job["ranks_total"], job["errors"], job["view"]["ranks"]) == ("ddp16", 16, [], list(range(16)))
+    assert (job["run"], job["status"], len(job["files"]), job["view"]["ranks"]) == ("ddp16", "ok", 16, list(range(16)))
 
 
 def test_cli_dask_local2_json_equals_the_plain_json(job16: Path) -> None:
@@ -83,13 +83,13 @@ def test_unreadable_and_vanished_ranks_are_error_entries_of_the_job(job16: Path,
     index = api.discover(str(job))
     (job / "rank3.1000000000.pt.trace.json.gz").write_bytes(b"garbage, not a trace")  # rewritten after discovery
     os.unlink(job / "rank5.1000000000.pt.trace.json.gz")  # gone between discovery and analysis
-    local = api.report_for_index(index)
-    assert dumps(api.report_for_index(index, DaskRunner(threads_client))) == dumps(local)
+    local = api.report_index(index)
+    assert dumps(api.report_index(index, DaskRunner(threads_client))) == dumps(local)
     status = {r["rank"]: r["status"] for r in local["runs"]}
     assert [r for r, s in status.items() if s != "ok"] == [3, 5]
     (j,) = local["jobs"]
-    assert [(e["rank"], e["error"] is not None) for e in j["errors"]] == [(3, True), (5, True)]
-    assert j["analysis_error"] is None and j["view"]["ranks"] == [r for r in range(16) if r not in (3, 5)]
+    assert [f["rank"] for f in j["files"] if f["status"] != "ok"] == [3, 5]
+    assert j["status"] == "ok" and j["view"]["ranks"] == [r for r in range(16) if r not in (3, 5)]
     assert any("2 of 16 ranks missing: 3, 5" in n for n in j["notes"])
 
 
@@ -120,12 +120,12 @@ def test_a_killed_worker_loses_no_rank(tmp_path: Path) -> None:
     job = tmp_path / "ddp6"
     write_job(job, 6, seed=2)  # whole captures: ~0.3-1 s per rank, long enough to be caught mid-task
     index = api.discover(str(job))
-    local = api.report_for_index(index)
+    local = api.report_index(index)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         pids = client.run(os.getpid)
         box: dict[str, object] = {}
-        t = threading.Thread(target=lambda: box.update(rep=api.report_for_index(index, DaskRunner(client))))
+        t = threading.Thread(target=lambda: box.update(rep=api.report_index(index, DaskRunner(client))))
         t.start()
         victim, deadline = None, time.monotonic() + 60
         while victim is None and time.monotonic() < deadline:

@@ -73,12 +73,12 @@ def test_missing_objects_and_backends_are_one_line(memjob: str) -> None:
         api.discover("nosuch://x/y")
     index = api.discover(memjob)
     fsspec.filesystem("memory").rm("/jobs/ddp16/rank7.1000000000.pt.trace.json.gz")
-    rep = api.report_for_index(index)
+    rep = api.report_index(index)
     bad = [r for r in rep["runs"] if r["status"] != "ok"]
     assert [(r["rank"], r["error"]) for r in bad] == [
         (7, "cannot read rank7.1000000000.pt.trace.json.gz: no such object "
             "(memory:///jobs/ddp16/rank7.1000000000.pt.trace.json.gz)")]
-    assert rep["jobs"][0]["errors"][0]["rank"] == 7
+    assert [f["rank"] for f in rep["jobs"][0]["files"] if f["status"] != "ok"] == [7]
 
 
 def test_single_object_and_file_url(job16: Path, memjob: str) -> None:
