@@ -35,7 +35,8 @@ from tb_llmdiag.traceview.evidence import locate as locate_evidence
 from tb_llmdiag.traceview.index import BadIndex, TraceIndex
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.scale.runner import InlineRunner, Runner
-from tb_llmdiag.scale.session import runner_session
+from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
+from tb_llmdiag.scale.session import runner_session, tab_executor
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERS
 
 __all__ = [
     "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index", "TraceIndex", "NotRegularFile", "TraceFile", "analyze_file",
-    "Runner", "analyze_index", "analyze_rank_file", "report_index", "job_for_summaries", "rank_summary",
+    "DASK_ENV", "Runner", "analyze_index", "is_url", "tab_executor", "analyze_rank_file", "report_index", "job_for_summaries", "rank_summary",
     "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw", "preload", "report",
 ]
 

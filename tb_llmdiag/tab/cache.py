@@ -36,7 +36,6 @@ import msgspec
 import numpy as np
 
 from tb_llmdiag import api
-from tb_llmdiag.ingest.fs import is_url
 from tb_llmdiag.tab import arrays as array_file
 from tb_llmdiag.tab.schema import VALIDATORS
 
@@ -144,7 +143,7 @@ class ResultCache:
     def key(abs_path: str, size_bytes: int, mtime_ns: int, version: str = "") -> str:
         """The entry key of one file version: its path (an object's URL as it is), size, mtime and, for objects,
         ``version`` (the ETag or generation: ``TraceFile.version``), with the engine version and layout."""
-        where = abs_path if is_url(abs_path) else os.path.abspath(abs_path)
+        where = abs_path if api.is_url(abs_path) else os.path.abspath(abs_path)
         ident = json.dumps([where, int(size_bytes), int(mtime_ns), list(api.ENGINE_VERSION), CACHE_LAYOUT]
                            + ([version] if version else []))
         return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:40]

@@ -26,7 +26,6 @@ from tensorboard.plugins import base_plugin
 
 from tb_llmdiag import api
 from tb_llmdiag.errors import LlmDiagError
-from tb_llmdiag.scale.session import TAB_ENV, tab_executor
 from tb_llmdiag.tab import routes
 from tb_llmdiag.tab.assets import Assets
 from tb_llmdiag.tab.cache import ResultCache
@@ -70,14 +69,14 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             processes = os.environ.get("LLMDIAG_INPROCESS", "") not in ("1", "true")
         progress_queue: Any = None
         renew: Callable[[], Executor] | None = None
-        address = os.environ.get(TAB_ENV, "").strip()
+        address = os.environ.get(api.DASK_ENV, "").strip()
         if executor is None and address:
             try:
-                executor = tab_executor(address)
+                executor = api.tab_executor(address)
                 # tasks on cluster workers report no phases: an empty local queue keeps them from being handed one
                 progress_queue = queue.SimpleQueue()
             except LlmDiagError as e:
-                logger.warning("llm_diag: %s=%s: %s; analysing in local processes instead", TAB_ENV, address, e)
+                logger.warning("llm_diag: %s=%s: %s; analysing in local processes instead", api.DASK_ENV, address, e)
         if executor is None and processes:
             executor, progress_queue = process_pool(n)
             renew = lambda: process_pool(n, progress_queue)[0]  # noqa: E731 - same progress queue
