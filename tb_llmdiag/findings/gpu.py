@@ -23,7 +23,12 @@ def host_waits(m: Metrics) -> bool:
 
 
 def syncs_every_step(m: Metrics) -> bool:
-    return (lookup(m, "host_sync.syncs_per_step") or 0.0) >= 1.0
+    """At least one sync per step; without steps (inference servers record none), the GPU idles >= 5 % of the
+    window right after syncs (``host_sync.idle_after_sync_share``, step-independent)."""
+    per_step = lookup(m, "host_sync.syncs_per_step")
+    if per_step is None:
+        return (lookup(m, "host_sync.idle_after_sync_share") or 0.0) >= 0.05
+    return per_step >= 1.0
 
 
 def shapes_cost_time(m: Metrics) -> bool:
@@ -127,7 +132,8 @@ GPU_RULES: tuple[Rule, ...] = (
         saving="host_sync.saving_share",
         evidence=(("saving_share", "host_sync.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
                   ("item_calls_per_step", "host_sync.item_calls_per_step"), ("blocked_share", "host_sync.blocked_share"),
-                  ("idle_after_sync_share", "host_sync.idle_after_sync_share"), ("longest_ns", "host_sync.longest_ns")),
+                  ("idle_after_sync_share", "host_sync.idle_after_sync_share"), ("longest_ns", "host_sync.longest_ns"),
+                  ("longest_call", "host_sync.longest_call"), ("longest_call_kind", "host_sync.longest_call_kind")),
         summary="{syncs_per_step} host syncs per step ({item_calls_per_step} .item() calls on GPU tensors) block the "
                 "host for {blocked_share} of step time (longest {longest_ns}) and drain the GPU queue; removing "
                 "them could save up to {saving_share}.",

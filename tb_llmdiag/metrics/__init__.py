@@ -8,7 +8,7 @@ topic that cannot be computed says why: ``{"available": false, "reason": "..."}`
 ``docs/metrics.md`` and each module's docstring.
 Topics: run, steps, idle, kernels, launch, host_sync, memcpy, dataloader, memory, annotations, flops
 (+ ``xla`` on XLA runs, from ``metrics/xla.py``). ``run`` says once what kind of run this is:
-``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane"}`` (Kineto traces are ``cuda``, XPlane
+``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane", "workload": "training" | "inference" | null, ...}`` (Kineto traces are ``cuda``, XPlane
 traces ``xla``); every platform-dependent consumer (headline, rules, tab) reads ``run.platform``.
 """
 
@@ -32,6 +32,7 @@ from tb_llmdiag.metrics.memcpy import memcpy_metrics
 from tb_llmdiag.metrics.memory import memory_metrics
 from tb_llmdiag.metrics.step_stats import step_metrics
 from tb_llmdiag.metrics.steps import Steps, find_steps
+from tb_llmdiag.metrics.workload import workload_fields
 from tb_llmdiag.metrics.xla import compute_xla
 from tb_llmdiag.metrics.xla_split import with_step_split
 from tb_llmdiag.model import Trace
@@ -61,8 +62,10 @@ def _safe(topic: str, fn: Callable[[], Any]) -> Any:
 
 
 def run_topic(trace: Trace) -> dict[str, Any]:
-    """The ``run`` topic: the platform, decided once from the reader that read the trace."""
-    return {"platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"), "source_kind": trace.source_kind}
+    """The ``run`` topic: the platform, decided once from the reader that read the trace, and the workload
+    (``metrics/workload.py``: training or inference, from the trace's events)."""
+    return {"platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"), "source_kind": trace.source_kind,
+            **workload_fields(trace)}
 
 
 def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
@@ -81,7 +84,7 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     out["dataloader"] = _safe("dataloader", lambda: dataloader_metrics(ctx, bd.gaps))
     out["memory"] = _safe("memory", lambda: memory_metrics(ctx))
     out["annotations"] = _safe("annotations", lambda: annotation_metrics(ctx))
-    out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"]))
+    out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"], out["run"]))
     if out["run"]["platform"] == "xla":
         out["xla"] = _safe("xla", lambda: compute_xla(trace, steps))
         out["xla"] = _safe("xla", lambda: with_step_split(out["xla"], steps))
