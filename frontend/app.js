@@ -201,7 +201,7 @@ export async function start(early) {
     runs = res.body.runs || [];
     showNotices(noticeEl, res.body);
     viewers = res.body.trace_viewers || {};
-    const busy = runs.some((r) => r.status === 'pending' || r.status === 'analysing');
+    const busy = runs.some((r) => r.status === 'pending' || r.status === 'analysing' || r.status === 'writing');
     runsTimer = setTimeout(() => refreshRuns(!sel), busy ? RUNS_POLL_BUSY_MS : RUNS_POLL_IDLE_MS);
     selEl.hidden = !runs.length;
     if (!runs.length) {

@@ -186,3 +186,6 @@ class Trace:
     # Reader-specific per-event columns aligned with ``events`` (XPlane: flops, bytes_accessed, hlo_category_id...).
     extra: Mapping[str, NDArray[Any]] = field(default_factory=dict)
     extra_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # interned strings for *_id extras
+    # How much of the file was read: {"complete", "read_bytes", "total_bytes", "read_share", "reason"}; a
+    # reader that stopped early (invalid JSON, a cut file) sets complete False and says why. Empty: complete.
+    read_state: Mapping[str, Any] = field(default_factory=dict)

@@ -8,7 +8,8 @@ topic that cannot be computed says why: ``{"available": false, "reason": "..."}`
 ``docs/metrics.md`` and each module's docstring.
 Topics: run, steps, idle, kernels, launch, host_sync, memcpy, dataloader, memory, annotations, flops
 (+ ``xla`` on XLA runs, from ``metrics/xla.py``). ``run`` says once what kind of run this is:
-``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane", "workload": "training" | "inference" | null, ...}`` (Kineto traces are ``cuda``, XPlane
+``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane", "workload": "training" | "inference" | null,
+"read_complete": bool, "read_share", ...}`` (Kineto traces are ``cuda``, XPlane
 traces ``xla``); every platform-dependent consumer (headline, rules, tab) reads ``run.platform``.
 """
 
@@ -64,8 +65,14 @@ def _safe(topic: str, fn: Callable[[], Any]) -> Any:
 def run_topic(trace: Trace) -> dict[str, Any]:
     """The ``run`` topic: the platform, decided once from the reader that read the trace, and the workload
     (``metrics/workload.py``: training or inference, from the trace's events)."""
+    read = trace.read_state
+    share = read.get("read_share")
     return {"platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"), "source_kind": trace.source_kind,
-            **workload_fields(trace)}
+            **workload_fields(trace),
+            # the reader's read state (``Trace.read_state``): false when it stopped early (a cut file); rules
+            # that need the whole file are skipped then (``findings/workload.py``), and so are MFU and tokens/s
+            "read_complete": bool(read.get("complete", True)),
+            "read_share": float(share) if isinstance(share, (int, float)) else 1.0 if read.get("complete", True) else None}
 
 
 def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:

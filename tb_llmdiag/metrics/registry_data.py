@@ -147,6 +147,12 @@ REPORT_METRICS: tuple[Entry, ...] = (
      "`optimizer_kernel_count`), else `inference` (vLLM, SGLang, HF generate, diffusion pipelines); null on XPlane "
      "traces, which do not name them. Selects the rules (training-only advice is skipped on inference) and their "
      "wording (findings/workload.py). Not the report's `phase`, which the file name gives"),
+    ("run.read_complete", FLAG, NEITHER, 0, "read complete",
+     "false when the reader stopped early (a cut file, invalid JSON: `read_state` in the run report); then the "
+     "rules that need the whole file (`no_device_activity`, `memory_headroom`) are skipped and MFU and tokens/s "
+     "are withheld"),
+    ("run.read_share", SHARE, NEITHER, 0, "read share",
+     "the share of the (decompressed) file read before the reader stopped; 1 for a complete read"),
     ("run.backward_op_count", COUNT, NEITHER, 0, "backward ops",
      "host operators of autograd's backward pass (`autograd::engine::evaluate_function: *`, `*Backward0`, "
      "`aten::*_backward`)"),
