@@ -14,7 +14,7 @@ import { mountSteps } from './views/steps.js';
 import { mountTokens } from './views/tokens.js';
 import { mountTimeline } from './views/timeline.js';
 import { mountTraceView } from './views/traceview.js';
-import { hasHostLaunches, stepRows } from './views/data.js';
+import { deviceKind, hasHostLaunches, stepRows } from './views/data.js';
 import { showEmpty, showError, showLoading, showNotices, showProgress } from './views/status.js';
 
 const RUNS_POLL_BUSY_MS = 2000;
@@ -168,7 +168,9 @@ export async function start(early) {
 
   function renderMeta(report) {
     const s = report.summary || {};
-    const dev = s.device ? `${s.device.name}${s.device.count > 1 ? ` ×${s.device.count}` : ''}` : 'no GPU in trace';
+    const kind = deviceKind(report);
+    const dev = s.device ? `${s.device.name}${s.device.count > 1 ? ` ×${s.device.count}` : ''}`
+      : kind === 'CPU' ? 'no device activity in trace (CPU only)' : `${kind} (model not recorded)`;
     const dist = s.distributed && s.distributed.world_size ? ` · rank ${s.distributed.rank} of ${s.distributed.world_size}` : '';
     clear(metaEl).append(
       h('span', { text: `${dev}${dist} · ${report.source_kind} · ${formatValue(report.size_bytes, unitOf('trace.size_bytes'))}` }),

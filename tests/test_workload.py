@@ -8,6 +8,7 @@ import gzip
 import json
 import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -147,3 +148,49 @@ def test_mfu_and_tokens_only_on_an_llm_token_batch(name: str, shown: bool) -> No
     if name == "external_mi300_xdit_flux":
         assert fl["token_batch_share"] < 0.01 and fl["mfu_withheld"] == "the recorded shapes are not an LLM's token batch"
         assert rep["metrics"]["steps"]["per_step"][0]["tokens"] == 77  # CLIP's 77 tokens: not what the GEMMs run on
+
+
+@pytest.mark.parametrize("rel, kind", [
+    ("hta/mtia_trace_single_rank/mtia_rank_0.json.gz", "MTIA"),
+    ("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "CPU"),
+    ("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "GPU"),
+    ("xplane/synthetic_tpu/plugins/profile/2026_01_01_00_00_00/t1v-n-synthetic-w-0.xplane.pb", "TPU"),
+    ("xplane/jax_cpu/plugins/profile/2026_11_22_02_40_34/vm.xplane.pb", "CPU"),
+])
+def test_device_kind_names_the_device_the_trace_reports(rel: str, kind: str) -> None:
+    from tb_llmdiag.ingest import load_trace
+    from tb_llmdiag.metrics import analyze
+    from tb_llmdiag.timeline import build
+
+    trace = load_trace(str(shared_trace(rel)))
+    analysis = analyze(trace)
+    assert analysis.metrics["run"]["device_kind"] == kind
+    timelines, _ = build(trace, analysis.breakdown)
+    device_lanes = {lane["label"].split(" ")[0] for t in timelines for lane in t["lanes"] if lane["kind"] == "gpu"}
+    assert device_lanes <= {kind}  # "MTIA 9 · stream 801", never "GPU 9" on the MTIA trace
+    if kind == "MTIA":
+        assert device_lanes == {"MTIA"} and analysis.metrics["kernels"]["available"]
+
+
+def test_a_partial_read_gets_only_what_the_read_part_supports() -> None:
+    """A cut file (``Trace.read_state`` complete False, as the reader sets it): no claim of absence
+    (``no_device_activity``) or of a peak (``memory_headroom``), no MFU or tokens/s; the rest stays."""
+    import dataclasses
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "metrics"))
+    from minitrace import make_trace, op, step  # noqa: E402
+
+    from tb_llmdiag.findings import diagnose
+    from tb_llmdiag.metrics import analyze
+
+    cpu_only = make_trace([step(1, 0, 1_000_000), op("aten::mm", 10, 5, "[[128, 256], [256, 512]]"),
+                           op("Optimizer.step#AdamW.step", 20, 5)])
+    whole = analyze(cpu_only).metrics
+    assert [f["id"] for f in diagnose(whole)[0]] == ["no_device_activity"]
+    cut = dataclasses.replace(cpu_only, read_state={"complete": False, "read_share": 0.31, "reason": "the JSON ends early"})
+    m = analyze(cut).metrics
+    assert (m["run"]["read_complete"], m["run"]["read_share"], m["run"]["workload"]) == (False, 0.31, "training")
+    assert run_traits(m) == {"training", "partial"}
+    assert diagnose(m)[0] == []  # the read part holds no device events: that says nothing about the file
+    assert m["flops"]["mfu_withheld"] == "only part of the file was read" and m["flops"].get("mfu_share") is None

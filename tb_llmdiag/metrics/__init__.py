@@ -33,7 +33,7 @@ from tb_llmdiag.metrics.memcpy import memcpy_metrics
 from tb_llmdiag.metrics.memory import memory_metrics
 from tb_llmdiag.metrics.step_stats import step_metrics
 from tb_llmdiag.metrics.steps import Steps, find_steps
-from tb_llmdiag.metrics.workload import workload_fields
+from tb_llmdiag.metrics.workload import device_kind, workload_fields
 from tb_llmdiag.metrics.xla import compute_xla
 from tb_llmdiag.metrics.xla_split import with_step_split
 from tb_llmdiag.model import Trace
@@ -68,7 +68,7 @@ def run_topic(trace: Trace) -> dict[str, Any]:
     read = trace.read_state
     share = read.get("read_share")
     return {"platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"), "source_kind": trace.source_kind,
-            **workload_fields(trace),
+            "device_kind": device_kind(trace), **workload_fields(trace),
             # the reader's read state (``Trace.read_state``): false when it stopped early (a cut file); rules
             # that need the whole file are skipped then (``findings/workload.py``), and so are MFU and tokens/s
             "read_complete": bool(read.get("complete", True)),

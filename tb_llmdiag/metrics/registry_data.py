@@ -147,6 +147,9 @@ REPORT_METRICS: tuple[Entry, ...] = (
      "`optimizer_kernel_count`), else `inference` (vLLM, SGLang, HF generate, diffusion pipelines); null on XPlane "
      "traces, which do not name them. Selects the rules (training-only advice is skipped on inference) and their "
      "wording (findings/workload.py). Not the report's `phase`, which the file name gives"),
+    ("run.device_kind", TEXT, NEITHER, 0, "device kind",
+     "what the trace's device is, for labels: `GPU` (CUDA, ROCm), `MTIA` (MTIA runtime calls), `TPU` (an XPlane "
+     "device named TPU), or `CPU` (no device events / no device plane)"),
     ("run.read_complete", FLAG, NEITHER, 0, "read complete",
      "false when the reader stopped early (a cut file, invalid JSON: `read_state` in the run report); then the "
      "rules that need the whole file (`no_device_activity`, `memory_headroom`) are skipped and MFU and tokens/s "

@@ -12,6 +12,11 @@ Definitions (Kineto traces; counts over the whole trace):
   reliably (XLA fuses them into the step's program), so their workload is ``null`` (unknown: every rule
   applies, as before).
 
+- ``device_kind``: what the trace's device is, for labels ("MTIA busy", lane "MTIA 9 · stream 801"): ``"CPU"``
+  without any device event (kernel, memcpy, memset) on a Kineto trace or without a device plane on an XPlane
+  one; ``"TPU"`` when an XPlane device is named TPU; ``"MTIA"`` when the runtime calls are MTIA's
+  (``runFunction - ...``, Kineto's ``mtia_runtime``); else ``"GPU"`` (CUDA and ROCm).
+
 This is the run's workload from its content; the RunReport's top-level ``phase`` is something else: the phase
 a *file name* gives (Lightning's ``validation_step`` files), from discovery.
 """
@@ -23,13 +28,17 @@ from typing import Any
 
 import numpy as np
 
+from tb_llmdiag.model import DEVICE_KINDS as DEVICE_EVENT_KINDS
 from tb_llmdiag.model import Kind, Trace
 
 _BACKWARD = re.compile(r"^autograd::engine::evaluate_function: |Backward\d*$|^aten::\w+_backward$")
 _OPTIMIZER_STEP = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
 _OPTIMIZER_KERNEL = re.compile(r"(?i)adam|_sgd|sgd_|lamb(?!da)|\blion|adagrad|rmsprop")
 
+_MTIA_RUNTIME = re.compile(r"^runFunction\b")
+
 WORKLOADS = ("training", "inference")
+DEVICE_KINDS = ("GPU", "MTIA", "TPU", "CPU")
 
 
 def _count(trace: Trace, pattern: re.Pattern[str], kinds: tuple[Kind, ...]) -> int:
@@ -54,3 +63,14 @@ def workload_fields(trace: Trace) -> dict[str, Any]:
     kernels = _count(trace, _OPTIMIZER_KERNEL, (Kind.KERNEL,))
     return {"workload": "training" if backward + steps + kernels else "inference", "backward_op_count": backward,
             "optimizer_step_count": steps, "optimizer_kernel_count": kernels}
+
+
+def device_kind(trace: Trace) -> str:
+    """What the trace's device is (module docstring)."""
+    if trace.source_kind == "xplane":
+        if not trace.devices:
+            return "CPU"
+        return "TPU" if any("TPU" in d.name.upper() for d in trace.devices) else "GPU"
+    if not np.isin(trace.events.kind, np.array([int(k) for k in DEVICE_EVENT_KINDS], dtype=trace.events.kind.dtype)).any():
+        return "CPU"
+    return "MTIA" if _count(trace, _MTIA_RUNTIME, (Kind.RUNTIME,)) else "GPU"
