@@ -172,8 +172,12 @@ export async function start(early) {
     const dev = s.device ? `${s.device.name}${s.device.count > 1 ? ` ×${s.device.count}` : ''}`
       : kind === 'CPU' ? 'no device activity in trace (CPU only)' : `${kind} (model not recorded)`;
     const dist = s.distributed && s.distributed.world_size ? ` · rank ${s.distributed.rank} of ${s.distributed.world_size}` : '';
+    const rs = report.read_state;
+    const cut = report.status === 'partial' || (rs && rs.complete === false);
     clear(metaEl).append(
       h('span', { text: `${dev}${dist} · ${report.source_kind} · ${formatValue(report.size_bytes, unitOf('trace.size_bytes'))}` }),
+      // a cut file: say how far the read got and what is left out (docs/report_schema.md read_state)
+      ...(cut ? [h('div', { class: 'warn truncated', role: 'status', text: `Truncated: ${rs && typeof rs.read_share === 'number' ? `cut at ${Math.round(rs.read_share * 100)} % of the file` : 'only part of the file was read'}${report.error ? ` (${report.error})` : ''}. The figures cover what was read; findings that need the whole file (no device activity, peak memory) and MFU are left out.` })] : []),
       ...(report.warnings || []).slice(0, 5).map((w) => h('div', { class: 'warn', text: `⚠ ${w}` })));
   }
 
