@@ -4,7 +4,7 @@
 import * as api from './api.js';
 import * as state from './state.js';
 import { h, clear } from './dom.js';
-import { formatValue } from './format.js';
+import { fmtBytes, formatValue } from './format.js';
 import { loadRegistry, unitOf } from './registry.js';
 import { mountSelectors, normalise, findRun } from './views/selectors.js';
 import { mountCards } from './views/cards.js';
@@ -166,6 +166,14 @@ export async function start(early) {
     loadTimeline();
   }
 
+  /** How far the read of a cut file got (read_state): a share when the reader stopped inside the file (invalid
+   * JSON), else how much text was read before the file's end (a cut file: its full size is unknown). */
+  function truncatedWhere(rs) {
+    if (!rs) return 'only part of the file was read';
+    if (typeof rs.read_share === 'number' && rs.read_share < 0.9995) return `the read stopped at ${Math.round(rs.read_share * 100)} % of the file`;
+    return typeof rs.read_bytes === 'number' ? `the file ends early, after ${fmtBytes(rs.read_bytes)} of trace text` : 'the file ends early';
+  }
+
   function renderMeta(report) {
     const s = report.summary || {};
     const kind = deviceKind(report);
@@ -177,7 +185,7 @@ export async function start(early) {
     clear(metaEl).append(
       h('span', { text: `${dev}${dist} · ${report.source_kind} · ${formatValue(report.size_bytes, unitOf('trace.size_bytes'))}` }),
       // a cut file: say how far the read got and what is left out (docs/report_schema.md read_state)
-      ...(cut ? [h('div', { class: 'warn truncated', role: 'status', text: `Truncated: ${rs && typeof rs.read_share === 'number' ? `cut at ${Math.round(rs.read_share * 100)} % of the file` : 'only part of the file was read'}${report.error ? ` (${report.error})` : ''}. The figures cover what was read; findings that need the whole file (no device activity, peak memory) and MFU are left out.` })] : []),
+      ...(cut ? [h('div', { class: 'warn truncated', role: 'status', text: `Truncated: ${truncatedWhere(rs)}${report.error ? ` (${report.error})` : ''}. The figures cover what was read; findings that need the whole file (no device activity, peak memory) and MFU are left out.` })] : []),
       ...(report.warnings || []).slice(0, 5).map((w) => h('div', { class: 'warn', text: `⚠ ${w}` })));
   }
 

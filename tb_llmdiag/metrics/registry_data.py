@@ -149,7 +149,8 @@ REPORT_METRICS: tuple[Entry, ...] = (
      "wording (findings/workload.py). Not the report's `phase`, which the file name gives"),
     ("run.device_kind", TEXT, NEITHER, 0, "device kind",
      "what the trace's device is, for labels: `GPU` (CUDA, ROCm), `MTIA` (MTIA runtime calls), `TPU` (an XPlane "
-     "device named TPU), or `CPU` (no device events / no device plane)"),
+     "device named TPU), or `CPU` (no device events / no device plane); null when a cut file's read part holds no "
+     "device event"),
     ("run.read_complete", FLAG, NEITHER, 0, "read complete",
      "false when the reader stopped early (a cut file, invalid JSON: `read_state` in the run report); then the "
      "rules that need the whole file (`no_device_activity`, `memory_headroom`) are skipped and MFU and tokens/s "

@@ -15,7 +15,8 @@ Definitions (Kineto traces; counts over the whole trace):
 - ``device_kind``: what the trace's device is, for labels ("MTIA busy", lane "MTIA 9 · stream 801"): ``"CPU"``
   without any device event (kernel, memcpy, memset) on a Kineto trace or without a device plane on an XPlane
   one; ``"TPU"`` when an XPlane device is named TPU; ``"MTIA"`` when the runtime calls are MTIA's
-  (``runFunction - ...``, Kineto's ``mtia_runtime``); else ``"GPU"`` (CUDA and ROCm).
+  (``runFunction - ...``, Kineto's ``mtia_runtime``); else ``"GPU"`` (CUDA and ROCm). Null when a cut file's
+  read part holds no device event (Kineto writes them last: their absence there says nothing).
 
 This is the run's workload from its content; the RunReport's top-level ``phase`` is something else: the phase
 a *file name* gives (Lightning's ``validation_step`` files), from discovery.
@@ -65,12 +66,13 @@ def workload_fields(trace: Trace) -> dict[str, Any]:
             "optimizer_step_count": steps, "optimizer_kernel_count": kernels}
 
 
-def device_kind(trace: Trace) -> str:
+def device_kind(trace: Trace) -> str | None:
     """What the trace's device is (module docstring)."""
     if trace.source_kind == "xplane":
         if not trace.devices:
             return "CPU"
         return "TPU" if any("TPU" in d.name.upper() for d in trace.devices) else "GPU"
     if not np.isin(trace.events.kind, np.array([int(k) for k in DEVICE_EVENT_KINDS], dtype=trace.events.kind.dtype)).any():
-        return "CPU"
+        # none in the part of a cut file that was read says nothing (Kineto writes device events last)
+        return "CPU" if trace.read_state.get("complete", True) else None
     return "MTIA" if _count(trace, _MTIA_RUNTIME, (Kind.RUNTIME,)) else "GPU"
