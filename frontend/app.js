@@ -14,6 +14,8 @@ import { mountSteps } from './views/steps.js';
 import { mountTokens } from './views/tokens.js';
 import { mountTimeline } from './views/timeline.js';
 import { mountTraceView } from './views/traceview.js';
+import { mountCompare } from './views/compare.js';
+import { baseFromState, baseToState, baselineChoices, selKey, validBase } from './compare_data.js';
 import { deviceKind, hasHostLaunches, stepRows } from './views/data.js';
 import { showEmpty, showError, showLoading, showNotices, showProgress } from './views/status.js';
 
@@ -38,6 +40,8 @@ export async function start(early) {
   applyTheme(state.parentDark());
 
   const selEl = h('div', { class: 'selectors' });
+  const baseSel = h('select', { class: 'sel-base', 'aria-label': 'baseline', name: 'baseline' });
+  const baseEl = h('label', { class: 'baseline', hidden: true }, h('span', { text: 'Compare with' }), baseSel);
   const tvEl = h('div', { class: 'traceview' });
   const statusEl = h('div', { class: 'status' });
   const noticeEl = h('div', { class: 'notices' });
@@ -48,12 +52,14 @@ export async function start(early) {
   const stepsSec = section('Per-step time: busy vs idle', 'steps');
   const tokensSec = section('Step time vs tokens per step', 'tokens');
   const timelineSec = section('Step timeline', 'timeline');
+  const compareSec = section('Compared with a baseline', 'compare');
+  compareSec.el.hidden = true;
   const panel = h('div', { class: 'panel', hidden: true },
-    cardsEl, metaEl, findingsSec.el,
+    compareSec.el, cardsEl, metaEl, findingsSec.el,
     h('div', { class: 'grid' }, kernelsSec.el, stepsSec.el, tokensSec.el),
     timelineSec.el);
   const root = h('div', { class: 'app' },
-    h('header', { class: 'topbar' }, h('h1', { text: 'LLM Diag' }), selEl, tvEl),
+    h('header', { class: 'topbar' }, h('h1', { text: 'LLM Diag' }), selEl, baseEl, tvEl),
     noticeEl, statusEl, panel);
   document.body.append(root);
 
@@ -61,6 +67,8 @@ export async function start(early) {
   let viewers = {};
   let sel = null;
   let step = null;
+  let base = null; // the baseline run of compare mode ({run, worker, span}) or null
+  let compareTimer = null;
   let reportFor = null; // JSON key of the selection whose report is on screen
   let reportTimer = null;
   let runsTimer = null;
@@ -75,11 +83,54 @@ export async function start(early) {
   const tokens = mountTokens(tokensSec.body);
   const timeline = mountTimeline(timelineSec.body, { onStep: (idx) => pickStep(idx) });
   const traceView = mountTraceView(tvEl);
+  const compareView = mountCompare(compareSec.body);
+  baseSel.addEventListener('change', () => {
+    const c = baselineChoices(runs, sel).find((x) => x.value === baseSel.value);
+    base = c ? c.sel : null;
+    writeState();
+    loadCompare();
+  });
+
+  function writeState() {
+    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step: step ?? undefined, ...baseToState(base) });
+  }
+
+  function updateBaseline() {
+    base = validBase(runs, sel, base);
+    const choices = baselineChoices(runs, sel);
+    baseEl.hidden = !choices.length;
+    const items = [{ value: '', label: '— none —' }, ...choices];
+    const same = baseSel.options.length === items.length && items.every((it, i) => baseSel.options[i].value === it.value && baseSel.options[i].textContent === it.label);
+    if (!same) {
+      clear(baseSel);
+      for (const it of items) baseSel.append(h('option', { value: it.value, text: it.label }));
+    }
+    baseSel.value = selKey(base);
+  }
+
+  async function loadCompare() {
+    clearTimeout(compareTimer);
+    if (!sel || !base || reportFor !== key(sel)) {
+      compareSec.el.hidden = true;
+      compareView.destroy();
+      return;
+    }
+    const want = { ...sel };
+    const wantBase = { ...base };
+    compareSec.el.hidden = false;
+    compareView.loading(wantBase.run);
+    const res = await api.compare(want, wantBase);
+    if (res.aborted || key(want) !== key(sel) || !base || selKey(wantBase) !== selKey(base)) return;
+    if (res.code === 200) compareView.update(res.body);
+    else if (res.code === 202) compareTimer = setTimeout(loadCompare, REPORT_POLL_MS);
+    else compareView.message((res.body && res.body.error) || `The comparison failed (HTTP ${res.code}).`);
+  }
 
   state.watchTheme((dark) => {
     applyTheme(dark);
     steps.rebuild();
     tokens.rebuild();
+    compareView.rebuild();
     timeline.redraw();
   });
 
@@ -103,7 +154,8 @@ export async function start(early) {
     const changed = !sel || key(s) !== key(sel);
     sel = s;
     step = changed ? newStep : newStep ?? step;
-    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step: step ?? undefined });
+    updateBaseline();
+    writeState();
     selectors.update(runs, sel);
     traceView.update({ sel, span: spanOf(sel), viewers });
     if (changed) loadReport();
@@ -112,7 +164,7 @@ export async function start(early) {
 
   function pickStep(idx) {
     step = idx;
-    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step });
+    writeState();
     loadTimeline();
     timelineSec.el.scrollIntoView({ behavior: 'smooth', block: 'start' });
   }
@@ -160,6 +212,7 @@ export async function start(early) {
       steps.update(report, r.code === 200 ? r.body : null);
     });
     tokens.update(report);
+    loadCompare();
     timeline.setContext({ hostLaunches: hasHostLaunches(report) });
     const rows = stepRows(report);
     timeline.setSteps(rows.length ? rows : [{ index: -1, duration_ns: report.summary && report.summary.window_ns }], step);
@@ -231,6 +284,7 @@ export async function start(early) {
     }
     if (!sel) {
       const fromHash = state.read();
+      base = baseFromState(fromHash);
       const s = normalise(runs, fromHash);
       const hashStep = fromHash.step !== undefined && fromHash.step !== '' && s.run === fromHash.run ? Number(fromHash.step) : null;
       select(s, Number.isFinite(hashStep) ? hashStep : null);
@@ -239,6 +293,9 @@ export async function start(early) {
       if (key(s) !== key(sel)) select(s, null);
       else {
         selectors.update(runs, sel);
+        const had = selKey(base);
+        updateBaseline();
+        if (selKey(base) !== had) { writeState(); loadCompare(); }
         traceView.update({ sel, span: spanOf(sel), viewers });
       }
     }
@@ -248,6 +305,11 @@ export async function start(early) {
     if (!runs.length || !s.run) return;
     const n = normalise(runs, s);
     const st = s.step !== undefined && s.step !== '' ? Number(s.step) : null;
+    const b = baseFromState(s);
+    if (selKey(b) !== selKey(base)) {
+      base = b;
+      if (sel && key(n) === key(sel)) { updateBaseline(); loadCompare(); }
+    }
     if (!sel || key(n) !== key(sel)) select(n, st);
     else if (st !== step) { step = st; loadTimeline(); }
   });

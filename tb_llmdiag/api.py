@@ -10,6 +10,7 @@ import logging
 from typing import Any, BinaryIO, Callable
 
 from tb_llmdiag import __version__
+from tb_llmdiag.compare import compare_runs
 from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.ingest import load_trace
@@ -201,3 +202,9 @@ def metric_registry() -> dict[str, Any]:
     ``{"units", "metrics", "evidence_units"}``; ``evidence_units`` maps a finding id and evidence label to the
     unit of the metric the rule reads it from."""
     return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS}
+
+
+def compare_reports(baseline: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """Two RunReports compared (docs/compare.md): the metric table with noise bands, the finding diff and the
+    verdict, ``baseline`` as BEFORE and ``run`` as AFTER. Pure: reads the two reports only."""
+    return compare_runs(baseline, run)

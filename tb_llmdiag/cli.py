@@ -1,7 +1,7 @@
 """The ``llmdiag`` command. ``main(argv) -> exit code``; user errors are one line on stderr, never a traceback.
 
 Exit codes: 0 every trace analysed; 3 no traces found; 4 a trace could not be read (the others are
-still reported); 2 bad command line.
+still reported); 2 bad command line. ``check``: 0 no regression, 1 a metric regressed (docs/compare.md).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import sys
 from typing import Sequence
 
 from tb_llmdiag import __version__, api
+from tb_llmdiag.compare import cli as compare_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
 from tb_llmdiag.findings import RULES
 from tb_llmdiag.render.canonical_json import dumps
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="list every finding LLM Diag can report, with its fix")
     rules.add_argument("--json", action="store_true")
     rules.set_defaults(func=_rules)
+    compare_cli.add_commands(sub)
     return parser
 
 

@@ -2,7 +2,7 @@
 
 The independent side parses the file with the standard library (timestamps as exact Decimals), finds
 ProfilerStep#N ranges, extends each to the end of the device work launched inside it (by correlation
-id), counts kernels, and merges device intervals by hand. The engine must agree to the nanosecond.
+id), starts each no earlier than the previous steps' ends (steps never overlap), counts kernels, and merges device intervals by hand. The engine must agree to the nanosecond.
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ def independent(path: Path) -> dict:
                 c = r.get("args", {}).get("correlation")
                 if s <= t < h and c in end_by_corr:
                     end = max(end, end_by_corr[c])
+        if steps:  # the device may still run earlier steps' work: this step starts when that ends
+            s = max(s, max(x[3] for x in steps))
+            end = max(end, s)
         steps.append((int(e["name"].split("#")[1]), s, h, end))
     # union of device intervals, by hand
     ivs = sorted(rel(e) for e in dev if rel(e)[1] > rel(e)[0])

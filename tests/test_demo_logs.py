@@ -8,13 +8,21 @@ from tracepaths import REPO
 
 
 def reports() -> dict[str, dict]:
+    """One report per demo run (a multi-rank run: its rank 0)."""
     index = discover(str(REPO / "demo_logs"))
-    return {tf.run: api.analyze_file(tf) for tf in index.files}
+    return {tf.run: api.analyze_file(tf) for tf in index.files if tf.rank in (0, None)}
+
+
+def test_the_demo_holds_the_seed_pair_the_jax_run_and_a_two_rank_job() -> None:
+    index = discover(str(REPO / "demo_logs"))
+    assert sorted((tf.run, tf.rank) for tf in index.files) == [
+        ("ddp_straggler_2gpu", 0), ("ddp_straggler_2gpu", 1), ("fixed_lora_qwen1.5b", 0),
+        ("jax_gpu_xplane", None), ("seed_lora_qwen1.5b", 0)]
 
 
 def test_seed_shows_the_seed_causes_and_the_fixed_run_does_not() -> None:
     runs = reports()
-    assert set(runs) == {"seed_lora_qwen1.5b", "fixed_lora_qwen1.5b", "jax_gpu_xplane"}
+    assert set(runs) == {"seed_lora_qwen1.5b", "fixed_lora_qwen1.5b", "jax_gpu_xplane", "ddp_straggler_2gpu"}
     assert all(r["status"] == "ok" for r in runs.values())
     seed, fixed = runs["seed_lora_qwen1.5b"], runs["fixed_lora_qwen1.5b"]
     seed_ids = [f["id"] for f in seed["findings"]]

@@ -137,7 +137,9 @@ def independent(events: list[dict]) -> dict:
     for s in steps:
         lo, hi = ns(s["ts"]), ns(s["ts"] + s["dur"])
         gpu_end = max((end_by_corr.get(r["args"].get("correlation"), 0) for r in runtime if lo <= ns(r["ts"]) < hi), default=0)
-        windows.append((lo, max(hi, gpu_end)))
+        if windows:  # a step starts no earlier than the earlier steps' device work ends (steps never overlap)
+            lo = max(lo, max(w[1] for w in windows))
+        windows.append((lo, max(hi, gpu_end, lo)))
     win = _merge(windows)
     busy_iv = _merge([(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in dev])
     idle: list[list[int]] = []

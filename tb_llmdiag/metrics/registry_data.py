@@ -27,14 +27,16 @@ The module docstring of each topic (`tb_llmdiag/metrics/<topic>.py`) is the same
 
 ## Common definitions
 
-- **Step**: `metrics/steps.py` (`find_steps`). A step starts where its host marker starts
-  (`ProfilerStep#N`, an XPlane step, or, without markers, the end of the previous `Optimizer.step#`
-  annotation) and ends at the later of the marker's end and the end of the last device event launched from
-  inside it (joined by correlation id). `Optimizer.step#` annotations that overlap in time (nested, or one per
+- **Step**: `metrics/steps.py` (`find_steps`). A step ends at the later of its host marker's end
+  (`ProfilerStep#N`, an XPlane step, or, without markers, an `Optimizer.step#` annotation) and the end of the
+  last device event launched from inside the marker (joined by correlation id). It starts where its marker
+  starts (without markers: where the previous optimizer step ends) or, when the device still runs earlier
+  steps' work then, where that work ends: steps never overlap, so a GPU-bound loop's steps read as its GPU
+  period, not period plus queue lag (torch-tb-profiler's overlapping steps do), and durations sum to the
+  stepped window. `Optimizer.step#` annotations that overlap in time (nested, or one per
   optimizer inside one training step) count as one optimizer step ending at their latest end, so inferred
   steps are sorted, disjoint on the host and never end before they start.
-- **Window**: the union of the step windows (steps overlap when a step's GPU tail runs past the next step's
-  host start). Without steps: [first device event start, last device event end); with no device activity
+- **Window**: the union of the step windows. Without steps: [first device event start, last device event end); with no device activity
   either: the whole trace. `idle.window_source` says which (`steps` | `device` | `trace`). Every
   "share of step time" divides by the window's length, `window_ns`. Events count as "in the window" when
   their start lies in it.

@@ -73,7 +73,7 @@ GPU_METRICS: tuple[Entry, ...] = (
      "steps with d_i > median + max(3 x 1.4826 x MAD, 0.1 x median), MAD = median absolute deviation"),
     ("steps.per_step[].index", INDEX, NEITHER, 0, "step", "the number in the step marker's name (else the ordinal)"),
     ("steps.per_step[].name", TEXT, NEITHER, 0, "marker", "the step marker's name"),
-    ("steps.per_step[].start_ns", NS, NEITHER, 0.05, "start", "where the step starts, since the trace's first event"),
+    ("steps.per_step[].start_ns", NS, NEITHER, 0.05, "start", "where the step starts, since the trace's first event: its marker's start, or the end of earlier steps' device work when that is later"),
     ("steps.per_step[].host_end_ns", NS, NEITHER, 0.05, "host end", "where the step's host marker ends"),
     ("steps.per_step[].end_ns", NS, NEITHER, 0.05, "end",
      "where the step ends: the later of the marker's end and the end of the device work launched inside it"),

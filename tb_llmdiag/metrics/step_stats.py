@@ -83,7 +83,7 @@ def step_metrics(ctx: Context, bd: StepBreakdown) -> dict[str, Any]:
         "outlier_excess_share": float((d[out_mask] - med).sum() / d.sum()) if d.sum() > 0 else 0.0,
         "mean_excess_share": max(0.0, (rest_mean - rest_med) / rest_mean) if rest_mean > 0 else 0.0,
     }
-    tokens = tokens_per_window(ctx.trace.events, st.start_ns, st.host_end_ns)
+    tokens = tokens_per_window(ctx.trace.events, st.host_starts, st.host_end_ns)
     out["tokens_per_step_median"] = int(np.median(tokens)) if tokens is not None else None
     out["tokens_cv"] = _cv(tokens.astype(np.float64)) if tokens is not None else None
     corr = None

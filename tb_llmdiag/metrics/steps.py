@@ -1,8 +1,13 @@
 """Training-step windows.
 
-A step starts where its host marker starts (``ProfilerStep#N`` or an XPlane step event) and ends at the
-later of the marker's end and the end of the last device event launched from inside the marker (joined
-by correlation id): the GPU tail of a step belongs to the step, as torch-tb-profiler defines it.
+A step ends at the later of its host marker's end (``ProfilerStep#N`` or an XPlane step event) and the end
+of the last device event launched from inside the marker (joined by correlation id): the GPU tail of a
+step belongs to the step, as torch-tb-profiler defines it. It starts where its marker starts or, when the
+device still runs the work of earlier steps then, where that work ends: steps never overlap. When the GPU
+runs behind the host (the usual case of a GPU-bound loop), torch-tb-profiler's steps overlap by the queue
+lag, so each one reads longer than the loop's period and their sum exceeds the window; here a step lasts
+from the end of the previous step's work to the end of its own, so durations sum to the stepped window
+and a GPU-bound step reads as its GPU time.
 When a trace has no step markers (Axolotl never calls ``prof.step()``), steps are inferred from
 ``Optimizer.step#...`` annotations: step k runs from the end of optimizer step k-1 to the end of
 optimizer step k, so N optimizer steps give N-1 whole steps. Annotations that overlap in time (nested
@@ -34,6 +39,13 @@ class Steps:
     host_end_ns: NDArray[np.int64]
     end_ns: NDArray[np.int64]
     source: str
+    #: where each step's host marker starts (start_ns is later when earlier steps' device work still runs);
+    #: host-side attribution (tokens, compiles, transfers) uses [host_start_ns, host_end_ns). None: start_ns.
+    host_start_ns: NDArray[np.int64] | None = None
+
+    @property
+    def host_starts(self) -> NDArray[np.int64]:
+        return self.start_ns if self.host_start_ns is None else self.host_start_ns
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
@@ -100,6 +112,20 @@ def optimizer_groups(ts: NDArray[np.int64], end: NDArray[np.int64]) -> tuple[NDA
     return first, reach[last].astype(np.int64)
 
 
+def disjoint_windows(starts: NDArray[np.int64], ends: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Windows sorted by start, made disjoint: each starts no earlier than every earlier window's end.
+
+    start'_i = max(start_i, max_{j<i} end_j); end'_i = max(end_i, start'_i) (a window wholly inside an earlier
+    one becomes empty at that one's end rather than negative).
+    """
+    if starts.size < 2:
+        return starts, ends
+    reach = np.maximum.accumulate(ends)
+    new_starts = starts.copy()
+    new_starts[1:] = np.maximum(starts[1:], reach[:-1])
+    return new_starts, np.maximum(ends, new_starts)
+
+
 def find_steps(trace: Trace) -> Steps:
     """The trace's training steps (see the module docstring for the definition)."""
     markers, source = _markers(trace)
@@ -126,5 +152,7 @@ def find_steps(trace: Trace) -> Steps:
             index = np.arange(len(names), dtype=np.int64)
     device_end = launch_end_per_window(trace.events, starts, host_ends)
     ends = np.maximum(host_ends, device_end)
-    return Steps(index=index, names=names, start_ns=starts.astype(np.int64),
-                 host_end_ns=host_ends.astype(np.int64), end_ns=ends.astype(np.int64), source=source)
+    host_starts = starts.astype(np.int64)
+    starts, ends = disjoint_windows(host_starts, ends.astype(np.int64))
+    return Steps(index=index, names=names, start_ns=starts, host_end_ns=host_ends.astype(np.int64), end_ns=ends,
+                 source=source, host_start_ns=host_starts)

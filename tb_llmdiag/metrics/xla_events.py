@@ -19,9 +19,9 @@ from tb_llmdiag.model import DEVICE_KINDS, Trace, kind_mask
 
 
 def locate(t: NDArray[np.int64], steps: Steps) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
-    """For times t: the window index w of the last step starting at or before t (-1 if none) and whether t
-    lies inside that step. Steps must be sorted (find_steps sorts them)."""
-    w = np.searchsorted(steps.start_ns, t, side="right") - 1
+    """For host times t: the window index w of the last step whose host marker starts at or before t (-1 if
+    none) and whether t lies inside that step (before its end). Steps must be sorted (find_steps sorts them)."""
+    w = np.searchsorted(steps.host_starts, t, side="right") - 1
     inside = (w >= 0) & (t < steps.end_ns[np.clip(w, 0, None)]) if len(steps) else np.zeros(t.size, dtype=bool)
     return w, inside
 

@@ -93,6 +93,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             "/steps": _wsgi(self._steps_route),
             "/trace": _wsgi(self._trace_route),
             "/metric_registry": _wsgi(self._metric_registry_route),
+            "/compare": _wsgi(self._compare_route),
         }
         apps.update(self._assets.apps())
         return apps
@@ -118,6 +119,9 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
 
     def _timeline_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, lambda: routes.timeline_impl(self._reg(), request.args))
+
+    def _compare_route(self, request: wrappers.Request) -> wrappers.Response:
+        return self._respond(request, lambda: routes.compare_impl(self._reg(), request.args))
 
     def _metric_registry_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, routes.metric_registry_impl)

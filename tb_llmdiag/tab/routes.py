@@ -164,6 +164,39 @@ def timeline_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
     return Answer(200, data)
 
 
+def _base_key(args: Mapping[str, str]) -> dict[str, str]:
+    """The baseline's names (``base_run``, ``base_worker``, ``base_span``) as a selection's ``run``, ``worker``, ``span``."""
+    out = {}
+    for arg in ("run", "worker", "span"):
+        v = args.get(f"base_{arg}")
+        if v is None or v == "":
+            raise tb_errors.InvalidArgumentError(f"missing query parameter 'base_{arg}'")
+        out[arg] = v
+    return out
+
+
+def compare_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
+    """``/compare``: the run against a baseline run (``api.compare_reports``): 202 / 422 while either is not
+    ready or failed (as ``/report``), 422 when either report is an error RunReport, else the comparison."""
+    pairs = [entry_for(reg, _base_key(args)), entry_for(reg, args)]
+    for key, e in pairs:
+        early = _not_ready(reg, key, e, "report")
+        if early is not None:
+            return early
+    reports = []
+    for key, e in pairs:
+        rep = reg.cache.get(e.cache_key, "report", e.identity())
+        if rep is None:
+            reg.requeue(key)
+            return Answer(202, status_payload(reg, key, e))
+        if rep.get("status") == "error":
+            body = status_payload(reg, key, e)
+            body.update(status="error", error=f"{key[0]} ({key[1]}, span {key[2]}) could not be analysed: {rep.get('error')}")
+            return Answer(FAILED, body)
+        reports.append(rep)
+    return Answer(200, api.compare_reports(reports[0], reports[1]))
+
+
 def trace_impl(reg: Registry, args: Mapping[str, str]) -> tuple[BinaryIO, int, list[tuple[str, str]], str]:
     """``/trace``: the open file (regular files only, opened by ``ingest``), its size, headers, type."""
     _, e = entry_for(reg, args)

@@ -29,13 +29,14 @@ ARTIFACTS = REPO / "test-artifacts"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 RESNET_E2E = "kineto_resnet50/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
 DEMO = REPO / "demo_logs"
-DEMO_RUNS = {"seed_lora_qwen1.5b": "kineto", "fixed_lora_qwen1.5b": "kineto", "jax_gpu_xplane": "xplane"}
+DEMO_RUNS = {"seed_lora_qwen1.5b": "kineto", "fixed_lora_qwen1.5b": "kineto", "jax_gpu_xplane": "xplane",
+             "ddp_straggler_2gpu": "kineto"}
 SEED = "seed_lora_qwen1.5b"
 XPLANE = "jax_gpu_xplane"
 
 
 def report_of(base: str, run: dict) -> dict:
-    (w,) = run["workers"]
+    w = run["workers"][0]  # the worker the tab opens a run on (a multi-rank run lists rank0 first)
     span = w["spans"][-1]
     q = urlencode({"run": run["run"], "worker": w["worker"], "span": span["span"]})
     body = get_json(f"{base}/data/plugin/llm_diag/report?{q}", timeout=30)

@@ -20,6 +20,24 @@ def test_profiler_steps_extend_to_the_device_work_they_launched() -> None:
                                kernel("k", 95 * US, 30 * US, corr=1), step(4, 110 * US, 50 * US)]))
     assert s.source == "profiler_step" and s.index.tolist() == [3, 4]
     assert s.end_ns.tolist() == [125 * US, 160 * US] and s.host_end_ns.tolist() == [100 * US, 160 * US]
+    # step 4's marker starts at 110 us while step 3's kernel runs until 125 us: step 4 starts at 125 us
+    assert s.start_ns.tolist() == [0, 125 * US]
+    assert s.host_starts.tolist() == [0, 110 * US]  # host-side attribution keeps the marker's own window
+
+
+def test_a_gpu_bound_loop_reads_as_its_gpu_period_not_the_queue_lag() -> None:
+    # GIVEN a host that launches each step's 80 us kernel in 10 us and runs ahead; the device runs them
+    # back to back, so step k's kernel ends at 80 us * (k + 1) while its marker spans [20k, 20k + 10) us
+    rows = []
+    for k in range(4):
+        rows += [step(k, 20 * k * US, 10 * US), launch(20 * k * US + 2 * US, 5 * US, corr=k + 1),
+                 kernel("k", 80 * k * US, 80 * US, corr=k + 1)]
+    s = find_steps(make_trace(rows))
+    # THEN every step lasts one GPU period (80 us) and the steps tile the window without overlapping;
+    # extending markers to their GPU tail alone would give 80, 140, 200, 260 us
+    assert s.duration_ns.tolist() == [80 * US] * 4
+    assert s.start_ns.tolist() == [0, 80 * US, 160 * US, 240 * US]
+    assert int(s.duration_ns.sum()) == int(s.end_ns[-1] - s.start_ns[0])
 
 
 def test_optimizer_steps_are_the_time_between_optimizer_step_ends() -> None:

@@ -1,0 +1,104 @@
+// Compare mode: this run against a baseline run (the /compare route, docs/compare.md). Shows the verdict,
+// cards with both values and the change, the metric table with noise bands, the finding diff and the
+// per-step times of both runs overlaid. The baseline is BEFORE, this run AFTER, as in `llmdiag compare`.
+
+import { h, clear } from '../dom.js';
+import { mountChart } from '../charts.js';
+import { formatValue, isNum } from '../format.js';
+import { BUSY_COLOR, CATEGORY_COLORS } from '../palette.js';
+import { bandText, cardRows, changeText, judgement, overlay, tone } from '../compare_data.js';
+
+const BASE_COLOR = CATEGORY_COLORS.other; // the baseline is grey
+const RUN_COLOR = BUSY_COLOR;
+
+const fmt = (v, unit) => formatValue(v, unit);
+const rowLabel = (r) => (r.key.startsWith('kernels.by_category.') ? `kernels: ${r.key.split('.')[2]} share` : r.label);
+
+function card(r) {
+  return h('div', { class: `card ${tone(r)}`, dataset: { key: r.key }, title: r.note || null },
+    h('div', { class: 'card-label', text: rowLabel(r) }),
+    h('div', { class: 'card-value', text: fmt(r.after, r.unit) }),
+    h('div', { class: 'card-sub', text: `baseline ${fmt(r.before, r.unit)} · ${changeText(r)}${r.comparable ? '' : ' · not compared'}` }));
+}
+
+function table(doc) {
+  const head = h('tr', {}, ['metric', 'baseline', 'this run', 'change', 'noise band (95 %)', 'judgement'].map((t) => h('th', { text: t })));
+  const rows = doc.metrics.map((r) => h('tr', { class: r.regressed ? 'regressed' : null, dataset: { key: r.key }, title: r.note || null },
+    h('td', { text: rowLabel(r) }), h('td', { text: fmt(r.before, r.unit) }), h('td', { text: fmt(r.after, r.unit) }),
+    h('td', { text: changeText(r) }), h('td', { text: bandText(r, fmt) }), h('td', { text: judgement(r) })));
+  return h('table', { class: 'compare-table' }, h('thead', {}, head), h('tbody', {}, rows));
+}
+
+function findingList(label, cls, items, text) {
+  return h('div', { class: `fd ${cls}` }, h('span', { class: 'fd-label', text: `${label}:` }),
+    items.length ? items.map((f) => h('span', { class: 'fd-item', dataset: { id: f.id }, text: text(f) })) : h('span', { class: 'muted', text: 'none' }));
+}
+
+function findingsDiff(fd) {
+  const share = (x) => (isNum(x) ? fmt(x, 'share') : '—');
+  return h('div', { class: 'compare-findings' },
+    findingList('resolved', 'resolved', fd.resolved, (f) => `${f.id}${isNum(f.saving_share_before) ? ` (was ~${share(f.saving_share_before)})` : ''}`),
+    findingList('new', 'new', fd.new, (f) => `${f.id}${isNum(f.saving_share_after) ? ` (~${share(f.saving_share_after)})` : ''}`),
+    findingList('changed', 'changed', fd.changed, (f) => `${f.id} ${share(f.saving_share_before)} → ${share(f.saving_share_after)}`),
+    findingList('unchanged', 'unchanged', fd.unchanged, (f) => f.id));
+}
+
+function theme() {
+  const cs = getComputedStyle(document.documentElement);
+  return { fg: cs.getPropertyValue('--fg-muted').trim() || '#555', grid: cs.getPropertyValue('--grid').trim() || 'rgba(0,0,0,0.08)' };
+}
+
+/** uPlot options for both runs' step durations by position in their profiled windows. */
+export function overlayChart({ uPlot, data, width, height }) {
+  const t = theme();
+  const axis = (extra) => ({ stroke: t.fg, grid: { stroke: t.grid, width: 1 }, ticks: { stroke: t.grid, width: 1 }, ...extra });
+  const line = (label, color) => ({ label, stroke: color, width: 2, spanGaps: false, points: { show: true, size: 7, fill: color } });
+  return {
+    opts: {
+      width, height,
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false } },
+      scales: { x: { time: false, range: (u, mn, mx) => [mn - 0.3, mx + 0.3] }, y: { range: (u, mn, mx) => [0, mx * 1.1 || 1] } },
+      axes: [axis({ label: 'profiled step (position in the window)', values: (u, vals) => vals.map((v) => (Number.isInteger(v) ? String(v) : '')) }),
+        axis({ values: (u, vals) => vals.map((v) => formatValue(v, 'ns')), size: 70 })],
+      series: [{ label: 'step' }, line('baseline', BASE_COLOR), line('this run', RUN_COLOR)],
+      hooks: { setCursor: [] },
+    },
+    data: [data.x, data.before, data.after],
+  };
+}
+
+export function mountCompare(el) {
+  let chart = null;
+  const reset = () => { if (chart) chart.destroy(); chart = null; clear(el); };
+  return {
+    loading(label) { reset(); el.append(h('p', { class: 'muted', text: `Comparing with ${label}…` })); },
+    message(text) { reset(); el.append(h('p', { class: 'compare-error', text })); },
+    update(doc) {
+      reset();
+      const b = doc.before;
+      const a = doc.after;
+      el.append(
+        h('p', { class: 'compare-verdict', text: doc.verdict }),
+        h('p', { class: 'muted compare-sides', text: `BEFORE = baseline ${b.run} (${b.worker}, span ${b.span}, ${b.step_count} steps) · AFTER = this run ${a.run} (${a.worker}, span ${a.span}, ${a.step_count} steps)` }),
+        h('div', { class: 'cards compare-cards' }, cardRows(doc).map(card)));
+      if (doc.work && doc.work.differs) {
+        el.append(h('p', { class: 'hint', text: `Tokens per step differ (${fmt(doc.work.tokens_per_step_before, 'count_per_step')} → ${fmt(doc.work.tokens_per_step_after, 'count_per_step')}): step times are shown, not judged; tokens/s is.` }));
+      }
+      el.append(findingsDiff(doc.findings));
+      const data = overlay(doc);
+      if (data.x.length) {
+        const box = h('div', { class: 'chart compare-chart' });
+        el.append(h('h3', { text: 'Per-step time, both runs' }),
+          h('div', { class: 'legend chart-legend' },
+            h('span', { class: 'lg' }, h('i', { style: { background: BASE_COLOR } }), h('span', { text: `baseline ${b.run}` })),
+            h('span', { class: 'lg' }, h('i', { style: { background: RUN_COLOR } }), h('span', { text: `this run ${a.run}` }))),
+          box);
+        chart = mountChart(box, (w, hgt, uPlot) => overlayChart({ uPlot, data, width: w, height: hgt }), 200);
+      }
+      el.append(h('details', { class: 'compare-details', open: true }, h('summary', { text: 'Every metric, with its noise band' }), table(doc)));
+    },
+    rebuild() { if (chart) chart.rebuild(); },
+    destroy() { reset(); },
+  };
+}

@@ -1,0 +1,90 @@
+"""The ``compare`` and ``check`` subcommands (``llmdiag compare BEFORE AFTER``, ``llmdiag check CANDIDATE
+--baseline BASELINE``); ``tb_llmdiag/cli.py`` adds them to its parser. docs/compare.md is their manual."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tb_llmdiag.compare.core import compare_runs
+from tb_llmdiag.compare.gate import check
+from tb_llmdiag.compare.sides import load_side
+from tb_llmdiag.compare.table import DERIVED
+from tb_llmdiag.compare.text import render_check, render_compare
+from tb_llmdiag.errors import LlmDiagError
+from tb_llmdiag.metrics import registry
+from tb_llmdiag.render.canonical_json import dumps
+
+
+class UsageError(LlmDiagError):
+    exit_code = 2
+
+
+def fraction(text: str) -> float:
+    """``5%`` or ``0.05`` -> 0.05 (a relative tolerance, >= 0)."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction (5% or 0.05)") from None
+    if not 0 <= v < 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range")
+    return v
+
+
+def tolerance_pair(text: str) -> tuple[str, float]:
+    """``KEY=VALUE`` with KEY a metric registry key (``headline.tokens_per_s``) or a key the comparison derives."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. headline.tokens_per_s=3%")
+    if key not in DERIVED and registry.metric(key) is None:
+        raise argparse.ArgumentTypeError(f"{key!r} is not a metric key (see docs/metrics.md)")
+    return key, fraction(value)
+
+
+def _compare_doc(before: str, after: str, before_run: str | None, after_run: str | None,
+                 roles: tuple[str, str], **kw: Any) -> dict[str, Any]:
+    rb, wb = load_side(before, before_run, roles[0])
+    ra, wa = load_side(after, after_run, roles[1])
+    doc = compare_runs(rb, ra, sources=(before, after), roles=roles, **kw)
+    doc["warnings"] = wb + wa
+    return doc
+
+
+def _compare(args: argparse.Namespace) -> int:
+    doc = _compare_doc(args.before, args.after, args.before_run or args.run, args.after_run or args.run,
+                       ("BEFORE", "AFTER"))
+    sys.stdout.write(dumps(doc) + "\n" if args.json else render_compare(doc))
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    doc = _compare_doc(args.baseline, args.candidate, args.baseline_run or args.run, args.run,
+                       ("BASELINE", "CANDIDATE"), tolerances=dict(args.tolerance or []),
+                       max_regression=args.max_regression)
+    result = check(doc)
+    sys.stdout.write(dumps(result) + "\n" if args.json else render_check(result))
+    return 0 if result["passed"] else 1
+
+
+def add_commands(sub: Any) -> None:
+    cmp = sub.add_parser("compare", help="compare two runs: metrics with noise bands, finding diff, a verdict")
+    cmp.add_argument("before", help="trace file, run folder / logdir, or saved `llmdiag report --json`")
+    cmp.add_argument("after", help="the same kinds as BEFORE")
+    cmp.add_argument("--run", help="the run to take from a side that holds several (run, run/worker or run/worker/span)")
+    cmp.add_argument("--before-run", help="--run for BEFORE only")
+    cmp.add_argument("--after-run", help="--run for AFTER only")
+    cmp.add_argument("--json", action="store_true", help="print one JSON document (docs/compare.md)")
+    cmp.set_defaults(func=_compare)
+    chk = sub.add_parser("check", help="exit 1 when CANDIDATE regressed against BASELINE beyond tolerance and noise")
+    chk.add_argument("candidate", help="trace file, run folder / logdir, or saved `llmdiag report --json`")
+    chk.add_argument("--baseline", required=True, help="the same kinds as CANDIDATE (a committed report --json)")
+    chk.add_argument("--run", help="the run to take from a side that holds several")
+    chk.add_argument("--baseline-run", help="--run for BASELINE only")
+    chk.add_argument("--max-regression", type=fraction, metavar="P",
+                     help="tolerance of every gated metric (5%% or 0.05) instead of the registry's")
+    chk.add_argument("--tolerance", type=tolerance_pair, action="append", metavar="KEY=VALUE",
+                     help="tolerance of one metric (wins over --max-regression); repeatable")
+    chk.add_argument("--json", action="store_true", help="print one JSON document (docs/compare.md)")
+    chk.set_defaults(func=_check)

@@ -1,0 +1,114 @@
+"""Terminal text for a comparison (``llmdiag compare``) and a check (``llmdiag check``)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tb_llmdiag.compare.verdict import change_text
+from tb_llmdiag.units import fmt
+
+
+#: units printed as whole numbers from 100 up (11593/s, 5816 launches per step), not 1.16e+04
+WHOLE_FROM_100 = ("per_s", "count", "count_per_step")
+
+
+def value_text(unit: str, v: Any) -> str:
+    """A value by its registry unit; throughput whole (11593/s), not 1.16e+04."""
+    if unit in WHOLE_FROM_100 and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 100:
+        return f"{v:.0f}" + ("/s" if unit == "per_s" else "")
+    return fmt(unit, v)
+
+
+def band_text(row: Mapping[str, Any]) -> str:
+    n = row.get("noise")
+    if not n:
+        return "-"
+    if n.get("band_lo_change") is None:
+        return f"{value_text(row['unit'], n['band_lo'])} .. {value_text(row['unit'], n['band_hi'])}"
+    return f"{100 * n['band_lo_change']:+.1f} .. {100 * n['band_hi_change']:+.1f} %"
+
+
+def judgement(row: Mapping[str, Any]) -> str:
+    if not row["comparable"]:
+        return "not compared" if row["before"] is not None and row["after"] is not None else "one side"
+    if row["direction"] == "same":
+        return "same"
+    words = [row["direction"]]
+    words.append("beyond tolerance" if row["beyond_tolerance"] else "within tolerance")
+    if row["beyond_noise"] is not None:
+        words.append("beyond noise" if row["beyond_noise"] else "within noise")
+    if row["regressed"]:
+        words.append("REGRESSED")
+    return ", ".join(words)
+
+
+def _side(role: str, s: Mapping[str, Any]) -> str:
+    return f"{role}: {s['source']} (run {s['run']}, {s['step_count']} steps)"
+
+
+def render_compare(doc: Mapping[str, Any]) -> str:
+    out = [f"LLM Diag compare", "  " + _side("BEFORE", doc["before"]), "  " + _side("AFTER ", doc["after"]),
+           "", doc["verdict"], ""]
+    wk = doc["work"]
+    if wk["differs"]:
+        out.append(f"work: {wk['tokens_per_step_before']:.0f} -> {wk['tokens_per_step_after']:.0f} tokens per step "
+                   f"({wk['ratio']:.2g}x): step times are shown, not judged; tokens/s is")
+    elif not wk["known"]:
+        out.append("work: tokens per step unknown on a side (profile with record_shapes=True): step times are "
+                   "compared as they are")
+    nm = doc["noise_model"]
+    out.append(f"noise: bootstrap {100 * nm['level']:.0f} % band of AFTER - BEFORE over the per-step values "
+               f"({nm['resamples']} resamples, seed {nm['seed']})" if nm["modelled"] else
+               f"noise: not modelled (fewer than {nm['min_steps']} steps on a side); tolerances alone decide")
+    header = ("metric", "before", "after", "change", "noise band", "judgement")
+    rows = [header] + [(r["label"] if not r["key"].startswith("kernels.by_category.") else
+                        f"kernels: {r['key'].split('.')[2]} share", value_text(r["unit"], r["before"]),
+                        value_text(r["unit"], r["after"]), change_text(r), band_text(r), judgement(r))
+                       for r in doc["metrics"]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    out.append("")
+    for row in rows:
+        out.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+    fd = doc["findings"]
+    out += ["", "findings:"]
+    labels = (("resolved", "resolved"), ("new", "new"), ("changed", "changed"), ("unchanged", "unchanged"))
+    for key, label in labels:
+        items = fd[key]
+        if not items:
+            out.append(f"  {label}: none")
+            continue
+        parts = []
+        for f in items:
+            sb, sa = f["saving_share_before"], f["saving_share_after"]
+            if key == "resolved":
+                parts.append(f"{f['id']} (saved ~{fmt('share', sb)})" if sb is not None else f["id"])
+            elif key == "new":
+                parts.append(f"{f['id']} (~{fmt('share', sa)})" if sa is not None else f["id"])
+            else:
+                parts.append(f"{f['id']} {fmt('share', sb)} -> {fmt('share', sa)}" if sb is not None or sa is not None
+                             else f["id"])
+        out.append(f"  {label}: " + "; ".join(parts))
+    for w in doc.get("warnings", []):
+        out.append(f"warning: {w}")
+    return "\n".join(out) + "\n"
+
+
+def regression_line(row: Mapping[str, Any]) -> str:
+    n = row.get("noise")
+    noise = f"noise band {band_text(row)}" if n else "noise not modelled (one value per run)"
+    return (f"{row['label']} ({row['key']}) regressed: {value_text(row['unit'], row['before'])} -> "
+            f"{value_text(row['unit'], row['after'])} ({change_text(row)}; better {row['better']}; tolerance "
+            f"{100 * row['tolerance']:g} %; {noise})")
+
+
+def render_check(result: Mapping[str, Any]) -> str:
+    doc = result["compare"]
+    out = [f"llmdiag check: CANDIDATE {doc['after']['source']} vs BASELINE {doc['before']['source']}"]
+    if result["unjudged"]:
+        out.append(f"FAIL: cannot judge: {result['unjudged']}")
+    for r in result["regressions"]:
+        out.append(f"REGRESSION {r['line']}")
+    if result["passed"]:
+        out.append(f"PASS: no metric regressed beyond its tolerance and beyond noise ({result['judged']} judged)")
+    out.append(doc["verdict"])
+    return "\n".join(out) + "\n"

@@ -1,0 +1,365 @@
+"""A job: the ranks of one run, their collectives matched, waiting split from transfer, the straggler.
+
+Definitions:
+- Ranks: ``RankSummary.rank`` (``distributedInfo``), else a number in the label (``RANK_FROM_NAME``). A rank
+  seen twice keeps its first summary (the others are stated as duplicates); ranks below the world size (or
+  below the largest rank seen) that no summary has are stated as missing.
+- Matching: collectives are matched across ranks by (process group, sequence number) when every
+  collective of the group carries one, else by (process group, step number, kind, order among the step's
+  collectives of that kind): collectives of different kinds on different streams (FSDP's all-gathers and
+  reduce-scatters) may start in a different order on different ranks.
+  Without process-group args all collectives of a rank form one group. A match counts only when every rank
+  that has the group has it and all agree on its kind; the rest are stated as unmatched.
+- For a matched collective, all ranks leave together once the last one has arrived (a collective
+  completes on every rank at once), so durations alone tell who was late, even across hosts whose clocks
+  differ: ``transfer_ns`` = the minimum duration across ranks (what the last arrival still took,
+  TraceLens's latency); each rank's ``waiting_ns`` = its duration - transfer; the last arrival is the rank
+  with the minimum duration (ties: the later start). A rank's *exposed* waiting in a collective is the part
+  of its waiting no compute of its own overlaps (the transfer is the kernel's tail, so: exposed time beyond
+  the transfer); waiting hidden under compute costs nothing. ``caused_wait_ns`` of a rank = the mean exposed
+  waiting of the other ranks in the collectives it arrived last to. ``saving_ns`` = min(second-smallest
+  duration - smallest, the largest exposed waiting): how much sooner the others would have been free had the
+  last arrival come with the second-last.
+- The straggler is the rank that caused the most waiting, when it caused at least ``consistency_share`` of
+  all caused waiting and itself waited no more than the median rank: the rank everyone waits for, never the
+  rank that waits longest. Its cause: ``jobs.attribution``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tb_llmdiag.jobs.attribution import JobTables, attribute, per_rank_mean, what_if
+from tb_llmdiag.jobs.collectives import KINDS, bus_bandwidth_bytes_per_s
+from tb_llmdiag.jobs.summary import RankSummary
+
+I64 = NDArray[np.int64]
+
+#: Rank numbers in file or worker names, tried in order (``rank3``, ``rank_3``, ``worker3``, ``gpu3``).
+RANK_FROM_NAME: tuple[str, ...] = (r"rank[_\-]?(\d+)", r"worker[_\-]?(\d+)", r"gpu[_\-]?(\d+)", r"node\d+[_\-](\d+)")
+_RANK_RX = tuple(re.compile(rx, re.IGNORECASE) for rx in RANK_FROM_NAME)
+
+
+def rank_from_name(label: str) -> int | None:
+    """The rank a file or worker name states, None when none of ``RANK_FROM_NAME`` matches."""
+    base = label.replace("\\", "/").rsplit("/", 1)[-1]
+    for rx in _RANK_RX:
+        m = rx.search(base)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def resolve_ranks(summaries: Sequence[RankSummary]) -> tuple[list[RankSummary], list[str]]:
+    """The summaries to analyse, one per rank, sorted by rank; and notes on duplicates and missing ranks."""
+    notes: list[str] = []
+    by_rank: dict[int, RankSummary] = {}
+    unranked = []
+    for s in summaries:
+        r = s.rank if s.rank is not None else rank_from_name(s.label)
+        if r is None:
+            unranked.append(s.label)
+            continue
+        if r in by_rank:
+            notes.append(f"rank {r} appears twice ({by_rank[r].label}, {s.label}): the second is ignored")
+            continue
+        by_rank[r] = s if s.rank == r else s.replace(rank=r, rank_source="file_name")
+    if unranked:
+        notes.append(f"{len(unranked)} trace(s) state no rank (no distributedInfo, no rank in the name): "
+                     f"left out: {', '.join(unranked[:5])}")
+    sizes = [s.world_size for s in by_rank.values() if s.world_size]
+    world = max(sizes) if sizes else (max(by_rank) + 1 if by_rank else 0)
+    missing = sorted(set(range(world)) - set(by_rank))
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        notes.append(f"{len(missing)} of {world} ranks missing: {shown}")
+    return [by_rank[r] for r in sorted(by_rank)], notes
+
+
+@dataclass(frozen=True)
+class Matched:
+    """One row per matched collective (``member_*``: one row per (collective, rank) in it)."""
+
+    kind: NDArray[np.uint8]
+    pg: NDArray[np.int64]  # job-wide process-group code (index into JobAnalysis.pg_labels)
+    step: I64  # step number, -1 when matched by sequence number
+    members: I64
+    transfer_ns: I64
+    last_rank_pos: I64  # position (in JobAnalysis.ranks) of the last arrival
+    caused_wait_ns: NDArray[np.float64]
+    saving_ns: I64
+    bytes: I64  # -1 unknown
+    group_size: I64
+    member_match: I64 = field(repr=False)  # per member row: its match row
+    member_rank_pos: I64 = field(repr=False)
+    member_waiting_ns: I64 = field(repr=False)
+    member_step: I64 = field(repr=False)  # the member's step number (per its own rank)
+    member_end_ns: I64 = field(repr=False)  # absolute end time on the member's clock
+    member_exposed_ns: I64 = field(repr=False)  # the member's collective time no compute of its own overlaps
+
+
+def _flatten(ranks: Sequence[RankSummary]) -> tuple[dict[str, NDArray[Any]], list[str]]:
+    """All ranks' collectives as flat columns, with a job-wide process-group code and step numbers."""
+    pg_codes: dict[str, int] = {}
+    cols: dict[str, list[NDArray[Any]]] = {k: [] for k in ("rank_pos", "kind", "start", "dur", "bytes", "group_size",
+                                                          "pg", "seq", "step", "exposed")}
+    for pos, s in enumerate(ranks):
+        c = s.collectives
+        n = int(c["kind"].shape[0])
+        local = np.array([pg_codes.setdefault(name, len(pg_codes)) for name in s.pg_names]
+                         + [pg_codes.setdefault("", len(pg_codes))], dtype=np.int64)
+        pid = c["pg_id"].astype(np.int64)
+        step_no = s.steps["index"]
+        cols["rank_pos"].append(np.full(n, pos, np.int64))
+        cols["kind"].append(c["kind"])
+        cols["start"].append(c["start_ns"])
+        cols["dur"].append(c["end_ns"] - c["start_ns"])
+        cols["bytes"].append(c["bytes"].astype(np.int64))
+        cols["group_size"].append(c["group_size"].astype(np.int64))
+        cols["pg"].append(local[np.where((pid >= 0) & (pid < len(s.pg_names)), pid, len(s.pg_names))])
+        cols["seq"].append(c["seq"])
+        cols["exposed"].append(c["exposed_ns"])
+        st = c["step"].astype(np.int64)
+        cols["step"].append(np.where(st >= 0, step_no[np.clip(st, 0, max(step_no.size - 1, 0))] if step_no.size
+                                     else -1, -1))
+    flat = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in cols.items()}
+    labels = [""] * len(pg_codes)
+    for name, code in pg_codes.items():
+        labels[code] = name
+    return flat, labels
+
+
+def _group_starts(*keys: I64) -> NDArray[np.bool_]:
+    """For rows sorted by ``keys``, True where a new combination of keys begins."""
+    n = keys[0].size
+    new = np.zeros(n, dtype=bool)
+    if n:
+        new[0] = True
+        for k in keys:
+            new[1:] |= k[1:] != k[:-1]
+    return new
+
+
+def match_collectives(ranks: Sequence[RankSummary]) -> tuple[Matched, list[str], list[str]]:
+    """Match the ranks' collectives (see the module docstring); returns the matches, the job's process-group
+    labels and notes on what could not be matched."""
+    f, pg_labels = _flatten(ranks)
+    notes: list[str] = []
+    n = f["kind"].size
+    # groups whose every collective carries a sequence number are matched by it, the rest by step + order
+    pg_all_seq = np.ones(len(pg_labels), dtype=bool)
+    if n:
+        np.logical_and.at(pg_all_seq, f["pg"], f["seq"] >= 0)
+    by_seq = pg_all_seq[f["pg"]] if n else np.zeros(0, bool)
+    step = np.where(by_seq, -1, f["step"])
+    kind = f["kind"].astype(np.int64)
+    order = np.lexsort((f["start"], kind, step, f["pg"], f["rank_pos"]))
+    new = _group_starts(f["rank_pos"][order], f["pg"][order], step[order], kind[order])
+    first = np.maximum.accumulate(np.where(new, np.arange(n), 0)) if n else np.zeros(0, np.int64)
+    ordinal = np.empty(n, np.int64)
+    ordinal[order] = np.arange(n) - first
+    ordinal = np.where(by_seq, f["seq"], ordinal)
+    # one match per (pg, step, kind, ordinal); rows sorted by match, then by duration (the last arrival first)
+    order = np.lexsort((-f["start"], f["dur"], ordinal, kind, step, f["pg"]))
+    new = _group_starts(f["pg"][order], step[order], kind[order], ordinal[order])
+    match_of_sorted = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    members = np.diff(np.append(starts, n)).astype(np.int64)
+    pg_m = f["pg"][order][starts] if n else np.zeros(0, np.int64)
+    # ranks per group: how many distinct ranks have collectives in it
+    pr = np.unique(f["pg"] * (len(ranks) + 1) + f["rank_pos"]) if n else np.zeros(0, np.int64)
+    ranks_in_pg = np.bincount(pr // (len(ranks) + 1), minlength=len(pg_labels))
+    kind_sorted = f["kind"][order]
+    kinds_agree = np.ones(starts.size, dtype=bool)
+    if n:
+        np.logical_and.at(kinds_agree, match_of_sorted, kind_sorted == kind_sorted[starts][match_of_sorted])
+    ok = (members == ranks_in_pg[pg_m]) & (members >= 2) & kinds_agree
+    if (~ok).any() and len(ranks) > 1:
+        partial = int((kinds_agree & (members < ranks_in_pg[pg_m])).sum())
+        if partial:
+            notes.append(f"{partial} collective(s) were not seen on every rank of their group (capture windows "
+                         "or step numbers differ): left out of waiting and straggler figures")
+        if (~kinds_agree).sum():
+            notes.append(f"{int((~kinds_agree).sum())} collective position(s) have different kinds on different "
+                         "ranks (the order of collectives differs): left out")
+    dur_s = f["dur"][order]
+    transfer = dur_s[starts] if n else np.zeros(0, np.int64)
+    waiting = dur_s - transfer[match_of_sorted] if n else np.zeros(0, np.int64)
+    # waiting no compute of the rank's own hides (its exposed time beyond the transfer tail): what waiting costs
+    exposed_wait = np.clip(f["exposed"][order] - transfer[match_of_sorted], 0, waiting) if n else waiting
+    sum_wait = np.bincount(match_of_sorted, weights=exposed_wait, minlength=starts.size) if n else np.zeros(0)
+    max_wait = np.maximum.reduceat(exposed_wait, starts) if n else np.zeros(0, np.int64)
+    second = np.where(members >= 2, dur_s[np.minimum(starts + 1, max(n - 1, 0))] if n else 0, transfer)
+    keep_member = ok[match_of_sorted] if n else np.zeros(0, bool)
+    remap = np.cumsum(ok) - 1
+    bytes_s = f["bytes"][order]
+    m = Matched(
+        kind=kind_sorted[starts][ok], pg=pg_m[ok], step=step[order][starts][ok], members=members[ok],
+        transfer_ns=transfer[ok], last_rank_pos=f["rank_pos"][order][starts][ok],
+        caused_wait_ns=(sum_wait / np.maximum(members - 1, 1))[ok], saving_ns=np.minimum(second - transfer, max_wait)[ok],
+        bytes=np.maximum.reduceat(bytes_s, starts)[ok] if n else np.zeros(0, np.int64),
+        group_size=np.maximum.reduceat(f["group_size"][order], starts)[ok] if n else np.zeros(0, np.int64),
+        member_match=remap[match_of_sorted][keep_member], member_rank_pos=f["rank_pos"][order][keep_member],
+        member_waiting_ns=waiting[keep_member].astype(np.int64), member_step=f["step"][order][keep_member],
+        member_end_ns=(f["start"] + f["dur"])[order][keep_member],
+        member_exposed_ns=f["exposed"][order][keep_member],
+    )
+    return m, pg_labels, notes
+
+
+def busbw_by_kind(m: Matched, n_ranks: int) -> list[dict[str, Any]]:
+    """Per kind over matched collectives: count, transfer time, known bytes and the achieved bus bandwidth
+    (known bytes / their transfer time x nccl-tests factor, group size from the args else the job's ranks)."""
+    out = []
+    for code in np.unique(m.kind).tolist():
+        sel = m.kind == code
+        known = sel & (m.bytes >= 0)
+        gs = m.group_size[known]
+        n = int(gs.max()) if gs.size and gs.max() > 0 else n_ranks
+        out.append({
+            "kind": KINDS[code], "count": int(sel.sum()), "transfer_ns": int(m.transfer_ns[sel].sum()),
+            "bytes": int(m.bytes[known].sum()) if known.any() else None,
+            "busbw_bytes_per_s": bus_bandwidth_bytes_per_s(KINDS[code], int(m.bytes[known].sum()),
+                                                           int(m.transfer_ns[known].sum()), n) if known.any() else None,
+        })
+    return sorted(out, key=lambda r: -r["transfer_ns"])
+
+
+def _common_steps(ranks: Sequence[RankSummary]) -> I64:
+    """Step numbers every rank has (sorted)."""
+    if not ranks:
+        return np.zeros(0, np.int64)
+    idx = np.concatenate([np.unique(s.steps["index"]) for s in ranks])
+    values, counts = np.unique(idx, return_counts=True)
+    return values[counts == len(ranks)].astype(np.int64)
+
+
+def _tables(ranks: Sequence[RankSummary], common: I64, m: Matched) -> JobTables:
+    """Per rank x common step matrices of the step columns, waiting and transfer."""
+    R, S = len(ranks), common.size
+    cols = ("host_start_ns", "start_ns", "end_ns", "compute_ns", "collective_ns", "exposed_ns", "idle_ns", "dataloader_ns", "sync_ns",
+            "launch_ns", "tokens")
+    mats = {c: np.full((R, S), np.nan) for c in cols}
+    if S:
+        origin = min(int(s.steps["start_ns"].min()) for s in ranks if s.n_steps)  # floats only after this shift
+        rank_pos = np.concatenate([np.full(s.n_steps, i, np.int64) for i, s in enumerate(ranks)])
+        index = np.concatenate([s.steps["index"] for s in ranks])
+        pos = np.clip(np.searchsorted(common, index), 0, S - 1)
+        hit = common[pos] == index
+        for c in cols:
+            vals = np.concatenate([s.steps[c] for s in ranks])
+            vals = (vals - origin if c in ("host_start_ns", "start_ns", "end_ns") else vals).astype(np.float64)
+            mats[c][rank_pos[hit], pos[hit]] = vals[hit]
+    waiting = np.zeros((R, S))
+    transfer = np.zeros((R, S))
+    exposed_waiting = np.zeros((R, S))
+    if S and m.member_step.size:
+        pos = np.clip(np.searchsorted(common, m.member_step), 0, S - 1)
+        hit = common[pos] == m.member_step
+        cell = (m.member_rank_pos[hit], pos[hit])
+        tr = m.transfer_ns[m.member_match[hit]]
+        np.add.at(waiting, cell, m.member_waiting_ns[hit])
+        np.add.at(transfer, cell, tr)
+        # the transfer is the collective's tail: its exposed part is exposed transfer first, the rest waiting
+        np.add.at(exposed_waiting, cell, np.maximum(m.member_exposed_ns[hit] - tr, 0))
+    with np.errstate(invalid="ignore"):
+        host = mats["host_start_ns"]
+        offset = host - np.nanmedian(host, axis=0, keepdims=True) if S else host
+    return JobTables(
+        step_ns=mats["end_ns"] - mats["start_ns"], compute_ns=mats["compute_ns"], collective_ns=mats["collective_ns"],
+        exposed_ns=mats["exposed_ns"], idle_ns=mats["idle_ns"], dataloader_ns=mats["dataloader_ns"],
+        sync_ns=mats["sync_ns"], launch_ns=mats["launch_ns"], tokens=mats["tokens"], start_offset_ns=offset,
+        waiting_ns=waiting, transfer_ns=transfer, exposed_waiting_ns=exposed_waiting,
+    )
+
+
+def _match_steps(m: Matched) -> I64:
+    """The step number of each match: the last arrival's step."""
+    out = np.full(m.kind.size, -1, np.int64)
+    own = m.member_rank_pos == m.last_rank_pos[m.member_match]
+    out[m.member_match[own]] = m.member_step[own]
+    return out
+
+
+@dataclass(frozen=True)
+class JobAnalysis:
+    """Everything the job findings and the job view read. Per-rank arrays follow ``ranks``."""
+
+    ranks: tuple[int, ...]
+    labels: tuple[str, ...]
+    notes: tuple[str, ...]
+    pg_labels: tuple[str, ...]
+    steps: I64  # common step numbers
+    tables: JobTables
+    matched: Matched
+    caused_wait_ns: NDArray[np.float64]  # per rank, per step
+    last_count: I64  # per rank: matched collectives it arrived last to (someone waited for it)
+    saving_ns: NDArray[np.float64]  # per rank, per step: what-if saving had it not been last
+    clock_aligned: bool
+    job_step_ns: float  # median rank's mean step time
+    straggler_pos: int | None
+    straggler_consistency_share: float | None
+    attribution: dict[str, Any] | None
+    by_kind: list[dict[str, Any]]
+    kernel_ns_by_kind: I64  # all ranks' collective kernel time per kind (KINDS order), matched or not
+    top_finding_ids: tuple[tuple[str, ...], ...] = ()
+
+
+def _clock_aligned(m: Matched, job_step_ns: float) -> bool:
+    """Whether the ranks' clocks agree: matched collectives end together on absolute times (median spread of
+    their ends under 5 % of a step and under 1 ms)."""
+    if m.kind.size == 0:
+        return False
+    first = np.flatnonzero(_group_starts(m.member_match))
+    spread = np.maximum.reduceat(m.member_end_ns, first) - np.minimum.reduceat(m.member_end_ns, first)
+    return bool(float(np.median(spread)) < min(0.05 * job_step_ns, 1e6)) if job_step_ns > 0 else False
+
+
+def analyze_job(summaries: Sequence[RankSummary], *, consistency_share: float = 0.5) -> JobAnalysis:
+    """The job analysis of the given per-rank summaries (see the module docstring)."""
+    ranks, notes = resolve_ranks(summaries)
+    m, pg_labels, match_notes = match_collectives(ranks)
+    notes += match_notes
+    common = _common_steps(ranks)
+    if len(ranks) and common.size == 0:
+        notes.append("the ranks share no step number: per-step comparisons are unavailable")
+    t = _tables(ranks, common, m)
+    R, S = len(ranks), max(common.size, 1)
+    mstep = _match_steps(m)
+    in_common = np.isin(mstep, common) if common.size else np.ones(mstep.size, bool)
+    caused = np.bincount(m.last_rank_pos[in_common], weights=m.caused_wait_ns[in_common], minlength=R) / S
+    saving = np.bincount(m.last_rank_pos[in_common], weights=m.saving_ns[in_common], minlength=R) / S
+    late = m.caused_wait_ns > 0  # a tie (nobody waited) makes no one the last arrival
+    last_count = np.bincount(m.last_rank_pos[late], minlength=R).astype(np.int64)
+    step_mean = per_rank_mean(t.step_ns)
+    job_step = float(np.nanmedian(step_mean)) if R and not np.all(np.isnan(step_mean)) else 0.0
+    clock = _clock_aligned(m, job_step)
+    pos, consistency, attr = None, None, None
+    if R >= 2 and caused.sum() > 0:
+        cand = int(np.argmax(caused))
+        consistency = float(caused[cand] / caused.sum())
+        waited = per_rank_mean(t.waiting_ns)
+        if consistency >= consistency_share and waited[cand] <= float(np.nanmedian(waited)):
+            pos = cand
+            attr = attribute(t, cand, clock_aligned=clock)
+            attr["what_if"] = what_if(job_step, float(saving[cand]))
+    return JobAnalysis(
+        ranks=tuple(int(s.rank) for s in ranks if s.rank is not None), labels=tuple(s.label for s in ranks),
+        notes=tuple(notes), pg_labels=tuple(pg_labels), steps=common, tables=t, matched=m, caused_wait_ns=caused,
+        last_count=last_count, saving_ns=saving, clock_aligned=clock, job_step_ns=job_step, straggler_pos=pos,
+        straggler_consistency_share=consistency, attribution=attr, by_kind=busbw_by_kind(m, R),
+        kernel_ns_by_kind=_kernel_ns_by_kind(ranks), top_finding_ids=tuple(s.top_finding_ids for s in ranks),
+    )
+
+
+def _kernel_ns_by_kind(ranks: Sequence[RankSummary]) -> I64:
+    out = np.zeros(len(KINDS), np.int64)
+    for s in ranks:
+        c = s.collectives
+        out += np.bincount(c["kind"], weights=c["end_ns"] - c["start_ns"], minlength=len(KINDS)).astype(np.int64)
+    return out

@@ -1,0 +1,227 @@
+"""One rank's communication separated from its compute, per step.
+
+Definitions (W = a step's window, see ``StepWindows``; unions are over all streams; lengths in ns):
+- collective = device kernels ``collectives.find_collectives`` names; compute = every other kernel (memcpy and
+  memset are neither: they count as device busy, not as compute that hides communication).
+- ``collective_ns`` = |∪ collectives ∩ W|; ``compute_ns`` = |∪ compute ∩ W| (``gpu_busy`` without collectives).
+- ``exposed_ns`` = |∪ collectives \\ ∪ compute| within W = |∪(collectives ∪ compute) ∩ W| - compute_ns: collective
+  time no compute kernel overlaps on any stream. ``overlap_share`` = 1 - exposed / collective (null if no
+  collective time).
+- ``idle_ns`` = |W| - |∪ device events ∩ W|.
+- host signals: ``dataloader_ns`` (DataLoader ``__next__`` ranges), ``sync_ns`` (blocking runtime calls:
+  stream/device/event synchronize, synchronous memcpy), ``launch_ns`` (kernel-launch API calls), each |∪ ∩ W|;
+  the name families are ``metrics.context.NAME_PATTERNS``. ``sync_in_collective_ns`` = |sync ranges ∩ ∪
+  collectives| in the host window: host time blocked in a sync while the device runs a collective (waiting
+  for peers or transferring), which per-rank findings should not blame on the sync itself.
+- ``tokens``: token slots per step (``metrics.shapes.tokens_per_window``), -1 when shapes are not recorded.
+- By kind: kernel time (sum of durations, waiting included), count, bytes (known sizes only) and
+  ``busbw_lower_bound_bytes_per_s`` = known bytes / their kernel time x nccl-tests factor: a lower bound,
+  since a rank's kernel time includes waiting for peers (the job level divides by transfer time instead).
+Windows: ``StepWindows``: device figures per device window (from the first device event a step launched to
+the first the next step launched), host figures and tokens per host window (the step marker). Without steps
+the one window is [first device event start, last device event end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tb_llmdiag.intervals import merge, overlap_per_window
+from tb_llmdiag.jobs.collectives import KINDS, Collectives, bus_bandwidth_bytes_per_s
+from tb_llmdiag.metrics.context import RowCache
+from tb_llmdiag.metrics.shapes import tokens_per_window
+from tb_llmdiag.metrics.steps import Steps
+from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
+
+I64 = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Per step (one row per window), ns. See the module docstring."""
+
+    start_ns: I64
+    end_ns: I64
+    collective_ns: I64
+    compute_ns: I64
+    exposed_ns: I64
+    idle_ns: I64
+    dataloader_ns: I64
+    sync_ns: I64
+    launch_ns: I64
+    sync_in_collective_ns: I64
+    tokens: I64
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+
+@dataclass(frozen=True)
+class StepWindows:
+    """Per step: the host window [host_start, host_end) (the ProfilerStep marker) and the device window
+    [start, end): from the first device event launched in the step to the first launched in the next one
+    (the last step: to the end of the last device event it launched). Device windows are disjoint, so
+    per-step device figures add up, and their length is the step period the GPU sees: with the GPU running
+    behind the host, a marker's window extended to its GPU tail overlaps the next step's."""
+
+    host_start_ns: I64
+    host_end_ns: I64
+    start_ns: I64
+    end_ns: I64
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+
+def launch_step(trace: Trace, rows: NDArray[np.intp], host_start: I64, host_end: I64) -> NDArray[np.int64]:
+    """For device rows, the step whose host window holds the call that launched them (correlation id); -1
+    when the launch is unknown, -2 when it is known and outside every step."""
+    out = np.full(rows.shape, -1, np.int64)
+    if rows.size == 0 or host_start.size == 0:
+        return out
+    launcher = RowCache(trace).launcher(rows)
+    ok = launcher >= 0
+    t = trace.events.ts_ns[launcher[ok]]
+    k = np.searchsorted(host_start, t, side="right") - 1
+    inside = (k >= 0) & (t < host_end[np.clip(k, 0, None)])
+    out[np.flatnonzero(ok)] = np.where(inside, k, -2)
+    return out
+
+
+def windows(trace: Trace, steps: Steps) -> StepWindows:
+    """The step windows (see StepWindows), or one window over all device activity without steps."""
+    ev = trace.events
+    dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
+    if not len(steps):
+        if dev.size == 0:
+            z = np.zeros(0, np.int64)
+            return StepWindows(z, z, z, z)
+        lo, hi = np.array([ev.ts_ns[dev].min()], np.int64), np.array([ev.end_ns[dev].max()], np.int64)
+        return StepWindows(lo, hi, lo, hi)
+    hs, he = steps.start_ns.astype(np.int64), steps.host_end_ns.astype(np.int64)
+    k = launch_step(trace, dev, hs, he)
+    n = len(steps)
+    first = np.full(n, np.iinfo(np.int64).max, np.int64)
+    last = np.full(n, -1, np.int64)
+    np.minimum.at(first, k[k >= 0], ev.ts_ns[dev][k >= 0])
+    np.maximum.at(last, k[k >= 0], ev.end_ns[dev][k >= 0])
+    known = last >= 0
+    start = np.where(known, first, hs)  # a step that launched nothing: its marker's window
+    start = np.maximum.accumulate(start)
+    end = np.append(start[1:], max(int(last[-1]) if known[-1] else int(steps.end_ns[-1]), int(start[-1])))
+    return StepWindows(hs, he, start, end.astype(np.int64))
+
+
+def _covered(s: I64, e: I64, ws: I64, we: I64) -> I64:
+    return overlap_per_window(s, e, ws, we).astype(np.int64)
+
+
+def _compute_blocks(trace: Trace, coll: Collectives) -> tuple[I64, I64]:
+    """The merged intervals of compute kernels (every kernel on a device stream that is not a collective)."""
+    ev = trace.events
+    is_coll = np.zeros(len(ev), dtype=bool)
+    is_coll[coll.row] = True
+    comp = np.flatnonzero((ev.kind == Kind.KERNEL) & (ev.stream >= 0) & ~is_coll)
+    return merge(ev.ts_ns[comp], ev.end_ns[comp])
+
+
+def exposed_per_collective(trace: Trace, coll: Collectives) -> I64:
+    """Per collective: its duration not overlapped by any compute kernel (on any stream), ns."""
+    ks, ke = _compute_blocks(trace, coll)
+    if len(coll) == 0:
+        return np.zeros(0, np.int64)
+    return (coll.dur_ns - overlap_per_window(ks, ke, coll.start_ns, coll.end_ns)).astype(np.int64)
+
+
+def step_breakdown(trace: Trace, coll: Collectives, ws: I64, we: I64, host_ws: I64 | None = None,
+                   host_we: I64 | None = None) -> StepBreakdown:
+    """Per-window communication, compute, idle (on the device windows [ws, we)) and host signals and tokens
+    (on the host windows, by default the same); definitions in the module docstring."""
+    ev = trace.events
+    ws, we = np.asarray(ws, dtype=np.int64), np.asarray(we, dtype=np.int64)
+    hws = ws if host_ws is None else np.asarray(host_ws, dtype=np.int64)
+    hwe = we if host_we is None else np.asarray(host_we, dtype=np.int64)
+    dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
+    cs, ce = merge(coll.start_ns, coll.end_ns)
+    ks, ke = _compute_blocks(trace, coll)
+    collective = _covered(cs, ce, ws, we)
+    compute = _covered(ks, ke, ws, we)
+    both = _covered(np.concatenate((cs, ks)), np.concatenate((ce, ke)), ws, we)
+    busy = _covered(ev.ts_ns[dev], ev.end_ns[dev], ws, we)
+    cache = RowCache(trace)
+
+    def host(family: str) -> I64:
+        rows = cache.family(family)
+        return _covered(ev.ts_ns[rows], ev.end_ns[rows], hws, hwe)
+
+    sync = cache.family("sync_api")
+    ss, se = merge(ev.ts_ns[sync], ev.end_ns[sync])
+    # host blocked in a sync while the device runs a collective: |sync ∩ coll| = |sync| + |coll| - |sync ∪ coll|
+    sync_coll = (_covered(ss, se, hws, hwe) + _covered(cs, ce, hws, hwe)
+                 - _covered(np.concatenate((ss, cs)), np.concatenate((se, ce)), hws, hwe))
+
+    tokens = tokens_per_window(ev, hws, hwe)
+    return StepBreakdown(
+        start_ns=ws, end_ns=we, collective_ns=collective, compute_ns=compute, exposed_ns=both - compute,
+        idle_ns=(we - ws) - busy, dataloader_ns=host("dataloader"), sync_ns=host("sync_api"),
+        launch_ns=host("launch_api"), sync_in_collective_ns=sync_coll,
+        tokens=tokens.astype(np.int64) if tokens is not None else np.full(ws.shape, -1, np.int64),
+    )
+
+
+def by_kind(coll: Collectives, ws: I64, we: I64, ranks: int | None) -> list[dict[str, Any]]:
+    """Collective kernel time, count and bytes per kind, for collectives starting inside a window."""
+    inside = _inside(coll.start_ns, ws, we)
+    out = []
+    for code in np.unique(coll.kind[inside]).tolist():
+        m = inside & (coll.kind == code)
+        known = m & (coll.bytes >= 0)
+        kind = KINDS[code]
+        gs = coll.group_size[known]
+        n = int(gs.max()) if gs.size and gs.max() > 0 else ranks
+        bytes_known = int(coll.bytes[known].sum())
+        out.append({
+            "kind": kind, "count": int(m.sum()), "kernel_ns": int(coll.dur_ns[m].sum()),
+            "bytes": bytes_known if known.any() else None, "bytes_known_count": int(known.sum()),
+            "busbw_lower_bound_bytes_per_s": bus_bandwidth_bytes_per_s(
+                kind, bytes_known, int(coll.dur_ns[known].sum()), n or 0) if known.any() else None,
+        })
+    return sorted(out, key=lambda r: -r["kernel_ns"])
+
+
+def _inside(ts: I64, ws: I64, we: I64) -> NDArray[np.bool_]:
+    """Whether each time lies in some window [ws, we) (windows sorted by start, may overlap)."""
+    if ws.size == 0:
+        return np.zeros(ts.shape, dtype=bool)
+    reach = np.maximum.accumulate(we)
+    i = np.searchsorted(ws, ts, side="right") - 1
+    return (i >= 0) & (ts < reach[np.clip(i, 0, None)])
+
+
+def communication_metrics(trace: Trace, coll: Collectives, steps: Steps) -> dict[str, Any]:
+    """The per-rank ``communication`` topic: totals over the step windows, shares of step time."""
+    w = windows(trace, steps)
+    ws, we = w.start_ns, w.end_ns
+    if ws.size == 0:
+        return {"available": False, "reason": "no device activity"}
+    if len(coll) == 0:
+        return {"available": False, "reason": "no collective kernels (NCCL/RCCL, DeepEP, XLA) in the trace",
+                "collective_count": 0}
+    b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns)
+    window = int((we - ws).sum())
+    coll_ns, exposed = int(b.collective_ns.sum()), int(b.exposed_ns.sum())
+    ranks = trace.distributed.world_size if trace.distributed else None
+    return {
+        "available": True,
+        "collective_count": int(_inside(coll.start_ns, ws, we).sum()),
+        "collective_ns": coll_ns, "collective_share": coll_ns / window if window else None,
+        "compute_ns": int(b.compute_ns.sum()), "compute_share": int(b.compute_ns.sum()) / window if window else None,
+        "exposed_ns": exposed, "exposed_share": exposed / window if window else None,
+        "sync_in_collective_ns": int(b.sync_in_collective_ns.sum()),
+        "overlap_share": 1.0 - exposed / coll_ns if coll_ns else None,
+        "by_kind": by_kind(coll, ws, we, ranks),
+    }

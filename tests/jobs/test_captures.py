@@ -1,0 +1,104 @@
+"""The 2-GPU captures (tests/data/{ddp_straggler,ddp_slow_transport,ddp_fast_transport,fsdp}, each with a
+truth.json written by the capture run, docs/captures_2.md): the planted straggler is named with its cause and
+the rank that waits never is; the slow-transport run's top job finding is exposed_communication, its share
+within 5 % of an independent computation; its fast-transport twin and the balanced FSDP run get neither."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nccl_args import load_with_nccl_args
+from test_real_jobs import independent_exposed_us
+from tracepaths import TEST_DATA
+from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.jobs.analysis import analyze_job
+from tb_llmdiag.jobs.findings import evaluate, job_metrics
+from tb_llmdiag.jobs.report import job_report
+from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
+from tb_llmdiag.metrics.steps import find_steps
+
+
+def capture(name: str, *, nccl_args: bool = False) -> tuple[list[RankSummary], dict, list[Path]]:
+    folder = TEST_DATA / name
+    files = sorted(folder.glob("rank*.pt.trace.json.gz"))
+    summaries = []
+    for f in files:
+        t = load_with_nccl_args(f) if nccl_args else load_trace(str(f))
+        summaries.append(summarize_rank(t, find_steps(t), label=f.name))
+    return summaries, json.loads((folder / "truth.json").read_text()), files
+
+
+def test_ddp_straggler_is_named_with_its_cause() -> None:
+    summaries, truth, _ = capture("ddp_straggler")
+    tokens = {r["rank"]: r["tokens_per_step"][0] for r in truth["ranks"]}
+    slow = max(tokens, key=tokens.get)  # rank 1: 4096 tokens per step against 2048
+    waiter = min(tokens, key=tokens.get)
+    job = analyze_job(summaries)
+    m = job_metrics(job)
+    found = evaluate(m)
+    assert found[0]["id"] == "straggler"
+    assert m["straggler_rank"] == slow != waiter
+    assert m["straggler_cause"] == "more_tokens"
+    # tokens per step read from the traces' embedding shapes agree with the capture's own count
+    assert m["straggler_tokens"]["straggler_tokens_per_step"] == tokens[slow]
+    assert m["straggler_tokens"]["median_rank_tokens_per_step"] == tokens[waiter]
+    # the waiting rank waits more, and longer than it makes the straggler wait
+    w = job.tables.exposed_waiting_ns.sum(axis=1)
+    assert w[job.ranks.index(waiter)] > 3 * w[job.ranks.index(slow)]
+    assert m["straggler_others_wait_share"] > 0.1
+    assert m["straggler_what_if"]["step_after_ns"] < m["job_step_ns"]
+    assert "tokens per rank" in found[0]["fix"]
+
+
+def test_the_waiting_rank_is_never_named_whatever_the_order() -> None:
+    summaries, _, _ = capture("ddp_straggler")
+    for order in (summaries, summaries[::-1]):
+        assert job_metrics(analyze_job(order))["straggler_rank"] == 1
+
+
+def test_slow_transport_top_finding_is_exposed_communication() -> None:
+    summaries, truth, files = capture("ddp_slow_transport", nccl_args=True)
+    rep = job_report(summaries)
+    top = rep["findings"][0]
+    assert top["id"] == "exposed_communication"
+    assert "straggler" not in [f["id"] for f in rep["findings"]]
+    assert top["evidence"]["top_collective_kind"] == "all_reduce" and "no_sync" in top["fix"]
+    # independent: per rank, (|nccl ∪ compute kernels| - |compute kernels|) / the span of all kernels, from json
+    shares = []
+    for f in files:
+        comm_us, comp_us, exposed_us = independent_exposed_us(f)
+        shares.append(exposed_us / independent_span_us(f))
+    assert top["value"] == pytest.approx(sum(shares) / len(shares), rel=0.05)
+    # achieved bus bandwidth of the all-reduces (bytes from the NCCL args / transfer time) vs the capture's
+    # own measurement of the same gradients all-reduced alone over the same transport (4.2 GB/s)
+    ar = next(r for r in top["evidence"]["collective_by_kind"] if r["kind"] == "all_reduce")
+    alone = truth["ranks"][0]["ddp"]["allreduce_alone_busbw_GBps"] * 1e9
+    assert ar["busbw_bytes_per_s"] == pytest.approx(alone, rel=0.10)  # measured: 4.07 vs 4.21 GB/s
+    # its twin on NCCL's default transport: 190 vs 215 GB/s alone (in training the transfers share the GPU)
+    fast, fast_truth, _ = capture("ddp_fast_transport", nccl_args=True)
+    far = next(r for r in job_report(fast)["metrics"]["collective_by_kind"] if r["kind"] == "all_reduce")
+    assert far["busbw_bytes_per_s"] == pytest.approx(fast_truth["ranks"][0]["ddp"]["allreduce_alone_busbw_GBps"] * 1e9,
+                                                     rel=0.2)
+
+
+def independent_span_us(path: Path) -> float:
+    import gzip
+
+    with gzip.open(path, "rt") as fh:
+        ks = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    return max(float(e["ts"]) + float(e.get("dur", 0)) for e in ks) - min(float(e["ts"]) for e in ks)
+
+
+@pytest.mark.parametrize("name", ["ddp_fast_transport", "fsdp"])
+def test_balanced_runs_get_no_job_finding(name: str) -> None:
+    summaries, _, _ = capture(name)
+    rep = job_report(summaries)
+    assert rep["findings"] == []
+    assert rep["metrics"]["exposed_transfer_share"] < 0.10
+    assert not any("different kinds" in n for n in rep["notes"])
+    if name == "fsdp":
+        kinds = {r["kind"] for r in rep["metrics"]["collective_by_kind"]}
+        assert {"all_gather", "reduce_scatter"} <= kinds
