@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "metrics"))
 
 from tb_llmdiag.findings import GPU_RULES, RULES, XLA_RULES, Fix, Flavour, Rule, evaluate, lookup, run_platform
-from tb_llmdiag.findings.workload import by_run_kind
+from tb_llmdiag.findings.workload import INFERENCE_RULES, by_run_kind
 from tb_llmdiag.findings.engine import applicable, finding, fires
 
 REQUIRED = {"host_bound", "tiny_kernels", "dataloader_stall", "host_sync", "pageable_memcpy", "variable_shapes",
@@ -38,8 +38,8 @@ def test_required_ids_and_unique() -> None:
 
 def test_rules_are_the_gpu_then_the_xla_table() -> None:
     # with findings/workload.py's run-kind declarations (skip_on, inference wording) applied
-    assert RULES == by_run_kind(GPU_RULES + XLA_RULES) and len(XLA_RULES) == 6
-    assert [r.id for r in RULES] == [r.id for r in GPU_RULES + XLA_RULES]
+    assert RULES == by_run_kind(GPU_RULES + XLA_RULES) + INFERENCE_RULES and len(XLA_RULES) == 6
+    assert [r.id for r in RULES] == [r.id for r in GPU_RULES + XLA_RULES + INFERENCE_RULES]
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.platform}-{r.id}")

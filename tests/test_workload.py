@@ -226,3 +226,15 @@ def test_truncated_traces_report_what_was_read_and_no_absence(which: str, tmp_pa
     assert run["metrics"]["run"]["device_kind"] is None  # no device event read: unknown, not "CPU"
     cli.main(["report", str(path)])
     assert "truncated" in capsys.readouterr().out.lower()
+
+
+def test_gemm_bound_forward_is_inferences_own_view() -> None:
+    """Inference's own rule over the kernel mix: it fires on the inference traces whose device is busy with
+    GEMMs (vLLM piecewise graphs on MI300X: 93 % GEMM, busy 99.8 %), never on training traces with the same mix."""
+    fired = {name for name in WORKLOAD if "gemm_bound_forward" in [f["id"] for f in report(name)["findings"]]}
+    assert fired == {"external_mi300_vllm_piecewise", "external_mi300_torch_compile", "external_mi300_xdit_flux"}
+    m = {"run": {"platform": "cuda", "workload": "training"}, "kernels": {"gemm_share": 0.9, "gemm_ns": 10},
+         "idle": {"busy_share": 0.95}}
+    assert evaluate(m, RULES) == []
+    assert [f["id"] for f in evaluate({**m, "run": {"platform": "cuda", "workload": "inference"}}, RULES)] == [
+        "gemm_bound_forward"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from tb_llmdiag.findings.engine import Rule, evidence_unit
 from tb_llmdiag.findings.gpu import GPU_RULES
-from tb_llmdiag.findings.workload import by_run_kind
+from tb_llmdiag.findings.workload import INFERENCE_RULES, by_run_kind
 from tb_llmdiag.findings.xla import XLA_RULES
 
-RULES: tuple[Rule, ...] = by_run_kind(GPU_RULES + XLA_RULES)
+RULES: tuple[Rule, ...] = by_run_kind(GPU_RULES + XLA_RULES) + INFERENCE_RULES
 
 
 def _evidence_units(rules: tuple[Rule, ...]) -> dict[str, dict[str, str]]:

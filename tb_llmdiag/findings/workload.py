@@ -6,6 +6,8 @@
   checkpointing, optimizer, packing the training set, steady-state training steps). Never on inference runs.
 - ``WHOLE_FILE``: claims about the whole run, an absence or a maximum ("no device activity", "peak memory"),
   which the read part of a cut file cannot support. Never on a partial read.
+- ``INFERENCE_RULES``: inference's own rules over the same metrics (``gemm_bound_forward``: prefill-heavy
+  forward passes spend the device's time in GEMMs), skipped on training runs.
 - ``INFERENCE``: the same metrics seen from an inference server or ``generate`` loop: a launch-bound decode,
   host stalls between forward calls (a blocking copy of sampled tokens), pinned input buffers, weights in the
   serving dtype. Each replaces the rule's wording on inference runs.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tb_llmdiag.findings.engine import Fix, Flavour, Rule
+from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 
 TRAINING_ONLY: frozenset[str] = frozenset({
     "dataloader_stall", "warmup_in_window", "step_variance", "variable_shapes", "memory_headroom",
@@ -95,6 +97,33 @@ INFERENCE: dict[str, Flavour] = {
                 pytorch="# keep tokenization / detokenization off the thread that launches the model",
                 hf_trainer="# batch requests (pipeline(..., batch_size=N)) rather than one generate() per prompt")),
 }
+
+
+def busy_device(m: Metrics) -> bool:
+    """The device is busy >= 80 % of the window: the forward passes, not the host, set the pace."""
+    return (lookup(m, "idle.busy_share") or 0.0) >= 0.8
+
+
+#: Inference's own view of the same metrics: rules only inference runs get (``skip_on`` training).
+INFERENCE_RULES: tuple[Rule, ...] = (
+    Rule(
+        id="gemm_bound_forward", platform="cuda", skip_on=("training",), severity="low",
+        title="The forward passes are GEMM-bound",
+        metric="kernels.gemm_share", above=0.6, when=busy_device,
+        evidence=(("gemm_share", "kernels.gemm_share"), ("busy_share", "idle.busy_share"),
+                  ("gemm_ns", "kernels.gemm_ns")),
+        summary="GEMMs and attention take {gemm_share} of device time ({gemm_ns}) and the GPU is busy {busy_share}: "
+                "prefill-heavy forward passes are compute-bound, so the time is in the math itself.",
+        fix=Fix(text="Make each GEMM cheaper: FP8 (H100, MI300) or INT8/INT4 weight quantisation with kernels that read "
+                     "it directly, FP8 KV cache for long contexts, or more tensor-parallel GPUs; check that the GEMMs "
+                     "run the tuned library kernels (hipBLASLt / cuBLASLt), not a fallback.",
+                pytorch="# vLLM: LLM(model, quantization='fp8', kv_cache_dtype='fp8')\n"
+                        "# SGLang: --quantization fp8 --kv-cache-dtype fp8_e5m2",
+                hf_trainer="from transformers import BitsAndBytesConfig\n"
+                           "AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_8bit=True))"),
+        docs="https://docs.vllm.ai/en/latest/features/quantization/fp8.html",
+    ),
+)
 
 
 def by_run_kind(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
