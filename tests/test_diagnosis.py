@@ -15,27 +15,62 @@ def test_rank_by_saving_then_severity() -> None:
     assert [x["id"] for x in got] == ["c", "a", "b", "e", "d"]
 
 
-def test_what_if_uses_the_first_finding_with_a_saving() -> None:
-    metrics = {"steps": {"mean_ns": 100}}
-    assert what_if([f("x", None, None, "high"), f("y", 0.25, 25)], metrics) == {"finding_id": "y", "step_ns": 100, "step_ns_if_fixed": 75}
-    assert what_if([f("x", None, None)], metrics) is None
-    assert what_if([f("y", 0.25, 25)], {"steps": {"available": False}}) is None
+def test_what_if_uses_the_first_finding_with_a_saving_in_the_median_step() -> None:
+    # rules without a ``claims`` pool have no saving in sequence; a table of one idle rule has
+    fix = Fix("t", "p", "h")
+    r = (Rule(id="x", title="x", metric="a.x", above=0, fix=fix, claims="idle", saving="a.x"),)
+    metrics = {"steps": {"mean_ns": 100, "median_ns": 80}, "idle": {"busy_share": 0.5}, "a": {"x": 0.25}}
+    _, wi = diagnose(metrics, rules=r)
+    # mean step 100 = regular part 80 (busy 40, idle 40) + excess 20; r = 25 / 40 of the idle pool;
+    # the median step's idle is 40 too: 25 off 80
+    assert (wi["finding_id"], wi["step_ns"], wi["step_ns_if_fixed"], wi["compute_floor_ns"]) == ("x", 80, 55, 40)
+    assert wi["bound"] is True and wi["basis"] == "median_step"
+    assert what_if([f("x", None, None)], {"steps": {"available": False}}) is None
 
 
 def test_diagnose_end_to_end_on_metrics() -> None:
-    # GIVEN a run that waits on the data loader (30 %) and launches (12 %), with pageable copies
+    # GIVEN a run that waits on the data loader (30 %) and launches (12 %), with pageable copies, GPU busy half the time
     metrics = {
-        "steps": {"available": True, "mean_ns": 200_000_000},
+        "steps": {"available": True, "mean_ns": 200_000_000, "median_ns": 200_000_000},
         "kernels": {"available": True, "device_events": 100},
         "dataloader": {"available": True, "stall_share": 0.30},
-        "idle": {"available": True, "host_wait_share": 0.12},
+        "idle": {"available": True, "host_wait_share": 0.12, "busy_share": 0.5},
         "memcpy": {"available": True, "htod_pageable_count": 4, "pageable_htod_share": 0.001},
     }
     findings, wi = diagnose(metrics)
     assert [x["id"] for x in findings] == ["dataloader_stall", "host_bound", "pageable_memcpy"]
     assert [x["severity"] for x in findings] == ["high", "medium", "low"]
-    assert findings[0]["saving"] == {"share": 0.30, "ns": 60_000_000}
-    assert wi == {"finding_id": "dataloader_stall", "step_ns": 200_000_000, "step_ns_if_fixed": 140_000_000}
+    # idle pool 100 ms: causes first, the loader takes 60 % of it (60 ms), pageable copies 0.2 % of the 40 ms
+    # left (80 µs); then the symptom, host-bound, 24 % of the 39.92 ms left (9.5808 ms): in sequence, never added
+    assert findings[0]["saving"] == {"share": 0.30, "ns": 60_000_000, "alone_share": 0.30, "alone_ns": 60_000_000,
+                                     "median_step_ns": 60_000_000}
+    assert findings[1]["saving"]["ns"] == 9_580_800 and findings[1]["saving"]["alone_ns"] == 24_000_000
+    assert findings[2]["saving"]["ns"] == 80_000
+    assert (wi["finding_id"], wi["step_ns"], wi["step_ns_if_fixed"]) == ("dataloader_stall", 200_000_000, 140_000_000)
+    assert wi["all"]["step_ns_if_fixed"] == 200_000_000 - 60_000_000 - 80_000 - 9_580_800
+    assert wi["all"]["compute_floor_ns"] == 100_000_000
+
+
+def test_overlapping_idle_causes_never_go_below_the_compute_floor() -> None:
+    # GIVEN three causes that each claim nearly all idle time of a GPU busy 10 % of the step
+    fix = Fix("t", "p", "h")
+    rules = tuple(Rule(id=k, title=k, metric=f"a.{k}", above=0, fix=fix, claims="idle", saving=f"a.{k}")
+                  for k in ("p", "q", "r"))
+    metrics = {"steps": {"mean_ns": 1000, "median_ns": 1000}, "idle": {"busy_share": 0.1},
+               "a": {"p": 0.9, "q": 0.8, "r": 0.7}}
+    findings, wi = diagnose(metrics, rules=rules)
+    assert sum(x["saving"]["share"] for x in findings) <= 0.9 + 1e-12
+    assert wi["all"]["step_ns_if_fixed"] == 100 == wi["all"]["compute_floor_ns"]
+    assert [x["saving"]["alone_share"] for x in findings] == [0.9, 0.8, 0.7]
+
+
+def test_causes_of_some_steps_only_leave_the_median_step_alone() -> None:
+    fix = Fix("t", "p", "h")
+    rules = (Rule(id="o", title="o", metric="a.o", above=0, fix=fix, claims="excess", saving="a.o"),)
+    metrics = {"steps": {"mean_ns": 1000, "median_ns": 400}, "idle": {"busy_share": 0.2}, "a": {"o": 0.6}}
+    findings, wi = diagnose(metrics, rules=rules)
+    assert findings[0]["saving"]["ns"] == 600 and findings[0]["saving"]["median_step_ns"] == 0
+    assert wi["finding_id"] is None and wi["step_ns_if_fixed"] == 400 and wi["mean_step_ns_if_all_fixed"] == 400
 
 
 def test_later_rule_with_the_same_id_replaces_the_earlier() -> None:

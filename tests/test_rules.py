@@ -57,7 +57,9 @@ def test_every_rule_is_complete(rule: Rule) -> None:
 # ---------------------------------------------------------------------------------------------
 # Platforms: XPlane runs (an `xla` topic) get the XLA rules, never the CUDA-launch ones
 
-CUDA_ONLY = {"host_bound", "tiny_kernels", "host_sync", "pageable_memcpy", "dataloader_stall", "slow_host_op"}
+CUDA_ONLY = {"host_bound", "tiny_kernels", "host_sync", "pageable_memcpy", "dataloader_stall", "slow_host_op",
+             # Kineto-only cause topics (metrics/causes.py): kernel names, torch.optim / autograd / dynamo ranges
+             "recompilation", "fp32_math", "unfused_optimizer", "activation_checkpointing"}
 SHARED_IDS = {"step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"}
 
 
@@ -66,7 +68,12 @@ def cuda_everything() -> dict:
     return base(
         dataloader={"stall_share": 0.3}, idle={"host_wait_share": 0.3, "host_wait_culprit_share": 0.2,
                                              "host_wait_culprit_mean_ns": 5_000_000, "long_gap_count": 2},
-        host_sync={"saving_share": 0.1, "syncs_per_step": 3.0}, memcpy={"htod_pageable_count": 5},
+        host_sync={"saving_share": 0.1, "syncs_per_step": 3.0}, sync_storm={"saving_share": 0.1},
+        memcpy={"htod_pageable_count": 5},
+        compile={"share": 0.1, "count": 3, "steps_hit": [2, 3]},
+        precision={"fp32_matmul_share": 0.5, "fp32_of_matmul_share": 0.9},
+        optimizer={"saving_share": 0.1, "implementation": "for_loop", "launches_per_step": 500.0},
+        checkpointing={"on": True, "recompute_share": 0.1},
         launch={"tiny_kernel_share": 0.9}, kernels={"copy_share": 0.5},
         steps={"cv_excluding_first": 0.5, "first_over_rest": 3.0})
 
@@ -104,7 +111,7 @@ def test_on_xla_runs_cuda_rules_never_fire_and_xla_rules_own_the_shared_ids() ->
     # THEN nothing fires: no CUDA-launch rule, and no GPU version of a shared id
     assert ids(m) == []
     applied = applicable(m, RULES)
-    assert not {r.id for r in applied} & CUDA_ONLY
+    assert not {r.id for r in applied if r.platform != "xla"} & CUDA_ONLY  # `recompilation` is an XLA id too
     assert {r.platform for r in applied if r.id in SHARED_IDS} == {"xla"}
 
 
@@ -165,9 +172,22 @@ def test_single_threshold_rules(topic: str, key: str, value: float, rule_id: str
 
 
 def test_host_sync_needs_a_sync_every_step() -> None:
-    assert "host_sync" in ids(base(host_sync={"saving_share": 0.05, "syncs_per_step": 2.0}))
-    assert "host_sync" not in ids(base(host_sync={"saving_share": 0.05, "syncs_per_step": 0.5}))
-    assert "host_sync" not in ids(base(host_sync={"saving_share": 0.01, "syncs_per_step": 2.0}))
+    # the saving is sync_storm's (step-edge syncs of a harness excluded, sync loops credited with their GPU idle)
+    assert "host_sync" in ids(base(host_sync={"syncs_per_step": 2.0}, sync_storm={"saving_share": 0.05}))
+    assert "host_sync" not in ids(base(host_sync={"syncs_per_step": 0.5}, sync_storm={"saving_share": 0.05}))
+    assert "host_sync" not in ids(base(host_sync={"syncs_per_step": 2.0}, sync_storm={"saving_share": 0.01}))
+    # a harness's step-edge synchronize alone: the old saving (blocked vs idle) is no longer read
+    assert "host_sync" not in ids(base(host_sync={"saving_share": 0.3, "syncs_per_step": 1.0},
+                                       sync_storm={"saving_share": 0.0, "edge_syncs": 10}))
+
+
+def test_a_sync_loop_is_named_with_its_trigger() -> None:
+    m = base(host_sync={"syncs_per_step": 400.0}, sync_storm={
+        "saving_share": 0.3, "storm": True, "loop_syncs_per_step": 392.0, "trigger_op": "aten::item",
+        "after_op": "aten::linalg_vector_norm", "loop_host_ns": 22_000_000, "loop_idle_share": 0.3})
+    (f,) = [x for x in evaluate(m, RULES) if x["id"] == "host_sync"]
+    assert f["title"] == "A loop of host syncs stalls every step"
+    assert "aten::item after aten::linalg_vector_norm" in f["summary"] and "22 ms" in f["summary"]
 
 
 def test_slow_host_op_needs_long_calls() -> None:
@@ -183,8 +203,10 @@ def test_tiny_kernels_need_the_host_to_be_the_bottleneck() -> None:
 
 
 def test_variable_shapes_needs_varying_lengths() -> None:
-    assert "variable_shapes" in ids(base(steps={"tokens_corr": 0.9, "tokens_cv": 0.3}))
-    assert "variable_shapes" not in ids(base(steps={"tokens_corr": 0.9, "tokens_cv": 0.01}))
+    assert "variable_shapes" in ids(base(steps={"tokens_corr": 0.9, "tokens_cv": 0.3, "count": 5}))
+    assert "variable_shapes" not in ids(base(steps={"tokens_corr": 0.9, "tokens_cv": 0.01, "count": 5}))
+    # r = 0.9 over 4 steps (3 pairs after the first) says little: no claim that step time follows tokens
+    assert "variable_shapes" not in ids(base(steps={"tokens_corr": 0.9, "tokens_cv": 0.3, "count": 4}))
     assert "variable_shapes" not in ids(base(steps={"tokens_corr": 0.5, "tokens_cv": 0.3}))
 
 
@@ -257,8 +279,10 @@ def test_variable_shapes_fires_on_per_shape_host_work_or_on_correlation() -> Non
     assert f["saving"] == {"share": 0.136, "ns": 14}
     assert "aten::_cudnn_attention_backward" in f["summary"]
     # step time tracking tokens fires too, with no saving estimate
-    corr_only = {"steps": {**base["steps"], "tokens_corr": 0.9}, "idle": {"host_wait_per_shape_share": 0.0}}
+    assert f["title"] == "Every new batch shape costs host work while the GPU waits"
+    corr_only = {"steps": {**base["steps"], "tokens_corr": 0.9, "count": 6}, "idle": {"host_wait_per_shape_share": 0.0}}
     assert fires(rule, corr_only) and finding(rule, corr_only)["saving"] is None
+    assert finding(rule, corr_only)["title"] == "Step time follows the padded sequence length"
     # fixed shapes (packing) or shapes that cost nothing: no finding
     assert not fires(rule, {**base, "steps": {**base["steps"], "tokens_cv": 0.0}})
     assert not fires(rule, {"steps": base["steps"], "idle": {"host_wait_per_shape_share": 0.01}})

@@ -66,7 +66,7 @@ export function mountCards(el) {
       }
       const wi = report && report.what_if;
       if (wi && isNum(wi.step_ns) && isNum(wi.step_ns_if_fixed) && wi.step_ns_if_fixed > 0) {
-        cards.push(card('If the top finding is fixed', formatValue(wi.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')),
+        cards.push(card('At most, if the top cause were removed', formatValue(wi.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')),
           `from ${formatValue(wi.step_ns, unitOf('what_if.step_ns'))} (−${fmtShare(1 - wi.step_ns_if_fixed / wi.step_ns, 0)})`, { tone: 'good' }));
       }
       clear(el).append(...cards);

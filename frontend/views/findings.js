@@ -38,7 +38,7 @@ function evidenceTable(f) {
 function findingCard(f, whatIf, rank, inference) {
   const saving = fmtSaving(f.saving);
   const wi = whatIf && whatIf.finding_id === f.id && isNum(whatIf.step_ns) && isNum(whatIf.step_ns_if_fixed) && whatIf.step_ns_if_fixed > 0
-    ? h('div', { class: 'whatif' }, 'What if fixed: step ', h('b', { text: formatValue(whatIf.step_ns, unitOf('what_if.step_ns')) }), ' → ',
+    ? h('div', { class: 'whatif' }, 'At most, if removed: median step ', h('b', { text: formatValue(whatIf.step_ns, unitOf('what_if.step_ns')) }), ' → ',
       h('b', { text: formatValue(whatIf.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')) }))
     : null;
   const details = h('details', { class: 'finding-details', open: rank === 0 ? true : null },

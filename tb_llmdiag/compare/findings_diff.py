@@ -2,7 +2,9 @@
 
 A finding present on both sides is ``changed`` when its severity differs or its estimated saving moved by at
 least ``SAVING_FLOOR`` of the step (1 percentage point); both carry the savings before and after. The
-*bottleneck* of a run is its top-ranked finding with an estimated saving (findings are ranked by saving).
+*bottleneck* of a run is its finding with the largest saving bound of its own (``saving.alone_share``: the
+share of the median step it alone explains; reports before the sequential what-if have only ``share``),
+the first in rank order on a tie.
 """
 
 from __future__ import annotations
@@ -49,9 +51,13 @@ def findings_diff(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[s
 
 
 def bottleneck(findings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """``{"id", "share"}`` of the top-ranked finding with an estimated saving share; None when none has one."""
+    """``{"id", "share"}`` of the finding with the largest own saving bound (see the module docstring); None
+    when no finding has one."""
+    best: dict[str, Any] | None = None
     for f in findings:
-        share = _saving(f, "share")
-        if isinstance(share, (int, float)) and share > 0:
-            return {"id": f["id"], "share": float(share)}
-    return None
+        share = _saving(f, "alone_share")
+        if share is None:
+            share = _saving(f, "share")
+        if isinstance(share, (int, float)) and share > 0 and (best is None or share > best["share"]):
+            best = {"id": f["id"], "share": float(share)}
+    return best

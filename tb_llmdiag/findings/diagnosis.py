@@ -1,11 +1,14 @@
-"""Diagnosis: the ranked findings of a run and what fixing the top one would give.
+"""Diagnosis: the ranked findings of a run and what fixing them would give.
 
 Contract:
 - ``diagnose(metrics, rules=RULES) -> (findings, what_if)``: ``evaluate`` then ``rank``
-  (``findings/engine.py``: by estimated saving, highest first).
-- ``what_if`` = ``{"finding_id", "step_ns", "step_ns_if_fixed"}`` for the first finding with a saving in
-  ns: the mean step (savings are shares of the summed step time), and the mean step minus that
-  saving. Null when no finding has one.
+  (``findings/engine.py``: by each finding's own saving, highest first), then ``whatif.apply_in_sequence``:
+  each finding's ``saving`` becomes what it adds in sequence on the time the findings above it leave
+  (``share``, ``ns``; they add up to at most the whole step), beside its own bound (``alone_share``,
+  ``alone_ns``) and its cut of the median step (``median_step_ns``).
+- ``what_if``: the median step, the top finding's cause removed, and all findings' causes removed, as bounds
+  that never go below the GPU's compute floor; tokens/s beside step time (``findings/whatif.py``,
+  ``docs/whatif.md``). Null without steps.
 """
 
 from __future__ import annotations
@@ -14,20 +17,15 @@ from typing import Any, Mapping, Sequence
 
 from tb_llmdiag.findings.engine import Rule, evaluate, rank
 from tb_llmdiag.findings.table import RULES
+from tb_llmdiag.findings.whatif import apply_in_sequence
 
 
-def what_if(findings: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any]) -> dict[str, Any] | None:
-    step = (metrics.get("steps") or {}).get("mean_ns")
-    if not isinstance(step, int):
-        return None
-    for f in findings:
-        s = f.get("saving") or {}
-        if isinstance(s.get("ns"), int) and s["ns"] > 0:
-            return {"finding_id": f["id"], "step_ns": step, "step_ns_if_fixed": max(step - s["ns"], 0)}
-    return None
+def what_if(findings: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any],
+            rules: Sequence[Rule] = RULES) -> dict[str, Any] | None:
+    """The what-if of already ranked findings (``whatif.apply_in_sequence``)."""
+    return apply_in_sequence([dict(f) for f in findings], metrics, rules)[1]
 
 
 def diagnose(metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """Ranked findings and the what-if line (see the module docstring)."""
-    findings = rank(evaluate(metrics, rules))
-    return findings, what_if(findings, metrics)
+    """Ranked findings with in-sequence savings, and the what-if (see the module docstring)."""
+    return apply_in_sequence(rank(evaluate(metrics, rules)), metrics, rules)

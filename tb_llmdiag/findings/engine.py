@@ -80,6 +80,15 @@ class Rule:
     platform: str | None = None          # "cuda" | "xla": only runs of that platform; None: every run
     flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (platform or run trait, wording there)
     skip_on: tuple[str, ...] = ()        # run traits (run_traits) on which the rule does not apply
+    # the time its saving comes out of: "idle" | "device" | "excess", or a named function of the metrics
+    # returning one (findings/whatif.py)
+    claims: Any = None
+    # wording chosen by the evidence: the first (named predicate, Flavour) whose predicate holds replaces the
+    # title, summary, fix and docs it gives (after the platform's flavour): a title claims only what holds
+    variants: tuple[tuple[Callable[[Metrics], bool], Flavour], ...] = field(default=())
+    # a symptom (the GPU waits for the host, long gaps, step variance) rather than a cause: in the sequence of
+    # savings it comes after the causes, so it keeps only the time they leave (findings/whatif.py)
+    symptom: bool = False
 
 
 def lookup(metrics: Metrics, path: Any) -> Any:
@@ -165,6 +174,12 @@ def severity_of(share: float | None, fixed: str | None) -> str:
 def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     """The finding dict (docs/report_schema.md Finding) of a rule that fired, worded for the run's platform."""
     flavour = flavour_of(rule, metrics)
+    # evidence-chosen wording (variants) unless the run's trait (inference) has its own wording for the rule
+    worded_for_trait = not run_traits(metrics).isdisjoint(k for k, _ in rule.flavours)
+    variant = None if worded_for_trait else next((v for pred, v in rule.variants if pred(metrics)), None)
+    if variant is not None:
+        flavour = Flavour(title=variant.title or flavour.title, summary=variant.summary or flavour.summary,
+                          fix=variant.fix or flavour.fix, docs=variant.docs or flavour.docs)
     title = flavour.title or rule.title
     fix_ = flavour.fix or rule.fix
     evidence = {label: lookup(metrics, path) for label, path in rule.evidence}

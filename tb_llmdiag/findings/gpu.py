@@ -8,6 +8,7 @@ their id (``findings/xla.py``). docs/findings.md lists every rule.
 from __future__ import annotations
 
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
+from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
 
 
 # Named predicates (a rule that needs more than one comparison)
@@ -31,11 +32,28 @@ def syncs_every_step(m: Metrics) -> bool:
     return per_step >= 1.0
 
 
+def follows_tokens(m: Metrics) -> bool:
+    """Step time tracks tokens per step: correlation >= 0.7 over at least 5 steps (fewer say little)."""
+    return (lookup(m, "steps.tokens_corr") or 0.0) >= 0.7 and (lookup(m, "steps.count") or 0) >= 5
+
+
+def per_shape_work(m: Metrics) -> bool:
+    """The GPU idles >= 5 % of step time while the host builds plans / compiles for new shapes."""
+    return (lookup(m, "idle.host_wait_per_shape_share") or 0.0) >= 0.05
+
+
+def follows_tokens_only(m: Metrics) -> bool:
+    return follows_tokens(m) and not per_shape_work(m)
+
+
 def shapes_cost_time(m: Metrics) -> bool:
-    """Changing batch shapes cost time: step time tracks tokens per step, or the GPU idles >= 5 % of step
-    time while the host builds plans / compiles for new shapes (``idle.host_wait_per_shape_share``)."""
-    return ((lookup(m, "steps.tokens_corr") or 0.0) >= 0.7
-            or (lookup(m, "idle.host_wait_per_shape_share") or 0.0) >= 0.05)
+    """Changing batch shapes cost time: per-shape host work (the evidence that leads), or step time tracking
+    tokens per step."""
+    return per_shape_work(m) or follows_tokens(m)
+
+
+def sync_storm(m: Metrics) -> bool:
+    return lookup(m, "sync_storm.storm") is True
 
 
 def per_shape_saving(m: Metrics) -> float | None:
@@ -46,6 +64,13 @@ def per_shape_saving(m: Metrics) -> float | None:
 def slow_calls(m: Metrics) -> bool:
     """The culprit's calls are long (>= 1 ms each): one slow operation, not launch overhead of many small ones."""
     return (lookup(m, "idle.host_wait_culprit_mean_ns") or 0) >= 1_000_000
+
+
+def copy_claims(m: Metrics) -> str:
+    """``excess`` when most of the copy time is made by outlier steps' holders (a checkpoint save's device-to-host
+    copies: not in the median step), else ``device``."""
+    copies, outlier = lookup(m, "kernels.copy_ns") or 0, lookup(m, "outliers.copy_ns") or 0
+    return "excess" if copies and outlier >= 0.5 * copies else "device"
 
 
 def has_device_memory(m: Metrics) -> bool:
@@ -85,7 +110,7 @@ GPU_RULES: tuple[Rule, ...] = (
             docs="https://pytorch.org/xla/master/learn/pjrt.html")),),
     ),
     Rule(
-        id="dataloader_stall", platform="cuda", title="The GPU waits for the data loader",
+        id="dataloader_stall", claims="idle", platform="cuda", title="The GPU waits for the data loader",
         metric="dataloader.stall_share", above=0.05, saving="dataloader.stall_share",
         evidence=(("stall_share", "dataloader.stall_share"), ("stall_ns", "dataloader.stall_ns"),
                   ("loader_host_share", "dataloader.host_share"), ("iterator", "dataloader.iterator")),
@@ -104,7 +129,7 @@ GPU_RULES: tuple[Rule, ...] = (
                    ("torchtune", "Set num_workers in the recipe config's dataloader section and pre-tokenize the dataset.")),
     ),
     Rule(
-        id="host_bound", platform="cuda", title="The GPU waits for the host to launch work",
+        id="host_bound", claims="idle", symptom=True, platform="cuda", title="The GPU waits for the host to launch work",
         metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
@@ -127,16 +152,32 @@ GPU_RULES: tuple[Rule, ...] = (
                    ("torchtune", "Set compile=True and raise batch_size in the recipe config.")),
     ),
     Rule(
-        id="host_sync", platform="cuda", title="Host syncs drain the GPU queue every step",
-        metric="host_sync.saving_share", above=0.02, when=syncs_every_step,
-        saving="host_sync.saving_share",
-        evidence=(("saving_share", "host_sync.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
+        id="host_sync", claims="idle", platform="cuda", title="Host syncs drain the GPU queue every step",
+        metric="sync_storm.saving_share", above=0.02, when=syncs_every_step,
+        saving="sync_storm.saving_share",
+        evidence=(("saving_share", "sync_storm.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
                   ("item_calls_per_step", "host_sync.item_calls_per_step"), ("blocked_share", "host_sync.blocked_share"),
                   ("idle_after_sync_share", "host_sync.idle_after_sync_share"), ("longest_ns", "host_sync.longest_ns"),
-                  ("longest_call", "host_sync.longest_call"), ("longest_call_kind", "host_sync.longest_call_kind")),
+                  ("longest_call", "host_sync.longest_call"), ("longest_call_kind", "host_sync.longest_call_kind"),
+                  ("edge_syncs", "sync_storm.edge_syncs"), ("loop_syncs_per_step", "sync_storm.loop_syncs_per_step"),
+                  ("trigger_op", "sync_storm.trigger_op"), ("after_op", "sync_storm.after_op"),
+                  ("loop_host_ns", "sync_storm.loop_host_ns"),
+                  ("loop_idle_share", "sync_storm.loop_idle_share")),
         summary="{syncs_per_step} host syncs per step ({item_calls_per_step} .item() calls on GPU tensors) block the "
                 "host for {blocked_share} of step time (longest {longest_ns}) and drain the GPU queue; removing "
-                "them could save up to {saving_share}.",
+                "them could save up to {saving_share} ({edge_syncs} step-edge synchronize calls of a timing harness "
+                "are not counted).",
+        variants=((sync_storm, Flavour(
+            title="A loop of host syncs stalls every step",
+            summary="A loop of {loop_syncs_per_step} syncs per step ({trigger_op} after {after_op}) holds the host "
+                    "for {loop_host_ns} a step while the GPU idles {loop_idle_share} of step time inside it; "
+                    "removing the per-item reads could save up to {saving_share}.",
+            fix=Fix(text="Read values back once, not once per tensor: stack the per-parameter values on the device "
+                         "(torch.stack / torch._foreach_norm) and call .item() / .tolist() once, every N steps.",
+                    pytorch="norms = torch.stack(torch._foreach_norm([p.grad for p in params]))\n"
+                            "if step % 50 == 0: log(norms.tolist())   # one sync instead of one per parameter",
+                    hf_trainer="# in your callback: compute the norms as one tensor and log every logging_steps\n"
+                               "TrainingArguments(..., logging_steps=50)"))),),
         fix=Fix(text="Keep values on the device inside the step: accumulate losses/metrics as tensors and read "
                      "them (.item(), float(), print) only every N steps; avoid data-dependent shapes (nonzero, "
                      "boolean masks) in the hot loop.",
@@ -150,7 +191,7 @@ GPU_RULES: tuple[Rule, ...] = (
                                  "avoid .item() in training_step."),),
     ),
     Rule(
-        id="slow_host_op", platform="cuda", title="One host operation keeps the GPU waiting",
+        id="slow_host_op", claims="idle", platform="cuda", title="One host operation keeps the GPU waiting",
         metric="idle.host_wait_culprit_share", above=0.10, when=slow_calls, saving="idle.host_wait_culprit_share",
         evidence=(("host_op", "idle.host_wait_culprit"), ("host_op_share", "idle.host_wait_culprit_share"),
                   ("host_op_ns", "idle.host_wait_culprit_ns"), ("mean_call_ns", "idle.host_wait_culprit_mean_ns"),
@@ -166,7 +207,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/backends.html#torch.backends.cuda.enable_cudnn_sdp",
     ),
     Rule(
-        id="pageable_memcpy", platform="cuda", title="Host-to-device copies use pageable memory",
+        id="pageable_memcpy", claims="idle", platform="cuda", title="Host-to-device copies use pageable memory",
         metric="memcpy.htod_pageable_count", above=1, saving="memcpy.pageable_htod_share",
         evidence=(("pageable_copies", "memcpy.htod_pageable_count"), ("pageable_per_step", "memcpy.htod_pageable_per_step"),
                   ("pageable_bytes", "memcpy.htod_pageable_bytes"), ("pageable_host_ns", "memcpy.htod_pageable_host_ns"),
@@ -181,7 +222,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
     ),
     Rule(
-        id="copy_heavy", title="Copies and dtype casts take a large share of GPU time",
+        id="copy_heavy", claims=copy_claims, title="Copies and dtype casts take a large share of GPU time",
         metric="kernels.copy_share", above=0.10, saving="kernels.copy_step_share",
         evidence=(("copy_share", "kernels.copy_share"), ("gemm_share", "kernels.gemm_share"),
                   ("copy_vs_gemm_ratio", "kernels.copy_vs_gemm_ratio"), ("copy_ns", "kernels.copy_ns")),
@@ -197,7 +238,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/amp.html",
     ),
     Rule(
-        id="tiny_kernels", platform="cuda", title="Most kernels are too small to keep the GPU busy",
+        id="tiny_kernels", claims="idle", symptom=True, platform="cuda", title="Most kernels are too small to keep the GPU busy",
         metric="launch.tiny_kernel_share", above=0.5, when=host_waits, saving="launch.tiny_kernel_saving_share",
         evidence=(("tiny_kernel_share", "launch.tiny_kernel_share"), ("tiny_kernels_per_step", "launch.tiny_kernels_per_step"),
                   ("kernel_median_ns", "launch.kernel_median_ns"), ("launch_api_median_ns", "launch.launch_api_median_ns")),
@@ -210,7 +251,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/torch.compiler.html",
     ),
     Rule(
-        id="gpu_gaps", title="The GPU sits idle for long stretches",
+        id="gpu_gaps", claims="excess", symptom=True, title="The GPU sits idle for long stretches",
         metric="idle.long_gap_count", above=1, saving="idle.long_gap_share",
         evidence=(("long_gaps", "idle.long_gap_count"), ("long_gap_ns", "idle.long_gap_ns"),
                   ("longest_gap_ns", "idle.long_gap_max_ns"), ("long_gap_share", "idle.long_gap_share")),
@@ -223,31 +264,37 @@ GPU_RULES: tuple[Rule, ...] = (
         docs=None,
     ),
     Rule(
-        id="step_variance", title="Step time varies from step to step",
+        id="step_variance", claims="excess", symptom=True, title="Step time varies from step to step",
         metric="steps.cv_excluding_first", above=0.15, saving="steps.mean_excess_share",
         evidence=(("cv", "steps.cv_excluding_first"), ("median_ns", "steps.median_ns"), ("max_ns", "steps.max_ns"),
                   ("outliers", "steps.outlier_count"), ("outlier_cause", "steps.outlier_main_cause"),
-                  ("mean_excess_share", "steps.mean_excess_share")),
+                  ("mean_excess_share", "steps.mean_excess_share"),
+                  ("slowest", "outliers.summary")),
         summary="Step time varies by {cv} (coefficient of variation; median {median_ns}, max {max_ns}, "
-                "{outliers} outlier steps; main outlier cause: {outlier_cause}): throughput and ETAs are unreliable.",
+                "{outliers} outlier steps; main outlier cause: {outlier_cause}): throughput and ETAs are unreliable. "
+                "{slowest}.",
         fix=Fix(text="Find what differs in the slow steps (timeline): sequence length (pad to a fixed multiple or "
-                     "pack), periodic logging/eval/checkpointing, recompiles, or a data-loader hiccup.",
+                     "pack), periodic logging/eval/checkpoint saves, recompiles, or a data-loader hiccup.",
                 pytorch="tok(batch, padding='max_length', max_length=L, pad_to_multiple_of=64)",
                 hf_trainer="DataCollatorWithPadding(tok, pad_to_multiple_of=64)  # or SFTConfig(packing=True)"),
         docs=None,
     ),
     Rule(
-        id="variable_shapes", title="Step time follows the padded sequence length",
+        id="variable_shapes", claims="idle", title="Every new batch shape costs host work while the GPU waits",
         metric="steps.tokens_cv", above=0.1, when=shapes_cost_time,
         saving=per_shape_saving,
         severity="medium",
-        evidence=(("tokens_cv", "steps.tokens_cv"), ("tokens_corr", "steps.tokens_corr"),
+        evidence=(("tokens_cv", "steps.tokens_cv"), ("tokens_corr", "steps.tokens_corr"), ("steps", "steps.count"),
                   ("tokens_per_step_median", "steps.tokens_per_step_median"),
                   ("per_shape_op", "idle.host_wait_per_shape_op"),
                   ("per_shape_share", "idle.host_wait_per_shape_share")),
-        summary="Tokens per step (batch x padded length) vary by {tokens_cv} (correlation with step time "
-                "{tokens_corr}), and every new batch shape costs host work: the GPU idles {per_shape_share} of "
-                "step time while the host is in {per_shape_op}. Padding and uneven lengths set the step time.",
+        summary="The GPU idles {per_shape_share} of step time while the host is in {per_shape_op} for batch shapes it "
+                "has not seen before (tokens per step vary by {tokens_cv}; correlation of step time with tokens "
+                "{tokens_corr} over {steps} steps).",
+        variants=((follows_tokens_only, Flavour(
+            title="Step time follows the padded sequence length",
+            summary="Tokens per step (batch x padded length) vary by {tokens_cv} and step time follows them "
+                    "(correlation {tokens_corr} over {steps} steps): padding and uneven lengths set the step time.")),),
         fix=Fix(text="Pack sequences or go padding-free (varlen FlashAttention), or at least pad to a multiple of "
                      "64/128 and group samples of similar length: every new batch shape costs padding compute and, "
                      "with cuDNN attention or torch.compile, a new plan or compile on the host.",
@@ -280,11 +327,10 @@ GPU_RULES: tuple[Rule, ...] = (
                   ("headroom_bytes", "memory.headroom_bytes"), ("total_bytes", "memory.total_bytes")),
         summary="Peak memory use is {peak_used_bytes} of {total_bytes} ({peak_used_share}): "
                 "{headroom_bytes} is free.",
-        fix=Fix(text="Spend the free memory on speed: a larger micro-batch (fewer accumulation steps), or turn "
-                     "off gradient checkpointing (~20 % faster).",
-                pytorch="# raise batch_size; model.gradient_checkpointing_disable()",
-                hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, gradient_accumulation_steps=ga // 2,\n"
-                           "                  gradient_checkpointing=False)"),
+        fix=Fix(text="Spend the free memory on speed: a larger micro-batch with fewer gradient-accumulation steps "
+                     "(the same tokens per optimizer step, fewer and longer kernels).",
+                pytorch="# raise batch_size, lower the accumulation steps by the same factor",
+                hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, gradient_accumulation_steps=ga // 2)"),
         docs="https://huggingface.co/docs/transformers/perf_train_gpu_one",
     ),
-)
+) + CAUSE_RULES

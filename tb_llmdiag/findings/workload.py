@@ -63,6 +63,22 @@ INFERENCE: dict[str, Flavour] = {
                 hf_trainer="# generate(): avoid per-token stopping criteria that call .item();\n"
                            "# serve with vLLM/SGLang, whose schedulers overlap the copy with the next step"),
         docs="https://pytorch.org/docs/stable/generated/torch.cuda.set_sync_debug_mode.html"),
+    "recompilation": Flavour(
+        title="torch.compile compiles between forward calls",
+        fix=Fix(text="Stop recompiling for every new shape: compile with dynamic shapes (dynamic=True, or "
+                     "torch._dynamo.mark_dynamic on the sequence dimension), or pad requests to a few bucket lengths "
+                     "(vLLM/SGLang capture graphs per batch size). Raising torch._dynamo.config.cache_size_limit only "
+                     "hides the limit being hit.",
+                pytorch="model = torch.compile(model, dynamic=True)\n"
+                        "# or: torch._dynamo.mark_dynamic(input_ids, 1)  before each call",
+                hf_trainer="model.forward = torch.compile(model.forward, dynamic=True)\n"
+                           "tok(prompts, padding=True, pad_to_multiple_of=128, return_tensors='pt')  # few shapes")),
+    "fp32_math": Flavour(
+        fix=Fix(text="Run the matmuls on tensor cores: load the weights in bf16 (or a quantised format), or at least "
+                     "allow TF32 for fp32 matmuls (Ampere and later).",
+                pytorch="model = model.to(torch.bfloat16)\n"
+                        "# at least: torch.backends.cuda.matmul.allow_tf32 = True; torch.set_float32_matmul_precision('high')",
+                hf_trainer="AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)")),
     "slow_host_op": Flavour(
         fix=Fix(text="Find out why that operation is slow on the host (see the likely cause): per-shape plan "
                      "builds, autotuning and compilation go away with fixed shapes (pad prompts to a few bucket "

@@ -72,7 +72,7 @@ def recompiled_what(m: Metrics) -> str | None:
 
 XLA_RULES: tuple[Rule, ...] = (
     Rule(
-        id="recompilation", platform="xla", title="XLA recompiles the step graph inside the training loop",
+        id="recompilation", claims="excess", platform="xla", title="XLA recompiles the step graph inside the training loop",
         metric="xla.recompile_in_loop_count", above=1, saving="xla.recompile_in_loop_share",
         evidence=(("recompiles", "xla.recompile_in_loop_count"), ("recompile_ns", "xla.recompile_in_loop_time_ns"),
                   ("steps", "xla.recompile_steps"), ("recompiled", recompiled_what),
@@ -98,7 +98,7 @@ XLA_RULES: tuple[Rule, ...] = (
         docs=_TORCH_XLA_RECOMPILE,
     ),
     Rule(
-        id="host_transfer", platform="xla", title="Device-to-host transfers inside the training loop",
+        id="host_transfer", claims="idle", platform="xla", title="Device-to-host transfers inside the training loop",
         metric="xla.transfer_from_device_in_loop_count", above=1, saving="xla.host_transfer_saving_share",
         evidence=(("transfers", "xla.transfer_from_device_in_loop_count"),
                   ("transfer_ns", "xla.transfer_from_device_in_loop_time_ns"),
@@ -142,7 +142,7 @@ XLA_RULES: tuple[Rule, ...] = (
         docs=None,
     ),
     Rule(
-        id="step_variance", platform="xla", title="Step time varies from step to step",
+        id="step_variance", claims="excess", symptom=True, platform="xla", title="Step time varies from step to step",
         metric="xla.steady_step_cv", above=0.20, when=clean_steps_vary, saving="xla.clean_step_excess_share",
         evidence=(("cv", "xla.steady_step_cv"), ("clean_cv", "xla.clean_step_cv"), ("median_ns", "xla.steady_step_median_ns"),
                   ("max_ns", "xla.steady_step_max_ns"), ("steady_steps", "xla.steady_step_count")),
@@ -150,13 +150,13 @@ XLA_RULES: tuple[Rule, ...] = (
                 "steps; median {median_ns}, max {max_ns}), and by {clean_cv} without the steps that read values "
                 "back to the host.",
         fix=Fix(text="Find what differs in the slow steps: inputs of other shapes hitting other cached graphs, "
-                     "host work or transfers in some steps only, periodic logging or checkpointing.",
-                pytorch="# pad to fixed shapes; move logging/checkpointing out of the hot loop or make it periodic",
+                     "host work or transfers in some steps only, periodic logging or checkpoint saves.",
+                pytorch="# pad to fixed shapes; move logging/checkpoint saves out of the hot loop or make it periodic",
                 hf_trainer="TrainingArguments(..., dataloader_drop_last=True, logging_steps=50, save_steps=500)"),
         docs=None,
     ),
     Rule(
-        id="copy_heavy", platform="xla", title="Data formatting and copies take a large share of device time",
+        id="copy_heavy", claims="device", platform="xla", title="Data formatting and copies take a large share of device time",
         metric="xla.movement_share", above=0.25, saving="xla.movement_saving_share",
         evidence=(("movement_share", "xla.movement_share"), ("data_formatting_share", "xla.data_formatting_share"),
                   ("copy_share", "xla.copy_share"), ("matmul_share", "xla.matmul_share")),
@@ -171,7 +171,7 @@ XLA_RULES: tuple[Rule, ...] = (
         docs="https://cloud.google.com/tpu/docs/performance-guide",
     ),
     Rule(
-        id="gpu_gaps", platform="xla", title="The device sits idle during steps",
+        id="gpu_gaps", claims="idle", symptom=True, platform="xla", title="The device sits idle during steps",
         metric="xla.steady_device_duty_cycle_share", below=0.50, saving="xla.steady_device_idle_saving_share",
         evidence=(("duty_cycle_share", "xla.steady_device_duty_cycle_share"),
                   ("idle_in_steps_ns", "xla.device_idle_in_steps_ns"),

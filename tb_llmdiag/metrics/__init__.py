@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.annotations import annotation_metrics
+from tb_llmdiag.metrics.causes import cause_topics
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.dataloader import dataloader_metrics
 from tb_llmdiag.metrics.flops import flops_metrics
@@ -92,6 +93,7 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     out["memory"] = _safe("memory", lambda: memory_metrics(ctx))
     out["annotations"] = _safe("annotations", lambda: annotation_metrics(ctx))
     out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"], out["run"]))
+    out.update(cause_topics(ctx, out))  # compile, precision, optimizer, checkpointing, outliers, sync_storm
     if out["run"]["platform"] == "xla":
         out["xla"] = _safe("xla", lambda: compute_xla(trace, steps))
         out["xla"] = _safe("xla", lambda: with_step_split(out["xla"], steps))

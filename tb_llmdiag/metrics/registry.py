@@ -12,7 +12,8 @@ Keys name values as rules and the tab do, relative to the run report:
 as noise. ``as_json()`` is what the tab serves (``api.metric_registry()``); ``markdown()`` generates ``docs/metrics.md``
 (``python -m tb_llmdiag.metrics.registry --markdown > docs/metrics.md``). The entries are data in
 ``registry_data.py`` (report sections, the docs' intro), ``registry_gpu.py`` (steps, idle, kernels, launch,
-host_sync), ``registry_host.py`` (memcpy, dataloader, memory, annotations, flops), ``registry_xla.py``.
+host_sync), ``registry_host.py`` (memcpy, dataloader, memory, annotations, flops), ``registry_causes.py`` (compile,
+precision, optimizer, checkpointing, outliers, sync_storm), ``registry_xla.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Sequence
 
 from tb_llmdiag.metrics.registry_data import (
     INTRO, REPORT_METRICS, TOPIC_INTROS, Entry)
+from tb_llmdiag.metrics.registry_causes import CAUSE_METRICS, CAUSE_TOPIC_INTROS
 from tb_llmdiag.metrics.registry_gpu import GPU_METRICS
 from tb_llmdiag.metrics.registry_host import HOST_METRICS
 from tb_llmdiag.metrics.registry_xla import XLA_METRICS
@@ -66,7 +68,8 @@ def _metric(e: Entry) -> Metric:
 
 
 #: every entry, report sections first, then the topics in report order
-METRICS: tuple[Metric, ...] = tuple(_metric(e) for e in (*REPORT_METRICS, *GPU_METRICS, *HOST_METRICS, *XLA_METRICS))
+METRICS: tuple[Metric, ...] = tuple(_metric(e) for e in (*REPORT_METRICS, *GPU_METRICS, *HOST_METRICS, *CAUSE_METRICS,
+                                                     *XLA_METRICS))
 
 
 def _pattern(key: str) -> re.Pattern[str]:
@@ -113,7 +116,7 @@ def markdown() -> str:
         if _topic(m.key) not in seen:
             seen.append(_topic(m.key))
     for topic in seen:
-        title, intro = TOPIC_INTROS.get(topic, (f"`{topic}`", ""))
+        title, intro = {**TOPIC_INTROS, **CAUSE_TOPIC_INTROS}.get(topic, (f"`{topic}`", ""))
         out += ["", f"## {title}", ""]
         if intro:
             out += [intro.rstrip(), ""]

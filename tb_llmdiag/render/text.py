@@ -50,10 +50,11 @@ def render_run(run: dict[str, Any]) -> str:
         lines.append("   headline: " + "; ".join(parts))
     findings = run.get("findings") or []
     if findings:
-        lines.append(f"   findings ({len(findings)}, ranked by estimated saving):")
+        lines.append(f"   findings ({len(findings)}, by what each saves at most, applied in sequence):")
     for i, f in enumerate(findings, start=1):
         saving = f.get("saving")
-        save = f"saves ~{fmt_share(saving.get('share'))} ({fmt_ns(saving.get('ns'))}/step)" if saving else ""
+        save = (f"saves at most {fmt_share(saving.get('share'))} ({fmt_ns(saving.get('ns'))}/step; "
+                f"{fmt_share(saving.get('alone_share'))} alone)") if saving else ""
         lines.append(f"   {i}. [{f['severity']}] {f['id']}: {f['title']} {save}".rstrip())
         if f.get("summary"):
             lines.append(f"      {f['summary']}")
@@ -67,8 +68,7 @@ def render_run(run: dict[str, Any]) -> str:
             lines.append(f"      fix: {fix['text']}")
     wi = run.get("what_if")
     if wi:
-        lines.append(f"   what if {wi['finding_id']} were fixed: step {fmt_ns(wi['step_ns'])} -> "
-                     f"{fmt_ns(wi['step_ns_if_fixed'])}")
+        lines.append(f"   what if (upper bounds): {wi.get('statement') or ''}")
     for w in run.get("warnings") or []:
         lines.append(f"   warning: {w}")
     return "\n".join(lines)
