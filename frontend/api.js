@@ -57,3 +57,7 @@ export async function traceBytes(sel) {
   if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
   return resp.arrayBuffer();
 }
+/** The trace view (docs/http_api.md /trace_view, /trace_event, /trace_search). `kind` separates requests that must not cancel each other. */
+export const traceView = (sel, params) => getJSON('trace_view', `./trace_view?${query(sel, params)}`);
+export const traceEvent = (sel, ev, kind = 'trace_event') => getJSON(kind, `./trace_event?${query(sel, { ev })}`);
+export const traceSearch = (sel, q) => getJSON('trace_search', `./trace_search?${query(sel, { q })}`);

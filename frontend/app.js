@@ -14,6 +14,8 @@ import { mountSteps } from './views/steps.js';
 import { mountTokens } from './views/tokens.js';
 import { mountTimeline } from './views/timeline.js';
 import { mountTraceView } from './views/traceview.js';
+import { mountTraceCanvas } from './views/traceview_canvas.js';
+import { formatRange, parseRange } from './traceview/view_math.js';
 import { mountCompare } from './views/compare.js';
 import { baseFromState, baseToState, baselineChoices, selKey, validBase } from './compare_data.js';
 import { deviceKind, hasHostLaunches, stepRows } from './views/data.js';
@@ -23,6 +25,24 @@ const RUNS_POLL_BUSY_MS = 2000;
 const RUNS_POLL_IDLE_MS = 10000;
 const RUNS_POLL_EMPTY_MS = 3000;
 const REPORT_POLL_MS = 1000;
+const RANGE_WRITE_MS = 300;
+const LAST_KEY = 'llm_diag.last_viewed';
+
+/** The run to open when the URL names none: the one viewed last (if still there), else the one with the most
+ *  to gain (largest estimated saving of its top finding), else the first ready one. */
+export function initialSelection(runs, last) {
+  if (last && findRun(runs, last.run)) return normalise(runs, last);
+  let best = null;
+  for (const r of runs) if (typeof r.saving_ns === 'number' && (!best || r.saving_ns > best.saving_ns)) best = r;
+  return normalise(runs, best ? { run: best.run } : null);
+}
+
+function readLast() {
+  try { return JSON.parse(window.localStorage.getItem(LAST_KEY) || 'null'); } catch (e) { return null; }
+}
+function writeLast(sel) {
+  try { window.localStorage.setItem(LAST_KEY, JSON.stringify(sel)); } catch (e) { /* private mode: no memory */ }
+}
 
 function section(title, cls, ...extra) {
   const body = h('div', { class: `${cls}-body` });
@@ -52,10 +72,11 @@ export async function start(early) {
   const stepsSec = section('Per-step time: busy vs idle', 'steps');
   const tokensSec = section('Step time vs tokens per step', 'tokens');
   const timelineSec = section('Step timeline', 'timeline');
+  const traceSec = section('Trace', 'trace');
   const compareSec = section('Compared with a baseline', 'compare');
   compareSec.el.hidden = true;
   const panel = h('div', { class: 'panel', hidden: true },
-    compareSec.el, cardsEl, metaEl, findingsSec.el,
+    compareSec.el, cardsEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
     h('div', { class: 'grid' }, kernelsSec.el, stepsSec.el, tokensSec.el),
     timelineSec.el);
   const root = h('div', { class: 'app' },
@@ -73,11 +94,22 @@ export async function start(early) {
   let reportTimer = null;
   let runsTimer = null;
   let firstPaintMarked = false;
+  let firstRange = false; // the URL's range applies to the first selection only
+  let tvRange = null; // "start-end" of the trace view, kept in the URL
+  let rangeTimer = null;
 
   const key = (s) => JSON.stringify([s.run, s.worker, s.span]);
   const selectors = mountSelectors(selEl, { onChange: (s) => select(s, null) });
   const cards = mountCards(cardsEl);
-  const findings = mountFindings(findingsSec.body);
+  const traceCanvas = mountTraceCanvas(traceSec.body, {
+    onRange: (v) => {
+      tvRange = formatRange(v);
+      clearTimeout(rangeTimer);
+      rangeTimer = setTimeout(writeState, RANGE_WRITE_MS);
+    },
+  });
+  const findings = mountFindings(findingsSec.body, { onShowInTrace: (id) => traceCanvas.showFinding(id) });
+  traceSec.body.addEventListener('tv-located', (ev) => findings.markLocated(ev.detail));
   const kernels = mountKernels(kernelsSec.body);
   const steps = mountSteps(stepsSec.body, { onPick: (idx) => pickStep(idx) });
   const tokens = mountTokens(tokensSec.body);
@@ -92,7 +124,8 @@ export async function start(early) {
   });
 
   function writeState() {
-    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step: step ?? undefined, ...baseToState(base) });
+    if (!sel) return;
+    state.write({ run: sel.run, worker: sel.worker, span: sel.span, step: step ?? undefined, t: tvRange ?? undefined, ...baseToState(base) });
   }
 
   function updateBaseline() {
@@ -132,6 +165,7 @@ export async function start(early) {
     tokens.rebuild();
     compareView.rebuild();
     timeline.redraw();
+    traceCanvas.redraw();
   });
 
   function spanOf(s) {
@@ -154,8 +188,11 @@ export async function start(early) {
     const changed = !sel || key(s) !== key(sel);
     sel = s;
     step = changed ? newStep : newStep ?? step;
+    if (changed && !firstRange) tvRange = null;
+    firstRange = false;
     updateBaseline();
     writeState();
+    writeLast(sel);
     selectors.update(runs, sel);
     traceView.update({ sel, span: spanOf(sel), viewers });
     if (changed) loadReport();
@@ -206,6 +243,7 @@ export async function start(early) {
     renderMeta(report);
     findings.update(report);
     markFirstPaint();
+    traceCanvas.show(want, report, parseRange(tvRange));
     kernels.update(report);
     api.steps(want).then((r) => {
       if (r.aborted || key(want) !== key(sel) || reportFor !== key(want)) return;
@@ -285,7 +323,8 @@ export async function start(early) {
     if (!sel) {
       const fromHash = state.read();
       base = baseFromState(fromHash);
-      const s = normalise(runs, fromHash);
+      const s = fromHash.run ? normalise(runs, fromHash) : initialSelection(runs, readLast());
+      if (fromHash.run && fromHash.t && s.run === fromHash.run) { tvRange = fromHash.t; firstRange = true; }
       const hashStep = fromHash.step !== undefined && fromHash.step !== '' && s.run === fromHash.run ? Number(fromHash.step) : null;
       select(s, Number.isFinite(hashStep) ? hashStep : null);
     } else {

@@ -13,6 +13,6 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 if command -v node >/dev/null 2>&1 && compgen -G "frontend/*.test.mjs" >/dev/null; then
-  node --test frontend/*.test.mjs
+  node --test frontend/*.test.mjs frontend/*/*.test.mjs
 fi
 "$PY" -m pytest -q "$@"

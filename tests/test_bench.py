@@ -15,7 +15,7 @@ def test_report_speed_bench_runs_and_prints_its_figures() -> None:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for job in ("floor_whole", "floor_pieces", "report", "imports"):
-        assert re.search(rf"^  {job} +\d+\.\d\d +\d+\.\d\d +\d+$", proc.stdout, flags=re.M), proc.stdout
-    m = re.search(r"^RESULT report=([\d.]+)s floor=([\d.]+)s ratio=([\d.]+) peak_rss=(\d+)MB$", proc.stdout, flags=re.M)
-    assert m and float(m.group(3)) > 0 and int(m.group(4)) > 0
+        assert re.search(rf"^  {job} +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+$", proc.stdout, flags=re.M), proc.stdout
+    m = re.search(r"^RESULT report=([\d.]+)s floor=([\d.]+)s ratio=([\d.]+) cpu_ratio=([\d.]+) peak_rss=(\d+)MB$", proc.stdout, flags=re.M)
+    assert m and float(m.group(3)) > 0 and float(m.group(4)) > 0 and int(m.group(5)) > 0
     assert "report status ok" in proc.stdout and "host_bound" in proc.stdout  # the seed capture's top finding

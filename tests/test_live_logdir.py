@@ -89,7 +89,7 @@ def test_cli_says_still_being_written(tmp_path: Path, capsys) -> None:
     run = json.loads(out)["runs"][0]
     assert run["status"] == "writing" and run["findings"] == [] and run["metrics"] == {}
     assert run["error"].startswith("still being written")
-    assert code != 0 and "still being written" in err
+    assert code == cli.WRITING_EXIT_CODE and "still being written" in err
     # the same bytes, left alone for longer than RECENT_S: a cut file, not one being written
     _age(target, RECENT_S + 10)
     tf = api.discover(str(target)).files[0]

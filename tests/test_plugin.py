@@ -339,3 +339,30 @@ def test_new_trace_is_discovered_without_restart(fresh_env):
         time.sleep(0.1)
     assert "run_c" in names
     assert wait_ready(c, "run_c", "rank0", "1")["status"] == "ok"
+
+
+def test_a_partial_report_is_served_and_cached_like_a_complete_one(tmp_path: Path):
+    # GIVEN the first half of a real trace (plain JSON cut mid-event): the reader keeps what it read
+    logdir = tmp_path / "logs" / "cut"
+    logdir.mkdir(parents=True)
+    text = gzip.decompress(shared_trace(RESNET).read_bytes())
+    (logdir / "worker0.1.pt.trace.json").write_bytes(text[: len(text) // 2])
+    p = make_plugin(tmp_path / "logs", tmp_path / "cache")
+    try:
+        c = tb_client(p)
+        assert p.wait_scanned(10)
+        # THEN /report answers 200 with the partial report, saying how far the read got
+        rep = wait_ready(c, "cut", "worker0", "1")
+        assert rep["status"] == "partial" and rep["read_state"]["complete"] is False
+        # (the whole of a cut file is read: read_share 1.0, the reason says it ends early, and where)
+        assert rep["read_state"]["reason"] == f"the JSON ends early at byte {len(text) // 2:,} (file truncated?)"
+        assert rep["error"] == rep["read_state"]["reason"] and rep["findings"]
+        # and its step rows and timelines are served too (they cover what was read)
+        q = {"run": "cut", "worker": "worker0", "span": "1"}
+        assert c.get(f"{PREFIX}/steps", query_string=q).status_code == 200
+        # AND the cached partial report is valid: asked again after a rescan it is served, not recomputed
+        time.sleep(0.5)
+        again = c.get(f"{PREFIX}/report", query_string=q)
+        assert again.status_code == 200 and again.get_json() == rep
+    finally:
+        p.close()

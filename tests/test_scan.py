@@ -26,6 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tb_llmdiag.ingest import chrome_trace as c
+from tb_llmdiag.ingest import kineto_columns as kc
+from tb_llmdiag.ingest import kineto_structs as ks
+from tb_llmdiag.ingest import scan_ext as ext_mod
 from tb_llmdiag.model import EventTable, MemoryTable
 
 from tracepaths import TEST_DATA, shared_trace
@@ -45,7 +48,7 @@ PIECE = 5000  # events per piece, about what the reader decodes at once
 
 def require_scan_ext() -> None:
     """Skip when the C scanner is not built; fail instead under LLMDIAG_REQUIRE_SCAN_EXT=1."""
-    if c._scan_ext is not None:
+    if ext_mod.ext is not None:
         return
     if os.environ.get("LLMDIAG_REQUIRE_SCAN_EXT") == "1":
         pytest.fail("LLMDIAG_REQUIRE_SCAN_EXT=1 but the C scanner tb_llmdiag.ingest._scan is not built "
@@ -67,11 +70,11 @@ def assert_same_array(fast: np.ndarray, slow: np.ndarray, what: str) -> None:
     np.testing.assert_array_equal(fast, slow, err_msg=f"{what}: scan != scan_py")  # NaN == NaN here
 
 
-def assert_same_scan(fast: c._Scan, slow: c._Scan) -> None:
+def assert_same_scan(fast: kc._Scan, slow: kc._Scan) -> None:
     """Two _Scan results field by field: the same row events (by identity), columns and memory samples."""
     assert len(fast.xs) == len(slow.xs), f"xs: {len(fast.xs)} rows (scan) != {len(slow.xs)} (scan_py)"
     assert all(a is b for a, b in zip(fast.xs, slow.xs)), "xs: not the same events"
-    for name in c._Scan._fields:
+    for name in kc._Scan._fields:
         if name not in ("xs", "memory"):
             assert_same_array(getattr(fast, name), getattr(slow, name), name)
     assert fast.memory.keys() == slow.memory.keys()
@@ -79,7 +82,7 @@ def assert_same_scan(fast: c._Scan, slow: c._Scan) -> None:
         assert_same_array(fast.memory[name], slow.memory[name], f"memory.{name}")
 
 
-def assert_same_interning(fast: c._Columns, slow: c._Columns) -> None:
+def assert_same_interning(fast: kc._Columns, slow: kc._Columns) -> None:
     """What the two _Columns interned, in the same order: names (and their flags), shapes, string ids."""
     assert fast.names.texts == slow.names.texts
     assert fast.names.flags == slow.names.flags
@@ -89,7 +92,7 @@ def assert_same_interning(fast: c._Columns, slow: c._Columns) -> None:
     assert dict(fast.kind_of) == dict(slow.kind_of)
 
 
-def outcome(fn: Callable[..., c._Scan], events: list[Any]) -> c._Scan | type[BaseException]:
+def outcome(fn: Callable[..., kc._Scan], events: list[Any]) -> kc._Scan | type[BaseException]:
     """fn(events), or the type of what it raised (both scanners must then raise the same)."""
     try:
         return fn(events)
@@ -97,10 +100,10 @@ def outcome(fn: Callable[..., c._Scan], events: list[Any]) -> c._Scan | type[Bas
         return type(exc)
 
 
-def assert_same_pieces(pieces: list[list[Any]], may_raise: bool = False) -> tuple[c._Columns, c._Columns]:
+def assert_same_pieces(pieces: list[list[Any]], may_raise: bool = False) -> tuple[kc._Columns, kc._Columns]:
     """Feed the same pieces, in order, to two fresh _Columns (scan / scan_py) and compare each result.
     ``may_raise``: both raising the same exception type counts as agreeing (generated odd values)."""
-    fast, slow = c._Columns(), c._Columns()
+    fast, slow = kc._Columns(), kc._Columns()
     for i, piece in enumerate(pieces):
         got, want = outcome(fast.scan, piece), outcome(slow.scan_py, piece)
         if isinstance(got, type) or isinstance(want, type):
@@ -123,8 +126,8 @@ def decoded_events(path: Path) -> list[Any]:
     """The file's traceEvents decoded as the reader decodes them (exact timestamps where it would)."""
     with gzip.open(path, "rb") as f:
         data = f.read()
-    exact = c._needs_exact_ts(data, len(data))
-    return c._decode_envelope(data, [], exact).traceEvents
+    exact = ks._needs_exact_ts(data, len(data))
+    return ks._decode_envelope(data, [], exact).traceEvents
 
 
 def real_trace(param: str) -> Path:
@@ -148,7 +151,7 @@ def test_real_trace_pieces(param: str, scan_ext: None) -> None:
 
 
 def test_empty_and_rowless(scan_ext: None) -> None:
-    events = c._decode_events(msgspec.json.encode([
+    events = ks._decode_events(msgspec.json.encode([
         {"ph": "i", "name": "mark", "ts": 3},
         {"ph": "I", "name": "[memory]", "ts": 4},  # no args: not a sample
         {"ph": "s", "id": 1, "ts": 5}, {"ph": "f", "id": 1, "ts": 6},
@@ -157,7 +160,7 @@ def test_empty_and_rowless(scan_ext: None) -> None:
     ]), [])
     for piece in ([], events):
         fast, _ = assert_same_pieces([piece])
-        assert c._Columns().scan(piece).kind.size == 0
+        assert kc._Columns().scan(piece).kind.size == 0
         assert not fast.names.texts
 
 
@@ -226,9 +229,9 @@ def piece_lists(draw: st.DrawFn) -> list[list[Any]]:
     dicts = draw(st.lists(event_dicts(ids), min_size=size, max_size=size))
     warnings: list[str] = []
     if draw(st.booleans()):
-        events = c._decode_events(msgspec.json.encode(dicts), warnings, False)
+        events = ks._decode_events(msgspec.json.encode(dicts), warnings, False)
     else:
-        events = [e for d in dicts for e in c._decode_events(msgspec.json.encode([d]), warnings, False)]
+        events = [e for d in dicts for e in ks._decode_events(msgspec.json.encode([d]), warnings, False)]
     cuts = sorted(draw(st.lists(st.integers(0, len(events)), max_size=2)))
     bounds = [0, *cuts, len(events)]
     return [events[a:b] for a, b in itertools.pairwise(bounds)]
@@ -261,7 +264,7 @@ def test_reader_same_without_extension(param: str, scan_ext: None, monkeypatch: 
     if path.is_dir():
         (path,) = path.glob("*.pt.trace.json.gz")
     fast = c.read_chrome_trace(str(path))
-    monkeypatch.setattr(c, "_scan_ext", None)
+    monkeypatch.setattr(ext_mod, "ext", None)
     slow = c.read_chrome_trace(str(path))
     assert len(fast.events.ts_ns) > 0
     assert_same_trace(fast, slow)
@@ -271,7 +274,7 @@ def test_reader_same_without_extension(param: str, scan_ext: None, monkeypatch: 
 
 
 def test_missing_extension_skips_or_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(c, "_scan_ext", None)
+    monkeypatch.setattr(ext_mod, "ext", None)
     monkeypatch.delenv("LLMDIAG_REQUIRE_SCAN_EXT", raising=False)
     with pytest.raises(pytest.skip.Exception):
         require_scan_ext()

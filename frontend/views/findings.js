@@ -35,7 +35,7 @@ function evidenceTable(f) {
     h('tbody', {}, entries.map(([k, v], i) => h('tr', {}, h('th', { text: labels[i] }), h('td', { text: formatValue(v, evidenceUnitOf(f.id, k)) })))));
 }
 
-function findingCard(f, whatIf, rank, inference) {
+function findingCard(f, whatIf, rank, onShow, inference) {
   const saving = fmtSaving(f.saving);
   const wi = whatIf && whatIf.finding_id === f.id && isNum(whatIf.step_ns) && isNum(whatIf.step_ns_if_fixed) && whatIf.step_ns_if_fixed > 0
     ? h('div', { class: 'whatif' }, 'At most, if removed: median step ', h('b', { text: formatValue(whatIf.step_ns, unitOf('what_if.step_ns')) }), ' → ',
@@ -50,14 +50,22 @@ function findingCard(f, whatIf, rank, inference) {
     h('header', {},
       h('span', { class: `sev sev-${f.severity || 'low'}`, text: f.severity || 'info' }),
       h('h3', { class: 'finding-title', text: f.title || f.id || 'finding' }),
-      h('span', { class: 'saving', text: saving })),
+      h('span', { class: 'saving', text: saving }),
+      onShow ? h('button', { type: 'button', class: 'btn show-in-trace', hidden: true, dataset: { id: f.id || '' }, text: 'Show in trace',
+        title: 'Zoom the trace view to where this evidence is and outline the op it blames', onclick: () => onShow(f.id) }) : null),
     f.summary ? h('p', { class: 'finding-summary', text: f.summary }) : null,
     wi,
     details);
 }
 
-export function mountFindings(el) {
+/** onShowInTrace(id): the finding's "Show in trace" button (shown once markLocated names the finding). */
+export function mountFindings(el, { onShowInTrace } = {}) {
   return {
+    /** The findings whose evidence the trace view can show. */
+    markLocated(ids) {
+      const set = new Set(ids);
+      for (const b of el.querySelectorAll('.show-in-trace')) b.hidden = !set.has(b.dataset.id);
+    },
     update(report) {
       const fs = Array.isArray(report.findings) ? report.findings : []; // the engine's order, as given
       clear(el);
@@ -73,7 +81,7 @@ export function mountFindings(el) {
         return;
       }
       const inference = workload(report) === 'inference';
-      fs.forEach((f, i) => el.append(findingCard(f, report.what_if, i, inference)));
+      fs.forEach((f, i) => el.append(findingCard(f, report.what_if, i, onShowInTrace, inference)));
     },
     destroy() { clear(el); },
   };

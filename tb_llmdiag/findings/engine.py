@@ -26,6 +26,10 @@ Contract:
   snippets). Wording follows the run: a rule's ``flavours`` entry for one of the run's traits (its workload), else for its
   platform, replaces its title, summary, fix and docs; ``stack_fix`` adds advice in the user's stack's words when the trace reveals it
   (``annotations.stack``).
+- Where the evidence is: a rule with ``ranges`` (a dotted path or named function giving time ranges,
+  ``[[start_ns, end_ns], ...]`` or dicts with ``start_ns`` + ``duration_ns``) adds ``ranges`` (the
+  ``MAX_RANGES`` longest, in time order, ns on the trace's clock) and ``culprit`` (the op it blames, from
+  ``culprit``, or null) to its finding; the tab's trace view zooms there.
 - ``rank`` orders findings by estimated saving (ns, then share), highest first; an unknown saving counts
   as 0; ties go by severity (high, medium, low), then table order.
 
@@ -89,6 +93,8 @@ class Rule:
     # a symptom (the GPU waits for the host, long gaps, step variance) rather than a cause: in the sequence of
     # savings it comes after the causes, so it keeps only the time they leave (findings/whatif.py)
     symptom: bool = False
+    ranges: Any = None                   # dotted path (or named function) of the evidence's time ranges
+    culprit: Any = None                  # dotted path (or named function) of the op the finding blames
 
 
 def lookup(metrics: Metrics, path: Any) -> Any:
@@ -171,6 +177,28 @@ def severity_of(share: float | None, fixed: str | None) -> str:
     return "high" if share >= 0.20 else "medium" if share >= 0.05 else "low"
 
 
+#: At most this many evidence ranges per finding (the longest ones).
+MAX_RANGES = 50
+
+
+def evidence_ranges(value: Any) -> list[list[int]]:
+    """``[[start_ns, end_ns], ...]`` from a metric's list of ranges (pairs, or dicts with ``start_ns`` and
+    ``duration_ns``/``end_ns``): well-formed ones only, the ``MAX_RANGES`` longest, in time order."""
+    out = []
+    for r in value if isinstance(value, (list, tuple)) else ():
+        if isinstance(r, Mapping):
+            s = r.get("start_ns")
+            e = r.get("end_ns", s + r["duration_ns"] if finite(s) and finite(r.get("duration_ns")) else None)
+        elif isinstance(r, (list, tuple)) and len(r) == 2:
+            s, e = r
+        else:
+            continue
+        if finite(s) and finite(e) and e >= s:
+            out.append([int(s), int(e)])
+    out = sorted(out, key=lambda x: x[0] - x[1])[:MAX_RANGES]
+    return sorted(out)
+
+
 def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     """The finding dict (docs/report_schema.md Finding) of a rule that fired, worded for the run's platform."""
     flavour = flavour_of(rule, metrics)
@@ -207,6 +235,11 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
         fix["stack"] = stack
         fix["stack_text"] = stack_text
     threshold = {k: v for k, v in (("above", rule.above), ("below", rule.below)) if v is not None}
+    located = {}
+    if rule.ranges is not None:  # where the evidence is in the trace (the tab's "show in trace")
+        culprit = lookup(metrics, rule.culprit)
+        located = {"ranges": evidence_ranges(lookup(metrics, rule.ranges)),
+                   "culprit": culprit if isinstance(culprit, str) else None}
     return {
         "id": rule.id,
         "severity": severity_of(share, rule.severity),
@@ -219,6 +252,7 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
         "metric": rule.metric,
         "value": lookup(metrics, rule.metric),
         "threshold": threshold or None,
+        **located,
     }
 
 

@@ -7,6 +7,8 @@ their id (``findings/xla.py``). docs/findings.md lists every rule.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
 
@@ -75,6 +77,25 @@ def copy_claims(m: Metrics) -> str:
 
 def has_device_memory(m: Metrics) -> bool:
     return lookup(m, "memory.total_bytes") is not None
+
+
+def _per_step(m: Metrics) -> list[Any]:
+    return [p for p in lookup(m, "steps.per_step") or () if isinstance(p, dict)]
+
+
+def outlier_step_ranges(m: Metrics) -> list[Any]:
+    """Where step-time variance shows: the outlier steps (``steps.outliers``), else the slowest step."""
+    per = _per_step(m)
+    want = set(lookup(m, "steps.outliers") or ())
+    if not want and per:
+        want = {max(per, key=lambda p: p.get("duration_ns") or 0).get("index")}
+    return [p for p in per if p.get("index") in want]
+
+
+def first_step_range(m: Metrics) -> list[Any]:
+    """The first profiled step (``steps.first_index``): where the warm-up is."""
+    first = lookup(m, "steps.first_index")
+    return [p for p in _per_step(m) if p.get("index") == first]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,6 +287,7 @@ GPU_RULES: tuple[Rule, ...] = (
     Rule(
         id="step_variance", claims="excess", symptom=True, title="Step time varies from step to step",
         metric="steps.cv_excluding_first", above=0.15, saving="steps.mean_excess_share",
+        ranges=outlier_step_ranges,
         evidence=(("cv", "steps.cv_excluding_first"), ("median_ns", "steps.median_ns"), ("max_ns", "steps.max_ns"),
                   ("outliers", "steps.outlier_count"), ("outlier_cause", "steps.outlier_main_cause"),
                   ("mean_excess_share", "steps.mean_excess_share"),
@@ -308,7 +330,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="warmup_in_window", title="The profiled window includes warm-up",
-        metric="steps.first_over_rest", above=1.5, severity="low",
+        metric="steps.first_over_rest", above=1.5, severity="low", ranges=first_step_range,
         evidence=(("first_over_rest", "steps.first_over_rest"), ("first_step", "steps.first_index"),
                   ("warmup_excess_share", "steps.warmup_excess_share")),
         summary="The first profiled step (#{first_step}) takes {first_over_rest}x the median of the others: "

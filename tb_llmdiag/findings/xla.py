@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tb_llmdiag.findings.engine import Fix, Metrics, Rule, lookup
+from tb_llmdiag.findings.gpu import first_step_range, outlier_step_ranges
 
 _TORCH_XLA_RECOMPILE = "https://pytorch.org/xla/master/perf/recompilation.html"
 _TORCH_XLA_TROUBLESHOOT = "https://pytorch.org/xla/master/learn/troubleshoot.html"
@@ -38,6 +39,29 @@ def enough_steady_steps(m: Metrics) -> bool:
 def clean_steps_vary(m: Metrics) -> bool:
     """At least three steady steps, and the clean ones (no compile, no read-back) vary by >= 0.20 too."""
     return enough_steady_steps(m) and (lookup(m, "xla.clean_step_cv") or 0.0) >= 0.20
+
+
+_IN_LOOP = ("in_step", "between_steps")
+
+
+def recompile_ranges(m: Metrics) -> list[Any]:
+    """The in-loop recompiles of ``xla.compiles`` (the compiles after the warm-up ones, in time order, whose
+    position is in or between steps): where the recompilation finding's evidence is."""
+    comp = sorted((c for c in lookup(m, "xla.compiles") or () if isinstance(c, Mapping)),
+                  key=lambda c: c.get("start_ns") or 0)
+    return [c for c in comp[int(lookup(m, "xla.warmup_compile_count") or 0):] if c.get("position") in _IN_LOOP]
+
+
+def recompile_culprit(m: Metrics) -> str | None:
+    """The host event that recompiled (XLA's compile call, e.g. ``backend_compile_and_load``)."""
+    found = recompile_ranges(m)
+    return str(found[0].get("name")) if found and found[0].get("name") else None
+
+
+def transfer_ranges(m: Metrics) -> list[Any]:
+    """The in-loop device-to-host transfers of ``xla.transfers_from_device``."""
+    return [r for r in lookup(m, "xla.transfers_from_device") or ()
+            if isinstance(r, Mapping) and r.get("position") in _IN_LOOP]
 
 
 def recompiled_what(m: Metrics) -> str | None:
@@ -74,6 +98,7 @@ XLA_RULES: tuple[Rule, ...] = (
     Rule(
         id="recompilation", claims="excess", platform="xla", title="XLA recompiles the step graph inside the training loop",
         metric="xla.recompile_in_loop_count", above=1, saving="xla.recompile_in_loop_share",
+        ranges=recompile_ranges, culprit=recompile_culprit,
         evidence=(("recompiles", "xla.recompile_in_loop_count"), ("recompile_ns", "xla.recompile_in_loop_time_ns"),
                   ("steps", "xla.recompile_steps"), ("recompiled", recompiled_what),
                   ("graph_hashes", "xla.recompile_graph_hashes"),
@@ -100,6 +125,7 @@ XLA_RULES: tuple[Rule, ...] = (
     Rule(
         id="host_transfer", claims="idle", platform="xla", title="Device-to-host transfers inside the training loop",
         metric="xla.transfer_from_device_in_loop_count", above=1, saving="xla.host_transfer_saving_share",
+        ranges=transfer_ranges,
         evidence=(("transfers", "xla.transfer_from_device_in_loop_count"),
                   ("transfer_ns", "xla.transfer_from_device_in_loop_time_ns"),
                   ("after_steps", "xla.transfer_from_device_steps"),
@@ -127,7 +153,7 @@ XLA_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="warmup_in_window", platform="xla", title="The profiled window includes XLA's first compile",
-        metric="xla.warmup_compile_in_steps_time_ns", above=1, severity="low",
+        metric="xla.warmup_compile_in_steps_time_ns", above=1, severity="low", ranges=first_step_range,
         evidence=(("warmup_compile_ns", "xla.warmup_compile_in_steps_time_ns"),
                   ("first_step_ns", "xla.step_max_ns"), ("steady_step_median_ns", "xla.steady_step_median_ns")),
         summary="The first profiled step compiled the step graph ({warmup_compile_ns}): the window includes "
@@ -144,6 +170,7 @@ XLA_RULES: tuple[Rule, ...] = (
     Rule(
         id="step_variance", claims="excess", symptom=True, platform="xla", title="Step time varies from step to step",
         metric="xla.steady_step_cv", above=0.20, when=clean_steps_vary, saving="xla.clean_step_excess_share",
+        ranges=outlier_step_ranges,
         evidence=(("cv", "xla.steady_step_cv"), ("clean_cv", "xla.clean_step_cv"), ("median_ns", "xla.steady_step_median_ns"),
                   ("max_ns", "xla.steady_step_max_ns"), ("steady_steps", "xla.steady_step_count")),
         summary="Steps that do not compile still vary by {cv} (coefficient of variation over {steady_steps} "

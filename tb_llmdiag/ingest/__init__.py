@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.ingest.source import not_regular, os_error_message
 from tb_llmdiag.model import Trace
 
 #: Files above this size are refused with a clear message rather than risking the machine's memory.
@@ -17,10 +18,15 @@ def load_trace(path: str) -> Trace:
     Raises:
         TraceFormatError: unreadable, empty, truncated beyond use, too large, or not a profiler trace.
     """
+    name = os.path.basename(path)
     try:
-        size = os.path.getsize(path)
+        st = os.stat(path)
     except OSError as exc:
-        raise TraceFormatError(f"cannot read {os.path.basename(path)}: {exc.strerror}") from None
+        raise TraceFormatError(f"cannot read {name}: {os_error_message(exc)}") from None
+    what = not_regular(st.st_mode)
+    if what is not None:  # before any open(): a FIFO would block it
+        raise TraceFormatError(f"cannot read {name}: it is {what}, not a trace file")
+    size = st.st_size
     if size == 0:
         raise TraceFormatError("the file is empty")
     if size > MAX_TRACE_BYTES:

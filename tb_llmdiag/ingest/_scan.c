@@ -356,8 +356,100 @@ done:
     return result;
 }
 
+
+/* split(buf, start, end, depth, in_string, escape, max_depth)
+ *     -> (last_comma, close, depth, in_string, escape, deep)
+ *
+ * One pass of a JSON string/escape/depth state machine over buf[start:end], resumable: the state after
+ * the bytes seen so far goes in and comes out. `depth` counts the open brackets ([ and {) outside
+ * strings; the caller starts it at 1 just inside the traceEvents array, so a comma at depth 1 is a
+ * boundary between two events. A backslash flips `escape` wherever it is and any other byte clears it;
+ * a double quote that is not escaped flips `in_string`. Returns the position of the last boundary comma
+ * (-1 if none), of the bracket that takes depth from 1 to 0, i.e. closes the array (-1 if none; the scan
+ * stops there), the state after the last byte scanned, and the first position where depth goes above
+ * max_depth (-1 if none; the scan stops there too). chrome_split.split_py does the same in numpy. */
+enum { C_NONE, C_QUOTE, C_BACKSLASH, C_OPEN, C_CLOSE, C_COMMA };
+static unsigned char SPLIT_CLASS[256]; /* byte -> C_* (filled in PyInit__scan) */
+
+static PyObject *split(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end, depth, max_depth;
+    int in_string, escape;
+    if (!PyArg_ParseTuple(args, "y*nnnppn:split", &view, &start, &end, &depth, &in_string, &escape, &max_depth))
+        return NULL;
+    if (start < 0 || end > view.len || start > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "start/end outside the buffer");
+        return NULL;
+    }
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t last_comma = -1, close = -1, deep = -1, i = start;
+    Py_BEGIN_ALLOW_THREADS
+    if (escape && i < end) { /* the carried escape applies to the first byte */
+        escape = 0;
+        if (b[i] == '"' || b[i] == '\\') i++; /* an escaped quote, or the second of a backslash pair */
+    }
+    while (i < end) {
+        if (in_string) {
+            /* to the next quote or backslash; a backslash escapes the byte after it */
+            while (i < end && b[i] != '"' && b[i] != '\\') i++;
+            if (i >= end) break;
+            if (b[i] == '"') {
+                in_string = 0;
+                i++;
+            } else if (i + 1 < end) {
+                i += 2;
+            } else {
+                escape = 1;
+                i++;
+                break;
+            }
+            continue;
+        }
+        while (i < end && !SPLIT_CLASS[b[i]]) i++; /* bytes that change nothing outside strings */
+        if (i >= end) break;
+        unsigned char c = SPLIT_CLASS[b[i]];
+        if (c == C_QUOTE) {
+            in_string = 1;
+            i++;
+        } else if (c == C_BACKSLASH) { /* outside a string (invalid JSON): the same escape rule */
+            Py_ssize_t k = i;
+            while (k < end && b[k] == '\\') k++;
+            int odd = (k - i) & 1;
+            i = k;
+            if (odd) {
+                if (i >= end) {
+                    escape = 1;
+                    break;
+                }
+                if (b[i] == '"') i++; /* escaped: not a string's start */
+            }
+        } else if (c == C_OPEN) {
+            if (++depth > max_depth) {
+                deep = i;
+                break;
+            }
+            i++;
+        } else if (c == C_CLOSE) {
+            if (--depth == 0) {
+                close = i;
+                break;
+            }
+            i++;
+        } else { /* a comma */
+            if (depth == 1) last_comma = i;
+            i++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return Py_BuildValue("nnnOOn", last_comma, close, depth, in_string ? Py_True : Py_False,
+                         escape ? Py_True : Py_False, deep);
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "One pass over a decoded piece of events: the rows' columns and memory samples."},
+    {"split", split, METH_VARARGS, "Resumable JSON depth scan: the last event boundary and the array's end."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -366,9 +458,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Optional ac
 
 /* Bumped whenever scan's arguments or results change; chrome_trace ignores a build of another version
  * (a stale in-place build) and reads in Python instead. */
-#define SCAN_ABI 3
+#define SCAN_ABI 4
 
 PyMODINIT_FUNC PyInit__scan(void) {
+    SPLIT_CLASS['"'] = C_QUOTE;
+    SPLIT_CLASS['\\'] = C_BACKSLASH;
+    SPLIT_CLASS['['] = SPLIT_CLASS['{'] = C_OPEN;
+    SPLIT_CLASS[']'] = SPLIT_CLASS['}'] = C_CLOSE;
+    SPLIT_CLASS[','] = C_COMMA;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "ABI", SCAN_ABI) < 0) {
         Py_DECREF(m);

@@ -23,7 +23,8 @@ import zlib
 from dataclasses import dataclass, replace
 from typing import Iterable
 
-from tb_llmdiag.errors import NoTracesFound, RunNotFound
+from tb_llmdiag.errors import NoTracesFound, RunNotFound, TraceFormatError
+from tb_llmdiag.ingest.source import not_regular, os_error_message
 
 _TB_HANDLER = re.compile(r"^(.*?)(?:\.(\d+))?\.pt\.trace\.json(?:\.gz)?$")
 _JSON_NAME = re.compile(r"\.json(?:\.gz)?$")
@@ -111,6 +112,21 @@ def _stat(path: str) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
+def _problem(path: str) -> str | None:
+    """Why ``path`` cannot be read as a trace (not a regular file, a symlink loop, unreadable), or None.
+    Checked before any open(): opening a FIFO would block."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return os_error_message(exc)
+    what = not_regular(st.st_mode)
+    if what is not None:
+        return f"it is {what}, not a trace file"
+    if not os.access(path, os.R_OK):
+        return os_error_message(PermissionError(13, "permission denied"))
+    return None
+
+
 def _walk(root: str) -> Iterable[tuple[str, list[str]]]:
     for dirpath, dirnames, filenames in os.walk(root, onerror=None, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
@@ -125,8 +141,12 @@ def _rel_run(root: str, folder: str) -> str:
     return rel.replace(os.sep, "/")
 
 
-def _kineto_entries(root: str, folder: str, filenames: list[str]) -> list[tuple[TraceFile, str | None]]:
-    """(TraceFile with span left blank, timestamp) for every Kineto trace in one folder."""
+def _kineto_entries(root: str, folder: str, filenames: list[str],
+                    warnings: list[str]) -> list[tuple[TraceFile, str | None]]:
+    """(TraceFile with span left blank, timestamp) for every Kineto trace in one folder. A file named
+    like torch's trace handler writes (``*.pt.trace.json[.gz]``) is listed even when its content is not a
+    trace or it cannot be read, so its one-line error is reported; another ``.json`` file that cannot be
+    read or is not a regular file is named in ``warnings``."""
     out: list[tuple[TraceFile, str | None]] = []
     xplane_here = any(_XPLANE_NAME.match(n) for n in filenames)
     for name in filenames:
@@ -135,11 +155,16 @@ def _kineto_entries(root: str, folder: str, filenames: list[str]) -> list[tuple[
         if xplane_here and name.endswith(".trace.json.gz"):
             continue  # XProf's Chrome export beside the .xplane.pb: the .pb is read instead
         path = os.path.join(folder, name)
-        st = _stat(path)
-        if st is None or st[0] == 0:
+        by_name = name.endswith((".pt.trace.json", ".pt.trace.json.gz"))
+        problem = _problem(path)
+        st = _stat(path) or (0, 0)
+        if problem is not None and not by_name:
+            warnings.append(f"{os.path.relpath(path, root)} skipped: {problem}")
             continue
-        head = _head(path)
-        if not is_kineto_head(head):
+        elif st[0] == 0 and not by_name:
+            continue
+        head = _head(path) if problem is None else b""
+        if not by_name and not is_kineto_head(head):
             continue
         m = _TB_HANDLER.match(name)
         if m:
@@ -214,18 +239,26 @@ def discover(path: str) -> Index:
         NoTracesFound: the path does not exist or holds no trace we recognise.
     """
     root = os.path.abspath(path)
-    if os.path.isfile(root):
-        return _single_file(root)
-    if not os.path.isdir(root):
+    if os.path.isdir(root):
+        pass
+    elif os.path.lexists(root):
+        problem = _problem(root)
+        if problem is not None and "no such file" not in problem:
+            raise TraceFormatError(f"{path}: {problem}")
+        if problem is None:
+            return _single_file(root)
+        raise NoTracesFound(f"{path}: no such file or directory (a broken symlink)")
+    else:
         raise NoTracesFound(f"{path}: no such file or directory")
     kineto: list[tuple[TraceFile, str | None]] = []
     xplane: list[TraceFile] = []
+    warnings: list[str] = []
     for folder, filenames in _walk(root):
-        kineto.extend(_kineto_entries(root, folder, filenames))
+        kineto.extend(_kineto_entries(root, folder, filenames, warnings))
         xplane.extend(_xplane_entries(root, folder, filenames))
     files = _number_spans(kineto) + xplane
     files.sort(key=lambda f: (f.run, f.worker, _span_order(f.span)))
-    return Index(root=root, files=tuple(files), warnings=tuple(_duplicate_rank_warnings(files)))
+    return Index(root=root, files=tuple(files), warnings=tuple(warnings + _duplicate_rank_warnings(files)))
 
 
 def _span_order(span: str) -> tuple[int, str]:
@@ -244,7 +277,7 @@ def _single_file(path: str) -> Index:
         return Index(root=folder, files=(tf,))
     m2 = _TB_HANDLER.match(name)
     worker = m2.group(1) if m2 else _JSON_NAME.sub("", name)
-    head = _head(path)
+    head = _head(path)  # a regular file: discover() checked
     # a file named explicitly is always tried: a wrong format gets its one-line error at load time
     tf = TraceFile(run=os.path.basename(folder) or ".", worker=worker, span="default", path=path,
                    source_kind="kineto", size_bytes=st[0], mtime_ns=st[1], rank=_rank(name, head))

@@ -105,6 +105,10 @@ def flops_metrics(ctx: Context, steps_topic: dict[str, Any], kernels_topic: dict
                 "token_batch_share": batch_share, "mfu_withheld": why}
     seconds = ctx.window_ns / 1e9
     achieved = total / seconds / 1e12 if seconds > 0 else None
+    if achieved is not None and peak and achieved > peak:  # over 100 % of the device's peak: impossible
+        return {"available": False, "reason": "the recorded shapes imply more FLOPs than the device can run in the "
+                "window (over 100 % of its peak): the shapes are not trustworthy",
+                "peak_tflops": peak, "device": device, "tokens_per_s": tokens_per_s}
     return {
         "available": True,
         "flops": total,

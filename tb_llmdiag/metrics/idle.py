@@ -85,13 +85,18 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
     # same covered length, and unions keep their covered length; ranges outside every gap become empty.
     hw_s, hw_e = merge(gaps.start_ns[m], gaps.end_ns[m])
     nid = ev.name_id[ops]
-    ts, dur = ev.ts_ns[ops], ev.dur_ns[ops]
-    at_ts, at_end = covered_before_each(hw_s, hw_e, ts, ts + dur)
-    per = union_ns_by_group(nid, at_ts, at_end, len(ev.names))
-    if per.max() <= 0:
-        return _NO_CULPRIT
+    dur = ev.dur_ns[ops]
     cnt = np.bincount(nid, minlength=len(ev.names))
     mean = np.bincount(nid, weights=dur, minlength=len(ev.names)) / np.maximum(cnt, 1)
+    ts = ev.ts_ns[ops]
+    end = ts + dur
+    del dur  # per-op temporaries are dropped as soon as used: this topic sets the report's peak memory
+    at_ts, at_end = covered_before_each(hw_s, hw_e, ts, end)
+    del ts, end
+    per = union_ns_by_group(nid, at_ts, at_end, len(ev.names))
+    del at_ts, at_end
+    if per.max() <= 0:
+        return _NO_CULPRIT
     order = np.argsort(-per, kind="stable")[:top]
     leaders = np.flatnonzero(per >= 0.9 * per.max())
     culprit = int(leaders[np.argmin(mean[leaders])])

@@ -33,7 +33,10 @@ from typing import Any, Mapping
 
 import msgspec
 
+import numpy as np
+
 from tb_llmdiag import api
+from tb_llmdiag.tab import arrays as array_file
 from tb_llmdiag.tab.schema import VALIDATORS
 
 logger = logging.getLogger(__name__)
@@ -42,6 +45,8 @@ logger = logging.getLogger(__name__)
 CACHE_LAYOUT = 2
 #: Results kept in memory when the disk cache cannot be written.
 MEMORY_ENTRIES = 64
+#: Trace-view indexes (arrays, large) kept in memory when the disk cache cannot be written.
+MEMORY_ARRAY_ENTRIES = 4
 
 
 def default_dir() -> Path:
@@ -124,6 +129,7 @@ class ResultCache:
             logger.warning("llm_diag: %s; results are kept in memory", self.error)
             self.root = None
         self._memory: OrderedDict[tuple[str, str], tuple[Any, bytes]] = OrderedDict()
+        self._arrays: OrderedDict[tuple[str, str], dict[str, np.ndarray]] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -165,6 +171,17 @@ class ResultCache:
             logger.warning("llm_diag: ignoring cache entry %s.%s: written for another file or name", key, what)
             return None
         return found
+
+    def get_arrays(self, key: str, what: str) -> dict[str, np.ndarray] | None:
+        """A binary entry's arrays (``tab/arrays.py``: header checked, memory-mapped), else None."""
+        with self._lock:
+            found = self._arrays.get((key, what))
+            if found is not None:
+                self._arrays.move_to_end((key, what))
+                return found
+        if self.root is None:
+            return None
+        return array_file.read(self.root / key[:2] / f"{key}.{what}", CACHE_LAYOUT, key, what)
 
     def _read(self, p: Path, key: str, what: str) -> tuple[Any, bytes] | None:
         try:
@@ -210,10 +227,16 @@ class ResultCache:
         index = [{"ordinal": i, "index": int(tl["step"]["index"]), "name": tl["step"].get("name"),
                   "duration_ns": int(tl["step"]["duration_ns"])} for i, tl in enumerate(timelines)]
         entries: list[tuple[str, Any]] = [(f"timeline.{i}", tl) for i, tl in enumerate(timelines)]
-        entries += [("timelines", index), ("steps", result.get("steps") or {"steps": []}),
-                    ("report", result["report"])]  # the report last: its presence means "ready"
+        entries += [("timelines", index), ("steps", result.get("steps") or {"steps": []})]
+        tv = result.get("traceview")
+        if tv is not None:
+            entries.append(("traceview", tv["meta"]))
+        entries.append(("report", result["report"]))  # the report last: its presence means "ready"
         if self.root is not None:
             try:
+                if tv is not None:
+                    array_file.write(self.root / key[:2] / f"{key}.traceview.bin", CACHE_LAYOUT, key,
+                                     "traceview.bin", tv["arrays"])
                 for what, value in entries:
                     self._write(self.root, key, what, value)
                 return
@@ -222,6 +245,10 @@ class ResultCache:
                 logger.warning("llm_diag: %s; results are kept in memory from now on", self.error)
                 self.root = None
         with self._lock:
+            if tv is not None:
+                self._arrays[(key, "traceview.bin")] = dict(tv["arrays"])
+                while len(self._arrays) > MEMORY_ARRAY_ENTRIES:
+                    self._arrays.popitem(last=False)
             for what, value in entries:
                 self._memory[(key, what)] = (value, _dumps(value))
                 self._memory.move_to_end((key, what))

@@ -27,6 +27,7 @@ from tb_llmdiag.tab.assets import Assets
 from tb_llmdiag.tab.cache import ResultCache
 from tb_llmdiag.tab.jobs import process_pool
 from tb_llmdiag.tab.registry import Registry
+from tb_llmdiag.tab.traceviews import TraceViews
 
 PLUGIN_NAME = "llm_diag"
 TAB_NAME = "LLM Diag"
@@ -72,6 +73,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
                                   renew=renew, scan_interval_s=SCAN_INTERVAL_S if scan_interval_s is None
                                   else scan_interval_s, discover=discover or api.discover)
         self._registry.start()
+        self._views = TraceViews(cache)
         self._assets = Assets()
 
     # -- TBPlugin API
@@ -93,6 +95,9 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             "/steps": _wsgi(self._steps_route),
             "/trace": _wsgi(self._trace_route),
             "/metric_registry": _wsgi(self._metric_registry_route),
+            "/trace_view": _wsgi(self._views_route(routes.trace_view_impl)),
+            "/trace_event": _wsgi(self._views_route(routes.trace_event_impl)),
+            "/trace_search": _wsgi(self._views_route(routes.trace_search_impl)),
             "/compare": _wsgi(self._compare_route),
         }
         apps.update(self._assets.apps())
@@ -122,6 +127,10 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
 
     def _compare_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, lambda: routes.compare_impl(self._reg(), request.args))
+
+    def _views_route(self, impl: Callable[..., routes.Answer]) -> Callable[[wrappers.Request], wrappers.Response]:
+        """A trace-view route: ``impl(registry, loaded indexes, args)``."""
+        return lambda request: self._respond(request, lambda: impl(self._reg(), self._views, request.args))
 
     def _metric_registry_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, routes.metric_registry_impl)

@@ -41,6 +41,7 @@ class Entry:
     report_status: str | None = None  # "ok" | "error" once ready
     phase: str | None = None
     started_s: float | None = None
+    saving_ns: int | None = None  # the top finding's estimated saving, once ready (the tab opens the largest)
 
     def identity(self) -> dict[str, Any]:
         """What this file's report must say about itself (a cached report saying otherwise is a miss)."""
@@ -56,6 +57,16 @@ class Entry:
         if self.status == "failed":
             return "error", self.error
         return self.status, None
+
+
+def top_saving_ns(report: dict[str, Any]) -> int | None:
+    """The largest estimated saving (ns per step) among a report's findings, None when none is estimable."""
+    best = None
+    for f in report.get("findings") or []:
+        ns = (f.get("saving") or {}).get("ns") if isinstance(f, dict) else None
+        if isinstance(ns, int) and not isinstance(ns, bool) and (best is None or ns > best):
+            best = ns
+    return best
 
 
 class Registry:
@@ -121,6 +132,7 @@ class Registry:
                 rep = self.cache.get(ck, "report", entry.identity())
                 if rep is not None:
                     entry.status, entry.report_status, entry.error = "ready", rep["status"], rep["error"]
+                    entry.saving_ns = top_saving_ns(rep)
             fresh.append(entry)
         with self.lock:
             keys = {tf.key for tf in index.files}
@@ -172,6 +184,7 @@ class Registry:
             else:
                 rep = result["report"]
                 e.status, e.report_status, e.error = "ready", rep.get("status"), rep.get("error")
+                e.saving_ns = top_saving_ns(rep)
 
     # -- requests
     def prioritise(self, key: Key) -> None:

@@ -19,6 +19,7 @@ from tensorboard import errors as tb_errors
 from tb_llmdiag import api
 from tb_llmdiag.tab.registry import Entry, Registry
 from tb_llmdiag.tab.jobs import Key
+from tb_llmdiag.tab.traceviews import TraceViews
 
 #: HTTP status of a run whose analysis failed (not a bad trace: those are 200 error RunReports).
 FAILED = 422
@@ -95,7 +96,7 @@ def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
         status, error = e.shown()
         runs.setdefault(key[0], {}).setdefault(key[1], []).append({
             "span": key[2], "source_kind": e.tf.source_kind, "status": status, "error": error,
-            "size_bytes": e.tf.size_bytes, "rank": e.tf.rank,
+            "size_bytes": e.tf.size_bytes, "rank": e.tf.rank, "saving_ns": e.saving_ns,
         })
     out_runs = []
     for run, workers in runs.items():
@@ -105,7 +106,9 @@ def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
         agg = "analysing" if any(s["status"] in ("analysing", "pending") for s in spans) else worst
         if any(s["status"] == "writing" for s in spans) and agg != "error":
             agg = "writing"
+        savings = [s["saving_ns"] for s in spans if s["saving_ns"] is not None]
         out_runs.append({"run": run, "status": agg, "error": next((s["error"] for s in spans if s["error"]), None),
+                         "saving_ns": max(savings) if savings else None,
                          "workers": [{"worker": w, "spans": ws} for w, ws in workers.items()]})
     with reg.lock:
         body = {"logdir": logdir, "scanned": reg.first_scan.is_set(), "scan_error": reg.scan_error,
@@ -213,3 +216,77 @@ def trace_impl(reg: Registry, args: Mapping[str, str]) -> tuple[BinaryIO, int, l
     headers = [("Content-Length", str(size)), ("X-Content-Type-Options", "nosniff"),
                ("Content-Disposition", f'attachment; filename="{safe}"'), ("Cache-Control", "no-cache")]
     return f, size, headers, ctype
+
+
+def _int_arg(args: Mapping[str, str], name: str, default: int | None, lo: int, hi: int) -> int | None:
+    v = args.get(name)
+    if v in (None, ""):
+        return default
+    try:
+        x = int(v)
+    except ValueError:
+        raise tb_errors.InvalidArgumentError(f"'{name}' must be an integer") from None
+    if not lo <= x <= hi:
+        raise tb_errors.InvalidArgumentError(f"'{name}' must be between {lo} and {hi}")
+    return x
+
+
+_MAX_NS = 1 << 62
+
+
+def _index(reg: Registry, views: TraceViews,
+           args: Mapping[str, str]) -> tuple[api.TraceIndex | None, Answer | None]:
+    """The run's loaded trace-view index, or the answer to give instead (202 / 422)."""
+    key, e = entry_for(reg, args)
+    early = _not_ready(reg, key, e, "trace_view")
+    if early is not None:
+        return None, early
+    index = views.get(e.cache_key)
+    if index is None:  # missing or damaged: analyse again
+        reg.requeue(key)
+        return None, Answer(202, status_payload(reg, key, e))
+    return index, None
+
+
+def trace_view_impl(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> Answer:
+    """``/trace_view``: every lane's intervals in [start_ns, end_ns) merged to ``px`` pixels (http_api.md)."""
+    start = _int_arg(args, "start_ns", None, -_MAX_NS, _MAX_NS)
+    end = _int_arg(args, "end_ns", None, -_MAX_NS, _MAX_NS)
+    px = _int_arg(args, "px", 1440, 1, 16384)
+    depth = _int_arg(args, "depth", 6, 1, 64)
+    expand = frozenset(x for x in (args.get("expand") or "").split(",") if x)
+    index, early = _index(reg, views, args)
+    if index is None:
+        return early  # type: ignore[return-value]
+    span = int(index.meta["span_ns"])
+    a = 0 if start is None else start
+    b = max(span, 1) if end is None else end
+    if b <= a:
+        raise tb_errors.InvalidArgumentError("'end_ns' must be greater than 'start_ns'")
+    body = index.view(a, b, int(px or 1440), depth=int(depth or 6), expand=expand)
+    body["findings"] = index.meta.get("findings") or []
+    return Answer(200, body)
+
+
+def trace_event_impl(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> Answer:
+    """``/trace_event``: one event's details and its launch <-> kernel flow."""
+    ev = _int_arg(args, "ev", None, 0, _MAX_NS)
+    if ev is None:
+        raise tb_errors.InvalidArgumentError("missing query parameter 'ev'")
+    index, early = _index(reg, views, args)
+    if index is None:
+        return early  # type: ignore[return-value]
+    if ev >= int(index.meta["n_events"]):
+        raise tb_errors.NotFoundError(f"no event {ev} in this trace")
+    return Answer(200, index.event(ev))
+
+
+def trace_search_impl(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> Answer:
+    """``/trace_search``: events whose name contains ``q`` (case-insensitive), first ones in time order."""
+    q = args.get("q") or ""
+    if not q or len(q) > 200 or "\x00" in q:
+        raise tb_errors.InvalidArgumentError("'q' must be 1 to 200 characters")
+    index, early = _index(reg, views, args)
+    if index is None:
+        return early  # type: ignore[return-value]
+    return Answer(200, index.search(q))

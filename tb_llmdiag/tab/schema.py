@@ -27,7 +27,7 @@ def report(v: Any) -> str | None:
         return f"the report lacks {', '.join(missing)}"
     if v["status"] == "error":
         return None if isinstance(v["error"], str) and v["error"] else "an error report without its message"
-    if v["status"] != "ok":
+    if v["status"] not in ("ok", "partial"):  # partial: the reader stopped early and says where (read_state)
         return f"unknown report status {v['status']!r}"
     if not isinstance(v["summary"], dict) or not isinstance(v["metrics"], dict):
         return "the report's summary or metrics is not an object"
@@ -69,6 +69,16 @@ def steps(v: Any) -> str | None:
     return None
 
 
+def traceview(v: Any) -> str | None:
+    """The trace view's meta (``traceview/build.py``); its arrays are checked by ``TraceIndex.load``."""
+    if not isinstance(v, dict) or v.get("traceview_version") != api.TRACEVIEW_VERSION:
+        return "not a trace-view index of this version"
+    if not (isinstance(v.get("lanes"), list) and isinstance(v.get("names"), list) and isinstance(v.get("levels"), list)
+            and isinstance(v.get("findings"), list) and _int(v.get("span_ns")) and _int(v.get("n_events"))):
+        return "the trace-view index is malformed"
+    return None
+
+
 VALIDATORS: dict[str, Callable[[Any], str | None]] = {
-    "report": report, "timelines": timelines, "timeline": timeline, "steps": steps,
+    "report": report, "timelines": timelines, "timeline": timeline, "steps": steps, "traceview": traceview,
 }

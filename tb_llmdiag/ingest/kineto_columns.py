@@ -1,0 +1,398 @@
+"""Decoded events -> numpy columns, piece by piece: kinds, names, ids, times in ns, memory samples.
+
+``_Columns.scan`` uses the compiled one-pass scanner (_scan.c) when it was built and ``scan_py``
+otherwise; both give the same result (tests/test_scan.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import re
+from typing import Any, NamedTuple
+
+import msgspec
+import numpy as np
+
+from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.ingest import scan_ext
+from tb_llmdiag.ingest.kineto_structs import _COMPLETE, _INSTANTS, _NO_ARGS, _Args, _EventExactTs, _MemoryArgs
+from tb_llmdiag.ingest.kineto_values import (
+    _SHAPE_NAME,
+    _STEP_NAME,
+    _float_column,
+    _int_column,
+    _Interner,
+    _memory_column,
+    _plausible_shape,
+    _step_warnings,
+    _to_float,
+    is_oversized_step,
+)
+from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, MemoryTable, empty_memory, kind_mask
+
+#: source category -> Kind (unknown categories are OTHER; host/device is decided from the kind)
+KIND_OF_CATEGORY: dict[str, Kind] = {
+    "cpu_op": Kind.CPU_OP, "Operator": Kind.CPU_OP, "operator": Kind.CPU_OP,
+    "user_annotation": Kind.ANNOTATION, "python_function": Kind.PYTHON,
+    "cuda_runtime": Kind.RUNTIME, "Runtime": Kind.RUNTIME, "runtime": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME, "cuda_driver": Kind.DRIVER,
+    "kernel": Kind.KERNEL, "Kernel": Kind.KERNEL, "mtia_ccp_events": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY, "Memcpy": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET, "Memset": Kind.MEMSET,
+    "gpu_user_annotation": Kind.GPU_ANNOTATION, "cuda_sync": Kind.SYNC,
+}
+#: Kinds of rows on a device lane (they have a stream and a device, not a host thread)
+_DEVICE_SIDE = (*DEVICE_KINDS, Kind.GPU_ANNOTATION, Kind.SYNC)
+_DEVICE_ROW, _LAUNCH_ROW = 1, 2
+#: by kind code: which args fields a row carries (device rows: correlation, stream, device, bytes and
+#: pid; launch rows: correlation). Shared with the C scanner.
+_ROW_ARGS = bytes(_DEVICE_ROW if k in _DEVICE_SIDE else _LAUNCH_ROW if k in (Kind.RUNTIME, Kind.DRIVER) else 0
+                  for k in range(256))
+_SKIP = 255  # pseudo-kind of skipped categories
+_STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
+_SKIPPED_CATEGORIES = {"Trace"}  # the profiler's own "PyTorch Profiler (0)" span
+_DIGITS = re.compile(r"-?\d+")
+_PLAIN_DECIMAL = re.compile(rb"(-?\d+)(?:\.(\d*))?")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: rows per slab of columns (_Columns._store): 4 Mi rows, ~230 MB of address space, committed only as filled
+_SLAB_ROWS = 4 << 20
+#: |ts| and dur beyond this many us are rejected: relative times and ends then stay within int64 ns
+_LIMIT_US = 2.0**61 / 1000
+
+
+class _Scan(NamedTuple):
+    """What _Columns.scan finds in one decoded piece."""
+
+    xs: list[Any]  # the complete events that become rows
+    kind: np.ndarray  # uint8 Kind codes
+    ts: np.ndarray  # float64 us
+    dur: np.ndarray  # float64 us; NaN where missing
+    name_id: np.ndarray  # int32 ids into _Columns.names
+    tid: np.ndarray  # int64 thread ids (streams on device rows); see _Columns._ids
+    pid: np.ndarray  # int64, device rows only (-1 elsewhere)
+    correlation: np.ndarray  # int64 launch/kernel correlation id, device and launch rows only
+    stream: np.ndarray  # int64 args.stream, device rows only
+    device: np.ndarray  # int64 args.device, device rows only
+    bytes: np.ndarray  # int64 args.bytes, device rows only
+    shape_id: np.ndarray  # int32 ids into _Columns.shapes: recorded Input Dims of SHAPE_OPS operators, else -1
+    memory: dict[str, np.ndarray]  # the "[memory]" samples' columns (_MEMORY_DTYPES)
+
+
+#: _Scan's numeric columns besides kind, and their dtypes
+_MEMORY_DTYPES = {"ts": np.float64, "device_type": np.int64, "device_id": np.int64, "bytes": np.int64,
+                  "total_allocated": np.int64, "total_reserved": np.int64}
+_SCAN_DTYPES = {"ts": np.float64, "dur": np.float64, "name_id": np.int32, "tid": np.int64, "pid": np.int64,
+                "correlation": np.int64, "stream": np.int64, "device": np.int64, "bytes": np.int64,
+                "shape_id": np.int32}
+
+
+class _Columns:
+    """Accumulates columns piece by piece; interns names, shapes and string thread/stream ids."""
+
+    def __init__(self) -> None:
+        self.names = _Interner()
+        self.shapes: dict[bytes, int] = {}
+        self.str_ids: dict[str, int] = {}
+        self.parts: list[dict[str, np.ndarray]] = []  # filled slabs (views of their used rows)
+        self.slab: dict[str, np.ndarray] = {}  # the slab being filled, and its used rows
+        self.slab_used = 0
+        self.mem_parts: list[tuple[list[Any], ...]] = []
+        # category -> Kind code; categories never seen before are OTHER (the profiler's own span: _SKIP)
+        self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
+            lambda: int(Kind.OTHER), {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()},
+                                      **{c: _SKIP for c in _SKIPPED_CATEGORIES}})
+        self.origin_us: float | None = None  # the first piece's whole-us origin of ts_ns
+        self.ts_min = float("inf")  # the earliest timestamp (us) of all rows
+        self.skipped_no_ts = 0  # rows dropped for a missing or unparsable timestamp
+        self.negative_dur = 0  # rows rejected for a negative duration
+        self.out_of_range = 0  # rows rejected for a time or duration beyond _LIMIT_US
+        self.ts_base_us: int | None = None  # set when timestamps are read exactly (see _relative_us)
+
+    def _id(self, value: Any) -> int:
+        """A pid/tid/stream value that is not an int64: "stream 7" -> 7, "0x0" -> 0, 7.0 -> 7; others
+        (names, numbers beyond int64) are interned at _STR_ID_BASE - k."""
+        if value is None:
+            return -1
+        number: int | None = None
+        if isinstance(value, float):
+            number = int(value) if math.isfinite(value) else None
+        elif isinstance(value, int):
+            number = value
+        else:
+            text = str(value)
+            m = _DIGITS.search(text)
+            if m and (m.group(0) == text.strip() or text.startswith("stream")):
+                number = int(m.group(0))
+            elif text.startswith("0x"):
+                try:
+                    number = int(text, 16)
+                except ValueError:
+                    pass
+        if number is not None and _INT64_MIN <= number <= _INT64_MAX:
+            return number
+        return _STR_ID_BASE - self.str_ids.setdefault(str(value), len(self.str_ids))
+
+    def _ids(self, values: list[Any]) -> np.ndarray:
+        """Column of pid/tid/stream values: ints kept, missing -1, other values converted once per unique value."""
+        try:
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        try:
+            return np.array([-1 if v is None else v for v in values], dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            conv = {v: self._id(v) for v in set(values)}
+            return np.array([conv[v] for v in values], dtype=np.int64)
+
+    def scan(self, events: list[Any], has_memory: bool = True) -> _Scan:
+        """The rows of one decoded piece (its complete events, skipped categories dropped) with their
+        per-row columns, and its ``[memory]`` samples. Uses the compiled one-pass scanner when it was
+        built, else scan_py; both give the same result."""
+        ext = scan_ext.ext
+        if ext is None:
+            return self.scan_py(events, has_memory)
+        xs, found, mem, mem_found = ext.scan(events, _COMPLETE, _INSTANTS, _Args, _MemoryArgs, self.kind_of,
+                                                   self.names, self.names.flags, self.shapes, _ROW_ARGS)
+        kind = np.frombuffer(found["kind"], dtype=np.uint8)
+        # the scanner leaves a column to Python when its values are not all plain numbers
+        cols: dict[str, np.ndarray] = {}
+        for name, dtype in _SCAN_DTYPES.items():
+            cols[name] = np.frombuffer(found[name], dtype=dtype) if name in found else self._column(name, xs, kind, cols)
+        mem_cols = {name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found
+                    else _memory_column(name, mem) for name, dtype in _MEMORY_DTYPES.items()}
+        return _Scan(xs=xs, kind=kind, memory=mem_cols, **cols)
+
+    def scan_py(self, events: list[Any], has_memory: bool = True) -> _Scan:
+        """scan in Python: one list comprehension per field. ``has_memory=False`` skips looking for
+        ``[memory]`` samples (the caller knows the piece has none)."""
+        xs = [e for e in events if e.__class__ in _COMPLETE]
+        mem = ([e for e in events if e.__class__ in _INSTANTS and e.name == "[memory]" and e.args is not None]
+               if has_memory else [])
+        kind_of = self.kind_of
+        kind = np.array([kind_of[e.cat] for e in xs], dtype=np.uint8)
+        skip = kind == _SKIP
+        if skip.any():  # the profiler's own "PyTorch Profiler (0)" span is not an event of the run
+            keep = np.flatnonzero(~skip)
+            xs = [xs[i] for i in keep.tolist()]
+            kind = kind[keep]
+        cols: dict[str, np.ndarray] = {}
+        for name in _SCAN_DTYPES:
+            cols[name] = self._column(name, xs, kind, cols)
+        return _Scan(xs=xs, kind=kind, memory={name: _memory_column(name, mem) for name in _MEMORY_DTYPES}, **cols)
+
+    def _column(self, name: str, xs: list[Any], kind: np.ndarray, done: dict[str, np.ndarray]) -> np.ndarray:
+        """One per-row column in Python (``done``: the columns before it in _SCAN_DTYPES). The args fields
+        and pid are read only for the rows that carry them (device rows; launch rows too for the
+        correlation id) and are -1 elsewhere; Input Dims only for SHAPE_OPS operators."""
+        if name == "ts":
+            ts_list = [e.ts for e in xs]
+            if xs and xs[0].__class__ is _EventExactTs:
+                return self._relative_us(ts_list)
+            return _float_column(ts_list)
+        if name == "dur":
+            return _float_column([e.dur for e in xs])  # a missing "dur" is NaN here and 0 in finish()
+        if name == "name_id":
+            names = self.names
+            return np.array([names[e.name] for e in xs], dtype=np.int32)
+        if name == "tid":
+            return self._ids([e.tid for e in xs])
+        if name == "shape_id":  # Input Dims only for the operators analyses read (model.SHAPE_OPS)
+            out32 = np.full(len(xs), -1, dtype=np.int32)
+            flags = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)
+            rows = np.flatnonzero((kind == Kind.CPU_OP) & (flags[done["name_id"]] & _SHAPE_NAME > 0))
+            if rows.size:
+                shapes = self.shapes
+                dims = [(xs[i].args or _NO_ARGS).input_dims for i in rows.tolist()]
+                out32[rows] = [shapes.setdefault(bytes(d), len(shapes)) if len(d) else -1 for d in dims]
+            return out32
+        out = np.full(len(xs), -1, dtype=np.int64)
+        mask = np.frombuffer(_ROW_ARGS, dtype=np.uint8)[kind] & (_DEVICE_ROW | (_LAUNCH_ROW if name == "correlation" else 0))
+        rows = np.flatnonzero(mask).tolist()
+        if rows:
+            if name == "pid":
+                out[rows] = self._ids([xs[i].pid for i in rows])
+            else:
+                values = [getattr(xs[i].args or _NO_ARGS, name) for i in rows]
+                out[rows] = _int_column(values) if name in ("correlation", "bytes") else self._ids(values)
+        return out
+
+    def add(self, events: list[Any], has_memory: bool = True) -> None:
+        """Append one decoded piece: scan() it, keep its memory samples, and finish its rows."""
+        s = self.scan(events, has_memory)
+        if s.memory["ts"].size:
+            self.mem_parts.append(s.memory)
+        if s.xs:
+            self._append_rows(s)
+
+    def _append_rows(self, s: _Scan) -> None:
+        """Turn one piece's scan into the model's columns (while its arrays are small and in cache) and
+        keep them for finish(): ns times relative to the first piece's whole-us origin, durations
+        cleaned, ProfilerStep ranges marked, device/stream on device rows and tid on host rows."""
+        cols = {"ts": s.ts, "dur": s.dur, "kind": s.kind, "name_id": s.name_id, "tid": s.tid, "pid": s.pid,
+                "correlation": s.correlation, "stream": s.stream, "device": s.device, "bytes": s.bytes,
+                "shape_id": s.shape_id}
+        # rows no trace can mean are rejected and counted: no usable timestamp (NaN), a negative duration,
+        # a time or duration beyond what int64 ns can hold once relative to the origin (_LIMIT_US). One
+        # combined test in the common case where every row is fine; NaN fails every comparison.
+        ts, dur = s.ts, s.dur
+        if not ((np.abs(ts) <= _LIMIT_US) & ~(dur < 0) & ~(dur > _LIMIT_US)).all():
+            finite = np.isfinite(ts)
+            negative = finite & (dur < 0)
+            outside = finite & ~negative & ((np.abs(ts) > _LIMIT_US) | (dur > _LIMIT_US))
+            self.skipped_no_ts += int((~finite).sum())
+            self.negative_dur += int(negative.sum())
+            self.out_of_range += int(outside.sum())
+            keep = finite & ~negative & ~outside
+            cols = {k: v[keep] for k, v in cols.items()}
+            ts, dur = cols["ts"], cols["dur"]
+        if not ts.size:
+            return
+        lowest = float(ts.min())
+        if self.origin_us is None:
+            self.origin_us = float(np.floor(lowest))
+        self.ts_min = min(self.ts_min, lowest)
+        dur_ns = np.rint(dur * 1000.0)
+        dur_ns[dur_ns != dur_ns] = 0.0  # a missing duration (NaN) is 0
+        kind = cols["kind"].copy()
+        step_name = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)[cols["name_id"]] & _STEP_NAME > 0
+        kind[kind_mask(kind, (Kind.ANNOTATION, Kind.CPU_OP)) & step_name] = Kind.STEP
+        device_side = kind_mask(kind, _DEVICE_SIDE)
+        loc = cols["tid"]  # the tid, which is the stream on device rows
+        self._store({
+            # us -> ns relative to a whole-us origin: exact for the ns-precision decimals Kineto writes
+            "ts_ns": np.rint((ts - self.origin_us) * 1000.0).astype(np.int64),
+            "dur_ns": dur_ns.astype(np.int64),
+            "kind": kind, "name_id": cols["name_id"],
+            "device": np.where(device_side, np.where(cols["device"] >= 0, cols["device"], cols["pid"]), -1
+                               ).astype(np.int16),
+            "stream": np.where(device_side, np.where(cols["stream"] != -1, cols["stream"], loc), -1).astype(np.int32),
+            "tid": np.where(device_side, -1, loc),
+            "correlation": cols["correlation"], "bytes": cols["bytes"], "shape_id": cols["shape_id"],
+        })
+
+    def _relative_us(self, raws: list[msgspec.Raw]) -> np.ndarray:
+        """Exact JSON timestamps -> float us relative to a whole-us base, so ns decimals survive. A value
+        that is not a plain decimal number is parsed as a float (exponents, numeric strings) or is NaN."""
+        text = np.array([bytes(r) for r in raws], dtype="S40")
+        try:
+            whole, _, frac = np.char.partition(text, b".").T
+            whole_us = whole.astype(np.int64)
+            frac_ns = np.char.ljust(frac, 3, b"0").astype("S3").astype(np.int64)
+            frac_ns[np.char.startswith(whole, b"-")] *= -1  # "-3.25" is -3 - 0.25
+        except (ValueError, OverflowError):  # not all plain decimals: parse one by one
+            return self._relative_us_slow(text.tolist())
+        if self.ts_base_us is None:
+            self.ts_base_us = int(whole_us.min())
+        return (whole_us - self.ts_base_us) + frac_ns / 1000.0
+
+    def _relative_us_slow(self, texts: list[bytes]) -> np.ndarray:
+        out = np.full(len(texts), np.nan)
+        for i, t in enumerate(texts):
+            m = _PLAIN_DECIMAL.fullmatch(t.strip(b'"'))
+            if m:
+                whole, frac = int(m.group(1)), int((m.group(2) or b"").ljust(3, b"0")[:3])
+                if self.ts_base_us is None:
+                    self.ts_base_us = whole
+                out[i] = (whole - self.ts_base_us) + (-frac if m.group(1).startswith(b"-") else frac) / 1000.0
+            else:
+                value = _to_float(t.strip(b'"'))
+                if math.isfinite(value):
+                    if self.ts_base_us is None:
+                        self.ts_base_us = int(math.floor(value))
+                    out[i] = value - self.ts_base_us
+        return out
+
+    @property
+    def has_rows(self) -> bool:
+        return bool(self.parts) or self.slab_used > 0
+
+    def _store(self, rows: dict[str, np.ndarray]) -> None:
+        """Copy one piece's rows into the current slab: big arrays (np.empty: pages cost memory only once
+        written, and they go back to the system when freed) rather than one small array per piece and
+        column, whose freed memory the allocator keeps in holes finish() cannot reuse."""
+        n = len(rows["ts_ns"])
+        if not self.slab or self.slab_used + n > len(self.slab["ts_ns"]):
+            self._flush_slab()
+            size = max(_SLAB_ROWS, n)
+            self.slab = {k: np.empty(size, dtype=v.dtype) for k, v in rows.items()}
+        for k, v in rows.items():
+            self.slab[k][self.slab_used:self.slab_used + n] = v
+        self.slab_used += n
+
+    def _flush_slab(self) -> None:
+        if self.slab and self.slab_used:
+            self.parts.append({k: v[: self.slab_used] for k, v in self.slab.items()})
+        self.slab, self.slab_used = {}, 0
+
+    def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
+        """The pieces' rows as one EventTable sorted by time, the memory samples, the origin (ns) and warnings."""
+        self._flush_slab()
+        if not self.parts:
+            if self.skipped_no_ts or self.negative_dur or self.out_of_range:
+                raise TraceFormatError("no event of the trace has a usable time (missing, negative or out-of-range "
+                                       "timestamps and durations)")
+            raise TraceFormatError("the trace has no timed events ('traceEvents' holds no complete events)")
+        warnings: list[str] = []
+        if self.skipped_no_ts:
+            warnings.append(f"{self.skipped_no_ts} events without a usable timestamp were skipped")
+        if self.negative_dur:
+            warnings.append(f"{self.negative_dur} events with a negative duration were rejected")
+        if self.out_of_range:
+            warnings.append(f"{self.out_of_range} events with a time or duration beyond {_LIMIT_US / 3.6e9 / 24 / 365:,.0f} "
+                            "years were rejected")
+        big_steps = sum(1 for t in self.names.texts if is_oversized_step(t))
+        if big_steps:
+            warnings.append(f"{big_steps} ProfilerStep markers with a step number beyond int64 were ignored")
+        # column by column, each piece's array dropped as it is copied: the peak is the columns plus one
+        # column, not twice the columns (the 1 GB bench trace: 453 -> see README)
+        parts, self.parts = self.parts, []
+        col = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
+        del parts
+        assert self.origin_us is not None
+        origin_us = np.floor(self.ts_min)  # relative to ts_base_us when timestamps were read exactly
+        ts_ns = col["ts_ns"]
+        if origin_us != self.origin_us:  # an earlier event came in a later piece: whole us, so exact
+            ts_ns -= int(origin_us - self.origin_us) * 1000
+        shapes = tuple(s.decode("utf-8", "replace") for s in self.shapes)
+        huge = [i for i, text in enumerate(shapes) if not _plausible_shape(text)]
+        if huge:  # a dimension beyond 2^40, negative or not an integer is no real shape: its FLOPs would be nonsense
+            bad_rows = np.isin(col["shape_id"], huge)
+            col["shape_id"][bad_rows] = -1
+            warnings.append(f"{int(bad_rows.sum())} operators' recorded shapes hold a dimension beyond 2^40 (or "
+                            "one that is negative or not an integer) and were ignored")
+        order = np.argsort(ts_ns, kind="stable")
+        del ts_ns
+        if np.all(order[1:] > order[:-1]):  # already in time order (Kineto mostly is not; small files are)
+            order = None
+        for k in list(col):  # one column at a time, the unsorted one dropped as its sorted copy is made
+            col[k] = col.pop(k)[order] if order is not None else col[k]
+        del order
+        table = EventTable(
+            ts_ns=col["ts_ns"], dur_ns=col["dur_ns"], kind=col["kind"],
+            name_id=col["name_id"], device=col["device"], stream=col["stream"],
+            tid=col["tid"], correlation=col["correlation"], bytes=col["bytes"],
+            shape_id=col["shape_id"], names=tuple(self.names.texts),
+            shapes=shapes,
+        )
+        base = self.ts_base_us or 0
+        origin_ns = (int(origin_us) + base) * 1000
+        if not _INT64_MIN < origin_ns < _INT64_MAX:
+            raise TraceFormatError("the trace's timestamps are beyond what int64 nanoseconds can hold")
+        memory = self._memory(origin_us + base)
+        return table, memory, origin_ns, tuple(warnings) + _step_warnings(table)
+
+    def _memory(self, origin_us: float) -> MemoryTable:
+        if not self.mem_parts:
+            return empty_memory()
+        col = {k: np.concatenate([p[k] for p in self.mem_parts]) for k in _MEMORY_DTYPES}
+        keep = np.isfinite(col["ts"]) & (np.abs(col["ts"] - origin_us) <= _LIMIT_US)
+        col = {k: v[keep] for k, v in col.items()}
+        ts_ns = np.rint((col["ts"] - origin_us) * 1000.0).astype(np.int64)
+        # Device Type 0 is the CPU in Kineto's encoding; any other type is an accelerator
+        device = np.where(col["device_type"] == 0, -1, col["device_id"]).astype(np.int16)
+        order = np.argsort(ts_ns, kind="stable")
+        return MemoryTable(
+            ts_ns=ts_ns[order], device=device[order], bytes=col["bytes"][order],
+            total_allocated_bytes=col["total_allocated"][order], total_reserved_bytes=col["total_reserved"][order],
+        )

@@ -1,0 +1,235 @@
+"""The msgspec Structs a Kineto/Chrome trace decodes into, and the typed-then-lenient decoders.
+
+Only the fields the analyses read are declared, so the decoder skips the rest without building them.
+A value of an unexpected type falls back to a generic decode that keeps the events that convert.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple, Union
+
+import msgspec
+
+from tb_llmdiag.errors import TraceFormatError
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The args of a complete event, only the keys we read (fewer fields: faster decode and free)."""
+
+    correlation: Union[int, str, None] = None
+    stream: Union[int, str, None] = None
+    device: Union[int, str, None] = None
+    bytes: Union[int, float, str, None] = None
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+
+
+class _MemoryArgs(msgspec.Struct, gc=False):
+    """The args of a ``[memory]`` instant event."""
+
+    mem_bytes: Union[int, float, None] = msgspec.field(default=None, name="Bytes")
+    total_allocated: Union[int, float, None] = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Union[int, float, None] = msgspec.field(default=None, name="Total Reserved")
+    device_type: Union[int, str, None] = msgspec.field(default=None, name="Device Type")
+    device_id: Union[int, str, None] = msgspec.field(default=None, name="Device Id")
+
+
+_NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, tag="X", tag_field="ph", gc=False):
+    """A complete ("X") event: the only phase that becomes a row."""
+
+    cat: Union[str, None] = None
+    name: Union[str, int, float, None] = ""
+    ts: Union[float, int, str, None] = None
+    dur: Union[float, int, str, None] = None
+    pid: Union[int, float, str, None] = None
+    tid: Union[int, float, str, None] = None
+    args: Union[_Args, None] = None
+
+
+class _EventExactTs(_Event, tag="X"):
+    """A complete event whose timestamp is kept as its JSON text: used when timestamps are so large
+    (epoch microseconds) that a float64 cannot hold their nanosecond decimals."""
+
+    ts: msgspec.Raw = msgspec.Raw(b"")  # type: ignore[assignment]
+
+
+_COMPLETE = (_Event, _EventExactTs)
+#: Timestamps at or above this many us are read exactly. Below it a float64's spacing is < 1 ns
+#: (2**-10 us in [2**42, 2**43)), so rounding recovers Kineto's whole-ns decimals exactly; above it
+#: (epoch-based clocks) it would not.
+_EXACT_TS_ABOVE_US = 2**43
+
+
+class _Instant(msgspec.Struct, tag="i", tag_field="ph", gc=False):
+    """An instant event; ``[memory]`` samples are instants."""
+
+    name: Union[str, int, float, None] = ""
+    ts: Union[float, int, str, None] = None
+    args: Union[_MemoryArgs, None] = None
+
+
+class _InstantUpper(_Instant, tag="I"):
+    pass
+
+
+_INSTANTS = (_Instant, _InstantUpper)
+
+
+# Every other Chrome phase (flows, metadata, counters, async...) decodes to an empty struct: its
+# fields are skipped by the decoder instead of being built.
+_OTHER_PHASES = tuple(
+    msgspec.defstruct(f"_Phase_{ord(ph)}", [], tag=ph, tag_field="ph", gc=False) for ph in "BECbnestfPNODMVvRcST"
+)
+_AnyEvent = Union[(_Event, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]
+_AnyEventExactTs = Union[(_EventExactTs, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]
+
+
+class _DeviceProps(msgspec.Struct, gc=False):
+    id: Union[int, None] = None
+    name: Union[str, None] = None
+    totalGlobalMem: Union[int, None] = None
+    computeMajor: Union[int, None] = None
+    computeMinor: Union[int, None] = None
+    numSms: Union[int, None] = None
+
+
+class _DistInfo(msgspec.Struct, gc=False):
+    rank: Union[int, str, None] = None
+    world_size: Union[int, str, None] = None
+    backend: Union[str, None] = None
+
+
+class _Envelope(msgspec.Struct, gc=False):
+    traceEvents: list[_AnyEvent] = []  # type: ignore[valid-type]
+    schemaVersion: Union[int, str, None] = None
+    deviceProperties: Union[list[_DeviceProps], None] = None
+    distributedInfo: Union[_DistInfo, None] = None
+    baseTimeNanoseconds: Union[int, None] = None
+    traceName: Union[str, None] = None
+    displayTimeUnit: Union[str, None] = None
+    record_shapes: Union[int, bool, None] = None
+    profile_memory: Union[int, bool, None] = None
+    with_stack: Union[int, bool, None] = None
+    Framework: Union[str, None] = None  # Lightning writes "pytorch-lightning"
+
+
+class _EnvelopeExactTs(_Envelope):
+    traceEvents: list[_AnyEventExactTs] = []  # type: ignore[valid-type]
+
+
+class _Decoders(NamedTuple):
+    events: msgspec.json.Decoder  # a piece of the traceEvents array
+    event: msgspec.json.Decoder  # one event
+    envelope: msgspec.json.Decoder  # a whole document (header, or the last events plus the metadata after them)
+    event_type: Any  # the event union, for converting events one by one on the lenient path
+
+
+_DECODERS = {  # by exact_ts
+    False: _Decoders(msgspec.json.Decoder(list[_AnyEvent]), msgspec.json.Decoder(_AnyEvent),
+                     msgspec.json.Decoder(_Envelope), _AnyEvent),
+    True: _Decoders(msgspec.json.Decoder(list[_AnyEventExactTs]), msgspec.json.Decoder(_AnyEventExactTs),
+                    msgspec.json.Decoder(_EnvelopeExactTs), _AnyEventExactTs),
+}
+_FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+)')
+
+
+def _typed_decode(decoder: msgspec.json.Decoder, data: Any) -> Any:
+    """The typed decode, or None when a value has an unexpected type (the caller decodes leniently).
+
+    Raises msgspec.DecodeError for malformed JSON, invalid UTF-8 included.
+    """
+    try:
+        return decoder.decode(data)
+    except msgspec.ValidationError:
+        return None
+    except RecursionError:  # msgspec's own depth limit (the splitter bounds events well below it)
+        raise msgspec.DecodeError("JSON nested too deep") from None
+    except UnicodeDecodeError as exc:  # msgspec reports bad UTF-8 this way: malformed JSON all the same
+        raise msgspec.DecodeError(f"invalid UTF-8 ({exc.reason})") from None
+
+
+def _decode_events(data: Any, warnings: list[str], exact_ts: bool = False) -> list[Any]:
+    """Typed decode of a JSON array of events; on a type mismatch, each event is decoded on its own
+    and the ones that do not convert (a wrong type, a number beyond float64 like 1e400, not an object)
+    are skipped and counted in ``warnings``.
+
+    Raises msgspec.DecodeError for malformed JSON (invalid UTF-8 included: UnicodeDecodeError).
+    """
+    decoders = _DECODERS[exact_ts]
+    typed = _typed_decode(decoders.events, data)
+    if typed is not None:
+        return typed  # type: ignore[no-any-return]
+    try:
+        raws = _RAW_LIST.decode(data)
+    except msgspec.ValidationError:  # not an array at all
+        raws = []
+    out: list[Any] = []
+    bad = 0
+    for raw in raws:
+        event = _typed_decode(decoders.event, raw)
+        if event is None:
+            event = _convert_one(raw, decoders.event_type, exact_ts)
+        if event is None:
+            bad += 1
+        else:
+            out.append(event)
+    if bad:
+        warnings.append(f"{bad} events of an unexpected shape were skipped (a value of the wrong type, or a number beyond float64)")
+    return out
+
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _convert_one(raw: msgspec.Raw, event_type: Any, exact_ts: bool) -> Any:
+    """One event decoded generically and converted leniently (numbers in strings...), or None."""
+    try:
+        item = msgspec.json.decode(raw)
+    except msgspec.ValidationError:  # a number out of range
+        return None
+    try:
+        if isinstance(item, dict):
+            if exact_ts and "ts" in item:
+                item["ts"] = msgspec.Raw(msgspec.json.encode(item["ts"]))
+            args = item.get("args")
+            if isinstance(args, dict) and "Input Dims" in args:  # a Raw field: keep its JSON text
+                args["Input Dims"] = msgspec.Raw(msgspec.json.encode(args["Input Dims"]))
+        return msgspec.convert(item, event_type, strict=False)
+    except (msgspec.ValidationError, TypeError):
+        return None
+
+
+def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -> _Envelope:
+    """Like _decode_events, for a whole document (header or tail)."""
+    typed = _typed_decode(_DECODERS[exact_ts].envelope, data)
+    if typed is not None:
+        return typed  # type: ignore[no-any-return]
+    try:
+        doc = msgspec.json.decode(data)
+    except msgspec.ValidationError as exc:  # a number beyond float64 (1e400)
+        raise TraceFormatError(f"the trace's metadata holds a number out of range ({exc})") from None
+    if not isinstance(doc, dict):
+        raise TraceFormatError("not a Chrome/Kineto trace (the document is not a JSON object)")
+    events = doc.pop("traceEvents", [])
+    fields: dict[str, Any] = {}
+    for key in _Envelope.__struct_fields__:
+        if key in doc:
+            try:
+                msgspec.convert({key: doc[key]}, _Envelope, strict=False)
+                fields[key] = doc[key]
+            except msgspec.ValidationError:
+                warnings.append(f"ignored the malformed trace field '{key}'")
+    env = msgspec.convert(fields, _Envelope, strict=False)
+    env.traceEvents = _decode_events(msgspec.json.encode(events if isinstance(events, list) else []), warnings,
+                                     exact_ts)
+    return env
+
+
+
+def _needs_exact_ts(data: bytes | bytearray | memoryview, end: int) -> bool:
+    """Are the timestamps epoch-sized (see _EXACT_TS_ABOVE_US)? Judged from the first one before ``end``."""
+    m = _FIRST_TS.search(data, 0, end)
+    return bool(m) and abs(int(m.group(1))) >= _EXACT_TS_ABOVE_US

@@ -1,0 +1,118 @@
+"""Small converters from decoded JSON values to typed columns, and the name interner."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind
+
+_PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+_NUMBER = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+
+#: Interner flags of a name: its operator's Input Dims are kept (model.SHAPE_OPS); a ProfilerStep#N range
+_SHAPE_NAME, _STEP_NAME = 1, 2
+
+
+def _name_flags(text: str) -> int:
+    """A ProfilerStep#N name is a step marker only when N fits an int64 (a larger N is no real step)."""
+    step = _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#"):]) < 2**63
+    return (_SHAPE_NAME if SHAPE_OPS.match(text) else 0) | (_STEP_NAME if step else 0)
+
+
+def is_oversized_step(text: str) -> bool:
+    """A ProfilerStep#N name whose N does not fit an int64 (ignored as a step marker)."""
+    return _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#"):]) >= 2**63
+
+
+class _Interner(dict):  # type: ignore[type-arg]
+    """Event name -> id, numbered in order of first appearance. ``__missing__`` runs once per distinct
+    name, so the per-event lookup is a plain dict subscript. Non-string names (a number) share the id
+    of their text. ``flags[id]`` holds the name's _SHAPE_NAME/_STEP_NAME bits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+        self.flags = bytearray()
+
+    def __missing__(self, key: Any) -> int:
+        text = key if isinstance(key, str) else str(key)
+        ident = dict.get(self, text)
+        if ident is None:
+            ident = len(self.texts)
+            self.texts.append(text)
+            self.flags.append(_name_flags(text))
+            self[text] = ident
+        self[key] = ident
+        return ident
+
+
+def _memory_column(name: str, mem: list[Any]) -> np.ndarray:
+    """One column of memory samples (instant events with _MemoryArgs) in Python."""
+    if name == "ts":
+        return _float_column([e.ts for e in mem])
+    attr = "mem_bytes" if name == "bytes" else name
+    return _int_column([getattr(e.args, attr) for e in mem])
+
+
+def _float_column(values: Any) -> np.ndarray:
+    """Numbers -> float64; a missing value (None) is NaN, and strings are parsed (NaN if they do not)."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return np.array([_to_float(v) for v in values], dtype=np.float64)
+
+
+def _to_float(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
+
+
+def _int_column(values: list[Any]) -> np.ndarray:
+    """Optional ints -> int64 with -1 for missing; strings and floats are parsed (-1 if they do not)."""
+    try:
+        return np.array(values, dtype=np.int64)  # the common case: every value present
+    except (TypeError, ValueError, OverflowError):
+        pass
+    try:
+        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        out = np.empty(len(values), dtype=np.int64)
+        for i, v in enumerate(values):
+            try:
+                out[i] = -1 if v is None else int(float(v))
+            except (TypeError, ValueError, OverflowError):
+                out[i] = -1
+        return out
+
+
+def _plausible_shape(text: str) -> bool:
+    """Every number in an Input Dims text is a whole dimension in [0, 2^40)."""
+    return all(n.isdigit() and (len(n) < 13 or int(n) < 2**40) for n in _NUMBER.findall(text))
+
+
+def _step_warnings(table: EventTable) -> tuple[str, ...]:
+    """Step markers of one thread that overlap, or one step number marked twice: the step split is then
+    doubtful, and the report says so."""
+    rows = np.flatnonzero(table.kind == Kind.STEP)
+    if rows.size < 2:
+        return ()
+    tid, ts, end, name = table.tid[rows], table.ts_ns[rows], table.ts_ns[rows] + table.dur_ns[rows], table.name_id[rows]
+    order = np.lexsort((ts, tid))
+    tid, ts, end, name = tid[order], ts[order], end[order], name[order]
+    same = tid[1:] == tid[:-1]
+    overlaps = int((same & (ts[1:] < end[:-1])).sum())
+    _, counts = np.unique(name, return_counts=True)
+    duplicates = int((counts > 1).sum())
+    out = []
+    if overlaps:
+        out.append(f"{overlaps} ProfilerStep markers start before the previous one on their thread ends "
+                   "(overlapping steps: the step split may be wrong)")
+    if duplicates:
+        example = table.names[int(np.unique(name, return_counts=True)[0][counts > 1][0])]
+        out.append(f"{duplicates} step numbers are marked more than once (e.g. {example}): the step split may be wrong")
+    return tuple(out)

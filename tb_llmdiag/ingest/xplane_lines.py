@@ -1,0 +1,215 @@
+"""XPlane lines -> rows: one device or host line's events into the builder's columns, and the flows
+that link device ops to their host launches (see xplane.py for the mapping)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tb_llmdiag.ingest.xplane_base import (
+    _COMPILE_OF_MODULE,
+    _COMPILER_EVENT,
+    _DERIVED_LINES,
+    _INT_COLUMNS,
+    _INT_STATS,
+    _MEMCPY,
+    _MEMCPY_SIZE,
+    _MEMSET,
+    _META_STATS,
+    _ROLE_PATTERNS,
+    _STR_COLUMNS,
+    _STR_STATS,
+    _as_int,
+    _Builder,
+    _Chunk,
+    _stat_value,
+)
+from tb_llmdiag.model import DEVICE_KINDS, Kind, kind_mask
+
+
+@dataclass(frozen=True)
+class _OpTable:
+    """A plane's event metadata, one row per id (sorted) plus a spare last row for ids missing from the map:
+    global name id, name-based kinds and role, whether it is a compiler event, and the per-op constants."""
+
+    ids: NDArray[np.int64]
+    name: NDArray[np.int64]
+    kind_host: NDArray[np.uint8]
+    kind_dev: NDArray[np.uint8]
+    role: NDArray[np.uint8]
+    compiler: NDArray[np.bool_]
+    meta: dict[str, NDArray[np.int64]]  # _META_STATS (hlo_category as a global id) + module
+
+    def rows(self, mid: NDArray[np.int64]) -> NDArray[np.intp]:
+        """The row of each metadata id (the spare row when the id is not in the map)."""
+        pos = np.searchsorted(self.ids, mid)
+        ok = pos < self.ids.size
+        found = np.zeros(mid.size, dtype=bool)
+        found[ok] = self.ids[pos[ok]] == mid[ok]
+        return np.where(found, pos, self.ids.size)
+
+
+def _op_table(plane: Any, b: _Builder, stat_names: dict[int, str]) -> _OpTable:
+    ids: list[int] = []
+    name_ids: list[int] = []
+    kind_host: list[int] = []
+    kind_dev: list[int] = []
+    roles: list[int] = []
+    compiler: list[bool] = []
+    meta: dict[str, list[int]] = {k: [] for k in (*_META_STATS, "module")}
+    for mid, md in plane.event_metadata.items():
+        name = md.name or md.display_name
+        ids.append(int(mid))
+        name_ids.append(b.names(name))
+        kind_host.append(_host_kind(name))
+        kind_dev.append(Kind.MEMCPY if _MEMCPY.match(name) else Kind.MEMSET if _MEMSET.match(name) else Kind.KERNEL)
+        python = name.startswith("$")
+        roles.append(0 if python else next((r for r, pat in _ROLE_PATTERNS if pat.match(name)), 0))
+        compiler.append(_COMPILER_EVENT.search(name) is not None)
+        vals: dict[str, Any] = {}
+        for st in md.stats:
+            key = stat_names.get(st.metadata_id)
+            if key in meta:
+                vals[key] = _stat_value(st, stat_names)
+        meta["hlo_category"].append(
+            b.strs["hlo_category_id"](vals["hlo_category"]) if isinstance(vals.get("hlo_category"), str) else -1)
+        for key in ("flops", "bytes_accessed", "program_id"):
+            meta[key].append(_as_int(vals[key]) if key in vals else -1)
+        cm = None if python else _COMPILE_OF_MODULE.match(name)
+        meta["module"].append(b.strs["hlo_module_id"](cm.group(1)) if cm else -1)
+    order = np.argsort(np.array(ids, dtype=np.int64), kind="stable")
+
+    def column(values: list[Any], dtype: Any, missing: Any) -> NDArray[Any]:
+        return np.append(np.array(values, dtype=dtype)[order], np.array([missing], dtype=dtype))
+
+    return _OpTable(ids=np.array(ids, dtype=np.int64)[order], name=column(name_ids, np.int64, b.names("")),
+                    kind_host=column(kind_host, np.uint8, Kind.OTHER), kind_dev=column(kind_dev, np.uint8, Kind.KERNEL),
+                    role=column(roles, np.uint8, 0), compiler=column(compiler, bool, False),
+                    meta={k: column(v, np.int64, -1) for k, v in meta.items()})
+
+
+def _host_kind(name: str) -> int:
+    if name.startswith("$"):
+        return Kind.PYTHON
+    if (name.startswith("cuda") and name[4:5].isupper()) or (name.startswith("hip") and name[3:4].isupper()):
+        return Kind.RUNTIME
+    if name.startswith("cu") and name[2:3].isupper():
+        return Kind.DRIVER
+    return Kind.CPU_OP
+
+
+def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, is_tpu: bool, ops: _OpTable) -> None:
+    evs = line.events
+    n = len(evs)
+    if n == 0:
+        return
+    rows = np.array([(e.metadata_id, e.offset_ps, e.duration_ps, len(e.stats)) for e in evs], dtype=np.int64)
+    mid, off_ps, dur_ps, nstats = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+    md_idx = ops.rows(mid)
+
+    base = np.int64(line.timestamp_ns)
+    with np.errstate(over="ignore"):
+        start = base + off_ps // 1000
+        end = base + (off_ps + np.maximum(dur_ps, 0)) // 1000
+    end = np.maximum(end, start)
+
+    ints = {k: np.full(n, -1, dtype=np.int64) for k in (*_INT_COLUMNS, "correlation", "producer", "consumer", "bytes")}
+    strs = {k: np.full(n, -1, dtype=np.int32) for k in _STR_COLUMNS}
+    for key in ("flops", "bytes_accessed", "program_id"):
+        ints[key] = ops.meta[key][md_idx]
+    strs["hlo_category_id"] = ops.meta["hlo_category"][md_idx].astype(np.int32)
+    strs["hlo_module_id"] = ops.meta["module"][md_idx].astype(np.int32)  # event stats may override it
+
+    # Per-event stats: only events that have any are visited; values are gathered per slot, then stored.
+    has = np.flatnonzero(nstats)
+    if has.size:
+        slots = {sid: _INT_STATS.get(nm) or _STR_STATS[nm] for sid, nm in stat_names.items()
+                 if nm in _INT_STATS or nm in _STR_STATS}
+        found: dict[str, tuple[list[int], list[Any]]] = {slot: ([], []) for slot in set(slots.values())}
+        get_slot, get_name = slots.get, stat_names.get
+        for i in has.tolist() if slots else ():
+            for st in evs[i].stats:
+                slot = get_slot(st.metadata_id)
+                if slot is None:
+                    continue
+                which = st.WhichOneof("value")
+                if which is None or which == "bytes_value":
+                    continue
+                rows_i, vals = found[slot]
+                rows_i.append(i)
+                vals.append(get_name(st.ref_value, "") if which == "ref_value" else getattr(st, which))
+        for slot, (rows_i, vals) in sorted(found.items(), key=lambda kv: kv[0] == "name_stat"):  # name_stat last
+            if not rows_i:
+                continue
+            at = np.array(rows_i, dtype=np.intp)
+            if slot in ints:
+                ints[slot][at] = np.array([_as_int(v) for v in vals], dtype=np.int64)
+                continue
+            texts = [v if isinstance(v, str) else str(v) for v in vals]
+            if slot == "memcpy_details":
+                sizes = [_MEMCPY_SIZE.search(t) for t in texts]
+                ints["bytes"][at] = np.array([_as_int(int(m.group(1))) if m else -1 for m in sizes], dtype=np.int64)
+            elif slot == "name_stat":
+                # the `name` stat of compiler events names the module being compiled (JAX, torch_xla on CPU/GPU)
+                # (the first such stat of an event; an hlo_module stat or a module in the name wins)
+                first = np.ones(at.size, dtype=bool)
+                first[1:] = at[1:] != at[:-1]
+                take = first & (strs["hlo_module_id"][at] < 0) & ops.compiler[md_idx[at]]
+                intern = b.strs["hlo_module_id"]
+                strs["hlo_module_id"][at[take]] = [intern(t) for t, k in zip(texts, take.tolist()) if k]
+            else:
+                intern = b.strs[slot]
+                strs[slot][at] = np.array([intern(t) for t in texts], dtype=np.int32)
+
+    role = ops.role[md_idx]
+    device_step = np.zeros(n, dtype=bool)
+    if device >= 0:
+        lname = line.name
+        if is_tpu:
+            kind = np.full(n, Kind.KERNEL if lname == "XLA Ops" else Kind.GPU_ANNOTATION, dtype=np.uint8)
+        elif lname in _DERIVED_LINES:
+            kind = np.full(n, Kind.GPU_ANNOTATION, dtype=np.uint8)
+        else:
+            kind = ops.kind_dev[md_idx]
+        if lname == "Steps":
+            device_step = ints["step_num"] >= 0
+        role = np.zeros(n, dtype=np.uint8)
+        lid = int(line.id)
+        stream = lid if 0 <= lid < 2**31 else b.stream_ids(str(lid)) + 1_000_000
+        tid = -1
+    else:
+        kind = ops.kind_host[md_idx]
+        kind[(ints["step_num"] >= 0) & (kind != Kind.PYTHON)] = Kind.STEP
+        stream, tid = -1, int(line.id)
+    b.chunks.append(_Chunk(start=start, end=end, kind=kind, name_id=ops.name[md_idx].astype(np.int32),
+                           device=device, stream=stream, tid=tid, ints=ints, strs=strs, role=role,
+                           device_step=device_step))
+
+
+def _link_device_flows(b: _Builder, device: int) -> None:
+    """TPU: ops inherit the ``_c`` flow id of the enclosing ``XLA Modules`` event as their correlation."""
+    chunks = [c for c in b.chunks if c.device == device]
+    mods = [c for c in chunks if c.kind.size and (c.kind == Kind.GPU_ANNOTATION).all() and (c.ints["consumer"] >= 0).any()]
+    if not mods:
+        return
+    ms = np.concatenate([c.start for c in mods])
+    me = np.concatenate([c.end for c in mods])
+    mc = np.concatenate([c.ints["consumer"] for c in mods])
+    keep = mc >= 0
+    ms, me, mc = ms[keep], me[keep], mc[keep]
+    order = np.argsort(ms, kind="stable")
+    ms, me, mc = ms[order], me[order], mc[order]
+    for c in mods:
+        c.ints["correlation"] = np.where(c.ints["correlation"] >= 0, c.ints["correlation"], c.ints["consumer"])
+    for c in chunks:
+        dev = kind_mask(c.kind, DEVICE_KINDS) & (c.ints["correlation"] < 0)
+        if not dev.any():
+            continue
+        w = np.searchsorted(ms, c.start, side="right") - 1
+        inside = dev & (w >= 0) & (c.start < me[np.clip(w, 0, None)])
+        c.ints["correlation"][inside] = mc[w[inside]]
+
+

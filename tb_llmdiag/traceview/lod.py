@@ -1,0 +1,152 @@
+"""Level of detail over rows of intervals: nesting depth, merge pyramids and O(log n + output) range queries.
+
+Contract:
+- A *row* is a run of intervals sorted by start (ties: longer first) that one lane draws at one depth.
+  Rows are stored concatenated, ``off[r]:off[r + 1]`` being row ``r``.
+- ``cmax`` is the running maximum of ``end`` within a row: sorted even where intervals overlap, so the first
+  interval reaching past ``t`` is ``searchsorted(cmax, t, "right")`` and a query never scans.
+- A pyramid level merges a row's neighbours whose gap to the running end is at most the level's tolerance
+  into one interval carrying ``n`` source events and the event id (``ev``) of its longest recorded event. Level 0 is
+  the rows as recorded (tolerance 0). Tolerances grow by ``LEVEL_FACTOR``; a level is kept only when it has
+  at most ``KEEP_RATIO`` of the last kept level's intervals (sparse rows do not multiply storage).
+- ``query`` picks the coarsest level whose tolerance is <= the requested resolution, slices the range by
+  binary search and merges that slice once more at the resolution: what comes back is at most about one
+  interval per two pixels per row, however many events the range holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+I64 = NDArray[np.int64]
+I32 = NDArray[np.int32]
+
+FIRST_TOL_NS = 1_000
+LEVEL_FACTOR = 4
+KEEP_RATIO = 0.75
+_ROW_SHIFT = 44  # row code * 2**44 + time: rows sort apart while times stay below ~4.8 h
+
+
+def depths(group: I64, start: I64, end: I64) -> I64:
+    """Nesting depth of each interval within its group. Input sorted by (group, start, -duration).
+
+    Depth = intervals of the group opened before this one (ties: the longer one) that are still open at its
+    start, i.e. its enclosing ancestors when the group nests properly (host ops on one thread). Zero-length
+    intervals count as 1 ns long, so a marker inside a range sits below it.
+    """
+    n = start.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64)
+    eff_end = np.maximum(end, start + 1)
+    first = np.r_[0, np.flatnonzero(group[1:] != group[:-1]) + 1]
+    seg_start = np.repeat(first, np.diff(np.r_[first, n]))
+    ends_sorted = np.sort(group * (1 << _ROW_SHIFT) + eff_end)
+    closed = np.searchsorted(ends_sorted, group * (1 << _ROW_SHIFT) + start, side="right") - seg_start
+    return np.maximum(np.arange(n, dtype=np.int64) - seg_start - closed, 0)
+
+
+def row_cummax(row: I64, end: I64) -> I64:
+    """Running maximum of ``end`` restarting at each row (rows ascending)."""
+    if end.shape[0] == 0:
+        return end.copy()
+    shifted = row * (1 << _ROW_SHIFT)
+    return np.maximum.accumulate(shifted + end) - shifted
+
+
+def merge_rows(row: I64, start: I64, end: I64, ev: I64, n: I64, tol: int,
+               ev_dur: I64) -> tuple[I64, I64, I64, I64, I64]:
+    """One pyramid step: merge neighbours of a row closer than ``tol`` (gap to the running end <= tol).
+    Returns (row, start, end, ev of the longest recorded event among the members, n summed); ``ev_dur`` is
+    every event's recorded duration (indexed by ``ev``)."""
+    k = start.shape[0]
+    if k == 0:
+        return row, start, end, ev, n
+    cm = row_cummax(row, end)
+    new = np.ones(k, dtype=bool)
+    new[1:] = (row[1:] != row[:-1]) | (start[1:] > cm[:-1] + tol)
+    first = np.flatnonzero(new)
+    gid = np.cumsum(new) - 1
+    g_end = np.maximum.reduceat(end, first)
+    g_n = np.add.reduceat(n, first)
+    dur = ev_dur[ev]
+    g_max = np.maximum.reduceat(dur, first)
+    is_max = np.flatnonzero(dur == g_max[gid])
+    mg = gid[is_max]
+    pick = is_max[np.r_[True, mg[1:] != mg[:-1]]]
+    return row[first], start[first], g_end, ev[pick], g_n
+
+
+@dataclass(frozen=True)
+class Level:
+    tol_ns: int
+    off: I64   # n_rows + 1 offsets
+    start: I64
+    end: I64
+    cmax: I64
+    ev: I32
+    n: I32
+
+
+def offsets(row: I64, n_rows: int) -> I64:
+    return np.searchsorted(row, np.arange(n_rows + 1, dtype=np.int64), side="left").astype(np.int64)
+
+
+def build_levels(row: I64, start: I64, end: I64, ev: I64, n_rows: int, span_ns: int) -> list[Level]:
+    """Level 0 (as recorded) and the merged levels up to a tolerance covering ``span_ns``."""
+    n = np.ones(start.shape[0], dtype=np.int64)
+    ev_dur = np.zeros(int(ev.max()) + 1 if ev.size else 0, np.int64)
+    ev_dur[ev] = end - start
+    levels = [Level(0, offsets(row, n_rows), start, end, row_cummax(row, end), ev.astype(np.int32),
+                    n.astype(np.int32))]
+    tol = FIRST_TOL_NS
+    cur = (row, start, end, ev, n)
+    while tol < max(span_ns, FIRST_TOL_NS) * LEVEL_FACTOR and cur[1].shape[0] > n_rows:
+        cur = merge_rows(*cur, tol, ev_dur)
+        if cur[1].shape[0] <= KEEP_RATIO * levels[-1].start.shape[0]:
+            r = cur[0]
+            levels.append(Level(tol, offsets(r, n_rows), cur[1], cur[2], row_cummax(r, cur[2]),
+                                cur[3].astype(np.int32), cur[4].astype(np.int32)))
+        tol *= LEVEL_FACTOR
+    return levels
+
+
+@dataclass(frozen=True)
+class Slice:
+    start: I64
+    end: I64
+    ev: I64
+    n: I64
+
+
+def pick_level(tols: list[int], resolution_ns: float) -> int:
+    best = 0
+    for i, t in enumerate(tols):
+        if t <= resolution_ns:
+            best = i
+    return best
+
+
+def query(levels: list[Level], r: int, a: int, b: int, resolution_ns: float, ev_dur: I64) -> Slice:
+    """Row ``r``'s intervals overlapping [a, b), merged at ``resolution_ns`` (``ev_dur``: each event's
+    recorded duration, to name a merged interval after its longest event)."""
+    lv = levels[pick_level([x.tol_ns for x in levels], resolution_ns)]
+    o0, o1 = int(lv.off[r]), int(lv.off[r + 1])
+    lo = o0 + int(np.searchsorted(lv.cmax[o0:o1], a, side="right"))
+    hi = o0 + int(np.searchsorted(lv.start[o0:o1], b, side="left"))
+    hi = max(hi, lo)
+    s = np.asarray(lv.start[lo:hi], dtype=np.int64)
+    e = np.asarray(lv.end[lo:hi], dtype=np.int64)
+    ev = np.asarray(lv.ev[lo:hi], dtype=np.int64)
+    n = np.asarray(lv.n[lo:hi], dtype=np.int64)
+    # the binary search bounds the slice; intervals ending at or before a (possible only where the row
+    # overlaps itself) are dropped here
+    keep = e > a
+    if not keep.all():
+        s, e, ev, n = s[keep], e[keep], ev[keep], n[keep]
+    tol = int(resolution_ns)
+    if tol > lv.tol_ns and s.shape[0] > 1:
+        _, s, e, ev, n = merge_rows(np.zeros(s.shape[0], np.int64), s, e, ev, n, tol, ev_dur)
+    return Slice(s, e, ev, n)
