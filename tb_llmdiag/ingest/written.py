@@ -21,7 +21,7 @@ import zlib
 from functools import lru_cache
 
 #: A gzip file modified less than this long ago must show its end marker.
-RECENT_S = 120.0
+RECENT_S = 30.0
 
 
 _BLOCK = 1 << 20
@@ -31,6 +31,7 @@ _BLOCK = 1 << 20
 def gzip_has_end(path: str, size_bytes: int, mtime_ns: int) -> bool:
     """Whether the gzip stream inflates to its end marker; the key's size and mtime make each version one check.
     Output is bounded per block and dropped (the reader does the real read)."""
+    budget = max(64 * size_bytes, 64 << 20)  # inflated bytes: a bomb is the reader's to refuse, not ours
     try:
         with open(path, "rb") as f:
             z = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -38,9 +39,11 @@ def gzip_has_end(path: str, size_bytes: int, mtime_ns: int) -> bool:
                 block = f.read(_BLOCK)
                 if not block:
                     return False
-                z.decompress(block, _BLOCK)
-                while z.unconsumed_tail and not z.eof:
-                    z.decompress(z.unconsumed_tail, _BLOCK)
+                budget -= len(z.decompress(block, _BLOCK))
+                while z.unconsumed_tail and not z.eof and budget > 0:
+                    budget -= len(z.decompress(z.unconsumed_tail, _BLOCK))
+                if budget <= 0:
+                    return True  # too much to tell cheaply: not "being written" (growth between scans still is)
             return True
     except (OSError, zlib.error):
         return True  # unreadable or corrupt, not growing: the reader says what is wrong
