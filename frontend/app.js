@@ -17,6 +17,7 @@ import { mountTraceView } from './views/traceview.js';
 import { mountTraceCanvas } from './views/traceview_canvas.js';
 import { formatRange, parseRange } from './traceview/view_math.js';
 import { mountCompare } from './views/compare.js';
+import { mountJob } from './views/job.js';
 import { baseFromState, baseToState, baselineChoices, selKey, validBase } from './compare_data.js';
 import { deviceKind, hasHostLaunches, stepRows } from './views/data.js';
 import { showEmpty, showError, showLoading, showNotices, showProgress } from './views/status.js';
@@ -75,8 +76,10 @@ export async function start(early) {
   const traceSec = section('Trace', 'trace');
   const compareSec = section('Compared with a baseline', 'compare');
   compareSec.el.hidden = true;
+  const jobSec = section('Job: all ranks of this run', 'job');
+  jobSec.el.hidden = true;
   const panel = h('div', { class: 'panel', hidden: true },
-    compareSec.el, cardsEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
+    jobSec.el, compareSec.el, cardsEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
     h('div', { class: 'grid' }, kernelsSec.el, stepsSec.el, tokensSec.el),
     timelineSec.el);
   const root = h('div', { class: 'app' },
@@ -90,6 +93,7 @@ export async function start(early) {
   let step = null;
   let base = null; // the baseline run of compare mode ({run, worker, span}) or null
   let compareTimer = null;
+  let jobTimer = null;
   let reportFor = null; // JSON key of the selection whose report is on screen
   let reportTimer = null;
   let runsTimer = null;
@@ -116,6 +120,7 @@ export async function start(early) {
   const timeline = mountTimeline(timelineSec.body, { onStep: (idx) => pickStep(idx) });
   const traceView = mountTraceView(tvEl);
   const compareView = mountCompare(compareSec.body);
+  const jobView = mountJob(jobSec.body, { onRank: (worker) => { select({ ...sel, worker }, null); window.scrollTo({ top: 0 }); } });
   baseSel.addEventListener('change', () => {
     const c = baselineChoices(runs, sel).find((x) => x.value === baseSel.value);
     base = c ? c.sel : null;
@@ -157,6 +162,30 @@ export async function start(early) {
     if (res.code === 200) compareView.update(res.body);
     else if (res.code === 202) compareTimer = setTimeout(loadCompare, REPORT_POLL_MS);
     else compareView.message((res.body && res.body.error) || `The comparison failed (HTTP ${res.code}).`);
+  }
+
+  /** Several workers with the selected span: the run is a job (docs/http_api.md /job). */
+  function isJob(s) {
+    const run = findRun(runs, s.run);
+    return !!run && run.workers.filter((w) => w.spans.some((x) => x.span === s.span)).length >= 2;
+  }
+
+  async function loadJob() {
+    clearTimeout(jobTimer);
+    if (!sel || !isJob(sel)) {
+      jobSec.el.hidden = true;
+      jobView.destroy();
+      return;
+    }
+    const want = { ...sel };
+    jobSec.el.hidden = false;
+    const res = await api.job(want);
+    if (res.aborted || !sel || want.run !== sel.run || want.span !== sel.span) return;
+    if (res.code === 200) jobView.update(res.body);
+    else if (res.code === 202) {
+      jobView.message(`Analysing the ranks of this run (${res.body.ranks_ready} of ${res.body.rank_count} done)…`);
+      jobTimer = setTimeout(loadJob, REPORT_POLL_MS);
+    } else jobView.message((res.body && res.body.error) || `The job could not be analysed (HTTP ${res.code}).`);
   }
 
   state.watchTheme((dark) => {
@@ -251,6 +280,7 @@ export async function start(early) {
     });
     tokens.update(report);
     loadCompare();
+    loadJob();
     timeline.setContext({ hostLaunches: hasHostLaunches(report) });
     const rows = stepRows(report);
     timeline.setSteps(rows.length ? rows : [{ index: -1, duration_ns: report.summary && report.summary.window_ns }], step);

@@ -15,10 +15,10 @@ test('kernel categories from metrics.kernels.by_category, largest first', () => 
 
 test('step breakdown prefers the /steps split, joined by step index', () => {
   const report = withSteps(steps);
-  const body = { steps: [{ index: 4, busy_ns: 60, host_wait_ns: 40, sync_ns: 20, data_loader_ns: 0, other_ns: 0 }] };
+  const body = { steps: [{ index: 4, busy_ns: 60, collective_ns: 10, host_wait_ns: 30, sync_ns: 20, data_loader_ns: 0, other_ns: 0 }] };
   const { rows, hasParts } = stepBreakdown(report, body);
   assert.equal(hasParts, true);
-  assert.deepEqual(rows[1], { index: 4, duration_ns: 120, busy: 60, host_wait: 40, sync: 20, data_loader: 0, other: 0 });
+  assert.deepEqual(rows[1], { index: 4, duration_ns: 120, busy: 60, communication: 10, host_wait: 30, sync: 20, data_loader: 0, other: 0 });
   assert.equal(rows[0].busy, null);
   assert.equal(stepBreakdown(report, null).hasParts, false);
 });
@@ -29,7 +29,8 @@ test('step breakdown from the report\'s step rows (metrics.steps.per_step) witho
     { ...steps[1], busy_ns: 60, host_wait_ns: 40, sync_ns: 20, data_loader_ns: 0, other_ns: 0 }]);
   const { rows, hasParts } = stepBreakdown(report, null);
   assert.equal(hasParts, true);
-  assert.deepEqual(rows[0], { index: 3, duration_ns: 100, busy: 50, host_wait: 30, sync: 20, data_loader: 0, other: 0 });
+  // a schema-2 report has no collective_ns: the communication part is unknown (null), the others stand
+  assert.deepEqual(rows[0], { index: 3, duration_ns: 100, busy: 50, communication: null, host_wait: 30, sync: 20, data_loader: 0, other: 0 });
   // rows without parts (no device activity: nulls) give no split
   const none = withSteps(steps.map((s) => ({ ...s, busy_ns: null })));
   assert.equal(stepBreakdown(none, null).hasParts, false);

@@ -14,9 +14,10 @@ export const CATEGORY_COLORS = Object.freeze({
   other: '#8c8c8c',
 });
 
-/** The timeline's lanes other than kernels (timeline.CATEGORIES) and GPU busy time. */
+/** The timeline's lanes other than kernels (timeline.CATEGORIES), GPU busy time and the time only collectives cover. */
 export const LANE_COLORS = Object.freeze({
   busy: '#5c5f8a', device_sync: '#5a3d3d', launch: '#6b7f5a', runtime: '#b39ddb', sync: '#d81b60', data_loader: '#6d8fb3',
+  collective: '#7b2d8e',
 });
 
 /** Causes of GPU idle time (idle.py gap causes); "other" also stands for idle time of unknown cause. */

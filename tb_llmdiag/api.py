@@ -17,6 +17,8 @@ from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
 from tb_llmdiag.ingest.written import still_being_written
+from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
+from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics import Analysis, analyze
 from tb_llmdiag.metrics import registry
 from tb_llmdiag.metrics.headline import headline
@@ -32,14 +34,16 @@ from tb_llmdiag.jsonsafe import jsonable
 
 logger = logging.getLogger(__name__)
 
-#: Version of the report JSON (docs/report_schema.md).
-REPORT_SCHEMA = 2
+#: Version of the report JSON (docs/report_schema.md). 3: the ``jobs`` level, the ``communication`` topic,
+#: collectives no longer count as GPU busy.
+REPORT_SCHEMA = 3
 
 #: Everything a cached result depends on besides the file itself (the tab's cache key includes it).
 ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERSION)
 
 __all__ = [
     "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index", "TraceIndex", "NotRegularFile", "TraceFile", "analyze_file",
+    "analyze_index", "analyze_rank_file", "job_for_summaries", "rank_summary",
     "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw", "preload", "report", "writing",
     "writing_report",
 ]
@@ -93,6 +97,24 @@ def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
     return analyze_trace_with_breakdown(tf, trace)[0]
 
 
+#: How many of a rank's top findings its RankSummary keeps (the job view lists them per rank).
+TOP_FINDINGS_PER_RANK = 3
+
+
+def is_rank(trace: Trace, analysis: Analysis) -> bool:
+    """Whether the trace is one rank of a distributed run: it holds collectives, or its distributedInfo states a
+    world of several ranks. Only those get a RankSummary (a job's other files are listed as not ranks)."""
+    dist = trace.distributed
+    return bool(len(analysis.context.coll)) or (dist is not None and (dist.world_size or 0) > 1)
+
+
+def rank_summary(tf: TraceFile, trace: Trace, report: dict[str, Any], analysis: Analysis) -> RankSummary:
+    """The compact per-rank record the job level reads (``jobs.summary``), from an analysed trace."""
+    ids = [f["id"] for f in report.get("findings") or []][:TOP_FINDINGS_PER_RANK]
+    ctx = analysis.context
+    return summarize_rank(trace, ctx.steps, label=rank_label(tf), top_finding_ids=ids, collectives=ctx.coll)
+
+
 def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str, Any], Analysis]:
     """The RunReport of an already loaded trace and the analysis behind it, whose ``breakdown`` the tab's
     step timelines and ``/steps`` rows are built from (``timeline.build(trace, analysis.breakdown)``)."""
@@ -131,23 +153,37 @@ def load(tf: TraceFile) -> Trace | dict[str, Any]:
 def analyze_file(tf: TraceFile) -> dict[str, Any]:
     """Load and analyse one trace file. Never raises for bad input: returns an error RunReport (or a
     ``writing`` one for a file still being written)."""
+    return analyze_rank_file(tf, summary=False)[0]
+
+
+def analyze_rank_file(tf: TraceFile, *, summary: bool = True) -> tuple[dict[str, Any], RankSummary | None]:
+    """``analyze_file`` and, when ``summary`` and the trace could be analysed, its RankSummary (one read). A file
+    still being written gives a ``writing`` RunReport (``writing``) and no summary."""
     reason = writing(tf)
     if reason is not None:
-        return writing_report(tf, reason)
+        return writing_report(tf, reason), None
     trace = load(tf)
     if not isinstance(trace, Trace):
-        return trace
+        return trace, None
     try:
-        return analyze_trace(tf, trace)
+        rep, analysis = analyze_trace_with_breakdown(tf, trace)
     except Exception as exc:  # noqa: BLE001
         logger.exception("analysing %s failed", tf.path)
-        return error_report(tf, f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})")
+        return error_report(tf, f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})"), None
+    if not summary or not is_rank(trace, analysis):
+        return rep, None
+    try:
+        return rep, rank_summary(tf, trace, rep, analysis)
+    except Exception:  # noqa: BLE001  (the rank's own report stands; the job states it lacks this rank)
+        logger.exception("summarising rank %s failed", tf.path)
+        return rep, None
 
 
 def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """What the tab shows for one trace: ``{"report": RunReport, "timelines": [StepTimeline, ...],
-    "steps": {"steps": [per-step breakdown]}, "traceview": {"meta": {...}, "arrays": {name: ndarray}} | None}``
-    (docs/http_api.md; the trace view's index is ``tb_llmdiag/traceview``), from one read of the file.
+    "steps": {"steps": [per-step breakdown]}, "traceview": {"meta": {...}, "arrays": {name: ndarray}} | None,
+    "rank_summary": {"summary": RankSummary dict | None}}`` (docs/http_api.md; the trace view's index is
+    ``tb_llmdiag/traceview``; the job view reads the rank summaries, ``job_for_summaries``), from one read of the file.
 
     A file that cannot be read (not a regular file, not a trace, truncated) gives its error RunReport
     and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
@@ -157,7 +193,8 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
         if progress is not None:
             progress(phase)
 
-    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}, "traceview": None}
+    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}, "traceview": None,
+                               "rank_summary": {"summary": None}}
     refusal = regular_file_error(tf.path)
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
@@ -177,8 +214,14 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
     timelines, breakdown = build_timelines(trace, analysis.breakdown)
     meta, arrays = build_traceview(trace)
     meta["findings"] = jsonable(locate_evidence(trace, rep))
+    summary: dict[str, Any] | None = None
+    try:  # what the job view reads when this trace is one rank of a job (KBs)
+        if is_rank(trace, analysis):
+            summary = rank_summary(tf, trace, rep, analysis).to_dict()
+    except Exception:  # noqa: BLE001  (the rank's own report stands; its job states it lacks this rank)
+        logger.exception("summarising rank %s failed", tf.path)
     return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown},
-            "traceview": {"meta": meta, "arrays": arrays}}
+            "traceview": {"meta": meta, "arrays": arrays}, "rank_summary": {"summary": summary}}
 
 
 def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
@@ -191,9 +234,31 @@ def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
     return open_regular(tf.path)
 
 
-def report_for_index(index: Index, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def report_for_index(index: Index, runs: list[dict[str, Any]],
+                     jobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {"schema": REPORT_SCHEMA, "tool": {"name": "tb_llmdiag", "version": __version__},
-            "root": index.root, "warnings": list(index.warnings), "runs": runs}
+            "root": index.root, "warnings": list(index.warnings), "jobs": jobs or [], "runs": runs}
+
+
+def analyze_index(index: Index) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every file's RunReport (discovery order) and a ``jobs[]`` entry per run with several ranks
+    (``jobs.build``): each trace is read once; only the ranks of a job keep a (KB-sized) RankSummary."""
+    in_job = {tf.path for _, _, fs in job_groups(index.files) for tf in fs}
+    runs, summaries = [], {}
+    for tf in index.files:
+        rep, summary = analyze_rank_file(tf, summary=tf.path in in_job)
+        runs.append(rep)
+        summaries[tf.path] = summary
+    jobs = [jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
+            for run, span, fs in job_groups(index.files)]
+    return runs, jobs
+
+
+def job_for_summaries(run: str, span: str, members: list[tuple[TraceFile, dict[str, Any] | None]]) -> dict[str, Any]:
+    """The ``jobs[]`` entry of one job from its ranks' RankSummaries as dicts (``RankSummary.to_dict``, what
+    the tab caches per rank); None for a rank without one."""
+    return jsonable(job_entry(run, span, [(tf, RankSummary.from_dict(d) if d is not None else None)
+                                          for tf, d in members]))
 
 
 def report(path: str) -> dict[str, Any]:
@@ -206,7 +271,8 @@ def report(path: str) -> dict[str, Any]:
     if not index.files:
         raise NoTracesFound(f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and "
                             "plugins/profile/*/*.xplane.pb)")
-    return report_for_index(index, [analyze_file(tf) for tf in index.files])
+    runs, jobs = analyze_index(index)
+    return report_for_index(index, runs, jobs)
 
 
 def metric_registry() -> dict[str, Any]:

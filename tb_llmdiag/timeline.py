@@ -229,11 +229,12 @@ def build_timelines(trace: Trace, breakdown: StepBreakdown,
 
 
 def steps_body(breakdown: StepBreakdown) -> list[dict[str, Any]]:
-    """The tab's ``/steps`` rows: per step ``index``, ``name``, ``duration_ns``, ``busy_ns`` and the idle ns of
-    each cause (``metrics.gaps``; they sum to the duration); empty without steps or device activity."""
+    """The tab's ``/steps`` rows: per step ``index``, ``name``, ``duration_ns``, ``busy_ns`` (collectives
+    excluded), ``collective_ns`` (only collectives) and the idle ns of each cause (``metrics.gaps``; they sum to
+    the duration); empty without steps or device activity."""
     if not breakdown.available:
         return []
-    keys = ("index", "name", "duration_ns", "busy_ns", *(f"{c}_ns" for c in CAUSES))
+    keys = ("index", "name", "duration_ns", "busy_ns", "collective_ns", *(f"{c}_ns" for c in CAUSES))
     return [{k: r[k] for k in keys} for r in breakdown.rows()]
 
 

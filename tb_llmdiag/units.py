@@ -37,8 +37,13 @@ def fmt_bytes(n: float | int | None) -> str:
     return f"{n:.1f} TiB"
 
 
+def fmt_bytes_per_s(n: float | int | None) -> str:
+    """A rate in binary units: 4.1 GiB/s."""
+    return "n/a" if n is None else fmt_bytes(n) + "/s"
+
+
 #: registry unit -> formatter of one number (units not listed: plain numbers, 3 significant digits for floats)
-_BY_UNIT = {"ns": fmt_ns, "share": fmt_share, "bytes": fmt_bytes}
+_BY_UNIT = {"ns": fmt_ns, "share": fmt_share, "bytes": fmt_bytes, "bytes_per_s": fmt_bytes_per_s}
 #: units printed whole: ids and step numbers are names, never rounded or abbreviated
 _WHOLE = frozenset({"index", "id"})
 

@@ -25,7 +25,7 @@ def test_json_report_is_strict_json_with_schema(tmp_path: Path) -> None:
     proc = run_cli("report", str(shared_trace(RESNET0)), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
-    assert doc["schema"] == 2 and doc["tool"]["name"] == "tb_llmdiag"
+    assert doc["schema"] == 3 and doc["tool"]["name"] == "tb_llmdiag"
     assert [(r["run"], r["worker"], r["span"], r["status"]) for r in doc["runs"]] == [
         ("resnet50_num_workers_0", "worker0", "1", "ok"), ("resnet50_num_workers_0", "worker0", "2", "ok")]
     run = doc["runs"][0]
@@ -65,3 +65,23 @@ def test_no_traceback_for_a_foreign_file(tmp_path: Path) -> None:
     proc = run_cli("report", str(f))
     assert proc.returncode == 4 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("llmdiag: ") and proc.stderr.count("\n") == 1
+
+
+def test_a_job_prints_its_section_before_the_ranks() -> None:
+    """A folder with one trace per rank: the job section comes first and names the straggler with its cause (the
+    same figures as the JSON's jobs[] entry); then each rank's own section. A single-rank run gets no job."""
+    job_dir = REPO / "demo_logs" / "ddp_straggler_2gpu"
+    text = run_cli("report", str(job_dir))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    first_job = next(i for i, l in enumerate(lines) if l.startswith("== job ddp_straggler_2gpu"))
+    first_rank = next(i for i, l in enumerate(lines) if l.startswith("== ddp_straggler_2gpu  worker"))
+    assert first_job < first_rank
+    doc = json.loads(run_cli("report", str(job_dir), "--json").stdout)
+    (job,) = doc["jobs"]
+    m = job["metrics"]
+    assert m["straggler_rank"] == 1 and m["straggler_cause"] == "more_tokens"
+    assert "1. straggler:" in text.stdout and "straggler_rank 1; straggler_cause more_tokens" in text.stdout
+    assert [f["rank"] for f in job["files"]] == [0, 1] and len(doc["runs"]) == 2
+    single = json.loads(run_cli("report", str(shared_trace(RESNET0)), "--json").stdout)
+    assert single["jobs"] == []  # two spans of one worker are not ranks

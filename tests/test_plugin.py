@@ -186,7 +186,7 @@ def test_steps_breakdown_sums_to_durations(env):
     body = c.get(f"{PREFIX}/steps", query_string={"run": "run_a", "worker": "worker0", "span": "1"}).get_json()
     assert body["steps"]
     for s in body["steps"]:
-        parts = s["busy_ns"] + s["host_wait_ns"] + s["sync_ns"] + s["data_loader_ns"] + s["other_ns"]
+        parts = s["busy_ns"] + s["collective_ns"] + s["host_wait_ns"] + s["sync_ns"] + s["data_loader_ns"] + s["other_ns"]
         assert parts == s["duration_ns"]
     # the same numbers as the report's step rows: one breakdown, not two
     assert body["steps"] == [{k: r[k] for k in body["steps"][0]} for r in rep["metrics"]["steps"]["per_step"]]
@@ -339,6 +339,36 @@ def test_new_trace_is_discovered_without_restart(fresh_env):
         time.sleep(0.1)
     assert "run_c" in names
     assert wait_ready(c, "run_c", "rank0", "1")["status"] == "ok"
+
+
+def test_job_route_is_the_cli_job_section(tmp_path: Path):
+    """A run folder with one trace per rank: /job answers 202 until every rank is analysed, then the same job
+    entry as `llmdiag report --json` (straggler rank 1, the rank with 2x the tokens); a single-rank run is 404."""
+    demo = Path(__file__).resolve().parents[1] / "demo_logs" / "ddp_straggler_2gpu"
+    logdir = tmp_path / "logs"
+    shutil.copytree(demo, logdir / "ddp")
+    p = make_plugin(logdir, tmp_path / "cache")
+    try:
+        c = tb_client(p)
+        assert p.wait_scanned(30)
+        deadline = time.time() + 120
+        while True:
+            r = c.get(f"{PREFIX}/job", query_string={"run": "ddp", "span": "1"})
+            if r.status_code == 200 or time.time() > deadline:
+                break
+            assert r.status_code == 202, r.get_data(as_text=True)
+            assert r.get_json()["rank_count"] == 2
+            time.sleep(0.2)
+        assert r.status_code == 200, r.get_data(as_text=True)
+        job = r.get_json()
+        expected = api.report(str(logdir))["jobs"][0]
+        assert job == json.loads(json.dumps(expected))
+        assert job["metrics"]["straggler_rank"] == 1 and job["findings"][0]["id"] == "straggler"
+        assert [f["rank"] for f in job["files"]] == [0, 1]
+        assert c.get(f"{PREFIX}/job", query_string={"run": "ddp", "span": "nope"}).status_code == 404
+        assert c.get(f"{PREFIX}/job", query_string={"run": "ddp"}).status_code == 400
+    finally:
+        p.close()
 
 
 def test_a_partial_report_is_served_and_cached_like_a_complete_one(tmp_path: Path):

@@ -47,11 +47,28 @@ def run_leaves(run: dict[str, Any]) -> Iterator[tuple[str, Any]]:
             yield from _leaves(value, f"trace.{key}")
 
 
+def job_leaves(job: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(registry path, value) of a report's ``jobs[]`` item: metrics as ``job.*``, a finding's evidence as the
+    metric it repeats."""
+    for key, value in job.items():
+        if key == "metrics":
+            yield from _leaves(value, "job")
+        elif key == "findings":
+            for f in value:
+                for k, v in f.items():
+                    yield from _leaves(v, "job" if k == "evidence" else f"job.findings[].{k}")
+        else:
+            yield from _leaves(value, f"job.{key}")
+
+
 def report_leaves(rep: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     for key, value in rep.items():
         if key == "runs":
             for run in value:
                 yield from run_leaves(run)
+        elif key == "jobs":
+            for job in value:
+                yield from job_leaves(job)
         else:
             yield from _leaves(value, f"report.{key}")
 
@@ -137,14 +154,14 @@ def test_units_follow_the_key_names() -> None:
     for m in METRICS:
         last = m.key.split(".")[-1].removesuffix("[]")
         for suffix, unit in (("_ns", "ns"), ("_share", "share"), ("_bytes", "bytes"), ("_per_step", "count_per_step")):
-            if last.endswith(suffix) and m.unit != "as_metric" and not (suffix == "_per_step" and "flop" in last):
+            if last.endswith(suffix) and m.unit != "as_metric" and not (suffix == "_per_step" and ("flop" in last or last.endswith("_ns_per_step"))):
                 assert m.unit == unit, m
 
 
 def test_every_unit_is_used_and_formatted() -> None:
     used = {m.unit for m in METRICS}
     assert used == set(UNITS)
-    expected = {"ns": "4.42 µs", "bytes": "4.3 KiB", "share": "442000.0 %", "ratio": "4.42e+03", "count": "4.42e+03",
+    expected = {"ns": "4.42 µs", "bytes": "4.3 KiB", "bytes_per_s": "4.3 KiB/s", "share": "442000.0 %", "ratio": "4.42e+03", "count": "4.42e+03",
                 "count_per_step": "4.42e+03", "per_s": "4.42e+03", "flop": "4.42e+03", "tflop_per_s": "4.42e+03",
                 "index": "4420", "id": "4420", "as_metric": "4.42e+03", "text": "4.42e+03", "flag": "4.42e+03"}
     assert {u: fmt(u, 4420.0) for u in UNITS} == expected

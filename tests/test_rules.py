@@ -36,10 +36,12 @@ def test_required_ids_and_unique() -> None:
     assert len(got) == len(set(got))
 
 
-def test_rules_are_the_gpu_then_the_xla_table() -> None:
-    # with findings/workload.py's run-kind declarations (skip_on, inference wording) applied
-    assert RULES == by_run_kind(GPU_RULES + XLA_RULES) + INFERENCE_RULES and len(XLA_RULES) == 6
-    assert [r.id for r in RULES] == [r.id for r in GPU_RULES + XLA_RULES + INFERENCE_RULES]
+def test_rules_are_the_gpu_then_the_comm_then_the_xla_table() -> None:
+    from tb_llmdiag.findings.comm import COMM_RULES
+    # with findings/workload.py's run-kind declarations (skip_on, inference wording) applied, then inference's own
+    assert RULES == by_run_kind(GPU_RULES + COMM_RULES + XLA_RULES) + INFERENCE_RULES
+    assert len(XLA_RULES) == 6 and len(COMM_RULES) == 1
+    assert [r.id for r in RULES] == [r.id for r in GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES]
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.platform}-{r.id}")

@@ -104,7 +104,7 @@ def test_empty_trace_has_no_timelines():
 def test_step_breakdown_parts_sum_to_step():
     trace = one_step_trace()
     (row,) = timeline.build(trace, analyze(trace).breakdown)[1]
-    assert row == {"index": 5, "name": "ProfilerStep#5", "duration_ns": 100_000, "busy_ns": 30_000,
+    assert row == {"index": 5, "name": "ProfilerStep#5", "duration_ns": 100_000, "busy_ns": 30_000, "collective_ns": 0,
                    "host_wait_ns": 5_000, "sync_ns": 25_000, "data_loader_ns": 40_000, "other_ns": 0}
 
 
@@ -129,9 +129,9 @@ def test_a_gap_across_a_step_boundary_keeps_its_cause_in_report_steps_and_timeli
     analysis = analyze(trace)
     # THEN by hand: step 1 = busy 70 + host_wait [0,10) + [80,100); step 2 = busy 60 + host_wait [100,130) + [190,200)
     expect = [
-        {"index": 1, "name": "ProfilerStep#1", "duration_ns": 100_000, "busy_ns": 70_000,
+        {"index": 1, "name": "ProfilerStep#1", "duration_ns": 100_000, "busy_ns": 70_000, "collective_ns": 0,
          "host_wait_ns": 30_000, "sync_ns": 0, "data_loader_ns": 0, "other_ns": 0},
-        {"index": 2, "name": "ProfilerStep#2", "duration_ns": 100_000, "busy_ns": 60_000,
+        {"index": 2, "name": "ProfilerStep#2", "duration_ns": 100_000, "busy_ns": 60_000, "collective_ns": 0,
          "host_wait_ns": 40_000, "sync_ns": 0, "data_loader_ns": 0, "other_ns": 0},
     ]
     # the report's one step list

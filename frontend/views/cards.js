@@ -39,7 +39,7 @@ export function mountCards(el) {
         { tone: isNum(hl.step_cv) && hl.step_cv > 0.1 ? 'warn' : '', title: 'Median step, its min–max range and coefficient of variation' }));
       const dev = deviceKind(report);
       if (dev !== 'CPU') { // a trace without device events has nothing to be busy
-        cards.push(card(`${dev} busy`, fmtHeadline(hl, 'gpu_busy_share'), 'device busy within steps / step time',
+        cards.push(card(`${dev} busy`, fmtHeadline(hl, 'gpu_busy_share'), 'device busy within steps / step time; collectives excluded',
           { tone: busyIsBad(report) ? 'bad' : '' }));
       }
       if (isNum(hl.copy_share) || isNum(hl.gemm_share)) {

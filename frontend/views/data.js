@@ -65,10 +65,10 @@ export function xlaTopic(report) {
   return topic(report, 'xla');
 }
 
-const PARTS = { busy: 'busy_ns', host_wait: 'host_wait_ns', sync: 'sync_ns', data_loader: 'data_loader_ns', other: 'other_ns' };
+const PARTS = { busy: 'busy_ns', communication: 'collective_ns', host_wait: 'host_wait_ns', sync: 'sync_ns', data_loader: 'data_loader_ns', other: 'other_ns' };
 
 /**
- * Per step: {index, duration_ns, busy, host_wait, sync, data_loader, other} (ns; null when unknown). From the
+ * Per step: {index, duration_ns, busy, communication, host_wait, sync, data_loader, other} (ns; null when unknown). From the
  * plugin's /steps body ({steps: [{index, busy_ns, ...}]}) when given, else from the report's own step rows
  * (metrics.steps.per_step): both come from the engine's one step breakdown.
  */

@@ -1,16 +1,17 @@
-// Per-step stacked bars: device busy / idle waiting for host launches / idle in syncs / data loader.
+// Per-step stacked bars: device busy (collectives excluded) / communication only / idle waiting for host launches / idle in syncs / data loader.
 // XLA (XPlane) traces get busy vs idle only: splitting idle time by host cause needs the per-kernel
 // host launch calls of a PyTorch trace, which XLA's graph launches do not give.
 
 import { h, clear } from '../dom.js';
 import { mountChart, outlierClip, stackedStepBars } from '../charts.js';
-import { BUSY_COLOR, idleColor } from '../palette.js';
+import { BUSY_COLOR, LANE_COLORS, idleColor } from '../palette.js';
 import { formatValue, isNum } from '../format.js';
 import { unitOf } from '../registry.js';
 import { hasHostLaunches, stepBreakdown, xlaTopic } from './data.js';
 
 const PARTS = [
   ['busy', 'GPU busy', BUSY_COLOR],
+  ['communication', 'communication only', LANE_COLORS.collective],
   ['host_wait', 'idle: host launch wait', idleColor('host_wait')],
   ['sync', 'idle: host sync', idleColor('sync')],
   ['data_loader', 'idle: data loader', idleColor('data_loader')],

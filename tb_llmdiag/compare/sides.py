@@ -18,8 +18,9 @@ from tb_llmdiag import api
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError
 from tb_llmdiag.ingest.discover import TraceFile, discover, is_kineto_head
 
-#: report schemas ``series`` reads (1: per-step parallel lists; 2: ``steps.per_step`` rows)
-READABLE_SCHEMAS = (1, 2)
+#: report schemas ``series`` reads (1: per-step parallel lists; 2: ``steps.per_step`` rows; 3: as 2, plus ``jobs``;
+#: collectives no longer count as busy, so busy shares of a schema-2 side include collective time)
+READABLE_SCHEMAS = (1, 2, 3)
 #: saved reports larger than this are not read whole (a report of a big logdir is a few MiB)
 MAX_REPORT_BYTES = 256 << 20
 _SNIFF = 65536

@@ -84,7 +84,7 @@ class Rule:
     platform: str | None = None          # "cuda" | "xla": only runs of that platform; None: every run
     flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (platform or run trait, wording there)
     skip_on: tuple[str, ...] = ()        # run traits (run_traits) on which the rule does not apply
-    # the time its saving comes out of: "idle" | "device" | "excess", or a named function of the metrics
+    # the time its saving comes out of: "idle" | "device" | "communication" | "excess", or a named function of the metrics
     # returning one (findings/whatif.py)
     claims: Any = None
     # wording chosen by the evidence: the first (named predicate, Flavour) whose predicate holds replaces the

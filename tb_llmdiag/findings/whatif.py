@@ -2,13 +2,14 @@
 
 The model (docs/whatif.md is the prose):
 - Every rule claims one *pool* of time (``Rule.claims``): ``idle`` (GPU idle time: waiting for the host, the data
-  loader, syncs, compiles), ``device`` (GPU busy time: kernels that could run faster or not at all), ``excess``
+  loader, syncs, compiles), ``device`` (GPU busy time: kernels that could run faster or not at all),
+  ``communication`` (time the GPU runs only collectives: ``steps.per_step[].collective_ns``), ``excess``
   (time that only some steps add over the median step: outliers, warm-up, XLA recompile steps). A rule that
   claims nothing has no saving.
 - On the mean step T (findings' shares are shares of the summed step time, i.e. of T): T = its regular part
-  min(M, T) (M the median step), busy in the median step's proportion B_M / M (device pool) and idle otherwise
-  (idle pool), plus the excess max(0, T - M) (excess pool; when it is 0, excess findings take from the idle pool).
-  The three pools add up to T. Causes first, then symptoms (``Rule.symptom``: host-bound, tiny kernels, long
+  min(M, T) (M the median step), busy in the median step's proportion B_M / M (device pool), communication in
+  its proportion C_M / M (communication pool) and idle otherwise (idle pool), plus the excess max(0, T - M)
+  (excess pool; when it is 0, excess findings take from the idle pool). The four pools add up to T. Causes first, then symptoms (``Rule.symptom``: host-bound, tiny kernels, long
   gaps, step variance: what the causes' time shows up as), each group in rank order, each finding removes the
   fraction r = min(1, share x T / its pool's initial size) of what is *left* of its pool: savings are applied in
   sequence on the remaining time, never added, so causes that claim the same idle time (host-bound, a slow host
@@ -38,7 +39,7 @@ MIN_CUT_SHARE = 0.005
 
 
 def _pool_of(claims: str | None) -> str | None:
-    return {"idle": "idle", "excess": "excess", "device": "device"}.get(claims or "")
+    return {"idle": "idle", "excess": "excess", "device": "device", "communication": "communication"}.get(claims or "")
 
 
 def _busy_share(m: Mapping[str, Any]) -> float | None:
@@ -58,6 +59,19 @@ def _median_busy_ns(m: Mapping[str, Any], median: int, busy_share: float | None)
         b = s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
         return int(round(min(b, median)))
     return int(round(busy_share * median)) if busy_share is not None else None
+
+
+def _median_collective_ns(m: Mapping[str, Any], median: int) -> int:
+    """The median step's time only collectives cover (median of ``steps.per_step[].collective_ns``), else
+    ``idle.collective_share`` x the median step; 0 when unknown (no collectives)."""
+    rows = lookup(m, "steps.per_step")
+    per = [r.get("collective_ns") for r in rows] if isinstance(rows, list) else None
+    if isinstance(per, list) and per and all(finite(x) for x in per):
+        s = sorted(float(x) for x in per)
+        mid = len(s) // 2
+        return int(round(min(s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2, median)))
+    c = lookup(m, "idle.collective_share")
+    return int(round(float(c) * median)) if finite(c) else 0
 
 
 def _claims(rules: Sequence[Rule], metrics: Mapping[str, Any]) -> dict[str, str | None]:
@@ -95,10 +109,15 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
     # the mean step T = a median-like part min(M, T), busy in proportion b, and the excess max(0, T - M) that
     # only some steps add; without steps: the window, all of it the regular part
     b = (med_busy / median if med_busy is not None else 0.0) if have_median else (busy or 0.0)
+    med_coll = min(_median_collective_ns(metrics, int(median)), max(int(median) - (med_busy or 0), 0)) if have_median else 0
+    c = med_coll / median if have_median else float(lookup(metrics, "idle.collective_share") or 0.0)
+    c = min(max(c, 0.0), max(1.0 - b, 0.0))
     regular = min(float(median), float(mean)) if have_median else float(mean)
-    pool0 = {"idle": (1.0 - b) * regular, "device": b * regular, "excess": float(mean) - regular}
+    pool0 = {"idle": (1.0 - b - c) * regular, "device": b * regular, "communication": c * regular,
+             "excess": float(mean) - regular}
     left = dict(pool0)
-    med0 = {"idle": float(median) - (med_busy or 0), "device": float(med_busy or 0)} if have_median else {}
+    med0 = {"idle": float(median) - (med_busy or 0) - med_coll, "device": float(med_busy or 0),
+            "communication": float(med_coll)} if have_median else {}
     med_left = dict(med0)
     symptom = {r.id for r in applicable(metrics, rules) if r.symptom}
     # causes first, then symptoms (each group in rank order): a symptom keeps only the time the causes leave
@@ -136,7 +155,7 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
     if not have_median:
         return out, None
     tokens = lookup(metrics, "steps.tokens_per_step_median")
-    fixed_all = med_left["idle"] + med_left["device"]
+    fixed_all = med_left["idle"] + med_left["device"] + med_left["communication"]
     floor = med_left["device"]
     ids = [f["id"] for f in out if (f.get("saving") or {}).get("median_step_ns")]
     if top is None:
@@ -163,7 +182,7 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
             "tokens_per_s_if_fixed": _tokens_per_s(tokens, fixed_all),
         },
         "mean_step_ns": int(mean),
-        "mean_step_ns_if_all_fixed": int(round(left["idle"] + left["device"] + left["excess"])),
+        "mean_step_ns_if_all_fixed": int(round(left["idle"] + left["device"] + left["communication"] + left["excess"])),
     }
     what["statement"] = statement(what)
     return out, what

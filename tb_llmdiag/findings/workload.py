@@ -79,6 +79,14 @@ INFERENCE: dict[str, Flavour] = {
                 pytorch="model = model.to(torch.bfloat16)\n"
                         "# at least: torch.backends.cuda.matmul.allow_tf32 = True; torch.set_float32_matmul_precision('high')",
                 hf_trainer="AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)")),
+    "exposed_communication": Flavour(
+        fix=Fix(text="Load every rank's trace of this run together (one folder: the job view) to see whether a "
+                     "straggler or the transfer costs the time; to hide it: overlap the tensor-parallel all-reduce "
+                     "with compute (fused all-reduce + norm kernels, custom all-reduce), or use fewer "
+                     "tensor-parallel ranks when the model fits.",
+                pytorch="# vLLM: LLM(model, tensor_parallel_size=N)  (fewer ranks if the model fits)\n"
+                        "# SGLang: --tp N --enable-custom-all-reduce",
+                hf_trainer="# serve with vLLM/SGLang: HF generate() has no tensor-parallel overlap")),
     "slow_host_op": Flavour(
         fix=Fix(text="Find out why that operation is slow on the host (see the likely cause): per-shape plan "
                      "builds, autotuning and compilation go away with fixed shapes (pad prompts to a few bucket "

@@ -29,6 +29,7 @@ import numpy as np
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitState, split_with
+from tb_llmdiag.ingest.comm_args import CommArgs
 from tb_llmdiag.ingest.kineto_columns import KIND_OF_CATEGORY, _Columns
 from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
 from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
@@ -123,6 +124,7 @@ class _Reader:
         self.closed = -1  # buf index of the ']' closing the events array, once seen
         self.exact_ts: bool | None = None  # decided from the first timestamp seen
         self.events_end = 0  # absolute offset just past the last event read
+        self.comm = CommArgs()  # NCCL args of kernel rows, for the jobs analysis (ingest/comm_args.py)
 
     def read(self) -> Trace:
         problem: str | None = None
@@ -175,7 +177,7 @@ class _Reader:
                 raise TraceFormatError(f"{exc}; {'; '.join(self.warnings)}") from None
             raise
         self.warnings.extend(col_warnings)
-        return _make_trace(events, memory, origin_ns, envs, tuple(self.warnings), read_state)
+        return _make_trace(events, memory, origin_ns, envs, tuple(self.warnings), read_state, self.comm)
 
     # ------------------------------------------------------------------------------------ the text
 
@@ -256,6 +258,7 @@ class _Reader:
                     bad = False
                     # without the compiled scanner, a piece without "[memory]" is not searched for samples
                     self.cols.add(events, has_memory=scan_ext.ext is not None or buf.find(b'"[memory]"', 0, cut) >= 0)
+                    self.comm.after_piece(buf, cut, self.cols.names.texts)  # NCCL args: a second, small pass
                     del events  # decoded Raw values point into the view: drop them before it closes
         finally:
             buf[cut] = saved
@@ -324,7 +327,7 @@ class _Reader:
 
 
 def _make_trace(events: EventTable, memory: MemoryTable, origin_ns: int, envs: list[_Envelope],
-                warnings: tuple[str, ...], read_state: dict[str, Any]) -> Trace:
+                warnings: tuple[str, ...], read_state: dict[str, Any], comm: CommArgs | None = None) -> Trace:
     def first(attr: str) -> Any:
         for env in envs:
             value = getattr(env, attr)
@@ -350,6 +353,7 @@ def _make_trace(events: EventTable, memory: MemoryTable, origin_ns: int, envs: l
     if dist is not None:
         distributed = DistributedInfo(rank=_opt_int(dist.rank), world_size=_opt_int(dist.world_size),
                                       backend=dist.backend)
+    extra, extra_names = comm.columns(events) if comm is not None else ({}, {})
     metadata: dict[str, Any] = {
         k: v for k in ("schemaVersion", "traceName", "displayTimeUnit", "record_shapes", "profile_memory",
                        "with_stack", "Framework")
@@ -358,7 +362,7 @@ def _make_trace(events: EventTable, memory: MemoryTable, origin_ns: int, envs: l
     return Trace(
         source_kind="kineto", events=events, memory=memory, origin_ns=origin_ns, devices=devices,
         distributed=distributed, base_time_ns=first("baseTimeNanoseconds"), metadata=metadata, warnings=warnings,
-        read_state=read_state,
+        read_state=read_state, extra=extra, extra_names=extra_names,
     )
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.jobs.attribution import JobTables, attribute, per_rank_mean, what_if
-from tb_llmdiag.jobs.collectives import KINDS, bus_bandwidth_bytes_per_s
+from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s
 from tb_llmdiag.jobs.summary import RankSummary
 
 I64 = NDArray[np.int64]

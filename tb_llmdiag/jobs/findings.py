@@ -26,7 +26,7 @@ import numpy as np
 
 from tb_llmdiag.jobs.analysis import JobAnalysis
 from tb_llmdiag.jobs.attribution import per_rank_mean
-from tb_llmdiag.jobs.collectives import KINDS
+from tb_llmdiag.metrics.collectives import KINDS
 from tb_llmdiag.jsonsafe import jsonable
 
 STRAGGLER_FIXES: dict[str, str] = {

@@ -17,8 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.jobs.collectives import KINDS, Collectives, find_collectives
-from tb_llmdiag.jobs.comm import StepWindows, exposed_per_collective, launch_step, step_breakdown, windows
+from tb_llmdiag.metrics.collectives import KINDS, Collectives, find_collectives
+from tb_llmdiag.metrics.communication import StepWindows, exposed_per_collective, launch_step, step_breakdown, windows
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import Trace
 

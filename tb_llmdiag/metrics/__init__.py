@@ -6,7 +6,8 @@ timeline and ``/steps`` rows read so they show what the report counts. ``compute
 only. Every topic dict holds JSON scalars/lists with units in key names and null (never NaN) for unknowns. A
 topic that cannot be computed says why: ``{"available": false, "reason": "..."}``. Definitions:
 ``docs/metrics.md`` and each module's docstring.
-Topics: run, steps, idle, kernels, launch, host_sync, memcpy, dataloader, memory, annotations, flops
+Topics: run, steps, idle, kernels, launch, host_sync, memcpy, dataloader, memory, annotations, flops,
+communication (collectives vs compute per rank, ``metrics/communication.py``)
 (+ ``xla`` on XLA runs, from ``metrics/xla.py``). ``run`` says once what kind of run this is:
 ``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane", "workload": "training" | "inference" | null,
 "read_complete": bool, "read_share", ...}`` (Kineto traces are ``cuda``, XPlane
@@ -21,6 +22,7 @@ from typing import Any, Callable
 
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.annotations import annotation_metrics
+from tb_llmdiag.metrics.communication import communication_metrics
 from tb_llmdiag.metrics.causes import cause_topics
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.dataloader import dataloader_metrics
@@ -93,6 +95,7 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     out["memory"] = _safe("memory", lambda: memory_metrics(ctx))
     out["annotations"] = _safe("annotations", lambda: annotation_metrics(ctx))
     out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"], out["run"]))
+    out["communication"] = _safe("communication", lambda: communication_metrics(trace, ctx.coll, steps))
     out.update(cause_topics(ctx, out))  # compile, precision, optimizer, checkpointing, outliers, sync_storm
     if out["run"]["platform"] == "xla":
         out["xla"] = _safe("xla", lambda: compute_xla(trace, steps))

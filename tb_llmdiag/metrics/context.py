@@ -8,7 +8,9 @@ Contract:
   whole trace when there is no device activity. Every ``*_share`` "of step time" divides by its length.
 - Name-dependent flags are computed once per unique name (``NAME_PATTERNS``), then broadcast by ``name_id``.
 - Computed once here and shared: the device-busy union (``busy_s``/``busy_e``: every consumer, the idle
-  gaps, the step breakdown, the timeline and the summary, reads it) and the host signals (``HostSignals``).
+  gaps, the step breakdown, the timeline and the summary, reads it), the host signals (``HostSignals``), the
+  collectives (``coll``, ``metrics.collectives``) and the busy union without them (``work_s``/``work_e``:
+  device time spent on anything but a collective, what ``gpu_busy`` counts).
 - Row selections several topics need (rows of some kinds, name families, the launch join by correlation id)
   live in ``Context.cache`` (a ``RowCache``), computed on first use, so none runs twice.
 """
@@ -23,6 +25,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.classify import category_codes
 from tb_llmdiag.intervals import merge
+from tb_llmdiag.metrics.collectives import Collectives, find_collectives
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
@@ -209,6 +212,9 @@ class Context:
     dev_in_win: NDArray[np.bool_]  # dev rows whose start lies in the window
     cache: RowCache       # shared row selections (kind rows, name families, launch join)
     host: HostSignals     # host intervals and launch joins behind the idle causes
+    coll: Collectives     # collective kernels (NCCL/RCCL, DeepEP, XLA collectives)
+    work_s: I64           # merged device busy intervals without the collectives
+    work_e: I64
 
     @property
     def window_ns(self) -> int:
@@ -243,9 +249,15 @@ class Context:
             win_s = win_e = np.zeros(0, np.int64)
             source = "trace"
         dev_in_win = in_windows(ev.ts_ns[dev], win_s, win_e)
+        coll = find_collectives(trace)
+        if len(coll):
+            work = dev[~np.isin(dev, coll.row)]
+            work_s, work_e = merge(ev.ts_ns[work], ev.ts_ns[work] + ev.dur_ns[work])
+        else:
+            work_s, work_e = busy_s, busy_e
         return Context(trace=trace, steps=steps, dev=dev, dev_cat=dev_cat, busy_s=busy_s, busy_e=busy_e,
                        win_s=win_s, win_e=win_e, window_source=source, dev_in_win=dev_in_win,
-                       cache=cache, host=HostSignals.of(cache))
+                       cache=cache, host=HostSignals.of(cache), coll=coll, work_s=work_s, work_e=work_e)
 
 
 def share(part: float | int | None, whole: float | int | None) -> float | None:

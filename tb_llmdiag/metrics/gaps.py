@@ -14,7 +14,11 @@ Definitions (ns; "window" = the analysis window, the union of the step windows, 
   4. ``other``: the work that ends the gap was already queued (cross-stream waits, events, clock
      jitter), or no launch in the trace can be joined to a device event (no correlation ids: XPlane, some
      accelerators), so host waits cannot be told apart.
-- The step breakdown (``StepBreakdown``): per step, ``busy_ns`` = busy union within [start, end) and, per
+- Collectives (NCCL/RCCL, DeepEP, XLA collective kernels, ``metrics.collectives``) are never busy compute: a
+  stretch where the device runs only collectives is neither idle nor busy but ``collective``.
+- The step breakdown (``StepBreakdown``): per step, ``busy_ns`` = the union of the device events other than
+  collectives within [start, end), ``collective_ns`` = the device busy union within [start, end) that only
+  collectives cover (communication no other device work hides), and, per
   cause, the part of the gaps of that cause within [start, end). A gap that crosses a step boundary keeps
   the cause of the whole gap and is split at the boundary, so the parts of a step sum to its duration.
   This one result feeds the report (``steps.per_step``, the outlier causes, ``idle.low_util_steps``), the
@@ -108,8 +112,9 @@ class StepBreakdown:
     steps: Steps
     gaps: IdleGaps        # every idle gap of the analysis window, cause decided over the whole gap
     available: bool
-    busy_ns: I64          # per step
+    busy_ns: I64          # per step: device busy without the collectives
     idle_ns: I64          # per step and cause: shape (len(steps), len(CAUSES))
+    collective_ns: I64    # per step: device time only collectives cover
 
     def part_ns(self, cause: str) -> I64:
         """Idle ns of one cause per step."""
@@ -123,7 +128,7 @@ class StepBreakdown:
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per step: the step window (``index``, ``name``, ``start_ns``, ``host_end_ns``, ``end_ns``,
-        ``duration_ns``) and, when ``available``, ``busy_ns`` and ``<cause>_ns`` (else those are None)."""
+        ``duration_ns``) and, when ``available``, ``busy_ns``, ``collective_ns`` and ``<cause>_ns`` (else None)."""
         st = self.steps
         rows: list[dict[str, Any]] = []
         for i in range(len(st)):
@@ -131,7 +136,8 @@ class StepBreakdown:
                 "index": int(st.index[i]), "name": st.names[i], "start_ns": int(st.start_ns[i]),
                 "host_end_ns": int(st.host_end_ns[i]), "end_ns": int(st.end_ns[i]),
                 "duration_ns": int(st.end_ns[i] - st.start_ns[i]),
-                "busy_ns": int(self.busy_ns[i]) if self.available else None}
+                "busy_ns": int(self.busy_ns[i]) if self.available else None,
+                "collective_ns": int(self.collective_ns[i]) if self.available else None}
             for c, name in enumerate(CAUSES):
                 row[f"{name}_ns"] = int(self.idle_ns[i, c]) if self.available else None
             rows.append(row)
@@ -143,13 +149,15 @@ def step_breakdown(ctx: Context) -> StepBreakdown:
     st = ctx.steps
     n = len(st)
     if ctx.dev.size == 0:
-        return StepBreakdown(st, IdleGaps.empty(), False, np.zeros(n, np.int64), np.zeros((n, len(CAUSES)), np.int64))
+        z = np.zeros(n, np.int64)
+        return StepBreakdown(st, IdleGaps.empty(), False, z, np.zeros((n, len(CAUSES)), np.int64), z)
     gaps = classify(ctx.busy_s, ctx.busy_e, ctx.win_s, ctx.win_e, ctx.host)
-    busy = overlap_per_window(ctx.busy_s, ctx.busy_e, st.start_ns, st.end_ns)
+    busy = overlap_per_window(ctx.busy_s, ctx.busy_e, st.start_ns, st.end_ns).astype(np.int64)
+    work = overlap_per_window(ctx.work_s, ctx.work_e, st.start_ns, st.end_ns).astype(np.int64)
     idle = np.zeros((n, len(CAUSES)), np.int64)
     if n:
         for code in range(len(CAUSES)):
             m = gaps.cause == code
             if m.any():
                 idle[:, code] = overlap_per_window(gaps.start_ns[m], gaps.end_ns[m], st.start_ns, st.end_ns)
-    return StepBreakdown(st, gaps, True, busy.astype(np.int64), idle)
+    return StepBreakdown(st, gaps, True, work, idle, busy - work)

@@ -8,8 +8,10 @@ Definitions (host events whose start lies in the analysis window):
   tensors, i.e. calls that issue a runtime call (a CPU scalar's ``.item()`` syncs nothing and is not
   counted); ``nonzero_calls``: ``aten::nonzero`` likewise (data-dependent output size). Per step likewise.
 - ``syncs_per_step``: sync sites per step: blocking API calls, plus syncing operators that wrap none.
-- ``blocked_ns``: length of the union of all those ranges within the window (host time spent waiting);
-  ``blocked_share`` = blocked_ns / window_ns; ``longest_ns``: the longest single range.
+- ``blocked_ns``: length of the union of all those ranges within the window, less the time the device runs a
+  collective meanwhile (``in_collective_ns``: the host then waits for peers or the transfer, which the
+  ``communication`` topic and the job level account for, not the sync); ``blocked_share`` = blocked_ns /
+  window_ns; ``longest_ns``: the longest single range.
 - ``longest_call``: the name of that longest range's call; ``longest_call_kind``: ``"blocking copy"`` (a
   synchronous ``*Memcpy*``: it waits until the device has finished all queued work, then copies),
   ``"synchronize"`` (a ``*Synchronize`` call) or ``"device value read"`` (an operator such as ``.item()``);
@@ -48,7 +50,15 @@ def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
     sites = int(api.size) + int(leaf_ops.size)
     rows = np.concatenate((api, ops))
     bs, be = merge(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
-    blocked = int(overlap_per_window(bs, be, ctx.win_s, ctx.win_e).sum())
+    blocked_all = int(overlap_per_window(bs, be, ctx.win_s, ctx.win_e).sum())
+    in_coll = 0
+    if len(ctx.coll):
+        cs, ce = merge(ctx.coll.start_ns, ctx.coll.end_ns)
+        us, ue = merge(np.concatenate((bs, cs)), np.concatenate((be, ce)))
+        union = int(overlap_per_window(us, ue, ctx.win_s, ctx.win_e).sum())
+        coll_ns = int(overlap_per_window(cs, ce, ctx.win_s, ctx.win_e).sum())
+        in_coll = blocked_all + coll_ns - union  # |blocked ∩ collectives| within the window
+    blocked = blocked_all - in_coll
     per_api = []
     for nid in np.unique(ev.name_id[api]):
         m = ev.name_id[api] == nid
@@ -74,6 +84,8 @@ def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
         "syncs_per_step": per_step(sites, ctx),
         "blocked_ns": int(blocked),
         "blocked_share": blocked_share,
+        "in_collective_ns": int(in_coll),
+        "in_collective_share": share(in_coll, ctx.window_ns),
         "longest_ns": int(ev.dur_ns[rows].max()) if rows.size else 0,
         "longest_call": longest_call,
         "longest_call_kind": kind,

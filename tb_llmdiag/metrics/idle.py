@@ -1,8 +1,11 @@
 """GPU busy and idle time within the analysis window, and why the GPU was idle.
 
 Definitions (ns; "window" = the union of the step windows, see ``metrics.context``):
-- busy = length of the union of all device events (kernels, memcpys, memsets; all devices and streams)
-  inside the window; ``busy_share = busy_ns / window_ns``. idle = window - busy.
+- busy = length of the union of the device events other than collectives (kernels, memcpys, memsets; all
+  devices and streams) inside the window; ``busy_share = busy_ns / window_ns``. Collective kernels (NCCL/RCCL,
+  DeepEP, XLA collectives: ``metrics.collectives``) are never busy compute: ``collective_ns`` /
+  ``collective_share`` = the window time only collectives cover (the ``communication`` topic splits it).
+  idle = time without any device event (collectives included); busy + collective + idle = window.
 - Idle gaps and their causes (``host_wait``, ``sync``, ``data_loader``, ``other``): ``metrics.gaps``, computed
   once per analysis (``StepBreakdown``); ``<cause>_ns`` / ``_share`` sum the gaps of each cause.
 - ``host_wait_top_ops`` / ``host_wait_culprit``: the host operators running during ``host_wait`` gaps
@@ -18,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.intervals import covered_before_each, merge, union_ns_by_group
+from tb_llmdiag.intervals import covered_before_each, merge, overlap_per_window, union_ns_by_group
 from tb_llmdiag.metrics.context import Context, share
 from tb_llmdiag.metrics.gaps import CAUSES, HOST_WAIT, IdleGaps, StepBreakdown
 from tb_llmdiag.model import Kind
@@ -125,13 +128,16 @@ def idle_metrics(ctx: Context, bd: StepBreakdown) -> dict[str, Any]:
     gaps = bd.gaps
     window = ctx.window_ns
     idle = int(gaps.dur_ns.sum())
-    busy = window - idle
+    busy = int(overlap_per_window(ctx.work_s, ctx.work_e, ctx.win_s, ctx.win_e).sum())
+    collective = window - idle - busy
     out: dict[str, Any] = {
         "available": True,
         "window_ns": window,
         "window_source": ctx.window_source,
         "busy_ns": busy,
         "busy_share": share(busy, window),
+        "collective_ns": collective,
+        "collective_share": share(collective, window),
         "idle_ns": idle,
         "idle_share": share(idle, window),
         "gap_count": len(gaps),

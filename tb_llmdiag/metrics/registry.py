@@ -13,7 +13,8 @@ as noise. ``as_json()`` is what the tab serves (``api.metric_registry()``); ``ma
 (``python -m tb_llmdiag.metrics.registry --markdown > docs/metrics.md``). The entries are data in
 ``registry_data.py`` (report sections, the docs' intro), ``registry_gpu.py`` (steps, idle, kernels, launch,
 host_sync), ``registry_host.py`` (memcpy, dataloader, memory, annotations, flops), ``registry_causes.py`` (compile,
-precision, optimizer, checkpointing, outliers, sync_storm), ``registry_xla.py``.
+precision, optimizer, checkpointing, outliers, sync_storm), ``registry_comm.py`` (communication), ``registry_xla.py``,
+``registry_job.py`` (the job level: ``job.*``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from typing import Any, Sequence
 
 from tb_llmdiag.metrics.registry_data import (
     INTRO, REPORT_METRICS, TOPIC_INTROS, Entry)
+from tb_llmdiag.metrics.registry_comm import COMM_METRICS
 from tb_llmdiag.metrics.registry_causes import CAUSE_METRICS, CAUSE_TOPIC_INTROS
 from tb_llmdiag.metrics.registry_gpu import GPU_METRICS
 from tb_llmdiag.metrics.registry_host import HOST_METRICS
+from tb_llmdiag.metrics.registry_job import JOB_METRICS
 from tb_llmdiag.metrics.registry_xla import XLA_METRICS
 
 #: unit -> what it means (and how ``tb_llmdiag.units.fmt`` prints it)
@@ -40,6 +43,7 @@ UNITS: dict[str, str] = {
     "count": "a number of things (events, calls, steps)",
     "count_per_step": "a count divided by the number of profiled steps",
     "per_s": "things per second (tokens/s)",
+    "bytes_per_s": "bytes per second (binary multiples: 4.1 GiB/s)",
     "flop": "floating-point operations",
     "tflop_per_s": "10^12 floating-point operations per second",
     "index": "a position or number that names a step or device (never abbreviated)",
@@ -69,7 +73,7 @@ def _metric(e: Entry) -> Metric:
 
 #: every entry, report sections first, then the topics in report order
 METRICS: tuple[Metric, ...] = tuple(_metric(e) for e in (*REPORT_METRICS, *GPU_METRICS, *HOST_METRICS, *CAUSE_METRICS,
-                                                     *XLA_METRICS))
+                                                      *COMM_METRICS, *XLA_METRICS, *JOB_METRICS))
 
 
 def _pattern(key: str) -> re.Pattern[str]:

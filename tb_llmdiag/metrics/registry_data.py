@@ -82,6 +82,13 @@ TOPIC_INTROS: dict[str, tuple[str, str]] = {
           "From `[memory]` allocator samples (`profile_memory=True`) of accelerators; the device with the highest peak\nuse is reported. Samples without allocator totals (-1: profilers before torch 1.10 record only deltas) are\nignored, and with none left the topic is unavailable: deltas alone cannot give an absolute peak."),
     "annotations": ("`annotations` (metrics/annotations.py)",
           ""),
+    "communication": ("`communication` (metrics/communication.py, metrics/collectives.py)",
+                      "Per rank, collective kernels separated from compute (report schema 3 on; before, collectives counted "
+                      "as GPU busy). Unavailable on traces without collectives. The job level (`jobs`, docs/jobs.md) "
+                      "splits a rank's collective time into waiting for peers and transfer."),
+    "job": ("`job`: a run with several ranks (`jobs[]` of the report; tb_llmdiag/jobs/, docs/jobs.md)",
+            "`job.*` is `jobs[].metrics.*`; `job.view.*` is `jobs[].view.*`, what the tab's job view draws. Ranks are "
+            "matched by their collectives, never by timestamps across files (clocks may differ)."),
     "flops": ("`flops` (metrics/flops.py, metrics/shapes.py)",
           "From recorded input shapes (`record_shapes=True`), per unique (operator, shape) pair. Leaf operators only,\nso nothing counts twice; backward GEMMs run through the same `aten::mm`/`addmm`/`bmm` and are counted:\n\n- `aten::mm`, `aten::addmm`, `aten::_scaled_mm`: [M,K] x [K,N] -> 2MKN\n- `aten::bmm`, `aten::baddbmm`: [B,M,K] x [B,K,N] -> 2BMKN\n- `aten::_scaled_dot_product_{flash,efficient,cudnn}_attention`: q [B,H,L,D], k [B,H,S,D] -> 4BHLSD\n  (the full L x S scores; causal masking would halve this); their `_backward`: 2.5x that;\n  `flash_attn::_flash_attn_forward/_backward`: the same with q [B,L,H,D]."),
     "xla": ("`xla` (metrics/xla.py, XPlane traces only)",
@@ -180,7 +187,7 @@ REPORT_METRICS: tuple[Entry, ...] = (
      "`kernels.copy_vs_gemm_ratio` (XPlane: `xla.matmul_vs_movement_ratio`)"),
     ("headline.gemm_share", SHARE, NEITHER, 0.1, "gemm share", "`kernels.gemm_share` (XPlane: `xla.matmul_share`)"),
     ("headline.gpu_busy_share", SHARE, HIGHER, 0.1, "gpu busy share",
-     "`idle.busy_share` (XPlane: `xla.device_duty_cycle_share`)"),
+     "`idle.busy_share`: device busy without collective kernels (report schema 3 on) / step time (XPlane: `xla.device_duty_cycle_share`)"),
     ("headline.launches_per_step", PER_STEP, NEITHER, 0.05, "launches per step",
      "`launch.launches_per_step` (null on XPlane runs`)"),
     ("headline.mfu_share", SHARE, HIGHER, 0.1, "mfu share", "`flops.mfu_share` (XPlane: `xla.flop_utilization_share`)"),

@@ -83,8 +83,44 @@ def render_run(run: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _job_value(key: str, v: Any) -> str:
+    return fmt(unit_of("job." + key), v) if not isinstance(v, dict) else "; ".join(
+        f"{k} {fmt(unit_of(f'job.{key}.{k}'), x)}" for k, x in v.items())
+
+
+def render_job(job: dict[str, Any]) -> str:
+    """The job section of one run with several ranks (``jobs[]`` of the report)."""
+    ranks = [f["rank"] if f["rank"] is not None else f["worker"] for f in job["files"]]
+    lines = [f"== job {job['run']}  span {job['span']}  ({len(job['files'])} ranks: {', '.join(map(str, ranks))})"]
+    if job["status"] != "ok":
+        lines.append(f"   error: {job['error']}")
+        return "\n".join(lines)
+    m = job.get("metrics") or {}
+    lines.append(f"   step {fmt_ns(m.get('job_step_ns'))} (median rank); exposed communication "
+                 f"{fmt_share(m.get('exposed_share'))} of it, of which transfer {fmt_share(m.get('exposed_transfer_share'))}; "
+                 f"overlap {fmt_share(m.get('overlap_share'))}; {m.get('matched_collective_count')} collectives matched")
+    for n in job.get("notes") or []:
+        lines.append(f"   note: {n}")
+    findings = job.get("findings") or []
+    if not findings:
+        lines.append("   no job finding: no rank keeps the others waiting, communication is hidden")
+    for i, f in enumerate(findings, start=1):
+        lines.append(f"   {i}. {f['id']}: {f['title']} ({fmt_share(f['value'])} of step)")
+        ev = f.get("evidence") or {}
+        if ev:
+            lines.append("      evidence: " + "; ".join(f"{k} {_job_value(k, v)}" for k, v in ev.items()
+                                                    if v is not None and not isinstance(v, list)))
+        if f.get("fix"):
+            lines.append(f"      fix: {f['fix']}")
+        wi = f.get("what_if")
+        if wi and wi.get("step_ns") is not None:
+            lines.append(f"      what if: step {fmt_ns(wi['step_ns'])} -> {fmt_ns(wi['step_after_ns'])} at best")
+    return "\n".join(lines)
+
+
 def render_report(report: dict[str, Any]) -> str:
     out = [f"LLM Diag report for {report['root']} ({len(report['runs'])} trace(s))"]
     out.extend(f"warning: {w}" for w in report.get("warnings", []))
+    out.extend(render_job(j) for j in report.get("jobs") or [])
     out.extend(render_run(r) for r in report["runs"])
     return "\n".join(out) + "\n"

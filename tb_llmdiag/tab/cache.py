@@ -227,7 +227,8 @@ class ResultCache:
         index = [{"ordinal": i, "index": int(tl["step"]["index"]), "name": tl["step"].get("name"),
                   "duration_ns": int(tl["step"]["duration_ns"])} for i, tl in enumerate(timelines)]
         entries: list[tuple[str, Any]] = [(f"timeline.{i}", tl) for i, tl in enumerate(timelines)]
-        entries += [("timelines", index), ("steps", result.get("steps") or {"steps": []})]
+        entries += [("timelines", index), ("steps", result.get("steps") or {"steps": []}),
+                    ("rank_summary", result.get("rank_summary") or {"summary": None})]
         tv = result.get("traceview")
         if tv is not None:
             entries.append(("traceview", tv["meta"]))

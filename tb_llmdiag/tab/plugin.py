@@ -99,6 +99,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             "/trace_event": _wsgi(self._views_route(routes.trace_event_impl)),
             "/trace_search": _wsgi(self._views_route(routes.trace_search_impl)),
             "/compare": _wsgi(self._compare_route),
+            "/job": _wsgi(self._job_route),
         }
         apps.update(self._assets.apps())
         return apps
@@ -127,6 +128,9 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
 
     def _compare_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, lambda: routes.compare_impl(self._reg(), request.args))
+
+    def _job_route(self, request: wrappers.Request) -> wrappers.Response:
+        return self._respond(request, lambda: routes.job_impl(self._reg(), request.args))
 
     def _views_route(self, impl: Callable[..., routes.Answer]) -> Callable[[wrappers.Request], wrappers.Response]:
         """A trace-view route: ``impl(registry, loaded indexes, args)``."""

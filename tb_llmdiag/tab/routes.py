@@ -200,6 +200,38 @@ def compare_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
     return Answer(200, api.compare_reports(reports[0], reports[1]))
 
 
+def job_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
+    """``/job?run=&span=``: the job of a run with several ranks (``api.job_for_summaries``, the report's
+    ``jobs[]`` entry) from each rank's cached RankSummary: 202 while some rank is not analysed yet (they move to
+    the front of the queue), 404 when the run has fewer than two traces of that span. A rank whose analysis
+    failed is listed with ``status: "error"`` and left out of the figures."""
+    names = {}
+    for arg in ("run", "span"):
+        v = args.get(arg)
+        if v is None or v == "" or len(v) > 1024 or "\x00" in v:
+            raise tb_errors.InvalidArgumentError(f"missing or bad query parameter '{arg}'")
+        names[arg] = v
+    members = [(k, e) for k, e in reg.snapshot() if k[0] == names["run"] and k[2] == names["span"]]
+    if len(members) < 2:
+        raise tb_errors.NotFoundError(f"run {names['run']!r} span {names['span']!r} is not a job (fewer than two ranks)")
+    waiting = [(k, e) for k, e in members if e.status in ("pending", "analysing")]
+    if waiting:
+        for k, _ in waiting:
+            reg.prioritise(k)
+        done = len(members) - len(waiting)
+        return Answer(202, {"run": names["run"], "span": names["span"], "status": "analysing",
+                            "error": None, "ranks_ready": done, "rank_count": len(members)})
+    summaries = []
+    for k, e in members:
+        found = reg.cache.get(e.cache_key, "rank_summary") if e.status == "ready" else None
+        if e.status == "ready" and found is None:  # the cache entry vanished or predates rank summaries
+            reg.requeue(k)
+            return Answer(202, {"run": names["run"], "span": names["span"], "status": "analysing", "error": None,
+                                "ranks_ready": len(members) - 1, "rank_count": len(members)})
+        summaries.append((e.tf, found.get("summary") if found else None))
+    return Answer(200, api.job_for_summaries(names["run"], names["span"], summaries))
+
+
 def trace_impl(reg: Registry, args: Mapping[str, str]) -> tuple[BinaryIO, int, list[tuple[str, str]], str]:
     """``/trace``: the open file (regular files only, opened by ``ingest``), its size, headers, type."""
     _, e = entry_for(reg, args)

@@ -69,6 +69,17 @@ def steps(v: Any) -> str | None:
     return None
 
 
+def rank_summary(v: Any) -> str | None:
+    """``{"summary": RankSummary.to_dict() | None}`` (None: the trace could not be summarised)."""
+    if not isinstance(v, dict) or "summary" not in v:
+        return "the rank summary is not {\"summary\": ...}"
+    s = v["summary"]
+    if s is not None and not (isinstance(s, dict) and isinstance(s.get("steps"), dict)
+                              and isinstance(s.get("collectives"), dict)):
+        return "the rank summary is malformed"
+    return None
+
+
 def traceview(v: Any) -> str | None:
     """The trace view's meta (``traceview/build.py``); its arrays are checked by ``TraceIndex.load``."""
     if not isinstance(v, dict) or v.get("traceview_version") != api.TRACEVIEW_VERSION:
@@ -81,4 +92,5 @@ def traceview(v: Any) -> str | None:
 
 VALIDATORS: dict[str, Callable[[Any], str | None]] = {
     "report": report, "timelines": timelines, "timeline": timeline, "steps": steps, "traceview": traceview,
+    "rank_summary": rank_summary,
 }

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from nccl_args import load_with_nccl_args
 from test_real_jobs import independent_exposed_us
 from tracepaths import TEST_DATA
 from tb_llmdiag.ingest import load_trace
@@ -21,12 +20,12 @@ from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
 
 
-def capture(name: str, *, nccl_args: bool = False) -> tuple[list[RankSummary], dict, list[Path]]:
+def capture(name: str) -> tuple[list[RankSummary], dict, list[Path]]:
     folder = TEST_DATA / name
     files = sorted(folder.glob("rank*.pt.trace.json.gz"))
     summaries = []
     for f in files:
-        t = load_with_nccl_args(f) if nccl_args else load_trace(str(f))
+        t = load_trace(str(f))  # the reader keeps the NCCL args (ingest/comm_args.py; tests/jobs/test_comm_args.py)
         summaries.append(summarize_rank(t, find_steps(t), label=f.name))
     return summaries, json.loads((folder / "truth.json").read_text()), files
 
@@ -60,7 +59,7 @@ def test_the_waiting_rank_is_never_named_whatever_the_order() -> None:
 
 
 def test_slow_transport_top_finding_is_exposed_communication() -> None:
-    summaries, truth, files = capture("ddp_slow_transport", nccl_args=True)
+    summaries, truth, files = capture("ddp_slow_transport")
     rep = job_report(summaries)
     top = rep["findings"][0]
     assert top["id"] == "exposed_communication"
@@ -78,7 +77,7 @@ def test_slow_transport_top_finding_is_exposed_communication() -> None:
     alone = truth["ranks"][0]["ddp"]["allreduce_alone_busbw_GBps"] * 1e9
     assert ar["busbw_bytes_per_s"] == pytest.approx(alone, rel=0.10)  # measured: 4.07 vs 4.21 GB/s
     # its twin on NCCL's default transport: 190 vs 215 GB/s alone (in training the transfers share the GPU)
-    fast, fast_truth, _ = capture("ddp_fast_transport", nccl_args=True)
+    fast, fast_truth, _ = capture("ddp_fast_transport")
     far = next(r for r in job_report(fast)["metrics"]["collective_by_kind"] if r["kind"] == "all_reduce")
     assert far["busbw_bytes_per_s"] == pytest.approx(fast_truth["ranks"][0]["ddp"]["allreduce_alone_busbw_GBps"] * 1e9,
                                                      rel=0.2)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from minijob import AR, GEMM, SR, US, host, kern, make_rank, step
-from tb_llmdiag.jobs.collectives import KINDS, bus_bandwidth_bytes_per_s, collective_kind, find_collectives
-from tb_llmdiag.jobs.comm import communication_metrics, step_breakdown
+from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s, collective_kind, find_collectives
+from tb_llmdiag.metrics.communication import communication_metrics, step_breakdown
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.model import Kind
 

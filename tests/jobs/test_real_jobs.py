@@ -12,8 +12,8 @@ import pytest
 from tracepaths import SHARED_TRACES, shared_trace
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jobs.analysis import analyze_job
-from tb_llmdiag.jobs.collectives import find_collectives
-from tb_llmdiag.jobs.comm import step_breakdown
+from tb_llmdiag.metrics.collectives import find_collectives
+from tb_llmdiag.metrics.communication import step_breakdown
 from tb_llmdiag.jobs.findings import evaluate, job_metrics
 from tb_llmdiag.jobs.summary import summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
@@ -104,12 +104,12 @@ def test_dlrm_job_gets_a_communication_finding() -> None:
 
 
 def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
-    """The Trace.extra contract (docs/jobs.md) on a real trace whose kernels carry NCCL args: the columns are
-    filled here by a plain-json pass (what the proposed reader change would do), joined by correlation id."""
+    """The Trace.extra contract (docs/jobs.md) on a real trace whose kernels carry NCCL args: the reader's columns
+    equal a plain-json pass joined by correlation id, and give bytes, group size and bus bandwidth."""
     import numpy as np
 
-    from tb_llmdiag.jobs.collectives import KINDS
-    from tb_llmdiag.jobs.comm import communication_metrics
+    from tb_llmdiag.metrics.collectives import KINDS
+    from tb_llmdiag.metrics.communication import communication_metrics
     from tb_llmdiag.model import Kind
 
     path = shared_trace("hta/nccl_parser_config/nccl_data.json.gz")
@@ -131,6 +131,11 @@ def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
                 dtypes.append(a["dtype"])
             cols["comm_dtype_id"][i] = dtypes.index(a["dtype"])
             cols["comm_pg_id"][i] = pgs.index(a["Process Group Name"])
+    # the reader keeps the same args itself (ingest/comm_args.py)
+    for k in ("comm_in_nelems", "comm_out_nelems", "comm_group_size"):
+        assert np.array_equal(trace.extra[k], cols[k]), k
+    assert [trace.extra_names["comm_dtype"][i] if i >= 0 else None for i in trace.extra["comm_dtype_id"]] == \
+        [dtypes[i] if i >= 0 else None for i in cols["comm_dtype_id"]]
     trace = trace.__class__(**{**trace.__dict__, "extra": cols, "extra_names": {"comm_dtype": tuple(dtypes),
                                                                                 "comm_pg": tuple(pgs)}})
     coll = find_collectives(trace)
@@ -146,3 +151,30 @@ def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
     # busbw lower bound = bytes / kernel time x 2 (n - 1) / n, n = 2: the factor is 1
     r = by_kind["all_reduce"]
     assert r["busbw_lower_bound_bytes_per_s"] == pytest.approx(r["bytes"] / (r["kernel_ns"] / 1e9))
+
+
+def test_dlrm_through_the_front_door() -> None:
+    """api.report on DLRM's folder: a jobs[] entry naming rank 7 (never rank 1 or 3, which wait longest), and
+    each rank's own report with the collectives out of GPU busy, no host_sync blamed on time spent in a
+    collective, and the per-rank exposed_communication finding (its share = the communication topic's)."""
+    from tb_llmdiag import api
+
+    dlrm_files()
+    rep = api.report(str(SHARED_TRACES / DLRM))
+    assert rep["schema"] == 3 and len(rep["jobs"]) == 1
+    job = rep["jobs"][0]
+    assert job["status"] == "ok" and job["metrics"]["rank_count"] == 8
+    assert job["metrics"]["straggler_rank"] == 7 and job["findings"][0]["id"] == "straggler"
+    assert len(rep["runs"]) == 8
+    for run in rep["runs"]:
+        m = run["metrics"]
+        ids = [f["id"] for f in run["findings"]]
+        assert "exposed_communication" in ids and "host_sync" not in ids, (run["worker"], ids)
+        f = next(f for f in run["findings"] if f["id"] == "exposed_communication")
+        assert f["value"] == m["communication"]["exposed_share"] > 0.1  # 14 % (rank 7, the straggler) to 60 %
+        # busy + communication-only + idle = the window; busy is compute only
+        idle = m["idle"]
+        assert idle["busy_ns"] + idle["collective_ns"] + idle["idle_ns"] == idle["window_ns"]
+        assert run["headline"]["gpu_busy_share"] == idle["busy_share"] < 0.1
+        # most host time blocked in syncs was spent while a collective ran
+        assert m["host_sync"]["in_collective_ns"] >= 0 and m["host_sync"]["blocked_share"] < 0.02

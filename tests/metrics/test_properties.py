@@ -57,7 +57,7 @@ def test_random_traces(rows: list[E]) -> None:
             assert -1e-9 <= v <= 1 + 1e-9, (path, v)
     idle = m["idle"]
     if idle.get("available"):
-        assert idle["busy_ns"] + idle["idle_ns"] == idle["window_ns"]
+        assert idle["busy_ns"] + idle["collective_ns"] + idle["idle_ns"] == idle["window_ns"]  # collectives: neither
         assert sum(idle[f"{c}_ns"] for c in ("host_wait", "sync", "data_loader", "other")) == idle["idle_ns"]
     k = m["kernels"]
     if k.get("available") and k["device_time_ns"] > 0:

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import merge, overlap_per_window
-from tb_llmdiag.jobs.collectives import KINDS, Collectives, bus_bandwidth_bytes_per_s
+from tb_llmdiag.metrics.collectives import KINDS, Collectives, bus_bandwidth_bytes_per_s
 from tb_llmdiag.metrics.context import RowCache
 from tb_llmdiag.metrics.shapes import tokens_per_window
 from tb_llmdiag.metrics.steps import Steps

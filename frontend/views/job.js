@@ -1,0 +1,106 @@
+// The job view: a run with several ranks (docs/http_api.md /job, the report's jobs[] entry). Job findings on
+// top, a ranks x steps heatmap (step time or waiting), per-rank stacked bars (compute, exposed transfer,
+// waiting, idle, other); clicking a rank opens its own report.
+
+import { h, clear } from '../dom.js';
+import { formatValue, isNum } from '../format.js';
+import { unitOf } from '../registry.js';
+import { BUSY_COLOR, CATEGORY_COLORS, LANE_COLORS, idleColor } from '../palette.js';
+
+const BAR_PARTS = [
+  ['compute_ns', 'compute', BUSY_COLOR],
+  ['exposed_transfer_ns', 'exposed transfer', CATEGORY_COLORS.communication],
+  ['waiting_ns', 'waiting for a peer', LANE_COLORS.sync],
+  ['idle_ns', 'GPU idle', idleColor('other')],
+  ['other_ns', 'other device work', CATEGORY_COLORS.memcpy],
+];
+const HEAT = { step_ns: 'step time', waiting_ns: 'waiting' };
+
+const fmt = (key, v) => formatValue(v, unitOf(key));
+const basename = (p) => String(p || '').split(/[\\/]/).pop();
+
+/** Which worker (the tab's selector name) each rank row of the view is: by the file its summary came from. */
+export function workersByRow(job) {
+  const byFile = new Map((job.files || []).map((f) => [basename(f.path), f.worker]));
+  return ((job.view && job.view.labels) || []).map((label) => byFile.get(label) ?? null);
+}
+
+function findingCard(f) {
+  const ev = Object.entries(f.evidence || {}).filter(([, v]) => v !== null && typeof v !== 'object');
+  const wi = f.what_if && isNum(f.what_if.step_ns) && isNum(f.what_if.step_after_ns)
+    ? h('div', { class: 'whatif' }, 'What if fixed: step ', h('b', { text: fmt('job.job_step_ns', f.what_if.step_ns) }), ' → ',
+      h('b', { text: fmt('job.job_step_ns', f.what_if.step_after_ns) }), ' at best')
+    : null;
+  return h('article', { class: 'job-finding', dataset: { id: f.id } },
+    h('header', {}, h('span', { class: 'fid', text: f.id }), h('b', { text: ` ${f.title}` }),
+      h('span', { class: 'saving', text: ` · ${fmt('job.findings[].value', f.value)} of the step` })),
+    h('table', { class: 'evidence' }, h('tbody', {}, ev.map(([k, v]) => h('tr', {}, h('th', { text: k.replace(/_/g, ' ') }), h('td', { text: fmt(`job.${k}`, v) }))))),
+    f.fix ? h('p', { class: 'fix-text', text: f.fix }) : null,
+    wi);
+}
+
+function heatmap(job, which, onRank, workers) {
+  const v = job.view;
+  const grid = v.heatmap[which] || [];
+  const vals = grid.flat().filter(isNum);
+  const max = vals.length ? Math.max(...vals) : 0;
+  const min = vals.length ? Math.min(...vals) : 0;
+  const head = h('tr', {}, h('th', { text: 'rank \\ step' }), v.steps.map((s) => h('th', { text: `#${s}` })));
+  const rows = v.ranks.map((r, i) => h('tr', {},
+    h('th', {}, h('button', { type: 'button', class: 'rank-link', dataset: { rank: r }, text: `rank ${r}`, disabled: !workers[i], onclick: () => workers[i] && onRank(workers[i]) })),
+    (grid[i] || []).map((x) => {
+      const t = isNum(x) && max > min ? (x - min) / (max - min) : 0;
+      return h('td', { class: 'heat', title: isNum(x) ? fmt(`job.view.heatmap.${which}[][]`, x) : 'n/a',
+        style: { background: isNum(x) ? `rgba(216, 27, 96, ${(0.08 + 0.8 * t).toFixed(3)})` : 'transparent' },
+        text: isNum(x) ? fmt(`job.view.heatmap.${which}[][]`, x) : '—' });
+    })));
+  return h('table', { class: 'job-heatmap' }, h('thead', {}, head), h('tbody', {}, rows));
+}
+
+function bars(job, onRank, workers) {
+  const rows = job.view.bars || [];
+  const max = Math.max(1, ...rows.map((b) => (isNum(b.step_ns) ? b.step_ns : 0)));
+  const legend = h('div', { class: 'legend chart-legend' }, BAR_PARTS.map(([, label, color]) =>
+    h('span', { class: 'lg' }, h('i', { style: { background: color } }), h('span', { text: label }))));
+  const list = rows.map((b, i) => h('div', { class: 'job-bar', dataset: { rank: b.rank } },
+    h('button', { type: 'button', class: 'rank-link', text: `rank ${b.rank}`, disabled: !workers[i], onclick: () => workers[i] && onRank(workers[i]) }),
+    h('div', { class: 'job-bar-track' }, BAR_PARTS.map(([k, label, color]) => (isNum(b[k]) && b[k] > 0
+      ? h('span', { class: 'job-bar-part', dataset: { part: k }, title: `${label} ${fmt(`job.view.bars[].${k}`, b[k])}`,
+        style: { width: `${(100 * b[k]) / max}%`, background: color } })
+      : null))),
+    h('span', { class: 'hbar-value', text: fmt('job.view.bars[].step_ns', b.step_ns) })));
+  return h('div', { class: 'job-bars' }, legend, list);
+}
+
+export function mountJob(el, { onRank } = {}) {
+  let which = 'step_ns';
+  let last = null;
+  function render() {
+    const job = last;
+    clear(el);
+    if (!job) return;
+    if (job.status !== 'ok') {
+      el.append(h('p', { class: 'muted', text: job.error || 'The job could not be analysed.' }));
+      return;
+    }
+    const m = job.metrics || {};
+    const workers = workersByRow(job);
+    el.append(h('p', { class: 'job-meta muted', text: `${m.rank_count} ranks · step ${fmt('job.job_step_ns', m.job_step_ns)} (median rank) · exposed communication ${fmt('job.exposed_share', m.exposed_share)} of it · ${m.matched_collective_count} collectives matched across ranks` }));
+    for (const n of job.notes || []) el.append(h('div', { class: 'warn', text: `⚠ ${n}` }));
+    const f = job.findings || [];
+    el.append(f.length ? h('div', { class: 'job-findings' }, f.map(findingCard))
+      : h('p', { class: 'job-none', text: 'No job finding: no rank keeps the others waiting, and compute hides the communication.' }));
+    if (!job.view || !job.view.ranks.length) return;
+    const toggle = h('div', { class: 'tabs', role: 'tablist' }, Object.entries(HEAT).map(([k, label]) =>
+      h('button', { type: 'button', role: 'tab', class: 'tab', 'aria-selected': String(k === which), dataset: { key: k }, text: label,
+        onclick: () => { which = k; render(); } })));
+    el.append(h('h3', { text: 'Ranks × steps' }), toggle, heatmap(job, which, onRank || (() => {}), workers),
+      h('h3', { text: 'Mean step per rank' }), bars(job, onRank || (() => {}), workers),
+      h('p', { class: 'hint', text: 'Click a rank to open its own report.' }));
+  }
+  return {
+    update(job) { last = job; render(); },
+    message(text) { last = null; clear(el).append(h('p', { class: 'muted', text })); },
+    destroy() { last = null; clear(el); },
+  };
+}
