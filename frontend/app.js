@@ -4,7 +4,7 @@
 import * as api from './api.js';
 import * as state from './state.js';
 import { h, clear } from './dom.js';
-import { formatValue } from './format.js';
+import { fmtBytes, formatValue } from './format.js';
 import { loadRegistry, unitOf } from './registry.js';
 import { mountSelectors, normalise, findRun } from './views/selectors.js';
 import { mountCards } from './views/cards.js';
@@ -19,7 +19,7 @@ import { formatRange, parseRange } from './traceview/view_math.js';
 import { mountCompare } from './views/compare.js';
 import { mountJob } from './views/job.js';
 import { baseFromState, baseToState, baselineChoices, selKey, validBase } from './compare_data.js';
-import { hasHostLaunches, stepRows } from './views/data.js';
+import { deviceKind, hasHostLaunches, stepRows } from './views/data.js';
 import { showEmpty, showError, showLoading, showNotices, showProgress } from './views/status.js';
 
 const RUNS_POLL_BUSY_MS = 2000;
@@ -287,12 +287,26 @@ export async function start(early) {
     loadTimeline();
   }
 
+  /** How far the read of a cut file got (read_state): a share when the reader stopped inside the file (invalid
+   * JSON), else how much text was read before the file's end (a cut file: its full size is unknown). */
+  function truncatedWhere(rs) {
+    if (!rs) return 'only part of the file was read';
+    if (typeof rs.read_share === 'number' && rs.read_share < 0.9995) return `the read stopped at ${Math.round(rs.read_share * 100)} % of the file`;
+    return typeof rs.read_bytes === 'number' ? `the file ends early, after ${fmtBytes(rs.read_bytes)} of trace text` : 'the file ends early';
+  }
+
   function renderMeta(report) {
     const s = report.summary || {};
-    const dev = s.device ? `${s.device.name}${s.device.count > 1 ? ` ×${s.device.count}` : ''}` : 'no GPU in trace';
+    const kind = deviceKind(report);
+    const dev = s.device ? `${s.device.name}${s.device.count > 1 ? ` ×${s.device.count}` : ''}`
+      : kind === 'CPU' ? 'no device activity in trace (CPU only)' : `${kind} (model not recorded)`;
     const dist = s.distributed && s.distributed.world_size ? ` · rank ${s.distributed.rank} of ${s.distributed.world_size}` : '';
+    const rs = report.read_state;
+    const cut = report.status === 'partial' || (rs && rs.complete === false);
     clear(metaEl).append(
       h('span', { text: `${dev}${dist} · ${report.source_kind} · ${formatValue(report.size_bytes, unitOf('trace.size_bytes'))}` }),
+      // a cut file: say how far the read got and what is left out (docs/report_schema.md read_state)
+      ...(cut ? [h('div', { class: 'warn truncated', role: 'status', text: `Truncated: ${truncatedWhere(rs)}${report.error ? ` (${report.error})` : ''}. The figures cover what was read; findings that need the whole file (no device activity, peak memory) and MFU are left out.` })] : []),
       ...(report.warnings || []).slice(0, 5).map((w) => h('div', { class: 'warn', text: `⚠ ${w}` })));
   }
 
@@ -322,7 +336,7 @@ export async function start(early) {
     runs = res.body.runs || [];
     showNotices(noticeEl, res.body);
     viewers = res.body.trace_viewers || {};
-    const busy = runs.some((r) => r.status === 'pending' || r.status === 'analysing');
+    const busy = runs.some((r) => r.status === 'pending' || r.status === 'analysing' || r.status === 'writing');
     runsTimer = setTimeout(() => refreshRuns(!sel), busy ? RUNS_POLL_BUSY_MS : RUNS_POLL_IDLE_MS);
     selEl.hidden = !runs.length;
     if (!runs.length) {

@@ -163,6 +163,6 @@ export function median(xs) {
 /** Short label of a (run, worker, span) for selectors; statuses other than ready are shown. */
 export function statusLabel(name, status) {
   if (!status || status === 'ready') return name;
-  const words = { pending: 'queued', analysing: 'analysing…', error: 'error' };
+  const words = { pending: 'queued', analysing: 'analysing…', writing: 'still being written…', error: 'error' };
   return `${name} (${words[status] || status})`;
 }

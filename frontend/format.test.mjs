@@ -81,6 +81,7 @@ test('median and status labels', () => {
   assert.equal(median([]), null);
   assert.equal(statusLabel('run', 'ready'), 'run');
   assert.equal(statusLabel('run', 'analysing'), 'run (analysing…)');
+  assert.equal(statusLabel('run', 'writing'), 'run (still being written…)');
 });
 
 test('hash round trip keeps TensorBoard keys and the tab', () => {

@@ -20,6 +20,7 @@ from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.ingest.discover_fs import discover_url
 from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
+from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
 from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics import Analysis, analyze
@@ -49,8 +50,9 @@ ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERS
 
 __all__ = [
     "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index", "TraceIndex", "NotRegularFile", "TraceFile", "analyze_file",
-    "DASK_ENV", "Runner", "analyze_index", "is_url", "tab_executor", "analyze_rank_file", "report_index", "job_for_summaries", "rank_summary",
-    "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw", "preload", "report",
+    "DASK_ENV", "Runner", "analyze_index", "analyze_rank_file", "is_url", "job_for_summaries", "rank_summary",
+    "report_index", "tab_executor", "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw",
+    "preload", "report", "writing", "writing_report",
 ]
 
 
@@ -94,6 +96,18 @@ def error_report(tf: TraceFile, message: str) -> dict[str, Any]:
     """The RunReport of a run that could not be analysed: one line saying why."""
     return {**_base(tf), "status": "error", "error": message, "read_state": None, "warnings": [], "summary": None,
             "headline": None, "metrics": {}, "findings": [], "what_if": None}
+
+
+def writing_report(tf: TraceFile, reason: str) -> dict[str, Any]:
+    """The RunReport of a file still being written (``ingest/written.py``): status ``writing``, ``error`` says
+    so in one line; it is read once it stops changing, and never kept as its final report."""
+    return {**error_report(tf, reason), "status": "writing"}
+
+
+def writing(tf: TraceFile) -> str | None:
+    """Why ``tf`` is still being written (``ingest/written.py``: its size or mtime moved since discovery, or a
+    recent gzip file has no end marker yet), or None. Objects (URLs) are written whole: never."""
+    return None if is_url(tf.path) else still_being_written(tf.path, tf.size_bytes, tf.mtime_ns)
 
 
 def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
@@ -158,12 +172,17 @@ def load(tf: TraceFile) -> Trace | dict[str, Any]:
 
 
 def analyze_file(tf: TraceFile) -> dict[str, Any]:
-    """Load and analyse one trace file. Never raises for bad input: returns an error RunReport."""
+    """Load and analyse one trace file. Never raises for bad input: returns an error RunReport (or a
+    ``writing`` one for a file still being written)."""
     return analyze_rank_file(tf, summary=False)[0]
 
 
 def analyze_rank_file(tf: TraceFile, *, summary: bool = True) -> tuple[dict[str, Any], RankSummary | None]:
-    """``analyze_file`` and, when ``summary`` and the trace could be analysed, its RankSummary (one read)."""
+    """``analyze_file`` and, when ``summary`` and the trace could be analysed, its RankSummary (one read). A file
+    still being written gives a ``writing`` RunReport (``writing``) and no summary."""
+    reason = writing(tf)
+    if reason is not None:
+        return writing_report(tf, reason), None
     trace = load(tf)
     if not isinstance(trace, Trace):
         return trace, None
@@ -200,6 +219,9 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
     refusal = None if is_url(tf.path) else regular_file_error(tf.path)
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
+    reason = writing(tf)  # it may have started growing again since it was queued
+    if reason is not None:
+        return {"report": writing_report(tf, reason), **nothing}
     say("reading")
     trace = load(tf)
     if not isinstance(trace, Trace):

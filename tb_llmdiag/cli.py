@@ -3,7 +3,8 @@
 Exit codes: 0 every trace analysed in full; 2 bad command line (also: --dask without Dask installed, or a
 scheduler that does not answer); 3 no traces found; 4 a trace could not be read (the others are still
 reported; also a path that is a FIFO, device or symlink loop); 6 a trace was read only in part (invalid JSON
-or a cut file: its report covers the events before the problem).
+or a cut file: its report covers the events before the problem); 7 a trace is still being written (a live
+file: run again once the profiler has finished it).
 ``check``: 0 no regression, 1 a metric regressed (docs/compare.md).
 """
 
@@ -22,6 +23,8 @@ from tb_llmdiag.render.text import render_report
 
 #: A trace was read only in part: its report covers the events before an invalid byte or a cut.
 PARTIAL_EXIT_CODE = 6
+#: A trace is still being written (``api.writing``): nothing was analysed for it yet.
+WRITING_EXIT_CODE = 7
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -34,11 +37,14 @@ def _report(args: argparse.Namespace) -> int:
     partial = [r for r in rep["runs"] if r["status"] == "partial"]
     for r in failed:
         print(f"llmdiag: {r['path']}: {r['error']}", file=sys.stderr)
+    writing = [r for r in rep["runs"] if r["status"] == "writing"]
     for r in partial:
         print(f"llmdiag: {r['path']}: partial result: {r['error']}", file=sys.stderr)
+    for r in writing:
+        print(f"llmdiag: {r['path']}: {r['error']}", file=sys.stderr)
     if failed:
         return TraceFormatError.exit_code
-    return PARTIAL_EXIT_CODE if partial else 0
+    return PARTIAL_EXIT_CODE if partial else WRITING_EXIT_CODE if writing else 0
 
 
 def _rules(args: argparse.Namespace) -> int:

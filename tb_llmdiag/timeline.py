@@ -33,10 +33,11 @@ from tb_llmdiag.classify import kernel_category
 from tb_llmdiag.intervals import merge_within
 from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS
 from tb_llmdiag.metrics.gaps import CAUSES, IdleGaps, StepBreakdown
+from tb_llmdiag.metrics.workload import device_kind
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 #: Bump when the timeline JSON changes; part of the cache key.
-TIMELINE_VERSION = 3
+TIMELINE_VERSION = 4
 MAX_INTERVALS = 20_000
 #: Gaps shorter than this are launch-to-launch jitter, not idle time worth drawing.
 MIN_GAP_NS = 1_000
@@ -122,6 +123,7 @@ def _prefilter(trace: Trace) -> dict[str, Any]:
         "is_host_launch": runtime_mask[rows] & ~sync_name[rows],
         "is_sync": runtime_mask[rows] & sync_name[rows],
         "is_dl": dl_mask[rows],
+        "device_label": device_kind(trace),  # lanes named by the device the trace reports: "MTIA 9 · stream 801"
     }
 
 
@@ -151,7 +153,7 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
         pairs = np.unique(np.stack([device[is_dev], stream[is_dev]], axis=1), axis=0)
         for d, st in pairs:
             m = is_dev & (device == d) & (stream == st)
-            lanes.append(_LaneSrc(f"gpu{d}.s{st}", f"GPU {d} · stream {st}", "gpu", ts[m], end[m], name[m], cat[m]))
+            lanes.append(_LaneSrc(f"gpu{d}.s{st}", f"{pre['device_label']} {d} · stream {st}", "gpu", ts[m], end[m], name[m], cat[m]))
     host_groups = (("host.launch", "Host · launches", pre["is_host_launch"]),
                    ("host.sync", "Host · syncs", pre["is_sync"]),
                    ("host.dataloader", "Host · data loader", pre["is_dl"]))

@@ -40,8 +40,11 @@ def report_of(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[int, dict
 
 
 def put(tmp_path: Path, data: bytes, name: str = "w.1.pt.trace.json") -> Path:
+    """The bad file, at rest: its mtime an hour back (a cut .gz modified moments ago is "still being written")."""
     p = tmp_path / name
     p.write_bytes(data)
+    old = time.time() - 3600
+    os.utime(p, (old, old))
     return p
 
 

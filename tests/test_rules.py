@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "metrics"))
 
 from tb_llmdiag.findings import GPU_RULES, RULES, XLA_RULES, Fix, Flavour, Rule, evaluate, lookup, run_platform
+from tb_llmdiag.findings.workload import INFERENCE_RULES, by_run_kind
 from tb_llmdiag.findings.engine import applicable, finding, fires
 
 REQUIRED = {"host_bound", "tiny_kernels", "dataloader_stall", "host_sync", "pageable_memcpy", "variable_shapes",
@@ -37,7 +38,10 @@ def test_required_ids_and_unique() -> None:
 
 def test_rules_are_the_gpu_then_the_comm_then_the_xla_table() -> None:
     from tb_llmdiag.findings.comm import COMM_RULES
-    assert RULES == GPU_RULES + COMM_RULES + XLA_RULES and len(XLA_RULES) == 6 and len(COMM_RULES) == 1
+    # with findings/workload.py's run-kind declarations (skip_on, inference wording) applied, then inference's own
+    assert RULES == by_run_kind(GPU_RULES + COMM_RULES + XLA_RULES) + INFERENCE_RULES
+    assert len(XLA_RULES) == 6 and len(COMM_RULES) == 1
+    assert [r.id for r in RULES] == [r.id for r in GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES]
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.platform}-{r.id}")
@@ -46,8 +50,9 @@ def test_every_rule_is_complete(rule: Rule) -> None:
     assert rule.metric is not None or rule.when is not None
     assert rule.severity in (None, "high", "medium", "low")
     assert rule.platform in (None, "cuda", "xla")
-    for platform, flavour in rule.flavours:
-        assert platform in ("cuda", "xla") and isinstance(flavour, Flavour)
+    assert set(rule.skip_on) <= {"training", "inference", "partial"}
+    for key, flavour in rule.flavours:  # a platform's wording, or a run trait's (engine.run_traits)
+        assert key in ("cuda", "xla", "training", "inference") and isinstance(flavour, Flavour)
         assert not flavour.fix or (flavour.fix.text and flavour.fix.pytorch and flavour.fix.hf_trainer)
 
 

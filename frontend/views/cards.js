@@ -1,9 +1,9 @@
-// Headline cards: step time, GPU busy, copy vs GEMM, launches per step, MFU and tokens/s when known.
+// Headline cards: step time, device busy (named by the device: GPU, MTIA, TPU), copy vs GEMM, launches per step, MFU and tokens/s when known.
 
 import { h, clear } from '../dom.js';
 import { formatValue, fmtShare, isNum, median } from '../format.js';
 import { unitOf } from '../registry.js';
-import { hasHostLaunches, stepRows, xlaTopic } from './data.js';
+import { busyIsBad, deviceKind, hasHostLaunches, stepRows, workload, xlaTopic } from './data.js';
 
 /** A headline value (RunReport.headline) formatted in the unit the registry gives "headline.<name>". */
 export function fmtHeadline(hl, name) {
@@ -37,8 +37,11 @@ export function mountCards(el) {
         : 'no step markers in this trace';
       cards.push(card('Step time (median)', fmtHeadline(hl, 'step_median_ns'), spread,
         { tone: isNum(hl.step_cv) && hl.step_cv > 0.1 ? 'warn' : '', title: 'Median step, its min–max range and coefficient of variation' }));
-      cards.push(card('GPU busy', fmtHeadline(hl, 'gpu_busy_share'), 'device busy within steps / step time; collectives excluded',
-        { tone: isNum(hl.gpu_busy_share) && hl.gpu_busy_share < 0.6 ? 'bad' : '' }));
+      const dev = deviceKind(report);
+      if (dev !== 'CPU') { // a trace without device events has nothing to be busy
+        cards.push(card(`${dev} busy`, fmtHeadline(hl, 'gpu_busy_share'), 'device busy within steps / step time; collectives excluded',
+          { tone: busyIsBad(report) ? 'bad' : '' }));
+      }
       if (isNum(hl.copy_share) || isNum(hl.gemm_share)) {
         const ratio = isNum(hl.copy_vs_gemm_ratio) ? `copy/GEMM ${fmtHeadline(hl, 'copy_vs_gemm_ratio')}×` : '';
         cards.push(card('Copy vs GEMM', `${fmtHeadline(hl, 'copy_share')} / ${fmtHeadline(hl, 'gemm_share')}`,
@@ -56,8 +59,11 @@ export function mountCards(el) {
       } else if (isNum(hl.launches_per_step)) {
         cards.push(card('Launches / step', fmtHeadline(hl, 'launches_per_step'), 'kernel + copy launches'));
       }
-      if (isNum(hl.mfu_share)) cards.push(card('MFU', fmtHeadline(hl, 'mfu_share'), 'model FLOPs / peak'));
-      if (isNum(hl.tokens_per_s)) cards.push(card('Throughput', fmtHeadline(hl, 'tokens_per_s'), 'training tokens per second'));
+      if (isNum(hl.mfu_share) && dev !== 'CPU') cards.push(card('MFU', fmtHeadline(hl, 'mfu_share'), 'model FLOPs / peak'));
+      if (isNum(hl.tokens_per_s)) {
+        const wl = workload(report);
+        cards.push(card('Throughput', fmtHeadline(hl, 'tokens_per_s'), wl ? `${wl} tokens per second` : 'tokens per second'));
+      }
       const wi = report && report.what_if;
       if (wi && isNum(wi.step_ns) && isNum(wi.step_ns_if_fixed) && wi.step_ns_if_fixed > 0) {
         cards.push(card('At most, if the top cause were removed', formatValue(wi.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')),

@@ -31,6 +31,28 @@ export function hasHostLaunches(report) {
   return report.source_kind !== 'xplane';
 }
 
+/** What the trace's device is, for labels: "GPU", "MTIA", "TPU" or "CPU" (metrics.run.device_kind; "GPU" for
+ * reports from before it existed). */
+export function deviceKind(report) {
+  const run = report && report.metrics && report.metrics.run;
+  return (run && typeof run.device_kind === 'string' && run.device_kind) || 'GPU';
+}
+
+/** "training" | "inference" | null (metrics.run.workload: from the trace's backward / optimizer activity). */
+export function workload(report) {
+  const run = report && report.metrics && report.metrics.run;
+  return (run && run.workload) || null;
+}
+
+/** Below this device-busy share the busy card is red, and the tab never calls the run healthy. */
+export const BUSY_BAD_BELOW = 0.6;
+
+/** Whether the headline's device-busy share is one the tab colours red. */
+export function busyIsBad(report) {
+  const v = report && report.headline && report.headline.gpu_busy_share;
+  return isNum(v) && v < BUSY_BAD_BELOW;
+}
+
 /** The report's one list of steps (metrics.steps.per_step: index, name, start/end, duration_ns, busy/idle
  * parts, tokens), or []. */
 export function stepRows(report) {

@@ -5,10 +5,12 @@ import { h, clear } from '../dom.js';
 import { formatValue, evidenceLabels, fmtSaving, isNum } from '../format.js';
 import { evidenceUnitOf, unitOf } from '../registry.js';
 import { codeBlock } from './status.js';
+import { busyIsBad, deviceKind, workload } from './data.js';
 
-function fixTabs(fix) {
+function fixTabs(fix, inference) {
   if (!fix) return null;
-  const variants = [['pytorch', 'PyTorch'], ['hf_trainer', 'HF Trainer']].filter(([k]) => fix[k]);
+  // the second snippet is Hugging Face code: the Trainer's when training, transformers' (generate) when serving
+  const variants = [['pytorch', 'PyTorch'], ['hf_trainer', inference ? 'Hugging Face' : 'HF Trainer']].filter(([k]) => fix[k]);
   const wrap = h('div', { class: 'fix' }, fix.text ? h('p', { class: 'fix-text', text: fix.text }) : null);
   if (!variants.length) return wrap;
   const body = h('div', { class: 'fix-body' });
@@ -33,7 +35,7 @@ function evidenceTable(f) {
     h('tbody', {}, entries.map(([k, v], i) => h('tr', {}, h('th', { text: labels[i] }), h('td', { text: formatValue(v, evidenceUnitOf(f.id, k)) })))));
 }
 
-function findingCard(f, whatIf, rank, onShow) {
+function findingCard(f, whatIf, rank, onShow, inference) {
   const saving = fmtSaving(f.saving);
   const wi = whatIf && whatIf.finding_id === f.id && isNum(whatIf.step_ns) && isNum(whatIf.step_ns_if_fixed) && whatIf.step_ns_if_fixed > 0
     ? h('div', { class: 'whatif' }, 'At most, if removed: median step ', h('b', { text: formatValue(whatIf.step_ns, unitOf('what_if.step_ns')) }), ' → ',
@@ -42,7 +44,7 @@ function findingCard(f, whatIf, rank, onShow) {
   const details = h('details', { class: 'finding-details', open: rank === 0 ? true : null },
     h('summary', { text: 'Evidence and fix' }),
     evidenceTable(f),
-    fixTabs(f.fix),
+    fixTabs(f.fix, inference),
     f.docs && /^https?:\/\//.test(f.docs) ? h('a', { class: 'docs', href: f.docs, target: '_blank', rel: 'noopener noreferrer', text: 'Read more' }) : null);
   return h('article', { class: `finding sev-${f.severity || 'low'}`, dataset: { id: f.id || '' } },
     h('header', {},
@@ -68,12 +70,18 @@ export function mountFindings(el, { onShowInTrace } = {}) {
       const fs = Array.isArray(report.findings) ? report.findings : []; // the engine's order, as given
       clear(el);
       if (!fs.length) {
-        el.append(h('div', { class: 'nofindings' },
-          h('b', { text: 'No problems found. ' }),
-          'None of the checks fired on this trace: the step looks healthy for what the profiler recorded.'));
+        // never "healthy" beside a card the tab colours red: say what the checks could not explain
+        el.append(busyIsBad(report)
+          ? h('div', { class: 'nofindings' },
+            h('b', { text: 'No check fired, but the run is not healthy. ' }),
+            `The ${deviceKind(report)} is busy only ${formatValue(report.headline.gpu_busy_share, unitOf('headline.gpu_busy_share'))} of the time and no rule explains the rest: look at the step timeline for what the host does in the gaps.`)
+          : h('div', { class: 'nofindings' },
+            h('b', { text: 'No problems found. ' }),
+            'None of the checks fired on this trace: the step looks healthy for what the profiler recorded.'));
         return;
       }
-      fs.forEach((f, i) => el.append(findingCard(f, report.what_if, i, onShowInTrace)));
+      const inference = workload(report) === 'inference';
+      fs.forEach((f, i) => el.append(findingCard(f, report.what_if, i, onShowInTrace, inference)));
     },
     destroy() { clear(el); },
   };

@@ -104,6 +104,15 @@ export function showProgress(el, st) {
     showError(el, st.error);
     return;
   }
+  if (st && st.status === 'writing') { // a live file: no analysis yet, re-read once it stops changing
+    clear(el).append(
+      h('div', { class: 'state progress writing', role: 'status' },
+        h('div', { class: 'spinner' }),
+        h('div', {},
+          h('div', { class: 'progress-title', text: 'Still being written…' }),
+          h('div', { class: 'hint', text: `${st.error || 'The profiler is still writing this trace.'} ${fmtBytes(st.size_bytes)} so far.` }))));
+    return;
+  }
   const phase = st.phase || (st.status === 'pending' ? null : 'starting');
   const i = phase ? ORDER.indexOf(phase) : -1;
   const text = st.status === 'pending'

@@ -15,11 +15,16 @@ Contract:
   ``platform`` set applies only to runs of that platform (the CUDA-launch rules are ``"cuda"``, the XLA
   rules ``"xla"``); a rule for the run's platform owns its id, so a platform-neutral rule with the same id
   is not evaluated there, whether or not the platform's rule fires.
+- Run traits (``run_traits``, the one place that decides which rules a kind of run gets): the run's workload
+  (``"training"`` | ``"inference"``, ``metrics.run.workload``; none when unknown) and ``"partial"`` when only
+  part of the file was read (``metrics.run.read_complete`` false). A rule with ``skip_on`` does not apply to a
+  run that has one of those traits: training-only advice is ``skip_on=("inference",)``, a claim that needs the
+  whole file (an absence, a maximum) ``skip_on=("partial",)``.
 - Every finding repeats the rule's id, metric, observed value and threshold, its evidence (label ->
   value; empty lists are left out: the trace does not record them), a one-sentence summary from ``summary``
   (a ``str.format`` template over the evidence labels), and the fix (text + PyTorch and HF Trainer
-  snippets). Wording follows the run: a rule's ``flavours`` entry for the run's platform replaces its title,
-  summary, fix and docs; ``stack_fix`` adds advice in the user's stack's words when the trace reveals it
+  snippets). Wording follows the run: a rule's ``flavours`` entry for one of the run's traits (its workload), else for its
+  platform, replaces its title, summary, fix and docs; ``stack_fix`` adds advice in the user's stack's words when the trace reveals it
   (``annotations.stack``).
 - Where the evidence is: a rule with ``ranges`` (a dotted path or named function giving time ranges,
   ``[[start_ns, end_ns], ...]`` or dicts with ``start_ns`` + ``duration_ns``) adds ``ranges`` (the
@@ -77,7 +82,8 @@ class Rule:
     docs: str | None = None
     stack_fix: tuple[tuple[str, str], ...] = field(default=())  # (stack, fix text in that stack's words)
     platform: str | None = None          # "cuda" | "xla": only runs of that platform; None: every run
-    flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (platform, wording on that platform)
+    flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (platform or run trait, wording there)
+    skip_on: tuple[str, ...] = ()        # run traits (run_traits) on which the rule does not apply
     # the time its saving comes out of: "idle" | "device" | "communication" | "excess", or a named function of the metrics
     # returning one (findings/whatif.py)
     claims: Any = None
@@ -122,6 +128,27 @@ def run_platform(m: Metrics) -> str:
     if isinstance(run, Mapping) and run.get("platform") in ("cuda", "xla"):
         return str(run["platform"])
     return "xla" if "xla" in m else "cuda"
+
+
+def run_traits(m: Metrics) -> frozenset[str]:
+    """The run's traits that select rules and wordings (module docstring): its workload when known
+    (``metrics.run.workload``), and ``"partial"`` when only part of the file was read."""
+    run = m.get("run")
+    if not isinstance(run, Mapping):
+        return frozenset()
+    traits = {str(run["workload"])} if run.get("workload") in ("training", "inference") else set()
+    if run.get("read_complete") is False:
+        traits.add("partial")
+    return frozenset(traits)
+
+
+def flavour_of(rule: Rule, metrics: Metrics) -> Flavour:
+    """The rule's wording for this run: its flavour for one of the run's traits, else for its platform."""
+    flavours = dict(rule.flavours)
+    for key in (*sorted(run_traits(metrics)), run_platform(metrics)):
+        if key in flavours:
+            return flavours[key]
+    return Flavour()
 
 
 def finite(v: Any) -> bool:
@@ -174,8 +201,10 @@ def evidence_ranges(value: Any) -> list[list[int]]:
 
 def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     """The finding dict (docs/report_schema.md Finding) of a rule that fired, worded for the run's platform."""
-    flavour = dict(rule.flavours).get(run_platform(metrics)) or Flavour()
-    variant = next((v for pred, v in rule.variants if pred(metrics)), None)
+    flavour = flavour_of(rule, metrics)
+    # evidence-chosen wording (variants) unless the run's trait (inference) has its own wording for the rule
+    worded_for_trait = not run_traits(metrics).isdisjoint(k for k, _ in rule.flavours)
+    variant = None if worded_for_trait else next((v for pred, v in rule.variants if pred(metrics)), None)
     if variant is not None:
         flavour = Flavour(title=variant.title or flavour.title, summary=variant.summary or flavour.summary,
                           fix=variant.fix or flavour.fix, docs=variant.docs or flavour.docs)
@@ -228,10 +257,12 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
 
 
 def applicable(metrics: Metrics, rules: Sequence[Rule]) -> list[Rule]:
-    """The rules that apply to the run's platform (module docstring): rules of another platform are out, and
-    a platform-neutral rule is out when a rule of the run's platform has its id (that rule owns the id)."""
+    """The rules that apply to the run's platform and traits (module docstring): rules of another platform
+    or skipped on one of the run's traits are out, and a platform-neutral rule is out when a rule of the
+    run's platform has its id (that rule owns the id)."""
     platform = run_platform(metrics)
-    mine = [r for r in rules if r.platform in (None, platform)]
+    traits = run_traits(metrics)
+    mine = [r for r in rules if r.platform in (None, platform) and traits.isdisjoint(r.skip_on)]
     owned = {r.id for r in mine if r.platform == platform}
     return [r for r in mine if r.platform == platform or r.id not in owned]
 

@@ -26,7 +26,12 @@ def host_waits(m: Metrics) -> bool:
 
 
 def syncs_every_step(m: Metrics) -> bool:
-    return (lookup(m, "host_sync.syncs_per_step") or 0.0) >= 1.0
+    """At least one sync per step; without steps (inference servers record none), the GPU idles >= 5 % of the
+    window right after syncs (``host_sync.idle_after_sync_share``, step-independent)."""
+    per_step = lookup(m, "host_sync.syncs_per_step")
+    if per_step is None:
+        return (lookup(m, "host_sync.idle_after_sync_share") or 0.0) >= 0.05
+    return per_step >= 1.0
 
 
 def follows_tokens(m: Metrics) -> bool:
@@ -174,6 +179,7 @@ GPU_RULES: tuple[Rule, ...] = (
         evidence=(("saving_share", "sync_storm.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
                   ("item_calls_per_step", "host_sync.item_calls_per_step"), ("blocked_share", "host_sync.blocked_share"),
                   ("idle_after_sync_share", "host_sync.idle_after_sync_share"), ("longest_ns", "host_sync.longest_ns"),
+                  ("longest_call", "host_sync.longest_call"), ("longest_call_kind", "host_sync.longest_call_kind"),
                   ("edge_syncs", "sync_storm.edge_syncs"), ("loop_syncs_per_step", "sync_storm.loop_syncs_per_step"),
                   ("trigger_op", "sync_storm.trigger_op"), ("after_op", "sync_storm.after_op"),
                   ("loop_host_ns", "sync_storm.loop_host_ns"),

@@ -1,4 +1,6 @@
-"""Every rule: ``RULES = GPU_RULES + COMM_RULES + XLA_RULES``, a static table (docs/findings.md lists each one;
+"""Every rule: ``RULES = GPU_RULES + COMM_RULES + XLA_RULES`` with the run-kind declarations of
+``findings/workload.py`` applied (training-only, whole-file, inference wording), then the inference-only
+rules; a static table (docs/findings.md lists each one;
 ``llmdiag rules`` prints it; tests iterate it)."""
 
 from __future__ import annotations
@@ -6,9 +8,10 @@ from __future__ import annotations
 from tb_llmdiag.findings.comm import COMM_RULES
 from tb_llmdiag.findings.engine import Rule, evidence_unit
 from tb_llmdiag.findings.gpu import GPU_RULES
+from tb_llmdiag.findings.workload import INFERENCE_RULES, by_run_kind
 from tb_llmdiag.findings.xla import XLA_RULES
 
-RULES: tuple[Rule, ...] = GPU_RULES + COMM_RULES + XLA_RULES
+RULES: tuple[Rule, ...] = by_run_kind(GPU_RULES + COMM_RULES + XLA_RULES) + INFERENCE_RULES
 
 
 def _evidence_units(rules: tuple[Rule, ...]) -> dict[str, dict[str, str]]:

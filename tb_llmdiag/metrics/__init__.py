@@ -9,7 +9,8 @@ topic that cannot be computed says why: ``{"available": false, "reason": "..."}`
 Topics: run, steps, idle, kernels, launch, host_sync, memcpy, dataloader, memory, annotations, flops,
 communication (collectives vs compute per rank, ``metrics/communication.py``)
 (+ ``xla`` on XLA runs, from ``metrics/xla.py``). ``run`` says once what kind of run this is:
-``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane"}`` (Kineto traces are ``cuda``, XPlane
+``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane", "workload": "training" | "inference" | null,
+"read_complete": bool, "read_share", ...}`` (Kineto traces are ``cuda``, XPlane
 traces ``xla``); every platform-dependent consumer (headline, rules, tab) reads ``run.platform``.
 """
 
@@ -35,6 +36,7 @@ from tb_llmdiag.metrics.memcpy import memcpy_metrics
 from tb_llmdiag.metrics.memory import memory_metrics
 from tb_llmdiag.metrics.step_stats import step_metrics
 from tb_llmdiag.metrics.steps import Steps, find_steps
+from tb_llmdiag.metrics.workload import device_kind, workload_fields
 from tb_llmdiag.metrics.xla import compute_xla
 from tb_llmdiag.metrics.xla_split import with_step_split
 from tb_llmdiag.model import Trace
@@ -64,8 +66,16 @@ def _safe(topic: str, fn: Callable[[], Any]) -> Any:
 
 
 def run_topic(trace: Trace) -> dict[str, Any]:
-    """The ``run`` topic: the platform, decided once from the reader that read the trace."""
-    return {"platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"), "source_kind": trace.source_kind}
+    """The ``run`` topic: the platform, decided once from the reader that read the trace, and the workload
+    (``metrics/workload.py``: training or inference, from the trace's events)."""
+    read = trace.read_state
+    share = read.get("read_share")
+    return {"platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"), "source_kind": trace.source_kind,
+            "device_kind": device_kind(trace), **workload_fields(trace),
+            # the reader's read state (``Trace.read_state``): false when it stopped early (a cut file); rules
+            # that need the whole file are skipped then (``findings/workload.py``), and so are MFU and tokens/s
+            "read_complete": bool(read.get("complete", True)),
+            "read_share": float(share) if isinstance(share, (int, float)) else 1.0 if read.get("complete", True) else None}
 
 
 def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
@@ -84,7 +94,7 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     out["dataloader"] = _safe("dataloader", lambda: dataloader_metrics(ctx, bd.gaps))
     out["memory"] = _safe("memory", lambda: memory_metrics(ctx))
     out["annotations"] = _safe("annotations", lambda: annotation_metrics(ctx))
-    out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"]))
+    out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"], out["run"]))
     out["communication"] = _safe("communication", lambda: communication_metrics(trace, ctx.coll, steps))
     out.update(cause_topics(ctx, out))  # compile, precision, optimizer, checkpointing, outliers, sync_storm
     if out["run"]["platform"] == "xla":

@@ -8,6 +8,11 @@ Definitions:
   peak of the device from ``PEAK_TFLOPS`` (never a sparse figure); null for unknown devices.
   ``mfu_share`` = achieved / peak (null when either is unknown).
 - ``tokens_per_s``: sum of token slots per step (``steps.per_step[i].tokens``) / total step time (padding included).
+- ``token_batch_share``: the share of matmul FLOPs that run on the token embedding's batch
+  (``shapes.token_batch_share``); MFU and tokens/s are not reported when it is < ``TOKEN_BATCH_MIN`` (the
+  recorded token embedding is not what the GEMMs run on: a T5/CLIP text encoder beside a diffusion
+  transformer; null, without a recorded token embedding, e.g. a compiled graph, decides nothing), nor without
+  device activity, nor from a partly read file (``run.read_complete`` false); then ``mfu_share`` and ``tokens_per_s`` are null and ``mfu_withheld`` says why (achieved TFLOP/s stays).
 - ``available`` is false, with the reason, when no FLOP-counted operator has shapes, or when convolution
   kernels take over 5 % of device time (their FLOPs are not counted, so MFU would be misleading).
 """
@@ -17,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from tb_llmdiag.metrics.context import Context, in_windows, per_step
-from tb_llmdiag.metrics.shapes import op_flops
+from tb_llmdiag.metrics.shapes import op_flops, token_batch_share
 
 #: (substring of the device name, dense BF16/FP16 tensor-core peak TFLOP/s). First match wins.
 PEAK_TFLOPS: tuple[tuple[str, float], ...] = (
@@ -47,6 +52,9 @@ PEAK_TFLOPS: tuple[tuple[str, float], ...] = (
 )
 
 
+#: At least this share of matmul FLOPs must run on the token embedding's batch for MFU and tokens/s to be shown.
+TOKEN_BATCH_MIN = 0.5
+
 #: Above this share of device time in convolutions, MFU from GEMM/attention shapes would be misleading.
 CONV_SHARE_LIMIT = 0.05
 
@@ -62,24 +70,39 @@ def peak_tflops(ctx: Context) -> tuple[float | None, str | None]:
     return None, (ctx.trace.devices[0].name if ctx.trace.devices else None)
 
 
-def flops_metrics(ctx: Context, steps_topic: dict[str, Any], kernels_topic: dict[str, Any] | None = None) -> dict[str, Any]:
+def withheld(ctx: Context, run: dict[str, Any], batch_share: float | None) -> str | None:
+    """Why MFU and tokens/s are not shown (module docstring), or None."""
+    if run.get("read_complete") is False:
+        return "only part of the file was read"
+    if not ctx.dev.size:
+        return "no device activity in the trace"
+    if batch_share is not None and batch_share < TOKEN_BATCH_MIN:
+        return "the recorded shapes are not an LLM's token batch"
+    return None
+
+
+def flops_metrics(ctx: Context, steps_topic: dict[str, Any], kernels_topic: dict[str, Any] | None = None,
+                  run: dict[str, Any] | None = None) -> dict[str, Any]:
     ev = ctx.trace.events
     conv = ((kernels_topic or {}).get("by_category") or {}).get("conv") or {}
     if (conv.get("share") or 0.0) > CONV_SHARE_LIMIT:
         return {"available": False, "reason": "convolutions carry much of the device time and their FLOPs are not counted",
                 "peak_tflops": None, "device": None, "tokens_per_s": None}
     rows, flops, is_mm = op_flops(ev)
+    batch_share = token_batch_share(ev, rows, flops, is_mm)
+    why = withheld(ctx, run or {}, batch_share)
     inwin = in_windows(ev.ts_ns[rows], ctx.win_s, ctx.win_e)
     total = float(flops[inwin].sum()) if rows.size else 0.0
     peak, device = peak_tflops(ctx)
     rows = (steps_topic.get("per_step") or []) if steps_topic.get("available") else []
     tokens = [r["tokens"] for r in rows] if rows and rows[0].get("tokens") is not None else None
     step_total = float(sum(max(r["duration_ns"], 0) for r in rows)) if tokens else 0.0
-    tokens_per_s = sum(tokens) / (step_total / 1e9) if tokens and step_total > 0 else None
+    tokens_per_s = sum(tokens) / (step_total / 1e9) if tokens and step_total > 0 and why is None else None
     if total <= 0:
         return {"available": False,
                 "reason": "no GEMM/attention operators with recorded shapes (profile with record_shapes=True)",
-                "peak_tflops": peak, "device": device, "tokens_per_s": tokens_per_s}
+                "peak_tflops": peak, "device": device, "tokens_per_s": tokens_per_s,
+                "token_batch_share": batch_share, "mfu_withheld": why}
     seconds = ctx.window_ns / 1e9
     achieved = total / seconds / 1e12 if seconds > 0 else None
     if achieved is not None and peak and achieved > peak:  # over 100 % of the device's peak: impossible
@@ -94,6 +117,8 @@ def flops_metrics(ctx: Context, steps_topic: dict[str, Any], kernels_topic: dict
         "achieved_tflops": achieved,
         "peak_tflops": peak,
         "device": device,
-        "mfu_share": achieved / peak if achieved is not None and peak else None,
+        "mfu_share": achieved / peak if achieved is not None and peak and why is None else None,
         "tokens_per_s": tokens_per_s,
+        "token_batch_share": batch_share,
+        "mfu_withheld": why,
     }

@@ -12,6 +12,10 @@ Definitions (host events whose start lies in the analysis window):
   collective meanwhile (``in_collective_ns``: the host then waits for peers or the transfer, which the
   ``communication`` topic and the job level account for, not the sync); ``blocked_share`` = blocked_ns /
   window_ns; ``longest_ns``: the longest single range.
+- ``longest_call``: the name of that longest range's call; ``longest_call_kind``: ``"blocking copy"`` (a
+  synchronous ``*Memcpy*``: it waits until the device has finished all queued work, then copies),
+  ``"synchronize"`` (a ``*Synchronize`` call) or ``"device value read"`` (an operator such as ``.item()``);
+  null without syncs.
 - ``idle_after_sync_ns`` / ``idle_after_sync_share``: GPU idle gaps of cause ``sync`` (``metrics.idle``):
   what the GPU saw right after the syncs.
 - ``saving_share`` = min(blocked_share, idle_share - idle.data_loader_share): what removing the syncs could
@@ -61,6 +65,10 @@ def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
         d = ev.dur_ns[api][m]
         per_api.append({"name": ev.names[int(nid)], "count": int(m.sum()), "total_ns": int(d.sum()), "max_ns": int(d.max())})
     per_api.sort(key=lambda r: -r["total_ns"])
+    longest = int(np.argmax(ev.dur_ns[rows])) if rows.size else -1
+    longest_call = ev.names[int(ev.name_id[rows[longest]])] if rows.size else None
+    kind = None if longest_call is None else "device value read" if longest >= api.size else \
+        "blocking copy" if "Memcpy" in longest_call else "synchronize"
     idle_ns = idle.get("sync_ns") if idle.get("available") else None
     blocked_share = share(blocked, ctx.window_ns)
     saving = None
@@ -79,6 +87,8 @@ def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
         "in_collective_ns": int(in_coll),
         "in_collective_share": share(in_coll, ctx.window_ns),
         "longest_ns": int(ev.dur_ns[rows].max()) if rows.size else 0,
+        "longest_call": longest_call,
+        "longest_call_kind": kind,
         "by_api": per_api,
         "idle_after_sync_ns": idle_ns,
         "idle_after_sync_share": share(idle_ns, ctx.window_ns),

@@ -160,6 +160,28 @@ REPORT_METRICS: tuple[Entry, ...] = (
      "decided once from the reader; an `xla` run also has the `xla` topic, and the headline, the rules and the tab "
      "read this key"),
     ("run.source_kind", TEXT, NEITHER, 0, "source kind", "the reader that read the trace: `kineto` or `xplane`"),
+    ("run.workload", TEXT, NEITHER, 0, "workload",
+     "`training` when the trace holds backward or optimizer activity (`backward_op_count`, `optimizer_step_count`, "
+     "`optimizer_kernel_count`), else `inference` (vLLM, SGLang, HF generate, diffusion pipelines); null on XPlane "
+     "traces, which do not name them. Selects the rules (training-only advice is skipped on inference) and their "
+     "wording (findings/workload.py). Not the report's `phase`, which the file name gives"),
+    ("run.device_kind", TEXT, NEITHER, 0, "device kind",
+     "what the trace's device is, for labels: `GPU` (CUDA, ROCm), `MTIA` (MTIA runtime calls), `TPU` (an XPlane "
+     "device named TPU), or `CPU` (no device events / no device plane); null when a cut file's read part holds no "
+     "device event"),
+    ("run.read_complete", FLAG, NEITHER, 0, "read complete",
+     "false when the reader stopped early (a cut file, invalid JSON: `read_state` in the run report); then the "
+     "rules that need the whole file (`no_device_activity`, `memory_headroom`) are skipped and MFU and tokens/s "
+     "are withheld"),
+    ("run.read_share", SHARE, NEITHER, 0, "read share",
+     "the share of the (decompressed) file read before the reader stopped; 1 for a complete read"),
+    ("run.backward_op_count", COUNT, NEITHER, 0, "backward ops",
+     "host operators of autograd's backward pass (`autograd::engine::evaluate_function: *`, `*Backward0`, "
+     "`aten::*_backward`)"),
+    ("run.optimizer_step_count", COUNT, NEITHER, 0, "optimizer steps",
+     "`Optimizer.step#*` / `Optimizer.zero_grad#*` ranges (torch.optim's profiler labels)"),
+    ("run.optimizer_kernel_count", COUNT, NEITHER, 0, "optimizer kernels",
+     "device kernels of optimizers (fused/foreach Adam(W), SGD, LAMB, Lion, Adagrad, RMSprop)"),
     ("headline.copy_share", SHARE, LOWER, 0.1, "copy share", "`kernels.copy_share` (XPlane: `xla.movement_share`)"),
     ("headline.copy_vs_gemm_ratio", RATIO, LOWER, 0.1, "copy vs gemm ratio",
      "`kernels.copy_vs_gemm_ratio` (XPlane: `xla.matmul_vs_movement_ratio`)"),

@@ -251,6 +251,10 @@ GPU_METRICS: tuple[Entry, ...] = (
      "nothing and is not counted"),
     ("host_sync.item_calls_per_step", PER_STEP, NEITHER, 0.05, "item calls per step", "item_calls / steps"),
     ("host_sync.longest_ns", NS, LOWER, 0.05, "longest", "the longest single range"),
+    ("host_sync.longest_call", TEXT, NEITHER, 0, "longest call", "the name of the call of the longest range"),
+    ("host_sync.longest_call_kind", TEXT, NEITHER, 0, "longest call kind",
+     "`blocking copy` (a synchronous `*Memcpy*`: it waits for all queued device work, then copies), "
+     "`synchronize` (a `*Synchronize` call) or `device value read` (an operator such as `.item()`)"),
     ("host_sync.nonzero_calls", COUNT, NEITHER, 0.02, "nonzero calls",
      "`aten::nonzero` calls that reach the device (data-dependent output size)"),
     ("host_sync.saving_share", SHARE, LOWER, 0.1, "saving share",

@@ -104,11 +104,21 @@ HOST_METRICS: tuple[Entry, ...] = (
      "FLOPs of counted operators starting in the window (hardware FLOPs: recompute included)"),
     ("flops.flops_per_step", FLOP, NEITHER, 0.02, "flops per step", "flops / steps"),
     ("flops.matmul_flops", FLOP, NEITHER, 0.02, "matmul flops", "the GEMM part of `flops`"),
-    ("flops.mfu_share", SHARE, HIGHER, 0.1, "mfu share", "achieved / peak; null when either is unknown"),
+    ("flops.mfu_share", SHARE, HIGHER, 0.1, "mfu share",
+     "achieved / peak; null when either is unknown or when `mfu_withheld` says why it is not shown"),
+    ("flops.token_batch_share", SHARE, NEITHER, 0.02, "token batch share",
+     "the share of matmul FLOPs whose left operand has as many rows as a token-embedding call has token slots "
+     "(an LLM's linear layers run on its [tokens, hidden] batch: near 1 on LLM training, prefill and decode, "
+     "near 0 for a diffusion transformer beside its T5/CLIP text encoder); null without token-embedding calls"),
+    ("flops.mfu_withheld", TEXT, NEITHER, 0, "mfu withheld",
+     "why `mfu_share` and `tokens_per_s` are null though FLOPs were counted: only part of the file was read, no "
+     "device activity, or `token_batch_share` < 0.5 (the recorded token embedding is not what the GEMMs run on: "
+     "not an LLM's token batch); null when they are shown"),
     ("flops.peak_tflops", TFLOP_PER_S, NEITHER, 0.05, "peak tflops",
      "the trace's own peak (XPlane) or the dense BF16/FP16 tensor-core peak of the device name in "
      "`flops.PEAK_TFLOPS` (H100 SXM/H200 989.4, H100 PCIe 756.5, A100 312, ...; never a sparse figure); "
      "null for unknown devices"),
     ("flops.tokens_per_s", PER_S, HIGHER, 0.05, "tokens per s",
-     "sum of the steps' `tokens` (`steps.per_step[].tokens`) / sum of step durations (padded token slots per second)"),
+     "sum of the steps' `tokens` (`steps.per_step[].tokens`) / sum of step durations (padded token slots per "
+     "second); null when `mfu_withheld` says why"),
 )

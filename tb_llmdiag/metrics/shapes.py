@@ -120,8 +120,9 @@ def op_flops(ev: EventTable) -> tuple[NDArray[np.intp], NDArray[np.float64], NDA
     return rows, flops, is_mm
 
 
-def tokens_per_window(ev: EventTable, starts: NDArray[np.int64], ends: NDArray[np.int64]) -> NDArray[np.int64] | None:
-    """Token slots (B x L of the token embedding's indices) per window [starts, ends); None without shapes."""
+def token_embedding_calls(ev: EventTable) -> tuple[NDArray[np.intp], NDArray[np.float64]] | None:
+    """Rows of the token embedding's calls (the largest vocabulary seen) and their token slots (B x L of the
+    indices); None without shapes."""
     rows = op_rows(ev, ("aten::embedding",))
     if rows.size == 0:
         return None
@@ -130,7 +131,36 @@ def tokens_per_window(ev: EventTable, starts: NDArray[np.int64], ends: NDArray[n
     if vocab.size == 0 or vocab.max() <= 0:
         return None
     keep = vocab == vocab.max()
-    rows, slots = rows[keep], slots[keep]
+    return rows[keep], slots[keep]
+
+
+def _gemm_rows(name: str, d: Dims) -> float:
+    """The M (rows) of a 2-D matmul's left operand (``addmm``'s first operand is the bias); -1 otherwise."""
+    if name == "aten::addmm":
+        d = d[1:]
+    return float(d[0][0]) if d and len(d[0]) == 2 else -1.0
+
+
+def token_batch_share(ev: EventTable, rows: NDArray[np.intp], flops: NDArray[np.float64],
+                      is_mm: NDArray[np.bool_]) -> float | None:
+    """The share of matmul FLOPs (``op_flops``) whose left operand has as many rows as a token-embedding call
+    has token slots: an LLM's linear layers run on the [tokens, hidden] batch its embedding produced (near 1
+    on LLM training, prefill and decode), while a diffusion transformer's GEMMs do not run on its text
+    encoder's tokens (near 0). None without token-embedding calls or matmul FLOPs."""
+    calls = token_embedding_calls(ev)
+    total = float(flops[is_mm].sum()) if rows.size else 0.0
+    if calls is None or total <= 0:
+        return None
+    m = _per_pair(ev, rows, _gemm_rows)
+    return float(flops[is_mm & np.isin(m, np.unique(calls[1]))].sum()) / total
+
+
+def tokens_per_window(ev: EventTable, starts: NDArray[np.int64], ends: NDArray[np.int64]) -> NDArray[np.int64] | None:
+    """Token slots (B x L of the token embedding's indices) per window [starts, ends); None without shapes."""
+    calls = token_embedding_calls(ev)
+    if calls is None:
+        return None
+    rows, slots = calls
     ts = ev.ts_ns[rows]
     out = np.zeros(len(starts), np.int64)
     for i in range(len(starts)):  # one pass per step (a handful), not per event

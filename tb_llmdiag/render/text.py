@@ -15,7 +15,14 @@ def render_run(run: dict[str, Any]) -> str:
     title = f"== {run['run']}  worker {run['worker']}  span {run['span']}  ({run['source_kind']})"
     lines = [title]
     if run["status"] == "partial":  # read only in part: the figures cover the events before the problem
-        lines.append(f"   PARTIAL: {run['error']}; the figures below cover only what was read")
+        rs = run.get("read_state") or {}
+        what = "TRUNCATED" if "ends early" in str(run["error"]) else "PARTIAL"  # a cut file, or invalid JSON inside
+        read = f"; {fmt('bytes', rs['read_bytes'])} of trace text read" if isinstance(rs.get("read_bytes"), int) else ""
+        lines.append(f"   {what}: {run['error']}{read}; the figures below cover only what was read (no finding "
+                     "that needs the whole file, no MFU)")
+    elif run["status"] == "writing":  # a live file: nothing analysed yet
+        lines.append(f"   {run['error']}")
+        return "\n".join(lines)
     elif run["status"] != "ok":
         lines.append(f"   error: {run['error']}")
         return "\n".join(lines)

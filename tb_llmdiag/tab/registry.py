@@ -9,6 +9,10 @@ Contract:
 - Entry states: ``pending`` (queued), ``analysing`` (``phase`` from the worker), ``ready`` (the result is
   in the cache; its report may be an error RunReport: the file is not a usable trace), ``failed`` (the
   analysis itself did not finish: a bug or a dead worker process; ``error`` says why in one line).
+- ``writing``: the file is still being written: its size or mtime changed since the previous scan (it is
+  growing), or ``api.writing`` says so (it moved while looked at, or a recent gzip has no end marker). It is not
+  queued and its result is never cached: each scan looks again, and once one scan finds it unchanged and
+  complete it is analysed like a new file.
 - Results come back from the job queue to ``_finish``, which stores them in the cache (this process).
 """
 
@@ -32,7 +36,7 @@ logger = logging.getLogger(__name__)
 class Entry:
     tf: api.TraceFile
     cache_key: str
-    status: str = "pending"  # pending | analysing | ready | failed
+    status: str = "pending"  # pending | analysing | ready | failed | writing
     error: str | None = None
     report_status: str | None = None  # "ok" | "error" once ready
     phase: str | None = None
@@ -45,7 +49,9 @@ class Entry:
         return {"run": tf.run, "worker": tf.worker, "span": tf.span, "path": tf.path, "size_bytes": tf.size_bytes}
 
     def shown(self) -> tuple[str, str | None]:
-        """The status the tab shows: pending / analysing / ready / error (+ one line)."""
+        """The status the tab shows: pending / analysing / ready / error / writing (+ one line)."""
+        if self.status == "writing":
+            return "writing", self.error
         if self.status == "ready":
             return ("error", self.error) if self.report_status == "error" else ("ready", None)
         if self.status == "failed":
@@ -113,14 +119,20 @@ class Registry:
             ck = self.cache.key(tf.path, tf.size_bytes, tf.mtime_ns, tf.version)
             with self.lock:
                 old = self.entries.get(tf.key)
-                if old is not None and old.cache_key == ck:
+                if old is not None and old.cache_key == ck and old.status != "writing":
                     old.tf = tf
                     continue
             entry = Entry(tf=tf, cache_key=ck)
-            rep = self.cache.get(ck, "report", entry.identity())
-            if rep is not None:
-                entry.status, entry.report_status, entry.error = "ready", rep["status"], rep["error"]
-                entry.saving_ns = top_saving_ns(rep)
+            # never cached, never queued while it changes: growth since the previous scan, or api.writing
+            writing = (f"still being written: it changed since the last scan ({old.tf.size_bytes:,} -> "
+                       f"{tf.size_bytes:,} bytes)") if old is not None and old.cache_key != ck else api.writing(tf)
+            if writing is not None:
+                entry.status, entry.error = "writing", writing
+            else:
+                rep = self.cache.get(ck, "report", entry.identity())
+                if rep is not None:
+                    entry.status, entry.report_status, entry.error = "ready", rep["status"], rep["error"]
+                    entry.saving_ns = top_saving_ns(rep)
             fresh.append(entry)
         with self.lock:
             keys = {tf.key for tf in index.files}
@@ -150,6 +162,12 @@ class Registry:
                     e.phase = phase
 
     def _finish(self, key: Key, token: str, result: dict[str, Any] | None, error: str | None) -> None:
+        if result is not None and result["report"].get("status") == "writing":  # never kept as final
+            with self.lock:
+                e = self.entries.get(key)
+                if e is not None and e.cache_key == token:
+                    e.status, e.error, e.phase, e.report_status = "writing", result["report"].get("error"), None, None
+            return
         if result is not None:
             try:
                 self.cache.store(token, result)  # never raises for disk trouble: falls back to memory

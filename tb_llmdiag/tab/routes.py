@@ -23,7 +23,7 @@ from tb_llmdiag.tab.traceviews import TraceViews
 
 #: HTTP status of a run whose analysis failed (not a bad trace: those are 200 error RunReports).
 FAILED = 422
-_ORDER = {"error": 0, "analysing": 1, "pending": 2, "ready": 3}
+_ORDER = {"error": 0, "writing": 1, "analysing": 2, "pending": 3, "ready": 4}
 
 
 class Unprocessable(tb_errors.PublicError):
@@ -104,6 +104,8 @@ def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
         worst = min((s["status"] for s in spans), key=lambda st: _ORDER[st])
         # A run is "ready" only when every span is; one error shows but does not hide the others.
         agg = "analysing" if any(s["status"] in ("analysing", "pending") for s in spans) else worst
+        if any(s["status"] == "writing" for s in spans) and agg != "error":
+            agg = "writing"
         savings = [s["saving_ns"] for s in spans if s["saving_ns"] is not None]
         out_runs.append({"run": run, "status": agg, "error": next((s["error"] for s in spans if s["error"]), None),
                          "saving_ns": max(savings) if savings else None,
@@ -120,7 +122,7 @@ def _not_ready(reg: Registry, key: Key, e: Entry, what: str) -> Answer | None:
     whose report is an error has no steps or timeline: those routes answer 422 with its one line."""
     if e.status == "failed" or (what != "report" and e.status == "ready" and e.report_status == "error"):
         return Answer(FAILED, status_payload(reg, key, e))
-    if e.status != "ready":
+    if e.status != "ready":  # pending / analysing, or writing: 202 until the file stops changing
         reg.prioritise(key)
         return Answer(202, status_payload(reg, key, e))
     return None

@@ -498,3 +498,54 @@ def test_dead_worker_and_unwritable_cache_are_cards_not_spinners(tmp_path, brows
             assert not errors, errors
         finally:
             ctx.close()
+
+
+def test_a_trace_still_being_written_then_complete_and_an_mtia_run(tmp_path, browser, requests_seen):
+    """Issue #15 in the browser: a half-written demo trace shows "Still being written…" (never a report), then
+    the full report once the export finishes; the MTIA trace's cards and lanes say MTIA, and the findings panel
+    never calls it healthy beside its red busy card."""
+    from tracepaths import shared_trace
+
+    logdir = tmp_path / "logs"
+    (logdir / "live").mkdir(parents=True)
+    src = next((DEMO / "fixed_lora_qwen1.5b").glob("*.pt.trace.json.gz"))
+    data = src.read_bytes()
+    target = logdir / "live" / src.name
+    target.write_bytes(data[: len(data) // 2])
+    (logdir / "mtia").mkdir()
+    mtia = shared_trace("hta/mtia_trace_single_rank/mtia_rank_0.json.gz")
+    shutil.copy(mtia, logdir / "mtia" / mtia.name)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with tensorboard(logdir, tmp_path / "cache", ARTIFACTS / "tensorboard_live.log") as base:
+        ctx, page, errors = new_page(browser, requests_seen)
+        try:
+            page.goto(f"{base}/#llm_diag&p.llm_diag.run=live")
+            f = frame(page)
+            f.locator(".status .state.writing").wait_for(timeout=60_000)
+            assert f.locator(".status .state.writing .progress-title").inner_text() == "Still being written…"
+            assert "gzip stream has no end marker" in f.locator(".status .state.writing .hint").inner_text()
+            assert f.locator(".panel:not([hidden])").count() == 0
+            with open(target, "ab") as out:  # the export finishes
+                out.write(data[len(data) // 2:])
+            f.locator(".panel:not([hidden]) .cards .card").first.wait_for(timeout=120_000)
+            f.locator(".finding").first.wait_for(timeout=30_000)
+            assert f.locator(".status .state.writing").count() == 0
+            # the MTIA run: named by its device, and no "healthy" verdict beside a red busy card
+            f.locator("select.sel-run").select_option("mtia")
+            f.locator(".panel:not([hidden]) .cards .card").first.wait_for(timeout=60_000)
+            f.locator(".finding, .nofindings").first.wait_for(timeout=30_000)
+            labels = f.locator(".cards .card .card-label").all_inner_texts()
+            assert "MTIA busy" in labels and "GPU busy" not in labels, labels
+            busy = f.locator(".cards .card.bad", has_text="MTIA busy")
+            assert busy.count() == 1
+            if f.locator(".nofindings").count():
+                text = f.locator(".nofindings").inner_text()
+                assert "looks healthy" not in text and "No problems found" not in text, text
+                assert text.startswith("No check fired, but the run is not healthy.") and "MTIA is busy only" in text
+            meta = f.locator(".meta").first.inner_text()
+            assert meta.startswith("MTIA (model not recorded)") and "null" not in meta, meta
+            page.screenshot(path=str(ARTIFACTS / "tab_mtia.png"), full_page=True)
+            assert not errors, errors
+            assert not no_foreign(requests_seen), no_foreign(requests_seen)
+        finally:
+            ctx.close()

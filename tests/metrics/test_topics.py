@@ -204,17 +204,32 @@ def test_flops_and_mfu() -> None:
         op("aten::bmm", 30, 5, "[[4, 128, 64], [4, 64, 128]]"),
         op("aten::_scaled_dot_product_flash_attention", 40, 5, "[[2, 8, 128, 64], [2, 8, 128, 64], [2, 8, 128, 64], [], [], [], []]"),
         op("aten::linear", 50, 5, "[[128, 256], [512, 256], [512]]"),  # composite: not counted
-        op("aten::embedding", 60, 5, "[[1000, 64], [4, 256], [], [], []]"),
+        op("aten::embedding", 60, 5, "[[1000, 64], [1, 128], [], [], []]"),  # 128 tokens: the mm's M
         launch(1, 1, 1), kernel(GEMM, 2, 900_000, 1),
     ], devices=(DeviceInfo(0, "NVIDIA H100 80GB HBM3"),))
     f = metrics_of(trace)["flops"]
+    mm, bmm = 2 * 128 * 256 * 512, 2 * 4 * 128 * 64 * 128
+    assert f["token_batch_share"] == pytest.approx(2 * mm / (2 * mm + bmm)) and f["mfu_withheld"] is None
     total = 2 * 128 * 256 * 512 * 2 + 2 * 4 * 128 * 64 * 128 + 4 * 2 * 8 * 128 * 128 * 64
     assert f["flops"] == total and f["flops_per_step"] == total
     assert f["matmul_flops"] == 2 * 128 * 256 * 512 * 2 + 2 * 4 * 128 * 64 * 128
     assert f["achieved_tflops"] == pytest.approx(total / 1e-3 / 1e12)
     assert f["peak_tflops"] == 989.4 and f["device"] == "NVIDIA H100 80GB HBM3"
     assert f["mfu_share"] == pytest.approx(total / 1e-3 / 1e12 / 989.4)
-    assert f["tokens_per_s"] == pytest.approx(1024 / 1e-3)
+    assert f["tokens_per_s"] == pytest.approx(128 / 1e-3)
+
+
+def test_mfu_withheld_when_the_gemms_do_not_run_on_the_token_batch() -> None:
+    # a text encoder's 77 tokens beside GEMMs over 4096 image tokens (a diffusion transformer)
+    trace = make_trace([
+        step(1, 0, 1_000_000),
+        op("aten::mm", 10, 5, "[[4096, 256], [256, 512]]"),
+        op("aten::embedding", 60, 5, "[[49408, 64], [1, 77], [], [], []]"),
+        launch(1, 1, 1), kernel(GEMM, 2, 900_000, 1),
+    ], devices=(DeviceInfo(0, "NVIDIA H100 80GB HBM3"),))
+    f = metrics_of(trace)["flops"]
+    assert f["token_batch_share"] == 0.0 and f["mfu_withheld"] == "the recorded shapes are not an LLM's token batch"
+    assert f["mfu_share"] is None and f["tokens_per_s"] is None and f["achieved_tflops"] > 0
 
 
 def test_flops_unavailable_without_shapes() -> None:
@@ -257,7 +272,9 @@ def test_headline_on_xplane_runs_reads_the_xla_topic() -> None:
 
 def test_run_topic_says_the_platform_once() -> None:
     m = metrics_of(idle_scenario())  # a Kineto trace
-    assert m["run"] == {"platform": "cuda", "source_kind": "kineto"}
+    assert m["run"] == {"platform": "cuda", "source_kind": "kineto", "device_kind": "GPU", "workload": "inference",
+                        "backward_op_count": 0, "optimizer_step_count": 0, "optimizer_kernel_count": 0,
+                        "read_complete": True, "read_share": 1.0}
     assert "xla" not in m
 
 

@@ -1,0 +1,78 @@
+"""What the run is doing: training or inference (``run.workload``), from the trace's own events.
+
+Definitions (Kineto traces; counts over the whole trace):
+- ``backward_op_count``: host operators of autograd's backward pass: ``autograd::engine::evaluate_function: *``,
+  the autograd nodes (``*Backward0``, ``*Backward``) and ATen backward kernels' ops (``aten::*_backward``).
+- ``optimizer_step_count``: ``Optimizer.step#*`` / ``Optimizer.zero_grad#*`` ranges (torch.optim's profiler
+  labels).
+- ``optimizer_kernel_count``: device kernels of optimizers (fused/foreach Adam(W), SGD, LAMB, Lion, Adagrad,
+  RMSprop: ``FusedAdamMathFunctor``, ``fused_adam``, ``multi_tensor_adam``...).
+- ``workload``: ``"training"`` when any of the three is non-zero, else ``"inference"`` (vLLM, SGLang, HF
+  ``generate``, diffusion pipelines: forward passes only). XPlane traces do not name backward or optimizer ops
+  reliably (XLA fuses them into the step's program), so their workload is ``null`` (unknown: every rule
+  applies, as before).
+
+- ``device_kind``: what the trace's device is, for labels ("MTIA busy", lane "MTIA 9 · stream 801"): ``"CPU"``
+  without any device event (kernel, memcpy, memset) on a Kineto trace or without a device plane on an XPlane
+  one; ``"TPU"`` when an XPlane device is named TPU; ``"MTIA"`` when the runtime calls are MTIA's
+  (``runFunction - ...``, Kineto's ``mtia_runtime``); else ``"GPU"`` (CUDA and ROCm). Null when a cut file's
+  read part holds no device event (Kineto writes them last: their absence there says nothing).
+
+This is the run's workload from its content; the RunReport's top-level ``phase`` is something else: the phase
+a *file name* gives (Lightning's ``validation_step`` files), from discovery.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from tb_llmdiag.model import DEVICE_KINDS as DEVICE_EVENT_KINDS
+from tb_llmdiag.model import Kind, Trace
+
+_BACKWARD = re.compile(r"^autograd::engine::evaluate_function: |Backward\d*$|^aten::\w+_backward$")
+_OPTIMIZER_STEP = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
+_OPTIMIZER_KERNEL = re.compile(r"(?i)adam|_sgd|sgd_|lamb(?!da)|\blion|adagrad|rmsprop")
+
+_MTIA_RUNTIME = re.compile(r"^runFunction\b")
+
+WORKLOADS = ("training", "inference")
+DEVICE_KINDS = ("GPU", "MTIA", "TPU", "CPU")
+
+
+def _count(trace: Trace, pattern: re.Pattern[str], kinds: tuple[Kind, ...]) -> int:
+    """Rows of the given kinds whose name matches ``pattern`` (the regex runs once per distinct name)."""
+    ev = trace.events
+    if not len(ev) or not ev.names:
+        return 0
+    flag = np.fromiter((bool(pattern.search(n)) for n in ev.names), dtype=bool, count=len(ev.names))
+    if not flag.any():
+        return 0
+    rows = np.isin(ev.kind, np.array([int(k) for k in kinds], dtype=ev.kind.dtype))
+    return int((flag[ev.name_id] & rows).sum())
+
+
+def workload_fields(trace: Trace) -> dict[str, Any]:
+    """The ``run`` topic's workload keys (module docstring)."""
+    if trace.source_kind != "kineto":
+        return {"workload": None, "backward_op_count": None, "optimizer_step_count": None,
+                "optimizer_kernel_count": None}
+    backward = _count(trace, _BACKWARD, (Kind.CPU_OP,))
+    steps = _count(trace, _OPTIMIZER_STEP, (Kind.ANNOTATION, Kind.CPU_OP))
+    kernels = _count(trace, _OPTIMIZER_KERNEL, (Kind.KERNEL,))
+    return {"workload": "training" if backward + steps + kernels else "inference", "backward_op_count": backward,
+            "optimizer_step_count": steps, "optimizer_kernel_count": kernels}
+
+
+def device_kind(trace: Trace) -> str | None:
+    """What the trace's device is (module docstring)."""
+    if trace.source_kind == "xplane":
+        if not trace.devices:
+            return "CPU"
+        return "TPU" if any("TPU" in d.name.upper() for d in trace.devices) else "GPU"
+    if not np.isin(trace.events.kind, np.array([int(k) for k in DEVICE_EVENT_KINDS], dtype=trace.events.kind.dtype)).any():
+        # none in the part of a cut file that was read says nothing (Kineto writes device events last)
+        return "CPU" if trace.read_state.get("complete", True) else None
+    return "MTIA" if _count(trace, _MTIA_RUNTIME, (Kind.RUNTIME,)) else "GPU"
