@@ -347,7 +347,8 @@ class _Columns:
         # column by column, each piece's array dropped as it is copied: the peak is the columns plus one
         # column, not twice the columns (the 1 GB bench trace: 453 -> see README)
         parts, self.parts = self.parts, []
-        col = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
+        single = len(parts) == 1  # one slab (up to _SLAB_ROWS rows): its views are sorted below, not copied first
+        col = parts[0] if single else {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
         del parts
         assert self.origin_us is not None
         origin_us = np.floor(self.ts_min)  # relative to ts_base_us when timestamps were read exactly
@@ -366,7 +367,7 @@ class _Columns:
         if np.all(order[1:] > order[:-1]):  # already in time order (Kineto mostly is not; small files are)
             order = None
         for k in list(col):  # one column at a time, the unsorted one dropped as its sorted copy is made
-            col[k] = col.pop(k)[order] if order is not None else col[k]
+            col[k] = col.pop(k)[order] if order is not None else col[k].copy() if single else col[k]
         del order
         table = EventTable(
             ts_ns=col["ts_ns"], dur_ns=col["dur_ns"], kind=col["kind"],
