@@ -80,8 +80,7 @@ def _family_rows(cache: RowCache, family: str) -> IDX:
     rows = cache.kinds(*HOST_KINDS_FOR[family])
     if rows.size == 0:
         return rows
-    nid = ev.name_id[rows]
-    used = used_names(nid, len(ev.names))
+    nid, used = cache.names_of(*HOST_KINDS_FOR[family])
     rx = _COMPILED[family]
     hit = used[np.fromiter((rx.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)]
     rows = rows[name_in(nid, hit, len(ev.names))]
@@ -97,6 +96,7 @@ class RowCache:
 
     trace: Trace
     _memo: dict[tuple[str, object], IDX] = field(default_factory=dict, repr=False, compare=False)
+    _names: dict[tuple[int, ...], IDX] = field(default_factory=dict, repr=False, compare=False)
 
     def kinds(self, *kinds: int) -> IDX:
         """Rows whose kind is one of ``kinds``."""
@@ -104,6 +104,15 @@ class RowCache:
         if key not in self._memo:
             self._memo[key] = np.flatnonzero(kind_mask(self.trace.events.kind, kinds))
         return self._memo[key]
+
+    def names_of(self, *kinds: int) -> tuple[NDArray[np.int32], IDX]:
+        """The name ids of ``kinds(*kinds)``'s rows, and the distinct ones among them (``used_names``, kept:
+        only the per-row ids are gathered again, so the cache holds no per-row array)."""
+        key = tuple(sorted(int(k) for k in kinds))
+        nid = self.trace.events.name_id[self.kinds(*kinds)]
+        if key not in self._names:
+            self._names[key] = used_names(nid, len(self.trace.events.names))
+        return nid, self._names[key]
 
     def family(self, family: str) -> IDX:
         """Rows of host events of a name family (a key of ``NAME_PATTERNS``), of the kinds it applies to."""
