@@ -144,7 +144,6 @@ def union_ns_by_group(group: NDArray[np.integer], starts: I64, ends: I64, n_grou
     """Per group id 0..n_groups-1, the length of the union of its [start, end) intervals, as float64 (exact
     below 2**53). Empty and negative intervals add nothing. Fastest when starts are sorted (ts-sorted rows)."""
     s = np.asarray(starts, np.int64)
-    e = np.maximum(ends, s)  # a negative interval becomes an empty one: it adds nothing
     if s.size == 0:
         return np.zeros(n_groups)
     group = np.asarray(group)
@@ -157,7 +156,8 @@ def union_ns_by_group(group: NDArray[np.integer], starts: I64, ends: I64, n_grou
     g = key[order]
     if by_start is not None:
         order = by_start[order]
-    s, e = s[order], e[order]
+    s, e = s[order], np.asarray(ends, np.int64)[order]
+    np.maximum(e, s, out=e)  # a negative interval becomes an empty one: it adds nothing
     del order, key  # dropped early: with 10^6 operators this function sets the report's peak memory
     first = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
     lo, span = int(s.min()), int(e.max() - s.min()) + 1
