@@ -84,11 +84,15 @@ def covered_before_each(s: I64, e: I64, starts: I64, ends: I64) -> tuple[I64, I6
     # blocks starting at or before each start: each block counts from the first start at or past it on
     i_start = np.cumsum(np.bincount(np.searchsorted(starts, s, side="left"), minlength=starts.size + 1)[:-1])
     next_s = np.append(s, np.iinfo(np.int64).max)[i_start]
-    i_end = i_start.copy()
     far = (ends >= next_s) | (ends < starts)
+    del next_s  # temporaries are dropped as soon as used: on 10^6 operators this sets the report's peak memory
+    i_end = i_start.copy()
     i_end[far] = np.searchsorted(s, ends[far], side="right")
+    del far
     cum = _cum(s, e)
-    return _covered_at(e, cum, i_start, starts), _covered_at(e, cum, i_end, ends)
+    at_start = _covered_at(e, cum, i_start, starts)
+    del i_start
+    return at_start, _covered_at(e, cum, i_end, ends)
 
 
 def _cum(s: I64, e: I64) -> I64:
@@ -144,7 +148,6 @@ def union_ns_by_group(group: NDArray[np.integer], starts: I64, ends: I64, n_grou
     """Per group id 0..n_groups-1, the length of the union of its [start, end) intervals, as float64 (exact
     below 2**53). Empty and negative intervals add nothing. Fastest when starts are sorted (ts-sorted rows)."""
     s = np.asarray(starts, np.int64)
-    e = np.maximum(ends, s)  # a negative interval becomes an empty one: it adds nothing
     if s.size == 0:
         return np.zeros(n_groups)
     group = np.asarray(group)
@@ -157,23 +160,27 @@ def union_ns_by_group(group: NDArray[np.integer], starts: I64, ends: I64, n_grou
     g = key[order]
     if by_start is not None:
         order = by_start[order]
-    s, e = s[order], e[order]
+    s, e = s[order], np.asarray(ends, np.int64)[order]
+    np.maximum(e, s, out=e)  # a negative interval becomes an empty one: it adds nothing
     del order, key  # dropped early: with 10^6 operators this function sets the report's peak memory
     first = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
     lo, span = int(s.min()), int(e.max() - s.min()) + 1
     if (int(g[-1]) + 1) * span < 2**62:
         # running max of ends within each group in one pass: lift each group above all earlier ones
         off = np.multiply(g, np.int64(span), dtype=np.int64)
-        reach = e - lo
+        reach = e  # the ends (this function's own gathered copy) become the reach in place: one array less
+        reach -= lo
         reach += off
         np.maximum.accumulate(reach, out=reach)
         reach -= off
-        del off
         reach += lo
+        before = off  # and the offsets' array is reused below
+        del off
     else:  # pragma: no cover - needs ~1e5 names over hours of trace
         reach = np.concatenate([np.maximum.accumulate(part) for part in np.split(e, first[1:])])
+        before = np.empty_like(reach)
+    del e
     # each interval adds what it reaches past everything before it in its group
-    before = np.empty_like(reach)
     before[1:] = reach[:-1]
     before[first] = s[first]
     np.maximum(before, s, out=before)

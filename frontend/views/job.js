@@ -34,6 +34,7 @@ function findingCard(f) {
   return h('article', { class: 'job-finding', dataset: { id: f.id } },
     h('header', {}, h('span', { class: 'fid', text: f.id }), h('b', { text: ` ${f.title}` }),
       h('span', { class: 'saving', text: ` · ${fmt('job.findings[].value', f.value)} of the step` })),
+    f.summary ? h('p', { class: 'summary', text: f.summary }) : null,
     h('table', { class: 'evidence' }, h('tbody', {}, ev.map(([k, v]) => h('tr', {}, h('th', { text: k.replace(/_/g, ' ') }), h('td', { text: fmt(`job.${k}`, v) }))))),
     f.fix ? h('p', { class: 'fix-text', text: f.fix }) : null,
     wi);

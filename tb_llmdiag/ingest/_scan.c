@@ -138,6 +138,41 @@ static inline int lookup(PyObject *dict, PyObject *key, long *out) {
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* A direct-mapped cache in front of `lookup` for str keys, for one scan call: a piece repeats a few
+ * hundred names and categories thousands of times, each a new str object whose hash Python would
+ * compute (SipHash over the whole text) before the dict probe. Here a hit costs a cheap hash of the
+ * length and the first and last 8 bytes plus one memcmp. Keys are borrowed from the events, which the
+ * events list keeps alive for the whole call; misses go to the dict (and its __missing__). */
+#define CACHE_SLOTS 1024
+typedef struct {
+    PyObject *key[CACHE_SLOTS];
+    long value[CACHE_SLOTS];
+} str_cache;
+
+static inline int cached_lookup(str_cache *cache, PyObject *dict, PyObject *key, long *out) {
+    if (!PyUnicode_CheckExact(key) || !PyUnicode_IS_READY(key)) return lookup(dict, key, out);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(key);
+    int kind = PyUnicode_KIND(key);
+    const unsigned char *data = PyUnicode_DATA(key);
+    Py_ssize_t nbytes = len * kind;
+    uint64_t head = 0, tail = 0;
+    memcpy(&head, data, nbytes < 8 ? nbytes : 8);
+    if (nbytes > 8) memcpy(&tail, data + nbytes - 8, 8);
+    uint64_t h = (head * 0x9E3779B97F4A7C15ULL) ^ (tail * 0xC2B2AE3D27D4EB4FULL) ^ ((uint64_t)nbytes << 7) ^ (uint64_t)kind;
+    h ^= h >> 29;
+    size_t slot = (size_t)(h * 0x94D049BB133111EBULL >> 54) & (CACHE_SLOTS - 1);
+    PyObject *k = cache->key[slot];
+    if (k != NULL && (k == key || (PyUnicode_GET_LENGTH(k) == len && PyUnicode_KIND(k) == kind &&
+                                   memcmp(PyUnicode_DATA(k), data, nbytes) == 0))) {
+        *out = cache->value[slot];
+        return 0;
+    }
+    if (lookup(dict, key, out) < 0) return -1;
+    cache->key[slot] = key;
+    cache->value[slot] = *out;
+    return 0;
+}
+
 enum { C_KIND, C_TS, C_DUR, C_NAME, C_TID, C_PID, C_CORR, C_STREAM, C_DEVICE, C_BYTES, C_SHAPE, N_COLS };
 static const char *const COL_NAMES[N_COLS] = {"kind", "ts",     "dur",    "name_id", "tid",     "pid",
                                               "correlation", "stream", "device", "bytes", "shape_id"};
@@ -210,6 +245,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *xs = NULL, *mem = NULL, *columns = NULL, *mem_columns = NULL, *result = NULL;
     PyObject *col[N_COLS] = {NULL}, *mcol[N_MEM] = {NULL};
+    str_cache *cat_cache = NULL, *name_cache = NULL;
     int mok[N_MEM];
     if (row_args.len != 256) {
         PyErr_SetString(PyExc_ValueError, "row_args must hold 256 bytes");
@@ -259,6 +295,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             *device_p = p[C_DEVICE], *bytes_p = p[C_BYTES];
     int32_t *shape_p = p[C_SHAPE];
     Py_ssize_t rows = 0;
+    cat_cache = PyMem_Calloc(1, sizeof(str_cache));
+    name_cache = PyMem_Calloc(1, sizeof(str_cache));
+    if (cat_cache == NULL || name_cache == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
 
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *e = PyList_GET_ITEM(events, i);
@@ -288,13 +330,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             continue;
         }
         long code, ident;
-        if (lookup(kind_of, field(e, xo[0]), &code) < 0) goto done;
+        if (cached_lookup(cat_cache, kind_of, field(e, xo[0]), &code) < 0) goto done;
         if (code == SKIP_KIND) continue;
         if (code < 0 || code > 255) {
             PyErr_SetString(PyExc_ValueError, "kind codes must be 0..255");
             goto done;
         }
-        if (lookup(names, field(e, xo[3]), &ident) < 0) goto done;
+        if (cached_lookup(name_cache, names, field(e, xo[3]), &ident) < 0) goto done;
         if (PyList_Append(xs, e) < 0) goto done;
         kind_p[rows] = (uint8_t)code;
         name_p[rows] = (int32_t)ident;
@@ -346,6 +388,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (columns == NULL || mem_columns == NULL) goto done;
     result = PyTuple_Pack(4, xs, columns, mem, mem_columns);
 done:
+    PyMem_Free(cat_cache);
+    PyMem_Free(name_cache);
     PyBuffer_Release(&row_args);
     Py_XDECREF(xs);
     Py_XDECREF(mem);

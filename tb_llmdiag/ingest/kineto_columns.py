@@ -57,6 +57,9 @@ _PLAIN_DECIMAL = re.compile(rb"(-?\d+)(?:\.(\d*))?")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: rows per slab of columns (_Columns._store): 4 Mi rows, ~230 MB of address space, committed only as filled
 _SLAB_ROWS = 4 << 20
+#: the model's columns as _Columns keeps them (EventTable's dtypes)
+_ROW_DTYPES = {"ts_ns": np.int64, "dur_ns": np.int64, "kind": np.uint8, "name_id": np.int32, "device": np.int16,
+               "stream": np.int32, "tid": np.int64, "correlation": np.int64, "bytes": np.int64, "shape_id": np.int32}
 #: |ts| and dur beyond this many us are rejected: relative times and ends then stay within int64 ns
 _LIMIT_US = 2.0**61 / 1000
 
@@ -252,24 +255,25 @@ class _Columns:
         if self.origin_us is None:
             self.origin_us = float(np.floor(lowest))
         self.ts_min = min(self.ts_min, lowest)
-        dur_ns = np.rint(dur * 1000.0)
-        dur_ns[dur_ns != dur_ns] = 0.0  # a missing duration (NaN) is 0
-        kind = cols["kind"].copy()
+        # computed straight into the slab's next rows (no per-piece temporaries to copy there after)
+        out = self._reserve(ts.size)
+        tmp = (ts - self.origin_us) * 1000.0  # us -> ns relative to a whole-us origin: exact for Kineto's ns decimals
+        out["ts_ns"][...] = np.rint(tmp, out=tmp)
+        np.multiply(dur, 1000.0, out=tmp)
+        out["dur_ns"][...] = np.fmax(np.rint(tmp, out=tmp), 0.0, out=tmp)  # a missing duration (NaN) is 0
+        kind = out["kind"]
+        kind[...] = cols["kind"]
         step_name = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)[cols["name_id"]] & _STEP_NAME > 0
         kind[kind_mask(kind, (Kind.ANNOTATION, Kind.CPU_OP)) & step_name] = Kind.STEP
-        device_side = kind_mask(kind, _DEVICE_SIDE)
+        host_side = ~kind_mask(kind, _DEVICE_SIDE)
         loc = cols["tid"]  # the tid, which is the stream on device rows
-        self._store({
-            # us -> ns relative to a whole-us origin: exact for the ns-precision decimals Kineto writes
-            "ts_ns": np.rint((ts - self.origin_us) * 1000.0).astype(np.int64),
-            "dur_ns": dur_ns.astype(np.int64),
-            "kind": kind, "name_id": cols["name_id"],
-            "device": np.where(device_side, np.where(cols["device"] >= 0, cols["device"], cols["pid"]), -1
-                               ).astype(np.int16),
-            "stream": np.where(device_side, np.where(cols["stream"] != -1, cols["stream"], loc), -1).astype(np.int32),
-            "tid": np.where(device_side, -1, loc),
-            "correlation": cols["correlation"], "bytes": cols["bytes"], "shape_id": cols["shape_id"],
-        })
+        out["device"][...] = np.where(cols["device"] >= 0, cols["device"], cols["pid"])
+        out["device"][host_side] = -1
+        out["stream"][...] = np.where(cols["stream"] != -1, cols["stream"], loc)
+        out["stream"][host_side] = -1
+        out["tid"][...] = np.where(host_side, loc, -1)
+        for k in ("name_id", "correlation", "bytes", "shape_id"):
+            out[k][...] = cols[k]
 
     def _relative_us(self, raws: list[msgspec.Raw]) -> np.ndarray:
         """Exact JSON timestamps -> float us relative to a whole-us base, so ns decimals survive. A value
@@ -307,18 +311,17 @@ class _Columns:
     def has_rows(self) -> bool:
         return bool(self.parts) or self.slab_used > 0
 
-    def _store(self, rows: dict[str, np.ndarray]) -> None:
-        """Copy one piece's rows into the current slab: big arrays (np.empty: pages cost memory only once
-        written, and they go back to the system when freed) rather than one small array per piece and
+    def _reserve(self, n: int) -> dict[str, np.ndarray]:
+        """Views of the next ``n`` rows of the current slab, for the caller to fill: big arrays (np.empty: pages
+        cost memory once written, and go back to the system when freed), not one small array per piece and
         column, whose freed memory the allocator keeps in holes finish() cannot reuse."""
-        n = len(rows["ts_ns"])
         if not self.slab or self.slab_used + n > len(self.slab["ts_ns"]):
             self._flush_slab()
             size = max(_SLAB_ROWS, n)
-            self.slab = {k: np.empty(size, dtype=v.dtype) for k, v in rows.items()}
-        for k, v in rows.items():
-            self.slab[k][self.slab_used:self.slab_used + n] = v
+            self.slab = {k: np.empty(size, dtype=dtype) for k, dtype in _ROW_DTYPES.items()}
+        rows = {k: v[self.slab_used:self.slab_used + n] for k, v in self.slab.items()}
         self.slab_used += n
+        return rows
 
     def _flush_slab(self) -> None:
         if self.slab and self.slab_used:
@@ -347,7 +350,8 @@ class _Columns:
         # column by column, each piece's array dropped as it is copied: the peak is the columns plus one
         # column, not twice the columns (the 1 GB bench trace: 453 -> see README)
         parts, self.parts = self.parts, []
-        col = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
+        single = len(parts) == 1  # one slab (up to _SLAB_ROWS rows): its views are sorted below, not copied first
+        col = parts[0] if single else {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
         del parts
         assert self.origin_us is not None
         origin_us = np.floor(self.ts_min)  # relative to ts_base_us when timestamps were read exactly
@@ -366,7 +370,7 @@ class _Columns:
         if np.all(order[1:] > order[:-1]):  # already in time order (Kineto mostly is not; small files are)
             order = None
         for k in list(col):  # one column at a time, the unsorted one dropped as its sorted copy is made
-            col[k] = col.pop(k)[order] if order is not None else col[k]
+            col[k] = col.pop(k)[order] if order is not None else col[k].copy() if single else col[k]
         del order
         table = EventTable(
             ts_ns=col["ts_ns"], dur_ns=col["dur_ns"], kind=col["kind"],

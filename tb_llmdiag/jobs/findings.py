@@ -28,6 +28,7 @@ from tb_llmdiag.jobs.analysis import JobAnalysis
 from tb_llmdiag.jobs.attribution import per_rank_mean
 from tb_llmdiag.metrics.collectives import KINDS
 from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.units import fmt
 
 STRAGGLER_FIXES: dict[str, str] = {
     "more_tokens": "Balance tokens per rank: group samples by length (HF Trainer group_by_length=True), pack "
@@ -91,6 +92,40 @@ JOB_RULES: tuple[JobRule, ...] = (
 )
 
 
+#: How each straggler cause reads in a finding's summary (``{s}``/``{m}``: the straggler's and the median
+#: rank's value of the cause's quantity, per step).
+CAUSE_PHRASES: Mapping[str, str] = {
+    "more_tokens": "it processes more tokens per step ({ts:.0f} against {tm:.0f} for the median rank), so its "
+                   "GPU computes longer ({s} against {m})",
+    "longer_gpu_compute": "its GPU computes longer per step ({s} against {m} for the median rank)",
+    "data_loader_stall": "its data loader stalls longer per step ({s} against {m} for the median rank)",
+    "host_sync": "its host blocks longer in syncs per step ({s} against {m} for the median rank)",
+    "host_bound_launching": "its GPU waits longer for host launches per step ({s} against {m} for the median rank)",
+    "late_step_start": "it starts each step later ({s} against {m} for the median rank)",
+    "unexplained": "no per-rank quantity the trace records explains it",
+}
+
+
+def summary(finding_id: str, m: Mapping[str, Any]) -> str:
+    """One sentence saying what the finding claims, with its numbers (units from the registry)."""
+    if finding_id == "straggler":
+        ev = m.get("straggler_cause_evidence") or {}
+        tok = m.get("straggler_tokens") or {}
+        cause = m.get("straggler_cause") or "unexplained"
+        phrase = CAUSE_PHRASES.get(cause, CAUSE_PHRASES["unexplained"]).format(
+            s=fmt("ns", ev.get("straggler_ns_per_step")), m=fmt("ns", ev.get("median_rank_ns_per_step")),
+            ts=tok.get("straggler_tokens_per_step") or 0.0, tm=tok.get("median_rank_tokens_per_step") or 0.0)
+        return (f"Rank {m.get('straggler_rank')} is the straggler: the other ranks wait for it "
+                f"{fmt('ns', m.get('straggler_others_wait_ns_per_step'))} per step in their collectives "
+                f"({fmt('share', m.get('straggler_others_wait_share'))} of the {fmt('ns', m.get('job_step_ns'))} step); "
+                f"it arrives last in {m.get('straggler_last_arrivals')} of {m.get('matched_collective_count')} "
+                f"matched collectives. Cause: {phrase}.")
+    return (f"Collective transfers no compute hides take {fmt('ns', m.get('exposed_transfer_ns_per_step'))} per step "
+            f"({fmt('share', m.get('exposed_transfer_share'))} of the {fmt('ns', m.get('job_step_ns'))} step; "
+            f"{m.get('top_collective_kind')} leads; {fmt('share', m.get('overlap_share'))} of collective time is "
+            f"hidden under compute).")
+
+
 def _f(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
@@ -140,7 +175,8 @@ def evaluate(metrics: Mapping[str, Any], rules: tuple[JobRule, ...] = JOB_RULES)
             continue
         key = metrics.get(rule.fix_by)
         found.append({
-            "id": rule.id, "title": rule.title, "metric": rule.metric, "value": value, "threshold": rule.above,
+            "id": rule.id, "title": rule.title, "summary": summary(rule.id, metrics), "metric": rule.metric,
+            "value": value, "threshold": rule.above,
             "evidence": {k: metrics.get(k) for k in rule.evidence},
             "fix": rule.fixes.get(str(key), rule.fixes.get("default", "")),
             "what_if": metrics.get(rule.what_if) if rule.what_if else None,

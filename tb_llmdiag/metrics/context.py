@@ -83,8 +83,7 @@ def _family_rows(cache: RowCache, family: str) -> IDX:
     rows = cache.kinds(*HOST_KINDS_FOR[family])
     if rows.size == 0:
         return rows
-    nid = ev.name_id[rows]
-    used = used_names(nid, len(ev.names))
+    nid, used = cache.names_of(*HOST_KINDS_FOR[family])
     rx = _COMPILED[family]
     hit = used[np.fromiter((rx.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)]
     rows = rows[name_in(nid, hit, len(ev.names))]
@@ -100,6 +99,8 @@ class RowCache:
 
     trace: Trace
     _memo: dict[tuple[str, object], IDX] = field(default_factory=dict, repr=False, compare=False)
+    _names: dict[tuple[int, ...], IDX] = field(default_factory=dict, repr=False, compare=False)
+    _launchers: dict[int, tuple[IDX, IDX]] = field(default_factory=dict, repr=False, compare=False)
 
     def kinds(self, *kinds: int) -> IDX:
         """Rows whose kind is one of ``kinds``."""
@@ -107,6 +108,15 @@ class RowCache:
         if key not in self._memo:
             self._memo[key] = np.flatnonzero(kind_mask(self.trace.events.kind, kinds))
         return self._memo[key]
+
+    def names_of(self, *kinds: int) -> tuple[NDArray[np.int32], IDX]:
+        """The name ids of ``kinds(*kinds)``'s rows, and the distinct ones among them (``used_names``, kept:
+        only the per-row ids are gathered again, so the cache holds no per-row array)."""
+        key = tuple(sorted(int(k) for k in kinds))
+        nid = self.trace.events.name_id[self.kinds(*kinds)]
+        if key not in self._names:
+            self._names[key] = used_names(nid, len(self.trace.events.names))
+        return nid, self._names[key]
 
     def family(self, family: str) -> IDX:
         """Rows of host events of a name family (a key of ``NAME_PATTERNS``), of the kinds it applies to."""
@@ -116,17 +126,29 @@ class RowCache:
         return self._memo[key]
 
     def launcher(self, rows: IDX) -> IDX:
-        """Per row, the runtime/driver call with the same correlation id (the call that launched it), or -1."""
+        """Per row, the runtime/driver call with the same correlation id (the call that launched it), or -1.
+        Kept per ``rows`` array (read-only): the topics ask it again and again for ``Context.dev``."""
+        known = self._launchers.get(id(rows))
+        if known is not None and known[0] is rows:  # the array itself is held, so its id is not reused
+            return known[1]
+        out = self._launcher(rows)
+        out.flags.writeable = False
+        self._launchers[id(rows)] = (rows, out)
+        return out
+
+    def _launcher(self, rows: IDX) -> IDX:
         ev = self.trace.events
         out = np.full(rows.size, -1, dtype=np.intp)
         if ("launch_join", None) not in self._memo:
             host = self.kinds(Kind.RUNTIME, Kind.DRIVER)
             host = host[ev.correlation[host] >= 0]
-            self._memo[("launch_join", None)] = host[np.argsort(ev.correlation[host], kind="stable")]
+            host = host[np.argsort(ev.correlation[host], kind="stable")]
+            self._memo[("launch_join", None)] = host
+            self._memo[("launch_corr", None)] = ev.correlation[host]
         host = self._memo[("launch_join", None)]
         if host.size == 0 or rows.size == 0:
             return out
-        h_corr = ev.correlation[host]
+        h_corr = self._memo[("launch_corr", None)]
         c = ev.correlation[rows]
         pos = np.clip(np.searchsorted(h_corr, c), 0, h_corr.size - 1)
         hit = (h_corr[pos] == c) & (c >= 0)

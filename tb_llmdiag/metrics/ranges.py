@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import merge
-from tb_llmdiag.metrics.context import Context, name_in, used_names
+from tb_llmdiag.metrics.context import Context, name_in
 
 IDX = NDArray[np.intp]
 
@@ -27,8 +27,7 @@ def named_rows(ctx: Context, pattern: str | re.Pattern[str], kinds: tuple[int, .
     if rows.size == 0:
         return rows
     rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-    nid = ev.name_id[rows]
-    used = used_names(nid, len(ev.names))
+    nid, used = ctx.cache.names_of(*kinds)
     hit = used[np.fromiter((rx.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)]
     return rows[name_in(nid, hit, len(ev.names))] if hit.size else rows[:0]
 

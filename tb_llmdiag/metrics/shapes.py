@@ -107,7 +107,8 @@ def op_rows(ev: EventTable, names: Any) -> NDArray[np.intp]:
     flag = np.fromiter((n in names for n in ev.names), dtype=bool, count=len(ev.names))
     if not len(ev.names):
         return np.zeros(0, np.intp)
-    rows = np.flatnonzero((ev.kind == Kind.CPU_OP) & (ev.shape_id >= 0))  # few: readers keep model.SHAPE_OPS shapes
+    rows = np.flatnonzero(ev.shape_id >= 0)  # few: readers keep model.SHAPE_OPS shapes
+    rows = rows[ev.kind[rows] == Kind.CPU_OP]
     return rows[flag[ev.name_id[rows]]]
 
 

@@ -106,6 +106,8 @@ def render_job(job: dict[str, Any]) -> str:
         lines.append("   no job finding: no rank keeps the others waiting, communication is hidden")
     for i, f in enumerate(findings, start=1):
         lines.append(f"   {i}. {f['id']}: {f['title']} ({fmt_share(f['value'])} of step)")
+        if f.get("summary"):
+            lines.append(f"      {f['summary']}")
         ev = f.get("evidence") or {}
         if ev:
             lines.append("      evidence: " + "; ".join(f"{k} {_job_value(k, v)}" for k, v in ev.items()

@@ -50,6 +50,10 @@ def test_ddp_straggler_is_named_with_its_cause() -> None:
     assert m["straggler_others_wait_share"] > 0.1
     assert m["straggler_what_if"]["step_after_ns"] < m["job_step_ns"]
     assert "tokens per rank" in found[0]["fix"]
+    # the sentence a user reads names the straggler, what the others wait and the cause, with the numbers
+    assert found[0]["summary"].startswith(f"Rank {slow} is the straggler: the other ranks wait for it ")
+    assert (f"Cause: it processes more tokens per step ({tokens[slow]} against {tokens[waiter]} for the median rank)"
+            in found[0]["summary"])
 
 
 def test_the_waiting_rank_is_never_named_whatever_the_order() -> None:
