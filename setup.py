@@ -10,7 +10,7 @@ setup(
     description="LLM Diag: why your LLM fine-tuning step is slow and what to change, from profiler traces (CLI + TensorBoard tab)",
     python_requires=">=3.10",
     packages=["tb_llmdiag", "tb_llmdiag.ingest", "tb_llmdiag.metrics", "tb_llmdiag.findings", "tb_llmdiag.render",
-              "tb_llmdiag.tab", "tb_llmdiag.frontend"],
+              "tb_llmdiag.tab", "tb_llmdiag.jobs", "tb_llmdiag.compare", "tb_llmdiag.scale", "tb_llmdiag.frontend"],
     package_dir={"tb_llmdiag.frontend": "frontend"},
     ext_modules=[SCAN],
     package_data={"tb_llmdiag.frontend": ["*.js", "*.css", "*.html", "views/*.js", "vendor/**/*"]},
@@ -24,7 +24,13 @@ setup(
         "isal>=1.0; platform_machine == 'x86_64' or platform_machine == 'AMD64' or platform_machine == 'aarch64' or platform_machine == 'arm64'",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "playwright>=1.40"],
+        # `llmdiag report --dask ADDRESS` and LLMDIAG_DASK for the tab (docs/scale.md)
+        "dask": ["dask[distributed]>=2023.1", "fsspec>=2023.1"],
+        # logdirs on object storage (s3://, gs://, memory://...): fsspec plus the store's backend (s3fs, gcsfs)
+        "remote": ["fsspec>=2023.1"],
+        # CI runs the Dask and object-storage tests too (S3 through moto's server on loopback, read by s3fs)
+        "test": ["pytest>=7", "hypothesis>=6", "playwright>=1.40", "dask[distributed]>=2023.1", "fsspec>=2023.1",
+                 "moto[server]>=5", "s3fs>=2023.1"],
     },
     entry_points={
         "console_scripts": ["llmdiag = tb_llmdiag.cli:main"],

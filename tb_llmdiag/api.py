@@ -6,6 +6,7 @@ errors into per-run error entries, so one bad file never stops the others.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any, BinaryIO, Callable
 
@@ -14,7 +15,10 @@ from tb_llmdiag.compare import compare_runs
 from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.ingest.discover import Index, TraceFile, discover
+from tb_llmdiag.ingest import discover as discover_local
+from tb_llmdiag.ingest.discover import Index, TraceFile
+from tb_llmdiag.ingest.discover_fs import discover_url
+from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
 from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
@@ -31,6 +35,9 @@ from tb_llmdiag.traceview.build import build as build_traceview
 from tb_llmdiag.traceview.evidence import locate as locate_evidence
 from tb_llmdiag.traceview.index import BadIndex, TraceIndex
 from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.scale.runner import InlineRunner, Runner
+from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
+from tb_llmdiag.scale.session import runner_session, tab_executor
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +50,9 @@ ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERS
 
 __all__ = [
     "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index", "TraceIndex", "NotRegularFile", "TraceFile", "analyze_file",
-    "analyze_index", "analyze_rank_file", "job_for_summaries", "rank_summary",
-    "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw", "preload", "report", "writing",
-    "writing_report",
+    "DASK_ENV", "Runner", "analyze_index", "analyze_rank_file", "is_url", "job_for_summaries", "rank_summary",
+    "report_index", "tab_executor", "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw",
+    "preload", "report", "writing", "writing_report",
 ]
 
 
@@ -65,6 +72,17 @@ def preload() -> None:
 
     for name in _LAZY_MODULES:
         importlib.import_module(name)
+
+
+def discover(path: str) -> Index:
+    """Every trace under ``path``: a local logdir, run folder or file (``file://`` too), or an fsspec URL
+    (``s3://bucket/runs``, ``gs://...``, ``memory://...``) when fsspec and the protocol's backend are installed.
+
+    Raises:
+        NoTracesFound: nothing recognisable at ``path``.
+        MissingExtra: a URL whose fsspec backend is not installed.
+    """
+    return discover_url(path) if is_url(path) else discover_local.discover(strip_file_url(path))
 
 
 def _base(tf: TraceFile) -> dict[str, Any]:
@@ -88,8 +106,8 @@ def writing_report(tf: TraceFile, reason: str) -> dict[str, Any]:
 
 def writing(tf: TraceFile) -> str | None:
     """Why ``tf`` is still being written (``ingest/written.py``: its size or mtime moved since discovery, or a
-    recent gzip file has no end marker yet), or None."""
-    return still_being_written(tf.path, tf.size_bytes, tf.mtime_ns)
+    recent gzip file has no end marker yet), or None. Objects (URLs) are written whole: never."""
+    return None if is_url(tf.path) else still_being_written(tf.path, tf.size_bytes, tf.mtime_ns)
 
 
 def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
@@ -140,6 +158,9 @@ def load(tf: TraceFile) -> Trace | dict[str, Any]:
     file never takes the others down.
     """
     try:
+        if is_url(tf.path):  # an object: the readers read a private local copy of it
+            with local_copy(tf.path) as local:
+                return load_trace(local)
         return load_trace(tf.path)
     except LlmDiagError as exc:
         return error_report(tf, str(exc))
@@ -195,7 +216,7 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
 
     nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}, "traceview": None,
                                "rank_summary": {"summary": None}}
-    refusal = regular_file_error(tf.path)
+    refusal = None if is_url(tf.path) else regular_file_error(tf.path)
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
     reason = writing(tf)  # it may have started growing again since it was queued
@@ -230,8 +251,9 @@ def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
     Raises:
         NotRegularFile: a FIFO, device, socket, directory or symlink loop named like a trace.
         OSError: the file is gone or unreadable.
+        TraceFormatError: an object (URL) that is gone or unreadable.
     """
-    return open_regular(tf.path)
+    return open_object(tf.path) if is_url(tf.path) else open_regular(tf.path)
 
 
 def report_for_index(index: Index, runs: list[dict[str, Any]],
@@ -240,13 +262,35 @@ def report_for_index(index: Index, runs: list[dict[str, Any]],
             "root": index.root, "warnings": list(index.warnings), "jobs": jobs or [], "runs": runs}
 
 
-def analyze_index(index: Index) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def rank_task(task: tuple[TraceFile, bool]) -> tuple[dict[str, Any], RankSummary | None]:
+    """``analyze_rank_file(tf, summary=in_job)`` for ``(tf, in_job)``: the per-rank task a Runner runs where
+    the data is (a Dask worker reads the file itself); only the report and the KB-sized summary come back."""
+    return analyze_rank_file(task[0], summary=task[1])
+
+
+def task_key(tf: TraceFile) -> str:
+    """A short, stable name for the task analysing ``tf`` (from its path)."""
+    return hashlib.sha1(tf.path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def analyze_index(index: Index, runner: Runner | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every file's RunReport (discovery order) and a ``jobs[]`` entry per run with several ranks
-    (``jobs.build``): each trace is read once; only the ranks of a job keep a (KB-sized) RankSummary."""
+    (``jobs.build``): each trace is read once; only the ranks of a job keep a (KB-sized) RankSummary.
+    The per-file analyses run on ``runner`` (``scale``: local processes, a Dask cluster; this process when
+    None), the job reduce here. A task that failed (a bug, a worker that died too often) is that run's error
+    entry; the others are reported."""
     in_job = {tf.path for _, _, fs in job_groups(index.files) for tf in fs}
+    files = index.files
+    results: list[tuple[dict[str, Any], RankSummary | None] | None] = [None] * len(files)
+    tasks = [(tf, tf.path in in_job) for tf in files]
+    for i, res, exc in (runner or InlineRunner()).map_unordered(rank_task, tasks, [task_key(tf) for tf in files]):
+        if exc is not None:
+            line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            res = (error_report(files[i], f"the analysis task failed ({line})"), None)
+        results[i] = res
     runs, summaries = [], {}
-    for tf in index.files:
-        rep, summary = analyze_rank_file(tf, summary=tf.path in in_job)
+    for tf, res in zip(files, results):
+        rep, summary = res if res is not None else (error_report(tf, "the analysis task never finished"), None)
         runs.append(rep)
         summaries[tf.path] = summary
     jobs = [jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
@@ -261,18 +305,31 @@ def job_for_summaries(run: str, span: str, members: list[tuple[TraceFile, dict[s
                                           for tf, d in members]))
 
 
-def report(path: str) -> dict[str, Any]:
-    """The whole report for a logdir, run folder or trace file.
+def report_index(index: Index, runner: Runner | None = None) -> dict[str, Any]:
+    """The whole report of a discovered index, its per-file analyses on ``runner`` (``analyze_index``)."""
+    runs, jobs = analyze_index(index, runner)
+    return report_for_index(index, runs, jobs)
+
+
+def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runner | None = None) -> dict[str, Any]:
+    """The whole report for a logdir, run folder or trace file (local or an fsspec URL). The per-file analyses
+    run on ``runner`` if given, else on the Dask scheduler ``dask`` (``tcp://host:8786`` or ``local[:N]``),
+    else on ``workers`` local processes (> 1), else in this process; the job reduce runs here. The report is
+    the same wherever they ran.
 
     Raises:
         NoTracesFound: nothing recognisable at ``path``.
+        MissingExtra: ``dask`` given without Dask installed, or a URL without its fsspec backend.
+        DaskUnavailable: the scheduler does not answer.
     """
     index = discover(path)
     if not index.files:
         raise NoTracesFound(f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and "
                             "plugins/profile/*/*.xplane.pb)")
-    runs, jobs = analyze_index(index)
-    return report_for_index(index, runs, jobs)
+    if runner is not None:
+        return report_index(index, runner)
+    with runner_session(dask, workers) as session:
+        return report_index(index, session)
 
 
 def metric_registry() -> dict[str, Any]:

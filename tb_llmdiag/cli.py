@@ -1,9 +1,10 @@
 """The ``llmdiag`` command. ``main(argv) -> exit code``; user errors are one line on stderr, never a traceback.
 
-Exit codes: 0 every trace analysed in full; 2 bad command line; 3 no traces found; 4 a trace could not
-be read (the others are still reported; also a path that is a FIFO, device or symlink loop); 6 a trace
-was read only in part (invalid JSON or a cut file: its report covers the events before the problem); 7 a trace
-is still being written (a live file: run again once the profiler has finished it).
+Exit codes: 0 every trace analysed in full; 2 bad command line (also: --dask without Dask installed, or a
+scheduler that does not answer); 3 no traces found; 4 a trace could not be read (the others are still
+reported; also a path that is a FIFO, device or symlink loop); 6 a trace was read only in part (invalid JSON
+or a cut file: its report covers the events before the problem); 7 a trace is still being written (a live
+file: run again once the profiler has finished it).
 ``check``: 0 no regression, 1 a metric regressed (docs/compare.md).
 """
 
@@ -27,7 +28,7 @@ WRITING_EXIT_CODE = 7
 
 
 def _report(args: argparse.Namespace) -> int:
-    rep = api.report(args.path)
+    rep = api.report(args.path, dask=args.dask, workers=args.workers)
     if args.json:
         sys.stdout.write(dumps(rep) + "\n")
     else:
@@ -64,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="analyse every trace under PATH (logdir, run folder or file)")
     rep.add_argument("path")
     rep.add_argument("--json", action="store_true", help="print one JSON document (docs/report_schema.md)")
+    rep.add_argument("--dask", metavar="ADDRESS", default=None,
+                     help="analyse the ranks on a Dask cluster: a scheduler tcp://host:8786, or local[:N] (a "
+                          "LocalCluster of N workers on this machine); needs pip install 'tb-llmdiag[dask]'")
+    rep.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="analyse on N local processes (default 1: this process)")
     rep.set_defaults(func=_report)
     rules = sub.add_parser("rules", help="list every finding LLM Diag can report, with its fix")
     rules.add_argument("--json", action="store_true")

@@ -51,6 +51,7 @@ class TraceFile:
     mtime_ns: int
     rank: int | None = None
     phase: str = "train"  # "validation" for Lightning validation_step files
+    version: str = ""  # objects (fsspec URLs): the ETag or mtime the tab's cache key includes
 
     @property
     def key(self) -> tuple[str, str, str]:

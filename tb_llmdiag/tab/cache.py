@@ -3,7 +3,7 @@
 Contract:
 - Only the TensorBoard process writes it (analysis workers return their results; ``store`` is called
   by the parent). Writes are atomic (temp file + ``os.replace``): readers never see half a file.
-- Entries are keyed by ``(abs path, size_bytes, mtime_ns, api.ENGINE_VERSION, CACHE_LAYOUT)``: a file
+- Entries are keyed by ``(abs path or URL, size_bytes, mtime_ns, [ETag], api.ENGINE_VERSION, CACHE_LAYOUT)``: a file
   that changes, or a new engine version, is a miss; nothing is invalidated by hand.
 - Every file is one header line ``{"layout", "key", "what", "bytes"}`` then the value's JSON. A read checks
   the header (layout, key and name must be the ones asked for, ``bytes`` the length that follows), parses
@@ -140,9 +140,12 @@ class ResultCache:
                 "TensorBoard stops (analysed again after a restart)"}
 
     @staticmethod
-    def key(abs_path: str, size_bytes: int, mtime_ns: int) -> str:
-        ident = json.dumps([os.path.abspath(abs_path), int(size_bytes), int(mtime_ns),
-                            list(api.ENGINE_VERSION), CACHE_LAYOUT])
+    def key(abs_path: str, size_bytes: int, mtime_ns: int, version: str = "") -> str:
+        """The entry key of one file version: its path (an object's URL as it is), size, mtime and, for objects,
+        ``version`` (the ETag or generation: ``TraceFile.version``), with the engine version and layout."""
+        where = abs_path if api.is_url(abs_path) else os.path.abspath(abs_path)
+        ident = json.dumps([where, int(size_bytes), int(mtime_ns), list(api.ENGINE_VERSION), CACHE_LAYOUT]
+                           + ([version] if version else []))
         return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:40]
 
     def _path(self, root: Path, key: str, what: str) -> Path:

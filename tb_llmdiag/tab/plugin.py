@@ -1,8 +1,9 @@
 """The LLM Diag tab: a TensorBoard dynamic plugin over the library (routes in docs/http_api.md).
 
 Contract:
-- The composition root: builds the cache, the executor (``LLMDIAG_WORKERS`` spawned processes, or threads
-  with ``LLMDIAG_INPROCESS=1``, or the one given), the registry and its scan thread, at construction.
+- The composition root: builds the cache, the executor (the one given, else the Dask cluster named by
+  ``LLMDIAG_DASK`` = ``tcp://host:8786`` | ``local[:N]``, else ``LLMDIAG_WORKERS`` spawned processes, or
+  threads with ``LLMDIAG_INPROCESS=1``), the registry and its scan thread, at construction.
 - ``is_active()`` reads the registry's flag: it never blocks (the first scan runs in the background from
   start-up, long before a browser asks).
 - Routes are thin: parse the request, call a ``routes.*_impl``, write its ``Answer``. TensorBoard's
@@ -11,7 +12,9 @@ Contract:
 
 from __future__ import annotations
 
+import logging
 import os
+import queue
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -22,12 +25,15 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 
 from tb_llmdiag import api
+from tb_llmdiag.errors import LlmDiagError
 from tb_llmdiag.tab import routes
 from tb_llmdiag.tab.assets import Assets
 from tb_llmdiag.tab.cache import ResultCache
 from tb_llmdiag.tab.jobs import process_pool
 from tb_llmdiag.tab.registry import Registry
 from tb_llmdiag.tab.traceviews import TraceViews
+
+logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "llm_diag"
 TAB_NAME = "LLM Diag"
@@ -63,6 +69,14 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             processes = os.environ.get("LLMDIAG_INPROCESS", "") not in ("1", "true")
         progress_queue: Any = None
         renew: Callable[[], Executor] | None = None
+        address = os.environ.get(api.DASK_ENV, "").strip()
+        if executor is None and address:
+            try:
+                executor = api.tab_executor(address)
+                # tasks on cluster workers report no phases: an empty local queue keeps them from being handed one
+                progress_queue = queue.SimpleQueue()
+            except LlmDiagError as e:
+                logger.warning("llm_diag: %s=%s: %s; analysing in local processes instead", api.DASK_ENV, address, e)
         if executor is None and processes:
             executor, progress_queue = process_pool(n)
             renew = lambda: process_pool(n, progress_queue)[0]  # noqa: E731 - same progress queue

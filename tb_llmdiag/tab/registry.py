@@ -116,7 +116,7 @@ class Registry:
             return
         fresh: list[Entry] = []
         for tf in index.files:
-            ck = self.cache.key(tf.path, tf.size_bytes, tf.mtime_ns)
+            ck = self.cache.key(tf.path, tf.size_bytes, tf.mtime_ns, tf.version)
             with self.lock:
                 old = self.entries.get(tf.key)
                 if old is not None and old.cache_key == ck and old.status != "writing":
