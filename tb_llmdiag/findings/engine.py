@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeGuard
 
 from tb_llmdiag.metrics.registry import metric
 from tb_llmdiag.units import fmt, unit_from_name
@@ -151,7 +151,8 @@ def flavour_of(rule: Rule, metrics: Metrics) -> Flavour:
     return Flavour()
 
 
-def finite(v: Any) -> bool:
+def finite(v: Any) -> TypeGuard[float]:
+    """An int or float (not a bool) that is neither NaN nor infinite."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 

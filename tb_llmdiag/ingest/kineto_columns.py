@@ -100,7 +100,7 @@ class _Columns:
         self.parts: list[dict[str, np.ndarray]] = []  # filled slabs (views of their used rows)
         self.slab: dict[str, np.ndarray] = {}  # the slab being filled, and its used rows
         self.slab_used = 0
-        self.mem_parts: list[tuple[list[Any], ...]] = []
+        self.mem_parts: list[dict[str, np.ndarray]] = []
         # category -> Kind code; categories never seen before are OTHER (the profiler's own span: _SKIP)
         self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
             lambda: int(Kind.OTHER), {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()},
@@ -365,10 +365,11 @@ class _Columns:
             col["shape_id"][bad_rows] = -1
             warnings.append(f"{int(bad_rows.sum())} operators' recorded shapes hold a dimension beyond 2^40 (or "
                             "one that is negative or not an integer) and were ignored")
-        order = np.argsort(ts_ns, kind="stable")
+        sort = np.argsort(ts_ns, kind="stable")
         del ts_ns
-        if np.all(order[1:] > order[:-1]):  # already in time order (Kineto mostly is not; small files are)
-            order = None
+        # None: already in time order (Kineto mostly is not; small files are)
+        order = None if np.all(sort[1:] > sort[:-1]) else sort
+        del sort
         for k in list(col):  # one column at a time, the unsorted one dropped as its sorted copy is made
             col[k] = col.pop(k)[order] if order is not None else col[k].copy() if single else col[k]
         del order

@@ -128,9 +128,10 @@ class _Decoders(NamedTuple):
 
 
 _DECODERS = {  # by exact_ts
-    False: _Decoders(msgspec.json.Decoder(list[_AnyEvent]), msgspec.json.Decoder(_AnyEvent),
+    # the unions are built at run time from the phase table, which mypy cannot read as a type
+    False: _Decoders(msgspec.json.Decoder(list[_AnyEvent]), msgspec.json.Decoder(_AnyEvent),  # type: ignore[valid-type]
                      msgspec.json.Decoder(_Envelope), _AnyEvent),
-    True: _Decoders(msgspec.json.Decoder(list[_AnyEventExactTs]), msgspec.json.Decoder(_AnyEventExactTs),
+    True: _Decoders(msgspec.json.Decoder(list[_AnyEventExactTs]), msgspec.json.Decoder(_AnyEventExactTs),  # type: ignore[valid-type]
                     msgspec.json.Decoder(_EnvelopeExactTs), _AnyEventExactTs),
 }
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+)')
@@ -161,7 +162,7 @@ def _decode_events(data: Any, warnings: list[str], exact_ts: bool = False) -> li
     decoders = _DECODERS[exact_ts]
     typed = _typed_decode(decoders.events, data)
     if typed is not None:
-        return typed  # type: ignore[no-any-return]
+        return typed
     try:
         raws = _RAW_LIST.decode(data)
     except msgspec.ValidationError:  # not an array at all
@@ -206,7 +207,7 @@ def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -
     """Like _decode_events, for a whole document (header or tail)."""
     typed = _typed_decode(_DECODERS[exact_ts].envelope, data)
     if typed is not None:
-        return typed  # type: ignore[no-any-return]
+        return typed
     try:
         doc = msgspec.json.decode(data)
     except msgspec.ValidationError as exc:  # a number beyond float64 (1e400)
@@ -232,4 +233,4 @@ def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -
 def _needs_exact_ts(data: bytes | bytearray | memoryview, end: int) -> bool:
     """Are the timestamps epoch-sized (see _EXACT_TS_ABOVE_US)? Judged from the first one before ``end``."""
     m = _FIRST_TS.search(data, 0, end)
-    return bool(m) and abs(int(m.group(1))) >= _EXACT_TS_ABOVE_US
+    return m is not None and abs(int(m.group(1))) >= _EXACT_TS_ABOVE_US

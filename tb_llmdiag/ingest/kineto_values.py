@@ -27,7 +27,7 @@ def is_oversized_step(text: str) -> bool:
     return _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#"):]) >= 2**63
 
 
-class _Interner(dict):  # type: ignore[type-arg]
+class _Interner(dict):
     """Event name -> id, numbered in order of first appearance. ``__missing__`` runs once per distinct
     name, so the per-event lookup is a plain dict subscript. Non-string names (a number) share the id
     of their text. ``flags[id]`` holds the name's _SHAPE_NAME/_STEP_NAME bits."""

@@ -12,19 +12,23 @@ import ctypes
 import ctypes.util
 import errno
 import gzip
+import io
 import os
 import stat
+import types
 import zlib
-from typing import BinaryIO, Iterator
+from typing import Callable, Iterator
 
 from tb_llmdiag.errors import TraceFormatError
 
+_gzip: types.ModuleType
+_zlib: types.ModuleType
 try:  # isal's gzip reader inflates ~2x faster than the standard library's; optional
-    from isal import igzip as _gzip  # type: ignore[import-not-found]
-    from isal import isal_zlib as _zlib  # type: ignore[import-not-found]
+    from isal import igzip as _gzip
+    from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - depends on the environment
-    _gzip = gzip  # type: ignore[assignment]
-    _zlib = zlib  # type: ignore[assignment]
+    _gzip = gzip
+    _zlib = zlib
 #: what a gzip reader raises on corrupt data (a cut-short stream raises EOFError)
 GZIP_ERRORS = (gzip.BadGzipFile, zlib.error, _zlib.error, OSError)
 
@@ -42,6 +46,7 @@ MAX_INFLATED_BYTES = int(os.environ.get("LLMDIAG_MAX_INFLATED_BYTES", str(16 << 
 #: glibc's malloc_trim, where there is one: the reader frees ~10^5 small per-piece objects whose memory
 #: glibc keeps in holes of its heap; handing it back after a read lowers the report's peak (1 GB bench
 #: trace: 220 -> 167 MB before the analysis starts). None elsewhere (musl, macOS, Windows).
+_MALLOC_TRIM: Callable[[int], int] | None
 try:
     _MALLOC_TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
 except (OSError, AttributeError):  # pragma: no cover - not glibc
@@ -76,7 +81,7 @@ def os_error_message(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def open_regular(path: str) -> BinaryIO:
+def open_regular(path: str) -> io.BufferedReader:
     """Open ``path`` for reading if it is a regular file (without blocking on a FIFO).
 
     Raises:

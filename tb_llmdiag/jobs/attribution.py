@@ -75,7 +75,7 @@ def per_rank_mean(m: F64) -> F64:
 def attribute(t: JobTables, rank_pos: int, *, clock_aligned: bool, token_excess: float = 0.05,
               min_difference_ns: float = 1_000.0) -> dict[str, Any]:
     """The straggler's biggest difference from the median rank (see the module docstring)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for cause, quantity in CAUSES:
         if cause == "late_step_start" and not clock_aligned:
             continue

@@ -128,7 +128,7 @@ def job_metrics(a: JobAnalysis) -> dict[str, Any]:
         "straggler_cause": attr.get("cause"), "straggler_cause_evidence": attr.get("evidence"),
         "straggler_tokens": attr.get("tokens"), "straggler_what_if": attr.get("what_if"),
     })
-    return jsonable(out)  # type: ignore[no-any-return]
+    return jsonable(out)
 
 
 def evaluate(metrics: Mapping[str, Any], rules: tuple[JobRule, ...] = JOB_RULES) -> list[dict[str, Any]]:
@@ -145,4 +145,4 @@ def evaluate(metrics: Mapping[str, Any], rules: tuple[JobRule, ...] = JOB_RULES)
             "fix": rule.fixes.get(str(key), rule.fixes.get("default", "")),
             "what_if": metrics.get(rule.what_if) if rule.what_if else None,
         })
-    return jsonable(sorted(found, key=lambda f: -f["value"]))  # type: ignore[no-any-return]
+    return jsonable(sorted(found, key=lambda f: -f["value"]))

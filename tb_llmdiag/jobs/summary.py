@@ -81,8 +81,8 @@ class RankSummary:
         """Inverse of ``to_dict``; kind codes are remapped if the writer's KINDS differ from ours."""
         if d.get("schema") != SUMMARY_SCHEMA:
             raise ValueError(f"rank summary schema {d.get('schema')!r} is not {SUMMARY_SCHEMA}")
-        steps = {k: np.asarray(d["steps"][k], dtype=t) for k, t in STEP_COLUMNS.items()}
-        coll = {k: np.asarray(d["collectives"][k], dtype=t) for k, t in COLLECTIVE_COLUMNS.items()}
+        steps: dict[str, np.ndarray] = {k: np.asarray(d["steps"][k], dtype=t) for k, t in STEP_COLUMNS.items()}
+        coll: dict[str, np.ndarray] = {k: np.asarray(d["collectives"][k], dtype=t) for k, t in COLLECTIVE_COLUMNS.items()}
         theirs = list(d.get("kinds", KINDS))
         if theirs != list(KINDS):
             remap = np.array([KINDS.index(k) if k in KINDS else KINDS.index("other_collective") for k in theirs],
@@ -132,7 +132,7 @@ def summarize_rank(trace: Trace, steps: Steps, *, label: str, rank: int | None =
     for name in STEP_COLUMNS:
         if name not in step_cols:
             step_cols[name] = np.asarray(getattr(b, name), dtype=STEP_COLUMNS[name])
-    coll_cols = {
+    coll_cols: dict[str, np.ndarray] = {
         "kind": coll.kind, "start_ns": coll.start_ns + origin, "end_ns": coll.end_ns + origin, "bytes": coll.bytes,
         "group_size": coll.group_size, "pg_id": coll.pg_id, "seq": coll.seq, "step": _collective_step(trace, coll, w, len(steps) > 0),
         "exposed_ns": exposed_per_collective(trace, coll),

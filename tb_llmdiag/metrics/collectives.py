@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.model import Kind, Trace
+
+_Scalar = TypeVar("_Scalar", bound=np.generic)
 
 #: Collective kinds; a kind code is the index. ``UNKNOWN`` marks rows that are not collectives.
 KINDS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast",
@@ -218,7 +220,7 @@ def _annotation_kinds(trace: Trace, rows: NDArray[np.intp]) -> NDArray[np.uint8]
     return out
 
 
-def _arg(trace: Trace, key: str, rows: NDArray[np.intp], dtype: type) -> NDArray[np.generic]:
+def _arg(trace: Trace, key: str, rows: NDArray[np.intp], dtype: type[_Scalar]) -> NDArray[_Scalar]:
     col = trace.extra.get(key)
     if col is None or len(col) != len(trace.events):
         return np.full(rows.shape, -1, dtype=dtype)

@@ -94,9 +94,9 @@ def flops_metrics(ctx: Context, steps_topic: dict[str, Any], kernels_topic: dict
     inwin = in_windows(ev.ts_ns[rows], ctx.win_s, ctx.win_e)
     total = float(flops[inwin].sum()) if rows.size else 0.0
     peak, device = peak_tflops(ctx)
-    rows = (steps_topic.get("per_step") or []) if steps_topic.get("available") else []
-    tokens = [r["tokens"] for r in rows] if rows and rows[0].get("tokens") is not None else None
-    step_total = float(sum(max(r["duration_ns"], 0) for r in rows)) if tokens else 0.0
+    step_rows = (steps_topic.get("per_step") or []) if steps_topic.get("available") else []
+    tokens = [r["tokens"] for r in step_rows] if step_rows and step_rows[0].get("tokens") is not None else None
+    step_total = float(sum(max(r["duration_ns"], 0) for r in step_rows)) if tokens else 0.0
     tokens_per_s = sum(tokens) / (step_total / 1e9) if tokens and step_total > 0 and why is None else None
     if total <= 0:
         return {"available": False,

@@ -59,7 +59,7 @@ def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
         coll_ns = int(overlap_per_window(cs, ce, ctx.win_s, ctx.win_e).sum())
         in_coll = blocked_all + coll_ns - union  # |blocked ∩ collectives| within the window
     blocked = blocked_all - in_coll
-    per_api = []
+    per_api: list[dict[str, Any]] = []
     for nid in np.unique(ev.name_id[api]):
         m = ev.name_id[api] == nid
         d = ev.dur_ns[api][m]

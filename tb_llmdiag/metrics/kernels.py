@@ -38,7 +38,7 @@ def kernel_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
     total = int(dur.sum())
     time_by_cat = np.bincount(cat, weights=dur, minlength=len(CATEGORIES))
     count_by_cat = np.bincount(cat, minlength=len(CATEGORIES))
-    by_category = {
+    by_category: dict[str, dict[str, Any]] = {
         name: {"time_ns": int(time_by_cat[i]), "count": int(count_by_cat[i]), "share": share(int(time_by_cat[i]), total)}
         for i, name in enumerate(CATEGORIES)
     }

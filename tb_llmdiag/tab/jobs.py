@@ -23,6 +23,7 @@ import logging
 import multiprocessing
 import queue
 import threading
+import sys
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 from typing import Any, Callable
 
@@ -64,10 +65,9 @@ def process_pool(workers: int, progress_queue: Any = None) -> tuple[Executor, An
     if progress_queue is None:
         progress_queue = ctx.SimpleQueue()
     kw: dict[str, Any] = {"mp_context": ctx, "initializer": init_worker, "initargs": (progress_queue,)}
-    try:
+    if sys.version_info >= (3, 11):
         return ProcessPoolExecutor(max_workers=workers, max_tasks_per_child=8, **kw), progress_queue
-    except TypeError:  # Python < 3.11: no max_tasks_per_child
-        return ProcessPoolExecutor(max_workers=workers, **kw), progress_queue
+    return ProcessPoolExecutor(max_workers=workers, **kw), progress_queue  # Python 3.10: no max_tasks_per_child
 
 
 class JobQueue:

@@ -171,9 +171,9 @@ class Registry:
         if result is not None:
             try:
                 self.cache.store(token, result)  # never raises for disk trouble: falls back to memory
-            except (TypeError, ValueError, KeyError) as e:  # a result the cache cannot encode: a bug, shown
+            except (TypeError, ValueError, KeyError) as exc:  # a result the cache cannot encode: a bug, shown
                 logger.exception("llm_diag: keeping the result of %s failed", key)
-                result, error = None, f"analysis failed: cannot keep its result ({type(e).__name__}: {e})"
+                result, error = None, f"analysis failed: cannot keep its result ({type(exc).__name__}: {exc})"
         with self.lock:
             e = self.entries.get(key)
             if e is None or e.cache_key != token:
