@@ -7,20 +7,21 @@ errors into per-run error entries, so one bad file never stops the others.
 from __future__ import annotations
 
 import logging
-from typing import Any, BinaryIO, Callable
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 from tb_llmdiag import __version__
 from tb_llmdiag.compare import compare_runs
-from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
+from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
 from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
 from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
-from tb_llmdiag.metrics import Analysis, analyze
-from tb_llmdiag.metrics import registry
+from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.metrics import Analysis, analyze, registry
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import MODEL_VERSION, Trace
@@ -30,7 +31,6 @@ from tb_llmdiag.traceview.build import TRACEVIEW_VERSION
 from tb_llmdiag.traceview.build import build as build_traceview
 from tb_llmdiag.traceview.evidence import locate as locate_evidence
 from tb_llmdiag.traceview.index import BadIndex, TraceIndex
-from tb_llmdiag.jsonsafe import jsonable
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from tb_llmdiag import __version__, api
 from tb_llmdiag.compare import cli as compare_cli

@@ -4,7 +4,8 @@ analyses and the tab's cached reports compare the same way."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -13,7 +14,16 @@ from tb_llmdiag.compare import stats
 from tb_llmdiag.compare.findings_diff import bottleneck, findings_diff
 from tb_llmdiag.compare.series import step_columns, value_at
 from tb_llmdiag.compare.table import (
-    ROWS, STATISTICS, Row, beyond_tolerance, derived_value, direction, expand, gated, lookup)
+    ROWS,
+    STATISTICS,
+    Row,
+    beyond_tolerance,
+    derived_value,
+    direction,
+    expand,
+    gated,
+    lookup,
+)
 from tb_llmdiag.compare.verdict import verdict
 from tb_llmdiag.jsonsafe import jsonable
 

@@ -9,7 +9,8 @@ the first in rank order on a tie.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 SAVING_FLOOR = 0.01
 

@@ -9,7 +9,8 @@ must not pass.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tb_llmdiag.compare.core import COMPARE_SCHEMA
 from tb_llmdiag.compare.text import regression_line

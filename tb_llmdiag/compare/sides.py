@@ -11,8 +11,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tb_llmdiag import api
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError

@@ -20,9 +20,9 @@ All functions are pure and vectorised over the resamples (an index matrix of sha
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import comb, erfc, sqrt
-from typing import Callable, Mapping
 
 import numpy as np
 

@@ -12,8 +12,9 @@ by more than that metric's tolerance, rows marked ``same_work`` (the step time) 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tb_llmdiag.compare.verdict import change_text
 from tb_llmdiag.units import fmt
-
 
 #: units printed as whole numbers from 100 up (11593/s, 5816 launches per step), not 1.16e+04
 WHOLE_FROM_100 = ("per_s", "count", "count_per_step")
@@ -47,7 +47,7 @@ def _side(role: str, s: Mapping[str, Any]) -> str:
 
 
 def render_compare(doc: Mapping[str, Any]) -> str:
-    out = [f"LLM Diag compare", "  " + _side("BEFORE", doc["before"]), "  " + _side("AFTER ", doc["after"]),
+    out = ["LLM Diag compare", "  " + _side("BEFORE", doc["before"]), "  " + _side("AFTER ", doc["after"]),
            "", doc["verdict"], ""]
     wk = doc["work"]
     if wk["differs"]:

@@ -8,7 +8,8 @@ bottleneck is now. Built only from the comparison document's own fields (``core.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tb_llmdiag.units import fmt, fmt_ns
 

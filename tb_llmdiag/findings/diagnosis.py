@@ -13,7 +13,8 @@ Contract:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tb_llmdiag.findings.engine import Rule, evaluate, rank
 from tb_llmdiag.findings.table import RULES

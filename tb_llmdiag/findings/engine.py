@@ -40,8 +40,9 @@ The tables are data beside this module: ``findings/gpu.py`` (``GPU_RULES``), ``f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, TypeGuard
+from typing import Any, TypeGuard
 
 from tb_llmdiag.metrics.registry import metric
 from tb_llmdiag.units import fmt, unit_from_name

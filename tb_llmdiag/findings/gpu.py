@@ -12,7 +12,6 @@ from typing import Any
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
 
-
 # Named predicates (a rule that needs more than one comparison)
 
 

@@ -29,7 +29,8 @@ and nothing else moves in to fill it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tb_llmdiag.findings.engine import Rule, applicable, finite, lookup
 from tb_llmdiag.units import fmt_ns

@@ -18,7 +18,8 @@ minus the transfer stall, ``copy_heavy`` data movement in steady steps.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tb_llmdiag.findings.engine import Fix, Metrics, Rule, lookup
 from tb_llmdiag.findings.gpu import first_step_range, outlier_step_ranges

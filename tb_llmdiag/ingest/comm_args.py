@@ -23,8 +23,9 @@ Contract:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from itertools import islice
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

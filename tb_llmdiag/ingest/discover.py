@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import re
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 from tb_llmdiag.errors import NoTracesFound, RunNotFound, TraceFormatError
 from tb_llmdiag.ingest.source import not_regular, os_error_message

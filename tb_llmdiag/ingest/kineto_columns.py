@@ -7,6 +7,7 @@ otherwise; both give the same result (tests/test_scan.py).
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import re
 from typing import Any, NamedTuple
@@ -128,10 +129,8 @@ class _Columns:
             if m and (m.group(0) == text.strip() or text.startswith("stream")):
                 number = int(m.group(0))
             elif text.startswith("0x"):
-                try:
+                with contextlib.suppress(ValueError):
                     number = int(text, 16)
-                except ValueError:
-                    pass
         if number is not None and _INT64_MIN <= number <= _INT64_MAX:
             return number
         return _STR_ID_BASE - self.str_ids.setdefault(str(value), len(self.str_ids))

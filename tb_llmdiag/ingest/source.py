@@ -17,7 +17,7 @@ import os
 import stat
 import types
 import zlib
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from tb_llmdiag.errors import TraceFormatError
 

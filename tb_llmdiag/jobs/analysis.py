@@ -28,15 +28,16 @@ Definitions:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.jobs.attribution import JobTables, attribute, per_rank_mean, what_if
-from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s
 from tb_llmdiag.jobs.summary import RankSummary
+from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s
 
 I64 = NDArray[np.int64]
 

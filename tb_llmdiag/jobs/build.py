@@ -14,7 +14,8 @@ Contract:
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tb_llmdiag.ingest.discover import TraceFile
 from tb_llmdiag.jobs.report import job_report

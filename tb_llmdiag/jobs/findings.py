@@ -19,15 +19,16 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from tb_llmdiag.jobs.analysis import JobAnalysis
 from tb_llmdiag.jobs.attribution import per_rank_mean
-from tb_llmdiag.metrics.collectives import KINDS
 from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.metrics.collectives import KINDS
 
 STRAGGLER_FIXES: dict[str, str] = {
     "more_tokens": "Balance tokens per rank: group samples by length (HF Trainer group_by_length=True), pack "

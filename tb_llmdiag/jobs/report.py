@@ -12,7 +12,8 @@ Null stands for unknown (a rank without a common step).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

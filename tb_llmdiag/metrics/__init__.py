@@ -17,13 +17,14 @@ traces ``xla``); every platform-dependent consumer (headline, rules, tab) reads 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.annotations import annotation_metrics
-from tb_llmdiag.metrics.communication import communication_metrics
 from tb_llmdiag.metrics.causes import cause_topics
+from tb_llmdiag.metrics.communication import communication_metrics
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.dataloader import dataloader_metrics
 from tb_llmdiag.metrics.flops import flops_metrics

@@ -5,7 +5,8 @@ docs/metrics.md). Kineto runs only: XPlane runs have their own (``xla``)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tb_llmdiag.metrics.checkpointing import checkpointing_metrics
 from tb_llmdiag.metrics.compile import compile_metrics

@@ -17,8 +17,9 @@ Contract:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray

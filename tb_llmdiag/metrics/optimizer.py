@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.classify import CATEGORY_CODE
+from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, share
 from tb_llmdiag.metrics.ranges import busy_ns, inside, launched_inside, named_rows
-from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.model import Kind
 
 STEP = re.compile(r"^Optimizer\.step#(\w+)\.step$")

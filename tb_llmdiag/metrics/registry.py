@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
-from tb_llmdiag.metrics.registry_data import (
-    INTRO, REPORT_METRICS, TOPIC_INTROS, Entry)
-from tb_llmdiag.metrics.registry_comm import COMM_METRICS
 from tb_llmdiag.metrics.registry_causes import CAUSE_METRICS, CAUSE_TOPIC_INTROS
+from tb_llmdiag.metrics.registry_comm import COMM_METRICS
+from tb_llmdiag.metrics.registry_data import INTRO, REPORT_METRICS, TOPIC_INTROS, Entry
 from tb_llmdiag.metrics.registry_gpu import GPU_METRICS
 from tb_llmdiag.metrics.registry_host import HOST_METRICS
 from tb_llmdiag.metrics.registry_job import JOB_METRICS

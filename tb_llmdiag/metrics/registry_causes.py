@@ -4,7 +4,19 @@ sync_storm (``metrics/causes.py``; Kineto runs only)."""
 from __future__ import annotations
 
 from tb_llmdiag.metrics.registry_data import (
-    BYTES, COUNT, FLAG, HIGHER, INDEX, LOWER, NEITHER, NS, PER_STEP, RATIO, SHARE, TEXT, Entry)
+    BYTES,
+    COUNT,
+    FLAG,
+    INDEX,
+    LOWER,
+    NEITHER,
+    NS,
+    PER_STEP,
+    RATIO,
+    SHARE,
+    TEXT,
+    Entry,
+)
 
 CAUSE_TOPIC_INTROS: dict[str, tuple[str, str]] = {
     "compile": ("`compile` (metrics/compile.py)",

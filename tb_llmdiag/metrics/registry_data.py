@@ -3,10 +3,8 @@ what_if, findings) and the keys every topic has; the intro prose of docs/metrics
 
 from __future__ import annotations
 
-from typing import Tuple
-
 #: (key, unit, better, tolerance, label, definition)
-Entry = Tuple[str, str, str, float, str, str]
+Entry = tuple[str, str, str, float, str, str]
 
 NS, BYTES, SHARE, RATIO, COUNT, PER_STEP = "ns", "bytes", "share", "ratio", "count", "count_per_step"
 PER_S, FLOP, TFLOP_PER_S, INDEX, ID, AS_METRIC = "per_s", "flop", "tflop_per_s", "index", "id", "as_metric"

@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 from tb_llmdiag.metrics.registry_data import (
-    COUNT, FLAG, HIGHER, INDEX, LOWER, NEITHER, NS, PER_STEP, RATIO, SHARE, TEXT, Entry)
+    COUNT,
+    FLAG,
+    HIGHER,
+    INDEX,
+    LOWER,
+    NEITHER,
+    NS,
+    PER_STEP,
+    RATIO,
+    SHARE,
+    TEXT,
+    Entry,
+)
 
 GPU_METRICS: tuple[Entry, ...] = (
     ("steps.count", COUNT, NEITHER, 0.02, "count", "n, the number of steps"),

@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 from tb_llmdiag.metrics.registry_data import (
-    BYTES, COUNT, FLOP, HIGHER, INDEX, LOWER, NEITHER, NS, PER_S, PER_STEP, SHARE, TEXT, TFLOP_PER_S, Entry)
+    BYTES,
+    COUNT,
+    FLOP,
+    HIGHER,
+    INDEX,
+    LOWER,
+    NEITHER,
+    NS,
+    PER_S,
+    PER_STEP,
+    SHARE,
+    TEXT,
+    TFLOP_PER_S,
+    Entry,
+)
 
 HOST_METRICS: tuple[Entry, ...] = (
     ("memcpy.count", COUNT, NEITHER, 0.02, "count", "memcpy events"),

@@ -4,7 +4,20 @@
 from __future__ import annotations
 
 from tb_llmdiag.metrics.registry_data import (
-    BYTES, COUNT, FLAG, HIGHER, ID, INDEX, LOWER, NEITHER, NS, PER_STEP, SHARE, TEXT, Entry)
+    BYTES,
+    COUNT,
+    FLAG,
+    HIGHER,
+    ID,
+    INDEX,
+    LOWER,
+    NEITHER,
+    NS,
+    PER_STEP,
+    SHARE,
+    TEXT,
+    Entry,
+)
 
 _WHAT_IF = "an upper bound on the gain, from durations only"
 _CAUSE = ("`straggler_cause_evidence`: the straggler's largest positive difference per step against the median of "

@@ -3,7 +3,22 @@
 from __future__ import annotations
 
 from tb_llmdiag.metrics.registry_data import (
-    COUNT, FLAG, FLOP, HIGHER, ID, INDEX, LOWER, NEITHER, NS, PER_STEP, RATIO, SHARE, TEXT, TFLOP_PER_S, Entry)
+    COUNT,
+    FLAG,
+    FLOP,
+    HIGHER,
+    ID,
+    INDEX,
+    LOWER,
+    NEITHER,
+    NS,
+    PER_STEP,
+    RATIO,
+    SHARE,
+    TEXT,
+    TFLOP_PER_S,
+    Entry,
+)
 
 XLA_METRICS: tuple[Entry, ...] = (
     ("xla.achieved_tflops_per_s", TFLOP_PER_S, HIGHER, 0.05, "achieved tflops per s",

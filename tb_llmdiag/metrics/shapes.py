@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -60,12 +61,12 @@ def _sdpa(mult: float, bhld: bool) -> Callable[[Dims], float]:
         if len(d) < 2 or len(d[0]) != 4 or len(d[1]) != 4:
             return 0.0
         if bhld:
-            b, h, l, dd = d[0]
+            b, h, q_len, dd = d[0]
             s = d[1][2]
         else:
-            b, l, h, dd = d[0]
+            b, q_len, h, dd = d[0]
             s = d[1][1]
-        return mult * 4.0 * b * h * l * s * dd
+        return mult * 4.0 * b * h * q_len * s * dd
     return f
 
 

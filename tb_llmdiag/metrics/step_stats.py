@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.context import Context

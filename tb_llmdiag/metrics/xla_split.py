@@ -28,7 +28,8 @@ Keys (shares are of the summed step time T, like every saving; None where not co
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray

@@ -13,12 +13,13 @@ page cache across TensorBoard restarts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
@@ -56,10 +57,8 @@ def write(path: Path, layout: int, key: str, what: str, arrays: Mapping[str, np.
             f.truncate(len(head) + off)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import gzip
 import mimetypes
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
-
-from werkzeug import wrappers
+from typing import Any
 
 from tensorboard.backend import http_util
+from werkzeug import wrappers
 
 #: The iframe's own policy is TensorBoard's; our assets repeat a compatible one (nothing but 'self',
 #: plus Perfetto's UI, which TensorBoard's frame policy allows).

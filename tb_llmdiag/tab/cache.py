@@ -20,6 +20,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -28,11 +29,11 @@ import stat
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import msgspec
-
 import numpy as np
 
 from tb_llmdiag import api
@@ -270,8 +271,6 @@ class ResultCache:
                 f.write(data)
             os.replace(tmp, p)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
             raise

@@ -17,15 +17,17 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
 import multiprocessing
 import queue
-import threading
 import sys
+import threading
+from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from tb_llmdiag import api
 
@@ -50,10 +52,8 @@ def analyse_task(tf: api.TraceFile, token: str, put: Put | None) -> dict[str, An
 
     def progress(phase: str) -> None:
         if sink is not None:
-            try:
+            with contextlib.suppress(OSError, ValueError, EOFError):  # the parent went away: progress is best effort
                 sink((token, phase))
-            except (OSError, ValueError, EOFError):  # the parent went away: progress is best effort
-                pass
 
     return api.analyze_for_tab(tf, progress=progress)
 
@@ -116,10 +116,8 @@ class JobQueue:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self._progress.put(None)
-        except (OSError, ValueError):
-            pass
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # -- threads

@@ -12,14 +12,14 @@ Contract:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Callable
-
-from werkzeug import wrappers, wsgi
+from typing import Any
 
 from tensorboard import errors as tb_errors
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
+from werkzeug import wrappers, wsgi
 
 from tb_llmdiag import api
 from tb_llmdiag.tab import routes

@@ -21,9 +21,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from tb_llmdiag import api
 from tb_llmdiag.tab.cache import ResultCache

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Mapping
+from typing import Any, BinaryIO
 
 from tensorboard import errors as tb_errors
 
 from tb_llmdiag import api
-from tb_llmdiag.tab.registry import Entry, Registry
 from tb_llmdiag.tab.jobs import Key
+from tb_llmdiag.tab.registry import Entry, Registry
 from tb_llmdiag.tab.traceviews import TraceViews
 
 #: HTTP status of a run whose analysis failed (not a bad trace: those are 200 error RunReports).

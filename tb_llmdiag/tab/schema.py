@@ -6,7 +6,8 @@ every number: a planted or damaged entry of the wrong shape is a cache miss, nev
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tb_llmdiag import api
 

@@ -13,8 +13,9 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ class TraceIndex:
         names, shapes = meta.get("names"), meta.get("shapes")
         if not (isinstance(names, list) and isinstance(shapes, list)):
             raise BadIndex("no name tables")
-        if n and not (0 <= int(arrays["ev_name"].min()) and int(arrays["ev_name"].max()) < len(names)):
+        if n and not (int(arrays["ev_name"].min()) >= 0 and int(arrays["ev_name"].max()) < len(names)):
             raise BadIndex("event names out of range")
         if n and int(arrays["ev_shape"].max()) >= len(shapes):
             raise BadIndex("event shapes out of range")
@@ -88,7 +89,7 @@ class TraceIndex:
         if arrays["row_lane"].shape[0] != n_rows or arrays["row_depth"].shape[0] != n_rows:
             raise BadIndex("row tables of the wrong length")
         ce = arrays["corr_ev"]
-        if ce.shape[0] != arrays["corr_sorted"].shape[0] or (ce.size and not (0 <= ce.min() and ce.max() < n)):
+        if ce.shape[0] != arrays["corr_sorted"].shape[0] or (ce.size and not (ce.min() >= 0 and ce.max() < n)):
             raise BadIndex("correlation index out of range")
         if not _sorted(arrays["corr_sorted"], np.zeros(0, np.int64)):
             raise BadIndex("correlation index not sorted")
@@ -100,7 +101,7 @@ class TraceIndex:
                 raise BadIndex(f"level {i}: bad row offsets")
             if any(g[c].shape[0] != m for c in ("end", "cmax", "ev", "n")):
                 raise BadIndex(f"level {i}: columns of unequal length")
-            if m and not (0 <= g["ev"].min() and g["ev"].max() < n):
+            if m and not (g["ev"].min() >= 0 and g["ev"].max() < n):
                 raise BadIndex(f"level {i}: event ids out of range")
             if not (_sorted(g["start"], off) and _sorted(g["cmax"], off)) or np.any(g["end"] < g["start"]):
                 raise BadIndex(f"level {i}: rows not sorted")
