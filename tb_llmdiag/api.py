@@ -42,9 +42,28 @@ REPORT_SCHEMA = 3
 ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERSION)
 
 __all__ = [
-    "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index", "TraceIndex", "NotRegularFile", "TraceFile", "analyze_file",
-    "analyze_index", "analyze_rank_file", "job_for_summaries", "rank_summary",
-    "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw", "preload", "report", "writing",
+    "ENGINE_VERSION",
+    "REPORT_SCHEMA",
+    "TIMELINE_VERSION",
+    "TRACEVIEW_VERSION",
+    "BadIndex",
+    "Index",
+    "TraceIndex",
+    "NotRegularFile",
+    "TraceFile",
+    "analyze_file",
+    "analyze_index",
+    "analyze_rank_file",
+    "job_for_summaries",
+    "rank_summary",
+    "analyze_for_tab",
+    "analyze_trace",
+    "discover",
+    "error_report",
+    "open_raw",
+    "preload",
+    "report",
+    "writing",
     "writing_report",
 ]
 
@@ -52,7 +71,8 @@ __all__ = [
 #: Modules the engine imports on first use (so that TensorBoard starts without them); preload() lists
 #: them, and a test checks that analysing a trace imports nothing more of ours.
 _LAZY_MODULES = (
-    "tb_llmdiag.ingest.chrome_trace", "tb_llmdiag.ingest.xplane",
+    "tb_llmdiag.ingest.chrome_trace",
+    "tb_llmdiag.ingest.xplane",
     "numpy.ma",  # numpy imports it on the first np.unique
 )
 
@@ -69,15 +89,31 @@ def preload() -> None:
 
 def _base(tf: TraceFile) -> dict[str, Any]:
     return {
-        "run": tf.run, "worker": tf.worker, "span": tf.span, "source_kind": tf.source_kind,
-        "path": tf.path, "size_bytes": tf.size_bytes, "rank": tf.rank, "phase": tf.phase,
+        "run": tf.run,
+        "worker": tf.worker,
+        "span": tf.span,
+        "source_kind": tf.source_kind,
+        "path": tf.path,
+        "size_bytes": tf.size_bytes,
+        "rank": tf.rank,
+        "phase": tf.phase,
     }
 
 
 def error_report(tf: TraceFile, message: str) -> dict[str, Any]:
     """The RunReport of a run that could not be analysed: one line saying why."""
-    return {**_base(tf), "status": "error", "error": message, "read_state": None, "warnings": [], "summary": None,
-            "headline": None, "metrics": {}, "findings": [], "what_if": None}
+    return {
+        **_base(tf),
+        "status": "error",
+        "error": message,
+        "read_state": None,
+        "warnings": [],
+        "summary": None,
+        "headline": None,
+        "metrics": {},
+        "findings": [],
+        "what_if": None,
+    }
 
 
 def writing_report(tf: TraceFile, reason: str) -> dict[str, Any]:
@@ -125,10 +161,16 @@ def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str,
     complete = bool(read_state["complete"])
     report = {
         # "partial": the reader stopped early (invalid JSON, a cut file); the report covers what it read
-        **_base(tf), "status": "ok" if complete else "partial", "error": None if complete else read_state["reason"],
-        "read_state": read_state, "warnings": list(trace.warnings),
-        "summary": summarize(analysis.context), "headline": headline(metrics), "metrics": metrics,
-        "findings": findings, "what_if": what_if,
+        **_base(tf),
+        "status": "ok" if complete else "partial",
+        "error": None if complete else read_state["reason"],
+        "read_state": read_state,
+        "warnings": list(trace.warnings),
+        "summary": summarize(analysis.context),
+        "headline": headline(metrics),
+        "metrics": metrics,
+        "findings": findings,
+        "what_if": what_if,
     }
     return jsonable(report), analysis
 
@@ -189,12 +231,17 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
     and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
     ``progress`` is told each phase as it starts: ``reading``, ``analysing``, ``timeline``.
     """
+
     def say(phase: str) -> None:
         if progress is not None:
             progress(phase)
 
-    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}, "traceview": None,
-                               "rank_summary": {"summary": None}}
+    nothing: dict[str, Any] = {
+        "timelines": [],
+        "steps": {"steps": []},
+        "traceview": None,
+        "rank_summary": {"summary": None},
+    }
     refusal = regular_file_error(tf.path)
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
@@ -220,8 +267,13 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
             summary = rank_summary(tf, trace, rep, analysis).to_dict()
     except Exception:  # noqa: BLE001  (the rank's own report stands; its job states it lacks this rank)
         logger.exception("summarising rank %s failed", tf.path)
-    return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown},
-            "traceview": {"meta": meta, "arrays": arrays}, "rank_summary": {"summary": summary}}
+    return {
+        "report": rep,
+        "timelines": list(timelines),
+        "steps": {"steps": breakdown},
+        "traceview": {"meta": meta, "arrays": arrays},
+        "rank_summary": {"summary": summary},
+    }
 
 
 def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
@@ -234,10 +286,17 @@ def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
     return open_regular(tf.path)
 
 
-def report_for_index(index: Index, runs: list[dict[str, Any]],
-                     jobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"schema": REPORT_SCHEMA, "tool": {"name": "tb_llmdiag", "version": __version__},
-            "root": index.root, "warnings": list(index.warnings), "jobs": jobs or [], "runs": runs}
+def report_for_index(
+    index: Index, runs: list[dict[str, Any]], jobs: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    return {
+        "schema": REPORT_SCHEMA,
+        "tool": {"name": "tb_llmdiag", "version": __version__},
+        "root": index.root,
+        "warnings": list(index.warnings),
+        "jobs": jobs or [],
+        "runs": runs,
+    }
 
 
 def analyze_index(index: Index) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -249,16 +308,19 @@ def analyze_index(index: Index) -> tuple[list[dict[str, Any]], list[dict[str, An
         rep, summary = analyze_rank_file(tf, summary=tf.path in in_job)
         runs.append(rep)
         summaries[tf.path] = summary
-    jobs = [jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
-            for run, span, fs in job_groups(index.files)]
+    jobs = [
+        jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
+        for run, span, fs in job_groups(index.files)
+    ]
     return runs, jobs
 
 
 def job_for_summaries(run: str, span: str, members: list[tuple[TraceFile, dict[str, Any] | None]]) -> dict[str, Any]:
     """The ``jobs[]`` entry of one job from its ranks' RankSummaries as dicts (``RankSummary.to_dict``, what
     the tab caches per rank); None for a rank without one."""
-    return jsonable(job_entry(run, span, [(tf, RankSummary.from_dict(d) if d is not None else None)
-                                          for tf, d in members]))
+    return jsonable(
+        job_entry(run, span, [(tf, RankSummary.from_dict(d) if d is not None else None) for tf, d in members])
+    )
 
 
 def report(path: str) -> dict[str, Any]:
@@ -269,8 +331,9 @@ def report(path: str) -> dict[str, Any]:
     """
     index = discover(path)
     if not index.files:
-        raise NoTracesFound(f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and "
-                            "plugins/profile/*/*.xplane.pb)")
+        raise NoTracesFound(
+            f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and plugins/profile/*/*.xplane.pb)"
+        )
     runs, jobs = analyze_index(index)
     return report_for_index(index, runs, jobs)
 

@@ -48,8 +48,23 @@ def _report(args: argparse.Namespace) -> int:
 
 def _rules(args: argparse.Namespace) -> int:
     if args.json:
-        sys.stdout.write(dumps([{"id": r.id, "title": r.title, "metric": r.metric, "above": r.above,
-                                 "below": r.below, "fix": r.fix.text, "docs": r.docs} for r in RULES]) + "\n")
+        sys.stdout.write(
+            dumps(
+                [
+                    {
+                        "id": r.id,
+                        "title": r.title,
+                        "metric": r.metric,
+                        "above": r.above,
+                        "below": r.below,
+                        "fix": r.fix.text,
+                        "docs": r.docs,
+                    }
+                    for r in RULES
+                ]
+            )
+            + "\n"
+        )
         return 0
     for rule in RULES:
         print(f"{rule.id:<20} {rule.title}\n{'':<20} fix: {rule.fix.text}")
@@ -57,8 +72,9 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llmdiag", description="Why is my LLM fine-tuning step slow? "
-                                     "Diagnose torch.profiler / XPlane traces.")
+    parser = argparse.ArgumentParser(
+        prog="llmdiag", description="Why is my LLM fine-tuning step slow? Diagnose torch.profiler / XPlane traces."
+    )
     parser.add_argument("--version", action="version", version=f"llmdiag {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="analyse every trace under PATH (logdir, run folder or file)")

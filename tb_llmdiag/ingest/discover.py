@@ -141,8 +141,9 @@ def _rel_run(root: str, folder: str) -> str:
     return rel.replace(os.sep, "/")
 
 
-def _kineto_entries(root: str, folder: str, filenames: list[str],
-                    warnings: list[str]) -> list[tuple[TraceFile, str | None]]:
+def _kineto_entries(
+    root: str, folder: str, filenames: list[str], warnings: list[str]
+) -> list[tuple[TraceFile, str | None]]:
     """(TraceFile with span left blank, timestamp) for every Kineto trace in one folder. A file named
     like torch's trace handler writes (``*.pt.trace.json[.gz]``) is listed even when its content is not a
     trace or it cannot be read, so its one-line error is reported; another ``.json`` file that cannot be
@@ -172,9 +173,22 @@ def _kineto_entries(root: str, folder: str, filenames: list[str],
         else:
             worker, ts = _JSON_NAME.sub("", name), None
         phase = "validation" if "validation_step" in worker else "train"
-        out.append((TraceFile(run=_rel_run(root, folder), worker=worker, span="", path=os.path.abspath(path),
-                              source_kind="kineto", size_bytes=st[0], mtime_ns=st[1],
-                              rank=_rank(name, head), phase=phase), ts))
+        out.append(
+            (
+                TraceFile(
+                    run=_rel_run(root, folder),
+                    worker=worker,
+                    span="",
+                    path=os.path.abspath(path),
+                    source_kind="kineto",
+                    size_bytes=st[0],
+                    mtime_ns=st[1],
+                    rank=_rank(name, head),
+                    phase=phase,
+                ),
+                ts,
+            )
+        )
     return out
 
 
@@ -192,8 +206,17 @@ def _xplane_entries(root: str, folder: str, filenames: list[str]) -> list[TraceF
         st = _stat(path)
         if st is None:
             continue
-        out.append(TraceFile(run=_rel_run(root, run_folder), worker=m.group(1), span=parts[-1],
-                             path=os.path.abspath(path), source_kind="xplane", size_bytes=st[0], mtime_ns=st[1]))
+        out.append(
+            TraceFile(
+                run=_rel_run(root, run_folder),
+                worker=m.group(1),
+                span=parts[-1],
+                path=os.path.abspath(path),
+                source_kind="xplane",
+                size_bytes=st[0],
+                mtime_ns=st[1],
+            )
+        )
     return out
 
 
@@ -272,13 +295,28 @@ def _single_file(path: str) -> Index:
         raise NoTracesFound(f"{path}: cannot be read")
     if _XPLANE_NAME.match(name):
         m = _XPLANE_NAME.match(name)
-        tf = TraceFile(run=os.path.basename(folder) or ".", worker=m.group(1) if m else name, span="default",
-                       path=path, source_kind="xplane", size_bytes=st[0], mtime_ns=st[1])
+        tf = TraceFile(
+            run=os.path.basename(folder) or ".",
+            worker=m.group(1) if m else name,
+            span="default",
+            path=path,
+            source_kind="xplane",
+            size_bytes=st[0],
+            mtime_ns=st[1],
+        )
         return Index(root=folder, files=(tf,))
     m2 = _TB_HANDLER.match(name)
     worker = m2.group(1) if m2 else _JSON_NAME.sub("", name)
     head = _head(path)  # a regular file: discover() checked
     # a file named explicitly is always tried: a wrong format gets its one-line error at load time
-    tf = TraceFile(run=os.path.basename(folder) or ".", worker=worker, span="default", path=path,
-                   source_kind="kineto", size_bytes=st[0], mtime_ns=st[1], rank=_rank(name, head))
+    tf = TraceFile(
+        run=os.path.basename(folder) or ".",
+        worker=worker,
+        span="default",
+        path=path,
+        source_kind="kineto",
+        size_bytes=st[0],
+        mtime_ns=st[1],
+        rank=_rank(name, head),
+    )
     return Index(root=folder, files=(tf,))

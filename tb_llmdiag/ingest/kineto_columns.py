@@ -34,22 +34,34 @@ from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, MemoryTable, empty_
 
 #: source category -> Kind (unknown categories are OTHER; host/device is decided from the kind)
 KIND_OF_CATEGORY: dict[str, Kind] = {
-    "cpu_op": Kind.CPU_OP, "Operator": Kind.CPU_OP, "operator": Kind.CPU_OP,
-    "user_annotation": Kind.ANNOTATION, "python_function": Kind.PYTHON,
-    "cuda_runtime": Kind.RUNTIME, "Runtime": Kind.RUNTIME, "runtime": Kind.RUNTIME,
-    "mtia_runtime": Kind.RUNTIME, "cuda_driver": Kind.DRIVER,
-    "kernel": Kind.KERNEL, "Kernel": Kind.KERNEL, "mtia_ccp_events": Kind.KERNEL,
-    "gpu_memcpy": Kind.MEMCPY, "Memcpy": Kind.MEMCPY,
-    "gpu_memset": Kind.MEMSET, "Memset": Kind.MEMSET,
-    "gpu_user_annotation": Kind.GPU_ANNOTATION, "cuda_sync": Kind.SYNC,
+    "cpu_op": Kind.CPU_OP,
+    "Operator": Kind.CPU_OP,
+    "operator": Kind.CPU_OP,
+    "user_annotation": Kind.ANNOTATION,
+    "python_function": Kind.PYTHON,
+    "cuda_runtime": Kind.RUNTIME,
+    "Runtime": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.DRIVER,
+    "kernel": Kind.KERNEL,
+    "Kernel": Kind.KERNEL,
+    "mtia_ccp_events": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "Memcpy": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "Memset": Kind.MEMSET,
+    "gpu_user_annotation": Kind.GPU_ANNOTATION,
+    "cuda_sync": Kind.SYNC,
 }
 #: Kinds of rows on a device lane (they have a stream and a device, not a host thread)
 _DEVICE_SIDE = (*DEVICE_KINDS, Kind.GPU_ANNOTATION, Kind.SYNC)
 _DEVICE_ROW, _LAUNCH_ROW = 1, 2
 #: by kind code: which args fields a row carries (device rows: correlation, stream, device, bytes and
 #: pid; launch rows: correlation). Shared with the C scanner.
-_ROW_ARGS = bytes(_DEVICE_ROW if k in _DEVICE_SIDE else _LAUNCH_ROW if k in (Kind.RUNTIME, Kind.DRIVER) else 0
-                  for k in range(256))
+_ROW_ARGS = bytes(
+    _DEVICE_ROW if k in _DEVICE_SIDE else _LAUNCH_ROW if k in (Kind.RUNTIME, Kind.DRIVER) else 0 for k in range(256)
+)
 _SKIP = 255  # pseudo-kind of skipped categories
 _STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
 _SKIPPED_CATEGORIES = {"Trace"}  # the profiler's own "PyTorch Profiler (0)" span
@@ -59,8 +71,18 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: rows per slab of columns (_Columns._store): 4 Mi rows, ~230 MB of address space, committed only as filled
 _SLAB_ROWS = 4 << 20
 #: the model's columns as _Columns keeps them (EventTable's dtypes)
-_ROW_DTYPES = {"ts_ns": np.int64, "dur_ns": np.int64, "kind": np.uint8, "name_id": np.int32, "device": np.int16,
-               "stream": np.int32, "tid": np.int64, "correlation": np.int64, "bytes": np.int64, "shape_id": np.int32}
+_ROW_DTYPES = {
+    "ts_ns": np.int64,
+    "dur_ns": np.int64,
+    "kind": np.uint8,
+    "name_id": np.int32,
+    "device": np.int16,
+    "stream": np.int32,
+    "tid": np.int64,
+    "correlation": np.int64,
+    "bytes": np.int64,
+    "shape_id": np.int32,
+}
 #: |ts| and dur beyond this many us are rejected: relative times and ends then stay within int64 ns
 _LIMIT_US = 2.0**61 / 1000
 
@@ -84,11 +106,26 @@ class _Scan(NamedTuple):
 
 
 #: _Scan's numeric columns besides kind, and their dtypes
-_MEMORY_DTYPES = {"ts": np.float64, "device_type": np.int64, "device_id": np.int64, "bytes": np.int64,
-                  "total_allocated": np.int64, "total_reserved": np.int64}
-_SCAN_DTYPES = {"ts": np.float64, "dur": np.float64, "name_id": np.int32, "tid": np.int64, "pid": np.int64,
-                "correlation": np.int64, "stream": np.int64, "device": np.int64, "bytes": np.int64,
-                "shape_id": np.int32}
+_MEMORY_DTYPES = {
+    "ts": np.float64,
+    "device_type": np.int64,
+    "device_id": np.int64,
+    "bytes": np.int64,
+    "total_allocated": np.int64,
+    "total_reserved": np.int64,
+}
+_SCAN_DTYPES = {
+    "ts": np.float64,
+    "dur": np.float64,
+    "name_id": np.int32,
+    "tid": np.int64,
+    "pid": np.int64,
+    "correlation": np.int64,
+    "stream": np.int64,
+    "device": np.int64,
+    "bytes": np.int64,
+    "shape_id": np.int32,
+}
 
 
 class _Columns:
@@ -104,8 +141,9 @@ class _Columns:
         self.mem_parts: list[dict[str, np.ndarray]] = []
         # category -> Kind code; categories never seen before are OTHER (the profiler's own span: _SKIP)
         self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
-            lambda: int(Kind.OTHER), {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()},
-                                      **{c: _SKIP for c in _SKIPPED_CATEGORIES}})
+            lambda: int(Kind.OTHER),
+            {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()}, **{c: _SKIP for c in _SKIPPED_CATEGORIES}},
+        )
         self.origin_us: float | None = None  # the first piece's whole-us origin of ts_ns
         self.ts_min = float("inf")  # the earliest timestamp (us) of all rows
         self.skipped_no_ts = 0  # rows dropped for a missing or unparsable timestamp
@@ -154,23 +192,40 @@ class _Columns:
         ext = scan_ext.ext
         if ext is None:
             return self.scan_py(events, has_memory)
-        xs, found, mem, mem_found = ext.scan(events, _COMPLETE, _INSTANTS, _Args, _MemoryArgs, self.kind_of,
-                                                   self.names, self.names.flags, self.shapes, _ROW_ARGS)
+        xs, found, mem, mem_found = ext.scan(
+            events,
+            _COMPLETE,
+            _INSTANTS,
+            _Args,
+            _MemoryArgs,
+            self.kind_of,
+            self.names,
+            self.names.flags,
+            self.shapes,
+            _ROW_ARGS,
+        )
         kind = np.frombuffer(found["kind"], dtype=np.uint8)
         # the scanner leaves a column to Python when its values are not all plain numbers
         cols: dict[str, np.ndarray] = {}
         for name, dtype in _SCAN_DTYPES.items():
-            cols[name] = np.frombuffer(found[name], dtype=dtype) if name in found else self._column(name, xs, kind, cols)
-        mem_cols = {name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found
-                    else _memory_column(name, mem) for name, dtype in _MEMORY_DTYPES.items()}
+            cols[name] = (
+                np.frombuffer(found[name], dtype=dtype) if name in found else self._column(name, xs, kind, cols)
+            )
+        mem_cols = {
+            name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found else _memory_column(name, mem)
+            for name, dtype in _MEMORY_DTYPES.items()
+        }
         return _Scan(xs=xs, kind=kind, memory=mem_cols, **cols)
 
     def scan_py(self, events: list[Any], has_memory: bool = True) -> _Scan:
         """scan in Python: one list comprehension per field. ``has_memory=False`` skips looking for
         ``[memory]`` samples (the caller knows the piece has none)."""
         xs = [e for e in events if e.__class__ in _COMPLETE]
-        mem = ([e for e in events if e.__class__ in _INSTANTS and e.name == "[memory]" and e.args is not None]
-               if has_memory else [])
+        mem = (
+            [e for e in events if e.__class__ in _INSTANTS and e.name == "[memory]" and e.args is not None]
+            if has_memory
+            else []
+        )
         kind_of = self.kind_of
         kind = np.array([kind_of[e.cat] for e in xs], dtype=np.uint8)
         skip = kind == _SKIP
@@ -209,7 +264,9 @@ class _Columns:
                 out32[rows] = [shapes.setdefault(bytes(d), len(shapes)) if len(d) else -1 for d in dims]
             return out32
         out = np.full(len(xs), -1, dtype=np.int64)
-        mask = np.frombuffer(_ROW_ARGS, dtype=np.uint8)[kind] & (_DEVICE_ROW | (_LAUNCH_ROW if name == "correlation" else 0))
+        mask = np.frombuffer(_ROW_ARGS, dtype=np.uint8)[kind] & (
+            _DEVICE_ROW | (_LAUNCH_ROW if name == "correlation" else 0)
+        )
         rows = np.flatnonzero(mask).tolist()
         if rows:
             if name == "pid":
@@ -231,9 +288,19 @@ class _Columns:
         """Turn one piece's scan into the model's columns (while its arrays are small and in cache) and
         keep them for finish(): ns times relative to the first piece's whole-us origin, durations
         cleaned, ProfilerStep ranges marked, device/stream on device rows and tid on host rows."""
-        cols = {"ts": s.ts, "dur": s.dur, "kind": s.kind, "name_id": s.name_id, "tid": s.tid, "pid": s.pid,
-                "correlation": s.correlation, "stream": s.stream, "device": s.device, "bytes": s.bytes,
-                "shape_id": s.shape_id}
+        cols = {
+            "ts": s.ts,
+            "dur": s.dur,
+            "kind": s.kind,
+            "name_id": s.name_id,
+            "tid": s.tid,
+            "pid": s.pid,
+            "correlation": s.correlation,
+            "stream": s.stream,
+            "device": s.device,
+            "bytes": s.bytes,
+            "shape_id": s.shape_id,
+        }
         # rows no trace can mean are rejected and counted: no usable timestamp (NaN), a negative duration,
         # a time or duration beyond what int64 ns can hold once relative to the origin (_LIMIT_US). One
         # combined test in the common case where every row is fine; NaN fails every comparison.
@@ -318,7 +385,7 @@ class _Columns:
             self._flush_slab()
             size = max(_SLAB_ROWS, n)
             self.slab = {k: np.empty(size, dtype=dtype) for k, dtype in _ROW_DTYPES.items()}
-        rows = {k: v[self.slab_used:self.slab_used + n] for k, v in self.slab.items()}
+        rows = {k: v[self.slab_used : self.slab_used + n] for k, v in self.slab.items()}
         self.slab_used += n
         return rows
 
@@ -332,8 +399,10 @@ class _Columns:
         self._flush_slab()
         if not self.parts:
             if self.skipped_no_ts or self.negative_dur or self.out_of_range:
-                raise TraceFormatError("no event of the trace has a usable time (missing, negative or out-of-range "
-                                       "timestamps and durations)")
+                raise TraceFormatError(
+                    "no event of the trace has a usable time (missing, negative or out-of-range "
+                    "timestamps and durations)"
+                )
             raise TraceFormatError("the trace has no timed events ('traceEvents' holds no complete events)")
         warnings: list[str] = []
         if self.skipped_no_ts:
@@ -341,8 +410,10 @@ class _Columns:
         if self.negative_dur:
             warnings.append(f"{self.negative_dur} events with a negative duration were rejected")
         if self.out_of_range:
-            warnings.append(f"{self.out_of_range} events with a time or duration beyond {_LIMIT_US / 3.6e9 / 24 / 365:,.0f} "
-                            "years were rejected")
+            warnings.append(
+                f"{self.out_of_range} events with a time or duration beyond {_LIMIT_US / 3.6e9 / 24 / 365:,.0f} "
+                "years were rejected"
+            )
         big_steps = sum(1 for t in self.names.texts if is_oversized_step(t))
         if big_steps:
             warnings.append(f"{big_steps} ProfilerStep markers with a step number beyond int64 were ignored")
@@ -362,8 +433,10 @@ class _Columns:
         if huge:  # a dimension beyond 2^40, negative or not an integer is no real shape: its FLOPs would be nonsense
             bad_rows = np.isin(col["shape_id"], huge)
             col["shape_id"][bad_rows] = -1
-            warnings.append(f"{int(bad_rows.sum())} operators' recorded shapes hold a dimension beyond 2^40 (or "
-                            "one that is negative or not an integer) and were ignored")
+            warnings.append(
+                f"{int(bad_rows.sum())} operators' recorded shapes hold a dimension beyond 2^40 (or "
+                "one that is negative or not an integer) and were ignored"
+            )
         sort = np.argsort(ts_ns, kind="stable")
         del ts_ns
         # None: already in time order (Kineto mostly is not; small files are)
@@ -373,10 +446,17 @@ class _Columns:
             col[k] = col.pop(k)[order] if order is not None else col[k].copy() if single else col[k]
         del order
         table = EventTable(
-            ts_ns=col["ts_ns"], dur_ns=col["dur_ns"], kind=col["kind"],
-            name_id=col["name_id"], device=col["device"], stream=col["stream"],
-            tid=col["tid"], correlation=col["correlation"], bytes=col["bytes"],
-            shape_id=col["shape_id"], names=tuple(self.names.texts),
+            ts_ns=col["ts_ns"],
+            dur_ns=col["dur_ns"],
+            kind=col["kind"],
+            name_id=col["name_id"],
+            device=col["device"],
+            stream=col["stream"],
+            tid=col["tid"],
+            correlation=col["correlation"],
+            bytes=col["bytes"],
+            shape_id=col["shape_id"],
+            names=tuple(self.names.texts),
             shapes=shapes,
         )
         base = self.ts_base_us or 0
@@ -397,6 +477,9 @@ class _Columns:
         device = np.where(col["device_type"] == 0, -1, col["device_id"]).astype(np.int16)
         order = np.argsort(ts_ns, kind="stable")
         return MemoryTable(
-            ts_ns=ts_ns[order], device=device[order], bytes=col["bytes"][order],
-            total_allocated_bytes=col["total_allocated"][order], total_reserved_bytes=col["total_reserved"][order],
+            ts_ns=ts_ns[order],
+            device=device[order],
+            bytes=col["bytes"][order],
+            total_allocated_bytes=col["total_allocated"][order],
+            total_reserved_bytes=col["total_reserved"][order],
         )

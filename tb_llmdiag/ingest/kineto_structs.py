@@ -129,10 +129,18 @@ class _Decoders(NamedTuple):
 
 _DECODERS = {  # by exact_ts
     # the unions are built at run time from the phase table, which mypy cannot read as a type
-    False: _Decoders(msgspec.json.Decoder(list[_AnyEvent]), msgspec.json.Decoder(_AnyEvent),  # type: ignore[valid-type]
-                     msgspec.json.Decoder(_Envelope), _AnyEvent),
-    True: _Decoders(msgspec.json.Decoder(list[_AnyEventExactTs]), msgspec.json.Decoder(_AnyEventExactTs),  # type: ignore[valid-type]
-                    msgspec.json.Decoder(_EnvelopeExactTs), _AnyEventExactTs),
+    False: _Decoders(
+        msgspec.json.Decoder(list[_AnyEvent]),  # type: ignore[valid-type]
+        msgspec.json.Decoder(_AnyEvent),
+        msgspec.json.Decoder(_Envelope),
+        _AnyEvent,
+    ),
+    True: _Decoders(
+        msgspec.json.Decoder(list[_AnyEventExactTs]),  # type: ignore[valid-type]
+        msgspec.json.Decoder(_AnyEventExactTs),
+        msgspec.json.Decoder(_EnvelopeExactTs),
+        _AnyEventExactTs,
+    ),
 }
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+)')
 
@@ -178,7 +186,9 @@ def _decode_events(data: Any, warnings: list[str], exact_ts: bool = False) -> li
         else:
             out.append(event)
     if bad:
-        warnings.append(f"{bad} events of an unexpected shape were skipped (a value of the wrong type, or a number beyond float64)")
+        warnings.append(
+            f"{bad} events of an unexpected shape were skipped (a value of the wrong type, or a number beyond float64)"
+        )
     return out
 
 
@@ -224,10 +234,10 @@ def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -
             except msgspec.ValidationError:
                 warnings.append(f"ignored the malformed trace field '{key}'")
     env = msgspec.convert(fields, _Envelope, strict=False)
-    env.traceEvents = _decode_events(msgspec.json.encode(events if isinstance(events, list) else []), warnings,
-                                     exact_ts)
+    env.traceEvents = _decode_events(
+        msgspec.json.encode(events if isinstance(events, list) else []), warnings, exact_ts
+    )
     return env
-
 
 
 def _needs_exact_ts(data: bytes | bytearray | memoryview, end: int) -> bool:

@@ -18,13 +18,13 @@ _SHAPE_NAME, _STEP_NAME = 1, 2
 
 def _name_flags(text: str) -> int:
     """A ProfilerStep#N name is a step marker only when N fits an int64 (a larger N is no real step)."""
-    step = _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#"):]) < 2**63
+    step = _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#") :]) < 2**63
     return (_SHAPE_NAME if SHAPE_OPS.match(text) else 0) | (_STEP_NAME if step else 0)
 
 
 def is_oversized_step(text: str) -> bool:
     """A ProfilerStep#N name whose N does not fit an int64 (ignored as a step marker)."""
-    return _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#"):]) >= 2**63
+    return _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#") :]) >= 2**63
 
 
 class _Interner(dict):
@@ -110,8 +110,10 @@ def _step_warnings(table: EventTable) -> tuple[str, ...]:
     duplicates = int((counts > 1).sum())
     out = []
     if overlaps:
-        out.append(f"{overlaps} ProfilerStep markers start before the previous one on their thread ends "
-                   "(overlapping steps: the step split may be wrong)")
+        out.append(
+            f"{overlaps} ProfilerStep markers start before the previous one on their thread ends "
+            "(overlapping steps: the step split may be wrong)"
+        )
     if duplicates:
         example = table.names[int(np.unique(name, return_counts=True)[0][counts > 1][0])]
         out.append(f"{duplicates} step numbers are marked more than once (e.g. {example}): the step split may be wrong")

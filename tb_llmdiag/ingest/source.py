@@ -59,8 +59,13 @@ def release_free_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-_KIND_OF_MODE = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-                 (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+_KIND_OF_MODE = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def not_regular(mode: int) -> str | None:
@@ -123,8 +128,11 @@ class Source:
         self.raw.seek(0)
         self.inflated_bytes = 0  # decompressed bytes handed out so far
         self.raw_bytes = 0  # compressed bytes consumed so far
-        self.limit_bytes = (min(MAX_INFLATED_BYTES, max(MIN_INFLATED_BYTES, int(MAX_INFLATE_RATIO * self.size_bytes)))
-                            if self.gzipped else None)
+        self.limit_bytes = (
+            min(MAX_INFLATED_BYTES, max(MIN_INFLATED_BYTES, int(MAX_INFLATE_RATIO * self.size_bytes)))
+            if self.gzipped
+            else None
+        )
 
     def share(self, offset: int) -> float:
         """The share of the file read when ``offset`` decompressed bytes have been handed out."""
@@ -178,15 +186,24 @@ class Source:
             if out:
                 self.inflated_bytes += len(out)
                 # the ratio so far decides as soon as there is enough text to judge, so a bomb stops early
-                if self.inflated_bytes > min(self.limit_bytes or 0, max(MIN_INFLATED_BYTES,
-                                                                        MAX_INFLATE_RATIO * self.raw_bytes)):
+                if self.inflated_bytes > min(
+                    self.limit_bytes or 0, max(MIN_INFLATED_BYTES, MAX_INFLATE_RATIO * self.raw_bytes)
+                ):
                     raise TraceFormatError(
                         f"the gzip data inflates over {MAX_INFLATE_RATIO:g}x ({self.inflated_bytes / 2**20:,.0f} MiB "
                         f"from {self.raw_bytes / 2**20:,.1f} MiB of {self.size_bytes / 2**20:,.1f} MiB compressed): "
-                        "refused as a likely decompression bomb (set LLMDIAG_MAX_INFLATE_RATIO to raise it)")
+                        "refused as a likely decompression bomb (set LLMDIAG_MAX_INFLATE_RATIO to raise it)"
+                    )
                 with memoryview(out) as view:
                     yield view
 
 
-__all__ = ["BLOCK_BYTES", "Source", "Truncated", "not_regular", "open_regular", "os_error_message",
-           "release_free_memory"]
+__all__ = [
+    "BLOCK_BYTES",
+    "Source",
+    "Truncated",
+    "not_regular",
+    "open_regular",
+    "os_error_message",
+    "release_free_memory",
+]

@@ -71,8 +71,10 @@ def resolve_ranks(summaries: Sequence[RankSummary]) -> tuple[list[RankSummary], 
             continue
         by_rank[r] = s if s.rank == r else s.replace(rank=r, rank_source="file_name")
     if unranked:
-        notes.append(f"{len(unranked)} trace(s) state no rank (no distributedInfo, no rank in the name): "
-                     f"left out: {', '.join(unranked[:5])}")
+        notes.append(
+            f"{len(unranked)} trace(s) state no rank (no distributedInfo, no rank in the name): "
+            f"left out: {', '.join(unranked[:5])}"
+        )
     sizes = [s.world_size for s in by_rank.values() if s.world_size]
     world = max(sizes) if sizes else (max(by_rank) + 1 if by_rank else 0)
     missing = sorted(set(range(world)) - set(by_rank))
@@ -107,13 +109,17 @@ class Matched:
 def _flatten(ranks: Sequence[RankSummary]) -> tuple[dict[str, NDArray[Any]], list[str]]:
     """All ranks' collectives as flat columns, with a job-wide process-group code and step numbers."""
     pg_codes: dict[str, int] = {}
-    cols: dict[str, list[NDArray[Any]]] = {k: [] for k in ("rank_pos", "kind", "start", "dur", "bytes", "group_size",
-                                                          "pg", "seq", "step", "exposed")}
+    cols: dict[str, list[NDArray[Any]]] = {
+        k: [] for k in ("rank_pos", "kind", "start", "dur", "bytes", "group_size", "pg", "seq", "step", "exposed")
+    }
     for pos, s in enumerate(ranks):
         c = s.collectives
         n = int(c["kind"].shape[0])
-        local = np.array([pg_codes.setdefault(name, len(pg_codes)) for name in s.pg_names]
-                         + [pg_codes.setdefault("", len(pg_codes))], dtype=np.int64)
+        local = np.array(
+            [pg_codes.setdefault(name, len(pg_codes)) for name in s.pg_names]
+            + [pg_codes.setdefault("", len(pg_codes))],
+            dtype=np.int64,
+        )
         pid = c["pg_id"].astype(np.int64)
         step_no = s.steps["index"]
         cols["rank_pos"].append(np.full(n, pos, np.int64))
@@ -126,8 +132,9 @@ def _flatten(ranks: Sequence[RankSummary]) -> tuple[dict[str, NDArray[Any]], lis
         cols["seq"].append(c["seq"])
         cols["exposed"].append(c["exposed_ns"])
         st = c["step"].astype(np.int64)
-        cols["step"].append(np.where(st >= 0, step_no[np.clip(st, 0, max(step_no.size - 1, 0))] if step_no.size
-                                     else -1, -1))
+        cols["step"].append(
+            np.where(st >= 0, step_no[np.clip(st, 0, max(step_no.size - 1, 0))] if step_no.size else -1, -1)
+        )
     flat = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in cols.items()}
     labels = [""] * len(pg_codes)
     for name, code in pg_codes.items():
@@ -183,11 +190,15 @@ def match_collectives(ranks: Sequence[RankSummary]) -> tuple[Matched, list[str],
     if (~ok).any() and len(ranks) > 1:
         partial = int((kinds_agree & (members < ranks_in_pg[pg_m])).sum())
         if partial:
-            notes.append(f"{partial} collective(s) were not seen on every rank of their group (capture windows "
-                         "or step numbers differ): left out of waiting and straggler figures")
+            notes.append(
+                f"{partial} collective(s) were not seen on every rank of their group (capture windows "
+                "or step numbers differ): left out of waiting and straggler figures"
+            )
         if (~kinds_agree).sum():
-            notes.append(f"{int((~kinds_agree).sum())} collective position(s) have different kinds on different "
-                         "ranks (the order of collectives differs): left out")
+            notes.append(
+                f"{int((~kinds_agree).sum())} collective position(s) have different kinds on different "
+                "ranks (the order of collectives differs): left out"
+            )
     dur_s = f["dur"][order]
     transfer = dur_s[starts] if n else np.zeros(0, np.int64)
     waiting = dur_s - transfer[match_of_sorted] if n else np.zeros(0, np.int64)
@@ -200,13 +211,20 @@ def match_collectives(ranks: Sequence[RankSummary]) -> tuple[Matched, list[str],
     remap = np.cumsum(ok) - 1
     bytes_s = f["bytes"][order]
     m = Matched(
-        kind=kind_sorted[starts][ok], pg=pg_m[ok], step=step[order][starts][ok], members=members[ok],
-        transfer_ns=transfer[ok], last_rank_pos=f["rank_pos"][order][starts][ok],
-        caused_wait_ns=(sum_wait / np.maximum(members - 1, 1))[ok], saving_ns=np.minimum(second - transfer, max_wait)[ok],
+        kind=kind_sorted[starts][ok],
+        pg=pg_m[ok],
+        step=step[order][starts][ok],
+        members=members[ok],
+        transfer_ns=transfer[ok],
+        last_rank_pos=f["rank_pos"][order][starts][ok],
+        caused_wait_ns=(sum_wait / np.maximum(members - 1, 1))[ok],
+        saving_ns=np.minimum(second - transfer, max_wait)[ok],
         bytes=np.maximum.reduceat(bytes_s, starts)[ok] if n else np.zeros(0, np.int64),
         group_size=np.maximum.reduceat(f["group_size"][order], starts)[ok] if n else np.zeros(0, np.int64),
-        member_match=remap[match_of_sorted][keep_member], member_rank_pos=f["rank_pos"][order][keep_member],
-        member_waiting_ns=waiting[keep_member].astype(np.int64), member_step=f["step"][order][keep_member],
+        member_match=remap[match_of_sorted][keep_member],
+        member_rank_pos=f["rank_pos"][order][keep_member],
+        member_waiting_ns=waiting[keep_member].astype(np.int64),
+        member_step=f["step"][order][keep_member],
         member_end_ns=(f["start"] + f["dur"])[order][keep_member],
         member_exposed_ns=f["exposed"][order][keep_member],
     )
@@ -222,12 +240,19 @@ def busbw_by_kind(m: Matched, n_ranks: int) -> list[dict[str, Any]]:
         known = sel & (m.bytes >= 0)
         gs = m.group_size[known]
         n = int(gs.max()) if gs.size and gs.max() > 0 else n_ranks
-        out.append({
-            "kind": KINDS[code], "count": int(sel.sum()), "transfer_ns": int(m.transfer_ns[sel].sum()),
-            "bytes": int(m.bytes[known].sum()) if known.any() else None,
-            "busbw_bytes_per_s": bus_bandwidth_bytes_per_s(KINDS[code], int(m.bytes[known].sum()),
-                                                           int(m.transfer_ns[known].sum()), n) if known.any() else None,
-        })
+        out.append(
+            {
+                "kind": KINDS[code],
+                "count": int(sel.sum()),
+                "transfer_ns": int(m.transfer_ns[sel].sum()),
+                "bytes": int(m.bytes[known].sum()) if known.any() else None,
+                "busbw_bytes_per_s": bus_bandwidth_bytes_per_s(
+                    KINDS[code], int(m.bytes[known].sum()), int(m.transfer_ns[known].sum()), n
+                )
+                if known.any()
+                else None,
+            }
+        )
     return sorted(out, key=lambda r: -r["transfer_ns"])
 
 
@@ -243,8 +268,19 @@ def _common_steps(ranks: Sequence[RankSummary]) -> I64:
 def _tables(ranks: Sequence[RankSummary], common: I64, m: Matched) -> JobTables:
     """Per rank x common step matrices of the step columns, waiting and transfer."""
     R, S = len(ranks), common.size
-    cols = ("host_start_ns", "start_ns", "end_ns", "compute_ns", "collective_ns", "exposed_ns", "idle_ns", "dataloader_ns", "sync_ns",
-            "launch_ns", "tokens")
+    cols = (
+        "host_start_ns",
+        "start_ns",
+        "end_ns",
+        "compute_ns",
+        "collective_ns",
+        "exposed_ns",
+        "idle_ns",
+        "dataloader_ns",
+        "sync_ns",
+        "launch_ns",
+        "tokens",
+    )
     mats = {c: np.full((R, S), np.nan) for c in cols}
     if S:
         origin = min(int(s.steps["start_ns"].min()) for s in ranks if s.n_steps)  # floats only after this shift
@@ -272,10 +308,19 @@ def _tables(ranks: Sequence[RankSummary], common: I64, m: Matched) -> JobTables:
         host = mats["host_start_ns"]
         offset = host - np.nanmedian(host, axis=0, keepdims=True) if S else host
     return JobTables(
-        step_ns=mats["end_ns"] - mats["start_ns"], compute_ns=mats["compute_ns"], collective_ns=mats["collective_ns"],
-        exposed_ns=mats["exposed_ns"], idle_ns=mats["idle_ns"], dataloader_ns=mats["dataloader_ns"],
-        sync_ns=mats["sync_ns"], launch_ns=mats["launch_ns"], tokens=mats["tokens"], start_offset_ns=offset,
-        waiting_ns=waiting, transfer_ns=transfer, exposed_waiting_ns=exposed_waiting,
+        step_ns=mats["end_ns"] - mats["start_ns"],
+        compute_ns=mats["compute_ns"],
+        collective_ns=mats["collective_ns"],
+        exposed_ns=mats["exposed_ns"],
+        idle_ns=mats["idle_ns"],
+        dataloader_ns=mats["dataloader_ns"],
+        sync_ns=mats["sync_ns"],
+        launch_ns=mats["launch_ns"],
+        tokens=mats["tokens"],
+        start_offset_ns=offset,
+        waiting_ns=waiting,
+        transfer_ns=transfer,
+        exposed_waiting_ns=exposed_waiting,
     )
 
 
@@ -350,11 +395,24 @@ def analyze_job(summaries: Sequence[RankSummary], *, consistency_share: float = 
             attr = attribute(t, cand, clock_aligned=clock)
             attr["what_if"] = what_if(job_step, float(saving[cand]))
     return JobAnalysis(
-        ranks=tuple(int(s.rank) for s in ranks if s.rank is not None), labels=tuple(s.label for s in ranks),
-        notes=tuple(notes), pg_labels=tuple(pg_labels), steps=common, tables=t, matched=m, caused_wait_ns=caused,
-        last_count=last_count, saving_ns=saving, clock_aligned=clock, job_step_ns=job_step, straggler_pos=pos,
-        straggler_consistency_share=consistency, attribution=attr, by_kind=busbw_by_kind(m, R),
-        kernel_ns_by_kind=_kernel_ns_by_kind(ranks), top_finding_ids=tuple(s.top_finding_ids for s in ranks),
+        ranks=tuple(int(s.rank) for s in ranks if s.rank is not None),
+        labels=tuple(s.label for s in ranks),
+        notes=tuple(notes),
+        pg_labels=tuple(pg_labels),
+        steps=common,
+        tables=t,
+        matched=m,
+        caused_wait_ns=caused,
+        last_count=last_count,
+        saving_ns=saving,
+        clock_aligned=clock,
+        job_step_ns=job_step,
+        straggler_pos=pos,
+        straggler_consistency_share=consistency,
+        attribution=attr,
+        by_kind=busbw_by_kind(m, R),
+        kernel_ns_by_kind=_kernel_ns_by_kind(ranks),
+        top_finding_ids=tuple(s.top_finding_ids for s in ranks),
     )
 
 

@@ -71,12 +71,16 @@ def run_topic(trace: Trace) -> dict[str, Any]:
     (``metrics/workload.py``: training or inference, from the trace's events)."""
     read = trace.read_state
     share = read.get("read_share")
-    return {"platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"), "source_kind": trace.source_kind,
-            "device_kind": device_kind(trace), **workload_fields(trace),
-            # the reader's read state (``Trace.read_state``): false when it stopped early (a cut file); rules
-            # that need the whole file are skipped then (``findings/workload.py``), and so are MFU and tokens/s
-            "read_complete": bool(read.get("complete", True)),
-            "read_share": float(share) if isinstance(share, (int, float)) else 1.0 if read.get("complete", True) else None}
+    return {
+        "platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"),
+        "source_kind": trace.source_kind,
+        "device_kind": device_kind(trace),
+        **workload_fields(trace),
+        # the reader's read state (``Trace.read_state``): false when it stopped early (a cut file); rules
+        # that need the whole file are skipped then (``findings/workload.py``), and so are MFU and tokens/s
+        "read_complete": bool(read.get("complete", True)),
+        "read_share": float(share) if isinstance(share, (int, float)) else 1.0 if read.get("complete", True) else None,
+    }
 
 
 def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:

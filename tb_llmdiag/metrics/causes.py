@@ -37,6 +37,7 @@ def cause_topics(ctx: Context, core: dict[str, Any]) -> dict[str, dict[str, Any]
         "optimizer": _safe("optimizer", lambda: optimizer_metrics(ctx)),
         "checkpointing": _safe("checkpointing", lambda: checkpointing_metrics(ctx)),
         "outliers": _safe("outliers", lambda: outlier_metrics(ctx, core.get("steps") or {})),
-        "sync_storm": _safe("sync_storm", lambda: sync_storm_metrics(ctx, core.get("host_sync") or {},
-                                                                        core.get("idle") or {})),
+        "sync_storm": _safe(
+            "sync_storm", lambda: sync_storm_metrics(ctx, core.get("host_sync") or {}, core.get("idle") or {})
+        ),
     }

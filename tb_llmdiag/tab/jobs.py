@@ -71,11 +71,18 @@ def process_pool(workers: int, progress_queue: Any = None) -> tuple[Executor, An
 
 
 class JobQueue:
-    def __init__(self, executor: Executor, *, claim: Callable[[Key, str], api.TraceFile | None],
-                 finish: Callable[[Key, str, dict[str, Any] | None, str | None], None],
-                 phase: Callable[[str, str], None], workers: int = 2, progress_queue: Any = None,
-                 renew: Callable[[], Executor] | None = None,
-                 task: Callable[[api.TraceFile, str, Put | None], dict[str, Any]] = analyse_task) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        *,
+        claim: Callable[[Key, str], api.TraceFile | None],
+        finish: Callable[[Key, str, dict[str, Any] | None, str | None], None],
+        phase: Callable[[str, str], None],
+        workers: int = 2,
+        progress_queue: Any = None,
+        renew: Callable[[], Executor] | None = None,
+        task: Callable[[api.TraceFile, str, Put | None], dict[str, Any]] = analyse_task,
+    ) -> None:
         self._executor = executor
         self._claim, self._finish, self._phase = claim, finish, phase
         self._renew = renew
@@ -87,8 +94,10 @@ class JobQueue:
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
-        self._threads = [threading.Thread(target=self._dispatch, name=f"llmdiag-job-{i}", daemon=True)
-                         for i in range(max(1, workers))]
+        self._threads = [
+            threading.Thread(target=self._dispatch, name=f"llmdiag-job-{i}", daemon=True)
+            for i in range(max(1, workers))
+        ]
         self._threads.append(threading.Thread(target=self._drain, name="llmdiag-progress", daemon=True))
         for t in self._threads:
             t.start()
@@ -139,8 +148,13 @@ class JobQueue:
             result = executor.submit(self._task, tf, token, self._put).result()
         except BrokenExecutor as e:
             self._replace(executor)
-            self._finish(key, token, None, f"the analysis process died ({type(e).__name__}); the trace may be "
-                         "too big for memory. It is analysed again when the file changes or TensorBoard restarts")
+            self._finish(
+                key,
+                token,
+                None,
+                f"the analysis process died ({type(e).__name__}); the trace may be "
+                "too big for memory. It is analysed again when the file changes or TensorBoard restarts",
+            )
         except Exception as e:  # noqa: BLE001 - a bug in the engine: shown on the run, logged in full
             logger.exception("llm_diag: analysing %s failed", getattr(tf, "path", key))
             line = f"{type(e).__name__}: {e}".splitlines()[0][:300] if str(e) else type(e).__name__
