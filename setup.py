@@ -24,7 +24,7 @@ setup(
         "isal>=1.0; platform_machine == 'x86_64' or platform_machine == 'AMD64' or platform_machine == 'aarch64' or platform_machine == 'arm64'",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "playwright>=1.40"],
+        "test": ["pytest>=7", "hypothesis>=6", "playwright>=1.40", "ruff==0.17.6", "mypy==2.4.1"],
     },
     entry_points={
         "console_scripts": ["llmdiag = tb_llmdiag.cli:main"],
