@@ -29,25 +29,28 @@ from numpy.typing import NDArray
 from tb_llmdiag.model import EventTable, Kind
 
 #: Category names; a category code is the index into this tuple.
+# a declared table, one entry per row: left as laid out
+# fmt: off
 CATEGORIES: tuple[str, ...] = (
-    "gemm",  # cuBLAS / cuBLASLt / CUTLASS / nvjet / hipBLASLt-Tensile Cijk_ / CK / Triton mm, MTIA fc
-    "attention",  # flash / mem-efficient / cuDNN SDPA / flex / CK fmha / SageAttention / Triton attn_fwd
-    "conv",  # cuDNN convolutions (CNNs; rare in LLMs)
-    "copy",  # copies, dtype casts, cat, transpose/layout conversion, XLA data-movement fusions
-    "elementwise",  # pointwise math: add/mul/activations/fill/dropout/RoPE, Triton and XLA loop fusions
-    "norm",  # layer / RMS / batch norm (also fused add+norm(+quant))
-    "softmax",  # softmax, log-softmax and the loss kernels built on it (cross-entropy, NLL)
-    "reduce",  # reductions, scans, sort/top-k, Triton reductions
-    "optimizer",  # multi_tensor_apply / foreach / fused Adam
-    "quant",  # (de)quantisation and scaled low-precision casts: bitsandbytes, fp8/fp4/int8 quant
-    "index",  # embedding lookups, gather/scatter, index_select/put, KV-cache writes
-    "moe",  # MoE routing (top-k gating, histograms, offsets), permute/unpermute, finalize
+    "gemm",           # cuBLAS / cuBLASLt / CUTLASS / nvjet / hipBLASLt-Tensile Cijk_ / CK / Triton mm, MTIA fc
+    "attention",      # flash / mem-efficient / cuDNN SDPA / flex / CK fmha / SageAttention / Triton attn_fwd
+    "conv",           # cuDNN convolutions (CNNs; rare in LLMs)
+    "copy",           # copies, dtype casts, cat, transpose/layout conversion, XLA data-movement fusions
+    "elementwise",    # pointwise math: add/mul/activations/fill/dropout/RoPE, Triton and XLA loop fusions
+    "norm",           # layer / RMS / batch norm (also fused add+norm(+quant))
+    "softmax",        # softmax, log-softmax and the loss kernels built on it (cross-entropy, NLL)
+    "reduce",         # reductions, scans, sort/top-k, Triton reductions
+    "optimizer",      # multi_tensor_apply / foreach / fused Adam
+    "quant",          # (de)quantisation and scaled low-precision casts: bitsandbytes, fp8/fp4/int8 quant
+    "index",          # embedding lookups, gather/scatter, index_select/put, KV-cache writes
+    "moe",            # MoE routing (top-k gating, histograms, offsets), permute/unpermute, finalize
     "communication",  # NCCL / RCCL collectives and p2p, custom all-reduce, DeepEP dispatch/combine
-    "autotune",  # the compiler's autotuner's own kernels (XLA redzone checks, result comparison, delay)
-    "memcpy",  # device memcpy events (by Kind)
-    "memset",  # device memset events (by Kind)
+    "autotune",       # the compiler's autotuner's own kernels (XLA redzone checks, result comparison, delay)
+    "memcpy",         # device memcpy events (by Kind)
+    "memset",         # device memset events (by Kind)
     "other",
 )
+# fmt: on
 CATEGORY_CODE: dict[str, int] = {name: i for i, name in enumerate(CATEGORIES)}
 
 #: Categories counted as matrix-multiply-class work (the denominator of copy-vs-GEMM).
@@ -93,262 +96,62 @@ _XLA_MOVE = (
 #: wrapper's head); first match wins. A row matches when any substring occurs in the key or the regex
 #: searches true. Plain substrings are used wherever they suffice (C-speed ``in``); regexes only where
 #: position or context matters. Keep specific families above broad ones.
+# a declared table, one entry per row: left as laid out
+# fmt: off
 KERNEL_PATTERNS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
-    (
-        "communication",
-        (
-            "nccl",
-            "rccl",
-            "cross_device_reduce",
-            "multimem_all_reduce",
-            "allreduce",
-            "all_reduce",
-            "allgather",
-            "all_gather",
-            "reducescatter",
-            "reduce_scatter",
-            "alltoall",
-            "all_to_all",
-            "sendrecv",
-            "mscclpp",
-            "nvshmem",
-            "deep_ep",
-            "deepep",
-        ),
-        # DeepEP and other expert-parallel dispatch/combine kernels (``dpsk::ep::internode::combine``)
-        r"(?:^|::)(?:ep|internode|intranode|internode_ll)::|(?:^|::)(?:dispatch|combine|notify_dispatch|notify_combine|"
-        r"cached_notify|cached_notify_dispatch|cached_notify_combine)(?:_kernel)?$",
-    ),
+    ("communication", ("nccl", "rccl", "cross_device_reduce", "multimem_all_reduce", "allreduce", "all_reduce",
+                       "allgather", "all_gather", "reducescatter", "reduce_scatter", "alltoall", "all_to_all",
+                       "sendrecv", "mscclpp", "nvshmem", "deep_ep", "deepep"),
+     # DeepEP and other expert-parallel dispatch/combine kernels (``dpsk::ep::internode::combine``)
+     r"(?:^|::)(?:ep|internode|intranode|internode_ll)::|(?:^|::)(?:dispatch|combine|notify_dispatch|notify_combine|"
+     r"cached_notify|cached_notify_dispatch|cached_notify_combine)(?:_kernel)?$"),
     ("autotune", ("redzone", "xla_fp_comparison", "delaykernel", "repeatbufferkernel"), None),
-    (
-        "optimizer",
-        (
-            "multi_tensor_apply",
-            "_foreach_",
-            "fused_adam",
-            "fusedadam",
-            "adamfunctor",
-            "adamwfunctor",
-            "adam_kernel",
-            "adamw_kernel",
-            "lamb_",
-            "fused_sgd",
-        ),
-        r"^triton_.*_(?:adam|sgd)",
-    ),
-    (
-        "moe",
-        (
-            "moe::dev::routing",
-            "moe::dev::finalize",
-            "moe_align",
-            "moe_sum",
-            "moe_permute",
-            "moe_unpermute",
-            "unpermute",
-            "expandinputrows",
-            "expand_input_rows",
-            "topkgating",
-            "topk_gating",
-            "finalizemoe",
-            "finalize_moe",
-            "_finalize_matmul_scatter",
-            "_combined_routing",
-            "bitmatrix",
-            "count_and_sort_expert",
-            "count_expert",
-            "get_fused_mapping",
-        ),
-        None,
-    ),
-    (
-        "index",
-        (
-            "reshape_and_cache",
-            "store_kvcache",
-            "concat_and_cache",
-            "set_kv_buffer",
-            "write_to_kv_cache",
-            "kv_cache_write",
-        ),
-        None,
-    ),  # KV-cache writes: scatters by slot, not attention
+    ("optimizer", ("multi_tensor_apply", "_foreach_", "fused_adam", "fusedadam", "adamfunctor", "adamwfunctor",
+                   "adam_kernel", "adamw_kernel", "lamb_", "fused_sgd"), r"^triton_.*_(?:adam|sgd)"),
+    ("moe", ("moe::dev::routing", "moe::dev::finalize", "moe_align", "moe_sum", "moe_permute", "moe_unpermute",
+             "unpermute", "expandinputrows", "expand_input_rows", "topkgating", "topk_gating", "finalizemoe",
+             "finalize_moe", "_finalize_matmul_scatter", "_combined_routing", "bitmatrix", "count_and_sort_expert",
+             "count_expert", "get_fused_mapping"),
+     None),
+    ("index", ("reshape_and_cache", "store_kvcache", "concat_and_cache", "set_kv_buffer", "write_to_kv_cache",
+               "kv_cache_write"), None),  # KV-cache writes: scatters by slot, not attention
     ("elementwise", ("rotary", "rope_", "_rope"), None),  # before index: ``rotary_embedding_kernel``
-    (
-        "norm",
-        (
-            "layer_norm",
-            "layernorm",
-            "rms_norm",
-            "rmsnorm",
-            "batch_norm",
-            "batchnorm",
-            "group_norm",
-            "groupnorm",
-            "instance_norm",
-            "gammabeta",
-            "bn_fw",
-            "bn_bw",
-            "norm_backward",
-            "ln_fwd",
-            "ln_bwd",
-        ),
-        r"^triton_.*rsqrt",
-    ),
+    ("norm", ("layer_norm", "layernorm", "rms_norm", "rmsnorm", "batch_norm", "batchnorm", "group_norm",
+              "groupnorm", "instance_norm", "gammabeta", "bn_fw", "bn_bw", "norm_backward", "ln_fwd", "ln_bwd"),
+     r"^triton_.*rsqrt"),
     ("gemm", ("marlin", "machete"), None),  # weight-quantised GEMMs (vLLM), not the quant row below
-    (
-        "quant",
-        (
-            "quant",
-            "gemv_4bit",
-            "gemm_4bit",
-            "int8gemm",
-            "int8_gemm",
-            "igemmlt",
-            "fp8_cast",
-            "fp8_scale",
-            "cast_to_fp8",
-            "cast_to_fp4",
-        ),
-        r"per_(?:token|channel|block|tensor|group)_cast",
-    ),
-    (
-        "attention",
-        ("flash", "fmha", "attention", "attn", "sdpa", "mha_", "xformers", "sage_fwd", "sageattn", "dot_do_o"),
-        None,
-    ),
-    (
-        "index",
-        (
-            "embedding",
-            "index_select",
-            "indexselect",
-            "index_elementwise",
-            "index_put",
-            "scatter",
-            "gather",
-            "bounds_check_indices",
-            "linearize_index",
-            "indexfunc",
-            "indexing_backward",
-            "resolve_future_token_ids",
-            "take_along",
-            "masked_select",
-            "nonzero",
-        ),
-        _XLA + r"(?:gather|scatter)",
-    ),
-    (
-        "softmax",
-        ("softmax", "cross_entropy", "crossentropy", "nll_loss", "nllloss", "classnllcriterion", "logsumexp"),
-        None,
-    ),
-    (
-        "conv",
-        (
-            "winograd",
-            "implicit_convolve",
-            "scudnn",
-            "cask_cudnn",
-            "dgrad",
-            "wgrad",
-            "fprop",
-            "cudnn::cnn",
-            "cudnn$conv",
-            "cudnn-conv",
-        ),
-        r"conv(?!ert)",
-    ),
+    ("quant", ("quant", "gemv_4bit", "gemm_4bit", "int8gemm", "int8_gemm", "igemmlt", "fp8_cast", "fp8_scale",
+               "cast_to_fp8", "cast_to_fp4"), r"per_(?:token|channel|block|tensor|group)_cast"),
+    ("attention", ("flash", "fmha", "attention", "attn", "sdpa", "mha_", "xformers", "sage_fwd", "sageattn",
+                   "dot_do_o"), None),
+    ("index", ("embedding", "index_select", "indexselect", "index_elementwise", "index_put", "scatter", "gather",
+               "bounds_check_indices", "linearize_index", "indexfunc", "indexing_backward",
+               "resolve_future_token_ids", "take_along", "masked_select", "nonzero"),
+     _XLA + r"(?:gather|scatter)"),
+    ("softmax", ("softmax", "cross_entropy", "crossentropy", "nll_loss", "nllloss", "classnllcriterion",
+                 "logsumexp"), None),
+    ("conv", ("winograd", "implicit_convolve", "scudnn", "cask_cudnn", "dgrad", "wgrad", "fprop", "cudnn::cnn",
+              "cudnn$conv", "cudnn-conv"), r"conv(?!ert)"),
     ("copy", (), _TRITON_COPY_ONLY + "|" + _XLA + "(?:" + _XLA_MOVE + "_)*" + _XLA_MOVE + r"(?:_fusion)?(?:[._]\d+)?$"),
     ("reduce", (), _XLA + r"reduce"),
     ("elementwise", (), r"^triton_poi_|^(?:loop|input)_\w*fusion|^wrapped_"),  # other pointwise fusions
     ("reduce", (), r"^triton_(?:red|per)_"),  # Triton reductions not caught by norm/softmax above
     ("gemm", (), r"^triton_tem_"),  # Inductor templates (flex attention is caught above)
-    (
-        "copy",
-        ("copy", "catarraybatched", "nchwtonhwc", "nhwctonchw", "transpose", "permute", "convert", "expand_to_fused"),
-        r"\bcat_|\bcast",
-    ),
-    (
-        "gemm",
-        (
-            "gemm",
-            "gemv",
-            "nvjet",
-            "cutlass",
-            "cublas",
-            "xmma",
-            "s884",
-            "s1688",
-            "s16816",
-            "h16816",
-            "bmm",
-            "matmul",
-            "splitkreduce",
-            "gemmk1",
-            "gemmsn",
-            "dot_kernel",
-            "epilogue::impl",
-            "hipblaslt",
-            "rocblas",
-            "wvsplitk",
-            "reduce_1block_kernel",
-        ),
-        r"(?:^|_)cijk_|\bkernel2\b|^fc-",
-    ),  # hipBLASLt / Tensile kernels are ``Cijk_Alik_Bljk_...``
-    (
-        "reduce",
-        (
-            "reduce",
-            "cub::",
-            "rocprim",
-            "hipcub",
-            "scan",
-            "segmented",
-            "radix_sort",
-            "radixsort",
-            "sort_",
-            "topk",
-            "argmax",
-            "argmin",
-            "sum_",
-            "mean_",
-            "cumsum",
-            "max_dim",
-            "min_dim",
-            "vector_norm",
-            "pool",
-        ),
-        None,
-    ),
-    (
-        "elementwise",
-        (
-            "elementwise",
-            "functor",
-            "fill",
-            "gelu",
-            "silu",
-            "swiglu",
-            "geglu",
-            "relu",
-            "sigmoid",
-            "tanh",
-            "dropout",
-            "pointwise",
-            "clamp",
-            "where",
-            "threshold",
-            "nan_to_num",
-            "scalepacked",
-            "divide",
-            "act_and_mul",
-            "bias_rescale",
-            "scal_kernel",
-        ),
-        r"(?:^|[^a-z])(?:add|mul|div|sub|neg|sqrt|exp|log2|clip)(?:[^a-z]|$)",
-    ),
+    ("copy", ("copy", "catarraybatched", "nchwtonhwc", "nhwctonchw", "transpose", "permute", "convert",
+              "expand_to_fused"), r"\bcat_|\bcast"),
+    ("gemm", ("gemm", "gemv", "nvjet", "cutlass", "cublas", "xmma", "s884", "s1688", "s16816", "h16816", "bmm",
+              "matmul", "splitkreduce", "gemmk1", "gemmsn", "dot_kernel", "epilogue::impl", "hipblaslt", "rocblas",
+              "wvsplitk", "reduce_1block_kernel"),
+     r"(?:^|_)cijk_|\bkernel2\b|^fc-"),  # hipBLASLt / Tensile kernels are ``Cijk_Alik_Bljk_...``
+    ("reduce", ("reduce", "cub::", "rocprim", "hipcub", "scan", "segmented", "radix_sort", "radixsort", "sort_",
+                "topk", "argmax", "argmin", "sum_", "mean_", "cumsum", "max_dim", "min_dim", "vector_norm", "pool"),
+     None),
+    ("elementwise", ("elementwise", "functor", "fill", "gelu", "silu", "swiglu", "geglu", "relu", "sigmoid",
+                     "tanh", "dropout", "pointwise", "clamp", "where", "threshold", "nan_to_num", "scalepacked",
+                     "divide", "act_and_mul", "bias_rescale", "scal_kernel"),
+     r"(?:^|[^a-z])(?:add|mul|div|sub|neg|sqrt|exp|log2|clip)(?:[^a-z]|$)"),
 )
+# fmt: on
 
 #: Match keys are cut to their first characters: template arguments far into a wrapper's name never decide.
 MAX_NAME_CHARS = 1024

@@ -91,18 +91,7 @@ class EventTable:
     names: tuple[str, ...]
     shapes: tuple[str, ...] = ()
 
-    COLUMNS = (
-        "ts_ns",
-        "dur_ns",
-        "kind",
-        "name_id",
-        "device",
-        "stream",
-        "tid",
-        "correlation",
-        "bytes",
-        "shape_id",
-    )
+    COLUMNS = ("ts_ns", "dur_ns", "kind", "name_id", "device", "stream", "tid", "correlation", "bytes", "shape_id")
 
     def __len__(self) -> int:
         return int(self.ts_ns.shape[0])

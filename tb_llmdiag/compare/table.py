@@ -34,7 +34,7 @@ DERIVED: dict[str, Metric] = {
         0.05,
         "time per token",
         "sum of step durations / sum of tokens per step (1e9 / tokens_per_s)",
-    ),
+    )
 }
 
 #: shares must also move by this much of the whole (1 percentage point) to count as beyond tolerance

@@ -101,437 +101,260 @@ def first_step_range(m: Metrics) -> list[Any]:
 
 _TORCH_PROFILER = "https://pytorch.org/docs/stable/profiler.html"
 
+# a declared table, one entry per row: left as laid out
+# fmt: off
 GPU_RULES: tuple[Rule, ...] = (
     Rule(
-        id="no_device_activity",
-        title="No GPU activity in the trace",
-        metric=None,
-        when=no_device,
-        severity="high",
+        id="no_device_activity", title="No GPU activity in the trace",
+        metric=None, when=no_device, severity="high",
         evidence=(("device_events", "kernels.device_events"), ("steps", "steps.count")),
         summary="The trace holds no kernels, copies or memsets: it is CPU-only or CUDA activity was not recorded.",
-        fix=Fix(
-            text="Profile the device too: add ProfilerActivity.CUDA to the profiler's activities.",
-            pytorch="from torch.profiler import profile, ProfilerActivity\n"
-            "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], ...) as prof: ...",
-            hf_trainer="# in your profiling TrainerCallback:\n"
-            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], ...)",
-        ),
+        fix=Fix(text="Profile the device too: add ProfilerActivity.CUDA to the profiler's activities.",
+                pytorch="from torch.profiler import profile, ProfilerActivity\n"
+                        "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], ...) as prof: ...",
+                hf_trainer="# in your profiling TrainerCallback:\n"
+                           "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], ...)"),
         docs=_TORCH_PROFILER,
-        flavours=(
-            (
-                "xla",
-                Flavour(
-                    title="No TPU/GPU activity: XLA ran on the CPU",
-                    summary="The capture has no device plane: XLA compiled and ran the step on the host CPU, so device "
+        flavours=(("xla", Flavour(
+            title="No TPU/GPU activity: XLA ran on the CPU",
+            summary="The capture has no device plane: XLA compiled and ran the step on the host CPU, so device "
                     "time, idle time and FLOPs cannot be measured.",
-                    fix=Fix(
-                        text="Run on the accelerator: torch_xla picks its device from PJRT_DEVICE (TPU or CUDA; it "
-                        "falls back to CPU when none is set or found), JAX from the installed plugin (jax[tpu], "
-                        "jax[cuda12] / jax[cuda13]): check which device the program sees before profiling.",
-                        pytorch="# torch_xla\n"
-                        "import os; os.environ.setdefault('PJRT_DEVICE', 'TPU')  # or 'CUDA'; before importing torch_xla\n"
-                        "import torch_xla.core.xla_model as xm; print(xm.xla_device_hw(xm.xla_device()))\n"
-                        "# JAX\n"
-                        "import jax; print(jax.devices())  # [CpuDevice(id=0)] means no accelerator",
-                        hf_trainer="# launch with the accelerator selected: PJRT_DEVICE=TPU python train.py ...\n"
-                        "# Trainer on TPU picks the XLA device; print(trainer.args.device) to check",
-                    ),
-                    docs="https://pytorch.org/xla/master/learn/pjrt.html",
-                ),
-            ),
-        ),
+            fix=Fix(text="Run on the accelerator: torch_xla picks its device from PJRT_DEVICE (TPU or CUDA; it "
+                         "falls back to CPU when none is set or found), JAX from the installed plugin (jax[tpu], "
+                         "jax[cuda12] / jax[cuda13]): check which device the program sees before profiling.",
+                    pytorch="# torch_xla\n"
+                            "import os; os.environ.setdefault('PJRT_DEVICE', 'TPU')  # or 'CUDA'; before importing torch_xla\n"
+                            "import torch_xla.core.xla_model as xm; print(xm.xla_device_hw(xm.xla_device()))\n"
+                            "# JAX\n"
+                            "import jax; print(jax.devices())  # [CpuDevice(id=0)] means no accelerator",
+                    hf_trainer="# launch with the accelerator selected: PJRT_DEVICE=TPU python train.py ...\n"
+                               "# Trainer on TPU picks the XLA device; print(trainer.args.device) to check"),
+            docs="https://pytorch.org/xla/master/learn/pjrt.html")),),
     ),
     Rule(
-        id="dataloader_stall",
-        claims="idle",
-        platform="cuda",
-        title="The GPU waits for the data loader",
-        metric="dataloader.stall_share",
-        above=0.05,
-        saving="dataloader.stall_share",
-        evidence=(
-            ("stall_share", "dataloader.stall_share"),
-            ("stall_ns", "dataloader.stall_ns"),
-            ("loader_host_share", "dataloader.host_share"),
-            ("iterator", "dataloader.iterator"),
-        ),
+        id="dataloader_stall", claims="idle", platform="cuda", title="The GPU waits for the data loader",
+        metric="dataloader.stall_share", above=0.05, saving="dataloader.stall_share",
+        evidence=(("stall_share", "dataloader.stall_share"), ("stall_ns", "dataloader.stall_ns"),
+                  ("loader_host_share", "dataloader.host_share"), ("iterator", "dataloader.iterator")),
         summary="The GPU sits idle in the data loader for {stall_share} of step time "
-        "({loader_host_share} of step time is spent fetching batches; iterator: {iterator}).",
-        fix=Fix(
-            text="Build batches in worker processes and overlap them with compute: raise num_workers, keep "
-            "workers alive, pin memory; move tokenization/augmentation out of the training loop "
-            "(pre-tokenize the dataset).",
-            pytorch="DataLoader(ds, batch_size=bs, num_workers=4, pin_memory=True,\n"
-            "           persistent_workers=True, prefetch_factor=2)",
-            hf_trainer="TrainingArguments(..., dataloader_num_workers=4, dataloader_pin_memory=True,\n"
-            "                  dataloader_persistent_workers=True, dataloader_prefetch_factor=2)",
-        ),
+                "({loader_host_share} of step time is spent fetching batches; iterator: {iterator}).",
+        fix=Fix(text="Build batches in worker processes and overlap them with compute: raise num_workers, keep "
+                     "workers alive, pin memory; move tokenization/augmentation out of the training loop "
+                     "(pre-tokenize the dataset).",
+                pytorch="DataLoader(ds, batch_size=bs, num_workers=4, pin_memory=True,\n"
+                        "           persistent_workers=True, prefetch_factor=2)",
+                hf_trainer="TrainingArguments(..., dataloader_num_workers=4, dataloader_pin_memory=True,\n"
+                           "                  dataloader_persistent_workers=True, dataloader_prefetch_factor=2)"),
         docs="https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
-        stack_fix=(
-            (
-                "lightning",
-                "Pass num_workers=4, pin_memory=True, persistent_workers=True to the DataLoader your "
-                "LightningDataModule.train_dataloader() returns.",
-            ),
-            ("torchtune", "Set num_workers in the recipe config's dataloader section and pre-tokenize the dataset."),
-        ),
+        stack_fix=(("lightning", "Pass num_workers=4, pin_memory=True, persistent_workers=True to the DataLoader your "
+                                 "LightningDataModule.train_dataloader() returns."),
+                   ("torchtune", "Set num_workers in the recipe config's dataloader section and pre-tokenize the dataset.")),
     ),
     Rule(
-        id="host_bound",
-        claims="idle",
-        symptom=True,
-        platform="cuda",
-        title="The GPU waits for the host to launch work",
-        metric="idle.host_wait_share",
-        above=0.10,
-        saving="idle.host_wait_share",
-        evidence=(
-            ("host_wait_share", "idle.host_wait_share"),
-            ("gpu_busy_share", "idle.busy_share"),
-            ("launches_per_step", "launch.launches_per_step"),
-            ("kernel_median_ns", "launch.kernel_median_ns"),
-            ("launch_api_median_ns", "launch.launch_api_median_ns"),
-            ("host_op", "idle.host_wait_culprit"),
-            ("host_op_share", "idle.host_wait_culprit_share"),
-        ),
+        id="host_bound", claims="idle", symptom=True, platform="cuda", title="The GPU waits for the host to launch work",
+        metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
+        evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
+                  ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
+                  ("launch_api_median_ns", "launch.launch_api_median_ns"), ("host_op", "idle.host_wait_culprit"),
+                  ("host_op_share", "idle.host_wait_culprit_share")),
         summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
-        "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
-        "{kernel_median_ns}); the host is busiest in {host_op} ({host_op_share} of step time).",
-        fix=Fix(
-            text="Give the GPU more work per launch and fewer launches: a larger micro-batch (with fewer "
-            "gradient-accumulation steps), torch.compile to fuse small ops, fused kernels (Liger, fused "
-            "AdamW), CUDA graphs when shapes are static.",
-            pytorch="model = torch.compile(model)\n"
-            "opt = torch.optim.AdamW(params, lr=lr, fused=True)\n"
-            "# and raise the batch size while memory allows",
-            hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, gradient_accumulation_steps=ga // 2,\n"
-            '                  torch_compile=True, optim="adamw_torch_fused", use_liger_kernel=True)',
-        ),
+                "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
+                "{kernel_median_ns}); the host is busiest in {host_op} ({host_op_share} of step time).",
+        fix=Fix(text="Give the GPU more work per launch and fewer launches: a larger micro-batch (with fewer "
+                     "gradient-accumulation steps), torch.compile to fuse small ops, fused kernels (Liger, fused "
+                     "AdamW), CUDA graphs when shapes are static.",
+                pytorch="model = torch.compile(model)\n"
+                        "opt = torch.optim.AdamW(params, lr=lr, fused=True)\n"
+                        "# and raise the batch size while memory allows",
+                hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, gradient_accumulation_steps=ga // 2,\n"
+                           "                  torch_compile=True, optim=\"adamw_torch_fused\", use_liger_kernel=True)"),
         docs="https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
-        stack_fix=(
-            (
-                "lightning",
-                "Raise the batch size in your DataModule, wrap the model with torch.compile in "
-                "configure_model(), and use a fused optimizer in configure_optimizers().",
-            ),
-            ("torchtune", "Set compile=True and raise batch_size in the recipe config."),
-        ),
+        stack_fix=(("lightning", "Raise the batch size in your DataModule, wrap the model with torch.compile in "
+                                 "configure_model(), and use a fused optimizer in configure_optimizers()."),
+                   ("torchtune", "Set compile=True and raise batch_size in the recipe config.")),
     ),
     Rule(
-        id="host_sync",
-        claims="idle",
-        platform="cuda",
-        title="Host syncs drain the GPU queue every step",
-        metric="sync_storm.saving_share",
-        above=0.02,
-        when=syncs_every_step,
+        id="host_sync", claims="idle", platform="cuda", title="Host syncs drain the GPU queue every step",
+        metric="sync_storm.saving_share", above=0.02, when=syncs_every_step,
         saving="sync_storm.saving_share",
-        evidence=(
-            ("saving_share", "sync_storm.saving_share"),
-            ("syncs_per_step", "host_sync.syncs_per_step"),
-            ("item_calls_per_step", "host_sync.item_calls_per_step"),
-            ("blocked_share", "host_sync.blocked_share"),
-            ("idle_after_sync_share", "host_sync.idle_after_sync_share"),
-            ("longest_ns", "host_sync.longest_ns"),
-            ("longest_call", "host_sync.longest_call"),
-            ("longest_call_kind", "host_sync.longest_call_kind"),
-            ("edge_syncs", "sync_storm.edge_syncs"),
-            ("loop_syncs_per_step", "sync_storm.loop_syncs_per_step"),
-            ("trigger_op", "sync_storm.trigger_op"),
-            ("after_op", "sync_storm.after_op"),
-            ("loop_host_ns", "sync_storm.loop_host_ns"),
-            ("loop_idle_share", "sync_storm.loop_idle_share"),
-        ),
+        evidence=(("saving_share", "sync_storm.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
+                  ("item_calls_per_step", "host_sync.item_calls_per_step"), ("blocked_share", "host_sync.blocked_share"),
+                  ("idle_after_sync_share", "host_sync.idle_after_sync_share"), ("longest_ns", "host_sync.longest_ns"),
+                  ("longest_call", "host_sync.longest_call"), ("longest_call_kind", "host_sync.longest_call_kind"),
+                  ("edge_syncs", "sync_storm.edge_syncs"), ("loop_syncs_per_step", "sync_storm.loop_syncs_per_step"),
+                  ("trigger_op", "sync_storm.trigger_op"), ("after_op", "sync_storm.after_op"),
+                  ("loop_host_ns", "sync_storm.loop_host_ns"),
+                  ("loop_idle_share", "sync_storm.loop_idle_share")),
         summary="{syncs_per_step} host syncs per step ({item_calls_per_step} .item() calls on GPU tensors) block the "
-        "host for {blocked_share} of step time (longest {longest_ns}) and drain the GPU queue; removing "
-        "them could save up to {saving_share} ({edge_syncs} step-edge synchronize calls of a timing harness "
-        "are not counted).",
-        variants=(
-            (
-                sync_storm,
-                Flavour(
-                    title="A loop of host syncs stalls every step",
-                    summary="A loop of {loop_syncs_per_step} syncs per step ({trigger_op} after {after_op}) holds the host "
+                "host for {blocked_share} of step time (longest {longest_ns}) and drain the GPU queue; removing "
+                "them could save up to {saving_share} ({edge_syncs} step-edge synchronize calls of a timing harness "
+                "are not counted).",
+        variants=((sync_storm, Flavour(
+            title="A loop of host syncs stalls every step",
+            summary="A loop of {loop_syncs_per_step} syncs per step ({trigger_op} after {after_op}) holds the host "
                     "for {loop_host_ns} a step while the GPU idles {loop_idle_share} of step time inside it; "
                     "removing the per-item reads could save up to {saving_share}.",
-                    fix=Fix(
-                        text="Read values back once, not once per tensor: stack the per-parameter values on the device "
-                        "(torch.stack / torch._foreach_norm) and call .item() / .tolist() once, every N steps.",
-                        pytorch="norms = torch.stack(torch._foreach_norm([p.grad for p in params]))\n"
-                        "if step % 50 == 0: log(norms.tolist())   # one sync instead of one per parameter",
-                        hf_trainer="# in your callback: compute the norms as one tensor and log every logging_steps\n"
-                        "TrainingArguments(..., logging_steps=50)",
-                    ),
-                ),
-            ),
-        ),
-        fix=Fix(
-            text="Keep values on the device inside the step: accumulate losses/metrics as tensors and read "
-            "them (.item(), float(), print) only every N steps; avoid data-dependent shapes (nonzero, "
-            "boolean masks) in the hot loop.",
-            pytorch="running = torch.zeros((), device=dev)\n"
-            "running += loss.detach()          # no .item() per step\n"
-            "if step % 50 == 0: log(running.item() / 50); running.zero_()",
-            hf_trainer="TrainingArguments(..., logging_steps=50, logging_nan_inf_filter=False)\n"
-            "# and no .item() in custom compute_loss / callbacks on every step",
-        ),
+            fix=Fix(text="Read values back once, not once per tensor: stack the per-parameter values on the device "
+                         "(torch.stack / torch._foreach_norm) and call .item() / .tolist() once, every N steps.",
+                    pytorch="norms = torch.stack(torch._foreach_norm([p.grad for p in params]))\n"
+                            "if step % 50 == 0: log(norms.tolist())   # one sync instead of one per parameter",
+                    hf_trainer="# in your callback: compute the norms as one tensor and log every logging_steps\n"
+                               "TrainingArguments(..., logging_steps=50)"))),),
+        fix=Fix(text="Keep values on the device inside the step: accumulate losses/metrics as tensors and read "
+                     "them (.item(), float(), print) only every N steps; avoid data-dependent shapes (nonzero, "
+                     "boolean masks) in the hot loop.",
+                pytorch="running = torch.zeros((), device=dev)\n"
+                        "running += loss.detach()          # no .item() per step\n"
+                        "if step % 50 == 0: log(running.item() / 50); running.zero_()",
+                hf_trainer="TrainingArguments(..., logging_steps=50, logging_nan_inf_filter=False)\n"
+                           "# and no .item() in custom compute_loss / callbacks on every step"),
         docs="https://pytorch.org/docs/stable/generated/torch.cuda.set_sync_debug_mode.html",
-        stack_fix=(
-            (
-                "lightning",
-                "Log with self.log(..., on_step=False, on_epoch=True) or a larger log_every_n_steps; "
-                "avoid .item() in training_step.",
-            ),
-        ),
+        stack_fix=(("lightning", "Log with self.log(..., on_step=False, on_epoch=True) or a larger log_every_n_steps; "
+                                 "avoid .item() in training_step."),),
     ),
     Rule(
-        id="slow_host_op",
-        claims="idle",
-        platform="cuda",
-        title="One host operation keeps the GPU waiting",
-        metric="idle.host_wait_culprit_share",
-        above=0.10,
-        when=slow_calls,
-        saving="idle.host_wait_culprit_share",
-        evidence=(
-            ("host_op", "idle.host_wait_culprit"),
-            ("host_op_share", "idle.host_wait_culprit_share"),
-            ("host_op_ns", "idle.host_wait_culprit_ns"),
-            ("mean_call_ns", "idle.host_wait_culprit_mean_ns"),
-            ("hint", "idle.host_wait_culprit_hint"),
-        ),
+        id="slow_host_op", claims="idle", platform="cuda", title="One host operation keeps the GPU waiting",
+        metric="idle.host_wait_culprit_share", above=0.10, when=slow_calls, saving="idle.host_wait_culprit_share",
+        evidence=(("host_op", "idle.host_wait_culprit"), ("host_op_share", "idle.host_wait_culprit_share"),
+                  ("host_op_ns", "idle.host_wait_culprit_ns"), ("mean_call_ns", "idle.host_wait_culprit_mean_ns"),
+                  ("hint", "idle.host_wait_culprit_hint")),
         summary="The GPU sits idle for {host_op_share} of step time ({host_op_ns}) while the host is inside {host_op} "
-        "(mean call {mean_call_ns}). Likely cause: {hint}.",
-        fix=Fix(
-            text="Find out why that operation is slow on the host (see the likely cause): per-shape plan builds, "
-            "autotuning and compilation go away with fixed shapes (pad to a multiple of 64/128, or pack); "
-            "host-side data work belongs in the DataLoader's workers.",
-            pytorch="# fixed shapes: tok(..., padding='max_length', max_length=L)  or  pad_to_multiple_of=128\n"
-            "torch.backends.cuda.enable_cudnn_sdp(False)  # if the culprit is cuDNN attention",
-            hf_trainer="DataCollatorForSeq2Seq(tok, pad_to_multiple_of=128)  # or SFTConfig(packing=True)",
-        ),
+                "(mean call {mean_call_ns}). Likely cause: {hint}.",
+        fix=Fix(text="Find out why that operation is slow on the host (see the likely cause): per-shape plan builds, "
+                     "autotuning and compilation go away with fixed shapes (pad to a multiple of 64/128, or pack); "
+                     "host-side data work belongs in the DataLoader's workers.",
+                pytorch="# fixed shapes: tok(..., padding='max_length', max_length=L)  or  pad_to_multiple_of=128\n"
+                        "torch.backends.cuda.enable_cudnn_sdp(False)  # if the culprit is cuDNN attention",
+                hf_trainer="DataCollatorForSeq2Seq(tok, pad_to_multiple_of=128)  # or SFTConfig(packing=True)"),
         docs="https://pytorch.org/docs/stable/backends.html#torch.backends.cuda.enable_cudnn_sdp",
     ),
     Rule(
-        id="pageable_memcpy",
-        claims="idle",
-        platform="cuda",
-        title="Host-to-device copies use pageable memory",
-        metric="memcpy.htod_pageable_count",
-        above=1,
-        saving="memcpy.pageable_htod_share",
-        evidence=(
-            ("pageable_copies", "memcpy.htod_pageable_count"),
-            ("pageable_per_step", "memcpy.htod_pageable_per_step"),
-            ("pageable_bytes", "memcpy.htod_pageable_bytes"),
-            ("pageable_host_ns", "memcpy.htod_pageable_host_ns"),
-            ("pageable_share", "memcpy.pageable_htod_share"),
-        ),
+        id="pageable_memcpy", claims="idle", platform="cuda", title="Host-to-device copies use pageable memory",
+        metric="memcpy.htod_pageable_count", above=1, saving="memcpy.pageable_htod_share",
+        evidence=(("pageable_copies", "memcpy.htod_pageable_count"), ("pageable_per_step", "memcpy.htod_pageable_per_step"),
+                  ("pageable_bytes", "memcpy.htod_pageable_bytes"), ("pageable_host_ns", "memcpy.htod_pageable_host_ns"),
+                  ("pageable_share", "memcpy.pageable_htod_share")),
         summary="{pageable_copies} host-to-device copies ({pageable_bytes}) come from pageable memory: each blocks "
-        "the host ({pageable_host_ns} in all, {pageable_share} of step time) and non_blocking=True is ignored.",
-        fix=Fix(
-            text="Let the DataLoader return pinned batches and copy them asynchronously. Do not call "
-            ".pin_memory() per tensor in the loop (it can be twice as slow).",
-            pytorch="loader = DataLoader(ds, ..., pin_memory=True)\n"
-            "batch = {k: v.to(dev, non_blocking=True) for k, v in batch.items()}",
-            hf_trainer="TrainingArguments(..., dataloader_pin_memory=True)  # the default; don't turn it off",
-        ),
+                "the host ({pageable_host_ns} in all, {pageable_share} of step time) and non_blocking=True is ignored.",
+        fix=Fix(text="Let the DataLoader return pinned batches and copy them asynchronously. Do not call "
+                     ".pin_memory() per tensor in the loop (it can be twice as slow).",
+                pytorch="loader = DataLoader(ds, ..., pin_memory=True)\n"
+                        "batch = {k: v.to(dev, non_blocking=True) for k, v in batch.items()}",
+                hf_trainer="TrainingArguments(..., dataloader_pin_memory=True)  # the default; don't turn it off"),
         docs="https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html",
     ),
     Rule(
-        id="copy_heavy",
-        claims=copy_claims,
-        title="Copies and dtype casts take a large share of GPU time",
-        metric="kernels.copy_share",
-        above=0.10,
-        saving="kernels.copy_step_share",
-        evidence=(
-            ("copy_share", "kernels.copy_share"),
-            ("gemm_share", "kernels.gemm_share"),
-            ("copy_vs_gemm_ratio", "kernels.copy_vs_gemm_ratio"),
-            ("copy_ns", "kernels.copy_ns"),
-        ),
+        id="copy_heavy", claims=copy_claims, title="Copies and dtype casts take a large share of GPU time",
+        metric="kernels.copy_share", above=0.10, saving="kernels.copy_step_share",
+        evidence=(("copy_share", "kernels.copy_share"), ("gemm_share", "kernels.gemm_share"),
+                  ("copy_vs_gemm_ratio", "kernels.copy_vs_gemm_ratio"), ("copy_ns", "kernels.copy_ns")),
         summary="Copy/convert kernels and memcpys take {copy_share} of device time against {gemm_share} for "
-        "GEMMs and attention (ratio {copy_vs_gemm_ratio}).",
-        fix=Fix(
-            text="Find the casts: load the model in the training dtype (bf16) instead of casting per step, "
-            "use autocast rather than manual .to(dtype), avoid .contiguous()/cat in the hot loop, and let "
-            "torch.compile fuse the remaining casts into neighbouring kernels.",
-            pytorch="model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)\n"
-            "with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(**batch).loss",
-            hf_trainer="AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)\n"
-            "TrainingArguments(..., bf16=True, torch_compile=True)",
-        ),
+                "GEMMs and attention (ratio {copy_vs_gemm_ratio}).",
+        fix=Fix(text="Find the casts: load the model in the training dtype (bf16) instead of casting per step, "
+                     "use autocast rather than manual .to(dtype), avoid .contiguous()/cat in the hot loop, and let "
+                     "torch.compile fuse the remaining casts into neighbouring kernels.",
+                pytorch="model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)\n"
+                        "with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(**batch).loss",
+                hf_trainer="AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)\n"
+                           "TrainingArguments(..., bf16=True, torch_compile=True)"),
         docs="https://pytorch.org/docs/stable/amp.html",
     ),
     Rule(
-        id="tiny_kernels",
-        claims="idle",
-        symptom=True,
-        platform="cuda",
-        title="Most kernels are too small to keep the GPU busy",
-        metric="launch.tiny_kernel_share",
-        above=0.5,
-        when=host_waits,
-        saving="launch.tiny_kernel_saving_share",
-        evidence=(
-            ("tiny_kernel_share", "launch.tiny_kernel_share"),
-            ("tiny_kernels_per_step", "launch.tiny_kernels_per_step"),
-            ("kernel_median_ns", "launch.kernel_median_ns"),
-            ("launch_api_median_ns", "launch.launch_api_median_ns"),
-        ),
+        id="tiny_kernels", claims="idle", symptom=True, platform="cuda", title="Most kernels are too small to keep the GPU busy",
+        metric="launch.tiny_kernel_share", above=0.5, when=host_waits, saving="launch.tiny_kernel_saving_share",
+        evidence=(("tiny_kernel_share", "launch.tiny_kernel_share"), ("tiny_kernels_per_step", "launch.tiny_kernels_per_step"),
+                  ("kernel_median_ns", "launch.kernel_median_ns"), ("launch_api_median_ns", "launch.launch_api_median_ns")),
         summary="{tiny_kernel_share} of kernels run under 10 µs ({tiny_kernels_per_step} per step, median "
-        "{kernel_median_ns}), about as long as launching them ({launch_api_median_ns} per launch call).",
-        fix=Fix(
-            text="Fuse small ops: torch.compile, fused optimizers (foreach/fused AdamW), fused LoRA/Liger "
-            "kernels; a bigger batch makes each kernel longer.",
-            pytorch="model = torch.compile(model)\nopt = torch.optim.AdamW(params, fused=True)",
-            hf_trainer='TrainingArguments(..., torch_compile=True, optim="adamw_torch_fused", use_liger_kernel=True)',
-        ),
+                "{kernel_median_ns}), about as long as launching them ({launch_api_median_ns} per launch call).",
+        fix=Fix(text="Fuse small ops: torch.compile, fused optimizers (foreach/fused AdamW), fused LoRA/Liger "
+                     "kernels; a bigger batch makes each kernel longer.",
+                pytorch="model = torch.compile(model)\nopt = torch.optim.AdamW(params, fused=True)",
+                hf_trainer="TrainingArguments(..., torch_compile=True, optim=\"adamw_torch_fused\", use_liger_kernel=True)"),
         docs="https://pytorch.org/docs/stable/torch.compiler.html",
     ),
     Rule(
-        id="gpu_gaps",
-        claims="excess",
-        symptom=True,
-        title="The GPU sits idle for long stretches",
-        metric="idle.long_gap_count",
-        above=1,
-        saving="idle.long_gap_share",
-        evidence=(
-            ("long_gaps", "idle.long_gap_count"),
-            ("long_gap_ns", "idle.long_gap_ns"),
-            ("longest_gap_ns", "idle.long_gap_max_ns"),
-            ("long_gap_share", "idle.long_gap_share"),
-        ),
+        id="gpu_gaps", claims="excess", symptom=True, title="The GPU sits idle for long stretches",
+        metric="idle.long_gap_count", above=1, saving="idle.long_gap_share",
+        evidence=(("long_gaps", "idle.long_gap_count"), ("long_gap_ns", "idle.long_gap_ns"),
+                  ("longest_gap_ns", "idle.long_gap_max_ns"), ("long_gap_share", "idle.long_gap_share")),
         summary="{long_gaps} GPU idle gaps of 500 ms or more ({long_gap_ns} in all, longest {longest_gap_ns}).",
-        fix=Fix(
-            text="Look at what the host does in the gap (timeline): evaluation, checkpoint saving, logging, "
-            "or data preparation inside the step. Move it out of the step or make it asynchronous.",
-            pytorch="# e.g. save checkpoints every N steps, asynchronously:\n"
-            "torch.distributed.checkpoint.async_save(state_dict, checkpoint_id=path)",
-            hf_trainer="TrainingArguments(..., save_steps=500, eval_steps=500, logging_steps=50)",
-        ),
+        fix=Fix(text="Look at what the host does in the gap (timeline): evaluation, checkpoint saving, logging, "
+                     "or data preparation inside the step. Move it out of the step or make it asynchronous.",
+                pytorch="# e.g. save checkpoints every N steps, asynchronously:\n"
+                        "torch.distributed.checkpoint.async_save(state_dict, checkpoint_id=path)",
+                hf_trainer="TrainingArguments(..., save_steps=500, eval_steps=500, logging_steps=50)"),
         docs=None,
     ),
     Rule(
-        id="step_variance",
-        claims="excess",
-        symptom=True,
-        title="Step time varies from step to step",
-        metric="steps.cv_excluding_first",
-        above=0.15,
-        saving="steps.mean_excess_share",
+        id="step_variance", claims="excess", symptom=True, title="Step time varies from step to step",
+        metric="steps.cv_excluding_first", above=0.15, saving="steps.mean_excess_share",
         ranges=outlier_step_ranges,
-        evidence=(
-            ("cv", "steps.cv_excluding_first"),
-            ("median_ns", "steps.median_ns"),
-            ("max_ns", "steps.max_ns"),
-            ("outliers", "steps.outlier_count"),
-            ("outlier_cause", "steps.outlier_main_cause"),
-            ("mean_excess_share", "steps.mean_excess_share"),
-            ("slowest", "outliers.summary"),
-        ),
+        evidence=(("cv", "steps.cv_excluding_first"), ("median_ns", "steps.median_ns"), ("max_ns", "steps.max_ns"),
+                  ("outliers", "steps.outlier_count"), ("outlier_cause", "steps.outlier_main_cause"),
+                  ("mean_excess_share", "steps.mean_excess_share"),
+                  ("slowest", "outliers.summary")),
         summary="Step time varies by {cv} (coefficient of variation; median {median_ns}, max {max_ns}, "
-        "{outliers} outlier steps; main outlier cause: {outlier_cause}): throughput and ETAs are unreliable. "
-        "{slowest}.",
-        fix=Fix(
-            text="Find what differs in the slow steps (timeline): sequence length (pad to a fixed multiple or "
-            "pack), periodic logging/eval/checkpoint saves, recompiles, or a data-loader hiccup.",
-            pytorch="tok(batch, padding='max_length', max_length=L, pad_to_multiple_of=64)",
-            hf_trainer="DataCollatorWithPadding(tok, pad_to_multiple_of=64)  # or SFTConfig(packing=True)",
-        ),
+                "{outliers} outlier steps; main outlier cause: {outlier_cause}): throughput and ETAs are unreliable. "
+                "{slowest}.",
+        fix=Fix(text="Find what differs in the slow steps (timeline): sequence length (pad to a fixed multiple or "
+                     "pack), periodic logging/eval/checkpoint saves, recompiles, or a data-loader hiccup.",
+                pytorch="tok(batch, padding='max_length', max_length=L, pad_to_multiple_of=64)",
+                hf_trainer="DataCollatorWithPadding(tok, pad_to_multiple_of=64)  # or SFTConfig(packing=True)"),
         docs=None,
     ),
     Rule(
-        id="variable_shapes",
-        claims="idle",
-        title="Every new batch shape costs host work while the GPU waits",
-        metric="steps.tokens_cv",
-        above=0.1,
-        when=shapes_cost_time,
+        id="variable_shapes", claims="idle", title="Every new batch shape costs host work while the GPU waits",
+        metric="steps.tokens_cv", above=0.1, when=shapes_cost_time,
         saving=per_shape_saving,
         severity="medium",
-        evidence=(
-            ("tokens_cv", "steps.tokens_cv"),
-            ("tokens_corr", "steps.tokens_corr"),
-            ("steps", "steps.count"),
-            ("tokens_per_step_median", "steps.tokens_per_step_median"),
-            ("per_shape_op", "idle.host_wait_per_shape_op"),
-            ("per_shape_share", "idle.host_wait_per_shape_share"),
-        ),
+        evidence=(("tokens_cv", "steps.tokens_cv"), ("tokens_corr", "steps.tokens_corr"), ("steps", "steps.count"),
+                  ("tokens_per_step_median", "steps.tokens_per_step_median"),
+                  ("per_shape_op", "idle.host_wait_per_shape_op"),
+                  ("per_shape_share", "idle.host_wait_per_shape_share")),
         summary="The GPU idles {per_shape_share} of step time while the host is in {per_shape_op} for batch shapes it "
-        "has not seen before (tokens per step vary by {tokens_cv}; correlation of step time with tokens "
-        "{tokens_corr} over {steps} steps).",
-        variants=(
-            (
-                follows_tokens_only,
-                Flavour(
-                    title="Step time follows the padded sequence length",
-                    summary="Tokens per step (batch x padded length) vary by {tokens_cv} and step time follows them "
-                    "(correlation {tokens_corr} over {steps} steps): padding and uneven lengths set the step time.",
-                ),
-            ),
-        ),
-        fix=Fix(
-            text="Pack sequences or go padding-free (varlen FlashAttention), or at least pad to a multiple of "
-            "64/128 and group samples of similar length: every new batch shape costs padding compute and, "
-            "with cuDNN attention or torch.compile, a new plan or compile on the host.",
-            pytorch="from transformers import DataCollatorWithFlattening\n"
-            "collate = DataCollatorWithFlattening()  # with attn_implementation='flash_attention_2'",
-            hf_trainer="SFTConfig(..., packing=True)  # or padding_free=True\n"
-            "TrainingArguments(..., group_by_length=True)  # plain Trainer",
-        ),
+                "has not seen before (tokens per step vary by {tokens_cv}; correlation of step time with tokens "
+                "{tokens_corr} over {steps} steps).",
+        variants=((follows_tokens_only, Flavour(
+            title="Step time follows the padded sequence length",
+            summary="Tokens per step (batch x padded length) vary by {tokens_cv} and step time follows them "
+                    "(correlation {tokens_corr} over {steps} steps): padding and uneven lengths set the step time.")),),
+        fix=Fix(text="Pack sequences or go padding-free (varlen FlashAttention), or at least pad to a multiple of "
+                     "64/128 and group samples of similar length: every new batch shape costs padding compute and, "
+                     "with cuDNN attention or torch.compile, a new plan or compile on the host.",
+                pytorch="from transformers import DataCollatorWithFlattening\n"
+                        "collate = DataCollatorWithFlattening()  # with attn_implementation='flash_attention_2'",
+                hf_trainer="SFTConfig(..., packing=True)  # or padding_free=True\n"
+                           "TrainingArguments(..., group_by_length=True)  # plain Trainer"),
         docs="https://huggingface.co/blog/packing-with-FA2",
-        stack_fix=(
-            ("torchtune", "Set dataset.packed=True in the recipe config."),
-            ("lightning", "Pack or bucket sequences in your DataModule's collate_fn."),
-        ),
+        stack_fix=(("torchtune", "Set dataset.packed=True in the recipe config."),
+                   ("lightning", "Pack or bucket sequences in your DataModule's collate_fn.")),
     ),
     Rule(
-        id="warmup_in_window",
-        title="The profiled window includes warm-up",
-        metric="steps.first_over_rest",
-        above=1.5,
-        severity="low",
-        ranges=first_step_range,
-        evidence=(
-            ("first_over_rest", "steps.first_over_rest"),
-            ("first_step", "steps.first_index"),
-            ("warmup_excess_share", "steps.warmup_excess_share"),
-        ),
+        id="warmup_in_window", title="The profiled window includes warm-up",
+        metric="steps.first_over_rest", above=1.5, severity="low", ranges=first_step_range,
+        evidence=(("first_over_rest", "steps.first_over_rest"), ("first_step", "steps.first_index"),
+                  ("warmup_excess_share", "steps.warmup_excess_share")),
         summary="The first profiled step (#{first_step}) takes {first_over_rest}x the median of the others: "
-        "allocator growth, cuBLAS/cuDNN autotuning or compilation are in the window and skew averages.",
-        fix=Fix(
-            text="Skip the first steps with the profiler's schedule (wait/warmup) so only steady-state steps "
-            "are recorded; read the median, not the mean, meanwhile.",
-            pytorch="torch.profiler.profile(schedule=torch.profiler.schedule(wait=5, warmup=2, active=3), ...)",
-            hf_trainer="# in your profiling TrainerCallback:\n"
-            "schedule=torch.profiler.schedule(wait=5, warmup=2, active=3)  # prof.step() in on_step_end",
-        ),
+                "allocator growth, cuBLAS/cuDNN autotuning or compilation are in the window and skew averages.",
+        fix=Fix(text="Skip the first steps with the profiler's schedule (wait/warmup) so only steady-state steps "
+                     "are recorded; read the median, not the mean, meanwhile.",
+                pytorch="torch.profiler.profile(schedule=torch.profiler.schedule(wait=5, warmup=2, active=3), ...)",
+                hf_trainer="# in your profiling TrainerCallback:\n"
+                           "schedule=torch.profiler.schedule(wait=5, warmup=2, active=3)  # prof.step() in on_step_end"),
         docs=_TORCH_PROFILER,
     ),
     Rule(
-        id="memory_headroom",
-        title="GPU memory is mostly unused",
-        metric="memory.peak_used_share",
-        below=0.5,
-        when=has_device_memory,
-        severity="low",
-        evidence=(
-            ("peak_used_share", "memory.peak_used_share"),
-            ("peak_used_bytes", "memory.peak_used_bytes"),
-            ("headroom_bytes", "memory.headroom_bytes"),
-            ("total_bytes", "memory.total_bytes"),
-        ),
-        summary="Peak memory use is {peak_used_bytes} of {total_bytes} ({peak_used_share}): {headroom_bytes} is free.",
-        fix=Fix(
-            text="Spend the free memory on speed: a larger micro-batch with fewer gradient-accumulation steps "
-            "(the same tokens per optimizer step, fewer and longer kernels).",
-            pytorch="# raise batch_size, lower the accumulation steps by the same factor",
-            hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, gradient_accumulation_steps=ga // 2)",
-        ),
+        id="memory_headroom", title="GPU memory is mostly unused",
+        metric="memory.peak_used_share", below=0.5, when=has_device_memory, severity="low",
+        evidence=(("peak_used_share", "memory.peak_used_share"), ("peak_used_bytes", "memory.peak_used_bytes"),
+                  ("headroom_bytes", "memory.headroom_bytes"), ("total_bytes", "memory.total_bytes")),
+        summary="Peak memory use is {peak_used_bytes} of {total_bytes} ({peak_used_share}): "
+                "{headroom_bytes} is free.",
+        fix=Fix(text="Spend the free memory on speed: a larger micro-batch with fewer gradient-accumulation steps "
+                     "(the same tokens per optimizer step, fewer and longer kernels).",
+                pytorch="# raise batch_size, lower the accumulation steps by the same factor",
+                hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, gradient_accumulation_steps=ga // 2)"),
         docs="https://huggingface.co/docs/transformers/perf_train_gpu_one",
     ),
 ) + CAUSE_RULES
+# fmt: on

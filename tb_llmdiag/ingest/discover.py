@@ -29,11 +29,7 @@ from tb_llmdiag.ingest.source import not_regular, os_error_message
 _TB_HANDLER = re.compile(r"^(.*?)(?:\.(\d+))?\.pt\.trace\.json(?:\.gz)?$")
 _JSON_NAME = re.compile(r"\.json(?:\.gz)?$")
 _XPLANE_NAME = re.compile(r"^(.*)\.xplane\.pb$")
-_RANK_FROM_NAME = (
-    re.compile(r"rank[-_]?(\d+)"),
-    re.compile(r"^r(\d+)-"),
-    re.compile(r"profile_(\d+)\.json"),
-)
+_RANK_FROM_NAME = (re.compile(r"rank[-_]?(\d+)"), re.compile(r"^r(\d+)-"), re.compile(r"profile_(\d+)\.json"))
 _DIST_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
 _SNIFF_BYTES = 65536
 

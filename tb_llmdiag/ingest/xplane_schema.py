@@ -90,11 +90,7 @@ _SCHEMA: tuple[tuple[str, tuple[tuple[str, int, int, int, str, str], ...]], ...]
     ),
     (
         "XStatMetadata",
-        (
-            ("id", 1, _I64, _OPT, "", ""),
-            ("name", 2, _STR, _OPT, "", ""),
-            ("description", 3, _STR, _OPT, "", ""),
-        ),
+        (("id", 1, _I64, _OPT, "", ""), ("name", 2, _STR, _OPT, "", ""), ("description", 3, _STR, _OPT, "", "")),
     ),
 )
 
