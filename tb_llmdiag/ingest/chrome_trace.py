@@ -30,7 +30,8 @@ from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitState, split_with
 from tb_llmdiag.ingest.comm_args import CommArgs
-from tb_llmdiag.ingest.kineto_columns import KIND_OF_CATEGORY, _Columns
+from tb_llmdiag.ingest.kineto_columns import _Columns
+from tb_llmdiag.ingest.kineto_layout import KIND_OF_CATEGORY
 from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
 from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
 from tb_llmdiag.model import DeviceInfo, DistributedInfo, EventTable, MemoryTable, Trace

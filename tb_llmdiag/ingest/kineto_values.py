@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind
+from tb_llmdiag.ingest.kineto_layout import _LIMIT_US, _MEMORY_DTYPES
+from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind, MemoryTable, empty_memory
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
@@ -118,3 +119,23 @@ def _step_warnings(table: EventTable) -> tuple[str, ...]:
         example = table.names[int(np.unique(name, return_counts=True)[0][counts > 1][0])]
         out.append(f"{duplicates} step numbers are marked more than once (e.g. {example}): the step split may be wrong")
     return tuple(out)
+
+
+def _memory_table(parts: list[dict[str, np.ndarray]], origin_us: float) -> MemoryTable:
+    """The "[memory]" samples of all pieces, within the time limit, relative to the origin, in time order."""
+    if not parts:
+        return empty_memory()
+    col = {k: np.concatenate([p[k] for p in parts]) for k in _MEMORY_DTYPES}
+    keep = np.isfinite(col["ts"]) & (np.abs(col["ts"] - origin_us) <= _LIMIT_US)
+    col = {k: v[keep] for k, v in col.items()}
+    ts_ns = np.rint((col["ts"] - origin_us) * 1000.0).astype(np.int64)
+    # Device Type 0 is the CPU in Kineto's encoding; any other type is an accelerator
+    device = np.where(col["device_type"] == 0, -1, col["device_id"]).astype(np.int16)
+    order = np.argsort(ts_ns, kind="stable")
+    return MemoryTable(
+        ts_ns=ts_ns[order],
+        device=device[order],
+        bytes=col["bytes"][order],
+        total_allocated_bytes=col["total_allocated"][order],
+        total_reserved_bytes=col["total_reserved"][order],
+    )
