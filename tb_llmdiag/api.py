@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any, BinaryIO, Callable
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 from tb_llmdiag import __version__
 from tb_llmdiag.compare import compare_runs
-from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
-from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.ingest import discover as discover_local
+from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.ingest.discover_fs import discover_url
 from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
@@ -23,21 +24,20 @@ from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_err
 from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
 from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
-from tb_llmdiag.metrics import Analysis, analyze
-from tb_llmdiag.metrics import registry
+from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.metrics import Analysis, analyze, registry
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import MODEL_VERSION, Trace
+from tb_llmdiag.scale.runner import InlineRunner, Runner
+from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
+from tb_llmdiag.scale.session import runner_session, tab_executor
 from tb_llmdiag.timeline import TIMELINE_VERSION
 from tb_llmdiag.timeline import build as build_timelines
 from tb_llmdiag.traceview.build import TRACEVIEW_VERSION
 from tb_llmdiag.traceview.build import build as build_traceview
 from tb_llmdiag.traceview.evidence import locate as locate_evidence
 from tb_llmdiag.traceview.index import BadIndex, TraceIndex
-from tb_llmdiag.jsonsafe import jsonable
-from tb_llmdiag.scale.runner import InlineRunner, Runner
-from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
-from tb_llmdiag.scale.session import runner_session, tab_executor
 
 logger = logging.getLogger(__name__)
 
@@ -48,18 +48,21 @@ REPORT_SCHEMA = 3
 #: Everything a cached result depends on besides the file itself (the tab's cache key includes it).
 ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERSION)
 
+# fmt: off
 __all__ = [
-    "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index", "TraceIndex", "NotRegularFile", "TraceFile", "analyze_file",
-    "DASK_ENV", "Runner", "analyze_index", "analyze_rank_file", "is_url", "job_for_summaries", "rank_summary",
-    "report_index", "tab_executor", "analyze_for_tab", "analyze_trace", "discover", "error_report", "open_raw",
-    "preload", "report", "writing", "writing_report",
+    "DASK_ENV", "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index",
+    "NotRegularFile", "Runner", "TraceFile", "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index",
+    "analyze_rank_file", "analyze_trace", "discover", "error_report", "is_url", "job_for_summaries", "open_raw",
+    "preload", "rank_summary", "report", "report_index", "tab_executor", "writing", "writing_report",
 ]
+# fmt: on
 
 
 #: Modules the engine imports on first use (so that TensorBoard starts without them); preload() lists
 #: them, and a test checks that analysing a trace imports nothing more of ours.
 _LAZY_MODULES = (
-    "tb_llmdiag.ingest.chrome_trace", "tb_llmdiag.ingest.xplane",
+    "tb_llmdiag.ingest.chrome_trace",
+    "tb_llmdiag.ingest.xplane",
     "numpy.ma",  # numpy imports it on the first np.unique
 )
 
@@ -87,15 +90,31 @@ def discover(path: str) -> Index:
 
 def _base(tf: TraceFile) -> dict[str, Any]:
     return {
-        "run": tf.run, "worker": tf.worker, "span": tf.span, "source_kind": tf.source_kind,
-        "path": tf.path, "size_bytes": tf.size_bytes, "rank": tf.rank, "phase": tf.phase,
+        "run": tf.run,
+        "worker": tf.worker,
+        "span": tf.span,
+        "source_kind": tf.source_kind,
+        "path": tf.path,
+        "size_bytes": tf.size_bytes,
+        "rank": tf.rank,
+        "phase": tf.phase,
     }
 
 
 def error_report(tf: TraceFile, message: str) -> dict[str, Any]:
     """The RunReport of a run that could not be analysed: one line saying why."""
-    return {**_base(tf), "status": "error", "error": message, "read_state": None, "warnings": [], "summary": None,
-            "headline": None, "metrics": {}, "findings": [], "what_if": None}
+    return {
+        **_base(tf),
+        "status": "error",
+        "error": message,
+        "read_state": None,
+        "warnings": [],
+        "summary": None,
+        "headline": None,
+        "metrics": {},
+        "findings": [],
+        "what_if": None,
+    }
 
 
 def writing_report(tf: TraceFile, reason: str) -> dict[str, Any]:
@@ -143,10 +162,16 @@ def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str,
     complete = bool(read_state["complete"])
     report = {
         # "partial": the reader stopped early (invalid JSON, a cut file); the report covers what it read
-        **_base(tf), "status": "ok" if complete else "partial", "error": None if complete else read_state["reason"],
-        "read_state": read_state, "warnings": list(trace.warnings),
-        "summary": summarize(analysis.context), "headline": headline(metrics), "metrics": metrics,
-        "findings": findings, "what_if": what_if,
+        **_base(tf),
+        "status": "ok" if complete else "partial",
+        "error": None if complete else read_state["reason"],
+        "read_state": read_state,
+        "warnings": list(trace.warnings),
+        "summary": summarize(analysis.context),
+        "headline": headline(metrics),
+        "metrics": metrics,
+        "findings": findings,
+        "what_if": what_if,
     }
     return jsonable(report), analysis
 
@@ -210,12 +235,17 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
     and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
     ``progress`` is told each phase as it starts: ``reading``, ``analysing``, ``timeline``.
     """
+
     def say(phase: str) -> None:
         if progress is not None:
             progress(phase)
 
-    nothing: dict[str, Any] = {"timelines": [], "steps": {"steps": []}, "traceview": None,
-                               "rank_summary": {"summary": None}}
+    nothing: dict[str, Any] = {
+        "timelines": [],
+        "steps": {"steps": []},
+        "traceview": None,
+        "rank_summary": {"summary": None},
+    }
     refusal = None if is_url(tf.path) else regular_file_error(tf.path)
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
@@ -241,8 +271,13 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
             summary = rank_summary(tf, trace, rep, analysis).to_dict()
     except Exception:  # noqa: BLE001  (the rank's own report stands; its job states it lacks this rank)
         logger.exception("summarising rank %s failed", tf.path)
-    return {"report": rep, "timelines": list(timelines), "steps": {"steps": breakdown},
-            "traceview": {"meta": meta, "arrays": arrays}, "rank_summary": {"summary": summary}}
+    return {
+        "report": rep,
+        "timelines": list(timelines),
+        "steps": {"steps": breakdown},
+        "traceview": {"meta": meta, "arrays": arrays},
+        "rank_summary": {"summary": summary},
+    }
 
 
 def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
@@ -256,10 +291,17 @@ def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
     return open_object(tf.path) if is_url(tf.path) else open_regular(tf.path)
 
 
-def report_for_index(index: Index, runs: list[dict[str, Any]],
-                     jobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"schema": REPORT_SCHEMA, "tool": {"name": "tb_llmdiag", "version": __version__},
-            "root": index.root, "warnings": list(index.warnings), "jobs": jobs or [], "runs": runs}
+def report_for_index(
+    index: Index, runs: list[dict[str, Any]], jobs: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    return {
+        "schema": REPORT_SCHEMA,
+        "tool": {"name": "tb_llmdiag", "version": __version__},
+        "root": index.root,
+        "warnings": list(index.warnings),
+        "jobs": jobs or [],
+        "runs": runs,
+    }
 
 
 def rank_task(task: tuple[TraceFile, bool]) -> tuple[dict[str, Any], RankSummary | None]:
@@ -293,16 +335,19 @@ def analyze_index(index: Index, runner: Runner | None = None) -> tuple[list[dict
         rep, summary = res if res is not None else (error_report(tf, "the analysis task never finished"), None)
         runs.append(rep)
         summaries[tf.path] = summary
-    jobs = [jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
-            for run, span, fs in job_groups(index.files)]
+    jobs = [
+        jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
+        for run, span, fs in job_groups(index.files)
+    ]
     return runs, jobs
 
 
 def job_for_summaries(run: str, span: str, members: list[tuple[TraceFile, dict[str, Any] | None]]) -> dict[str, Any]:
     """The ``jobs[]`` entry of one job from its ranks' RankSummaries as dicts (``RankSummary.to_dict``, what
     the tab caches per rank); None for a rank without one."""
-    return jsonable(job_entry(run, span, [(tf, RankSummary.from_dict(d) if d is not None else None)
-                                          for tf, d in members]))
+    return jsonable(
+        job_entry(run, span, [(tf, RankSummary.from_dict(d) if d is not None else None) for tf, d in members])
+    )
 
 
 def report_index(index: Index, runner: Runner | None = None) -> dict[str, Any]:
@@ -324,8 +369,9 @@ def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runn
     """
     index = discover(path)
     if not index.files:
-        raise NoTracesFound(f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and "
-                            "plugins/profile/*/*.xplane.pb)")
+        raise NoTracesFound(
+            f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and plugins/profile/*/*.xplane.pb)"
+        )
     if runner is not None:
         return report_index(index, runner)
     with runner_session(dask, workers) as session:

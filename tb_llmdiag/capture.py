@@ -24,6 +24,7 @@ and `ProfilerCallback` is created on first access, so this module imports withou
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Mapping
@@ -298,10 +299,8 @@ def profile_steps(
     )
     if rank is None:
         dist = None
-        try:
+        with contextlib.suppress(ImportError):
             dist = _import_torch().distributed
-        except ImportError:
-            pass
         rank = detect_rank(dist=dist)
     return StepProfiler(
         logdir,

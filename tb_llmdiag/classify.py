@@ -29,6 +29,8 @@ from numpy.typing import NDArray
 from tb_llmdiag.model import EventTable, Kind
 
 #: Category names; a category code is the index into this tuple.
+# a declared table, one entry per row: left as laid out
+# fmt: off
 CATEGORIES: tuple[str, ...] = (
     "gemm",           # cuBLAS / cuBLASLt / CUTLASS / nvjet / hipBLASLt-Tensile Cijk_ / CK / Triton mm, MTIA fc
     "attention",      # flash / mem-efficient / cuDNN SDPA / flex / CK fmha / SageAttention / Triton attn_fwd
@@ -48,6 +50,7 @@ CATEGORIES: tuple[str, ...] = (
     "memset",         # device memset events (by Kind)
     "other",
 )
+# fmt: on
 CATEGORY_CODE: dict[str, int] = {name: i for i, name in enumerate(CATEGORIES)}
 
 #: Categories counted as matrix-multiply-class work (the denominator of copy-vs-GEMM).
@@ -57,26 +60,44 @@ COPY_CATEGORIES: tuple[str, ...] = ("copy", "memcpy")
 
 #: Own names (last ``::`` component, lower case) of launch wrappers whose template argument is the real
 #: kernel: these are matched on their head (own name + template arguments) instead of the own name alone.
-WRAPPER_KERNELS: frozenset[str] = frozenset({
-    "elementwise_kernel", "vectorized_elementwise_kernel", "unrolled_elementwise_kernel",
-    "elementwise_kernel_manual_unroll", "index_elementwise_kernel", "reduce_kernel", "multi_tensor_apply_kernel",
-    "device_kernel", "kernel", "kernel2", "kentry", "trampoline_kernel", "kernel_with_params",
-})
+WRAPPER_KERNELS: frozenset[str] = frozenset(
+    {
+        "elementwise_kernel",
+        "vectorized_elementwise_kernel",
+        "unrolled_elementwise_kernel",
+        "elementwise_kernel_manual_unroll",
+        "index_elementwise_kernel",
+        "reduce_kernel",
+        "multi_tensor_apply_kernel",
+        "device_kernel",
+        "kernel",
+        "kernel2",
+        "kentry",
+        "trampoline_kernel",
+        "kernel_with_params",
+    }
+)
 
 # Triton pointwise kernels whose fused op list is only data movement (``triton_poi_fused__to_copy_0``,
 # ``triton_poi_fused_cat_clone_3``) are copies; any other pointwise fusion is elementwise.
-_TRITON_COPY_ONLY = r"^triton_poi_fused_(?:_?(?:to_copy|clone|cat|copy|transpose|permute|view|unsafe_view|stack|expand|t)_)+\d+$"
+_TRITON_COPY_ONLY = (
+    r"^triton_poi_fused_(?:_?(?:to_copy|clone|cat|copy|transpose|permute|view|unsafe_view|stack|expand|t)_)+\d+$"
+)
 # XLA GPU fusions are named ``<kind>_<root op>_fusion[.N]`` (``loop_convert_fusion``, ``input_reduce_fusion``),
 # single ops wrapped as a fusion ``wrapped_<op>``: a copy when every op named is data movement
 # (``loop_convert_fusion``, ``wrapped_transpose``), a reduction, an index op, else elementwise.
 _XLA = r"^(?:loop|input|wrapped)_"
-_XLA_MOVE = (r"(?:convert|copy|transpose|concatenate|broadcast|bitcast|slice|dynamic_slice|dynamic_update_slice|pad"
-             r"|reshape|reverse)")
+_XLA_MOVE = (
+    r"(?:convert|copy|transpose|concatenate|broadcast|bitcast|slice|dynamic_slice|dynamic_update_slice|pad"
+    r"|reshape|reverse)"
+)
 
 #: (category, substrings, regex or None) rows, matched against the lower-cased match key (own name, or a
 #: wrapper's head); first match wins. A row matches when any substring occurs in the key or the regex
 #: searches true. Plain substrings are used wherever they suffice (C-speed ``in``); regexes only where
 #: position or context matters. Keep specific families above broad ones.
+# a declared table, one entry per row: left as laid out
+# fmt: off
 KERNEL_PATTERNS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
     ("communication", ("nccl", "rccl", "cross_device_reduce", "multimem_all_reduce", "allreduce", "all_reduce",
                        "allgather", "all_gather", "reducescatter", "reduce_scatter", "alltoall", "all_to_all",
@@ -130,6 +151,7 @@ KERNEL_PATTERNS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
                      "divide", "act_and_mul", "bias_rescale", "scal_kernel"),
      r"(?:^|[^a-z])(?:add|mul|div|sub|neg|sqrt|exp|log2|clip)(?:[^a-z]|$)"),
 )
+# fmt: on
 
 #: Match keys are cut to their first characters: template arguments far into a wrapper's name never decide.
 MAX_NAME_CHARS = 1024
@@ -160,7 +182,7 @@ def _demangled(name: str) -> tuple[str, int]:
         if m is None:
             break
         n = int(m.group(1))
-        parts.append(name[m.end():m.end() + n])
+        parts.append(name[m.end() : m.end() + n])
         i = m.end() + n
         if not name.startswith("_ZN"):
             break
@@ -172,7 +194,7 @@ def _mangled_first_argument(name: str, start: int) -> str:
     38-character class name): what a wrapper such as ``ck_tile::kentry`` launches."""
     for m in _MANGLED_ARG.finditer(name, start):
         n = int(m.group(1))
-        return name[m.end(1):m.end(1) + n]
+        return name[m.end(1) : m.end(1) + n]
     return ""
 
 
@@ -184,7 +206,7 @@ def _head(name: str) -> str:
         ch = m.group()
         if ch == "(":
             if depth == 0 and paren == 0 and m.start() > 0:
-                return name[:m.start()]
+                return name[: m.start()]
             paren += 1
         elif ch == ")":
             paren = max(0, paren - 1)
@@ -225,7 +247,7 @@ def own_name(name: str) -> str:
     without return type (``void``, ``std::enable_if<..>::type``) or ``(anonymous namespace)::``."""
     if name.startswith("_Z"):
         return _demangled(name)[0]
-    head = _head(_ANON.sub("", name[:4 * MAX_NAME_CHARS]))
+    head = _head(_ANON.sub("", name[: 4 * MAX_NAME_CHARS]))
     words = _strip_templates(head).split()
     return words[-1] if words else name
 
@@ -236,7 +258,7 @@ def match_key(name: str) -> str:
     if own.rsplit("::", 1)[-1].lower() in WRAPPER_KERNELS:
         if name.startswith("_Z"):
             return (own + "::" + _mangled_first_argument(name, _demangled(name)[1])).lower()
-        return _head(_ANON.sub("", name[:4 * MAX_NAME_CHARS]))[:MAX_NAME_CHARS].lower()
+        return _head(_ANON.sub("", name[: 4 * MAX_NAME_CHARS]))[:MAX_NAME_CHARS].lower()
     return own[:MAX_NAME_CHARS].lower()
 
 

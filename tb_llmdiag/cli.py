@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from tb_llmdiag import __version__, api
 from tb_llmdiag.compare import cli as compare_cli
@@ -49,8 +49,23 @@ def _report(args: argparse.Namespace) -> int:
 
 def _rules(args: argparse.Namespace) -> int:
     if args.json:
-        sys.stdout.write(dumps([{"id": r.id, "title": r.title, "metric": r.metric, "above": r.above,
-                                 "below": r.below, "fix": r.fix.text, "docs": r.docs} for r in RULES]) + "\n")
+        sys.stdout.write(
+            dumps(
+                [
+                    {
+                        "id": r.id,
+                        "title": r.title,
+                        "metric": r.metric,
+                        "above": r.above,
+                        "below": r.below,
+                        "fix": r.fix.text,
+                        "docs": r.docs,
+                    }
+                    for r in RULES
+                ]
+            )
+            + "\n"
+        )
         return 0
     for rule in RULES:
         print(f"{rule.id:<20} {rule.title}\n{'':<20} fix: {rule.fix.text}")
@@ -58,18 +73,24 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llmdiag", description="Why is my LLM fine-tuning step slow? "
-                                     "Diagnose torch.profiler / XPlane traces.")
+    parser = argparse.ArgumentParser(
+        prog="llmdiag", description="Why is my LLM fine-tuning step slow? Diagnose torch.profiler / XPlane traces."
+    )
     parser.add_argument("--version", action="version", version=f"llmdiag {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="analyse every trace under PATH (logdir, run folder or file)")
     rep.add_argument("path")
     rep.add_argument("--json", action="store_true", help="print one JSON document (docs/report_schema.md)")
-    rep.add_argument("--dask", metavar="ADDRESS", default=None,
-                     help="analyse the ranks on a Dask cluster: a scheduler tcp://host:8786, or local[:N] (a "
-                          "LocalCluster of N workers on this machine); needs pip install 'tb-llmdiag[dask]'")
-    rep.add_argument("--workers", type=int, default=1, metavar="N",
-                     help="analyse on N local processes (default 1: this process)")
+    rep.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        default=None,
+        help="analyse the ranks on a Dask cluster: a scheduler tcp://host:8786, or local[:N] (a "
+        "LocalCluster of N workers on this machine); needs pip install 'tb-llmdiag[dask]'",
+    )
+    rep.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="analyse on N local processes (default 1: this process)"
+    )
     rep.set_defaults(func=_report)
     rules = sub.add_parser("rules", help="list every finding LLM Diag can report, with its fix")
     rules.add_argument("--json", action="store_true")

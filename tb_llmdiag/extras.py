@@ -33,8 +33,9 @@ def require(module: str, *, extra: str, needs: tuple[str, ...], what: str) -> Mo
         root = (exc.name or "").split(".")[0]
         if root not in needs:
             raise
-        raise MissingExtra(f"{what} needs the Python package {root!r}, which is not installed: "
-                           f"pip install 'tb-llmdiag[{extra}]'") from None
+        raise MissingExtra(
+            f"{what} needs the Python package {root!r}, which is not installed: pip install 'tb-llmdiag[{extra}]'"
+        ) from None
 
 
 __all__ = ["MissingExtra", "require"]

@@ -125,8 +125,9 @@ def overlap_per_window(starts: I64, ends: I64, win_starts: I64, win_ends: I64) -
         return np.zeros(len(win_starts), dtype=np.int64)
     cum = _cum(s, e)
     w_s, w_e = np.asarray(win_starts, dtype=np.int64), np.asarray(win_ends, dtype=np.int64)
-    return (_covered_at(e, cum, np.searchsorted(s, w_e, side="right"), w_e)
-            - _covered_at(e, cum, np.searchsorted(s, w_s, side="right"), w_s))
+    return _covered_at(e, cum, np.searchsorted(s, w_e, side="right"), w_e) - _covered_at(
+        e, cum, np.searchsorted(s, w_s, side="right"), w_s
+    )
 
 
 def subtract(a_s: I64, a_e: I64, b_s: I64, b_e: I64) -> tuple[I64, I64]:

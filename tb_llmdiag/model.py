@@ -10,9 +10,10 @@ Contract:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -90,10 +91,7 @@ class EventTable:
     names: tuple[str, ...]
     shapes: tuple[str, ...] = ()
 
-    COLUMNS = (
-        "ts_ns", "dur_ns", "kind", "name_id", "device", "stream", "tid",
-        "correlation", "bytes", "shape_id",
-    )
+    COLUMNS = ("ts_ns", "dur_ns", "kind", "name_id", "device", "stream", "tid", "correlation", "bytes", "shape_id")
 
     def __len__(self) -> int:
         return int(self.ts_ns.shape[0])
@@ -122,10 +120,17 @@ class EventTable:
 def empty_events() -> EventTable:
     i64 = np.zeros(0, dtype=np.int64)
     return EventTable(
-        ts_ns=i64, dur_ns=i64.copy(), kind=np.zeros(0, np.uint8), name_id=np.zeros(0, np.int32),
-        device=np.zeros(0, np.int16), stream=np.zeros(0, np.int32), tid=i64.copy(),
-        correlation=i64.copy(), bytes=i64.copy(),
-        shape_id=np.zeros(0, np.int32), names=(),
+        ts_ns=i64,
+        dur_ns=i64.copy(),
+        kind=np.zeros(0, np.uint8),
+        name_id=np.zeros(0, np.int32),
+        device=np.zeros(0, np.int16),
+        stream=np.zeros(0, np.int32),
+        tid=i64.copy(),
+        correlation=i64.copy(),
+        bytes=i64.copy(),
+        shape_id=np.zeros(0, np.int32),
+        names=(),
     )
 
 
@@ -148,8 +153,13 @@ class MemoryTable:
 
 def empty_memory() -> MemoryTable:
     z = np.zeros(0, dtype=np.int64)
-    return MemoryTable(ts_ns=z, device=np.zeros(0, np.int16), bytes=z.copy(),
-                       total_allocated_bytes=z.copy(), total_reserved_bytes=z.copy())
+    return MemoryTable(
+        ts_ns=z,
+        device=np.zeros(0, np.int16),
+        bytes=z.copy(),
+        total_allocated_bytes=z.copy(),
+        total_reserved_bytes=z.copy(),
+    )
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,9 @@ def _step_gaps(gaps: IdleGaps, lo: int, hi: int) -> tuple[I64, I64, NDArray[np.u
     return gs, ge, gaps.cause[a:b]
 
 
-def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_intervals: int,
-                   gaps: IdleGaps) -> StepTimeline:
+def _step_timeline(
+    trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_intervals: int, gaps: IdleGaps
+) -> StepTimeline:
     lo, hi = int(step["start_ns"]), int(step["end_ns"])
     inside = (pre["ts"] < hi) & (pre["end"] > lo)
     ts = np.clip(pre["ts"][inside], lo, hi) - lo
@@ -153,10 +154,16 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
         pairs = np.unique(np.stack([device[is_dev], stream[is_dev]], axis=1), axis=0)
         for d, st in pairs:
             m = is_dev & (device == d) & (stream == st)
-            lanes.append(_LaneSrc(f"gpu{d}.s{st}", f"{pre['device_label']} {d} · stream {st}", "gpu", ts[m], end[m], name[m], cat[m]))
-    host_groups = (("host.launch", "Host · launches", pre["is_host_launch"]),
-                   ("host.sync", "Host · syncs", pre["is_sync"]),
-                   ("host.dataloader", "Host · data loader", pre["is_dl"]))
+            lanes.append(
+                _LaneSrc(
+                    f"gpu{d}.s{st}", f"{pre['device_label']} {d} · stream {st}", "gpu", ts[m], end[m], name[m], cat[m]
+                )
+            )
+    host_groups = (
+        ("host.launch", "Host · launches", pre["is_host_launch"]),
+        ("host.sync", "Host · syncs", pre["is_sync"]),
+        ("host.dataloader", "Host · data loader", pre["is_dl"]),
+    )
     for lid, label, mask_all in host_groups:
         m = mask_all[inside]
         if m.any() or lid == "host.launch":
@@ -183,8 +190,18 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
     for L, (s, e, n, rep) in zip(lanes, merged):
         name_ids = L.name[rep]
         local = [names.setdefault(int(i), len(names)) for i in name_ids]
-        out_lanes.append(Lane(id=L.id, label=L.label, kind=L.kind, start_ns=s.tolist(), dur_ns=(e - s).tolist(),
-                              name=local, cat=L.cat[rep].tolist(), n=n.tolist()))
+        out_lanes.append(
+            Lane(
+                id=L.id,
+                label=L.label,
+                kind=L.kind,
+                start_ns=s.tolist(),
+                dur_ns=(e - s).tolist(),
+                name=local,
+                cat=L.cat[rep].tolist(),
+                n=n.tolist(),
+            )
+        )
     all_names = trace.events.names
     name_list = [all_names[i] if 0 <= i < len(all_names) else "?" for i in names]
     device_names = {int(L.name[r]) for L, (_, _, _, rep) in zip(lanes, merged) if L.kind == "gpu" for r in rep}
@@ -208,18 +225,27 @@ def _step_timeline(trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_
 def step_rows(trace: Trace, breakdown: StepBreakdown) -> list[dict[str, Any]]:
     """The step windows the timelines cover: the breakdown's steps, or one pseudo-step over the whole trace
     (index -1) when it has none."""
-    rows = [{k: r[k] for k in ("index", "name", "start_ns", "host_end_ns", "end_ns", "duration_ns")}
-            for r in breakdown.rows()]
+    rows = [
+        {k: r[k] for k in ("index", "name", "start_ns", "host_end_ns", "end_ns", "duration_ns")}
+        for r in breakdown.rows()
+    ]
     if not rows and len(trace.events):
         end = int(trace.events.end_ns.max())
         start = int(trace.events.ts_ns.min())
-        rows = [{"index": -1, "name": "whole trace (no step markers)", "start_ns": start, "host_end_ns": end,
-                 "end_ns": end, "duration_ns": end - start}]
+        rows = [
+            {
+                "index": -1,
+                "name": "whole trace (no step markers)",
+                "start_ns": start,
+                "host_end_ns": end,
+                "end_ns": end,
+                "duration_ns": end - start,
+            }
+        ]
     return rows
 
 
-def build_timelines(trace: Trace, breakdown: StepBreakdown,
-                    max_intervals: int = MAX_INTERVALS) -> list[StepTimeline]:
+def build_timelines(trace: Trace, breakdown: StepBreakdown, max_intervals: int = MAX_INTERVALS) -> list[StepTimeline]:
     """One downsampled timeline per step (see the module contract)."""
     rows = step_rows(trace, breakdown)
     if not rows:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from importlib.metadata import version
 
 from tb_llmdiag.findings import RULES
 from tracepaths import REPO
@@ -22,3 +23,21 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert test_command == "bash scripts/test.sh"
     assert test_command in (REPO / ".ci" / "run").read_text()
     assert "tensorboard --logdir demo_logs" in blocks[0]
+
+
+def test_the_test_command_runs_the_lint_first() -> None:
+    """scripts/test.sh runs scripts/lint.sh (formatter, linter, type checker on tb_llmdiag/) before pytest,
+    and a fresh venv gets the very ruff and mypy versions the code was checked with."""
+    test_sh = [ln.strip() for ln in (REPO / "scripts" / "test.sh").read_text().splitlines()]
+    commands = [ln for ln in test_sh if ln and not ln.startswith("#")]
+    lint_at = next(i for i, ln in enumerate(commands) if ln.startswith("bash scripts/lint.sh"))
+    pytest_at = next(i for i, ln in enumerate(commands) if "-m pytest" in ln)
+    assert lint_at < pytest_at
+    lint_sh = (REPO / "scripts" / "lint.sh").read_text()
+    for command in ('-m ruff format --check tb_llmdiag', '-m ruff check tb_llmdiag', '-m mypy'):
+        assert command in lint_sh
+    assert "files = tb_llmdiag" in (REPO / "mypy.ini").read_text()
+    setup = (REPO / "setup.py").read_text()
+    pins = dict(re.findall(r'"(ruff|mypy)==([0-9.]+)"', setup))
+    assert set(pins) == {"ruff", "mypy"}
+    assert pins == {"ruff": version("ruff"), "mypy": version("mypy")}

@@ -43,8 +43,9 @@ def tolerance_pair(text: str) -> tuple[str, float]:
     return key, fraction(value)
 
 
-def _compare_doc(before: str, after: str, before_run: str | None, after_run: str | None,
-                 roles: tuple[str, str], **kw: Any) -> dict[str, Any]:
+def _compare_doc(
+    before: str, after: str, before_run: str | None, after_run: str | None, roles: tuple[str, str], **kw: Any
+) -> dict[str, Any]:
     rb, wb = load_side(before, before_run, roles[0])
     ra, wa = load_side(after, after_run, roles[1])
     doc = compare_runs(rb, ra, sources=(before, after), roles=roles, **kw)
@@ -53,16 +54,23 @@ def _compare_doc(before: str, after: str, before_run: str | None, after_run: str
 
 
 def _compare(args: argparse.Namespace) -> int:
-    doc = _compare_doc(args.before, args.after, args.before_run or args.run, args.after_run or args.run,
-                       ("BEFORE", "AFTER"))
+    doc = _compare_doc(
+        args.before, args.after, args.before_run or args.run, args.after_run or args.run, ("BEFORE", "AFTER")
+    )
     sys.stdout.write(dumps(doc) + "\n" if args.json else render_compare(doc))
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
-    doc = _compare_doc(args.baseline, args.candidate, args.baseline_run or args.run, args.run,
-                       ("BASELINE", "CANDIDATE"), tolerances=dict(args.tolerance or []),
-                       max_regression=args.max_regression)
+    doc = _compare_doc(
+        args.baseline,
+        args.candidate,
+        args.baseline_run or args.run,
+        args.run,
+        ("BASELINE", "CANDIDATE"),
+        tolerances=dict(args.tolerance or []),
+        max_regression=args.max_regression,
+    )
     result = check(doc)
     sys.stdout.write(dumps(result) + "\n" if args.json else render_check(result))
     return 0 if result["passed"] else 1
@@ -72,7 +80,9 @@ def add_commands(sub: Any) -> None:
     cmp = sub.add_parser("compare", help="compare two runs: metrics with noise bands, finding diff, a verdict")
     cmp.add_argument("before", help="trace file, run folder / logdir, or saved `llmdiag report --json`")
     cmp.add_argument("after", help="the same kinds as BEFORE")
-    cmp.add_argument("--run", help="the run to take from a side that holds several (run, run/worker or run/worker/span)")
+    cmp.add_argument(
+        "--run", help="the run to take from a side that holds several (run, run/worker or run/worker/span)"
+    )
     cmp.add_argument("--before-run", help="--run for BEFORE only")
     cmp.add_argument("--after-run", help="--run for AFTER only")
     cmp.add_argument("--json", action="store_true", help="print one JSON document (docs/compare.md)")
@@ -82,9 +92,18 @@ def add_commands(sub: Any) -> None:
     chk.add_argument("--baseline", required=True, help="the same kinds as CANDIDATE (a committed report --json)")
     chk.add_argument("--run", help="the run to take from a side that holds several")
     chk.add_argument("--baseline-run", help="--run for BASELINE only")
-    chk.add_argument("--max-regression", type=fraction, metavar="P",
-                     help="tolerance of every gated metric (5%% or 0.05) instead of the registry's")
-    chk.add_argument("--tolerance", type=tolerance_pair, action="append", metavar="KEY=VALUE",
-                     help="tolerance of one metric (wins over --max-regression); repeatable")
+    chk.add_argument(
+        "--max-regression",
+        type=fraction,
+        metavar="P",
+        help="tolerance of every gated metric (5%% or 0.05) instead of the registry's",
+    )
+    chk.add_argument(
+        "--tolerance",
+        type=tolerance_pair,
+        action="append",
+        metavar="KEY=VALUE",
+        help="tolerance of one metric (wins over --max-regression); repeatable",
+    )
     chk.add_argument("--json", action="store_true", help="print one JSON document (docs/compare.md)")
     chk.set_defaults(func=_check)

@@ -9,7 +9,8 @@ the first in rank order on a tie.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 SAVING_FLOOR = 0.01
 
@@ -21,10 +22,14 @@ def _saving(f: Mapping[str, Any] | None, field: str) -> Any:
 
 def _entry(fid: str, b: Mapping[str, Any] | None, a: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
-        "id": fid, "title": (a or b or {}).get("title"),
-        "severity_before": (b or {}).get("severity"), "severity_after": (a or {}).get("severity"),
-        "saving_share_before": _saving(b, "share"), "saving_share_after": _saving(a, "share"),
-        "saving_ns_before": _saving(b, "ns"), "saving_ns_after": _saving(a, "ns"),
+        "id": fid,
+        "title": (a or b or {}).get("title"),
+        "severity_before": (b or {}).get("severity"),
+        "severity_after": (a or {}).get("severity"),
+        "saving_share_before": _saving(b, "share"),
+        "saving_share_after": _saving(a, "share"),
+        "saving_ns_before": _saving(b, "ns"),
+        "saving_ns_after": _saving(a, "ns"),
     }
 
 
@@ -37,7 +42,9 @@ def _moved(b: Mapping[str, Any], a: Mapping[str, Any]) -> bool:
     return sb is not None and abs(sa - sb) >= SAVING_FLOOR
 
 
-def findings_diff(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def findings_diff(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
     """``{"resolved", "new", "changed", "unchanged"}``, each in its side's rank order (AFTER's for the last two)."""
     by_b = {f["id"]: f for f in before}
     by_a = {f["id"]: f for f in after}

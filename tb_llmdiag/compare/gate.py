@@ -9,7 +9,8 @@ must not pass.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tb_llmdiag.compare.core import COMPARE_SCHEMA
 from tb_llmdiag.compare.text import regression_line
@@ -20,13 +21,33 @@ def check(doc: Mapping[str, Any]) -> dict[str, Any]:
     primary = next((r for r in doc["metrics"] if r["key"] == doc["work"]["primary"]), None)
     unjudged = None
     if primary is None or not primary["comparable"]:
-        unjudged = (f"{doc['work']['primary']} is not known on both sides (no steps found?): "
-                    "profile with torch.profiler's schedule so ProfilerStep#N markers are recorded")
-    regressions = [{"key": r["key"], "label": r["label"], "unit": r["unit"], "before": r["before"],
-                    "after": r["after"], "change": r["change"], "tolerance": r["tolerance"],
-                    "band_lo_change": (r["noise"] or {}).get("band_lo_change"),
-                    "band_hi_change": (r["noise"] or {}).get("band_hi_change"),
-                    "line": regression_line(r)} for r in doc["metrics"] if r["regressed"]]
+        unjudged = (
+            f"{doc['work']['primary']} is not known on both sides (no steps found?): "
+            "profile with torch.profiler's schedule so ProfilerStep#N markers are recorded"
+        )
+    regressions = [
+        {
+            "key": r["key"],
+            "label": r["label"],
+            "unit": r["unit"],
+            "before": r["before"],
+            "after": r["after"],
+            "change": r["change"],
+            "tolerance": r["tolerance"],
+            "band_lo_change": (r["noise"] or {}).get("band_lo_change"),
+            "band_hi_change": (r["noise"] or {}).get("band_hi_change"),
+            "line": regression_line(r),
+        }
+        for r in doc["metrics"]
+        if r["regressed"]
+    ]
     judged = sum(1 for r in doc["metrics"] if r["gated"] and r["comparable"])
-    return {"schema": COMPARE_SCHEMA, "kind": "check", "passed": not regressions and unjudged is None,
-            "judged": judged, "unjudged": unjudged, "regressions": regressions, "compare": doc}
+    return {
+        "schema": COMPARE_SCHEMA,
+        "kind": "check",
+        "passed": not regressions and unjudged is None,
+        "judged": judged,
+        "unjudged": unjudged,
+        "regressions": regressions,
+        "compare": doc,
+    }

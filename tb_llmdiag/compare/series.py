@@ -10,7 +10,8 @@ step rows (``metrics.steps.per_step[].duration_ns``...); schema 1 held parallel 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tb_llmdiag import api
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError
@@ -75,8 +76,10 @@ def saved_report(path: str) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or (doc.get("tool") or {}).get("name") != "tb_llmdiag":
         return None
     if doc.get("schema") not in READABLE_SCHEMAS:
-        raise TraceFormatError(f"{path}: saved report has schema {doc.get('schema')!r}; this llmdiag compares "
-                               f"schemas {', '.join(map(str, READABLE_SCHEMAS))} (save it again with `llmdiag report --json`)")
+        raise TraceFormatError(
+            f"{path}: saved report has schema {doc.get('schema')!r}; this llmdiag compares "
+            f"schemas {', '.join(map(str, READABLE_SCHEMAS))} (save it again with `llmdiag report --json`)"
+        )
     if not isinstance(doc.get("runs"), list):
         raise TraceFormatError(f"{path}: saved report has no 'runs' list")
     return doc
@@ -85,8 +88,11 @@ def saved_report(path: str) -> dict[str, Any] | None:
 def candidates(path: str) -> list[Candidate]:
     doc = saved_report(path)
     if doc is not None:
-        return [Candidate(str(r.get("run")), str(r.get("worker")), str(r.get("span")), report=r)
-                for r in doc["runs"] if isinstance(r, dict)]
+        return [
+            Candidate(str(r.get("run")), str(r.get("worker")), str(r.get("span")), report=r)
+            for r in doc["runs"]
+            if isinstance(r, dict)
+        ]
     index = discover(path)
     return [Candidate(tf.run, tf.worker, tf.span, trace_file=tf) for tf in index.files]
 
@@ -110,7 +116,9 @@ def select(found: Sequence[Candidate], run: str | None, role: str, path: str) ->
         raise RunNotFound(f"{role} {path}: no run named {run!r} (runs: {', '.join(labels)})")
     if len(picked) > 1:
         names = ", ".join(_label(c, found) for c in picked)
-        raise AmbiguousSide(f"{role} {path}: --run {run!r} matches {len(picked)} traces ({names}); name one as run/worker/span")
+        raise AmbiguousSide(
+            f"{role} {path}: --run {run!r} matches {len(picked)} traces ({names}); name one as run/worker/span"
+        )
     return picked[0]
 
 

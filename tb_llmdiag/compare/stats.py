@@ -20,9 +20,9 @@ All functions are pure and vectorised over the resamples (an index matrix of sha
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import comb, erfc, sqrt
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -55,11 +55,11 @@ def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[floa
 class Band:
     """The bootstrap interval of AFTER - BEFORE for one statistic, in the statistic's unit."""
 
-    before: float      # the statistic on BEFORE's steps
-    after: float       # the statistic on AFTER's steps
-    lo: float          # interval of the difference after - before
+    before: float  # the statistic on BEFORE's steps
+    after: float  # the statistic on AFTER's steps
+    lo: float  # interval of the difference after - before
     hi: float
-    change_lo: float | None = None   # interval of after / before - 1 (None when BEFORE's statistic can be <= 0)
+    change_lo: float | None = None  # interval of after / before - 1 (None when BEFORE's statistic can be <= 0)
     change_hi: float | None = None
 
     @property
@@ -67,7 +67,6 @@ class Band:
         """The band excludes no change. (after - before > 0 exactly when after / before - 1 > 0 on each
         resample, so deciding on the difference or on the ratio gives the same answer.)"""
         return self.lo > 0 or self.hi < 0
-
 
 
 def recentred(band: Band, before: float, after: float) -> Band:
@@ -82,8 +81,14 @@ def recentred(band: Band, before: float, after: float) -> Band:
     return Band(before=before, after=after, lo=band.lo + shift, hi=band.hi + shift, change_lo=clo, change_hi=chi)
 
 
-def bootstrap_band(stat: Statistic, before: Mapping[str, np.ndarray], after: Mapping[str, np.ndarray],
-                   idx_before: np.ndarray, idx_after: np.ndarray, level: float = LEVEL) -> Band | None:
+def bootstrap_band(
+    stat: Statistic,
+    before: Mapping[str, np.ndarray],
+    after: Mapping[str, np.ndarray],
+    idx_before: np.ndarray,
+    idx_after: np.ndarray,
+    level: float = LEVEL,
+) -> Band | None:
     """The noise band of ``stat`` from two index matrices (``resample_indexes``; row 0 the samples themselves).
     None when the statistic is not finite on some resample (a zero denominator)."""
     sb = stat(before, idx_before)
@@ -109,15 +114,15 @@ def u_distribution(n1: int, n2: int) -> np.ndarray:
     """Counts of each U value 0..n1*n2 over the C(n1+n2, n1) equally likely rank orders (no ties):
     f(n1, n2, u) = f(n1 - 1, n2, u - n2) + f(n1, n2 - 1, u), with U counted for the second sample."""
     # table[j] holds the distribution for (i, j) while row i is built
-    prev = [np.ones(1, dtype=np.float64) for _ in range(n2 + 1)]   # i = 0: U is always 0
+    prev = [np.ones(1, dtype=np.float64) for _ in range(n2 + 1)]  # i = 0: U is always 0
     for i in range(1, n1 + 1):
-        cur = [np.ones(1, dtype=np.float64)]                     # j = 0: U is always 0
+        cur = [np.ones(1, dtype=np.float64)]  # j = 0: U is always 0
         for j in range(1, n2 + 1):
             dist = np.zeros(i * j + 1, dtype=np.float64)
-            a = prev[j]                                      # (i - 1, j): the largest value is from sample 1
+            a = prev[j]  # (i - 1, j): the largest value is from sample 1
             dist[: a.size] += a
-            b = cur[j - 1]                                   # (i, j - 1): it is from sample 2, beating all i
-            dist[i: i + b.size] += b
+            b = cur[j - 1]  # (i, j - 1): it is from sample 2, beating all i
+            dist[i : i + b.size] += b
             cur.append(dist)
         prev = cur
     return prev[n2]

@@ -12,8 +12,9 @@ by more than that metric's tolerance, rows marked ``same_work`` (the step time) 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -26,8 +27,14 @@ Columns = Mapping[str, np.ndarray]
 
 #: numbers the comparison derives that no single report holds (documented in docs/compare.md)
 DERIVED: dict[str, Metric] = {
-    "work.ns_per_token": Metric("work.ns_per_token", "ns", "lower", 0.05, "time per token",
-                                "sum of step durations / sum of tokens per step (1e9 / tokens_per_s)"),
+    "work.ns_per_token": Metric(
+        "work.ns_per_token",
+        "ns",
+        "lower",
+        0.05,
+        "time per token",
+        "sum of step durations / sum of tokens per step (1e9 / tokens_per_s)",
+    )
 }
 
 #: shares must also move by this much of the whole (1 percentage point) to count as beyond tolerance
@@ -50,6 +57,7 @@ def _ratio_of_sums(num: str, den: str, scale: float = 1.0) -> Callable[[Columns,
     def stat(cols: Columns, idx: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return scale * _take(cols, num, idx).sum(axis=1) / _take(cols, den, idx).sum(axis=1)
+
     return stat
 
 
@@ -67,6 +75,7 @@ def _per_step_ratio(num: str, den: str, scale: float = 1.0) -> Callable[[Columns
     def values(cols: Columns) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return scale * cols[num] / cols[den]
+
     return values
 
 
@@ -82,25 +91,40 @@ class Statistic:
 
 
 STATISTICS: dict[str, Statistic] = {
-    "median_duration": Statistic(_median_duration, lambda c: c["duration_ns"], ("duration_ns",),
-                                 "median of the step durations"),
+    "median_duration": Statistic(
+        _median_duration, lambda c: c["duration_ns"], ("duration_ns",), "median of the step durations"
+    ),
     "cv_duration": Statistic(_cv_duration, None, ("duration_ns",), "std / mean of the step durations"),
-    "tokens_per_s": Statistic(_ratio_of_sums("tokens", "duration_ns", 1e9), _per_step_ratio("tokens", "duration_ns", 1e9),
-                              ("tokens", "duration_ns"), "sum of tokens / sum of step durations"),
-    "ns_per_token": Statistic(_ratio_of_sums("duration_ns", "tokens"), _per_step_ratio("duration_ns", "tokens"),
-                              ("tokens", "duration_ns"), "sum of step durations / sum of tokens"),
-    **{f"{c}_share": Statistic(_ratio_of_sums(f"{c}_ns", "duration_ns"), _per_step_ratio(f"{c}_ns", "duration_ns"),
-                               (f"{c}_ns", "duration_ns"), f"sum of per-step {c} time / sum of step durations")
-       for c in ("busy", "host_wait", "sync", "data_loader")},
+    "tokens_per_s": Statistic(
+        _ratio_of_sums("tokens", "duration_ns", 1e9),
+        _per_step_ratio("tokens", "duration_ns", 1e9),
+        ("tokens", "duration_ns"),
+        "sum of tokens / sum of step durations",
+    ),
+    "ns_per_token": Statistic(
+        _ratio_of_sums("duration_ns", "tokens"),
+        _per_step_ratio("duration_ns", "tokens"),
+        ("tokens", "duration_ns"),
+        "sum of step durations / sum of tokens",
+    ),
+    **{
+        f"{c}_share": Statistic(
+            _ratio_of_sums(f"{c}_ns", "duration_ns"),
+            _per_step_ratio(f"{c}_ns", "duration_ns"),
+            (f"{c}_ns", "duration_ns"),
+            f"sum of per-step {c} time / sum of step durations",
+        )
+        for c in ("busy", "host_wait", "sync", "data_loader")
+    },
 }
 
 
 @dataclass(frozen=True)
 class Row:
-    key: str                  # registry key (or DERIVED)
-    stat: str | None = None   # STATISTICS name; None: one value per run, no noise model
-    same_work: bool = False   # only judged when both runs do the same work per step
-    gate: bool = True         # `check` may fail on it (False: shown for reading; see ROWS)
+    key: str  # registry key (or DERIVED)
+    stat: str | None = None  # STATISTICS name; None: one value per run, no noise model
+    same_work: bool = False  # only judged when both runs do the same work per step
+    gate: bool = True  # `check` may fail on it (False: shown for reading; see ROWS)
 
 
 #: Not gated: time per token (tokens/s again, inverted) and the step cv: the spread of a handful of steps is itself
@@ -131,7 +155,7 @@ ROWS: tuple[Row, ...] = (
     Row("headline.copy_share"),
     Row("kernels.by_category.*.share"),
     Row("xla.communication_share"),
-    Row("xla.collective_share"),          # its name before the metric topics' step-list change
+    Row("xla.collective_share"),  # its name before the metric topics' step-list change
     Row("memory.peak_used_bytes"),
 )
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tb_llmdiag.compare.verdict import change_text
 from tb_llmdiag.units import fmt
-
 
 #: units printed as whole numbers from 100 up (11593/s, 5816 launches per step), not 1.16e+04
 WHOLE_FROM_100 = ("per_s", "count", "count_per_step")
@@ -47,24 +47,46 @@ def _side(role: str, s: Mapping[str, Any]) -> str:
 
 
 def render_compare(doc: Mapping[str, Any]) -> str:
-    out = [f"LLM Diag compare", "  " + _side("BEFORE", doc["before"]), "  " + _side("AFTER ", doc["after"]),
-           "", doc["verdict"], ""]
+    out = [
+        "LLM Diag compare",
+        "  " + _side("BEFORE", doc["before"]),
+        "  " + _side("AFTER ", doc["after"]),
+        "",
+        doc["verdict"],
+        "",
+    ]
     wk = doc["work"]
     if wk["differs"]:
-        out.append(f"work: {wk['tokens_per_step_before']:.0f} -> {wk['tokens_per_step_after']:.0f} tokens per step "
-                   f"({wk['ratio']:.2g}x): step times are shown, not judged; tokens/s is")
+        out.append(
+            f"work: {wk['tokens_per_step_before']:.0f} -> {wk['tokens_per_step_after']:.0f} tokens per step "
+            f"({wk['ratio']:.2g}x): step times are shown, not judged; tokens/s is"
+        )
     elif not wk["known"]:
-        out.append("work: tokens per step unknown on a side (profile with record_shapes=True): step times are "
-                   "compared as they are")
+        out.append(
+            "work: tokens per step unknown on a side (profile with record_shapes=True): step times are "
+            "compared as they are"
+        )
     nm = doc["noise_model"]
-    out.append(f"noise: bootstrap {100 * nm['level']:.0f} % band of AFTER - BEFORE over the per-step values "
-               f"({nm['resamples']} resamples, seed {nm['seed']})" if nm["modelled"] else
-               f"noise: not modelled (fewer than {nm['min_steps']} steps on a side); tolerances alone decide")
+    out.append(
+        f"noise: bootstrap {100 * nm['level']:.0f} % band of AFTER - BEFORE over the per-step values "
+        f"({nm['resamples']} resamples, seed {nm['seed']})"
+        if nm["modelled"]
+        else f"noise: not modelled (fewer than {nm['min_steps']} steps on a side); tolerances alone decide"
+    )
     header = ("metric", "before", "after", "change", "noise band", "judgement")
-    rows = [header] + [(r["label"] if not r["key"].startswith("kernels.by_category.") else
-                        f"kernels: {r['key'].split('.')[2]} share", value_text(r["unit"], r["before"]),
-                        value_text(r["unit"], r["after"]), change_text(r), band_text(r), judgement(r))
-                       for r in doc["metrics"]]
+    rows = [header] + [
+        (
+            r["label"]
+            if not r["key"].startswith("kernels.by_category.")
+            else f"kernels: {r['key'].split('.')[2]} share",
+            value_text(r["unit"], r["before"]),
+            value_text(r["unit"], r["after"]),
+            change_text(r),
+            band_text(r),
+            judgement(r),
+        )
+        for r in doc["metrics"]
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     out.append("")
     for row in rows:
@@ -85,8 +107,11 @@ def render_compare(doc: Mapping[str, Any]) -> str:
             elif key == "new":
                 parts.append(f"{f['id']} (~{fmt('share', sa)})" if sa is not None else f["id"])
             else:
-                parts.append(f"{f['id']} {fmt('share', sb)} -> {fmt('share', sa)}" if sb is not None or sa is not None
-                             else f["id"])
+                parts.append(
+                    f"{f['id']} {fmt('share', sb)} -> {fmt('share', sa)}"
+                    if sb is not None or sa is not None
+                    else f["id"]
+                )
         out.append(f"  {label}: " + "; ".join(parts))
     for w in doc.get("warnings", []):
         out.append(f"warning: {w}")
@@ -96,9 +121,11 @@ def render_compare(doc: Mapping[str, Any]) -> str:
 def regression_line(row: Mapping[str, Any]) -> str:
     n = row.get("noise")
     noise = f"noise band {band_text(row)}" if n else "noise not modelled (one value per run)"
-    return (f"{row['label']} ({row['key']}) regressed: {value_text(row['unit'], row['before'])} -> "
-            f"{value_text(row['unit'], row['after'])} ({change_text(row)}; better {row['better']}; tolerance "
-            f"{100 * row['tolerance']:g} %; {noise})")
+    return (
+        f"{row['label']} ({row['key']}) regressed: {value_text(row['unit'], row['before'])} -> "
+        f"{value_text(row['unit'], row['after'])} ({change_text(row)}; better {row['better']}; tolerance "
+        f"{100 * row['tolerance']:g} %; {noise})"
+    )
 
 
 def render_check(result: Mapping[str, Any]) -> str:

@@ -8,7 +8,8 @@ bottleneck is now. Built only from the comparison document's own fields (``core.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tb_llmdiag.units import fmt, fmt_ns
 
@@ -109,11 +110,15 @@ def findings_clause(doc: Mapping[str, Any]) -> list[str]:
 def bottleneck_clause(doc: Mapping[str, Any]) -> str | None:
     b, a = doc["bottleneck"]["before"], doc["bottleneck"]["after"]
     if a and b and a["id"] == b["id"]:
-        return (f"the bottleneck is still `{a['id']}`, now {100 * a['share']:.0f} % of the step "
-                f"(was {100 * b['share']:.0f} %)")
+        return (
+            f"the bottleneck is still `{a['id']}`, now {100 * a['share']:.0f} % of the step "
+            f"(was {100 * b['share']:.0f} %)"
+        )
     if a and b:
-        return (f"the bottleneck moved from `{b['id']}` ({100 * b['share']:.0f} % of the step) to "
-                f"`{a['id']}` ({100 * a['share']:.0f} %)")
+        return (
+            f"the bottleneck moved from `{b['id']}` ({100 * b['share']:.0f} % of the step) to "
+            f"`{a['id']}` ({100 * a['share']:.0f} %)"
+        )
     if a:
         return f"the bottleneck is now `{a['id']}` ({100 * a['share']:.0f} % of the step)"
     if b:
@@ -126,8 +131,12 @@ def others_clause(doc: Mapping[str, Any]) -> str | None:
     worse = [r for r in doc["metrics"] if r["regressed"] and r["key"] != primary]
     if not worse:
         return None
-    parts = [f"{r['label']} {change_text(r)}" if r["change"] is not None else
-             f"{r['label']} {fmt(r['unit'], r['before'])} -> {fmt(r['unit'], r['after'])}" for r in worse[:MAX_OTHERS]]
+    parts = [
+        f"{r['label']} {change_text(r)}"
+        if r["change"] is not None
+        else f"{r['label']} {fmt(r['unit'], r['before'])} -> {fmt(r['unit'], r['after'])}"
+        for r in worse[:MAX_OTHERS]
+    ]
     more = f" and {len(worse) - MAX_OTHERS} more" if len(worse) > MAX_OTHERS else ""
     return "also regressed: " + ", ".join(parts) + more
 

@@ -13,5 +13,18 @@ from tb_llmdiag.findings.gpu import GPU_RULES
 from tb_llmdiag.findings.table import EVIDENCE_UNITS, RULES
 from tb_llmdiag.findings.xla import XLA_RULES
 
-__all__ = ["EVIDENCE_UNITS", "Fix", "Flavour", "GPU_RULES", "RULES", "Rule", "XLA_RULES", "diagnose", "evaluate", "lookup",
-           "rank", "run_platform", "what_if"]
+__all__ = [
+    "EVIDENCE_UNITS",
+    "Fix",
+    "Flavour",
+    "GPU_RULES",
+    "RULES",
+    "Rule",
+    "XLA_RULES",
+    "diagnose",
+    "evaluate",
+    "lookup",
+    "rank",
+    "run_platform",
+    "what_if",
+]

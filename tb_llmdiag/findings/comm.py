@@ -20,22 +20,33 @@ def top_collective_kind(m: Metrics) -> str | None:
 
 COMM_RULES: tuple[Rule, ...] = (
     Rule(
-        id="exposed_communication", claims="communication", platform="cuda", title="The GPU sits in collectives no compute hides",
-        metric="communication.exposed_share", above=0.10, saving="communication.exposed_share",
-        evidence=(("exposed_share", "communication.exposed_share"), ("collective_share", "communication.collective_share"),
-                  ("overlap_share", "communication.overlap_share"), ("top_kind", top_collective_kind),
-                  ("collective_count", "communication.collective_count")),
+        id="exposed_communication",
+        claims="communication",
+        platform="cuda",
+        title="The GPU sits in collectives no compute hides",
+        metric="communication.exposed_share",
+        above=0.10,
+        saving="communication.exposed_share",
+        evidence=(
+            ("exposed_share", "communication.exposed_share"),
+            ("collective_share", "communication.collective_share"),
+            ("overlap_share", "communication.overlap_share"),
+            ("top_kind", top_collective_kind),
+            ("collective_count", "communication.collective_count"),
+        ),
         summary="For {exposed_share} of step time this rank's GPU runs only collectives ({top_kind} leads; "
-                "collectives take {collective_share} of step time, {overlap_share} of it hidden under compute). "
-                "Hiding it saves at most that; part of it may be waiting for a slower rank: analyse all ranks together "
-                "to split waiting from transfer.",
-        fix=Fix(text="Load every rank's trace of this run together (one folder: the job view) to see whether a "
-                     "straggler or the transfer itself costs the time. To hide transfers: DDP bucket_cap_mb and no_sync() "
-                     "under gradient accumulation; FSDP forward/backward prefetch; gradient compression hooks.",
-                pytorch="model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
-                        "with model.no_sync():  # gradient-accumulation micro-steps\n"
-                        "    loss.backward()",
-                hf_trainer="TrainingArguments(..., ddp_bucket_cap_mb=50, gradient_accumulation_steps=4)"),
+        "collectives take {collective_share} of step time, {overlap_share} of it hidden under compute). "
+        "Hiding it saves at most that; part of it may be waiting for a slower rank: analyse all ranks together "
+        "to split waiting from transfer.",
+        fix=Fix(
+            text="Load every rank's trace of this run together (one folder: the job view) to see whether a "
+            "straggler or the transfer itself costs the time. To hide transfers: DDP bucket_cap_mb and no_sync() "
+            "under gradient accumulation; FSDP forward/backward prefetch; gradient compression hooks.",
+            pytorch="model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
+            "with model.no_sync():  # gradient-accumulation micro-steps\n"
+            "    loss.backward()",
+            hf_trainer="TrainingArguments(..., ddp_bucket_cap_mb=50, gradient_accumulation_steps=4)",
+        ),
         docs="https://pytorch.org/docs/stable/notes/ddp.html",
     ),
 )

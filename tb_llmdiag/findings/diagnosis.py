@@ -13,19 +13,23 @@ Contract:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tb_llmdiag.findings.engine import Rule, evaluate, rank
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.findings.whatif import apply_in_sequence
 
 
-def what_if(findings: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any],
-            rules: Sequence[Rule] = RULES) -> dict[str, Any] | None:
+def what_if(
+    findings: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES
+) -> dict[str, Any] | None:
     """The what-if of already ranked findings (``whatif.apply_in_sequence``)."""
     return apply_in_sequence([dict(f) for f in findings], metrics, rules)[1]
 
 
-def diagnose(metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def diagnose(
+    metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Ranked findings with in-sequence savings, and the what-if (see the module docstring)."""
     return apply_in_sequence(rank(evaluate(metrics, rules)), metrics, rules)

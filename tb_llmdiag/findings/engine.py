@@ -40,8 +40,9 @@ The tables are data beside this module: ``findings/gpu.py`` (``GPU_RULES``), ``f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, TypeGuard
 
 from tb_llmdiag.metrics.registry import metric
 from tb_llmdiag.units import fmt, unit_from_name
@@ -70,20 +71,20 @@ class Flavour:
 class Rule:
     id: str
     title: str
-    metric: str | None                   # dotted path of the observed value (None: predicate only)
+    metric: str | None  # dotted path of the observed value (None: predicate only)
     fix: Fix
-    above: float | None = None           # fires when value >= above
-    below: float | None = None           # fires when value < below
+    above: float | None = None  # fires when value >= above
+    below: float | None = None  # fires when value < below
     when: Callable[[Metrics], bool] | None = None  # extra condition, a named function beside the table
-    saving: Any = None                   # dotted path (or named function) of a share of step time saved if fixed
-    severity: str | None = None          # fixed severity; else derived from the saving share
+    saving: Any = None  # dotted path (or named function) of a share of step time saved if fixed
+    severity: str | None = None  # fixed severity; else derived from the saving share
     evidence: tuple[tuple[str, Any], ...] = ()  # (label, dotted path or named function)
-    summary: str = ""                    # str.format template over evidence labels (formatted values)
+    summary: str = ""  # str.format template over evidence labels (formatted values)
     docs: str | None = None
     stack_fix: tuple[tuple[str, str], ...] = field(default=())  # (stack, fix text in that stack's words)
-    platform: str | None = None          # "cuda" | "xla": only runs of that platform; None: every run
+    platform: str | None = None  # "cuda" | "xla": only runs of that platform; None: every run
     flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (platform or run trait, wording there)
-    skip_on: tuple[str, ...] = ()        # run traits (run_traits) on which the rule does not apply
+    skip_on: tuple[str, ...] = ()  # run traits (run_traits) on which the rule does not apply
     # the time its saving comes out of: "idle" | "device" | "communication" | "excess", or a named function of the metrics
     # returning one (findings/whatif.py)
     claims: Any = None
@@ -93,8 +94,8 @@ class Rule:
     # a symptom (the GPU waits for the host, long gaps, step variance) rather than a cause: in the sequence of
     # savings it comes after the causes, so it keeps only the time they leave (findings/whatif.py)
     symptom: bool = False
-    ranges: Any = None                   # dotted path (or named function) of the evidence's time ranges
-    culprit: Any = None                  # dotted path (or named function) of the op the finding blames
+    ranges: Any = None  # dotted path (or named function) of the evidence's time ranges
+    culprit: Any = None  # dotted path (or named function) of the op the finding blames
 
 
 def lookup(metrics: Metrics, path: Any) -> Any:
@@ -151,7 +152,8 @@ def flavour_of(rule: Rule, metrics: Metrics) -> Flavour:
     return Flavour()
 
 
-def finite(v: Any) -> bool:
+def finite(v: Any) -> TypeGuard[float]:
+    """An int or float (not a bool) that is neither NaN nor infinite."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -206,8 +208,12 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     worded_for_trait = not run_traits(metrics).isdisjoint(k for k, _ in rule.flavours)
     variant = None if worded_for_trait else next((v for pred, v in rule.variants if pred(metrics)), None)
     if variant is not None:
-        flavour = Flavour(title=variant.title or flavour.title, summary=variant.summary or flavour.summary,
-                          fix=variant.fix or flavour.fix, docs=variant.docs or flavour.docs)
+        flavour = Flavour(
+            title=variant.title or flavour.title,
+            summary=variant.summary or flavour.summary,
+            fix=variant.fix or flavour.fix,
+            docs=variant.docs or flavour.docs,
+        )
     title = flavour.title or rule.title
     fix_ = flavour.fix or rule.fix
     evidence = {label: lookup(metrics, path) for label, path in rule.evidence}
@@ -225,7 +231,8 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
         share = None
     try:
         summary = (flavour.summary or rule.summary).format(
-            **{label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence})
+            **{label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence}
+        )
     except (KeyError, IndexError, ValueError):
         summary = title
     stack = lookup(metrics, "annotations.stack")
@@ -238,8 +245,10 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     located = {}
     if rule.ranges is not None:  # where the evidence is in the trace (the tab's "show in trace")
         culprit = lookup(metrics, rule.culprit)
-        located = {"ranges": evidence_ranges(lookup(metrics, rule.ranges)),
-                   "culprit": culprit if isinstance(culprit, str) else None}
+        located = {
+            "ranges": evidence_ranges(lookup(metrics, rule.ranges)),
+            "culprit": culprit if isinstance(culprit, str) else None,
+        }
     return {
         "id": rule.id,
         "severity": severity_of(share, rule.severity),
@@ -290,7 +299,11 @@ def rank(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def key(item: tuple[int, dict[str, Any]]) -> tuple[float, float, int, int]:
         i, f = item
         s = f.get("saving") or {}
-        return (-float(s.get("ns") or 0), -float(s.get("share") or 0),
-                _SEVERITY_ORDER.get(f.get("severity", "low"), 3), i)
+        return (
+            -float(s.get("ns") or 0),
+            -float(s.get("share") or 0),
+            _SEVERITY_ORDER.get(f.get("severity", "low"), 3),
+            i,
+        )
 
     return [f for _, f in sorted(enumerate(findings), key=key)]

@@ -12,7 +12,6 @@ from typing import Any
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
 
-
 # Named predicates (a rule that needs more than one comparison)
 
 
@@ -102,6 +101,8 @@ def first_step_range(m: Metrics) -> list[Any]:
 
 _TORCH_PROFILER = "https://pytorch.org/docs/stable/profiler.html"
 
+# a declared table, one entry per row: left as laid out
+# fmt: off
 GPU_RULES: tuple[Rule, ...] = (
     Rule(
         id="no_device_activity", title="No GPU activity in the trace",
@@ -356,3 +357,4 @@ GPU_RULES: tuple[Rule, ...] = (
         docs="https://huggingface.co/docs/transformers/perf_train_gpu_one",
     ),
 ) + CAUSE_RULES
+# fmt: on

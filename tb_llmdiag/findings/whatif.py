@@ -29,7 +29,8 @@ and nothing else moves in to fill it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tb_llmdiag.findings.engine import Rule, applicable, finite, lookup
 from tb_llmdiag.units import fmt_ns
@@ -90,8 +91,9 @@ def _saving_share(f: Mapping[str, Any]) -> float:
     return float(v) if finite(v) else 0.0
 
 
-def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule]
-                      ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def apply_in_sequence(
+    findings: list[dict[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule]
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Ranked findings with in-sequence savings (module docstring), and the what-if on the median step."""
     claims = _claims(rules, metrics)
     mean = lookup(metrics, "steps.mean_ns")
@@ -109,15 +111,28 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
     # the mean step T = a median-like part min(M, T), busy in proportion b, and the excess max(0, T - M) that
     # only some steps add; without steps: the window, all of it the regular part
     b = (med_busy / median if med_busy is not None else 0.0) if have_median else (busy or 0.0)
-    med_coll = min(_median_collective_ns(metrics, int(median)), max(int(median) - (med_busy or 0), 0)) if have_median else 0
+    med_coll = (
+        min(_median_collective_ns(metrics, int(median)), max(int(median) - (med_busy or 0), 0)) if have_median else 0
+    )
     c = med_coll / median if have_median else float(lookup(metrics, "idle.collective_share") or 0.0)
     c = min(max(c, 0.0), max(1.0 - b, 0.0))
     regular = min(float(median), float(mean)) if have_median else float(mean)
-    pool0 = {"idle": (1.0 - b - c) * regular, "device": b * regular, "communication": c * regular,
-             "excess": float(mean) - regular}
+    pool0 = {
+        "idle": (1.0 - b - c) * regular,
+        "device": b * regular,
+        "communication": c * regular,
+        "excess": float(mean) - regular,
+    }
     left = dict(pool0)
-    med0 = {"idle": float(median) - (med_busy or 0) - med_coll, "device": float(med_busy or 0),
-            "communication": float(med_coll)} if have_median else {}
+    med0 = (
+        {
+            "idle": float(median) - (med_busy or 0) - med_coll,
+            "device": float(med_busy or 0),
+            "communication": float(med_coll),
+        }
+        if have_median
+        else {}
+    )
     med_left = dict(med0)
     symptom = {r.id for r in applicable(metrics, rules) if r.symptom}
     # causes first, then symptoms (each group in rank order): a symptom keeps only the time the causes leave
@@ -141,9 +156,13 @@ def apply_in_sequence(findings: list[dict[str, Any]], metrics: Mapping[str, Any]
                 med_cut = r * med_left[pool]
                 med_left[pool] -= med_cut
                 alone_cut[i] = (r * med0[pool], pool)
-        f["saving"] = {"share": cut / mean, "ns": int(round(cut)) if has_steps else None,
-                       "alone_share": s.get("share"), "alone_ns": s.get("ns"),
-                       "median_step_ns": int(round(med_cut)) if have_median else None}
+        f["saving"] = {
+            "share": cut / mean,
+            "ns": int(round(cut)) if has_steps else None,
+            "alone_share": s.get("share"),
+            "alone_ns": s.get("ns"),
+            "median_step_ns": int(round(med_cut)) if have_median else None,
+        }
     # shown by what each adds in that sequence (then by their own rank)
     ranked = sorted(range(len(out)), key=lambda i: (-_saving_share(out[i]), i))
     out = [out[i] for i in ranked]
@@ -197,20 +216,28 @@ def statement(w: Mapping[str, Any]) -> str:
     med = w["step_ns"]
     parts = []
     if w.get("finding_id"):
-        parts.append(f"median step {_ms(med)}: at most {_ms(med)} -> {_ms(w['step_ns_if_fixed'])} "
-                     f"(-{100 * w['saving_share']:.0f} %) if the cause of `{w['finding_id']}` were removed entirely")
+        parts.append(
+            f"median step {_ms(med)}: at most {_ms(med)} -> {_ms(w['step_ns_if_fixed'])} "
+            f"(-{100 * w['saving_share']:.0f} %) if the cause of `{w['finding_id']}` were removed entirely"
+        )
     else:
         parts.append(f"median step {_ms(med)}: no finding's cause is in the median step")
     a = w["all"]
     if len(a["finding_ids"]) > 1:
-        parts.append(f"at most {_ms(a['step_ns_if_fixed'])} (-{100 * a['saving_share']:.0f} %) with all "
-                     f"{len(a['finding_ids'])} findings' causes removed, applied in sequence")
+        parts.append(
+            f"at most {_ms(a['step_ns_if_fixed'])} (-{100 * a['saving_share']:.0f} %) with all "
+            f"{len(a['finding_ids'])} findings' causes removed, applied in sequence"
+        )
     if w.get("compute_floor_ns") is not None:
-        parts.append(f"the GPU's own work in the median step is {_ms(w['all']['compute_floor_ns'] or 0)}, a floor no fix of "
-                     f"idle time goes below")
+        parts.append(
+            f"the GPU's own work in the median step is {_ms(w['all']['compute_floor_ns'] or 0)}, a floor no fix of "
+            f"idle time goes below"
+        )
     if w["mean_step_ns"] > 1.05 * med:
-        parts.append(f"slower steps make the mean step {_ms(w['mean_step_ns'])}: at most "
-                     f"{_ms(w['mean_step_ns_if_all_fixed'])} with every cause removed")
+        parts.append(
+            f"slower steps make the mean step {_ms(w['mean_step_ns'])}: at most "
+            f"{_ms(w['mean_step_ns_if_all_fixed'])} with every cause removed"
+        )
     if w.get("tokens_per_s") and w.get("tokens_per_s_if_fixed"):
         parts.append(f"{w['tokens_per_s']:,.0f} -> at most {w['tokens_per_s_if_fixed']:,.0f} tokens/s")
     return "; ".join(parts) + "."

@@ -52,8 +52,9 @@ def split_py(buf: Any, start: int, end: int, state: SplitState, max_depth: int =
     toggles = np.zeros(n, dtype=np.int32)
     toggles[real] = 1
     quotes_so_far = np.cumsum(toggles, dtype=np.int32)
-    structural = np.flatnonzero(((a == 91) | (a == 93) | (a == 123) | (a == 125) | (a == 44))
-                                & ((quotes_so_far + state.in_string) % 2 == 0))
+    structural = np.flatnonzero(
+        ((a == 91) | (a == 93) | (a == 123) | (a == 125) | (a == 44)) & ((quotes_so_far + state.in_string) % 2 == 0)
+    )
     ch = a[structural]
     delta = np.where((ch == 91) | (ch == 123), 1, np.where(ch == 44, 0, -1)).astype(np.int64)
     depth = state.depth + np.cumsum(delta)
@@ -84,13 +85,13 @@ def split_py(buf: Any, start: int, end: int, state: SplitState, max_depth: int =
     return SplitResult(last_comma, close, SplitState(depth_after, in_string, escape), deep)
 
 
-def split_with(ext: Any, buf: Any, start: int, end: int, state: SplitState,
-               max_depth: int = MAX_DEPTH) -> SplitResult:
+def split_with(ext: Any, buf: Any, start: int, end: int, state: SplitState, max_depth: int = MAX_DEPTH) -> SplitResult:
     """``_scan.split`` when ``ext`` (the compiled module) is given, else split_py."""
     if ext is None:
         return split_py(buf, start, end, state, max_depth)
-    last_comma, close, depth, in_string, escape, deep = ext.split(buf, start, end, state.depth, state.in_string,
-                                                                  state.escape, max_depth)
+    last_comma, close, depth, in_string, escape, deep = ext.split(
+        buf, start, end, state.depth, state.in_string, state.escape, max_depth
+    )
     return SplitResult(last_comma, close, SplitState(depth, in_string, escape), deep)
 
 

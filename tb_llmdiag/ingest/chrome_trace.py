@@ -24,16 +24,17 @@ import re
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitState, split_with
 from tb_llmdiag.ingest.comm_args import CommArgs
-from tb_llmdiag.ingest.kineto_columns import KIND_OF_CATEGORY, _Columns
+from tb_llmdiag.ingest.kineto_columns import _Columns
+from tb_llmdiag.ingest.kineto_layout import KIND_OF_CATEGORY
 from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
+from tb_llmdiag.ingest.kineto_trace import _make_trace
 from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
-from tb_llmdiag.model import DeviceInfo, DistributedInfo, EventTable, MemoryTable, Trace
+from tb_llmdiag.model import Trace
 
 _HEAD_LIMIT = 64 << 20  # "traceEvents" must start within this many bytes, and the metadata after it fit in this
 #: One event (the text between two boundaries) may not be longer than this: no profiler writes such an
@@ -86,8 +87,8 @@ def read_chrome_trace(path: str) -> Trace:
 def _invalid_reason(exc: Exception, text: Any, at: int) -> str:
     """What is wrong at ``at`` in ``text``, in words: "NaN is not JSON", "invalid UTF-8 byte 0xff"..."""
     if isinstance(exc, UnicodeDecodeError):
-        return f"invalid UTF-8 byte 0x{bytes(text[at:at + 1]).hex() or '??'}"
-    word = bytes(text[at:at + 10])
+        return f"invalid UTF-8 byte 0x{bytes(text[at : at + 1]).hex() or '??'}"
+    word = bytes(text[at : at + 10])
     for w in _NON_JSON_WORDS:
         if word.startswith(w):
             return f"{w.decode().lstrip('+-')} is not JSON"
@@ -137,11 +138,17 @@ class _Reader:
                     self._advance()
             except Truncated as exc:
                 self._finish_cut()
-                stop_at, problem = self.base + len(self.buf), f"{exc}, at byte {self.base + len(self.buf):,} of the inflated JSON"
+                stop_at, problem = (
+                    self.base + len(self.buf),
+                    f"{exc}, at byte {self.base + len(self.buf):,} of the inflated JSON",
+                )
             else:
                 if self.head is None:
-                    raise TraceFormatError("the file is empty" if not self.buf.strip() else
-                                           "not a Chrome/Kineto trace (no 'traceEvents' array)")
+                    raise TraceFormatError(
+                        "the file is empty"
+                        if not self.buf.strip()
+                        else "not a Chrome/Kineto trace (no 'traceEvents' array)"
+                    )
                 if self.closed < 0:
                     cut = self._finish_cut()
                     if not cut:
@@ -154,22 +161,31 @@ class _Reader:
         envs = [self._envelope(self.head + b"]}", "header")] if not self.array_format else []
         if problem is None and not self.array_format:
             try:
-                envs.append(self._envelope(b'{"traceEvents":[]' + bytes(self.buf[self.closed + 1:]), "metadata"))
+                envs.append(self._envelope(b'{"traceEvents":[]' + bytes(self.buf[self.closed + 1 :]), "metadata"))
             except _Stop as stop:
                 stop_at = self.base + self.closed + 1 + stop.offset
-                problem = stop.reason if "ends early" in stop.reason else (
-                    f"invalid JSON at byte {stop_at:,} ({self.src.share(stop_at):.0%}): {stop.reason}")
-        elif problem is None and bytes(self.buf[self.closed + 1:]).strip():
+                problem = (
+                    stop.reason
+                    if "ends early" in stop.reason
+                    else (f"invalid JSON at byte {stop_at:,} ({self.src.share(stop_at):.0%}): {stop.reason}")
+                )
+        elif problem is None and bytes(self.buf[self.closed + 1 :]).strip():
             stop_at = self.base + self.closed + 1
             problem = f"invalid JSON at byte {stop_at:,}: text after the closing ']' of the events"
         share = self.src.share(stop_at) if problem else 1.0
-        read_state = {"complete": problem is None, "read_bytes": self.events_end if problem else self.src.inflated_bytes,
-                      "total_bytes": self.src.inflated_bytes, "read_share": round(share, 4), "reason": problem}
+        read_state = {
+            "complete": problem is None,
+            "read_bytes": self.events_end if problem else self.src.inflated_bytes,
+            "total_bytes": self.src.inflated_bytes,
+            "read_share": round(share, 4),
+            "reason": problem,
+        }
         if problem:
             if not self.cols.has_rows:
                 raise TraceFormatError(f"{problem}; no complete event before it")
-            self.warnings.insert(0, f"partial result: {problem} ({share:.0%} of the file read); "
-                                    "analysed the events before it")
+            self.warnings.insert(
+                0, f"partial result: {problem} ({share:.0%} of the file read); analysed the events before it"
+            )
         try:
             events, memory, origin_ns, col_warnings = self.cols.finish()
         except TraceFormatError as exc:  # no row at all: say what the decoder skipped, if anything
@@ -203,8 +219,10 @@ class _Reader:
         elif res.last_comma > 0:
             self._decode_upto(res.last_comma)
         elif len(buf) > MAX_EVENT_BYTES:
-            raise _Stop(self.base, f"invalid trace at byte {self.base:,}: one event runs over "
-                                   f"{MAX_EVENT_BYTES >> 20} MiB without ending")
+            raise _Stop(
+                self.base,
+                f"invalid trace at byte {self.base:,}: one event runs over {MAX_EVENT_BYTES >> 20} MiB without ending",
+            )
 
     def _find_head(self) -> bool:
         buf = self.buf
@@ -269,8 +287,10 @@ class _Reader:
             if good > 0:
                 self._decode_upto(good)
                 at -= good
-            raise _Stop(self.base + at, f"invalid JSON at byte {self.base + at:,}"
-                                        f" ({self.src.share(self.base + at):.0%}): {reason}")
+            raise _Stop(
+                self.base + at,
+                f"invalid JSON at byte {self.base + at:,} ({self.src.share(self.base + at):.0%}): {reason}",
+            )
         try:
             del buf[:cut]
         except BufferError:  # a view of buf outlived the piece (a sampling profiler's frame: Dask's): copy instead
@@ -319,79 +339,18 @@ class _Reader:
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             at = _error_at(exc, text)
             if what == "header":
-                raise TraceFormatError(f"the trace header is not valid JSON at byte {at:,}: "
-                                       f"{_invalid_reason(exc, text, at)}") from None
+                raise TraceFormatError(
+                    f"the trace header is not valid JSON at byte {at:,}: {_invalid_reason(exc, text, at)}"
+                ) from None
             at -= len(b'{"traceEvents":[]')
             if isinstance(exc, msgspec.DecodeError) and "truncated" in str(exc):
-                raise _Stop(max(at, 0), "the JSON ends early in the metadata after the events (file truncated?)") \
-                    from None
-            raise _Stop(max(at, 0), _invalid_reason(exc, text, at + len(b'{"traceEvents":[]')) + " (in the metadata "
-                        "after the events)") from None
-
-
-def _make_trace(events: EventTable, memory: MemoryTable, origin_ns: int, envs: list[_Envelope],
-                warnings: tuple[str, ...], read_state: dict[str, Any], comm: CommArgs | None = None) -> Trace:
-    def first(attr: str) -> Any:
-        for env in envs:
-            value = getattr(env, attr)
-            if value is not None:
-                return value
-        return None
-
-    devices = tuple(
-        DeviceInfo(
-            index=int(p.id) if p.id is not None else i,
-            name=p.name or "unknown",
-            total_memory_bytes=p.totalGlobalMem,
-            compute_capability=(f"{p.computeMajor}.{p.computeMinor}" if p.computeMajor is not None else None),
-            num_sms=p.numSms,
-        )
-        for i, p in enumerate(first("deviceProperties") or [])
-    )
-    memory, dropped = _plausible_memory(memory, devices)
-    if dropped:
-        warnings = warnings + (f"{dropped} allocator samples above their device's memory were rejected",)
-    dist = first("distributedInfo")
-    distributed = None
-    if dist is not None:
-        distributed = DistributedInfo(rank=_opt_int(dist.rank), world_size=_opt_int(dist.world_size),
-                                      backend=dist.backend)
-    extra, extra_names = comm.columns(events) if comm is not None else ({}, {})
-    metadata: dict[str, Any] = {
-        k: v for k in ("schemaVersion", "traceName", "displayTimeUnit", "record_shapes", "profile_memory",
-                       "with_stack", "Framework")
-        if (v := first(k)) is not None
-    }
-    return Trace(
-        source_kind="kineto", events=events, memory=memory, origin_ns=origin_ns, devices=devices,
-        distributed=distributed, base_time_ns=first("baseTimeNanoseconds"), metadata=metadata, warnings=warnings,
-        read_state=read_state, extra=extra, extra_names=extra_names,
-    )
-
-
-def _plausible_memory(memory: MemoryTable, devices: tuple[DeviceInfo, ...]) -> tuple[MemoryTable, int]:
-    """Drop allocator samples whose totals exceed their device's memory (or 2^50 bytes anywhere): no
-    allocator holds more than its device has. Returns the kept samples and how many were dropped."""
-    if not len(memory):
-        return memory, 0
-    total = np.full(len(memory), float(2**50))
-    for d in devices:
-        if d.total_memory_bytes:
-            total[memory.device == d.index] = float(d.total_memory_bytes)
-    used = np.maximum(memory.total_allocated_bytes, memory.total_reserved_bytes).astype(np.float64)
-    keep = used <= total
-    if keep.all():
-        return memory, 0
-    return MemoryTable(ts_ns=memory.ts_ns[keep], device=memory.device[keep], bytes=memory.bytes[keep],
-                       total_allocated_bytes=memory.total_allocated_bytes[keep],
-                       total_reserved_bytes=memory.total_reserved_bytes[keep]), int((~keep).sum())
-
-
-def _opt_int(v: Any) -> int | None:
-    try:
-        return None if v is None else int(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
+                raise _Stop(
+                    max(at, 0), "the JSON ends early in the metadata after the events (file truncated?)"
+                ) from None
+            raise _Stop(
+                max(at, 0),
+                _invalid_reason(exc, text, at + len(b'{"traceEvents":[]')) + " (in the metadata after the events)",
+            ) from None
 
 
 __all__ = ["read_chrome_trace", "KIND_OF_CATEGORY"]

@@ -23,8 +23,9 @@ Contract:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from itertools import islice
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,12 +35,17 @@ from tb_llmdiag.model import EventTable, Kind
 COMM_NEEDLE = b'"In msg nelems"'
 _NEEDLE = COMM_NEEDLE
 _INT_KEYS: dict[str, bytes] = {
-    "correlation": b"correlation", "comm_in_nelems": b"In msg nelems", "comm_out_nelems": b"Out msg nelems",
-    "comm_group_size": b"Group size", "comm_seq": b"Seq",
+    "correlation": b"correlation",
+    "comm_in_nelems": b"In msg nelems",
+    "comm_out_nelems": b"Out msg nelems",
+    "comm_group_size": b"Group size",
+    "comm_seq": b"Seq",
 }
 _INT = {k: re.compile(rb'"' + re.escape(v) + rb'"\s*:\s*(-?\d{1,18})\b') for k, v in _INT_KEYS.items()}
-_STR = {k: re.compile(rb'"' + re.escape(v) + rb'"\s*:\s*"([^"\\]{0,256})"')
-        for k, v in (("dtype", b"dtype"), ("pg", b"Process Group Name"), ("ranks", b"Process Group Ranks"))}
+_STR = {
+    k: re.compile(rb'"' + re.escape(v) + rb'"\s*:\s*"([^"\\]{0,256})"')
+    for k, v in (("dtype", b"dtype"), ("pg", b"Process Group Name"), ("ranks", b"Process Group Ranks"))
+}
 #: the kernel names (NCCL and RCCL) whose rows carry the args: the pass arms on the first one seen
 _KERNEL_HINTS = ("ncclKernel", "ncclDevKernel")
 #: an args object longer than this is not a kernel row's (those are ~1 KB): skipped
@@ -77,7 +83,7 @@ class CommArgs:
             lo = buf.rfind(b"{", max(0, at - _MAX_ARGS_BYTES), at)
             hi = find(b"}", at, min(end, at + _MAX_ARGS_BYTES))
             if lo >= 0 and hi >= 0:
-                self._add(bytes(buf[lo + 1:hi]))
+                self._add(bytes(buf[lo + 1 : hi]))
             at = find(_NEEDLE, (hi if hi >= 0 else at) + 1, end)
 
     def _add(self, body: bytes) -> None:
@@ -87,8 +93,11 @@ class CommArgs:
         for k, m in vals.items():
             self.ints[k].append(int(m.group(1)) if m is not None else -1)
         strs = {k: rx.search(body) for k, rx in _STR.items()}
-        self.dtype.append(_intern(self.dtype_names, strs["dtype"].group(1).decode("ascii", "replace"))
-                          if strs["dtype"] is not None else -1)
+        self.dtype.append(
+            _intern(self.dtype_names, strs["dtype"].group(1).decode("ascii", "replace"))
+            if strs["dtype"] is not None
+            else -1
+        )
         if strs["pg"] is not None:
             pg = strs["pg"].group(1).decode("ascii", "replace")
             if strs["ranks"] is not None:

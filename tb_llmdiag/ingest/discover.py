@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import re
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 from tb_llmdiag.errors import NoTracesFound, RunNotFound, TraceFormatError
 from tb_llmdiag.ingest.source import not_regular, os_error_message
@@ -29,11 +29,7 @@ from tb_llmdiag.ingest.source import not_regular, os_error_message
 _TB_HANDLER = re.compile(r"^(.*?)(?:\.(\d+))?\.pt\.trace\.json(?:\.gz)?$")
 _JSON_NAME = re.compile(r"\.json(?:\.gz)?$")
 _XPLANE_NAME = re.compile(r"^(.*)\.xplane\.pb$")
-_RANK_FROM_NAME = (
-    re.compile(r"rank[-_]?(\d+)"),
-    re.compile(r"^r(\d+)-"),
-    re.compile(r"profile_(\d+)\.json"),
-)
+_RANK_FROM_NAME = (re.compile(r"rank[-_]?(\d+)"), re.compile(r"^r(\d+)-"), re.compile(r"profile_(\d+)\.json"))
 _DIST_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
 _SNIFF_BYTES = 65536
 
@@ -142,8 +138,9 @@ def _rel_run(root: str, folder: str) -> str:
     return rel.replace(os.sep, "/")
 
 
-def _kineto_entries(root: str, folder: str, filenames: list[str],
-                    warnings: list[str]) -> list[tuple[TraceFile, str | None]]:
+def _kineto_entries(
+    root: str, folder: str, filenames: list[str], warnings: list[str]
+) -> list[tuple[TraceFile, str | None]]:
     """(TraceFile with span left blank, timestamp) for every Kineto trace in one folder. A file named
     like torch's trace handler writes (``*.pt.trace.json[.gz]``) is listed even when its content is not a
     trace or it cannot be read, so its one-line error is reported; another ``.json`` file that cannot be
@@ -173,9 +170,22 @@ def _kineto_entries(root: str, folder: str, filenames: list[str],
         else:
             worker, ts = _JSON_NAME.sub("", name), None
         phase = "validation" if "validation_step" in worker else "train"
-        out.append((TraceFile(run=_rel_run(root, folder), worker=worker, span="", path=os.path.abspath(path),
-                              source_kind="kineto", size_bytes=st[0], mtime_ns=st[1],
-                              rank=_rank(name, head), phase=phase), ts))
+        out.append(
+            (
+                TraceFile(
+                    run=_rel_run(root, folder),
+                    worker=worker,
+                    span="",
+                    path=os.path.abspath(path),
+                    source_kind="kineto",
+                    size_bytes=st[0],
+                    mtime_ns=st[1],
+                    rank=_rank(name, head),
+                    phase=phase,
+                ),
+                ts,
+            )
+        )
     return out
 
 
@@ -193,8 +203,17 @@ def _xplane_entries(root: str, folder: str, filenames: list[str]) -> list[TraceF
         st = _stat(path)
         if st is None:
             continue
-        out.append(TraceFile(run=_rel_run(root, run_folder), worker=m.group(1), span=parts[-1],
-                             path=os.path.abspath(path), source_kind="xplane", size_bytes=st[0], mtime_ns=st[1]))
+        out.append(
+            TraceFile(
+                run=_rel_run(root, run_folder),
+                worker=m.group(1),
+                span=parts[-1],
+                path=os.path.abspath(path),
+                source_kind="xplane",
+                size_bytes=st[0],
+                mtime_ns=st[1],
+            )
+        )
     return out
 
 
@@ -273,13 +292,28 @@ def _single_file(path: str) -> Index:
         raise NoTracesFound(f"{path}: cannot be read")
     if _XPLANE_NAME.match(name):
         m = _XPLANE_NAME.match(name)
-        tf = TraceFile(run=os.path.basename(folder) or ".", worker=m.group(1) if m else name, span="default",
-                       path=path, source_kind="xplane", size_bytes=st[0], mtime_ns=st[1])
+        tf = TraceFile(
+            run=os.path.basename(folder) or ".",
+            worker=m.group(1) if m else name,
+            span="default",
+            path=path,
+            source_kind="xplane",
+            size_bytes=st[0],
+            mtime_ns=st[1],
+        )
         return Index(root=folder, files=(tf,))
     m2 = _TB_HANDLER.match(name)
     worker = m2.group(1) if m2 else _JSON_NAME.sub("", name)
     head = _head(path)  # a regular file: discover() checked
     # a file named explicitly is always tried: a wrong format gets its one-line error at load time
-    tf = TraceFile(run=os.path.basename(folder) or ".", worker=worker, span="default", path=path,
-                   source_kind="kineto", size_bytes=st[0], mtime_ns=st[1], rank=_rank(name, head))
+    tf = TraceFile(
+        run=os.path.basename(folder) or ".",
+        worker=worker,
+        span="default",
+        path=path,
+        source_kind="kineto",
+        size_bytes=st[0],
+        mtime_ns=st[1],
+        rank=_rank(name, head),
+    )
     return Index(root=folder, files=(tf,))

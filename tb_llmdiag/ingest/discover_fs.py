@@ -32,8 +32,9 @@ def _rel_run(root: str, folder: str, root_name: str) -> str:
     return root_name if rel == "." else rel
 
 
-def _kineto(fs: Any, root: str, root_name: str, folder: str, names: dict[str, dict[str, Any]]
-            ) -> list[tuple[TraceFile, str | None]]:
+def _kineto(
+    fs: Any, root: str, root_name: str, folder: str, names: dict[str, dict[str, Any]]
+) -> list[tuple[TraceFile, str | None]]:
     out: list[tuple[TraceFile, str | None]] = []
     xplane_here = any(local._XPLANE_NAME.match(n) for n in names)
     for name, detail in sorted(names.items()):
@@ -49,9 +50,23 @@ def _kineto(fs: Any, root: str, root_name: str, folder: str, names: dict[str, di
             continue
         m = local._TB_HANDLER.match(name)
         worker, ts = (m.group(1), m.group(2)) if m else (local._JSON_NAME.sub("", name), None)
-        out.append((TraceFile(run=_rel_run(root, folder, root_name), worker=worker, span="", path=url_of(fs, path),
-                              source_kind="kineto", size_bytes=size, mtime_ns=mtime_ns, rank=local._rank(name, head),
-                              phase="validation" if "validation_step" in worker else "train", version=version), ts))
+        out.append(
+            (
+                TraceFile(
+                    run=_rel_run(root, folder, root_name),
+                    worker=worker,
+                    span="",
+                    path=url_of(fs, path),
+                    source_kind="kineto",
+                    size_bytes=size,
+                    mtime_ns=mtime_ns,
+                    rank=local._rank(name, head),
+                    phase="validation" if "validation_step" in worker else "train",
+                    version=version,
+                ),
+                ts,
+            )
+        )
     return out
 
 
@@ -65,9 +80,18 @@ def _xplane(fs: Any, root: str, root_name: str, folder: str, names: dict[str, di
         m = local._XPLANE_NAME.match(name)
         if m:
             size, mtime_ns, version = object_info(detail)
-            out.append(TraceFile(run=_rel_run(root, run_folder, root_name), worker=m.group(1), span=parts[-1],
-                                 path=url_of(fs, posixpath.join(folder, name)), source_kind="xplane",
-                                 size_bytes=size, mtime_ns=mtime_ns, version=version))
+            out.append(
+                TraceFile(
+                    run=_rel_run(root, run_folder, root_name),
+                    worker=m.group(1),
+                    span=parts[-1],
+                    path=url_of(fs, posixpath.join(folder, name)),
+                    source_kind="xplane",
+                    size_bytes=size,
+                    mtime_ns=mtime_ns,
+                    version=version,
+                )
+            )
     return out
 
 
@@ -77,13 +101,29 @@ def _single(fs: Any, path: str, detail: dict[str, Any]) -> Index:
     run = posixpath.basename(folder) or "."
     m = local._XPLANE_NAME.match(name)
     if m:
-        tf = TraceFile(run=run, worker=m.group(1), span="default", path=url_of(fs, path), source_kind="xplane",
-                       size_bytes=size, mtime_ns=mtime_ns, version=version)
+        tf = TraceFile(
+            run=run,
+            worker=m.group(1),
+            span="default",
+            path=url_of(fs, path),
+            source_kind="xplane",
+            size_bytes=size,
+            mtime_ns=mtime_ns,
+            version=version,
+        )
     else:
         m2 = local._TB_HANDLER.match(name)
-        tf = TraceFile(run=run, worker=m2.group(1) if m2 else local._JSON_NAME.sub("", name), span="default",
-                       path=url_of(fs, path), source_kind="kineto", size_bytes=size, mtime_ns=mtime_ns,
-                       rank=local._rank(name, _head(fs, path)), version=version)
+        tf = TraceFile(
+            run=run,
+            worker=m2.group(1) if m2 else local._JSON_NAME.sub("", name),
+            span="default",
+            path=url_of(fs, path),
+            source_kind="kineto",
+            size_bytes=size,
+            mtime_ns=mtime_ns,
+            rank=local._rank(name, _head(fs, path)),
+            version=version,
+        )
     return Index(root=url_of(fs, folder), files=(tf,))
 
 

@@ -20,8 +20,9 @@ import posixpath
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.extras import MissingExtra, require
@@ -35,12 +36,12 @@ _COPY_BLOCK = 8 << 20
 def is_url(path: str) -> bool:
     """True for ``proto://...`` with a protocol other than ``file``."""
     m = _PROTOCOL.match(path)
-    return bool(m) and m.group(1).lower() != "file"
+    return m is not None and m.group(1).lower() != "file"
 
 
 def strip_file_url(path: str) -> str:
     """``file:///a/b`` -> ``/a/b``; other paths unchanged."""
-    return path[len("file://"):] if path.lower().startswith("file://") else path
+    return path[len("file://") :] if path.lower().startswith("file://") else path
 
 
 def filesystem(url: str) -> tuple[Any, str]:
@@ -139,5 +140,4 @@ def open_object(url: str) -> tuple[BinaryIO, int]:
         raise _read_error(url, exc) from None
 
 
-__all__ = ["filesystem", "is_url", "local_copy", "object_info", "open_object", "read_head", "strip_file_url",
-           "url_of"]
+__all__ = ["filesystem", "is_url", "local_copy", "object_info", "open_object", "read_head", "strip_file_url", "url_of"]

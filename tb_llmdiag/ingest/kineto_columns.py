@@ -7,15 +7,35 @@ otherwise; both give the same result (tests/test_scan.py).
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
-import re
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import scan_ext
+from tb_llmdiag.ingest.kineto_layout import (
+    _DEVICE_ROW,
+    _DEVICE_SIDE,
+    _DIGITS,
+    _INT64_MAX,
+    _INT64_MIN,
+    _LAUNCH_ROW,
+    _LIMIT_US,
+    _MEMORY_DTYPES,
+    _PLAIN_DECIMAL,
+    _ROW_ARGS,
+    _ROW_DTYPES,
+    _SCAN_DTYPES,
+    _SKIP,
+    _SKIPPED_CATEGORIES,
+    _SLAB_ROWS,
+    _STR_ID_BASE,
+    KIND_OF_CATEGORY,
+    _Scan,
+)
 from tb_llmdiag.ingest.kineto_structs import _COMPLETE, _INSTANTS, _NO_ARGS, _Args, _EventExactTs, _MemoryArgs
 from tb_llmdiag.ingest.kineto_values import (
     _SHAPE_NAME,
@@ -24,70 +44,13 @@ from tb_llmdiag.ingest.kineto_values import (
     _int_column,
     _Interner,
     _memory_column,
+    _memory_table,
     _plausible_shape,
     _step_warnings,
     _to_float,
     is_oversized_step,
 )
-from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, MemoryTable, empty_memory, kind_mask
-
-#: source category -> Kind (unknown categories are OTHER; host/device is decided from the kind)
-KIND_OF_CATEGORY: dict[str, Kind] = {
-    "cpu_op": Kind.CPU_OP, "Operator": Kind.CPU_OP, "operator": Kind.CPU_OP,
-    "user_annotation": Kind.ANNOTATION, "python_function": Kind.PYTHON,
-    "cuda_runtime": Kind.RUNTIME, "Runtime": Kind.RUNTIME, "runtime": Kind.RUNTIME,
-    "mtia_runtime": Kind.RUNTIME, "cuda_driver": Kind.DRIVER,
-    "kernel": Kind.KERNEL, "Kernel": Kind.KERNEL, "mtia_ccp_events": Kind.KERNEL,
-    "gpu_memcpy": Kind.MEMCPY, "Memcpy": Kind.MEMCPY,
-    "gpu_memset": Kind.MEMSET, "Memset": Kind.MEMSET,
-    "gpu_user_annotation": Kind.GPU_ANNOTATION, "cuda_sync": Kind.SYNC,
-}
-#: Kinds of rows on a device lane (they have a stream and a device, not a host thread)
-_DEVICE_SIDE = (*DEVICE_KINDS, Kind.GPU_ANNOTATION, Kind.SYNC)
-_DEVICE_ROW, _LAUNCH_ROW = 1, 2
-#: by kind code: which args fields a row carries (device rows: correlation, stream, device, bytes and
-#: pid; launch rows: correlation). Shared with the C scanner.
-_ROW_ARGS = bytes(_DEVICE_ROW if k in _DEVICE_SIDE else _LAUNCH_ROW if k in (Kind.RUNTIME, Kind.DRIVER) else 0
-                  for k in range(256))
-_SKIP = 255  # pseudo-kind of skipped categories
-_STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
-_SKIPPED_CATEGORIES = {"Trace"}  # the profiler's own "PyTorch Profiler (0)" span
-_DIGITS = re.compile(r"-?\d+")
-_PLAIN_DECIMAL = re.compile(rb"(-?\d+)(?:\.(\d*))?")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-#: rows per slab of columns (_Columns._store): 4 Mi rows, ~230 MB of address space, committed only as filled
-_SLAB_ROWS = 4 << 20
-#: the model's columns as _Columns keeps them (EventTable's dtypes)
-_ROW_DTYPES = {"ts_ns": np.int64, "dur_ns": np.int64, "kind": np.uint8, "name_id": np.int32, "device": np.int16,
-               "stream": np.int32, "tid": np.int64, "correlation": np.int64, "bytes": np.int64, "shape_id": np.int32}
-#: |ts| and dur beyond this many us are rejected: relative times and ends then stay within int64 ns
-_LIMIT_US = 2.0**61 / 1000
-
-
-class _Scan(NamedTuple):
-    """What _Columns.scan finds in one decoded piece."""
-
-    xs: list[Any]  # the complete events that become rows
-    kind: np.ndarray  # uint8 Kind codes
-    ts: np.ndarray  # float64 us
-    dur: np.ndarray  # float64 us; NaN where missing
-    name_id: np.ndarray  # int32 ids into _Columns.names
-    tid: np.ndarray  # int64 thread ids (streams on device rows); see _Columns._ids
-    pid: np.ndarray  # int64, device rows only (-1 elsewhere)
-    correlation: np.ndarray  # int64 launch/kernel correlation id, device and launch rows only
-    stream: np.ndarray  # int64 args.stream, device rows only
-    device: np.ndarray  # int64 args.device, device rows only
-    bytes: np.ndarray  # int64 args.bytes, device rows only
-    shape_id: np.ndarray  # int32 ids into _Columns.shapes: recorded Input Dims of SHAPE_OPS operators, else -1
-    memory: dict[str, np.ndarray]  # the "[memory]" samples' columns (_MEMORY_DTYPES)
-
-
-#: _Scan's numeric columns besides kind, and their dtypes
-_MEMORY_DTYPES = {"ts": np.float64, "device_type": np.int64, "device_id": np.int64, "bytes": np.int64,
-                  "total_allocated": np.int64, "total_reserved": np.int64}
-_SCAN_DTYPES = {"ts": np.float64, "dur": np.float64, "name_id": np.int32, "tid": np.int64, "pid": np.int64,
-                "correlation": np.int64, "stream": np.int64, "device": np.int64, "bytes": np.int64,
-                "shape_id": np.int32}
+from tb_llmdiag.model import EventTable, Kind, MemoryTable, kind_mask
 
 
 class _Columns:
@@ -100,11 +63,12 @@ class _Columns:
         self.parts: list[dict[str, np.ndarray]] = []  # filled slabs (views of their used rows)
         self.slab: dict[str, np.ndarray] = {}  # the slab being filled, and its used rows
         self.slab_used = 0
-        self.mem_parts: list[tuple[list[Any], ...]] = []
+        self.mem_parts: list[dict[str, np.ndarray]] = []
         # category -> Kind code; categories never seen before are OTHER (the profiler's own span: _SKIP)
         self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
-            lambda: int(Kind.OTHER), {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()},
-                                      **{c: _SKIP for c in _SKIPPED_CATEGORIES}})
+            lambda: int(Kind.OTHER),
+            {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()}, **{c: _SKIP for c in _SKIPPED_CATEGORIES}},
+        )
         self.origin_us: float | None = None  # the first piece's whole-us origin of ts_ns
         self.ts_min = float("inf")  # the earliest timestamp (us) of all rows
         self.skipped_no_ts = 0  # rows dropped for a missing or unparsable timestamp
@@ -128,10 +92,8 @@ class _Columns:
             if m and (m.group(0) == text.strip() or text.startswith("stream")):
                 number = int(m.group(0))
             elif text.startswith("0x"):
-                try:
+                with contextlib.suppress(ValueError):
                     number = int(text, 16)
-                except ValueError:
-                    pass
         if number is not None and _INT64_MIN <= number <= _INT64_MAX:
             return number
         return _STR_ID_BASE - self.str_ids.setdefault(str(value), len(self.str_ids))
@@ -155,23 +117,40 @@ class _Columns:
         ext = scan_ext.ext
         if ext is None:
             return self.scan_py(events, has_memory)
-        xs, found, mem, mem_found = ext.scan(events, _COMPLETE, _INSTANTS, _Args, _MemoryArgs, self.kind_of,
-                                                   self.names, self.names.flags, self.shapes, _ROW_ARGS)
+        xs, found, mem, mem_found = ext.scan(
+            events,
+            _COMPLETE,
+            _INSTANTS,
+            _Args,
+            _MemoryArgs,
+            self.kind_of,
+            self.names,
+            self.names.flags,
+            self.shapes,
+            _ROW_ARGS,
+        )
         kind = np.frombuffer(found["kind"], dtype=np.uint8)
         # the scanner leaves a column to Python when its values are not all plain numbers
         cols: dict[str, np.ndarray] = {}
         for name, dtype in _SCAN_DTYPES.items():
-            cols[name] = np.frombuffer(found[name], dtype=dtype) if name in found else self._column(name, xs, kind, cols)
-        mem_cols = {name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found
-                    else _memory_column(name, mem) for name, dtype in _MEMORY_DTYPES.items()}
+            cols[name] = (
+                np.frombuffer(found[name], dtype=dtype) if name in found else self._column(name, xs, kind, cols)
+            )
+        mem_cols = {
+            name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found else _memory_column(name, mem)
+            for name, dtype in _MEMORY_DTYPES.items()
+        }
         return _Scan(xs=xs, kind=kind, memory=mem_cols, **cols)
 
     def scan_py(self, events: list[Any], has_memory: bool = True) -> _Scan:
         """scan in Python: one list comprehension per field. ``has_memory=False`` skips looking for
         ``[memory]`` samples (the caller knows the piece has none)."""
         xs = [e for e in events if e.__class__ in _COMPLETE]
-        mem = ([e for e in events if e.__class__ in _INSTANTS and e.name == "[memory]" and e.args is not None]
-               if has_memory else [])
+        mem = (
+            [e for e in events if e.__class__ in _INSTANTS and e.name == "[memory]" and e.args is not None]
+            if has_memory
+            else []
+        )
         kind_of = self.kind_of
         kind = np.array([kind_of[e.cat] for e in xs], dtype=np.uint8)
         skip = kind == _SKIP
@@ -210,7 +189,9 @@ class _Columns:
                 out32[rows] = [shapes.setdefault(bytes(d), len(shapes)) if len(d) else -1 for d in dims]
             return out32
         out = np.full(len(xs), -1, dtype=np.int64)
-        mask = np.frombuffer(_ROW_ARGS, dtype=np.uint8)[kind] & (_DEVICE_ROW | (_LAUNCH_ROW if name == "correlation" else 0))
+        mask = np.frombuffer(_ROW_ARGS, dtype=np.uint8)[kind] & (
+            _DEVICE_ROW | (_LAUNCH_ROW if name == "correlation" else 0)
+        )
         rows = np.flatnonzero(mask).tolist()
         if rows:
             if name == "pid":
@@ -232,9 +213,19 @@ class _Columns:
         """Turn one piece's scan into the model's columns (while its arrays are small and in cache) and
         keep them for finish(): ns times relative to the first piece's whole-us origin, durations
         cleaned, ProfilerStep ranges marked, device/stream on device rows and tid on host rows."""
-        cols = {"ts": s.ts, "dur": s.dur, "kind": s.kind, "name_id": s.name_id, "tid": s.tid, "pid": s.pid,
-                "correlation": s.correlation, "stream": s.stream, "device": s.device, "bytes": s.bytes,
-                "shape_id": s.shape_id}
+        cols = {
+            "ts": s.ts,
+            "dur": s.dur,
+            "kind": s.kind,
+            "name_id": s.name_id,
+            "tid": s.tid,
+            "pid": s.pid,
+            "correlation": s.correlation,
+            "stream": s.stream,
+            "device": s.device,
+            "bytes": s.bytes,
+            "shape_id": s.shape_id,
+        }
         # rows no trace can mean are rejected and counted: no usable timestamp (NaN), a negative duration,
         # a time or duration beyond what int64 ns can hold once relative to the origin (_LIMIT_US). One
         # combined test in the common case where every row is fine; NaN fails every comparison.
@@ -319,7 +310,7 @@ class _Columns:
             self._flush_slab()
             size = max(_SLAB_ROWS, n)
             self.slab = {k: np.empty(size, dtype=dtype) for k, dtype in _ROW_DTYPES.items()}
-        rows = {k: v[self.slab_used:self.slab_used + n] for k, v in self.slab.items()}
+        rows = {k: v[self.slab_used : self.slab_used + n] for k, v in self.slab.items()}
         self.slab_used += n
         return rows
 
@@ -333,8 +324,10 @@ class _Columns:
         self._flush_slab()
         if not self.parts:
             if self.skipped_no_ts or self.negative_dur or self.out_of_range:
-                raise TraceFormatError("no event of the trace has a usable time (missing, negative or out-of-range "
-                                       "timestamps and durations)")
+                raise TraceFormatError(
+                    "no event of the trace has a usable time (missing, negative or out-of-range "
+                    "timestamps and durations)"
+                )
             raise TraceFormatError("the trace has no timed events ('traceEvents' holds no complete events)")
         warnings: list[str] = []
         if self.skipped_no_ts:
@@ -342,8 +335,10 @@ class _Columns:
         if self.negative_dur:
             warnings.append(f"{self.negative_dur} events with a negative duration were rejected")
         if self.out_of_range:
-            warnings.append(f"{self.out_of_range} events with a time or duration beyond {_LIMIT_US / 3.6e9 / 24 / 365:,.0f} "
-                            "years were rejected")
+            warnings.append(
+                f"{self.out_of_range} events with a time or duration beyond {_LIMIT_US / 3.6e9 / 24 / 365:,.0f} "
+                "years were rejected"
+            )
         big_steps = sum(1 for t in self.names.texts if is_oversized_step(t))
         if big_steps:
             warnings.append(f"{big_steps} ProfilerStep markers with a step number beyond int64 were ignored")
@@ -363,40 +358,35 @@ class _Columns:
         if huge:  # a dimension beyond 2^40, negative or not an integer is no real shape: its FLOPs would be nonsense
             bad_rows = np.isin(col["shape_id"], huge)
             col["shape_id"][bad_rows] = -1
-            warnings.append(f"{int(bad_rows.sum())} operators' recorded shapes hold a dimension beyond 2^40 (or "
-                            "one that is negative or not an integer) and were ignored")
-        order = np.argsort(ts_ns, kind="stable")
+            warnings.append(
+                f"{int(bad_rows.sum())} operators' recorded shapes hold a dimension beyond 2^40 (or "
+                "one that is negative or not an integer) and were ignored"
+            )
+        sort = np.argsort(ts_ns, kind="stable")
         del ts_ns
-        if np.all(order[1:] > order[:-1]):  # already in time order (Kineto mostly is not; small files are)
-            order = None
+        # None: already in time order (Kineto mostly is not; small files are)
+        order = None if np.all(sort[1:] > sort[:-1]) else sort
+        del sort
         for k in list(col):  # one column at a time, the unsorted one dropped as its sorted copy is made
             col[k] = col.pop(k)[order] if order is not None else col[k].copy() if single else col[k]
         del order
         table = EventTable(
-            ts_ns=col["ts_ns"], dur_ns=col["dur_ns"], kind=col["kind"],
-            name_id=col["name_id"], device=col["device"], stream=col["stream"],
-            tid=col["tid"], correlation=col["correlation"], bytes=col["bytes"],
-            shape_id=col["shape_id"], names=tuple(self.names.texts),
+            ts_ns=col["ts_ns"],
+            dur_ns=col["dur_ns"],
+            kind=col["kind"],
+            name_id=col["name_id"],
+            device=col["device"],
+            stream=col["stream"],
+            tid=col["tid"],
+            correlation=col["correlation"],
+            bytes=col["bytes"],
+            shape_id=col["shape_id"],
+            names=tuple(self.names.texts),
             shapes=shapes,
         )
         base = self.ts_base_us or 0
         origin_ns = (int(origin_us) + base) * 1000
         if not _INT64_MIN < origin_ns < _INT64_MAX:
             raise TraceFormatError("the trace's timestamps are beyond what int64 nanoseconds can hold")
-        memory = self._memory(origin_us + base)
+        memory = _memory_table(self.mem_parts, origin_us + base)
         return table, memory, origin_ns, tuple(warnings) + _step_warnings(table)
-
-    def _memory(self, origin_us: float) -> MemoryTable:
-        if not self.mem_parts:
-            return empty_memory()
-        col = {k: np.concatenate([p[k] for p in self.mem_parts]) for k in _MEMORY_DTYPES}
-        keep = np.isfinite(col["ts"]) & (np.abs(col["ts"] - origin_us) <= _LIMIT_US)
-        col = {k: v[keep] for k, v in col.items()}
-        ts_ns = np.rint((col["ts"] - origin_us) * 1000.0).astype(np.int64)
-        # Device Type 0 is the CPU in Kineto's encoding; any other type is an accelerator
-        device = np.where(col["device_type"] == 0, -1, col["device_id"]).astype(np.int16)
-        order = np.argsort(ts_ns, kind="stable")
-        return MemoryTable(
-            ts_ns=ts_ns[order], device=device[order], bytes=col["bytes"][order],
-            total_allocated_bytes=col["total_allocated"][order], total_reserved_bytes=col["total_reserved"][order],
-        )

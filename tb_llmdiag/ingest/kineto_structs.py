@@ -17,21 +17,21 @@ from tb_llmdiag.errors import TraceFormatError
 class _Args(msgspec.Struct, gc=False):
     """The args of a complete event, only the keys we read (fewer fields: faster decode and free)."""
 
-    correlation: Union[int, str, None] = None
-    stream: Union[int, str, None] = None
-    device: Union[int, str, None] = None
-    bytes: Union[int, float, str, None] = None
+    correlation: int | str | None = None
+    stream: int | str | None = None
+    device: int | str | None = None
+    bytes: int | float | str | None = None
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
 
 
 class _MemoryArgs(msgspec.Struct, gc=False):
     """The args of a ``[memory]`` instant event."""
 
-    mem_bytes: Union[int, float, None] = msgspec.field(default=None, name="Bytes")
-    total_allocated: Union[int, float, None] = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Union[int, float, None] = msgspec.field(default=None, name="Total Reserved")
-    device_type: Union[int, str, None] = msgspec.field(default=None, name="Device Type")
-    device_id: Union[int, str, None] = msgspec.field(default=None, name="Device Id")
+    mem_bytes: int | float | None = msgspec.field(default=None, name="Bytes")
+    total_allocated: int | float | None = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: int | float | None = msgspec.field(default=None, name="Total Reserved")
+    device_type: int | str | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | str | None = msgspec.field(default=None, name="Device Id")
 
 
 _NO_ARGS = _Args()
@@ -40,13 +40,13 @@ _NO_ARGS = _Args()
 class _Event(msgspec.Struct, tag="X", tag_field="ph", gc=False):
     """A complete ("X") event: the only phase that becomes a row."""
 
-    cat: Union[str, None] = None
-    name: Union[str, int, float, None] = ""
-    ts: Union[float, int, str, None] = None
-    dur: Union[float, int, str, None] = None
-    pid: Union[int, float, str, None] = None
-    tid: Union[int, float, str, None] = None
-    args: Union[_Args, None] = None
+    cat: str | None = None
+    name: str | int | float | None = ""
+    ts: float | int | str | None = None
+    dur: float | int | str | None = None
+    pid: int | float | str | None = None
+    tid: int | float | str | None = None
+    args: _Args | None = None
 
 
 class _EventExactTs(_Event, tag="X"):
@@ -66,9 +66,9 @@ _EXACT_TS_ABOVE_US = 2**43
 class _Instant(msgspec.Struct, tag="i", tag_field="ph", gc=False):
     """An instant event; ``[memory]`` samples are instants."""
 
-    name: Union[str, int, float, None] = ""
-    ts: Union[float, int, str, None] = None
-    args: Union[_MemoryArgs, None] = None
+    name: str | int | float | None = ""
+    ts: float | int | str | None = None
+    args: _MemoryArgs | None = None
 
 
 class _InstantUpper(_Instant, tag="I"):
@@ -83,37 +83,37 @@ _INSTANTS = (_Instant, _InstantUpper)
 _OTHER_PHASES = tuple(
     msgspec.defstruct(f"_Phase_{ord(ph)}", [], tag=ph, tag_field="ph", gc=False) for ph in "BECbnestfPNODMVvRcST"
 )
-_AnyEvent = Union[(_Event, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]
-_AnyEventExactTs = Union[(_EventExactTs, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]
+_AnyEvent = Union[(_Event, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
+_AnyEventExactTs = Union[(_EventExactTs, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
 
 
 class _DeviceProps(msgspec.Struct, gc=False):
-    id: Union[int, None] = None
-    name: Union[str, None] = None
-    totalGlobalMem: Union[int, None] = None
-    computeMajor: Union[int, None] = None
-    computeMinor: Union[int, None] = None
-    numSms: Union[int, None] = None
+    id: int | None = None
+    name: str | None = None
+    totalGlobalMem: int | None = None
+    computeMajor: int | None = None
+    computeMinor: int | None = None
+    numSms: int | None = None
 
 
 class _DistInfo(msgspec.Struct, gc=False):
-    rank: Union[int, str, None] = None
-    world_size: Union[int, str, None] = None
-    backend: Union[str, None] = None
+    rank: int | str | None = None
+    world_size: int | str | None = None
+    backend: str | None = None
 
 
 class _Envelope(msgspec.Struct, gc=False):
     traceEvents: list[_AnyEvent] = []  # type: ignore[valid-type]
-    schemaVersion: Union[int, str, None] = None
-    deviceProperties: Union[list[_DeviceProps], None] = None
-    distributedInfo: Union[_DistInfo, None] = None
-    baseTimeNanoseconds: Union[int, None] = None
-    traceName: Union[str, None] = None
-    displayTimeUnit: Union[str, None] = None
-    record_shapes: Union[int, bool, None] = None
-    profile_memory: Union[int, bool, None] = None
-    with_stack: Union[int, bool, None] = None
-    Framework: Union[str, None] = None  # Lightning writes "pytorch-lightning"
+    schemaVersion: int | str | None = None
+    deviceProperties: list[_DeviceProps] | None = None
+    distributedInfo: _DistInfo | None = None
+    baseTimeNanoseconds: int | None = None
+    traceName: str | None = None
+    displayTimeUnit: str | None = None
+    record_shapes: int | bool | None = None
+    profile_memory: int | bool | None = None
+    with_stack: int | bool | None = None
+    Framework: str | None = None  # Lightning writes "pytorch-lightning"
 
 
 class _EnvelopeExactTs(_Envelope):
@@ -128,10 +128,19 @@ class _Decoders(NamedTuple):
 
 
 _DECODERS = {  # by exact_ts
-    False: _Decoders(msgspec.json.Decoder(list[_AnyEvent]), msgspec.json.Decoder(_AnyEvent),
-                     msgspec.json.Decoder(_Envelope), _AnyEvent),
-    True: _Decoders(msgspec.json.Decoder(list[_AnyEventExactTs]), msgspec.json.Decoder(_AnyEventExactTs),
-                    msgspec.json.Decoder(_EnvelopeExactTs), _AnyEventExactTs),
+    # the unions are built at run time from the phase table, which mypy cannot read as a type
+    False: _Decoders(
+        msgspec.json.Decoder(list[_AnyEvent]),  # type: ignore[valid-type]
+        msgspec.json.Decoder(_AnyEvent),
+        msgspec.json.Decoder(_Envelope),
+        _AnyEvent,
+    ),
+    True: _Decoders(
+        msgspec.json.Decoder(list[_AnyEventExactTs]),  # type: ignore[valid-type]
+        msgspec.json.Decoder(_AnyEventExactTs),
+        msgspec.json.Decoder(_EnvelopeExactTs),
+        _AnyEventExactTs,
+    ),
 }
 _FIRST_TS = re.compile(rb'"ts"\s*:\s*(-?\d+)')
 
@@ -161,7 +170,7 @@ def _decode_events(data: Any, warnings: list[str], exact_ts: bool = False) -> li
     decoders = _DECODERS[exact_ts]
     typed = _typed_decode(decoders.events, data)
     if typed is not None:
-        return typed  # type: ignore[no-any-return]
+        return typed
     try:
         raws = _RAW_LIST.decode(data)
     except msgspec.ValidationError:  # not an array at all
@@ -177,7 +186,9 @@ def _decode_events(data: Any, warnings: list[str], exact_ts: bool = False) -> li
         else:
             out.append(event)
     if bad:
-        warnings.append(f"{bad} events of an unexpected shape were skipped (a value of the wrong type, or a number beyond float64)")
+        warnings.append(
+            f"{bad} events of an unexpected shape were skipped (a value of the wrong type, or a number beyond float64)"
+        )
     return out
 
 
@@ -206,7 +217,7 @@ def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -
     """Like _decode_events, for a whole document (header or tail)."""
     typed = _typed_decode(_DECODERS[exact_ts].envelope, data)
     if typed is not None:
-        return typed  # type: ignore[no-any-return]
+        return typed
     try:
         doc = msgspec.json.decode(data)
     except msgspec.ValidationError as exc:  # a number beyond float64 (1e400)
@@ -223,13 +234,13 @@ def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -
             except msgspec.ValidationError:
                 warnings.append(f"ignored the malformed trace field '{key}'")
     env = msgspec.convert(fields, _Envelope, strict=False)
-    env.traceEvents = _decode_events(msgspec.json.encode(events if isinstance(events, list) else []), warnings,
-                                     exact_ts)
+    env.traceEvents = _decode_events(
+        msgspec.json.encode(events if isinstance(events, list) else []), warnings, exact_ts
+    )
     return env
-
 
 
 def _needs_exact_ts(data: bytes | bytearray | memoryview, end: int) -> bool:
     """Are the timestamps epoch-sized (see _EXACT_TS_ABOVE_US)? Judged from the first one before ``end``."""
     m = _FIRST_TS.search(data, 0, end)
-    return bool(m) and abs(int(m.group(1))) >= _EXACT_TS_ABOVE_US
+    return m is not None and abs(int(m.group(1))) >= _EXACT_TS_ABOVE_US

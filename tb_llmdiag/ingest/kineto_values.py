@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind
+from tb_llmdiag.ingest.kineto_layout import _LIMIT_US, _MEMORY_DTYPES
+from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind, MemoryTable, empty_memory
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
@@ -18,16 +19,16 @@ _SHAPE_NAME, _STEP_NAME = 1, 2
 
 def _name_flags(text: str) -> int:
     """A ProfilerStep#N name is a step marker only when N fits an int64 (a larger N is no real step)."""
-    step = _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#"):]) < 2**63
+    step = _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#") :]) < 2**63
     return (_SHAPE_NAME if SHAPE_OPS.match(text) else 0) | (_STEP_NAME if step else 0)
 
 
 def is_oversized_step(text: str) -> bool:
     """A ProfilerStep#N name whose N does not fit an int64 (ignored as a step marker)."""
-    return _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#"):]) >= 2**63
+    return _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#") :]) >= 2**63
 
 
-class _Interner(dict):  # type: ignore[type-arg]
+class _Interner(dict):
     """Event name -> id, numbered in order of first appearance. ``__missing__`` runs once per distinct
     name, so the per-event lookup is a plain dict subscript. Non-string names (a number) share the id
     of their text. ``flags[id]`` holds the name's _SHAPE_NAME/_STEP_NAME bits."""
@@ -110,9 +111,31 @@ def _step_warnings(table: EventTable) -> tuple[str, ...]:
     duplicates = int((counts > 1).sum())
     out = []
     if overlaps:
-        out.append(f"{overlaps} ProfilerStep markers start before the previous one on their thread ends "
-                   "(overlapping steps: the step split may be wrong)")
+        out.append(
+            f"{overlaps} ProfilerStep markers start before the previous one on their thread ends "
+            "(overlapping steps: the step split may be wrong)"
+        )
     if duplicates:
         example = table.names[int(np.unique(name, return_counts=True)[0][counts > 1][0])]
         out.append(f"{duplicates} step numbers are marked more than once (e.g. {example}): the step split may be wrong")
     return tuple(out)
+
+
+def _memory_table(parts: list[dict[str, np.ndarray]], origin_us: float) -> MemoryTable:
+    """The "[memory]" samples of all pieces, within the time limit, relative to the origin, in time order."""
+    if not parts:
+        return empty_memory()
+    col = {k: np.concatenate([p[k] for p in parts]) for k in _MEMORY_DTYPES}
+    keep = np.isfinite(col["ts"]) & (np.abs(col["ts"] - origin_us) <= _LIMIT_US)
+    col = {k: v[keep] for k, v in col.items()}
+    ts_ns = np.rint((col["ts"] - origin_us) * 1000.0).astype(np.int64)
+    # Device Type 0 is the CPU in Kineto's encoding; any other type is an accelerator
+    device = np.where(col["device_type"] == 0, -1, col["device_id"]).astype(np.int16)
+    order = np.argsort(ts_ns, kind="stable")
+    return MemoryTable(
+        ts_ns=ts_ns[order],
+        device=device[order],
+        bytes=col["bytes"][order],
+        total_allocated_bytes=col["total_allocated"][order],
+        total_reserved_bytes=col["total_reserved"][order],
+    )

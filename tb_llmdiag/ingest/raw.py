@@ -63,8 +63,9 @@ def open_regular(path: str) -> tuple[BinaryIO, int]:
             raise NotRegularFile(f"{os.path.basename(path)} is a symlink loop, not a trace file") from None
         raise
     if not stat.S_ISREG(pre.st_mode):
-        raise NotRegularFile(f"{os.path.basename(path)} is {_kind(pre.st_mode)}, not a trace file; "
-                             "only regular files are read")
+        raise NotRegularFile(
+            f"{os.path.basename(path)} is {_kind(pre.st_mode)}, not a trace file; only regular files are read"
+        )
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)
@@ -75,8 +76,9 @@ def open_regular(path: str) -> tuple[BinaryIO, int]:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise NotRegularFile(f"{os.path.basename(path)} is {_kind(st.st_mode)}, not a trace file; "
-                                 "only regular files are read")
+            raise NotRegularFile(
+                f"{os.path.basename(path)} is {_kind(st.st_mode)}, not a trace file; only regular files are read"
+            )
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         f = os.fdopen(fd, "rb")

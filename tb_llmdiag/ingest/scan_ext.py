@@ -17,8 +17,9 @@ try:  # the compiled one-pass scanner (_scan.c), built by setup.py where a C com
 except ImportError:  # pragma: no cover - depends on the build
     ext = None
 if ext is not None and getattr(ext, "ABI", None) != ABI:  # pragma: no cover - a stale build
-    logging.getLogger(__name__).warning("ignoring %s: built from another version (reinstall to rebuild it)",
-                                        ext.__file__)
+    logging.getLogger(__name__).warning(
+        "ignoring %s: built from another version (reinstall to rebuild it)", ext.__file__
+    )
     ext = None
 
 __all__ = ["ABI", "ext"]

@@ -12,19 +12,23 @@ import ctypes
 import ctypes.util
 import errno
 import gzip
+import io
 import os
 import stat
+import types
 import zlib
-from typing import BinaryIO, Iterator
+from collections.abc import Callable, Iterator
 
 from tb_llmdiag.errors import TraceFormatError
 
+_gzip: types.ModuleType
+_zlib: types.ModuleType
 try:  # isal's gzip reader inflates ~2x faster than the standard library's; optional
-    from isal import igzip as _gzip  # type: ignore[import-not-found]
-    from isal import isal_zlib as _zlib  # type: ignore[import-not-found]
+    from isal import igzip as _gzip
+    from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - depends on the environment
-    _gzip = gzip  # type: ignore[assignment]
-    _zlib = zlib  # type: ignore[assignment]
+    _gzip = gzip
+    _zlib = zlib
 #: what a gzip reader raises on corrupt data (a cut-short stream raises EOFError)
 GZIP_ERRORS = (gzip.BadGzipFile, zlib.error, _zlib.error, OSError)
 
@@ -42,6 +46,7 @@ MAX_INFLATED_BYTES = int(os.environ.get("LLMDIAG_MAX_INFLATED_BYTES", str(16 << 
 #: glibc's malloc_trim, where there is one: the reader frees ~10^5 small per-piece objects whose memory
 #: glibc keeps in holes of its heap; handing it back after a read lowers the report's peak (1 GB bench
 #: trace: 220 -> 167 MB before the analysis starts). None elsewhere (musl, macOS, Windows).
+_MALLOC_TRIM: Callable[[int], int] | None
 try:
     _MALLOC_TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
 except (OSError, AttributeError):  # pragma: no cover - not glibc
@@ -54,8 +59,13 @@ def release_free_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-_KIND_OF_MODE = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-                 (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+_KIND_OF_MODE = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def not_regular(mode: int) -> str | None:
@@ -76,7 +86,7 @@ def os_error_message(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def open_regular(path: str) -> BinaryIO:
+def open_regular(path: str) -> io.BufferedReader:
     """Open ``path`` for reading if it is a regular file (without blocking on a FIFO).
 
     Raises:
@@ -118,8 +128,11 @@ class Source:
         self.raw.seek(0)
         self.inflated_bytes = 0  # decompressed bytes handed out so far
         self.raw_bytes = 0  # compressed bytes consumed so far
-        self.limit_bytes = (min(MAX_INFLATED_BYTES, max(MIN_INFLATED_BYTES, int(MAX_INFLATE_RATIO * self.size_bytes)))
-                            if self.gzipped else None)
+        self.limit_bytes = (
+            min(MAX_INFLATED_BYTES, max(MIN_INFLATED_BYTES, int(MAX_INFLATE_RATIO * self.size_bytes)))
+            if self.gzipped
+            else None
+        )
 
     def share(self, offset: int) -> float:
         """The share of the file read when ``offset`` decompressed bytes have been handed out."""
@@ -173,15 +186,24 @@ class Source:
             if out:
                 self.inflated_bytes += len(out)
                 # the ratio so far decides as soon as there is enough text to judge, so a bomb stops early
-                if self.inflated_bytes > min(self.limit_bytes or 0, max(MIN_INFLATED_BYTES,
-                                                                        MAX_INFLATE_RATIO * self.raw_bytes)):
+                if self.inflated_bytes > min(
+                    self.limit_bytes or 0, max(MIN_INFLATED_BYTES, MAX_INFLATE_RATIO * self.raw_bytes)
+                ):
                     raise TraceFormatError(
                         f"the gzip data inflates over {MAX_INFLATE_RATIO:g}x ({self.inflated_bytes / 2**20:,.0f} MiB "
                         f"from {self.raw_bytes / 2**20:,.1f} MiB of {self.size_bytes / 2**20:,.1f} MiB compressed): "
-                        "refused as a likely decompression bomb (set LLMDIAG_MAX_INFLATE_RATIO to raise it)")
+                        "refused as a likely decompression bomb (set LLMDIAG_MAX_INFLATE_RATIO to raise it)"
+                    )
                 with memoryview(out) as view:
                     yield view
 
 
-__all__ = ["BLOCK_BYTES", "Source", "Truncated", "not_regular", "open_regular", "os_error_message",
-           "release_free_memory"]
+__all__ = [
+    "BLOCK_BYTES",
+    "Source",
+    "Truncated",
+    "not_regular",
+    "open_regular",
+    "os_error_message",
+    "release_free_memory",
+]

@@ -67,6 +67,8 @@ def still_being_written(path: str, size_bytes: int, mtime_ns: int, *, now_ns: in
         return "still being written: it was modified while it was read"
     age = _age_s(st.st_mtime_ns, now_ns)
     if path.endswith(".gz") and 0 <= age < RECENT_S and not gzip_has_end(path, st.st_size, st.st_mtime_ns):
-        return (f"still being written: the gzip stream has no end marker yet (modified {age:.0f} s ago); "
-                "it is read once it is complete")
+        return (
+            f"still being written: the gzip stream has no end marker yet (modified {age:.0f} s ago); "
+            "it is read once it is complete"
+        )
     return None

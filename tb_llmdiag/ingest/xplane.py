@@ -72,12 +72,12 @@ def _read_programs(plane: Any, b: _Builder, stat_names: dict[int, str]) -> None:
         name = m.group(1) if m else md.name
         if (pid is None or pid < 0) and m:
             pid = _as_int(int(m.group(2)))
-        programs.append({"name": name, "program_id": pid if pid is not None and pid >= 0 else None,
-                         "label": md.name})
+        programs.append({"name": name, "program_id": pid if pid is not None and pid >= 0 else None, "label": md.name})
     programs.sort(key=lambda p: (p["program_id"] is None, p["program_id"] or 0, p["name"]))
     b.metadata["xla_programs"] = programs
-    b.metadata.update({f"host_{k}": v for k, v in _plane_stats(plane, stat_names).items()
-                       if isinstance(v, (int, float, str))})
+    b.metadata.update(
+        {f"host_{k}": v for k, v in _plane_stats(plane, stat_names).items() if isinstance(v, (int, float, str))}
+    )
 
 
 def _add_plane(plane: Any, b: _Builder) -> None:
@@ -100,7 +100,8 @@ def _add_plane(plane: Any, b: _Builder) -> None:
         stats = _plane_stats(plane, stat_names)
         b.devices.append(_device_info(device, m.group(1), stats))
         b.metadata.setdefault("device_stats", {})[str(device)] = {
-            k: v for k, v in stats.items() if isinstance(v, (int, float, str))}
+            k: v for k, v in stats.items() if isinstance(v, (int, float, str))
+        }
     if not len(plane.lines):
         return
 
@@ -116,8 +117,13 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     chunks = b.chunks
     if not chunks:
         b.warnings.append("the XSpace holds no events")
-        return Trace(source_kind="xplane", events=empty_events(), devices=tuple(b.devices),
-                     metadata={**b.metadata, "hostnames": hostnames}, warnings=tuple(b.warnings))
+        return Trace(
+            source_kind="xplane",
+            events=empty_events(),
+            devices=tuple(b.devices),
+            metadata={**b.metadata, "hostnames": hostnames},
+            warnings=tuple(b.warnings),
+        )
 
     def cat(get: Any, dtype: Any) -> NDArray[Any]:
         return np.concatenate([np.asarray(get(c), dtype=dtype) for c in chunks])
@@ -169,10 +175,17 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     dur = end - start
     order = np.argsort(ts, kind="stable")
     events = EventTable(
-        ts_ns=ts[order], dur_ns=dur[order], kind=kind[order], name_id=name_id[order], device=device[order],
-        stream=stream[order], tid=tid[order], correlation=ints["correlation"][order],
+        ts_ns=ts[order],
+        dur_ns=dur[order],
+        kind=kind[order],
+        name_id=name_id[order],
+        device=device[order],
+        stream=stream[order],
+        tid=tid[order],
+        correlation=ints["correlation"][order],
         bytes=ints["bytes"][order],
-        shape_id=np.full(ts.size, -1, dtype=np.int32), names=b.names.values,
+        shape_id=np.full(ts.size, -1, dtype=np.int32),
+        names=b.names.values,
     )
     extra: dict[str, NDArray[Any]] = {k: ints[k][order] for k in _INT_COLUMNS}
     extra.update({k: strs[k][order] for k in _STR_COLUMNS})
@@ -185,9 +198,17 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     base_time = None
     if isinstance(start_ns, int) and 0 <= origin < 10**15:
         base_time = start_ns
-    return Trace(source_kind="xplane", events=events, origin_ns=origin, devices=tuple(sorted(b.devices, key=lambda d: d.index)),
-                 base_time_ns=base_time, metadata=metadata, warnings=tuple(b.warnings), extra=extra,
-                 extra_names=extra_names)
+    return Trace(
+        source_kind="xplane",
+        events=events,
+        origin_ns=origin,
+        devices=tuple(sorted(b.devices, key=lambda d: d.index)),
+        base_time_ns=base_time,
+        metadata=metadata,
+        warnings=tuple(b.warnings),
+        extra=extra,
+        extra_names=extra_names,
+    )
 
 
 def read_xplane(path: str) -> Trace:
@@ -231,7 +252,8 @@ def parse_xspace(data: bytes, path: str = "<bytes>") -> Trace:
         try:
             _add_plane(plane, b)
         except (ValueError, OverflowError, IndexError, KeyError, TypeError, UnicodeError) as e:
-            raise TraceFormatError(f"{path}: plane {i} ({plane.name!r}) is malformed: {type(e).__name__}: {e}") from None
+            raise TraceFormatError(
+                f"{path}: plane {i} ({plane.name!r}) is malformed: {type(e).__name__}: {e}"
+            ) from None
         del plane
     return _finish(b, strings[4])
-

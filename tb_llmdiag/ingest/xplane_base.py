@@ -24,18 +24,39 @@ _ROLE_PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
     # torch_xla: XLAGraphExecutor::Compile > PjRtComputationClient::Compile > PjRt<Backend>Client::Compile;
     # JAX: backend_compile / backend_compile_and_load (+ <Backend>Client::Compile on a compiler thread).
     (ROLE_COMPILE, re.compile(r"^(XLAGraphExecutor::Compile|\w*Client::Compile\w*|backend_compile\w*)$")),
-    (ROLE_TO_DEVICE, re.compile(r"^(\w+::TransferToDevice\w*|\w*Client::BufferFromHostBuffer\w*"
-                                r"|\w*TransferToInfeed\w*)$")),
+    (
+        ROLE_TO_DEVICE,
+        re.compile(
+            r"^(\w+::TransferToDevice\w*|\w*Client::BufferFromHostBuffer\w*"
+            r"|\w*TransferToInfeed\w*)$"
+        ),
+    ),
     # JAX reads device values through <Backend>Buffer::ToLiteral (PjRtStreamExecutor, TfrtGpu, CommonPjRt)
-    (ROLE_FROM_DEVICE, re.compile(r"^(\w+::TransferFromDevice\w*|\w*Buffer::ToLiteral\w*"
-                                  r"|\w*Buffer::CopyRawToHost\w*|\w*TransferFromOutfeed\w*)$")),
+    (
+        ROLE_FROM_DEVICE,
+        re.compile(
+            r"^(\w+::TransferFromDevice\w*|\w*Buffer::ToLiteral\w*"
+            r"|\w*Buffer::CopyRawToHost\w*|\w*TransferFromOutfeed\w*)$"
+        ),
+    ),
 )
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU|CUSTOM):(\d+)$")
-_DERIVED_LINES = frozenset({
-    "XLA Modules", "XLA Ops", "XLA TraceMe", "Steps", "Framework Ops", "Framework Name Scope",
-    "TensorFlow Ops", "TensorFlow Name Scope", "Source code", "Launch Stats", "Async XLA Ops",
-})
+_DERIVED_LINES = frozenset(
+    {
+        "XLA Modules",
+        "XLA Ops",
+        "XLA TraceMe",
+        "Steps",
+        "Framework Ops",
+        "Framework Name Scope",
+        "TensorFlow Ops",
+        "TensorFlow Name Scope",
+        "Source code",
+        "Launch Stats",
+        "Async XLA Ops",
+    }
+)
 _MEMCPY = re.compile(r"^(Memcpy|memcpy|MEMCPY)")
 _MEMSET = re.compile(r"^(Memset|memset|MEMSET)")
 _MEMCPY_SIZE = re.compile(r"(?:num_bytes|size|bytes)[:=\s]+(\d+)")
@@ -48,10 +69,23 @@ _PROGRAM_LABEL = re.compile(r"^(.*)\((\d+)\)$")
 _DEVICE_NAME_STATS = ("device_type_string", "gpu_device_name", "device_name", "gpu_model", "device_vendor")
 
 # Per-event stats we read, by stat name -> slot. Int slots, then string slots.
-_INT_STATS = {"step_num": "step_num", "correlation_id": "correlation", "program_id": "program_id",
-              "flops": "flops", "bytes_accessed": "bytes_accessed", "_p": "producer", "_c": "consumer"}
-_STR_STATS = {"hlo_op": "hlo_op_id", "hlo_module": "hlo_module_id", "graph_hash": "graph_hash_id",
-              "hlo_category": "hlo_category_id", "name": "name_stat", "memcpy_details": "memcpy_details"}
+_INT_STATS = {
+    "step_num": "step_num",
+    "correlation_id": "correlation",
+    "program_id": "program_id",
+    "flops": "flops",
+    "bytes_accessed": "bytes_accessed",
+    "_p": "producer",
+    "_c": "consumer",
+}
+_STR_STATS = {
+    "hlo_op": "hlo_op_id",
+    "hlo_module": "hlo_module_id",
+    "graph_hash": "graph_hash_id",
+    "hlo_category": "hlo_category_id",
+    "name": "name_stat",
+    "memcpy_details": "memcpy_details",
+}
 _META_STATS = ("hlo_category", "flops", "bytes_accessed", "program_id")
 
 _STR_COLUMNS = ("hlo_category_id", "hlo_op_id", "hlo_module_id", "graph_hash_id")
@@ -144,7 +178,7 @@ def _split_xspace(data: bytes) -> tuple[list[tuple[int, int]], dict[int, list[st
             if number == 1:
                 planes.append((pos, pos + size))
             elif number in strings:
-                strings[number].append(bytes(buf[pos:pos + size]).decode("utf-8", errors="replace"))
+                strings[number].append(bytes(buf[pos : pos + size]).decode("utf-8", errors="replace"))
             pos += size
         else:
             raise TraceFormatError(f"wire type {wire} is not used by XSpace")
@@ -200,7 +234,11 @@ def _device_info(index: int, kind: str, stats: dict[str, Any]) -> DeviceInfo:
     mem, cores, peak = num("memory_size"), num("core_count"), num("peak_teraflops_per_second")
     major, minor = num("compute_cap_major"), num("compute_cap_minor")
     cc = f"{int(major)}.{int(minor)}" if major is not None and minor is not None else None
-    return DeviceInfo(index=index, name=name, total_memory_bytes=int(mem) if mem else None, compute_capability=cc,
-                      num_sms=int(cores) if cores else None, peak_tflops=peak if peak and peak > 0 else None)
-
-
+    return DeviceInfo(
+        index=index,
+        name=name,
+        total_memory_bytes=int(mem) if mem else None,
+        compute_capability=cc,
+        num_sms=int(cores) if cores else None,
+        peak_tflops=peak if peak and peak > 0 else None,
+    )

@@ -75,7 +75,8 @@ def _op_table(plane: Any, b: _Builder, stat_names: dict[int, str]) -> _OpTable:
             if key in meta:
                 vals[key] = _stat_value(st, stat_names)
         meta["hlo_category"].append(
-            b.strs["hlo_category_id"](vals["hlo_category"]) if isinstance(vals.get("hlo_category"), str) else -1)
+            b.strs["hlo_category_id"](vals["hlo_category"]) if isinstance(vals.get("hlo_category"), str) else -1
+        )
         for key in ("flops", "bytes_accessed", "program_id"):
             meta[key].append(_as_int(vals[key]) if key in vals else -1)
         cm = None if python else _COMPILE_OF_MODULE.match(name)
@@ -85,10 +86,15 @@ def _op_table(plane: Any, b: _Builder, stat_names: dict[int, str]) -> _OpTable:
     def column(values: list[Any], dtype: Any, missing: Any) -> NDArray[Any]:
         return np.append(np.array(values, dtype=dtype)[order], np.array([missing], dtype=dtype))
 
-    return _OpTable(ids=np.array(ids, dtype=np.int64)[order], name=column(name_ids, np.int64, b.names("")),
-                    kind_host=column(kind_host, np.uint8, Kind.OTHER), kind_dev=column(kind_dev, np.uint8, Kind.KERNEL),
-                    role=column(roles, np.uint8, 0), compiler=column(compiler, bool, False),
-                    meta={k: column(v, np.int64, -1) for k, v in meta.items()})
+    return _OpTable(
+        ids=np.array(ids, dtype=np.int64)[order],
+        name=column(name_ids, np.int64, b.names("")),
+        kind_host=column(kind_host, np.uint8, Kind.OTHER),
+        kind_dev=column(kind_dev, np.uint8, Kind.KERNEL),
+        role=column(roles, np.uint8, 0),
+        compiler=column(compiler, bool, False),
+        meta={k: column(v, np.int64, -1) for k, v in meta.items()},
+    )
 
 
 def _host_kind(name: str) -> int:
@@ -126,8 +132,11 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
     # Per-event stats: only events that have any are visited; values are gathered per slot, then stored.
     has = np.flatnonzero(nstats)
     if has.size:
-        slots = {sid: _INT_STATS.get(nm) or _STR_STATS[nm] for sid, nm in stat_names.items()
-                 if nm in _INT_STATS or nm in _STR_STATS}
+        slots = {
+            sid: _INT_STATS.get(nm) or _STR_STATS[nm]
+            for sid, nm in stat_names.items()
+            if nm in _INT_STATS or nm in _STR_STATS
+        }
         found: dict[str, tuple[list[int], list[Any]]] = {slot: ([], []) for slot in set(slots.values())}
         get_slot, get_name = slots.get, stat_names.get
         for i in has.tolist() if slots else ():
@@ -184,15 +193,29 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
         kind = ops.kind_host[md_idx]
         kind[(ints["step_num"] >= 0) & (kind != Kind.PYTHON)] = Kind.STEP
         stream, tid = -1, int(line.id)
-    b.chunks.append(_Chunk(start=start, end=end, kind=kind, name_id=ops.name[md_idx].astype(np.int32),
-                           device=device, stream=stream, tid=tid, ints=ints, strs=strs, role=role,
-                           device_step=device_step))
+    b.chunks.append(
+        _Chunk(
+            start=start,
+            end=end,
+            kind=kind,
+            name_id=ops.name[md_idx].astype(np.int32),
+            device=device,
+            stream=stream,
+            tid=tid,
+            ints=ints,
+            strs=strs,
+            role=role,
+            device_step=device_step,
+        )
+    )
 
 
 def _link_device_flows(b: _Builder, device: int) -> None:
     """TPU: ops inherit the ``_c`` flow id of the enclosing ``XLA Modules`` event as their correlation."""
     chunks = [c for c in b.chunks if c.device == device]
-    mods = [c for c in chunks if c.kind.size and (c.kind == Kind.GPU_ANNOTATION).all() and (c.ints["consumer"] >= 0).any()]
+    mods = [
+        c for c in chunks if c.kind.size and (c.kind == Kind.GPU_ANNOTATION).all() and (c.ints["consumer"] >= 0).any()
+    ]
     if not mods:
         return
     ms = np.concatenate([c.start for c in mods])
@@ -211,5 +234,3 @@ def _link_device_flows(b: _Builder, device: int) -> None:
         w = np.searchsorted(ms, c.start, side="right") - 1
         inside = dev & (w >= 0) & (c.start < me[np.clip(w, 0, None)])
         c.ints["correlation"][inside] = mc[w[inside]]
-
-

@@ -23,58 +23,75 @@ _STR, _BYTES, _MSG = _F.TYPE_STRING, _F.TYPE_BYTES, _F.TYPE_MESSAGE
 
 # (message, ((field, number, type, label, message type or "", oneof name or ""), ...)), as in xplane.proto
 _SCHEMA: tuple[tuple[str, tuple[tuple[str, int, int, int, str, str], ...]], ...] = (
-    ("XSpace", (
-        ("planes", 1, _MSG, _REP, "XPlane", ""),
-        ("errors", 2, _STR, _REP, "", ""),
-        ("warnings", 3, _STR, _REP, "", ""),
-        ("hostnames", 4, _STR, _REP, "", ""),
-    )),
-    ("XPlane", (
-        ("id", 1, _I64, _OPT, "", ""),
-        ("name", 2, _STR, _OPT, "", ""),
-        ("lines", 3, _MSG, _REP, "XLine", ""),
-        ("event_metadata", 4, _MSG, _REP, "XPlane.EventMetadataEntry", ""),
-        ("stat_metadata", 5, _MSG, _REP, "XPlane.StatMetadataEntry", ""),
-        ("stats", 6, _MSG, _REP, "XStat", ""),
-    )),
-    ("XLine", (
-        ("id", 1, _I64, _OPT, "", ""),
-        ("display_id", 10, _I64, _OPT, "", ""),
-        ("name", 2, _STR, _OPT, "", ""),
-        ("display_name", 11, _STR, _OPT, "", ""),
-        ("timestamp_ns", 3, _I64, _OPT, "", ""),
-        ("duration_ps", 9, _I64, _OPT, "", ""),
-        ("events", 4, _MSG, _REP, "XEvent", ""),
-    )),
-    ("XEvent", (
-        ("metadata_id", 1, _I64, _OPT, "", ""),
-        ("offset_ps", 2, _I64, _OPT, "", "data"),
-        ("num_occurrences", 5, _I64, _OPT, "", "data"),
-        ("duration_ps", 3, _I64, _OPT, "", ""),
-        ("stats", 4, _MSG, _REP, "XStat", ""),
-    )),
-    ("XStat", (
-        ("metadata_id", 1, _I64, _OPT, "", ""),
-        ("double_value", 2, _DBL, _OPT, "", "value"),
-        ("uint64_value", 3, _U64, _OPT, "", "value"),
-        ("int64_value", 4, _I64, _OPT, "", "value"),
-        ("str_value", 5, _STR, _OPT, "", "value"),
-        ("bytes_value", 6, _BYTES, _OPT, "", "value"),
-        ("ref_value", 7, _U64, _OPT, "", "value"),
-    )),
-    ("XEventMetadata", (
-        ("id", 1, _I64, _OPT, "", ""),
-        ("name", 2, _STR, _OPT, "", ""),
-        ("display_name", 4, _STR, _OPT, "", ""),
-        ("metadata", 3, _BYTES, _OPT, "", ""),
-        ("stats", 5, _MSG, _REP, "XStat", ""),
-        ("child_id", 6, _I64, _REP, "", ""),
-    )),
-    ("XStatMetadata", (
-        ("id", 1, _I64, _OPT, "", ""),
-        ("name", 2, _STR, _OPT, "", ""),
-        ("description", 3, _STR, _OPT, "", ""),
-    )),
+    (
+        "XSpace",
+        (
+            ("planes", 1, _MSG, _REP, "XPlane", ""),
+            ("errors", 2, _STR, _REP, "", ""),
+            ("warnings", 3, _STR, _REP, "", ""),
+            ("hostnames", 4, _STR, _REP, "", ""),
+        ),
+    ),
+    (
+        "XPlane",
+        (
+            ("id", 1, _I64, _OPT, "", ""),
+            ("name", 2, _STR, _OPT, "", ""),
+            ("lines", 3, _MSG, _REP, "XLine", ""),
+            ("event_metadata", 4, _MSG, _REP, "XPlane.EventMetadataEntry", ""),
+            ("stat_metadata", 5, _MSG, _REP, "XPlane.StatMetadataEntry", ""),
+            ("stats", 6, _MSG, _REP, "XStat", ""),
+        ),
+    ),
+    (
+        "XLine",
+        (
+            ("id", 1, _I64, _OPT, "", ""),
+            ("display_id", 10, _I64, _OPT, "", ""),
+            ("name", 2, _STR, _OPT, "", ""),
+            ("display_name", 11, _STR, _OPT, "", ""),
+            ("timestamp_ns", 3, _I64, _OPT, "", ""),
+            ("duration_ps", 9, _I64, _OPT, "", ""),
+            ("events", 4, _MSG, _REP, "XEvent", ""),
+        ),
+    ),
+    (
+        "XEvent",
+        (
+            ("metadata_id", 1, _I64, _OPT, "", ""),
+            ("offset_ps", 2, _I64, _OPT, "", "data"),
+            ("num_occurrences", 5, _I64, _OPT, "", "data"),
+            ("duration_ps", 3, _I64, _OPT, "", ""),
+            ("stats", 4, _MSG, _REP, "XStat", ""),
+        ),
+    ),
+    (
+        "XStat",
+        (
+            ("metadata_id", 1, _I64, _OPT, "", ""),
+            ("double_value", 2, _DBL, _OPT, "", "value"),
+            ("uint64_value", 3, _U64, _OPT, "", "value"),
+            ("int64_value", 4, _I64, _OPT, "", "value"),
+            ("str_value", 5, _STR, _OPT, "", "value"),
+            ("bytes_value", 6, _BYTES, _OPT, "", "value"),
+            ("ref_value", 7, _U64, _OPT, "", "value"),
+        ),
+    ),
+    (
+        "XEventMetadata",
+        (
+            ("id", 1, _I64, _OPT, "", ""),
+            ("name", 2, _STR, _OPT, "", ""),
+            ("display_name", 4, _STR, _OPT, "", ""),
+            ("metadata", 3, _BYTES, _OPT, "", ""),
+            ("stats", 5, _MSG, _REP, "XStat", ""),
+            ("child_id", 6, _I64, _REP, "", ""),
+        ),
+    ),
+    (
+        "XStatMetadata",
+        (("id", 1, _I64, _OPT, "", ""), ("name", 2, _STR, _OPT, "", ""), ("description", 3, _STR, _OPT, "", "")),
+    ),
 )
 
 # XPlane's two maps are repeated entry messages nested in XPlane, flagged map_entry.
@@ -83,8 +100,7 @@ _MAP_ENTRIES = (("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", 
 
 def file_descriptor() -> descriptor_pb2.FileDescriptorProto:
     """The schema as a FileDescriptorProto (a private file name, the upstream package)."""
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="tb_llmdiag/xplane_runtime.proto", package=_PACKAGE, syntax="proto3")
+    fdp = descriptor_pb2.FileDescriptorProto(name="tb_llmdiag/xplane_runtime.proto", package=_PACKAGE, syntax="proto3")
     for msg_name, fields in _SCHEMA:
         msg = fdp.message_type.add(name=msg_name)
         oneofs: list[str] = []
@@ -101,8 +117,7 @@ def file_descriptor() -> descriptor_pb2.FileDescriptorProto:
             for entry_name, value_type in _MAP_ENTRIES:
                 entry = msg.nested_type.add(name=entry_name)
                 entry.field.add(name="key", number=1, type=_I64, label=_OPT)
-                entry.field.add(name="value", number=2, type=_MSG, label=_OPT,
-                                type_name=f".{_PACKAGE}.{value_type}")
+                entry.field.add(name="value", number=2, type=_MSG, label=_OPT, type_name=f".{_PACKAGE}.{value_type}")
                 entry.options.map_entry = True
     return fdp
 

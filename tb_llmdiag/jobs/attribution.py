@@ -72,10 +72,11 @@ def per_rank_mean(m: F64) -> F64:
         return np.where(cnt > 0, np.nansum(m, axis=1) / np.maximum(cnt, 1), np.nan)
 
 
-def attribute(t: JobTables, rank_pos: int, *, clock_aligned: bool, token_excess: float = 0.05,
-              min_difference_ns: float = 1_000.0) -> dict[str, Any]:
+def attribute(
+    t: JobTables, rank_pos: int, *, clock_aligned: bool, token_excess: float = 0.05, min_difference_ns: float = 1_000.0
+) -> dict[str, Any]:
     """The straggler's biggest difference from the median rank (see the module docstring)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for cause, quantity in CAUSES:
         if cause == "late_step_start" and not clock_aligned:
             continue
@@ -84,16 +85,26 @@ def attribute(t: JobTables, rank_pos: int, *, clock_aligned: bool, token_excess:
         if np.isnan(per_rank[rank_pos]) or np.all(np.isnan(others)):
             continue
         med = float(np.nanmedian(others))
-        rows.append({"cause": cause, "quantity": quantity, "straggler_ns_per_step": float(per_rank[rank_pos]),
-                     "median_rank_ns_per_step": med, "difference_ns_per_step": float(per_rank[rank_pos]) - med})
+        rows.append(
+            {
+                "cause": cause,
+                "quantity": quantity,
+                "straggler_ns_per_step": float(per_rank[rank_pos]),
+                "median_rank_ns_per_step": med,
+                "difference_ns_per_step": float(per_rank[rank_pos]) - med,
+            }
+        )
     rows.sort(key=lambda r: -r["difference_ns_per_step"])
     tokens = per_rank_mean(np.where(t.tokens >= 0, t.tokens, np.nan))
     other_tokens = np.delete(tokens, rank_pos)
     tok = None
     if not np.isnan(tokens[rank_pos]) and not np.all(np.isnan(other_tokens)):
         med_tok = float(np.nanmedian(other_tokens))
-        tok = {"straggler_tokens_per_step": float(tokens[rank_pos]), "median_rank_tokens_per_step": med_tok,
-               "excess_share": (float(tokens[rank_pos]) - med_tok) / med_tok if med_tok > 0 else None}
+        tok = {
+            "straggler_tokens_per_step": float(tokens[rank_pos]),
+            "median_rank_tokens_per_step": med_tok,
+            "excess_share": (float(tokens[rank_pos]) - med_tok) / med_tok if med_tok > 0 else None,
+        }
     top = rows[0] if rows and rows[0]["difference_ns_per_step"] >= min_difference_ns else None
     cause = top["cause"] if top else "unexplained"
     if cause == "longer_gpu_compute" and tok and (tok["excess_share"] or 0.0) >= token_excess:
@@ -104,5 +115,10 @@ def attribute(t: JobTables, rank_pos: int, *, clock_aligned: bool, token_excess:
 def what_if(job_step_ns: float, saving_ns_per_step: float) -> dict[str, Any]:
     """Step time now and if the straggler had matched the median rank (an upper bound on the gain)."""
     after = max(job_step_ns - saving_ns_per_step, 0.0)
-    return {"step_ns": job_step_ns, "step_after_ns": after, "saving_ns": job_step_ns - after,
-            "saving_share": (job_step_ns - after) / job_step_ns if job_step_ns > 0 else None, "bound": "upper"}
+    return {
+        "step_ns": job_step_ns,
+        "step_after_ns": after,
+        "saving_ns": job_step_ns - after,
+        "saving_share": (job_step_ns - after) / job_step_ns if job_step_ns > 0 else None,
+        "bound": "upper",
+    }

@@ -14,7 +14,8 @@ Contract:
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tb_llmdiag.ingest.discover import TraceFile
 from tb_llmdiag.jobs.report import job_report
@@ -36,12 +37,21 @@ def rank_label(tf: TraceFile) -> str:
 
 def job_entry(run: str, span: str, members: Sequence[tuple[TraceFile, RankSummary | None]]) -> dict[str, Any]:
     """The ``jobs[]`` entry of one job (module docstring)."""
-    files = [{"path": tf.path, "worker": tf.worker, "rank": tf.rank, "status": "ok" if s is not None else "error"}
-             for tf, s in members]
+    files = [
+        {"path": tf.path, "worker": tf.worker, "rank": tf.rank, "status": "ok" if s is not None else "error"}
+        for tf, s in members
+    ]
     summaries = [s for _, s in members if s is not None]
     base: dict[str, Any] = {"run": run, "span": span, "files": files}
     if len(summaries) < 2:
-        return {**base, "status": "error", "error": f"{len(summaries)} of {len(members)} traces could be analysed "
-                "as ranks of a distributed run (collectives or a distributedInfo world size); a job needs two",
-                "notes": [], "metrics": {}, "findings": [], "view": None}
+        return {
+            **base,
+            "status": "error",
+            "error": f"{len(summaries)} of {len(members)} traces could be analysed "
+            "as ranks of a distributed run (collectives or a distributedInfo world size); a job needs two",
+            "notes": [],
+            "metrics": {},
+            "findings": [],
+            "view": None,
+        }
     return {**base, "status": "ok", "error": None, **job_report(summaries)}

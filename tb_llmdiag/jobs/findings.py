@@ -19,49 +19,50 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from tb_llmdiag.jobs.analysis import JobAnalysis
 from tb_llmdiag.jobs.attribution import per_rank_mean
-from tb_llmdiag.metrics.collectives import KINDS
 from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.metrics.collectives import KINDS
 from tb_llmdiag.units import fmt
 
 STRAGGLER_FIXES: dict[str, str] = {
     "more_tokens": "Balance tokens per rank: group samples by length (HF Trainer group_by_length=True), pack "
-                   "sequences to a fixed token budget per rank, or shard batches by tokens instead of by samples.",
+    "sequences to a fixed token budget per rank, or shard batches by tokens instead of by samples.",
     "longer_gpu_compute": "This rank's GPU does more work or runs slower: check uneven data per rank, a throttled "
-                          "or slower GPU (nvidia-smi -q -d CLOCK,PERFORMANCE) and work only this rank does.",
+    "or slower GPU (nvidia-smi -q -d CLOCK,PERFORMANCE) and work only this rank does.",
     "data_loader_stall": "Feed this rank faster: more DataLoader workers (num_workers), pin_memory=True, "
-                         "persistent_workers=True, a larger prefetch_factor; check its node's storage.",
+    "persistent_workers=True, a larger prefetch_factor; check its node's storage.",
     "host_sync": "Remove host syncs on this rank (.item(), printing or logging tensor values, often only on "
-                 "rank 0): log every N steps and keep running metrics on the device.",
+    "rank 0): log every N steps and keep running metrics on the device.",
     "host_bound_launching": "This rank's host launches work too slowly (CPU contention or other processes on its "
-                            "node): pin CPU cores per rank, cut launches with torch.compile or CUDA graphs.",
+    "node): pin CPU cores per rank, cut launches with torch.compile or CUDA graphs.",
     "late_step_start": "This rank starts its steps late: work between steps on this rank only (logging, "
-                       "checkpointing, evaluation, garbage collection): make it asynchronous or spread it.",
+    "checkpointing, evaluation, garbage collection): make it asynchronous or spread it.",
     "unexplained": "The delay is in none of the measured parts (compute, loader, syncs, launches): check the "
-                   "GPU's clocks and its node (thermal throttling, a slower link or PCIe slot).",
+    "GPU's clocks and its node (thermal throttling, a slower link or PCIe slot).",
 }
 
 EXPOSED_FIXES: dict[str, str] = {
     "all_reduce": "DDP: use model.no_sync() on gradient-accumulation micro-steps so only the last one "
-                  "all-reduces; tune bucket_cap_mb (default 25) so buckets start while backward still runs; "
-                  "gradient_as_bucket_view=True; compress with a comm hook (bf16_compress_hook, PowerSGD).",
+    "all-reduces; tune bucket_cap_mb (default 25) so buckets start while backward still runs; "
+    "gradient_as_bucket_view=True; compress with a comm hook (bf16_compress_hook, PowerSGD).",
     "all_gather": "FSDP: prefetch (forward_prefetch=True, backward_prefetch=BACKWARD_PRE; FSDP2: "
-                  "set_modules_to_forward_prefetch), reshard_after_forward=False for the last blocks, or "
-                  "SHARD_GRAD_OP / HYBRID_SHARD to keep all-gathers inside a node; fewer, larger wrap units.",
+    "set_modules_to_forward_prefetch), reshard_after_forward=False for the last blocks, or "
+    "SHARD_GRAD_OP / HYBRID_SHARD to keep all-gathers inside a node; fewer, larger wrap units.",
     "reduce_scatter": "FSDP: backward_prefetch=BACKWARD_PRE and larger wrap units so reduce-scatters overlap "
-                      "backward; under gradient accumulation, no_sync() on the micro-steps (more memory).",
+    "backward; under gradient accumulation, no_sync() on the micro-steps (more memory).",
     "all_to_all": "Expert parallel: overlap dispatch/combine with compute (DeepEP async mode, two micro-batches "
-                  "in flight), keep experts within a node, lower the capacity factor.",
+    "in flight), keep experts within a node, lower the capacity factor.",
     "send_recv": "Pipeline parallel: an interleaved 1F1B schedule and more micro-batches hide the p2p transfers.",
     "broadcast": "DDP: broadcast_buffers=False when no buffers change during training (no BatchNorm).",
     "default": "Overlap communication with compute or shrink it (compression); check the transport: NCCL_P2P_DISABLE "
-               "or NCCL_SHM_DISABLE set, or NCCL on sockets instead of NVLink/InfiniBand, cuts bus bandwidth.",
+    "or NCCL_SHM_DISABLE set, or NCCL on sockets instead of NVLink/InfiniBand, cuts bus bandwidth.",
 }
 
 
@@ -78,17 +79,43 @@ class JobRule:
 
 
 JOB_RULES: tuple[JobRule, ...] = (
-    JobRule(id="straggler", title="The other ranks wait in their collectives for one rank",
-            metric="straggler_others_wait_share", above=0.05,
-            evidence=("straggler_rank", "straggler_cause", "straggler_others_wait_ns_per_step",
-                      "straggler_consistency_share", "straggler_last_arrivals", "straggler_cause_evidence",
-                      "straggler_tokens", "job_step_ns"),
-            fix_by="straggler_cause", fixes=STRAGGLER_FIXES, what_if="straggler_what_if"),
-    JobRule(id="exposed_communication", title="Collective transfers no compute hides",
-            metric="exposed_transfer_share", above=0.10,
-            evidence=("exposed_transfer_ns_per_step", "exposed_share", "overlap_share", "top_collective_kind",
-                      "collective_by_kind", "waiting_known", "job_step_ns"),
-            fix_by="top_collective_kind", fixes=EXPOSED_FIXES, what_if="exposed_what_if"),
+    JobRule(
+        id="straggler",
+        title="The other ranks wait in their collectives for one rank",
+        metric="straggler_others_wait_share",
+        above=0.05,
+        evidence=(
+            "straggler_rank",
+            "straggler_cause",
+            "straggler_others_wait_ns_per_step",
+            "straggler_consistency_share",
+            "straggler_last_arrivals",
+            "straggler_cause_evidence",
+            "straggler_tokens",
+            "job_step_ns",
+        ),
+        fix_by="straggler_cause",
+        fixes=STRAGGLER_FIXES,
+        what_if="straggler_what_if",
+    ),
+    JobRule(
+        id="exposed_communication",
+        title="Collective transfers no compute hides",
+        metric="exposed_transfer_share",
+        above=0.10,
+        evidence=(
+            "exposed_transfer_ns_per_step",
+            "exposed_share",
+            "overlap_share",
+            "top_collective_kind",
+            "collective_by_kind",
+            "waiting_known",
+            "job_step_ns",
+        ),
+        fix_by="top_collective_kind",
+        fixes=EXPOSED_FIXES,
+        what_if="exposed_what_if",
+    ),
 )
 
 
@@ -96,7 +123,7 @@ JOB_RULES: tuple[JobRule, ...] = (
 #: rank's value of the cause's quantity, per step).
 CAUSE_PHRASES: Mapping[str, str] = {
     "more_tokens": "it processes more tokens per step ({ts:.0f} against {tm:.0f} for the median rank), so its "
-                   "GPU computes longer ({s} against {m})",
+    "GPU computes longer ({s} against {m})",
     "longer_gpu_compute": "its GPU computes longer per step ({s} against {m} for the median rank)",
     "data_loader_stall": "its data loader stalls longer per step ({s} against {m} for the median rank)",
     "host_sync": "its host blocks longer in syncs per step ({s} against {m} for the median rank)",
@@ -113,17 +140,24 @@ def summary(finding_id: str, m: Mapping[str, Any]) -> str:
         tok = m.get("straggler_tokens") or {}
         cause = m.get("straggler_cause") or "unexplained"
         phrase = CAUSE_PHRASES.get(cause, CAUSE_PHRASES["unexplained"]).format(
-            s=fmt("ns", ev.get("straggler_ns_per_step")), m=fmt("ns", ev.get("median_rank_ns_per_step")),
-            ts=tok.get("straggler_tokens_per_step") or 0.0, tm=tok.get("median_rank_tokens_per_step") or 0.0)
-        return (f"Rank {m.get('straggler_rank')} is the straggler: the other ranks wait for it "
-                f"{fmt('ns', m.get('straggler_others_wait_ns_per_step'))} per step in their collectives "
-                f"({fmt('share', m.get('straggler_others_wait_share'))} of the {fmt('ns', m.get('job_step_ns'))} step); "
-                f"it arrives last in {m.get('straggler_last_arrivals')} of {m.get('matched_collective_count')} "
-                f"matched collectives. Cause: {phrase}.")
-    return (f"Collective transfers no compute hides take {fmt('ns', m.get('exposed_transfer_ns_per_step'))} per step "
-            f"({fmt('share', m.get('exposed_transfer_share'))} of the {fmt('ns', m.get('job_step_ns'))} step; "
-            f"{m.get('top_collective_kind')} leads; {fmt('share', m.get('overlap_share'))} of collective time is "
-            f"hidden under compute).")
+            s=fmt("ns", ev.get("straggler_ns_per_step")),
+            m=fmt("ns", ev.get("median_rank_ns_per_step")),
+            ts=tok.get("straggler_tokens_per_step") or 0.0,
+            tm=tok.get("median_rank_tokens_per_step") or 0.0,
+        )
+        return (
+            f"Rank {m.get('straggler_rank')} is the straggler: the other ranks wait for it "
+            f"{fmt('ns', m.get('straggler_others_wait_ns_per_step'))} per step in their collectives "
+            f"({fmt('share', m.get('straggler_others_wait_share'))} of the {fmt('ns', m.get('job_step_ns'))} step); "
+            f"it arrives last in {m.get('straggler_last_arrivals')} of {m.get('matched_collective_count')} "
+            f"matched collectives. Cause: {phrase}."
+        )
+    return (
+        f"Collective transfers no compute hides take {fmt('ns', m.get('exposed_transfer_ns_per_step'))} per step "
+        f"({fmt('share', m.get('exposed_transfer_share'))} of the {fmt('ns', m.get('job_step_ns'))} step; "
+        f"{m.get('top_collective_kind')} leads; {fmt('share', m.get('overlap_share'))} of collective time is "
+        f"hidden under compute)."
+    )
 
 
 def _f(x: float) -> float | None:
@@ -137,33 +171,51 @@ def job_metrics(a: JobAnalysis) -> dict[str, Any]:
     exposed_t = float(np.nanmedian(per_rank_mean(t.exposed_transfer_ns))) if len(a.ranks) and t.step_ns.size else np.nan
     exposed = float(np.nanmedian(per_rank_mean(t.exposed_ns))) if len(a.ranks) and t.step_ns.size else np.nan
     coll = float(np.nanmedian(per_rank_mean(t.collective_ns))) if len(a.ranks) and t.step_ns.size else np.nan
-    kind_ns = ({r["kind"]: r["transfer_ns"] for r in a.by_kind} if a.by_kind
-               else {KINDS[i]: int(v) for i, v in enumerate(a.kernel_ns_by_kind) if v > 0})
+    kind_ns = (
+        {r["kind"]: r["transfer_ns"] for r in a.by_kind}
+        if a.by_kind
+        else {KINDS[i]: int(v) for i, v in enumerate(a.kernel_ns_by_kind) if v > 0}
+    )
     top_kind = max(kind_ns, key=lambda k: kind_ns[k]) if kind_ns else None
     out: dict[str, Any] = {
-        "rank_count": len(a.ranks), "ranks": list(a.ranks), "common_step_count": int(a.steps.size),
-        "job_step_ns": step if step > 0 else None, "matched_collective_count": int(a.matched.kind.size),
-        "clock_aligned": a.clock_aligned, "waiting_known": bool(a.matched.kind.size),
-        "exposed_transfer_ns_per_step": _f(exposed_t), "exposed_share": _f(exposed / step) if step > 0 else None,
+        "rank_count": len(a.ranks),
+        "ranks": list(a.ranks),
+        "common_step_count": int(a.steps.size),
+        "job_step_ns": step if step > 0 else None,
+        "matched_collective_count": int(a.matched.kind.size),
+        "clock_aligned": a.clock_aligned,
+        "waiting_known": bool(a.matched.kind.size),
+        "exposed_transfer_ns_per_step": _f(exposed_t),
+        "exposed_share": _f(exposed / step) if step > 0 else None,
         "exposed_transfer_share": _f(exposed_t / step) if step > 0 else None,
         "overlap_share": _f(1.0 - exposed / coll) if coll > 0 else None,
-        "top_collective_kind": top_kind, "collective_by_kind": a.by_kind,
-        "exposed_what_if": {"step_ns": step, "step_after_ns": max(step - exposed_t, 0.0), "bound": "upper",
-                            "assumes": "all exposed transfer hidden behind compute"}
-        if step > 0 and np.isfinite(exposed_t) else None,
+        "top_collective_kind": top_kind,
+        "collective_by_kind": a.by_kind,
+        "exposed_what_if": {
+            "step_ns": step,
+            "step_after_ns": max(step - exposed_t, 0.0),
+            "bound": "upper",
+            "assumes": "all exposed transfer hidden behind compute",
+        }
+        if step > 0 and np.isfinite(exposed_t)
+        else None,
     }
     s = a.straggler_pos
     attr = a.attribution or {}
-    out.update({
-        "straggler_rank": a.ranks[s] if s is not None else None,
-        "straggler_others_wait_ns_per_step": float(a.caused_wait_ns[s]) if s is not None else None,
-        "straggler_others_wait_share": float(a.caused_wait_ns[s]) / step if s is not None and step > 0 else None,
-        "straggler_consistency_share": a.straggler_consistency_share if s is not None else None,
-        "straggler_last_arrivals": int(a.last_count[s]) if s is not None else None,
-        "straggler_cause": attr.get("cause"), "straggler_cause_evidence": attr.get("evidence"),
-        "straggler_tokens": attr.get("tokens"), "straggler_what_if": attr.get("what_if"),
-    })
-    return jsonable(out)  # type: ignore[no-any-return]
+    out.update(
+        {
+            "straggler_rank": a.ranks[s] if s is not None else None,
+            "straggler_others_wait_ns_per_step": float(a.caused_wait_ns[s]) if s is not None else None,
+            "straggler_others_wait_share": float(a.caused_wait_ns[s]) / step if s is not None and step > 0 else None,
+            "straggler_consistency_share": a.straggler_consistency_share if s is not None else None,
+            "straggler_last_arrivals": int(a.last_count[s]) if s is not None else None,
+            "straggler_cause": attr.get("cause"),
+            "straggler_cause_evidence": attr.get("evidence"),
+            "straggler_tokens": attr.get("tokens"),
+            "straggler_what_if": attr.get("what_if"),
+        }
+    )
+    return jsonable(out)
 
 
 def evaluate(metrics: Mapping[str, Any], rules: tuple[JobRule, ...] = JOB_RULES) -> list[dict[str, Any]]:
@@ -174,11 +226,17 @@ def evaluate(metrics: Mapping[str, Any], rules: tuple[JobRule, ...] = JOB_RULES)
         if value is None or value <= rule.above:
             continue
         key = metrics.get(rule.fix_by)
-        found.append({
-            "id": rule.id, "title": rule.title, "summary": summary(rule.id, metrics), "metric": rule.metric,
-            "value": value, "threshold": rule.above,
-            "evidence": {k: metrics.get(k) for k in rule.evidence},
-            "fix": rule.fixes.get(str(key), rule.fixes.get("default", "")),
-            "what_if": metrics.get(rule.what_if) if rule.what_if else None,
-        })
-    return jsonable(sorted(found, key=lambda f: -f["value"]))  # type: ignore[no-any-return]
+        found.append(
+            {
+                "id": rule.id,
+                "title": rule.title,
+                "summary": summary(rule.id, metrics),
+                "metric": rule.metric,
+                "value": value,
+                "threshold": rule.above,
+                "evidence": {k: metrics.get(k) for k in rule.evidence},
+                "fix": rule.fixes.get(str(key), rule.fixes.get("default", "")),
+                "what_if": metrics.get(rule.what_if) if rule.what_if else None,
+            }
+        )
+    return jsonable(sorted(found, key=lambda f: -f["value"]))

@@ -12,7 +12,8 @@ Null stands for unknown (a rank without a common step).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,28 +29,46 @@ JOB_REPORT_SCHEMA = 1
 def _bars(a: JobAnalysis) -> list[dict[str, Any]]:
     t = a.tables
     step = per_rank_mean(t.step_ns)
-    parts = {"compute_ns": per_rank_mean(t.compute_ns), "exposed_transfer_ns": per_rank_mean(t.exposed_transfer_ns),
-             "waiting_ns": per_rank_mean(t.exposed_waiting_ns), "idle_ns": per_rank_mean(t.idle_ns)}
+    parts = {
+        "compute_ns": per_rank_mean(t.compute_ns),
+        "exposed_transfer_ns": per_rank_mean(t.exposed_transfer_ns),
+        "waiting_ns": per_rank_mean(t.exposed_waiting_ns),
+        "idle_ns": per_rank_mean(t.idle_ns),
+    }
     other = np.maximum(step - sum(parts.values()), 0.0)
-    return [{"rank": r, "step_ns": step[i], **{k: v[i] for k, v in parts.items()}, "other_ns": other[i]}
-            for i, r in enumerate(a.ranks)]
+    return [
+        {"rank": r, "step_ns": step[i], **{k: v[i] for k, v in parts.items()}, "other_ns": other[i]}
+        for i, r in enumerate(a.ranks)
+    ]
 
 
 def job_view(a: JobAnalysis) -> dict[str, Any]:
     """What the job view draws (see the module docstring), JSON-safe."""
     t = a.tables
-    return jsonable({
-        "ranks": list(a.ranks), "labels": list(a.labels), "steps": a.steps.tolist(),
-        "heatmap": {"step_ns": t.step_ns, "waiting_ns": t.exposed_waiting_ns},
-        "bars": _bars(a),
-        "per_rank": {"caused_wait_ns_per_step": a.caused_wait_ns, "last_arrivals": a.last_count,
-                     "top_finding_ids": [list(x) for x in a.top_finding_ids]},
-    })
+    return jsonable(
+        {
+            "ranks": list(a.ranks),
+            "labels": list(a.labels),
+            "steps": a.steps.tolist(),
+            "heatmap": {"step_ns": t.step_ns, "waiting_ns": t.exposed_waiting_ns},
+            "bars": _bars(a),
+            "per_rank": {
+                "caused_wait_ns_per_step": a.caused_wait_ns,
+                "last_arrivals": a.last_count,
+                "top_finding_ids": [list(x) for x in a.top_finding_ids],
+            },
+        }
+    )
 
 
 def job_report(summaries: Sequence[RankSummary]) -> dict[str, Any]:
     """The job section: ``{"schema", "notes", "metrics", "findings", "view"}`` (JSON-safe, no NaN)."""
     a = analyze_job(summaries)
     metrics = job_metrics(a)
-    return {"schema": JOB_REPORT_SCHEMA, "notes": list(a.notes), "metrics": metrics, "findings": evaluate(metrics),
-            "view": job_view(a)}
+    return {
+        "schema": JOB_REPORT_SCHEMA,
+        "notes": list(a.notes),
+        "metrics": metrics,
+        "findings": evaluate(metrics),
+        "view": job_view(a),
+    }

@@ -11,8 +11,9 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,16 +27,33 @@ SUMMARY_SCHEMA = 1
 
 #: Per-step columns (ns unless named otherwise; -1 = unknown).
 STEP_COLUMNS: dict[str, type] = {
-    "index": np.int64, "host_start_ns": np.int64, "start_ns": np.int64, "end_ns": np.int64, "collective_ns": np.int64,
-    "compute_ns": np.int64, "exposed_ns": np.int64, "idle_ns": np.int64, "dataloader_ns": np.int64,
-    "sync_ns": np.int64, "launch_ns": np.int64, "sync_in_collective_ns": np.int64, "tokens": np.int64,
+    "index": np.int64,
+    "host_start_ns": np.int64,
+    "start_ns": np.int64,
+    "end_ns": np.int64,
+    "collective_ns": np.int64,
+    "compute_ns": np.int64,
+    "exposed_ns": np.int64,
+    "idle_ns": np.int64,
+    "dataloader_ns": np.int64,
+    "sync_ns": np.int64,
+    "launch_ns": np.int64,
+    "sync_in_collective_ns": np.int64,
+    "tokens": np.int64,
 }
 #: Per-collective columns (``kind`` indexes ``collectives.KINDS``, ``pg_id`` the summary's ``pg_names``,
 #: ``step`` the summary's step rows; -1 = unknown or outside every step; ``exposed_ns``: the part of the
 #: collective no compute kernel overlaps).
 COLLECTIVE_COLUMNS: dict[str, type] = {
-    "kind": np.uint8, "start_ns": np.int64, "end_ns": np.int64, "bytes": np.int64, "group_size": np.int32,
-    "pg_id": np.int32, "seq": np.int64, "step": np.int32, "exposed_ns": np.int64,
+    "kind": np.uint8,
+    "start_ns": np.int64,
+    "end_ns": np.int64,
+    "bytes": np.int64,
+    "group_size": np.int32,
+    "pg_id": np.int32,
+    "seq": np.int64,
+    "step": np.int32,
+    "exposed_ns": np.int64,
 }
 
 
@@ -69,8 +87,13 @@ class RankSummary:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: lists of ints, strings, null."""
         return {
-            "schema": SUMMARY_SCHEMA, "rank": self.rank, "rank_source": self.rank_source, "label": self.label,
-            "world_size": self.world_size, "kinds": list(KINDS), "pg_names": list(self.pg_names),
+            "schema": SUMMARY_SCHEMA,
+            "rank": self.rank,
+            "rank_source": self.rank_source,
+            "label": self.label,
+            "world_size": self.world_size,
+            "kinds": list(KINDS),
+            "pg_names": list(self.pg_names),
             "top_finding_ids": list(self.top_finding_ids),
             "steps": {k: v.tolist() for k, v in self.steps.items()},
             "collectives": {k: v.tolist() for k, v in self.collectives.items()},
@@ -81,16 +104,26 @@ class RankSummary:
         """Inverse of ``to_dict``; kind codes are remapped if the writer's KINDS differ from ours."""
         if d.get("schema") != SUMMARY_SCHEMA:
             raise ValueError(f"rank summary schema {d.get('schema')!r} is not {SUMMARY_SCHEMA}")
-        steps = {k: np.asarray(d["steps"][k], dtype=t) for k, t in STEP_COLUMNS.items()}
-        coll = {k: np.asarray(d["collectives"][k], dtype=t) for k, t in COLLECTIVE_COLUMNS.items()}
+        steps: dict[str, np.ndarray] = {k: np.asarray(d["steps"][k], dtype=t) for k, t in STEP_COLUMNS.items()}
+        coll: dict[str, np.ndarray] = {
+            k: np.asarray(d["collectives"][k], dtype=t) for k, t in COLLECTIVE_COLUMNS.items()
+        }
         theirs = list(d.get("kinds", KINDS))
         if theirs != list(KINDS):
-            remap = np.array([KINDS.index(k) if k in KINDS else KINDS.index("other_collective") for k in theirs],
-                             dtype=np.uint8)
+            remap = np.array(
+                [KINDS.index(k) if k in KINDS else KINDS.index("other_collective") for k in theirs], dtype=np.uint8
+            )
             coll["kind"] = remap[coll["kind"]] if coll["kind"].size else coll["kind"]
-        return RankSummary(rank=d["rank"], rank_source=d["rank_source"], label=d["label"],
-                           world_size=d["world_size"], steps=steps, collectives=coll,
-                           pg_names=tuple(d.get("pg_names", ())), top_finding_ids=tuple(d.get("top_finding_ids", ())))
+        return RankSummary(
+            rank=d["rank"],
+            rank_source=d["rank_source"],
+            label=d["label"],
+            world_size=d["world_size"],
+            steps=steps,
+            collectives=coll,
+            pg_names=tuple(d.get("pg_names", ())),
+            top_finding_ids=tuple(d.get("top_finding_ids", ())),
+        )
 
     def replace(self, **changes: Any) -> RankSummary:
         vals = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -117,9 +150,16 @@ def _collective_step(trace: Trace, coll: Collectives, w: StepWindows, has_steps:
     return np.where(by_launch == -1, by_time, np.maximum(by_launch, -1)).astype(np.int32)
 
 
-def summarize_rank(trace: Trace, steps: Steps, *, label: str, rank: int | None = None,
-                   rank_source: str | None = None, top_finding_ids: Sequence[str] = (),
-                   collectives: Collectives | None = None) -> RankSummary:
+def summarize_rank(
+    trace: Trace,
+    steps: Steps,
+    *,
+    label: str,
+    rank: int | None = None,
+    rank_source: str | None = None,
+    top_finding_ids: Sequence[str] = (),
+    collectives: Collectives | None = None,
+) -> RankSummary:
     """The RankSummary of one rank. ``rank`` defaults to the trace's ``distributedInfo`` rank."""
     coll = collectives if collectives is not None else find_collectives(trace)
     w = windows(trace, steps)
@@ -127,14 +167,24 @@ def summarize_rank(trace: Trace, steps: Steps, *, label: str, rank: int | None =
     b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns)
     origin = int(trace.origin_ns)
     index = steps.index.astype(np.int64) if len(steps) else np.arange(ws.size, dtype=np.int64)
-    step_cols = {"index": index, "host_start_ns": w.host_start_ns + origin, "start_ns": ws + origin,
-                 "end_ns": we + origin}
+    step_cols = {
+        "index": index,
+        "host_start_ns": w.host_start_ns + origin,
+        "start_ns": ws + origin,
+        "end_ns": we + origin,
+    }
     for name in STEP_COLUMNS:
         if name not in step_cols:
             step_cols[name] = np.asarray(getattr(b, name), dtype=STEP_COLUMNS[name])
-    coll_cols = {
-        "kind": coll.kind, "start_ns": coll.start_ns + origin, "end_ns": coll.end_ns + origin, "bytes": coll.bytes,
-        "group_size": coll.group_size, "pg_id": coll.pg_id, "seq": coll.seq, "step": _collective_step(trace, coll, w, len(steps) > 0),
+    coll_cols: dict[str, np.ndarray] = {
+        "kind": coll.kind,
+        "start_ns": coll.start_ns + origin,
+        "end_ns": coll.end_ns + origin,
+        "bytes": coll.bytes,
+        "group_size": coll.group_size,
+        "pg_id": coll.pg_id,
+        "seq": coll.seq,
+        "step": _collective_step(trace, coll, w, len(steps) > 0),
         "exposed_ns": exposed_per_collective(trace, coll),
     }
     coll_cols = {k: np.ascontiguousarray(v, dtype=COLLECTIVE_COLUMNS[k]) for k, v in coll_cols.items()}
@@ -142,7 +192,12 @@ def summarize_rank(trace: Trace, steps: Steps, *, label: str, rank: int | None =
     if rank is None and dist is not None and dist.rank is not None:
         rank, rank_source = int(dist.rank), "distributed_info"
     return RankSummary(
-        rank=rank, rank_source=rank_source or ("unknown" if rank is None else "file_name"), label=label,
-        world_size=dist.world_size if dist is not None else None, steps=step_cols, collectives=coll_cols,
-        pg_names=coll.pg_names, top_finding_ids=tuple(top_finding_ids),
+        rank=rank,
+        rank_source=rank_source or ("unknown" if rank is None else "file_name"),
+        label=label,
+        world_size=dist.world_size if dist is not None else None,
+        steps=step_cols,
+        collectives=coll_cols,
+        pg_names=coll.pg_names,
+        top_finding_ids=tuple(top_finding_ids),
     )

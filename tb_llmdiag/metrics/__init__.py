@@ -17,13 +17,14 @@ traces ``xla``); every platform-dependent consumer (headline, rules, tab) reads 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.annotations import annotation_metrics
-from tb_llmdiag.metrics.communication import communication_metrics
 from tb_llmdiag.metrics.causes import cause_topics
+from tb_llmdiag.metrics.communication import communication_metrics
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.dataloader import dataloader_metrics
 from tb_llmdiag.metrics.flops import flops_metrics
@@ -70,12 +71,16 @@ def run_topic(trace: Trace) -> dict[str, Any]:
     (``metrics/workload.py``: training or inference, from the trace's events)."""
     read = trace.read_state
     share = read.get("read_share")
-    return {"platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"), "source_kind": trace.source_kind,
-            "device_kind": device_kind(trace), **workload_fields(trace),
-            # the reader's read state (``Trace.read_state``): false when it stopped early (a cut file); rules
-            # that need the whole file are skipped then (``findings/workload.py``), and so are MFU and tokens/s
-            "read_complete": bool(read.get("complete", True)),
-            "read_share": float(share) if isinstance(share, (int, float)) else 1.0 if read.get("complete", True) else None}
+    return {
+        "platform": PLATFORM_OF_SOURCE.get(trace.source_kind, "cuda"),
+        "source_kind": trace.source_kind,
+        "device_kind": device_kind(trace),
+        **workload_fields(trace),
+        # the reader's read state (``Trace.read_state``): false when it stopped early (a cut file); rules
+        # that need the whole file are skipped then (``findings/workload.py``), and so are MFU and tokens/s
+        "read_complete": bool(read.get("complete", True)),
+        "read_share": float(share) if isinstance(share, (int, float)) else 1.0 if read.get("complete", True) else None,
+    }
 
 
 def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:

@@ -55,8 +55,11 @@ def annotation_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
     per = np.bincount(nid, weights=dur, minlength=len(ev.names))
     cnt = np.bincount(nid, minlength=len(ev.names))
     order = np.argsort(-per, kind="stable")[:top]
-    table = [{"name": ev.names[i], "count": int(cnt[i]), "total_ns": int(per[i]), "share": share(int(per[i]), ctx.window_ns)}
-             for i in order if cnt[i] > 0]
+    table = [
+        {"name": ev.names[i], "count": int(cnt[i]), "total_ns": int(per[i]), "share": share(int(per[i]), ctx.window_ns)}
+        for i in order
+        if cnt[i] > 0
+    ]
 
     def union_share(prefix: str) -> float | None:
         flag = np.fromiter((n.startswith(prefix) for n in ev.names), bool, len(ev.names))

@@ -5,7 +5,8 @@ docs/metrics.md). Kineto runs only: XPlane runs have their own (``xla``)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tb_llmdiag.metrics.checkpointing import checkpointing_metrics
 from tb_llmdiag.metrics.compile import compile_metrics
@@ -36,6 +37,7 @@ def cause_topics(ctx: Context, core: dict[str, Any]) -> dict[str, dict[str, Any]
         "optimizer": _safe("optimizer", lambda: optimizer_metrics(ctx)),
         "checkpointing": _safe("checkpointing", lambda: checkpointing_metrics(ctx)),
         "outliers": _safe("outliers", lambda: outlier_metrics(ctx, core.get("steps") or {})),
-        "sync_storm": _safe("sync_storm", lambda: sync_storm_metrics(ctx, core.get("host_sync") or {},
-                                                                        core.get("idle") or {})),
+        "sync_storm": _safe(
+            "sync_storm", lambda: sync_storm_metrics(ctx, core.get("host_sync") or {}, core.get("idle") or {})
+        ),
     }

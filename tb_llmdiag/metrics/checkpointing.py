@@ -23,10 +23,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tb_llmdiag.metrics.context import Context, in_windows, per_step, share
 import numpy as np
 
 from tb_llmdiag.intervals import merge
+from tb_llmdiag.metrics.context import Context, in_windows, per_step, share
 from tb_llmdiag.metrics.ranges import busy_ns, inside, launched_in_spans, named_rows
 from tb_llmdiag.model import Kind
 

@@ -17,17 +17,28 @@ Contract:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.model import Kind, Trace
 
+_Scalar = TypeVar("_Scalar", bound=np.generic)
+
 #: Collective kinds; a kind code is the index. ``UNKNOWN`` marks rows that are not collectives.
-KINDS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast",
-                          "reduce", "other_collective")
+KINDS: tuple[str, ...] = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "send_recv",
+    "broadcast",
+    "reduce",
+    "other_collective",
+)
 KIND_CODE: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
 NOT_COLLECTIVE = 255
 
@@ -89,8 +100,21 @@ ARG_COLUMNS: dict[str, str] = {
 
 #: bytes per element of the dtype names PyTorch writes in ``dtype``.
 DTYPE_BYTES: dict[str, int] = {
-    "Float": 4, "Int": 4, "Long": 8, "Double": 8, "Half": 2, "BFloat16": 2, "Short": 2, "Bool": 1, "Byte": 1,
-    "Char": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1, "float": 4, "c10::BFloat16": 2, "c10::Half": 2,
+    "Float": 4,
+    "Int": 4,
+    "Long": 8,
+    "Double": 8,
+    "Half": 2,
+    "BFloat16": 2,
+    "Short": 2,
+    "Bool": 1,
+    "Byte": 1,
+    "Char": 1,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2": 1,
+    "float": 4,
+    "c10::BFloat16": 2,
+    "c10::Half": 2,
 }
 
 _PATTERNS = tuple((KIND_CODE[k], re.compile(rx, re.IGNORECASE)) for k, rx in COLLECTIVE_PATTERNS)
@@ -111,15 +135,30 @@ def _code(name: str, table: tuple[tuple[int, re.Pattern[str]], ...]) -> int:
 
 
 #: Lower-cased substrings one of which every name matching a table contains: names without any skip the regexes.
-_HINTS = ("nccl", "ep::", "multimem", "all_reduce", "cross_device", "all-", "reduce-scatter", "collective-",
-          "send", "recv", "ragged", "c10d::")
+_HINTS = (
+    "nccl",
+    "ep::",
+    "multimem",
+    "all_reduce",
+    "cross_device",
+    "all-",
+    "reduce-scatter",
+    "collective-",
+    "send",
+    "recv",
+    "ragged",
+    "c10d::",
+)
 
 
-def kind_codes(names: tuple[str, ...], table: tuple[tuple[int, re.Pattern[str]], ...] = _PATTERNS,
-               used: NDArray[np.intp] | None = None) -> NDArray[np.uint8]:
+def kind_codes(
+    names: tuple[str, ...],
+    table: tuple[tuple[int, re.Pattern[str]], ...] = _PATTERNS,
+    used: NDArray[np.intp] | None = None,
+) -> NDArray[np.uint8]:
     """Kind code per interned name (NOT_COLLECTIVE when none matches); only the ``used`` name ids are tried."""
     out = np.full(len(names), NOT_COLLECTIVE, dtype=np.uint8)
-    for i in (range(len(names)) if used is None else used.tolist()):
+    for i in range(len(names)) if used is None else used.tolist():
         low = names[i][:512].lower()
         if any(h in low for h in _HINTS):
             out[i] = _code(names[i], table)
@@ -157,8 +196,13 @@ class Collectives:
         return self.end_ns - self.start_ns
 
 
-def _enclosing(host_s: NDArray[np.int64], host_e: NDArray[np.int64], host_tid: NDArray[np.int64],
-               t: NDArray[np.int64], tid: NDArray[np.int64]) -> NDArray[np.intp]:
+def _enclosing(
+    host_s: NDArray[np.int64],
+    host_e: NDArray[np.int64],
+    host_tid: NDArray[np.int64],
+    t: NDArray[np.int64],
+    tid: NDArray[np.int64],
+) -> NDArray[np.intp]:
     """For each time t on thread tid, the index of the latest-starting host range on that thread that
     contains t, -1 if that range ended before t (ranges of one family do not nest)."""
     out = np.full(t.shape, -1, dtype=np.intp)
@@ -218,7 +262,7 @@ def _annotation_kinds(trace: Trace, rows: NDArray[np.intp]) -> NDArray[np.uint8]
     return out
 
 
-def _arg(trace: Trace, key: str, rows: NDArray[np.intp], dtype: type) -> NDArray[np.generic]:
+def _arg(trace: Trace, key: str, rows: NDArray[np.intp], dtype: type[_Scalar]) -> NDArray[_Scalar]:
     col = trace.extra.get(key)
     if col is None or len(col) != len(trace.events):
         return np.full(rows.shape, -1, dtype=dtype)
@@ -246,10 +290,16 @@ def find_collectives(trace: Trace) -> Collectives:
     stated = _annotation_kinds(trace, rows)
     kind = np.where(stated != NOT_COLLECTIVE, stated, kind).astype(np.uint8)
     return Collectives(
-        row=rows, kind=kind, start_ns=ev.ts_ns[rows], end_ns=ev.ts_ns[rows] + ev.dur_ns[rows],
-        stream=ev.stream[rows], bytes=_message_bytes(trace, rows, kind),
-        group_size=_arg(trace, "comm_group_size", rows, np.int32), pg_id=_arg(trace, "comm_pg_id", rows, np.int32),
-        seq=_arg(trace, "comm_seq", rows, np.int64), pg_names=tuple(trace.extra_names.get("comm_pg", ())),
+        row=rows,
+        kind=kind,
+        start_ns=ev.ts_ns[rows],
+        end_ns=ev.ts_ns[rows] + ev.dur_ns[rows],
+        stream=ev.stream[rows],
+        bytes=_message_bytes(trace, rows, kind),
+        group_size=_arg(trace, "comm_group_size", rows, np.int32),
+        pg_id=_arg(trace, "comm_pg_id", rows, np.int32),
+        seq=_arg(trace, "comm_seq", rows, np.int64),
+        pg_names=tuple(trace.extra_names.get("comm_pg", ())),
     )
 
 

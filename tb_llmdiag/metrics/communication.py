@@ -137,8 +137,9 @@ def exposed_per_collective(trace: Trace, coll: Collectives) -> I64:
     return (coll.dur_ns - overlap_per_window(ks, ke, coll.start_ns, coll.end_ns)).astype(np.int64)
 
 
-def step_breakdown(trace: Trace, coll: Collectives, ws: I64, we: I64, host_ws: I64 | None = None,
-                   host_we: I64 | None = None) -> StepBreakdown:
+def step_breakdown(
+    trace: Trace, coll: Collectives, ws: I64, we: I64, host_ws: I64 | None = None, host_we: I64 | None = None
+) -> StepBreakdown:
     """Per-window communication, compute, idle (on the device windows [ws, we)) and host signals and tokens
     (on the host windows, by default the same); definitions in the module docstring."""
     ev = trace.events
@@ -161,14 +162,24 @@ def step_breakdown(trace: Trace, coll: Collectives, ws: I64, we: I64, host_ws: I
     sync = cache.family("sync_api")
     ss, se = merge(ev.ts_ns[sync], ev.end_ns[sync])
     # host blocked in a sync while the device runs a collective: |sync ∩ coll| = |sync| + |coll| - |sync ∪ coll|
-    sync_coll = (_covered(ss, se, hws, hwe) + _covered(cs, ce, hws, hwe)
-                 - _covered(np.concatenate((ss, cs)), np.concatenate((se, ce)), hws, hwe))
+    sync_coll = (
+        _covered(ss, se, hws, hwe)
+        + _covered(cs, ce, hws, hwe)
+        - _covered(np.concatenate((ss, cs)), np.concatenate((se, ce)), hws, hwe)
+    )
 
     tokens = tokens_per_window(ev, hws, hwe)
     return StepBreakdown(
-        start_ns=ws, end_ns=we, collective_ns=collective, compute_ns=compute, exposed_ns=both - compute,
-        idle_ns=(we - ws) - busy, dataloader_ns=host("dataloader"), sync_ns=host("sync_api"),
-        launch_ns=host("launch_api"), sync_in_collective_ns=sync_coll,
+        start_ns=ws,
+        end_ns=we,
+        collective_ns=collective,
+        compute_ns=compute,
+        exposed_ns=both - compute,
+        idle_ns=(we - ws) - busy,
+        dataloader_ns=host("dataloader"),
+        sync_ns=host("sync_api"),
+        launch_ns=host("launch_api"),
+        sync_in_collective_ns=sync_coll,
         tokens=tokens.astype(np.int64) if tokens is not None else np.full(ws.shape, -1, np.int64),
     )
 
@@ -184,12 +195,20 @@ def by_kind(coll: Collectives, ws: I64, we: I64, ranks: int | None) -> list[dict
         gs = coll.group_size[known]
         n = int(gs.max()) if gs.size and gs.max() > 0 else ranks
         bytes_known = int(coll.bytes[known].sum())
-        out.append({
-            "kind": kind, "count": int(m.sum()), "kernel_ns": int(coll.dur_ns[m].sum()),
-            "bytes": bytes_known if known.any() else None, "bytes_known_count": int(known.sum()),
-            "busbw_lower_bound_bytes_per_s": bus_bandwidth_bytes_per_s(
-                kind, bytes_known, int(coll.dur_ns[known].sum()), n or 0) if known.any() else None,
-        })
+        out.append(
+            {
+                "kind": kind,
+                "count": int(m.sum()),
+                "kernel_ns": int(coll.dur_ns[m].sum()),
+                "bytes": bytes_known if known.any() else None,
+                "bytes_known_count": int(known.sum()),
+                "busbw_lower_bound_bytes_per_s": bus_bandwidth_bytes_per_s(
+                    kind, bytes_known, int(coll.dur_ns[known].sum()), n or 0
+                )
+                if known.any()
+                else None,
+            }
+        )
     return sorted(out, key=lambda r: -r["kernel_ns"])
 
 
@@ -209,8 +228,11 @@ def communication_metrics(trace: Trace, coll: Collectives, steps: Steps) -> dict
     if ws.size == 0:
         return {"available": False, "reason": "no device activity"}
     if len(coll) == 0:
-        return {"available": False, "reason": "no collective kernels (NCCL/RCCL, DeepEP, XLA) in the trace",
-                "collective_count": 0}
+        return {
+            "available": False,
+            "reason": "no collective kernels (NCCL/RCCL, DeepEP, XLA) in the trace",
+            "collective_count": 0,
+        }
     b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns)
     window = int((we - ws).sum())
     coll_ns, exposed = int(b.collective_ns.sum()), int(b.exposed_ns.sum())
@@ -218,9 +240,12 @@ def communication_metrics(trace: Trace, coll: Collectives, steps: Steps) -> dict
     return {
         "available": True,
         "collective_count": int(_inside(coll.start_ns, ws, we).sum()),
-        "collective_ns": coll_ns, "collective_share": coll_ns / window if window else None,
-        "compute_ns": int(b.compute_ns.sum()), "compute_share": int(b.compute_ns.sum()) / window if window else None,
-        "exposed_ns": exposed, "exposed_share": exposed / window if window else None,
+        "collective_ns": coll_ns,
+        "collective_share": coll_ns / window if window else None,
+        "compute_ns": int(b.compute_ns.sum()),
+        "compute_share": int(b.compute_ns.sum()) / window if window else None,
+        "exposed_ns": exposed,
+        "exposed_share": exposed / window if window else None,
         "sync_in_collective_ns": int(b.sync_in_collective_ns.sum()),
         "overlap_share": 1.0 - exposed / coll_ns if coll_ns else None,
         "by_kind": by_kind(coll, ws, we, ranks),

@@ -42,9 +42,12 @@ COMPILE_PATTERN = re.compile(
     r"\(dynamo_timed\)$"
     r"|^(?:_compile\.compile_inner|entire_frame_compile|compile_fx_inner|fx_codegen_and_compile|"
     r"OutputGraph\.call_user_compiler|create_aot_dispatcher_function)$"
-    r"|^torch/_dynamo/convert_frame\.py\(\d+\): _compile$|^torch/_inductor/compile_fx\.py\(\d+\): compile_fx_inner$")
-NOT_RECORDED = ("not recorded in the trace (dynamo recompiles a frame when a guard fails: most often a new input "
-                "shape with dynamic=False, else a new dtype, device or grad mode)")
+    r"|^torch/_dynamo/convert_frame\.py\(\d+\): _compile$|^torch/_inductor/compile_fx\.py\(\d+\): compile_fx_inner$"
+)
+NOT_RECORDED = (
+    "not recorded in the trace (dynamo recompiles a frame when a guard fails: most often a new input "
+    "shape with dynamic=False, else a new dtype, device or grad mode)"
+)
 MARKER = re.compile(r"_data: .*compile_id=(\d+/\d+)\b")
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$|compile_id=(\d+)/(\d+)\b")
 

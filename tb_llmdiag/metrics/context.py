@@ -38,14 +38,14 @@ NAME_PATTERNS: dict[str, str] = {
     # blocking (non-Async) copies (``hipMemcpyWithStream`` is PyTorch-on-ROCm's blocking copy: .item(), .cpu(),
     # .tolist()), and the driver-level equivalents
     "sync_api": r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx)Synchroni[sz]e$|^cu(?:Stream|Ctx|Event)Synchronize$"
-                r"|^(?:cuda|hip)Memcpy(?:WithStream|2D|3D|DtoH|HtoD|FromSymbol|ToSymbol)?$"
-                r"|^cuMemcpy(?:DtoH|HtoD|2D|3D)?(?:_v2)?$",
+    r"|^(?:cuda|hip)Memcpy(?:WithStream|2D|3D|DtoH|HtoD|FromSymbol|ToSymbol)?$"
+    r"|^cuMemcpy(?:DtoH|HtoD|2D|3D)?(?:_v2)?$",
     # operators that read a device value on the host (.item(), nonzero, bool(tensor)); RowCache.family keeps only
     # calls that issue a runtime call (a CPU tensor's .item() syncs nothing)
     "sync_op": r"^aten::(?:_local_scalar_dense|item|nonzero|is_nonzero|equal)$",
     # runtime/driver calls that submit device work (MTIA: ``runFunction - job_prep_and_submit_for_execution``)
     "launch_api": r"^(?:cuda|hip)(?:LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|GraphLaunch)(?:_ptsz|_v\d+)?$|^cuLaunch|^hip(?:Ext)?ModuleLaunchKernel$|^cudaLaunch"
-                  r"|^runFunction\b",
+    r"|^runFunction\b",
     # torch DataLoader iterator steps (record_function emitted by torch.utils.data when profiling)
     "dataloader": r"^enumerate\(DataLoader\)#.*__next__$|DataLoader.*__next__",
 }
@@ -201,8 +201,8 @@ class HostSignals:
     sync_e: I64
     dl_s: I64
     dl_e: I64
-    dev_ts: I64           # device event starts, sorted
-    dev_launch_end: I64   # end of the launch call of each device event, -1 when not joinable
+    dev_ts: I64  # device event starts, sorted
+    dev_launch_end: I64  # end of the launch call of each device event, -1 when not joinable
 
     @staticmethod
     def of(cache: RowCache) -> HostSignals:
@@ -224,18 +224,18 @@ class HostSignals:
 class Context:
     trace: Trace
     steps: Steps
-    dev: IDX              # rows of device events (kernel, memcpy, memset), ts-sorted
+    dev: IDX  # rows of device events (kernel, memcpy, memset), ts-sorted
     dev_cat: NDArray[np.uint8]  # classify.CATEGORIES code per dev row
-    busy_s: I64           # merged device busy intervals (all devices, all streams)
+    busy_s: I64  # merged device busy intervals (all devices, all streams)
     busy_e: I64
-    win_s: I64            # analysis window (merged step windows), sorted and disjoint
+    win_s: I64  # analysis window (merged step windows), sorted and disjoint
     win_e: I64
-    window_source: str    # "steps" | "device" | "trace"
+    window_source: str  # "steps" | "device" | "trace"
     dev_in_win: NDArray[np.bool_]  # dev rows whose start lies in the window
-    cache: RowCache       # shared row selections (kind rows, name families, launch join)
-    host: HostSignals     # host intervals and launch joins behind the idle causes
-    coll: Collectives     # collective kernels (NCCL/RCCL, DeepEP, XLA collectives)
-    work_s: I64           # merged device busy intervals without the collectives
+    cache: RowCache  # shared row selections (kind rows, name families, launch join)
+    host: HostSignals  # host intervals and launch joins behind the idle causes
+    coll: Collectives  # collective kernels (NCCL/RCCL, DeepEP, XLA collectives)
+    work_s: I64  # merged device busy intervals without the collectives
     work_e: I64
 
     @property
@@ -277,9 +277,23 @@ class Context:
             work_s, work_e = merge(ev.ts_ns[work], ev.ts_ns[work] + ev.dur_ns[work])
         else:
             work_s, work_e = busy_s, busy_e
-        return Context(trace=trace, steps=steps, dev=dev, dev_cat=dev_cat, busy_s=busy_s, busy_e=busy_e,
-                       win_s=win_s, win_e=win_e, window_source=source, dev_in_win=dev_in_win,
-                       cache=cache, host=HostSignals.of(cache), coll=coll, work_s=work_s, work_e=work_e)
+        return Context(
+            trace=trace,
+            steps=steps,
+            dev=dev,
+            dev_cat=dev_cat,
+            busy_s=busy_s,
+            busy_e=busy_e,
+            win_s=win_s,
+            win_e=win_e,
+            window_source=source,
+            dev_in_win=dev_in_win,
+            cache=cache,
+            host=HostSignals.of(cache),
+            coll=coll,
+            work_s=work_s,
+            work_e=work_e,
+        )
 
 
 def share(part: float | int | None, whole: float | int | None) -> float | None:

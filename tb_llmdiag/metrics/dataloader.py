@@ -25,8 +25,11 @@ def dataloader_metrics(ctx: Context, gaps: IdleGaps) -> dict[str, Any]:
     ev = ctx.trace.events
     rows = ctx.cache.family("dataloader")
     if rows.size == 0:
-        return {"available": False, "reason": "no DataLoader ranges in the trace (custom loop or no torch DataLoader)",
-                "calls": 0}
+        return {
+            "available": False,
+            "reason": "no DataLoader ranges in the trace (custom loop or no torch DataLoader)",
+            "calls": 0,
+        }
     s, e = ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]
     inwin = in_windows(s, ctx.win_s, ctx.win_e) | in_windows(np.maximum(e - 1, s), ctx.win_s, ctx.win_e)
     ms, me = merge(s, e)

@@ -81,34 +81,53 @@ def withheld(ctx: Context, run: dict[str, Any], batch_share: float | None) -> st
     return None
 
 
-def flops_metrics(ctx: Context, steps_topic: dict[str, Any], kernels_topic: dict[str, Any] | None = None,
-                  run: dict[str, Any] | None = None) -> dict[str, Any]:
+def flops_metrics(
+    ctx: Context,
+    steps_topic: dict[str, Any],
+    kernels_topic: dict[str, Any] | None = None,
+    run: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     ev = ctx.trace.events
     conv = ((kernels_topic or {}).get("by_category") or {}).get("conv") or {}
     if (conv.get("share") or 0.0) > CONV_SHARE_LIMIT:
-        return {"available": False, "reason": "convolutions carry much of the device time and their FLOPs are not counted",
-                "peak_tflops": None, "device": None, "tokens_per_s": None}
+        return {
+            "available": False,
+            "reason": "convolutions carry much of the device time and their FLOPs are not counted",
+            "peak_tflops": None,
+            "device": None,
+            "tokens_per_s": None,
+        }
     rows, flops, is_mm = op_flops(ev)
     batch_share = token_batch_share(ev, rows, flops, is_mm)
     why = withheld(ctx, run or {}, batch_share)
     inwin = in_windows(ev.ts_ns[rows], ctx.win_s, ctx.win_e)
     total = float(flops[inwin].sum()) if rows.size else 0.0
     peak, device = peak_tflops(ctx)
-    rows = (steps_topic.get("per_step") or []) if steps_topic.get("available") else []
-    tokens = [r["tokens"] for r in rows] if rows and rows[0].get("tokens") is not None else None
-    step_total = float(sum(max(r["duration_ns"], 0) for r in rows)) if tokens else 0.0
+    step_rows = (steps_topic.get("per_step") or []) if steps_topic.get("available") else []
+    tokens = [r["tokens"] for r in step_rows] if step_rows and step_rows[0].get("tokens") is not None else None
+    step_total = float(sum(max(r["duration_ns"], 0) for r in step_rows)) if tokens else 0.0
     tokens_per_s = sum(tokens) / (step_total / 1e9) if tokens and step_total > 0 and why is None else None
     if total <= 0:
-        return {"available": False,
-                "reason": "no GEMM/attention operators with recorded shapes (profile with record_shapes=True)",
-                "peak_tflops": peak, "device": device, "tokens_per_s": tokens_per_s,
-                "token_batch_share": batch_share, "mfu_withheld": why}
+        return {
+            "available": False,
+            "reason": "no GEMM/attention operators with recorded shapes (profile with record_shapes=True)",
+            "peak_tflops": peak,
+            "device": device,
+            "tokens_per_s": tokens_per_s,
+            "token_batch_share": batch_share,
+            "mfu_withheld": why,
+        }
     seconds = ctx.window_ns / 1e9
     achieved = total / seconds / 1e12 if seconds > 0 else None
     if achieved is not None and peak and achieved > peak:  # over 100 % of the device's peak: impossible
-        return {"available": False, "reason": "the recorded shapes imply more FLOPs than the device can run in the "
-                "window (over 100 % of its peak): the shapes are not trustworthy",
-                "peak_tflops": peak, "device": device, "tokens_per_s": tokens_per_s}
+        return {
+            "available": False,
+            "reason": "the recorded shapes imply more FLOPs than the device can run in the "
+            "window (over 100 % of its peak): the shapes are not trustworthy",
+            "peak_tflops": peak,
+            "device": device,
+            "tokens_per_s": tokens_per_s,
+        }
     return {
         "available": True,
         "flops": total,

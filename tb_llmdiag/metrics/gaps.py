@@ -110,11 +110,11 @@ class StepBreakdown:
     """
 
     steps: Steps
-    gaps: IdleGaps        # every idle gap of the analysis window, cause decided over the whole gap
+    gaps: IdleGaps  # every idle gap of the analysis window, cause decided over the whole gap
     available: bool
-    busy_ns: I64          # per step: device busy without the collectives
-    idle_ns: I64          # per step and cause: shape (len(steps), len(CAUSES))
-    collective_ns: I64    # per step: device time only collectives cover
+    busy_ns: I64  # per step: device busy without the collectives
+    idle_ns: I64  # per step and cause: shape (len(steps), len(CAUSES))
+    collective_ns: I64  # per step: device time only collectives cover
 
     def part_ns(self, cause: str) -> I64:
         """Idle ns of one cause per step."""
@@ -133,11 +133,15 @@ class StepBreakdown:
         rows: list[dict[str, Any]] = []
         for i in range(len(st)):
             row: dict[str, Any] = {
-                "index": int(st.index[i]), "name": st.names[i], "start_ns": int(st.start_ns[i]),
-                "host_end_ns": int(st.host_end_ns[i]), "end_ns": int(st.end_ns[i]),
+                "index": int(st.index[i]),
+                "name": st.names[i],
+                "start_ns": int(st.start_ns[i]),
+                "host_end_ns": int(st.host_end_ns[i]),
+                "end_ns": int(st.end_ns[i]),
                 "duration_ns": int(st.end_ns[i] - st.start_ns[i]),
                 "busy_ns": int(self.busy_ns[i]) if self.available else None,
-                "collective_ns": int(self.collective_ns[i]) if self.available else None}
+                "collective_ns": int(self.collective_ns[i]) if self.available else None,
+            }
             for c, name in enumerate(CAUSES):
                 row[f"{name}_ns"] = int(self.idle_ns[i, c]) if self.available else None
             rows.append(row)

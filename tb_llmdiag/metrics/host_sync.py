@@ -59,16 +59,25 @@ def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
         coll_ns = int(overlap_per_window(cs, ce, ctx.win_s, ctx.win_e).sum())
         in_coll = blocked_all + coll_ns - union  # |blocked ∩ collectives| within the window
     blocked = blocked_all - in_coll
-    per_api = []
+    per_api: list[dict[str, Any]] = []
     for nid in np.unique(ev.name_id[api]):
         m = ev.name_id[api] == nid
         d = ev.dur_ns[api][m]
-        per_api.append({"name": ev.names[int(nid)], "count": int(m.sum()), "total_ns": int(d.sum()), "max_ns": int(d.max())})
+        per_api.append(
+            {"name": ev.names[int(nid)], "count": int(m.sum()), "total_ns": int(d.sum()), "max_ns": int(d.max())}
+        )
     per_api.sort(key=lambda r: -r["total_ns"])
     longest = int(np.argmax(ev.dur_ns[rows])) if rows.size else -1
     longest_call = ev.names[int(ev.name_id[rows[longest]])] if rows.size else None
-    kind = None if longest_call is None else "device value read" if longest >= api.size else \
-        "blocking copy" if "Memcpy" in longest_call else "synchronize"
+    kind = (
+        None
+        if longest_call is None
+        else "device value read"
+        if longest >= api.size
+        else "blocking copy"
+        if "Memcpy" in longest_call
+        else "synchronize"
+    )
     idle_ns = idle.get("sync_ns") if idle.get("available") else None
     blocked_share = share(blocked, ctx.window_ns)
     saving = None

@@ -37,10 +37,16 @@ _HOST_COPY_HINT = "host-to-device copies on the critical path; pin memory and co
 
 #: (substring of a host operator's name, why it keeps the GPU waiting and what to do). First match wins.
 CULPRIT_HINTS: tuple[tuple[str, str], ...] = (
-    ("cudnn_attention", "cuDNN attention builds an execution plan for every new input shape; pad batches to a "
-                        "fixed length or a multiple of 64/128, pack sequences, or use the flash backend "
-                        "(torch.backends.cuda.enable_cudnn_sdp(False))"),
-    ("cudnn_convolution", "cuDNN autotunes convolutions for every new input shape (cudnn.benchmark); keep shapes fixed"),
+    (
+        "cudnn_attention",
+        "cuDNN attention builds an execution plan for every new input shape; pad batches to a "
+        "fixed length or a multiple of 64/128, pack sequences, or use the flash backend "
+        "(torch.backends.cuda.enable_cudnn_sdp(False))",
+    ),
+    (
+        "cudnn_convolution",
+        "cuDNN autotunes convolutions for every new input shape (cudnn.benchmark); keep shapes fixed",
+    ),
     ("Torch-Compiled Region", _RECOMPILE_HINT),
     ("CompiledFunction", _RECOMPILE_HINT),
     ("TorchDynamo", _RECOMPILE_HINT),
@@ -51,14 +57,26 @@ CULPRIT_HINTS: tuple[tuple[str, str], ...] = (
 
 #: Host operators that do work once per new input shape (plan building, autotuning, compiling). When their
 #: calls are slow (PER_SHAPE_MIN_MEAN_NS) they are paying that per-shape cost, not their usual launch cost.
-PER_SHAPE_OPS: tuple[str, ...] = ("cudnn_attention", "cudnn_convolution", "Torch-Compiled Region",
-                                  "CompiledFunction", "TorchDynamo")
+PER_SHAPE_OPS: tuple[str, ...] = (
+    "cudnn_attention",
+    "cudnn_convolution",
+    "Torch-Compiled Region",
+    "CompiledFunction",
+    "TorchDynamo",
+)
 PER_SHAPE_MIN_MEAN_NS = 1_000_000
 
-_NO_CULPRIT: dict[str, Any] = {"host_wait_top_ops": [], "host_wait_culprit": None, "host_wait_culprit_ns": None,
-                               "host_wait_culprit_share": None, "host_wait_culprit_mean_ns": None,
-                               "host_wait_culprit_hint": None, "host_wait_per_shape_op": None,
-                               "host_wait_per_shape_ns": 0, "host_wait_per_shape_share": 0.0}
+_NO_CULPRIT: dict[str, Any] = {
+    "host_wait_top_ops": [],
+    "host_wait_culprit": None,
+    "host_wait_culprit_ns": None,
+    "host_wait_culprit_share": None,
+    "host_wait_culprit_mean_ns": None,
+    "host_wait_culprit_hint": None,
+    "host_wait_per_shape_op": None,
+    "host_wait_per_shape_ns": 0,
+    "host_wait_per_shape_share": 0.0,
+}
 
 
 def culprit_hint(name: str) -> str | None:
@@ -108,8 +126,11 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
     shape_op = max(per_shape, key=lambda i: per[i]) if per_shape else None
     shape_ns = int(per[shape_op]) if shape_op is not None else 0
     return {
-        "host_wait_top_ops": [{"name": ev.names[i], "idle_ns": int(per[i]), "share": share(int(per[i]), ctx.window_ns)}
-                              for i in order if per[i] > 0],
+        "host_wait_top_ops": [
+            {"name": ev.names[i], "idle_ns": int(per[i]), "share": share(int(per[i]), ctx.window_ns)}
+            for i in order
+            if per[i] > 0
+        ],
         "host_wait_culprit": ev.names[culprit],
         "host_wait_culprit_ns": int(per[culprit]),
         "host_wait_culprit_share": share(int(per[culprit]), ctx.window_ns),

@@ -38,8 +38,12 @@ def kernel_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
     total = int(dur.sum())
     time_by_cat = np.bincount(cat, weights=dur, minlength=len(CATEGORIES))
     count_by_cat = np.bincount(cat, minlength=len(CATEGORIES))
-    by_category = {
-        name: {"time_ns": int(time_by_cat[i]), "count": int(count_by_cat[i]), "share": share(int(time_by_cat[i]), total)}
+    by_category: dict[str, dict[str, Any]] = {
+        name: {
+            "time_ns": int(time_by_cat[i]),
+            "count": int(count_by_cat[i]),
+            "share": share(int(time_by_cat[i]), total),
+        }
         for i, name in enumerate(CATEGORIES)
     }
     copy_codes = np.array([CATEGORIES.index(c) for c in COPY_CATEGORIES], np.uint8)
@@ -52,9 +56,16 @@ def kernel_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
     first_cat[name_id] = cat
     order = np.argsort(-per_name, kind="stable")[:top]
     top_rows = [
-        {"name": ev.names[i], "category": CATEGORIES[int(first_cat[i])], "count": int(per_count[i]),
-         "total_ns": int(per_name[i]), "mean_ns": int(per_name[i] // per_count[i]), "share": share(int(per_name[i]), total)}
-        for i in order if per_count[i] > 0
+        {
+            "name": ev.names[i],
+            "category": CATEGORIES[int(first_cat[i])],
+            "count": int(per_count[i]),
+            "total_ns": int(per_name[i]),
+            "mean_ns": int(per_name[i] // per_count[i]),
+            "share": share(int(per_name[i]), total),
+        }
+        for i in order
+        if per_count[i] > 0
     ]
     return {
         "available": True,

@@ -54,9 +54,16 @@ def launch_metrics(ctx: Context, idle: dict[str, Any], *, tiny_ns: int = TINY_NS
     np.maximum.at(per_api_max, ev.name_id[host], h_dur)
     order = np.argsort(-per_api, kind="stable")[:top]
     api = [
-        {"name": ev.names[i], "count": int(per_api_n[i]), "total_ns": int(per_api[i]),
-         "mean_ns": int(per_api[i] // per_api_n[i]), "max_ns": int(per_api_max[i]), "share": share(int(per_api[i]), runtime_ns)}
-        for i in order if per_api_n[i] > 0
+        {
+            "name": ev.names[i],
+            "count": int(per_api_n[i]),
+            "total_ns": int(per_api[i]),
+            "mean_ns": int(per_api[i] // per_api_n[i]),
+            "max_ns": int(per_api_max[i]),
+            "share": share(int(per_api[i]), runtime_ns),
+        }
+        for i in order
+        if per_api_n[i] > 0
     ]
     launch_median = int(np.median(l_dur)) if l_dur.size else None
     tiny_per_step = per_step(int(tiny.sum()), ctx)

@@ -52,8 +52,12 @@ def memcpy_metrics(ctx: Context) -> dict[str, Any]:
     host_s, host_e = _host_span(ctx, rows)
     host_ns = host_e - host_s
     out["by_name"] = [
-        {"name": ev.names[int(i)], "count": int((nid == i).sum()), "bytes": int(nbytes[nid == i].sum()),
-         "time_ns": int(dur[nid == i].sum())}
+        {
+            "name": ev.names[int(i)],
+            "count": int((nid == i).sum()),
+            "bytes": int(nbytes[nid == i].sum()),
+            "time_ns": int(dur[nid == i].sum()),
+        }
         for i in np.unique(nid)
     ]
     groups = {

@@ -37,9 +37,13 @@ def memory_metrics(ctx: Context) -> dict[str, Any]:
         alloc, res = mem.total_allocated_bytes[m], mem.total_reserved_bytes[m]
         known_res = bool((res >= 0).any())
         i = int(np.argmax(res))
-        row = {"device": int(d), "peak_allocated_bytes": int(alloc.max()),
-               "peak_reserved_bytes": int(res.max()) if known_res else None,
-               "fragmentation_bytes": int(max(res[i] - alloc[i], 0)) if known_res else None, "samples": int(m.sum())}
+        row = {
+            "device": int(d),
+            "peak_allocated_bytes": int(alloc.max()),
+            "peak_reserved_bytes": int(res.max()) if known_res else None,
+            "fragmentation_bytes": int(max(res[i] - alloc[i], 0)) if known_res else None,
+            "samples": int(m.sum()),
+        }
         row["peak_used_bytes"] = row["peak_reserved_bytes"] if known_res else row["peak_allocated_bytes"]
         if best is None or row["peak_used_bytes"] > best["peak_used_bytes"]:
             best = row
@@ -47,13 +51,15 @@ def memory_metrics(ctx: Context) -> dict[str, Any]:
     total = next((dv.total_memory_bytes for dv in ctx.trace.devices if dv.index == best["device"]), None)
     if total is None and ctx.trace.devices:
         total = ctx.trace.devices[0].total_memory_bytes
-    best.update({
-        "available": True,
-        "total_bytes": total,
-        "peak_allocated_share": share(best["peak_allocated_bytes"], total),
-        "peak_reserved_share": share(best["peak_reserved_bytes"], total),
-        "peak_used_share": share(best["peak_used_bytes"], total),
-        "headroom_bytes": int(total - best["peak_used_bytes"]) if total else None,
-        "fragmentation_share": share(best["fragmentation_bytes"], total),
-    })
+    best.update(
+        {
+            "available": True,
+            "total_bytes": total,
+            "peak_allocated_share": share(best["peak_allocated_bytes"], total),
+            "peak_reserved_share": share(best["peak_reserved_bytes"], total),
+            "peak_used_share": share(best["peak_used_bytes"], total),
+            "headroom_bytes": int(total - best["peak_used_bytes"]) if total else None,
+            "fragmentation_share": share(best["fragmentation_bytes"], total),
+        }
+    )
     return best

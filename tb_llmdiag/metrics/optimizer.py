@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.classify import CATEGORY_CODE
+from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, share
 from tb_llmdiag.metrics.ranges import busy_ns, inside, launched_inside, named_rows
-from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.model import Kind
 
 STEP = re.compile(r"^Optimizer\.step#(\w+)\.step$")
@@ -38,8 +38,18 @@ def optimizer_metrics(ctx: Context) -> dict[str, Any]:
     opt = named_rows(ctx, STEP, (Kind.ANNOTATION, Kind.CPU_OP))
     opt = opt[in_windows(ev.ts_ns[opt], ctx.win_s, ctx.win_e)]
     if opt.size == 0:
-        return {"available": True, "calls": 0, "optimizer": None, "implementation": None, "host_ns": 0,
-                "host_share": 0.0, "launches": 0, "launches_per_step": None, "device_ns": 0, "saving_share": 0.0}
+        return {
+            "available": True,
+            "calls": 0,
+            "optimizer": None,
+            "implementation": None,
+            "host_ns": 0,
+            "host_share": 0.0,
+            "launches": 0,
+            "launches_per_step": None,
+            "device_ns": 0,
+            "saving_share": 0.0,
+        }
     ids, inv = np.unique(ev.name_id[opt], return_inverse=True)
     top = ev.names[int(ids[np.argmax(np.bincount(inv, weights=ev.dur_ns[opt]))])]
     s, e = merge(ev.ts_ns[opt], ev.ts_ns[opt] + ev.dur_ns[opt])
@@ -51,9 +61,16 @@ def optimizer_metrics(ctx: Context) -> dict[str, Any]:
     names = {ev.names[i] for i in np.unique(ev.name_id[ops])}
     dev = launched_inside(ctx, opt)
     cls = STEP.match(top).group(1)  # type: ignore[union-attr]
-    multi = bool((ctx.dev_cat[np.searchsorted(ctx.dev, dev)] == CATEGORY_CODE["optimizer"]).any()) if dev.size else False
-    impl = ("fused" if any(FUSED.search(n) for n in names) or "Fused" in cls
-            else "foreach" if any(FOREACH.search(n) for n in names) or multi else "for_loop")
+    multi = (
+        bool((ctx.dev_cat[np.searchsorted(ctx.dev, dev)] == CATEGORY_CODE["optimizer"]).any()) if dev.size else False
+    )
+    impl = (
+        "fused"
+        if any(FUSED.search(n) for n in names) or "Fused" in cls
+        else "foreach"
+        if any(FOREACH.search(n) for n in names) or multi
+        else "for_loop"
+    )
     device_ns = busy_ns(ctx, dev)
     per = ctx.n_steps or int(opt.size)
     saving = max(0, host_ns - device_ns) / ctx.window_ns if impl == "for_loop" and ctx.window_ns > 0 else 0.0

@@ -79,26 +79,43 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
             if grow[j] > 0 and grow[j] >= HOLD_SHARE * excess:
                 holder = (kind, j, float(mat[j, p]), float(grow[j]), rows[(pos == p) & (ev.name_id[rows] == j)])
                 break
-        row: dict[str, Any] = {"index": int(i), "duration_ns": int(d[p]), "excess_ns": int(excess), "holder": None,
-                               "holder_kind": None, "holder_ns": None, "holder_excess_ns": None,
-                               "dtoh_bytes": 0, "htod_bytes": 0, "holder_copy_ns": 0}
+        row: dict[str, Any] = {
+            "index": int(i),
+            "duration_ns": int(d[p]),
+            "excess_ns": int(excess),
+            "holder": None,
+            "holder_kind": None,
+            "holder_ns": None,
+            "holder_excess_ns": None,
+            "dtoh_bytes": 0,
+            "htod_bytes": 0,
+            "holder_copy_ns": 0,
+        }
         if holder is not None:
             kind, j, t, g, hrows = holder
             dev = launched_inside(ctx, hrows)
             cp = dev[ev.kind[dev] == Kind.MEMCPY]
             names = np.array([ev.names[k] for k in ev.name_id[cp]], dtype=object)
             b = np.maximum(ev.bytes[cp], 0)
-            row.update(holder=ev.names[j], holder_kind=kind, holder_ns=int(t), holder_excess_ns=int(g),
-                       holder_copy_ns=int(ev.dur_ns[cp].sum()),
-                       dtoh_bytes=int(b[np.char.find(names.astype(str), "DtoH") >= 0].sum()) if cp.size else 0,
-                       htod_bytes=int(b[np.char.find(names.astype(str), "HtoD") >= 0].sum()) if cp.size else 0)
+            row.update(
+                holder=ev.names[j],
+                holder_kind=kind,
+                holder_ns=int(t),
+                holder_excess_ns=int(g),
+                holder_copy_ns=int(ev.dur_ns[cp].sum()),
+                dtoh_bytes=int(b[np.char.find(names.astype(str), "DtoH") >= 0].sum()) if cp.size else 0,
+                htod_bytes=int(b[np.char.find(names.astype(str), "HtoD") >= 0].sum()) if cp.size else 0,
+            )
         out.append(row)
     pick = next((r for r in out if r["index"] != index[0]), out[0])
     text = f"step #{pick['index']} takes {_fmt_s(pick['duration_ns'])} (median {_fmt_s(med)})"
     if pick["holder"]:
         text += f": {_fmt_s(pick['holder_ns'])} inside `{pick['holder']}`"
-        copies = [f"{_fmt_b(pick[k])} {w} copies" for k, w in (("dtoh_bytes", "device-to-host"),
-                                                               ("htod_bytes", "host-to-device")) if pick[k] >= 2**20]
+        copies = [
+            f"{_fmt_b(pick[k])} {w} copies"
+            for k, w in (("dtoh_bytes", "device-to-host"), ("htod_bytes", "host-to-device"))
+            if pick[k] >= 2**20
+        ]
         if copies:
             text += f" ({', '.join(copies)})"
     return {"available": True, "steps": out, "summary": text, "copy_ns": int(sum(r["holder_copy_ns"] for r in out))}

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
-from tb_llmdiag.metrics.registry_data import (
-    INTRO, REPORT_METRICS, TOPIC_INTROS, Entry)
-from tb_llmdiag.metrics.registry_comm import COMM_METRICS
 from tb_llmdiag.metrics.registry_causes import CAUSE_METRICS, CAUSE_TOPIC_INTROS
+from tb_llmdiag.metrics.registry_comm import COMM_METRICS
+from tb_llmdiag.metrics.registry_data import INTRO, REPORT_METRICS, TOPIC_INTROS, Entry
 from tb_llmdiag.metrics.registry_gpu import GPU_METRICS
 from tb_llmdiag.metrics.registry_host import HOST_METRICS
 from tb_llmdiag.metrics.registry_job import JOB_METRICS
@@ -49,7 +49,7 @@ UNITS: dict[str, str] = {
     "index": "a position or number that names a step or device (never abbreviated)",
     "id": "an identifier: a program id, a rank, a version (never abbreviated)",
     "as_metric": "the unit of the metric the finding reads it from: its `metric` for `value` and `threshold`; "
-                 "for evidence, the rule's evidence path (`evidence_units` in `api.metric_registry()`)",
+    "for evidence, the rule's evidence path (`evidence_units` in `api.metric_registry()`)",
     "text": "a name or label",
     "flag": "true / false",
 }
@@ -72,8 +72,10 @@ def _metric(e: Entry) -> Metric:
 
 
 #: every entry, report sections first, then the topics in report order
-METRICS: tuple[Metric, ...] = tuple(_metric(e) for e in (*REPORT_METRICS, *GPU_METRICS, *HOST_METRICS, *CAUSE_METRICS,
-                                                      *COMM_METRICS, *XLA_METRICS, *JOB_METRICS))
+METRICS: tuple[Metric, ...] = tuple(
+    _metric(e)
+    for e in (*REPORT_METRICS, *GPU_METRICS, *HOST_METRICS, *CAUSE_METRICS, *COMM_METRICS, *XLA_METRICS, *JOB_METRICS)
+)
 
 
 def _pattern(key: str) -> re.Pattern[str]:
@@ -125,8 +127,11 @@ def markdown() -> str:
         if intro:
             out += [intro.rstrip(), ""]
         out += ["| key | unit | better | tolerance | label | definition |", "|---|---|---|---|---|---|"]
-        out += [f"| `{m.key}` | {m.unit} | {m.better} | {m.tolerance:g} | {m.label} | {m.definition} |"
-                for m in METRICS if _topic(m.key) == topic]
+        out += [
+            f"| `{m.key}` | {m.unit} | {m.better} | {m.tolerance:g} | {m.label} | {m.definition} |"
+            for m in METRICS
+            if _topic(m.key) == topic
+        ]
     return "\n".join(out) + "\n"
 
 

@@ -3,16 +3,16 @@ what_if, findings) and the keys every topic has; the intro prose of docs/metrics
 
 from __future__ import annotations
 
-from typing import Tuple
-
 #: (key, unit, better, tolerance, label, definition)
-Entry = Tuple[str, str, str, float, str, str]
+Entry = tuple[str, str, str, float, str, str]
 
 NS, BYTES, SHARE, RATIO, COUNT, PER_STEP = "ns", "bytes", "share", "ratio", "count", "count_per_step"
 PER_S, FLOP, TFLOP_PER_S, INDEX, ID, AS_METRIC = "per_s", "flop", "tflop_per_s", "index", "id", "as_metric"
 TEXT, FLAG = "text", "flag"
 LOWER, HIGHER, NEITHER = "lower", "higher", "neither"
 
+# a declared table, one entry per row: left as laid out
+# fmt: off
 INTRO = """\
 # Metrics: every number in a report, defined
 
@@ -45,8 +45,11 @@ The module docstring of each topic (`tb_llmdiag/metrics/<topic>.py`) is the same
 - **Per step**: a count in the window divided by the number of steps; null without steps.
 - **Median step**: `steps.median_ns`; findings express savings in it.
 """
+# fmt: on
 
 #: topic -> (section title, prose before its table)
+# a declared table, one entry per row: left as laid out
+# fmt: off
 TOPIC_INTROS: dict[str, tuple[str, str]] = {
     "report": ("The report (`report.*`, the whole document; `trace.*`, each run report's own fields)",
           ""),
@@ -94,7 +97,10 @@ TOPIC_INTROS: dict[str, tuple[str, str]] = {
     "xla": ("`xla` (metrics/xla.py, XPlane traces only)",
           "XPlane traces only. Definitions in `metrics/xla.py`'s docstring and `docs/xplane.md`; the step split and the savings the\nXLA findings read in `metrics/xla_split.py`."),
 }
+# fmt: on
 
+# a declared table, one entry per row: left as laid out
+# fmt: off
 REPORT_METRICS: tuple[Entry, ...] = (
     ("report.root", TEXT, NEITHER, 0, "root", "the path the report was made for"),
     ("report.schema", ID, NEITHER, 0, "schema", "version of the report JSON (docs/report_schema.md)"),
@@ -249,3 +255,4 @@ REPORT_METRICS: tuple[Entry, ...] = (
     ("*.available", FLAG, NEITHER, 0, "available", "false when the topic cannot be computed; `reason` says why"),
     ("*.reason", TEXT, NEITHER, 0, "reason", "why the topic is unavailable (only when `available` is false)"),
 )
+# fmt: on

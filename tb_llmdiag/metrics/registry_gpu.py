@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 from tb_llmdiag.metrics.registry_data import (
-    COUNT, FLAG, HIGHER, INDEX, LOWER, NEITHER, NS, PER_STEP, RATIO, SHARE, TEXT, Entry)
+    COUNT,
+    FLAG,
+    HIGHER,
+    INDEX,
+    LOWER,
+    NEITHER,
+    NS,
+    PER_STEP,
+    RATIO,
+    SHARE,
+    TEXT,
+    Entry,
+)
 
+# a declared table, one entry per row: left as laid out
+# fmt: off
 GPU_METRICS: tuple[Entry, ...] = (
     ("steps.count", COUNT, NEITHER, 0.02, "count", "n, the number of steps"),
     ("steps.cv", RATIO, LOWER, 0.1, "cv", "std / mean (coefficient of variation); null when the mean is 0"),
@@ -278,3 +292,4 @@ GPU_METRICS: tuple[Entry, ...] = (
     ("host_sync.by_api[].total_ns", NS, NEITHER, 0.05, "sync api total",
      "`total_ns` of each `by_api` entry: per sync API: `name`, `count`, `total_ns`, `max_ns`"),
 )
+# fmt: on

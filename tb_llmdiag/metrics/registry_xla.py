@@ -3,8 +3,25 @@
 from __future__ import annotations
 
 from tb_llmdiag.metrics.registry_data import (
-    COUNT, FLAG, FLOP, HIGHER, ID, INDEX, LOWER, NEITHER, NS, PER_STEP, RATIO, SHARE, TEXT, TFLOP_PER_S, Entry)
+    COUNT,
+    FLAG,
+    FLOP,
+    HIGHER,
+    ID,
+    INDEX,
+    LOWER,
+    NEITHER,
+    NS,
+    PER_STEP,
+    RATIO,
+    SHARE,
+    TEXT,
+    TFLOP_PER_S,
+    Entry,
+)
 
+# a declared table, one entry per row: left as laid out
+# fmt: off
 XLA_METRICS: tuple[Entry, ...] = (
     ("xla.achieved_tflops_per_s", TFLOP_PER_S, HIGHER, 0.05, "achieved tflops per s",
      "device_flops / summed step time / devices"),
@@ -170,3 +187,4 @@ XLA_METRICS: tuple[Entry, ...] = (
      "always empty: only device-to-host transfers are listed (`transfers_from_device`)"),
     ("xla.compiles[].program_ids[]", ID, NEITHER, 0, "compile program ids", "the programs it produced"),
 )
+# fmt: on

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -60,12 +61,13 @@ def _sdpa(mult: float, bhld: bool) -> Callable[[Dims], float]:
         if len(d) < 2 or len(d[0]) != 4 or len(d[1]) != 4:
             return 0.0
         if bhld:
-            b, h, l, dd = d[0]
+            b, h, q_len, dd = d[0]
             s = d[1][2]
         else:
-            b, l, h, dd = d[0]
+            b, q_len, h, dd = d[0]
             s = d[1][1]
-        return mult * 4.0 * b * h * l * s * dd
+        return mult * 4.0 * b * h * q_len * s * dd
+
     return f
 
 
@@ -88,7 +90,9 @@ FLOP_FORMULAS: dict[str, Callable[[Dims], float]] = {
 MATMUL_OPS = frozenset(n for n in FLOP_FORMULAS if "attn" not in n and "attention" not in n)
 
 
-def _per_pair(ev: EventTable, rows: NDArray[np.intp], fn: Callable[[str, list[list[int]]], float]) -> NDArray[np.float64]:
+def _per_pair(
+    ev: EventTable, rows: NDArray[np.intp], fn: Callable[[str, list[list[int]]], float]
+) -> NDArray[np.float64]:
     """fn(name, dims) per row, evaluated once per unique (name_id, shape_id)."""
     if rows.size == 0:
         return np.zeros(0)
@@ -116,8 +120,11 @@ def op_flops(ev: EventTable) -> tuple[NDArray[np.intp], NDArray[np.float64], NDA
     """Rows of FLOP-counted CPU ops with recorded shapes, their FLOPs, and whether each is a matmul."""
     rows = op_rows(ev, FLOP_FORMULAS)
     flops = _per_pair(ev, rows, lambda name, dims: FLOP_FORMULAS[name](dims))
-    is_mm = np.fromiter((n in MATMUL_OPS for n in ev.names), dtype=bool, count=len(ev.names))[ev.name_id[rows]] \
-        if rows.size else np.zeros(0, bool)
+    is_mm = (
+        np.fromiter((n in MATMUL_OPS for n in ev.names), dtype=bool, count=len(ev.names))[ev.name_id[rows]]
+        if rows.size
+        else np.zeros(0, bool)
+    )
     return rows, flops, is_mm
 
 
@@ -142,8 +149,9 @@ def _gemm_rows(name: str, d: Dims) -> float:
     return float(d[0][0]) if d and len(d[0]) == 2 else -1.0
 
 
-def token_batch_share(ev: EventTable, rows: NDArray[np.intp], flops: NDArray[np.float64],
-                      is_mm: NDArray[np.bool_]) -> float | None:
+def token_batch_share(
+    ev: EventTable, rows: NDArray[np.intp], flops: NDArray[np.float64], is_mm: NDArray[np.bool_]
+) -> float | None:
     """The share of matmul FLOPs (``op_flops``) whose left operand has as many rows as a token-embedding call
     has token slots: an LLM's linear layers run on the [tokens, hidden] batch its embedding produced (near 1
     on LLM training, prefill and decode), while a diffusion transformer's GEMMs do not run on its text

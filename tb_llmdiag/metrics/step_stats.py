@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.context import Context
@@ -49,16 +48,27 @@ def duration_stats(d: NDArray[Any], prefix: str = "") -> dict[str, Any]:
     vals["count"] = int(x.size)
     if x.size:
         med = float(np.median(x))
-        vals.update(median_ns=int(med), mean_ns=int(x.mean()), min_ns=int(x.min()), max_ns=int(x.max()),
-                    std_ns=int(x.std()), cv=_cv(x), max_over_median=float(x.max() / med) if med > 0 else None)
+        vals.update(
+            median_ns=int(med),
+            mean_ns=int(x.mean()),
+            min_ns=int(x.min()),
+            max_ns=int(x.max()),
+            std_ns=int(x.std()),
+            cv=_cv(x),
+            max_over_median=float(x.max() / med) if med > 0 else None,
+        )
     return {f"{prefix}{k}": v for k, v in vals.items()}
 
 
 def step_metrics(ctx: Context, bd: StepBreakdown) -> dict[str, Any]:
     st = ctx.steps
     if len(st) == 0:
-        return {"available": False, "reason": "no step markers (ProfilerStep#N or Optimizer.step#) in the trace",
-                "count": 0, "source": st.source}
+        return {
+            "available": False,
+            "reason": "no step markers (ProfilerStep#N or Optimizer.step#) in the trace",
+            "count": 0,
+            "source": st.source,
+        }
     # optimizer-step windows can come out inverted on odd traces (overlapping annotations): count them as 0
     d = np.maximum(st.duration_ns, 0).astype(np.float64)
     med = float(np.median(d))
@@ -103,8 +113,9 @@ def step_metrics(ctx: Context, bd: StepBreakdown) -> dict[str, Any]:
     return out
 
 
-def outlier_causes(bd: StepBreakdown, outliers: NDArray[np.bool_],
-                   tokens: NDArray[np.int64] | None) -> list[dict[str, Any]]:
+def outlier_causes(
+    bd: StepBreakdown, outliers: NDArray[np.bool_], tokens: NDArray[np.int64] | None
+) -> list[dict[str, Any]]:
     """For each outlier step (R3): its excess over the median step and the component that grew most.
 
     Components per step (``StepBreakdown``): GPU busy time and idle time by cause (data_loader, sync,
@@ -129,11 +140,22 @@ def outlier_causes(bd: StepBreakdown, outliers: NDArray[np.bool_],
             delta = float(series[k]) - float(np.median(series))
             if delta > best:
                 cause, best = name, delta
-        if (cause == "gpu_work" and tokens is not None and np.median(tokens) > 0
-                and tokens[k] >= 1.1 * np.median(tokens)):
+        if (
+            cause == "gpu_work"
+            and tokens is not None
+            and np.median(tokens) > 0
+            and tokens[k] >= 1.1 * np.median(tokens)
+        ):
             cause = "longer_input"
-        out.append({"index": int(st.index[k]), "duration_ns": int(d[k]), "excess_ns": int(d[k] - med),
-                    "cause": cause, "first": k == 0})
+        out.append(
+            {
+                "index": int(st.index[k]),
+                "duration_ns": int(d[k]),
+                "excess_ns": int(d[k] - med),
+                "cause": cause,
+                "first": k == 0,
+            }
+        )
     return out
 
 

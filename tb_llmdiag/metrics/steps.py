@@ -154,5 +154,12 @@ def find_steps(trace: Trace) -> Steps:
     ends = np.maximum(host_ends, device_end)
     host_starts = starts.astype(np.int64)
     starts, ends = disjoint_windows(host_starts, ends.astype(np.int64))
-    return Steps(index=index, names=names, start_ns=starts, host_end_ns=host_ends.astype(np.int64), end_ns=ends,
-                 source=source, host_start_ns=host_starts)
+    return Steps(
+        index=index,
+        names=names,
+        start_ns=starts,
+        host_end_ns=host_ends.astype(np.int64),
+        end_ns=ends,
+        source=source,
+        host_start_ns=host_starts,
+    )

@@ -20,9 +20,14 @@ from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 _COUNTED = {
-    "kernels": (Kind.KERNEL,), "memcpys": (Kind.MEMCPY,), "memsets": (Kind.MEMSET,),
-    "runtime_calls": (Kind.RUNTIME,), "driver_calls": (Kind.DRIVER,), "cpu_ops": (Kind.CPU_OP,),
-    "annotations": (Kind.ANNOTATION, Kind.GPU_ANNOTATION), "python_frames": (Kind.PYTHON,),
+    "kernels": (Kind.KERNEL,),
+    "memcpys": (Kind.MEMCPY,),
+    "memsets": (Kind.MEMSET,),
+    "runtime_calls": (Kind.RUNTIME,),
+    "driver_calls": (Kind.DRIVER,),
+    "cpu_ops": (Kind.CPU_OP,),
+    "annotations": (Kind.ANNOTATION, Kind.GPU_ANNOTATION),
+    "python_frames": (Kind.PYTHON,),
 }
 
 

@@ -72,7 +72,7 @@ def sync_storm_metrics(ctx: Context, host_sync: dict[str, Any], idle: dict[str, 
         loop_idle = int((se - ss).sum() - overlap_per_window(ctx.busy_s, ctx.busy_e, ss, se).sum())
         in_loop = np.zeros(api.size, bool)
         for _, a, b, _ in loops:
-            in_loop[a:b + 1] = True
+            in_loop[a : b + 1] = True
         lops = ops[in_windows(ev.ts_ns[ops], ss, se)]
         names = Counter(ev.names[i] for i in ev.name_id[lops] if ev.names[i] != "aten::_local_scalar_dense")
         trigger = names.most_common(1)[0][0] if names else ("aten::_local_scalar_dense" if lops.size else None)
@@ -90,7 +90,9 @@ def sync_storm_metrics(ctx: Context, host_sync: dict[str, Any], idle: dict[str, 
         ok = p >= 0
         e_rows, p = edge[ok], p[ok]
         before = np.searchsorted(lts, ev.ts_ns[e_rows]) - np.searchsorted(lts, ctx.steps.start_ns[p])
-        after_n = np.searchsorted(lts, ctx.steps.host_end_ns[p]) - np.searchsorted(lts, ev.ts_ns[e_rows] + ev.dur_ns[e_rows])
+        after_n = np.searchsorted(lts, ctx.steps.host_end_ns[p]) - np.searchsorted(
+            lts, ev.ts_ns[e_rows] + ev.dur_ns[e_rows]
+        )
         at_edge = (before == 0) | (after_n == 0)
         n_edge = int(at_edge.sum())
         edge_blocked = int(ev.dur_ns[e_rows[at_edge]].sum())

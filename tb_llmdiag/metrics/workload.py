@@ -57,13 +57,21 @@ def _count(trace: Trace, pattern: re.Pattern[str], kinds: tuple[Kind, ...]) -> i
 def workload_fields(trace: Trace) -> dict[str, Any]:
     """The ``run`` topic's workload keys (module docstring)."""
     if trace.source_kind != "kineto":
-        return {"workload": None, "backward_op_count": None, "optimizer_step_count": None,
-                "optimizer_kernel_count": None}
+        return {
+            "workload": None,
+            "backward_op_count": None,
+            "optimizer_step_count": None,
+            "optimizer_kernel_count": None,
+        }
     backward = _count(trace, _BACKWARD, (Kind.CPU_OP,))
     steps = _count(trace, _OPTIMIZER_STEP, (Kind.ANNOTATION, Kind.CPU_OP))
     kernels = _count(trace, _OPTIMIZER_KERNEL, (Kind.KERNEL,))
-    return {"workload": "training" if backward + steps + kernels else "inference", "backward_op_count": backward,
-            "optimizer_step_count": steps, "optimizer_kernel_count": kernels}
+    return {
+        "workload": "training" if backward + steps + kernels else "inference",
+        "backward_op_count": backward,
+        "optimizer_step_count": steps,
+        "optimizer_kernel_count": kernels,
+    }
 
 
 def device_kind(trace: Trace) -> str | None:
@@ -72,7 +80,9 @@ def device_kind(trace: Trace) -> str | None:
         if not trace.devices:
             return "CPU"
         return "TPU" if any("TPU" in d.name.upper() for d in trace.devices) else "GPU"
-    if not np.isin(trace.events.kind, np.array([int(k) for k in DEVICE_EVENT_KINDS], dtype=trace.events.kind.dtype)).any():
+    if not np.isin(
+        trace.events.kind, np.array([int(k) for k in DEVICE_EVENT_KINDS], dtype=trace.events.kind.dtype)
+    ).any():
         # none in the part of a cut file that was read says nothing (Kineto writes device events last)
         return "CPU" if trace.read_state.get("complete", True) else None
     return "MTIA" if _count(trace, _MTIA_RUNTIME, (Kind.RUNTIME,)) else "GPU"

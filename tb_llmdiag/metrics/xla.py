@@ -41,27 +41,61 @@ BUCKETS = ("matmul", "data_formatting", "copy", "communication", "infeed_outfeed
 
 #: xprof ``hlo_category`` -> bucket (categories not listed are ``other``).
 HLO_CATEGORY_BUCKET: dict[str, str] = {
-    "convolution": "matmul", "convolution fusion": "matmul", "output fusion": "matmul", "dot": "matmul",
-    "dot fusion": "matmul", "gemm": "matmul",
+    "convolution": "matmul",
+    "convolution fusion": "matmul",
+    "output fusion": "matmul",
+    "dot": "matmul",
+    "dot fusion": "matmul",
+    "gemm": "matmul",
     "data formatting": "data_formatting",
-    "copy": "copy", "copy-start": "copy", "copy-done": "copy", "memcpy": "copy",
-    "all-reduce": "communication", "all-gather": "communication", "reduce-scatter": "communication",
-    "all-to-all": "communication", "collective-permute": "communication", "all-reduce fusion": "communication",
-    "all-gather fusion": "communication", "reduce-scatter fusion": "communication", "send": "communication",
-    "recv": "communication", "communication": "communication",
-    "infeed": "infeed_outfeed", "outfeed": "infeed_outfeed",
+    "copy": "copy",
+    "copy-start": "copy",
+    "copy-done": "copy",
+    "memcpy": "copy",
+    "all-reduce": "communication",
+    "all-gather": "communication",
+    "reduce-scatter": "communication",
+    "all-to-all": "communication",
+    "collective-permute": "communication",
+    "all-reduce fusion": "communication",
+    "all-gather fusion": "communication",
+    "reduce-scatter fusion": "communication",
+    "send": "communication",
+    "recv": "communication",
+    "communication": "communication",
+    "infeed": "infeed_outfeed",
+    "outfeed": "infeed_outfeed",
 }
 #: HLO opcodes (the ``hlo_op`` name without its ``.N`` suffix, or a fusion name's words) -> bucket.
 HLO_OP_BUCKET: dict[str, str] = {
-    "dot": "matmul", "convolution": "matmul", "gemm": "matmul", "cublas": "matmul", "matmul": "matmul",
-    "transpose": "data_formatting", "reshape": "data_formatting", "bitcast": "data_formatting",
-    "broadcast": "data_formatting", "pad": "data_formatting", "slice": "data_formatting",
-    "concatenate": "data_formatting", "reverse": "data_formatting", "dynamic-slice": "data_formatting",
-    "dynamic-update-slice": "data_formatting", "iota": "data_formatting",
-    "copy": "copy", "copy-start": "copy", "copy-done": "copy",
-    "all-reduce": "communication", "all-gather": "communication", "reduce-scatter": "communication",
-    "all-to-all": "communication", "collective-permute": "communication", "send": "communication", "recv": "communication",
-    "infeed": "infeed_outfeed", "outfeed": "infeed_outfeed",
+    "dot": "matmul",
+    "convolution": "matmul",
+    "gemm": "matmul",
+    "cublas": "matmul",
+    "matmul": "matmul",
+    "transpose": "data_formatting",
+    "reshape": "data_formatting",
+    "bitcast": "data_formatting",
+    "broadcast": "data_formatting",
+    "pad": "data_formatting",
+    "slice": "data_formatting",
+    "concatenate": "data_formatting",
+    "reverse": "data_formatting",
+    "dynamic-slice": "data_formatting",
+    "dynamic-update-slice": "data_formatting",
+    "iota": "data_formatting",
+    "copy": "copy",
+    "copy-start": "copy",
+    "copy-done": "copy",
+    "all-reduce": "communication",
+    "all-gather": "communication",
+    "reduce-scatter": "communication",
+    "all-to-all": "communication",
+    "collective-permute": "communication",
+    "send": "communication",
+    "recv": "communication",
+    "infeed": "infeed_outfeed",
+    "outfeed": "infeed_outfeed",
 }
 _FUSION_NOISE = frozenset({"fusion", "loop", "input", "output", "wrapped", "kloop", "kinput", "koutput", "triton"})
 _GEMM_KERNEL = re.compile(r"gemm|xmma|cutlass|cublas|wgmma|matmul|nvjet", re.IGNORECASE)
@@ -120,19 +154,34 @@ def op_mix(trace: Trace) -> dict[str, Any]:
     out: dict[str, Any] = {"device_op_count": int(dev.sum())}
     idx = np.flatnonzero(dev)
     if idx.size == 0:
-        out.update({"device_op_time_ns": 0, "op_bucket_source": None,
-                    **{f"{b}_time_ns": 0 for b in BUCKETS}, **{f"{b}_share": None for b in BUCKETS},
-                    "movement_share": None, "matmul_vs_movement_ratio": None, "top_hlo_categories": []})
+        out.update(
+            {
+                "device_op_time_ns": 0,
+                "op_bucket_source": None,
+                **{f"{b}_time_ns": 0 for b in BUCKETS},
+                **{f"{b}_share": None for b in BUCKETS},
+                "movement_share": None,
+                "matmul_vs_movement_ratio": None,
+                "top_hlo_categories": [],
+            }
+        )
         return out
     cat = _extra(trace, "hlo_category_id", idx)
     op = _extra(trace, "hlo_op_id", idx)
     cats, ops = trace.extra_names.get("hlo_category_id", ()), trace.extra_names.get("hlo_op_id", ())
     # classify once per unique (category, op, name, kind)
-    key = np.stack([cat.astype(np.int64), op.astype(np.int64), ev.name_id[idx].astype(np.int64),
-                    ev.kind[idx].astype(np.int64)], axis=1)
+    key = np.stack(
+        [cat.astype(np.int64), op.astype(np.int64), ev.name_id[idx].astype(np.int64), ev.kind[idx].astype(np.int64)],
+        axis=1,
+    )
     uniq, inv = np.unique(key, axis=0, return_inverse=True)
-    bucket_of = np.array([BUCKETS.index(op_bucket(cats[c] if c >= 0 else None, ops[o] if o >= 0 else None,
-                                                  ev.names[n], k)) for c, o, n, k in uniq.tolist()], dtype=np.int64)
+    bucket_of = np.array(
+        [
+            BUCKETS.index(op_bucket(cats[c] if c >= 0 else None, ops[o] if o >= 0 else None, ev.names[n], k))
+            for c, o, n, k in uniq.tolist()
+        ],
+        dtype=np.int64,
+    )
     bucket = bucket_of[inv.reshape(-1)]
     dur = ev.dur_ns[idx]
     total = int(dur.sum())
@@ -149,8 +198,9 @@ def op_mix(trace: Trace) -> dict[str, Any]:
     if (cat >= 0).any():
         ct = np.bincount(cat[cat >= 0], weights=dur[cat >= 0], minlength=len(cats))
         top = np.argsort(-ct, kind="stable")[:10]
-        out["top_hlo_categories"] = [{"category": cats[i], "time_ns": int(ct[i]),
-                                      "share": share(ct[i], total)} for i in top if ct[i] > 0]
+        out["top_hlo_categories"] = [
+            {"category": cats[i], "time_ns": int(ct[i]), "share": share(ct[i], total)} for i in top if ct[i] > 0
+        ]
     else:
         out["top_hlo_categories"] = []
     return out
@@ -169,9 +219,18 @@ def device_time(trace: Trace, steps: Steps, steady: NDArray[np.bool_]) -> dict[s
     dev = device_ops(trace)
     devices = np.unique(ev.device[dev])
     out: dict[str, Any] = {"device_count": int(devices.size)}
-    keys = ("device_busy_in_steps_ns", "device_idle_in_steps_ns", "device_duty_cycle_share",
-            "steady_device_duty_cycle_share", "device_flops", "achieved_tflops_per_s", "peak_tflops_per_s",
-            "flop_utilization_share", "steady_flop_utilization_share", "device_window_ns")
+    keys = (
+        "device_busy_in_steps_ns",
+        "device_idle_in_steps_ns",
+        "device_duty_cycle_share",
+        "steady_device_duty_cycle_share",
+        "device_flops",
+        "achieved_tflops_per_s",
+        "peak_tflops_per_s",
+        "flop_utilization_share",
+        "steady_flop_utilization_share",
+        "device_window_ns",
+    )
     out.update({k: None for k in keys})
     if devices.size == 0:
         return out
@@ -227,59 +286,65 @@ def compute_xla(trace: Trace, steps: Steps) -> dict[str, Any]:
     compile_steps = {c["step"] for c in comp if c["position"] == "in_step" and c["step"] is not None}
     steady = _steady(steps, compile_steps)
 
-    out: dict[str, Any] = {"source": "xplane",
-                           "device_type": _device_type(trace)}
+    out: dict[str, Any] = {"source": "xplane", "device_type": _device_type(trace)}
     out.update(step_stats(steps, compile_steps))
     out.update(op_mix(trace))
     out.update(device_time(trace, steps, steady))
 
     step_total = int(steps.duration_ns.sum()) if len(steps) else 0
     re_loop = [c for c in re_ if in_loop(c)]
-    out.update({
-        "compile_count": len(comp),
-        "compile_time_ns": sum(c["duration_ns"] for c in comp),
-        "warmup_compile_count": len(warm),
-        "warmup_compile_time_ns": sum(c["duration_ns"] for c in warm),
-        "warmup_compile_in_steps": any(c["position"] == "in_step" for c in warm),
-        "recompile_count": len(re_),
-        "recompile_time_ns": sum(c["duration_ns"] for c in re_),
-        "recompile_in_loop_count": len(re_loop),
-        "recompile_in_loop_time_ns": sum(c["duration_ns"] for c in re_loop),
-        "recompile_step_share": share(sum(c["duration_ns"] for c in re_ if c["position"] == "in_step"), step_total),
-        "recompile_steps": sorted({c["step"] for c in re_ if c["position"] == "in_step" and c["step"] is not None}),
-        "recompile_graph_hashes": _unique(c["graph_hash"] for c in re_),
-        "recompile_modules": _unique(c["module"] for c in re_),
-        "recompile_program_ids": sorted({p for c in re_ for p in c["program_ids"]}),
-        "compiles": comp[:_MAX_LISTED],
-    })
+    out.update(
+        {
+            "compile_count": len(comp),
+            "compile_time_ns": sum(c["duration_ns"] for c in comp),
+            "warmup_compile_count": len(warm),
+            "warmup_compile_time_ns": sum(c["duration_ns"] for c in warm),
+            "warmup_compile_in_steps": any(c["position"] == "in_step" for c in warm),
+            "recompile_count": len(re_),
+            "recompile_time_ns": sum(c["duration_ns"] for c in re_),
+            "recompile_in_loop_count": len(re_loop),
+            "recompile_in_loop_time_ns": sum(c["duration_ns"] for c in re_loop),
+            "recompile_step_share": share(sum(c["duration_ns"] for c in re_ if c["position"] == "in_step"), step_total),
+            "recompile_steps": sorted({c["step"] for c in re_ if c["position"] == "in_step" and c["step"] is not None}),
+            "recompile_graph_hashes": _unique(c["graph_hash"] for c in re_),
+            "recompile_modules": _unique(c["module"] for c in re_),
+            "recompile_program_ids": sorted({p for c in re_ for p in c["program_ids"]}),
+            "compiles": comp[:_MAX_LISTED],
+        }
+    )
     for tag in ("to_device", "from_device"):
         recs = transfers(trace, steps, f"transfer_{tag}")
         loop = [r for r in recs if in_loop(r)]
         in_step = [r for r in recs if r["position"] == "in_step"]
-        out.update({
-            f"transfer_{tag}_count": len(recs),
-            f"transfer_{tag}_time_ns": sum(r["duration_ns"] for r in recs),
-            f"transfer_{tag}_in_loop_count": len(loop),
-            f"transfer_{tag}_in_loop_time_ns": sum(r["duration_ns"] for r in loop),
-            f"transfer_{tag}_in_steps_time_ns": sum(r["duration_ns"] for r in in_step),
-            f"transfer_{tag}_per_step": len(loop) / len(steps) if len(steps) else None,
-            # the step each in-loop transfer belongs to, or follows when it lies between two steps
-            f"transfer_{tag}_steps": sorted({r["step"] for r in loop if r["step"] is not None}),
-            f"transfers_{tag}": loop[:_MAX_LISTED] if tag == "from_device" else [],
-        })
+        out.update(
+            {
+                f"transfer_{tag}_count": len(recs),
+                f"transfer_{tag}_time_ns": sum(r["duration_ns"] for r in recs),
+                f"transfer_{tag}_in_loop_count": len(loop),
+                f"transfer_{tag}_in_loop_time_ns": sum(r["duration_ns"] for r in loop),
+                f"transfer_{tag}_in_steps_time_ns": sum(r["duration_ns"] for r in in_step),
+                f"transfer_{tag}_per_step": len(loop) / len(steps) if len(steps) else None,
+                # the step each in-loop transfer belongs to, or follows when it lies between two steps
+                f"transfer_{tag}_steps": sorted({r["step"] for r in loop if r["step"] is not None}),
+                f"transfers_{tag}": loop[:_MAX_LISTED] if tag == "from_device" else [],
+            }
+        )
     # shares of step time a fix would save (the rules' saving paths; rules_xla.py)
     out["recompile_in_loop_share"] = share(out["recompile_in_loop_time_ns"], step_total)
     out["warmup_compile_in_steps_time_ns"] = sum(c["duration_ns"] for c in warm if c["position"] == "in_step")
     out["host_transfer_share"] = share(
-        out["transfer_from_device_in_loop_time_ns"] + out["transfer_to_device_in_steps_time_ns"], step_total)
+        out["transfer_from_device_in_loop_time_ns"] + out["transfer_to_device_in_steps_time_ns"], step_total
+    )
     duty = out["steady_device_duty_cycle_share"]
     out["steady_device_idle_share"] = 1 - duty if duty is not None else None
-    out["movement_step_share"] = (out["movement_share"] * duty
-                                  if out["movement_share"] is not None and duty is not None else None)
+    out["movement_step_share"] = (
+        out["movement_share"] * duty if out["movement_share"] is not None and duty is not None else None
+    )
     mean, median = out["steady_step_mean_ns"], out["steady_step_median_ns"]
     out["steady_mean_excess_share"] = (1 - median / mean) if mean and median is not None and mean > 0 else None
     out["transfer_in_steps_share"] = share(
-        out["transfer_to_device_in_steps_time_ns"] + out["transfer_from_device_in_steps_time_ns"], step_total)
+        out["transfer_to_device_in_steps_time_ns"] + out["transfer_from_device_in_steps_time_ns"], step_total
+    )
     return out
 
 

@@ -103,19 +103,26 @@ def compiles(trace: Trace, steps: Steps) -> list[dict[str, Any]]:
         # the programs this compile produced: those whose device ops first run after it starts (and before
         # the next compile), of its module when that is known; else every program of the module
         nxt = int(ev.ts_ns[roots[k + 1]]) if k + 1 < roots.size else None
-        new = [p for p, t in first_run.items() if t >= s and (nxt is None or t < nxt)
-               and (module is None or module_of.get(p, module) == module)]
+        new = [
+            p
+            for p, t in first_run.items()
+            if t >= s and (nxt is None or t < nxt) and (module is None or module_of.get(p, module) == module)
+        ]
         if module is None and new:
             names = {module_of[p] for p in new if p in module_of}
             module = names.pop() if len(names) == 1 else None
-        out.append({
-            "name": ev.name_of(i), "start_ns": s, "duration_ns": e - s,
-            "step": int(steps.index[w[k]]) if w[k] >= 0 and len(steps) else None,
-            "position": _position(int(w[k]), bool(inside[k]), len(steps)),
-            "graph_hash": gh_names[g] if g >= 0 and g < len(gh_names) else None,
-            "module": module,
-            "program_ids": sorted(new) if new else sorted(programs.get(module, [])) if module else [],
-        })
+        out.append(
+            {
+                "name": ev.name_of(i),
+                "start_ns": s,
+                "duration_ns": e - s,
+                "step": int(steps.index[w[k]]) if w[k] >= 0 and len(steps) else None,
+                "position": _position(int(w[k]), bool(inside[k]), len(steps)),
+                "graph_hash": gh_names[g] if g >= 0 and g < len(gh_names) else None,
+                "module": module,
+                "program_ids": sorted(new) if new else sorted(programs.get(module, [])) if module else [],
+            }
+        )
     return out
 
 
@@ -141,10 +148,15 @@ def transfers(trace: Trace, steps: Steps, role: str) -> list[dict[str, Any]]:
     if roots.size == 0:
         return []
     w, inside = locate(ev.ts_ns[roots], steps)
-    return [{"start_ns": int(ev.ts_ns[i]), "duration_ns": int(ev.dur_ns[i]),
-             "step": int(steps.index[w[k]]) if w[k] >= 0 and len(steps) else None,
-             "position": _position(int(w[k]), bool(inside[k]), len(steps))}
-            for k, i in enumerate(roots.tolist())]
+    return [
+        {
+            "start_ns": int(ev.ts_ns[i]),
+            "duration_ns": int(ev.dur_ns[i]),
+            "step": int(steps.index[w[k]]) if w[k] >= 0 and len(steps) else None,
+            "position": _position(int(w[k]), bool(inside[k]), len(steps)),
+        }
+        for k, i in enumerate(roots.tolist())
+    ]
 
 
 def in_loop(rec: dict[str, Any]) -> bool:

@@ -28,15 +28,22 @@ Keys (shares are of the summed step time T, like every saving; None where not co
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.steps import Steps
 
-SPLIT_KEYS = ("transfer_stall_ns", "host_transfer_saving_share", "clean_step_cv", "clean_step_excess_share",
-              "steady_device_idle_saving_share", "movement_saving_share")
+SPLIT_KEYS = (
+    "transfer_stall_ns",
+    "host_transfer_saving_share",
+    "clean_step_cv",
+    "clean_step_excess_share",
+    "steady_device_idle_saving_share",
+    "movement_saving_share",
+)
 
 
 def _num(v: Any) -> float | None:
@@ -50,8 +57,9 @@ def _of_window(ns: float | None, total_ns: float) -> float | None:
     return max(0.0, ns) / total_ns
 
 
-def step_split_metrics(x: Mapping[str, Any], durations_ns: NDArray[np.int64],
-                       indices: NDArray[np.int64]) -> dict[str, Any]:
+def step_split_metrics(
+    x: Mapping[str, Any], durations_ns: NDArray[np.int64], indices: NDArray[np.int64]
+) -> dict[str, Any]:
     """The ``SPLIT_KEYS`` of one ``xla`` topic and its steps' durations and indexes (module docstring); None
     without steps."""
     out: dict[str, Any] = dict.fromkeys(SPLIT_KEYS)
@@ -64,8 +72,11 @@ def step_split_metrics(x: Mapping[str, Any], durations_ns: NDArray[np.int64],
     compile_steps = set(x.get("recompile_steps") or ())
     if x.get("warmup_compile_in_steps"):
         compile_steps.add(int(idx[0]))  # warm-up compiles inside a step are in the first one
-    transfer_steps = {t.get("step") for t in x.get("transfers_from_device") or ()
-                      if isinstance(t, Mapping) and t.get("position") == "in_step"} - compile_steps
+    transfer_steps = {
+        t.get("step")
+        for t in x.get("transfers_from_device") or ()
+        if isinstance(t, Mapping) and t.get("position") == "in_step"
+    } - compile_steps
     steady = ~np.isin(idx, sorted(compile_steps))
     transfer = steady & np.isin(idx, sorted(s for s in transfer_steps if isinstance(s, int)))
     clean = d[steady & ~transfer]

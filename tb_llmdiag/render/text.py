@@ -18,8 +18,10 @@ def render_run(run: dict[str, Any]) -> str:
         rs = run.get("read_state") or {}
         what = "TRUNCATED" if "ends early" in str(run["error"]) else "PARTIAL"  # a cut file, or invalid JSON inside
         read = f"; {fmt('bytes', rs['read_bytes'])} of trace text read" if isinstance(rs.get("read_bytes"), int) else ""
-        lines.append(f"   {what}: {run['error']}{read}; the figures below cover only what was read (no finding "
-                     "that needs the whole file, no MFU)")
+        lines.append(
+            f"   {what}: {run['error']}{read}; the figures below cover only what was read (no finding "
+            "that needs the whole file, no MFU)"
+        )
     elif run["status"] == "writing":  # a live file: nothing analysed yet
         lines.append(f"   {run['error']}")
         return "\n".join(lines)
@@ -39,8 +41,11 @@ def render_run(run: dict[str, Any]) -> str:
             f"   steps: {len(steps)} ({s['step_source']}), median {fmt_ns(statistics.median(durs))}, "
             f"min {fmt_ns(min(durs))}, max {fmt_ns(max(durs))}"
         )
-        lines.append("     " + "  ".join(f"#{st['index']}: {fmt_ns(st['duration_ns'])}" for st in steps[:12])
-                     + ("  ..." if len(steps) > 12 else ""))
+        lines.append(
+            "     "
+            + "  ".join(f"#{st['index']}: {fmt_ns(st['duration_ns'])}" for st in steps[:12])
+            + ("  ..." if len(steps) > 12 else "")
+        )
     else:
         lines.append("   steps: none found (no ProfilerStep#N markers; call prof.step() each step)")
     c, t = s["counts"], s["device_time_ns"]
@@ -54,24 +59,35 @@ def render_run(run: dict[str, Any]) -> str:
     )
     head = run.get("headline") or {}
     if head:
-        parts = [f"{k.removesuffix('_ns').removesuffix('_share').replace('_', ' ')} {fmt(unit_of('headline.' + k), v)}"
-                 for k, v in head.items() if v is not None]
+        parts = [
+            f"{k.removesuffix('_ns').removesuffix('_share').replace('_', ' ')} {fmt(unit_of('headline.' + k), v)}"
+            for k, v in head.items()
+            if v is not None
+        ]
         lines.append("   headline: " + "; ".join(parts))
     findings = run.get("findings") or []
     if findings:
         lines.append(f"   findings ({len(findings)}, by what each saves at most, applied in sequence):")
     for i, f in enumerate(findings, start=1):
         saving = f.get("saving")
-        save = (f"saves at most {fmt_share(saving.get('share'))} ({fmt_ns(saving.get('ns'))}/step; "
-                f"{fmt_share(saving.get('alone_share'))} alone)") if saving else ""
+        save = (
+            (
+                f"saves at most {fmt_share(saving.get('share'))} ({fmt_ns(saving.get('ns'))}/step; "
+                f"{fmt_share(saving.get('alone_share'))} alone)"
+            )
+            if saving
+            else ""
+        )
         lines.append(f"   {i}. [{f['severity']}] {f['id']}: {f['title']} {save}".rstrip())
         if f.get("summary"):
             lines.append(f"      {f['summary']}")
         ev = f.get("evidence") or {}
         if ev:
             units = EVIDENCE_UNITS.get(f["id"], {})
-            lines.append("      evidence: " + "; ".join(f"{k} {fmt(units.get(k) or unit_from_name(k), v)}"
-                                                    for k, v in ev.items()))
+            lines.append(
+                "      evidence: "
+                + "; ".join(f"{k} {fmt(units.get(k) or unit_from_name(k), v)}" for k, v in ev.items())
+            )
         fix = f.get("fix") or {}
         if fix.get("text"):
             lines.append(f"      fix: {fix['text']}")
@@ -84,8 +100,11 @@ def render_run(run: dict[str, Any]) -> str:
 
 
 def _job_value(key: str, v: Any) -> str:
-    return fmt(unit_of("job." + key), v) if not isinstance(v, dict) else "; ".join(
-        f"{k} {fmt(unit_of(f'job.{key}.{k}'), x)}" for k, x in v.items())
+    return (
+        fmt(unit_of("job." + key), v)
+        if not isinstance(v, dict)
+        else "; ".join(f"{k} {fmt(unit_of(f'job.{key}.{k}'), x)}" for k, x in v.items())
+    )
 
 
 def render_job(job: dict[str, Any]) -> str:
@@ -96,9 +115,11 @@ def render_job(job: dict[str, Any]) -> str:
         lines.append(f"   error: {job['error']}")
         return "\n".join(lines)
     m = job.get("metrics") or {}
-    lines.append(f"   step {fmt_ns(m.get('job_step_ns'))} (median rank); exposed communication "
-                 f"{fmt_share(m.get('exposed_share'))} of it, of which transfer {fmt_share(m.get('exposed_transfer_share'))}; "
-                 f"overlap {fmt_share(m.get('overlap_share'))}; {m.get('matched_collective_count')} collectives matched")
+    lines.append(
+        f"   step {fmt_ns(m.get('job_step_ns'))} (median rank); exposed communication "
+        f"{fmt_share(m.get('exposed_share'))} of it, of which transfer {fmt_share(m.get('exposed_transfer_share'))}; "
+        f"overlap {fmt_share(m.get('overlap_share'))}; {m.get('matched_collective_count')} collectives matched"
+    )
     for n in job.get("notes") or []:
         lines.append(f"   note: {n}")
     findings = job.get("findings") or []
@@ -110,8 +131,12 @@ def render_job(job: dict[str, Any]) -> str:
             lines.append(f"      {f['summary']}")
         ev = f.get("evidence") or {}
         if ev:
-            lines.append("      evidence: " + "; ".join(f"{k} {_job_value(k, v)}" for k, v in ev.items()
-                                                    if v is not None and not isinstance(v, list)))
+            lines.append(
+                "      evidence: "
+                + "; ".join(
+                    f"{k} {_job_value(k, v)}" for k, v in ev.items() if v is not None and not isinstance(v, list)
+                )
+            )
         if f.get("fix"):
             lines.append(f"      fix: {f['fix']}")
         wi = f.get("what_if")

@@ -21,9 +21,10 @@ import logging
 import os
 import re
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import dask
 import distributed
@@ -49,8 +50,10 @@ class DaskRunner:
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Sequence[Any], keys: Sequence[str]) -> Iterator[Outcome]:
         run_id = uuid.uuid4().hex[:12]
-        futures = {self.client.submit(fn, item, key=f"llmdiag-{k}-{run_id}", pure=False): i
-                   for i, (item, k) in enumerate(zip(items, keys))}
+        futures = {
+            self.client.submit(fn, item, key=f"llmdiag-{k}-{run_id}", pure=False): i
+            for i, (item, k) in enumerate(zip(items, keys))
+        }
         try:
             for fut in distributed.as_completed(list(futures)):
                 i = futures.pop(fut)
@@ -89,10 +92,17 @@ def local_cluster(workers: int) -> LocalCluster:
     of their speedup (64 ranks of ~70 ms each). The workers' sampling profiler is off (it costs CPU, and a
     frame it holds kept a reader's buffer view alive once: ``chrome_trace`` now copies in that case)."""
     # workers' statistical profiler off: it samples the analysing thread every 10 ms for nothing we show
-    with dask.config.set({"distributed.scheduler.worker-saturation": float("inf"),
-                          "distributed.worker.profile.enabled": False}):
-        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                            dashboard_address=None, silence_logs=logging.ERROR)
+    with dask.config.set(
+        {"distributed.scheduler.worker-saturation": float("inf"), "distributed.worker.profile.enabled": False}
+    ):
+        return LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
 
 
 @contextmanager
@@ -138,4 +148,12 @@ def executor(client: Client, close: Callable[[], None] = lambda: None) -> Execut
     return ClusterExecutor(client, close)
 
 
-__all__ = ["ClusterExecutor", "DaskRunner", "DaskUnavailable", "dask_client", "executor", "local_cluster", "parse_address"]
+__all__ = [
+    "ClusterExecutor",
+    "DaskRunner",
+    "DaskUnavailable",
+    "dask_client",
+    "executor",
+    "local_cluster",
+    "parse_address",
+]

@@ -7,8 +7,9 @@ worker) is handed back, never lost, and the caller turns it into that item's err
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 Outcome = tuple[int, Any, "BaseException | None"]
 

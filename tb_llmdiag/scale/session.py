@@ -7,10 +7,10 @@ what the tab uses (``LLMDIAG_DASK``). Dask is imported here only when an address
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Iterator
 
 from tb_llmdiag.extras import require
 from tb_llmdiag.scale.runner import InlineRunner, Runner, process_runner

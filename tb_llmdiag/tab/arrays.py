@@ -13,12 +13,13 @@ page cache across TensorBoard restarts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
@@ -43,8 +44,18 @@ def write(path: Path, layout: int, key: str, what: str, arrays: Mapping[str, np.
             raise ValueError(f"array {name}: unsupported dtype {a.dtype} or shape {a.shape}")
         table.append((name, dt, int(a.shape[0]), off, a))
         off = _aligned(off + a.nbytes)
-    head = json.dumps({"layout": layout, "key": key, "what": what, "bytes": off,
-                       "arrays": [[n, d, ln, o] for n, d, ln, o, _ in table]}).encode("utf-8") + b"\n"
+    head = (
+        json.dumps(
+            {
+                "layout": layout,
+                "key": key,
+                "what": what,
+                "bytes": off,
+                "arrays": [[n, d, ln, o] for n, d, ln, o, _ in table],
+            }
+        ).encode("utf-8")
+        + b"\n"
+    )
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.", suffix=".tmp")
     try:
@@ -56,10 +67,8 @@ def write(path: Path, layout: int, key: str, what: str, arrays: Mapping[str, np.
             f.truncate(len(head) + off)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 
@@ -80,8 +89,11 @@ def read(path: Path, layout: int, key: str, what: str) -> dict[str, np.ndarray] 
         return None
     out = {}
     for name, dt, ln, off in problem:
-        out[name] = (np.memmap(path, dtype=np.dtype(dt), mode="r", offset=len(head) + off, shape=(ln,))
-                     if ln else np.zeros(0, dtype=np.dtype(dt)))
+        out[name] = (
+            np.memmap(path, dtype=np.dtype(dt), mode="r", offset=len(head) + off, shape=(ln,))
+            if ln
+            else np.zeros(0, dtype=np.dtype(dt))
+        )
     return out
 
 
@@ -101,8 +113,13 @@ def _problem(head: bytes, size: int, layout: int, key: str, what: str) -> str | 
         return "cut short or padded (its length is not the header's)"
     table, spans, names = [], [], set()
     for row in h["arrays"] if isinstance(h["arrays"], list) else [None]:
-        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str) and row[1] in DTYPES
-                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in row[2:])):
+        if not (
+            isinstance(row, list)
+            and len(row) == 4
+            and isinstance(row[0], str)
+            and row[1] in DTYPES
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in row[2:])
+        ):
             return "a malformed array entry"
         name, dt, ln, off = row
         end = off + ln * np.dtype(dt).itemsize

@@ -9,21 +9,31 @@ from __future__ import annotations
 import gzip
 import mimetypes
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
-
-from werkzeug import wrappers
+from typing import Any
 
 from tensorboard.backend import http_util
+from werkzeug import wrappers
 
 #: The iframe's own policy is TensorBoard's; our assets repeat a compatible one (nothing but 'self',
 #: plus Perfetto's UI, which TensorBoard's frame policy allows).
-CSP = ("default-src 'self'; frame-src 'self' https://ui.perfetto.dev; img-src 'self' data: blob:; "
-       "object-src 'none'; style-src 'self' 'unsafe-inline'; connect-src 'self'; script-src 'self'")
+CSP = (
+    "default-src 'self'; frame-src 'self' https://ui.perfetto.dev; img-src 'self' data: blob:; "
+    "object-src 'none'; style-src 'self' 'unsafe-inline'; connect-src 'self'; script-src 'self'"
+)
 
-_CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
-                  ".html": "text/html", ".json": "application/json", ".svg": "image/svg+xml",
-                  ".png": "image/png", "": "text/plain", ".md": "text/plain"}
+_CONTENT_TYPES = {
+    ".js": "text/javascript",
+    ".mjs": "text/javascript",
+    ".css": "text/css",
+    ".html": "text/html",
+    ".json": "application/json",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    "": "text/plain",
+    ".md": "text/plain",
+}
 
 
 def frontend_dir() -> Path:
@@ -37,8 +47,11 @@ def frontend_dir() -> Path:
 def asset_paths(root: Path) -> Iterable[str]:
     if not root.is_dir():
         return []
-    return [p.relative_to(root).as_posix() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.name.endswith(".test.mjs") and "node_modules" not in p.parts]
+    return [
+        p.relative_to(root).as_posix()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.endswith(".test.mjs") and "node_modules" not in p.parts
+    ]
 
 
 class Assets:
@@ -72,8 +85,9 @@ class Assets:
             except OSError:
                 return http_util.Respond(request, "not found", "text/plain", code=404)
             if "gzip" in request.headers.get("Accept-Encoding", "") and ctype.startswith("text/"):
-                return http_util.Respond(request, self._gzipped(rel, data), ctype, content_encoding="gzip",
-                                         headers=headers)
+                return http_util.Respond(
+                    request, self._gzipped(rel, data), ctype, content_encoding="gzip", headers=headers
+                )
             return http_util.Respond(request, data, ctype, headers=headers)
 
         return serve

@@ -20,6 +20,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -28,11 +29,11 @@ import stat
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import msgspec
-
 import numpy as np
 
 from tb_llmdiag import api
@@ -135,17 +136,23 @@ class ResultCache:
     @property
     def state(self) -> dict[str, Any]:
         """What ``/runs`` shows: where results go, and why not to disk when they cannot."""
-        return {"dir": None if self.root is None else str(self.root), "writable": self.error is None,
-                "error": None if self.error is None else f"{self.error}; results are kept in memory until "
-                "TensorBoard stops (analysed again after a restart)"}
+        return {
+            "dir": None if self.root is None else str(self.root),
+            "writable": self.error is None,
+            "error": None
+            if self.error is None
+            else f"{self.error}; results are kept in memory until TensorBoard stops (analysed again after a restart)",
+        }
 
     @staticmethod
     def key(abs_path: str, size_bytes: int, mtime_ns: int, version: str = "") -> str:
         """The entry key of one file version: its path (an object's URL as it is), size, mtime and, for objects,
         ``version`` (the ETag or generation: ``TraceFile.version``), with the engine version and layout."""
         where = abs_path if api.is_url(abs_path) else os.path.abspath(abs_path)
-        ident = json.dumps([where, int(size_bytes), int(mtime_ns), list(api.ENGINE_VERSION), CACHE_LAYOUT]
-                           + ([version] if version else []))
+        ident = json.dumps(
+            [where, int(size_bytes), int(mtime_ns), list(api.ENGINE_VERSION), CACHE_LAYOUT]
+            + ([version] if version else [])
+        )
         return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:40]
 
     def _path(self, root: Path, key: str, what: str) -> Path:
@@ -227,11 +234,21 @@ class ResultCache:
         """Keep one analysis result (``api.analyze_for_tab``'s shape). Never raises for disk trouble:
         on the first failure the cache turns to memory and ``error`` says why."""
         timelines = list(result.get("timelines") or [])
-        index = [{"ordinal": i, "index": int(tl["step"]["index"]), "name": tl["step"].get("name"),
-                  "duration_ns": int(tl["step"]["duration_ns"])} for i, tl in enumerate(timelines)]
+        index = [
+            {
+                "ordinal": i,
+                "index": int(tl["step"]["index"]),
+                "name": tl["step"].get("name"),
+                "duration_ns": int(tl["step"]["duration_ns"]),
+            }
+            for i, tl in enumerate(timelines)
+        ]
         entries: list[tuple[str, Any]] = [(f"timeline.{i}", tl) for i, tl in enumerate(timelines)]
-        entries += [("timelines", index), ("steps", result.get("steps") or {"steps": []}),
-                    ("rank_summary", result.get("rank_summary") or {"summary": None})]
+        entries += [
+            ("timelines", index),
+            ("steps", result.get("steps") or {"steps": []}),
+            ("rank_summary", result.get("rank_summary") or {"summary": None}),
+        ]
         tv = result.get("traceview")
         if tv is not None:
             entries.append(("traceview", tv["meta"]))
@@ -239,8 +256,9 @@ class ResultCache:
         if self.root is not None:
             try:
                 if tv is not None:
-                    array_file.write(self.root / key[:2] / f"{key}.traceview.bin", CACHE_LAYOUT, key,
-                                     "traceview.bin", tv["arrays"])
+                    array_file.write(
+                        self.root / key[:2] / f"{key}.traceview.bin", CACHE_LAYOUT, key, "traceview.bin", tv["arrays"]
+                    )
                 for what, value in entries:
                     self._write(self.root, key, what, value)
                 return
@@ -273,8 +291,6 @@ class ResultCache:
                 f.write(data)
             os.replace(tmp, p)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
             raise

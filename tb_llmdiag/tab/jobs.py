@@ -17,14 +17,17 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
 import multiprocessing
 import queue
+import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from tb_llmdiag import api
 
@@ -49,10 +52,8 @@ def analyse_task(tf: api.TraceFile, token: str, put: Put | None) -> dict[str, An
 
     def progress(phase: str) -> None:
         if sink is not None:
-            try:
+            with contextlib.suppress(OSError, ValueError, EOFError):  # the parent went away: progress is best effort
                 sink((token, phase))
-            except (OSError, ValueError, EOFError):  # the parent went away: progress is best effort
-                pass
 
     return api.analyze_for_tab(tf, progress=progress)
 
@@ -64,18 +65,24 @@ def process_pool(workers: int, progress_queue: Any = None) -> tuple[Executor, An
     if progress_queue is None:
         progress_queue = ctx.SimpleQueue()
     kw: dict[str, Any] = {"mp_context": ctx, "initializer": init_worker, "initargs": (progress_queue,)}
-    try:
+    if sys.version_info >= (3, 11):
         return ProcessPoolExecutor(max_workers=workers, max_tasks_per_child=8, **kw), progress_queue
-    except TypeError:  # Python < 3.11: no max_tasks_per_child
-        return ProcessPoolExecutor(max_workers=workers, **kw), progress_queue
+    return ProcessPoolExecutor(max_workers=workers, **kw), progress_queue  # Python 3.10: no max_tasks_per_child
 
 
 class JobQueue:
-    def __init__(self, executor: Executor, *, claim: Callable[[Key, str], api.TraceFile | None],
-                 finish: Callable[[Key, str, dict[str, Any] | None, str | None], None],
-                 phase: Callable[[str, str], None], workers: int = 2, progress_queue: Any = None,
-                 renew: Callable[[], Executor] | None = None,
-                 task: Callable[[api.TraceFile, str, Put | None], dict[str, Any]] = analyse_task) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        *,
+        claim: Callable[[Key, str], api.TraceFile | None],
+        finish: Callable[[Key, str, dict[str, Any] | None, str | None], None],
+        phase: Callable[[str, str], None],
+        workers: int = 2,
+        progress_queue: Any = None,
+        renew: Callable[[], Executor] | None = None,
+        task: Callable[[api.TraceFile, str, Put | None], dict[str, Any]] = analyse_task,
+    ) -> None:
         self._executor = executor
         self._claim, self._finish, self._phase = claim, finish, phase
         self._renew = renew
@@ -87,8 +94,10 @@ class JobQueue:
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
-        self._threads = [threading.Thread(target=self._dispatch, name=f"llmdiag-job-{i}", daemon=True)
-                         for i in range(max(1, workers))]
+        self._threads = [
+            threading.Thread(target=self._dispatch, name=f"llmdiag-job-{i}", daemon=True)
+            for i in range(max(1, workers))
+        ]
         self._threads.append(threading.Thread(target=self._drain, name="llmdiag-progress", daemon=True))
         for t in self._threads:
             t.start()
@@ -116,10 +125,8 @@ class JobQueue:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self._progress.put(None)
-        except (OSError, ValueError):
-            pass
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # -- threads
@@ -141,8 +148,13 @@ class JobQueue:
             result = executor.submit(self._task, tf, token, self._put).result()
         except BrokenExecutor as e:
             self._replace(executor)
-            self._finish(key, token, None, f"the analysis process died ({type(e).__name__}); the trace may be "
-                         "too big for memory. It is analysed again when the file changes or TensorBoard restarts")
+            self._finish(
+                key,
+                token,
+                None,
+                f"the analysis process died ({type(e).__name__}); the trace may be "
+                "too big for memory. It is analysed again when the file changes or TensorBoard restarts",
+            )
         except Exception as e:  # noqa: BLE001 - a bug in the engine: shown on the run, logged in full
             logger.exception("llm_diag: analysing %s failed", getattr(tf, "path", key))
             line = f"{type(e).__name__}: {e}".splitlines()[0][:300] if str(e) else type(e).__name__

@@ -15,14 +15,14 @@ from __future__ import annotations
 import logging
 import os
 import queue
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Callable
-
-from werkzeug import wrappers, wsgi
+from typing import Any
 
 from tensorboard import errors as tb_errors
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
+from werkzeug import wrappers, wsgi
 
 from tb_llmdiag import api
 from tb_llmdiag.errors import LlmDiagError
@@ -58,10 +58,17 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
 
     plugin_name = PLUGIN_NAME
 
-    def __init__(self, context: base_plugin.TBContext, *, cache_dir: str | None = None,
-                 scan_interval_s: float | None = None, workers: int | None = None,
-                 processes: bool | None = None, executor: Executor | None = None,
-                 discover: Callable[[str], api.Index] | None = None) -> None:
+    def __init__(
+        self,
+        context: base_plugin.TBContext,
+        *,
+        cache_dir: str | None = None,
+        scan_interval_s: float | None = None,
+        workers: int | None = None,
+        processes: bool | None = None,
+        executor: Executor | None = None,
+        discover: Callable[[str], api.Index] | None = None,
+    ) -> None:
         self._context = context
         self._logdir = os.path.expanduser(context.logdir) if getattr(context, "logdir", None) else ""
         n = workers or int(os.environ.get("LLMDIAG_WORKERS", WORKERS))
@@ -83,9 +90,16 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
         elif executor is None:
             executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="llmdiag-analyse")
         cache = ResultCache(cache_dir, logdir=self._logdir or None)
-        self._registry = Registry(self._logdir, cache, executor, workers=n, progress_queue=progress_queue,
-                                  renew=renew, scan_interval_s=SCAN_INTERVAL_S if scan_interval_s is None
-                                  else scan_interval_s, discover=discover or api.discover)
+        self._registry = Registry(
+            self._logdir,
+            cache,
+            executor,
+            workers=n,
+            progress_queue=progress_queue,
+            renew=renew,
+            scan_interval_s=SCAN_INTERVAL_S if scan_interval_s is None else scan_interval_s,
+            discover=discover or api.discover,
+        )
         self._registry.start()
         self._views = TraceViews(cache)
         self._assets = Assets()
@@ -158,8 +172,9 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             f, _, headers, ctype = routes.trace_impl(self._reg(), request.args)
         except tb_errors.PublicError as e:
             return http_util.Respond(request, {"error": str(e)}, "application/json", code=e.http_code)
-        return wrappers.Response(wsgi.wrap_file(request.environ, f), headers=headers, content_type=ctype,
-                                 direct_passthrough=True)
+        return wrappers.Response(
+            wsgi.wrap_file(request.environ, f), headers=headers, content_type=ctype, direct_passthrough=True
+        )
 
     @staticmethod
     def _respond(request: wrappers.Request, impl: Callable[[], routes.Answer]) -> wrappers.Response:

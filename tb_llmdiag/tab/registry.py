@@ -21,9 +21,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from tb_llmdiag import api
 from tb_llmdiag.tab.cache import ResultCache
@@ -70,10 +71,18 @@ def top_saving_ns(report: dict[str, Any]) -> int | None:
 
 
 class Registry:
-    def __init__(self, logdir: str, cache: ResultCache, executor: Executor, *, workers: int = 2,
-                 scan_interval_s: float = 10.0, progress_queue: Any = None,
-                 renew: Callable[[], Executor] | None = None,
-                 discover: Callable[[str], api.Index] = api.discover) -> None:
+    def __init__(
+        self,
+        logdir: str,
+        cache: ResultCache,
+        executor: Executor,
+        *,
+        workers: int = 2,
+        scan_interval_s: float = 10.0,
+        progress_queue: Any = None,
+        renew: Callable[[], Executor] | None = None,
+        discover: Callable[[str], api.Index] = api.discover,
+    ) -> None:
         self.logdir = logdir
         self.cache = cache
         self.scan_interval_s = scan_interval_s
@@ -85,8 +94,15 @@ class Registry:
         self.active = False
         self.first_scan = threading.Event()
         self._stop = threading.Event()
-        self.jobs = JobQueue(executor, claim=self._claim, finish=self._finish, phase=self._phase,
-                             workers=workers, progress_queue=progress_queue, renew=renew)
+        self.jobs = JobQueue(
+            executor,
+            claim=self._claim,
+            finish=self._finish,
+            phase=self._phase,
+            workers=workers,
+            progress_queue=progress_queue,
+            renew=renew,
+        )
 
     def start(self) -> None:
         threading.Thread(target=self._scan_loop, name="llmdiag-scan", daemon=True).start()
@@ -124,8 +140,14 @@ class Registry:
                     continue
             entry = Entry(tf=tf, cache_key=ck)
             # never cached, never queued while it changes: growth since the previous scan, or api.writing
-            writing = (f"still being written: it changed since the last scan ({old.tf.size_bytes:,} -> "
-                       f"{tf.size_bytes:,} bytes)") if old is not None and old.cache_key != ck else api.writing(tf)
+            writing = (
+                (
+                    f"still being written: it changed since the last scan ({old.tf.size_bytes:,} -> "
+                    f"{tf.size_bytes:,} bytes)"
+                )
+                if old is not None and old.cache_key != ck
+                else api.writing(tf)
+            )
             if writing is not None:
                 entry.status, entry.error = "writing", writing
             else:
@@ -171,9 +193,9 @@ class Registry:
         if result is not None:
             try:
                 self.cache.store(token, result)  # never raises for disk trouble: falls back to memory
-            except (TypeError, ValueError, KeyError) as e:  # a result the cache cannot encode: a bug, shown
+            except (TypeError, ValueError, KeyError) as exc:  # a result the cache cannot encode: a bug, shown
                 logger.exception("llm_diag: keeping the result of %s failed", key)
-                result, error = None, f"analysis failed: cannot keep its result ({type(e).__name__}: {e})"
+                result, error = None, f"analysis failed: cannot keep its result ({type(exc).__name__}: {exc})"
         with self.lock:
             e = self.entries.get(key)
             if e is None or e.cache_key != token:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Mapping
+from typing import Any, BinaryIO
 
 from tensorboard import errors as tb_errors
 
 from tb_llmdiag import api
-from tb_llmdiag.tab.registry import Entry, Registry
 from tb_llmdiag.tab.jobs import Key
+from tb_llmdiag.tab.registry import Entry, Registry
 from tb_llmdiag.tab.traceviews import TraceViews
 
 #: HTTP status of a run whose analysis failed (not a bad trace: those are 200 error RunReports).
@@ -72,8 +73,14 @@ def step_arg(args: Mapping[str, str]) -> int | None:
 
 def status_payload(reg: Registry, key: Key, e: Entry) -> dict[str, Any]:
     status, error = e.shown()
-    out: dict[str, Any] = {"run": key[0], "worker": key[1], "span": key[2], "status": status, "error": error,
-                           "size_bytes": e.tf.size_bytes}
+    out: dict[str, Any] = {
+        "run": key[0],
+        "worker": key[1],
+        "span": key[2],
+        "status": status,
+        "error": error,
+        "size_bytes": e.tf.size_bytes,
+    }
     if e.status == "analysing":
         out["phase"] = e.phase or "starting"
         out["elapsed_s"] = round(time.monotonic() - (e.started_s or time.monotonic()), 1)
@@ -94,10 +101,17 @@ def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for key, e in reg.snapshot():
         status, error = e.shown()
-        runs.setdefault(key[0], {}).setdefault(key[1], []).append({
-            "span": key[2], "source_kind": e.tf.source_kind, "status": status, "error": error,
-            "size_bytes": e.tf.size_bytes, "rank": e.tf.rank, "saving_ns": e.saving_ns,
-        })
+        runs.setdefault(key[0], {}).setdefault(key[1], []).append(
+            {
+                "span": key[2],
+                "source_kind": e.tf.source_kind,
+                "status": status,
+                "error": error,
+                "size_bytes": e.tf.size_bytes,
+                "rank": e.tf.rank,
+                "saving_ns": e.saving_ns,
+            }
+        )
     out_runs = []
     for run, workers in runs.items():
         spans = [s for ws in workers.values() for s in ws]
@@ -107,13 +121,25 @@ def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
         if any(s["status"] == "writing" for s in spans) and agg != "error":
             agg = "writing"
         savings = [s["saving_ns"] for s in spans if s["saving_ns"] is not None]
-        out_runs.append({"run": run, "status": agg, "error": next((s["error"] for s in spans if s["error"]), None),
-                         "saving_ns": max(savings) if savings else None,
-                         "workers": [{"worker": w, "spans": ws} for w, ws in workers.items()]})
+        out_runs.append(
+            {
+                "run": run,
+                "status": agg,
+                "error": next((s["error"] for s in spans if s["error"]), None),
+                "saving_ns": max(savings) if savings else None,
+                "workers": [{"worker": w, "spans": ws} for w, ws in workers.items()],
+            }
+        )
     with reg.lock:
-        body = {"logdir": logdir, "scanned": reg.first_scan.is_set(), "scan_error": reg.scan_error,
-                "warnings": list(reg.warnings), "cache": reg.cache.state, "runs": out_runs,
-                "trace_viewers": {"pytorch_profiler": "pytorch_profiler" in plugins, "profile": "profile" in plugins}}
+        body = {
+            "logdir": logdir,
+            "scanned": reg.first_scan.is_set(),
+            "scan_error": reg.scan_error,
+            "warnings": list(reg.warnings),
+            "cache": reg.cache.state,
+            "runs": out_runs,
+            "trace_viewers": {"pytorch_profiler": "pytorch_profiler" in plugins, "profile": "profile" in plugins},
+        }
     return Answer(200, body)
 
 
@@ -194,7 +220,9 @@ def compare_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
             return Answer(202, status_payload(reg, key, e))
         if rep.get("status") == "error":
             body = status_payload(reg, key, e)
-            body.update(status="error", error=f"{key[0]} ({key[1]}, span {key[2]}) could not be analysed: {rep.get('error')}")
+            body.update(
+                status="error", error=f"{key[0]} ({key[1]}, span {key[2]}) could not be analysed: {rep.get('error')}"
+            )
             return Answer(FAILED, body)
         reports.append(rep)
     return Answer(200, api.compare_reports(reports[0], reports[1]))
@@ -213,21 +241,41 @@ def job_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
         names[arg] = v
     members = [(k, e) for k, e in reg.snapshot() if k[0] == names["run"] and k[2] == names["span"]]
     if len(members) < 2:
-        raise tb_errors.NotFoundError(f"run {names['run']!r} span {names['span']!r} is not a job (fewer than two ranks)")
+        raise tb_errors.NotFoundError(
+            f"run {names['run']!r} span {names['span']!r} is not a job (fewer than two ranks)"
+        )
     waiting = [(k, e) for k, e in members if e.status in ("pending", "analysing")]
     if waiting:
         for k, _ in waiting:
             reg.prioritise(k)
         done = len(members) - len(waiting)
-        return Answer(202, {"run": names["run"], "span": names["span"], "status": "analysing",
-                            "error": None, "ranks_ready": done, "rank_count": len(members)})
+        return Answer(
+            202,
+            {
+                "run": names["run"],
+                "span": names["span"],
+                "status": "analysing",
+                "error": None,
+                "ranks_ready": done,
+                "rank_count": len(members),
+            },
+        )
     summaries = []
     for k, e in members:
         found = reg.cache.get(e.cache_key, "rank_summary") if e.status == "ready" else None
         if e.status == "ready" and found is None:  # the cache entry vanished or predates rank summaries
             reg.requeue(k)
-            return Answer(202, {"run": names["run"], "span": names["span"], "status": "analysing", "error": None,
-                                "ranks_ready": len(members) - 1, "rank_count": len(members)})
+            return Answer(
+                202,
+                {
+                    "run": names["run"],
+                    "span": names["span"],
+                    "status": "analysing",
+                    "error": None,
+                    "ranks_ready": len(members) - 1,
+                    "rank_count": len(members),
+                },
+            )
         summaries.append((e.tf, found.get("summary") if found else None))
     return Answer(200, api.job_for_summaries(names["run"], names["span"], summaries))
 
@@ -242,11 +290,18 @@ def trace_impl(reg: Registry, args: Mapping[str, str]) -> tuple[BinaryIO, int, l
     except OSError as err:
         raise tb_errors.NotFoundError(f"the trace file is gone: {err.strerror}") from None
     name = os.path.basename(e.tf.path)
-    ctype = "application/gzip" if name.endswith(".gz") else (
-        "application/json" if name.endswith(".json") else "application/octet-stream")
+    ctype = (
+        "application/gzip"
+        if name.endswith(".gz")
+        else ("application/json" if name.endswith(".json") else "application/octet-stream")
+    )
     safe = "".join(c if (c.isalnum() or c in "._-") else "_" for c in name) or "trace"
-    headers = [("Content-Length", str(size)), ("X-Content-Type-Options", "nosniff"),
-               ("Content-Disposition", f'attachment; filename="{safe}"'), ("Cache-Control", "no-cache")]
+    headers = [
+        ("Content-Length", str(size)),
+        ("X-Content-Type-Options", "nosniff"),
+        ("Content-Disposition", f'attachment; filename="{safe}"'),
+        ("Cache-Control", "no-cache"),
+    ]
     return f, size, headers, ctype
 
 
@@ -266,8 +321,7 @@ def _int_arg(args: Mapping[str, str], name: str, default: int | None, lo: int, h
 _MAX_NS = 1 << 62
 
 
-def _index(reg: Registry, views: TraceViews,
-           args: Mapping[str, str]) -> tuple[api.TraceIndex | None, Answer | None]:
+def _index(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> tuple[api.TraceIndex | None, Answer | None]:
     """The run's loaded trace-view index, or the answer to give instead (202 / 422)."""
     key, e = entry_for(reg, args)
     early = _not_ready(reg, key, e, "trace_view")

@@ -6,12 +6,27 @@ every number: a planted or damaged entry of the wrong shape is a cache miss, nev
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tb_llmdiag import api
 
-_REPORT_KEYS = ("run", "worker", "span", "source_kind", "path", "size_bytes", "status", "error", "warnings",
-                "summary", "headline", "metrics", "findings", "what_if")
+_REPORT_KEYS = (
+    "run",
+    "worker",
+    "span",
+    "source_kind",
+    "path",
+    "size_bytes",
+    "status",
+    "error",
+    "warnings",
+    "summary",
+    "headline",
+    "metrics",
+    "findings",
+    "what_if",
+)
 _STEP_PARTS = ("index", "duration_ns", "busy_ns", "host_wait_ns", "sync_ns", "data_loader_ns", "other_ns")
 
 
@@ -40,8 +55,13 @@ def timelines(v: Any) -> str | None:
     if not isinstance(v, list):
         return "the timeline index is not a list"
     for i, row in enumerate(v):
-        if not (isinstance(row, dict) and row.get("ordinal") == i and _int(row.get("index"))
-                and _int(row.get("duration_ns")) and (row.get("name") is None or isinstance(row.get("name"), str))):
+        if not (
+            isinstance(row, dict)
+            and row.get("ordinal") == i
+            and _int(row.get("index"))
+            and _int(row.get("duration_ns"))
+            and (row.get("name") is None or isinstance(row.get("name"), str))
+        ):
             return f"timeline index row {i} is malformed"
     return None
 
@@ -62,7 +82,7 @@ def timeline(v: Any) -> str | None:
 
 def steps(v: Any) -> str | None:
     if not isinstance(v, dict) or not isinstance(v.get("steps"), list):
-        return "the step breakdown is not {\"steps\": [...]}"
+        return 'the step breakdown is not {"steps": [...]}'
     for i, row in enumerate(v["steps"]):
         if not (isinstance(row, dict) and all(_int(row.get(k)) for k in _STEP_PARTS)):
             return f"step breakdown row {i} is malformed"
@@ -72,10 +92,11 @@ def steps(v: Any) -> str | None:
 def rank_summary(v: Any) -> str | None:
     """``{"summary": RankSummary.to_dict() | None}`` (None: the trace could not be summarised)."""
     if not isinstance(v, dict) or "summary" not in v:
-        return "the rank summary is not {\"summary\": ...}"
+        return 'the rank summary is not {"summary": ...}'
     s = v["summary"]
-    if s is not None and not (isinstance(s, dict) and isinstance(s.get("steps"), dict)
-                              and isinstance(s.get("collectives"), dict)):
+    if s is not None and not (
+        isinstance(s, dict) and isinstance(s.get("steps"), dict) and isinstance(s.get("collectives"), dict)
+    ):
         return "the rank summary is malformed"
     return None
 
@@ -84,13 +105,23 @@ def traceview(v: Any) -> str | None:
     """The trace view's meta (``traceview/build.py``); its arrays are checked by ``TraceIndex.load``."""
     if not isinstance(v, dict) or v.get("traceview_version") != api.TRACEVIEW_VERSION:
         return "not a trace-view index of this version"
-    if not (isinstance(v.get("lanes"), list) and isinstance(v.get("names"), list) and isinstance(v.get("levels"), list)
-            and isinstance(v.get("findings"), list) and _int(v.get("span_ns")) and _int(v.get("n_events"))):
+    if not (
+        isinstance(v.get("lanes"), list)
+        and isinstance(v.get("names"), list)
+        and isinstance(v.get("levels"), list)
+        and isinstance(v.get("findings"), list)
+        and _int(v.get("span_ns"))
+        and _int(v.get("n_events"))
+    ):
         return "the trace-view index is malformed"
     return None
 
 
 VALIDATORS: dict[str, Callable[[Any], str | None]] = {
-    "report": report, "timelines": timelines, "timeline": timeline, "steps": steps, "traceview": traceview,
+    "report": report,
+    "timelines": timelines,
+    "timeline": timeline,
+    "steps": steps,
+    "traceview": traceview,
     "rank_summary": rank_summary,
 }

@@ -30,13 +30,30 @@ TRACEVIEW_VERSION = 1
 #: Deeper nesting is drawn at this depth (rows then overlap; queries stay correct through ``cmax``).
 MAX_DEPTH = 64
 
-HOST_CATEGORIES = ("cpu_op", "annotation", "step", "python", "runtime", "driver", "gpu_annotation", "sync",
-                   "host_other")
+HOST_CATEGORIES = (
+    "cpu_op",
+    "annotation",
+    "step",
+    "python",
+    "runtime",
+    "driver",
+    "gpu_annotation",
+    "sync",
+    "host_other",
+)
 CATEGORIES: tuple[str, ...] = tuple(KERNEL_CATEGORIES) + HOST_CATEGORIES
 _HOST_BASE = len(KERNEL_CATEGORIES)
-_KIND_CAT = {Kind.CPU_OP: "cpu_op", Kind.ANNOTATION: "annotation", Kind.STEP: "step", Kind.PYTHON: "python",
-             Kind.RUNTIME: "runtime", Kind.DRIVER: "driver", Kind.GPU_ANNOTATION: "gpu_annotation",
-             Kind.SYNC: "sync", Kind.OTHER: "host_other"}
+_KIND_CAT = {
+    Kind.CPU_OP: "cpu_op",
+    Kind.ANNOTATION: "annotation",
+    Kind.STEP: "step",
+    Kind.PYTHON: "python",
+    Kind.RUNTIME: "runtime",
+    Kind.DRIVER: "driver",
+    Kind.GPU_ANNOTATION: "gpu_annotation",
+    Kind.SYNC: "sync",
+    Kind.OTHER: "host_other",
+}
 HOST_KINDS = (Kind.CPU_OP, Kind.ANNOTATION, Kind.STEP, Kind.PYTHON, Kind.RUNTIME, Kind.DRIVER, Kind.OTHER)
 STREAM_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 MARK_KINDS = (Kind.GPU_ANNOTATION, Kind.SYNC)
@@ -78,8 +95,7 @@ def _lane_members(trace: Trace, cat: NDArray[np.uint8]) -> tuple[list[dict[str, 
         tids, inv, counts = _groups(ev.tid[host])
         for g in np.argsort(-counts, kind="stable"):
             tid = int(tids[g])
-            add({"id": f"host.{tid}", "label": f"Host thread {tid}", "kind": "host", "tid": tid},
-                host[inv == g])
+            add({"id": f"host.{tid}", "label": f"Host thread {tid}", "kind": "host", "tid": tid}, host[inv == g])
     dev_mask = ev.device >= 0
     streams = np.flatnonzero(kind_mask(ev.kind, STREAM_KINDS) & dev_mask)
     if streams.size:
@@ -88,17 +104,33 @@ def _lane_members(trace: Trace, cat: NDArray[np.uint8]) -> tuple[list[dict[str, 
         for g, k in enumerate(uniq):
             d, s = int(k) >> 32, int(k) & 0xFFFFFFFF
             s = s - (1 << 32) if s >= (1 << 31) else s
-            add({"id": f"gpu{d}.s{s}", "label": f"GPU {d} · stream {s}", "kind": "gpu", "device": d, "stream": s},
-                streams[inv == g])
+            add(
+                {"id": f"gpu{d}.s{s}", "label": f"GPU {d} · stream {s}", "kind": "gpu", "device": d, "stream": s},
+                streams[inv == g],
+            )
     for kinds, suffix, label, lane_kind in ((MARK_KINDS, "marks", "annotations, syncs", "gpu_marks"),):
         idx = np.flatnonzero(kind_mask(ev.kind, kinds) & dev_mask)
         for d in np.unique(ev.device[idx]):
-            add({"id": f"gpu{int(d)}.{suffix}", "label": f"GPU {int(d)} · {label}", "kind": lane_kind,
-                 "device": int(d)}, idx[ev.device[idx] == d])
+            add(
+                {
+                    "id": f"gpu{int(d)}.{suffix}",
+                    "label": f"GPU {int(d)} · {label}",
+                    "kind": lane_kind,
+                    "device": int(d),
+                },
+                idx[ev.device[idx] == d],
+            )
     comm = streams[cat[streams] == CATEGORY_CODE["communication"]] if streams.size else streams
     for d in np.unique(ev.device[comm]):
-        add({"id": f"gpu{int(d)}.collectives", "label": f"GPU {int(d)} · collectives", "kind": "collectives",
-             "device": int(d)}, comm[ev.device[comm] == d])
+        add(
+            {
+                "id": f"gpu{int(d)}.collectives",
+                "label": f"GPU {int(d)} · collectives",
+                "kind": "collectives",
+                "device": int(d),
+            },
+            comm[ev.device[comm] == d],
+        )
     empty = np.zeros(0, np.int64)
     return lanes, (np.concatenate(lane_of) if lane_of else empty), (np.concatenate(evs) if evs else empty)
 
@@ -106,19 +138,25 @@ def _lane_members(trace: Trace, cat: NDArray[np.uint8]) -> tuple[list[dict[str, 
 def _memory(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
     mem = trace.memory
     if len(mem) == 0:
-        return [], {"mem_ts": np.zeros(0, np.int64), "mem_alloc": np.zeros(0, np.int64),
-                    "mem_reserved": np.zeros(0, np.int64)}
+        return [], {
+            "mem_ts": np.zeros(0, np.int64),
+            "mem_alloc": np.zeros(0, np.int64),
+            "mem_reserved": np.zeros(0, np.int64),
+        }
     order = np.lexsort((mem.ts_ns, mem.device))
     dev = mem.device[order]
     lanes = []
     for d in np.unique(dev):
         a, b = np.searchsorted(dev, d, "left"), np.searchsorted(dev, d, "right")
         name = "Host memory" if d < 0 else f"GPU {int(d)} · memory allocated"
-        lanes.append({"id": f"mem{int(d)}", "label": name, "kind": "memory", "device": int(d),
-                      "samples": [int(a), int(b)]})
-    return lanes, {"mem_ts": mem.ts_ns[order].astype(np.int64),
-                   "mem_alloc": mem.total_allocated_bytes[order].astype(np.int64),
-                   "mem_reserved": mem.total_reserved_bytes[order].astype(np.int64)}
+        lanes.append(
+            {"id": f"mem{int(d)}", "label": name, "kind": "memory", "device": int(d), "samples": [int(a), int(b)]}
+        )
+    return lanes, {
+        "mem_ts": mem.ts_ns[order].astype(np.int64),
+        "mem_alloc": mem.total_allocated_bytes[order].astype(np.int64),
+        "mem_reserved": mem.total_reserved_bytes[order].astype(np.int64),
+    }
 
 
 def build(trace: Trace) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -153,20 +191,37 @@ def build(trace: Trace) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     corr_order = has_corr[np.argsort(ev.correlation[has_corr], kind="stable")]
     mem_lanes, mem_arrays = _memory(trace)
     arrays: dict[str, np.ndarray] = {
-        "ev_ts": ts, "ev_dur": dur, "ev_name": ev.name_id.astype(np.int32), "ev_kind": ev.kind.astype(np.uint8),
-        "ev_cat": cat.astype(np.uint8), "ev_corr": ev.correlation.astype(np.int64),
-        "ev_shape": ev.shape_id.astype(np.int32), "ev_bytes": ev.bytes.astype(np.int64), "ev_row": ev_row,
-        "ev_tid": ev.tid.astype(np.int64), "ev_stream": ev.stream.astype(np.int32),
+        "ev_ts": ts,
+        "ev_dur": dur,
+        "ev_name": ev.name_id.astype(np.int32),
+        "ev_kind": ev.kind.astype(np.uint8),
+        "ev_cat": cat.astype(np.uint8),
+        "ev_corr": ev.correlation.astype(np.int64),
+        "ev_shape": ev.shape_id.astype(np.int32),
+        "ev_bytes": ev.bytes.astype(np.int64),
+        "ev_row": ev_row,
+        "ev_tid": ev.tid.astype(np.int64),
+        "ev_stream": ev.stream.astype(np.int32),
         "ev_device": ev.device.astype(np.int16),
-        "corr_sorted": ev.correlation[corr_order].astype(np.int64), "corr_ev": corr_order.astype(np.int64),
-        "row_lane": row_lane, "row_depth": row_depth, **mem_arrays,
+        "corr_sorted": ev.correlation[corr_order].astype(np.int64),
+        "corr_ev": corr_order.astype(np.int64),
+        "row_lane": row_lane,
+        "row_depth": row_depth,
+        **mem_arrays,
     }
     for i, lv in enumerate(levels):
         for col in ("off", "start", "end", "cmax", "ev", "n"):
             arrays[f"lv{i}_{col}"] = getattr(lv, col)
     meta = {
-        "traceview_version": TRACEVIEW_VERSION, "n_events": n, "n_rows": n_rows, "span_ns": span,
-        "source_kind": trace.source_kind, "names": list(ev.names), "shapes": list(ev.shapes),
-        "categories": list(CATEGORIES), "levels": [lv.tol_ns for lv in levels], "lanes": lanes + mem_lanes,
+        "traceview_version": TRACEVIEW_VERSION,
+        "n_events": n,
+        "n_rows": n_rows,
+        "span_ns": span,
+        "source_kind": trace.source_kind,
+        "names": list(ev.names),
+        "shapes": list(ev.shapes),
+        "categories": list(CATEGORIES),
+        "levels": [lv.tol_ns for lv in levels],
+        "lanes": lanes + mem_lanes,
     }
     return meta, arrays

@@ -13,7 +13,8 @@ Contract:
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -44,8 +45,11 @@ def _named(trace: Trace, name: str | None, kinds: tuple[Kind, ...], host: bool =
     ev = trace.events
     if not name or name not in ev.names:
         return [], name
-    rows = np.flatnonzero((ev.name_id == ev.names.index(name)) & kind_mask(ev.kind, kinds)
-                          & ((ev.device < 0) if host else (ev.device >= 0)))
+    rows = np.flatnonzero(
+        (ev.name_id == ev.names.index(name))
+        & kind_mask(ev.kind, kinds)
+        & ((ev.device < 0) if host else (ev.device >= 0))
+    )
     return _longest(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]), name
 
 

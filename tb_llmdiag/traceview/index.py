@@ -13,8 +13,9 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -27,12 +28,30 @@ MAX_INTERVALS = 40_000
 DEFAULT_DEPTH = 6
 SEARCH_LIMIT = 200
 
-_EV_COLS = {"ev_ts": np.int64, "ev_dur": np.int64, "ev_name": np.int32, "ev_kind": np.uint8, "ev_cat": np.uint8,
-            "ev_corr": np.int64, "ev_shape": np.int32, "ev_bytes": np.int64, "ev_row": np.int32,
-            "ev_tid": np.int64, "ev_stream": np.int32, "ev_device": np.int16}
+_EV_COLS = {
+    "ev_ts": np.int64,
+    "ev_dur": np.int64,
+    "ev_name": np.int32,
+    "ev_kind": np.uint8,
+    "ev_cat": np.uint8,
+    "ev_corr": np.int64,
+    "ev_shape": np.int32,
+    "ev_bytes": np.int64,
+    "ev_row": np.int32,
+    "ev_tid": np.int64,
+    "ev_stream": np.int32,
+    "ev_device": np.int16,
+}
 _LV_COLS = {"off": np.int64, "start": np.int64, "end": np.int64, "cmax": np.int64, "ev": np.int32, "n": np.int32}
-_OTHER = {"corr_sorted": np.int64, "corr_ev": np.int64, "row_lane": np.int64, "row_depth": np.int64,
-          "mem_ts": np.int64, "mem_alloc": np.int64, "mem_reserved": np.int64}
+_OTHER = {
+    "corr_sorted": np.int64,
+    "corr_ev": np.int64,
+    "row_lane": np.int64,
+    "row_depth": np.int64,
+    "mem_ts": np.int64,
+    "mem_alloc": np.int64,
+    "mem_reserved": np.int64,
+}
 
 
 class BadIndex(ValueError):
@@ -79,7 +98,7 @@ class TraceIndex:
         names, shapes = meta.get("names"), meta.get("shapes")
         if not (isinstance(names, list) and isinstance(shapes, list)):
             raise BadIndex("no name tables")
-        if n and not (0 <= int(arrays["ev_name"].min()) and int(arrays["ev_name"].max()) < len(names)):
+        if n and not (int(arrays["ev_name"].min()) >= 0 and int(arrays["ev_name"].max()) < len(names)):
             raise BadIndex("event names out of range")
         if n and int(arrays["ev_shape"].max()) >= len(shapes):
             raise BadIndex("event shapes out of range")
@@ -88,7 +107,7 @@ class TraceIndex:
         if arrays["row_lane"].shape[0] != n_rows or arrays["row_depth"].shape[0] != n_rows:
             raise BadIndex("row tables of the wrong length")
         ce = arrays["corr_ev"]
-        if ce.shape[0] != arrays["corr_sorted"].shape[0] or (ce.size and not (0 <= ce.min() and ce.max() < n)):
+        if ce.shape[0] != arrays["corr_sorted"].shape[0] or (ce.size and not (ce.min() >= 0 and ce.max() < n)):
             raise BadIndex("correlation index out of range")
         if not _sorted(arrays["corr_sorted"], np.zeros(0, np.int64)):
             raise BadIndex("correlation index not sorted")
@@ -100,7 +119,7 @@ class TraceIndex:
                 raise BadIndex(f"level {i}: bad row offsets")
             if any(g[c].shape[0] != m for c in ("end", "cmax", "ev", "n")):
                 raise BadIndex(f"level {i}: columns of unequal length")
-            if m and not (0 <= g["ev"].min() and g["ev"].max() < n):
+            if m and not (g["ev"].min() >= 0 and g["ev"].max() < n):
                 raise BadIndex(f"level {i}: event ids out of range")
             if not (_sorted(g["start"], off) and _sorted(g["cmax"], off)) or np.any(g["end"] < g["start"]):
                 raise BadIndex(f"level {i}: rows not sorted")
@@ -126,8 +145,9 @@ class TraceIndex:
         return cls(dict(meta), dict(arrays), levels)
 
     # -- queries
-    def view(self, start_ns: int, end_ns: int, px: int, *, depth: int = DEFAULT_DEPTH,
-             expand: frozenset[str] = frozenset()) -> dict[str, Any]:
+    def view(
+        self, start_ns: int, end_ns: int, px: int, *, depth: int = DEFAULT_DEPTH, expand: frozenset[str] = frozenset()
+    ) -> dict[str, Any]:
         """The answer of the ``trace_view`` route (docs/http_api.md)."""
         a, b = int(start_ns), max(int(end_ns), int(start_ns) + 1)
         px = max(1, int(px))
@@ -140,13 +160,22 @@ class TraceIndex:
             res *= 2
             names.clear()
         inv = sorted(names, key=names.__getitem__)
-        return {"traceview_version": TRACEVIEW_VERSION, "start_ns": a, "end_ns": b, "px": px,
-                "resolution_ns": int(res), "span_ns": int(self.meta["span_ns"]), "intervals": total,
-                "names": [self.meta["names"][i] for i in inv], "categories": self.meta["categories"],
-                "lanes": lanes}
+        return {
+            "traceview_version": TRACEVIEW_VERSION,
+            "start_ns": a,
+            "end_ns": b,
+            "px": px,
+            "resolution_ns": int(res),
+            "span_ns": int(self.meta["span_ns"]),
+            "intervals": total,
+            "names": [self.meta["names"][i] for i in inv],
+            "categories": self.meta["categories"],
+            "lanes": lanes,
+        }
 
-    def _lanes(self, a: int, b: int, res: float, depth: int, expand: frozenset[str],
-               names: dict[int, int]) -> tuple[list[dict[str, Any]], int]:
+    def _lanes(
+        self, a: int, b: int, res: float, depth: int, expand: frozenset[str], names: dict[int, int]
+    ) -> tuple[list[dict[str, Any]], int]:
         out, total = [], 0
         ev_name, ev_cat = self.a["ev_name"], self.a["ev_cat"]
         for ln in self.meta["lanes"]:
@@ -165,9 +194,16 @@ class TraceIndex:
                 sl = query(self.levels, r, a, b, 0 if ln["kind"] == "steps" else res, self.a["ev_dur"])
                 nid = ev_name[sl.ev]
                 lut = {x: names.setdefault(x, len(names)) for x in np.unique(nid).tolist()}
-                rows.append({"start_ns": sl.start.tolist(), "dur_ns": (sl.end - sl.start).tolist(),
-                             "ev": sl.ev.tolist(), "n": sl.n.tolist(),
-                             "name": [lut[x] for x in nid.tolist()], "cat": ev_cat[sl.ev].tolist()})
+                rows.append(
+                    {
+                        "start_ns": sl.start.tolist(),
+                        "dur_ns": (sl.end - sl.start).tolist(),
+                        "ev": sl.ev.tolist(),
+                        "n": sl.n.tolist(),
+                        "name": [lut[x] for x in nid.tolist()],
+                        "cat": ev_cat[sl.ev].tolist(),
+                    }
+                )
                 total += sl.start.shape[0]
             lane["rows"] = rows
             out.append(lane)
@@ -206,7 +242,7 @@ class TraceIndex:
         if corr >= 0:
             cs = a["corr_sorted"]
             lo, hi = int(np.searchsorted(cs, corr, "left")), int(np.searchsorted(cs, corr, "right"))
-            flow = [self._brief(int(j)) for j in a["corr_ev"][lo:min(hi, lo + 16)] if int(j) != i]
+            flow = [self._brief(int(j)) for j in a["corr_ev"][lo : min(hi, lo + 16)] if int(j) != i]
         out["flow"] = flow
         return out
 
@@ -214,9 +250,15 @@ class TraceIndex:
         a = self.a
         r = int(a["ev_row"][i])
         lane = self._lane_of_row(r) if r >= 0 else None
-        return {"ev": i, "name": self.meta["names"][int(a["ev_name"][i])], "ts_ns": int(a["ev_ts"][i]),
-                "dur_ns": int(a["ev_dur"][i]), "category": self.meta["categories"][int(a["ev_cat"][i])],
-                "lane": lane, "depth": int(a["row_depth"][r]) if r >= 0 else None}
+        return {
+            "ev": i,
+            "name": self.meta["names"][int(a["ev_name"][i])],
+            "ts_ns": int(a["ev_ts"][i]),
+            "dur_ns": int(a["ev_dur"][i]),
+            "category": self.meta["categories"][int(a["ev_cat"][i])],
+            "lane": lane,
+            "depth": int(a["row_depth"][r]) if r >= 0 else None,
+        }
 
     def _lane_of_row(self, r: int) -> str | None:
         for ln in self.meta["lanes"]:
@@ -234,5 +276,9 @@ class TraceIndex:
             lut = np.zeros(len(self.meta["names"]), dtype=bool)
             lut[ids] = True
             hits = np.flatnonzero(lut[self.a["ev_name"]] & (self.a["ev_row"] >= 0))
-        return {"query": text, "names": len(ids), "count": int(hits.shape[0]),
-                "events": [self._brief(int(i)) for i in hits[:limit]]}
+        return {
+            "query": text,
+            "names": len(ids),
+            "count": int(hits.shape[0]),
+            "events": [self._brief(int(i)) for i in hits[:limit]],
+        }

@@ -56,8 +56,9 @@ def row_cummax(row: I64, end: I64) -> I64:
     return np.maximum.accumulate(shifted + end) - shifted
 
 
-def merge_rows(row: I64, start: I64, end: I64, ev: I64, n: I64, tol: int,
-               ev_dur: I64) -> tuple[I64, I64, I64, I64, I64]:
+def merge_rows(
+    row: I64, start: I64, end: I64, ev: I64, n: I64, tol: int, ev_dur: I64
+) -> tuple[I64, I64, I64, I64, I64]:
     """One pyramid step: merge neighbours of a row closer than ``tol`` (gap to the running end <= tol).
     Returns (row, start, end, ev of the longest recorded event among the members, n summed); ``ev_dur`` is
     every event's recorded duration (indexed by ``ev``)."""
@@ -82,7 +83,7 @@ def merge_rows(row: I64, start: I64, end: I64, ev: I64, n: I64, tol: int,
 @dataclass(frozen=True)
 class Level:
     tol_ns: int
-    off: I64   # n_rows + 1 offsets
+    off: I64  # n_rows + 1 offsets
     start: I64
     end: I64
     cmax: I64
@@ -99,16 +100,24 @@ def build_levels(row: I64, start: I64, end: I64, ev: I64, n_rows: int, span_ns: 
     n = np.ones(start.shape[0], dtype=np.int64)
     ev_dur = np.zeros(int(ev.max()) + 1 if ev.size else 0, np.int64)
     ev_dur[ev] = end - start
-    levels = [Level(0, offsets(row, n_rows), start, end, row_cummax(row, end), ev.astype(np.int32),
-                    n.astype(np.int32))]
+    levels = [Level(0, offsets(row, n_rows), start, end, row_cummax(row, end), ev.astype(np.int32), n.astype(np.int32))]
     tol = FIRST_TOL_NS
     cur = (row, start, end, ev, n)
     while tol < max(span_ns, FIRST_TOL_NS) * LEVEL_FACTOR and cur[1].shape[0] > n_rows:
         cur = merge_rows(*cur, tol, ev_dur)
         if cur[1].shape[0] <= KEEP_RATIO * levels[-1].start.shape[0]:
             r = cur[0]
-            levels.append(Level(tol, offsets(r, n_rows), cur[1], cur[2], row_cummax(r, cur[2]),
-                                cur[3].astype(np.int32), cur[4].astype(np.int32)))
+            levels.append(
+                Level(
+                    tol,
+                    offsets(r, n_rows),
+                    cur[1],
+                    cur[2],
+                    row_cummax(r, cur[2]),
+                    cur[3].astype(np.int32),
+                    cur[4].astype(np.int32),
+                )
+            )
         tol *= LEVEL_FACTOR
     return levels
 
