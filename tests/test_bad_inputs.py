@@ -284,9 +284,12 @@ def test_gzip_bomb_stops_at_the_limit(tmp_path, body: bytes) -> None:
             f.write(body)
         f.write(b'"}]}' if body[:1] == b" " else b'{"ph":"i"}]}')
     assert bomb.stat().st_size < (1.2e6 if body[:1] == b" " else 4e6)  # events compress ~300x at best
-    code = ("import resource, sys, time; from tb_llmdiag.cli import main; t = time.perf_counter(); "
+    # the child's own peak: VmHWM belongs to the process's memory map; ru_maxrss would not do, since exec() carries
+    # the forking parent's high-water mark into it (pytest's own RSS after a thousand tests read as the bomb's)
+    code = ("import re, sys, time; from tb_llmdiag.cli import main; t = time.perf_counter(); "
             "c = main(['report', sys.argv[1]]); "
-            "print(c, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+            "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
+            "print(c, time.perf_counter() - t, hwm)")
     out = subprocess.run([sys.executable, "-c", code, str(bomb)], capture_output=True, text=True, timeout=120)
     exit_code, seconds, rss_kib = out.stdout.split()[-3:]
     assert int(exit_code) == 4
