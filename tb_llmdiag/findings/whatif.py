@@ -207,36 +207,32 @@ def apply_in_sequence(
     return out, what
 
 
-def _ms(ns: float) -> str:
-    return fmt_ns(ns)
-
-
 def statement(w: Mapping[str, Any]) -> str:
     """The what-if in words, as a bound."""
     med = w["step_ns"]
     parts = []
     if w.get("finding_id"):
         parts.append(
-            f"median step {_ms(med)}: at most {_ms(med)} -> {_ms(w['step_ns_if_fixed'])} "
+            f"median step {fmt_ns(med)}: at most {fmt_ns(med)} -> {fmt_ns(w['step_ns_if_fixed'])} "
             f"(-{100 * w['saving_share']:.0f} %) if the cause of `{w['finding_id']}` were removed entirely"
         )
     else:
-        parts.append(f"median step {_ms(med)}: no finding's cause is in the median step")
+        parts.append(f"median step {fmt_ns(med)}: no finding's cause is in the median step")
     a = w["all"]
     if len(a["finding_ids"]) > 1:
         parts.append(
-            f"at most {_ms(a['step_ns_if_fixed'])} (-{100 * a['saving_share']:.0f} %) with all "
+            f"at most {fmt_ns(a['step_ns_if_fixed'])} (-{100 * a['saving_share']:.0f} %) with all "
             f"{len(a['finding_ids'])} findings' causes removed, applied in sequence"
         )
     if w.get("compute_floor_ns") is not None:
         parts.append(
-            f"the GPU's own work in the median step is {_ms(w['all']['compute_floor_ns'] or 0)}, a floor no fix of "
+            f"the GPU's own work in the median step is {fmt_ns(w['all']['compute_floor_ns'] or 0)}, a floor no fix of "
             f"idle time goes below"
         )
     if w["mean_step_ns"] > 1.05 * med:
         parts.append(
-            f"slower steps make the mean step {_ms(w['mean_step_ns'])}: at most "
-            f"{_ms(w['mean_step_ns_if_all_fixed'])} with every cause removed"
+            f"slower steps make the mean step {fmt_ns(w['mean_step_ns'])}: at most "
+            f"{fmt_ns(w['mean_step_ns_if_all_fixed'])} with every cause removed"
         )
     if w.get("tokens_per_s") and w.get("tokens_per_s_if_fixed"):
         parts.append(f"{w['tokens_per_s']:,.0f} -> at most {w['tokens_per_s_if_fixed']:,.0f} tokens/s")

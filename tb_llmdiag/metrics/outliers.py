@@ -25,6 +25,7 @@ import numpy as np
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.ranges import launched_inside, step_of
 from tb_llmdiag.model import Kind
+from tb_llmdiag.units import fmt_bytes, fmt_ns
 
 HOLD_SHARE = 0.25
 
@@ -39,14 +40,6 @@ def _per_name(ctx: Context, kind: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     key = ev.name_id[rows].astype(np.int64) * n + pos
     mat = np.bincount(key, weights=ev.dur_ns[rows], minlength=len(ev.names) * n).reshape(len(ev.names), n)
     return rows, pos, mat
-
-
-def _fmt_s(ns: float) -> str:
-    return f"{ns / 1e9:.3g} s" if ns >= 1e9 else f"{ns / 1e6:.3g} ms"
-
-
-def _fmt_b(b: int) -> str:
-    return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
 
 
 def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
@@ -108,11 +101,11 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
             )
         out.append(row)
     pick = next((r for r in out if r["index"] != index[0]), out[0])
-    text = f"step #{pick['index']} takes {_fmt_s(pick['duration_ns'])} (median {_fmt_s(med)})"
+    text = f"step #{pick['index']} takes {fmt_ns(pick['duration_ns'])} (median {fmt_ns(med)})"
     if pick["holder"]:
-        text += f": {_fmt_s(pick['holder_ns'])} inside `{pick['holder']}`"
+        text += f": {fmt_ns(pick['holder_ns'])} inside `{pick['holder']}`"
         copies = [
-            f"{_fmt_b(pick[k])} {w} copies"
+            f"{fmt_bytes(pick[k])} {w} copies"
             for k, w in (("dtoh_bytes", "device-to-host"), ("htod_bytes", "host-to-device"))
             if pick[k] >= 2**20
         ]

@@ -18,8 +18,9 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -56,15 +57,25 @@ def write(path: Path, layout: int, key: str, what: str, arrays: Mapping[str, np.
         ).encode("utf-8")
         + b"\n"
     )
+
+    def fill(f: BinaryIO) -> None:
+        f.write(head)
+        for _, dt, _, o, a in table:
+            f.seek(len(head) + o)
+            f.write(a.astype(dt, copy=False).tobytes())
+        f.truncate(len(head) + off)
+
+    atomic_write(path, key, fill)
+
+
+def atomic_write(path: Path, key: str, fill: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` through ``fill`` into a temporary file beside it, then rename: readers never see half a
+    file, and a failed write leaves nothing behind. Directories are made 0700 (the cache is per user)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(head)
-            for _, dt, _, o, a in table:
-                f.seek(len(head) + o)
-                f.write(a.astype(dt, copy=False).tobytes())
-            f.truncate(len(head) + off)
+            fill(f)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

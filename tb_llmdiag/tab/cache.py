@@ -20,7 +20,6 @@ Contract:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -283,14 +282,4 @@ class ResultCache:
         body = _dumps(value)
         head = json.dumps({"layout": CACHE_LAYOUT, "key": key, "what": what, "bytes": len(body)})
         data = head.encode("utf-8") + b"\n" + body
-        p = self._path(root, key, what)
-        p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{key}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, p)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        array_file.atomic_write(self._path(root, key, what), key, lambda f: f.write(data))
