@@ -10,10 +10,11 @@ setup(
     description="LLM Diag: why your LLM fine-tuning step is slow and what to change, from profiler traces (CLI + TensorBoard tab)",
     python_requires=">=3.10",
     packages=["tb_llmdiag", "tb_llmdiag.ingest", "tb_llmdiag.metrics", "tb_llmdiag.findings", "tb_llmdiag.render",
-              "tb_llmdiag.tab", "tb_llmdiag.jobs", "tb_llmdiag.compare", "tb_llmdiag.scale", "tb_llmdiag.frontend"],
+              "tb_llmdiag.tab", "tb_llmdiag.jobs", "tb_llmdiag.compare", "tb_llmdiag.scale", "tb_llmdiag.traceview",
+              "tb_llmdiag.frontend"],
     package_dir={"tb_llmdiag.frontend": "frontend"},
     ext_modules=[SCAN],
-    package_data={"tb_llmdiag.frontend": ["*.js", "*.css", "*.html", "views/*.js", "vendor/**/*"]},
+    package_data={"tb_llmdiag.frontend": ["*.js", "*.css", "*.html", "views/*.js", "traceview/*.js", "vendor/**/*"]},
     install_requires=[
         "numpy>=1.23",
         "msgspec>=0.18",

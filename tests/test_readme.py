@@ -41,3 +41,23 @@ def test_the_test_command_runs_the_lint_first() -> None:
     pins = dict(re.findall(r'"(ruff|mypy)==([0-9.]+)"', setup))
     assert set(pins) == {"ruff", "mypy"}
     assert pins == {"ruff": version("ruff"), "mypy": version("mypy")}
+
+
+def test_the_installed_package_holds_every_module_and_asset() -> None:
+    """README's first command is a plain `pip install .`: every package of ours and every asset the tab loads
+    must be listed in setup.py (an editable install, as the tests use, would hide a missing one)."""
+    import ast
+    import fnmatch
+
+    call = next(n for n in ast.walk(ast.parse((REPO / "setup.py").read_text())) if isinstance(n, ast.Call)
+                and getattr(n.func, "id", "") == "setup")
+    kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in ("packages", "package_data")}
+    packages = {".".join(p.relative_to(REPO).parts[:-1]) for p in (REPO / "tb_llmdiag").rglob("__init__.py")}
+    assert packages <= set(kw["packages"]), sorted(packages - set(kw["packages"]))
+    globs = kw["package_data"]["tb_llmdiag.frontend"]
+    front = REPO / "frontend"
+    assets = [p.relative_to(front).as_posix() for p in front.rglob("*") if p.is_file()
+              and p.suffix in (".js", ".css", ".html") and not p.name.endswith(".test.mjs")
+              and p.relative_to(front).parts[0] != "testdata"]
+    missing = [a for a in assets if not any(fnmatch.fnmatch(a, g.replace("**/", "*")) for g in globs)]
+    assert missing == []
