@@ -96,6 +96,8 @@ def test_savings_never_add_past_the_step_nor_below_the_compute_floor(rel: str) -
     a = analysed(rel)
     shares = [f["saving"]["share"] for f in a["findings"] if f.get("saving")]
     assert sum(shares) <= 1.0 + 1e-9, shares
+    # in sequence, no finding saves more than its own bound (the host floor's unclaimed wait included)
+    assert all(f["saving"]["share"] <= f["saving"]["alone_share"] + 1e-9 for f in a["findings"] if f.get("saving"))
     wi = a["what_if"]
     if wi is None:
         return
@@ -104,16 +106,33 @@ def test_savings_never_add_past_the_step_nor_below_the_compute_floor(rel: str) -
     if wi["compute_floor_ns"] is not None:
         assert wi["step_ns_if_fixed"] >= wi["compute_floor_ns"] - 1
         assert wi["all"]["step_ns_if_fixed"] >= wi["all"]["compute_floor_ns"] - 1
+    _never_below_the_host_floor(wi)
     assert "at most" in wi["statement"] or "no finding" in wi["statement"]
+
+
+def _never_below_the_host_floor(wi: dict[str, Any]) -> None:
+    """A device-side cut never takes the median step below the host's own time per step (what the host-side
+    findings leave of it, for all of them)."""
+    if wi.get("host_floor_ns") is None:
+        return
+    assert wi["host_floor_ns"] <= wi["step_ns"]
+    if wi["pool"] in ("device", "communication"):
+        assert wi["step_ns_if_fixed"] >= wi["host_floor_ns"] - 1
+    assert wi["all"]["step_ns_if_fixed"] >= wi["all"]["host_floor_ns"] - 1
+    if wi["bound_by"] == "host_floor":  # it says so only where the step stops at the floor
+        assert wi["pool"] in ("device", "communication") and abs(wi["step_ns_if_fixed"] - wi["host_floor_ns"]) <= 1
 
 
 @pytest.mark.parametrize("golden", sorted((REPO / "tests" / "golden").glob("*.diagnosis.json")), ids=lambda p: p.stem)
 def test_goldens_hold_the_same_invariants(golden: Path) -> None:
     g = json.loads(golden.read_text())
     assert sum(f["saving"]["share"] for f in g["findings"] if f.get("saving")) <= 1.0 + 1e-9
+    assert all(f["saving"]["share"] <= f["saving"]["alone_share"] + 1e-6 for f in g["findings"] if f.get("saving"))
     wi = g["what_if"]
     if wi and wi.get("compute_floor_ns") is not None:
         assert wi["all"]["step_ns_if_fixed"] >= wi["all"]["compute_floor_ns"] - 1
+    if wi:
+        _never_below_the_host_floor(wi)
 
 
 def _events(rel: str) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ Contract:
   (``share``, ``ns``; they add up to at most the whole step), beside its own bound (``alone_share``,
   ``alone_ns``) and its cut of the median step (``median_step_ns``).
 - ``what_if``: the median step, the top finding's cause removed, and all findings' causes removed, as bounds
-  that never go below the GPU's compute floor; tokens/s beside step time (``findings/whatif.py``,
+  that never go below the GPU's compute floor, nor, for a fix of GPU time, the host floor; tokens/s beside step time (``findings/whatif.py``,
   ``docs/whatif.md``). Null without steps.
 """
 

@@ -9,7 +9,8 @@ The model (docs/whatif.md is the prose):
 - On the mean step T (findings' shares are shares of the summed step time, i.e. of T): T = its regular part
   min(M, T) (M the median step), busy in the median step's proportion B_M / M (device pool), communication in
   its proportion C_M / M (communication pool) and idle otherwise (idle pool), plus the excess max(0, T - M)
-  (excess pool; when it is 0, excess findings take from the idle pool). The four pools add up to T. Causes first, then symptoms (``Rule.symptom``: host-bound, tiny kernels, long
+  (excess pool; when it is 0, excess findings take from the idle pool). The four pools add up to T. Host-side findings first, then device-side ones (the host floor below); in each,
+  causes first, then symptoms (``Rule.symptom``: host-bound, tiny kernels, long
   gaps, step variance: what the causes' time shows up as), each group in rank order, each finding removes the
   fraction r = min(1, share x T / its pool's initial size) of what is *left* of its pool: savings are applied in
   sequence on the remaining time, never added, so causes that claim the same idle time (host-bound, a slow host
@@ -20,6 +21,15 @@ The model (docs/whatif.md is the prose):
   and idle time M - B_M; each ``idle`` / ``device`` finding removes the same fraction r of what is left of its
   pool in M; ``excess`` findings remove nothing from M. ``compute_floor_ns`` is B_M less what the ``device``
   findings take off kernels: no what-if step goes below it (idle findings cannot remove busy time).
+- The host floor H (``host_floor.median_ns``: the host's own time per step, from its start to its last launch,
+  syncs excluded; at most M): a ``device`` / ``communication`` cut shrinks the GPU's work by r x its pool but
+  the step only down to H; the rest is time the GPU would then wait for the host, which no finding claims (no
+  finding measured it: a symptom's share is of the idle time the trace shows). An ``idle`` (host-side) cut
+  lowers H by what it takes off the step, a launch-overhead one to H x (1 - r) when that is lower
+  (``HOST_FLOOR_EFFECT``); no cut takes the step below the floor its fix leaves. Host-side findings come before device-side ones, so the floor they leave is the one that binds;
+  without a host floor (XPlane, no launch calls) nothing changes. On the mean step the same floor applies, scaled to its regular part
+  (H x min(M, T) / M). ``saving.bound_by`` / ``what_if.bound_by`` say what bounded each cut: ``cause`` (its own
+  share), ``pool`` (all that is left of its pool), ``host_floor``.
 - Without steps the shares are of the analysis window (``idle.window_ns``): they are applied in sequence on it
   the same way (``ns`` stays null) and there is no what-if.
 - Tokens/s: ``steps.tokens_per_step_median`` / step time (padded token slots), before and after.
@@ -91,6 +101,61 @@ def _saving_share(f: Mapping[str, Any]) -> float:
     return float(v) if finite(v) else 0.0
 
 
+#: the pools whose cuts shrink device-side time: the host's own time per step bounds them (the host floor)
+FLOORED = ("device", "communication")
+#: how a host-side (``idle``) finding's fix moves the host floor, by rule id; any other lowers it by its cut (``cut``:
+#: the host does that much less waiting or work; syncs too: the code that issues them is host work of its own, the
+#: per-parameter ``.item()`` loop's dispatch and copies);
+#: ``fraction``: launch overhead: the fix (fewer, larger launches: a larger batch, fusion, CUDA graphs) shortens the
+#: host's own time itself, so removing the fraction r of the waits it causes is taken to remove the fraction r of
+#: the floor too, when that is more than the cut (generous, so the what-if stays a bound).
+HOST_FLOOR_EFFECT: dict[str, str] = {"host_bound": "fraction", "tiny_kernels": "fraction"}
+
+
+def _host_floor_ns(m: Mapping[str, Any], median: float) -> float | None:
+    """The host's own time per step (``host_floor.median_ns``), never above the median step; None when unknown."""
+    v = lookup(m, "host_floor.median_ns")
+    return min(max(float(v), 0.0), median) if finite(v) else None
+
+
+def _bound(r: float) -> str:
+    return "pool" if r >= 1.0 else "cause"
+
+
+def _take(
+    left: dict[str, float], pool: str, r: float, host: dict[str, float | None], key: str, effect: str = "cut"
+) -> tuple[float, str]:
+    """Remove the fraction r of what is left of ``pool`` (in place), and say what bound the cut.
+
+    A host-side (``idle``) cut first moves the host floor ``host[key]`` as its rule's ``effect`` says
+    (``HOST_FLOOR_EFFECT``): down by as much as it takes off the step (``cut``), or to floor x (1 - r) when that is
+    lower (``fraction``), so it never binds a host-side cut. Then no cut takes the step below the floor: a
+    device-side one (``FLOORED``) still shrinks the GPU's work by r x its pool, but the rest of the step it cannot take becomes
+    ``host_wait``, time the GPU would then wait for the host, which no finding claims (none measured it)."""
+    raw = r * left[pool]
+    floor = host[key]
+    if floor is None or pool not in (*FLOORED, "idle"):
+        left[pool] -= raw
+        return raw, _bound(r)
+    if pool == "idle":
+        floor = max(0.0, min(floor - raw, floor * (1.0 - r)) if effect == "fraction" else floor - raw)
+        host[key] = floor
+    step = left["idle"] + left["device"] + left["communication"] + left["host_wait"]
+    cut = min(raw, max(0.0, step - floor))
+    left[pool] -= raw
+    left["host_wait"] += raw - cut
+    return cut, "host_floor" if cut < raw - 0.5 else _bound(r)  # half a ns: float noise is no bound
+
+
+def _all_bound(out: Sequence[Mapping[str, Any]], fixed_all: float, floor: float | None) -> str:
+    """What bounds the median step with every cause removed: ``host_floor`` when a device-side cut of the
+    sequence stopped at the host floor, ``compute_floor`` when the step is down to the GPU's own work, else
+    ``causes`` (the findings' own shares)."""
+    if any((f.get("saving") or {}).get("bound_by") == "host_floor" for f in out):
+        return "host_floor"
+    return "compute_floor" if floor is not None and fixed_all <= floor + 1 else "causes"
+
+
 def apply_in_sequence(
     findings: list[dict[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule]
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -123,7 +188,7 @@ def apply_in_sequence(
         "communication": c * regular,
         "excess": float(mean) - regular,
     }
-    left = dict(pool0)
+    left = {**pool0, "host_wait": 0.0}
     med0 = (
         {
             "idle": float(median) - (med_busy or 0) - med_coll,
@@ -133,35 +198,44 @@ def apply_in_sequence(
         if have_median
         else {}
     )
-    med_left = dict(med0)
+    med_left = {**med0, "host_wait": 0.0}
     symptom = {r.id for r in applicable(metrics, rules) if r.symptom}
-    # causes first, then symptoms (each group in rank order): a symptom keeps only the time the causes leave
-    order = sorted(range(len(out)), key=lambda i: (out[i]["id"] in symptom, i))
-    alone_cut: dict[int, tuple[float, str]] = {}
+    # the host floor (module docstring): the median step's, and its share of the mean step's regular part
+    host0 = _host_floor_ns(metrics, float(median)) if have_median else None
+    host = {"median": host0, "mean": host0 * regular / float(median) if host0 is not None else None}
+    pools = [_pool_of(claims.get(f["id"])) for f in out]
+    # no step adds time over the median (or no steps): the excess is idle time
+    pools = ["idle" if p == "excess" and pool0["excess"] <= 0 else p for p in pools]
+    # host-side cuts first (they lower the host floor), then device-side ones (the floor bounds them): the pools
+    # are apart but for the floor, so without it this order changes nothing; in each, causes first, then symptoms
+    # (each group in rank order): a symptom keeps only the time the causes leave
+    order = sorted(range(len(out)), key=lambda i: (pools[i] in FLOORED, out[i]["id"] in symptom, i))
+    alone_cut: dict[int, tuple[float, str, float, str]] = {}
     for i in order:
         f = out[i]
         alone = _saving_share(f)
         s = f.get("saving")
         if not isinstance(s, dict):
             continue
-        pool = _pool_of(claims.get(f["id"]))
-        if pool == "excess" and pool0["excess"] <= 0:
-            pool = "idle"  # no step adds time over the median (or no steps): the excess is idle time
+        pool = pools[i]
         cut = med_cut = 0.0
+        bound_by: str | None = None
         if pool is not None and alone > 0 and pool0[pool] > 0:
             r = min(1.0, alone * mean / pool0[pool])
-            cut = r * left[pool]
-            left[pool] -= cut
+            effect = HOST_FLOOR_EFFECT.get(f["id"], "cut")
+            cut, bound_by = _take(left, pool, r, host, "mean", effect)
             if have_median and pool != "excess" and claims.get(f["id"]) != "excess":
-                med_cut = r * med_left[pool]
-                med_left[pool] -= med_cut
-                alone_cut[i] = (r * med0[pool], pool)
+                med_cut, bound_by = _take(med_left, pool, r, host, "median", effect)
+                raw = r * med0[pool]
+                room = max(0.0, float(median) - host0) if host0 is not None and pool in FLOORED else raw
+                alone_cut[i] = (min(raw, room), pool, raw, "host_floor" if room < raw - 0.5 else _bound(r))
         f["saving"] = {
             "share": cut / mean,
             "ns": int(round(cut)) if has_steps else None,
             "alone_share": s.get("share"),
             "alone_ns": s.get("ns"),
             "median_step_ns": int(round(med_cut)) if have_median else None,
+            "bound_by": bound_by,
         }
     # shown by what each adds in that sequence (then by their own rank)
     ranked = sorted(range(len(out)), key=lambda i: (-_saving_share(out[i]), i))
@@ -169,12 +243,13 @@ def apply_in_sequence(
     top: dict[str, Any] | None = None
     for i in ranked:  # the what-if: the first finding that alone takes >= 0.5 % off the median step
         if i in alone_cut and have_median and alone_cut[i][0] >= MIN_CUT_SHARE * float(median):
-            top = {"finding_id": findings[i]["id"], "median_cut": alone_cut[i][0], "pool": alone_cut[i][1]}
+            cut_i, pool_i, raw_i, by_i = alone_cut[i]
+            top = {"finding_id": findings[i]["id"], "median_cut": cut_i, "pool": pool_i, "raw": raw_i, "by": by_i}
             break
     if not have_median:
         return out, None
     tokens = lookup(metrics, "steps.tokens_per_step_median")
-    fixed_all = med_left["idle"] + med_left["device"] + med_left["communication"]
+    fixed_all = med_left["idle"] + med_left["device"] + med_left["communication"] + med_left["host_wait"]
     floor = med_left["device"]
     ids = [f["id"] for f in out if (f.get("saving") or {}).get("median_step_ns")]
     if top is None:
@@ -182,7 +257,7 @@ def apply_in_sequence(
         single_floor = med0["device"]
     else:
         single_fixed = float(median) - top["median_cut"]
-        single_floor = med0["device"] - (top["median_cut"] if top["pool"] == "device" else 0.0)
+        single_floor = med0["device"] - (top["raw"] if top["pool"] == "device" else 0.0)
     what = {
         "basis": "median_step",
         "bound": True,
@@ -191,6 +266,9 @@ def apply_in_sequence(
         "step_ns_if_fixed": int(round(single_fixed)),
         "saving_share": 1.0 - single_fixed / median,
         "compute_floor_ns": int(round(single_floor)) if med_busy is not None else None,
+        "host_floor_ns": int(round(host0)) if host0 is not None else None,
+        "pool": top["pool"] if top else None,
+        "bound_by": top["by"] if top else None,
         "tokens_per_s": _tokens_per_s(tokens, float(median)),
         "tokens_per_s_if_fixed": _tokens_per_s(tokens, single_fixed),
         "all": {
@@ -198,10 +276,12 @@ def apply_in_sequence(
             "step_ns_if_fixed": int(round(fixed_all)),
             "saving_share": 1.0 - fixed_all / median,
             "compute_floor_ns": int(round(floor)) if med_busy is not None else None,
+            "host_floor_ns": int(round(host["median"])) if host["median"] is not None else None,
+            "bound_by": _all_bound(out, fixed_all, floor if med_busy is not None else None),
             "tokens_per_s_if_fixed": _tokens_per_s(tokens, fixed_all),
         },
         "mean_step_ns": int(mean),
-        "mean_step_ns_if_all_fixed": int(round(left["idle"] + left["device"] + left["communication"] + left["excess"])),
+        "mean_step_ns_if_all_fixed": int(round(sum(left.values()))),
     }
     what["statement"] = statement(what)
     return out, what
@@ -215,6 +295,12 @@ def statement(w: Mapping[str, Any]) -> str:
         parts.append(
             f"median step {fmt_ns(med)}: at most {fmt_ns(med)} -> {fmt_ns(w['step_ns_if_fixed'])} "
             f"(-{100 * w['saving_share']:.0f} %) if the cause of `{w['finding_id']}` were removed entirely"
+            + (
+                f", bounded by the host's own time per step, {fmt_ns(w['host_floor_ns'])} (the GPU would then wait "
+                f"for the host)"
+                if w.get("bound_by") == "host_floor"
+                else ""
+            )
         )
     else:
         parts.append(f"median step {fmt_ns(med)}: no finding's cause is in the median step")
@@ -223,11 +309,17 @@ def statement(w: Mapping[str, Any]) -> str:
         parts.append(
             f"at most {fmt_ns(a['step_ns_if_fixed'])} (-{100 * a['saving_share']:.0f} %) with all "
             f"{len(a['finding_ids'])} findings' causes removed, applied in sequence"
+            + (", bounded by the host's own time per step" if a.get("bound_by") == "host_floor" else "")
         )
     if w.get("compute_floor_ns") is not None:
         parts.append(
             f"the GPU's own work in the median step is {fmt_ns(w['all']['compute_floor_ns'] or 0)}, a floor no fix of "
             f"idle time goes below"
+        )
+    if w.get("host_floor_ns") is not None:
+        parts.append(
+            f"the host's own time per step (to its last launch, syncs excluded) is {fmt_ns(w['host_floor_ns'])}, a "
+            f"floor no fix of GPU time goes below"
         )
     if w["mean_step_ns"] > 1.05 * med:
         parts.append(

@@ -1,5 +1,5 @@
 """The cause topics of issue #14, computed after the core topics: ``compile``, ``precision``, ``optimizer``,
-``checkpointing``, ``outliers``, ``sync_storm`` (one module each; definitions in their docstrings and
+``checkpointing``, ``outliers``, ``sync_storm``, and the host floor the what-if needs (``host_floor``) (one module each; definitions in their docstrings and
 docs/metrics.md). Kineto runs only: XPlane runs have their own (``xla``)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from tb_llmdiag.metrics.checkpointing import checkpointing_metrics
 from tb_llmdiag.metrics.compile import compile_metrics
 from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.host_floor import host_floor_metrics
 from tb_llmdiag.metrics.optimizer import optimizer_metrics
 from tb_llmdiag.metrics.outliers import outlier_metrics
 from tb_llmdiag.metrics.precision import precision_metrics
@@ -40,4 +41,5 @@ def cause_topics(ctx: Context, core: dict[str, Any]) -> dict[str, dict[str, Any]
         "sync_storm": _safe(
             "sync_storm", lambda: sync_storm_metrics(ctx, core.get("host_sync") or {}, core.get("idle") or {})
         ),
+        "host_floor": _safe("host_floor", lambda: host_floor_metrics(ctx)),
     }

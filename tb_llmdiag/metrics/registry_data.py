@@ -73,6 +73,8 @@ TOPIC_INTROS: dict[str, tuple[str, str]] = {
           "Gap causes, tried in order (metrics/gaps.py, `gap_causes`), decided once per whole gap; the per-step parts\n(`steps.per_step`), the tab's `/steps` rows and its timeline read that one result:\n\n1. `data_loader`: at least half of the gap overlaps host `enumerate(DataLoader)#...__next__` ranges.\n2. `sync`: the gap starts while the host is blocked in a synchronising call (`cuda|hip{Stream,Device,Event,Ctx}Synchronize`,\n   synchronous `cudaMemcpy`, `aten::_local_scalar_dense` / `item` / `nonzero` / `is_nonzero` / `equal`), or within\n   10 µs after it returns: the host drained the queue, then the GPU waits for it to refill.\n3. `host_wait`: the device event that ends the gap was submitted (its launch call, joined by correlation id,\n   ended) after the gap began, or no device event ends it: the GPU ran dry waiting for the host.\n4. `other`: the work that ends the gap was already queued (cross-stream waits, events), or no launch in the\n   whole trace joins a device event (no correlation ids: XPlane, some accelerators), so host waits cannot be\n   told apart."),
     "kernels": ("`kernels` (metrics/kernels.py, classify.py)",
           "Device events in the window, each in one category of `classify.CATEGORIES`: `gemm`, `attention`, `conv`,\n`copy`, `elementwise`, `norm`, `softmax` (softmax and the losses built on it), `reduce`, `optimizer`, `quant`\n(quantisation and scaled fp8/fp4/int8 casts), `index` (embedding lookups, gather/scatter, KV-cache writes), `moe`\n(MoE routing, permute, finalize), `communication` (collectives, DeepEP dispatch/combine), `autotune` (the\ncompiler's autotuner's own kernels: XLA redzone checks, result comparisons), `memcpy`, `memset` (by event kind),\n`other`. Kernels are classified by their **own name** (the identifier before template arguments and parameter\nlists, so `void foo<cutlass::X>(...)` is `foo`; launch wrappers such as `elementwise_kernel<..functor..>` or\n`ck_tile::kentry<Fmha..>` by what they launch) with the table `classify.KERNEL_PATTERNS` (first matching row\nwins). ROCm hipBLASLt/Tensile `Cijk_*` kernels are GEMMs; Triton kernels go by their generated names\n(`triton_poi_fused__to_copy_0` is a copy, `triton_poi_fused_add_mul_0` elementwise, `triton_red_fused_..._rsqrt_...`\nnorm, `triton_tem_*` a GEMM template); XLA GPU fusions by kind and root op (`loop_convert_fusion` copy,\n`input_reduce_fusion` reduce, `loop_add_fusion` elementwise, `gemm_fusion_*` / `__cublas$gemm` GEMM)."),
+    "host_floor": ("`host_floor` (metrics/host_floor.py)",
+          "The host's own time per step: what the host needs to issue the step's work, which no faster kernel can\nhide. The what-if bounds device-side savings by it (docs/whatif.md). Kineto runs with steps and launch calls\nonly."),
     "launch": ("`launch` (metrics/launch.py)",
           ""),
     "host_sync": ("`host_sync` (metrics/host_sync.py)",
@@ -214,6 +216,14 @@ REPORT_METRICS: tuple[Entry, ...] = (
     ("what_if.compute_floor_ns", NS, NEITHER, 0.05, "compute floor",
      "the GPU's busy time in the median step (median of `idle.step_breakdown.busy_ns`), less the finding's cut "
      "when it claims device time; no what-if goes below it; null when device busy time is unknown"),
+    ("what_if.host_floor_ns", NS, NEITHER, 0.05, "host floor",
+     "the host's own time per step (`host_floor.median_ns`, at most the median step): no device-side cut takes the "
+     "median step below it; null when unknown (XPlane, no launch calls)"),
+    ("what_if.pool", TEXT, NEITHER, 0, "pool",
+     "the pool that finding's cut comes out of: `idle`, `device` or `communication` (docs/whatif.md); null without one"),
+    ("what_if.bound_by", TEXT, NEITHER, 0, "bound by",
+     "what bounds that finding's cut: `cause` (its own share), `pool` (all of its pool), `host_floor` (a device-side "
+     "cut that would take the step below `host_floor_ns`); null without a finding"),
     ("what_if.tokens_per_s", PER_S, HIGHER, 0.05, "tokens per s",
      "`steps.tokens_per_step_median` / the median step (padded token slots); null without shapes"),
     ("what_if.tokens_per_s_if_fixed", PER_S, HIGHER, 0.05, "tokens per s if fixed",
@@ -225,6 +235,12 @@ REPORT_METRICS: tuple[Entry, ...] = (
      "1 - all.step_ns_if_fixed / step_ns; never above 1 - compute_floor_ns / step_ns"),
     ("what_if.all.compute_floor_ns", NS, NEITHER, 0.05, "compute floor if all fixed",
      "the GPU's busy time in the median step less the device-time findings' cuts: the floor of `all.step_ns_if_fixed`"),
+    ("what_if.all.host_floor_ns", NS, NEITHER, 0.05, "host floor if all fixed",
+     "`host_floor_ns` less what the host-side (`idle`) findings take off the median step: the floor of "
+     "`all.step_ns_if_fixed`; null when unknown"),
+    ("what_if.all.bound_by", TEXT, NEITHER, 0, "bound by if all fixed",
+     "`host_floor` when a device-side cut of the sequence stopped at the host floor, `compute_floor` when the step "
+     "is down to the GPU's own work, else `causes`"),
     ("what_if.all.tokens_per_s_if_fixed", PER_S, HIGHER, 0.05, "tokens per s if all fixed",
      "`steps.tokens_per_step_median` / `all.step_ns_if_fixed`"),
     ("what_if.mean_step_ns", NS, LOWER, 0.05, "mean step", "the mean step (`steps.mean_ns`)"),
@@ -242,6 +258,9 @@ REPORT_METRICS: tuple[Entry, ...] = (
     ("findings[].saving.alone_ns", NS, LOWER, 0.05, "saving alone", "alone_share x mean step"),
     ("findings[].saving.median_step_ns", NS, LOWER, 0.05, "saving in the median step",
      "what this finding takes off the median step, in sequence (0 for causes that only some steps have)"),
+    ("findings[].saving.bound_by", TEXT, NEITHER, 0, "saving bound by",
+     "what bounds this finding's cut in sequence: `cause` (its own share), `pool` (all that is left of its pool), "
+     "`host_floor` (a device-side cut stopped at the host's own time per step); null without a pool"),
     ("findings[].threshold.above", AS_METRIC, NEITHER, 0, "fires at or above",
      "the rule fires when the value is >= this"),
     ("findings[].threshold.below", AS_METRIC, NEITHER, 0, "fires below", "the rule fires when the value is < this"),

@@ -1,4 +1,4 @@
-"""Registry entries of the topics memcpy, dataloader, memory, annotations, flops (``registry.py`` explains the fields)."""
+"""Registry entries of the topics memcpy, dataloader, memory, annotations, flops, host_floor (``registry.py`` explains the fields)."""
 
 from __future__ import annotations
 
@@ -307,5 +307,40 @@ HOST_METRICS: tuple[Entry, ...] = (
         "tokens per s",
         "sum of the steps' `tokens` (`steps.per_step[].tokens`) / sum of step durations (padded token slots per "
         "second); null when `mfu_withheld` says why",
+    ),
+    (
+        "host_floor.median_ns",
+        NS,
+        LOWER,
+        0.05,
+        "host floor",
+        "median over steps of the host's own time per step: from the step's host start to the end of its last "
+        "launch call, less the time the launching threads are blocked in syncs (`sync_api`, `sync_op`) meanwhile "
+        "(0 for a step that launches nothing); no device-side fix takes a step below it (docs/whatif.md)",
+    ),
+    (
+        "host_floor.span_median_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "host span",
+        "median over steps of the time from the step's host start to the end of its last launch call",
+    ),
+    (
+        "host_floor.blocked_median_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "host blocked",
+        "median over steps of the time the launching threads are blocked in syncs before the step's last launch",
+    ),
+    ("host_floor.steps_count", COUNT, NEITHER, 0, "steps", "steps with at least one launch call in their host window"),
+    (
+        "host_floor.threads_count",
+        COUNT,
+        NEITHER,
+        0,
+        "launching threads",
+        "host threads that issue launch calls in the window (the Python thread, the autograd engine's)",
     ),
 )

@@ -1,0 +1,72 @@
+"""The host floor: the host's own time per step, which no device-side fix can hide.
+
+Once the kernels run faster, a step cannot get shorter than the time the host needs to issue its work: the
+what-if bounds device-time savings by it (``findings/whatif.py``, docs/whatif.md).
+
+Definitions (Kineto traces with steps; each step's host window is [host start, host end), ``metrics.steps``):
+- Launching threads: the host threads that issue at least one launch call (``launch_api``: cudaLaunchKernel,
+  cudaGraphLaunch, hip/cu equivalents) whose start lies in the analysis window (the Python thread and the
+  autograd engine's threads); ``threads_count``.
+- Per step i with at least one such launch starting in its host window: ``span_i`` = end of its last launch
+  call - the step's host start; ``blocked_i`` = the length of the union of the launching threads' blocking
+  calls (``sync_api``: cuda*Synchronize, blocking cudaMemcpy...; ``sync_op``: ``.item()`` and other device value
+  reads that reach the device; collectives' host waits show as these) within [host start, last launch end):
+  time the host waits for the device, which a faster device shortens; ``own_i`` = span_i - blocked_i, the
+  host's critical path to its last launch without blocking (Python, dispatch, launch calls, the data loader's
+  ``__next__``).
+- A step that launches nothing has nothing to issue: span_i = blocked_i = own_i = 0.
+- ``median_ns``: the median of own_i over all steps (so it compares with ``steps.median_ns``; ``steps_count``:
+  the steps with a launch); ``span_median_ns``, ``blocked_median_ns``: the medians of span_i and blocked_i (each
+  its own median: they need not add up).
+Unavailable without steps or without launch calls (XPlane traces, CPU-only traces). A launch call that blocks
+because the device's launch queue is full counts as host time (it is not told apart), which can only raise
+the floor of a GPU-bound step whose host runs a full queue ahead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_llmdiag.intervals import merge, overlap_per_window
+from tb_llmdiag.metrics.context import Context, in_windows
+
+
+def host_floor_metrics(ctx: Context) -> dict[str, Any]:
+    st = ctx.steps
+    if len(st) == 0:
+        return {"available": False, "reason": "no steps: the host floor is a time per step"}
+    ev = ctx.trace.events
+    launch = ctx.cache.family("launch_api")
+    launch = launch[in_windows(ev.ts_ns[launch], ctx.win_s, ctx.win_e)]
+    if launch.size == 0:
+        return {"available": False, "reason": "no kernel launch calls in the steps (no CUDA/HIP runtime events)"}
+    threads = np.unique(ev.tid[launch])
+    hs = st.host_starts.astype(np.int64)
+    he = st.host_end_ns.astype(np.int64)
+    # the step whose host window holds each launch's start (host windows are sorted by start)
+    ts = ev.ts_ns[launch]
+    i = np.searchsorted(hs, ts, side="right") - 1
+    ok = i >= 0
+    ok[ok] = ts[ok] < he[i[ok]]
+    last = np.full(len(st), -1, dtype=np.int64)
+    np.maximum.at(last, i[ok], (ts + ev.dur_ns[launch])[ok])
+    has = last >= 0
+    if not has.any():
+        return {"available": False, "reason": "no kernel launch call starts inside a step's host window"}
+    sync = np.concatenate((ctx.cache.family("sync_api"), ctx.cache.family("sync_op")))
+    sync = sync[np.isin(ev.tid[sync], threads)]
+    ss, se = merge(ev.ts_ns[sync], ev.ts_ns[sync] + ev.dur_ns[sync])
+    end = np.where(has, last, hs)  # a step that launches nothing: an empty span
+    span = end - hs
+    blocked = overlap_per_window(ss, se, hs, end)
+    own = np.maximum(span - blocked, 0)
+    return {
+        "available": True,
+        "median_ns": int(np.median(own)),
+        "span_median_ns": int(np.median(span)),
+        "blocked_median_ns": int(np.median(blocked)),
+        "steps_count": int(has.sum()),
+        "threads_count": int(threads.size),
+    }
