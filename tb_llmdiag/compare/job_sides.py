@@ -119,8 +119,8 @@ def load(path: str, run: str | None, role: str) -> Side:
         return _saved_job(doc, jrun, span, where)
     index = discover(path)
     files = next(fs for r, s, fs in job_groups(index.files) if (r, s) == (jrun, span))
-    runs, jobs = api.analyze_index(Index(root=index.root, files=tuple(files)))
-    return _checked(Side("job", job=jobs[0] if jobs else None, runs=runs), where)
+    runs, entries = api.analyze_index(Index(root=index.root, files=tuple(files)))
+    return _checked(Side("job", job=entries[0] if entries else None, runs=runs), where)
 
 
 def mixed_error(b: Side, a: Side, roles: tuple[str, str], args: tuple[str | None, str | None]) -> MixedSides:
