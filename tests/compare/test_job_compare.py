@@ -224,3 +224,17 @@ def test_different_rank_counts_compare_with_a_warning(saved: dict[str, Any]) -> 
     assert "the jobs have different rank counts (2 -> 3): per-rank rows cover 2 rank(s) on both sides" in doc["verdict"]
     # tokens per job step: three ranks of 4096
     assert doc["work"]["tokens_per_step_after"] == 3 * 4096 and doc["work"]["differs"] is True
+
+
+def test_run_names_a_job_or_one_of_its_ranks(saved: dict[str, Any]) -> None:
+    demo = str(REPO / "demo_logs")
+    # run/span names the job (the demo logdir holds other runs too); run/worker/span one rank
+    rc, text, _ = _run(["check", demo, "--baseline", demo, "--run", "ddp_straggler_2gpu/1", "--json"])
+    assert rc == 0
+    result = json.loads(text)
+    assert result["passed"] is True and result["compare"]["level"] == "job" and result["judged"] == 3
+    assert result["compare"]["before"]["step_durations_ns"] == [
+        pytest.approx(statistics.median(col)) for col in zip(*saved["ddp_straggler"]["jobs"][0]["view"]["heatmap"]["step_ns"])
+    ]
+    rc, text, _ = _run(["compare", demo, demo, "--run", "ddp_straggler_2gpu/rank1/1", "--json"])
+    assert rc == 0 and json.loads(text)["level"] == "run" and json.loads(text)["before"]["worker"] == "rank1"
