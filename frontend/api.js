@@ -47,6 +47,8 @@ export const report = (sel) => getJSON('report', `./report?${query(sel)}`);
 export const steps = (sel) => getJSON('steps', `./steps?${query(sel)}`);
 /** This run against a baseline run (docs/http_api.md /compare). */
 export const compare = (sel, base) => getJSON('compare', `./compare?${query(sel, { base_run: base.run, base_worker: base.worker, base_span: base.span })}`);
+/** This run's job against a baseline job: every rank of each (docs/http_api.md /compare?level=job). */
+export const compareJob = (sel, base) => getJSON('compare', `./compare?${new URLSearchParams({ level: 'job', run: sel.run, span: sel.span, base_run: base.run, base_span: base.span }).toString()}`);
 /** The job of a run with several ranks: the run and span of ``sel`` (docs/http_api.md /job). */
 export const job = (sel) => getJSON('job', `./job?${new URLSearchParams({ run: sel.run, span: sel.span }).toString()}`);
 export const timeline = (sel, step) => getJSON('timeline', `./timeline?${query(sel, { step })}`);

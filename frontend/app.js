@@ -157,7 +157,7 @@ export async function start(early) {
     const wantBase = { ...base };
     compareSec.el.hidden = false;
     compareView.loading(wantBase.run);
-    const res = await api.compare(want, wantBase);
+    const res = await (wantBase.level === 'job' ? api.compareJob(want, wantBase) : api.compare(want, wantBase));
     if (res.aborted || key(want) !== key(sel) || !base || selKey(wantBase) !== selKey(base)) return;
     if (res.code === 200) compareView.update(res.body);
     else if (res.code === 202) compareTimer = setTimeout(loadCompare, REPORT_POLL_MS);

@@ -7,22 +7,57 @@ import { isNum } from './format.js';
 export const CARD_KEYS = ['headline.tokens_per_s', 'work.ns_per_token', 'headline.step_median_ns',
   'headline.gpu_busy_share', 'headline.mfu_share'];
 
-/** The baseline named by the hash's plugin state ({base_run, base_worker, base_span}), or null. */
+/** The cards of a job comparison (level "job"), in this order, when both sides have them. */
+export const JOB_CARD_KEYS = ['job.tokens_per_s', 'job.job_step_ns', 'job.exposed_transfer_share', 'job.waiting_share',
+  'job.straggler_others_wait_share'];
+
+/** The baseline named by the hash's plugin state, or null: a trace ({base_run, base_worker, base_span}) or a job
+ * ({base_level: "job", base_run, base_span}: every rank of that run and span). */
 export function baseFromState(s) {
-  if (!s || !s.base_run || !s.base_worker || !s.base_span) return null;
+  if (!s || !s.base_run || !s.base_span) return null;
+  if (s.base_level === 'job') return { run: s.base_run, worker: null, span: s.base_span, level: 'job' };
+  if (!s.base_worker) return null;
   return { run: s.base_run, worker: s.base_worker, span: s.base_span };
 }
 
 /** The plugin-state keys of a baseline (none when there is no baseline). */
 export function baseToState(b) {
-  return b ? { base_run: b.run, base_worker: b.worker, base_span: b.span } : {};
+  if (!b) return {};
+  if (b.level === 'job') return { base_run: b.run, base_span: b.span, base_level: 'job' };
+  return { base_run: b.run, base_worker: b.worker, base_span: b.span };
 }
 
-export const selKey = (s) => (s ? JSON.stringify([s.run, s.worker, s.span]) : '');
+export const selKey = (s) => {
+  if (!s) return '';
+  return s.level === 'job' ? `job:${JSON.stringify([s.run, s.span])}` : JSON.stringify([s.run, s.worker, s.span]);
+};
 
-/** Every span of every run except the selection itself: [{value (selKey), label, status, sel}]. */
+/** The jobs of a run list: [{run, span, ranks}] for every run and span that two or more workers recorded. */
+export function jobsOf(runs) {
+  const out = [];
+  for (const r of runs || []) {
+    const counts = new Map();
+    for (const w of r.workers) for (const s of w.spans) counts.set(s.span, (counts.get(s.span) || 0) + 1);
+    const spans = [...counts].filter(([, n]) => n >= 2);
+    for (const [span, n] of spans) out.push({ run: r.run, span, ranks: n, label: spans.length > 1 ? `${r.run} · ${span}` : r.run });
+  }
+  return out;
+}
+
+/** Whether the selection is a rank of a job (its run and span recorded by two or more workers). */
+export const inJob = (runs, sel) => !!sel && jobsOf(runs).some((j) => j.run === sel.run && j.span === sel.span);
+
+/** The baselines the picker offers: when the selection is a rank of a job, every other job first (compared job
+ * to job), then every span of every run except the selection itself: [{value (selKey), label, status, sel}]. */
 export function baselineChoices(runs, sel) {
   const out = [];
+  if (inJob(runs, sel)) {
+    for (const j of jobsOf(runs)) {
+      if (j.run === sel.run && j.span === sel.span) continue;
+      const b = { run: j.run, worker: null, span: j.span, level: 'job' };
+      out.push({ value: selKey(b), label: `job ${j.label} (${j.ranks} ranks)`, status: 'ready', sel: b });
+    }
+  }
   for (const r of runs || []) {
     const many = r.workers.length > 1 || r.workers.some((w) => w.spans.length > 1);
     for (const w of r.workers) {
@@ -80,10 +115,28 @@ export function tone(row) {
   return '';
 }
 
-/** The card rows of a document, CARD_KEYS order, only rows with a value on both sides. */
+/** The card rows of a document, CARD_KEYS (JOB_CARD_KEYS for a job comparison) order, only rows with a value
+ * on both sides. */
 export function cardRows(doc) {
   const byKey = new Map((doc.metrics || []).map((r) => [r.key, r]));
-  return CARD_KEYS.map((k) => byKey.get(k)).filter((r) => r && isNum(r.before) && isNum(r.after));
+  const keys = doc.level === 'job' ? JOB_CARD_KEYS : CARD_KEYS;
+  return keys.map((k) => byKey.get(k)).filter((r) => r && isNum(r.before) && isNum(r.after));
+}
+
+/** A job comparison's per-rank rows as bars: [{rank, before, after, change, beyond, width: {before, after}}] with
+ * widths in % of the largest step of either side (each rank's own step median). */
+export function rankBars(doc) {
+  const rows = (doc.ranks || []).filter((r) => isNum(r.step_median_ns_before) || isNum(r.step_median_ns_after));
+  const top = Math.max(0, ...rows.flatMap((r) => [r.step_median_ns_before, r.step_median_ns_after].filter(isNum)));
+  const pct = (v) => (isNum(v) && top > 0 ? (100 * v) / top : 0);
+  return rows.map((r) => ({
+    rank: r.rank,
+    before: r.step_median_ns_before,
+    after: r.step_median_ns_after,
+    change: r.change,
+    beyond: r.noise ? r.noise.beyond : null,
+    width: { before: pct(r.step_median_ns_before), after: pct(r.step_median_ns_after) },
+  }));
 }
 
 /** Per-step durations of both sides by position in the profiled window: {x: [1..n], before, after} (null pads). */

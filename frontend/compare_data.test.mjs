@@ -1,7 +1,7 @@
 // node --test: compare mode's pure helpers (compare_data.js).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { baseFromState, baseToState, baselineChoices, bandText, cardRows, changeText, judgement, overlay, tone,
+import { baseFromState, baseToState, baselineChoices, bandText, cardRows, changeText, judgement, overlay, rankBars, tone,
   validBase } from './compare_data.js';
 
 const runs = [
@@ -57,4 +57,40 @@ test('cards and the per-step overlay', () => {
   };
   assert.deepEqual(cardRows(doc).map((r) => r.key), ['headline.tokens_per_s', 'headline.step_median_ns']);
   assert.deepEqual(overlay(doc), { x: [1, 2, 3, 4], before: [5, 6, 7, 8], after: [3, 4, 5, null] });
+});
+
+const jobRuns = [
+  { run: 'slow', workers: [{ worker: 'rank0', spans: [{ span: '1', status: 'ready' }] }, { worker: 'rank1', spans: [{ span: '1', status: 'ready' }] }] },
+  { run: 'fast', workers: [{ worker: 'rank0', spans: [{ span: '1', status: 'ready' }] }, { worker: 'rank1', spans: [{ span: '1', status: 'ready' }] }] },
+  { run: 'single', workers: [{ worker: 'rank0', spans: [{ span: '1', status: 'ready' }] }] },
+];
+
+test('a job baseline: in the hash as base_level=job, offered first when the selection is a rank of a job', () => {
+  const b = { run: 'slow', worker: null, span: '1', level: 'job' };
+  assert.deepEqual(baseToState(b), { base_run: 'slow', base_span: '1', base_level: 'job' });
+  assert.deepEqual(baseFromState({ base_run: 'slow', base_span: '1', base_level: 'job' }), b);
+  const sel = { run: 'fast', worker: 'rank1', span: '1' };
+  const c = baselineChoices(jobRuns, sel);
+  assert.deepEqual(c.map((x) => x.label), ['job slow (2 ranks)', 'slow · rank0 · 1', 'slow · rank1 · 1', 'fast · rank0 · 1', 'single']);
+  assert.equal(c[0].value, 'job:["slow","1"]');
+  assert.deepEqual(validBase(jobRuns, sel, b), b);
+  // a single run is not a job: no job choices
+  assert.deepEqual(baselineChoices(jobRuns, { run: 'single', worker: 'rank0', span: '1' }).map((x) => x.label),
+    ['slow · rank0 · 1', 'slow · rank1 · 1', 'fast · rank0 · 1', 'fast · rank1 · 1']);
+  assert.equal(validBase(jobRuns, { run: 'single', worker: 'rank0', span: '1' }, b), null);
+});
+
+test('job cards and per-rank bars', () => {
+  const doc = {
+    level: 'job',
+    metrics: [{ key: 'job.job_step_ns', before: 2, after: 1 }, { key: 'job.tokens_per_s', before: 1, after: 2 },
+      { key: 'job.straggler_others_wait_share', before: 0.2, after: null }],
+    ranks: [{ rank: '0', step_median_ns_before: 200, step_median_ns_after: 50, change: -0.75, noise: { beyond: true } },
+      { rank: '1', step_median_ns_before: 100, step_median_ns_after: 100, change: 0, noise: null }],
+  };
+  assert.deepEqual(cardRows(doc).map((r) => r.key), ['job.tokens_per_s', 'job.job_step_ns']);
+  assert.deepEqual(rankBars(doc), [
+    { rank: '0', before: 200, after: 50, change: -0.75, beyond: true, width: { before: 100, after: 25 } },
+    { rank: '1', before: 100, after: 100, change: 0, beyond: null, width: { before: 50, after: 50 } },
+  ]);
 });

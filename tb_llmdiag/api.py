@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from tb_llmdiag import __version__
-from tb_llmdiag.compare import compare_runs
+from tb_llmdiag.compare import compare_jobs, compare_runs
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.ingest import discover as discover_local
@@ -389,3 +389,11 @@ def compare_reports(baseline: dict[str, Any], run: dict[str, Any]) -> dict[str, 
     """Two RunReports compared (docs/compare.md): the metric table with noise bands, the finding diff and the
     verdict, ``baseline`` as BEFORE and ``run`` as AFTER. Pure: reads the two reports only."""
     return compare_runs(baseline, run)
+
+
+def compare_job_reports(
+    baseline_job: dict[str, Any], baseline_runs: list[dict[str, Any]], job: dict[str, Any], runs: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Two jobs compared (docs/compare.md, ``level: "job"``): each a report's ``jobs[]`` entry and the run reports
+    of its ranks, ``baseline_job`` as BEFORE. Pure: reads the dicts only."""
+    return compare_jobs(baseline_job, job, baseline_runs, runs)

@@ -1,12 +1,14 @@
 // Compare mode: this run against a baseline run (the /compare route, docs/compare.md). Shows the verdict,
 // cards with both values and the change, the metric table with noise bands, the finding diff and the
 // per-step times of both runs overlaid. The baseline is BEFORE, this run AFTER, as in `llmdiag compare`.
+// A job against a baseline job (level "job", /compare?level=job) adds the per-rank step bars before vs after;
+// its overlay is the per-step job step (the median across ranks).
 
 import { h, clear } from '../dom.js';
 import { mountChart } from '../charts.js';
 import { formatValue, isNum } from '../format.js';
 import { BUSY_COLOR, CATEGORY_COLORS } from '../palette.js';
-import { bandText, cardRows, changeText, judgement, overlay, tone } from '../compare_data.js';
+import { bandText, cardRows, changeText, judgement, overlay, rankBars, tone } from '../compare_data.js';
 
 const BASE_COLOR = CATEGORY_COLORS.other; // the baseline is grey
 const RUN_COLOR = BUSY_COLOR;
@@ -22,7 +24,7 @@ function card(r) {
 }
 
 function table(doc) {
-  const head = h('tr', {}, ['metric', 'baseline', 'this run', 'change', 'noise band (95 %)', 'judgement'].map((t) => h('th', { text: t })));
+  const head = h('tr', {}, ['metric', 'baseline', doc.level === 'job' ? 'this job' : 'this run', 'change', 'noise band (95 %)', 'judgement'].map((t) => h('th', { text: t })));
   const rows = doc.metrics.map((r) => h('tr', { class: r.regressed ? 'regressed' : null, dataset: { key: r.key }, title: r.note || null },
     h('td', { text: rowLabel(r) }), h('td', { text: fmt(r.before, r.unit) }), h('td', { text: fmt(r.after, r.unit) }),
     h('td', { text: changeText(r) }), h('td', { text: bandText(r, fmt) }), h('td', { text: judgement(r) })));
@@ -39,7 +41,7 @@ function findingsDiff(fd) {
   return h('div', { class: 'compare-findings' },
     findingList('resolved', 'resolved', fd.resolved, (f) => `${f.id}${isNum(f.saving_share_before) ? ` (was ~${share(f.saving_share_before)})` : ''}`),
     findingList('new', 'new', fd.new, (f) => `${f.id}${isNum(f.saving_share_after) ? ` (~${share(f.saving_share_after)})` : ''}`),
-    findingList('changed', 'changed', fd.changed, (f) => `${f.id} ${share(f.saving_share_before)} → ${share(f.saving_share_after)}`),
+    findingList('changed', 'changed', fd.changed, (f) => `${f.id} ${share(f.saving_share_before)} → ${share(f.saving_share_after)}${f.note ? ` (${f.note})` : ''}`),
     findingList('unchanged', 'unchanged', fd.unchanged, (f) => f.id));
 }
 
@@ -68,6 +70,22 @@ export function overlayChart({ uPlot, data, width, height }) {
   };
 }
 
+/** A job comparison's per-rank rows: each rank's step median, baseline bar over this run's bar, and the change. */
+function rankRows(doc) {
+  const bar = (cls, w, color, v) => h('div', { class: `rank-bar ${cls}`, style: { width: `${w.toFixed(1)}%`, background: color }, title: fmt(v, 'ns') });
+  return h('div', { class: 'compare-ranks' }, rankBars(doc).map((r) => h('div', { class: 'rank-row', dataset: { rank: String(r.rank) } },
+    h('span', { class: 'rank-label', text: `rank ${r.rank}` }),
+    h('div', { class: 'rank-bars' }, bar('before', r.width.before, BASE_COLOR, r.before), bar('after', r.width.after, RUN_COLOR, r.after)),
+    h('span', { class: 'rank-value', text: `${fmt(r.before, 'ns')} → ${fmt(r.after, 'ns')} · ${changeText({ change: r.change, before: r.before, after: r.after })}${r.beyond === false ? ' (within noise)' : ''}` }))));
+}
+
+function sideText(doc) {
+  const s = (role, d) => (d.level === 'job'
+    ? `${role} job ${d.run} (span ${d.span}, ${d.rank_count} ranks, ${d.step_count} common steps)`
+    : `${role} ${d.run} (${d.worker}, span ${d.span}, ${d.step_count} steps)`);
+  return `BEFORE = ${s('baseline', doc.before)} · AFTER = ${s('this', doc.after)}`;
+}
+
 export function mountCompare(el) {
   let chart = null;
   const reset = () => { if (chart) chart.destroy(); chart = null; clear(el); };
@@ -80,19 +98,28 @@ export function mountCompare(el) {
       const a = doc.after;
       el.append(
         h('p', { class: 'compare-verdict', text: doc.verdict }),
-        h('p', { class: 'muted compare-sides', text: `BEFORE = baseline ${b.run} (${b.worker}, span ${b.span}, ${b.step_count} steps) · AFTER = this run ${a.run} (${a.worker}, span ${a.span}, ${a.step_count} steps)` }),
+        h('p', { class: 'muted compare-sides', text: sideText(doc) }),
         h('div', { class: 'cards compare-cards' }, cardRows(doc).map(card)));
+      const job = doc.level === 'job';
+      for (const w of doc.warnings || []) el.append(h('p', { class: 'hint compare-warning', text: w }));
       if (doc.work && doc.work.differs) {
         el.append(h('p', { class: 'hint', text: `Tokens per step differ (${fmt(doc.work.tokens_per_step_before, 'count_per_step')} → ${fmt(doc.work.tokens_per_step_after, 'count_per_step')}): step times are shown, not judged; tokens/s is.` }));
       }
       el.append(findingsDiff(doc.findings));
+      if (job && (doc.ranks || []).length) {
+        el.append(h('h3', { text: 'Per rank: step median, baseline over this job' }),
+          h('div', { class: 'legend chart-legend' },
+            h('span', { class: 'lg' }, h('i', { style: { background: BASE_COLOR } }), h('span', { text: `baseline ${b.run}` })),
+            h('span', { class: 'lg' }, h('i', { style: { background: RUN_COLOR } }), h('span', { text: `this job ${a.run}` }))),
+          rankRows(doc));
+      }
       const data = overlay(doc);
       if (data.x.length) {
         const box = h('div', { class: 'chart compare-chart' });
-        el.append(h('h3', { text: 'Per-step time, both runs' }),
+        el.append(h('h3', { text: job ? 'Per-step job step (median across ranks), both jobs' : 'Per-step time, both runs' }),
           h('div', { class: 'legend chart-legend' },
             h('span', { class: 'lg' }, h('i', { style: { background: BASE_COLOR } }), h('span', { text: `baseline ${b.run}` })),
-            h('span', { class: 'lg' }, h('i', { style: { background: RUN_COLOR } }), h('span', { text: `this run ${a.run}` }))),
+            h('span', { class: 'lg' }, h('i', { style: { background: RUN_COLOR } }), h('span', { text: `this ${job ? 'job' : 'run'} ${a.run}` }))),
           box);
         chart = mountChart(box, (w, hgt, uPlot) => overlayChart({ uPlot, data, width: w, height: hgt }), 200);
       }

@@ -9,7 +9,8 @@ from typing import Any
 
 from tb_llmdiag.compare.core import compare_runs
 from tb_llmdiag.compare.gate import check
-from tb_llmdiag.compare.sides import load_side
+from tb_llmdiag.compare.job_core import compare_jobs
+from tb_llmdiag.compare.job_sides import load, mixed_error
 from tb_llmdiag.compare.table import DERIVED
 from tb_llmdiag.compare.text import render_check, render_compare
 from tb_llmdiag.errors import LlmDiagError
@@ -44,18 +45,38 @@ def tolerance_pair(text: str) -> tuple[str, float]:
 
 
 def _compare_doc(
-    before: str, after: str, before_run: str | None, after_run: str | None, roles: tuple[str, str], **kw: Any
+    before: str,
+    after: str,
+    before_run: str | None,
+    after_run: str | None,
+    roles: tuple[str, str],
+    flags: tuple[str, str],
+    **kw: Any,
 ) -> dict[str, Any]:
-    rb, wb = load_side(before, before_run, roles[0])
-    ra, wa = load_side(after, after_run, roles[1])
-    doc = compare_runs(rb, ra, sources=(before, after), roles=roles, **kw)
-    doc["warnings"] = wb + wa
+    """Both sides loaded (``job_sides.load``) and compared: two jobs as jobs, two runs as runs; a job against a
+    run is a usage error naming the flag that picks one rank (``flags``: the --run option of each side)."""
+    b = load(before, before_run, roles[0])
+    a = load(after, after_run, roles[1])
+    if b.level != a.level:
+        raise mixed_error(b, a, roles, flags)
+    if b.level == "job":
+        assert b.job is not None and a.job is not None  # a job side holds its entry
+        doc = compare_jobs(b.job, a.job, b.runs, a.runs, sources=(before, after), roles=roles, **kw)
+    else:
+        assert b.report is not None and a.report is not None  # a run side holds its report
+        doc = compare_runs(b.report, a.report, sources=(before, after), roles=roles, **kw)
+    doc["warnings"] = b.warnings + a.warnings + list(doc.get("warnings") or [])
     return doc
 
 
 def _compare(args: argparse.Namespace) -> int:
     doc = _compare_doc(
-        args.before, args.after, args.before_run or args.run, args.after_run or args.run, ("BEFORE", "AFTER")
+        args.before,
+        args.after,
+        args.before_run or args.run,
+        args.after_run or args.run,
+        ("BEFORE", "AFTER"),
+        ("--before-run", "--after-run"),
     )
     sys.stdout.write(dumps(doc) + "\n" if args.json else render_compare(doc))
     return 0
@@ -68,6 +89,7 @@ def _check(args: argparse.Namespace) -> int:
         args.baseline_run or args.run,
         args.run,
         ("BASELINE", "CANDIDATE"),
+        ("--baseline-run", "--run"),
         tolerances=dict(args.tolerance or []),
         max_regression=args.max_regression,
     )
@@ -81,7 +103,9 @@ def add_commands(sub: Any) -> None:
     cmp.add_argument("before", help="trace file, run folder / logdir, or saved `llmdiag report --json`")
     cmp.add_argument("after", help="the same kinds as BEFORE")
     cmp.add_argument(
-        "--run", help="the run to take from a side that holds several (run, run/worker or run/worker/span)"
+        "--run",
+        help="the run or job to take from a side that holds several (run, run/span for a job, run/worker or "
+        "run/worker/span for one rank)",
     )
     cmp.add_argument("--before-run", help="--run for BEFORE only")
     cmp.add_argument("--after-run", help="--run for AFTER only")

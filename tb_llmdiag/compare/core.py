@@ -17,6 +17,7 @@ from tb_llmdiag.compare.table import (
     ROWS,
     STATISTICS,
     Row,
+    Statistic,
     beyond_tolerance,
     derived_value,
     direction,
@@ -27,8 +28,8 @@ from tb_llmdiag.compare.table import (
 from tb_llmdiag.compare.verdict import verdict
 from tb_llmdiag.jsonsafe import jsonable
 
-#: version of the compare / check JSON (docs/compare.md)
-COMPARE_SCHEMA = 1
+#: version of the compare / check JSON (docs/compare.md). 2: ``level`` (``run`` or ``job``) and the job comparison
+COMPARE_SCHEMA = 2
 WORK_KEY = "steps.tokens_per_step_median"
 
 
@@ -79,11 +80,12 @@ def _noise(
     idx: tuple[np.ndarray, np.ndarray] | None,
     vb: float,
     va: float,
+    statistics: Mapping[str, Statistic] = STATISTICS,
 ) -> tuple[dict[str, Any] | None, str | None]:
     """The row's noise band about the reports' figures ``vb``, ``va`` (``stats.recentred``), or None and why not."""
     if row.stat is None:
         return None, "one value per run: no noise band"
-    st = STATISTICS[row.stat]
+    st = statistics[row.stat]
     if not all(c in cols_b and c in cols_a for c in st.needs):
         return None, "per-step values missing on a side: judged on its tolerance alone"
     if idx is None:
@@ -122,10 +124,15 @@ def metric_row(
     cols: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
     idx: tuple[np.ndarray, np.ndarray] | None,
     tolerance: float,
+    *,
+    values: tuple[Any, Any] | None = None,
+    statistics: Mapping[str, Statistic] = STATISTICS,
 ) -> dict[str, Any] | None:
-    """One table row (docs/compare.md); None when neither side has the value."""
+    """One table row (docs/compare.md); None when neither side has the value. ``values``: the two values when the
+    caller read them (a job), else read from the two reports; ``statistics``: where ``row.stat`` is declared."""
     m = lookup(row.key)
-    vb, va = _float(derived_value(before, row.key)), _float(derived_value(after, row.key))
+    raw = values if values is not None else (derived_value(before, row.key), derived_value(after, row.key))
+    vb, va = _float(raw[0]), _float(raw[1])
     if vb is None and va is None:
         return None
     out: dict[str, Any] = {
@@ -162,7 +169,7 @@ def metric_row(
             f"{wk['tokens_per_step_after']:.0f} tokens): judged by tokens/s instead"
         )
         return out
-    band, why = _noise(row, cols[0], cols[1], idx, vb, va)
+    band, why = _noise(row, cols[0], cols[1], idx, vb, va, statistics)
     out.update(comparable=True, noise=band, beyond_noise=band["beyond"] if band else None, note=why)
     out["regressed"] = bool(
         out["gated"] and out["direction"] == "worse" and out["beyond_tolerance"] and (band is None or band["beyond"])
@@ -207,6 +214,7 @@ def compare_runs(
     doc: dict[str, Any] = {
         "schema": COMPARE_SCHEMA,
         "kind": "compare",
+        "level": "run",
         "tool": {"name": "tb_llmdiag", "version": __version__},
         "roles": {"before": roles[0], "after": roles[1]},
         "before": describe(before, sources[0]),

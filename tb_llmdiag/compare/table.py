@@ -34,7 +34,39 @@ DERIVED: dict[str, Metric] = {
         0.05,
         "time per token",
         "sum of step durations / sum of tokens per step (1e9 / tokens_per_s)",
-    )
+    ),
+    "job.tokens_per_s": Metric(
+        "job.tokens_per_s",
+        "per_s",
+        "higher",
+        0.05,
+        "job tokens/s",
+        "job tokens per step / job.job_step_ns (all ranks' tokens)",
+    ),
+    "job.tokens_per_step": Metric(
+        "job.tokens_per_step",
+        "count_per_step",
+        "neither",
+        0.05,
+        "job tokens per step",
+        "sum over ranks of each rank's mean token slots per common step",
+    ),
+    "job.waiting_share": Metric(
+        "job.waiting_share",
+        "share",
+        "lower",
+        0.1,
+        "waiting share",
+        "median across ranks of exposed waiting per step (for a late peer) / job.job_step_ns",
+    ),
+    "job.imbalance_share": Metric(
+        "job.imbalance_share",
+        "share",
+        "lower",
+        0.1,
+        "compute imbalance",
+        "(largest - smallest rank's mean compute per step) / job.job_step_ns",
+    ),
 }
 
 #: shares must also move by this much of the whole (1 percentage point) to count as beyond tolerance

@@ -43,7 +43,46 @@ def judgement(row: Mapping[str, Any]) -> str:
 
 
 def _side(role: str, s: Mapping[str, Any]) -> str:
+    if s.get("level") == "job":
+        return (
+            f"{role}: {s['source']} (job {s['run']}, span {s['span']}, {s['rank_count']} ranks, "
+            f"{s['step_count']} common steps)"
+        )
     return f"{role}: {s['source']} (run {s['run']}, {s['step_count']} steps)"
+
+
+def _ms(v: Any) -> str:
+    return fmt("ns", v) if isinstance(v, (int, float)) else "-"
+
+
+def rank_lines(doc: Mapping[str, Any]) -> list[str]:
+    """A job comparison's per-rank table: each rank's step median (its own report) and its part of the job."""
+    if not doc.get("ranks"):
+        return []
+    header = ("rank", "step before", "step after", "change", "noise band", "waiting before", "waiting after")
+    rows = [header]
+    for r in doc["ranks"]:
+        n = r.get("noise") or {}
+        band = (
+            f"{100 * n['band_lo_change']:+.1f} .. {100 * n['band_hi_change']:+.1f} %"
+            if n.get("band_lo_change") is not None
+            else "-"
+        )
+        rows.append(
+            (
+                str(r["rank"]),
+                _ms(r["step_median_ns_before"]),
+                _ms(r["step_median_ns_after"]),
+                f"{100 * r['change']:+.1f} %" if r["change"] is not None else "-",
+                band,
+                _ms(r["job_waiting_ns_before"]),
+                _ms(r["job_waiting_ns_after"]),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return ["", "ranks (each rank's step median; its waiting per step in the job):"] + [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows
+    ]
 
 
 def render_compare(doc: Mapping[str, Any]) -> str:
@@ -91,8 +130,9 @@ def render_compare(doc: Mapping[str, Any]) -> str:
     out.append("")
     for row in rows:
         out.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+    out += rank_lines(doc)
     fd = doc["findings"]
-    out += ["", "findings:"]
+    out += ["", "job findings:" if doc.get("level") == "job" else "findings:"]
     labels = (("resolved", "resolved"), ("new", "new"), ("changed", "changed"), ("unchanged", "unchanged"))
     for key, label in labels:
         items = fd[key]
@@ -108,9 +148,12 @@ def render_compare(doc: Mapping[str, Any]) -> str:
                 parts.append(f"{f['id']} (~{fmt('share', sa)})" if sa is not None else f["id"])
             else:
                 parts.append(
-                    f"{f['id']} {fmt('share', sb)} -> {fmt('share', sa)}"
-                    if sb is not None or sa is not None
-                    else f["id"]
+                    (
+                        f"{f['id']} {fmt('share', sb)} -> {fmt('share', sa)}"
+                        if sb is not None or sa is not None
+                        else f["id"]
+                    )
+                    + (f" ({f['note']})" if f.get("note") else "")
                 )
         out.append(f"  {label}: " + "; ".join(parts))
     for w in doc.get("warnings", []):

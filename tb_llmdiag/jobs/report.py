@@ -2,7 +2,9 @@
 
 ``job_report(summaries)`` = analyze_job -> job_metrics -> evaluate, plus:
 - ``heatmap``: ranks x common steps, ``step_ns`` and ``waiting_ns`` (exposed waiting: the rank's collective
-  time spent waiting for a peer that no compute hides).
+  time spent waiting for a peer that no compute hides), ``exposed_ns`` (collective time no compute hides),
+  ``exposed_transfer_ns`` (its part that is not waiting; what ``llmdiag compare`` resamples
+  for a job's noise bands).
 - ``bars``: per rank, the mean step split into parts that sum to the step: ``compute_ns`` (busy compute
   kernels), ``exposed_transfer_ns``, ``waiting_ns`` (exposed waiting), ``idle_ns`` (no device activity) and
   ``other_ns`` (device busy with memcpy/memset only).
@@ -50,7 +52,12 @@ def job_view(a: JobAnalysis) -> dict[str, Any]:
             "ranks": list(a.ranks),
             "labels": list(a.labels),
             "steps": a.steps.tolist(),
-            "heatmap": {"step_ns": t.step_ns, "waiting_ns": t.exposed_waiting_ns},
+            "heatmap": {
+                "step_ns": t.step_ns,
+                "waiting_ns": t.exposed_waiting_ns,
+                "exposed_ns": t.exposed_ns,
+                "exposed_transfer_ns": t.exposed_transfer_ns,
+            },
             "bars": _bars(a),
             "per_rank": {
                 "caused_wait_ns_per_step": a.caused_wait_ns,

@@ -275,6 +275,22 @@ JOB_METRICS: tuple[Entry, ...] = (
         "waiting",
         "ranks x common steps: collective time spent waiting for a peer that no compute hides",
     ),
+    (
+        "job.view.heatmap.exposed_ns[][]",
+        NS,
+        LOWER,
+        0.05,
+        "exposed",
+        "ranks x common steps: collective time no compute hides (waiting included)",
+    ),
+    (
+        "job.view.heatmap.exposed_transfer_ns[][]",
+        NS,
+        LOWER,
+        0.05,
+        "exposed transfer",
+        "ranks x common steps: exposed collective time that is not waiting for a peer",
+    ),
     ("job.view.bars[].rank", ID, NEITHER, 0, "rank", "per rank: its mean step split into parts that sum to it"),
     ("job.view.bars[].step_ns", NS, LOWER, 0.05, "step", "the rank's mean step time over the common steps"),
     (

@@ -26,7 +26,7 @@ from werkzeug import wrappers, wsgi
 
 from tb_llmdiag import api
 from tb_llmdiag.errors import LlmDiagError
-from tb_llmdiag.tab import routes
+from tb_llmdiag.tab import compare_route, routes
 from tb_llmdiag.tab.assets import Assets
 from tb_llmdiag.tab.cache import ResultCache
 from tb_llmdiag.tab.jobs import process_pool
@@ -155,7 +155,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
         return self._respond(request, lambda: routes.timeline_impl(self._reg(), request.args))
 
     def _compare_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: routes.compare_impl(self._reg(), request.args))
+        return self._respond(request, lambda: compare_route.compare_impl(self._reg(), request.args))
 
     def _job_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, lambda: routes.job_impl(self._reg(), request.args))

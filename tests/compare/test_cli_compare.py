@@ -21,12 +21,14 @@ def test_a_logdir_side_needs_run_and_says_which(capsys: pytest.CaptureFixture[st
     err = capsys.readouterr().err
     # a run with several traces (the 2-rank DDP job) is listed as run/worker/span
     runs = "ddp_straggler_2gpu/rank0/1, ddp_straggler_2gpu/rank1/1, fixed_lora_qwen1.5b, jax_gpu_xplane, seed_lora_qwen1.5b"
-    assert err == f"llmdiag: BEFORE {DEMO} holds 5 runs ({runs}); pick one with --run NAME\n"
+    assert err == (f"llmdiag: BEFORE {DEMO} holds 5 runs ({runs}); pick one with --run NAME "
+                   "(a whole job: --run ddp_straggler_2gpu)\n")
     assert main(["compare", str(DEMO), str(DEMO), "--before-run", "nope"]) == 5
     assert f"no run named 'nope' (runs: {runs})" in capsys.readouterr().err
-    assert main(["compare", str(DEMO), str(DEMO), "--run", "ddp_straggler_2gpu"]) == 2
-    assert ("--run 'ddp_straggler_2gpu' matches 2 traces (ddp_straggler_2gpu/rank0/1, ddp_straggler_2gpu/rank1/1); "
-            "name one as run/worker/span") in capsys.readouterr().err
+    # the run of a job names the job: it compares as a job (tests/compare/test_job_compare.py)
+    assert main(["compare", str(DEMO), str(DEMO), "--run", "ddp_straggler_2gpu", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["level"], doc["before"]["rank_count"], doc["after"]["ranks"]) == ("job", 2, ["0", "1"])
 
 
 def test_run_selectors_pick_one_run_each(capsys: pytest.CaptureFixture[str]) -> None:

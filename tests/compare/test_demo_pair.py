@@ -91,7 +91,7 @@ def test_json_rows_hold_the_reports_numbers(reports: dict[str, Any], capsys: pyt
     before, after = reports["seed"]["runs"][0], reports["fixed"]["runs"][0]
     assert main(["compare", str(reports["seed_path"]), str(reports["fixed_path"]), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
-    assert doc["schema"] == 1 and doc["kind"] == "compare"
+    assert doc["schema"] == 2 and doc["kind"] == "compare" and doc["level"] == "run"
     rows = {r["key"]: r for r in doc["metrics"]}
     for key in ("tokens_per_s", "step_median_ns", "gpu_busy_share", "mfu_share", "launches_per_step", "copy_share"):
         r = rows[f"headline.{key}"]
