@@ -102,7 +102,7 @@ def windows(trace: Trace, steps: Steps) -> StepWindows:
             return StepWindows(z, z, z, z)
         lo, hi = np.array([ev.ts_ns[dev].min()], np.int64), np.array([ev.end_ns[dev].max()], np.int64)
         return StepWindows(lo, hi, lo, hi)
-    hs, he = steps.start_ns.astype(np.int64), steps.host_end_ns.astype(np.int64)
+    hs, he = steps.host_starts.astype(np.int64), steps.host_end_ns.astype(np.int64)
     k = launch_step(trace, dev, hs, he)
     n = len(steps)
     first = np.full(n, np.iinfo(np.int64).max, np.int64)

@@ -105,3 +105,19 @@ def test_balanced_runs_get_no_job_finding(name: str) -> None:
     if name == "fsdp":
         kinds = {r["kind"] for r in rep["metrics"]["collective_by_kind"]}
         assert {"all_gather", "reduce_scatter"} <= kinds
+
+
+@pytest.mark.parametrize("name", ["ddp_straggler", "ddp_slow_transport", "ddp_fast_transport", "fsdp"])
+def test_every_step_of_every_rank_counts_the_capture_s_tokens(name: str) -> None:
+    """Host-side columns are attributed on each step's host marker window, also when the GPU runs behind the
+    host (the device step then starts after its marker): every profiled step of every rank holds the tokens the
+    capture fed it (truth.json), not only the first (the host windows once started at the device start)."""
+    summaries, truth, _ = capture(name)
+    active = truth["profiler"]["active_steps"]
+    fed = {r["rank"]: [r["tokens_per_step"][i] for i in active] for r in truth["ranks"]}
+    job = analyze_job(summaries)
+    for pos, rank in enumerate(job.ranks):
+        assert job.tables.tokens[pos].tolist() == fed[rank], (name, rank)
+    for s, f in zip(summaries, capture(name)[2]):
+        st = find_steps(load_trace(str(f)))
+        assert s.steps["host_start_ns"].tolist() == (st.host_starts + load_trace(str(f)).origin_ns).tolist()
