@@ -12,7 +12,7 @@
 # NVSHMEM_DISABLE_NVLS=1 are exported for every job.
 set -u
 WORK=${1:-/tmp/captures2}
-ALL="ddp_straggler ddp_slow_transport fsdp ddp_fast_transport"
+ALL="ddp_straggler ddp_slow_transport fsdp ddp_fast_transport ddp_fast_transport_b ddp_balanced"
 WHAT=${2:-$ALL}
 NPROC=${NPROC:-2}
 CALL_LIMIT_S=${CALL_LIMIT_S:-560}
@@ -46,6 +46,12 @@ for name in $WHAT; do
     ddp_fast_transport)
       WHATLINE="the same job as ddp_slow_transport with NCCL's default transport (the 'after' of the slow-transport pair)"
       ARGS="--ddp --train layers --active 5" ;;
+    ddp_fast_transport_b)
+      WHATLINE="ddp_fast_transport again in another process (a noise-only twin: job compare/check calibration)"
+      ARGS="--ddp --train layers --active 5" ;;
+    ddp_balanced)
+      WHATLINE="ddp_straggler's job with its tokens balanced: both ranks pack 384-token rows (3072 tokens each, the same 6144 a job step as ddp_straggler's 2048 + 4096)"
+      ARGS="--ddp --rank-max-length 384,384 --active 5" ;;
     fsdp)
       WHATLINE="FSDP2 (fully_shard per decoder layer + root) training the decoder layers, equal tokens per rank"
       ARGS="--fsdp --train layers --active 5" ;;
