@@ -115,12 +115,10 @@ def _lane_members(trace: Trace, cat: NDArray[np.uint8], p: I64) -> tuple[list[di
         return p[np.flatnonzero(mask[p])]
 
     lanes: list[dict[str, Any]] = []
-    lane_of: list[I64] = []
     evs: list[I64] = []
 
     def add(lane: dict[str, Any], idx: I64) -> None:
-        lane_of.append(np.full(idx.shape[0], len(lanes), dtype=np.int64))
-        evs.append(idx.astype(np.int64))
+        evs.append(idx.astype(np.int64, copy=False))
         lanes.append({**lane, "events": int(idx.shape[0])})
 
     steps = pick(ev.kind == int(Kind.STEP))
@@ -167,8 +165,9 @@ def _lane_members(trace: Trace, cat: NDArray[np.uint8], p: I64) -> tuple[list[di
             },
             comm[ev.device[comm] == d],
         )
-    empty = np.zeros(0, np.int64)
-    return lanes, (np.concatenate(lane_of) if lane_of else empty), (np.concatenate(evs) if evs else empty)
+    lane = np.repeat(np.arange(len(lanes), dtype=np.int64), [x.shape[0] for x in evs])
+    member = np.concatenate(evs) if evs else np.zeros(0, np.int64)
+    return lanes, lane, member
 
 
 def _memory(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
@@ -226,7 +225,9 @@ def build_into(handed: list[Trace], put: Put) -> dict[str, Any]:
     ev = trace.events
     n = len(ev)
     ts = ev.ts_ns.astype(np.int64, copy=False)
-    dur = np.maximum(ev.dur_ns.astype(np.int64, copy=False), 0)
+    dur = ev.dur_ns.astype(np.int64, copy=False)
+    if n and int(dur.min()) < 0:
+        dur = np.maximum(dur, 0)
     span = int((ts + dur).max()) if n else 0
     cat = event_categories(trace)
     lanes, lane, member = _lane_members(trace, cat, start_order(ts, dur))

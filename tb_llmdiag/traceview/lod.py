@@ -97,14 +97,18 @@ def merge_step(
     gid = np.cumsum(new, dtype=np.int32 if k < 2**31 else np.int64)
     del new
     gid -= 1
-    g_end = np.maximum.reduceat(end, first)
-    g_n = np.diff(np.r_[first, k]).astype(np.int32) if n is None else np.add.reduceat(n, first)
     g_max = np.maximum.reduceat(dur, first)
     is_max = np.flatnonzero(dur == g_max[gid])
     mg = gid[is_max]
     del gid
-    pick = is_max[np.r_[True, mg[1:] != mg[:-1]]]
-    return row[first], start[first], g_end, ev[pick], g_n, g_max
+    is_max = is_max[np.r_[True, mg[1:] != mg[:-1]]]  # the first longest of each group
+    del mg
+    g_ev = ev[is_max]
+    del is_max
+    g_end = np.maximum.reduceat(end, first)
+    g_n = np.diff(np.r_[first, k]).astype(np.int32) if n is None else np.add.reduceat(n, first)
+    g_row = row[first]
+    return g_row, start[first], g_end, g_ev, g_n, g_max
 
 
 @dataclass(frozen=True)
@@ -146,8 +150,8 @@ def iter_levels(row: I64, start: I64, end: I64, ev: I64, n_rows: int, span_ns: i
 
 def _level(tol: int, cur: tuple[I64, I64, I64, Ints, Ints | None, I64], n_rows: int) -> Level:
     r, s, e, ev, n, _ = cur
-    counts = np.ones(s.shape[0], np.int32) if n is None else n.astype(np.int32)
-    return Level(tol, offsets(r, n_rows), s, e, row_cummax(r, e), ev.astype(np.int32), counts)
+    counts = np.ones(s.shape[0], np.int32) if n is None else n.astype(np.int32, copy=False)
+    return Level(tol, offsets(r, n_rows), s, e, row_cummax(r, e), ev.astype(np.int32, copy=False), counts)
 
 
 @dataclass(frozen=True)
