@@ -147,6 +147,8 @@ def test_the_cache_takes_the_workers_streamed_file(seed_index, tmp_path: Path, m
     tv: dict[str, Any] = {"meta": meta}
     spill.done(tv)
     assert tv["arrays"] is None and Path(tv["file"]).parent == arrays_path(cache.root, KEY).parent
+    stale = Path(tv["file"]).parent / f".{KEY}.died.tmp"  # what a worker killed halfway through leaves
+    stale.write_bytes(b"x")
     if memory:  # the cache turned to memory after the worker had started
         cache.root = None
     result = {"report": {"status": "ok"}, "timelines": [], "traceview": tv}
@@ -155,6 +157,7 @@ def test_the_cache_takes_the_workers_streamed_file(seed_index, tmp_path: Path, m
     assert got is not None and same_arrays({k: np.asarray(v) for k, v in got.items()}, arrays)
     left = sorted(p.name for p in (tmp_path / "cache").rglob("*.bin*"))
     assert left == ([] if memory else [f"{KEY}.traceview.bin"])  # no temporary file left either way
+    assert stale.exists() == memory  # an earlier try's leftover goes when the entry is written
 
 
 def test_the_worker_task_streams_into_the_cache_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -269,6 +269,9 @@ class ResultCache:
                     array_file.write(arrays_path(self.root, key), CACHE_LAYOUT, key, "traceview.bin", tv["arrays"])
                 for what, value in entries:
                     self._write(self.root, key, what, value)
+                for stale in (self.root / key[:2]).glob(f".{key}.*.tmp"):  # an earlier try's worker died writing
+                    with contextlib.suppress(OSError):
+                        stale.unlink()
                 return
             except OSError as e:
                 self.error = f"cannot write the cache directory {self.root}: {e.strerror or e}"
