@@ -34,8 +34,8 @@ from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
 from tb_llmdiag.scale.session import runner_session, tab_executor
 from tb_llmdiag.timeline import TIMELINE_VERSION
 from tb_llmdiag.timeline import build as build_timelines
-from tb_llmdiag.traceview.build import TRACEVIEW_VERSION
-from tb_llmdiag.traceview.build import build as build_traceview
+from tb_llmdiag.traceview.build import TRACEVIEW_VERSION, Put
+from tb_llmdiag.traceview.build import build_for as build_traceview
 from tb_llmdiag.traceview.evidence import locate as locate_evidence
 from tb_llmdiag.traceview.index import BadIndex, TraceIndex
 
@@ -225,7 +225,9 @@ def analyze_rank_file(tf: TraceFile, *, summary: bool = True) -> tuple[dict[str,
         return rep, None
 
 
-def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def analyze_for_tab(
+    tf: TraceFile, *, progress: Callable[[str], None] | None = None, put_array: Put | None = None
+) -> dict[str, Any]:
     """What the tab shows for one trace: ``{"report": RunReport, "timelines": [StepTimeline, ...],
     "steps": {"steps": [per-step breakdown]}, "traceview": {"meta": {...}, "arrays": {name: ndarray}} | None,
     "rank_summary": {"summary": RankSummary dict | None}}`` (docs/http_api.md; the trace view's index is
@@ -233,7 +235,8 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
 
     A file that cannot be read (not a regular file, not a trace, truncated) gives its error RunReport
     and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
-    ``progress`` is told each phase as it starts: ``reading``, ``analysing``, ``timeline``.
+    ``progress`` is told each phase as it starts: ``reading``, ``analysing``, ``timeline``. ``put_array`` (a file
+    writer: ``tab/jobs.py``) is given the trace view's arrays one at a time; ``traceview["arrays"]`` is then None.
     """
 
     def say(phase: str) -> None:
@@ -263,14 +266,18 @@ def analyze_for_tab(tf: TraceFile, *, progress: Callable[[str], None] | None = N
     say("timeline")
     # the timelines and /steps rows read the analysis's one step breakdown (what the report counts)
     timelines, breakdown = build_timelines(trace, analysis.breakdown)
-    meta, arrays = build_traceview(trace)
-    meta["findings"] = jsonable(locate_evidence(trace, rep))
     summary: dict[str, Any] | None = None
     try:  # what the job view reads when this trace is one rank of a job (KBs)
         if is_rank(trace, analysis):
             summary = rank_summary(tf, trace, rep, analysis).to_dict()
     except Exception:  # noqa: BLE001  (the rank's own report stands; its job states it lacks this rank)
         logger.exception("summarising rank %s failed", tf.path)
+    del analysis  # the trace view needs only the trace
+    findings = jsonable(locate_evidence(trace, rep))
+    handed = [trace]  # handed over: the build frees the trace once its columns are written (the worker's peak)
+    del trace
+    meta, arrays = build_traceview(handed, put_array)
+    meta["findings"] = findings
     return {
         "report": rep,
         "timelines": list(timelines),

@@ -1,11 +1,12 @@
 """Binary cache entries: named 1-D numpy arrays in one file, memory-mapped on read (the trace view's index).
 
 Format: one JSON header line ``{"layout", "key", "what", "bytes", "arrays": [[name, dtype, length, offset],
-...]}`` then ``bytes`` bytes of data; array ``name`` is ``length`` items of ``dtype`` (little-endian, from the
-``DTYPES`` list only) at ``offset`` from the data's start (64-byte aligned). A read checks the header against
-the entry asked for, the data length against the file, and every array against the data (inside it, not
-overlapping another); anything else is a miss (None). Arrays come back as read-only ``np.memmap`` views: the
-OS pages them in on use and may drop them under memory pressure; nothing is copied into the heap.
+...]}`` (possibly padded with spaces before its newline: ``Writer`` streams the data in first) then ``bytes``
+bytes of data; array ``name`` is ``length`` items of ``dtype`` (little-endian, from the ``DTYPES`` list only)
+at ``offset`` from the data's start (64-byte aligned). A read checks the header against the entry asked for,
+the data length against the file, and every array against the data (inside it, not overlapping another);
+anything else is a miss (None). Arrays come back as read-only ``np.memmap`` views: the OS pages them in on
+use and may drop them under memory pressure; nothing is copied into the heap.
 Why memory maps rather than loading into an in-process LRU: a 1 GB trace's index is a few hundred MB, and a
 query touches only O(log n + output) of it; mapped, it costs nothing until touched and is shared with the
 page cache across TensorBoard restarts.
@@ -17,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,37 +37,82 @@ def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
+#: Bytes kept for the header line before the data when arrays are streamed in (the header is padded with
+#: spaces to this length; a longer header moves the data once).
+HEADER_ROOM = 1 << 14
+
+
+class Writer:
+    """Streams an entry into a temporary file beside ``path``: ``add(name, array)`` writes each array as it comes
+    (the caller may drop it at once: memory stays one array), ``finish()`` writes the header and returns the
+    temporary file (``os.replace`` it onto ``path``), ``abort()`` removes it. Directories are made 0700."""
+
+    def __init__(self, path: Path, layout: int, key: str, what: str) -> None:
+        self.path, self.layout, self.key, self.what = path, layout, key, what
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.", suffix=".tmp")
+        self.tmp = Path(tmp)
+        self._f: BinaryIO = os.fdopen(fd, "wb", buffering=0)  # unbuffered: what add() wrote is on disk
+        self._table: list[list[str | int]] = []
+        self._off = 0
+
+    def add(self, name: str, arr: np.ndarray) -> None:
+        dt = arr.dtype.newbyteorder("<").str if arr.dtype.itemsize > 1 else arr.dtype.str
+        if dt not in DTYPES or arr.ndim != 1:
+            raise ValueError(f"array {name}: unsupported dtype {arr.dtype} or shape {arr.shape}")
+        a = np.ascontiguousarray(arr.astype(dt, copy=False))
+        self._f.seek(HEADER_ROOM + self._off)
+        view = a.data.cast("B")
+        while view.nbytes:
+            view = view[self._f.write(view) or 0 :]
+        self._table.append([name, dt, int(a.shape[0]), self._off])
+        self._off = _aligned(self._off + a.nbytes)
+
+    def read_back(self) -> dict[str, np.ndarray]:
+        """The arrays added so far, read into memory (a caller that cannot finish the file keeps them)."""
+        return {
+            str(n): np.fromfile(self.tmp, dtype=np.dtype(str(dt)), count=int(ln), offset=HEADER_ROOM + int(off))
+            for n, dt, ln, off in self._table
+        }
+
+    def finish(self) -> Path:
+        head = json.dumps(
+            {"layout": self.layout, "key": self.key, "what": self.what, "bytes": self._off, "arrays": self._table}
+        ).encode("utf-8")
+        f = self._f
+        f.truncate(HEADER_ROOM + self._off)
+        if len(head) < HEADER_ROOM:
+            f.seek(0)
+            f.write(head + b" " * (HEADER_ROOM - 1 - len(head)) + b"\n")  # JSON allows the trailing spaces
+            f.close()
+            return self.tmp
+        f.close()
+        moved = Writer(self.path, self.layout, self.key, self.what)  # a header this long: the data moves once
+        with open(self.tmp, "rb") as src:
+            moved._f.write(head + b"\n")
+            src.seek(HEADER_ROOM)
+            shutil.copyfileobj(src, moved._f, 1 << 22)
+        moved._f.close()
+        os.unlink(self.tmp)
+        return moved.tmp
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            self._f.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.tmp)
+
+
 def write(path: Path, layout: int, key: str, what: str, arrays: Mapping[str, np.ndarray]) -> None:
     """Write atomically (temp file + rename)."""
-    table, off = [], 0
-    for name, arr in arrays.items():
-        a = np.ascontiguousarray(arr)
-        dt = a.dtype.newbyteorder("<").str if a.dtype.itemsize > 1 else a.dtype.str
-        if dt not in DTYPES or a.ndim != 1:
-            raise ValueError(f"array {name}: unsupported dtype {a.dtype} or shape {a.shape}")
-        table.append((name, dt, int(a.shape[0]), off, a))
-        off = _aligned(off + a.nbytes)
-    head = (
-        json.dumps(
-            {
-                "layout": layout,
-                "key": key,
-                "what": what,
-                "bytes": off,
-                "arrays": [[n, d, ln, o] for n, d, ln, o, _ in table],
-            }
-        ).encode("utf-8")
-        + b"\n"
-    )
-
-    def fill(f: BinaryIO) -> None:
-        f.write(head)
-        for _, dt, _, o, a in table:
-            f.seek(len(head) + o)
-            f.write(a.astype(dt, copy=False).tobytes())
-        f.truncate(len(head) + off)
-
-    atomic_write(path, key, fill)
+    w = Writer(path, layout, key, what)
+    try:
+        for name, arr in arrays.items():
+            w.add(name, arr)
+        os.replace(w.finish(), path)
+    except BaseException:
+        w.abort()
+        raise
 
 
 def atomic_write(path: Path, key: str, fill: Callable[[BinaryIO], object]) -> None:

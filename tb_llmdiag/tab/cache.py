@@ -20,6 +20,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -56,6 +57,11 @@ def default_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "tb_llmdiag"
+
+
+def arrays_path(root: Path, key: str, what: str = "traceview.bin") -> Path:
+    """Where a binary entry lives (an analysis worker streams the trace view's arrays beside it: ``tab/jobs.py``)."""
+    return root / key[:2] / f"{key}.{what}"
 
 
 def fallback_dir() -> Path:
@@ -190,7 +196,7 @@ class ResultCache:
                 return found
         if self.root is None:
             return None
-        return array_file.read(self.root / key[:2] / f"{key}.{what}", CACHE_LAYOUT, key, what)
+        return array_file.read(arrays_path(self.root, key, what), CACHE_LAYOUT, key, what)
 
     def _read(self, p: Path, key: str, what: str) -> tuple[Any, bytes] | None:
         try:
@@ -252,22 +258,29 @@ class ResultCache:
         if tv is not None:
             entries.append(("traceview", tv["meta"]))
         entries.append(("report", result["report"]))  # the report last: its presence means "ready"
+        spilled = Path(tv["file"]) if tv is not None and tv.get("file") else None  # streamed there by the worker
         if self.root is not None:
             try:
-                if tv is not None:
-                    array_file.write(
-                        self.root / key[:2] / f"{key}.traceview.bin", CACHE_LAYOUT, key, "traceview.bin", tv["arrays"]
-                    )
+                if spilled is not None:
+                    target = arrays_path(self.root, key)
+                    os.replace(spilled, target)
+                    spilled = target
+                elif tv is not None:
+                    array_file.write(arrays_path(self.root, key), CACHE_LAYOUT, key, "traceview.bin", tv["arrays"])
                 for what, value in entries:
                     self._write(self.root, key, what, value)
+                for stale in (self.root / key[:2]).glob(f".{key}.*.tmp"):  # an earlier try's worker died writing
+                    with contextlib.suppress(OSError):
+                        stale.unlink()
                 return
             except OSError as e:
                 self.error = f"cannot write the cache directory {self.root}: {e.strerror or e}"
                 logger.warning("llm_diag: %s; results are kept in memory from now on", self.error)
                 self.root = None
+        arrays = tv["arrays"] if tv is not None and spilled is None else _take(spilled, key)
         with self._lock:
-            if tv is not None:
-                self._arrays[(key, "traceview.bin")] = dict(tv["arrays"])
+            if arrays is not None:
+                self._arrays[(key, "traceview.bin")] = dict(arrays)
                 while len(self._arrays) > MEMORY_ARRAY_ENTRIES:
                     self._arrays.popitem(last=False)
             for what, value in entries:
@@ -283,3 +296,14 @@ class ResultCache:
         head = json.dumps({"layout": CACHE_LAYOUT, "key": key, "what": what, "bytes": len(body)})
         data = head.encode("utf-8") + b"\n" + body
         array_file.atomic_write(self._path(root, key, what), key, lambda f: f.write(data))
+
+
+def _take(spilled: Path | None, key: str) -> dict[str, np.ndarray] | None:
+    """A worker's streamed arrays read into memory (the cache turned to memory meanwhile), the file removed."""
+    if spilled is None:
+        return None
+    found = array_file.read(spilled, CACHE_LAYOUT, key, "traceview.bin")
+    arrays = {k: np.array(v) for k, v in found.items()} if found is not None else None
+    with contextlib.suppress(OSError):
+        os.unlink(spilled)
+    return arrays

@@ -4,7 +4,13 @@ Contract:
 - ``JobQueue(executor, claim=..., finish=..., phase=...)``: the executor is given (a process pool in
   TensorBoard; tests pass a ``ThreadPoolExecutor`` or an inline one). Tasks *return* their result
   (``api.analyze_for_tab``'s dict); ``finish`` is called in this process with it, and the caller keeps
-  it (the cache is written by the TensorBoard process only, never by a worker).
+  it (the cache's entries are made by the TensorBoard process only, never by a worker).
+- Big arrays do not travel back through the pool: a process worker started with the cache's directory
+  (``process_pool(..., cache_root=)``) streams the trace view's arrays into a temporary file beside their
+  entry (``tab/arrays.py``'s ``Writer``, one array at a time: the worker's memory stays the trace plus one
+  level) and returns its path as ``traceview["file"]``; ``ResultCache.store`` renames it into place (or reads
+  it into memory when the cache went to memory meanwhile). On a disk error the worker keeps the arrays in
+  memory and returns them as before (``traceview["arrays"]``); so do thread and cluster executors.
 - ``workers`` dispatcher threads pop the heap (lower priority first, then FIFO), ask ``claim(key, token)``
   whether the job is still wanted (it returns the TraceFile, or None for a stale or duplicate job), run
   it and report ``finish(key, token, result, error)``: exactly one of ``result`` / ``error`` (one line).
@@ -22,28 +28,78 @@ import heapq
 import itertools
 import logging
 import multiprocessing
+import os
 import queue
 import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tb_llmdiag import api
+from tb_llmdiag.tab import arrays as array_file
+from tb_llmdiag.tab.cache import CACHE_LAYOUT, arrays_path
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]
 Put = Callable[[tuple[str, str]], None]
 
-#: In a worker process: where tasks send their progress (set by ``init_worker``).
+#: In a worker process: where tasks send their progress, and the cache's directory (set by ``init_worker``).
 _WORKER_PROGRESS: Any = None
+_WORKER_CACHE: str | None = None
 
 
-def init_worker(progress_queue: Any) -> None:
-    """Process-pool initializer: remember the parent's progress queue."""
-    global _WORKER_PROGRESS
-    _WORKER_PROGRESS = progress_queue
+def init_worker(progress_queue: Any, cache_root: str | None = None) -> None:
+    """Process-pool initializer: remember the parent's progress queue and its cache directory."""
+    global _WORKER_PROGRESS, _WORKER_CACHE
+    _WORKER_PROGRESS, _WORKER_CACHE = progress_queue, cache_root
+
+
+class Spill:
+    """The trace view's arrays of one analysis, streamed into the cache's directory (module docstring); after a
+    disk error, kept in memory (what was already written is read back)."""
+
+    def __init__(self, root: str, key: str) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+        self.writer: array_file.Writer | None = None
+        try:
+            self.writer = array_file.Writer(arrays_path(Path(root), key), CACHE_LAYOUT, key, "traceview.bin")
+        except OSError as e:
+            logger.warning("llm_diag: keeping the trace view's arrays in memory: %s", e)
+
+    def add(self, name: str, a: np.ndarray) -> None:
+        if self.writer is not None:
+            try:
+                self.writer.add(name, a)
+                return
+            except OSError as e:
+                self._fall_back(e)
+        self.arrays[name] = a.copy() if a.base is not None else a
+
+    def _fall_back(self, e: OSError) -> None:
+        logger.warning("llm_diag: keeping the trace view's arrays in memory: %s", e)
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            self.arrays = writer.read_back()
+            writer.abort()
+
+    def done(self, traceview: dict[str, Any]) -> None:
+        """Say in ``traceview`` where the arrays are: ``file`` (streamed) or ``arrays`` (in memory)."""
+        if self.writer is not None:
+            try:
+                traceview["file"], traceview["arrays"] = str(self.writer.finish()), None
+                return
+            except OSError as e:
+                self._fall_back(e)
+        traceview["arrays"] = self.arrays
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
 
 
 def analyse_task(tf: api.TraceFile, token: str, put: Put | None) -> dict[str, Any]:
@@ -55,16 +111,32 @@ def analyse_task(tf: api.TraceFile, token: str, put: Put | None) -> dict[str, An
             with contextlib.suppress(OSError, ValueError, EOFError):  # the parent went away: progress is best effort
                 sink((token, phase))
 
-    return api.analyze_for_tab(tf, progress=progress)
+    if _WORKER_CACHE is None:
+        return api.analyze_for_tab(tf, progress=progress)
+    spill = Spill(_WORKER_CACHE, token)
+    try:
+        result = api.analyze_for_tab(tf, progress=progress, put_array=spill.add)
+        if result["traceview"] is not None:
+            spill.done(result["traceview"])
+        else:
+            spill.abort()
+    except BaseException:
+        spill.abort()
+        raise
+    return result
 
 
-def process_pool(workers: int, progress_queue: Any = None) -> tuple[Executor, Any]:
+def process_pool(
+    workers: int, progress_queue: Any = None, cache_root: str | os.PathLike[str] | None = None
+) -> tuple[Executor, Any]:
     """TensorBoard's executor: ``workers`` spawned processes (a big parse never holds the server's GIL),
-    and the queue their progress comes back on (a new one, or the one given: a renewed pool reuses it)."""
+    and the queue their progress comes back on (a new one, or the one given: a renewed pool reuses it).
+    With ``cache_root`` (the cache's directory), workers stream the trace view's arrays there (module docstring)."""
     ctx = multiprocessing.get_context("spawn")
     if progress_queue is None:
         progress_queue = ctx.SimpleQueue()
-    kw: dict[str, Any] = {"mp_context": ctx, "initializer": init_worker, "initargs": (progress_queue,)}
+    root = None if cache_root is None else str(cache_root)
+    kw: dict[str, Any] = {"mp_context": ctx, "initializer": init_worker, "initargs": (progress_queue, root)}
     if sys.version_info >= (3, 11):
         return ProcessPoolExecutor(max_workers=workers, max_tasks_per_child=8, **kw), progress_queue
     return ProcessPoolExecutor(max_workers=workers, **kw), progress_queue  # Python 3.10: no max_tasks_per_child

@@ -84,12 +84,12 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
                 progress_queue = queue.SimpleQueue()
             except LlmDiagError as e:
                 logger.warning("llm_diag: %s=%s: %s; analysing in local processes instead", api.DASK_ENV, address, e)
-        if executor is None and processes:
-            executor, progress_queue = process_pool(n)
-            renew = lambda: process_pool(n, progress_queue)[0]  # noqa: E731 - same progress queue
+        cache = ResultCache(cache_dir, logdir=self._logdir or None)
+        if executor is None and processes:  # workers stream the trace view's arrays into the cache (tab/jobs.py)
+            executor, progress_queue = process_pool(n, cache_root=cache.root)
+            renew = lambda: process_pool(n, progress_queue, cache.root)[0]  # noqa: E731 - same progress queue
         elif executor is None:
             executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="llmdiag-analyse")
-        cache = ResultCache(cache_dir, logdir=self._logdir or None)
         self._registry = Registry(
             self._logdir,
             cache,

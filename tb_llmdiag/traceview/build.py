@@ -3,7 +3,10 @@
 Contract:
 - ``build(trace) -> (meta, arrays)``: ``meta`` is plain JSON (lanes, names, level tolerances), ``arrays`` a
   dict of 1-D numpy arrays (the event columns the view shows and the rows' pyramid levels, see ``lod``).
-  Pure and vectorised: no per-event Python.
+  ``build_into(trace, put) -> meta`` hands each array to ``put(name, array)`` as soon as it is made and keeps
+  no reference to it (a file writer then holds at most one level in memory: bounded peak on a 1 GB trace).
+  Pure and vectorised: no per-event Python, no sort of all events beyond one ``argsort`` of the lanes' rows
+  (the model's rows are sorted by start, so the lanes are filled in (start, -duration) order).
 - Lanes, in display order: ``steps`` (the step ranges), one per host thread (CPU ops, annotations, python
   frames, runtime/driver calls, steps: a flame by nesting depth), one per accelerator stream (kernels,
   memcpy, memset), one per device for GPU-side annotations and syncs, one per device for collectives
@@ -15,6 +18,7 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,8 +26,9 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.classify import CATEGORIES as KERNEL_CATEGORIES
 from tb_llmdiag.classify import CATEGORY_CODE, category_codes
+from tb_llmdiag.ingest.source import release_free_memory
 from tb_llmdiag.model import Kind, Trace, kind_mask
-from tb_llmdiag.traceview.lod import build_levels, depths
+from tb_llmdiag.traceview.lod import depths, iter_levels
 
 #: Bump when the index changes; part of the tab's cache key.
 TRACEVIEW_VERSION = 1
@@ -59,6 +64,17 @@ STREAM_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 MARK_KINDS = (Kind.GPU_ANNOTATION, Kind.SYNC)
 
 I64 = NDArray[np.int64]
+#: The event columns stored as the model has them: (array name, EventTable column, dtype).
+_EVENT_COLUMNS = (
+    ("ev_name", "name_id", np.int32),
+    ("ev_kind", "kind", np.uint8),
+    ("ev_corr", "correlation", np.int64),
+    ("ev_shape", "shape_id", np.int32),
+    ("ev_bytes", "bytes", np.int64),
+    ("ev_tid", "tid", np.int64),
+    ("ev_stream", "stream", np.int32),
+    ("ev_device", "device", np.int16),
+)
 
 
 def event_categories(trace: Trace) -> NDArray[np.uint8]:
@@ -70,34 +86,52 @@ def event_categories(trace: Trace) -> NDArray[np.uint8]:
 
 
 def _groups(keys: I64) -> tuple[I64, I64, I64]:
-    """Unique keys, each row's group index, and the group sizes."""
-    uniq, inv, counts = np.unique(keys, return_inverse=True, return_counts=True)
-    return uniq, inv.astype(np.int64), counts
+    """Unique keys, each row's group index, and the group sizes (one sort of the keys, no argsort)."""
+    uniq = np.unique(keys)
+    inv = np.searchsorted(uniq, keys).astype(np.int64)
+    return uniq, inv, np.bincount(inv, minlength=uniq.shape[0]).astype(np.int64)
 
 
-def _lane_members(trace: Trace, cat: NDArray[np.uint8]) -> tuple[list[dict[str, Any]], I64, I64]:
-    """Lane descriptions (display order) and the (lane, event) membership pairs."""
+def start_order(ts: I64, dur: I64) -> I64:
+    """Event ids by (start, -duration), ties by id. ``ts`` is sorted (the model's order), so only the runs of
+    equal starts are reordered; an unsorted input is sorted whole."""
+    n = ts.shape[0]
+    if n and not bool(np.all(ts[1:] >= ts[:-1])):
+        return np.lexsort((-dur, ts)).astype(np.int64)
+    order = np.arange(n, dtype=np.int64)
+    eq = ts[1:] == ts[:-1]
+    if eq.any():
+        tied = np.flatnonzero(np.r_[eq, False] | np.r_[False, eq])
+        order[tied] = tied[np.lexsort((-dur[tied], ts[tied]))]
+    return order
+
+
+def _lane_members(trace: Trace, cat: NDArray[np.uint8], p: I64) -> tuple[list[dict[str, Any]], I64, I64]:
+    """Lane descriptions (display order) and the (lane, event) membership pairs, sorted by lane then by the
+    event order ``p`` (``start_order``): each lane's events are picked from ``p`` by a mask."""
     ev = trace.events
+
+    def pick(mask: NDArray[np.bool_]) -> I64:
+        return p[np.flatnonzero(mask[p])]
+
     lanes: list[dict[str, Any]] = []
-    lane_of: list[I64] = []
     evs: list[I64] = []
 
     def add(lane: dict[str, Any], idx: I64) -> None:
-        lane_of.append(np.full(idx.shape[0], len(lanes), dtype=np.int64))
-        evs.append(idx.astype(np.int64))
+        evs.append(idx.astype(np.int64, copy=False))
         lanes.append({**lane, "events": int(idx.shape[0])})
 
-    steps = np.flatnonzero(ev.kind == int(Kind.STEP))
+    steps = pick(ev.kind == int(Kind.STEP))
     if steps.size:
         add({"id": "steps", "label": "Steps", "kind": "steps"}, steps)
-    host = np.flatnonzero(kind_mask(ev.kind, HOST_KINDS) & (ev.device < 0))
+    host = pick(kind_mask(ev.kind, HOST_KINDS) & (ev.device < 0))
     if host.size:
         tids, inv, counts = _groups(ev.tid[host])
         for g in np.argsort(-counts, kind="stable"):
             tid = int(tids[g])
             add({"id": f"host.{tid}", "label": f"Host thread {tid}", "kind": "host", "tid": tid}, host[inv == g])
     dev_mask = ev.device >= 0
-    streams = np.flatnonzero(kind_mask(ev.kind, STREAM_KINDS) & dev_mask)
+    streams = pick(kind_mask(ev.kind, STREAM_KINDS) & dev_mask)
     if streams.size:
         key = ev.device[streams].astype(np.int64) * (1 << 32) + (ev.stream[streams].astype(np.int64) & 0xFFFFFFFF)
         uniq, inv, _ = _groups(key)
@@ -109,7 +143,7 @@ def _lane_members(trace: Trace, cat: NDArray[np.uint8]) -> tuple[list[dict[str, 
                 streams[inv == g],
             )
     for kinds, suffix, label, lane_kind in ((MARK_KINDS, "marks", "annotations, syncs", "gpu_marks"),):
-        idx = np.flatnonzero(kind_mask(ev.kind, kinds) & dev_mask)
+        idx = pick(kind_mask(ev.kind, kinds) & dev_mask)
         for d in np.unique(ev.device[idx]):
             add(
                 {
@@ -131,8 +165,9 @@ def _lane_members(trace: Trace, cat: NDArray[np.uint8]) -> tuple[list[dict[str, 
             },
             comm[ev.device[comm] == d],
         )
-    empty = np.zeros(0, np.int64)
-    return lanes, (np.concatenate(lane_of) if lane_of else empty), (np.concatenate(evs) if evs else empty)
+    lane = np.repeat(np.arange(len(lanes), dtype=np.int64), [x.shape[0] for x in evs])
+    member = np.concatenate(evs) if evs else np.zeros(0, np.int64)
+    return lanes, lane, member
 
 
 def _memory(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
@@ -159,69 +194,112 @@ def _memory(trace: Trace) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
     }
 
 
+Put = Callable[[str, np.ndarray], None]
+
+
 def build(trace: Trace) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The index (module docstring) of ``trace``."""
+    """The index (module docstring) of ``trace``: its meta and arrays in memory (each its own copy)."""
+    meta, arrays = build_for([trace], None)
+    assert arrays is not None
+    return meta, arrays
+
+
+def build_for(handed: list[Trace], put: Put | None) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
+    """``build_into(handed, put)`` and None, or without ``put`` the meta and the arrays in memory (``build``)."""
+    if put is not None:
+        return build_into(handed, put), None
+    arrays: dict[str, np.ndarray] = {}
+
+    def keep(name: str, a: np.ndarray) -> None:
+        arrays[name] = a.copy() if a.base is not None else a  # never a view into the trace's columns
+
+    return build_into(handed, keep), arrays
+
+
+def build_into(handed: list[Trace], put: Put) -> dict[str, Any]:
+    """The index of the trace in ``handed`` (a one-item list, emptied here): each array handed to ``put`` as soon
+    as it is made (module docstring); returns the meta. The trace is dropped once its columns are written, before
+    the rows and levels are built: a caller that hands over its only reference frees the trace's memory then."""
+    trace = handed.pop()
+    release_free_memory()  # the heap holes the analysis left (its arrays are gone by now in the tab's worker)
     ev = trace.events
     n = len(ev)
+    ts = ev.ts_ns.astype(np.int64, copy=False)
+    dur = ev.dur_ns.astype(np.int64, copy=False)
+    if n and int(dur.min()) < 0:
+        dur = np.maximum(dur, 0)
+    span = int((ts + dur).max()) if n else 0
     cat = event_categories(trace)
-    lanes, lane, member = _lane_members(trace, cat)
-    ts, dur = ev.ts_ns.astype(np.int64), np.maximum(ev.dur_ns.astype(np.int64), 0)
-    end = ts + dur
-    order = np.lexsort((-dur[member], ts[member], lane))
-    lane, member = lane[order], member[order]
-    depth = np.minimum(depths(lane, ts[member], end[member]), MAX_DEPTH - 1)
-    row_keys, row = np.unique(lane * MAX_DEPTH + depth, return_inverse=True)[:2]
-    row = row.astype(np.int64)
-    # rows in (lane, depth) order; inside a row by (start, -duration), as depth() saw them
-    order = np.lexsort((-dur[member], ts[member], row))
-    row, member = row[order], member[order]
+    lanes, lane, member = _lane_members(trace, cat, start_order(ts, dur))
+    put("ev_ts", ts)
+    put("ev_dur", dur)
+    put("ev_cat", cat.astype(np.uint8, copy=False))
+    del cat
+    for name, col, dt in _EVENT_COLUMNS:
+        put(name, getattr(ev, col).astype(dt, copy=False))
+    has_corr = np.flatnonzero(ev.correlation >= 0)
+    corr_order = has_corr[np.argsort(ev.correlation[has_corr], kind="stable")]
+    del has_corr
+    put("corr_sorted", ev.correlation[corr_order].astype(np.int64))
+    put("corr_ev", corr_order.astype(np.int64, copy=False))
+    del corr_order
+    mem_lanes, mem_arrays = _memory(trace)
+    for name, a in mem_arrays.items():
+        put(name, a)
+    del mem_arrays
+    source_kind, names, shapes = trace.source_kind, list(ev.names), list(ev.shapes)
+    del trace, ev  # from here on: the lanes' members and the start and duration columns only
+    release_free_memory()
+    # rows: (lane, depth) pairs in that order; inside a row by (start, -duration), as depth() saw them
+    start = ts[member]
+    stop = start + dur[member]
+    key = depths(lane, start, stop)
+    del start, stop
+    np.minimum(key, MAX_DEPTH - 1, out=key)
+    lane *= MAX_DEPTH
+    key += lane
+    del lane
+    present = np.bincount(key, minlength=len(lanes) * MAX_DEPTH) > 0
+    row_keys = np.flatnonzero(present).astype(np.int64)
     n_rows = int(row_keys.shape[0])
-    row_lane = (row_keys // MAX_DEPTH).astype(np.int64)
-    row_depth = (row_keys % MAX_DEPTH).astype(np.int64)
+    row = (np.cumsum(present, dtype=np.int64) - 1)[key]
+    del key, present
+    order = np.argsort(row.astype(np.int16) if n_rows < 2**15 else row, kind="stable")
+    row = row[order]
+    member = member[order]
+    del order
+    start = ts[member]
+    stop = start + dur[member]
+    del ts, dur
+    row_lane = row_keys // MAX_DEPTH
     for i, ln in enumerate(lanes):
         rows = np.flatnonzero(row_lane == i)
         ln["rows"] = [int(rows[0]), int(rows[-1]) + 1] if rows.size else [0, 0]
         ln["depth"] = int(rows.size)
-    span = int(end.max()) if n else 0
-    levels = build_levels(row, ts[member], end[member], member, n_rows, span)
+    put("row_lane", row_lane)
+    put("row_depth", row_keys % MAX_DEPTH)
     # each event's first row (the primary lane comes first in display order, but Steps before hosts)
     ev_row = np.full(n, -1, dtype=np.int32)
     ev_row[member[::-1]] = row[::-1].astype(np.int32)
-    has_corr = np.flatnonzero(ev.correlation >= 0)
-    corr_order = has_corr[np.argsort(ev.correlation[has_corr], kind="stable")]
-    mem_lanes, mem_arrays = _memory(trace)
-    arrays: dict[str, np.ndarray] = {
-        "ev_ts": ts,
-        "ev_dur": dur,
-        "ev_name": ev.name_id.astype(np.int32),
-        "ev_kind": ev.kind.astype(np.uint8),
-        "ev_cat": cat.astype(np.uint8),
-        "ev_corr": ev.correlation.astype(np.int64),
-        "ev_shape": ev.shape_id.astype(np.int32),
-        "ev_bytes": ev.bytes.astype(np.int64),
-        "ev_row": ev_row,
-        "ev_tid": ev.tid.astype(np.int64),
-        "ev_stream": ev.stream.astype(np.int32),
-        "ev_device": ev.device.astype(np.int16),
-        "corr_sorted": ev.correlation[corr_order].astype(np.int64),
-        "corr_ev": corr_order.astype(np.int64),
-        "row_lane": row_lane,
-        "row_depth": row_depth,
-        **mem_arrays,
-    }
+    put("ev_row", ev_row)
+    del ev_row
+    tols = []
+    levels = iter_levels(row, start, stop, member, n_rows, span)
+    del row, start, stop, member  # the level builder holds the one level it merges from
     for i, lv in enumerate(levels):
+        tols.append(lv.tol_ns)
         for col in ("off", "start", "end", "cmax", "ev", "n"):
-            arrays[f"lv{i}_{col}"] = getattr(lv, col)
-    meta = {
+            put(f"lv{i}_{col}", getattr(lv, col))
+        del lv
+    return {
         "traceview_version": TRACEVIEW_VERSION,
         "n_events": n,
         "n_rows": n_rows,
         "span_ns": span,
-        "source_kind": trace.source_kind,
-        "names": list(ev.names),
-        "shapes": list(ev.shapes),
+        "source_kind": source_kind,
+        "names": names,
+        "shapes": shapes,
         "categories": list(CATEGORIES),
-        "levels": [lv.tol_ns for lv in levels],
+        "levels": tols,
         "lanes": lanes + mem_lanes,
     }
-    return meta, arrays

@@ -16,13 +16,16 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 I64 = NDArray[np.int64]
 I32 = NDArray[np.int32]
+Ints = NDArray[np.signedinteger[Any]]  # event ids and counts: int64 in a query, int32 while building the levels
 
 FIRST_TOL_NS = 1_000
 LEVEL_FACTOR = 4
@@ -40,44 +43,72 @@ def depths(group: I64, start: I64, end: I64) -> I64:
     n = start.shape[0]
     if n == 0:
         return np.zeros(0, np.int64)
-    eff_end = np.maximum(end, start + 1)
-    first = np.r_[0, np.flatnonzero(group[1:] != group[:-1]) + 1]
-    seg_start = np.repeat(first, np.diff(np.r_[first, n]))
-    ends_sorted = np.sort(group * (1 << _ROW_SHIFT) + eff_end)
-    closed = np.searchsorted(ends_sorted, group * (1 << _ROW_SHIFT) + start, side="right") - seg_start
-    return np.maximum(np.arange(n, dtype=np.int64) - seg_start - closed, 0)
+    # keys group * 2**44 + time: one sort of the ends answers every group at once. The earlier groups' ends all
+    # sort before this group's starts, and there are as many of them as earlier events, so the depth is the
+    # position minus the ends at or before the start. Temporaries are reused in place (bounded peak).
+    key = group << _ROW_SHIFT
+    ends = start + 1
+    np.maximum(ends, end, out=ends)
+    ends += key
+    ends.sort()
+    key += start
+    depth = np.arange(n, dtype=np.int64)
+    depth -= np.searchsorted(ends, key, side="right")
+    del ends, key
+    return np.maximum(depth, 0, out=depth)
 
 
 def row_cummax(row: I64, end: I64) -> I64:
     """Running maximum of ``end`` restarting at each row (rows ascending)."""
     if end.shape[0] == 0:
         return end.copy()
-    shifted = row * (1 << _ROW_SHIFT)
-    return np.maximum.accumulate(shifted + end) - shifted
+    shifted = row << _ROW_SHIFT
+    out = shifted + end
+    np.maximum.accumulate(out, out=out)
+    out -= shifted
+    return out
 
 
 def merge_rows(
-    row: I64, start: I64, end: I64, ev: I64, n: I64, tol: int, ev_dur: I64
-) -> tuple[I64, I64, I64, I64, I64]:
+    row: I64, start: I64, end: I64, ev: Ints, n: Ints, tol: int, ev_dur: I64
+) -> tuple[I64, I64, I64, Ints, Ints]:
     """One pyramid step: merge neighbours of a row closer than ``tol`` (gap to the running end <= tol).
     Returns (row, start, end, ev of the longest recorded event among the members, n summed); ``ev_dur`` is
     every event's recorded duration (indexed by ``ev``)."""
+    return merge_step(row, start, end, ev, n, ev_dur[ev], tol)[:5]
+
+
+def merge_step(
+    row: I64, start: I64, end: I64, ev: Ints, n: Ints | None, dur: I64, tol: int
+) -> tuple[I64, I64, I64, Ints, Ints, I64]:
+    """``merge_rows`` given each interval's named-event duration ``dur`` (returned for the merged intervals too,
+    so the level builder needs no per-event table) and ``n`` None for all ones. Temporaries are dropped as
+    soon as used: the peak is a few arrays of the input's length."""
     k = start.shape[0]
     if k == 0:
-        return row, start, end, ev, n
-    cm = row_cummax(row, end)
+        return row, start, end, ev, (np.ones(0, np.int32) if n is None else n), dur
+    reach = row_cummax(row, end)[:-1]
+    reach += tol
     new = np.ones(k, dtype=bool)
-    new[1:] = (row[1:] != row[:-1]) | (start[1:] > cm[:-1] + tol)
+    np.greater(start[1:], reach, out=new[1:])
+    del reach
+    new[1:] |= row[1:] != row[:-1]
     first = np.flatnonzero(new)
-    gid = np.cumsum(new) - 1
-    g_end = np.maximum.reduceat(end, first)
-    g_n = np.add.reduceat(n, first)
-    dur = ev_dur[ev]
+    gid = np.cumsum(new, dtype=np.int32 if k < 2**31 else np.int64)
+    del new
+    gid -= 1
     g_max = np.maximum.reduceat(dur, first)
     is_max = np.flatnonzero(dur == g_max[gid])
     mg = gid[is_max]
-    pick = is_max[np.r_[True, mg[1:] != mg[:-1]]]
-    return row[first], start[first], g_end, ev[pick], g_n
+    del gid
+    is_max = is_max[np.r_[True, mg[1:] != mg[:-1]]]  # the first longest of each group
+    del mg
+    g_ev = ev[is_max]
+    del is_max
+    g_end = np.maximum.reduceat(end, first)
+    g_n = np.diff(np.r_[first, k]).astype(np.int32) if n is None else np.add.reduceat(n, first)
+    g_row = row[first]
+    return g_row, start[first], g_end, g_ev, g_n, g_max
 
 
 @dataclass(frozen=True)
@@ -97,29 +128,30 @@ def offsets(row: I64, n_rows: int) -> I64:
 
 def build_levels(row: I64, start: I64, end: I64, ev: I64, n_rows: int, span_ns: int) -> list[Level]:
     """Level 0 (as recorded) and the merged levels up to a tolerance covering ``span_ns``."""
-    n = np.ones(start.shape[0], dtype=np.int64)
-    ev_dur = np.zeros(int(ev.max()) + 1 if ev.size else 0, np.int64)
-    ev_dur[ev] = end - start
-    levels = [Level(0, offsets(row, n_rows), start, end, row_cummax(row, end), ev.astype(np.int32), n.astype(np.int32))]
+    return list(iter_levels(row, start, end, ev, n_rows, span_ns))
+
+
+def iter_levels(row: I64, start: I64, end: I64, ev: I64, n_rows: int, span_ns: int) -> Iterator[Level]:
+    """``build_levels`` one level at a time: each merge step reads the previous step's intervals (never level 0
+    again), so the work is the sum of the levels' sizes, and only the level being merged is held."""
+    dur = end - start
+    cur: tuple[I64, I64, I64, Ints, Ints | None, I64] = (row, start, end, ev.astype(np.int32), None, dur)
+    del row, start, end, ev, dur
+    last_kept = cur[1].shape[0]
+    yield _level(0, cur, n_rows)
     tol = FIRST_TOL_NS
-    cur = (row, start, end, ev, n)
     while tol < max(span_ns, FIRST_TOL_NS) * LEVEL_FACTOR and cur[1].shape[0] > n_rows:
-        cur = merge_rows(*cur, tol, ev_dur)
-        if cur[1].shape[0] <= KEEP_RATIO * levels[-1].start.shape[0]:
-            r = cur[0]
-            levels.append(
-                Level(
-                    tol,
-                    offsets(r, n_rows),
-                    cur[1],
-                    cur[2],
-                    row_cummax(r, cur[2]),
-                    cur[3].astype(np.int32),
-                    cur[4].astype(np.int32),
-                )
-            )
+        cur = merge_step(*cur, tol)
+        if cur[1].shape[0] <= KEEP_RATIO * last_kept:
+            last_kept = cur[1].shape[0]
+            yield _level(tol, cur, n_rows)
         tol *= LEVEL_FACTOR
-    return levels
+
+
+def _level(tol: int, cur: tuple[I64, I64, I64, Ints, Ints | None, I64], n_rows: int) -> Level:
+    r, s, e, ev, n, _ = cur
+    counts = np.ones(s.shape[0], np.int32) if n is None else n.astype(np.int32, copy=False)
+    return Level(tol, offsets(r, n_rows), s, e, row_cummax(r, e), ev.astype(np.int32, copy=False), counts)
 
 
 @dataclass(frozen=True)
