@@ -243,12 +243,7 @@ def analyze_for_tab(
         if progress is not None:
             progress(phase)
 
-    nothing: dict[str, Any] = {
-        "timelines": [],
-        "steps": {"steps": []},
-        "traceview": None,
-        "rank_summary": {"summary": None},
-    }
+    nothing: dict[str, Any] = dict(timelines=[], steps={"steps": []}, traceview=None, rank_summary={"summary": None})
     refusal = None if is_url(tf.path) else regular_file_error(tf.path)
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
@@ -392,10 +387,9 @@ def metric_registry() -> dict[str, Any]:
     return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS}
 
 
-def compare_reports(baseline: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-    """Two RunReports compared (docs/compare.md): the metric table with noise bands, the finding diff and the
-    verdict, ``baseline`` as BEFORE and ``run`` as AFTER. Pure: reads the two reports only."""
-    return compare_runs(baseline, run)
+#: Two RunReports compared (docs/compare.md): the metric table with noise bands, the finding diff and the verdict,
+#: ``compare_reports(baseline, run)`` with ``baseline`` as BEFORE. Pure: reads the two reports only.
+compare_reports = compare_runs
 
 
 def compare_job_reports(
