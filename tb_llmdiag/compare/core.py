@@ -49,6 +49,34 @@ def describe(run: Mapping[str, Any], source: str) -> dict[str, Any]:
     }
 
 
+def head(level: str, roles: tuple[str, str], sides: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
+    """The fields every compare document starts with (docs/compare.md)."""
+    return {
+        "schema": COMPARE_SCHEMA,
+        "kind": "compare",
+        "level": level,
+        "tool": {"name": "tb_llmdiag", "version": __version__},
+        "roles": {"before": roles[0], "after": roles[1]},
+        "before": sides[0],
+        "after": sides[1],
+    }
+
+
+def noise_model(resamples: int, seed: int, steps: tuple[int, int], modelled: bool, **more: Any) -> dict[str, Any]:
+    """How the noise bands were made: the bootstrap's resamples and seed over ``steps`` values a side."""
+    return {
+        "method": "bootstrap",
+        "resamples": resamples,
+        "seed": seed,
+        "level": stats.LEVEL,
+        "min_steps": stats.MIN_STEPS,
+        "rank_test": "Mann-Whitney U, exact one-sided",
+        "min_two_sided_rank_p": stats.min_two_sided_p(*steps),
+        "modelled": modelled,
+        **more,
+    }
+
+
 def work(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     """Tokens per step on each side and whether they differ beyond their tolerance (work normalisation)."""
     tb, ta = value_at(before, WORK_KEY), value_at(after, WORK_KEY)
@@ -212,23 +240,8 @@ def compare_runs(
                 rows.append(r)
     fb, fa = list(before.get("findings") or []), list(after.get("findings") or [])
     doc: dict[str, Any] = {
-        "schema": COMPARE_SCHEMA,
-        "kind": "compare",
-        "level": "run",
-        "tool": {"name": "tb_llmdiag", "version": __version__},
-        "roles": {"before": roles[0], "after": roles[1]},
-        "before": describe(before, sources[0]),
-        "after": describe(after, sources[1]),
-        "noise_model": {
-            "method": "bootstrap",
-            "resamples": resamples,
-            "seed": seed,
-            "level": stats.LEVEL,
-            "min_steps": stats.MIN_STEPS,
-            "rank_test": "Mann-Whitney U, exact one-sided",
-            "min_two_sided_rank_p": stats.min_two_sided_p(nb, na),
-            "modelled": idx is not None,
-        },
+        **head("run", roles, (describe(before, sources[0]), describe(after, sources[1]))),
+        "noise_model": noise_model(resamples, seed, (nb, na), idx is not None),
         "work": wk,
         "metrics": rows,
         "findings": findings_diff(fb, fa),

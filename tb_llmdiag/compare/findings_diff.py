@@ -9,7 +9,7 @@ the first in rank order on a tie.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 SAVING_FLOOR = 0.01
@@ -42,19 +42,31 @@ def _moved(b: Mapping[str, Any], a: Mapping[str, Any]) -> bool:
     return sb is not None and abs(sa - sb) >= SAVING_FLOOR
 
 
+Entry = Callable[[str, Mapping[str, Any] | None, Mapping[str, Any] | None], dict[str, Any]]
+Moved = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
+
+
+def diff_by_id(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]], entry: Entry, moved: Moved
+) -> dict[str, list[dict[str, Any]]]:
+    """``{"resolved", "new", "changed", "unchanged"}`` of two finding lists matched by ``id``, each in its side's
+    rank order (AFTER's for the last two); ``entry`` writes a row, ``moved`` tells changed from unchanged."""
+    by_b = {str(f.get("id")): f for f in before}
+    by_a = {str(f.get("id")): f for f in after}
+    both = [fid for fid in by_a if fid in by_b]
+    return {
+        "resolved": [entry(fid, by_b[fid], None) for fid in by_b if fid not in by_a],
+        "new": [entry(fid, None, by_a[fid]) for fid in by_a if fid not in by_b],
+        "changed": [entry(fid, by_b[fid], by_a[fid]) for fid in both if moved(by_b[fid], by_a[fid])],
+        "unchanged": [entry(fid, by_b[fid], by_a[fid]) for fid in both if not moved(by_b[fid], by_a[fid])],
+    }
+
+
 def findings_diff(
     before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
 ) -> dict[str, list[dict[str, Any]]]:
-    """``{"resolved", "new", "changed", "unchanged"}``, each in its side's rank order (AFTER's for the last two)."""
-    by_b = {f["id"]: f for f in before}
-    by_a = {f["id"]: f for f in after}
-    both = [fid for fid in by_a if fid in by_b]
-    return {
-        "resolved": [_entry(fid, by_b[fid], None) for fid in by_b if fid not in by_a],
-        "new": [_entry(fid, None, by_a[fid]) for fid in by_a if fid not in by_b],
-        "changed": [_entry(fid, by_b[fid], by_a[fid]) for fid in both if _moved(by_b[fid], by_a[fid])],
-        "unchanged": [_entry(fid, by_b[fid], by_a[fid]) for fid in both if not _moved(by_b[fid], by_a[fid])],
-    }
+    """The run findings' diff (``diff_by_id`` with severity and the saving share, see the module docstring)."""
+    return diff_by_id(before, after, _entry, _moved)
 
 
 def bottleneck(findings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

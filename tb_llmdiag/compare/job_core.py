@@ -11,9 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag import __version__
 from tb_llmdiag.compare import stats
-from tb_llmdiag.compare.core import COMPARE_SCHEMA, metric_row
+from tb_llmdiag.compare.core import head, metric_row, noise_model
 from tb_llmdiag.compare.job_findings import job_bottleneck, job_findings_diff
 from tb_llmdiag.compare.job_series import (
     job_matrices,
@@ -184,24 +183,14 @@ def compare_jobs(
             f"the jobs have different rank counts ({kb} -> {ka}): per-rank rows cover the ranks on both sides only"
         )
     doc: dict[str, Any] = {
-        "schema": COMPARE_SCHEMA,
-        "kind": "compare",
-        "level": "job",
-        "tool": {"name": "tb_llmdiag", "version": __version__},
-        "roles": {"before": roles[0], "after": roles[1]},
-        "before": describe_job(before_job, sources[0]),
-        "after": describe_job(after_job, sources[1]),
-        "noise_model": {
-            "method": "bootstrap",
-            "resamples": resamples,
-            "seed": seed,
-            "level": stats.LEVEL,
-            "min_steps": stats.MIN_STEPS,
-            "rank_test": "Mann-Whitney U, exact one-sided",
-            "min_two_sided_rank_p": stats.min_two_sided_p(nb, na),
-            "modelled": idx is not None,
-            "resampled": "common steps of the job (every rank's values of a step together)",
-        },
+        **head("job", roles, (describe_job(before_job, sources[0]), describe_job(after_job, sources[1]))),
+        "noise_model": noise_model(
+            resamples,
+            seed,
+            (nb, na),
+            idx is not None,
+            resampled="common steps of the job (every rank's values of a step together)",
+        ),
         "work": wk,
         "metrics": rows,
         "findings": job_findings_diff(fb, fa),

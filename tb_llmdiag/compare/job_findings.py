@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tb_llmdiag.compare.findings_diff import SAVING_FLOOR
+from tb_llmdiag.compare.findings_diff import SAVING_FLOOR, diff_by_id
 
 
 def _num(v: Any) -> float | None:
@@ -88,15 +88,7 @@ def job_findings_diff(
 ) -> dict[str, list[dict[str, Any]]]:
     """``{"resolved", "new", "changed", "unchanged"}`` as ``findings_diff.findings_diff``, with each entry's
     ``subject_before`` / ``subject_after`` and a ``note`` when the subject moved."""
-    by_b = {str(f.get("id")): f for f in before}
-    by_a = {str(f.get("id")): f for f in after}
-    both = [fid for fid in by_a if fid in by_b]
-    return {
-        "resolved": [_entry(fid, by_b[fid], None) for fid in by_b if fid not in by_a],
-        "new": [_entry(fid, None, by_a[fid]) for fid in by_a if fid not in by_b],
-        "changed": [_entry(fid, by_b[fid], by_a[fid]) for fid in both if _moved(by_b[fid], by_a[fid])],
-        "unchanged": [_entry(fid, by_b[fid], by_a[fid]) for fid in both if not _moved(by_b[fid], by_a[fid])],
-    }
+    return diff_by_id(before, after, _entry, _moved)
 
 
 def job_bottleneck(findings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
