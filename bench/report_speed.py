@@ -2,7 +2,7 @@
 
     python bench/report_speed.py [TRACE] [--repeat 3]
 
-Each measurement runs in a fresh subprocess (so peak RSS is that job's own) and is repeated; the
+Each measurement runs in a fresh subprocess (peak RSS is that job's own: VmHWM, bench/peak_rss.py) and is repeated; the
 median wall time is reported. Measured:
   floor   gzip decompress (isal if installed, else zlib) + msgspec typed decode of the fields the
           reader needs, into the same Structs the reader uses. The floor is the faster of decoding
@@ -124,18 +124,19 @@ RESULT = {"seconds": seconds, "cpu_seconds": cpu}  # it parses in a child proces
 }
 
 _RUNNER = """
-import json, resource, sys
+import json, sys
 sys.path.insert(0, {repo!r})
+sys.path.insert(0, {bench!r})
+from peak_rss import children_peak_rss_mb, peak_rss_mb
 PATH = {path!r}
 {body}
-RESULT["peak_rss_mb"] = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF,
-                                                                          resource.RUSAGE_CHILDREN)) / 1024
+RESULT["peak_rss_mb"] = max(peak_rss_mb(), children_peak_rss_mb())  # the job's own peak (children: tb-profiler's parser)
 print("@@" + json.dumps(RESULT))
 """
 
 
 def run_job(name: str, path: str) -> dict | None:
-    code = _RUNNER.format(repo=str(REPO), path=path, body=_JOBS[name])
+    code = _RUNNER.format(repo=str(REPO), bench=str(REPO / "bench"), path=path, body=_JOBS[name])
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     for line in proc.stdout.splitlines():
         if line.startswith("@@"):
