@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from job_generator import DLRM, base_summaries, generate  # noqa: E402
 from peak_rss import peak_rss_mb  # noqa: E402
+
 from tb_llmdiag.jobs.analysis import analyze_job  # noqa: E402
 from tb_llmdiag.jobs.findings import evaluate, job_metrics  # noqa: E402
 from tb_llmdiag.jobs.summary import RankSummary  # noqa: E402

@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import peak_rss  # noqa: E402
 from peak_rss import peak_rss_mb  # noqa: E402
+
 from tb_llmdiag import api  # noqa: E402
 from tb_llmdiag.render.canonical_json import dumps  # noqa: E402
 
