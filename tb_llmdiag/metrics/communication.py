@@ -142,10 +142,17 @@ def exposed_per_collective(trace: Trace, coll: Collectives) -> I64:
 
 
 def step_breakdown(
-    trace: Trace, coll: Collectives, ws: I64, we: I64, host_ws: I64 | None = None, host_we: I64 | None = None
+    trace: Trace,
+    coll: Collectives,
+    ws: I64,
+    we: I64,
+    host_ws: I64 | None = None,
+    host_we: I64 | None = None,
+    cache: RowCache | None = None,
 ) -> StepBreakdown:
     """Per-window communication, compute, idle (on the device windows [ws, we)) and host signals and tokens
-    (on the host windows, by default the same); definitions in the module docstring."""
+    (on the host windows, by default the same); definitions in the module docstring. ``cache``: as
+    ``launch_step``'s."""
     ev = trace.events
     ws, we = np.asarray(ws, dtype=np.int64), np.asarray(we, dtype=np.int64)
     hws = ws if host_ws is None else np.asarray(host_ws, dtype=np.int64)
@@ -157,7 +164,7 @@ def step_breakdown(
     compute = _covered(ks, ke, ws, we)
     both = _covered(np.concatenate((cs, ks)), np.concatenate((ce, ke)), ws, we)
     busy = _covered(ev.ts_ns[dev], ev.end_ns[dev], ws, we)
-    cache = RowCache(trace)
+    cache = cache or RowCache(trace)
 
     def host(family: str) -> I64:
         rows = cache.family(family)
@@ -240,7 +247,7 @@ def communication_metrics(
             "reason": "no collective kernels (NCCL/RCCL, DeepEP, XLA) in the trace",
             "collective_count": 0,
         }
-    b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns)
+    b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns, cache)
     window = int((we - ws).sum())
     coll_ns, exposed = int(b.collective_ns.sum()), int(b.exposed_ns.sum())
     ranks = trace.distributed.world_size if trace.distributed else None
