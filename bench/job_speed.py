@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import resource
 import sys
 import time
 import tracemalloc
@@ -30,6 +29,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from job_generator import DLRM, base_summaries, generate  # noqa: E402
+from peak_rss import peak_rss_mb  # noqa: E402
+
 from tb_llmdiag.jobs.analysis import analyze_job  # noqa: E402
 from tb_llmdiag.jobs.findings import evaluate, job_metrics  # noqa: E402
 from tb_llmdiag.jobs.summary import RankSummary  # noqa: E402
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  total    {total:7.3f} s")
     print(f"straggler found: rank {metrics['straggler_rank']} (planted {a.plant}), cause {metrics['straggler_cause']}; "
           f"findings: {[f['id'] for f in found]}")
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_mb = peak_rss_mb()
     print(f"RESULT total={total:.3f}s traced_peak={peak / 1e6:.0f}MB peak_rss={rss_mb:.0f}MB")
     return 0
 

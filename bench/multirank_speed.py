@@ -33,6 +33,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+import peak_rss  # noqa: E402
+from peak_rss import peak_rss_mb  # noqa: E402
+
 from tb_llmdiag import api  # noqa: E402
 from tb_llmdiag.render.canonical_json import dumps  # noqa: E402
 
@@ -44,10 +47,6 @@ print(c.scheduler_address, flush=True)
 sys.stdin.read()
 c.close()
 """
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
 
 def cpu_s() -> float:
     u = resource.getrusage(resource.RUSAGE_SELF)
@@ -85,7 +84,10 @@ def machine_speedup() -> float:
 
 
 def run_on(n: int, index: api.Index) -> dict[str, Any]:
+    import cloudpickle
     from distributed import Client
+
+    cloudpickle.register_pickle_by_value(peak_rss)  # the workers cannot import bench/: send peak_rss_mb's code
 
     from tb_llmdiag.scale.dask import DaskRunner
 

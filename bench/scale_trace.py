@@ -65,10 +65,12 @@ def main() -> int:
     try:
         if "kineto" in files:
             files["kineto"].write(head)
+        # the same header (deviceProperties, distributedInfo...) with its whitespace squeezed out, as for the events
+        flat_head = re.sub(rb"\n\s*", b"", head).strip()
         if "lines" in files:
-            files["lines"].write(b'{"traceEvents": [\n')
+            files["lines"].write(flat_head + b"\n")
         if "oneline" in files:
-            files["oneline"].write(b'{"traceEvents": [')
+            files["oneline"].write(flat_head)
         for k in range(copies):
             part = copy_events(events, k, shift_us, id_shift, step_shift)
             if "kineto" in files:

@@ -15,7 +15,9 @@ def test_report_speed_bench_runs_and_prints_its_figures() -> None:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for job in ("floor_whole", "floor_pieces", "report", "imports"):
-        assert re.search(rf"^  {job} +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+$", proc.stdout, flags=re.M), proc.stdout
-    m = re.search(r"^RESULT report=([\d.]+)s floor=([\d.]+)s ratio=([\d.]+) cpu_ratio=([\d.]+) peak_rss=(\d+)MB$", proc.stdout, flags=re.M)
-    assert m and float(m.group(3)) > 0 and float(m.group(4)) > 0 and int(m.group(5)) > 0
+        # median s, x floor, best s, x floor, cpu s, x floor, best cpu, x floor, peak RSS MB
+        assert re.search(rf"^  {job}(?: +\d+\.\d\d){{8}} +\d+$", proc.stdout, flags=re.M), proc.stdout
+    m = re.search(r"^RESULT report=([\d.]+)s floor=([\d.]+)s ratio=([\d.]+) cpu_ratio=([\d.]+) best_ratio=([\d.]+) "
+                  r"best_cpu_ratio=([\d.]+) peak_rss=(\d+)MB$", proc.stdout, flags=re.M)
+    assert m and all(float(m.group(i)) > 0 for i in range(3, 7)) and int(m.group(7)) > 0
     assert "report status ok" in proc.stdout and "host_bound" in proc.stdout  # the seed capture's top finding

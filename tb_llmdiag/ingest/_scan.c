@@ -491,8 +491,11 @@ static PyObject *split(PyObject *self, PyObject *args) {
                          escape ? Py_True : Py_False, deep);
 }
 
+PyObject *rows(PyObject *self, PyObject *args); /* _rows.c */
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "One pass over a decoded piece of events: the rows' columns and memory samples."},
+    {"rows", rows, METH_VARARGS, "One piece's scanned columns -> the model's rows (see _rows.c)."},
     {"split", split, METH_VARARGS, "Resumable JSON depth scan: the last event boundary and the array's end."},
     {NULL, NULL, 0, NULL},
 };
@@ -500,9 +503,9 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Optional accelerator for chrome_trace.", -1,
                                     methods};
 
-/* Bumped whenever scan's arguments or results change; chrome_trace ignores a build of another version
+/* Bumped whenever scan's or rows' arguments or results change; chrome_trace ignores a build of another version
  * (a stale in-place build) and reads in Python instead. */
-#define SCAN_ABI 4
+#define SCAN_ABI 5
 
 PyMODINIT_FUNC PyInit__scan(void) {
     SPLIT_CLASS['"'] = C_QUOTE;

@@ -11,7 +11,6 @@ import contextlib
 import math
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from tb_llmdiag.errors import TraceFormatError
@@ -25,7 +24,6 @@ from tb_llmdiag.ingest.kineto_layout import (
     _LAUNCH_ROW,
     _LIMIT_US,
     _MEMORY_DTYPES,
-    _PLAIN_DECIMAL,
     _ROW_ARGS,
     _ROW_DTYPES,
     _SCAN_DTYPES,
@@ -47,10 +45,17 @@ from tb_llmdiag.ingest.kineto_values import (
     _memory_table,
     _plausible_shape,
     _step_warnings,
-    _to_float,
     is_oversized_step,
+    relative_us,
 )
 from tb_llmdiag.model import EventTable, Kind, MemoryTable, kind_mask
+
+#: _Scan's columns in the order _rows.c reads them
+_ROWS_IN = ("kind", "ts", "dur", "name_id", "tid", "pid", "correlation", "stream", "device", "bytes", "shape_id")
+#: by kind code, for _rows.c: 1 = a device-side kind (_DEVICE_SIDE), 2 = a kind a ProfilerStep marker can have
+_KIND_BITS = bytes(
+    (1 if k in _DEVICE_SIDE else 0) | (2 if k in (Kind.ANNOTATION, Kind.CPU_OP) else 0) for k in range(256)
+)
 
 
 class _Columns:
@@ -74,7 +79,7 @@ class _Columns:
         self.skipped_no_ts = 0  # rows dropped for a missing or unparsable timestamp
         self.negative_dur = 0  # rows rejected for a negative duration
         self.out_of_range = 0  # rows rejected for a time or duration beyond _LIMIT_US
-        self.ts_base_us: int | None = None  # set when timestamps are read exactly (see _relative_us)
+        self.ts_base_us: int | None = None  # set when timestamps are read exactly (see kineto_values.relative_us)
 
     def _id(self, value: Any) -> int:
         """A pid/tid/stream value that is not an int64: "stream 7" -> 7, "0x0" -> 0, 7.0 -> 7; others
@@ -170,7 +175,8 @@ class _Columns:
         if name == "ts":
             ts_list = [e.ts for e in xs]
             if xs and xs[0].__class__ is _EventExactTs:
-                return self._relative_us(ts_list)
+                out, self.ts_base_us = relative_us(ts_list, self.ts_base_us)
+                return out
             return _float_column(ts_list)
         if name == "dur":
             return _float_column([e.dur for e in xs])  # a missing "dur" is NaN here and 0 in finish()
@@ -212,7 +218,34 @@ class _Columns:
     def _append_rows(self, s: _Scan) -> None:
         """Turn one piece's scan into the model's columns (while its arrays are small and in cache) and
         keep them for finish(): ns times relative to the first piece's whole-us origin, durations
-        cleaned, ProfilerStep ranges marked, device/stream on device rows and tid on host rows."""
+        cleaned, ProfilerStep ranges marked, device/stream on device rows and tid on host rows. In one
+        compiled pass (_rows.c) when the extension was built, else ``append_rows_py``: the same rows."""
+        ext = scan_ext.ext
+        if ext is None:
+            self.append_rows_py(s)
+            return
+        n = len(s.ts)
+        out = self._reserve(n)  # at most n rows: the unused ones are handed back below
+        kept, lowest, no_ts, negative, outside = ext.rows(
+            tuple(getattr(s, k) for k in _ROWS_IN),
+            tuple(out[k] for k in _ROW_DTYPES),
+            bytes(self.names.flags),
+            _KIND_BITS,
+            int(Kind.STEP),
+            math.nan if self.origin_us is None else self.origin_us,
+            _LIMIT_US,
+        )
+        self.slab_used -= n - kept
+        self.skipped_no_ts += no_ts
+        self.negative_dur += negative
+        self.out_of_range += outside
+        if kept:
+            if self.origin_us is None:
+                self.origin_us = float(np.floor(lowest))
+            self.ts_min = min(self.ts_min, lowest)
+
+    def append_rows_py(self, s: _Scan) -> None:
+        """_append_rows in numpy."""
         cols = {
             "ts": s.ts,
             "dur": s.dur,
@@ -265,38 +298,6 @@ class _Columns:
         out["tid"][...] = np.where(host_side, loc, -1)
         for k in ("name_id", "correlation", "bytes", "shape_id"):
             out[k][...] = cols[k]
-
-    def _relative_us(self, raws: list[msgspec.Raw]) -> np.ndarray:
-        """Exact JSON timestamps -> float us relative to a whole-us base, so ns decimals survive. A value
-        that is not a plain decimal number is parsed as a float (exponents, numeric strings) or is NaN."""
-        text = np.array([bytes(r) for r in raws], dtype="S40")
-        try:
-            whole, _, frac = np.char.partition(text, b".").T
-            whole_us = whole.astype(np.int64)
-            frac_ns = np.char.ljust(frac, 3, b"0").astype("S3").astype(np.int64)
-            frac_ns[np.char.startswith(whole, b"-")] *= -1  # "-3.25" is -3 - 0.25
-        except (ValueError, OverflowError):  # not all plain decimals: parse one by one
-            return self._relative_us_slow(text.tolist())
-        if self.ts_base_us is None:
-            self.ts_base_us = int(whole_us.min())
-        return (whole_us - self.ts_base_us) + frac_ns / 1000.0
-
-    def _relative_us_slow(self, texts: list[bytes]) -> np.ndarray:
-        out = np.full(len(texts), np.nan)
-        for i, t in enumerate(texts):
-            m = _PLAIN_DECIMAL.fullmatch(t.strip(b'"'))
-            if m:
-                whole, frac = int(m.group(1)), int((m.group(2) or b"").ljust(3, b"0")[:3])
-                if self.ts_base_us is None:
-                    self.ts_base_us = whole
-                out[i] = (whole - self.ts_base_us) + (-frac if m.group(1).startswith(b"-") else frac) / 1000.0
-            else:
-                value = _to_float(t.strip(b'"'))
-                if math.isfinite(value):
-                    if self.ts_base_us is None:
-                        self.ts_base_us = int(math.floor(value))
-                    out[i] = value - self.ts_base_us
-        return out
 
     @property
     def has_rows(self) -> bool:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.ingest.kineto_layout import _LIMIT_US, _MEMORY_DTYPES
+from tb_llmdiag.ingest.kineto_layout import _LIMIT_US, _MEMORY_DTYPES, _PLAIN_DECIMAL
 from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind, MemoryTable, empty_memory
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
@@ -127,11 +128,13 @@ def _memory_table(parts: list[dict[str, np.ndarray]], origin_us: float) -> Memor
         return empty_memory()
     col = {k: np.concatenate([p[k] for p in parts]) for k in _MEMORY_DTYPES}
     keep = np.isfinite(col["ts"]) & (np.abs(col["ts"] - origin_us) <= _LIMIT_US)
-    col = {k: v[keep] for k, v in col.items()}
+    if not keep.all():
+        col = {k: v[keep] for k, v in col.items()}
     ts_ns = np.rint((col["ts"] - origin_us) * 1000.0).astype(np.int64)
     # Device Type 0 is the CPU in Kineto's encoding; any other type is an accelerator
     device = np.where(col["device_type"] == 0, -1, col["device_id"]).astype(np.int16)
-    order = np.argsort(ts_ns, kind="stable")
+    # samples mostly come in time order: then the (stable) sort is the identity and nothing is gathered
+    order = slice(None) if bool((ts_ns[1:] >= ts_ns[:-1]).all()) else np.argsort(ts_ns, kind="stable")
     return MemoryTable(
         ts_ns=ts_ns[order],
         device=device[order],
@@ -139,3 +142,38 @@ def _memory_table(parts: list[dict[str, np.ndarray]], origin_us: float) -> Memor
         total_allocated_bytes=col["total_allocated"][order],
         total_reserved_bytes=col["total_reserved"][order],
     )
+
+
+def relative_us(raws: list[Any], base_us: int | None) -> tuple[np.ndarray, int | None]:
+    """Exact JSON timestamps (msgspec.Raw) -> float us relative to a whole-us base, so ns decimals survive, and
+    the base (``base_us``, else set from these). A value that is not a plain decimal number is parsed as a float
+    (exponents, numeric strings) or is NaN."""
+    text = np.array([bytes(r) for r in raws], dtype="S40")
+    try:
+        whole, _, frac = np.char.partition(text, b".").T
+        whole_us = whole.astype(np.int64)
+        frac_ns = np.char.ljust(frac, 3, b"0").astype("S3").astype(np.int64)
+        frac_ns[np.char.startswith(whole, b"-")] *= -1  # "-3.25" is -3 - 0.25
+    except (ValueError, OverflowError):  # not all plain decimals: parse one by one
+        return _relative_us_slow(text.tolist(), base_us)
+    if base_us is None:
+        base_us = int(whole_us.min())
+    return (whole_us - base_us) + frac_ns / 1000.0, base_us
+
+
+def _relative_us_slow(texts: list[bytes], base_us: int | None) -> tuple[np.ndarray, int | None]:
+    out = np.full(len(texts), np.nan)
+    for i, t in enumerate(texts):
+        m = _PLAIN_DECIMAL.fullmatch(t.strip(b'"'))
+        if m:
+            whole, frac = int(m.group(1)), int((m.group(2) or b"").ljust(3, b"0")[:3])
+            if base_us is None:
+                base_us = whole
+            out[i] = (whole - base_us) + (-frac if m.group(1).startswith(b"-") else frac) / 1000.0
+        else:
+            value = _to_float(t.strip(b'"'))
+            if math.isfinite(value):
+                if base_us is None:
+                    base_us = int(math.floor(value))
+                out[i] = value - base_us
+    return out, base_us

@@ -100,7 +100,7 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     out["memory"] = _safe("memory", lambda: memory_metrics(ctx))
     out["annotations"] = _safe("annotations", lambda: annotation_metrics(ctx))
     out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"], out["run"]))
-    out["communication"] = _safe("communication", lambda: communication_metrics(trace, ctx.coll, steps))
+    out["communication"] = _safe("communication", lambda: communication_metrics(trace, ctx.coll, steps, ctx.cache))
     out.update(cause_topics(ctx, out))  # compile, precision, optimizer, checkpointing, outliers, sync_storm
     if out["run"]["platform"] == "xla":
         out["xla"] = _safe("xla", lambda: compute_xla(trace, steps))

@@ -77,13 +77,16 @@ class StepWindows:
         return int(self.start_ns.shape[0])
 
 
-def launch_step(trace: Trace, rows: NDArray[np.intp], host_start: I64, host_end: I64) -> NDArray[np.int64]:
+def launch_step(
+    trace: Trace, rows: NDArray[np.intp], host_start: I64, host_end: I64, cache: RowCache | None = None
+) -> NDArray[np.int64]:
     """For device rows, the step whose host window holds the call that launched them (correlation id); -1
-    when the launch is unknown, -2 when it is known and outside every step."""
+    when the launch is unknown, -2 when it is known and outside every step. ``cache``: the analysis' RowCache
+    (``Context.cache``), whose launch join is then shared; a new one by default."""
     out = np.full(rows.shape, -1, np.int64)
     if rows.size == 0 or host_start.size == 0:
         return out
-    launcher = RowCache(trace).launcher(rows)
+    launcher = (cache or RowCache(trace)).launcher(rows)
     ok = launcher >= 0
     t = trace.events.ts_ns[launcher[ok]]
     k = np.searchsorted(host_start, t, side="right") - 1
@@ -92,8 +95,9 @@ def launch_step(trace: Trace, rows: NDArray[np.intp], host_start: I64, host_end:
     return out
 
 
-def windows(trace: Trace, steps: Steps) -> StepWindows:
-    """The step windows (see StepWindows), or one window over all device activity without steps."""
+def windows(trace: Trace, steps: Steps, cache: RowCache | None = None) -> StepWindows:
+    """The step windows (see StepWindows), or one window over all device activity without steps (``cache``: as
+    ``launch_step``'s)."""
     ev = trace.events
     dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
     if not len(steps):
@@ -103,7 +107,7 @@ def windows(trace: Trace, steps: Steps) -> StepWindows:
         lo, hi = np.array([ev.ts_ns[dev].min()], np.int64), np.array([ev.end_ns[dev].max()], np.int64)
         return StepWindows(lo, hi, lo, hi)
     hs, he = steps.host_starts.astype(np.int64), steps.host_end_ns.astype(np.int64)
-    k = launch_step(trace, dev, hs, he)
+    k = launch_step(trace, dev, hs, he, cache)
     n = len(steps)
     first = np.full(n, np.iinfo(np.int64).max, np.int64)
     last = np.full(n, -1, np.int64)
@@ -138,10 +142,17 @@ def exposed_per_collective(trace: Trace, coll: Collectives) -> I64:
 
 
 def step_breakdown(
-    trace: Trace, coll: Collectives, ws: I64, we: I64, host_ws: I64 | None = None, host_we: I64 | None = None
+    trace: Trace,
+    coll: Collectives,
+    ws: I64,
+    we: I64,
+    host_ws: I64 | None = None,
+    host_we: I64 | None = None,
+    cache: RowCache | None = None,
 ) -> StepBreakdown:
     """Per-window communication, compute, idle (on the device windows [ws, we)) and host signals and tokens
-    (on the host windows, by default the same); definitions in the module docstring."""
+    (on the host windows, by default the same); definitions in the module docstring. ``cache``: as
+    ``launch_step``'s."""
     ev = trace.events
     ws, we = np.asarray(ws, dtype=np.int64), np.asarray(we, dtype=np.int64)
     hws = ws if host_ws is None else np.asarray(host_ws, dtype=np.int64)
@@ -153,7 +164,7 @@ def step_breakdown(
     compute = _covered(ks, ke, ws, we)
     both = _covered(np.concatenate((cs, ks)), np.concatenate((ce, ke)), ws, we)
     busy = _covered(ev.ts_ns[dev], ev.end_ns[dev], ws, we)
-    cache = RowCache(trace)
+    cache = cache or RowCache(trace)
 
     def host(family: str) -> I64:
         rows = cache.family(family)
@@ -221,9 +232,12 @@ def _inside(ts: I64, ws: I64, we: I64) -> NDArray[np.bool_]:
     return (i >= 0) & (ts < reach[np.clip(i, 0, None)])
 
 
-def communication_metrics(trace: Trace, coll: Collectives, steps: Steps) -> dict[str, Any]:
-    """The per-rank ``communication`` topic: totals over the step windows, shares of step time."""
-    w = windows(trace, steps)
+def communication_metrics(
+    trace: Trace, coll: Collectives, steps: Steps, cache: RowCache | None = None
+) -> dict[str, Any]:
+    """The per-rank ``communication`` topic: totals over the step windows, shares of step time (``cache``: as
+    ``launch_step``'s)."""
+    w = windows(trace, steps, cache)
     ws, we = w.start_ns, w.end_ns
     if ws.size == 0:
         return {"available": False, "reason": "no device activity"}
@@ -233,7 +247,7 @@ def communication_metrics(trace: Trace, coll: Collectives, steps: Steps) -> dict
             "reason": "no collective kernels (NCCL/RCCL, DeepEP, XLA) in the trace",
             "collective_count": 0,
         }
-    b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns)
+    b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns, cache)
     window = int((we - ws).sum())
     coll_ns, exposed = int(b.collective_ns.sum()), int(b.exposed_ns.sum())
     ranks = trace.distributed.world_size if trace.distributed else None

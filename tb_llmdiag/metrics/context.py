@@ -79,14 +79,7 @@ def name_in(name_id: NDArray[np.int32], ids: IDX, n_names: int) -> NDArray[np.bo
 
 def _family_rows(cache: RowCache, family: str) -> IDX:
     """Row indices of host events of a name family, restricted to the kinds it applies to."""
-    ev = cache.trace.events
-    rows = cache.kinds(*HOST_KINDS_FOR[family])
-    if rows.size == 0:
-        return rows
-    nid, used = cache.names_of(*HOST_KINDS_FOR[family])
-    rx = _COMPILED[family]
-    hit = used[np.fromiter((rx.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)]
-    rows = rows[name_in(nid, hit, len(ev.names))]
+    rows = cache.rows_named(_COMPILED[family], *HOST_KINDS_FOR[family])
     if family == "sync_op":  # only those that reach the device (see touches_device)
         rows = rows[touches_device(cache, rows)]
     return rows
@@ -117,6 +110,21 @@ class RowCache:
         if key not in self._names:
             self._names[key] = used_names(nid, len(self.trace.events.names))
         return nid, self._names[key]
+
+    def rows_named(self, rx: re.Pattern[str], *kinds: int) -> IDX:
+        """``kinds(*kinds)``'s rows whose name matches ``rx`` (searched once per distinct name among them); the
+        rows' name ids are gathered only when some name matches."""
+        rows = self.kinds(*kinds)
+        if rows.size == 0:
+            return rows
+        key = tuple(sorted(int(k) for k in kinds))
+        nid = self.names_of(*kinds)[0] if key not in self._names else None
+        names = self.trace.events.names
+        used = self._names[key]
+        hit = used[np.fromiter((rx.search(names[i]) is not None for i in used), dtype=bool, count=used.size)]
+        if hit.size == 0:
+            return rows[:0]
+        return rows[name_in(self.trace.events.name_id[rows] if nid is None else nid, hit, len(names))]
 
     def family(self, family: str) -> IDX:
         """Rows of host events of a name family (a key of ``NAME_PATTERNS``), of the kinds it applies to."""

@@ -31,15 +31,21 @@ HOLD_SHARE = 0.25
 
 
 def _per_name(ctx: Context, kind: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows of a kind inside steps, their step positions, and a (names x steps) matrix of summed durations."""
+    """Rows of a kind inside steps, their (name, step) cells (name id x steps + step position), and a (names x
+    steps) matrix of summed durations."""
     ev = ctx.trace.events
     rows = ctx.cache.kinds(kind)
     pos = step_of(ctx, ev.ts_ns[rows])
-    rows, pos = rows[pos >= 0], pos[pos >= 0]
+    inside = pos >= 0
+    rows, pos = rows[inside], pos[inside]
+    del inside
     n = ctx.n_steps
-    key = ev.name_id[rows].astype(np.int64) * n + pos
+    key = ev.name_id[rows].astype(np.int64)
+    key *= n
+    key += pos
+    del pos
     mat = np.bincount(key, weights=ev.dur_ns[rows], minlength=len(ev.names) * n).reshape(len(ev.names), n)
-    return rows, pos, mat
+    return rows, key, mat
 
 
 def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
@@ -64,13 +70,13 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
         excess = d[p] - med
         holder = None
         for kind in ("annotation", "op"):
-            rows, pos, mat = tables[kind]
+            rows, key, mat = tables[kind]
             if mat.size == 0:
                 continue
             grow = mat[:, p] - np.median(mat, axis=1)
             j = int(np.argmax(grow))
             if grow[j] > 0 and grow[j] >= HOLD_SHARE * excess:
-                holder = (kind, j, float(mat[j, p]), float(grow[j]), rows[(pos == p) & (ev.name_id[rows] == j)])
+                holder = (kind, j, float(mat[j, p]), float(grow[j]), rows[key == j * ctx.n_steps + p])
                 break
         row: dict[str, Any] = {
             "index": int(i),

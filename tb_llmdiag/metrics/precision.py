@@ -85,7 +85,9 @@ def precision_metrics(ctx: Context) -> dict[str, Any]:
     nid = ev.name_id[mm]
     used = np.unique(nid)
     slow = {int(i) for i in used if FP32_PATTERN.search(ev.names[i]) and not FAST_PATTERN.search(ev.names[i])}
-    is32 = np.fromiter((int(i) in slow for i in nid), dtype=bool, count=nid.size) if nid.size else np.zeros(0, bool)
+    slow_name = np.zeros(len(ev.names), dtype=bool)
+    slow_name[sorted(slow)] = True
+    is32 = slow_name[nid]  # per row by its name id (was a Python test per GEMM row)
     d32 = ev.dur_ns[mm][is32]
     r32 = mm[is32]
     fp32_ns = _in_window(ctx, r32)

@@ -16,20 +16,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import merge
-from tb_llmdiag.metrics.context import Context, name_in
+from tb_llmdiag.metrics.context import Context
 
 IDX = NDArray[np.intp]
 
 
 def named_rows(ctx: Context, pattern: str | re.Pattern[str], kinds: tuple[int, ...]) -> IDX:
-    ev = ctx.trace.events
-    rows = ctx.cache.kinds(*kinds)
-    if rows.size == 0:
-        return rows
-    rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-    nid, used = ctx.cache.names_of(*kinds)
-    hit = used[np.fromiter((rx.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)]
-    return rows[name_in(nid, hit, len(ev.names))] if hit.size else rows[:0]
+    return ctx.cache.rows_named(re.compile(pattern) if isinstance(pattern, str) else pattern, *kinds)
 
 
 def inside(ctx: Context, rows: IDX, outer: IDX) -> NDArray[np.bool_]:
@@ -39,10 +32,13 @@ def inside(ctx: Context, rows: IDX, outer: IDX) -> NDArray[np.bool_]:
     out = np.zeros(rows.size, dtype=bool)
     if rows.size == 0 or outer.size == 0:
         return out
-    for tid in np.unique(ev.tid[outer]):  # a handful of threads
-        o = outer[ev.tid[outer] == tid]
+    outer_tid = ev.tid[outer]
+    threads = np.unique(outer_tid)  # a handful
+    row_tid = ev.tid[rows] if threads.size > 1 else None  # gathered once for several threads
+    for tid in threads:
+        o = outer[outer_tid == tid]
         s, e = merge(ev.ts_ns[o], ev.ts_ns[o] + ev.dur_ns[o])
-        mine = ev.tid[rows] == tid
+        mine = (ev.tid[rows] if row_tid is None else row_tid) == tid
         t = ev.ts_ns[rows[mine]]
         i = np.searchsorted(s, t, side="right") - 1
         ok = i >= 0
@@ -100,9 +96,23 @@ def step_of(ctx: Context, ts: NDArray[np.int64]) -> NDArray[np.intp]:
         return out
     order = np.argsort(st.start_ns, kind="stable")
     s = st.start_ns[order]
+    if len(st) <= _STEP_SLICES and bool((ts[1:] >= ts[:-1]).all()):
+        # sorted times (a kind's rows): each step holds one run of them, [its start, the next start or its host
+        # end): found by two binary searches per step, not one per time
+        lo = np.searchsorted(ts, s, side="left")
+        hi = np.searchsorted(ts, np.minimum(np.append(s[1:], s[-1]), st.host_end_ns[order]), side="left")
+        hi[-1] = np.searchsorted(ts, st.host_end_ns[order[-1]], side="left")
+        for j, a, b in zip(order.tolist(), lo.tolist(), hi.tolist()):
+            if b > a:
+                out[a:b] = j
+        return out
     i = np.searchsorted(s, ts, side="right") - 1
     ok = i >= 0
     j = order[np.clip(i, 0, None)]
     ok &= ts < st.host_end_ns[j]
     out[ok] = j[ok]
     return out
+
+
+#: step_of fills per step (a Python loop) up to this many steps, else searches per time
+_STEP_SLICES = 4096

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.model import DEVICE_KINDS as DEVICE_EVENT_KINDS
-from tb_llmdiag.model import Kind, Trace
+from tb_llmdiag.model import Kind, Trace, kind_mask
 
 _BACKWARD = re.compile(r"^autograd::engine::evaluate_function: |Backward\d*$|^aten::\w+_backward$")
 _OPTIMIZER_STEP = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
@@ -43,15 +43,14 @@ DEVICE_KINDS = ("GPU", "MTIA", "TPU", "CPU")
 
 
 def _count(trace: Trace, pattern: re.Pattern[str], kinds: tuple[Kind, ...]) -> int:
-    """Rows of the given kinds whose name matches ``pattern`` (the regex runs once per distinct name)."""
+    """Rows of the given kinds whose name matches ``pattern`` (the regex runs once per distinct name among them)."""
     ev = trace.events
     if not len(ev) or not ev.names:
         return 0
-    flag = np.fromiter((bool(pattern.search(n)) for n in ev.names), dtype=bool, count=len(ev.names))
-    if not flag.any():
-        return 0
-    rows = np.isin(ev.kind, np.array([int(k) for k in kinds], dtype=ev.kind.dtype))
-    return int((flag[ev.name_id] & rows).sum())
+    per_name = np.bincount(ev.name_id[kind_mask(ev.kind, kinds)], minlength=len(ev.names))
+    used = np.flatnonzero(per_name)
+    hit = used[np.fromiter((pattern.search(ev.names[i]) is not None for i in used), dtype=bool, count=used.size)]
+    return int(per_name[hit].sum())
 
 
 def workload_fields(trace: Trace) -> dict[str, Any]:
@@ -80,9 +79,7 @@ def device_kind(trace: Trace) -> str | None:
         if not trace.devices:
             return "CPU"
         return "TPU" if any("TPU" in d.name.upper() for d in trace.devices) else "GPU"
-    if not np.isin(
-        trace.events.kind, np.array([int(k) for k in DEVICE_EVENT_KINDS], dtype=trace.events.kind.dtype)
-    ).any():
+    if not kind_mask(trace.events.kind, DEVICE_EVENT_KINDS).any():
         # none in the part of a cut file that was read says nothing (Kineto writes device events last)
         return "CPU" if trace.read_state.get("complete", True) else None
     return "MTIA" if _count(trace, _MTIA_RUNTIME, (Kind.RUNTIME,)) else "GPU"
