@@ -291,12 +291,11 @@ def test_gzip_bomb_stops_at_the_limit(tmp_path, body: bytes) -> None:
             "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
             "print(c, time.perf_counter() - t, hwm)")
     out = subprocess.run([sys.executable, "-c", code, str(bomb)], capture_output=True, text=True, timeout=120)
-    exit_code, seconds, rss_kib = out.stdout.split()[-3:]
+    exit_code, _seconds, rss_kib = out.stdout.split()[-3:]
     assert int(exit_code) == 4
     assert ("refused as a likely decompression bomb" in out.stderr
             or "one event runs over 64 MiB without ending" in out.stderr), out.stderr
-    assert float(seconds) < 2.0
-    assert int(rss_kib) < 300 * 1024
+    assert int(rss_kib) < 300 * 1024  # bounded memory; the time is bench/bomb_speed.py's (never a timed test)
 
 
 # ------------------------------------------------------------------------------ files that are not files

@@ -21,3 +21,14 @@ def test_report_speed_bench_runs_and_prints_its_figures() -> None:
                   r"best_cpu_ratio=([\d.]+) peak_rss=(\d+)MB$", proc.stdout, flags=re.M)
     assert m and all(float(m.group(i)) > 0 for i in range(3, 7)) and int(m.group(7)) > 0
     assert "report status ok" in proc.stdout and "host_bound" in proc.stdout  # the seed capture's top finding
+
+
+def test_bomb_bench_runs_and_prints_its_figures() -> None:
+    """bench/bomb_speed.py on small bombs (64 MiB inflated: past the reader's 32 MiB floor for ~0.1-0.3 MB of gzip)."""
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "bomb_speed.py"), "--repeat", "1", "--mib", "64"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for bomb in ("one-string", "events"):
+        m = re.search(rf"^RESULT bomb={bomb} exit=(\d+) best=([\d.]+)s peak=(\d+)MB floor_best=([\d.]+)s$", proc.stdout,
+                      flags=re.M)
+        assert m and m.group(1) == "4" and float(m.group(2)) > 0 and int(m.group(3)) > 0, proc.stdout
