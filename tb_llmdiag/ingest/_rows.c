@@ -19,8 +19,6 @@
  * 1000), dur_ns = max(rint(dur * 1000), 0) (NaN -> 0), kind STEP where a step-capable kind has a step
  * name, and device, stream on device-side rows only (device: args' device, else pid; stream: args' stream,
  * else tid), tid on host rows only (-1 elsewhere); casts to the narrower out types wrap as numpy's do.
- *
- * The GIL is released during the two passes over the buffers (the caller may run it on a worker thread).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -81,11 +79,6 @@ PyObject *rows(PyObject *self, PyObject *args) {
     int16_t *o_device = out[4].buf;
     Py_ssize_t no_ts = 0, negative = 0, outside = 0, kept = 0;
     double lowest = INFINITY;
-    int bad_name = 0;
-    /* The passes below touch only the buffers held above (no Python object, no Python API): the GIL is released
-     * so that a caller's other thread (chrome_trace's decode of the next piece) runs meanwhile. The caller keeps
-     * the buffers' objects unchanged until this returns (kineto_columns: outs are slab rows nobody else writes). */
-    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) { /* pass 1: which rows are kept, the lowest kept ts */
         double t = ts[i], d = dur[i];
         if (!isfinite(t)) no_ts++;
@@ -95,12 +88,12 @@ PyObject *rows(PyObject *self, PyObject *args) {
             kept++;
             if (t < lowest) lowest = t;
             if (name_id[i] < 0 || name_id[i] >= flags.len) {
-                bad_name = 1;
-                break;
+                PyErr_SetString(PyExc_ValueError, "rows: a name id beyond name_flags");
+                goto done;
             }
         }
     }
-    if (kept && !bad_name) {
+    if (kept) {
         if (isnan(origin)) origin = floor(lowest);
         Py_ssize_t r = 0;
         for (Py_ssize_t i = 0; i < n; i++) { /* pass 2: the kept rows, converted */
@@ -122,11 +115,6 @@ PyObject *rows(PyObject *self, PyObject *args) {
             o_shape[r] = shape_id[i];
             r++;
         }
-    }
-    Py_END_ALLOW_THREADS
-    if (bad_name) {
-        PyErr_SetString(PyExc_ValueError, "rows: a name id beyond name_flags");
-        goto done;
     }
     result = Py_BuildValue("ndnnn", kept, lowest, no_ts, negative, outside);
 done:

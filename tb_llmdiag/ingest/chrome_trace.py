@@ -76,13 +76,9 @@ def read_chrome_trace(path: str) -> Trace:
     # thousands of them are built and dropped saves ~15 % of the read time.
     enabled = gc.isenabled()
     gc.disable()
-    reader: _Reader | None = None
     try:
-        reader = _Reader(path)
-        return reader.read()
+        return _Reader(path).read()
     finally:
-        if reader is not None:  # its row worker's thread (row_worker.py), when the read ended before finish()
-            reader.cols.close()
         if enabled:
             gc.enable()
         release_free_memory()

@@ -7,6 +7,7 @@ otherwise; both give the same result (tests/test_scan.py).
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 from typing import Any
 
@@ -17,6 +18,7 @@ from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.kineto_layout import (
     _DEVICE_ROW,
     _DEVICE_SIDE,
+    _DIGITS,
     _INT64_MAX,
     _INT64_MIN,
     _LAUNCH_ROW,
@@ -28,6 +30,7 @@ from tb_llmdiag.ingest.kineto_layout import (
     _SKIP,
     _SKIPPED_CATEGORIES,
     _SLAB_ROWS,
+    _STR_ID_BASE,
     KIND_OF_CATEGORY,
     _Scan,
 )
@@ -36,7 +39,6 @@ from tb_llmdiag.ingest.kineto_values import (
     _SHAPE_NAME,
     _STEP_NAME,
     _float_column,
-    _ids_column,
     _int_column,
     _Interner,
     _memory_column,
@@ -46,7 +48,7 @@ from tb_llmdiag.ingest.kineto_values import (
     is_oversized_step,
     relative_us,
 )
-from tb_llmdiag.ingest.row_worker import RowWorker, threads_wanted
+from tb_llmdiag.ingest.row_worker import put_in_order, threads_wanted
 from tb_llmdiag.model import EventTable, Kind, MemoryTable, kind_mask
 
 #: _Scan's columns in the order _rows.c reads them
@@ -62,8 +64,7 @@ class _Columns:
 
     def __init__(self, threaded: bool | None = None) -> None:
         self.names = _Interner()
-        # pieces after the first are turned into rows on a worker thread (row_worker.py); None: the environment's choice
-        self.worker = RowWorker() if (threads_wanted() if threaded is None else threaded) else None
+        self.threaded = threaded  # finish() sorts on two threads (None: unless LLMDIAG_READ_THREADS=0)
         self.shapes: dict[bytes, int] = {}
         self.str_ids: dict[str, int] = {}
         self.parts: list[dict[str, np.ndarray]] = []  # filled slabs (views of their used rows)
@@ -81,6 +82,40 @@ class _Columns:
         self.negative_dur = 0  # rows rejected for a negative duration
         self.out_of_range = 0  # rows rejected for a time or duration beyond _LIMIT_US
         self.ts_base_us: int | None = None  # set when timestamps are read exactly (see kineto_values.relative_us)
+
+    def _id(self, value: Any) -> int:
+        """A pid/tid/stream value that is not an int64: "stream 7" -> 7, "0x0" -> 0, 7.0 -> 7; others
+        (names, numbers beyond int64) are interned at _STR_ID_BASE - k."""
+        if value is None:
+            return -1
+        number: int | None = None
+        if isinstance(value, float):
+            number = int(value) if math.isfinite(value) else None
+        elif isinstance(value, int):
+            number = value
+        else:
+            text = str(value)
+            m = _DIGITS.search(text)
+            if m and (m.group(0) == text.strip() or text.startswith("stream")):
+                number = int(m.group(0))
+            elif text.startswith("0x"):
+                with contextlib.suppress(ValueError):
+                    number = int(text, 16)
+        if number is not None and _INT64_MIN <= number <= _INT64_MAX:
+            return number
+        return _STR_ID_BASE - self.str_ids.setdefault(str(value), len(self.str_ids))
+
+    def _ids(self, values: list[Any]) -> np.ndarray:
+        """Column of pid/tid/stream values: ints kept, missing -1, other values converted once per unique value."""
+        try:
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        try:
+            return np.array([-1 if v is None else v for v in values], dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            conv = {v: self._id(v) for v in set(values)}
+            return np.array([conv[v] for v in values], dtype=np.int64)
 
     def scan(self, events: list[Any], has_memory: bool = True) -> _Scan:
         """The rows of one decoded piece (its complete events, skipped categories dropped) with their
@@ -151,7 +186,7 @@ class _Columns:
             names = self.names
             return np.array([names[e.name] for e in xs], dtype=np.int32)
         if name == "tid":
-            return _ids_column(self.str_ids, [e.tid for e in xs])
+            return self._ids([e.tid for e in xs])
         if name == "shape_id":  # Input Dims only for the operators analyses read (model.SHAPE_OPS)
             out32 = np.full(len(xs), -1, dtype=np.int32)
             flags = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)
@@ -168,12 +203,10 @@ class _Columns:
         rows = np.flatnonzero(mask).tolist()
         if rows:
             if name == "pid":
-                out[rows] = _ids_column(self.str_ids, [xs[i].pid for i in rows])
+                out[rows] = self._ids([xs[i].pid for i in rows])
             else:
                 values = [getattr(xs[i].args or _NO_ARGS, name) for i in rows]
-                out[rows] = (
-                    _int_column(values) if name in ("correlation", "bytes") else _ids_column(self.str_ids, values)
-                )
+                out[rows] = _int_column(values) if name in ("correlation", "bytes") else self._ids(values)
         return out
 
     def add(self, events: list[Any], has_memory: bool = True) -> None:
@@ -181,25 +214,8 @@ class _Columns:
         s = self.scan(events, has_memory)
         if s.memory["ts"].size:
             self.mem_parts.append(s.memory)
-        if not s.xs:
-            return
-        self.sync()  # the previous piece's rows (converted on the worker while this piece was decoded and scanned)
-        ext = scan_ext.ext
-        if self.worker is None or ext is None or self.origin_us is None:
-            self._append_rows(s)  # inline; the first piece with rows too (it sets the origin)
-        else:
-            n = len(s.ts)
-            self.worker.submit(ext.rows, self._rows_args(s, n), lambda res: self._rows_done(n, res))
-
-    def sync(self) -> None:
-        """Wait for the rows in flight on the worker, if any, and count them."""
-        if self.worker is not None:
-            self.worker.result()
-
-    def close(self) -> None:
-        """Stop the worker thread, if one was started (finish() does; the reader also on its way out)."""
-        if self.worker is not None:
-            self.worker.close()
+        if s.xs:
+            self._append_rows(s)
 
     def _append_rows(self, s: _Scan) -> None:
         """Turn one piece's scan into the model's columns (while its arrays are small and in cache) and
@@ -211,26 +227,16 @@ class _Columns:
             self.append_rows_py(s)
             return
         n = len(s.ts)
-        self._rows_done(n, ext.rows(*self._rows_args(s, n)))
-
-    def _rows_args(self, s: _Scan, n: int) -> tuple[Any, ...]:
-        """_rows.c's arguments for one piece's scan: its columns, and its at most ``n`` rows reserved in the slab."""
-        out = self._reserve(n)  # at most n rows: the unused ones are handed back by _rows_done
-        origin = math.nan if self.origin_us is None else self.origin_us
-        ins = tuple(getattr(s, k) for k in _ROWS_IN)
-        return (
-            ins,
+        out = self._reserve(n)  # at most n rows: the unused ones are handed back below
+        kept, lowest, no_ts, negative, outside = ext.rows(
+            tuple(getattr(s, k) for k in _ROWS_IN),
             tuple(out[k] for k in _ROW_DTYPES),
             bytes(self.names.flags),
             _KIND_BITS,
             int(Kind.STEP),
-            origin,
+            math.nan if self.origin_us is None else self.origin_us,
             _LIMIT_US,
         )
-
-    def _rows_done(self, n: int, result: tuple[int, float, int, int, int]) -> None:
-        """Count what _rows.c kept and rejected of a piece of ``n`` rows (no other rows reserved since)."""
-        kept, lowest, no_ts, negative, outside = result
         self.slab_used -= n - kept
         self.skipped_no_ts += no_ts
         self.negative_dur += negative
@@ -297,7 +303,6 @@ class _Columns:
 
     @property
     def has_rows(self) -> bool:
-        self.sync()
         return bool(self.parts) or self.slab_used > 0
 
     def _reserve(self, n: int) -> dict[str, np.ndarray]:
@@ -319,8 +324,6 @@ class _Columns:
 
     def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
         """The pieces' rows as one EventTable sorted by time, the memory samples, the origin (ns) and warnings."""
-        self.sync()
-        self.close()
         self._flush_slab()
         if not self.parts:
             if self.skipped_no_ts or self.negative_dur or self.out_of_range:
@@ -366,8 +369,8 @@ class _Columns:
         # identity: one comparison pass over the times instead of sorting them and then checking the sort
         order = None if bool((ts_ns[1:] >= ts_ns[:-1]).all()) else np.argsort(ts_ns, kind="stable")
         del ts_ns
-        for k in list(col):  # one column at a time, the unsorted one dropped as its sorted copy is made
-            col[k] = col.pop(k)[order] if order is not None else col[k].copy() if single else col[k]
+        if order is not None or single:  # in time order; half of the columns on a second thread (row_worker.py)
+            put_in_order(col, order, threads_wanted() if self.threaded is None else self.threaded)
         del order
         table = EventTable(
             ts_ns=col["ts_ns"],

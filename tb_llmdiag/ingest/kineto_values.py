@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.ingest.kineto_layout import (
-    _DIGITS,
-    _INT64_MAX,
-    _INT64_MIN,
-    _LIMIT_US,
-    _MEMORY_DTYPES,
-    _PLAIN_DECIMAL,
-    _STR_ID_BASE,
-)
+from tb_llmdiag.ingest.kineto_layout import _LIMIT_US, _MEMORY_DTYPES, _PLAIN_DECIMAL
 from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind, MemoryTable, empty_memory
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
@@ -186,39 +177,3 @@ def _relative_us_slow(texts: list[bytes], base_us: int | None) -> tuple[np.ndarr
                     base_us = int(math.floor(value))
                 out[i] = value - base_us
     return out, base_us
-
-
-def _id(str_ids: dict[str, int], value: Any) -> int:
-    """A pid/tid/stream value that is not an int64: "stream 7" -> 7, "0x0" -> 0, 7.0 -> 7; others
-    (names, numbers beyond int64) are interned in ``str_ids`` at _STR_ID_BASE - k."""
-    if value is None:
-        return -1
-    number: int | None = None
-    if isinstance(value, float):
-        number = int(value) if math.isfinite(value) else None
-    elif isinstance(value, int):
-        number = value
-    else:
-        text = str(value)
-        m = _DIGITS.search(text)
-        if m and (m.group(0) == text.strip() or text.startswith("stream")):
-            number = int(m.group(0))
-        elif text.startswith("0x"):
-            with contextlib.suppress(ValueError):
-                number = int(text, 16)
-    if number is not None and _INT64_MIN <= number <= _INT64_MAX:
-        return number
-    return _STR_ID_BASE - str_ids.setdefault(str(value), len(str_ids))
-
-
-def _ids_column(str_ids: dict[str, int], values: list[Any]) -> np.ndarray:
-    """Column of pid/tid/stream values: ints kept, missing -1, other values converted once per unique value."""
-    try:
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    try:
-        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        conv = {v: _id(str_ids, v) for v in set(values)}
-        return np.array([conv[v] for v in values], dtype=np.int64)
