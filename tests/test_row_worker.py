@@ -1,10 +1,11 @@
-"""The reader's sorting thread (tb_llmdiag/ingest/row_worker.py) against the single-threaded path.
+"""The reader's two threads against the single-threaded path: reading ahead (tb_llmdiag/ingest/prefetch.py)
+and sorting half of the columns in finish() (tb_llmdiag/ingest/row_worker.py).
 
-By default finish() puts half of the columns in time order on a second thread; ``LLMDIAG_READ_THREADS=0``
-(``_Columns(threaded=False)``) sorts them all on the caller's. Both must give the same Trace, bit for bit, on
-real traces, on generated pieces with odd values, and on partial reads (invalid JSON mid-file, a cut gzip);
-an exception raised on the thread must surface as the same one-line error. Each threaded check also asserts
-that the thread ran.
+``LLMDIAG_READ_THREADS=0`` (``_Columns(threaded=False)``) does both on the caller's thread. Both paths must give
+the same Trace, bit for bit, on real traces read in small blocks, on generated pieces with odd values, and on
+partial reads (invalid JSON mid-file, a cut gzip: the same read_state and warnings, shares included); an
+exception raised on a thread must surface as the same one-line error, and a read that stops early leaves no
+thread behind. Each threaded check also asserts that the threads ran.
 """
 
 from __future__ import annotations
@@ -23,15 +24,26 @@ from test_scan import ROCM, TEST_DATA, assert_same_array, assert_same_trace, pie
 from tb_llmdiag import api
 from tb_llmdiag.ingest import chrome_trace as c
 from tb_llmdiag.ingest import kineto_columns as kc
-from tb_llmdiag.ingest import row_worker
+from tb_llmdiag.ingest import prefetch, row_worker, source
 from tb_llmdiag.ingest.discover import discover
 from tb_llmdiag.model import EventTable
 
 
+SMALL_BLOCK = 8 << 10  # bytes per block: even a 66 KB fixture comes in several blocks and pieces
+
+
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the threads that sorted columns, one per call of row_worker._in_order."""
+    """The names of the threads that sorted columns (one per call of row_worker._in_order) or read blocks
+    ahead (one per read)."""
     threads: list[str] = []
+    read = prefetch.Prefetch._read
+
+    def reading(self: prefetch.Prefetch, *args: Any) -> None:
+        threads.append(threading.current_thread().name)
+        read(self, *args)
+
+    monkeypatch.setattr(prefetch.Prefetch, "_read", reading)
     in_order = row_worker._in_order
 
     def counting(columns: list[np.ndarray], order: np.ndarray | None) -> list[np.ndarray]:
@@ -42,18 +54,25 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return threads
 
 
-def on_a_thread(threads: list[str]) -> bool:
-    return any(name.startswith("llmdiag-sort") for name in threads)
+def on_a_thread(threads: list[str], prefix: str = "llmdiag-sort") -> bool:
+    return any(name.startswith(prefix) for name in threads)
+
+
+def no_thread_left() -> bool:
+    return not any(t.name.startswith(("llmdiag-read", "llmdiag-sort")) for t in threading.enumerate())
 
 
 def read_both(path: Path | str, monkeypatch: pytest.MonkeyPatch, threads: list[str]) -> tuple[Any, Any]:
-    """The trace read single-threaded and read with the sorting thread; asserts the thread ran."""
+    """The trace read single-threaded and read with the threads, in small blocks; asserts the threads ran and
+    are gone after."""
+    monkeypatch.setattr(source, "BLOCK_BYTES", SMALL_BLOCK)
     monkeypatch.setenv("LLMDIAG_READ_THREADS", "0")
     inline = c.read_chrome_trace(str(path))
-    assert threads and not on_a_thread(threads)
+    assert not on_a_thread(threads) and not on_a_thread(threads, "llmdiag-read")
     monkeypatch.setenv("LLMDIAG_READ_THREADS", "1")
     threaded = c.read_chrome_trace(str(path))
-    assert on_a_thread(threads), threads
+    assert on_a_thread(threads, "llmdiag-read"), threads
+    assert no_thread_left()
     return threaded, inline
 
 
@@ -70,6 +89,7 @@ def test_real_traces_same_with_the_thread(param: str, monkeypatch: pytest.Monkey
     assert len(inline.events.ts_ns) > 100
     assert_same_trace(threaded, inline)
     assert threaded.read_state == inline.read_state
+    assert on_a_thread(counted)
 
 
 def test_threads_wanted_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,6 +157,34 @@ def test_an_error_on_the_thread_is_the_same_one_line_error(monkeypatch: pytest.M
     assert reports["1"]["error"] == "could not read the trace (internal error: ValueError: sorting failed: an odd column)"
 
 
+def test_an_error_on_the_read_thread_is_the_same_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    inflate = source.Source._inflate
+    threads: list[str] = []
+
+    def failing(self: source.Source) -> Any:
+        """Inflates three blocks, then fails (on the read thread when there is one)."""
+        threads.append(threading.current_thread().name)
+        for k, block in enumerate(inflate(self)):
+            if k == 3:
+                raise ValueError("inflating failed: an odd block")
+            yield block
+
+    monkeypatch.setattr(source.Source, "_inflate", failing)
+    monkeypatch.setattr(source, "BLOCK_BYTES", SMALL_BLOCK)
+    tf = discover(str(the_trace(str(TEST_DATA / "gpu_seed")))).files[0]
+    reports = {}
+    for value in ("0", "1"):
+        monkeypatch.setenv("LLMDIAG_READ_THREADS", value)
+        threads.clear()
+        with pytest.raises(ValueError, match="^inflating failed: an odd block$"):
+            c.read_chrome_trace(str(tf.path))
+        assert on_a_thread(threads, "llmdiag-read") is (value == "1"), threads
+        assert no_thread_left()
+        reports[value] = api.analyze_file(tf)
+    assert reports["0"]["error"] == reports["1"]["error"]
+    assert reports["1"]["error"] == "could not read the trace (internal error: ValueError: inflating failed: an odd block)"
+
+
 def nan_mid_file(tmp_path: Path) -> Path:
     """gpu_seed's events re-serialised one per line, with a NaN in an event about 60 % into the file."""
     with gzip.open(the_trace(str(TEST_DATA / "gpu_seed")), "rb") as f:
@@ -162,5 +210,6 @@ def test_partial_reads_same_with_the_thread(
 ) -> None:
     threaded, inline = read_both(make(tmp_path), monkeypatch, counted)
     assert inline.read_state["complete"] is False and inline.warnings[0].startswith("partial result: ")
+    assert 0.3 < inline.read_state["read_share"] <= 1.0, inline.read_state  # a cut gzip: all its bytes read
     assert threaded.read_state == inline.read_state
     assert_same_trace(threaded, inline)
