@@ -33,6 +33,8 @@ from tb_llmdiag.ingest.kineto_columns import _Columns
 from tb_llmdiag.ingest.kineto_layout import KIND_OF_CATEGORY
 from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
 from tb_llmdiag.ingest.kineto_trace import _make_trace
+from tb_llmdiag.ingest.prefetch import Prefetch
+from tb_llmdiag.ingest.row_worker import threads_wanted
 from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
 from tb_llmdiag.model import Trace
 
@@ -113,7 +115,8 @@ class _Reader:
     consumed prefix is dropped, so the JSON text is never copied."""
 
     def __init__(self, path: str) -> None:
-        self.src = Source(path)
+        src = Source(path)  # read ahead on a thread unless LLMDIAG_READ_THREADS=0 (prefetch.py)
+        self.src: Source | Prefetch = Prefetch(src) if threads_wanted() else src
         self.cols = _Columns()
         self.warnings: list[str] = []
         self.buf = bytearray()

@@ -48,6 +48,7 @@ from tb_llmdiag.ingest.kineto_values import (
     is_oversized_step,
     relative_us,
 )
+from tb_llmdiag.ingest.row_worker import put_in_order, threads_wanted
 from tb_llmdiag.model import EventTable, Kind, MemoryTable, kind_mask
 
 #: _Scan's columns in the order _rows.c reads them
@@ -61,8 +62,9 @@ _KIND_BITS = bytes(
 class _Columns:
     """Accumulates columns piece by piece; interns names, shapes and string thread/stream ids."""
 
-    def __init__(self) -> None:
+    def __init__(self, threaded: bool | None = None) -> None:
         self.names = _Interner()
+        self.threaded = threaded  # finish() sorts on two threads (None: unless LLMDIAG_READ_THREADS=0)
         self.shapes: dict[bytes, int] = {}
         self.str_ids: dict[str, int] = {}
         self.parts: list[dict[str, np.ndarray]] = []  # filled slabs (views of their used rows)
@@ -367,8 +369,8 @@ class _Columns:
         # identity: one comparison pass over the times instead of sorting them and then checking the sort
         order = None if bool((ts_ns[1:] >= ts_ns[:-1]).all()) else np.argsort(ts_ns, kind="stable")
         del ts_ns
-        for k in list(col):  # one column at a time, the unsorted one dropped as its sorted copy is made
-            col[k] = col.pop(k)[order] if order is not None else col[k].copy() if single else col[k]
+        if order is not None or single:  # in time order; half of the columns on a second thread (row_worker.py)
+            put_in_order(col, order, threads_wanted() if self.threaded is None else self.threaded)
         del order
         table = EventTable(
             ts_ns=col["ts_ns"],

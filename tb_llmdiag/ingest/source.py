@@ -17,7 +17,7 @@ import os
 import stat
 import types
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 from tb_llmdiag.errors import TraceFormatError
 
@@ -109,6 +109,19 @@ def open_regular(path: str) -> io.BufferedReader:
         raise
 
 
+def share_read(size_bytes: int, gzipped: bool, inflated_bytes: int, raw_bytes: int, offset: int) -> float:
+    """The share of a file of ``size_bytes`` read at decompressed ``offset``, when ``inflated_bytes`` (from
+    ``raw_bytes`` compressed) have been handed out."""
+    if not size_bytes:
+        return 0.0
+    if not gzipped:
+        return min(1.0, offset / size_bytes)
+    if offset >= inflated_bytes:
+        return min(1.0, raw_bytes / size_bytes)
+    # inside the bytes handed out: scale the compressed position by the inflated one
+    return min(1.0, (raw_bytes / size_bytes) * (offset / max(1, inflated_bytes)))
+
+
 class Truncated(Exception):
     """The compressed stream breaks off or is corrupt; carries the reason."""
 
@@ -136,23 +149,19 @@ class Source:
 
     def share(self, offset: int) -> float:
         """The share of the file read when ``offset`` decompressed bytes have been handed out."""
-        if not self.size_bytes:
-            return 0.0
-        if not self.gzipped:
-            return min(1.0, offset / self.size_bytes)
-        if offset >= self.inflated_bytes:
-            return min(1.0, self.raw_bytes / self.size_bytes)
-        # inside the bytes handed out: scale the compressed position by the inflated one
-        return min(1.0, (self.raw_bytes / self.size_bytes) * (offset / max(1, self.inflated_bytes)))
+        return share_read(self.size_bytes, self.gzipped, self.inflated_bytes, self.raw_bytes, offset)
 
-    def blocks(self) -> Iterator[memoryview]:
+    def blocks(self, ring: int = 1) -> Generator[memoryview, None, None]:
+        """The blocks; a plain file's are read into ``ring`` buffers in turn (each block then stays valid until
+        ``ring - 1`` more were asked for: prefetch.py reads ahead)."""
         with self.raw:
             if not self.gzipped:
-                buf = bytearray(BLOCK_BYTES)
-                with memoryview(buf) as view:
-                    while n := self.raw.readinto(view):
-                        self.inflated_bytes += n
-                        yield view[:n]
+                views = [memoryview(bytearray(BLOCK_BYTES)) for _ in range(ring)]
+                k = 0
+                while n := self.raw.readinto(views[k % ring]):
+                    self.inflated_bytes += n
+                    yield views[k % ring][:n]
+                    k += 1
                 return
             yield from self._inflate()
 
@@ -194,12 +203,12 @@ class Source:
                         f"from {self.raw_bytes / 2**20:,.1f} MiB of {self.size_bytes / 2**20:,.1f} MiB compressed): "
                         "refused as a likely decompression bomb (set LLMDIAG_MAX_INFLATE_RATIO to raise it)"
                     )
-                with memoryview(out) as view:
-                    yield view
+                yield memoryview(out)  # not released on resuming: prefetch.py hands it on from its thread
 
 
 __all__ = [
     "BLOCK_BYTES",
+    "share_read",
     "Source",
     "Truncated",
     "not_regular",
