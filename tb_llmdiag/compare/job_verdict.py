@@ -14,16 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tb_llmdiag.compare.verdict import TIMES_FROM, _band, _pct, _row, others_clause
+from tb_llmdiag.compare.verdict import _band, _pct, _row, others_clause, ratio_text
 from tb_llmdiag.units import fmt, fmt_ns
-
-
-def _ratio_text(ratio: float) -> str:
-    if ratio >= TIMES_FROM:
-        return f"{ratio:.1f}x faster"
-    if ratio <= 1 / TIMES_FROM:
-        return f"{1 / ratio:.1f}x slower"
-    return f"{abs(ratio - 1) * 100:.1f} % {'faster' if ratio > 1 else 'slower'}"
 
 
 def job_throughput(doc: Mapping[str, Any]) -> str:
@@ -52,7 +44,7 @@ def job_throughput(doc: Mapping[str, Any]) -> str:
         why = "noise" if row["beyond_noise"] is False else f"its {row['tolerance'] * 100:g} % tolerance"
         return f"no change in the {what} beyond {why} ({detail}, {_pct(a / b - 1)}; {_band(row)})"
     ratio = b / a if use_step else a / b
-    return f"{who}'s {what} is {_ratio_text(ratio)} ({detail})"
+    return f"{who}'s {what} is {ratio_text(ratio)} ({detail})"
 
 
 def _about(f: Mapping[str, Any], side: str) -> str:

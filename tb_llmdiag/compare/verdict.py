@@ -32,13 +32,18 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.1f} %"
 
 
+def ratio_text(ratio: float) -> str:
+    """``ratio`` > 1 means faster: "2.8x faster", "12.0 % slower" (a factor from ``TIMES_FROM`` on)."""
+    if ratio >= TIMES_FROM:
+        return f"{ratio:.1f}x faster"
+    if ratio <= 1 / TIMES_FROM:
+        return f"{1 / ratio:.1f}x slower"
+    return f"{abs(ratio - 1) * 100:.1f} % {'faster' if ratio > 1 else 'slower'}"
+
+
 def _speed(ratio: float, what: str, who: str) -> str:
     """``ratio`` > 1 means the AFTER side (named ``who``) is faster."""
-    if ratio >= TIMES_FROM:
-        return f"{who} is {ratio:.1f}x faster {what}"
-    if ratio <= 1 / TIMES_FROM:
-        return f"{who} is {1 / ratio:.1f}x slower {what}"
-    return f"{who} is {abs(ratio - 1) * 100:.1f} % {'faster' if ratio > 1 else 'slower'} {what}"
+    return f"{who} is {ratio_text(ratio)} {what}"
 
 
 def change_text(row: Mapping[str, Any]) -> str:
