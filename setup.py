@@ -2,7 +2,12 @@ from setuptools import Extension, setup
 
 # The reader's one-pass scanner in C (tb_llmdiag/ingest/_scan.c): ~3x faster reading of big traces.
 # Optional: without a C compiler the install still succeeds and the reader uses its Python path.
-SCAN = Extension("tb_llmdiag.ingest._scan", ["tb_llmdiag/ingest/_scan.c", "tb_llmdiag/ingest/_rows.c"], optional=True)
+SCAN = Extension(
+    "tb_llmdiag.ingest._scan",
+    ["tb_llmdiag/ingest/_scan.c", "tb_llmdiag/ingest/_rows.c", "tb_llmdiag/ingest/_readahead.c"],
+    depends=["tb_llmdiag/ingest/_scan.h"],
+    optional=True,
+)
 
 setup(
     name="tb-llmdiag",

@@ -45,8 +45,7 @@ RESULT = {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time()
     "floor_pieces": """
 import gc, time
 from tb_llmdiag.ingest import kineto_structs as ks, scan_ext
-from tb_llmdiag.ingest.chrome_split import SplitState, split_with
-from tb_llmdiag.ingest.chrome_trace import _find_array_start
+from tb_llmdiag.ingest.chrome_split import SplitState, find_array_start, split_with
 from tb_llmdiag.ingest.source import Source
 gc.disable()
 t, c0 = time.perf_counter(), time.process_time()
@@ -58,7 +57,7 @@ for block in src.blocks():  # the same blocks and the same layout-independent cu
     if closed >= 0:
         continue
     if start < 0:
-        start = _find_array_start(buf)
+        start = find_array_start(buf)
         if start < 0:
             continue
         del buf[: start - 1]

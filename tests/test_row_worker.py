@@ -1,5 +1,6 @@
-"""The reader's two threads against the single-threaded path: reading ahead (tb_llmdiag/ingest/prefetch.py)
-and sorting half of the columns in finish() (tb_llmdiag/ingest/row_worker.py).
+"""The reader's threads against the single-threaded path: reading ahead (tb_llmdiag/ingest/prefetch.py), reading
+ahead and cutting the text into pieces on a native thread (read_ahead.py, _readahead.c) and sorting half of the
+columns in finish() (row_worker.py).
 
 ``LLMDIAG_READ_THREADS=0`` (``_Columns(threaded=False)``) does both on the caller's thread. Both paths must give
 the same Trace, bit for bit, on real traces read in small blocks, on generated pieces with odd values, and on
@@ -10,8 +11,10 @@ thread behind. Each threaded check also asserts that the threads ran.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,12 +22,14 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_scan import ROCM, TEST_DATA, assert_same_array, assert_same_trace, piece_lists, real_trace
 
 from tb_llmdiag import api
 from tb_llmdiag.ingest import chrome_trace as c
 from tb_llmdiag.ingest import kineto_columns as kc
-from tb_llmdiag.ingest import prefetch, row_worker, source
+from tb_llmdiag.ingest import prefetch, read_ahead, row_worker, scan_ext, source
+from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitState, split_py
 from tb_llmdiag.ingest.discover import discover
 from tb_llmdiag.model import EventTable
 
@@ -34,9 +39,26 @@ SMALL_BLOCK = 8 << 10  # bytes per block: even a 66 KB fixture comes in several 
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the threads that sorted columns (one per call of row_worker._in_order) or read blocks
-    ahead (one per read)."""
+    """The names of the threads that sorted columns (one per call of row_worker._in_order), read blocks
+    ahead (one per read: "llmdiag-read", or "native-read" for the native thread), or whose depth scan of a block
+    the reader used ("cut-ahead", one per block)."""
     threads: list[str] = []
+    cut_of = c.cut_of
+
+    def used(*args: Any) -> Any:
+        cut = cut_of(*args)
+        if cut is not None:
+            threads.append("cut-ahead")
+        return cut
+
+    monkeypatch.setattr(c, "cut_of", used)
+    native_blocks = read_ahead.ReadAhead.blocks
+
+    def native(self: read_ahead.ReadAhead) -> Any:
+        threads.append("native-read")
+        return native_blocks(self)
+
+    monkeypatch.setattr(read_ahead.ReadAhead, "blocks", native)
     read = prefetch.Prefetch._read
 
     def reading(self: prefetch.Prefetch, *args: Any) -> None:
@@ -68,12 +90,23 @@ def read_both(path: Path | str, monkeypatch: pytest.MonkeyPatch, threads: list[s
     monkeypatch.setattr(source, "BLOCK_BYTES", SMALL_BLOCK)
     monkeypatch.setenv("LLMDIAG_READ_THREADS", "0")
     inline = c.read_chrome_trace(str(path))
-    assert not on_a_thread(threads) and not on_a_thread(threads, "llmdiag-read")
+    assert not on_a_thread(threads) and not [t for t in threads if t.startswith(("llmdiag-read", "native", "cut"))]
     monkeypatch.setenv("LLMDIAG_READ_THREADS", "1")
+    tasks = os_threads()
     threaded = c.read_chrome_trace(str(path))
-    assert on_a_thread(threads, "llmdiag-read"), threads
+    if Path(path).read_bytes()[:2] == b"\x1f\x8b":
+        assert on_a_thread(threads, "llmdiag-read") and not on_a_thread(threads, "native"), threads
+    else:  # an uncompressed file is read and cut on the native thread
+        assert on_a_thread(threads, "native-read") and not on_a_thread(threads, "llmdiag-read"), threads
+        assert threads.count("cut-ahead") > 2, threads
+    assert os_threads() == tasks  # the native thread is gone too
     assert no_thread_left()
     return threaded, inline
+
+
+def os_threads() -> int:
+    """The process' threads, native ones included."""
+    return len(os.listdir("/proc/self/task"))
 
 
 def the_trace(param: str) -> Path:
@@ -213,3 +246,110 @@ def test_partial_reads_same_with_the_thread(
     assert 0.3 < inline.read_state["read_share"] <= 1.0, inline.read_state  # a cut gzip: all its bytes read
     assert threaded.read_state == inline.read_state
     assert_same_trace(threaded, inline)
+
+
+
+def plain_copy(param: str, tmp_path: Path) -> Path:
+    """A real trace, uncompressed (read by the native thread)."""
+    path = tmp_path / "plain.pt.trace.json"
+    with gzip.open(the_trace(param), "rb") as f:
+        path.write_bytes(f.read())
+    return path
+
+
+@pytest.mark.parametrize("param", [str(TEST_DATA / "gpu_seed"), f"shared:{ROCM}"], ids=["gpu_seed", "rocm"])
+def test_uncompressed_traces_same_when_cut_on_the_native_thread(
+    param: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: list[str]
+) -> None:
+    require_native()
+    threaded, inline = read_both(plain_copy(param, tmp_path), monkeypatch, counted)
+    assert len(inline.events.ts_ns) > 100
+    assert_same_trace(threaded, inline)
+    assert threaded.read_state == inline.read_state
+
+
+def require_native() -> None:
+    if not hasattr(scan_ext.ext, "ReadAhead"):
+        pytest.skip("the compiled extension (with ReadAhead) was not built")
+
+
+def inline_notes(text: bytes, block: int, cut_after: int, state: SplitState) -> list[Any]:
+    """What the native thread must note for each block of ``text`` (``block`` bytes each) when told after block
+    ``cut_after`` to cut from ``state``: nothing for the blocks up to it, then the depth scan of each whole block in
+    turn, the state carried, until the scan stops; written out with split_py, not the C machine."""
+    notes: list[Any] = []
+    stopped = False
+    for k, at in enumerate(range(0, len(text), block)):
+        if k <= cut_after or stopped:
+            notes.append(None)
+            continue
+        piece = text[at : at + block]
+        res = split_py(piece, 0, len(piece), state, MAX_DEPTH)
+        notes.append((*state, res.last_comma, res.close, *res.state, res.deep))
+        state, stopped = res.state, res.close >= 0 or res.deep >= 0
+    return notes
+
+
+TEXT_BYTES = st.sampled_from([b'"', b"\\", b"[", b"]", b"{", b"}", b",", b" ", b"\n", b"a", b"1", b":", b"\xc3\xa9"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    body=st.lists(TEXT_BYTES, max_size=120).map(b"".join),
+    block=st.integers(1, 16),
+    ring=st.integers(2, 5),
+    cut_after=st.integers(0, 6),
+    depth=st.integers(1, 3),
+    in_string=st.booleans(),
+    stop_after=st.one_of(st.none(), st.integers(0, 8)),
+)
+def test_native_thread_reads_every_byte_and_cuts_as_the_reader_would(
+    tmp_path_factory: pytest.TempPathFactory, body: bytes, block: int, ring: int, cut_after: int, depth: int,
+    in_string: bool, stop_after: int | None,
+) -> None:
+    """Any text, block size and ring: the blocks handed out are the file, in order, each with the scan of exactly that
+    block from the state the scan of the block before left (the state given to start_cut for the first one), until
+    the scan stops; a reader that stops early leaves no thread behind."""
+    require_native()
+    path = tmp_path_factory.mktemp("native") / "t.json"
+    path.write_bytes(body)
+    state = SplitState(depth, in_string, False)
+    want = inline_notes(body, block, cut_after, state)
+    tasks = os_threads()
+    reader = read_ahead.ReadAhead(source.Source(str(path)), block_bytes=block, ring=ring)
+    got, notes = [], []
+    for k, view in enumerate(reader.blocks()):
+        got.append(bytes(view))
+        notes.append(reader.note)
+        if k == cut_after:
+            reader.start_cut(state, MAX_DEPTH)
+        if k == stop_after:
+            break
+    assert b"".join(got) == body[: len(b"".join(got))]
+    if stop_after is None or stop_after >= len(want) - 1:
+        assert b"".join(got) == body
+    assert notes == want[: len(notes)]
+    assert os_threads() == tasks  # the loop left (or ended): the generator closed, the thread stopped
+
+
+def test_native_thread_read_error_is_raised_after_the_blocks_before_it(tmp_path: Path) -> None:
+    """A read that fails (here: pread on a directory, EISDIR) is an OSError from next(), once, then the end."""
+    require_native()
+    assert scan_ext.ext is not None
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        native = scan_ext.ext.ReadAhead(fd, [bytearray(8), bytearray(8)])
+        with pytest.raises(OSError) as err:
+            native.next()
+        assert err.value.errno == errno.EISDIR
+        native.close()
+        assert native.next() is None
+    finally:
+        os.close(fd)
+
+
+def test_cut_of_uses_only_a_note_made_from_the_readers_state() -> None:
+    note = (1, False, False, 5, -1, 2, True, False, -1)  # begun at depth 1; a boundary at 5; ends in a string
+    assert read_ahead.cut_of(note, 100, SplitState(1, False, False)) == (105, -1, SplitState(2, True, False), -1)
+    assert read_ahead.cut_of(note, 100, SplitState(2, False, False)) is None
+    assert read_ahead.cut_of(None, 100, SplitState()) is None

@@ -37,6 +37,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_scan.h"
+
 #define SKIP_KIND 255
 #define DEVICE_ROW 1
 #define LAUNCH_ROW 2
@@ -415,20 +417,12 @@ done:
 enum { C_NONE, C_QUOTE, C_BACKSLASH, C_OPEN, C_CLOSE, C_COMMA };
 static unsigned char SPLIT_CLASS[256]; /* byte -> C_* (filled in PyInit__scan) */
 
-static PyObject *split(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t start, end, depth, max_depth;
-    int in_string, escape;
-    if (!PyArg_ParseTuple(args, "y*nnnppn:split", &view, &start, &end, &depth, &in_string, &escape, &max_depth))
-        return NULL;
-    if (start < 0 || end > view.len || start > end) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "start/end outside the buffer");
-        return NULL;
-    }
-    const unsigned char *b = (const unsigned char *)view.buf;
-    Py_ssize_t last_comma = -1, close = -1, deep = -1, i = start;
-    Py_BEGIN_ALLOW_THREADS
+/* The machine over b[start:end] from *m (updated to the state after the last byte scanned); the found
+ * positions (-1: none) in *f. No Python object is touched: it runs without the GIL (split, _readahead.c). */
+void split_scan(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, SplitMachine *m, SplitFound *f) {
+    Py_ssize_t depth = m->depth, max_depth = m->max_depth, i = start;
+    int in_string = m->in_string, escape = m->escape;
+    f->last_comma = f->close = f->deep = -1;
     if (escape && i < end) { /* the carried escape applies to the first byte */
         escape = 0;
         if (b[i] == '"' || b[i] == '\\') i++; /* an escaped quote, or the second of a backslash pair */
@@ -470,28 +464,49 @@ static PyObject *split(PyObject *self, PyObject *args) {
             }
         } else if (c == C_OPEN) {
             if (++depth > max_depth) {
-                deep = i;
+                f->deep = i;
                 break;
             }
             i++;
         } else if (c == C_CLOSE) {
             if (--depth == 0) {
-                close = i;
+                f->close = i;
                 break;
             }
             i++;
         } else { /* a comma */
-            if (depth == 1) last_comma = i;
+            if (depth == 1) f->last_comma = i;
             i++;
         }
     }
+    m->depth = depth;
+    m->in_string = in_string;
+    m->escape = escape;
+}
+
+static PyObject *split(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    SplitMachine m;
+    SplitFound f;
+    if (!PyArg_ParseTuple(args, "y*nnnppn:split", &view, &start, &end, &m.depth, &m.in_string, &m.escape,
+                          &m.max_depth))
+        return NULL;
+    if (start < 0 || end > view.len || start > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "start/end outside the buffer");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    split_scan((const unsigned char *)view.buf, start, end, &m, &f);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
-    return Py_BuildValue("nnnOOn", last_comma, close, depth, in_string ? Py_True : Py_False,
-                         escape ? Py_True : Py_False, deep);
+    return Py_BuildValue("nnnOOn", f.last_comma, f.close, m.depth, m.in_string ? Py_True : Py_False,
+                         m.escape ? Py_True : Py_False, f.deep);
 }
 
 PyObject *rows(PyObject *self, PyObject *args); /* _rows.c */
+int add_read_ahead(PyObject *module);             /* _readahead.c */
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "One pass over a decoded piece of events: the rows' columns and memory samples."},
@@ -505,7 +520,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Optional ac
 
 /* Bumped whenever scan's or rows' arguments or results change; chrome_trace ignores a build of another version
  * (a stale in-place build) and reads in Python instead. */
-#define SCAN_ABI 5
+#define SCAN_ABI 6
 
 PyMODINIT_FUNC PyInit__scan(void) {
     SPLIT_CLASS['"'] = C_QUOTE;
@@ -514,7 +529,7 @@ PyMODINIT_FUNC PyInit__scan(void) {
     SPLIT_CLASS[']'] = SPLIT_CLASS['}'] = C_CLOSE;
     SPLIT_CLASS[','] = C_COMMA;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "ABI", SCAN_ABI) < 0) {
+    if (m != NULL && (PyModule_AddIntConstant(m, "ABI", SCAN_ABI) < 0 || add_read_ahead(m) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -9,6 +9,7 @@ the same answer for every input (tests/test_scan.py).
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -85,6 +86,34 @@ def split_py(buf: Any, start: int, end: int, state: SplitState, max_depth: int =
     return SplitResult(last_comma, close, SplitState(depth_after, in_string, escape), deep)
 
 
+_ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+def find_array_start(buf: bytes | bytearray) -> int:
+    """Index just past the '[' that opens "traceEvents", or -1 if not (yet) seen."""
+    k = buf.find(b'"traceEvents"')
+    if k < 0:
+        return -1
+    m = _ARRAY_KEY.match(buf, k)
+    if m is None:
+        b = buf.find(b"[", k)
+        return -1 if b < 0 else b + 1
+    return m.end()
+
+
+def events_start(buf: bytes | bytearray) -> tuple[int, bool] | None:
+    """Where the events begin in the text read so far: (index just past the array's '[', whether the file is the
+    JSON Array format: a bare list of events); None if the text does not say yet (or never will: the reader
+    decides which it is and why)."""
+    start = find_array_start(buf)
+    if start >= 0:
+        return start, False
+    stripped = buf.lstrip()
+    if stripped[:1] == b"[":
+        return len(buf) - len(stripped) + 1, True
+    return None
+
+
 def split_with(ext: Any, buf: Any, start: int, end: int, state: SplitState, max_depth: int = MAX_DEPTH) -> SplitResult:
     """``_scan.split`` when ``ext`` (the compiled module) is given, else split_py."""
     if ext is None:
@@ -95,4 +124,4 @@ def split_with(ext: Any, buf: Any, start: int, end: int, state: SplitState, max_
     return SplitResult(last_comma, close, SplitState(depth, in_string, escape), deep)
 
 
-__all__ = ["MAX_DEPTH", "SplitResult", "SplitState", "split_py", "split_with"]
+__all__ = ["MAX_DEPTH", "SplitResult", "SplitState", "events_start", "find_array_start", "split_py", "split_with"]

@@ -27,13 +27,14 @@ import msgspec
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import scan_ext
-from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitState, split_with
+from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitResult, SplitState, events_start, split_with
 from tb_llmdiag.ingest.comm_args import CommArgs
 from tb_llmdiag.ingest.kineto_columns import _Columns
 from tb_llmdiag.ingest.kineto_layout import KIND_OF_CATEGORY
 from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
 from tb_llmdiag.ingest.kineto_trace import _make_trace
 from tb_llmdiag.ingest.prefetch import Prefetch
+from tb_llmdiag.ingest.read_ahead import ReadAhead, cut_of, native_available
 from tb_llmdiag.ingest.row_worker import threads_wanted
 from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
 from tb_llmdiag.model import Trace
@@ -54,18 +55,6 @@ class _Stop(Exception):
         super().__init__(reason)
         self.offset = offset
         self.reason = reason
-
-
-def _find_array_start(buf: bytes | bytearray) -> int:
-    """Index just past the '[' that opens "traceEvents", or -1 if not (yet) seen."""
-    k = buf.find(b'"traceEvents"')
-    if k < 0:
-        return -1
-    m = re.compile(rb'"traceEvents"\s*:\s*\[').match(buf, k)
-    if m is None:
-        b = buf.find(b"[", k)
-        return -1 if b < 0 else b + 1
-    return m.end()
 
 
 def read_chrome_trace(path: str) -> Trace:
@@ -115,8 +104,12 @@ class _Reader:
     consumed prefix is dropped, so the JSON text is never copied."""
 
     def __init__(self, path: str) -> None:
-        src = Source(path)  # read ahead on a thread unless LLMDIAG_READ_THREADS=0 (prefetch.py)
-        self.src: Source | Prefetch = Prefetch(src) if threads_wanted() else src
+        src = Source(path)
+        # read ahead on a thread unless LLMDIAG_READ_THREADS=0: a native one that also cuts an uncompressed file
+        # (read_ahead.py), else a Python one (prefetch.py)
+        self.native: ReadAhead | None = ReadAhead(src) if threads_wanted() and native_available(src) else None
+        self.src: Source | Prefetch | ReadAhead = self.native or (Prefetch(src) if threads_wanted() else src)
+        self.cutting = False  # the native thread cuts the blocks after the one in hand
         self.cols = _Columns()
         self.warnings: list[str] = []
         self.buf = bytearray()
@@ -129,6 +122,7 @@ class _Reader:
         self.exact_ts: bool | None = None  # decided from the first timestamp seen
         self.events_end = 0  # absolute offset just past the last event read
         self.comm = CommArgs()  # NCCL args of kernel rows, for the jobs analysis (ingest/comm_args.py)
+        self.block_bytes = 0  # the length of the block last added to buf
 
     def read(self) -> Trace:
         problem: str | None = None
@@ -137,6 +131,7 @@ class _Reader:
             try:
                 for block in self.src.blocks():
                     self.buf += block
+                    self.block_bytes = len(block)
                     del block
                     self._advance()
             except Truncated as exc:
@@ -209,13 +204,16 @@ class _Reader:
             return
         if self.head is None and not self._find_head():
             return
-        res = split_with(scan_ext.ext, buf, self.scanned, len(buf), self.state, MAX_DEPTH)
+        res = self._split_new()
         if res.deep >= 0:
             deep = self.base + res.deep  # absolute: decoding the events before it moves base
             self._decode_upto(self._last_boundary(res.deep))
             raise _Stop(deep, f"invalid trace at byte {deep:,}: JSON nested deeper than {MAX_DEPTH} levels")
         self.state = res.state
         self.scanned = len(buf)
+        if self.native is not None and not self.cutting and res.close < 0:  # the next blocks come cut
+            self.native.start_cut(self.state, MAX_DEPTH)
+            self.cutting = True
         if res.close >= 0:
             self._decode_upto(res.close)
             self.closed = 0  # _decode_upto dropped the text before the ']'
@@ -227,19 +225,26 @@ class _Reader:
                 f"invalid trace at byte {self.base:,}: one event runs over {MAX_EVENT_BYTES >> 20} MiB without ending",
             )
 
+    def _split_new(self) -> SplitResult:
+        """The depth scan of the bytes not scanned yet: the native thread's when it scanned just these bytes (the
+        block last added) from the same state, else done here."""
+        buf = self.buf
+        if self.cutting and self.native is not None and self.scanned == len(buf) - self.block_bytes:
+            cut = cut_of(self.native.note, self.scanned, self.state)
+            if cut is not None:
+                return cut
+        return split_with(scan_ext.ext, buf, self.scanned, len(buf), self.state, MAX_DEPTH)
+
     def _find_head(self) -> bool:
         buf = self.buf
-        start = _find_array_start(buf)
-        if start < 0:
+        found = events_start(buf)
+        if found is None:
             stripped = buf.lstrip()
-            if stripped[:1] == b"[":  # Chrome "JSON Array Format": a bare list of events
-                self.array_format = True
-                start = len(buf) - len(stripped) + 1
-            elif len(buf) > _HEAD_LIMIT or stripped[:1] not in (b"{", b""):
+            if len(buf) > _HEAD_LIMIT or stripped[:1] not in (b"{", b""):
                 what = "the text is not JSON" if stripped[:1] not in b'{["' else "no 'traceEvents' array near the start"
                 raise TraceFormatError(f"not a Chrome/Kineto trace ({what})")
-            else:
-                return False
+            return False
+        start, self.array_format = found
         self.head = b"" if self.array_format else bytes(buf[:start])
         del buf[: start - 1]  # buf[0] is now the array's '['
         self.base += start - 1
