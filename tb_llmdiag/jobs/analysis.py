@@ -23,13 +23,22 @@ Definitions:
 - The straggler is the rank that caused the most waiting, when it caused at least ``consistency_share`` of
   all caused waiting and itself waited no more than the median rank: the rank everyone waits for, never the
   rank that waits longest. Its cause: ``jobs.attribution``.
+- Its step-to-step noise (what the straggler rule's floors read, ``jobs.findings``): ``caused_wait_by_step_ns``
+  = per rank and common step, the exposed waiting it caused the others in that step's collectives it arrived
+  last to (a collective's step: the last arrival's); its mean over the steps is ``caused_wait_ns``.
+  ``straggler_last_steps`` = the common steps in which the straggler caused more waiting than any other rank
+  (and some). ``straggler_wait_sd_ns`` = the sample standard deviation of its per-step caused waiting over the
+  common steps; ``straggler_wait_low_ns`` = its mean - t x sd / sqrt(steps), t = Student's one-sided 95 %
+  quantile with steps - 1 degrees of freedom (``t95``): the per-step wait the capture supports with 95 %
+  confidence, given how much it varies from step to step. Both null with fewer than two common steps (and
+  ``straggler_last_steps`` without a common step).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -183,6 +192,48 @@ class JobAnalysis:
     by_kind: list[dict[str, Any]]
     kernel_ns_by_kind: I64  # all ranks' collective kernel time per kind (KINDS order), matched or not
     top_finding_ids: tuple[tuple[str, ...], ...] = ()
+    caused_wait_by_step_ns: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    straggler_last_steps: int | None = None
+    straggler_wait_sd_ns: float | None = None
+    straggler_wait_low_ns: float | None = None
+
+
+#: Student's t, one-sided 95 % quantile, by degrees of freedom 1..30 (the textbook table); beyond, ``t95``
+#: uses the Cornish-Fisher expansion (within 0.001 of the exact value from 30 on).
+T95_ONE_SIDED: tuple[float, ...] = (
+    6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812,
+    1.796, 1.782, 1.771, 1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725,
+    1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697,
+)  # fmt: skip
+_Z95 = 1.6448536269514722
+
+
+def t95(dof: int) -> float:
+    """Student's t one-sided 95 % quantile for ``dof`` >= 1 degrees of freedom."""
+    if dof <= len(T95_ONE_SIDED):
+        return T95_ONE_SIDED[max(dof, 1) - 1]
+    z = _Z95
+    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
+
+
+def wait_floor(per_step_ns: NDArray[np.float64]) -> tuple[float | None, float | None]:
+    """(sample standard deviation, lower one-sided 95 % confidence bound of the mean) of one rank's per-step
+    caused waiting; (None, None) with fewer than two steps (no step-to-step spread to measure)."""
+    n = int(per_step_ns.size)
+    if n < 2:
+        return None, None
+    sd = float(np.std(per_step_ns, ddof=1))
+    return sd, float(np.mean(per_step_ns)) - t95(n - 1) * sd / float(np.sqrt(n))
+
+
+def _caused_by_step(m: Matched, mstep: I64, common: I64, n_ranks: int) -> NDArray[np.float64]:
+    """Ranks x common steps: the exposed waiting each rank caused the others in the step (see the docstring)."""
+    out = np.zeros((n_ranks, common.size))
+    if common.size and mstep.size:
+        pos = np.clip(np.searchsorted(common, mstep), 0, common.size - 1)
+        hit = common[pos] == mstep
+        np.add.at(out, (m.last_rank_pos[hit], pos[hit]), m.caused_wait_ns[hit])
+    return out
 
 
 def _clock_aligned(m: Matched, job_step_ns: float) -> bool:
@@ -214,7 +265,9 @@ def analyze_job(summaries: Sequence[RankSummary], *, consistency_share: float = 
     step_mean = per_rank_mean(t.step_ns)
     job_step = float(np.nanmedian(step_mean)) if R and not np.all(np.isnan(step_mean)) else 0.0
     clock = _clock_aligned(m, job_step)
+    by_step = _caused_by_step(m, mstep, common, R)
     pos, consistency, attr = None, None, None
+    last_steps, sd, low = None, None, None
     if R >= 2 and caused.sum() > 0:
         cand = int(np.argmax(caused))
         consistency = float(caused[cand] / caused.sum())
@@ -223,6 +276,9 @@ def analyze_job(summaries: Sequence[RankSummary], *, consistency_share: float = 
             pos = cand
             attr = attribute(t, cand, clock_aligned=clock)
             attr["what_if"] = what_if(job_step, float(saving[cand]))
+            others = np.delete(by_step, cand, axis=0).max(axis=0, initial=0.0)
+            last_steps = int(np.sum((by_step[cand] > others) & (by_step[cand] > 0))) if common.size else None
+            sd, low = wait_floor(by_step[cand])
     return JobAnalysis(
         ranks=tuple(int(s.rank) for s in ranks if s.rank is not None),
         labels=tuple(s.label for s in ranks),
@@ -242,6 +298,10 @@ def analyze_job(summaries: Sequence[RankSummary], *, consistency_share: float = 
         by_kind=busbw_by_kind(m, R),
         kernel_ns_by_kind=_kernel_ns_by_kind(ranks),
         top_finding_ids=tuple(s.top_finding_ids for s in ranks),
+        caused_wait_by_step_ns=by_step,
+        straggler_last_steps=last_steps,
+        straggler_wait_sd_ns=sd,
+        straggler_wait_low_ns=low,
     )
 
 

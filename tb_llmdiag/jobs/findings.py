@@ -15,6 +15,14 @@ Contract:
   - ``exposed_share`` likewise with waiting left in; ``overlap_share`` = 1 - exposed / collective (median rank).
   - What-ifs are upper bounds: removing the straggler's delay (``jobs.attribution.what_if``), or hiding all
     exposed transfer behind compute (step - exposed transfer).
+  - The straggler's floors (``JobRule.floors``; the statistics: ``jobs.analysis``): ``straggler_last_step_share``
+    = the common steps in which it caused more waiting than any other rank / the common steps;
+    ``straggler_others_wait_low_share`` = the lower one-sided 95 % confidence bound of its per-step caused waiting
+    (mean - t x sd / sqrt(steps)) / the job step: the wait share the capture supports given its step-to-step
+    spread (null with one common step). ``straggler_significance`` says which check decided: ``significant``
+    (fires), ``noise_unknown`` (fires on its threshold alone: fewer than two common steps, no spread to measure;
+    the finding says so), ``below_threshold``, ``not_most_steps``, ``within_noise`` (held back; ``held_back``
+    words it as a job note).
 """
 
 from __future__ import annotations
@@ -67,6 +75,19 @@ EXPOSED_FIXES: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class Floor:
+    """A check a rule needs besides its threshold: the job_metrics key ``metric`` must be above ``above`` (None:
+    the rule's own threshold). A failed check holds the finding back and is the verdict ``fails_as``; a null value
+    fails too, unless ``unknown_as`` names the verdict under which the rule then fires on its threshold alone."""
+
+    metric: str
+    above: float | None
+    fails_as: str
+    meaning: str
+    unknown_as: str = ""
+
+
+@dataclass(frozen=True)
 class JobRule:
     id: str
     title: str
@@ -76,6 +97,27 @@ class JobRule:
     fix_by: str  # the job_metrics key whose value picks the fix
     fixes: Mapping[str, str] = field(default_factory=dict)
     what_if: str = ""  # the job_metrics key holding the what-if
+    floors: tuple[Floor, ...] = ()  # checked in order after the threshold; the first that fails decides
+
+
+#: The straggler's floors: a rank the others wait for in most steps, by more than the steps' own spread allows.
+STRAGGLER_FLOORS: tuple[Floor, ...] = (
+    Floor(
+        "straggler_last_step_share",
+        0.5,
+        "not_most_steps",
+        "it is the rank the others wait for most in more than half of the common steps (else the ranks take turns)",
+        unknown_as="noise_unknown",
+    ),
+    Floor(
+        "straggler_others_wait_low_share",
+        None,
+        "within_noise",
+        "the wait it causes stays above the threshold at its lower 95 % confidence bound over the steps (mean - "
+        "t x sd / sqrt(steps)): beyond the step-to-step spread measured in the same capture",
+        unknown_as="noise_unknown",
+    ),
+)
 
 
 JOB_RULES: tuple[JobRule, ...] = (
@@ -93,10 +135,17 @@ JOB_RULES: tuple[JobRule, ...] = (
             "straggler_cause_evidence",
             "straggler_tokens",
             "job_step_ns",
+            "straggler_significance",
+            "straggler_last_steps",
+            "common_step_count",
+            "straggler_others_wait_step_sd_ns",
+            "straggler_others_wait_low_ns_per_step",
+            "straggler_others_wait_low_share",
         ),
         fix_by="straggler_cause",
         fixes=STRAGGLER_FIXES,
         what_if="straggler_what_if",
+        floors=STRAGGLER_FLOORS,
     ),
     JobRule(
         id="exposed_communication",
@@ -118,6 +167,7 @@ JOB_RULES: tuple[JobRule, ...] = (
     ),
 )
 
+STRAGGLER_RULE: JobRule = next(r for r in JOB_RULES if r.id == "straggler")
 
 #: How each straggler cause reads in a finding's summary (``{s}``/``{m}``: the straggler's and the median
 #: rank's value of the cause's quantity, per step).
@@ -145,12 +195,21 @@ def summary(finding_id: str, m: Mapping[str, Any]) -> str:
             ts=tok.get("straggler_tokens_per_step") or 0.0,
             tm=tok.get("median_rank_tokens_per_step") or 0.0,
         )
+        noise = (
+            f" At least {fmt('ns', m.get('straggler_others_wait_low_ns_per_step'))} per step "
+            f"({fmt('share', m.get('straggler_others_wait_low_share'))}) at 95 % confidence over the "
+            f"{m.get('common_step_count')} steps."
+            if m.get("straggler_significance") == "significant"
+            else " With fewer than two common steps the wait's step-to-step spread is unknown: it is not tested "
+            "against it."
+        )
         return (
             f"Rank {m.get('straggler_rank')} is the straggler: the other ranks wait for it "
             f"{fmt('ns', m.get('straggler_others_wait_ns_per_step'))} per step in their collectives "
             f"({fmt('share', m.get('straggler_others_wait_share'))} of the {fmt('ns', m.get('job_step_ns'))} step); "
             f"it arrives last in {m.get('straggler_last_arrivals')} of {m.get('matched_collective_count')} "
-            f"matched collectives. Cause: {phrase}."
+            f"matched collectives and is the rank waited for most in {m.get('straggler_last_steps')} of "
+            f"{m.get('common_step_count')} steps.{noise} Cause: {phrase}."
         )
     return (
         f"Collective transfers no compute hides take {fmt('ns', m.get('exposed_transfer_ns_per_step'))} per step "
@@ -215,7 +274,79 @@ def job_metrics(a: JobAnalysis) -> dict[str, Any]:
             "straggler_what_if": attr.get("what_if"),
         }
     )
+    out.update(_floor_metrics(a))
+    out["straggler_significance"] = verdict(STRAGGLER_RULE, out) if s is not None else None
     return jsonable(out)
+
+
+def _floor_metrics(a: JobAnalysis) -> dict[str, Any]:
+    """What the straggler's floors read (definitions in the module docstring); null without a straggler."""
+    step, n, last = a.job_step_ns, int(a.steps.size), a.straggler_last_steps
+    low = max(a.straggler_wait_low_ns, 0.0) if a.straggler_wait_low_ns is not None else None  # a wait is >= 0
+    return {
+        "straggler_last_steps": last,
+        "straggler_last_step_share": last / n if last is not None and n else None,
+        "straggler_others_wait_step_sd_ns": a.straggler_wait_sd_ns,
+        "straggler_others_wait_low_ns_per_step": low,
+        "straggler_others_wait_low_share": low / step if low is not None and step > 0 else None,
+    }
+
+
+def verdict(rule: JobRule, metrics: Mapping[str, Any]) -> str | None:
+    """Which check decides the rule: None when its metric is unknown; ``below_threshold``; else the first failing
+    floor's ``fails_as``; else ``significant``, or the ``unknown_as`` of a floor whose metric is null."""
+    value = metrics.get(rule.metric)
+    if value is None:
+        return None
+    if value <= rule.above:
+        return "below_threshold"
+    unknown = ""
+    for f in rule.floors:
+        v = metrics.get(f.metric)
+        if v is None and f.unknown_as:
+            unknown = unknown or f.unknown_as
+        elif v is None or v <= (rule.above if f.above is None else f.above):
+            return f.fails_as
+    return unknown or "significant"
+
+
+def fires(rule: JobRule, metrics: Mapping[str, Any]) -> bool:
+    """Whether the rule's finding is reported: above its threshold and no floor failed."""
+    v = verdict(rule, metrics)
+    return v == "significant" or (v is not None and v in {f.unknown_as for f in rule.floors if f.unknown_as})
+
+
+#: How a job note words a finding its floor held back (``{...}``: formatted job_metrics values).
+HELD_BACK_PHRASES: Mapping[str, str] = {
+    "not_most_steps": "rank {rank} makes the others wait {wait} per step ({share} of the job step) but is the rank "
+    "waited for most in only {last} of {steps} steps: the ranks take turns, so no straggler finding",
+    "within_noise": "rank {rank} makes the others wait {wait} per step ({share} of the job step), but at 95 % "
+    "confidence over the {steps} steps only {low} ({low_share}), not above {threshold}: within the step-to-step "
+    "noise of this capture, so no straggler finding",
+}
+
+
+def held_back(metrics: Mapping[str, Any], rules: tuple[JobRule, ...] = JOB_RULES) -> list[str]:
+    """One job note per rule above its threshold that a floor held back, saying which check and its numbers."""
+    notes = []
+    for rule in rules:
+        v = verdict(rule, metrics)
+        phrase = HELD_BACK_PHRASES.get(v or "")
+        if phrase is None or fires(rule, metrics):
+            continue
+        notes.append(
+            phrase.format(
+                rank=metrics.get("straggler_rank"),
+                wait=fmt("ns", metrics.get("straggler_others_wait_ns_per_step")),
+                share=fmt("share", metrics.get("straggler_others_wait_share")),
+                last=metrics.get("straggler_last_steps"),
+                steps=metrics.get("common_step_count"),
+                low=fmt("ns", metrics.get("straggler_others_wait_low_ns_per_step")),
+                low_share=fmt("share", metrics.get("straggler_others_wait_low_share")),
+                threshold=fmt("share", rule.above),
+            )
+        )
+    return notes
 
 
 def evaluate(metrics: Mapping[str, Any], rules: tuple[JobRule, ...] = JOB_RULES) -> list[dict[str, Any]]:
@@ -223,7 +354,7 @@ def evaluate(metrics: Mapping[str, Any], rules: tuple[JobRule, ...] = JOB_RULES)
     found = []
     for rule in rules:
         value = metrics.get(rule.metric)
-        if value is None or value <= rule.above:
+        if value is None or not fires(rule, metrics):
             continue
         key = metrics.get(rule.fix_by)
         found.append(

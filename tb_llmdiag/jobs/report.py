@@ -1,6 +1,7 @@
 """The job section of a report: findings, metrics and what the job view draws, as one JSON-safe dict.
 
 ``job_report(summaries)`` = analyze_job -> job_metrics -> evaluate, plus:
+- ``notes``: the analysis' notes, then a note for each finding a floor held back (``findings.held_back``).
 - ``heatmap``: ranks x common steps, ``step_ns`` and ``waiting_ns`` (exposed waiting: the rank's collective
   time spent waiting for a peer that no compute hides), ``exposed_ns`` (collective time no compute hides),
   ``exposed_transfer_ns`` (its part that is not waiting; what ``llmdiag compare`` resamples
@@ -21,7 +22,7 @@ import numpy as np
 
 from tb_llmdiag.jobs.analysis import JobAnalysis, analyze_job
 from tb_llmdiag.jobs.attribution import per_rank_mean
-from tb_llmdiag.jobs.findings import evaluate, job_metrics
+from tb_llmdiag.jobs.findings import evaluate, held_back, job_metrics
 from tb_llmdiag.jobs.summary import RankSummary
 from tb_llmdiag.jsonsafe import jsonable
 
@@ -74,7 +75,7 @@ def job_report(summaries: Sequence[RankSummary]) -> dict[str, Any]:
     metrics = job_metrics(a)
     return {
         "schema": JOB_REPORT_SCHEMA,
-        "notes": list(a.notes),
+        "notes": list(a.notes) + held_back(metrics),
         "metrics": metrics,
         "findings": evaluate(metrics),
         "view": job_view(a),

@@ -173,6 +173,59 @@ JOB_METRICS: tuple[Entry, ...] = (
         "matched collectives the straggler arrived last to",
     ),
     (
+        "job.straggler_last_steps",
+        COUNT,
+        NEITHER,
+        0.02,
+        "steps waited for most",
+        "common steps in which the straggler caused more exposed waiting than any other rank (and some)",
+    ),
+    (
+        "job.straggler_last_step_share",
+        SHARE,
+        NEITHER,
+        0.1,
+        "share of steps waited for most",
+        "straggler_last_steps / common_step_count; the straggler rule needs more than 0.5 (else the ranks take turns)",
+    ),
+    (
+        "job.straggler_others_wait_step_sd_ns",
+        NS,
+        NEITHER,
+        0.1,
+        "wait step-to-step spread",
+        "sample standard deviation over the common steps of the exposed waiting the straggler causes per step "
+        "(the capture's own step-to-step noise); null with one common step",
+    ),
+    (
+        "job.straggler_others_wait_low_ns_per_step",
+        NS,
+        LOWER,
+        0.1,
+        "others wait, 95 % lower bound",
+        "mean - t x sd / sqrt(steps) of the per-step wait the straggler causes, at least 0 (t: Student's one-sided 95 % "
+        "quantile, steps - 1 degrees of freedom): the wait the capture supports given its step-to-step spread; null "
+        "with one common step",
+    ),
+    (
+        "job.straggler_others_wait_low_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "others wait share, 95 % lower bound",
+        "straggler_others_wait_low_ns_per_step / job_step_ns; the straggler rule needs it above its threshold too "
+        "(beyond the step-to-step noise)",
+    ),
+    (
+        "job.straggler_significance",
+        TEXT,
+        NEITHER,
+        0,
+        "significance",
+        "which check decided the straggler rule: significant, noise_unknown (fires on its threshold alone: fewer than "
+        "two common steps), below_threshold, not_most_steps, within_noise (the last three: no finding; a job note says why)",
+    ),
+    (
         "job.straggler_cause",
         TEXT,
         NEITHER,

@@ -68,15 +68,17 @@ def embedding(ts: int, batch: int, seq: int) -> R:
     return host(Kind.CPU_OP, "aten::embedding", ts, 5 * US, shape=f"[[32000, 64], [{batch}, {seq}]]")
 
 
-def dp_rank(rank: int, compute_us: int, *, steps: int = 2, world: int = 3, origin_ns: int = 0,
+def dp_rank(rank: int, compute_us: int | Sequence[int], *, steps: int = 2, world: int = 3, origin_ns: int = 0,
             tokens: tuple[int, int] | None = None, ar_bytes_nelems: int = -1) -> Trace:
     """A data-parallel rank: per 1000 us step, a GEMM of ``compute_us``, an all-reduce that every rank leaves
-    at 600 us (so it waits 500 - compute_us + ... see the tests), a 100 us GEMM, a 50 us all-gather, then idle."""
+    at 600 us (so it waits 500 - compute_us + ... see the tests), a 100 us GEMM, a 50 us all-gather, then idle.
+    ``compute_us`` may give one value per step (then ``steps`` is its length)."""
+    per_step = [compute_us] * steps if isinstance(compute_us, int) else list(compute_us)
     rows: list[R] = []
-    for k in range(steps):
+    for k, c in enumerate(per_step):
         t0 = k * 1000 * US
-        rows += [step(k + 1, t0, 1000 * US), kern(GEMM, t0, compute_us * US),
-                 kern(AR, t0 + compute_us * US, (600 - compute_us) * US, stream=20,
+        rows += [step(k + 1, t0, 1000 * US), kern(GEMM, t0, c * US),
+                 kern(AR, t0 + c * US, (600 - c) * US, stream=20,
                       comm_in_nelems=ar_bytes_nelems, comm_out_nelems=ar_bytes_nelems,
                       comm_dtype_id=0 if ar_bytes_nelems >= 0 else -1),
                  kern(GEMM, t0 + 600 * US, 100 * US), kern(AG, t0 + 700 * US, 50 * US, stream=20)]

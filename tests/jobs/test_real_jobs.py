@@ -90,6 +90,9 @@ def test_dlrm_job_gets_a_communication_finding() -> None:
     assert found and found[0]["id"] == "straggler"
     # rank 7 arrives last to 5 of the 8 collectives; ranks 1 and 3 wait longest and must not be named
     assert m["straggler_rank"] == 7 and m["straggler_last_arrivals"] == 5
+    # one step per rank: no step-to-step spread to test the wait against; it fires on its threshold and says so
+    assert m["straggler_significance"] == "noise_unknown" and m["straggler_others_wait_low_share"] is None
+    assert "With fewer than two common steps the wait's step-to-step spread is unknown" in found[0]["summary"]
     waited = job.tables.waiting_ns[:, 0]
     assert set(waited.argsort()[-2:].tolist()) == {1, 3}
     # rank 7 entered the step 3.3 ms after the median of all ranks, 4.5 ms after the median of the other
