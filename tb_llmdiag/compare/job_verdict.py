@@ -15,7 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from tb_llmdiag.compare.verdict import _band, _pct, _row, others_clause, ratio_text
+from tb_llmdiag.jobs.findings import JOB_RULES
 from tb_llmdiag.units import fmt, fmt_ns
+
+#: a job finding's threshold, by id: a resolved finding whose metric is still above it was held back by a floor
+_ABOVE = {rule.id: rule.above for rule in JOB_RULES}
 
 
 def job_throughput(doc: Mapping[str, Any]) -> str:
@@ -66,6 +70,8 @@ def job_findings_clauses(doc: Mapping[str, Any]) -> list[str]:
         tail = f" (was {fmt('share', was)} of the job step" if was is not None else ""
         if tail and now is not None and now["after"] is not None:
             tail += f", now {fmt('share', now['after'])}"
+            if now["after"] > _ABOVE.get(f["id"], float("inf")):  # e.g. the straggler's wait within the noise
+                tail += f", held back by the rule's floors: {doc['roles']['after']}'s notes say why"
         out.append(f"{_about(f, 'before')} is gone{tail + ')' if tail else ''}")
     for f in fd["new"]:
         now = f["saving_share_after"]
