@@ -25,6 +25,9 @@
 #include <Python.h>
 
 #ifndef _WIN32
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_setname_np */
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -75,6 +78,11 @@ static Py_ssize_t read_full(int fd, char *p, Py_ssize_t n, long long off) {
 
 static void *reader_main(void *arg) {
     ReadAhead *r = (ReadAhead *)arg;
+#if defined(__linux__)
+    pthread_setname_np(pthread_self(), "llmdiag-cut"); /* how it shows in /proc/<pid>/task/<tid>/comm, top -H */
+#elif defined(__APPLE__)
+    pthread_setname_np("llmdiag-cut");
+#endif
     pthread_mutex_lock(&r->mu);
     while (!r->stop) {
         long long j = r->cut_from + r->scanned;
