@@ -19,6 +19,19 @@ Contract:
   (see ``process_pool``) and use that one.
 - A broken executor (a worker process died: ``BrokenExecutor``) fails the jobs it held with a one-line
   error; ``renew()`` (if given) builds a fresh executor for the jobs after them.
+- Bounded worker memory. A worker lives on after a task, and what an analysis leaves behind stays with it:
+  heap pages glibc keeps after the arrays are freed (1 GB trace: 90-160 MB resident while idle, and the next
+  task starts from there: a small trace after a big one peaked at 197-230 MB instead of 120). So the analysis
+  hands its free heap back to the system before it returns (the trace view's build trims the heap once its
+  levels are written), and, structurally, a worker that has just analysed a big trace is retired: when
+  ``renew`` is given (a process pool) and the task read at least ``retire_bytes`` (``task_bytes``: the JSON
+  read, inflated, or the file's size; the parameter, else ``LLMDIAG_WORKER_RETIRE_BYTES`` read when the queue
+  is made, default 256 MiB; negative: never), the queue moves to a fresh pool (``renew()``) and shuts the old
+  one down without cancelling anything: a task another dispatcher runs there finishes and is reported, and
+  nothing more is submitted to it (submits and the swap hold the same lock). The fresh pool starts a worker
+  for the next task, as any new pool does (~0.3 s, paid once after a big trace; not started ahead, so that
+  nothing is left half-started when TensorBoard exits). Small traces keep their worker (``max_tasks_per_child``
+  still renews it after 8 tasks). When ``renew()`` fails the old pool stays in use.
 """
 
 from __future__ import annotations
@@ -35,7 +48,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -47,6 +60,34 @@ logger = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]
 Put = Callable[[tuple[str, str]], None]
+
+#: A task that read at least this many bytes retires its worker (module docstring); negative: never.
+RETIRE_ENV = "LLMDIAG_WORKER_RETIRE_BYTES"
+DEFAULT_RETIRE_BYTES = 256 << 20
+
+
+def retire_bytes_from_env() -> int | None:
+    """``LLMDIAG_WORKER_RETIRE_BYTES`` as a threshold (None: never retire); the default when unset or not a number."""
+    raw = os.environ.get(RETIRE_ENV, "").strip()
+    try:
+        value = int(raw) if raw else DEFAULT_RETIRE_BYTES
+    except ValueError:
+        logger.warning("llm_diag: %s=%r is not a number of bytes; using %d", RETIRE_ENV, raw, DEFAULT_RETIRE_BYTES)
+        value = DEFAULT_RETIRE_BYTES
+    return None if value < 0 else value
+
+
+def task_bytes(tf: Any, result: dict[str, Any] | None) -> int:
+    """How big the task's trace was: the bytes of JSON its report read (a .gz inflated), or the file's size when
+    that is more or there is no report (an XPlane file, a task that raised)."""
+    size = getattr(tf, "size_bytes", 0)
+    read = 0
+    report = result.get("report") if isinstance(result, dict) else None
+    state = report.get("read_state") if isinstance(report, dict) else None
+    if isinstance(state, dict) and isinstance(state.get("read_bytes"), int):
+        read = state["read_bytes"]
+    return max(size if isinstance(size, int) else 0, read)
+
 
 #: In a worker process: where tasks send their progress, and the cache's directory (set by ``init_worker``).
 _WORKER_PROGRESS: Any = None
@@ -154,10 +195,12 @@ class JobQueue:
         progress_queue: Any = None,
         renew: Callable[[], Executor] | None = None,
         task: Callable[[api.TraceFile, str, Put | None], dict[str, Any]] = analyse_task,
+        retire_bytes: int | Literal["env"] | None = "env",
     ) -> None:
         self._executor = executor
         self._claim, self._finish, self._phase = claim, finish, phase
         self._renew = renew
+        self._retire_bytes = retire_bytes_from_env() if retire_bytes == "env" else retire_bytes
         self._task = task
         # Worker processes were started with the queue; in-process tasks are handed its put.
         self._progress: Any = progress_queue if progress_queue is not None else queue.SimpleQueue()
@@ -215,9 +258,11 @@ class JobQueue:
                 self._run(key, token, tf)  # never raises: every outcome goes to finish()
 
     def _run(self, key: Key, token: str, tf: api.TraceFile) -> None:
-        executor = self._executor
         try:
-            result = executor.submit(self._task, tf, token, self._put).result()
+            with self._cond:  # never submitted to a pool that _retire_after has just shut down
+                executor = self._executor
+                future = executor.submit(self._task, tf, token, self._put)
+            result = future.result()
         except BrokenExecutor as e:
             self._replace(executor)
             self._finish(
@@ -230,9 +275,26 @@ class JobQueue:
         except Exception as e:  # noqa: BLE001 - a bug in the engine: shown on the run, logged in full
             logger.exception("llm_diag: analysing %s failed", getattr(tf, "path", key))
             line = f"{type(e).__name__}: {e}".splitlines()[0][:300] if str(e) else type(e).__name__
+            self._retire_after(executor, tf, None)
             self._finish(key, token, None, f"analysis failed: {line} (see the TensorBoard log)")
         else:
+            self._retire_after(executor, tf, result)
             self._finish(key, token, result, None)
+
+    def _retire_after(self, executor: Executor, tf: api.TraceFile, result: dict[str, Any] | None) -> None:
+        """Move to a fresh pool when this task's trace was big (module docstring); the old one finishes what it runs."""
+        if self._renew is None or self._retire_bytes is None or task_bytes(tf, result) < self._retire_bytes:
+            return
+        with self._cond:
+            if self._executor is not executor or self._stopped:
+                return  # already retired (or replaced) by another dispatcher
+            try:
+                fresh = self._renew()
+            except (OSError, ValueError) as e:
+                logger.warning("llm_diag: cannot start a new analysis pool; keeping the current one: %s", e)
+                return
+            self._executor = fresh
+            executor.shutdown(wait=False)
 
     def _replace(self, broken: Executor) -> None:
         with self._cond:

@@ -291,6 +291,7 @@ def build_into(handed: list[Trace], put: Put) -> dict[str, Any]:
         for col in ("off", "start", "end", "cmax", "ev", "n"):
             put(f"lv{i}_{col}", getattr(lv, col))
         del lv
+    release_free_memory()  # the levels are written: their pages go back now, not to the tab worker's next task
     return {
         "traceview_version": TRACEVIEW_VERSION,
         "n_events": n,
