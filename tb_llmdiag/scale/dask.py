@@ -13,12 +13,19 @@ Contract:
 - ``dask_client(address)``: ``tcp://host:8786`` (an existing scheduler) or ``local[:N]`` (a LocalCluster of
   N single-threaded worker processes on 127.0.0.1, no dashboard; N defaults to the CPU count), closed on exit.
   ``executor(client)``: the tab's ``concurrent.futures`` view of the same client.
+- The tab's progress from cluster workers: ``ClusterExecutor`` subscribes its client to a topic of its own
+  (``llmdiag-progress-<id>``, ``Client.subscribe_topic``) whose handler puts each ``(token, phase)`` into
+  its ``progress_queue`` (the one the tab's job queue drains); its ``task_put`` (a ``PhaseEvents``, only the
+  topic is pickled) is handed to each task, which on the worker publishes ``[token, phase]`` with
+  ``Worker.log_event``. Best effort: publishing never blocks the task (the worker sends it from its event
+  loop) and never raises into it; a lost or malformed event only leaves the run's previous phase showing.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -29,11 +36,16 @@ from typing import Any
 import dask
 import distributed
 from distributed import Client, LocalCluster
+from distributed.client import ClosedClientError
 
 from tb_llmdiag.errors import LlmDiagError
 from tb_llmdiag.scale.runner import Outcome
 
+logger = logging.getLogger(__name__)
+
 _LOCAL = re.compile(r"local(?::(\d+))?")
+#: The tab's progress topics on the scheduler: ``<prefix>-<12 hex>``, one per ClusterExecutor.
+PROGRESS_TOPIC = "llmdiag-progress"
 #: How long to wait for a scheduler to answer (``LLMDIAG_DASK_CONNECT_TIMEOUT_S``).
 CONNECT_TIMEOUT_S = float(os.environ.get("LLMDIAG_DASK_CONNECT_TIMEOUT_S", "20"))
 
@@ -125,13 +137,45 @@ def dask_client(address: str) -> Iterator[Client]:
         yield client
 
 
+class PhaseEvents:
+    """A task's progress sink on a cluster worker: ``(token, phase)`` -> ``Worker.log_event(topic, [token, phase])``
+    (the scheduler forwards it to the subscribed client). Picklable: only the topic travels with the task.
+    Best effort: off a worker, or on a worker that is closing, the phase is dropped (logged at debug level)."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+
+    def __call__(self, item: tuple[str, str]) -> None:
+        token, phase = item
+        try:
+            distributed.get_worker().log_event(self.topic, [token, phase])
+        except (ValueError, RuntimeError, TypeError) as e:  # no worker here / its loop is closed / not msgpack-able
+            logger.debug("llm_diag: phase %s of %s not published: %s", phase, token, e)
+
+
 class ClusterExecutor(Executor):
     """The client as a ``concurrent.futures.Executor`` for the tab's job queue (``client.get_executor(pure=False)``;
-    each task gets a fresh key). ``shutdown`` also closes the client (and a LocalCluster) through ``close``."""
+    each task gets a fresh key). Its tasks' phases come back through ``progress_queue`` (``task_put`` is the sink
+    to hand them: module docstring). ``shutdown`` unsubscribes, then closes the client (and a LocalCluster)
+    through ``close``."""
 
     def __init__(self, client: Client, close: Callable[[], None] = lambda: None) -> None:
+        self._client = client
         self._inner = client.get_executor(pure=False)
         self._close = close
+        self.topic = f"{PROGRESS_TOPIC}-{uuid.uuid4().hex[:12]}"
+        self.progress_queue: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self.task_put = PhaseEvents(self.topic)
+        client.subscribe_topic(self.topic, self._on_event)
+
+    def _on_event(self, event: Any) -> None:
+        """The client's handler (its event loop): ``event`` is ``(scheduler time, [token, phase])``; anything else
+        is dropped."""
+        msg = event[1] if isinstance(event, (tuple, list)) and len(event) == 2 else None
+        if isinstance(msg, (tuple, list)) and len(msg) == 2 and all(isinstance(v, str) for v in msg):
+            self.progress_queue.put((msg[0], msg[1]))
+        else:
+            logger.debug("llm_diag: ignoring a malformed progress event on %s: %r", self.topic, event)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         return self._inner.submit(fn, *args, **kwargs)
@@ -139,19 +183,25 @@ class ClusterExecutor(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         try:
             self._inner.shutdown(wait=wait and not cancel_futures)
+            try:
+                self._client.unsubscribe_topic(self.topic)
+            except (ValueError, ClosedClientError) as e:  # already unsubscribed, or the client is closed
+                logger.debug("llm_diag: unsubscribing %s: %s", self.topic, e)
         finally:
             self._close()
 
 
-def executor(client: Client, close: Callable[[], None] = lambda: None) -> Executor:
+def executor(client: Client, close: Callable[[], None] = lambda: None) -> ClusterExecutor:
     """The tab's executor on ``client`` (see ClusterExecutor)."""
     return ClusterExecutor(client, close)
 
 
 __all__ = [
+    "PROGRESS_TOPIC",
     "ClusterExecutor",
     "DaskRunner",
     "DaskUnavailable",
+    "PhaseEvents",
     "dask_client",
     "executor",
     "local_cluster",

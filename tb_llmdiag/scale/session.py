@@ -7,10 +7,11 @@ what the tab uses (``LLMDIAG_DASK``). Dask is imported here only when an address
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from types import ModuleType
+from typing import Any, NamedTuple
 
 from tb_llmdiag.extras import require
 from tb_llmdiag.scale.runner import InlineRunner, Runner, process_runner
@@ -48,9 +49,18 @@ def runner_session(dask: str | None = None, workers: int = 1) -> Iterator[Runner
     yield InlineRunner()
 
 
-def tab_executor(address: str) -> Executor:
-    """The tab's executor on the Dask scheduler ``address``; its ``shutdown`` closes the client (and the
-    LocalCluster for ``local[:N]``).
+class TabExecutor(NamedTuple):
+    """The tab's executor on a cluster, the queue its tasks' ``(token, phase)`` come back on, and the picklable
+    sink to hand each task for them (``scale/dask.py``: ``Worker.log_event`` -> ``Client.subscribe_topic``)."""
+
+    executor: Executor
+    progress_queue: Any
+    task_put: Callable[[tuple[str, str]], None]
+
+
+def tab_executor(address: str) -> TabExecutor:
+    """The tab's executor on the Dask scheduler ``address`` with its progress queue and task sink; the executor's
+    ``shutdown`` closes the client (and the LocalCluster for ``local[:N]``).
 
     Raises:
         MissingExtra: Dask is not installed.
@@ -59,7 +69,8 @@ def tab_executor(address: str) -> Executor:
     backend = dask_backend(TAB_ENV)
     ctx = backend.dask_client(address)
     client = ctx.__enter__()
-    return backend.executor(client, lambda: ctx.__exit__(None, None, None))
+    ex = backend.executor(client, lambda: ctx.__exit__(None, None, None))
+    return TabExecutor(ex, ex.progress_queue, ex.task_put)
 
 
-__all__ = ["TAB_ENV", "dask_backend", "runner_session", "tab_executor"]
+__all__ = ["TAB_ENV", "TabExecutor", "dask_backend", "runner_session", "tab_executor"]

@@ -16,7 +16,8 @@ Contract:
   it and report ``finish(key, token, result, error)``: exactly one of ``result`` / ``error`` (one line).
 - Progress: a task says each phase through a queue; a drain thread hands ``(token, phase)`` to ``phase``.
   In-process executors get the queue's ``put``; process workers are started with ``init_worker(queue)``
-  (see ``process_pool``) and use that one.
+  (see ``process_pool``) and use that one; a cluster's tasks get its picklable ``task_put`` (its phases come
+  back on the ``progress_queue`` given with it: ``scale/dask.py``).
 - A broken executor (a worker process died: ``BrokenExecutor``) fails the jobs it held with a one-line
   error; ``renew()`` (if given) builds a fresh executor for the jobs after them.
 - Bounded worker memory. A worker lives on after a task, and what an analysis leaves behind stays with it:
@@ -196,15 +197,16 @@ class JobQueue:
         renew: Callable[[], Executor] | None = None,
         task: Callable[[api.TraceFile, str, Put | None], dict[str, Any]] = analyse_task,
         retire_bytes: int | Literal["env"] | None = "env",
+        task_put: Put | None = None,
     ) -> None:
         self._executor = executor
         self._claim, self._finish, self._phase = claim, finish, phase
         self._renew = renew
         self._retire_bytes = retire_bytes_from_env() if retire_bytes == "env" else retire_bytes
         self._task = task
-        # Worker processes were started with the queue; in-process tasks are handed its put.
+        # Worker processes were started with the queue; in-process tasks are handed its put; cluster tasks task_put.
         self._progress: Any = progress_queue if progress_queue is not None else queue.SimpleQueue()
-        self._put: Put | None = None if progress_queue is not None else self._progress.put
+        self._put: Put | None = task_put or (None if progress_queue is not None else self._progress.put)
         self._heap: list[tuple[int, int, Key, str]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()

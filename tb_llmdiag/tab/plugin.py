@@ -3,7 +3,8 @@
 Contract:
 - The composition root: builds the cache, the executor (the one given, else the Dask cluster named by
   ``LLMDIAG_DASK`` = ``tcp://host:8786`` | ``local[:N]``, else ``LLMDIAG_WORKERS`` spawned processes, or
-  threads with ``LLMDIAG_INPROCESS=1``), the registry and its scan thread, at construction.
+  threads with ``LLMDIAG_INPROCESS=1``) with the way its tasks' phases come back (a cluster: its progress queue
+  and task sink), the registry and its scan thread, at construction.
 - ``is_active()`` reads the registry's flag: it never blocks (the first scan runs in the background from
   start-up, long before a browser asks).
 - Routes are thin: parse the request, call a ``routes.*_impl``, write its ``Answer``. TensorBoard's
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
@@ -76,12 +76,11 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             processes = os.environ.get("LLMDIAG_INPROCESS", "") not in ("1", "true")
         progress_queue: Any = None
         renew: Callable[[], Executor] | None = None
+        task_put: Callable[[tuple[str, str]], None] | None = None
         address = os.environ.get(api.DASK_ENV, "").strip()
         if executor is None and address:
-            try:
-                executor = api.tab_executor(address)
-                # tasks on cluster workers report no phases: an empty local queue keeps them from being handed one
-                progress_queue = queue.SimpleQueue()
+            try:  # cluster tasks publish their phases as events; the client's handler puts them on progress_queue
+                executor, progress_queue, task_put = api.tab_executor(address)
             except LlmDiagError as e:
                 logger.warning("llm_diag: %s=%s: %s; analysing in local processes instead", api.DASK_ENV, address, e)
         cache = ResultCache(cache_dir, logdir=self._logdir or None)
@@ -97,6 +96,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             workers=n,
             progress_queue=progress_queue,
             renew=renew,
+            task_put=task_put,
             scan_interval_s=SCAN_INTERVAL_S if scan_interval_s is None else scan_interval_s,
             discover=discover or api.discover,
         )

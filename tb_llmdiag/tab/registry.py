@@ -81,6 +81,7 @@ class Registry:
         scan_interval_s: float = 10.0,
         progress_queue: Any = None,
         renew: Callable[[], Executor] | None = None,
+        task_put: Callable[[tuple[str, str]], None] | None = None,
         discover: Callable[[str], api.Index] = api.discover,
     ) -> None:
         self.logdir = logdir
@@ -102,6 +103,7 @@ class Registry:
             workers=workers,
             progress_queue=progress_queue,
             renew=renew,
+            task_put=task_put,
         )
 
     def start(self) -> None:
