@@ -192,6 +192,16 @@ def main() -> int:
         print(f"  {j:<14}{med[j]:>9.2f}{med[j] / floor:>9.2f}{best[j]:>9.2f}{best[j] / best_floor:>9.2f}"
               f"{cpu[j]:>9.2f}{cpu[j] / cpu_floor:>9.2f}{best_cpu[j]:>9.2f}{best_cpu[j] / best_cpu_floor:>9.2f}"
               f"{rss[j]:>13.0f}")
+    # each report run against the floor runs of the same round (run back to back): the ratio least moved by the
+    # machine's own drift over minutes, which shifts whole rounds (this 2-core VM's second core drifts the most)
+    rounds = min(len(results["report"]), len(results["floor_whole"]), len(results["floor_pieces"]))
+    pairs = sorted(
+        results["report"][i]["seconds"]
+        / min(results["floor_whole"][i]["seconds"], results["floor_pieces"][i]["seconds"])
+        for i in range(rounds)
+    )
+    print(f"  round by round (each report run / the floor of its own round): median {statistics.median(pairs):.2f}x, "
+          f"range {pairs[0]:.2f}-{pairs[-1]:.2f}x over {rounds} rounds")
     print(f"RESULT report={med['report']:.2f}s floor={floor:.2f}s ratio={med['report'] / floor:.2f} "
           f"cpu_ratio={cpu['report'] / cpu_floor:.2f} best_ratio={best['report'] / best_floor:.2f} "
           f"best_cpu_ratio={best_cpu['report'] / best_cpu_floor:.2f} peak_rss={rss['report']:.0f}MB")

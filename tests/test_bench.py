@@ -21,6 +21,10 @@ def test_report_speed_bench_runs_and_prints_its_figures() -> None:
                   r"best_cpu_ratio=([\d.]+) peak_rss=(\d+)MB$", proc.stdout, flags=re.M)
     assert m and all(float(m.group(i)) > 0 for i in range(3, 7)) and int(m.group(7)) > 0
     assert "report status ok" in proc.stdout and "host_bound" in proc.stdout  # the seed capture's top finding
+    rounds = re.search(r"^  round by round .*: median ([\d.]+)x, range ([\d.]+)-([\d.]+)x over 1 rounds$", proc.stdout,
+                       flags=re.M)
+    # one round: one ratio, the RESULT line's (report / the faster floor)
+    assert rounds and rounds.group(1) == rounds.group(2) == rounds.group(3) == m.group(3), proc.stdout
 
 
 def test_bomb_bench_runs_and_prints_its_figures() -> None:
