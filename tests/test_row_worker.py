@@ -43,15 +43,15 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     ahead (one per read: "llmdiag-read", or "native-read" for the native thread), or whose depth scan of a block
     the reader used ("cut-ahead", one per block)."""
     threads: list[str] = []
-    cut_of = c.cut_of
+    cut = read_ahead.ReadAhead.cut
 
-    def used(*args: Any) -> Any:
-        cut = cut_of(*args)
-        if cut is not None:
+    def used(self: read_ahead.ReadAhead, *args: Any) -> Any:
+        got = cut(self, *args)
+        if got is not None:
             threads.append("cut-ahead")
-        return cut
+        return got
 
-    monkeypatch.setattr(c, "cut_of", used)
+    monkeypatch.setattr(read_ahead.ReadAhead, "cut", used)
     native_blocks = read_ahead.ReadAhead.blocks
 
     def native(self: read_ahead.ReadAhead) -> Any:

@@ -223,10 +223,7 @@ def compare_runs(
     cols_b, cols_a = step_columns(before), step_columns(after)
     nb = int(cols_b["duration_ns"].size) if cols_b else 0
     na = int(cols_a["duration_ns"].size) if cols_a else 0
-    idx = None
-    if nb >= stats.MIN_STEPS and na >= stats.MIN_STEPS:
-        rng = np.random.default_rng(seed)
-        idx = (stats.resample_indexes(nb, resamples, rng), stats.resample_indexes(na, resamples, rng))
+    idx = stats.paired_indexes(nb, na, seed, resamples)
     wk = work(before, after)
     rows = []
     for declared in ROWS:

@@ -81,11 +81,10 @@ def _columns(job: Mapping[str, Any], tokens: Any) -> dict[str, np.ndarray]:
 def _rank_band(rb: Mapping[str, Any], ra: Mapping[str, Any], seed: int, resamples: int) -> dict[str, Any] | None:
     cb, ca = step_columns(rb), step_columns(ra)
     nb, na = (int(c["duration_ns"].size) if c else 0 for c in (cb, ca))
-    if nb < stats.MIN_STEPS or na < stats.MIN_STEPS:
+    idx = stats.paired_indexes(nb, na, seed, resamples)
+    if idx is None:
         return None
-    rng = np.random.default_rng(seed)
-    ib, ia = stats.resample_indexes(nb, resamples, rng), stats.resample_indexes(na, resamples, rng)
-    band = stats.bootstrap_band(STATISTICS["median_duration"].fn, cb, ca, ib, ia)
+    band = stats.bootstrap_band(STATISTICS["median_duration"].fn, cb, ca, *idx)
     if band is None:
         return None
     return {"band_lo_change": band.change_lo, "band_hi_change": band.change_hi, "beyond": band.beyond_noise}
@@ -152,10 +151,7 @@ def compare_jobs(
     cb, ca = _columns(before_job, vb.get(TOKENS_KEY)), _columns(after_job, va.get(TOKENS_KEY))
     nb = int(cb["step_ns"].shape[1]) if cb else 0
     na = int(ca["step_ns"].shape[1]) if ca else 0
-    idx = None
-    if nb >= stats.MIN_STEPS and na >= stats.MIN_STEPS:
-        rng = np.random.default_rng(seed)
-        idx = (stats.resample_indexes(nb, resamples, rng), stats.resample_indexes(na, resamples, rng))
+    idx = stats.paired_indexes(nb, na, seed, resamples)
     wk = job_work(vb, va)
     rows = []
     for row in JOB_ROWS:

@@ -44,6 +44,15 @@ def resample_indexes(n: int, resamples: int, rng: np.random.Generator) -> np.nda
     return idx
 
 
+def paired_indexes(nb: int, na: int, seed: int, resamples: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The two sides' ``resample_indexes`` from one generator seeded with ``seed`` (before's drawn first), or None
+    when either side has fewer than MIN_STEPS steps (no band)."""
+    if nb < MIN_STEPS or na < MIN_STEPS:
+        return None
+    rng = np.random.default_rng(seed)
+    return resample_indexes(nb, resamples, rng), resample_indexes(na, resamples, rng)
+
+
 def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
     """The central ``level`` percentile interval of ``samples`` (linear interpolation between order statistics)."""
     tail = (1.0 - level) / 2.0

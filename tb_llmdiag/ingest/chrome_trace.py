@@ -34,7 +34,7 @@ from tb_llmdiag.ingest.kineto_layout import KIND_OF_CATEGORY
 from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
 from tb_llmdiag.ingest.kineto_trace import _make_trace
 from tb_llmdiag.ingest.prefetch import Prefetch
-from tb_llmdiag.ingest.read_ahead import ReadAhead, cut_of, native_available
+from tb_llmdiag.ingest.read_ahead import ReadAhead, native_available
 from tb_llmdiag.ingest.row_worker import threads_wanted
 from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
 from tb_llmdiag.model import Trace
@@ -109,7 +109,6 @@ class _Reader:
         # (read_ahead.py), else a Python one (prefetch.py)
         self.native: ReadAhead | None = ReadAhead(src) if threads_wanted() and native_available(src) else None
         self.src: Source | Prefetch | ReadAhead = self.native or (Prefetch(src) if threads_wanted() else src)
-        self.cutting = False  # the native thread cuts the blocks after the one in hand
         self.cols = _Columns()
         self.warnings: list[str] = []
         self.buf = bytearray()
@@ -122,7 +121,6 @@ class _Reader:
         self.exact_ts: bool | None = None  # decided from the first timestamp seen
         self.events_end = 0  # absolute offset just past the last event read
         self.comm = CommArgs()  # NCCL args of kernel rows, for the jobs analysis (ingest/comm_args.py)
-        self.block_bytes = 0  # the length of the block last added to buf
 
     def read(self) -> Trace:
         problem: str | None = None
@@ -131,7 +129,6 @@ class _Reader:
             try:
                 for block in self.src.blocks():
                     self.buf += block
-                    self.block_bytes = len(block)
                     del block
                     self._advance()
             except Truncated as exc:
@@ -211,9 +208,8 @@ class _Reader:
             raise _Stop(deep, f"invalid trace at byte {deep:,}: JSON nested deeper than {MAX_DEPTH} levels")
         self.state = res.state
         self.scanned = len(buf)
-        if self.native is not None and not self.cutting and res.close < 0:  # the next blocks come cut
+        if self.native is not None and res.close < 0:  # the next blocks come cut (once started, a no-op)
             self.native.start_cut(self.state, MAX_DEPTH)
-            self.cutting = True
         if res.close >= 0:
             self._decode_upto(res.close)
             self.closed = 0  # _decode_upto dropped the text before the ']'
@@ -229,11 +225,8 @@ class _Reader:
         """The depth scan of the bytes not scanned yet: the native thread's when it scanned just these bytes (the
         block last added) from the same state, else done here."""
         buf = self.buf
-        if self.cutting and self.native is not None and self.scanned == len(buf) - self.block_bytes:
-            cut = cut_of(self.native.note, self.scanned, self.state)
-            if cut is not None:
-                return cut
-        return split_with(scan_ext.ext, buf, self.scanned, len(buf), self.state, MAX_DEPTH)
+        cut = self.native.cut(self.scanned, len(buf), self.state) if self.native is not None else None
+        return cut if cut is not None else split_with(scan_ext.ext, buf, self.scanned, len(buf), self.state, MAX_DEPTH)
 
     def _find_head(self) -> bool:
         buf = self.buf

@@ -42,16 +42,17 @@ class ReadAhead:
     def __init__(self, src: Source, block_bytes: int | None = None, ring: int = DEPTH + 2) -> None:
         self.src = src
         self.size_bytes = src.size_bytes
-        self.gzipped = False
         self.inflated_bytes = 0  # as of the block last handed out
-        self.raw_bytes = 0
         self.note: Note | None = None  # the scan of the block last handed out, if the thread made it
+        self.note_bytes = 0  # the length of that block
+        self.cutting = False  # start_cut was called: the blocks after the one then in hand come with a note
         self.block_bytes = block_bytes or source.BLOCK_BYTES  # read when made (the tests make blocks small)
         self.ring = ring
         self._native: Any = None
 
     def share(self, offset: int) -> float:
-        return share_read(self.size_bytes, False, self.inflated_bytes, self.raw_bytes, offset)
+        """Source.share as of the block last handed out."""
+        return share_read(self.size_bytes, False, self.inflated_bytes, 0, offset)
 
     def blocks(self) -> Iterator[memoryview]:
         buffers = [bytearray(self.block_bytes) for _ in range(self.ring)]
@@ -61,18 +62,26 @@ class ReadAhead:
             self._native = native = ext.ReadAhead(self.src.raw.fileno(), buffers)
             try:
                 while (got := native.next()) is not None:
-                    slot, n, self.note = got
-                    self.inflated_bytes += n
+                    slot, self.note_bytes, self.note = got
+                    self.inflated_bytes += self.note_bytes
                     with memoryview(buffers[slot]) as view:
-                        yield view[:n]  # valid until the next block is asked for
+                        yield view[: self.note_bytes]  # valid until the next block is asked for
             finally:  # done, or the reader stopped early: the thread stops before the file closes
                 native.close()
                 self._native = None
 
     def start_cut(self, state: SplitState, max_depth: int) -> None:
         """From the next block on, scan each block on the thread, beginning in ``state``."""
-        if self._native is not None:
+        if self._native is not None and not self.cutting:
             self._native.start_cut(state.depth, state.in_string, state.escape, max_depth)
+            self.cutting = True
+
+    def cut(self, unscanned: int, end: int, state: SplitState) -> SplitResult | None:
+        """The reader's SplitResult for buf[unscanned:end] when that is just the block last handed out (it was
+        appended to buf, ending at ``end``) and the thread scanned it from ``state``; else None (scan it there)."""
+        if not self.cutting or end - unscanned != self.note_bytes:
+            return None
+        return cut_of(self.note, unscanned, state)
 
 
 def cut_of(note: Note | None, at: int, state: SplitState) -> SplitResult | None:
