@@ -1,0 +1,90 @@
+"""Top-level trace fields beyond the envelope's declared ones: what the capture says about itself.
+
+Read from the small texts around the events (the header and the metadata after them), never from the events:
+- ``*_version`` fields (``cupti_version``, ``cuda_runtime_version``, ``roctracer_version``, ``hip_runtime_version``...),
+  ``with_flops`` / ``with_modules``: the profiler and its options;
+- ``WARNING`` / ``ERROR``: the messages Kineto's logger collected during the capture (lists of strings; a CUPTI
+  buffer overflow says how many records it dropped);
+- the unprofiled step times a capture helper wrote into the trace (``prof.add_metadata_json``): any field whose name
+  holds ``unprofiled``, with a list of step times (or an object holding one, or a single median). The unit is read
+  from the name (``_ms``, ``_us``, ``_ns``, ``_s``; ms when it names none) and the times become
+  ``unprofiled_step_ns`` (a list of ints, positive values only).
+
+``extra_metadata(text)`` never raises: a text that is not a JSON object, or a field that does not decode, gives
+nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_WANTED = re.compile(r"unprofiled|^(?:WARNING|ERROR)$|_version$|^with_(?:flops|modules)$", re.IGNORECASE)
+_UNIT_NS = (("_ns", 1.0), ("_us", 1e3), ("_ms", 1e6), ("_s", 1e9))
+_MAX_FIELD_BYTES = 1 << 16
+_MAX_MESSAGES = 50
+
+
+def extra_metadata(text: bytes) -> dict[str, Any]:
+    """The wanted top-level fields of a trace document's text (module docstring)."""
+    try:
+        doc = _TOP.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+        return {}
+    out: dict[str, Any] = {}
+    for key, raw in doc.items():
+        if key == "traceEvents" or len(raw) > _MAX_FIELD_BYTES or not _WANTED.search(key):
+            continue
+        try:
+            value = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+        if "unprofiled" in key.lower():
+            steps = unprofiled_steps_ns(key, value)
+            if steps:
+                out["unprofiled_step_ns"] = steps
+                out["unprofiled_source"] = key
+        elif key in ("WARNING", "ERROR"):
+            msgs = value if isinstance(value, list) else [value]
+            out[key] = [str(m)[:500] for m in msgs[:_MAX_MESSAGES]]
+        elif isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            out[key] = value
+        elif isinstance(value, bool):
+            out[key] = int(value)
+    return out
+
+
+def _unit(key: str, default: float) -> float:
+    k = key.lower()
+    for suffix, ns in _UNIT_NS:
+        if k.endswith(suffix) or f"{suffix}_" in k:
+            return ns
+    return default
+
+
+def unprofiled_steps_ns(key: str, value: Any, unit_ns: float | None = None) -> list[int]:
+    """Step times in ns from a field's value: a list of numbers, a number, a JSON string of either, or an object
+    whose first list (or number) of times is taken (its own name's unit first, then the field's, then ms)."""
+    unit = _unit(key, unit_ns if unit_ns is not None else 1e6)
+    if isinstance(value, str):
+        try:
+            value = msgspec.json.decode(value.encode())
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return []
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        value = [value]
+    if isinstance(value, list):
+        nums = [float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        return [int(round(v * unit)) for v in nums if 0 < v < 1e15 and v * unit < 2**62]
+    if isinstance(value, dict):
+        # prefer the per-step list over a summary value
+        for k in sorted(value, key=lambda k: (not isinstance(value[k], list), "median" in str(k).lower())):
+            got = unprofiled_steps_ns(str(k), value[k], unit)
+            if got:
+                return got
+    return []
