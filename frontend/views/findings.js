@@ -54,6 +54,7 @@ function findingCard(f, whatIf, rank, onShow, inference) {
       onShow ? h('button', { type: 'button', class: 'btn show-in-trace', hidden: true, dataset: { id: f.id || '' }, text: 'Show in trace',
         title: 'Zoom the trace view to where this evidence is and outline the op it blames', onclick: () => onShow(f.id) }) : null),
     f.summary ? h('p', { class: 'finding-summary', text: f.summary }) : null,
+    f.caveat ? h('p', { class: 'finding-caveat', text: f.caveat }) : null,
     wi,
     details);
 }
