@@ -75,7 +75,9 @@ def with_unprofiled(what: dict[str, Any] | None, metrics: Mapping[str, Any]) -> 
     top_left = idle0 - top_cut if what.get("pool") == "idle" else idle0
     one = unprofiled(float(what["step_ns_if_fixed"]), max(top_left, 0.0), what.get("bound_by"))
     every = unprofiled(
-        float(what["all"]["step_ns_if_fixed"]), float(what["all"].get("idle_left_ns") or 0.0), what["all"].get("bound_by")
+        float(what["all"]["step_ns_if_fixed"]),
+        float(what["all"].get("idle_left_ns") or 0.0),
+        what["all"].get("bound_by"),
     )
     what["unprofiled"] = {
         "step_ns": int(u),

@@ -30,9 +30,9 @@ from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitResult, SplitState, events_start, split_with
 from tb_llmdiag.ingest.comm_args import CommArgs
 from tb_llmdiag.ingest.graph_args import GRAPH_NEEDLE, GraphArgs
-from tb_llmdiag.ingest.kineto_meta import extra_metadata
 from tb_llmdiag.ingest.kineto_columns import _Columns
 from tb_llmdiag.ingest.kineto_layout import KIND_OF_CATEGORY
+from tb_llmdiag.ingest.kineto_meta import extra_metadata
 from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
 from tb_llmdiag.ingest.kineto_trace import _make_trace
 from tb_llmdiag.ingest.prefetch import Prefetch

@@ -47,8 +47,11 @@ OVERHEAD_NAMES = re.compile(
     r"^(?:Activity Buffer (?:Request|Flush)|Lazy Function Loading|CUPTI (?:Overhead|Resource)|Instrumentation|"
     r"Runtime Triggered Module Loading|Command Buffer Full|Activity Buffer)$"
 )
-_DROPPED = re.compile(r"(\d[\d,]*)\s+(?:\w+\s+){0,3}(?:records?|activities|events)\s+(?:were\s+|was\s+)?dropped|"
-                      r"dropped\s+(\d[\d,]*)", re.IGNORECASE)
+_DROPPED = re.compile(
+    r"(\d[\d,]*)\s+(?:\w+\s+){0,3}(?:records?|activities|events)\s+(?:were\s+|was\s+)?dropped|"
+    r"dropped\s+(\d[\d,]*)",
+    re.IGNORECASE,
+)
 GRAPH_LIST_TOP = 10
 
 
@@ -212,35 +215,69 @@ def _problem_list(p: dict[str, Any], held: dict[str, Any]) -> list[dict[str, Any
 
     if p["truncated"]:
         share = p["read_share"]
-        add("truncated", None, "warning", "The file ends early: only the events before the cut were read"
-            + (f" ({100 * share:.0f} % of the file)." if share is not None else "."))
+        add(
+            "truncated",
+            None,
+            "warning",
+            "The file ends early: only the events before the cut were read"
+            + (f" ({100 * share:.0f} % of the file)." if share is not None else "."),
+        )
     if p["event_cap"] is not None:
-        add("event_cap", p["event_cap"], "warning", f"The capture holds exactly {p['event_cap']:,} events: "
-            f"{EVENT_CAPS[p['event_cap']]}, so later events were most likely dropped.")
+        add(
+            "event_cap",
+            p["event_cap"],
+            "warning",
+            f"The capture holds exactly {p['event_cap']:,} events: "
+            f"{EVENT_CAPS[p['event_cap']]}, so later events were most likely dropped.",
+        )
     if p["dropped_records"]:
-        add("dropped_records", p["dropped_records"], "warning",
+        add(
+            "dropped_records",
+            p["dropped_records"],
+            "warning",
             f"The profiler reports {p['dropped_records']:,} dropped records (a full CUPTI/roctracer buffer): "
-            "device activity is missing from the trace.")
+            "device activity is missing from the trace.",
+        )
     if p["launches_without_kernels"]:
-        add("launches_without_kernels", p["launches_without_kernels"], "warning",
+        add(
+            "launches_without_kernels",
+            p["launches_without_kernels"],
+            "warning",
             f"{p['launches_without_kernels']:,} kernel launches have no kernel in the trace (dropped device records): "
-            "device time and idle time are under- and over-stated.")
+            "device time and idle time are under- and over-stated.",
+        )
     if p["kernels_without_launches"]:
-        add("kernels_without_launches", p["kernels_without_launches"], "warning",
+        add(
+            "kernels_without_launches",
+            p["kernels_without_launches"],
+            "warning",
             f"{p['kernels_without_launches']:,} kernels have no launch call in the trace (dropped host records): "
-            "launch gaps and host waits around them cannot be told apart.")
+            "launch gaps and host waits around them cannot be told apart.",
+        )
     if p["out_of_window_events"]:
-        add("out_of_window", p["out_of_window_events"], "info",
-            f"{p['out_of_window_events']:,} device events lie wholly outside the profiled steps and are not counted.")
+        add(
+            "out_of_window",
+            p["out_of_window_events"],
+            "info",
+            f"{p['out_of_window_events']:,} device events lie wholly outside the profiled steps and are not counted.",
+        )
     if p["rocm_queue_streams"]:
-        add("rocm_queue_streams", None, "info",
+        add(
+            "rocm_queue_streams",
+            None,
+            "info",
             "A roctracer-era ROCm capture with every kernel on streams 0-3: these name hardware queues, so several "
-            "HIP streams may be folded onto one and per-stream overlap is unreliable.")
+            "HIP streams may be folded onto one and per-stream overlap is unreliable.",
+        )
     if held["graph_kernels"]:
-        add("graph_replays", held["graph_kernels"], "info",
+        add(
+            "graph_replays",
+            held["graph_kernels"],
+            "info",
             f"{held['graph_kernels']:,} kernels come from {held['graph_launches']:,} CUDA/HIP graph replays "
             f"({held['graphs']} graphs): counted as busy, never as launch gaps; which operator launched each is "
-            "unavailable inside a graph.")
+            "unavailable inside a graph.",
+        )
     return out
 
 
@@ -248,4 +285,3 @@ def capture_metrics(ctx: Context) -> dict[str, Any]:
     """The topic's holds and problems; ``metrics.overhead.with_overhead`` adds the profiler's cost."""
     held = holds(ctx)
     return {"available": True, **held, **problems(ctx, held)}
-

@@ -70,7 +70,9 @@ def graph_replays(trace: Trace, dev: IDX, launcher: IDX) -> GraphReplays:
     return GraphReplays(is_graph, replay, graph, graph_ids, nodes, launches)
 
 
-def _group(name_id: NDArray[np.int32], replay: IDX, gid: I64, is_graph: NDArray[np.bool_]) -> tuple[NDArray[np.int32], tuple[int, ...]]:
+def _group(
+    name_id: NDArray[np.int32], replay: IDX, gid: I64, is_graph: NDArray[np.bool_]
+) -> tuple[NDArray[np.int32], tuple[int, ...]]:
     """Graph index per row: the recorded graph id's, else one per distinct kernel-name sequence of a replay."""
     graph = np.full(replay.size, -1, np.int32)
     ids: list[int] = []

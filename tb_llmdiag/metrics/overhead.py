@@ -84,6 +84,17 @@ def model_ns(ctx: Context, record_shapes: bool | None) -> tuple[float, dict[str,
     return cost, counts
 
 
+def _why_no_model(ctx: Context, bd: StepBreakdown) -> str | None:
+    """Why the model does not apply to this trace, or None when it does."""
+    if not ctx.step_median_ns or not ctx.n_steps:
+        return "no steps"
+    if ctx.trace.source_kind != "kineto":
+        return "the model is fitted on Kineto captures only"
+    if ctx.cache.kinds(Kind.CPU_OP, Kind.RUNTIME, Kind.DRIVER, Kind.PYTHON).size == 0 or not bd.available:
+        return "no host activity or no device activity recorded"
+    return None
+
+
 def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None) -> dict[str, Any]:
     """The topic's overhead keys (module docstring)."""
     profiled = ctx.step_median_ns
@@ -96,13 +107,7 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
         "overhead_model_ns": None,
         "overhead_room_ns": None,
     }
-    host = ctx.cache.kinds(Kind.CPU_OP, Kind.RUNTIME, Kind.DRIVER, Kind.PYTHON)
-    why = (
-        "no steps" if not profiled or not ctx.n_steps
-        else "the model is fitted on Kineto captures only" if ctx.trace.source_kind != "kineto"
-        else "no host activity or no device activity recorded" if host.size == 0 or not bd.available
-        else None
-    )
+    why = _why_no_model(ctx, bd)
     if why is None:
         cost, counts = model_ns(ctx, record_shapes)
         room = float(np.median(sum(bd.part_ns(c) for c in ROOM_CAUSES))) * ROOM_SHARE
@@ -126,9 +131,17 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
             "overhead_basis": "none",
             "overhead_method": f"not estimated: {why}",
         }
+    assert profiled  # _why_no_model said there are steps
     est = min(cost, room)
-    opts = [k for k, on in (("shapes", record_shapes), ("stacks", counts["python_frames"] > 0),
-                            ("memory", counts["memory_samples"] > 0)) if on]
+    opts = [
+        k
+        for k, on in (
+            ("shapes", record_shapes),
+            ("stacks", counts["python_frames"] > 0),
+            ("memory", counts["memory_samples"] > 0),
+        )
+        if on
+    ]
     return {
         **out,
         "profiler_overhead_ns": int(round(est)),

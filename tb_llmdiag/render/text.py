@@ -162,8 +162,11 @@ def _capture_lines(c: dict[str, Any]) -> list[str]:
     """The trust lines: what the capture holds, the profiler's cost, and each problem (``capture`` topic)."""
     if not c.get("available"):
         return []
-    opts = [name for name, key in (("shapes", "record_shapes"), ("memory", "profile_memory"), ("stacks", "with_stack"))
-            if c.get(key)]
+    opts = [
+        name
+        for name, key in (("shapes", "record_shapes"), ("memory", "profile_memory"), ("stacks", "with_stack"))
+        if c.get(key)
+    ]
     held = f"{c.get('steps', 0)} steps, " + (", ".join(opts) if opts else "no shapes/memory/stacks") + " recorded"
     if c.get("graph_kernels"):
         held += f", {c['graph_kernels']} kernels from {c['graph_launches']} graph replays ({c['graphs']} graphs)"
@@ -172,9 +175,14 @@ def _capture_lines(c: dict[str, Any]) -> list[str]:
     if share is not None:
         prof = c.get("profiled_step_ns")
         unprof = c.get("unprofiled_step_ns")
-        step = (f"; profiled step {fmt_ns(prof)} vs unprofiled {fmt_ns(unprof)}" if unprof is not None
-                else f"; profiled step {fmt_ns(prof)}")
-        out.append(f"   capture: profiler overhead {fmt_share(share)} of the profiled step{step} ({c.get('overhead_method')})")
+        step = (
+            f"; profiled step {fmt_ns(prof)} vs unprofiled {fmt_ns(unprof)}"
+            if unprof is not None
+            else f"; profiled step {fmt_ns(prof)}"
+        )
+        out.append(
+            f"   capture: profiler overhead {fmt_share(share)} of the profiled step{step} ({c.get('overhead_method')})"
+        )
     for p in c.get("problems") or []:
         out.append(f"   capture {p['severity']}: {p['text']}")
     return out
