@@ -29,6 +29,7 @@ from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitResult, SplitState, events_start, split_with
 from tb_llmdiag.ingest.comm_args import CommArgs
+from tb_llmdiag.ingest.counter_args import CounterArgs
 from tb_llmdiag.ingest.graph_args import GRAPH_NEEDLE, GraphArgs
 from tb_llmdiag.ingest.kineto_columns import _Columns
 from tb_llmdiag.ingest.kineto_layout import KIND_OF_CATEGORY
@@ -125,6 +126,7 @@ class _Reader:
         self.comm = CommArgs()  # NCCL args of kernel rows, for the jobs analysis (ingest/comm_args.py)
         self.graph = GraphArgs()  # CUDA graph ids of replayed kernels (ingest/graph_args.py)
         self.meta: dict[str, Any] = {}  # top-level fields beyond the envelope's (ingest/kineto_meta.py)
+        self.counters = CounterArgs()  # hardware counters: CUPTI profiler ranges, counter tracks (counter_args.py)
 
     def read(self) -> Trace:
         problem: str | None = None
@@ -192,6 +194,8 @@ class _Reader:
                 raise TraceFormatError(f"{exc}; {'; '.join(self.warnings)}") from None
             raise
         self.warnings.extend(col_warnings)
+        if len(self.counters):
+            self.meta["hardware_counters"] = {k: list(v) for k, v in self.counters.summary().items()}
         return _make_trace(
             events, memory, origin_ns, envs, tuple(self.warnings), read_state, self.comm, self.graph, self.meta
         )
@@ -286,6 +290,8 @@ class _Reader:
                     self.comm.after_piece(buf, cut, self.cols.names.texts)  # NCCL args: a second, small pass
                     if buf.find(GRAPH_NEEDLE, 0, cut) >= 0:  # CUDA graph ids: the same, only where they are
                         self.graph.after_piece(buf, cut)
+                    if CounterArgs.wanted(buf, cut):
+                        self.counters.after_piece(buf, cut)
                     del events  # decoded Raw values point into the view: drop them before it closes
         finally:
             buf[cut] = saved

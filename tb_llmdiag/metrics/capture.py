@@ -7,7 +7,10 @@ Definitions (counts over the whole trace unless a window is named):
   ``steps``, ``rank`` / ``world_size``, the CUDA/HIP graph replays (``metrics.graphs``: ``graph_launches``,
   ``graph_kernels``, ``graphs`` and ``graph_list``, the largest by device time), ``collectives_with_seq`` (collective
   kernels carrying Kineto's ``Seq``: ranks are then matched exactly, ``jobs/matching.py``) and ``overhead_records`` /
-  ``overhead_records_ns`` (Kineto's own ``overhead`` rows: CUPTI buffer requests, lazy function loading).
+  ``overhead_records_ns`` (Kineto's own ``overhead`` rows: CUPTI buffer requests, lazy function loading),
+  ``hardware_counters`` (CUPTI range-profiler records, ``range:<counter>``, and counter tracks such as ``GPU N
+  Counters``, ``<track>:<series>``: per counter its samples, mean and sum; SM / tensor-pipe activity to read beside
+  the FLOP-count MFU; the first 50 by name).
 - ``launches_without_kernels``: kernel launch calls (``cudaLaunchKernel``... but graph launches) with a correlation id
   that no device event carries, launched before the last recorded device event starts (a launch after it may simply
   have run after the profiler stopped: counted in ``edge_launches_without_kernels``); all of them when the trace has
@@ -53,6 +56,7 @@ _DROPPED = re.compile(
     re.IGNORECASE,
 )
 GRAPH_LIST_TOP = 10
+COUNTERS_TOP = 50
 
 
 def _flag(trace: Trace, key: str, evidence: bool | None) -> bool | None:
@@ -93,7 +97,20 @@ def holds(ctx: Context) -> dict[str, Any]:
         "collectives_with_seq": coll_seq,
         "overhead_records": int(over.size),
         "overhead_records_ns": int(ev.dur_ns[over].sum()),
+        "hardware_counters": _counters(trace),
     }
+
+
+def _counters(trace: Trace) -> list[dict[str, Any]]:
+    """The hardware counters the capture holds (``ingest/counter_args.py``), by name: samples, mean and sum."""
+    raw = trace.metadata.get("hardware_counters")
+    if not isinstance(raw, dict):
+        return []
+    out = []
+    for name in sorted(raw)[:COUNTERS_TOP]:
+        n, total = raw[name]
+        out.append({"name": name, "samples": int(n), "mean": float(total) / n if n else None, "sum": float(total)})
+    return out
 
 
 def _graph_list(ctx: Context) -> list[dict[str, Any]]:

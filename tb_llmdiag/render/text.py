@@ -170,6 +170,8 @@ def _capture_lines(c: dict[str, Any]) -> list[str]:
     held = f"{c.get('steps', 0)} steps, " + (", ".join(opts) if opts else "no shapes/memory/stacks") + " recorded"
     if c.get("graph_kernels"):
         held += f", {c['graph_kernels']} kernels from {c['graph_launches']} graph replays ({c['graphs']} graphs)"
+    if c.get("hardware_counters"):
+        held += f", {len(c['hardware_counters'])} hardware counters"
     out = [f"   capture: {held}"]
     share = c.get("profiler_overhead_share")
     if share is not None:

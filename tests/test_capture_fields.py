@@ -1,4 +1,4 @@
-"""Kineto's CUDA graph fields and top-level capture fields read from a trace file (issue #24)."""
+"""Kineto fields the capture topic reads from a trace file (issue #24): graph ids, top-level fields, hardware counters."""
 
 from __future__ import annotations
 
@@ -38,3 +38,36 @@ def test_graph_ids_and_nodes_land_on_the_replayed_kernels(tmp_path: Path) -> Non
     cap = analyze(t).metrics["capture"]
     assert cap["graph_list"] == [{"graph_id": 3, "replays": 2, "kernels": 6, "nodes": 3, "device_ns": 12_000}]
     assert cap["dropped_records"] == 4 and cap["unprofiled_step_ns"] == 60_000
+
+
+def test_hardware_counters_of_a_real_cupti_profiler_trace() -> None:
+    import gzip
+
+    from tracepaths import shared_trace
+
+    path = shared_trace("hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz")
+    # independently: every cuda_profiler_range event's numeric args, summed per counter with the json module
+    with gzip.open(path, "rt") as fh:
+        events = [e for e in json.load(fh)["traceEvents"] if e.get("cat") == "cuda_profiler_range"]
+    want: dict[str, list[float]] = {}
+    for e in events:
+        for k, v in e["args"].items():
+            want.setdefault(f"range:{k}", [0, 0.0])
+            want[f"range:{k}"][0] += 1
+            want[f"range:{k}"][1] += v
+    cap = analyze(load_trace(str(path))).metrics["capture"]
+    got = {c["name"]: [c["samples"], c["sum"]] for c in cap["hardware_counters"]}
+    assert got == want and len(got) == 9 and all(n == 77 for n, _ in got.values())
+
+
+def test_counter_tracks_are_summed_per_series(tmp_path: Path) -> None:
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100}]
+    ev += [{"ph": "C", "name": "GPU 0 Counters", "pid": 9, "ts": 10 * i, "args": {"sm_active": 0.25 * i, "tensor": 1}}
+           for i in range(4)]
+    path = tmp_path / "c.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    cap = analyze(load_trace(str(path))).metrics["capture"]
+    assert cap["hardware_counters"] == [
+        {"name": "GPU 0 Counters:sm_active", "samples": 4, "mean": 0.375, "sum": 1.5},
+        {"name": "GPU 0 Counters:tensor", "samples": 4, "mean": 1.0, "sum": 4.0},
+    ]
