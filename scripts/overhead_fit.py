@@ -12,7 +12,6 @@ error. The numbers it prints go into MODEL by hand (and tests/test_overhead.py c
 from __future__ import annotations
 
 import glob
-import itertools
 import json
 import sys
 from pathlib import Path
@@ -47,28 +46,34 @@ def features(truth_path: str) -> list[dict[str, float]]:
     return out
 
 
-def share(x: dict[str, float], op: float, shp: float, rt: float, py: float, mem: float, room: float) -> float:
-    cost = x["cpu_ops"] * (op + shp * x["shapes"]) + x["runtime_calls"] * rt + x["python_frames"] * py
-    cost += x["memory_samples"] * mem
-    return min(cost, x["room"] * room) / x["P"]
+#: the grid searched, ns per record (room: the share of the host-wait room the cost fills)
+GRID = {
+    "op": np.arange(0, 8.01, 0.5) * 1e3,
+    "shp": np.arange(0, 4.01, 1.0) * 1e3,
+    "rt": np.arange(0, 24.01, 1.0) * 1e3,
+    "py": np.array([0.0, 0.25, 0.5, 1.0, 2.0, 4.0]) * 1e3,
+    "mem": np.arange(0, 4.01, 1.0) * 1e3,
+    "room": np.array([0.6, 0.7, 0.8, 0.9, 1.0]),
+}
 
 
 def main(paths: list[str]) -> None:
     rows = [f for p in paths for f in features(p)]
-    grid = {
-        "op": np.arange(0, 8.01, 0.5) * 1e3, "shp": [0.0], "rt": np.arange(0, 24.01, 1.0) * 1e3,
-        "py": [1.0e3], "mem": np.arange(0, 4.01, 1.0) * 1e3, "room": [0.6, 0.7, 0.8, 0.9, 1.0],
-    }
-    best = None
-    for combo in itertools.product(*grid.values()):
-        err = np.array([share(x, *combo) - x["measured"] for x in rows])
-        score = (float(np.sqrt(np.mean(err**2))), float(np.abs(err).max()))
-        if best is None or score < best[0]:
-            best = (score, combo, err)
-    assert best is not None
-    print("rms, max error:", best[0], "costs ns (op, shapes, runtime, python, memory), room share:", best[1])
-    for x, e in zip(rows, best[2]):
-        print(f"{x['name']:32s} measured {x['measured']:+.3f}  model {x['measured'] + e:+.3f}  error {e:+.3f}")
+    col = {k: np.array([x[k] for x in rows]) for k in rows[0] if k != "name"}
+    # every combination at once: one axis per cost, the captures on the last axis
+    g = np.meshgrid(*GRID.values(), indexing="ij", sparse=True)
+    op, shp, rt, py, mem, room = (a[..., None] for a in g)
+    cost = col["cpu_ops"] * (op + shp * col["shapes"]) + col["runtime_calls"] * rt + col["python_frames"] * py
+    cost = cost + col["memory_samples"] * mem
+    err = np.minimum(cost, col["room"] * room) / col["P"] - col["measured"]
+    rms = np.sqrt((err**2).mean(axis=-1))
+    best = np.unravel_index(int(np.argmin(rms)), rms.shape)
+    combo = [float(v[i]) for v, i in zip(GRID.values(), best)]
+    e = err[best]
+    print(f"rms {rms[best]:.3f}, max {np.abs(e).max():.3f}; costs ns (op, shapes, runtime, python, memory), room share:",
+          combo)
+    for x, d in zip(rows, e):
+        print(f"{x['name']:32s} measured {x['measured']:+.3f}  model {x['measured'] + d:+.3f}  error {d:+.3f}")
 
 
 if __name__ == "__main__":

@@ -65,7 +65,10 @@ def test_modelled_overhead_is_within_tolerance_of_the_measured_share(name, path,
 @pytest.mark.parametrize("name", ["unfused_adamw/rank0", "fp32_math/rank0", "small_batch/rank0", "grad_ckpt/rank0"])
 def test_measured_overhead_with_the_helpers_metadata(name, tmp_path) -> None:
     (_, path, measured, unprofiled_ms), = [c for c in CAPTURES if c[0] == name]
-    marked = with_top_level(path, tmp_path / "m.pt.trace.json.gz", {"llmdiag_unprofiled_step_ms": unprofiled_ms})
+    # as tb_llmdiag.capture writes them (llmdiag_unprofiled_step_ns); here the truth's unprofiled reference steps
+    helper = {"schema": 1, "steps": list(range(100, 100 + len(unprofiled_ms))),
+              "step_ns": [int(ms * 1e6) for ms in unprofiled_ms], "synchronized": True}
+    marked = with_top_level(path, tmp_path / "m.pt.trace.json.gz", {"llmdiag_unprofiled_step_ns": helper})
     rep = api.report(str(marked))["runs"][0]
     cap = rep["metrics"]["capture"]
     assert cap["overhead_basis"] == "unprofiled_steps" and cap["unprofiled_steps"] == len(unprofiled_ms)

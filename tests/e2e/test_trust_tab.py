@@ -31,7 +31,8 @@ def trust_server(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("e2e_trust")
     logdir = tmp / "logs"
     planted_dropped(SRC, logdir / "dropped" / "rank0.1.pt.trace.json.gz")
-    with_top_level(SRC, logdir / "unprofiled" / "rank0.1.pt.trace.json.gz", {"llmdiag_unprofiled_step_ms": UNPROFILED_MS})
+    helper = {"schema": 1, "steps": list(range(8, 14)), "step_ns": [int(ms * 1e6) for ms in UNPROFILED_MS]}
+    with_top_level(SRC, logdir / "unprofiled" / "rank0.1.pt.trace.json.gz", {"llmdiag_unprofiled_step_ns": helper})
     ARTIFACTS.mkdir(exist_ok=True)
     with tensorboard(logdir, tmp / "cache", ARTIFACTS / "tensorboard_trust.log") as base:
         runs = wait_all_analysed(base)

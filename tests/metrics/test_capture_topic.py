@@ -101,3 +101,13 @@ def test_metadata_reader_takes_unprofiled_times_in_the_unit_the_name_gives() -> 
     assert unprofiled_steps_ns("unprofiled_step_s", "[0.5]") == [500_000_000]
     assert unprofiled_steps_ns("unprofiled_step_ms", [True, -1, "x"]) == []
     assert extra_metadata(b"not json") == {}
+
+
+def test_metadata_reader_takes_the_capture_helpers_object() -> None:
+    # GIVEN what tb_llmdiag.capture writes (prof.add_metadata_json): the skipped steps' indices and times in ns
+    text = (b'{"traceEvents": [], "llmdiag_unprofiled_step_ns": {"schema": 1, "steps": [0, 1, 2], '
+            b'"step_ns": [2308000000, 72000000, 89000000], "synchronized": true, '
+            b'"profiler_options": {"record_shapes": true}, "schedule": {"skip_first": 3, "warmup": 1}}}')
+    # THEN the times are read in ns, step 0 (one-time costs) left out, the indices and the schedule never taken
+    assert extra_metadata(text)["unprofiled_step_ns"] == [72_000_000, 89_000_000]
+    assert unprofiled_steps_ns("u_ns", {"steps": [0, 1], "schedule": {"skip_first": 3}}) == []
