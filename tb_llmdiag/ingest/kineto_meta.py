@@ -90,8 +90,13 @@ def unprofiled_steps_ns(key: str, value: Any, unit_ns: float | None = None) -> l
         return [int(round(v * unit)) for v in nums if 0 < v < 1e15 and v * unit < 2**62]
     if isinstance(value, dict):
         # the times are the list (or number) whose name gives a unit; step indices (``steps``) are not times
-        keys = [k for k in value if str(k).lower() not in _NOT_TIMES and not isinstance(value[k], dict)
-                and (_unit(str(k), 0.0) != 0.0 or _TIME_NAME.search(str(k)))]
+        keys = [
+            k
+            for k in value
+            if str(k).lower() not in _NOT_TIMES
+            and not isinstance(value[k], dict)
+            and (_unit(str(k), 0.0) != 0.0 or _TIME_NAME.search(str(k)))
+        ]
         keys.sort(key=lambda k: (_unit(str(k), 0.0) == 0.0, not isinstance(value[k], list), "median" in str(k).lower()))
         for k in keys:
             got = unprofiled_steps_ns(str(k), value[k], unit)
