@@ -12,11 +12,13 @@ Definitions (counts over the whole trace unless a window is named):
   Counters``, ``<track>:<series>``: per counter its samples, mean and sum; SM / tensor-pipe activity to read beside
   the FLOP-count MFU; the first 50 by name).
 - ``launches_without_kernels``: kernel launch calls (``cudaLaunchKernel``... but graph launches) with a correlation id
-  that no device event carries, launched before the last recorded device event starts (a launch after it may simply
-  have run after the profiler stopped: counted in ``edge_launches_without_kernels``); all of them when the trace has
-  no device event at all.
+  that no device event carries, launched before the last recorded device event starts and with a correlation id below
+  the last recorded device event's (a later launch may simply have run after the profiler stopped: counted in
+  ``edge_launches_without_kernels``); all of them when the trace has no device event at all.
 - ``kernels_without_launches``: kernels with a correlation id that no host runtime/driver call carries, starting after
-  the first recorded launch (earlier ones were launched before the profiler started: ``edge_kernels_without_launches``).
+  the first recorded launch and with a correlation id above its (correlation ids grow with time: a kernel with a
+  lower one was launched before the profiler recorded the host, e.g. in its warm-up, and ran late in a GPU-bound
+  queue: ``edge_kernels_without_launches``).
 - ``dropped_records``: what Kineto's logged warnings (``WARNING`` / ``ERROR`` metadata) say it dropped (the sum of the
   numbers they give), null when they say nothing of it.
 - ``out_of_window_events`` / ``out_of_window_ns``: device events wholly outside the step windows (with steps only).
@@ -173,13 +175,19 @@ def _unmatched(ctx: Context) -> dict[str, Any]:
     kern = dev[ev.kind[dev] == Kind.KERNEL]
     kern = kern[ev.correlation[kern] >= 0]
     lost = kern[ctx.cache.launcher(kern) < 0] if kern.size else kern
+    # correlation ids grow with time (CUPTI, roctracer): a launch after the last recorded device work, or a kernel
+    # launched before the first recorded launch, is at the capture's edge, not lost inside it
     if dev.size:
         last_dev_start = int(ev.ts_ns[dev].max())
-        inner_l = orphan[ev.ts_ns[orphan] < last_dev_start]
+        last_corr = int(dev_corr.max()) if dev_corr.size else -1
+        inner_l = orphan[(ev.ts_ns[orphan] < last_dev_start) & (ev.correlation[orphan] < last_corr)]
     else:
         inner_l = orphan
-    first_launch = int(ev.ts_ns[launch].min()) if launch.size else None
-    inner_k = lost[ev.ts_ns[lost] > first_launch] if first_launch is not None else lost[:0]
+    if launch.size:
+        first_launch, first_corr = int(ev.ts_ns[launch].min()), int(ev.correlation[launch].min())
+        inner_k = lost[(ev.ts_ns[lost] > first_launch) & (ev.correlation[lost] > first_corr)]
+    else:
+        inner_k = lost[:0]
     joinable = bool(launch.size) and bool(kern.size)
     return {
         "launches_without_kernels": int(inner_l.size),
