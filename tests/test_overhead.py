@@ -131,3 +131,19 @@ def test_graph_replays_of_a_real_vllm_trace() -> None:
     assert "graph_replays" in [p["kind"] for p in cap["problems"]]
     ids = [f["id"] for f in rep["findings"]]
     assert not {"host_bound", "tiny_kernels"} & set(ids), ids
+
+
+def test_a_reduce_overhead_capture_states_its_replays_and_blames_none_of_them() -> None:
+    """torch.compile(mode="reduce-overhead"): the step runs as CUDA graph replays (the captures helper's
+    tests/data/trust_reduce_overhead)."""
+    folder = TEST_DATA / "trust_reduce_overhead"
+    if not folder.is_dir():
+        pytest.skip("tests/data/trust_reduce_overhead is not captured yet")
+    for path in sorted(folder.glob("*.json.gz")):
+        rep = api.report(str(path))["runs"][0]
+        cap = rep["metrics"]["capture"]
+        assert cap["graph_launches"] > 0 and cap["graph_kernels"] > 0, cap
+        assert "graph_replays" in [p["kind"] for p in cap["problems"]]
+        assert cap["graph_op_attribution"] == "unavailable"
+        ids = [f["id"] for f in rep["findings"]]
+        assert not {"host_bound", "tiny_kernels"} & set(ids), ids

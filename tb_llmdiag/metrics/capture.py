@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.metrics.context import Context
-from tb_llmdiag.metrics.graphs import GRAPH_LAUNCH
 from tb_llmdiag.model import Kind, Trace
 
 #: exporter caps on the number of events: count -> who caps there
@@ -166,8 +165,7 @@ def problems(ctx: Context, held: dict[str, Any]) -> dict[str, Any]:
 def _unmatched(ctx: Context) -> dict[str, Any]:
     ev = ctx.trace.events
     launch = ctx.cache.family("launch_api")
-    is_graph_launch = np.fromiter((GRAPH_LAUNCH.search(n) is not None for n in ev.names), bool, count=len(ev.names))
-    launch = launch[~is_graph_launch[ev.name_id[launch]]] if launch.size else launch
+    launch = launch[~np.isin(launch, ctx.graph.launch_rows)]
     launch = launch[ev.correlation[launch] >= 0]
     dev = ctx.dev
     dev_corr = np.unique(ev.correlation[dev][ev.correlation[dev] >= 0])

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from tb_llmdiag.classify import category_codes
 from tb_llmdiag.intervals import merge
 from tb_llmdiag.metrics.collectives import Collectives, find_collectives
-from tb_llmdiag.metrics.graphs import GraphReplays, graph_replays, replay_queued_end
+from tb_llmdiag.metrics.graphs import GRAPH_LAUNCH, GraphReplays, graph_replays, replay_queued_end
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
@@ -285,7 +285,9 @@ class Context:
             source = "trace"
         dev_in_win = in_windows(ev.ts_ns[dev], win_s, win_e)
         coll = find_collectives(trace)
-        graph = graph_replays(trace, dev, cache.launcher(dev))
+        graph = graph_replays(
+            trace, dev, cache.launcher(dev), cache.rows_named(GRAPH_LAUNCH, Kind.RUNTIME, Kind.DRIVER)
+        )
         if len(coll):
             work = dev[~np.isin(dev, coll.row)]
             work_s, work_e = merge(ev.ts_ns[work], ev.ts_ns[work] + ev.dur_ns[work])

@@ -40,25 +40,23 @@ class GraphReplays:
     graph_ids: tuple[int, ...]  # per graph: the recorded graph id, -1 when grouped by the kernels' names
     nodes: NDArray[np.int32]  # per graph: distinct recorded graph node ids (0 when none were recorded)
     launches: int  # graph launch calls in the trace
+    launch_rows: IDX  # their rows
 
     @property
     def count(self) -> int:
         return int(self.is_graph.sum())
 
 
-def graph_replays(trace: Trace, dev: IDX, launcher: IDX) -> GraphReplays:
-    """The replays among ``dev`` (device rows) given each row's launching call (``RowCache.launcher``, -1 none)."""
+def graph_replays(trace: Trace, dev: IDX, launcher: IDX, launch_rows: IDX) -> GraphReplays:
+    """The replays among ``dev`` (device rows) given each row's launching call (``RowCache.launcher``, -1 none) and
+    the graph launch calls' rows (``RowCache.rows_named(GRAPH_LAUNCH, RUNTIME, DRIVER)``: names searched once)."""
     ev = trace.events
-    names = ev.names
-    is_launch_name = np.fromiter((GRAPH_LAUNCH.search(n) is not None for n in names), bool, count=len(names))
-    hit = launcher >= 0
-    by_launch = np.zeros(dev.size, dtype=bool)
-    by_launch[hit] = is_launch_name[ev.name_id[launcher[hit]]] if len(names) else False
+    by_launch = np.isin(launcher, launch_rows) & (launcher >= 0)
     gid_col = trace.extra.get("graph_id")
     gid = gid_col[dev].astype(np.int64) if gid_col is not None else np.full(dev.size, -1, np.int64)
     is_graph = by_launch | (gid >= 0)
     replay = np.where(by_launch, launcher, -1).astype(np.intp)
-    launches = int(is_launch_name[ev.name_id].sum()) if len(ev) and len(names) else 0
+    launches = int(launch_rows.size)
     graph, graph_ids = _group(ev.name_id[dev], replay, gid, is_graph)
     node_col = trace.extra.get("graph_node_id")
     nodes = np.zeros(len(graph_ids), np.int32)
@@ -67,7 +65,7 @@ def graph_replays(trace: Trace, dev: IDX, launcher: IDX) -> GraphReplays:
         ok = is_graph & (node >= 0) & (graph >= 0)
         pairs = np.unique(np.stack((graph[ok].astype(np.int64), node[ok])), axis=1) if ok.any() else np.zeros((2, 0))
         nodes = np.bincount(pairs[0].astype(np.intp), minlength=len(graph_ids)).astype(np.int32)
-    return GraphReplays(is_graph, replay, graph, graph_ids, nodes, launches)
+    return GraphReplays(is_graph, replay, graph, graph_ids, nodes, launches, launch_rows)
 
 
 def _group(
