@@ -30,7 +30,7 @@ from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitResult, SplitState, events_start, split_with
 from tb_llmdiag.ingest.comm_args import CommArgs
 from tb_llmdiag.ingest.counter_args import CounterArgs
-from tb_llmdiag.ingest.graph_args import GRAPH_NEEDLE, GraphArgs
+from tb_llmdiag.ingest.graph_args import GraphArgs
 from tb_llmdiag.ingest.kineto_columns import _Columns
 from tb_llmdiag.ingest.kineto_layout import KIND_OF_CATEGORY
 from tb_llmdiag.ingest.kineto_meta import extra_metadata
@@ -288,10 +288,8 @@ class _Reader:
                     # without the compiled scanner, a piece without "[memory]" is not searched for samples
                     self.cols.add(events, has_memory=scan_ext.ext is not None or buf.find(b'"[memory]"', 0, cut) >= 0)
                     self.comm.after_piece(buf, cut, self.cols.names.texts)  # NCCL args: a second, small pass
-                    if buf.find(GRAPH_NEEDLE, 0, cut) >= 0:  # CUDA graph ids: the same, only where they are
-                        self.graph.after_piece(buf, cut)
-                    if CounterArgs.wanted(buf, cut):
-                        self.counters.after_piece(buf, cut)
+                    self.graph.after_piece(buf, cut, self.cols.names.texts)  # CUDA graph ids: the same
+                    self.counters.after_piece(buf, cut, self.cols.kind_of)  # hardware counters (counter_args.py)
                     del events  # decoded Raw values point into the view: drop them before it closes
         finally:
             buf[cut] = saved

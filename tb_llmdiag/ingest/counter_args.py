@@ -6,9 +6,12 @@ Two kinds of records carry them (a second, small pass over the pieces that conta
 - counter events (``"ph": "C"``): a track (``name``, e.g. on a ``GPU 0 Counters`` process) whose ``args`` hold one
   sample per series (SM activity, tensor-pipe activity...).
 
+Cost: profiler ranges are searched for only once their category has been seen (the reader's category table, no
+text search); counter events in the first ``TRACK_PIECES`` pieces, and in every piece after one was found (counter
+samples run through the whole capture in time order: a capture with none in its first pieces is taken to have none).
 Contract:
-- ``CounterArgs.after_piece(buf, end)``: adds the numeric args of every such record in ``buf[:end]``; non-numeric
-  values are skipped, never raised.
+- ``CounterArgs.after_piece(buf, end, categories)``: adds the numeric args of every such record in ``buf[:end]``;
+  non-numeric values are skipped, never raised. ``categories``: the categories seen so far (a container).
 - ``CounterArgs.summary()``: ``{counter: (samples, sum)}`` with counter ``range:<arg>`` for profiler ranges and
   ``<track>:<series>`` for counter tracks; empty when none.
 """
@@ -21,7 +24,11 @@ from typing import Any
 _NAME = re.compile(rb'"name"\s*:\s*"([^"\\]{0,200})"')
 _ARGS = re.compile(rb'"args"\s*:\s*\{([^{}]{0,65536})\}')
 _NUM = re.compile(rb'"([^"\\]{1,200})"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*[,}]')
-_NEEDLES = (b'"cuda_profiler_range"', b'"ph": "C"', b'"ph":"C"')
+RANGE_CATEGORY = "cuda_profiler_range"
+_RANGE_NEEDLE = b'"cuda_profiler_range"'
+_TRACK_NEEDLES = (b'"ph": "C"', b'"ph":"C"')
+#: counter events are looked for in this many first pieces (2 MiB each), then only once found
+TRACK_PIECES = 4
 _MAX_EVENT_BYTES = 1 << 17
 #: at most this many distinct counters are kept (a trace with more keeps the first ones)
 MAX_COUNTERS = 256
@@ -32,23 +39,31 @@ class CounterArgs:
 
     def __init__(self) -> None:
         self.totals: dict[str, list[float]] = {}  # counter -> [samples, sum]
+        self.pieces = 0
+        self.ranges = False  # the range category was seen
+        self.tracks = False  # a counter event was found
 
     def __len__(self) -> int:
         return len(self.totals)
 
-    @staticmethod
-    def wanted(buf: Any, end: int) -> bool:
-        """Whether ``buf[:end]`` may hold counter records: literal searches only (a regex would try every event's
-        ``"ph"``), for the two spacings writers use."""
-        return any(buf.find(needle, 0, end) >= 0 for needle in _NEEDLES)
+    def after_piece(self, buf: Any, end: int, categories: Any) -> None:
+        self.pieces += 1
+        if not self.ranges and RANGE_CATEGORY in categories:
+            self.ranges = True
+        if self.ranges:
+            self._scan(buf, end, _RANGE_NEEDLE, "range")
+        if self.tracks or self.pieces <= TRACK_PIECES:
+            for needle in _TRACK_NEEDLES:
+                if self._scan(buf, end, needle, "track"):
+                    self.tracks = True
 
-    def after_piece(self, buf: Any, end: int) -> None:
-        for needle in _NEEDLES:
-            kind = "range" if needle == _NEEDLES[0] else "track"
-            at = buf.find(needle, 0, end)
-            while at >= 0:
-                self._event(buf, at, end, kind)
-                at = buf.find(needle, at + len(needle), end)
+    def _scan(self, buf: Any, end: int, needle: bytes, kind: str) -> bool:
+        at = buf.find(needle, 0, end)
+        found = at >= 0
+        while at >= 0:
+            self._event(buf, at, end, kind)
+            at = buf.find(needle, at + len(needle), end)
+        return found
 
     def _event(self, buf: Any, at: int, end: int, kind: str) -> None:
         lo = buf.rfind(b"{", max(0, at - _MAX_EVENT_BYTES), at)

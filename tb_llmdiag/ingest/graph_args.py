@@ -1,10 +1,13 @@
 """The CUDA graph fields Kineto (CUDA 12+) writes on the kernels a graph replays: ``graph id`` and ``graph node id``.
 
-A second, small pass over the same text, like ``comm_args.py``: run only on the pieces that contain ``"graph id"``
-(one ``bytes.find``), then per occurrence, so a trace without graphs pays one substring search per piece.
+A second, small pass over the same text, like ``comm_args.py``: armed once an event name is a graph launch's
+(``cudaGraphLaunch``, ``hipGraphLaunch``, ``cuGraphLaunch``: a trace without them pays one substring test per distinct
+name), then run on the pieces that contain ``"graph id"`` (one ``bytes.find``), per occurrence. The replayed
+kernels follow their launch call in the file (events are written in time order), so arming on the piece that holds
+the first launch misses none.
 
 Contract:
-- ``GraphArgs.after_piece(buf, end)``: scans ``buf[:end]`` when it holds the needle; every args object with a
+- ``GraphArgs.after_piece(buf, end, names)``: once armed, scans ``buf[:end]`` when it holds the needle; every args object with a
   ``"graph id"`` and a ``correlation`` adds one record (correlation, graph id, graph node id or -1), in file order.
   Malformed values are skipped, never raised.
 - ``GraphArgs.columns(events)``: ``{"graph_id", "graph_node_id"}`` int64 columns aligned with the events (-1
@@ -16,6 +19,8 @@ Contract:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -38,11 +43,21 @@ class GraphArgs:
         self.corr: list[int] = []
         self.graph: list[int] = []
         self.node: list[int] = []
+        self.armed = False  # some event name is a graph launch's
+        self._names_seen = 0
 
     def __len__(self) -> int:
         return len(self.corr)
 
-    def after_piece(self, buf: Any, end: int) -> None:
+    def after_piece(self, buf: Any, end: int, names: Sequence[str]) -> None:
+        """Arm on the first graph launch name, then scan the pieces holding the needle (module docstring)."""
+        if not self.armed:
+            self.armed = any("GraphLaunch" in t for t in islice(names, self._names_seen, None))
+            self._names_seen = len(names)
+        if self.armed and buf.find(GRAPH_NEEDLE, 0, end) >= 0:
+            self.scan(buf, end)
+
+    def scan(self, buf: Any, end: int) -> None:
         """Add the records of ``buf[:end]`` (bytes, bytearray or memoryview of decoded JSON text)."""
         find = buf.find if hasattr(buf, "find") else bytes(buf[:end]).find
         at = find(GRAPH_NEEDLE, 0, end)
