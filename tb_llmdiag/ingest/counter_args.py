@@ -7,7 +7,7 @@ Two kinds of records carry them (a second, small pass over the pieces that conta
   sample per series (SM activity, tensor-pipe activity...).
 
 Cost: profiler ranges are searched for only once their category has been seen (the reader's category table, no
-text search); counter events in the first ``TRACK_PIECES`` pieces, and in every piece after one was found (counter
+text search); Kineto's counter events (``"ph": "C"``) in the first ``TRACK_PIECES`` pieces, and in every piece after one was found (counter
 samples run through the whole capture in time order: a capture with none in its first pieces is taken to have none).
 Contract:
 - ``CounterArgs.after_piece(buf, end, categories)``: adds the numeric args of every such record in ``buf[:end]``;
@@ -26,9 +26,9 @@ _ARGS = re.compile(rb'"args"\s*:\s*\{([^{}]{0,65536})\}')
 _NUM = re.compile(rb'"([^"\\]{1,200})"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*[,}]')
 RANGE_CATEGORY = "cuda_profiler_range"
 _RANGE_NEEDLE = b'"cuda_profiler_range"'
-_TRACK_NEEDLES = (b'"ph": "C"', b'"ph":"C"')
+_TRACK_NEEDLES = (b'"ph": "C"',)  # as Kineto writes it
 #: counter events are looked for in this many first pieces (2 MiB each), then only once found
-TRACK_PIECES = 4
+TRACK_PIECES = 2
 _MAX_EVENT_BYTES = 1 << 17
 #: at most this many distinct counters are kept (a trace with more keeps the first ones)
 MAX_COUNTERS = 256

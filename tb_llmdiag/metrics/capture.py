@@ -165,11 +165,14 @@ def problems(ctx: Context, held: dict[str, Any]) -> dict[str, Any]:
 def _unmatched(ctx: Context) -> dict[str, Any]:
     ev = ctx.trace.events
     launch = ctx.cache.family("launch_api")
-    launch = launch[~np.isin(launch, ctx.graph.launch_rows)]
+    if ctx.graph.launch_rows.size:
+        launch = launch[~np.isin(launch, ctx.graph.launch_rows)]
     launch = launch[ev.correlation[launch] >= 0]
     dev = ctx.dev
     dev_corr = np.unique(ev.correlation[dev][ev.correlation[dev] >= 0])
-    orphan = launch[~np.isin(ev.correlation[launch], dev_corr)]
+    pos = np.minimum(np.searchsorted(dev_corr, ev.correlation[launch]), max(dev_corr.size - 1, 0))
+    answered = (dev_corr[pos] == ev.correlation[launch]) if dev_corr.size else np.zeros(launch.size, dtype=bool)
+    orphan = launch[~answered]
     kern = dev[ev.kind[dev] == Kind.KERNEL]
     kern = kern[ev.correlation[kern] >= 0]
     lost = kern[ctx.cache.launcher(kern) < 0] if kern.size else kern
