@@ -72,6 +72,12 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from tb_llmdiag.agent import server  # the agent layer and the mcp SDK, only for this subcommand
+
+    return server.serve(args.logdir)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llmdiag", description="Why is my LLM fine-tuning step slow? Diagnose torch.profiler / XPlane traces."
@@ -96,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--json", action="store_true")
     rules.set_defaults(func=_rules)
     compare_cli.add_commands(sub)
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve LOGDIR to coding agents: a Model Context Protocol server over stdio, read-only "
+        "(docs/agents.md; needs pip install 'tb-llmdiag[agent]')",
+    )
+    mcp.add_argument("logdir", nargs="?", default=".", help="the logdir to serve (default: the current directory)")
+    mcp.set_defaults(func=_mcp)
     return parser
 
 
