@@ -76,3 +76,21 @@ def test_fit_keeps_what_fits_and_says_what_it_left_out() -> None:
                                 "hint": "ask with detail=true"}
     assert json.loads(dumps(got)) == got
     assert dumps({"x": float("nan")}) == '{"x":null}'
+
+
+def test_a_finding_on_a_trace_with_python_stacks_names_its_source_line(tmp_path: Path) -> None:
+    # GIVEN a real trace recorded with with_stack=True (TraceLens's H100 Qwen capture), its host_sync finding
+    from tracepaths import shared_trace
+
+    from tb_llmdiag.agent.answers import explain_finding
+
+    src = shared_trace("external/AMD-AGI_TraceLens/h100_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    (tmp_path / "qwen").mkdir()
+    shutil.copy(src, tmp_path / "qwen" / "h100.pt.trace.json.gz")
+    got = explain_finding(Workspace(str(tmp_path)), "qwen", "host_sync")
+    # THEN the longest sync's Python stack is given, innermost first, and the line is the first frame of the
+    # program's own code (past the built-in and torch/ frames)
+    assert got["culprit"] == "cudaDeviceSynchronize"
+    assert got["source"]["frames"][:3] == ["<built-in function _cuda_synchronize>", "torch/cuda/__init__.py(975): synchronize",
+                                           "moca/library/profiling/profile.py(34): run_torch_profiler"]
+    assert got["source"]["line"] == "moca/library/profiling/profile.py(34): run_torch_profiler"
