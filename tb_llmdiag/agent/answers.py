@@ -27,9 +27,7 @@ STEP_PART: dict[str, str] = {
     "host_bound": "host_wait_ns",
     "slow_host_op": "host_wait_ns",
     "variable_shapes": "host_wait_ns",
-    "gpu_gaps": "host_wait_ns",
     "host_sync": "sync_ns",
-    "sync_storm": "sync_ns",
     "dataloader_stall": "data_loader_ns",
     "exposed_communication": "collective_ns",
 }

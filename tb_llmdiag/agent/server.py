@@ -11,6 +11,7 @@ through ``extras.require``. docs/agents.md registers the server in agent clients
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -41,12 +42,14 @@ Run = Annotated[str, Field(description="a run name from list_runs (run, run/work
 Detail = Annotated[bool, Field(description="answer with every field (up to ~60 KB) instead of a few KB")]
 
 
-def _tool(fn: Callable[..., dict[str, Any]], tool_error: type[Exception]) -> Callable[..., Any]:
-    """Call an answer; a user error (LlmDiagError) becomes a tool error with its one line."""
+def _tool(fn: Callable[..., dict[str, Any]], tool_error: type[Exception], lock: Any) -> Callable[..., Any]:
+    """Call an answer under the server's lock (the SDK runs each call on a worker thread; the workspace's caches
+    are not shared between threads); a user error (LlmDiagError) becomes a tool error with its one line."""
 
     def call(*args: Any, **kwargs: Any) -> CallToolResult:
         try:
-            answer = fn(*args, **kwargs)
+            with lock:
+                answer = fn(*args, **kwargs)
         except LlmDiagError as exc:
             raise tool_error(str(exc)) from None
         text = dumps(answer)
@@ -62,13 +65,13 @@ def build(logdir: str) -> Any:
         "llmdiag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING", warn_on_duplicate_tools=True
     )
     ro = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-    err = mcpserver.exceptions.ToolError
-    runs_ = _tool(answers.list_runs, err)
-    diagnose_ = _tool(answers.diagnose, err)
-    explain = _tool(answers.explain_finding, err)
-    activities = _tool(answers.top_activities, err)
-    compare_ = _tool(comparison.compare, err)
-    check_ = _tool(comparison.check, err)
+    err, lock = mcpserver.exceptions.ToolError, threading.Lock()
+    runs_ = _tool(answers.list_runs, err, lock)
+    diagnose_ = _tool(answers.diagnose, err, lock)
+    explain = _tool(answers.explain_finding, err, lock)
+    activities = _tool(answers.top_activities, err, lock)
+    compare_ = _tool(comparison.compare, err, lock)
+    check_ = _tool(comparison.check, err, lock)
 
     @server.tool(annotations=ro)
     def list_runs(detail: Detail = False) -> CallToolResult:

@@ -36,7 +36,8 @@ def _identity(tf: api.TraceFile) -> Identity:
 
 
 class Workspace:
-    """One logdir's runs, reports and loaded traces (module docstring). Not thread-safe: one server, one session."""
+    """One logdir's runs, reports and loaded traces (module docstring). Not thread-safe: the server calls it under
+    one lock."""
 
     def __init__(self, logdir: str) -> None:
         self.given = logdir

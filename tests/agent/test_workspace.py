@@ -94,3 +94,13 @@ def test_a_finding_on_a_trace_with_python_stacks_names_its_source_line(tmp_path:
     assert got["source"]["frames"][:3] == ["<built-in function _cuda_synchronize>", "torch/cuda/__init__.py(975): synchronize",
                                            "moca/library/profiling/profile.py(34): run_torch_profiler"]
     assert got["source"]["line"] == "moca/library/profiling/profile.py(34): run_torch_profiler"
+
+
+def test_each_findings_step_column_is_a_rule_and_a_per_step_column() -> None:
+    from tb_llmdiag import api
+    from tb_llmdiag.agent.answers import STEP_PART
+    from tb_llmdiag.metrics.registry import metric
+
+    ids = {r["id"] for r in api.finding_catalogue()["runs"]}
+    assert set(STEP_PART) <= ids
+    assert all(metric(f"steps.per_step[].{col}") is not None for col in STEP_PART.values())
