@@ -28,6 +28,7 @@ from tb_llmdiag.agent import answers, comparison  # noqa: E402
 from tb_llmdiag.agent.fit import dumps  # noqa: E402
 from tb_llmdiag.agent.workspace import Workspace  # noqa: E402
 from tb_llmdiag.errors import LlmDiagError  # noqa: E402
+from tb_llmdiag.jsonsafe import jsonable  # noqa: E402
 
 INSTRUCTIONS = (
     "LLM Diag diagnoses why a PyTorch/JAX training or inference step is slow from profiler traces in one logdir. "
@@ -52,8 +53,8 @@ def _tool(fn: Callable[..., dict[str, Any]], tool_error: type[Exception], lock: 
                 answer = fn(*args, **kwargs)
         except LlmDiagError as exc:
             raise tool_error(str(exc)) from None
-        text = dumps(answer)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=answer)
+        doc = jsonable(answer)  # the structured copy holds no NaN either
+        return CallToolResult(content=[TextContent(type="text", text=dumps(doc))], structured_content=doc)
 
     return call
 

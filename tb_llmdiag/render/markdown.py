@@ -16,7 +16,6 @@ from tb_llmdiag.compare.text import band_text, judgement, value_text
 from tb_llmdiag.compare.verdict import change_text
 from tb_llmdiag.findings import EVIDENCE_UNITS
 from tb_llmdiag.metrics.registry import metric, unit_of
-from tb_llmdiag.render.text import _job_value
 from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
 
 _ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_[]<|"})
@@ -44,6 +43,13 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """A GitHub table; cells are already escaped."""
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     return out + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _job_value(key: str, v: Any) -> str:
+    """A job evidence value by its registry unit (a dict item as its parts), as the text report prints it."""
+    if isinstance(v, dict):
+        return "; ".join(f"{k} {fmt(unit_of(f'job.{key}.{k}'), x)}" for k, x in v.items())
+    return fmt(unit_of("job." + key), v)
 
 
 def _label(key: str) -> str:
