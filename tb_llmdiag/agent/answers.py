@@ -107,7 +107,10 @@ def _run_diagnosis(name: str, rep: Mapping[str, Any], detail: bool) -> dict[str,
         "name": name,
         "level": "run",
         **{k: rep.get(k) for k in ("run", "worker", "span", "rank", "status", "error")},
-        "summary": {k: s.get(k) for k in ("device", "distributed", "window_ns", "step_source")},
+        "summary": {
+            "device": {k: (s.get("device") or {}).get(k) for k in ("name", "count")} if s.get("device") else None,
+            **{k: s.get(k) for k in ("distributed", "window_ns", "step_source")},
+        },
         "steps": {k: steps.get(k) for k in ("count", "median_ns", "min_ns", "max_ns", "cv")},
         "headline": rep.get("headline"),
         "findings": [_finding(f, detail) for f in rep.get("findings") or []],
@@ -119,7 +122,7 @@ def _run_diagnosis(name: str, rep: Mapping[str, Any], detail: bool) -> dict[str,
         "what the host and GPU do in a step",
     }
     if detail:
-        answer["metrics"] = rep.get("metrics")
+        answer["summary"], answer["metrics"] = s, rep.get("metrics")
     return answer
 
 

@@ -102,6 +102,7 @@ def check(
         **{k: result[k] for k in ("passed", "judged", "unjudged")},
         "regressions": [r["line"] for r in result["regressions"]] if not detail else result["regressions"],
         "exit_code": 0 if result["passed"] else 1,
-        "compare": doc if detail else _brief(doc),
+        # the regression lines name every metric that failed; the rows themselves come with detail
+        "compare": doc if detail else {k: v for k, v in _brief(doc).items() if k != "metrics"},
     }
     return fit(answer, budget(detail), "check(..., detail=true) for the whole comparison")
