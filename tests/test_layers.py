@@ -147,8 +147,20 @@ def test_dependencies_point_one_way() -> None:
     for mod, deps in GRAPH.items():
         if not (mod.startswith("tb_llmdiag.tab") or mod in ("tb_llmdiag.cli", "tb_llmdiag.__main__")):
             assert not any(d.startswith("tb_llmdiag.tab") or d == "tb_llmdiag.cli" for d in deps), (mod, deps)
-    # the tab uses the library through its front door (api) and the renderers only
-    allowed = ("tb_llmdiag.api", "tb_llmdiag.render", "tb_llmdiag.tab", "tb_llmdiag.jsonsafe", "tb_llmdiag.errors")
+    # the agent sits beside the CLI and the tab: only the CLI's `mcp` subcommand imports it
     for mod, deps in GRAPH.items():
-        if mod.startswith("tb_llmdiag.tab"):
-            assert all(d.startswith(allowed) or d == "tb_llmdiag" for d in deps), (mod, sorted(deps))
+        if not mod.startswith("tb_llmdiag.agent") and mod != "tb_llmdiag.cli":
+            assert not any(d.startswith("tb_llmdiag.agent") for d in deps), (mod, deps)
+    # the tab and the agent use the library through its front door (api) and the renderers only
+    allowed = ("tb_llmdiag.api", "tb_llmdiag.render", "tb_llmdiag.jsonsafe", "tb_llmdiag.errors")
+    for layer, extra in (("tb_llmdiag.tab", ()), ("tb_llmdiag.agent", ("tb_llmdiag.extras",))):
+        for mod, deps in GRAPH.items():
+            if mod.startswith(layer):
+                ok = (*allowed, layer, *extra)
+                assert all(d.startswith(ok) or d == "tb_llmdiag" for d in deps), (mod, sorted(deps))
+
+
+def test_the_layer_rules_catch_an_agent_import_from_below() -> None:
+    # GIVEN a metric module that imports the agent, THEN the graph has the edge the rule above refuses
+    src = "from tb_llmdiag.agent import answers\n"
+    assert _imports_in("tb_llmdiag.metrics.fake", src, is_pkg=False) == {"tb_llmdiag.agent.answers"}
