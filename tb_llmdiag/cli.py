@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="list every finding LLM Diag can report, with its fix")
     rules.add_argument("--json", action="store_true")
     rules.set_defaults(func=_rules)
-    compare_cli.add_commands(sub)
+    compare_cli.add_commands(sub, api)
     mcp = sub.add_parser(
         "mcp",
         help="serve LOGDIR to coding agents: a Model Context Protocol server over stdio, read-only "

@@ -16,11 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tb_llmdiag import api
 from tb_llmdiag.compare.names import AmbiguousSide, job_name
 from tb_llmdiag.compare.names import jobs_of as _jobs_of
 from tb_llmdiag.compare.names import pick_job as _pick_job
-from tb_llmdiag.compare.sides import candidates, load_side, saved_report
+from tb_llmdiag.compare.sides import Analyzer, candidates, load_side, saved_report
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
 from tb_llmdiag.ingest.discover import Index, discover
 from tb_llmdiag.jobs.build import job_groups
@@ -75,14 +74,14 @@ def _checked(side: Side, where: str) -> Side:
     return Side("job", job=job, runs=[r for r in side.runs if r not in bad], warnings=warnings)
 
 
-def load(path: str, run: str | None, role: str) -> Side:
+def load(path: str, run: str | None, role: str, analyzer: Analyzer) -> Side:
     """One side (module docstring). Raises AmbiguousSide / RunNotFound / NoTracesFound (as ``sides.select``),
     TraceFormatError when it could not be analysed."""
     found = candidates(path)
     picked = _pick_job(found, run)
     if picked is None:
         try:
-            rep, warnings = load_side(path, run, role)
+            rep, warnings = load_side(path, run, role, analyzer)
         except AmbiguousSide as exc:
             jobs = [job_name(r, s, found) for r, s, _ in _jobs_of(found)]
             if run is not None or not jobs:
@@ -96,7 +95,7 @@ def load(path: str, run: str | None, role: str) -> Side:
         return _saved_job(doc, jrun, span, where)
     index = discover(path)
     files = next(fs for r, s, fs in job_groups(index.files) if (r, s) == (jrun, span))
-    runs, entries = api.analyze_index(Index(root=index.root, files=tuple(files)))
+    runs, entries = analyzer.analyze_index(Index(root=index.root, files=tuple(files)))
     return _checked(Side("job", job=entries[0] if entries else None, runs=runs), where)
 
 
