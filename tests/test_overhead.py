@@ -96,6 +96,9 @@ def test_planted_dropped_records_show_in_the_report_and_the_cli(tmp_path, capsys
     out = _cli(path, capsys)
     assert f"capture warning: The profiler reports {dropped:,} dropped records" in out
     assert f"capture warning: {dropped:,} kernels have no launch call in the trace" in out
+    cli_main(["report", str(path), "--format", "md"])  # the Markdown report says the same
+    md = capsys.readouterr().out
+    assert "### Capture" in md and f"- capture warning: {dropped:,} kernels have no launch call in the trace" in md
 
 
 def test_launches_missing_their_kernels_show_in_the_report_and_the_cli(tmp_path, capsys) -> None:

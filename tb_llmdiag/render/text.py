@@ -158,8 +158,9 @@ def render_report(report: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _capture_lines(c: dict[str, Any]) -> list[str]:
-    """The trust lines: what the capture holds, the profiler's cost, and each problem (``capture`` topic)."""
+def capture_sentences(c: dict[str, Any]) -> list[tuple[str, str]]:
+    """The trust lines of a ``capture`` topic as (kind, sentence): what the capture holds, the profiler's cost
+    (``capture``), then each problem (its severity). Shared by the text and the Markdown renderers."""
     if not c.get("available"):
         return []
     opts = [
@@ -172,7 +173,7 @@ def _capture_lines(c: dict[str, Any]) -> list[str]:
         held += f", {c['graph_kernels']} kernels from {c['graph_launches']} graph replays ({c['graphs']} graphs)"
     if c.get("hardware_counters"):
         held += f", {len(c['hardware_counters'])} hardware counters"
-    out = [f"   capture: {held}"]
+    out = [("capture", held)]
     share = c.get("profiler_overhead_share")
     if share is not None:
         prof = c.get("profiled_step_ns")
@@ -183,8 +184,11 @@ def _capture_lines(c: dict[str, Any]) -> list[str]:
             else f"; profiled step {fmt_ns(prof)}"
         )
         out.append(
-            f"   capture: profiler overhead {fmt_share(share)} of the profiled step{step} ({c.get('overhead_method')})"
+            ("capture", f"profiler overhead {fmt_share(share)} of the profiled step{step} ({c.get('overhead_method')})")
         )
-    for p in c.get("problems") or []:
-        out.append(f"   capture {p['severity']}: {p['text']}")
+    out += [(f"capture {p['severity']}", p["text"]) for p in c.get("problems") or []]
     return out
+
+
+def _capture_lines(c: dict[str, Any]) -> list[str]:
+    return [f"   {kind}: {text}" for kind, text in capture_sentences(c)]
