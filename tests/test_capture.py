@@ -13,7 +13,6 @@ import pytest
 from tb_llmdiag import capture
 from tb_llmdiag.capture import ProfileSchedule, detect_rank, plan_schedule, profile_steps, worker_name
 
-
 # --- schedule -----------------------------------------------------------------------------------
 
 
@@ -360,7 +359,12 @@ def test_real_torch_writes_unprofiled_steps_and_stack_frames(tmp_path, monkeypat
     meta = trace["llmdiag_unprofiled_step_ns"]
     assert meta["steps"] == [0, 1, 2] == prof.unprofiled_steps
     assert meta["step_ns"] == prof.unprofiled_step_ns and all(isinstance(n, int) and n > 0 for n in meta["step_ns"])
-    assert meta["profiler_options"] == {"record_shapes": True, "profile_memory": True, "with_stack": True, "with_flops": False}
+    assert meta["profiler_options"] == {
+        "record_shapes": True,
+        "profile_memory": True,
+        "with_stack": True,
+        "with_flops": False,
+    }
     assert meta["synchronized"] is torch.cuda.is_available()
     frames = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "python_function"]
     assert any("test_capture.py" in n and "user_work" in n for n in frames), frames[:20]
