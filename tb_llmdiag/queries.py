@@ -147,7 +147,13 @@ def finding_catalogue() -> dict[str, Any]:
         for r in RULES
     ]
     jobs = [
-        {"id": r.id, "title": r.title, "metric": f"job.{r.metric}", "above": r.above, "evidence": [path for _, path in r.evidence]}
+        {
+            "id": r.id,
+            "title": r.title,
+            "metric": f"job.{r.metric}",
+            "above": r.above,
+            "evidence": [path for _, path in r.evidence],
+        }
         for r in JOB_RULES
     ]
     return {"runs": runs, "jobs": jobs}

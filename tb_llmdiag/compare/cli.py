@@ -18,7 +18,7 @@ from tb_llmdiag.compare.text import render_check, render_compare
 from tb_llmdiag.errors import LlmDiagError
 from tb_llmdiag.metrics import registry
 from tb_llmdiag.render.canonical_json import dumps
-from tb_llmdiag.render.markdown import render_compare_md
+from tb_llmdiag.compare.markdown import render_compare_md
 
 
 class UsageError(LlmDiagError):
