@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from tb_llmdiag import __version__
-from tb_llmdiag.compare import compare_jobs, compare_runs
+from tb_llmdiag.compare import check, compare, compare_jobs, compare_runs, is_compare_key
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.ingest import discover as discover_local
@@ -21,6 +21,7 @@ from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.ingest.discover_fs import discover_url
 from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
+from tb_llmdiag.ingest.saved_report import saved_report
 from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
 from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
@@ -52,8 +53,9 @@ ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERS
 __all__ = [
     "DASK_ENV", "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index",
     "NotRegularFile", "Runner", "TraceFile", "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index",
-    "analyze_rank_file", "analyze_trace", "discover", "error_report", "is_url", "job_for_summaries", "open_raw",
-    "preload", "rank_summary", "report", "report_index", "tab_executor", "writing", "writing_report",
+    "analyze_rank_file", "analyze_trace", "check", "compare", "discover", "error_report", "is_compare_key", "is_url",
+    "job_for_summaries", "job_groups", "open_raw", "preload", "rank_summary", "report", "report_index", "saved_report",
+    "tab_executor", "writing", "writing_report",
 ]
 # fmt: on
 
@@ -387,8 +389,7 @@ def metric_registry() -> dict[str, Any]:
     return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS}
 
 
-#: Two RunReports compared (docs/compare.md): the metric table with noise bands, the finding diff and the verdict,
-#: ``compare_reports(baseline, run)`` with ``baseline`` as BEFORE. Pure: reads the two reports only.
+#: Two RunReports compared (docs/compare.md), ``compare_reports(baseline, run)``: ``baseline`` is BEFORE.
 compare_reports = compare_runs
 
 

@@ -143,7 +143,7 @@ def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
     return Answer(200, body)
 
 
-def _not_ready(reg: Registry, key: Key, e: Entry, what: str) -> Answer | None:
+def not_ready(reg: Registry, key: Key, e: Entry, what: str) -> Answer | None:
     """The answer for a run without a servable result: progress (202) or its failure (422). A trace
     whose report is an error has no steps or timeline: those routes answer 422 with its one line."""
     if e.status == "failed" or (what != "report" and e.status == "ready" and e.report_status == "error"):
@@ -157,7 +157,7 @@ def _not_ready(reg: Registry, key: Key, e: Entry, what: str) -> Answer | None:
 def cached_impl(reg: Registry, args: Mapping[str, str], what: str) -> Answer:
     """``/report`` and ``/steps``: the run's cached JSON (validated), else its status."""
     key, e = entry_for(reg, args)
-    early = _not_ready(reg, key, e, what)
+    early = not_ready(reg, key, e, what)
     if early is not None:
         return early
     data = reg.cache.get_bytes(e.cache_key, what, e.identity() if what == "report" else None)
@@ -171,7 +171,7 @@ def timeline_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
     """``/timeline``: one step's timeline (default: the step of median duration)."""
     key, e = entry_for(reg, args)
     step = step_arg(args)
-    early = _not_ready(reg, key, e, "timeline")
+    early = not_ready(reg, key, e, "timeline")
     if early is not None:
         return early
     index = reg.cache.get(e.cache_key, "timelines")
@@ -193,91 +193,55 @@ def timeline_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
     return Answer(200, data)
 
 
-def _base_key(args: Mapping[str, str]) -> dict[str, str]:
-    """The baseline's names (``base_run``, ``base_worker``, ``base_span``) as a selection's ``run``, ``worker``, ``span``."""
-    out = {}
-    for arg in ("run", "worker", "span"):
-        v = args.get(f"base_{arg}")
-        if v is None or v == "":
-            raise tb_errors.InvalidArgumentError(f"missing query parameter 'base_{arg}'")
-        out[arg] = v
-    return out
+def name_arg(args: Mapping[str, str], arg: str) -> str:
+    """A required name parameter (a run or a span) of at most 1024 characters and no NUL."""
+    v = args.get(arg)
+    if v is None or v == "" or len(v) > 1024 or "\x00" in v:
+        raise tb_errors.InvalidArgumentError(f"missing or bad query parameter '{arg}'")
+    return v
 
 
-def compare_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
-    """``/compare``: the run against a baseline run (``api.compare_reports``): 202 / 422 while either is not
-    ready or failed (as ``/report``), 422 when either report is an error RunReport, else the comparison."""
-    pairs = [entry_for(reg, _base_key(args)), entry_for(reg, args)]
-    for key, e in pairs:
-        early = _not_ready(reg, key, e, "report")
-        if early is not None:
-            return early
-    reports = []
-    for key, e in pairs:
-        rep = reg.cache.get(e.cache_key, "report", e.identity())
-        if rep is None:
-            reg.requeue(key)
-            return Answer(202, status_payload(reg, key, e))
-        if rep.get("status") == "error":
-            body = status_payload(reg, key, e)
-            body.update(
-                status="error", error=f"{key[0]} ({key[1]}, span {key[2]}) could not be analysed: {rep.get('error')}"
-            )
-            return Answer(FAILED, body)
-        reports.append(rep)
-    return Answer(200, api.compare_reports(reports[0], reports[1]))
+def _job_progress(run: str, span: str, ready: int, count: int) -> Answer:
+    body = {"run": run, "span": span, "status": "analysing", "error": None, "ranks_ready": ready, "rank_count": count}
+    return Answer(202, body)
 
 
-def job_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
-    """``/job?run=&span=``: the job of a run with several ranks (``api.job_for_summaries``, the report's
-    ``jobs[]`` entry) from each rank's cached RankSummary: 202 while some rank is not analysed yet (they move to
-    the front of the queue), 404 when the run has fewer than two traces of that span. A rank whose analysis
-    failed is listed with ``status: "error"`` and left out of the figures."""
-    names = {}
-    for arg in ("run", "span"):
-        v = args.get(arg)
-        if v is None or v == "" or len(v) > 1024 or "\x00" in v:
-            raise tb_errors.InvalidArgumentError(f"missing or bad query parameter '{arg}'")
-        names[arg] = v
-    members = [(k, e) for k, e in reg.snapshot() if k[0] == names["run"] and k[2] == names["span"]]
+def job_of(
+    reg: Registry, run: str, span: str, *, with_reports: bool = False
+) -> tuple[dict[str, Any], list[dict[str, Any]]] | Answer:
+    """The job of one run and span (``api.job_for_summaries``: the report's ``jobs[]`` entry) from each rank's
+    cached RankSummary, and (``with_reports``) its ready ranks' cached run reports; or the answer to give instead. The one policy
+    of ``/job`` and ``/compare?level=job``, the CLI's: 202 while some rank is not analysed yet (they move to the
+    front of the queue); a rank whose analysis failed is listed with ``status: "error"`` and left out of the
+    figures (the job is an error when fewer than two ranks remain); 404 when the run has fewer than two traces
+    of that span."""
+    members = [(k, e) for k, e in reg.snapshot() if k[0] == run and k[2] == span]
     if len(members) < 2:
-        raise tb_errors.NotFoundError(
-            f"run {names['run']!r} span {names['span']!r} is not a job (fewer than two ranks)"
-        )
+        raise tb_errors.NotFoundError(f"run {run!r} span {span!r} is not a job (fewer than two ranks)")
     waiting = [(k, e) for k, e in members if e.status in ("pending", "analysing")]
     if waiting:
         for k, _ in waiting:
             reg.prioritise(k)
-        done = len(members) - len(waiting)
-        return Answer(
-            202,
-            {
-                "run": names["run"],
-                "span": names["span"],
-                "status": "analysing",
-                "error": None,
-                "ranks_ready": done,
-                "rank_count": len(members),
-            },
-        )
-    summaries = []
+        return _job_progress(run, span, len(members) - len(waiting), len(members))
+    summaries, reports = [], []
     for k, e in members:
         found = reg.cache.get(e.cache_key, "rank_summary") if e.status == "ready" else None
-        if e.status == "ready" and found is None:  # the cache entry vanished or predates rank summaries
+        rep = reg.cache.get(e.cache_key, "report", e.identity()) if e.status == "ready" and with_reports else None
+        if e.status == "ready" and (
+            found is None or (with_reports and rep is None)
+        ):  # the entry vanished or predates rank summaries
             reg.requeue(k)
-            return Answer(
-                202,
-                {
-                    "run": names["run"],
-                    "span": names["span"],
-                    "status": "analysing",
-                    "error": None,
-                    "ranks_ready": len(members) - 1,
-                    "rank_count": len(members),
-                },
-            )
+            return _job_progress(run, span, len(members) - 1, len(members))
         summaries.append((e.tf, found.get("summary") if found else None))
-    return Answer(200, api.job_for_summaries(names["run"], names["span"], summaries))
+        if rep is not None:
+            reports.append(rep)
+    return api.job_for_summaries(run, span, summaries), reports
+
+
+def job_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
+    """``/job?run=&span=``: the job of a run with several ranks (``job_of``)."""
+    got = job_of(reg, name_arg(args, "run"), name_arg(args, "span"))
+    return got if isinstance(got, Answer) else Answer(200, got[0])
 
 
 def trace_impl(reg: Registry, args: Mapping[str, str]) -> tuple[BinaryIO, int, list[tuple[str, str]], str]:
@@ -324,7 +288,7 @@ _MAX_NS = 1 << 62
 def _index(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> tuple[api.TraceIndex | None, Answer | None]:
     """The run's loaded trace-view index, or the answer to give instead (202 / 422)."""
     key, e = entry_for(reg, args)
-    early = _not_ready(reg, key, e, "trace_view")
+    early = not_ready(reg, key, e, "trace_view")
     if early is not None:
         return None, early
     index = views.get(e.cache_key)

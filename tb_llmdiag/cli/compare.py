@@ -1,5 +1,6 @@
 """The ``compare`` and ``check`` subcommands (``llmdiag compare BEFORE AFTER``, ``llmdiag check CANDIDATE
---baseline BASELINE``); ``tb_llmdiag/cli.py`` adds them to its parser. docs/compare.md is their manual."""
+--baseline BASELINE``); ``tb_llmdiag/cli/__init__.py`` adds them to its parser. docs/compare.md is their
+manual; ``sides`` loads each side, ``api.compare`` compares them, ``render.compare_text`` prints the result."""
 
 from __future__ import annotations
 
@@ -7,19 +8,10 @@ import argparse
 import sys
 from typing import Any
 
-from tb_llmdiag.compare.core import compare_runs
-from tb_llmdiag.compare.gate import check
-from tb_llmdiag.compare.job_core import compare_jobs
-from tb_llmdiag.compare.job_sides import load, mixed_error
-from tb_llmdiag.compare.table import DERIVED
-from tb_llmdiag.compare.text import render_check, render_compare
-from tb_llmdiag.errors import LlmDiagError
-from tb_llmdiag.metrics import registry
+from tb_llmdiag import api
+from tb_llmdiag.cli.sides import load, mixed_error
 from tb_llmdiag.render.canonical_json import dumps
-
-
-class UsageError(LlmDiagError):
-    exit_code = 2
+from tb_llmdiag.render.compare_text import render_check, render_compare
 
 
 def fraction(text: str) -> float:
@@ -39,7 +31,7 @@ def tolerance_pair(text: str) -> tuple[str, float]:
     key, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. headline.tokens_per_s=3%")
-    if key not in DERIVED and registry.metric(key) is None:
+    if not api.is_compare_key(key):
         raise argparse.ArgumentTypeError(f"{key!r} is not a metric key (see docs/metrics.md)")
     return key, fraction(value)
 
@@ -53,18 +45,13 @@ def _compare_doc(
     flags: tuple[str, str],
     **kw: Any,
 ) -> dict[str, Any]:
-    """Both sides loaded (``job_sides.load``) and compared: two jobs as jobs, two runs as runs; a job against a
+    """Both sides loaded (``sides.load``) and compared: two jobs as jobs, two runs as runs; a job against a
     run is a usage error naming the flag that picks one rank (``flags``: the --run option of each side)."""
     b = load(before, before_run, roles[0])
     a = load(after, after_run, roles[1])
-    if b.level != a.level:
-        raise mixed_error(b, a, roles, flags)
-    if b.level == "job":
-        assert b.job is not None and a.job is not None  # a job side holds its entry
-        doc = compare_jobs(b.job, a.job, b.runs, a.runs, sources=(before, after), roles=roles, **kw)
-    else:
-        assert b.report is not None and a.report is not None  # a run side holds its report
-        doc = compare_runs(b.report, a.report, sources=(before, after), roles=roles, **kw)
+    if b.side.level != a.side.level:
+        raise mixed_error(b.side, a.side, roles, flags)
+    doc = api.compare(b.side, a.side, sources=(before, after), roles=roles, **kw)
     doc["warnings"] = b.warnings + a.warnings + list(doc.get("warnings") or [])
     return doc
 
@@ -93,7 +80,7 @@ def _check(args: argparse.Namespace) -> int:
         tolerances=dict(args.tolerance or []),
         max_regression=args.max_regression,
     )
-    result = check(doc)
+    result = api.check(doc)
     sys.stdout.write(dumps(result) + "\n" if args.json else render_check(result))
     return 0 if result["passed"] else 1
 

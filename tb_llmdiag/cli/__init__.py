@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from tb_llmdiag import __version__, api
-from tb_llmdiag.compare import cli as compare_cli
+from tb_llmdiag.cli import compare as compare_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
 from tb_llmdiag.findings import RULES
 from tb_llmdiag.render.canonical_json import dumps
