@@ -37,7 +37,7 @@ setup(
         # CI runs the Dask and object-storage tests too (S3 through moto's server on loopback, read by s3fs)
         "test": ["pytest>=7", "hypothesis>=6", "playwright>=1.40", "dask[distributed]>=2023.1", "fsspec>=2023.1",
                  "moto[server]>=5", "s3fs>=2023.1",
-                 "ruff==0.17.6", "mypy==2.4.1"],
+                 "ruff==0.17.6", "mypy==2.4.1", "import-linter>=2.1"],
     },
     entry_points={
         "console_scripts": ["llmdiag = tb_llmdiag.cli:main"],

@@ -13,8 +13,9 @@ from typing import Any, BinaryIO
 
 from tb_llmdiag import __version__
 from tb_llmdiag.compare import check, compare, compare_jobs, compare_runs, is_compare_key
+from tb_llmdiag.compare.side import JobSide, RunSide, Side
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
-from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
+from tb_llmdiag.findings import EVIDENCE_UNITS, RULES, diagnose
 from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile
@@ -51,11 +52,11 @@ ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERS
 
 # fmt: off
 __all__ = [
-    "DASK_ENV", "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index",
-    "NotRegularFile", "Runner", "TraceFile", "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index",
-    "analyze_rank_file", "analyze_trace", "check", "compare", "discover", "error_report", "is_compare_key", "is_url",
-    "job_for_summaries", "job_groups", "open_raw", "preload", "rank_summary", "report", "report_index", "saved_report",
-    "tab_executor", "writing", "writing_report",
+    "BadIndex", "DASK_ENV", "ENGINE_VERSION", "Index", "JobSide", "NotRegularFile", "REPORT_SCHEMA", "RULES",
+    "RunSide", "Runner", "Side", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "TraceFile", "TraceIndex", "analyze_file",
+    "analyze_for_tab", "analyze_index", "analyze_rank_file", "analyze_trace", "check", "compare", "discover",
+    "error_report", "is_compare_key", "is_url", "job_for_summaries", "job_groups", "open_raw", "preload",
+    "rank_summary", "report", "report_index", "saved_report", "tab_executor", "writing", "writing_report",
 ]
 # fmt: on
 

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from tb_llmdiag import __version__, api
 from tb_llmdiag.cli import compare as compare_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
-from tb_llmdiag.findings import RULES
 from tb_llmdiag.render.canonical_json import dumps
 from tb_llmdiag.render.text import render_report
 
@@ -61,13 +60,13 @@ def _rules(args: argparse.Namespace) -> int:
                         "fix": r.fix.text,
                         "docs": r.docs,
                     }
-                    for r in RULES
+                    for r in api.RULES
                 ]
             )
             + "\n"
         )
         return 0
-    for rule in RULES:
+    for rule in api.RULES:
         print(f"{rule.id:<20} {rule.title}\n{'':<20} fix: {rule.fix.text}")
     return 0
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tb_llmdiag import api
-from tb_llmdiag.compare.side import JobSide, RunSide, Side
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError
 
 
@@ -53,7 +52,7 @@ class Candidate:
 class Loaded:
     """One side, loaded, and the warnings its loading gave."""
 
-    side: Side
+    side: api.Side
     warnings: list[str] = field(default_factory=list)
 
 
@@ -107,7 +106,7 @@ def load_run(found: Sequence[Candidate], path: str, run: str | None, role: str) 
     if status not in ("ok", "partial"):
         raise TraceFormatError(f"{where} could not be analysed: {rep.get('error') or 'no report'}")
     warnings = [f"{where}: analysed from a partial trace ({rep.get('error')})"] if status == "partial" else []
-    return Loaded(RunSide(rep), warnings)
+    return Loaded(api.RunSide(rep), warnings)
 
 
 def _jobs_of(found: Sequence[Candidate]) -> list[tuple[str, str, int]]:
@@ -141,7 +140,7 @@ def _checked(job: Mapping[str, Any] | None, runs: Sequence[Mapping[str, Any]], w
     bad = [r for r in runs if r.get("status") not in ("ok", "partial")]
     warnings = [f"{where}: rank {r.get('worker')} could not be analysed ({r.get('error')})" for r in bad]
     warnings += [f"{where}: {n}" for n in job.get("notes") or []]
-    return Loaded(JobSide(job, [r for r in runs if r not in bad]), warnings)
+    return Loaded(api.JobSide(job, [r for r in runs if r not in bad]), warnings)
 
 
 def _saved_job(doc: Mapping[str, Any], run: str, span: str, where: str) -> Loaded:
@@ -188,10 +187,10 @@ def load(path: str, run: str | None, role: str) -> Loaded:
     return _checked(entries[0] if entries else None, runs, where)
 
 
-def mixed_error(b: Side, a: Side, roles: tuple[str, str], flags: tuple[str, str]) -> MixedSides:
+def mixed_error(b: api.Side, a: api.Side, roles: tuple[str, str], flags: tuple[str, str]) -> MixedSides:
     """The one-line error when one side is a job and the other a run: how to pick a rank of the job."""
-    job_side, role, flag = (b, roles[0], flags[0]) if isinstance(b, JobSide) else (a, roles[1], flags[1])
-    assert isinstance(job_side, JobSide)
+    job_side, role, flag = (b, roles[0], flags[0]) if isinstance(b, api.JobSide) else (a, roles[1], flags[1])
+    assert isinstance(job_side, api.JobSide)
     other = roles[1] if role == roles[0] else roles[0]
     job = job_side.job
     first = next((r for r in job_side.runs), None)
