@@ -239,7 +239,7 @@ def analyze_for_tab(
     A file that cannot be read (not a regular file, not a trace, truncated) gives its error RunReport
     and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
     ``progress`` is told each phase as it starts: ``reading``, ``analysing``, ``timeline``. ``put_array`` (a file
-    writer: ``tab/jobs.py``) is given the trace view's arrays one at a time; ``traceview["arrays"]`` is then None.
+    writer: ``tab/analysis_queue.py``) is given the trace view's arrays one at a time; ``traceview["arrays"]`` is then None.
     """
 
     def say(phase: str) -> None:

@@ -71,8 +71,10 @@ def _imports_in(mod: str, source: str, *, is_pkg: bool) -> set[str]:
             else:
                 src = node.module or ""
             # `from pkg import sub` imports the submodule when there is one, else an attribute of pkg
-            targets = [f"{src}.{a.name}" if f"{src}.{a.name}" in MODULES or f"{src}.{a.name}" in EXTENSIONS else src
-                       for a in node.names]
+            targets = [
+                f"{src}.{a.name}" if f"{src}.{a.name}" in MODULES or f"{src}.{a.name}" in EXTENSIONS else src
+                for a in node.names
+            ]
         else:
             continue
         for t in targets:
@@ -139,14 +141,20 @@ def test_the_cycle_finder_finds_a_planted_cycle() -> None:
 
 def test_the_graph_sees_function_level_and_relative_imports() -> None:
     # GIVEN a module that imports only inside a function, relatively, and an attribute of a package
-    src = ("def f():\n    from tb_llmdiag import api\n    from . import steps\n"
-           "    import numpy\n    from tb_llmdiag.findings import RULES\n")
+    src = (
+        "def f():\n    from tb_llmdiag import api\n    from . import steps\n"
+        "    import numpy\n    from tb_llmdiag.findings import RULES\n"
+    )
     # THEN each of ours is an edge: the module, the sibling submodule, the package that holds the attribute
     assert _imports_in("tb_llmdiag.metrics.fake", src, is_pkg=False) == {
-        "tb_llmdiag.api", "tb_llmdiag.metrics.steps", "tb_llmdiag.findings"}
+        "tb_llmdiag.api",
+        "tb_llmdiag.metrics.steps",
+        "tb_llmdiag.findings",
+    }
     # a compiled submodule is a module of its own, not an attribute of its package
     assert _imports_in("tb_llmdiag.ingest.scan_ext", "from tb_llmdiag.ingest import _scan\n", is_pkg=False) == {
-        "tb_llmdiag.ingest._scan"}
+        "tb_llmdiag.ingest._scan"
+    }
 
 
 def test_no_import_cycle_in_the_package() -> None:
@@ -311,8 +319,10 @@ def test_no_function_over_80_lines() -> None:
     for path in sorted((REPO / "frontend").rglob("*.js")):
         if "vendor" in path.parts:
             continue
-        spans = [(f"{path.relative_to(REPO).as_posix()}:{start}: {header}", start, count)
-                 for header, start, count in js_functions(path.read_text(encoding="utf-8"))]
+        spans = [
+            (f"{path.relative_to(REPO).as_posix()}:{start}: {header}", start, count)
+            for header, start, count in js_functions(path.read_text(encoding="utf-8"))
+        ]
         found.update({k: v for k, v in _own_lines(spans).items() if v > MAX_FUNCTION_LINES})
     assert found == SPLIT_LATER
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from tensorboard import errors as tb_errors
 
 from tb_llmdiag import api
-from tb_llmdiag.tab.registry import Registry
+from tb_llmdiag.tab.catalog import Catalog
 from tb_llmdiag.tab.routes import FAILED, Answer, entry_for, job_of, name_arg, not_ready, status_payload
 
 
@@ -29,22 +29,22 @@ def _base_key(args: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def run_compare_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
+def run_compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
     """``/compare``: the run against a baseline run (``api.compare_reports``): 202 / 422 while either is not
     ready or failed (as ``/report``), 422 when either report is an error RunReport, else the comparison."""
-    pairs = [entry_for(reg, _base_key(args)), entry_for(reg, args)]
+    pairs = [entry_for(cat, _base_key(args)), entry_for(cat, args)]
     for key, e in pairs:
-        early = not_ready(reg, key, e, "report")
+        early = not_ready(cat, key, e, "report")
         if early is not None:
             return early
     reports = []
     for key, e in pairs:
-        rep = reg.cache.get(e.cache_key, "report", e.identity())
+        rep = cat.cache.get(e.cache_key, "report", e.identity())
         if rep is None:
-            reg.requeue(key)
-            return Answer(202, status_payload(reg, key, e))
+            cat.requeue(key)
+            return Answer(202, status_payload(cat, key, e))
         if rep.get("status") == "error":
-            body = status_payload(reg, key, e)
+            body = status_payload(cat, key, e)
             body.update(
                 status="error", error=f"{key[0]} ({key[1]}, span {key[2]}) could not be analysed: {rep.get('error')}"
             )
@@ -53,12 +53,12 @@ def run_compare_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
     return Answer(200, api.compare_reports(reports[0], reports[1]))
 
 
-def job_compare_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
+def job_compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
     """``/compare?level=job&run=&span=&base_run=&base_span=``: the baseline job as BEFORE, this job as AFTER."""
     sides = []
     for prefix in ("base_", ""):
         run, span = name_arg(args, f"{prefix}run"), name_arg(args, f"{prefix}span")
-        got = job_of(reg, run, span, with_reports=True)
+        got = job_of(cat, run, span, with_reports=True)
         if isinstance(got, Answer):
             return got
         if got[0].get("status") != "ok":
@@ -69,10 +69,10 @@ def job_compare_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
     return Answer(200, api.compare_job_reports(bj, br, aj, ar))
 
 
-def compare_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
+def compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
     """``/compare``: ``level=job`` compares two jobs (``job_compare_impl``); ``level=run`` or none, two traces
     (``run_compare_impl``)."""
     level = args.get("level") or "run"
     if level not in ("run", "job"):
         raise tb_errors.InvalidArgumentError("'level' must be run or job")
-    return job_compare_impl(reg, args) if level == "job" else run_compare_impl(reg, args)
+    return job_compare_impl(cat, args) if level == "job" else run_compare_impl(cat, args)
