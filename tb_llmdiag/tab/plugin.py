@@ -26,7 +26,7 @@ from werkzeug import wrappers, wsgi
 
 from tb_llmdiag import api
 from tb_llmdiag.errors import LlmDiagError
-from tb_llmdiag.tab import compare_route, routes
+from tb_llmdiag.tab import routes
 from tb_llmdiag.tab.analysis_queue import process_pool
 from tb_llmdiag.tab.assets import Assets
 from tb_llmdiag.tab.cache import ResultCache
@@ -119,17 +119,15 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
 
     def get_plugin_apps(self) -> dict[str, Callable[..., Any]]:
         apps: dict[str, Callable[..., Any]] = {
+            path: _wsgi(self._catalog_route(impl)) for path, impl in routes.CATALOG_ROUTES.items()
+        }
+        apps |= {
             "/runs": _wsgi(self._runs_route),
-            "/report": _wsgi(self._report_route),
-            "/timeline": _wsgi(self._timeline_route),
-            "/steps": _wsgi(self._steps_route),
             "/trace": _wsgi(self._trace_route),
             "/metric_registry": _wsgi(self._metric_registry_route),
             "/trace_view": _wsgi(self._views_route(routes.trace_view_impl)),
             "/trace_event": _wsgi(self._views_route(routes.trace_event_impl)),
             "/trace_search": _wsgi(self._views_route(routes.trace_search_impl)),
-            "/compare": _wsgi(self._compare_route),
-            "/job": _wsgi(self._job_route),
         }
         apps.update(self._assets.apps())
         return apps
@@ -147,20 +145,9 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
         plugins = getattr(self._context, "plugin_name_to_instance", None) or {}
         return self._respond(request, lambda: routes.runs_impl(self._cat(), self._logdir, plugins))
 
-    def _report_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: routes.cached_impl(self._cat(), request.args, "report"))
-
-    def _steps_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: routes.cached_impl(self._cat(), request.args, "steps"))
-
-    def _timeline_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: routes.timeline_impl(self._cat(), request.args))
-
-    def _compare_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: compare_route.compare_impl(self._cat(), request.args))
-
-    def _job_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: routes.job_impl(self._cat(), request.args))
+    def _catalog_route(self, impl: routes.CatalogImpl) -> Callable[[wrappers.Request], wrappers.Response]:
+        """A JSON route over the catalog (``routes.CATALOG_ROUTES``)."""
+        return lambda request: self._respond(request, lambda: impl(self._cat(), request.args))
 
     def _views_route(self, impl: Callable[..., routes.Answer]) -> Callable[[wrappers.Request], wrappers.Response]:
         """A trace-view route: ``impl(catalog, loaded indexes, args)``."""

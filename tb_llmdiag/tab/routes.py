@@ -1,4 +1,5 @@
-"""The tab's routes as pure functions over the catalog: ``*_impl(catalog, args) -> Answer``.
+"""The tab's routes as pure functions over the catalog: ``*_impl(catalog, args) -> Answer``; ``CATALOG_ROUTES``
+maps the JSON routes' paths to them.
 
 The WSGI wrappers in ``tab.plugin`` only parse the request and write the answer. Names are looked up in
 the discovered index, never joined into paths; errors are ``PublicError``s whose message is one line.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -22,6 +23,8 @@ from tb_llmdiag.tab.analysis_queue import Key
 from tb_llmdiag.tab.catalog import Catalog, Entry
 from tb_llmdiag.tab.traceviews import TraceViews
 
+#: A JSON route's implementation over the catalog and the request's arguments.
+CatalogImpl = Callable[[Catalog, Mapping[str, str]], "Answer"]
 #: HTTP status of a run whose analysis failed (not a bad trace: those are 200 error RunReports).
 FAILED = 422
 _ORDER = {"error": 0, "writing": 1, "analysing": 2, "pending": 3, "ready": 4}
@@ -340,3 +343,74 @@ def trace_search_impl(cat: Catalog, views: TraceViews, args: Mapping[str, str]) 
     if index is None:
         return early  # type: ignore[return-value]
     return Answer(200, index.search(q))
+
+
+def _base_key(args: Mapping[str, str]) -> dict[str, str]:
+    """The baseline's names (``base_run``, ``base_worker``, ``base_span``) as a selection's ``run``, ``worker``, ``span``."""
+    out = {}
+    for arg in ("run", "worker", "span"):
+        v = args.get(f"base_{arg}")
+        if v is None or v == "":
+            raise tb_errors.InvalidArgumentError(f"missing query parameter 'base_{arg}'")
+        out[arg] = v
+    return out
+
+
+def run_compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
+    """``/compare``: the run against a baseline run (``api.compare_reports``): 202 / 422 while either is not
+    ready or failed (as ``/report``), 422 when either report is an error RunReport, else the comparison."""
+    pairs = [entry_for(cat, _base_key(args)), entry_for(cat, args)]
+    for key, e in pairs:
+        early = not_ready(cat, key, e, "report")
+        if early is not None:
+            return early
+    reports = []
+    for key, e in pairs:
+        rep = cat.cache.get(e.cache_key, "report", e.identity())
+        if rep is None:
+            cat.requeue(key)
+            return Answer(202, status_payload(cat, key, e))
+        if rep.get("status") == "error":
+            body = status_payload(cat, key, e)
+            body.update(
+                status="error", error=f"{key[0]} ({key[1]}, span {key[2]}) could not be analysed: {rep.get('error')}"
+            )
+            return Answer(FAILED, body)
+        reports.append(rep)
+    return Answer(200, api.compare_reports(reports[0], reports[1]))
+
+
+def job_compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
+    """``/compare?level=job&run=&span=&base_run=&base_span=``: the baseline job as BEFORE, this job as AFTER."""
+    sides = []
+    for prefix in ("base_", ""):
+        run, span = name_arg(args, f"{prefix}run"), name_arg(args, f"{prefix}span")
+        got = job_of(cat, run, span, with_reports=True)
+        if isinstance(got, Answer):
+            return got
+        if got[0].get("status") != "ok":
+            error = f"job {run} (span {span}) could not be analysed: {got[0].get('error')}"
+            return Answer(FAILED, {"run": run, "span": span, "status": "error", "error": error})
+        sides.append(got)
+    (bj, br), (aj, ar) = sides
+    return Answer(200, api.compare_job_reports(bj, br, aj, ar))
+
+
+def compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
+    """``/compare``: ``level=job`` compares two jobs (``job_compare_impl``); ``level=run`` or none, two traces
+    (``run_compare_impl``)."""
+    level = args.get("level") or "run"
+    if level not in ("run", "job"):
+        raise tb_errors.InvalidArgumentError("'level' must be run or job")
+    return job_compare_impl(cat, args) if level == "job" else run_compare_impl(cat, args)
+
+
+#: The JSON routes over the catalog alone, by path: ``impl(catalog, args) -> Answer`` (``tab/plugin.py`` serves
+#: each; a new one is an entry here and its ``*_impl``).
+CATALOG_ROUTES: dict[str, CatalogImpl] = {
+    "/report": lambda cat, args: cached_impl(cat, args, "report"),
+    "/steps": lambda cat, args: cached_impl(cat, args, "steps"),
+    "/timeline": timeline_impl,
+    "/compare": compare_impl,
+    "/job": job_impl,
+}
