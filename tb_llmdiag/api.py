@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from tb_llmdiag import __version__
-from tb_llmdiag.compare import check, compare, compare_jobs, compare_runs, is_compare_key
+from tb_llmdiag.compare import compare, is_compare_key, names
 from tb_llmdiag.compare.side import JobSide, RunSide, Side
-from tb_llmdiag.errors import LlmDiagError, NoTracesFound
+from tb_llmdiag.errors import LlmDiagError, NoTracesFound, TraceFormatError
 from tb_llmdiag.findings import EVIDENCE_UNITS, RULES, diagnose
 from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
@@ -31,6 +31,8 @@ from tb_llmdiag.metrics import Analysis, analyze, registry
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import MODEL_VERSION, Trace
+from tb_llmdiag.queries import *  # noqa: F403  (the front door's queries: queries.__all__, re-exported whole)
+from tb_llmdiag.queries import __all__ as queries_names
 from tb_llmdiag.scale.runner import InlineRunner, Runner
 from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
 from tb_llmdiag.scale.session import runner_session, tab_executor
@@ -52,11 +54,12 @@ ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERS
 
 # fmt: off
 __all__ = [
-    "BadIndex", "DASK_ENV", "ENGINE_VERSION", "Index", "JobSide", "NotRegularFile", "REPORT_SCHEMA", "RULES",
-    "RunSide", "Runner", "Side", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "TraceFile", "TraceIndex", "analyze_file",
-    "analyze_for_tab", "analyze_index", "analyze_rank_file", "analyze_trace", "check", "compare", "discover",
-    "error_report", "is_compare_key", "is_url", "job_for_summaries", "job_groups", "open_raw", "preload",
-    "rank_summary", "report", "report_index", "saved_report", "tab_executor", "writing", "writing_report",
+    "BadIndex", "DASK_ENV", "ENGINE_VERSION", "Index", "JobSide", "NotRegularFile",
+    "REPORT_SCHEMA", "RULES", "RunSide", "Runner", "Side", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "TraceFile",
+    "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index", "analyze_rank_file", "analyze_trace", "compare",
+    "discover", "error_report", "is_compare_key", "is_url", "job_for_summaries", "job_groups", "load_analysis",
+    "locate_evidence", "names", "open_raw", "preload", "rank_summary", "report", "report_index", "saved_report",
+    "tab_executor", "writing", "writing_report", *queries_names,
 ]
 # fmt: on
 
@@ -390,13 +393,11 @@ def metric_registry() -> dict[str, Any]:
     return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS}
 
 
-#: Two RunReports compared (docs/compare.md), ``compare_reports(baseline, run)``: ``baseline`` is BEFORE.
-compare_reports = compare_runs
-
-
-def compare_job_reports(
-    baseline_job: dict[str, Any], baseline_runs: list[dict[str, Any]], job: dict[str, Any], runs: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """Two jobs compared (docs/compare.md, ``level: "job"``): each a report's ``jobs[]`` entry and the run reports
-    of its ranks, ``baseline_job`` as BEFORE. Pure: reads the dicts only."""
-    return compare_jobs(baseline_job, job, baseline_runs, runs)
+def load_analysis(tf: TraceFile) -> tuple[dict[str, Any], Trace, Analysis]:
+    """The RunReport of one file, its trace and analysis (for ``top_activities``, ``locate_evidence``).
+    Raises TraceFormatError with the error RunReport's one line when it cannot be read."""
+    trace = load(tf)
+    if not isinstance(trace, Trace):
+        raise TraceFormatError(f"{tf.path}: {trace['error']}")
+    rep, analysis = analyze_trace_with_breakdown(tf, trace)
+    return rep, trace, analysis

@@ -161,6 +161,25 @@ def test_no_import_cycle_in_the_package() -> None:
     assert _cycles(GRAPH) == []
 
 
+def _package(mod: str) -> str:
+    """The package a module belongs to: ``tb_llmdiag.<first part>`` (a top-level module is its own)."""
+    return ".".join(mod.split(".")[:2])
+
+
+def test_no_import_cycle_between_packages() -> None:
+    # issue #22: api re-exports compare, so compare may not import api (the CLI loads the sides through api)
+    packages: dict[str, set[str]] = {}
+    for mod, deps in GRAPH.items():
+        packages.setdefault(_package(mod), set()).update(_package(d) for d in deps if _package(d) != _package(mod))
+    assert _cycles(packages) == []
+
+
+def test_the_graph_sees_an_agent_import_from_below() -> None:
+    # GIVEN a metric module that imports the agent, THEN the graph has the edge .importlinter's layers refuse
+    src = "from tb_llmdiag.agent import answers\n"
+    assert _imports_in("tb_llmdiag.metrics.fake", src, is_pkg=False) == {"tb_llmdiag.agent.answers"}
+
+
 def _own_lines(spans: list[tuple[str, int, int]]) -> dict[str, int]:
     """``label`` -> its own lines, from ``(label, first line, lines)`` of every function in one file: its lines less
     those of the functions directly nested in it."""

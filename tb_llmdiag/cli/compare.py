@@ -11,6 +11,7 @@ from typing import Any
 from tb_llmdiag import api
 from tb_llmdiag.cli.sides import load, mixed_error
 from tb_llmdiag.render.canonical_json import dumps
+from tb_llmdiag.render.compare_markdown import render_compare_md
 from tb_llmdiag.render.compare_text import render_check, render_compare
 
 
@@ -65,7 +66,10 @@ def _compare(args: argparse.Namespace) -> int:
         ("BEFORE", "AFTER"),
         ("--before-run", "--after-run"),
     )
-    sys.stdout.write(dumps(doc) + "\n" if args.json else render_compare(doc))
+    form = "json" if args.json else args.format
+    sys.stdout.write(
+        dumps(doc) + "\n" if form == "json" else render_compare_md(doc) if form == "md" else render_compare(doc)
+    )
     return 0
 
 
@@ -97,6 +101,12 @@ def add_commands(sub: Any) -> None:
     cmp.add_argument("--before-run", help="--run for BEFORE only")
     cmp.add_argument("--after-run", help="--run for AFTER only")
     cmp.add_argument("--json", action="store_true", help="print one JSON document (docs/compare.md)")
+    cmp.add_argument(
+        "--format",
+        choices=("text", "json", "md"),
+        default="text",
+        help="text (default), json (as --json) or md: Markdown to paste into a pull request",
+    )
     cmp.set_defaults(func=_compare)
     chk = sub.add_parser("check", help="exit 1 when CANDIDATE regressed against BASELINE beyond tolerance and noise")
     chk.add_argument("candidate", help="trace file, run folder / logdir, or saved `llmdiag report --json`")

@@ -10,6 +10,7 @@ span, or a saved report with that run's ``jobs[]`` entry and its ranks' run repo
   else an error listing the runs and jobs;
 - ``--run NAME``: a job when NAME is the run of a job (``NAME/SPAN`` when its run has several), a run when NAME
   names one trace (``run``, ``run/worker`` or ``run/worker/span``: one rank of a job compares at rank level).
+The name rules are ``compare/names.py``'s (``api.names``), shared with the agent's run names.
 """
 
 from __future__ import annotations
@@ -19,33 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tb_llmdiag import api
-from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError
+from tb_llmdiag.errors import LlmDiagError, TraceFormatError
 
-
-class AmbiguousSide(LlmDiagError):
-    """A side resolves to several runs and no ``--run`` picks one (a command-line problem: exit 2)."""
-
-    exit_code = 2
+Candidate = api.names.Candidate
+AmbiguousSide = api.names.AmbiguousSide
 
 
 class MixedSides(LlmDiagError):
     """One side is a job, the other a single run (a command-line problem: exit 2)."""
 
     exit_code = 2
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One run a path holds: its names, and either its report (saved) or its file (to analyse)."""
-
-    run: str
-    worker: str
-    span: str
-    report: Mapping[str, Any] | None = None
-    trace_file: api.TraceFile | None = None
-
-    def names(self) -> tuple[str, ...]:
-        return (self.run, f"{self.run}/{self.worker}", f"{self.run}/{self.worker}/{self.span}")
 
 
 @dataclass(frozen=True)
@@ -68,69 +52,20 @@ def candidates(path: str) -> list[Candidate]:
     return [Candidate(tf.run, tf.worker, tf.span, trace_file=tf) for tf in index.files]
 
 
-def _label(c: Candidate, all_: Sequence[Candidate]) -> str:
-    same_run = [x for x in all_ if x.run == c.run]
-    return c.run if len(same_run) == 1 else f"{c.run}/{c.worker}/{c.span}"
-
-
-def select(found: Sequence[Candidate], run: str | None, role: str, path: str) -> Candidate:
-    """The one candidate ``run`` names (or the only one). Raises AmbiguousSide / RunNotFound / NoTracesFound."""
-    if not found:
-        raise NoTracesFound(f"{role} {path}: no profiler traces or runs found")
-    labels = [_label(c, found) for c in found]
-    if run is None:
-        if len(found) == 1:
-            return found[0]
-        raise AmbiguousSide(f"{role} {path} holds {len(found)} runs ({', '.join(labels)}); pick one with --run NAME")
-    picked = [c for c in found if run in c.names()]
-    if not picked:
-        raise RunNotFound(f"{role} {path}: no run named {run!r} (runs: {', '.join(labels)})")
-    if len(picked) > 1:
-        names = ", ".join(_label(c, found) for c in picked)
-        raise AmbiguousSide(
-            f"{role} {path}: --run {run!r} matches {len(picked)} traces ({names}); name one as run/worker/span"
-        )
-    return picked[0]
-
-
 def load_run(found: Sequence[Candidate], path: str, run: str | None, role: str) -> Loaded:
     """The run report of one side. Raises TraceFormatError (exit 4) when it could not be analysed."""
-    c = select(found, run, role, path)
+    c = api.names.select(found, run, role, path)
     if c.report is not None:
         rep = dict(c.report)
     else:
         assert c.trace_file is not None  # a candidate holds a report or a file
         rep = api.analyze_file(c.trace_file)
     status = rep.get("status")
-    where = f"{role} {path} (run {_label(c, [c])})"
+    where = f"{role} {path} (run {api.names.label(c, [c])})"
     if status not in ("ok", "partial"):
         raise TraceFormatError(f"{where} could not be analysed: {rep.get('error') or 'no report'}")
     warnings = [f"{where}: analysed from a partial trace ({rep.get('error')})"] if status == "partial" else []
     return Loaded(api.RunSide(rep), warnings)
-
-
-def _jobs_of(found: Sequence[Candidate]) -> list[tuple[str, str, int]]:
-    """``(run, span, ranks)`` of every run and span with at least two traces."""
-    groups: dict[tuple[str, str], int] = {}
-    for c in found:
-        groups[(c.run, c.span)] = groups.get((c.run, c.span), 0) + 1
-    return [(r, s, n) for (r, s), n in groups.items() if n >= 2]
-
-
-def _pick_job(found: Sequence[Candidate], run: str | None) -> tuple[str, str] | None:
-    """The job a side (and ``--run``) means, or None when it means a single trace (module docstring)."""
-    jobs = _jobs_of(found)
-    if run is None:
-        if len(found) > 1 and len(jobs) == 1 and jobs[0][2] == len(found):
-            return jobs[0][0], jobs[0][1]
-        return None
-    if any(run in c.names()[1:] for c in found):  # run/worker or run/worker/span: one trace
-        return None
-    named = [(r, s) for r, s, _ in jobs if run in (r, f"{r}/{s}")]
-    if len(named) > 1:
-        spans = ", ".join(f"{r}/{s}" for r, s in named)
-        raise AmbiguousSide(f"--run {run!r} names {len(named)} jobs ({spans}); name one as run/span")
-    return named[0] if named else None
 
 
 def _checked(job: Mapping[str, Any] | None, runs: Sequence[Mapping[str, Any]], where: str) -> Loaded:
@@ -165,14 +100,12 @@ def load(path: str, run: str | None, role: str) -> Loaded:
     """One side (module docstring). Raises AmbiguousSide / RunNotFound / NoTracesFound (as ``select``),
     TraceFormatError when it could not be analysed."""
     found = candidates(path)
-    picked = _pick_job(found, run)
+    picked = api.names.pick_job(found, run)
     if picked is None:
         try:
             return load_run(found, path, run, role)
         except AmbiguousSide as exc:
-            jobs = [
-                f"{r}/{s}" if sum(1 for x in _jobs_of(found) if x[0] == r) > 1 else r for r, s, _ in _jobs_of(found)
-            ]
+            jobs = [api.names.job_name(r, s, found) for r, s, _ in api.names.jobs_of(found)]
             if run is not None or not jobs:
                 raise
             raise AmbiguousSide(f"{exc} (a whole job: --run {' or '.join(jobs)})") from None

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tb_llmdiag.jobs.findings import JOB_RULES
+from tb_llmdiag.findings.job import JOB_RULES
 from tb_llmdiag.units import fmt, fmt_ns
 
 #: a ratio at least this far from 1 reads as "N.Nx"; closer ones as a percentage
