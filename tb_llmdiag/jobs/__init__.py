@@ -3,9 +3,9 @@
 Per rank, which device events are collectives and communication apart from compute are metric topics
 (``metrics/collectives.py``, ``metrics/communication.py``). Here, one module per stage (dependencies point down
 the list):
-- ``summary``: ``RankSummary``, the compact per-rank record the job level reads (JSON-safe, ~KB per rank).
+- ``rank_summary``: ``RankSummary``, the compact per-rank record the job level reads (JSON-safe, ~KB per rank).
 - ``matching``: collectives matched across ranks: which rows are one collective, its transfer, who arrived last.
-- ``analysis``: a ``Job`` from RankSummaries: ranks stated (duplicates, missing), each rank's collective time
+- ``cross_rank``: a ``Job`` from RankSummaries: ranks stated (duplicates, missing), each rank's collective time
   split into waiting and transfer, the straggler and its cause.
 - ``attribution``: why the straggler is late (its steps against the other ranks') and the what-if.
 - ``report``: the job section: the job's metrics (``job_metrics``), handed to the findings engine with the job
