@@ -3,7 +3,7 @@
 docs/jobs.md), with their summaries, fixes by cause or collective kind, and ``held_back``: the job notes for a
 finding a floor held back.
 
-The straggler's floors (the statistics: ``jobs.analysis``): ``straggler_last_step_share`` = the common steps in
+The straggler's floors (the statistics: ``jobs.cross_rank``): ``straggler_last_step_share`` = the common steps in
 which it caused more waiting than any other rank / the common steps; ``straggler_others_wait_low_share`` = the
 lower one-sided 95 % confidence bound of its per-step caused waiting (mean - t x sd / sqrt(steps)) / the job step:
 the wait share the capture supports given its step-to-step spread (null with one common step). The engine's

@@ -19,10 +19,10 @@ import pytest
 from test_real_jobs import independent_exposed_us
 from tracepaths import TEST_DATA
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.jobs.analysis import analyze_job
+from tb_llmdiag.jobs.cross_rank import analyze_job
 from tb_llmdiag.jobs.report import job_findings, job_metrics
 from tb_llmdiag.jobs.report import job_report
-from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
+from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
 
 

@@ -4,7 +4,7 @@ Contract:
 - Built once per rank from its Trace and steps (``summarize_rank``); holds numpy columns only, per step
   (``StepBreakdown`` of ``jobs.comm``) and per collective (kind, start, end, bytes, group size, process group,
   sequence number, step). Times are absolute ns (``Trace.origin_ns`` + ts), so ranks that share a clock
-  compare directly; the job analysis itself needs only durations (see ``jobs.analysis``).
+  compare directly; the job analysis itself needs only durations (see ``jobs.cross_rank``).
 - ``to_dict`` / ``from_dict`` round-trip through JSON-safe dicts (lists of ints, strings); ``nbytes`` is the
   size of its columns: 8 steps and 200 collectives take ~8 KB (``bench/job_speed.py`` prints the figure).
 """

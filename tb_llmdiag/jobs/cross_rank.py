@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.jobs.attribution import JobTables, attribute, per_rank_mean, what_if
 from tb_llmdiag.jobs.matching import Matched, busbw_by_kind, group_starts, match_collectives
-from tb_llmdiag.jobs.summary import RankSummary
+from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.metrics.collectives import KINDS
 
 I64 = NDArray[np.int64]
