@@ -42,6 +42,8 @@ from tb_llmdiag.metrics.gaps import StepBreakdown
 from tb_llmdiag.metrics.host_tree import HostForest
 from tb_llmdiag.model import Kind
 
+CHUNK = 1 << 16  # host events per interval lookup: bounds the temporaries on big traces
+
 I64 = NDArray[np.int64]
 F64 = NDArray[np.float64]
 IDX = NDArray[np.intp]
@@ -100,33 +102,37 @@ def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 12) -> Attribution 
     n = len(forest)
     if n == 0:
         return None
-    ts = ev.ts_ns[forest.rows]
-    end = forest.end_ns
     gs, ge = bd.gaps.start_ns, bd.gaps.end_ns
     main = _main_thread(ctx, forest)
     gap_thread = _gap_threads(ctx, forest, ge, main)
-    # per thread, the inclusive idle of its events: the idle time of the gaps it launches the end of
+    # per thread, the inclusive idle of its events: the idle time of the gaps whose ending work it launches
     bounds = np.searchsorted(forest.thread, np.arange(forest.tids.size + 1))
     incl = np.zeros(n, np.int64)
     outside = 0
-    roots = forest.parent < 0
     for c in np.unique(gap_thread).tolist():
-        lo, hi = int(bounds[c]), int(bounds[c + 1])
         mine = gap_thread == c
-        at_s, at_e = covered_before_each(gs[mine], ge[mine], ts[lo:hi], end[lo:hi])
-        incl[lo:hi] = np.maximum(at_e - at_s, 0)
-        outside += int((ge[mine] - gs[mine]).sum()) - int(incl[lo:hi][roots[lo:hi]].sum())
-    kids = ~roots
-    child_sum = np.bincount(forest.parent[kids], weights=incl[kids], minlength=n)
-    self_idle_ev = np.maximum(incl - child_sum, 0)
+        blocks = (gs[mine], ge[mine])
+        for lo in range(int(bounds[c]), int(bounds[c + 1]), CHUNK):  # bounded temporaries
+            hi = min(lo + CHUNK, int(bounds[c + 1]))
+            at_s, at_e = covered_before_each(*blocks, ev.ts_ns[forest.rows[lo:hi]], forest.end_ns[lo:hi])
+            np.subtract(at_e, at_s, out=incl[lo:hi])
+        roots = forest.parent[int(bounds[c]) : int(bounds[c + 1])] < 0
+        outside += int((blocks[1] - blocks[0]).sum()) - int(incl[int(bounds[c]) : int(bounds[c + 1])][roots].sum())
+    np.maximum(incl, 0, out=incl)
+    kids = np.flatnonzero(forest.parent >= 0)
+    self_ev = np.bincount(forest.parent[kids], weights=incl[kids], minlength=n)  # the children's, then the own
+    del kids
+    np.subtract(incl, self_ev, out=self_ev)
+    np.maximum(self_ev, 0, out=self_ev)
     nn = forest.n_nodes
-    self_idle = np.bincount(forest.node, weights=self_idle_ev, minlength=nn)
+    self_idle = np.bincount(forest.node, weights=self_ev, minlength=nn)
+    del self_ev
     idle = forest.subtree_sum(self_idle)
     calls = np.bincount(forest.node, minlength=nn)
     host_ns = np.bincount(forest.node, weights=ev.dur_ns[forest.rows], minlength=nn)
     busy_self, launches = _busy(ctx, forest)
     order = _ranked(forest, idle, top)
-    step_idle = _step_idle(ctx, forest, incl, ts, order)
+    step_idle = _step_idle(ctx, forest, incl, order)
     return Attribution(
         forest=forest,
         idle_ns=int((ge - gs).sum()),
@@ -148,8 +154,8 @@ def _busy(ctx: Context, forest: HostForest) -> tuple[F64, F64]:
     in its subtree."""
     ev = ctx.trace.events
     nn = forest.n_nodes
-    pos_of_row = np.full(len(ev), -1, np.intp)
-    pos_of_row[forest.rows] = np.arange(len(forest))
+    pos_of_row = np.full(len(ev), -1, np.int32)
+    pos_of_row[forest.rows] = np.arange(len(forest), dtype=np.int32)
     dev = ctx.dev[ctx.dev_in_win]
     launcher = ctx.cache.launcher(ctx.dev)[ctx.dev_in_win]
     hit = launcher >= 0
@@ -167,7 +173,7 @@ def _ranked(forest: HostForest, idle: F64, top: int) -> IDX:
     return cand[np.argsort(-idle[cand], kind="stable")[:top]]
 
 
-def _step_idle(ctx: Context, forest: HostForest, incl: I64, ts: I64, order: IDX) -> F64:
+def _step_idle(ctx: Context, forest: HostForest, incl: I64, order: IDX) -> F64:
     """Per (ranked node, step): the inclusive idle of the node's events that start in the step."""
     st = ctx.steps
     k = order.size
@@ -177,10 +183,11 @@ def _step_idle(ctx: Context, forest: HostForest, incl: I64, ts: I64, order: IDX)
     rank[order] = np.arange(k)
     r = rank[forest.node]
     sel = np.flatnonzero((r >= 0) & (incl > 0))
-    step = np.searchsorted(st.start_ns, ts[sel], side="right") - 1
+    ts = ctx.trace.events.ts_ns[forest.rows[sel]]
+    step = np.searchsorted(st.start_ns, ts, side="right") - 1
     ok = step >= 0
-    step, sel = step[ok], sel[ok]
-    within = ts[sel] < st.end_ns[step]
+    step, sel, ts = step[ok], sel[ok], ts[ok]
+    within = ts < st.end_ns[step]
     flat = r[sel[within]] * len(st) + step[within]
     return np.bincount(flat, weights=incl[sel[within]], minlength=k * len(st)).reshape(k, len(st))
 

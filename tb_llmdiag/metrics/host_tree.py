@@ -27,10 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.model import Kind, Trace, kind_mask
+from tb_llmdiag.model import EventTable, Kind, Trace, kind_mask
 
 I64 = NDArray[np.int64]
 IDX = NDArray[np.intp]
+P32 = NDArray[np.int32]  # positions and codes: int32 halves the forest's memory (a trace holds < 2**31 events)
 
 HOST_KINDS = (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON, Kind.RUNTIME, Kind.DRIVER)
 
@@ -50,12 +51,13 @@ def thread_codes(tid: I64) -> tuple[NDArray[np.int32], I64]:
     return code.astype(np.int32), ids.astype(np.int64)
 
 
-def _by_thread(trace: Trace, rows: IDX) -> tuple[IDX, NDArray[np.int32], I64]:
+def _by_thread(trace: Trace, rows: IDX) -> tuple[P32, P32, I64]:
     """Host rows ordered by thread, start, longer first; their thread codes; the thread ids."""
     ev = trace.events
     code, tids = thread_codes(ev.tid[rows])
     order = np.argsort(code.astype(np.uint16) if tids.size < 1 << 16 else code, kind="stable")
-    rows, code = rows[order], code[order]
+    rows, code = rows[order].astype(np.int32), code[order]
+    del order
     ts = ev.ts_ns[rows]
     tie = np.flatnonzero((ts[1:] == ts[:-1]) & (code[1:] == code[:-1]))
     if tie.size:  # equal starts on one thread: the longer (the enclosing one) first
@@ -67,13 +69,12 @@ def _by_thread(trace: Trace, rows: IDX) -> tuple[IDX, NDArray[np.int32], I64]:
 
 @dataclass(frozen=True)
 class HostForest:
-    rows: IDX  # host event rows (into trace.events), by thread, start, longer first
+    rows: P32  # host event rows (into trace.events), by thread, start, longer first
     end_ns: I64  # per position: the event's end, cut to its parent's where it crossed it (``_nest``)
-    thread: NDArray[np.int32]  # per position: dense thread code
+    thread: P32  # per position: dense thread code
     tids: I64  # thread code -> tid
-    depth: I64
-    parent: IDX  # per position: the parent's position, -1 at a root
-    node: IDX  # per position: call-tree node
+    parent: P32  # per position: the parent's position, -1 at a root
+    node: P32  # per position: call-tree node
     node_parent: IDX  # per node: parent node, -1 at a root
     node_name: NDArray[np.int32]
     node_kind: NDArray[np.uint8]
@@ -106,140 +107,183 @@ class HostForest:
     def build(trace: Trace) -> HostForest:
         ev = trace.events
         rows, code, tids = _by_thread(trace, np.flatnonzero(kind_mask(ev.kind, HOST_KINDS)))
-        ts = ev.ts_ns[rows]
-        end = ts + ev.dur_ns[rows]
-        keep, parent = _nest(ev.kind[rows], code, ts, end)
-        if not keep.all():
-            rows, code, ts, end = rows[keep], code[keep], ts[keep], end[keep]
-        n = rows.size
-        depth = _ranks(parent)
-        node = np.zeros(n, dtype=np.intp)
-        name = ev.name_id[rows].astype(np.int64)
-        n_names = max(len(ev.names), 1)
-        by_depth = np.argsort(depth.astype(np.uint16) if n and depth.max() < 1 << 16 else depth, kind="stable")
-        bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2 if n else 1))
-        n_par: list[IDX] = []
-        n_nam: list[I64] = []
-        n_kind: list[NDArray[np.uint8]] = []
-        n_dep: list[I64] = []
-        made = 0
-        for d in range(bounds.size - 1):
-            cur = by_depth[bounds[d] : bounds[d + 1]]
-            key = node[parent[cur]].astype(np.int64) * n_names + name[cur] if d else name[cur]
-            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-            node[cur] = inv.reshape(-1) + made
-            n_par.append(node[parent[cur[first]]] if d else np.full(uniq.size, -1, np.intp))
-            n_nam.append(name[cur[first]])
-            n_kind.append(ev.kind[rows[cur[first]]])
-            n_dep.append(np.full(uniq.size, d, np.int64))
-            made += uniq.size
-
-        def cat(parts: list[NDArray[np.generic]], dtype: type) -> NDArray[np.generic]:
-            return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
-
-        return HostForest(
-            rows=rows,
-            end_ns=end,
-            thread=code,
-            tids=tids,
-            depth=depth,
-            parent=parent,
-            node=node,
-            node_parent=cat(n_par, np.intp),
-            node_name=cat(n_nam, np.int32),
-            node_kind=cat(n_kind, np.uint8),
-            node_depth=cat(n_dep, np.int64),
-        )
+        end = ev.ts_ns[rows]
+        end += ev.dur_ns[rows]
+        keep, parent, depth, end = _nest(ev, rows, code.copy(), end)
+        if keep is not None:
+            rows, code = rows[keep], code[keep]
+        del keep
+        node, nodes = _nodes(ev, rows, parent, depth)
+        return HostForest(rows, end, code, tids, parent, node, *nodes)
 
 
-def _nest(kind: NDArray[np.uint8], code: NDArray[np.int32], ts: I64, end: I64) -> tuple[NDArray[np.bool_], IDX]:
+def _nodes(ev: EventTable, rows: P32, parent: P32, depth: P32) -> tuple[P32, tuple[IDX, NDArray[np.int32], NDArray[np.uint8], I64]]:
+    """Call-tree nodes, level by level: events of one level with the same parent node and name share a node."""
+    n = rows.size
+    node = np.zeros(n, dtype=np.int32)
+    n_names = max(len(ev.names), 1)
+    by_depth = np.argsort(depth.astype(np.uint16) if n and depth.max() < 1 << 16 else depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2 if n else 1))
+    by_depth = by_depth.astype(np.int32)
+    parts: list[tuple[IDX, NDArray[np.int32], NDArray[np.uint8], I64]] = []
+    made = 0
+    for d in range(bounds.size - 1):
+        cur = by_depth[bounds[d] : bounds[d + 1]]
+        name = ev.name_id[rows[cur]]
+        key = node[parent[cur]].astype(np.int64) * n_names + name if d else name
+        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        node[cur] = inv.reshape(-1) + made
+        up = node[parent[cur[first]]].astype(np.intp) if d else np.full(uniq.size, -1, np.intp)
+        parts.append((up, name[first], ev.kind[rows[cur[first]]], np.full(uniq.size, d, np.int64)))
+        made += uniq.size
+    if not parts:
+        return node, (np.zeros(0, np.intp), np.zeros(0, np.int32), np.zeros(0, np.uint8), np.zeros(0, np.int64))
+    return node, tuple(np.concatenate([p[i] for p in parts]) for i in range(4))  # type: ignore[return-value]
+
+
+def _nest(ev: EventTable, rows: P32, code: P32, end: I64) -> tuple[NDArray[np.bool_] | None, P32, P32, I64]:
     """Make each thread's events nest, then find each one's parent by counting (``_counted``).
 
     An event that starts inside its parent and ends after it (they cross) breaks the nesting. A
     ``record_function`` range opens inside the short Python frames of its ``__enter__`` and closes inside those
-    of its ``__exit__``: where a non-Python event crosses a Python frame, that frame (and the frames above it
-    that it crosses too) are left out: they hold no time of their own. Any other crossing event (a Python frame
-    closing a range, operators with clock jitter) is cut at its parent's end, with the events that start after
-    it and before that end. Repeated until nothing crosses (a pass or two). Returns which events are kept and
-    the parents (positions among the kept ones); ``end`` is cut in place.
+    of its ``__exit__``: a frame inside which a range starts and that ends before the range does is left out (it
+    holds no time of its own), and everything that starts inside a range ends no later than it (``_ranges_first``,
+    before any counting). Any crossing left (operators with clock jitter) is cut at its parent's end, with the
+    events that start after it and before that end, or, where a non-Python event crosses a Python frame, that
+    frame and the frames above it that it crosses too are left out; counted again until nothing crosses (once,
+    usually). Returns which events are kept (None: all), the parents (positions among the kept ones), their
+    depths and ends (``end`` is cut in place, then compacted).
     """
-    keep = np.ones(ts.size, bool)
-    at = np.arange(ts.size)
-    shift = max(int(end.max()) + 2, 2).bit_length() if ts.size else 1
-    key = (code.astype(np.int64) << shift) + ts  # sorted: by thread, then start
+    kind = ev.kind[rows]
+    ts = ev.ts_ns[rows]
+    keep = _ranges_first(kind, code, ts, end)
+    kept = np.ones(ts.size, bool) if keep is not None else None
     for _ in range(4):
-        parent = _counted(code[at], ts[at], end[at])
+        if keep is not None:  # compact in place of gathering: the arrays shrink, nothing is copied twice
+            at = np.flatnonzero(kept)
+            kept[at[~keep]] = False
+            code, ts, end, kind = code[keep], ts[keep], end[keep], kind[keep]
+            del at
+        parent, depth = _counted(code, ts, end)
         v = np.flatnonzero(parent >= 0)
-        v = v[end[at[v]] > end[at[parent[v]]]]
-        # only real crossings (it starts inside its parent): a counted parent that has already ended is a
-        # consequence of an earlier crossing, and right once that one is resolved
-        v = v[ts[at[v]] < end[at[parent[v]]]]
-        if v.size == 0:
-            return keep, parent
         p = parent[v]
-        frame = (kind[at[p]] == Kind.PYTHON) & (kind[at[v]] != Kind.PYTHON)
-        _cut(at, key, code, end, v[~frame], p[~frame], shift)
+        # a real crossing starts inside its parent and ends after it (a counted parent that has already ended
+        # follows from an earlier crossing and is right once that one is resolved)
+        cross = (end[v] > end[p]) & (ts[v] < end[p])
+        if not cross.any():
+            return kept, parent, depth, end
+        v, p = v[cross], p[cross]
+        frame = (kind[p] == Kind.PYTHON) & (kind[v] != Kind.PYTHON)
+        _cut(code, ts, end, v[~frame], end[p[~frame]])
         v, p = v[frame], p[frame]
+        keep = np.ones(ts.size, bool)
         while v.size:  # the frames it crosses, up its chain (its ancestors nest: they were counted before it)
-            keep[at[p]] = False
+            keep[p] = False
             up = parent[p] >= 0
             v, p = v[up], parent[p[up]]
-            more = (end[at[p]] < end[at[v]]) & (kind[at[p]] == Kind.PYTHON)
+            more = (end[p] < end[v]) & (kind[p] == Kind.PYTHON)
             v, p = v[more], p[more]
-        at = np.flatnonzero(keep)
-    parent = _counted(code[at], ts[at], end[at])  # pragma: no cover - still crossing after 4 passes: cut
-    v = np.flatnonzero(parent >= 0)  # pragma: no cover
-    end[at[v]] = np.minimum(end[at[v]], end[at[parent[v]]])  # pragma: no cover
-    return keep, parent  # pragma: no cover
+        if kept is None:
+            kept = np.ones(ts.size, bool)
+        if keep.all():
+            keep = None
+    raise ValueError("host events still cross after 4 passes")  # pragma: no cover - each pass resolves a level
 
 
-def _cut(at: IDX, key: I64, code: NDArray[np.int32], end: I64, v: IDX, p: IDX, shift: int) -> None:
-    """Cut each crossing event ``v`` (positions among ``at``) and the events of its thread starting after it and
-    before its parent's end at that end (where they end later)."""
-    if v.size == 0:
-        return
-    limit = end[at[p]]
-    hi = np.searchsorted(key[at], (code[at[v]].astype(np.int64) << shift) + limit, side="left")
-    n = np.maximum(hi - v, 0)
-    pos = np.repeat(v - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
-    rows = at[pos]
-    np.minimum.at(end, rows, np.repeat(limit, n))
+def _thread_bounds(code: P32) -> IDX:
+    """Where each thread's positions start (codes ascending), and the end."""
+    return np.searchsorted(code, np.arange(int(code.max()) + 2 if code.size else 1))
 
 
-def _counted(code: NDArray[np.int32], ts: I64, end: I64) -> IDX:
-    """The parent by counting open events (exact for properly nested events; ``_parents``). Zero-length events
-    count as 1 ns long here, so a marker sits below the range it is in."""
-    n = ts.size
-    if n == 0:
-        return np.zeros(0, np.intp)
-    shift = max(int(end.max()) + 2, 2).bit_length()
-    if int(code.max()) >= 1 << (62 - shift):  # pragma: no cover - would need hours of trace and many threads
-        raise ValueError("trace too long to nest by counting")
-    grp = code.astype(np.int64) << shift
-    ends = np.maximum(end, ts + 1)
-    ends += grp
-    ends.sort()
-    grp += ts
-    depth = np.arange(n, dtype=np.int64) - np.searchsorted(ends, grp, side="right")
-    del ends, grp
-    np.maximum(depth, 0, out=depth)
-    by_depth = np.argsort(depth.astype(np.uint16) if depth.max() < 1 << 16 else depth, kind="stable")
-    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
-    out = np.full(n, -1, np.intp)
-    for d in range(1, bounds.size - 1):  # per level: both sides sorted, so the search walks memory in order
-        up, cur = by_depth[bounds[d - 1] : bounds[d]], by_depth[bounds[d] : bounds[d + 1]]
-        out[cur] = up[np.maximum(np.searchsorted(up, cur, side="right") - 1, 0)]
+def _ranges_first(kind: NDArray[np.uint8], code: P32, ts: I64, end: I64) -> NDArray[np.bool_] | None:
+    """The usual crossings, resolved before any counting: each event that starts inside a ``record_function`` range
+    (the innermost one open at its start) ends no later than it (``end`` is cut in place), and a Python frame inside
+    which a range starts and that ends before that range does is left out (returns which events are kept, None:
+    all). Ranges are few: every search here is into one thread's ranges."""
+    ann_all = np.flatnonzero(kind == Kind.ANNOTATION)
+    if ann_all.size == 0:
+        return None
+    keep = np.ones(ts.size, bool)
+    bounds = _thread_bounds(code)
+    for c in np.unique(code[ann_all]).tolist():
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        ann = ann_all[(ann_all >= lo) & (ann_all < hi)]
+        a_ts, a_end = ts[ann], end[ann]
+        a_par = _counted(code[ann], a_ts, a_end)[0]  # ranges nest among themselves
+        # the innermost range open at each event's start: the last one started at or before it, or up its chain
+        at = np.searchsorted(a_ts, ts[lo:hi], side="right") - 1
+        at[ann - lo] = np.arange(-1, ann.size - 1)  # a range looks from the one before it
+        live = np.flatnonzero(at >= 0)
+        while live.size:
+            live = live[a_end[at[live]] <= ts[lo + live]]
+            at[live] = a_par[at[live]]
+            live = live[at[live] >= 0]
+        inside = np.flatnonzero(at >= 0)
+        np.minimum.at(end, lo + inside, a_end[at[inside]])
+        # a frame that a range starts in and outlives: the ranges' largest end over those starting inside it
+        fr = lo + np.flatnonzero(kind[lo:hi] == Kind.PYTHON)
+        f_lo = np.searchsorted(a_ts, ts[fr], side="right")
+        f_hi = np.searchsorted(a_ts, end[fr], side="left")
+        has = f_hi > f_lo
+        fr, f_lo, f_hi = fr[has], f_lo[has], f_hi[has]
+        if fr.size:
+            keep[fr[_range_max(a_end, f_lo, f_hi) > end[fr]]] = False
+    return None if keep.all() else keep
+
+
+def _range_max(values: I64, lo: IDX, hi: IDX) -> I64:
+    """max(values[lo:hi]) per query (hi > lo), by a sparse table over ``values`` (a few levels of its length)."""
+    table = [values]
+    while 1 << len(table) <= values.size:
+        prev, w = table[-1], 1 << (len(table) - 1)
+        table.append(np.maximum(prev[:-w], prev[w:]))
+    k = np.log2(hi - lo).astype(np.intp)
+    out = np.empty(lo.size, values.dtype)
+    for lvl in np.unique(k).tolist():
+        m = k == lvl
+        t = table[lvl]
+        out[m] = np.maximum(t[lo[m]], t[hi[m] - (1 << lvl)])
     return out
 
 
-def _ranks(parent: IDX) -> I64:
-    """Depth of each event in its parent forest, by pointer doubling (list ranking: log-of-depth rounds)."""
-    rank = (parent >= 0).astype(np.int64)
-    anc = parent.copy()
-    live = np.flatnonzero(anc >= 0)
-    while live.size:
-        a = anc[live]
-        rank[live] += rank[a]  # both sides read the previous round's values
-        anc[live] = anc[a]
-        live = live[anc[live] >= 0]
-    return rank
+def _cut(code: P32, ts: I64, end: I64, v: P32, limit: I64) -> None:
+    """Cut each crossing event (position ``v``) and the events of its thread that start after it and before
+    ``limit`` (its parent's end) at that limit, where they end later."""
+    if v.size == 0:
+        return
+    bounds = _thread_bounds(code)
+    hi = np.empty(v.size, np.intp)
+    for c in np.unique(code[v]).tolist():
+        m = code[v] == c
+        lo_c = int(bounds[c])
+        hi[m] = lo_c + np.searchsorted(ts[lo_c : int(bounds[c + 1])], limit[m], side="left")
+    n = np.maximum(hi - v, 0)
+    pos = np.repeat(v - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+    np.minimum.at(end, pos, np.repeat(limit, n))
+
+
+def _counted(code: P32, ts: I64, end: I64) -> tuple[P32, P32]:
+    """The parent and depth by counting open events (exact where events nest properly: ``_nest``): the depth is
+    the thread's events opened before it minus those ended at or before its start; the parent the last earlier
+    event one level up. Zero-length events count as 1 ns long here, so a marker sits below the range it is in."""
+    n = ts.size
+    depth = np.zeros(n, np.int32)
+    parent = np.full(n, -1, np.int32)
+    if n == 0:
+        return parent, depth
+    bounds = _thread_bounds(code)
+    for c in range(bounds.size - 1):  # per thread: the sorted ends of its events, searched by its starts
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        if hi > lo:
+            ends = np.maximum(end[lo:hi], ts[lo:hi] + 1)
+            ends.sort()
+            depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(ends, ts[lo:hi], side="right")
+            del ends
+    np.maximum(depth, 0, out=depth)
+    by_depth = np.argsort(depth.astype(np.uint16) if depth.max() < 1 << 16 else depth, kind="stable")
+    level = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
+    by_depth = by_depth.astype(np.int32)
+    for d in range(1, level.size - 1):  # per level: both sides sorted, so the search walks memory in order
+        up, cur = by_depth[level[d - 1] : level[d]], by_depth[level[d] : level[d + 1]]
+        parent[cur] = up[np.maximum(np.searchsorted(up, cur, side="right") - 1, 0)]
+    return parent, depth
