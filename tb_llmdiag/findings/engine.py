@@ -229,14 +229,17 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
         saving = {"share": share, "ns": int(round(share * step)) if finite(step) else None}
     else:
         share = None
+    shown_text = {label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence}
     try:
-        summary = (flavour.summary or rule.summary).format(
-            **{label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence}
-        )
+        summary = (flavour.summary or rule.summary).format(**shown_text)
     except (KeyError, IndexError, ValueError):
         summary = title
+    try:  # a fix may name the evidence too (the activity that holds the time)
+        fix_text = fix_.text.format(**shown_text) if "{" in fix_.text else fix_.text
+    except (KeyError, IndexError, ValueError):
+        fix_text = fix_.text
     stack = lookup(metrics, "annotations.stack")
-    fix: dict[str, Any] = {"text": fix_.text, "pytorch": fix_.pytorch, "hf_trainer": fix_.hf_trainer}
+    fix: dict[str, Any] = {"text": fix_text, "pytorch": fix_.pytorch, "hf_trainer": fix_.hf_trainer}
     stack_text = dict(rule.stack_fix).get(stack) if stack else None
     if stack_text:
         fix["stack"] = stack

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tb_llmdiag.findings.attribution_rules import ATTRIBUTION_RULES, HOST_BOUND_NOT_LAUNCH, host_spread, top_is_launch
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
 
@@ -22,6 +23,11 @@ def no_device(m: Metrics) -> bool:
 
 def host_waits(m: Metrics) -> bool:
     return (lookup(m, "idle.host_wait_share") or 0.0) >= 0.05
+
+
+def not_launch_bound(m: Metrics) -> bool:
+    """What holds the GPU's idle time is an activity other than launching (the attribution's top activity)."""
+    return lookup(m, "attribution.dominant") is True and not top_is_launch(m)
 
 
 def syncs_every_step(m: Metrics) -> bool:
@@ -155,11 +161,12 @@ GPU_RULES: tuple[Rule, ...] = (
         metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
-                  ("launch_api_median_ns", "launch.launch_api_median_ns"), ("host_op", "idle.host_wait_culprit"),
-                  ("host_op_share", "idle.host_wait_culprit_share")),
+                  ("launch_api_median_ns", "launch.launch_api_median_ns"), ("host_is", host_spread),
+                  ("top_share", "attribution.top_share")),
         summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
                 "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
-                "{kernel_median_ns}); the host is busiest in {host_op} ({host_op_share} of step time).",
+                "{kernel_median_ns}); while it waits the host is {host_is} ({top_share} of step time).",
+        variants=((not_launch_bound, HOST_BOUND_NOT_LAUNCH),),
         fix=Fix(text="Give the GPU more work per launch and fewer launches: a larger micro-batch (with fewer "
                      "gradient-accumulation steps), torch.compile to fuse small ops, fused kernels (Liger, fused "
                      "AdamW), CUDA graphs when shapes are static.",
@@ -356,5 +363,5 @@ GPU_RULES: tuple[Rule, ...] = (
                 hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, gradient_accumulation_steps=ga // 2)"),
         docs="https://huggingface.co/docs/transformers/perf_train_gpu_one",
     ),
-) + CAUSE_RULES
+) + CAUSE_RULES + ATTRIBUTION_RULES
 # fmt: on

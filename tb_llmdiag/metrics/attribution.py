@@ -29,14 +29,13 @@ Definitions (Kineto traces; ns; shares of the analysis window, as every ``*_shar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import covered_before_each
-from tb_llmdiag.metrics.attribution_view import describe
+from tb_llmdiag.metrics.attribution_view import Attribution, describe
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.gaps import StepBreakdown
 from tb_llmdiag.metrics.host_tree import HostForest
@@ -47,25 +46,6 @@ CHUNK = 1 << 16  # host events per interval lookup: bounds the temporaries on bi
 I64 = NDArray[np.int64]
 F64 = NDArray[np.float64]
 IDX = NDArray[np.intp]
-
-
-
-@dataclass(frozen=True)
-class Attribution:
-    """The per-node totals behind the topic (kept for the findings' evidence and the tests)."""
-
-    forest: HostForest
-    idle_ns: int  # idle time attributed to launching threads (the whole idle time of the window)
-    outside_ns: int  # idle time on a launching thread with no event open
-    self_idle: F64  # per node
-    idle: F64  # per node, inclusive
-    calls: I64
-    host_ns: F64
-    busy_self: F64  # per node: device time of the device events whose launch call is this node
-    busy: F64  # per node, inclusive
-    launches: F64  # per node, inclusive: launch calls
-    step_idle: F64  # per (node ranked in ``order``, step): inclusive idle of the top nodes
-    order: IDX  # the nodes ranked by inclusive idle (step markers left out), at most ``top``
 
 
 def _main_thread(ctx: Context, forest: HostForest) -> int:

@@ -17,16 +17,15 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.context import NAME_PATTERNS, Context, share
+from tb_llmdiag.metrics.host_tree import HostForest
 from tb_llmdiag.model import Kind
-
-if TYPE_CHECKING:
-    from tb_llmdiag.metrics.attribution import Attribution
-    from tb_llmdiag.metrics.host_tree import HostForest
 
 ALLOCATOR = re.compile(
     r"^(?:cuda|hip)(?:Malloc|Free)(?:Async|Host|Managed)?(?:_v\d+)?$|^(?:cuda|hip)HostAlloc$"
@@ -34,7 +33,10 @@ ALLOCATOR = re.compile(
 )
 _SYNC = re.compile(NAME_PATTERNS["sync_api"] + "|" + NAME_PATTERNS["sync_op"])
 _LOADER = re.compile(NAME_PATTERNS["dataloader"])
-_COMPILE = re.compile(r"Torch-Compiled Region|CompiledFunction|TorchDynamo|torch/_dynamo/|torch/_inductor/")
+_COMPILE = re.compile(
+    r"Torch-Compiled Region|CompiledFunction|TorchDynamo|torch/_dynamo/|torch/_inductor/|^dynamo$"
+    r"|\(dynamo_timed\)|compile_fx|entire_frame_compile"
+)
 _FRAME = re.compile(r"^(?P<file>[^()]+\.py)\((?P<line>\d+)\): ?(?P<fn>.*)$")
 #: a frame outside the user's code: installed packages and the profiling harness
 LIBRARY = re.compile(
@@ -44,7 +46,24 @@ LIBRARY = re.compile(
 )
 MAX_CHAIN = 6
 DOMINANT_SHARE = 0.5
-DOMINANT_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The per-node totals behind the topic (kept for the findings' evidence and the tests)."""
+
+    forest: HostForest
+    idle_ns: int  # idle time attributed to launching threads (the whole idle time of the window)
+    outside_ns: int  # idle time on a launching thread with no event open
+    self_idle: NDArray[np.float64]  # per node
+    idle: NDArray[np.float64]  # per node, inclusive
+    calls: NDArray[np.int64]
+    host_ns: NDArray[np.float64]
+    busy_self: NDArray[np.float64]  # per node: device time of the device events whose launch call is this node
+    busy: NDArray[np.float64]  # per node, inclusive
+    launches: NDArray[np.float64]  # per node, inclusive: launch calls
+    step_idle: NDArray[np.float64]  # per (node ranked in ``order``, step): inclusive idle of the top nodes
+    order: NDArray[np.intp]  # the nodes ranked by inclusive idle (step markers left out), at most ``top``
 
 
 def user_frame(name: str) -> tuple[str, int, str] | None:
@@ -145,32 +164,48 @@ def _node_row(ctx: Context, a: Attribution, node: int, step_idle: np.ndarray | N
         "calls": calls,
         "calls_per_step": calls / n_steps if n_steps else None,
         "mean_call_ns": int(a.host_ns[node] / calls) if calls else None,
-        "host_ns": int(a.host_ns[node]),
         "launches_per_step": float(a.launches[node]) / n_steps if n_steps else None,
         "busy_ns": int(a.busy[node]),
         "steps_hit": None,
-        "step_median_idle_ns": None,
     }
     if step_idle is not None and n_steps:
-        dur = ctx.steps.duration_ns
-        row["steps_hit"] = int((step_idle >= 0.01 * np.maximum(dur, 1)).sum())
-        row["step_median_idle_ns"] = int(np.median(step_idle))
+        row["steps_hit"] = int((step_idle >= 0.01 * np.maximum(ctx.steps.duration_ns, 1)).sum())
     return row
 
 
 def _dominant(a: Attribution) -> int | None:
-    """The deepest node (step markers left out) holding at least DOMINANT_SHARE of the attributed idle."""
+    """The deepest node holding at least DOMINANT_SHARE of the attributed idle."""
     if a.idle_ns <= 0:
         return None
-    f = a.forest
-    hold = np.flatnonzero((a.idle >= DOMINANT_SHARE * a.idle_ns) & (f.node_kind != Kind.STEP))
-    return int(hold[np.argmax(f.node_depth[hold])]) if hold.size else None
+    hold = np.flatnonzero(a.idle >= DOMINANT_SHARE * a.idle_ns)
+    return int(hold[np.argmax(a.forest.node_depth[hold])]) if hold.size else None
 
 
 def _spread(a: Attribution) -> int:
-    """How many leaves (by self idle, step markers left out) it takes to hold half of the attributed idle."""
-    si = np.sort(a.self_idle[a.forest.node_kind != Kind.STEP])[::-1]
+    """How many leaves (by self idle) it takes to hold half of the attributed idle."""
+    si = np.sort(a.self_idle)[::-1]
     return int(np.searchsorted(np.cumsum(si), DOMINANT_SHARE * a.idle_ns) + 1) if si.size else 0
+
+
+def _family_top(ctx: Context, a: Attribution, rx: re.Pattern[str]) -> tuple[float, int, int | None]:
+    """Self idle and calls of the nodes whose name matches ``rx``, and the activity around the one holding most
+    (its parent node, or itself at a root)."""
+    names = ctx.trace.events.names
+    f = a.forest
+    hit = np.flatnonzero(_matching(names, f.node_name, rx)) if f.n_nodes else np.zeros(0, np.intp)
+    if hit.size == 0:
+        return 0.0, 0, None
+    lead = int(hit[np.argmax(a.self_idle[hit])])
+    up = int(f.node_parent[lead])
+    return float(a.self_idle[hit].sum()), int(a.calls[hit].sum()), up if up >= 0 else lead
+
+
+def _bare_top(a: Attribution) -> int | None:
+    """The node holding the most idle time in its own time with no operator, call or frame below it: a range's
+    (or a frame's, when nothing it calls is recorded) own time."""
+    f = a.forest
+    bare = np.flatnonzero(np.isin(f.node_kind, (Kind.ANNOTATION, Kind.PYTHON)) & (a.self_idle > 0))
+    return int(bare[np.argmax(a.self_idle[bare])]) if bare.size else None
 
 
 def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
@@ -179,42 +214,85 @@ def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
     rank = {int(n): i for i, n in enumerate(a.order)}
     nodes = [_node_row(ctx, a, int(n), a.step_idle[rank[int(n)]] if a.step_idle.size else None) for n in a.order]
     dom = _dominant(a)
-    dominant = None
-    if dom is not None:
-        comp = composition(ctx, a, dom)
-        dominant = _node_row(ctx, a, dom, None)
-        dominant["cause_kind"] = cause_kind(comp, float(a.idle[dom]))
-        dominant["parts"] = {k: {"idle_ns": int(v[0]), "calls": v[1]} for k, v in comp.items()}
-    step_self = float(a.self_idle[f.node_kind == Kind.STEP].sum())
-    outside_any = a.outside_ns + int(step_self)
-    ops = np.flatnonzero((a.busy > 0) & (f.node_kind == Kind.CPU_OP))
-    ops = ops[np.argsort(-a.busy[ops], kind="stable")[:top]]
-    busy_total = float(a.busy_self.sum())
-    frames = bool((f.node_kind == Kind.PYTHON).any())
-    return {
+    lead = dom if dom is not None else (int(a.order[0]) if a.order.size else None)
+    out: dict[str, Any] = {
         "available": True,
         "idle_ns": a.idle_ns,
         "idle_share": share(a.idle_ns, ctx.window_ns),
         "outside_ns": a.outside_ns,
-        "outside_any_ns": outside_any,
-        "outside_any_share": share(outside_any, ctx.window_ns),
+        "outside_share": share(a.outside_ns, ctx.window_ns),
         "threads_count": int(f.tids.size),
         "nodes_count": f.n_nodes,
-        "frames": frames,
-        "nodes": nodes,
-        "dominant": dominant,
-        "spread_nodes": _spread(a) if dominant is None else None,
-        "busy": [
-            {
-                "name": names[int(f.node_name[i])],
-                "chain": chain_names(f, names, int(i)),
-                "chain_text": " > ".join(chain_names(f, names, int(i))),
-                "source": source_line(f, names, int(i)),
-                "busy_ns": int(a.busy[i]),
-                "busy_share": share(float(a.busy[i]), busy_total),
-                "calls": int(a.calls[i]),
-            }
-            for i in ops
-        ],
-        "other_threads": [],
+        "frames": bool((f.node_kind == Kind.PYTHON).any()),
+        "dominant": dom is not None,
+        "spread_nodes": _spread(a) if dom is None else None,
+    }
+    out.update(_lead_fields(ctx, a, lead, a.step_idle[rank[lead]] if lead in rank and a.step_idle.size else None))
+    alloc_ns, alloc_calls, alloc_at = _family_top(ctx, a, ALLOCATOR)
+    n_steps = ctx.n_steps
+    out["allocator_idle_ns"] = int(alloc_ns)
+    out["allocator_idle_share"] = share(alloc_ns, ctx.window_ns)
+    out["allocator_calls_per_step"] = alloc_calls / n_steps if n_steps else None
+    out["allocator_chain"] = " > ".join(chain_names(f, names, alloc_at)) if alloc_at is not None else None
+    out["allocator_source"] = source_line(f, names, alloc_at) if alloc_at is not None else None
+    bare = _bare_top(a)
+    bare_ns = float(a.self_idle[bare]) if bare is not None else 0.0
+    # the longest stretch of host time no operator records: a range's own time, or none open at all
+    if bare is not None and bare_ns >= a.outside_ns:
+        out["unrecorded_ns"], out["unrecorded_chain"] = int(bare_ns), " > ".join(chain_names(f, names, bare))
+        out["unrecorded_source"] = source_line(f, names, bare)
+    else:
+        out["unrecorded_ns"], out["unrecorded_chain"], out["unrecorded_source"] = a.outside_ns, None, None
+    out["unrecorded_share"] = share(out["unrecorded_ns"], ctx.window_ns)
+    out["nodes"] = nodes
+    ops = np.flatnonzero((a.busy > 0) & (f.node_kind == Kind.CPU_OP))
+    ops = ops[np.argsort(-a.busy[ops], kind="stable")[:top]]
+    busy_total = float(a.busy_self.sum())
+    out["busy"] = [
+        {
+            "name": names[int(f.node_name[i])],
+            "chain_text": " > ".join(chain_names(f, names, int(i))),
+            "source": source_line(f, names, int(i)),
+            "busy_ns": int(a.busy[i]),
+            "busy_share": share(float(a.busy[i]), busy_total),
+            "calls": int(a.calls[i]),
+        }
+        for i in ops
+    ]
+    return out
+
+
+def _lead_fields(ctx: Context, a: Attribution, lead: int | None, step_idle: np.ndarray | None) -> dict[str, Any]:
+    """``top_*``: the activity that holds the GPU's idle time: the dominant one, else the largest by idle."""
+    if lead is None:
+        return {
+            k: None
+            for k in (
+                "top_name",
+                "top_chain",
+                "top_source",
+                "top_kind",
+                "top_share",
+                "top_ns",
+                "top_calls_per_step",
+                "top_mean_call_ns",
+                "top_launches_per_step",
+                "top_steps_hit",
+                "top_parts",
+            )
+        }
+    row = _node_row(ctx, a, lead, step_idle)
+    comp = composition(ctx, a, lead)
+    return {
+        "top_name": row["name"],
+        "top_chain": row["chain_text"],
+        "top_source": row["source"],
+        "top_kind": cause_kind(comp, float(a.idle[lead])),
+        "top_share": row["idle_share"],
+        "top_ns": row["idle_ns"],
+        "top_calls_per_step": row["calls_per_step"],
+        "top_mean_call_ns": row["mean_call_ns"],
+        "top_launches_per_step": row["launches_per_step"],
+        "top_steps_hit": row["steps_hit"],
+        "top_parts": {k: {"idle_ns": int(v[0]), "calls": v[1]} for k, v in comp.items()},
     }

@@ -117,7 +117,9 @@ class HostForest:
         return HostForest(rows, end, code, tids, parent, node, *nodes)
 
 
-def _nodes(ev: EventTable, rows: P32, parent: P32, depth: P32) -> tuple[P32, tuple[IDX, NDArray[np.int32], NDArray[np.uint8], I64]]:
+def _nodes(
+    ev: EventTable, rows: P32, parent: P32, depth: P32
+) -> tuple[P32, tuple[IDX, NDArray[np.int32], NDArray[np.uint8], I64]]:
     """Call-tree nodes, level by level: events of one level with the same parent node and name share a node."""
     n = rows.size
     node = np.zeros(n, dtype=np.int32)
