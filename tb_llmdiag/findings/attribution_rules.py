@@ -66,7 +66,8 @@ def host_spread(m: Metrics) -> str:
         }.get(str(kind), "busy")
         return f"mostly in {where}, {what}"
     n = lookup(m, "attribution.spread_nodes")
-    return f"spread over {n} activities (launch and dispatch cost of many small operators); the largest is {where}"
+    many = " (launch and dispatch cost of many operators)" if lookup(m, "attribution.top_kind") == "launch" else ""
+    return f"spread over {n} activities, none holding half{many}; the largest is {where}"
 
 
 def allocator_churns(m: Metrics) -> bool:

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.intervals import covered_before_each
-from tb_llmdiag.metrics.attribution_view import Attribution, describe
+from tb_llmdiag.intervals import covered_before_each, subtract
+from tb_llmdiag.metrics.attribution_view import PAUSE_NS, Attribution, describe
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.gaps import StepBreakdown
 from tb_llmdiag.metrics.host_tree import HostForest
@@ -73,7 +73,7 @@ def _gap_threads(ctx: Context, forest: HostForest, ge: I64, main: int) -> NDArra
     return out
 
 
-def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 12) -> Attribution | None:
+def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> Attribution | None:
     """The attribution of one trace (module docstring), or None without host events or device activity."""
     ev = ctx.trace.events
     if not bd.available:
@@ -88,7 +88,7 @@ def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 12) -> Attribution 
     # per thread, the inclusive idle of its events: the idle time of the gaps whose ending work it launches
     bounds = np.searchsorted(forest.thread, np.arange(forest.tids.size + 1))
     incl = np.zeros(n, np.int64)
-    outside = 0
+    outside = pauses = 0
     for c in np.unique(gap_thread).tolist():
         mine = gap_thread == c
         blocks = (gs[mine], ge[mine])
@@ -96,8 +96,13 @@ def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 12) -> Attribution 
             hi = min(lo + CHUNK, int(bounds[c + 1]))
             at_s, at_e = covered_before_each(*blocks, ev.ts_ns[forest.rows[lo:hi]], forest.end_ns[lo:hi])
             np.subtract(at_e, at_s, out=incl[lo:hi])
-        roots = forest.parent[int(bounds[c]) : int(bounds[c + 1])] < 0
-        outside += int((blocks[1] - blocks[0]).sum()) - int(incl[int(bounds[c]) : int(bounds[c + 1])][roots].sum())
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        roots = lo + np.flatnonzero(forest.parent[lo:hi] < 0)
+        outside += int((blocks[1] - blocks[0]).sum()) - int(incl[roots].sum())
+        # stretches of idle time with nothing open on the thread: the long ones are pauses of the host
+        gap_s, gap_e = subtract(*blocks, ev.ts_ns[forest.rows[roots]], forest.end_ns[roots])
+        d = gap_e - gap_s
+        pauses += int(d[d >= PAUSE_NS].sum())
     np.maximum(incl, 0, out=incl)
     kids = np.flatnonzero(forest.parent >= 0)
     self_ev = np.bincount(forest.parent[kids], weights=incl[kids], minlength=n)  # the children's, then the own
@@ -117,6 +122,7 @@ def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 12) -> Attribution 
         forest=forest,
         idle_ns=int((ge - gs).sum()),
         outside_ns=max(outside, 0),
+        pause_ns=pauses,
         self_idle=self_idle,
         idle=idle,
         calls=calls,
@@ -172,7 +178,7 @@ def _step_idle(ctx: Context, forest: HostForest, incl: I64, order: IDX) -> F64:
     return np.bincount(flat, weights=incl[sel[within]], minlength=k * len(st)).reshape(k, len(st))
 
 
-def attribution_metrics(ctx: Context, bd: StepBreakdown, *, top: int = 12) -> dict[str, Any]:
+def attribution_metrics(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> dict[str, Any]:
     """The ``attribution`` topic (module docstring)."""
     if ctx.trace.source_kind != "kineto":
         return {"available": False, "reason": "host attribution reads Kineto traces (host events with threads)"}

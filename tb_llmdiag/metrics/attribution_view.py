@@ -45,6 +45,7 @@ LIBRARY = re.compile(
     r"|^<|/lib/python3|^python3\.\d+/"
 )
 MAX_CHAIN = 6
+PAUSE_NS = 1_000_000  # a pause of the host: GPU idle time of at least this long in code no event records
 DOMINANT_SHARE = 0.5
 
 
@@ -55,6 +56,7 @@ class Attribution:
     forest: HostForest
     idle_ns: int  # idle time attributed to launching threads (the whole idle time of the window)
     outside_ns: int  # idle time on a launching thread with no event open
+    pause_ns: int  # the part of it in stretches of at least PAUSE_NS
     self_idle: NDArray[np.float64]  # per node
     idle: NDArray[np.float64]  # per node, inclusive
     calls: NDArray[np.int64]
@@ -155,7 +157,6 @@ def _node_row(ctx: Context, a: Attribution, node: int, step_idle: np.ndarray | N
     row: dict[str, Any] = {
         "name": names[int(f.node_name[node])],
         "kind": Kind(int(f.node_kind[node])).name.lower(),
-        "chain": chain,
         "chain_text": " > ".join(chain),
         "source": source_line(f, names, node),
         "idle_ns": int(a.idle[node]),
@@ -200,12 +201,19 @@ def _family_top(ctx: Context, a: Attribution, rx: re.Pattern[str]) -> tuple[floa
     return float(a.self_idle[hit].sum()), int(a.calls[hit].sum()), up if up >= 0 else lead
 
 
-def _bare_top(a: Attribution) -> int | None:
-    """The node holding the most idle time in its own time with no operator, call or frame below it: a range's
-    (or a frame's, when nothing it calls is recorded) own time."""
+def _bare_top(a: Attribution, names: tuple[str, ...]) -> int | None:
+    """The range (or frame) holding the most idle time in its own time, with nothing recorded below it, where that
+    time is a pause: at least ``PAUSE_NS`` per call on average and most of the range's idle time (not Python
+    dispatch spread between the operators it calls); data-loader and compile ranges are left to their own rules."""
     f = a.forest
-    bare = np.flatnonzero(np.isin(f.node_kind, (Kind.ANNOTATION, Kind.PYTHON)) & (a.self_idle > 0))
-    return int(bare[np.argmax(a.self_idle[bare])]) if bare.size else None
+    own = a.self_idle
+    calls = np.maximum(a.calls, 1)
+    bare = np.flatnonzero(
+        np.isin(f.node_kind, (Kind.ANNOTATION, Kind.PYTHON)) & (own >= PAUSE_NS * calls) & (2 * own >= a.idle)
+    )
+    # the data loader's and the compiler's own ranges have their own rules (dataloader_stall, recompilation)
+    bare = bare[~(_matching(names, f.node_name[bare], _LOADER) | _matching(names, f.node_name[bare], _COMPILE))]
+    return int(bare[np.argmax(own[bare])]) if bare.size else None
 
 
 def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
@@ -235,14 +243,14 @@ def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
     out["allocator_calls_per_step"] = alloc_calls / n_steps if n_steps else None
     out["allocator_chain"] = " > ".join(chain_names(f, names, alloc_at)) if alloc_at is not None else None
     out["allocator_source"] = source_line(f, names, alloc_at) if alloc_at is not None else None
-    bare = _bare_top(a)
+    bare = _bare_top(a, names)
     bare_ns = float(a.self_idle[bare]) if bare is not None else 0.0
-    # the longest stretch of host time no operator records: a range's own time, or none open at all
-    if bare is not None and bare_ns >= a.outside_ns:
+    # the larger pause of the host in code no operator records: a range's own time, or stretches with none open
+    if bare is not None and bare_ns >= a.pause_ns:
         out["unrecorded_ns"], out["unrecorded_chain"] = int(bare_ns), " > ".join(chain_names(f, names, bare))
         out["unrecorded_source"] = source_line(f, names, bare)
     else:
-        out["unrecorded_ns"], out["unrecorded_chain"], out["unrecorded_source"] = a.outside_ns, None, None
+        out["unrecorded_ns"], out["unrecorded_chain"], out["unrecorded_source"] = a.pause_ns, None, None
     out["unrecorded_share"] = share(out["unrecorded_ns"], ctx.window_ns)
     out["nodes"] = nodes
     ops = np.flatnonzero((a.busy > 0) & (f.node_kind == Kind.CPU_OP))

@@ -15,8 +15,8 @@ ATTRIBUTION_INTRO: dict[str, tuple[str, str]] = {
     ),
 }
 
-_N = "each `nodes` entry: the 12 call-tree nodes holding the most GPU idle time (inclusive), "
-_B = "each `busy` entry: the 12 operator nodes launching the most GPU time, "
+_N = "each `nodes` entry: the 8 call-tree nodes holding the most GPU idle time (inclusive), "
+_B = "each `busy` entry: the 8 operator nodes launching the most GPU time, "
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
@@ -49,13 +49,12 @@ ATTRIBUTION_METRICS: tuple[Entry, ...] = (
     ("attribution.allocator_calls_per_step", PER_STEP, LOWER, 0.05, "allocator calls per step", "allocator calls per profiled step"),
     ("attribution.allocator_chain", TEXT, NEITHER, 0, "allocator chain", "the activity around the allocator call holding the most idle time"),
     ("attribution.allocator_source", TEXT, NEITHER, 0, "allocator source line", "its user source line (`with_stack=True`), else null"),
-    ("attribution.unrecorded_ns", NS, LOWER, 0.05, "unrecorded host time idle", "the longest GPU idle time the host spends in code no operator, runtime call or frame records: a range's (or a frame's) own time, or time with nothing open"),
+    ("attribution.unrecorded_ns", NS, LOWER, 0.05, "unrecorded host time idle", "GPU idle time while the host pauses in code no operator, runtime call or frame records: the own time of the range (or frame) holding the most of it when that is at least 1 ms per call and most of its idle time, else the stretches of at least 1 ms with nothing open"),
     ("attribution.unrecorded_share", SHARE, LOWER, 0.1, "unrecorded host time idle share", "`unrecorded_ns` / window"),
-    ("attribution.unrecorded_chain", TEXT, NEITHER, 0, "unrecorded host time chain", "the range or frame holding it; null when it is time with no event open"),
+    ("attribution.unrecorded_chain", TEXT, NEITHER, 0, "unrecorded host time chain", "the range or frame holding it; null for stretches with nothing open"),
     ("attribution.unrecorded_source", TEXT, NEITHER, 0, "unrecorded host time source line", "its user source line (`with_stack=True`), else null"),
     ("attribution.nodes[].name", TEXT, NEITHER, 0, "node name", "`name` of " + _N + "the event's name"),
     ("attribution.nodes[].kind", TEXT, NEITHER, 0, "node kind", "`kind` of " + _N + "cpu_op, annotation, python, runtime, driver"),
-    ("attribution.nodes[].chain", TEXT, NEITHER, 0, "node chain names", "`chain` of " + _N + "its chain as a list"),
     ("attribution.nodes[].chain_text", TEXT, NEITHER, 0, "node chain", "`chain_text` of " + _N + "its chain joined by ` > `"),
     ("attribution.nodes[].source", TEXT, NEITHER, 0, "node source line", "`source` of " + _N + "`file:line` of the user's deepest frame, else null"),
     ("attribution.nodes[].idle_ns", NS, LOWER, 0.05, "node idle", "`idle_ns` of " + _N + "GPU idle time inside it"),
