@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
 from minitrace import GEMM, US, E, kernel, launch, make_trace, op, step
+
 from tb_llmdiag.metrics import analyze
 from tb_llmdiag.metrics.attribution import attribute
 from tb_llmdiag.metrics.host_tree import HostForest
