@@ -46,8 +46,10 @@ def how_to_see_more(m: Metrics) -> str:
     """What the trace cannot tell and how to see more: frames name the line when they are missing."""
     if lookup(m, "attribution.frames") is True:
         return "the Python frames name the code; add record_function ranges inside it to split its time further"
-    return ("capture with with_stack=True so the trace names the Python file:line, or wrap the suspect code in "
-            "torch.profiler.record_function ranges")
+    return (
+        "capture with with_stack=True so the trace names the Python file:line, or wrap the suspect code in "
+        "torch.profiler.record_function ranges"
+    )
 
 
 def host_spread(m: Metrics) -> str:
@@ -154,8 +156,10 @@ ATTRIBUTION_RULES: tuple[Rule, ...] = (
 
 #: ``host_bound``'s wording when what holds the time is not launch cost: the fix addresses that activity
 HOST_BOUND_NOT_LAUNCH = Flavour(
-    fix=Fix(text="The host is not slow at launching here: it is {host_is}. Fix that activity (see the finding that "
-                 "names it); fusing kernels or CUDA graphs would not give this time back.",
-            pytorch="# see the finding naming the activity (allocator churn, unrecorded host time, ...)",
-            hf_trainer="# see the finding naming the activity"),
+    fix=Fix(
+        text="The host is not slow at launching here: it is {host_is}. Fix that activity (see the finding that "
+        "names it); fusing kernels or CUDA graphs would not give this time back.",
+        pytorch="# see the finding naming the activity (allocator churn, unrecorded host time, ...)",
+        hf_trainer="# see the finding naming the activity",
+    ),
 )

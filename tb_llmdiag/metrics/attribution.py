@@ -110,11 +110,11 @@ def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> Attribution |
     np.subtract(incl, self_ev, out=self_ev)
     np.maximum(self_ev, 0, out=self_ev)
     nn = forest.n_nodes
-    self_idle = np.bincount(forest.node, weights=self_ev, minlength=nn)
+    self_idle = np.bincount(forest.node, weights=self_ev, minlength=nn).astype(np.float64)
     del self_ev
     idle = forest.subtree_sum(self_idle)
     calls = np.bincount(forest.node, minlength=nn)
-    host_ns = np.bincount(forest.node, weights=ev.dur_ns[forest.rows], minlength=nn)
+    host_ns = np.bincount(forest.node, weights=ev.dur_ns[forest.rows], minlength=nn).astype(np.float64)
     busy_self, launches = _busy(ctx, forest)
     order = _ranked(forest, idle, top)
     step_idle = _step_idle(ctx, forest, incl, order)
@@ -147,7 +147,7 @@ def _busy(ctx: Context, forest: HostForest) -> tuple[F64, F64]:
     hit = launcher >= 0
     pos = pos_of_row[launcher[hit]]
     ok = pos >= 0
-    busy_self = np.bincount(forest.node[pos[ok]], weights=ev.dur_ns[dev[hit]][ok], minlength=nn)
+    busy_self = np.bincount(forest.node[pos[ok]], weights=ev.dur_ns[dev[hit]][ok], minlength=nn).astype(np.float64)
     lrows = pos_of_row[ctx.cache.family("launch_api")]
     lrows = lrows[lrows >= 0]
     launches = forest.subtree_sum(np.bincount(forest.node[lrows], minlength=nn))
@@ -175,7 +175,8 @@ def _step_idle(ctx: Context, forest: HostForest, incl: I64, order: IDX) -> F64:
     step, sel, ts = step[ok], sel[ok], ts[ok]
     within = ts < st.end_ns[step]
     flat = r[sel[within]] * len(st) + step[within]
-    return np.bincount(flat, weights=incl[sel[within]], minlength=k * len(st)).reshape(k, len(st))
+    per = np.bincount(flat, weights=incl[sel[within]], minlength=k * len(st)).astype(np.float64)
+    return per.reshape(k, len(st))
 
 
 def attribution_metrics(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> dict[str, Any]:

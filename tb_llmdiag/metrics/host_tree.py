@@ -64,7 +64,7 @@ def _by_thread(trace: Trace, rows: IDX) -> tuple[P32, P32, I64]:
         pos = np.unique(np.concatenate((tie, tie + 1)))
         sub = np.lexsort((-ev.dur_ns[rows[pos]], ts[pos], code[pos]))
         rows[pos] = rows[pos[sub]]
-    return rows, code, tids
+    return rows.astype(np.int32, copy=False), code, tids
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,7 @@ def _nest(ev: EventTable, rows: P32, code: P32, end: I64) -> tuple[NDArray[np.bo
     kept = np.ones(ts.size, bool) if keep is not None else None
     for _ in range(4):
         if keep is not None:  # compact in place of gathering: the arrays shrink, nothing is copied twice
+            assert kept is not None
             at = np.flatnonzero(kept)
             kept[at[~keep]] = False
             code, ts, end, kind = code[keep], ts[keep], end[keep], kind[keep]

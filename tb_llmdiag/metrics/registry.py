@@ -76,7 +76,13 @@ def _metric(e: Entry) -> Metric:
 METRICS: tuple[Metric, ...] = tuple(
     _metric(e)
     for e in (
-        *REPORT_METRICS, *GPU_METRICS, *HOST_METRICS, *CAUSE_METRICS, *ATTRIBUTION_METRICS, *COMM_METRICS, *XLA_METRICS,
+        *REPORT_METRICS,
+        *GPU_METRICS,
+        *HOST_METRICS,
+        *CAUSE_METRICS,
+        *ATTRIBUTION_METRICS,
+        *COMM_METRICS,
+        *XLA_METRICS,
         *JOB_METRICS,
     )
 )
