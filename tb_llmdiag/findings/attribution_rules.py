@@ -23,6 +23,10 @@ EXPLAINED_BY: dict[str, str] = {
 }
 
 
+#: from this many activities holding half the idle time on, it is spread over many operators
+SPREAD_MANY = 10
+
+
 def _with_source(chain: object, source: object) -> str:
     if not isinstance(chain, str) or not chain:
         return "no recorded event (between operators)"
@@ -67,9 +71,11 @@ def host_spread(m: Metrics) -> str:
             "cpu_work": "running operators that launch no GPU work",
         }.get(str(kind), "busy")
         return f"mostly in {where}, {what}"
-    n = lookup(m, "attribution.spread_nodes")
+    n = lookup(m, "attribution.spread_nodes") or 0
+    if n < SPREAD_MANY:
+        return f"split between {n} activities, none holding half; the largest is {where}"
     many = " (launch and dispatch cost of many operators)" if lookup(m, "attribution.top_kind") == "launch" else ""
-    return f"spread over {n} activities, none holding half{many}; the largest is {where}"
+    return f"spread over {n} activities{many}; the largest is {where}"
 
 
 def allocator_churns(m: Metrics) -> bool:

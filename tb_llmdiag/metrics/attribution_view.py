@@ -38,10 +38,12 @@ _COMPILE = re.compile(
     r"|\(dynamo_timed\)|compile_fx|entire_frame_compile"
 )
 _FRAME = re.compile(r"^(?P<file>[^()]+\.py)\((?P<line>\d+)\): ?(?P<fn>.*)$")
-#: a frame outside the user's code: installed packages and the profiling harness
+#: a frame outside the user's code: installed packages (traces name them relative to site-packages) and the harness
 LIBRARY = re.compile(
     r"(?:^|/)(?:torch|transformers|peft|accelerate|trl|datasets|tokenizers|numpy|triton|deepspeed|lightning|"
-    r"pytorch_lightning|tb_llmdiag|contextlib|threading|functools|typing|importlib)/|site-packages|dist-packages"
+    r"pytorch_lightning|vllm|sglang|diffusers|xformers|flash_attn|apex|bitsandbytes|liger_kernel|unsloth|torchtune|"
+    r"torchao|timm|safetensors|huggingface_hub|megatron|tb_llmdiag|contextlib|threading|functools|typing|importlib)/"
+    r"|site-packages|dist-packages"
     r"|^<|/lib/python3|^python3\.\d+/"
 )
 MAX_CHAIN = 6
@@ -222,7 +224,9 @@ def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
     rank = {int(n): i for i, n in enumerate(a.order)}
     nodes = [_node_row(ctx, a, int(n), a.step_idle[rank[int(n)]] if a.step_idle.size else None) for n in a.order]
     dom = _dominant(a)
-    lead = dom if dom is not None else (int(a.order[0]) if a.order.size else None)
+    # no activity dominates: the one holding the most idle time in its own time (a root frame such as
+    # ``<module>`` holds everything inclusively and says nothing)
+    lead = dom if dom is not None else (int(np.argmax(a.self_idle)) if a.order.size else None)
     out: dict[str, Any] = {
         "available": True,
         "idle_ns": a.idle_ns,
@@ -235,7 +239,7 @@ def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
         "dominant": dom is not None,
         "spread_nodes": _spread(a) if dom is None else None,
     }
-    out.update(_lead_fields(ctx, a, lead, a.step_idle[rank[lead]] if lead in rank and a.step_idle.size else None))
+    out.update(_lead_fields(ctx, a, lead, _steps_of(ctx, a, lead, rank)))
     alloc_ns, alloc_calls, alloc_at = _family_top(ctx, a, ALLOCATOR)
     n_steps = ctx.n_steps
     out["allocator_idle_ns"] = int(alloc_ns)
@@ -270,8 +274,14 @@ def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
     return out
 
 
+def _steps_of(ctx: Context, a: Attribution, node: int | None, rank: dict[int, int]) -> np.ndarray | None:
+    """Per step idle of a ranked node, None for others (their steps hit are not counted)."""
+    return a.step_idle[rank[node]] if node in rank and a.step_idle.size else None
+
+
 def _lead_fields(ctx: Context, a: Attribution, lead: int | None, step_idle: np.ndarray | None) -> dict[str, Any]:
-    """``top_*``: the activity that holds the GPU's idle time: the dominant one, else the largest by idle."""
+    """``top_*``: the activity that holds the GPU's idle time: the dominant one, else the one holding the most in
+    its own time."""
     if lead is None:
         return {
             k: None
