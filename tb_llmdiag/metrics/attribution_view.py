@@ -115,7 +115,10 @@ def subtree(forest: HostForest, node: int) -> np.ndarray:
 
 
 def _matching(names: tuple[str, ...], ids: np.ndarray, rx: re.Pattern[str]) -> np.ndarray:
-    return np.fromiter((rx.search(names[int(i)]) is not None for i in ids), bool, count=ids.size)
+    """Whether each name id's name matches ``rx``: searched once per distinct name."""
+    uniq, inv = np.unique(ids, return_inverse=True)
+    hit = np.fromiter((rx.search(names[int(i)]) is not None for i in uniq), bool, count=uniq.size)
+    return hit[inv.reshape(-1)]
 
 
 def composition(ctx: Context, a: Attribution, node: int) -> dict[str, Any]:
