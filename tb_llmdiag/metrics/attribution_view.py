@@ -1,10 +1,10 @@
 """The ``attribution`` topic's dict: chains of names, source lines and what kind of cause an activity is.
 
-- ``chain_names``: a node's chain as a user reads it: the user annotations (step markers left out), the deepest
-  Python frame of the user's own code (``file.py(123): fn``), the outermost and the innermost operator, and the
-  runtime/driver call at the bottom, outermost first.
+- ``chain_names``: a node's chain as a user reads it, in call order (outermost first): the user annotations, the
+  deepest Python frame of the user's own code (``file.py(123): fn``), the outermost and the innermost operator,
+  and the node itself when it is a runtime/driver call or a frame; at most ``MAX_CHAIN`` names.
 - ``source_line``: the deepest frame of the chain outside torch, transformers and other installed packages
-  (``USER_FRAME``), as ``file:line``; None without Python frames.
+  (``host_tree.LIBRARY``), as ``file:line``; None without Python frames.
 - ``cause_kind`` of an idle activity (first that applies), from the names and counts in its subtree only:
   ``allocator`` (at least half of its idle time inside allocator calls: cudaMalloc/cudaFree/hipMalloc/...,
   ``empty_cache``); ``sync`` (inside a blocking call or a device value read: ``sync_api`` / ``sync_op``);
@@ -24,27 +24,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.context import NAME_PATTERNS, Context, share
-from tb_llmdiag.metrics.host_tree import HostForest
+from tb_llmdiag.metrics.host_tree import HostForest, user_frame
 from tb_llmdiag.model import Kind
 
 ALLOCATOR = re.compile(
     r"^(?:cuda|hip)(?:Malloc|Free)(?:Async|Host|Managed)?(?:_v\d+)?$|^(?:cuda|hip)HostAlloc$"
-    r"|^cuMem(?:Alloc|Free|Create|Release|Map|Unmap|AddressReserve|AddressFree)\w*$|[(:]\s*empty_cache\b|\bempty_cache$"
+    r"|^cuMem(?:Alloc|Free|Create|Release|Map|Unmap|AddressReserve|AddressFree)\w*$|[(:]\s*empty_cache\b|\bempty_cache$|_cuda_emptyCache"
 )
 _SYNC = re.compile(NAME_PATTERNS["sync_api"] + "|" + NAME_PATTERNS["sync_op"])
 _LOADER = re.compile(NAME_PATTERNS["dataloader"])
 _COMPILE = re.compile(
     r"Torch-Compiled Region|CompiledFunction|TorchDynamo|torch/_dynamo/|torch/_inductor/|^dynamo$"
     r"|\(dynamo_timed\)|compile_fx|entire_frame_compile"
-)
-_FRAME = re.compile(r"^(?P<file>[^()]+\.py)\((?P<line>\d+)\): ?(?P<fn>.*)$")
-#: a frame outside the user's code: installed packages (traces name them relative to site-packages) and the harness
-LIBRARY = re.compile(
-    r"(?:^|/)(?:torch|transformers|peft|accelerate|trl|datasets|tokenizers|numpy|triton|deepspeed|lightning|"
-    r"pytorch_lightning|vllm|sglang|diffusers|xformers|flash_attn|apex|bitsandbytes|liger_kernel|unsloth|torchtune|"
-    r"torchao|timm|safetensors|huggingface_hub|megatron|tb_llmdiag|contextlib|threading|functools|typing|importlib)/"
-    r"|site-packages|dist-packages"
-    r"|^<|/lib/python3|^python3\.\d+/"
 )
 MAX_CHAIN = 6
 PAUSE_NS = 1_000_000  # a pause of the host: GPU idle time of at least this long in code no event records
@@ -68,14 +59,6 @@ class Attribution:
     launches: NDArray[np.float64]  # per node, inclusive: launch calls
     step_idle: NDArray[np.float64]  # per (node ranked in ``order``, step): inclusive idle of the top nodes
     order: NDArray[np.intp]  # the nodes ranked by inclusive idle (step markers left out), at most ``top``
-
-
-def user_frame(name: str) -> tuple[str, int, str] | None:
-    """(file, line, function) of a Python frame of the user's code, else None."""
-    m = _FRAME.match(name)
-    if m is None or LIBRARY.search(m["file"]):
-        return None
-    return m["file"], int(m["line"]), m["fn"]
 
 
 def source_line(forest: HostForest, names: tuple[str, ...], node: int) -> str | None:

@@ -2,7 +2,9 @@
 
 Contract (``HostForest.build(trace)``; no I/O, no per-event Python):
 - Host events are the rows of kinds CPU_OP, ANNOTATION, PYTHON, RUNTIME and DRIVER (step markers are not: a
-  step's time is the step's, and ``ProfilerStep#N`` ranges cross the Python frames of ``prof.step()``). They are ordered by
+  step's time is the step's, and ``ProfilerStep#N`` ranges cross the Python frames of ``prof.step()``), less the
+  Python frames of installed packages (``_kept_frames``: torch, transformers... hold no cause of their own; the
+  user's frames, built-in functions and ``nn.Module`` frames stay). They are ordered by
   thread, then start, then longer first (``rows``: indices into ``trace.events``); ``thread`` is a dense code
   per host thread (``tids[thread]`` is the trace's tid).
 - ``parent``: the position (into ``rows``) of the latest-started earlier event of the same thread still open
@@ -22,6 +24,7 @@ with Python frames).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +35,46 @@ from tb_llmdiag.model import EventTable, Kind, Trace, kind_mask
 I64 = NDArray[np.int64]
 IDX = NDArray[np.intp]
 P32 = NDArray[np.int32]  # positions and codes: int32 halves the forest's memory (a trace holds < 2**31 events)
+
+_FRAME = re.compile(r"^(?P<file>[^()]+\.py)\((?P<line>\d+)\): ?(?P<fn>.*)$")
+#: a frame outside the user's code: installed packages (traces name them relative to site-packages) and the harness
+LIBRARY = re.compile(
+    r"(?:^|/)(?:torch|transformers|peft|accelerate|trl|datasets|tokenizers|numpy|triton|deepspeed|lightning|"
+    r"pytorch_lightning|vllm|sglang|diffusers|xformers|flash_attn|apex|bitsandbytes|liger_kernel|unsloth|torchtune|"
+    r"torchao|timm|safetensors|huggingface_hub|megatron|tb_llmdiag|contextlib|threading|functools|typing|importlib)/"
+    r"|site-packages|dist-packages"
+    r"|^<|/lib/python3|^python3\.\d+/"
+)
+
+
+def user_frame(name: str) -> tuple[str, int, str] | None:
+    """(file, line, function) of a Python frame of the user's code, else None."""
+    m = _FRAME.match(name)
+    if m is None or LIBRARY.search(m["file"]):
+        return None
+    return m["file"], int(m["line"]), m["fn"]
+
+
+def _kept_frames(ev: EventTable, rows: IDX) -> IDX:
+    """``rows`` without the Python frames of installed packages (``LIBRARY``; checked once per name): their time
+    goes to the frame or operator around them. Built-in functions (``gc.collect``, ``time.sleep``) and
+    ``nn.Module`` frames stay: they say what the user's code does."""
+    py = ev.kind[rows] == Kind.PYTHON
+    ids = np.unique(ev.name_id[rows[py]])
+    drop = np.fromiter(
+        (
+            LIBRARY.search(ev.names[i]) is not None and not ev.names[i].startswith(("<built-in function", "nn.Module"))
+            for i in ids.tolist()
+        ),
+        bool,
+        count=ids.size,
+    )
+    if not drop.any():
+        return rows
+    flag = np.zeros(len(ev.names), bool)
+    flag[ids[drop]] = True
+    return rows[~(py & flag[ev.name_id[rows]])]
+
 
 HOST_KINDS = (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON, Kind.RUNTIME, Kind.DRIVER)
 
@@ -106,7 +149,7 @@ class HostForest:
     @staticmethod
     def build(trace: Trace) -> HostForest:
         ev = trace.events
-        rows, code, tids = _by_thread(trace, np.flatnonzero(kind_mask(ev.kind, HOST_KINDS)))
+        rows, code, tids = _by_thread(trace, _kept_frames(ev, np.flatnonzero(kind_mask(ev.kind, HOST_KINDS))))
         end = ev.ts_ns[rows]
         end += ev.dur_ns[rows]
         keep, parent, depth, end = _nest(ev, rows, code.copy(), end)

@@ -103,31 +103,35 @@ def test_the_topic_names_the_range_and_what_holds_it() -> None:
 
 
 def test_a_range_opened_inside_python_frames_still_nests() -> None:
-    # GIVEN with_stack frames: train.py's step (0-100 us) calls record_function's __enter__ (5-8 us), inside
-    # which the range "fwd" starts (6 us); fwd ends at 50 us inside __exit__ (49-52 us); aten::mm (10-20 us)
-    # launches K (12-14 us) that runs 60-70 us
+    # GIVEN with_stack frames: train.py's step (0-100 us) calls helpers.open_range (5-8 us), inside which the
+    # range "fwd" starts (6 us); fwd ends at 50 us inside helpers.close_range (49-52 us); inside fwd, torch's
+    # Module._call_impl frame (9-21 us) runs aten::mm (10-20 us), which launches K (12-14 us, runs 60-70 us)
     trace = make_trace([
         step(1, 0, 100 * US),
         E(Kind.PYTHON, "train.py(10): step", 0, 100 * US),
-        E(Kind.PYTHON, "torch/autograd/profiler.py(750): __enter__", 5 * US, 3 * US),
+        E(Kind.PYTHON, "helpers.py(5): open_range", 5 * US, 3 * US),
         E(Kind.ANNOTATION, "fwd", 6 * US, 44 * US),
+        E(Kind.PYTHON, "torch/nn/modules/module.py(1783): _call_impl", 9 * US, 12 * US),
         op("aten::mm", 10 * US, 10 * US), launch(12 * US, 2 * US, corr=1), kernel(GEMM, 60 * US, 10 * US, corr=1),
-        E(Kind.PYTHON, "torch/autograd/profiler.py(760): __exit__", 49 * US, 3 * US),
+        E(Kind.PYTHON, "helpers.py(9): close_range", 49 * US, 3 * US),
     ])
-    # WHEN the forest is built THEN __enter__ (which fwd outlives) is left out, fwd hangs under train.py's frame
-    # and __exit__ under fwd, cut at fwd's end
-    parents = parent_names(trace)
-    assert "torch/autograd/profiler.py(750): __enter__" not in parents
-    assert parents["fwd"] == "train.py(10): step" and parents["aten::mm"] == "fwd"
-    assert parents["torch/autograd/profiler.py(760): __exit__"] == "fwd"
+    # WHEN the forest is built THEN open_range (which fwd outlives) is left out, fwd hangs under train.py's frame
+    # and close_range under fwd, cut at fwd's end; torch's own frame is left out (its op hangs under fwd)
+    got = parent_names(trace)
+    assert "helpers.py(5): open_range" not in got and "torch/nn/modules/module.py(1783): _call_impl" not in got
+    assert got["fwd"] == "train.py(10): step" and got["aten::mm"] == "fwd"
+    assert got["helpers.py(9): close_range"] == "fwd"
+    f = HostForest.build(trace)
+    close = [p for p, r in enumerate(f.rows.tolist()) if trace.events.name_of(r) == "helpers.py(9): close_range"][0]
+    assert f.end_ns[close] == 50 * US
     a = analyze(trace)
     at = attribute(a.context, a.breakdown)
     assert at is not None and at.self_idle.sum() + at.outside_ns == at.idle_ns == 90 * US
-    # AND the chain names the user's frame, the range and the op; the source line is train.py:10
+    # AND chains name the user's frame: the source line is train.py:10
     m = a.metrics["attribution"]
     assert m["frames"] is True
-    assert m["top_chain"] == "fwd > train.py(10): step" or m["top_source"] == "train.py:10"
-    assert m["nodes"][0]["source"] == "train.py:10"
+    assert m["nodes"][0]["chain_text"] == "train.py(10): step" and m["nodes"][0]["source"] == "train.py:10"
+    assert {n["chain_text"]: n["source"] for n in m["nodes"]}["train.py(10): step > fwd > aten::mm"] == "train.py:10"
 
 
 def test_a_gap_goes_to_the_thread_that_launches_the_work_ending_it() -> None:
