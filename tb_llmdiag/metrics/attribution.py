@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import covered_before_each, subtract
+from tb_llmdiag.intervals import gaps as complement
 from tb_llmdiag.metrics.attribution_view import PAUSE_NS, Attribution, describe
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.gaps import StepBreakdown
@@ -99,14 +100,10 @@ def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> Attribution |
         lo, hi = int(bounds[c]), int(bounds[c + 1])
         roots = lo + np.flatnonzero(forest.parent[lo:hi] < 0)
         outside += int((blocks[1] - blocks[0]).sum()) - int(incl[roots].sum())
-        # stretches of idle time with nothing open on the thread: the long ones are pauses of the host
-        gap_s, gap_e = subtract(*blocks, ev.ts_ns[forest.rows[roots]], forest.end_ns[roots])
-        d = gap_e - gap_s
-        pauses += int(d[d >= PAUSE_NS].sum())
+        pauses += _pauses(blocks, ev.ts_ns[forest.rows[roots]], forest.end_ns[roots])
     np.maximum(incl, 0, out=incl)
-    kids = np.flatnonzero(forest.parent >= 0)
-    self_ev = np.bincount(forest.parent[kids], weights=incl[kids], minlength=n)  # the children's, then the own
-    del kids
+    # the children's idle summed on their parent (roots on a slot of their own, dropped), then the own
+    self_ev = np.bincount(forest.parent + 1, weights=incl, minlength=n + 1)[1:]
     np.subtract(incl, self_ev, out=self_ev)
     np.maximum(self_ev, 0, out=self_ev)
     nn = forest.n_nodes
@@ -133,6 +130,22 @@ def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> Attribution |
         step_idle=step_idle,
         order=order,
     )
+
+
+def _pauses(blocks: tuple[I64, I64], root_s: I64, root_e: I64) -> int:
+    """Idle time in stretches of at least ``PAUSE_NS`` with none of the thread's events open: the long gaps
+    less the thread's roots, where both are long (only long pieces can make a long stretch: the sets stay small)."""
+    gs, ge = blocks
+    long = (ge - gs) >= PAUSE_NS
+    if not long.any():
+        return 0
+    gs, ge = gs[long], ge[long]
+    free_s, free_e = complement(root_s, root_e, int(gs[0]), int(ge[-1]))  # host time with no event open
+    wide = (free_e - free_s) >= PAUSE_NS
+    busy_s, busy_e = complement(free_s[wide], free_e[wide], int(gs[0]), int(ge[-1]))
+    ps, pe = subtract(gs, ge, busy_s, busy_e)
+    d = pe - ps
+    return int(d[d >= PAUSE_NS].sum())
 
 
 def _busy(ctx: Context, forest: HostForest) -> tuple[F64, F64]:

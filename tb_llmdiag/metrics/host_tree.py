@@ -35,6 +35,8 @@ from tb_llmdiag.model import EventTable, Kind, Trace, kind_mask
 I64 = NDArray[np.int64]
 IDX = NDArray[np.intp]
 P32 = NDArray[np.int32]  # positions and codes: int32 halves the forest's memory (a trace holds < 2**31 events)
+CHUNK = 1 << 16  # events per search: bounds the temporaries on big traces
+Levels = tuple[NDArray[np.int32], I64]  # positions by depth, and where each depth starts among them
 
 _FRAME = re.compile(r"^(?P<file>[^()]+\.py)\((?P<line>\d+)\): ?(?P<fn>.*)$")
 #: a frame outside the user's code: installed packages (traces name them relative to site-packages) and the harness
@@ -55,7 +57,7 @@ def user_frame(name: str) -> tuple[str, int, str] | None:
     return m["file"], int(m["line"]), m["fn"]
 
 
-def _kept_frames(ev: EventTable, rows: IDX) -> IDX:
+def _kept_frames(ev: EventTable, rows: P32) -> P32:
     """``rows`` without the Python frames of installed packages (``LIBRARY``; checked once per name): their time
     goes to the frame or operator around them. Built-in functions (``gc.collect``, ``time.sleep``) and
     ``nn.Module`` frames stay: they say what the user's code does."""
@@ -86,16 +88,17 @@ def thread_codes(tid: I64) -> tuple[NDArray[np.int32], I64]:
         return np.zeros(0, np.int32), np.zeros(0, np.int64)
     lo, hi = int(tid.min()), int(tid.max())
     if hi - lo < 1 << 22:
-        seen = np.bincount(tid - lo, minlength=hi - lo + 1) > 0
+        off = tid - lo
+        seen = np.bincount(off, minlength=hi - lo + 1) > 0
         ids = np.flatnonzero(seen)
         lut = np.cumsum(seen, dtype=np.int32) - 1
-        return lut[tid - lo], ids.astype(np.int64) + lo
+        return lut[off], ids.astype(np.int64) + lo
     ids, code = np.unique(tid, return_inverse=True)
     return code.astype(np.int32), ids.astype(np.int64)
 
 
-def _by_thread(trace: Trace, rows: IDX) -> tuple[P32, P32, I64]:
-    """Host rows ordered by thread, start, longer first; their thread codes; the thread ids."""
+def _by_thread(trace: Trace, rows: P32) -> tuple[P32, P32, I64, I64]:
+    """Host rows ordered by thread, start, longer first; their thread codes, the thread ids and their starts."""
     ev = trace.events
     code, tids = thread_codes(ev.tid[rows])
     order = np.argsort(code.astype(np.uint16) if tids.size < 1 << 16 else code, kind="stable")
@@ -107,7 +110,8 @@ def _by_thread(trace: Trace, rows: IDX) -> tuple[P32, P32, I64]:
         pos = np.unique(np.concatenate((tie, tie + 1)))
         sub = np.lexsort((-ev.dur_ns[rows[pos]], ts[pos], code[pos]))
         rows[pos] = rows[pos[sub]]
-    return rows.astype(np.int32, copy=False), code, tids
+        ts[pos] = ts[pos[sub]]
+    return rows.astype(np.int32, copy=False), code, tids, ts
 
 
 @dataclass(frozen=True)
@@ -149,27 +153,28 @@ class HostForest:
     @staticmethod
     def build(trace: Trace) -> HostForest:
         ev = trace.events
-        rows, code, tids = _by_thread(trace, _kept_frames(ev, np.flatnonzero(kind_mask(ev.kind, HOST_KINDS))))
-        end = ev.ts_ns[rows]
-        end += ev.dur_ns[rows]
-        keep, parent, depth, end = _nest(ev, rows, code.copy(), end)
+        host = np.flatnonzero(kind_mask(ev.kind, HOST_KINDS)).astype(np.int32)
+        rows, code, tids, ts = _by_thread(trace, _kept_frames(ev, host))
+        del host
+        end = ev.dur_ns[rows]
+        end += ts
+        keep, parent, levels, code, end = _nest(ev, rows, code, ts, end)
+        del ts
         if keep is not None:
-            rows, code = rows[keep], code[keep]
+            rows = rows[keep]
         del keep
-        node, nodes = _nodes(ev, rows, parent, depth)
+        node, nodes = _nodes(ev, rows, parent, levels)
         return HostForest(rows, end, code, tids, parent, node, *nodes)
 
 
 def _nodes(
-    ev: EventTable, rows: P32, parent: P32, depth: P32
+    ev: EventTable, rows: P32, parent: P32, levels: Levels
 ) -> tuple[P32, tuple[IDX, NDArray[np.int32], NDArray[np.uint8], I64]]:
     """Call-tree nodes, level by level: events of one level with the same parent node and name share a node."""
     n = rows.size
     node = np.zeros(n, dtype=np.int32)
     n_names = max(len(ev.names), 1)
-    by_depth = np.argsort(depth.astype(np.uint16) if n and depth.max() < 1 << 16 else depth, kind="stable")
-    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2 if n else 1))
-    by_depth = by_depth.astype(np.int32)
+    by_depth, bounds = levels
     parts: list[tuple[IDX, NDArray[np.int32], NDArray[np.uint8], I64]] = []
     made = 0
     for d in range(bounds.size - 1):
@@ -186,7 +191,9 @@ def _nodes(
     return node, tuple(np.concatenate([p[i] for p in parts]) for i in range(4))  # type: ignore[return-value]
 
 
-def _nest(ev: EventTable, rows: P32, code: P32, end: I64) -> tuple[NDArray[np.bool_] | None, P32, P32, I64]:
+def _nest(
+    ev: EventTable, rows: P32, code: P32, ts: I64, end: I64
+) -> tuple[NDArray[np.bool_] | None, P32, Levels, P32, I64]:
     """Make each thread's events nest, then find each one's parent by counting (``_counted``).
 
     An event that starts inside its parent and ends after it (they cross) breaks the nesting. A
@@ -197,10 +204,9 @@ def _nest(ev: EventTable, rows: P32, code: P32, end: I64) -> tuple[NDArray[np.bo
     events that start after it and before that end, or, where a non-Python event crosses a Python frame, that
     frame and the frames above it that it crosses too are left out; counted again until nothing crosses (once,
     usually). Returns which events are kept (None: all), the parents (positions among the kept ones), their
-    depths and ends (``end`` is cut in place, then compacted).
+    levels, thread codes and ends (``end`` is cut in place, then compacted).
     """
     kind = ev.kind[rows]
-    ts = ev.ts_ns[rows]
     keep = _ranges_first(kind, code, ts, end)
     kept = np.ones(ts.size, bool) if keep is not None else None
     for _ in range(4):
@@ -210,15 +216,19 @@ def _nest(ev: EventTable, rows: P32, code: P32, end: I64) -> tuple[NDArray[np.bo
             kept[at[~keep]] = False
             code, ts, end, kind = code[keep], ts[keep], end[keep], kind[keep]
             del at
-        parent, depth = _counted(code, ts, end)
-        v = np.flatnonzero(parent >= 0)
-        p = parent[v]
+        parent, levels = _counted(code, ts, end)
         # a real crossing starts inside its parent and ends after it (a counted parent that has already ended
         # follows from an earlier crossing and is right once that one is resolved)
-        cross = (end[v] > end[p]) & (ts[v] < end[p])
-        if not cross.any():
-            return kept, parent, depth, end
-        v, p = v[cross], p[cross]
+        p_end = end[np.maximum(parent, 0)]
+        cross = end > p_end
+        cross &= ts < p_end
+        cross &= parent >= 0
+        del p_end
+        v = np.flatnonzero(cross)
+        del cross
+        if v.size == 0:
+            return kept, parent, levels, code, end
+        p = parent[v]
         frame = (kind[p] == Kind.PYTHON) & (kind[v] != Kind.PYTHON)
         _cut(code, ts, end, v[~frame], end[p[~frame]])
         v, p = v[frame], p[frame]
@@ -257,15 +267,18 @@ def _ranges_first(kind: NDArray[np.uint8], code: P32, ts: I64, end: I64) -> NDAr
         a_ts, a_end = ts[ann], end[ann]
         a_par = _counted(code[ann], a_ts, a_end)[0]  # ranges nest among themselves
         # the innermost range open at each event's start: the last one started at or before it, or up its chain
-        at = np.searchsorted(a_ts, ts[lo:hi], side="right") - 1
-        at[ann - lo] = np.arange(-1, ann.size - 1)  # a range looks from the one before it
-        live = np.flatnonzero(at >= 0)
-        while live.size:
-            live = live[a_end[at[live]] <= ts[lo + live]]
-            at[live] = a_par[at[live]]
-            live = live[at[live] >= 0]
-        inside = np.flatnonzero(at >= 0)
-        np.minimum.at(end, lo + inside, a_end[at[inside]])
+        for lo_c in range(lo, hi, CHUNK):  # bounded temporaries
+            hi_c = min(lo_c + CHUNK, hi)
+            at = np.searchsorted(a_ts, ts[lo_c:hi_c], side="right") - 1
+            own = ann[(ann >= lo_c) & (ann < hi_c)]
+            at[own - lo_c] = np.searchsorted(ann, own) - 1  # a range looks from the one before it
+            live = np.flatnonzero(at >= 0)
+            while live.size:
+                live = live[a_end[at[live]] <= ts[lo_c + live]]
+                at[live] = a_par[at[live]]
+                live = live[at[live] >= 0]
+            inside = np.flatnonzero(at >= 0)
+            np.minimum.at(end, lo_c + inside, a_end[at[inside]])
         # a frame that a range starts in and outlives: the ranges' largest end over those starting inside it
         fr = lo + np.flatnonzero(kind[lo:hi] == Kind.PYTHON)
         f_lo = np.searchsorted(a_ts, ts[fr], side="right")
@@ -308,28 +321,33 @@ def _cut(code: P32, ts: I64, end: I64, v: P32, limit: I64) -> None:
     np.minimum.at(end, pos, np.repeat(limit, n))
 
 
-def _counted(code: P32, ts: I64, end: I64) -> tuple[P32, P32]:
+def _counted(code: P32, ts: I64, end: I64) -> tuple[P32, Levels]:
     """The parent and depth by counting open events (exact where events nest properly: ``_nest``): the depth is
     the thread's events opened before it minus those ended at or before its start; the parent the last earlier
-    event one level up. Zero-length events count as 1 ns long here, so a marker sits below the range it is in."""
+    event one level up. Zero-length events count as 1 ns long here, so a marker sits below the range it is in.
+    Returns the parents and the levels: the positions by depth (stable) and where each depth starts."""
     n = ts.size
     depth = np.zeros(n, np.int32)
     parent = np.full(n, -1, np.int32)
     if n == 0:
-        return parent, depth
+        return parent, (np.zeros(0, np.int32), np.zeros(1, np.int64))
     bounds = _thread_bounds(code)
     for c in range(bounds.size - 1):  # per thread: the sorted ends of its events, searched by its starts
         lo, hi = int(bounds[c]), int(bounds[c + 1])
         if hi > lo:
             ends = np.maximum(end[lo:hi], ts[lo:hi] + 1)
             ends.sort()
-            depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(ends, ts[lo:hi], side="right")
+            for lo_c in range(lo, hi, CHUNK):  # bounded temporaries
+                hi_c = min(lo_c + CHUNK, hi)
+                found = np.searchsorted(ends, ts[lo_c:hi_c], side="right")
+                np.subtract(np.arange(lo_c - lo, hi_c - lo), found, out=found)
+                depth[lo_c:hi_c] = found
             del ends
     np.maximum(depth, 0, out=depth)
-    by_depth = np.argsort(depth.astype(np.uint16) if depth.max() < 1 << 16 else depth, kind="stable")
-    level = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
-    by_depth = by_depth.astype(np.int32)
+    by_depth = np.argsort(depth.astype(np.uint16) if depth.max() < 1 << 16 else depth, kind="stable").astype(np.int32)
+    level = np.concatenate(([0], np.cumsum(np.bincount(depth))))
+    del depth
     for d in range(1, level.size - 1):  # per level: both sides sorted, so the search walks memory in order
         up, cur = by_depth[level[d - 1] : level[d]], by_depth[level[d] : level[d + 1]]
         parent[cur] = up[np.maximum(np.searchsorted(up, cur, side="right") - 1, 0)]
-    return parent, depth
+    return parent, (by_depth, level)
