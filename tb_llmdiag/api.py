@@ -149,7 +149,22 @@ def rank_summary(tf: TraceFile, trace: Trace, report: dict[str, Any], analysis: 
     """The compact per-rank record the job level reads (``jobs.summary``), from an analysed trace."""
     ids = [f["id"] for f in report.get("findings") or []][:TOP_FINDINGS_PER_RANK]
     ctx = analysis.context
-    return summarize_rank(trace, ctx.steps, label=rank_label(tf), top_finding_ids=ids, collectives=ctx.coll)
+    return summarize_rank(
+        trace,
+        ctx.steps,
+        label=rank_label(tf),
+        top_finding_ids=ids,
+        collectives=ctx.coll,
+        activities=rank_activities(report.get("metrics") or {}),
+    )
+
+
+def rank_activities(metrics: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """What a rank's host and GPU do, per step, from its attribution (``RankSummary.activities``)."""
+    att = metrics.get("attribution") or {}
+    steps = max(int((metrics.get("steps") or {}).get("count") or 1), 1)
+    idle = [("idle", n["chain_text"], n["idle_ns"] / steps) for n in att.get("nodes") or []]
+    return idle + [("busy", b["chain_text"], b["busy_ns"] / steps) for b in att.get("busy") or []]
 
 
 def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str, Any], Analysis]:

@@ -13,7 +13,8 @@ Definitions (Kineto traces; ns; shares of the analysis window, as every ``*_shar
   (``ProfilerStep#N``) with nothing else open is the step node's self idle. Both are host time outside any
   recorded operator: Python code, ``gc``, sleeps, I/O (``outside_any_ns`` = the two).
 - Per call-tree node: ``calls`` (events), ``host_ns`` (their summed durations), ``idle_ns`` (inclusive idle),
-  ``self_idle_ns``, ``busy_ns`` (the durations of the device events launched from inside it, by correlation id),
+  ``self_idle_ns``, ``busy_ns`` (the durations of the device events launched from inside it, by correlation id;
+  collectives left out: their time includes waiting for the other ranks),
   ``launches`` (launch calls inside it). ``nodes[]``: the ``top`` nodes by inclusive idle (step markers left
   out), each with its chain (``chain_text``: annotations, the deepest user frame, operators and the runtime call,
   ``attribution_view.chain_names``), steps hit (steps where its idle is >= 1 % of the step) and the median
@@ -155,8 +156,11 @@ def _busy(ctx: Context, forest: HostForest) -> tuple[F64, F64]:
     nn = forest.n_nodes
     pos_of_row = np.full(len(ev), -1, np.int32)
     pos_of_row[forest.rows] = np.arange(len(forest), dtype=np.int32)
-    dev = ctx.dev[ctx.dev_in_win]
-    launcher = ctx.cache.launcher(ctx.dev)[ctx.dev_in_win]
+    work = ctx.dev_in_win.copy()  # collectives are not work (their time includes waiting for peers)
+    if len(ctx.coll):
+        work &= ~np.isin(ctx.dev, ctx.coll.row)
+    dev = ctx.dev[work]
+    launcher = ctx.cache.launcher(ctx.dev)[work]
     hit = launcher >= 0
     pos = pos_of_row[launcher[hit]]
     ok = pos >= 0

@@ -243,16 +243,20 @@ def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
         out["unrecorded_ns"], out["unrecorded_chain"], out["unrecorded_source"] = a.pause_ns, None, None
     out["unrecorded_share"] = share(out["unrecorded_ns"], ctx.window_ns)
     out["nodes"] = nodes
-    ops = np.flatnonzero((a.busy > 0) & (f.node_kind == Kind.CPU_OP))
-    ops = ops[np.argsort(-a.busy[ops], kind="stable")[:top]]
+    # the operators that launch the GPU's work themselves: each launch call's device time on its parent node
+    launched = np.flatnonzero(a.busy_self > 0)
+    up = f.node_parent[launched]
+    by_op = np.bincount(np.where(up >= 0, up, launched), weights=a.busy_self[launched], minlength=f.n_nodes)
+    ops = np.flatnonzero(by_op > 0)
+    ops = ops[np.argsort(-by_op[ops], kind="stable")[:top]]
     busy_total = float(a.busy_self.sum())
     out["busy"] = [
         {
             "name": names[int(f.node_name[i])],
             "chain_text": " > ".join(chain_names(f, names, int(i))),
             "source": source_line(f, names, int(i)),
-            "busy_ns": int(a.busy[i]),
-            "busy_share": share(float(a.busy[i]), busy_total),
+            "busy_ns": int(by_op[i]),
+            "busy_share": share(float(by_op[i]), busy_total),
             "calls": int(a.calls[i]),
         }
         for i in ops

@@ -16,7 +16,7 @@ ATTRIBUTION_INTRO: dict[str, tuple[str, str]] = {
 }
 
 _N = "each `nodes` entry: the 8 call-tree nodes holding the most GPU idle time (inclusive), "
-_B = "each `busy` entry: the 8 operator nodes launching the most GPU time, "
+_B = "each `busy` entry: the 8 operator nodes that launch the most GPU time themselves (their own launch calls), "
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
