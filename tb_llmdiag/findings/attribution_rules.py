@@ -11,6 +11,7 @@ the trace cannot tell why the time goes there, the finding says so and how to se
 from __future__ import annotations
 
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
+from tb_llmdiag.units import fmt
 
 #: top_kind -> the catalogue rule that explains such an activity (``host_activity`` is for the others)
 EXPLAINED_BY: dict[str, str] = {
@@ -42,6 +43,28 @@ def allocator_where(m: Metrics) -> str:
     return _with_source(lookup(m, "attribution.allocator_chain"), lookup(m, "attribution.allocator_source"))
 
 
+def sync_where(m: Metrics) -> str:
+    return _with_source(lookup(m, "attribution.sync_chain"), lookup(m, "attribution.sync_source"))
+
+
+#: operators whose output shape depends on the data: the host must read a count back before it can go on
+DATA_DEPENDENT = (
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::unique",
+    "aten::_unique",
+    "aten::index",
+    "aten::masked_scatter",
+    "aten::repeat_interleave",
+)
+
+
+def data_dependent_sync(m: Metrics) -> bool:
+    """The sync holding the most idle time is inside an operator with a data-dependent output shape."""
+    chain = lookup(m, "attribution.sync_chain")
+    return isinstance(chain, str) and any(op in chain.split(" > ") for op in DATA_DEPENDENT)
+
+
 def unrecorded_where(m: Metrics) -> str:
     return _with_source(lookup(m, "attribution.unrecorded_chain"), lookup(m, "attribution.unrecorded_source"))
 
@@ -57,8 +80,9 @@ def how_to_see_more(m: Metrics) -> str:
 
 
 def host_spread(m: Metrics) -> str:
-    """What the host does while the GPU waits: one activity that dominates, or launch cost spread over many."""
+    """What the host does while the GPU waits: one activity that dominates, a few, or launch cost spread over many."""
     where = top_where(m)
+    share = fmt("share", lookup(m, "attribution.top_share"))
     if lookup(m, "attribution.dominant") is True:
         kind = lookup(m, "attribution.top_kind")
         what = {
@@ -70,12 +94,27 @@ def host_spread(m: Metrics) -> str:
             "outside": "running code no operator records",
             "cpu_work": "running operators that launch no GPU work",
         }.get(str(kind), "busy")
-        return f"mostly in {where}, {what}"
+        return f"mostly in {where} ({share} of step time), {what}"
     n = lookup(m, "attribution.spread_nodes") or 0
     if n < SPREAD_MANY:
-        return f"split between {n} activities, none holding half; the largest is {where}"
+        return f"split between {n} activities, none holding half; the largest is {where} ({share} of step time)"
     many = " (launch and dispatch cost of many operators)" if lookup(m, "attribution.top_kind") == "launch" else ""
-    return f"spread over {n} activities{many}; the largest is {where}"
+    return f"spread over {n} activities{many}; the largest: {largest_subtrees(m)}"
+
+
+def largest_subtrees(m: Metrics, k: int = 4) -> str:
+    """The ``k`` activities of ``attribution.nodes`` holding the most idle time, none inside another."""
+    picked: list[tuple[str, float]] = []
+    for n in lookup(m, "attribution.nodes") or ():
+        chain, share = n.get("chain_text"), n.get("idle_share")
+        if not isinstance(chain, str) or not isinstance(share, float):
+            continue
+        if any(chain.startswith(c + " > ") or c.startswith(chain + " > ") for c, _ in picked):
+            continue
+        picked.append((chain, share))
+        if len(picked) == k:
+            break
+    return ", ".join(f"{c} ({fmt('share', s)} of step time)" for c, s in picked)
 
 
 def allocator_churns(m: Metrics) -> bool:
@@ -159,6 +198,23 @@ ATTRIBUTION_RULES: tuple[Rule, ...] = (
     ),
 )
 # fmt: on
+
+#: ``host_sync``'s wording when the sync comes from an operator whose output shape depends on the data
+HOST_SYNC_DATA_DEPENDENT = Flavour(
+    title="A data-dependent shape syncs the host every step",
+    summary="{syncs_per_step} host syncs per step block the host for {blocked_share} of step time (longest "
+    "{longest_ns}); the blocking calls are in {where}, an operator whose output size depends on the data, so "
+    "the host reads a count back before it can launch more; removing the syncs could save up to {saving_share}.",
+    fix=Fix(
+        text="Keep shapes static in {where}: instead of boolean-mask indexing (x[mask], masked_select, "
+        "nonzero), compute on the whole tensor and mask the result (torch.where, a multiplied mask, "
+        "cross_entropy(ignore_index=-100) instead of logits[labels != -100]).",
+        pytorch="# instead of: loss = F.cross_entropy(logits[labels != -100], labels[labels != -100])\n"
+        "loss = F.cross_entropy(logits.view(-1, V), labels.view(-1), ignore_index=-100)",
+        hf_trainer="# the model's own loss already uses ignore_index=-100: drop custom masked indexing in compute_loss",
+    ),
+    docs="https://pytorch.org/docs/stable/generated/torch.cuda.set_sync_debug_mode.html",
+)
 
 #: ``host_bound``'s wording when what holds the time is not launch cost: the fix addresses that activity
 HOST_BOUND_NOT_LAUNCH = Flavour(

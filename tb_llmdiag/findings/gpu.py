@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tb_llmdiag.findings.attribution_rules import ATTRIBUTION_RULES, HOST_BOUND_NOT_LAUNCH, host_spread, top_is_launch
+from tb_llmdiag.findings.attribution_rules import (
+    ATTRIBUTION_RULES,
+    HOST_BOUND_NOT_LAUNCH,
+    HOST_SYNC_DATA_DEPENDENT,
+    data_dependent_sync,
+    host_spread,
+    sync_where,
+    top_is_launch,
+)
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
 
@@ -165,7 +173,7 @@ GPU_RULES: tuple[Rule, ...] = (
                   ("top_share", "attribution.top_share")),
         summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
                 "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
-                "{kernel_median_ns}); while it waits the host is {host_is} ({top_share} of step time).",
+                "{kernel_median_ns}); while it waits the host is {host_is}.",
         variants=((not_launch_bound, HOST_BOUND_NOT_LAUNCH),),
         fix=Fix(text="Give the GPU more work per launch and fewer launches: a larger micro-batch (with fewer "
                      "gradient-accumulation steps), torch.compile to fuse small ops, fused kernels (Liger, fused "
@@ -191,12 +199,13 @@ GPU_RULES: tuple[Rule, ...] = (
                   ("edge_syncs", "sync_storm.edge_syncs"), ("loop_syncs_per_step", "sync_storm.loop_syncs_per_step"),
                   ("trigger_op", "sync_storm.trigger_op"), ("after_op", "sync_storm.after_op"),
                   ("loop_host_ns", "sync_storm.loop_host_ns"),
-                  ("loop_idle_share", "sync_storm.loop_idle_share")),
+                  ("loop_idle_share", "sync_storm.loop_idle_share"),
+                  ("where", sync_where), ("sync_share", "attribution.sync_idle_share")),
         summary="{syncs_per_step} host syncs per step ({item_calls_per_step} .item() calls on GPU tensors) block the "
                 "host for {blocked_share} of step time (longest {longest_ns}) and drain the GPU queue; removing "
                 "them could save up to {saving_share} ({edge_syncs} step-edge synchronize calls of a timing harness "
                 "are not counted).",
-        variants=((sync_storm, Flavour(
+        variants=((data_dependent_sync, HOST_SYNC_DATA_DEPENDENT), (sync_storm, Flavour(
             title="A loop of host syncs stalls every step",
             summary="A loop of {loop_syncs_per_step} syncs per step ({trigger_op} after {after_op}) holds the host "
                     "for {loop_host_ns} a step while the GPU idles {loop_idle_share} of step time inside it; "

@@ -32,6 +32,7 @@ ALLOCATOR = re.compile(
     r"|^cuMem(?:Alloc|Free|Create|Release|Map|Unmap|AddressReserve|AddressFree)\w*$|[(:]\s*empty_cache\b|\bempty_cache$|_cuda_emptyCache"
 )
 _SYNC = re.compile(NAME_PATTERNS["sync_api"] + "|" + NAME_PATTERNS["sync_op"])
+_SYNC_CALL = re.compile(NAME_PATTERNS["sync_api"])  # the blocking runtime calls themselves
 _LOADER = re.compile(NAME_PATTERNS["dataloader"])
 _COMPILE = re.compile(
     r"Torch-Compiled Region|CompiledFunction|TorchDynamo|torch/_dynamo/|torch/_inductor/|^dynamo$"
@@ -233,6 +234,11 @@ def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
     out["allocator_calls_per_step"] = alloc_calls / n_steps if n_steps else None
     out["allocator_chain"] = " > ".join(chain_names(f, names, alloc_at)) if alloc_at is not None else None
     out["allocator_source"] = source_line(f, names, alloc_at) if alloc_at is not None else None
+    sync_ns, sync_calls, sync_at = _family_top(ctx, a, _SYNC_CALL)
+    out["sync_idle_ns"] = int(sync_ns)
+    out["sync_idle_share"] = share(sync_ns, ctx.window_ns)
+    out["sync_chain"] = " > ".join(chain_names(f, names, sync_at)) if sync_at is not None else None
+    out["sync_source"] = source_line(f, names, sync_at) if sync_at is not None else None
     bare = _bare_top(a, names)
     bare_ns = float(a.self_idle[bare]) if bare is not None else 0.0
     # the larger pause of the host in code no operator records: a range's own time, or stretches with none open
