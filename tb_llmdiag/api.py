@@ -22,7 +22,7 @@ from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
 from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
-from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
+from tb_llmdiag.jobs.summary import RankSummary, rank_activities, summarize_rank
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import Analysis, analyze, registry
 from tb_llmdiag.metrics.headline import headline
@@ -151,22 +151,8 @@ def rank_summary(tf: TraceFile, trace: Trace, report: dict[str, Any], analysis: 
     """The compact per-rank record the job level reads (``jobs.summary``), from an analysed trace."""
     ids = [f["id"] for f in report.get("findings") or []][:TOP_FINDINGS_PER_RANK]
     ctx = analysis.context
-    return summarize_rank(
-        trace,
-        ctx.steps,
-        label=rank_label(tf),
-        top_finding_ids=ids,
-        collectives=ctx.coll,
-        activities=rank_activities(report.get("metrics") or {}),
-    )
-
-
-def rank_activities(metrics: dict[str, Any]) -> list[tuple[str, str, float]]:
-    """What a rank's host and GPU do, per step, from its attribution (``RankSummary.activities``)."""
-    att = metrics.get("attribution") or {}
-    steps = max(int((metrics.get("steps") or {}).get("count") or 1), 1)
-    idle = [("idle", n["chain_text"], n["idle_ns"] / steps) for n in att.get("nodes") or []]
-    return idle + [("busy", b["chain_text"], b["busy_ns"] / steps) for b in att.get("busy") or []]
+    s = summarize_rank(trace, ctx.steps, label=rank_label(tf), top_finding_ids=ids, collectives=ctx.coll)
+    return s.replace(activities=tuple(rank_activities(report.get("metrics") or {})))
 
 
 def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str, Any], Analysis]:

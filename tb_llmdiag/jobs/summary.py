@@ -209,3 +209,11 @@ def summarize_rank(
         top_finding_ids=tuple(top_finding_ids),
         activities=tuple(activities),
     )
+
+
+def rank_activities(metrics: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """What a rank's host and GPU do, per step, from its attribution (``RankSummary.activities``)."""
+    att = metrics.get("attribution") or {}
+    steps = max(int((metrics.get("steps") or {}).get("count") or 1), 1)
+    idle = [("idle", n["chain_text"], n["idle_ns"] / steps) for n in att.get("nodes") or []]
+    return idle + [("busy", b["chain_text"], b["busy_ns"] / steps) for b in att.get("busy") or []]

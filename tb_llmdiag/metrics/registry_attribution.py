@@ -15,6 +15,7 @@ ATTRIBUTION_INTRO: dict[str, tuple[str, str]] = {
     ),
 }
 
+_S = "`straggler_cause_evidence` (from the ranks' attributions): "
 _N = "each `nodes` entry: the 8 call-tree nodes holding the most GPU idle time (inclusive), "
 _B = "each `busy` entry: the 8 operator nodes that launch the most GPU time themselves (their own launch calls), "
 
@@ -76,5 +77,10 @@ ATTRIBUTION_METRICS: tuple[Entry, ...] = (
     ("attribution.busy[].busy_ns", NS, NEITHER, 0.05, "launched GPU time", "`busy_ns` of " + _B + "summed durations of the device events it launches"),
     ("attribution.busy[].busy_share", SHARE, NEITHER, 0.1, "launched GPU time share", "`busy_share` of " + _B + "of all launched device time"),
     ("attribution.busy[].calls", COUNT, NEITHER, 0.05, "launching op calls", "`calls` of " + _B + "its calls"),
+    # the job level: what the straggler does that the others do not (jobs/attribution.py straggler_activity)
+    ("job.straggler_cause_evidence.activity", TEXT, NEITHER, 0, "straggler activity", _S + "what the straggler does that the others do not: the chain of its attribution (host activity the GPU waits in, or that launches the GPU's work) with the largest excess over the median rank"),
+    ("job.straggler_cause_evidence.activity_kind", TEXT, NEITHER, 0, "straggler activity kind", _S + "`idle` (GPU idle time inside it) or `busy` (GPU time launched from it)"),
+    ("job.straggler_cause_evidence.activity_ns_per_step", NS, NEITHER, 0.05, "straggler activity per step", _S + "the straggler's time in that activity per step"),
+    ("job.straggler_cause_evidence.activity_difference_ns_per_step", NS, NEITHER, 0.05, "straggler activity excess", _S + "straggler - median rank for that activity (a rank not listing it counts as 0: an upper bound)"),
 )
 # fmt: on

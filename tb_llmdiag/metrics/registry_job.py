@@ -234,40 +234,6 @@ JOB_METRICS: tuple[Entry, ...] = (
         "more_tokens, longer_gpu_compute, data_loader_stall, host_sync, host_bound_launching, late_step_start, unexplained",
     ),
     ("job.straggler_cause_evidence.cause", TEXT, NEITHER, 0, "largest difference", _CAUSE + ": which part"),
-    (
-        "job.straggler_cause_evidence.activity",
-        TEXT,
-        NEITHER,
-        0,
-        "straggler activity",
-        _CAUSE
-        + ": what the straggler does that the others do not: the chain of its attribution (host activity the GPU "
-        "waits in, or that launches the GPU's work) with the largest excess over the median rank",
-    ),
-    (
-        "job.straggler_cause_evidence.activity_kind",
-        TEXT,
-        NEITHER,
-        0,
-        "straggler activity kind",
-        _CAUSE + ": `idle` (GPU idle time inside it) or `busy` (GPU time launched from it)",
-    ),
-    (
-        "job.straggler_cause_evidence.activity_ns_per_step",
-        NS,
-        NEITHER,
-        0.05,
-        "straggler activity per step",
-        _CAUSE + ": the straggler's time in that activity per step",
-    ),
-    (
-        "job.straggler_cause_evidence.activity_difference_ns_per_step",
-        NS,
-        NEITHER,
-        0.05,
-        "straggler activity excess",
-        _CAUSE + ": straggler - median rank for that activity (a rank not listing it counts as 0: an upper bound)",
-    ),
     ("job.straggler_cause_evidence.quantity", TEXT, NEITHER, 0, "quantity", _CAUSE + ": the per-step column compared"),
     (
         "job.straggler_cause_evidence.straggler_ns_per_step",
