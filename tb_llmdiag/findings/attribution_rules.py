@@ -99,7 +99,7 @@ def host_spread(m: Metrics) -> str:
     if n < SPREAD_MANY:
         return f"split between {n} activities, none holding half; the largest is {where} ({share} of step time)"
     many = " (launch and dispatch cost of many operators)" if lookup(m, "attribution.top_kind") == "launch" else ""
-    return f"spread over {n} activities{many}; the largest: {largest_subtrees(m)}"
+    return f"spread over {n} activities{many}; the most in its own time: {where}; the largest: {largest_subtrees(m)}"
 
 
 def largest_subtrees(m: Metrics, k: int = 4) -> str:
@@ -151,7 +151,7 @@ ATTRIBUTION_RULES: tuple[Rule, ...] = (
                      "gc.collect()) from {where}; the caching allocator then reuses its blocks instead of calling "
                      "cudaFree and cudaMalloc every step. If fragmentation is why it is there, use expandable "
                      "segments instead.",
-                pytorch="# remove from the training step:\n#   gc.collect(); torch.cuda.empty_cache()\n"
+                pytorch="# remove from the step:\n#   gc.collect(); torch.cuda.empty_cache()\n"
                         "# if memory fragments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py",
                 hf_trainer="# no empty_cache() in callbacks' on_step_end; if memory fragments:\n"
                            "# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True accelerate launch train.py"),
