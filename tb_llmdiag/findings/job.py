@@ -110,7 +110,19 @@ def straggler_summary(m: Metrics) -> str:
         f"({fmt('share', m.get('straggler_others_wait_share'))} of the {fmt('ns', m.get('job_step_ns'))} step); "
         f"it arrives last in {m.get('straggler_last_arrivals')} of {m.get('matched_collective_count')} "
         f"matched collectives and is the rank waited for most in {m.get('straggler_last_steps')} of "
-        f"{m.get('common_step_count')} steps.{noise} Cause: {phrase}."
+        f"{m.get('common_step_count')} steps.{noise} Cause: {phrase}.{straggler_activity(ev)}"
+    )
+
+
+def straggler_activity(ev: Mapping[str, Any]) -> str:
+    """What the straggler does that the others do not, from the ranks' attributions (``jobs.attribution``)."""
+    chain = ev.get("activity")
+    if not isinstance(chain, str):
+        return ""
+    what = "the GPU waits in" if ev.get("activity_kind") == "idle" else "its GPU work comes from"
+    return (
+        f" What it does that the others do not: {what} {chain} "
+        f"{fmt('ns', ev.get('activity_difference_ns_per_step'))} per step longer than the median rank."
     )
 
 
