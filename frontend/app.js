@@ -8,6 +8,7 @@ import { fmtBytes, formatValue } from './format.js';
 import { loadRegistry, unitOf } from './registry.js';
 import { mountSelectors, normalise, findRun } from './views/selectors.js';
 import { mountCards } from './views/cards.js';
+import { mountTrust } from './views/trust.js';
 import { mountFindings } from './views/findings.js';
 import { mountKernels } from './views/kernels.js';
 import { mountSteps } from './views/steps.js';
@@ -60,6 +61,7 @@ function buildLayout() {
   const statusEl = h('div', { class: 'status' });
   const noticeEl = h('div', { class: 'notices' });
   const cardsEl = h('div', { class: 'cards' });
+  const trustEl = h('div', { class: 'trust', hidden: true });
   const metaEl = h('div', { class: 'meta muted' });
   const findingsSec = section('Findings', 'findings');
   const kernelsSec = section('Device time by kernel category', 'kernels');
@@ -72,7 +74,7 @@ function buildLayout() {
   const jobSec = section('Job: all ranks of this run', 'job');
   jobSec.el.hidden = true;
   const panel = h('div', { class: 'panel', hidden: true },
-    jobSec.el, compareSec.el, cardsEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
+    jobSec.el, compareSec.el, cardsEl, trustEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
     h('div', { class: 'grid' }, kernelsSec.el, stepsSec.el, tokensSec.el),
     timelineSec.el);
   const root = h('div', { class: 'app' },
@@ -118,6 +120,7 @@ export async function start(early) {
   const key = (s) => JSON.stringify([s.run, s.worker, s.span]);
   const selectors = mountSelectors(selEl, { onChange: (s) => select(s, null) });
   const cards = mountCards(cardsEl);
+  const trust = mountTrust(trustEl);
   const traceCanvas = mountTraceCanvas(traceSec.body, {
     onRange: (v) => {
       tvRange = formatRange(v);
@@ -282,6 +285,7 @@ export async function start(early) {
     reportFor = key(want);
     panel.hidden = false;
     cards.update(report);
+    trust.update(report);
     renderMeta(report);
     findings.update(report);
     markFirstPaint();

@@ -37,9 +37,14 @@ function evidenceTable(f) {
 
 function findingCard(f, whatIf, rank, onShow, inference) {
   const saving = fmtSaving(f.saving);
+  const up = whatIf && whatIf.unprofiled;
   const wi = whatIf && whatIf.finding_id === f.id && isNum(whatIf.step_ns) && isNum(whatIf.step_ns_if_fixed) && whatIf.step_ns_if_fixed > 0
-    ? h('div', { class: 'whatif' }, 'At most, if removed: median step ', h('b', { text: formatValue(whatIf.step_ns, unitOf('what_if.step_ns')) }), ' → ',
-      h('b', { text: formatValue(whatIf.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')) }))
+    ? (up && isNum(up.step_ns) && isNum(up.step_ns_if_fixed)
+      ? h('div', { class: 'whatif' }, 'At most, if removed: unprofiled median step ', h('b', { text: formatValue(up.step_ns, unitOf('what_if.unprofiled.step_ns')) }), ' → ',
+        h('b', { text: formatValue(up.step_ns_if_fixed, unitOf('what_if.unprofiled.step_ns_if_fixed')) }),
+        ` (profiled ${formatValue(whatIf.step_ns, unitOf('what_if.step_ns'))} → ${formatValue(whatIf.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed'))})`)
+      : h('div', { class: 'whatif' }, 'At most, if removed: median step ', h('b', { text: formatValue(whatIf.step_ns, unitOf('what_if.step_ns')) }), ' → ',
+        h('b', { text: formatValue(whatIf.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')) })))
     : null;
   const details = h('details', { class: 'finding-details', open: rank === 0 ? true : null },
     h('summary', { text: 'Evidence and fix' }),
@@ -54,6 +59,7 @@ function findingCard(f, whatIf, rank, onShow, inference) {
       onShow ? h('button', { type: 'button', class: 'btn show-in-trace', hidden: true, dataset: { id: f.id || '' }, text: 'Show in trace',
         title: 'Zoom the trace view to where this evidence is and outline the op it blames', onclick: () => onShow(f.id) }) : null),
     f.summary ? h('p', { class: 'finding-summary', text: f.summary }) : null,
+    f.caveat ? h('p', { class: 'finding-caveat', text: f.caveat }) : null,
     wi,
     details);
 }

@@ -279,7 +279,9 @@ def apply_in_sequence(
             "host_floor_ns": int(round(host["median"])) if host["median"] is not None else None,
             "bound_by": _all_bound(out, fixed_all, floor if med_busy is not None else None),
             "tokens_per_s_if_fixed": _tokens_per_s(tokens, fixed_all),
+            "idle_left_ns": int(round(med_left["idle"])),
         },
+        "median_idle_ns": int(round(med0["idle"])),
         "mean_step_ns": int(mean),
         "mean_step_ns_if_all_fixed": int(round(sum(left.values()))),
     }

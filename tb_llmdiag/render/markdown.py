@@ -14,6 +14,7 @@ from typing import Any
 
 from tb_llmdiag.findings import EVIDENCE_UNITS
 from tb_llmdiag.metrics.registry import metric, unit_of
+from tb_llmdiag.render.text import capture_sentences
 from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
 
 _ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_[]<|"})
@@ -77,6 +78,8 @@ def _findings(findings: Sequence[Mapping[str, Any]]) -> list[str]:
         fix = f.get("fix") or {}
         if fix.get("text"):
             out.append(f"- fix: {esc(fix['text'])}")
+        if f.get("caveat"):
+            out.append(f"- caveat: {esc(f['caveat'])}")
     return out + [""]
 
 
@@ -111,6 +114,9 @@ def render_run_md(run: Mapping[str, Any]) -> list[str]:
         f"{c['cpu_ops']} CPU ops, {c['annotations']} annotations",
         "",
     ]
+    trust = capture_sentences((run.get("metrics") or {}).get("capture") or {})
+    if trust:
+        out += ["### Capture", "", *[f"- {esc(kind)}: {esc(text)}" for kind, text in trust], ""]
     head = {k: v for k, v in (run.get("headline") or {}).items() if v is not None}
     if head:
         rows = [[esc(_label("headline." + k)), fmt(unit_of("headline." + k), v)] for k, v in head.items()]

@@ -57,6 +57,7 @@ def render_run(run: dict[str, Any]) -> str:
         f"   host: {c['runtime_calls'] + c['driver_calls']} runtime/driver calls {fmt_ns(s['runtime_time_ns'])}, "
         f"{c['cpu_ops']} CPU ops, {c['annotations']} annotations"
     )
+    lines.extend(_capture_lines((run.get("metrics") or {}).get("capture") or {}))
     head = run.get("headline") or {}
     if head:
         parts = [
@@ -81,6 +82,8 @@ def render_run(run: dict[str, Any]) -> str:
         lines.append(f"   {i}. [{f['severity']}] {f['id']}: {f['title']} {save}".rstrip())
         if f.get("summary"):
             lines.append(f"      {f['summary']}")
+        if f.get("caveat"):
+            lines.append(f"      caveat: {f['caveat']}")
         ev = f.get("evidence") or {}
         if ev:
             units = EVIDENCE_UNITS.get(f["id"], {})
@@ -129,6 +132,8 @@ def render_job(job: dict[str, Any]) -> str:
         lines.append(f"   {i}. {f['id']}: {f['title']} ({fmt_share(f['value'])} of step)")
         if f.get("summary"):
             lines.append(f"      {f['summary']}")
+        if f.get("caveat"):
+            lines.append(f"      caveat: {f['caveat']}")
         ev = f.get("evidence") or {}
         if ev:
             lines.append(
@@ -151,3 +156,39 @@ def render_report(report: dict[str, Any]) -> str:
     out.extend(render_job(j) for j in report.get("jobs") or [])
     out.extend(render_run(r) for r in report["runs"])
     return "\n".join(out) + "\n"
+
+
+def capture_sentences(c: dict[str, Any]) -> list[tuple[str, str]]:
+    """The trust lines of a ``capture`` topic as (kind, sentence): what the capture holds, the profiler's cost
+    (``capture``), then each problem (its severity). Shared by the text and the Markdown renderers."""
+    if not c.get("available"):
+        return []
+    opts = [
+        name
+        for name, key in (("shapes", "record_shapes"), ("memory", "profile_memory"), ("stacks", "with_stack"))
+        if c.get(key)
+    ]
+    held = f"{c.get('steps', 0)} steps, " + (", ".join(opts) if opts else "no shapes/memory/stacks") + " recorded"
+    if c.get("graph_kernels"):
+        held += f", {c['graph_kernels']} kernels from {c['graph_launches']} graph replays ({c['graphs']} graphs)"
+    if c.get("hardware_counters"):
+        held += f", {len(c['hardware_counters'])} hardware counters"
+    out = [("capture", held)]
+    share = c.get("profiler_overhead_share")
+    if share is not None:
+        prof = c.get("profiled_step_ns")
+        unprof = c.get("unprofiled_step_ns")
+        step = (
+            f"; profiled step {fmt_ns(prof)} vs unprofiled {fmt_ns(unprof)}"
+            if unprof is not None
+            else f"; profiled step {fmt_ns(prof)}"
+        )
+        out.append(
+            ("capture", f"profiler overhead {fmt_share(share)} of the profiled step{step} ({c.get('overhead_method')})")
+        )
+    out += [(f"capture {p['severity']}", p["text"]) for p in c.get("problems") or []]
+    return out
+
+
+def _capture_lines(c: dict[str, Any]) -> list[str]:
+    return [f"   {kind}: {text}" for kind, text in capture_sentences(c)]
