@@ -78,8 +78,10 @@ export async function start(early) {
   compareSec.el.hidden = true;
   const jobSec = section('Job: all ranks of this run', 'job');
   jobSec.el.hidden = true;
+  // between the job (every rank) and the rank below it: which rank the cards and findings are of
+  const rankHead = h('h2', { class: 'rank-head', hidden: true });
   const panel = h('div', { class: 'panel', hidden: true },
-    jobSec.el, compareSec.el, cardsEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
+    jobSec.el, rankHead, compareSec.el, cardsEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
     h('div', { class: 'grid' }, kernelsSec.el, stepsSec.el, tokensSec.el),
     timelineSec.el);
   const root = h('div', { class: 'app' },
@@ -172,6 +174,8 @@ export async function start(early) {
 
   async function loadJob() {
     clearTimeout(jobTimer);
+    rankHead.hidden = !sel || !isJob(sel);
+    if (sel) rankHead.textContent = `This rank: ${sel.worker} (its own report: its median step, its findings)`;
     if (!sel || !isJob(sel)) {
       jobSec.el.hidden = true;
       jobView.destroy();

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 from tb_llmdiag import __version__
 from tb_llmdiag.compare import compare_jobs, compare_runs
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
-from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
+from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS, diagnose
 from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile
@@ -28,6 +28,7 @@ from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import Analysis, analyze, registry
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
+from tb_llmdiag.metrics.workload import run_phase
 from tb_llmdiag.model import MODEL_VERSION, Trace
 from tb_llmdiag.scale.runner import InlineRunner, Runner
 from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
@@ -97,7 +98,7 @@ def _base(tf: TraceFile) -> dict[str, Any]:
         "path": tf.path,
         "size_bytes": tf.size_bytes,
         "rank": tf.rank,
-        "phase": tf.phase,
+        "phase": None,
     }
 
 
@@ -163,6 +164,7 @@ def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str,
     report = {
         # "partial": the reader stopped early (invalid JSON, a cut file); the report covers what it read
         **_base(tf),
+        "phase": run_phase(tf.phase, metrics),
         "status": "ok" if complete else "partial",
         "error": None if complete else read_state["reason"],
         "read_state": read_state,
@@ -337,9 +339,10 @@ def analyze_index(index: Index, runner: Runner | None = None) -> tuple[list[dict
         rep, summary = res if res is not None else (error_report(tf, "the analysis task never finished"), None)
         runs.append(rep)
         summaries[tf.path] = summary
+    read = {r["path"] for r in runs if r["status"] != "error"}
     jobs = [
         jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
-        for run, span, fs in job_groups(index.files)
+        for run, span, fs in job_groups(index.files, read)
     ]
     return runs, jobs
 
@@ -354,8 +357,7 @@ def job_for_summaries(run: str, span: str, members: list[tuple[TraceFile, dict[s
 
 def report_index(index: Index, runner: Runner | None = None) -> dict[str, Any]:
     """The whole report of a discovered index, its per-file analyses on ``runner`` (``analyze_index``)."""
-    runs, jobs = analyze_index(index, runner)
-    return report_for_index(index, runs, jobs)
+    return report_for_index(index, *analyze_index(index, runner))
 
 
 def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runner | None = None) -> dict[str, Any]:
@@ -382,9 +384,9 @@ def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runn
 
 def metric_registry() -> dict[str, Any]:
     """Every report number's unit, direction, tolerance and definition (``tb_llmdiag/metrics/registry.py``):
-    ``{"units", "metrics", "evidence_units"}``; ``evidence_units`` maps a finding id and evidence label to the
-    unit of the metric the rule reads it from."""
-    return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS}
+    ``{"units", "metrics", "evidence_units", "evidence_labels"}``; ``evidence_units`` maps a finding id and evidence
+    key to the unit of the metric the rule reads it from, ``evidence_labels`` to that metric's label."""
+    return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS, "evidence_labels": EVIDENCE_LABELS}
 
 
 #: Two RunReports compared (docs/compare.md): the metric table with noise bands, the finding diff and the verdict,
@@ -392,9 +394,7 @@ def metric_registry() -> dict[str, Any]:
 compare_reports = compare_runs
 
 
-def compare_job_reports(
-    baseline_job: dict[str, Any], baseline_runs: list[dict[str, Any]], job: dict[str, Any], runs: list[dict[str, Any]]
-) -> dict[str, Any]:
+def compare_job_reports(baseline_job: dict[str, Any], baseline_runs: list[Any], job: dict[str, Any], runs: list[Any]) -> Any:
     """Two jobs compared (docs/compare.md, ``level: "job"``): each a report's ``jobs[]`` entry and the run reports
     of its ranks, ``baseline_job`` as BEFORE. Pure: reads the dicts only."""
     return compare_jobs(baseline_job, job, baseline_runs, runs)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from tb_llmdiag import __version__, api
 from tb_llmdiag.compare import cli as compare_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
 from tb_llmdiag.findings import RULES
+from tb_llmdiag.jobs.findings import JOB_RULES
 from tb_llmdiag.render.canonical_json import dumps
 from tb_llmdiag.render.text import render_report
 
@@ -47,28 +49,40 @@ def _report(args: argparse.Namespace) -> int:
     return PARTIAL_EXIT_CODE if partial else WRITING_EXIT_CODE if writing else 0
 
 
-def _rules(args: argparse.Namespace) -> int:
-    if args.json:
-        sys.stdout.write(
-            dumps(
-                [
-                    {
-                        "id": r.id,
-                        "title": r.title,
-                        "metric": r.metric,
-                        "above": r.above,
-                        "below": r.below,
-                        "fix": r.fix.text,
-                        "docs": r.docs,
-                    }
-                    for r in RULES
-                ]
-            )
-            + "\n"
+#: how ``llmdiag rules`` names a platform (``Rule.platform``; a rule without one applies to both)
+PLATFORM_NAMES = {"cuda": "GPU (Kineto)", "xla": "XLA (XPlane)"}
+
+
+def rule_catalogue() -> list[dict[str, Any]]:
+    """Every rule once by id: the run rules (one id may have a GPU and an XLA variant: its platforms are listed
+    together, with the first variant's title and fix), then the job rules (a run with several ranks)."""
+    by_id: dict[str, dict[str, Any]] = {}
+    for r in RULES:
+        e = by_id.setdefault(
+            r.id,
+            {"id": r.id, "level": "run", "platforms": [], "title": r.title, "fix": r.fix.text, "docs": r.docs},
         )
+        e["platforms"].extend(p for p in ([r.platform] if r.platform else PLATFORM_NAMES) if p not in e["platforms"])
+    jobs = [
+        {"id": r.id, "level": "job", "platforms": ["a job: every rank of a run"], "title": r.title,
+         "fix": "; ".join(dict.fromkeys(r.fixes.values())), "docs": None}
+        for r in JOB_RULES
+    ]
+    for e in by_id.values():
+        e["platforms"] = [PLATFORM_NAMES[p] for p in PLATFORM_NAMES if p in e["platforms"]]
+    return [*by_id.values(), *jobs]
+
+
+def _rules(args: argparse.Namespace) -> int:
+    rules = rule_catalogue()
+    if args.json:
+        sys.stdout.write(dumps(rules) + "\n")
         return 0
-    for rule in RULES:
-        print(f"{rule.id:<20} {rule.title}\n{'':<20} fix: {rule.fix.text}")
+    for level, head in (("run", "Rules of one trace (run):"), ("job", "Rules of a job (every rank of a run together):")):
+        print(head)
+        for r in (x for x in rules if x["level"] == level):
+            print(f"  {r['id']:<24} {r['title']}  [{', '.join(r['platforms'])}]")
+            print(f"  {'':<24} fix: {r['fix']}")
     return 0
 
 

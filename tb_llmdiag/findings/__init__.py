@@ -10,10 +10,11 @@ from __future__ import annotations
 from tb_llmdiag.findings.diagnosis import diagnose, what_if
 from tb_llmdiag.findings.engine import Fix, Flavour, Rule, evaluate, lookup, rank, run_platform
 from tb_llmdiag.findings.gpu import GPU_RULES
-from tb_llmdiag.findings.table import EVIDENCE_UNITS, RULES
+from tb_llmdiag.findings.table import EVIDENCE_LABELS, EVIDENCE_UNITS, RULES
 from tb_llmdiag.findings.xla import XLA_RULES
 
 __all__ = [
+    "EVIDENCE_LABELS",
     "EVIDENCE_UNITS",
     "Fix",
     "Flavour",
