@@ -66,6 +66,7 @@ export async function start(early) {
   const tvEl = h('div', { class: 'traceview' });
   const statusEl = h('div', { class: 'status' });
   const noticeEl = h('div', { class: 'notices' });
+  const linkNote = h('div', { class: 'warn link-note', role: 'status', hidden: true });
   const cardsEl = h('div', { class: 'cards' });
   const metaEl = h('div', { class: 'meta muted' });
   const findingsSec = section('Findings', 'findings');
@@ -86,7 +87,7 @@ export async function start(early) {
     timelineSec.el);
   const root = h('div', { class: 'app' },
     h('header', { class: 'topbar' }, h('h1', { text: 'LLM Diag' }), selEl, baseEl, tvEl),
-    noticeEl, statusEl, panel);
+    noticeEl, linkNote, statusEl, panel);
   document.body.append(root);
 
   let runs = [];
@@ -105,7 +106,7 @@ export async function start(early) {
   let rangeTimer = null;
 
   const key = (s) => JSON.stringify([s.run, s.worker, s.span]);
-  const selectors = mountSelectors(selEl, { onChange: (s) => select(s, null) });
+  const selectors = mountSelectors(selEl, { onChange: (s) => { linkNote.hidden = true; select(s, null); } });
   const cards = mountCards(cardsEl);
   const traceCanvas = mountTraceCanvas(traceSec.body, {
     onRange: (v) => {
@@ -358,6 +359,12 @@ export async function start(early) {
       const fromHash = state.read();
       base = baseFromState(fromHash);
       const s = fromHash.run ? normalise(runs, fromHash) : initialSelection(runs, readLast());
+      linkNote.hidden = !fromHash.run || (s.run === fromHash.run && (!fromHash.worker || s.worker === fromHash.worker));
+      if (!linkNote.hidden) {
+        // a deep link to a run (or worker) this logdir does not have: say so, never fall back silently
+        const asked = fromHash.worker && s.run === fromHash.run ? `worker "${fromHash.worker}" of run "${fromHash.run}"` : `run "${fromHash.run}"`;
+        linkNote.textContent = `⚠ The link names ${asked}, which is not in this logdir: showing "${s.run}" (${s.worker}) instead.`;
+      }
       if (fromHash.run && fromHash.t && s.run === fromHash.run) { tvRange = fromHash.t; firstRange = true; }
       const hashStep = fromHash.step !== undefined && fromHash.step !== '' && s.run === fromHash.run ? Number(fromHash.step) : null;
       select(s, Number.isFinite(hashStep) ? hashStep : null);

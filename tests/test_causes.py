@@ -282,7 +282,7 @@ def test_torch_save_capture_names_what_holds_the_slow_step() -> None:
     assert o["holder_ns"] == pytest.approx(save["host_s"] * 1e9, rel=0.02)
     assert o["dtoh_bytes"] == pytest.approx(save["file_bytes"], rel=0.05)  # the state dict copied to the host
     f = a["findings"][0]
-    assert f["id"] == "step_variance" and "inside `save_checkpoint`" in f["summary"] and "device-to-host" in f["summary"]
+    assert f["id"] == "step_variance" and 'inside "save_checkpoint"' in f["summary"] and "device-to-host" in f["summary"]
 
 
 def test_item_loop_capture_is_a_sync_storm() -> None:

@@ -4,7 +4,7 @@
 
 import { h, clear } from '../dom.js';
 import { formatValue, isNum } from '../format.js';
-import { labelOf, unitOf } from '../registry.js';
+import { labelOf, unitOf, words } from '../registry.js';
 import { BUSY_COLOR, CATEGORY_COLORS, LANE_COLORS, idleColor } from '../palette.js';
 
 const BAR_PARTS = [
@@ -35,7 +35,7 @@ function findingCard(f) {
     h('header', {}, h('b', { text: f.title || f.id }),
       h('span', { class: 'saving', text: ` · ${fmt('job.findings[].value', f.value)} of the step` })),
     f.summary ? h('p', { class: 'summary', text: f.summary }) : null,
-    h('table', { class: 'evidence' }, h('tbody', {}, ev.map(([k, v]) => h('tr', {}, h('th', { text: labelOf(`job.${k}`) }), h('td', { text: fmt(`job.${k}`, v) }))))),
+    h('table', { class: 'evidence' }, h('tbody', {}, ev.map(([k, v]) => h('tr', {}, h('th', { text: labelOf(`job.${k}`) }), h('td', { text: /^[a-z0-9]+(_[a-z0-9]+)+$/.test(String(v)) ? words(v) : fmt(`job.${k}`, v) }))))),
     f.fix ? h('p', { class: 'fix-text', text: f.fix }) : null,
     wi);
 }

@@ -2,9 +2,8 @@
 
 A finding present on both sides is ``changed`` when its severity differs or its estimated saving moved by at
 least ``SAVING_FLOOR`` of the step (1 percentage point); both carry the savings before and after. The
-*bottleneck* of a run is its finding with the largest saving bound of its own (``saving.alone_share``: the
-share of the median step it alone explains; reports before the sequential what-if have only ``share``),
-the first in rank order on a tie.
+*bottleneck* of a run is its top finding with a saving (the engine's rank: severity, then the saving each finding
+shows, ``saving.share`` of its step), so a comparison names the finding the report shows first, with its one saving.
 """
 
 from __future__ import annotations
@@ -70,13 +69,10 @@ def findings_diff(
 
 
 def bottleneck(findings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """``{"id", "share"}`` of the finding with the largest own saving bound (see the module docstring); None
-    when no finding has one."""
-    best: dict[str, Any] | None = None
+    """``{"id", "share"}`` of the first finding in the report's order with a saving (see the module docstring);
+    None when no finding has one."""
     for f in findings:
-        share = _saving(f, "alone_share")
-        if share is None:
-            share = _saving(f, "share")
-        if isinstance(share, (int, float)) and share > 0 and (best is None or share > best["share"]):
-            best = {"id": f["id"], "share": float(share)}
-    return best
+        share = _saving(f, "share")
+        if isinstance(share, (int, float)) and share > 0:
+            return {"id": f["id"], "title": f.get("title"), "share": float(share)}
+    return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tb_llmdiag.compare.verdict import _band, _pct, _row, others_clause, ratio_text
+from tb_llmdiag.compare.verdict import _band, _pct, _row, named, others_clause, ratio_text
 from tb_llmdiag.jobs.findings import JOB_RULES
 from tb_llmdiag.units import fmt, fmt_ns
 
@@ -58,7 +58,7 @@ def _about(f: Mapping[str, Any], side: str) -> str:
         bits.append(f"rank {sub['rank']}")
     if sub.get("cause"):
         bits.append(str(sub["cause"]).replace("_", " "))
-    return f"`{f['id']}`" + (f" ({', '.join(bits)})" if bits else "")
+    return named(f) + (f" ({', '.join(bits)})" if bits else "")
 
 
 def job_findings_clauses(doc: Mapping[str, Any]) -> list[str]:
@@ -80,7 +80,7 @@ def job_findings_clauses(doc: Mapping[str, Any]) -> list[str]:
         )
     for f in fd["changed"]:
         if f.get("note"):
-            out.append(f"`{f['id']}` changed: {f['note']}")
+            out.append(f"{named(f)} changed: {f['note']}")
     return out
 
 
@@ -94,9 +94,9 @@ def job_bottleneck_clause(doc: Mapping[str, Any]) -> str | None:
     rank = f" (rank {a['rank']})" if a.get("rank") is not None else ""
     if b is not None and b["id"] == a["id"]:
         return (
-            f"the job bottleneck is still `{a['id']}`{rank}, now {fmt('share', a['share'])} of the job step{was_text}"
+            f"the job bottleneck is still {named(a)}{rank}, now {fmt('share', a['share'])} of the job step{was_text}"
         )
-    return f"the job bottleneck is now `{a['id']}`{rank}, {fmt('share', a['share'])} of the job step{was_text}"
+    return f"the job bottleneck is now {named(a)}{rank}, {fmt('share', a['share'])} of the job step{was_text}"
 
 
 def job_verdict(doc: Mapping[str, Any]) -> str:

@@ -3,6 +3,7 @@ each metric in the unit the metric registry gives it (``units.fmt``)."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any
 
@@ -102,6 +103,8 @@ def _job_evidence(key: str, v: Any) -> str:
     """One job evidence item with its registry label; a dict item as its parts, each labelled."""
     if isinstance(v, dict):
         return "; ".join(_job_evidence(f"{key}.{k}", x) for k, x in v.items() if x is not None and not isinstance(x, list))
+    if isinstance(v, str) and re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", v):  # a named value (more_tokens): its words
+        v = label_from_key(v)
     return f"{label_of('job.' + key, key.rsplit('.', 1)[-1])} {fmt(unit_of('job.' + key), v)}"
 
 

@@ -52,7 +52,7 @@ def test_faster_step_with_smaller_batch_is_a_throughput_regression() -> None:
     step = next(r for r in doc["metrics"] if r["key"] == "headline.step_median_ns")
     assert step["comparable"] is False and step["direction"] == "better" and not step["regressed"]
     assert doc["work"]["differs"] and doc["work"]["ratio"] == pytest.approx(0.5)
-    assert result["regressions"][0]["line"].startswith("tokens per s (headline.tokens_per_s) regressed: 40960/s -> 25600/s (-37.5 %")
+    assert result["regressions"][0]["line"].startswith("tokens/s (headline.tokens_per_s) regressed: 40960/s -> 25600/s (-37.5 %")
     # 40960 / 25600 = 1.6: a ratio from 1.5 on reads as a factor
     assert doc["verdict"].startswith("AFTER is 1.6x slower in tokens/s (40960 -> 25600 tokens/s; "
                                      "step 100 ms -> 80 ms at 0.5x the tokens per step)")
