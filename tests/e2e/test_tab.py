@@ -506,6 +506,55 @@ def test_zz_readme_screenshots(server, browser, requests_seen):
     assert not no_foreign(requests_seen), no_foreign(requests_seen)
 
 
+#: every view of the tab (#25: screenshots of each at 1440 and 1024 px in docs/views/): name -> (hash, what to wait for)
+VIEWS = {
+    "seed": (f"#llm_diag&p.llm_diag.run={SEED}", ".finding"),
+    "fixed": ("#llm_diag&p.llm_diag.run=fixed_lora_qwen1.5b", ".finding"),
+    "jax": (f"#llm_diag&p.llm_diag.run={XPLANE}", ".finding"),
+    "job": ("#llm_diag&p.llm_diag.run=ddp_straggler_2gpu", "section.job .job-finding"),
+    "compare": ("#llm_diag&p.llm_diag.run=fixed_lora_qwen1.5b&p.llm_diag.worker=rank0&p.llm_diag.span=1"
+                f"&p.llm_diag.base_run={SEED}&p.llm_diag.base_worker=rank0&p.llm_diag.base_span=1", ".compare-verdict"),
+}
+
+
+@pytest.mark.parametrize("width", [1440, 1024])
+def test_zz_every_view_at_two_widths(server, browser, requests_seen, width):
+    """A picture of each view (the three demo runs, the job, compare, the trace at a finding) at 1440 and 1024 px:
+    test-artifacts/views/; docs/views/ with LLMDIAG_UPDATE_SCREENSHOT=1. At 1024 px nothing overflows sideways."""
+    base, _ = server
+    out = ARTIFACTS / "views"
+    out.mkdir(parents=True, exist_ok=True)
+    shots = []
+    for name, (hash_, ready) in VIEWS.items():
+        ctx, page, errors = new_page(browser, requests_seen)
+        try:
+            page.set_viewport_size({"width": width, "height": 1000})
+            f = open_tab(page, base, hash_)
+            wait_panel(f)
+            f.locator(ready).first.wait_for(timeout=30_000)
+            page.wait_for_timeout(500)
+            overflow = f.locator("body").evaluate("b => b.scrollWidth - b.clientWidth")
+            assert overflow <= 1, (name, width, overflow)
+            shots.append(out / f"{name}-{width}.png")
+            page.screenshot(path=str(shots[-1]), full_page=False)
+            if name == "seed":  # the trace view at the top finding's evidence
+                button = f.locator(".finding .show-in-trace:not([hidden])").first
+                button.wait_for(timeout=30_000)
+                button.click()
+                f.locator(".trace-body[data-painted]").wait_for(timeout=30_000)
+                page.wait_for_timeout(800)
+                shots.append(out / f"trace-{width}.png")
+                page.screenshot(path=str(shots[-1]), full_page=False)
+            assert not errors, (name, errors)
+        finally:
+            ctx.close()
+    if os.environ.get("LLMDIAG_UPDATE_SCREENSHOT") == "1":
+        (REPO / "docs" / "views").mkdir(exist_ok=True)
+        for shot in shots:
+            shutil.copy(shot, REPO / "docs" / "views" / shot.name)
+    assert not no_foreign(requests_seen), no_foreign(requests_seen)
+
+
 def test_empty_logdir_says_how_to_capture_then_a_new_trace_appears_live(tmp_path, browser, requests_seen):
     from tracepaths import shared_trace
 
