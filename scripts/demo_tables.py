@@ -69,7 +69,7 @@ def runs_table(rep: dict[str, Any]) -> str:
         hl = r.get("headline") or {}
         top = (r.get("findings") or [{}])[0]
         rows.append("| " + " | ".join([
-            f"`{_name(r, rep)}`", _device(r), _v("headline.step_median_ns", hl.get("step_median_ns")),
+            _name(r, rep), _device(r), _v("headline.step_median_ns", hl.get("step_median_ns")),
             _v("headline.gpu_busy_share", hl.get("gpu_busy_share")), _v("headline.tokens_per_s", hl.get("tokens_per_s")),
             _top(r), what_if_text(top.get("saving")) or "-",
         ]) + " |")
@@ -78,7 +78,7 @@ def runs_table(rep: dict[str, Any]) -> str:
         wi = f.get("what_if") or {}
         fixed = f"job step {fmt_ns(wi.get('step_ns'))} → at most {fmt_ns(wi.get('step_after_ns'))}" if wi else "-"
         top = f"{f['title']} (`{f['id']}`): {_v('job.findings[].value', f.get('value'))} of the job step" if f else "none"
-        rows.append(f"| `{j['run']}` (job, {len(j['files'])} ranks) | - | "
+        rows.append(f"| {j['run']} (job, {len(j['files'])} ranks) | - | "
                     f"{_v('job.job_step_ns', (j.get('metrics') or {}).get('job_step_ns'))} (job step) | - | - | {top} | {fixed} |")
     return "\n".join(rows)
 

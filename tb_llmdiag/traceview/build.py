@@ -131,7 +131,7 @@ def _lane_members(trace: Trace, cat: NDArray[np.uint8], p: I64) -> tuple[list[di
         launches = np.bincount(inv, weights=launching, minlength=tids.size).astype(np.int64)
         # threads that launch device work first (the step's own work), then by their event count; the others
         # (data loader workers, XLA's compiler threads) start collapsed in the tab
-        for g in np.lexsort((-counts, -(launches > 0))):
+        for g in np.lexsort((-counts, -(launches > 0).astype(np.int64))):
             tid = int(tids[g])
             lane = {"id": f"host.{tid}", "label": f"Host thread {tid}", "kind": "host", "tid": tid}
             add({**lane, "launches": int(launches[g])}, host[inv == g])

@@ -104,9 +104,11 @@ def test_findings_diff_and_bottleneck() -> None:
     assert [x["id"] for x in fd["new"]] == ["dataloader_stall"]
     assert [(x["id"], x["saving_share_before"], x["saving_share_after"]) for x in fd["changed"]] == [("host_bound", 0.6, 0.2)]
     assert [x["id"] for x in fd["unchanged"]] == ["tiny_kernels"]       # 0.5 points: under the 1-point floor
-    assert doc["bottleneck"] == {"before": {"id": "host_bound", "share": 0.6}, "after": {"id": "dataloader_stall", "share": 0.3}}
-    assert doc["verdict"].endswith("`pageable_memcpy` is gone; `dataloader_stall` is new; the bottleneck moved from "
-                                   "`host_bound` (60 % of the step) to `dataloader_stall` (30 %).")
+    assert doc["bottleneck"] == {"before": {"id": "host_bound", "title": "host_bound", "share": 0.6},
+                                 "after": {"id": "dataloader_stall", "title": "dataloader_stall", "share": 0.3}}
+    # findings named by their titles in quotes (these test findings' titles are their ids), never in backticks (#25)
+    assert doc["verdict"].endswith('"pageable_memcpy" is gone; "dataloader_stall" is new; the bottleneck moved from '
+                                   '"host_bound" (60 % of the step) to "dataloader_stall" (30 %).')
 
 
 def test_tolerance_floors() -> None:
