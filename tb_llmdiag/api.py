@@ -394,7 +394,9 @@ def metric_registry() -> dict[str, Any]:
 compare_reports = compare_runs
 
 
-def compare_job_reports(baseline_job: dict[str, Any], baseline_runs: list[Any], job: dict[str, Any], runs: list[Any]) -> Any:
+def compare_job_reports(
+    baseline_job: dict[str, Any], baseline_runs: list[Any], job: dict[str, Any], runs: list[Any]
+) -> Any:
     """Two jobs compared (docs/compare.md, ``level: "job"``): each a report's ``jobs[]`` entry and the run reports
     of its ranks, ``baseline_job`` as BEFORE. Pure: reads the dicts only."""
     return compare_jobs(baseline_job, job, baseline_runs, runs)

@@ -64,8 +64,14 @@ def rule_catalogue() -> list[dict[str, Any]]:
         )
         e["platforms"].extend(p for p in ([r.platform] if r.platform else PLATFORM_NAMES) if p not in e["platforms"])
     jobs = [
-        {"id": r.id, "level": "job", "platforms": ["a job: every rank of a run"], "title": r.title,
-         "fix": "; ".join(dict.fromkeys(r.fixes.values())), "docs": None}
+        {
+            "id": r.id,
+            "level": "job",
+            "platforms": ["a job: every rank of a run"],
+            "title": r.title,
+            "fix": "; ".join(dict.fromkeys(r.fixes.values())),
+            "docs": None,
+        }
         for r in JOB_RULES
     ]
     for e in by_id.values():
@@ -78,7 +84,10 @@ def _rules(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(dumps(rules) + "\n")
         return 0
-    for level, head in (("run", "Rules of one trace (run):"), ("job", "Rules of a job (every rank of a run together):")):
+    for level, head in (
+        ("run", "Rules of one trace (run):"),
+        ("job", "Rules of a job (every rank of a run together):"),
+    ):
         print(head)
         for r in (x for x in rules if x["level"] == level):
             print(f"  {r['id']:<24} {r['title']}  [{', '.join(r['platforms'])}]")

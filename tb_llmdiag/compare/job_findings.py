@@ -97,6 +97,11 @@ def job_bottleneck(findings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
     for f in findings:
         v = _num(f.get("value"))
         if v is not None and v > 0 and (best is None or v > best["share"]):
-            best = {"id": f.get("id"), "title": f.get("title"), "share": v, "metric": f.get("metric"),
-                    "rank": subject(f)["rank"]}
+            best = {
+                "id": f.get("id"),
+                "title": f.get("title"),
+                "share": v,
+                "metric": f.get("metric"),
+                "rank": subject(f)["rank"],
+            }
     return best

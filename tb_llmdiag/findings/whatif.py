@@ -195,11 +195,25 @@ def _saving(
     """A finding's one saving (module docstring): what it takes off ``step`` in sequence, after the findings
     applied before it; ``step_ns_if_fixed`` is that step less it. On ``window`` (no steps): a share only."""
     if step is None:
-        return {"basis": basis, "step_ns": None, "ns": None, "share": cut / window if window > 0 else 0.0,
-                "step_ns_if_fixed": None, "pool": pool, "bound_by": bound_by}
+        return {
+            "basis": basis,
+            "step_ns": None,
+            "ns": None,
+            "share": cut / window if window > 0 else 0.0,
+            "step_ns_if_fixed": None,
+            "pool": pool,
+            "bound_by": bound_by,
+        }
     ns = int(round(cut))
-    return {"basis": basis, "step_ns": int(round(step)), "ns": ns, "share": ns / step if step > 0 else 0.0,
-            "step_ns_if_fixed": int(round(step)) - ns, "pool": pool, "bound_by": bound_by}
+    return {
+        "basis": basis,
+        "step_ns": int(round(step)),
+        "ns": ns,
+        "share": ns / step if step > 0 else 0.0,
+        "step_ns_if_fixed": int(round(step)) - ns,
+        "pool": pool,
+        "bound_by": bound_by,
+    }
 
 
 def apply_in_sequence(

@@ -25,8 +25,12 @@ def statement(w: Mapping[str, Any]) -> str:
     a = w["all"]
     parts = []
     if w.get("finding_id"):
-        top = {"basis": w.get("basis"), "step_ns": step, "step_ns_if_fixed": w["step_ns_if_fixed"],
-               "share": w["saving_share"]}
+        top = {
+            "basis": w.get("basis"),
+            "step_ns": step,
+            "step_ns_if_fixed": w["step_ns_if_fixed"],
+            "share": w["saving_share"],
+        }
         parts.append(
             f"{what_if_text(top)} if the top finding's cause ({_named(w.get('finding_title'))}) were removed entirely"
             + (
@@ -42,8 +46,7 @@ def statement(w: Mapping[str, Any]) -> str:
         parts.append(
             f"median step {fmt_ns(a['step_ns'])} → at most {fmt_ns(a['step_ns_if_fixed'])} "
             f"(−{fmt_share(a['saving_share'])}) with all {len(a['finding_ids'])} findings' causes removed, applied in "
-            f"sequence"
-            + (", bounded by the host's own time per step" if a.get("bound_by") == "host_floor" else "")
+            f"sequence" + (", bounded by the host's own time per step" if a.get("bound_by") == "host_floor" else "")
         )
     if a.get("compute_floor_ns") is not None:
         parts.append(
@@ -75,7 +78,7 @@ def saving_text(saving: Mapping[str, Any] | None) -> str:
     share = fmt_share(saving["share"])
     if saving.get("basis") == "window" or not finite(saving.get("ns")) or not finite(saving.get("step_ns")):
         return f"saves at most {share} of the profiled window"
-    step = f"{fmt_ns(saving['step_ns'])} {BASIS_WORDS.get(saving.get('basis'), 'step')}"
+    step = f"{fmt_ns(saving['step_ns'])} {BASIS_WORDS.get(str(saving.get('basis')), 'step')}"
     if saving["ns"] <= 0:
         return f"saves nothing of the {step} once the findings above it are fixed"
     return f"saves at most {fmt_ns(saving['ns'])} of the {step} ({share})"
@@ -87,6 +90,6 @@ def what_if_text(saving: Mapping[str, Any] | None) -> str:
     if not saving or not finite(saving.get("step_ns")) or not finite(saving.get("step_ns_if_fixed")):
         return ""
     return (
-        f"{BASIS_WORDS.get(saving.get('basis'), 'step')} {fmt_ns(saving['step_ns'])} → at most "
+        f"{BASIS_WORDS.get(str(saving.get('basis')), 'step')} {fmt_ns(saving['step_ns'])} → at most "
         f"{fmt_ns(saving['step_ns_if_fixed'])} (−{fmt_share(saving.get('share'))})"
     )

@@ -41,8 +41,14 @@ def spikes(
     """The intermittent-straggler metrics of one rank (module docstring). ``wait_by_step_ns``: its caused wait per
     common step; ``step_ns``: ranks x common steps; ``steps``: the common step numbers; ``threshold``: the straggler
     rule's share of the job step."""
-    none: dict[str, Any] = {"intermittent": False, "spike_steps": [], "spike_wait_ns": [], "spike_share": None,
-                            "noise_ns": None, "typical_step_ns": None}
+    none: dict[str, Any] = {
+        "intermittent": False,
+        "spike_steps": [],
+        "spike_wait_ns": [],
+        "spike_share": None,
+        "noise_ns": None,
+        "typical_step_ns": None,
+    }
     w = np.asarray(wait_by_step_ns, dtype=np.float64)
     st = np.asarray(step_ns, dtype=np.float64)
     n = int(w.size)

@@ -109,7 +109,7 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
     pick = next((r for r in out if r["index"] != index[0]), out[0])
     text = f"step #{pick['index']} takes {fmt_ns(pick['duration_ns'])} (median {fmt_ns(med)})"
     if pick["holder"]:
-        text += f": {fmt_ns(pick['holder_ns'])} inside \"{pick['holder']}\""
+        text += f': {fmt_ns(pick["holder_ns"])} inside "{pick["holder"]}"'
         copies = [
             f"{fmt_bytes(pick[k])} {w} copies"
             for k, w in (("dtoh_bytes", "device-to-host"), ("htod_bytes", "host-to-device"))

@@ -68,7 +68,11 @@ def render_run(run: dict[str, Any]) -> str:
     )
     head = run.get("headline") or {}
     if head:
-        parts = [f"{label_of('headline.' + k, k)} {fmt(unit_of('headline.' + k), v)}" for k, v in head.items() if v is not None]
+        parts = [
+            f"{label_of('headline.' + k, k)} {fmt(unit_of('headline.' + k), v)}"
+            for k, v in head.items()
+            if v is not None
+        ]
         lines.append("   headline: " + "; ".join(parts))
     findings = run.get("findings") or []
     if findings:
@@ -102,7 +106,9 @@ def render_run(run: dict[str, Any]) -> str:
 def _job_evidence(key: str, v: Any) -> str:
     """One job evidence item with its registry label; a dict item as its parts, each labelled."""
     if isinstance(v, dict):
-        return "; ".join(_job_evidence(f"{key}.{k}", x) for k, x in v.items() if x is not None and not isinstance(x, list))
+        return "; ".join(
+            _job_evidence(f"{key}.{k}", x) for k, x in v.items() if x is not None and not isinstance(x, list)
+        )
     if isinstance(v, str) and re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", v):  # a named value (more_tokens): its words
         v = label_from_key(v)
     return f"{label_of('job.' + key, key.rsplit('.', 1)[-1])} {fmt(unit_of('job.' + key), v)}"

@@ -133,8 +133,8 @@ def _lane_members(trace: Trace, cat: NDArray[np.uint8], p: I64) -> tuple[list[di
         # (data loader workers, XLA's compiler threads) start collapsed in the tab
         for g in np.lexsort((-counts, -(launches > 0).astype(np.int64))):
             tid = int(tids[g])
-            lane = {"id": f"host.{tid}", "label": f"Host thread {tid}", "kind": "host", "tid": tid}
-            add({**lane, "launches": int(launches[g])}, host[inv == g])
+            desc = {"id": f"host.{tid}", "label": f"Host thread {tid}", "kind": "host", "tid": tid}
+            add({**desc, "launches": int(launches[g])}, host[inv == g])
     dev_mask = ev.device >= 0
     streams = pick(kind_mask(ev.kind, STREAM_KINDS) & dev_mask)
     if streams.size:
