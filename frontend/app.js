@@ -38,6 +38,15 @@ export function initialSelection(runs, last) {
   return normalise(runs, best ? { run: best.run } : null);
 }
 
+/** How long the first open waits for the runs' analyses before opening the best one known. */
+const RANKING_WAIT_MS = 20000;
+const openedAt = Date.now();
+const busyRun = (r) => r.status === 'pending' || r.status === 'analysing';
+/** Whether the first open should wait: some run is still being analysed and the wait is not over. */
+function waitForRanking(runs) {
+  return runs.length > 1 && runs.some(busyRun) && Date.now() - openedAt < RANKING_WAIT_MS;
+}
+
 function readLast() {
   try { return JSON.parse(window.localStorage.getItem(LAST_KEY) || 'null'); } catch (e) { return null; }
 }
@@ -353,6 +362,14 @@ export async function start(early) {
       clear(tvEl);
       showEmpty(statusEl, res.body.logdir, res.body.scan_error);
       markFirstPaint();
+      return;
+    }
+    if (!sel && !state.read().run && !readLast() && waitForRanking(runs)) {
+      // the first open picks the run with the most to gain: with a cold cache, wait (a while) for the analyses so
+      // it lands on the same run as with a warm one
+      showLoading(statusEl, `Analysing ${runs.filter(busyRun).length} of ${runs.length} runs to open the one with the most to gain…`);
+      clearTimeout(runsTimer);
+      runsTimer = setTimeout(() => refreshRuns(true), RUNS_POLL_BUSY_MS);
       return;
     }
     if (!sel) {
