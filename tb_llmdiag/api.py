@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from tb_llmdiag import __version__
-from tb_llmdiag.compare import compare_jobs, compare_runs
-from tb_llmdiag.errors import LlmDiagError, NoTracesFound
+from tb_llmdiag.errors import LlmDiagError, NoTracesFound, TraceFormatError
 from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS, diagnose
 from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
@@ -30,6 +29,8 @@ from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.metrics.workload import run_phase
 from tb_llmdiag.model import MODEL_VERSION, Trace
+from tb_llmdiag.queries import *  # noqa: F403  (the front door's queries: queries.__all__, re-exported whole)
+from tb_llmdiag.queries import __all__ as queries_names
 from tb_llmdiag.scale.runner import InlineRunner, Runner
 from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
 from tb_llmdiag.scale.session import runner_session, tab_executor
@@ -55,6 +56,7 @@ __all__ = [
     "NotRegularFile", "Runner", "TraceFile", "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index",
     "analyze_rank_file", "analyze_trace", "discover", "error_report", "is_url", "job_for_summaries", "open_raw",
     "preload", "rank_summary", "report", "report_index", "tab_executor", "writing", "writing_report",
+    "job_groups", "load_analysis", "locate_evidence", *queries_names,
 ]
 # fmt: on
 
@@ -339,10 +341,9 @@ def analyze_index(index: Index, runner: Runner | None = None) -> tuple[list[dict
         rep, summary = res if res is not None else (error_report(tf, "the analysis task never finished"), None)
         runs.append(rep)
         summaries[tf.path] = summary
-    read = {r["path"] for r in runs if r["status"] != "error"}
     jobs = [
         jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
-        for run, span, fs in job_groups(index.files, read)
+        for run, span, fs in job_groups(index.files, {r["path"] for r in runs if r["status"] != "error"})
     ]
     return runs, jobs
 
@@ -384,19 +385,16 @@ def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runn
 
 def metric_registry() -> dict[str, Any]:
     """Every report number's unit, direction, tolerance and definition (``tb_llmdiag/metrics/registry.py``):
-    ``{"units", "metrics", "evidence_units", "evidence_labels"}``; ``evidence_units`` maps a finding id and evidence
-    key to the unit of the metric the rule reads it from, ``evidence_labels`` to that metric's label."""
+    ``{"units", "metrics", "evidence_units", "evidence_labels"}``: a finding id and evidence key to the unit and the
+    label of the metric the rule reads it from."""
     return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS, "evidence_labels": EVIDENCE_LABELS}
 
 
-#: Two RunReports compared (docs/compare.md): the metric table with noise bands, the finding diff and the verdict,
-#: ``compare_reports(baseline, run)`` with ``baseline`` as BEFORE. Pure: reads the two reports only.
-compare_reports = compare_runs
-
-
-def compare_job_reports(
-    baseline_job: dict[str, Any], baseline_runs: list[Any], job: dict[str, Any], runs: list[Any]
-) -> Any:
-    """Two jobs compared (docs/compare.md, ``level: "job"``): each a report's ``jobs[]`` entry and the run reports
-    of its ranks, ``baseline_job`` as BEFORE. Pure: reads the dicts only."""
-    return compare_jobs(baseline_job, job, baseline_runs, runs)
+def load_analysis(tf: TraceFile) -> tuple[dict[str, Any], Trace, Analysis]:
+    """The RunReport of one file, its trace and analysis (for ``top_activities``, ``locate_evidence``).
+    Raises TraceFormatError with the error RunReport's one line when it cannot be read."""
+    trace = load(tf)
+    if not isinstance(trace, Trace):
+        raise TraceFormatError(f"{tf.path}: {trace['error']}")
+    rep, analysis = analyze_trace_with_breakdown(tf, trace)
+    return rep, trace, analysis

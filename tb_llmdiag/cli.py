@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from tb_llmdiag import __version__, api
 from tb_llmdiag.compare import cli as compare_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
 from tb_llmdiag.findings import RULES
-from tb_llmdiag.jobs.findings import JOB_RULES
 from tb_llmdiag.render.canonical_json import dumps
+from tb_llmdiag.render.markdown import render_report_md
 from tb_llmdiag.render.text import render_report
 
 #: A trace was read only in part: its report covers the events before an invalid byte or a cut.
@@ -31,10 +30,10 @@ WRITING_EXIT_CODE = 7
 
 def _report(args: argparse.Namespace) -> int:
     rep = api.report(args.path, dask=args.dask, workers=args.workers)
-    if args.json:
-        sys.stdout.write(dumps(rep) + "\n")
-    else:
-        sys.stdout.write(render_report(rep))
+    form = "json" if args.json else args.format
+    sys.stdout.write(
+        dumps(rep) + "\n" if form == "json" else render_report_md(rep) if form == "md" else render_report(rep)
+    )
     failed = [r for r in rep["runs"] if r["status"] == "error"]
     partial = [r for r in rep["runs"] if r["status"] == "partial"]
     for r in failed:
@@ -49,38 +48,8 @@ def _report(args: argparse.Namespace) -> int:
     return PARTIAL_EXIT_CODE if partial else WRITING_EXIT_CODE if writing else 0
 
 
-#: how ``llmdiag rules`` names a platform (``Rule.platform``; a rule without one applies to both)
-PLATFORM_NAMES = {"cuda": "GPU (Kineto)", "xla": "XLA (XPlane)"}
-
-
-def rule_catalogue() -> list[dict[str, Any]]:
-    """Every rule once by id: the run rules (one id may have a GPU and an XLA variant: its platforms are listed
-    together, with the first variant's title and fix), then the job rules (a run with several ranks)."""
-    by_id: dict[str, dict[str, Any]] = {}
-    for r in RULES:
-        e = by_id.setdefault(
-            r.id,
-            {"id": r.id, "level": "run", "platforms": [], "title": r.title, "fix": r.fix.text, "docs": r.docs},
-        )
-        e["platforms"].extend(p for p in ([r.platform] if r.platform else PLATFORM_NAMES) if p not in e["platforms"])
-    jobs = [
-        {
-            "id": r.id,
-            "level": "job",
-            "platforms": ["a job: every rank of a run"],
-            "title": r.title,
-            "fix": "; ".join(dict.fromkeys(r.fixes.values())),
-            "docs": None,
-        }
-        for r in JOB_RULES
-    ]
-    for e in by_id.values():
-        e["platforms"] = [PLATFORM_NAMES[p] for p in PLATFORM_NAMES if p in e["platforms"]]
-    return [*by_id.values(), *jobs]
-
-
 def _rules(args: argparse.Namespace) -> int:
-    rules = rule_catalogue()
+    rules = api.rule_catalogue()
     if args.json:
         sys.stdout.write(dumps(rules) + "\n")
         return 0
@@ -95,6 +64,21 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from tb_llmdiag.agent import server  # the agent layer and the mcp SDK, only for this subcommand
+
+    return server.serve(args.logdir)
+
+
+def add_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "md"),
+        default="text",
+        help="text (default), json (as --json) or md: Markdown to paste into an issue or a pull request",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llmdiag", description="Why is my LLM fine-tuning step slow? Diagnose torch.profiler / XPlane traces."
@@ -104,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="analyse every trace under PATH (logdir, run folder or file)")
     rep.add_argument("path")
     rep.add_argument("--json", action="store_true", help="print one JSON document (docs/report_schema.md)")
+    add_format(rep)
     rep.add_argument(
         "--dask",
         metavar="ADDRESS",
@@ -118,7 +103,14 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="list every finding LLM Diag can report, with its fix")
     rules.add_argument("--json", action="store_true")
     rules.set_defaults(func=_rules)
-    compare_cli.add_commands(sub)
+    compare_cli.add_commands(sub, api)
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve LOGDIR to coding agents: a Model Context Protocol server over stdio, read-only "
+        "(docs/agents.md; needs pip install 'tb-llmdiag[agent]')",
+    )
+    mcp.add_argument("logdir", nargs="?", default=".", help="the logdir to serve (default: the current directory)")
+    mcp.set_defaults(func=_mcp)
     return parser
 
 
