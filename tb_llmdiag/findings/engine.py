@@ -81,13 +81,17 @@ class Flavour:
 class Floor:
     """A check a job rule needs besides its threshold: the metric ``metric`` must be above ``above`` (None: the
     rule's own threshold). A failed check holds the finding back and is the verdict ``fails_as``; an unknown value
-    fails too, unless ``unknown_as`` names the verdict under which the rule then fires on its threshold alone."""
+    fails too, unless ``unknown_as`` names the verdict under which the rule then fires on its threshold alone. A
+    failed check lets the rule through as the verdict ``passes_as`` when the metric ``passes_when`` is true (the
+    straggler's floors: an intermittent straggler, #25)."""
 
     metric: str
     above: float | None
     fails_as: str
     meaning: str
     unknown_as: str = ""
+    passes_when: str = ""
+    passes_as: str = ""
 
 
 @dataclass(frozen=True)
@@ -201,15 +205,17 @@ def verdict(rule: Rule, metrics: Metrics) -> str | None:
         return None
     if not over_threshold(rule, value):
         return "below_threshold"
-    unknown = ""
+    unknown = passed = ""
     for f in rule.floors:
         v = lookup(metrics, f.metric)
         limit = rule.above if f.above is None else f.above
         if v is None and f.unknown_as:
             unknown = unknown or f.unknown_as
         elif not finite(v) or limit is None or v <= limit:
-            return f.fails_as
-    return unknown or "significant"
+            if not (f.passes_when and lookup(metrics, f.passes_when) is True):
+                return f.fails_as
+            passed = passed or f.passes_as
+    return passed or unknown or "significant"
 
 
 def fires(rule: Rule, metrics: Metrics) -> bool:
@@ -217,7 +223,7 @@ def fires(rule: Rule, metrics: Metrics) -> bool:
     its predicate ``when`` holds; a rule with neither a metric nor a predicate never fires."""
     if rule.metric is not None:
         v = verdict(rule, metrics)
-        if v != "significant" and v not in {f.unknown_as for f in rule.floors if f.unknown_as}:
+        if v != "significant" and v not in {x for f in rule.floors for x in (f.unknown_as, f.passes_as) if x}:
             return False
     if rule.when is not None and not rule.when(metrics):
         return False
