@@ -80,10 +80,8 @@ class Flavour:
 @dataclass(frozen=True)
 class Floor:
     """A check a job rule needs besides its threshold: the metric ``metric`` must be above ``above`` (None: the
-    rule's own threshold). A failed check holds the finding back and is the verdict ``fails_as``; an unknown value
-    fails too, unless ``unknown_as`` names the verdict under which the rule then fires on its threshold alone. A
-    failed check lets the rule through as the verdict ``passes_as`` when the metric ``passes_when`` is true (the
-    straggler's floors: an intermittent straggler, #25)."""
+    rule's own threshold). Failed: held back as ``fails_as`` (passed as ``passes_as`` when ``passes_when`` is true);
+    unknown: failed too, unless ``unknown_as`` names the verdict under which the rule fires on its threshold alone."""
 
     metric: str
     above: float | None
@@ -197,9 +195,8 @@ def over_threshold(rule: Rule, value: float) -> bool:
 
 
 def verdict(rule: Rule, metrics: Metrics) -> str | None:
-    """Which check decides a rule over a metric: None when its value is unknown; ``below_threshold``; else the
-    first failing floor's ``fails_as``; else ``significant``, or the ``unknown_as`` of a floor whose value is
-    unknown (the rule fires on its threshold alone)."""
+    """Which check decides a rule over a metric: None when its value is unknown; ``below_threshold``; else the first
+    failing floor's ``fails_as`` (or ``passes_as``); else ``significant``, or an unknown floor's ``unknown_as``."""
     value = lookup(metrics, rule.metric)
     if not finite(value):
         return None
@@ -212,7 +209,7 @@ def verdict(rule: Rule, metrics: Metrics) -> str | None:
         if v is None and f.unknown_as:
             unknown = unknown or f.unknown_as
         elif not finite(v) or limit is None or v <= limit:
-            if not (f.passes_when and lookup(metrics, f.passes_when) is True):
+            if lookup(metrics, f.passes_when or "-") is not True:
                 return f.fails_as
             passed = passed or f.passes_as
     return passed or unknown or "significant"
