@@ -22,8 +22,8 @@ from tb_llmdiag.compare import check, compare_jobs, compare_runs
 from tb_llmdiag.compare.names import Candidate, job_name, jobs_of, label, pick_job, select
 from tb_llmdiag.errors import LlmDiagError, RunNotFound
 from tb_llmdiag.findings import RULES
-from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.findings.job import JOB_RULES
+from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.metrics import Analysis
 from tb_llmdiag.model import Trace
 from tb_llmdiag.traceview.activities import DEFAULT_TOP
@@ -147,7 +147,13 @@ def finding_catalogue() -> dict[str, Any]:
         for r in RULES
     ]
     jobs = [
-        {"id": r.id, "title": r.title, "metric": f"job.{r.metric}", "above": r.above, "evidence": [path for _, path in r.evidence]}
+        {
+            "id": r.id,
+            "title": r.title,
+            "metric": f"job.{r.metric}",
+            "above": r.above,
+            "evidence": [path for _, path in r.evidence],
+        }
         for r in JOB_RULES
     ]
     return {"runs": runs, "jobs": jobs}

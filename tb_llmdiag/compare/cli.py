@@ -12,13 +12,13 @@ from tb_llmdiag.compare.core import compare_runs
 from tb_llmdiag.compare.gate import check
 from tb_llmdiag.compare.job_core import compare_jobs
 from tb_llmdiag.compare.job_sides import load, mixed_error
+from tb_llmdiag.compare.markdown import render_compare_md
 from tb_llmdiag.compare.sides import Analyzer
 from tb_llmdiag.compare.table import DERIVED
 from tb_llmdiag.compare.text import render_check, render_compare
 from tb_llmdiag.errors import LlmDiagError
 from tb_llmdiag.metrics import registry
 from tb_llmdiag.render.canonical_json import dumps
-from tb_llmdiag.render.markdown import render_compare_md
 
 
 class UsageError(LlmDiagError):
