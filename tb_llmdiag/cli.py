@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from tb_llmdiag import __version__, api
 from tb_llmdiag.compare import cli as compare_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
-from tb_llmdiag.findings import RULES
 from tb_llmdiag.render.canonical_json import dumps
 from tb_llmdiag.render.markdown import render_report_md
 from tb_llmdiag.render.text import render_report

@@ -181,8 +181,11 @@ def rule_catalogue() -> list[dict[str, Any]]:
             "title": r.title,
             # chosen by what the job shows (the straggler's cause, the leading collective kind): named, not listed
             "fix": (r.fix.text + " " if r.fix.text else "")
-            + (f"(one fix for each {r.fix_by.replace('_', ' ')}: {', '.join(k.replace('_', ' ') for k, _ in r.fixes)})"
-               if r.fixes and r.fix_by else ""),
+            + (
+                f"(one fix for each {r.fix_by.replace('_', ' ')}: {', '.join(k.replace('_', ' ') for k, _ in r.fixes)})"
+                if r.fixes and r.fix_by
+                else ""
+            ),
             "docs": r.docs,
         }
         for r in JOB_RULES

@@ -93,7 +93,7 @@ CAUSE_PHRASES: Mapping[str, str] = {
 
 
 def _steps_text(steps: list[Any], waits: list[Any]) -> str:
-    """"#5 (396 ms) and #8 (396 ms)"."""
+    """ "#5 (396 ms) and #8 (396 ms)"."""
     parts = [f"#{s} ({fmt('ns', w)})" for s, w in zip(steps, waits)]
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
