@@ -239,9 +239,7 @@ def job_bottleneck_clause(doc: Mapping[str, Any]) -> str | None:
     was_text = f" (was {fmt('share', was)})" if was is not None else ""
     rank = f" (rank {a['rank']})" if a.get("rank") is not None else ""
     if b is not None and b["id"] == a["id"]:
-        return (
-            f"the job bottleneck is still {named(a)}{rank}, now {fmt('share', a['share'])} of the job step{was_text}"
-        )
+        return f"the job bottleneck is still {named(a)}{rank}, now {fmt('share', a['share'])} of the job step{was_text}"
     return f"the job bottleneck is now {named(a)}{rank}, {fmt('share', a['share'])} of the job step{was_text}"
 
 

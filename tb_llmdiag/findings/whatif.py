@@ -216,6 +216,39 @@ def _saving(
     }
 
 
+def _top_what_if(
+    top: Mapping[str, Any] | None,
+    median: float,
+    busy: float | None,
+    host0: float | None,
+    gpu_cut: Mapping[str, float],
+    tokens_per_s: Any,
+) -> dict[str, Any]:
+    """The what-if's top part: the top finding's own saving (its step, the step with its cause removed) when it takes
+    at least ``MIN_CUT_SHARE`` off its step, else the median step unchanged; the median step's floors beside it (the
+    GPU's own work less the top finding's cut of it, the host's own time), for a top finding on the median step."""
+    s_top = top["saving"] if top is not None and _shows_a_cut(top["saving"]) else None
+    step = float(s_top["step_ns"]) if s_top else median
+    fixed = float(s_top["step_ns_if_fixed"]) if s_top else step
+    on_median = s_top is None or s_top["basis"] == "median_step"
+    device_cut = gpu_cut.get(top["id"], 0.0) if s_top and top else 0.0
+    return {
+        "basis": s_top["basis"] if s_top else "median_step",
+        "bound": True,
+        "finding_id": top["id"] if s_top and top else None,
+        "finding_title": top.get("title") if s_top and top else None,
+        "step_ns": int(step),
+        "step_ns_if_fixed": int(round(fixed)),
+        "saving_share": 1.0 - fixed / step,
+        "compute_floor_ns": int(round(busy - device_cut)) if busy is not None and on_median else None,
+        "host_floor_ns": int(round(host0)) if host0 is not None and on_median else None,
+        "pool": s_top.get("pool") if s_top else None,
+        "bound_by": s_top["bound_by"] if s_top else None,
+        "tokens_per_s": _tokens_per_s(tokens_per_s, 1.0),
+        "tokens_per_s_if_fixed": _tokens_per_s(tokens_per_s, fixed / step),
+    }
+
+
 def apply_in_sequence(
     findings: list[dict[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule]
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -315,26 +348,10 @@ def apply_in_sequence(
     tokens_per_s = lookup(metrics, "flops.tokens_per_s")
     fixed_all = med_left["idle"] + med_left["device"] + med_left["communication"] + med_left["host_wait"]
     floor = med_left["device"]
-    s_top = top["saving"] if top is not None and _shows_a_cut(top["saving"]) else None
-    step = float(s_top["step_ns"]) if s_top else float(median)
-    single_fixed = float(s_top["step_ns_if_fixed"]) if s_top else step
-    on_median = s_top is None or s_top["basis"] == "median_step"
-    device_cut = gpu_cut.get(top["id"], 0.0) if s_top and top else 0.0
     what = {
-        "basis": s_top["basis"] if s_top else "median_step",
-        "bound": True,
-        "finding_id": top["id"] if s_top and top else None,
-        "finding_title": top.get("title") if s_top and top else None,
-        "step_ns": int(step),
-        "step_ns_if_fixed": int(round(single_fixed)),
-        "saving_share": 1.0 - single_fixed / step,
-        # the median step's floor: for a top finding on the median step (the mean step's has none)
-        "compute_floor_ns": int(round(med0["device"] - device_cut)) if med_busy is not None and on_median else None,
-        "host_floor_ns": int(round(host0)) if host0 is not None and on_median else None,
-        "pool": s_top.get("pool") if s_top else None,
-        "bound_by": s_top["bound_by"] if s_top else None,
-        "tokens_per_s": _tokens_per_s(tokens_per_s, 1.0),
-        "tokens_per_s_if_fixed": _tokens_per_s(tokens_per_s, single_fixed / step),
+        **_top_what_if(
+            top, float(median), med0["device"] if med_busy is not None else None, host0, gpu_cut, tokens_per_s
+        ),
         "all": {
             "finding_ids": [out[j]["id"] for j in range(len(out)) if ranked[j] in seq_ids],
             "step_ns": int(median),

@@ -38,8 +38,8 @@ from tb_llmdiag.findings.engine import Metrics, evaluate, rank, verdict
 from tb_llmdiag.findings.job import JOB_RULES, STRAGGLER_RULE, held_back
 from tb_llmdiag.jobs.attribution import per_rank_mean
 from tb_llmdiag.jobs.cross_rank import JobAnalysis, analyze_job
-from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.intermittent import spikes
+from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.collectives import KINDS
 
