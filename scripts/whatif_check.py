@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from tb_llmdiag.findings import diagnose
+from tb_llmdiag.findings import diagnose, lookup
+from tb_llmdiag.findings.engine import applicable
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.findings.trust import with_unprofiled
 from tb_llmdiag.findings.whatif import apply_in_sequence
@@ -88,8 +89,7 @@ def truth_table() -> str:
         if not (REPO / folder).is_dir():
             continue
         before = analysed(folder)
-        f = next(x for x in before["findings"] if x["id"] == fid)
-        pred, meas = f["saving"]["alone_share"], fn(_truth(folder))
+        pred, meas = own_share(before, fid), fn(_truth(folder))
         up = _what_if(before, (fid,), _truth(folder)["reference"]["median_wall_ms"])["unprofiled"]
         rows.append(f"| {Path(folder).name} | `{fid}` | {how} | {100 * pred:.1f} % | {100 * up['all_saving_share']:.1f} % | "
                     f"{100 * meas:.1f} % | {100 * (pred - meas) / meas:+.0f} % | "
@@ -102,6 +102,13 @@ def truth_table() -> str:
                     f"{o['holder_ns'] / 1e9:.3f} s inside `{o['holder']}` | | {meas / 1e9:.3f} s | "
                     f"{100 * (o['holder_ns'] - meas) / meas:+.1f} % | |")
     return "\n".join(rows)
+
+
+def own_share(a: dict[str, Any], finding_id: str) -> float:
+    """The share of the summed step time a finding's rule itself estimates (its ``saving`` metric), before the
+    what-if's pools and floors."""
+    (rule,) = [r for r in applicable(a["metrics"], RULES) if r.id == finding_id]
+    return float(rule.saving(a["metrics"]) if callable(rule.saving) else lookup(a["metrics"], rule.saving))
 
 
 def _one(folder: str) -> Path:
@@ -118,9 +125,8 @@ def analysed(folder: str) -> dict[str, Any]:
 
 def _what_if(before: dict[str, Any], ids: Sequence[str] | None, unprofiled_ms: float | None = None) -> dict[str, Any]:
     fs = [f for f in before["findings"] if ids is None or f["id"] in ids]
-    # savings of the chosen findings alone, in their rank order (their own bounds, re-applied in sequence)
-    fs = [{**f, "saving": {"share": f["saving"]["alone_share"], "ns": f["saving"]["alone_ns"]}} if f.get("saving") else f
-          for f in fs]
+    # the chosen findings with their rules' own shares, re-applied in sequence
+    fs = [{**f, "saving": {"share": own_share(before, f["id"]), "ns": None}} if f.get("saving") else f for f in fs]
     metrics = before["metrics"]
     if unprofiled_ms is not None:  # as if the capture helper had written the unprofiled step into the trace
         metrics = {**metrics, "capture": {**metrics.get("capture", {}), "unprofiled_step_ns": int(unprofiled_ms * 1e6)}}

@@ -2,11 +2,11 @@
 
 Contract:
 - ``diagnose(metrics, rules=RULES) -> (findings, what_if)``: ``evaluate`` then ``rank``
-  (``findings/engine.py``: by each finding's own saving, highest first), then ``whatif.apply_in_sequence``:
-  each finding's ``saving`` becomes what it adds in sequence on the time the findings above it leave
-  (``share``, ``ns``; they add up to at most the whole step), beside its own bound (``alone_share``,
-  ``alone_ns``) and its cut of the median step (``median_step_ns``).
-- ``what_if``: the median step, the top finding's cause removed, and all findings' causes removed, as bounds
+  (``findings/engine.py``: by each rule's own share, the order the sequence applies them in), then
+  ``whatif.apply_in_sequence``: each finding's one ``saving`` (#25): what it takes off the median step (the mean
+  step for causes only slower steps have) in sequence, never more than fixing it alone; findings re-ranked by
+  severity then that saving, severity from it.
+- ``what_if``: the top finding's own saving as a what-if, and all findings' causes removed, as bounds
   that never go below the GPU's compute floor, nor, for a fix of GPU time, the host floor; tokens/s beside step time (``findings/whatif.py``,
   ``docs/whatif.md``). Null without steps.
 - The profiler's own cost (``findings/trust.py``): host-time findings carry a ``caveat`` when it could account for a

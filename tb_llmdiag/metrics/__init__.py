@@ -34,6 +34,7 @@ from tb_llmdiag.metrics.flops import flops_metrics
 from tb_llmdiag.metrics.gaps import StepBreakdown, step_breakdown
 from tb_llmdiag.metrics.host_sync import host_sync_metrics
 from tb_llmdiag.metrics.idle import idle_metrics
+from tb_llmdiag.metrics.inference import inference_metrics
 from tb_llmdiag.metrics.kernels import kernel_metrics
 from tb_llmdiag.metrics.launch import launch_metrics
 from tb_llmdiag.metrics.memcpy import memcpy_metrics
@@ -106,6 +107,7 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"], out["run"]))
     out["communication"] = _safe("communication", lambda: communication_metrics(trace, ctx.coll, steps, ctx.cache))
     out["capture"] = _safe("capture", lambda: capture_topic(ctx, bd))  # what the capture holds, lost, costs
+    out["inference"] = _safe("inference", lambda: inference_metrics(trace, out["run"]))
     out.update(cause_topics(ctx, out))  # compile, precision, optimizer, checkpointing, outliers, sync_storm
     out["attribution"] = _safe("attribution", lambda: attribution_metrics(ctx, bd))
     if out["run"]["platform"] == "xla":

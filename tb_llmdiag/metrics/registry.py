@@ -37,6 +37,7 @@ from tb_llmdiag.metrics.registry_data import INTRO, REPORT_METRICS, TOPIC_INTROS
 from tb_llmdiag.metrics.registry_gpu import GPU_METRICS
 from tb_llmdiag.metrics.registry_host import HOST_METRICS
 from tb_llmdiag.metrics.registry_job import JOB_METRICS
+from tb_llmdiag.metrics.registry_spikes import SPIKE_METRICS
 from tb_llmdiag.metrics.registry_xla import XLA_METRICS
 
 #: unit -> what it means (and how ``tb_llmdiag.units.fmt`` prints it)
@@ -89,6 +90,7 @@ METRICS: tuple[Metric, ...] = tuple(
         *CAPTURE_METRICS,
         *XLA_METRICS,
         *JOB_METRICS,
+        *SPIKE_METRICS,
         *ACTIVITY_METRICS,
     )
 )
