@@ -94,7 +94,7 @@ function buildLayout() {
     noticeEl, linkNote, statusEl, panel);
   document.body.append(root);
   return {
-    selEl, baseSel, baseEl, tvEl, statusEl, noticeEl, cardsEl, metaEl,
+    selEl, baseSel, baseEl, tvEl, statusEl, noticeEl, linkNote, cardsEl, trustEl, metaEl, rankHead,
     findingsSec, kernelsSec, stepsSec, tokensSec, timelineSec, traceSec, compareSec, jobSec, panel,
   };
 }
@@ -110,7 +110,7 @@ export async function start(early) {
   applyTheme(state.parentDark());
 
   const {
-    selEl, baseSel, baseEl, tvEl, statusEl, noticeEl, cardsEl, metaEl,
+    selEl, baseSel, baseEl, tvEl, statusEl, noticeEl, linkNote, cardsEl, trustEl, metaEl, rankHead,
     findingsSec, kernelsSec, stepsSec, tokensSec, timelineSec, traceSec, compareSec, jobSec, panel,
   } = buildLayout();
 
