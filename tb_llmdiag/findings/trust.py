@@ -46,7 +46,7 @@ def with_caveats(findings: list[dict[str, Any]], metrics: Mapping[str, Any]) -> 
                 f["caveat"] = (
                     f"The profiler's own cost is {100 * share:.0f} % of the profiled step ({how}): it lands in host "
                     f"time, so it could account for a large part of this finding; check it on an unprofiled run "
-                    f"or a capture without record_shapes/profile_memory/with_stack."
+                    f"or a capture that records no shapes, memory or stacks."
                 )
         out.append(f)
     return out

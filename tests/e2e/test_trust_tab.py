@@ -67,8 +67,8 @@ def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, r
             assert texts == [p["text"] for p in cap["problems"]]
             row = card.locator("[data-key='capture.profiler_overhead_share']")
             assert row.locator(".trust-label").inner_text() == _label("capture.profiler_overhead_share")
-            # the tab's formatter writes shares without the space (format.js fmtShare)
-            assert row.locator(".trust-value").inner_text() == fmt("share", cap["profiler_overhead_share"]).replace(" ", "")
+            # the tab formats shares as the CLI does (#25: one format in text and cards)
+            assert row.locator(".trust-value").inner_text() == fmt("share", cap["profiler_overhead_share"])
             if run == "dropped":
                 assert [p["kind"] for p in cap["problems"]] == ["dropped_records", "kernels_without_launches"]
                 assert "warn" in card.get_attribute("class").split()
