@@ -44,7 +44,7 @@ _HEAD_LIMIT = 64 << 20  # "traceEvents" must start within this many bytes, and t
 #: event, and the bound keeps a file with no boundary (one huge string, a gzip bomb of spaces) from
 #: filling memory.
 MAX_EVENT_BYTES = 64 << 20
-_MSGSPEC_BYTE = re.compile(r"\s*\(byte (\d+)\)\s*$")
+_MSGSPEC_BYTE = re.compile(r"\(byte (\d+)\)\s*$")
 _NON_JSON_WORDS = (b"NaN", b"Infinity", b"-Infinity", b"+Infinity", b"-NaN")
 
 
@@ -57,7 +57,7 @@ class _Stop(Exception):
         self.reason = reason
 
 
-def read_chrome_trace(path: str) -> Trace:
+def read_chrome_trace(path: str, inside: str = "") -> Trace:
     """Read a Kineto/Chrome trace file (``.json`` or ``.json.gz``) into a ``Trace``.
 
     Raises:
@@ -68,7 +68,7 @@ def read_chrome_trace(path: str) -> Trace:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Reader(path).read()
+        return _Reader(path, inside).read()
     finally:
         if enabled:
             gc.enable()
@@ -83,7 +83,7 @@ def _invalid_reason(exc: Exception, text: Any, at: int) -> str:
     for w in _NON_JSON_WORDS:
         if word.startswith(w):
             return f"{w.decode().lstrip('+-')} is not JSON"
-    return _MSGSPEC_BYTE.sub("", str(exc)).replace("JSON is malformed: ", "") or "malformed JSON"
+    return _MSGSPEC_BYTE.sub("", str(exc)).rstrip().replace("JSON is malformed: ", "") or "malformed JSON"
 
 
 def _error_at(exc: Exception, text: Any) -> int:
@@ -103,8 +103,8 @@ class _Reader:
     place through a memoryview (the ',' before it overwritten by '[' and the one after by ']'), then the
     consumed prefix is dropped, so the JSON text is never copied."""
 
-    def __init__(self, path: str) -> None:
-        src = Source(path)
+    def __init__(self, path: str, inside: str = "") -> None:
+        src = Source(path, inside)
         # read ahead on a thread unless LLMDIAG_READ_THREADS=0: a native one that also cuts an uncompressed file
         # (read_ahead.py), else a Python one (prefetch.py)
         self.native: ReadAhead | None = ReadAhead(src) if threads_wanted() and native_available(src) else None

@@ -211,7 +211,7 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     )
 
 
-def read_xplane(path: str) -> Trace:
+def read_xplane(path: str, inside: str = "") -> Trace:
     """Read one XSpace ``.xplane.pb`` file into a ``Trace``.
 
     Args:
@@ -222,7 +222,7 @@ def read_xplane(path: str) -> Trace:
       TraceFormatError: the file is empty, truncated, or not an XSpace protobuf.
     """
     try:
-        with open_regular(path) as f:  # a FIFO or device is refused, never blocked on
+        with open_regular(path, inside) as f:  # a FIFO or device is refused, never blocked on
             data = f.read()
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read: {e.strerror or e}") from e

@@ -285,7 +285,7 @@ def trace_impl(reg: Registry, args: Mapping[str, str]) -> tuple[BinaryIO, int, l
     _, e = entry_for(reg, args)
     try:
         f, size = api.open_raw(e.tf)  # the path comes from the index, never from the request
-    except api.NotRegularFile as err:
+    except (api.NotRegularFile, api.LinkOutside) as err:
         raise Unprocessable(str(err)) from None
     except OSError as err:
         raise tb_errors.NotFoundError(f"the trace file is gone: {err.strerror}") from None
