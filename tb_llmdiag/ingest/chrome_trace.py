@@ -37,7 +37,8 @@ from tb_llmdiag.ingest.prefetch import Prefetch
 from tb_llmdiag.ingest.read_ahead import ReadAhead, native_available
 from tb_llmdiag.ingest.row_worker import threads_wanted
 from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
-from tb_llmdiag.model import Trace
+from tb_llmdiag.ingest.validate import read_state_with
+from tb_llmdiag.model import DEVICE_KINDS, Trace, kind_mask
 
 _HEAD_LIMIT = 64 << 20  # "traceEvents" must start within this many bytes, and the metadata after it fit in this
 #: One event (the text between two boundaries) may not be longer than this: no profiler writes such an
@@ -188,6 +189,9 @@ class _Reader:
                 raise TraceFormatError(f"{exc}; {'; '.join(self.warnings)}") from None
             raise
         self.warnings.extend(col_warnings)
+        read_state = read_state_with(read_state, self.cols.rejected, len(events), int(kind_mask(events.kind, DEVICE_KINDS).sum()))
+        if not read_state["complete"] and problem is None:  # rejected rows made it partial (validate.py)
+            self.warnings.insert(0, f"partial result: {read_state['reason']}")
         return _make_trace(events, memory, origin_ns, envs, tuple(self.warnings), read_state, self.comm)
 
     # ------------------------------------------------------------------------------------ the text

@@ -55,7 +55,8 @@ from tb_llmdiag.ingest.xplane_base import (
 )
 from tb_llmdiag.ingest.xplane_lines import _add_line, _link_device_flows, _op_table
 from tb_llmdiag.ingest.xplane_schema import message_classes
-from tb_llmdiag.model import EventTable, Kind, Trace, empty_events
+from tb_llmdiag.ingest.validate import read_state_with
+from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, Trace, empty_events, kind_mask
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,9 @@ def _add_plane(plane: Any, b: _Builder) -> None:
 
 def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     chunks = b.chunks
+    b.warnings.extend(b.rejected.warnings())
+    if not chunks and b.rejected.total:
+        raise TraceFormatError("no event of the XSpace has a usable time (negative or out-of-range times and durations)")
     if not chunks:
         b.warnings.append("the XSpace holds no events")
         return Trace(
@@ -198,6 +202,9 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     base_time = None
     if isinstance(start_ns, int) and 0 <= origin < 10**15:
         base_time = start_ns
+    read_state = read_state_with({}, b.rejected, int(ts.size), int(kind_mask(kind, DEVICE_KINDS).sum()))
+    if read_state:
+        b.warnings.insert(0, f"partial result: {read_state['reason']}")
     return Trace(
         source_kind="xplane",
         events=events,
@@ -206,6 +213,7 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
         base_time_ns=base_time,
         metadata=metadata,
         warnings=tuple(b.warnings),
+        read_state=read_state,
         extra=extra,
         extra_names=extra_names,
     )

@@ -27,6 +27,7 @@ from tb_llmdiag.ingest.xplane_base import (
     _Chunk,
     _stat_value,
 )
+from tb_llmdiag.ingest.validate import screen_ns
 from tb_llmdiag.model import DEVICE_KINDS, Kind, kind_mask
 
 
@@ -114,13 +115,18 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
         return
     rows = np.array([(e.metadata_id, e.offset_ps, e.duration_ps, len(e.stats)) for e in evs], dtype=np.int64)
     mid, off_ps, dur_ps, nstats = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+    keep = screen_ns(int(line.timestamp_ns), off_ps, dur_ps, device >= 0, b.rejected)  # validate.py
+    if not keep.all():
+        evs = [e for e, k in zip(evs, keep.tolist()) if k]
+        n = len(evs)
+        if n == 0:
+            return
+        mid, off_ps, dur_ps, nstats = mid[keep], off_ps[keep], dur_ps[keep], nstats[keep]
     md_idx = ops.rows(mid)
-
     base = np.int64(line.timestamp_ns)
-    with np.errstate(over="ignore"):
-        start = base + off_ps // 1000
-        end = base + (off_ps + np.maximum(dur_ps, 0)) // 1000
-    end = np.maximum(end, start)
+    # in range: screen_ns kept only rows within validate.LIMIT_NS; (off_ps + dur_ps) // 1000 without its int64 sum
+    start = base + off_ps // 1000
+    end = start + dur_ps // 1000 + (off_ps % 1000 + dur_ps % 1000) // 1000
 
     ints = {k: np.full(n, -1, dtype=np.int64) for k in (*_INT_COLUMNS, "correlation", "producer", "consumer", "bytes")}
     strs = {k: np.full(n, -1, dtype=np.int32) for k in _STR_COLUMNS}
