@@ -36,7 +36,7 @@ from tb_llmdiag.ingest.kineto_trace import _make_trace
 from tb_llmdiag.ingest.prefetch import Prefetch
 from tb_llmdiag.ingest.read_ahead import ReadAhead, native_available
 from tb_llmdiag.ingest.row_worker import threads_wanted
-from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
+from tb_llmdiag.ingest.source import Source, Truncated, drain, release_free_memory
 from tb_llmdiag.ingest.validate import read_state_with
 from tb_llmdiag.model import DEVICE_KINDS, Trace, kind_mask
 
@@ -50,12 +50,20 @@ _NON_JSON_WORDS = (b"NaN", b"Infinity", b"-Infinity", b"+Infinity", b"-NaN")
 
 
 class _Stop(Exception):
-    """The text cannot be read past ``offset`` (absolute, in decompressed bytes): ``reason`` says why."""
+    """The text cannot be read past ``offset`` (absolute, in decompressed bytes): ``reason`` says why. With
+    ``invalid``, the reason is an invalid token, said as "invalid JSON at byte N (P%): reason" once the share read is
+    known (``message``: for a gzipped file, after the rest of the stream was inflated to learn its length)."""
 
-    def __init__(self, offset: int, reason: str) -> None:
+    def __init__(self, offset: int, reason: str, invalid: bool = False) -> None:
         super().__init__(reason)
         self.offset = offset
         self.reason = reason
+        self.invalid = invalid
+
+    def message(self, src: Source) -> str:
+        if not self.invalid:
+            return self.reason
+        return f"invalid JSON at byte {self.offset:,} ({src.share(self.offset):.0%}): {self.reason}"
 
 
 def read_chrome_trace(path: str, inside: str = "") -> Trace:
@@ -126,9 +134,10 @@ class _Reader:
     def read(self) -> Trace:
         problem: str | None = None
         stop_at = 0
+        blocks = self.src.blocks()
         try:
             try:
-                for block in self.src.blocks():
+                for block in blocks:
                     self.buf += block
                     del block
                     self._advance()
@@ -151,7 +160,10 @@ class _Reader:
                         stop_at = self.base + len(self.buf)
                         problem = f"the JSON ends early at byte {stop_at:,} (file truncated?)"
         except _Stop as stop:
-            stop_at, problem = stop.offset, stop.reason
+            corrupt = drain(blocks) if self.src.gzipped else None
+            # a corrupt gzip stream inflates to garbage before its check fails: say that, not what the garbage held
+            stop_at = stop.offset
+            problem = f"{corrupt} (the JSON stopped parsing at byte {stop_at:,})" if corrupt else stop.message(self.src)
         if self.head is None:
             raise TraceFormatError(f"{problem}, before the trace's events began" if problem else "the file is empty")
         envs = [self._envelope(self.head + b"]}", "header")] if not self.array_format else []
@@ -292,10 +304,7 @@ class _Reader:
             if good > 0:
                 self._decode_upto(good)
                 at -= good
-            raise _Stop(
-                self.base + at,
-                f"invalid JSON at byte {self.base + at:,} ({self.src.share(self.base + at):.0%}): {reason}",
-            )
+            raise _Stop(self.base + at, reason, invalid=True)
         try:
             del buf[:cut]
         except BufferError:  # a view of buf outlived the piece (a sampling profiler's frame: Dask's): copy instead

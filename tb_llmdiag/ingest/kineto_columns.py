@@ -49,7 +49,7 @@ from tb_llmdiag.ingest.kineto_values import (
     relative_us,
 )
 from tb_llmdiag.ingest.row_worker import put_in_order, threads_wanted
-from tb_llmdiag.ingest.validate import Rejected
+from tb_llmdiag.ingest.validate import Rejected, check_event_count
 from tb_llmdiag.model import EventTable, Kind, MemoryTable, kind_mask
 
 #: _Scan's columns in the order _rows.c reads them
@@ -80,6 +80,7 @@ class _Columns:
         self.origin_us: float | None = None  # the first piece's whole-us origin of ts_ns
         self.ts_min = float("inf")  # the earliest timestamp (us) of all rows
         self.rejected = Rejected()  # rows rejected for impossible times or durations, by reason (validate.py)
+        self.events_seen = 0  # decoded events so far, against validate.MAX_EVENTS
         self.ts_base_us: int | None = None  # set when timestamps are read exactly (see kineto_values.relative_us)
 
     def _id(self, value: Any) -> int:
@@ -210,6 +211,8 @@ class _Columns:
 
     def add(self, events: list[Any], has_memory: bool = True) -> None:
         """Append one decoded piece: scan() it, keep its memory samples, and finish its rows."""
+        self.events_seen += len(events)
+        check_event_count(self.events_seen)  # before the piece's columns are built (validate.MAX_EVENTS)
         s = self.scan(events, has_memory)
         if s.memory["ts"].size:
             self.mem_parts.append(s.memory)

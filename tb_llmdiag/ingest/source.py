@@ -209,11 +209,26 @@ class Source:
                 yield memoryview(out)  # not released on resuming: prefetch.py hands it on from its thread
 
 
+def drain(blocks: Iterator[memoryview]) -> str | None:
+    """Inflate the rest of a source's ``blocks`` (the reader stopped early), keeping nothing: afterwards its
+    ``share`` is exact (the inflated length is known). Returns the reason when the gzip stream turns out corrupt or
+    cut (``Truncated``), else None; a stream past the inflate bound ends the drain quietly."""
+    try:
+        for _ in blocks:
+            pass
+    except Truncated as exc:
+        return str(exc)
+    except TraceFormatError:
+        return None
+    return None
+
+
 __all__ = [
     "BLOCK_BYTES",
     "share_read",
     "Source",
     "Truncated",
+    "drain",
     "not_regular",
     "open_regular",
     "os_error_message",

@@ -11,15 +11,21 @@ rejected rows are a large share of the trace (``PARTIAL_SHARE``) or include devi
 the trace is read as partial (``read_state.complete`` false with a reason naming what was dropped), so the
 report is ``partial`` (exit 6), rules that need the whole file (``no_device_activity``) do not run, and
 nothing says "no GPU activity" about a trace whose kernels all carried impossible numbers.
+
+How many events a trace may hold at all is bounded here too (``MAX_EVENTS``, ``LLMDIAG_MAX_EVENTS``): both readers
+call ``check_event_count`` as they go, so a trace past the bound stops early with one line.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from tb_llmdiag.errors import TraceFormatError
 
 #: |time| and duration beyond this many ns are rejected (~73 years): relative times and ends stay in int64 ns
 LIMIT_NS = 2.0**61
@@ -28,6 +34,18 @@ LIMIT_US = LIMIT_NS / 1000
 PARTIAL_SHARE = 0.05
 
 _YEARS = LIMIT_NS / 1e9 / 3600 / 24 / 365
+#: Events a trace may hold (#27): each costs ~180 bytes through the analysis, so a trace past this stops with a
+#: one-line message rather than taking the machine's memory (8 M events: ~1.5 GB; the 1 GB bench trace holds 3.2 M).
+MAX_EVENTS = int(os.environ.get("LLMDIAG_MAX_EVENTS", str(8_000_000)))
+
+
+def check_event_count(n: int) -> None:
+    """Raise TraceFormatError once a reader holds more than MAX_EVENTS events."""
+    if n > MAX_EVENTS:
+        raise TraceFormatError(
+            f"the trace holds over {MAX_EVENTS:,} events (about {MAX_EVENTS * 180 / 1e9:.1f} GB to analyse): refused "
+            "(set LLMDIAG_MAX_EVENTS to raise the bound, or profile fewer steps)"
+        )
 
 
 @dataclass

@@ -33,6 +33,7 @@ Extra columns (aligned with ``events``; ``*_id`` index into ``extra_names[col]``
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -233,20 +234,20 @@ def read_xplane(path: str, inside: str = "") -> Trace:
         with open_regular(path, inside) as f:  # a FIFO or device is refused, never blocked on
             data = f.read()
     except OSError as e:
-        raise TraceFormatError(f"{path}: cannot read: {e.strerror or e}") from e
+        raise TraceFormatError(f"cannot read {os.path.basename(path)}: {e.strerror or e}") from e
     return parse_xspace(data, path)
 
 
 def parse_xspace(data: bytes, path: str = "<bytes>") -> Trace:
     """``read_xplane`` on bytes already in memory (tests, fuzzing)."""
     if not data:
-        raise TraceFormatError(f"{path}: empty file, not an XPlane profile")
+        raise TraceFormatError("empty file, not an XPlane profile")
     try:
         plane_ranges, strings = _split_xspace(data)
     except TraceFormatError as e:
-        raise TraceFormatError(f"{path}: not a readable XPlane protobuf ({e})") from None
+        raise TraceFormatError(f"not a readable XPlane protobuf ({e})") from None
     if not plane_ranges:
-        raise TraceFormatError(f"{path}: not an XPlane profile (no planes in the file)")
+        raise TraceFormatError("not an XPlane profile (no planes in the file)")
     XPlane = message_classes()["XPlane"]
     b = _Builder(path=path)
     b.warnings.extend(f"profiler error: {s}" for s in strings[2])
@@ -256,12 +257,12 @@ def parse_xspace(data: bytes, path: str = "<bytes>") -> Trace:
         try:
             plane = XPlane.FromString(bytes(view[lo:hi]))
         except Exception as e:  # protobuf raises DecodeError (or RuntimeError/ValueError by backend)
-            raise TraceFormatError(f"{path}: plane {i} is not a valid XPlane message ({type(e).__name__})") from None
+            raise TraceFormatError(f"plane {i} is not a valid XPlane message ({type(e).__name__})") from None
         try:
             _add_plane(plane, b)
         except (ValueError, OverflowError, IndexError, KeyError, TypeError, UnicodeError) as e:
             raise TraceFormatError(
-                f"{path}: plane {i} ({plane.name!r}) is malformed: {type(e).__name__}: {e}"
+                f"plane {i} ({plane.name!r}) is malformed: {type(e).__name__}: {e}"
             ) from None
         del plane
     return _finish(b, strings[4])

@@ -138,6 +138,7 @@ class _Builder:
     warnings: list[str] = field(default_factory=list)
     stream_ids: _Interner = field(default_factory=_Interner)
     rejected: Rejected = field(default_factory=Rejected)  # rows with impossible times (validate.py)
+    events_seen: int = 0  # against validate.MAX_EVENTS
 
 
 def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:

@@ -27,7 +27,7 @@ from tb_llmdiag.ingest.xplane_base import (
     _Chunk,
     _stat_value,
 )
-from tb_llmdiag.ingest.validate import screen_ns
+from tb_llmdiag.ingest.validate import check_event_count, screen_ns
 from tb_llmdiag.model import DEVICE_KINDS, Kind, kind_mask
 
 
@@ -113,6 +113,8 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
     n = len(evs)
     if n == 0:
         return
+    b.events_seen += n
+    check_event_count(b.events_seen)  # validate.MAX_EVENTS
     rows = np.array([(e.metadata_id, e.offset_ps, e.duration_ps, len(e.stats)) for e in evs], dtype=np.int64)
     mid, off_ps, dur_ps, nstats = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
     keep = screen_ns(int(line.timestamp_ns), off_ps, dur_ps, device >= 0, b.rejected)  # validate.py
