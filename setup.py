@@ -16,7 +16,7 @@ setup(
     python_requires=">=3.10",
     packages=["tb_llmdiag", "tb_llmdiag.ingest", "tb_llmdiag.metrics", "tb_llmdiag.findings", "tb_llmdiag.render",
               "tb_llmdiag.tab", "tb_llmdiag.jobs", "tb_llmdiag.compare", "tb_llmdiag.scale", "tb_llmdiag.traceview",
-              "tb_llmdiag.frontend"],
+              "tb_llmdiag.agent", "tb_llmdiag.frontend"],
     package_dir={"tb_llmdiag.frontend": "frontend"},
     ext_modules=[SCAN],
     package_data={"tb_llmdiag.frontend": ["*.js", "*.css", "*.html", "views/*.js", "traceview/*.js", "vendor/**/*"]},
@@ -34,9 +34,13 @@ setup(
         "dask": ["dask[distributed]>=2023.1", "fsspec>=2023.1"],
         # logdirs on object storage (s3://, gs://, memory://...): fsspec plus the store's backend (s3fs, gcsfs)
         "remote": ["fsspec>=2023.1"],
+        # `llmdiag mcp`: the Model Context Protocol server for coding agents (docs/agents.md); the mcp 2 SDK (MCPServer)
+        "agent": ["mcp>=2.3,<3"],
         # CI runs the Dask and object-storage tests too (S3 through moto's server on loopback, read by s3fs)
         "test": ["pytest>=7", "hypothesis>=6", "playwright>=1.40", "dask[distributed]>=2023.1", "fsspec>=2023.1",
                  "moto[server]>=5", "s3fs>=2023.1",
+                 # the agent's tests: the SDK's own client drives `llmdiag mcp`; the Markdown report read by markdown-it
+                 "mcp>=2.3,<3", "markdown-it-py>=3",
                  "ruff==0.17.6", "mypy==2.4.1"],
     },
     entry_points={

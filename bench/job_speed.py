@@ -7,7 +7,7 @@ Builds the RankSummaries of the real DLRM ranks (../shared), makes ``--ranks`` o
 then measures, in this process:
   load     json.loads of that text + RankSummary.from_dict for every rank
   analyze  jobs.analysis.analyze_job (ranks, matching, waiting/transfer, straggler, attribution)
-  findings jobs.findings.job_metrics + evaluate
+  findings jobs.report.job_metrics + job_findings
 and prints each figure, the summaries' size (bytes per rank, all of them), the peak of Python-tracked
 memory during load + analysis (tracemalloc, second run) and the process's peak RSS.
 Targets (issue #11): load + analyze + findings < 5 s and < 500 MB for 1,000 ranks.
@@ -32,7 +32,7 @@ from job_generator import DLRM, base_summaries, generate  # noqa: E402
 from peak_rss import peak_rss_mb  # noqa: E402
 
 from tb_llmdiag.jobs.analysis import analyze_job  # noqa: E402
-from tb_llmdiag.jobs.findings import evaluate, job_metrics  # noqa: E402
+from tb_llmdiag.jobs.report import job_findings, job_metrics  # noqa: E402
 from tb_llmdiag.jobs.summary import RankSummary  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def run(text: str) -> tuple[dict[str, float], list[dict[str, Any]], dict[str, An
     job = analyze_job(summaries)
     t2 = time.perf_counter()
     metrics = job_metrics(job)
-    found = evaluate(metrics)
+    found = job_findings(metrics)
     t3 = time.perf_counter()
     return {"load": t1 - t0, "analyze": t2 - t1, "findings": t3 - t2}, found, metrics
 

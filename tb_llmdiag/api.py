@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from tb_llmdiag import __version__
-from tb_llmdiag.compare import compare_jobs, compare_runs
-from tb_llmdiag.errors import LlmDiagError, NoTracesFound
+from tb_llmdiag.errors import LlmDiagError, NoTracesFound, TraceFormatError
 from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
 from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
@@ -30,6 +29,8 @@ from tb_llmdiag.metrics import Analysis, analyze, registry
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import MODEL_VERSION, Trace
+from tb_llmdiag.queries import *  # noqa: F403  (the front door's queries: queries.__all__, re-exported whole)
+from tb_llmdiag.queries import __all__ as queries_names
 from tb_llmdiag.scale.runner import InlineRunner, Runner
 from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
 from tb_llmdiag.scale.session import runner_session, tab_executor
@@ -55,6 +56,7 @@ __all__ = [
     "LinkOutside", "NotRegularFile", "Runner", "TraceFile", "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index",
     "analyze_rank_file", "analyze_trace", "discover", "error_report", "is_url", "job_for_summaries", "open_raw",
     "preload", "rank_summary", "report", "report_index", "tab_executor", "writing", "writing_report",
+    "job_groups", "load_analysis", "locate_evidence", *queries_names,
 ]
 # fmt: on
 
@@ -395,14 +397,11 @@ def metric_registry() -> dict[str, Any]:
     return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS}
 
 
-#: Two RunReports compared (docs/compare.md): the metric table with noise bands, the finding diff and the verdict,
-#: ``compare_reports(baseline, run)`` with ``baseline`` as BEFORE. Pure: reads the two reports only.
-compare_reports = compare_runs
-
-
-def compare_job_reports(
-    baseline_job: dict[str, Any], baseline_runs: list[dict[str, Any]], job: dict[str, Any], runs: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """Two jobs compared (docs/compare.md, ``level: "job"``): each a report's ``jobs[]`` entry and the run reports
-    of its ranks, ``baseline_job`` as BEFORE. Pure: reads the dicts only."""
-    return compare_jobs(baseline_job, job, baseline_runs, runs)
+def load_analysis(tf: TraceFile) -> tuple[dict[str, Any], Trace, Analysis]:
+    """The RunReport of one file, its trace and analysis (for ``top_activities``, ``locate_evidence``).
+    Raises TraceFormatError with the error RunReport's one line when it cannot be read."""
+    trace = load(tf)
+    if not isinstance(trace, Trace):
+        raise TraceFormatError(f"{tf.path}: {trace['error']}")
+    rep, analysis = analyze_trace_with_breakdown(tf, trace)
+    return rep, trace, analysis

@@ -18,6 +18,12 @@ Each rank writes one gzipped Kineto file `<logdir>/<run>/rank<R>.<ns>.pt.trace.j
 For the Hugging Face Trainer: `trainer.add_callback(ProfilerCallback("runs/prof", run="lora"))`; it
 steps once per optimizer step (so a step spans all gradient-accumulation micro-batches).
 
+`with_stack=True` (off by default: traces grow several times) records Python frames, so a report can
+name the user's `file:line` that holds the time. The steps the profiler skips before its window
+(`skip_first`, `wait`) are timed unprofiled (with `torch.cuda.synchronize()` at both edges when CUDA is
+there) and written into the trace's metadata under `UNPROFILED_STEPS_KEY`, with the profiler options,
+so a report can set the profiled step beside the unprofiled one (docs/captures.md).
+
 torch and transformers are imported only when a profiler is built (never at `import tb_llmdiag`),
 and `ProfilerCallback` is created on first access, so this module imports without either installed.
 """
@@ -25,10 +31,19 @@ and `ProfilerCallback` is created on first access, so this module imports withou
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import json
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
+
+from tb_llmdiag.capture_schedule import (
+    DEFAULT_ACTIVE,
+    DEFAULT_SKIP_FIRST,
+    DEFAULT_WARMUP,  # noqa: F401  (re-exported: users read the defaults here)
+    ProfileSchedule,
+    plan_schedule,
+)
 
 __all__ = [
     "DEFAULT_SKIP_FIRST",
@@ -38,95 +53,13 @@ __all__ = [
     "detect_rank",
     "worker_name",
     "profile_steps",
+    "UNPROFILED_STEPS_KEY",
 ]  # ProfilerCallback is left out: star-imports must not need transformers
 
-DEFAULT_SKIP_FIRST = 3
-"""Steps skipped before the profiler starts, in steady-state mode."""
+UNPROFILED_STEPS_KEY = "llmdiag_unprofiled_step_ns"
+"""Trace metadata key (top level of the Kineto JSON) holding the unprofiled times of the skipped steps."""
 
-DEFAULT_WARMUP = 1
-"""Profiler warm-up steps (profiler on, events dropped) before the active window, in steady-state mode."""
-
-DEFAULT_ACTIVE = 3
-
-
-@dataclasses.dataclass(frozen=True)
-class ProfileSchedule:
-    """The arguments of `torch.profiler.schedule`, with the same meaning.
-
-    Step k (0-based, counted by `prof.step()` calls) is: skipped while k < skip_first; then, in each
-    cycle of `wait + warmup + active` steps, idle for `wait`, warming up for `warmup`, recorded for
-    `active`. After `repeat` cycles (repeat >= 1) nothing more is recorded.
-    """
-
-    skip_first: int = DEFAULT_SKIP_FIRST
-    wait: int = 0
-    warmup: int = DEFAULT_WARMUP
-    active: int = DEFAULT_ACTIVE
-    repeat: int = 1
-
-    def __post_init__(self) -> None:
-        for field in ("skip_first", "wait", "warmup"):
-            if getattr(self, field) < 0:
-                raise ValueError(f"{field} must be >= 0, got {getattr(self, field)}")
-        if self.active < 1:
-            raise ValueError(f"active must be >= 1, got {self.active}")
-        if self.repeat < 1:
-            raise ValueError(f"repeat must be >= 1 (0 would profile forever), got {self.repeat}")
-
-    @property
-    def cycle_steps(self) -> int:
-        return self.wait + self.warmup + self.active
-
-    @property
-    def total_steps(self) -> int:
-        """Number of `prof.step()` calls after which every active window has been written."""
-        return self.skip_first + self.cycle_steps * self.repeat
-
-    def phase(self, step: int) -> str:
-        """'skip', 'wait', 'warmup', 'active' or 'done' for step `step` (mirrors torch's schedule_fn)."""
-        if step < 0:
-            raise ValueError(f"step must be >= 0, got {step}")
-        if step < self.skip_first:
-            return "skip"
-        k = step - self.skip_first
-        if k // self.cycle_steps >= self.repeat:
-            return "done"
-        k %= self.cycle_steps
-        if k < self.wait:
-            return "wait"
-        if k < self.wait + self.warmup:
-            return "warmup"
-        return "active"
-
-    def active_steps(self) -> tuple[int, ...]:
-        """The recorded step indices, in order (they become `ProfilerStep#<index>` in the trace)."""
-        return tuple(s for s in range(self.total_steps) if self.phase(s) == "active")
-
-    def torch_kwargs(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
-
-def plan_schedule(
-    *,
-    from_step0: bool = False,
-    active: int = DEFAULT_ACTIVE,
-    skip_first: int | None = None,
-    wait: int = 0,
-    warmup: int | None = None,
-    repeat: int = 1,
-) -> ProfileSchedule:
-    """Steady state by default (skip `DEFAULT_SKIP_FIRST`, warm up 1); `from_step0` records from the first step."""
-    if from_step0:
-        if skip_first or wait or warmup:
-            raise ValueError("from_step0=True records from step 0: leave skip_first, wait and warmup at 0")
-        return ProfileSchedule(skip_first=0, wait=0, warmup=0, active=active, repeat=repeat)
-    return ProfileSchedule(
-        skip_first=DEFAULT_SKIP_FIRST if skip_first is None else skip_first,
-        wait=wait,
-        warmup=DEFAULT_WARMUP if warmup is None else warmup,
-        active=active,
-        repeat=repeat,
-    )
+UNPROFILED_STEPS_SCHEMA = 1
 
 
 def detect_rank(env: Mapping[str, str] | None = None, dist: Any = None) -> int | None:
@@ -197,6 +130,7 @@ class StepProfiler:
         rank: int | None = None,
         worker: str | None = None,
         use_gzip: bool = True,
+        time_skipped_steps: bool = True,
     ) -> None:
         self.schedule = schedule
         self.output_dir = os.path.join(os.fspath(logdir), run) if run not in ("", ".") else os.fspath(logdir)
@@ -212,6 +146,11 @@ class StepProfiler:
         self.step_num = 0
         self.profiler: Any = None
         self._running = False
+        self.time_skipped_steps = time_skipped_steps
+        self.unprofiled_steps: list[int] = []
+        self.unprofiled_step_ns: list[int] = []
+        self._step_started_ns: int | None = None
+        self._sync: Any = None
 
     @property
     def finished(self) -> bool:
@@ -237,15 +176,55 @@ class StepProfiler:
         )
         self.profiler.start()
         self._running = True
+        cuda = getattr(torch, "cuda", None)
+        self._sync = cuda.synchronize if cuda is not None and cuda.is_available() else None
+        self._step_begins()
         return self
+
+    def _timed(self, step: int) -> bool:
+        return self.time_skipped_steps and self.schedule.phase(step) in ("skip", "wait")
+
+    def _step_begins(self) -> None:
+        """Called as step `step_num` starts: start its clock if it is unprofiled; at a window's first
+        recorded step, write the unprofiled times so far into the trace's metadata."""
+        if self.finished:
+            return
+        self._step_started_ns = None
+        if self._timed(self.step_num):
+            if self._sync is not None:
+                self._sync()
+            self._step_started_ns = time.perf_counter_ns()
+        elif self.phase == "active" and (self.step_num == 0 or self.schedule.phase(self.step_num - 1) != "active"):
+            self._add_unprofiled_metadata()
+
+    def _add_unprofiled_metadata(self) -> None:
+        value = {
+            "schema": UNPROFILED_STEPS_SCHEMA,
+            "steps": list(self.unprofiled_steps),
+            "step_ns": list(self.unprofiled_step_ns),
+            "synchronized": self._sync is not None,
+            "profiler_options": dict(self.options),
+            "schedule": self.schedule.torch_kwargs(),
+        }
+        add = getattr(self.profiler, "add_metadata_json", None)
+        if add is not None:
+            add(UNPROFILED_STEPS_KEY, json.dumps(value, separators=(",", ":")))
 
     def step(self) -> None:
         """Mark the end of one (optimizer) step. A no-op once `finished` and stopped."""
+        if self._step_started_ns is not None:
+            if self._sync is not None:
+                self._sync()
+            self.unprofiled_steps.append(self.step_num)
+            self.unprofiled_step_ns.append(time.perf_counter_ns() - self._step_started_ns)
+            self._step_started_ns = None
         if self._running:
             self.profiler.step()
         self.step_num += 1
         if self._running and self.finished:
             self.stop()
+        if self._running:
+            self._step_begins()
 
     def stop(self) -> None:
         """Stop profiling; an active window cut short is still written."""
@@ -287,12 +266,15 @@ def profile_steps(
     rank: int | None = None,
     worker_prefix: str | None = None,
     use_gzip: bool = True,
+    time_skipped_steps: bool = True,
 ) -> StepProfiler:
     """A `StepProfiler` writing `<logdir>/<run>/rank<R>.<ns>.pt.trace.json.gz` (use it in a `with`).
 
     Defaults: steady state (skip the first 3 steps, 1 warm-up, 3 active), shapes and memory recorded,
-    no Python stacks (they make traces several times larger). The rank comes from torch.distributed
-    or $RANK when not given.
+    no Python stacks (`with_stack=True` records them: the trace names the user's `file:line`, but grows
+    several times). The rank comes from torch.distributed or $RANK when not given.
+    `time_skipped_steps`: time the skipped and wait steps unprofiled (synchronized at both edges when
+    CUDA is there) and write them into the trace's metadata under `UNPROFILED_STEPS_KEY`.
     """
     schedule = plan_schedule(
         from_step0=from_step0, active=active, skip_first=skip_first, wait=wait, warmup=warmup, repeat=repeat
@@ -313,6 +295,7 @@ def profile_steps(
         rank=rank,
         worker=worker_name(rank, worker_prefix),
         use_gzip=use_gzip,
+        time_skipped_steps=time_skipped_steps,
     )
 
 
@@ -327,7 +310,7 @@ def _make_callback_class() -> type:
 
         `logdir` defaults to `args.logging_dir` (beside the TensorBoard events), or `<output_dir>/runs`.
         Every rank writes its own file, named with `args.process_index`. Other keyword arguments are
-        those of `profile_steps`.
+        those of `profile_steps` (`with_stack=True` to record Python frames, off by default).
         """
 
         def __init__(self, logdir: str | None = None, run: str = "profile", **profile_kwargs: Any) -> None:

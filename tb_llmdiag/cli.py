@@ -20,6 +20,7 @@ from tb_llmdiag.compare import cli as compare_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
 from tb_llmdiag.findings import RULES
 from tb_llmdiag.render.canonical_json import dumps
+from tb_llmdiag.render.markdown import render_report_md
 from tb_llmdiag.render.text import render_report
 
 #: A trace was read only in part: its report covers the events before an invalid byte or a cut.
@@ -29,16 +30,16 @@ WRITING_EXIT_CODE = 7
 
 
 def _report(args: argparse.Namespace) -> int:
+    form = "json" if args.json else args.format
     try:
         rep = api.report(args.path, dask=args.dask, workers=args.workers)
     except LlmDiagError as exc:
-        if args.json:  # a consumer of --json reads stdout: one document, even here (#27)
+        if form == "json":  # a consumer of --json reads stdout: one document, even here (#27)
             sys.stdout.write(dumps({"error": str(exc), "exit_code": exc.exit_code}) + "\n")
         raise
-    if args.json:
-        sys.stdout.write(dumps(rep) + "\n")
-    else:
-        sys.stdout.write(render_report(rep))
+    sys.stdout.write(
+        dumps(rep) + "\n" if form == "json" else render_report_md(rep) if form == "md" else render_report(rep)
+    )
     failed = [r for r in rep["runs"] if r["status"] == "error"]
     partial = [r for r in rep["runs"] if r["status"] == "partial"]
     for r in failed:
@@ -78,6 +79,21 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from tb_llmdiag.agent import server  # the agent layer and the mcp SDK, only for this subcommand
+
+    return server.serve(args.logdir)
+
+
+def add_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "md"),
+        default="text",
+        help="text (default), json (as --json) or md: Markdown to paste into an issue or a pull request",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llmdiag", description="Why is my LLM fine-tuning step slow? Diagnose torch.profiler / XPlane traces."
@@ -87,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="analyse every trace under PATH (logdir, run folder or file)")
     rep.add_argument("path")
     rep.add_argument("--json", action="store_true", help="print one JSON document (docs/report_schema.md)")
+    add_format(rep)
     rep.add_argument(
         "--dask",
         metavar="ADDRESS",
@@ -101,7 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="list every finding LLM Diag can report, with its fix")
     rules.add_argument("--json", action="store_true")
     rules.set_defaults(func=_rules)
-    compare_cli.add_commands(sub)
+    compare_cli.add_commands(sub, api)
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve LOGDIR to coding agents: a Model Context Protocol server over stdio, read-only "
+        "(docs/agents.md; needs pip install 'tb-llmdiag[agent]')",
+    )
+    mcp.add_argument("logdir", nargs="?", default=".", help="the logdir to serve (default: the current directory)")
+    mcp.set_defaults(func=_mcp)
     return parser
 
 

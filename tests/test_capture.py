@@ -13,7 +13,6 @@ import pytest
 from tb_llmdiag import capture
 from tb_llmdiag.capture import ProfileSchedule, detect_rank, plan_schedule, profile_steps, worker_name
 
-
 # --- schedule -----------------------------------------------------------------------------------
 
 
@@ -114,7 +113,12 @@ class FakeProfile:
     def __init__(self, log, **kwargs):
         self.log, self.kwargs = log, kwargs
         self.steps = 0
+        self.metadata = []  # (steps taken when added, key, value): kept out of `log`
         log.append(("profile", kwargs))
+        FakeProfile.last = self
+
+    def add_metadata_json(self, key, value):
+        self.metadata.append((self.steps, key, value))
 
     def start(self):
         self.log.append(("start",))
@@ -127,6 +131,21 @@ class FakeProfile:
         self.log.append(("stop",))
 
 
+log_owner = [None]  # the fake torch of the running test (its cuda counts the syncs)
+
+
+class FakeCuda:
+    def __init__(self, available):
+        self.available = available
+        self.syncs = 0
+
+    def is_available(self):
+        return self.available
+
+    def synchronize(self):
+        self.syncs += 1
+
+
 def make_fake_torch(log, cuda=True):
     profiler = types.SimpleNamespace(
         ProfilerActivity=types.SimpleNamespace(CPU="CPU", CUDA="CUDA"),
@@ -136,7 +155,7 @@ def make_fake_torch(log, cuda=True):
     )
     return types.SimpleNamespace(
         profiler=profiler,
-        cuda=types.SimpleNamespace(is_available=lambda: cuda),
+        cuda=FakeCuda(cuda),
         distributed=FakeDist(False),
     )
 
@@ -144,7 +163,9 @@ def make_fake_torch(log, cuda=True):
 @pytest.fixture
 def fake_torch(monkeypatch):
     log = []
-    monkeypatch.setattr(capture, "_import_torch", lambda: make_fake_torch(log))
+    fake = make_fake_torch(log)
+    monkeypatch.setattr(capture, "_import_torch", lambda: fake)
+    log_owner[0] = fake
     monkeypatch.delenv("RANK", raising=False)
     return log
 
@@ -187,6 +208,50 @@ def test_exit_mid_window_stops_once(tmp_path, fake_torch):
         prof.step()
     assert [e[0] for e in fake_torch] == ["profile", "start", "step", "stop"]
     assert prof.phase == "skip"
+
+
+def test_skipped_steps_are_timed_and_written_once_at_the_window(tmp_path, fake_torch, monkeypatch):
+    clock = iter(range(0, 10**9, 1000))  # each read of the clock is 1000 ns after the last
+    monkeypatch.setattr(capture.time, "perf_counter_ns", lambda: next(clock))
+    with profile_steps(tmp_path, run="r", skip_first=2, wait=1, warmup=1, active=2) as prof:
+        fake = FakeProfile.last
+        for _ in range(8):
+            prof.step()
+    # steps 0, 1 skipped and 2 waiting are timed (one clock read at each edge); 3 warms up; 4, 5 recorded
+    assert prof.unprofiled_steps == [0, 1, 2]
+    assert prof.unprofiled_step_ns == [1000, 1000, 1000]
+    assert log_owner[0].cuda.syncs == 6  # a synchronize at both edges of each timed step
+    assert len(fake.metadata) == 1
+    taken, key, value = fake.metadata[0]
+    assert taken == 4 and key == capture.UNPROFILED_STEPS_KEY == "llmdiag_unprofiled_step_ns"
+    assert json.loads(value) == {
+        "schema": 1,
+        "steps": [0, 1, 2],
+        "step_ns": [1000, 1000, 1000],
+        "synchronized": True,
+        "profiler_options": {"record_shapes": True, "profile_memory": True, "with_stack": False, "with_flops": False},
+        "schedule": {"skip_first": 2, "wait": 1, "warmup": 1, "active": 2, "repeat": 1},
+    }
+
+
+def test_from_step0_writes_the_options_with_no_unprofiled_step(tmp_path, fake_torch):
+    with profile_steps(tmp_path, run="r", from_step0=True, active=2, with_stack=True) as prof:
+        fake = FakeProfile.last
+        prof.step()
+        prof.step()
+    assert [(t, k) for t, k, _ in fake.metadata] == [(0, "llmdiag_unprofiled_step_ns")]
+    value = json.loads(fake.metadata[0][2])
+    assert value["steps"] == [] and value["step_ns"] == [] and value["profiler_options"]["with_stack"] is True
+    assert log_owner[0].cuda.syncs == 0
+
+
+def test_timing_skipped_steps_can_be_turned_off(tmp_path, fake_torch):
+    with profile_steps(tmp_path, run="r", active=1, time_skipped_steps=False) as prof:
+        fake = FakeProfile.last
+        for _ in range(5):
+            prof.step()
+    assert prof.unprofiled_steps == [] and log_owner[0].cuda.syncs == 0
+    assert json.loads(fake.metadata[0][2])["steps"] == []
 
 
 def test_cpu_only_activities(tmp_path, monkeypatch):
@@ -245,9 +310,10 @@ def test_callback_falls_back_to_output_dir(tmp_path, fake_torch, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(TrainerCallback=object))
     monkeypatch.setattr(capture, "_LAZY", {})
     args = types.SimpleNamespace(logging_dir=None, output_dir=str(tmp_path), process_index=0)
-    cb = capture.ProfilerCallback(from_step0=True, active=1)
+    cb = capture.ProfilerCallback(from_step0=True, active=1, with_stack=True)
     cb.on_train_begin(args, None, None)
     assert cb.prof.output_dir == str(tmp_path / "runs" / "profile")
+    assert fake_torch[0][1]["with_stack"] is True
 
 
 def test_unknown_attribute_still_raises():
@@ -273,3 +339,32 @@ def test_real_torch_writes_one_gzip_trace_with_steps(tmp_path, monkeypatch):
         trace = json.load(f)
     steps = sorted(e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
     assert steps == ["ProfilerStep#2", "ProfilerStep#3"]
+
+
+def test_real_torch_writes_unprofiled_steps_and_stack_frames(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.delenv("RANK", raising=False)
+    x = torch.randn(64, 64)
+
+    def user_work():
+        return (x @ x).sum()
+
+    with capture.profile_steps(tmp_path, run="cpu", skip_first=3, warmup=1, active=2, with_stack=True) as prof:
+        for _ in range(6):
+            user_work()
+            prof.step()
+    (path,) = prof.trace_files()
+    with gzip.open(path, "rt") as f:
+        trace = json.load(f)
+    meta = trace["llmdiag_unprofiled_step_ns"]
+    assert meta["steps"] == [0, 1, 2] == prof.unprofiled_steps
+    assert meta["step_ns"] == prof.unprofiled_step_ns and all(isinstance(n, int) and n > 0 for n in meta["step_ns"])
+    assert meta["profiler_options"] == {
+        "record_shapes": True,
+        "profile_memory": True,
+        "with_stack": True,
+        "with_flops": False,
+    }
+    assert meta["synchronized"] is torch.cuda.is_available()
+    frames = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "python_function"]
+    assert any("test_capture.py" in n and "user_work" in n for n in frames), frames[:20]

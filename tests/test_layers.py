@@ -137,6 +137,19 @@ def test_no_import_cycle_in_the_package() -> None:
     assert _cycles(GRAPH) == []
 
 
+def _package(mod: str) -> str:
+    """The package a module belongs to: ``tb_llmdiag.<first part>`` (a top-level module is its own)."""
+    return ".".join(mod.split(".")[:2])
+
+
+def test_no_import_cycle_between_packages() -> None:
+    # issue #22: api re-exports compare, so compare may not import api (the CLI passes the analyzer in)
+    packages: dict[str, set[str]] = {}
+    for mod, deps in GRAPH.items():
+        packages.setdefault(_package(mod), set()).update(_package(d) for d in deps if _package(d) != _package(mod))
+    assert _cycles(packages) == []
+
+
 def test_no_module_over_400_lines() -> None:
     long = {m: n for m, p in MODULES.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
@@ -147,8 +160,20 @@ def test_dependencies_point_one_way() -> None:
     for mod, deps in GRAPH.items():
         if not (mod.startswith("tb_llmdiag.tab") or mod in ("tb_llmdiag.cli", "tb_llmdiag.__main__")):
             assert not any(d.startswith("tb_llmdiag.tab") or d == "tb_llmdiag.cli" for d in deps), (mod, deps)
-    # the tab uses the library through its front door (api) and the renderers only
-    allowed = ("tb_llmdiag.api", "tb_llmdiag.render", "tb_llmdiag.tab", "tb_llmdiag.jsonsafe", "tb_llmdiag.errors")
+    # the agent sits beside the CLI and the tab: only the CLI's `mcp` subcommand imports it
     for mod, deps in GRAPH.items():
-        if mod.startswith("tb_llmdiag.tab"):
-            assert all(d.startswith(allowed) or d == "tb_llmdiag" for d in deps), (mod, sorted(deps))
+        if not mod.startswith("tb_llmdiag.agent") and mod != "tb_llmdiag.cli":
+            assert not any(d.startswith("tb_llmdiag.agent") for d in deps), (mod, deps)
+    # the tab and the agent use the library through its front door (api) and the renderers only
+    allowed = ("tb_llmdiag.api", "tb_llmdiag.render", "tb_llmdiag.jsonsafe", "tb_llmdiag.errors")
+    for layer, extra in (("tb_llmdiag.tab", ()), ("tb_llmdiag.agent", ("tb_llmdiag.extras",))):
+        for mod, deps in GRAPH.items():
+            if mod.startswith(layer):
+                ok = (*allowed, layer, *extra)
+                assert all(d.startswith(ok) or d == "tb_llmdiag" for d in deps), (mod, sorted(deps))
+
+
+def test_the_layer_rules_catch_an_agent_import_from_below() -> None:
+    # GIVEN a metric module that imports the agent, THEN the graph has the edge the rule above refuses
+    src = "from tb_llmdiag.agent import answers\n"
+    assert _imports_in("tb_llmdiag.metrics.fake", src, is_pkg=False) == {"tb_llmdiag.agent.answers"}

@@ -21,6 +21,7 @@ from werkzeug.test import Client
 from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 
+import tb_llmdiag
 from tb_llmdiag import api
 from tb_llmdiag.tab import plugin as plugin_mod
 from tb_llmdiag.tab.cache import ResultCache
@@ -319,6 +320,42 @@ def test_cache_is_reused_and_outside_logdir(tmp_path: Path):
     finally:
         p2.close()
     assert {q for q in logdir.rglob("*")} == before  # nothing written into the logdir
+
+
+def test_a_new_package_version_analyses_the_trace_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Issue #22: a release that adds a metric or a rule changes the report of an unchanged trace, so the package
+    version is part of the cache key (ENGINE_VERSION alone would serve the old report)."""
+    logdir = make_logdir(tmp_path)
+    cache = tmp_path / "cache"
+    q = {"run": "run_a", "worker": "worker0", "span": "1"}
+    p1 = make_plugin(logdir, cache)
+    try:
+        wait_ready(tb_client(p1), "run_a", "worker0", "1")
+    finally:
+        p1.close()
+    # GIVEN the cache of this version; WHEN only the package version changes, THEN the trace is analysed again
+    monkeypatch.setattr(tb_llmdiag, "__version__", tb_llmdiag.__version__ + ".next")
+    gate = threading.Event()
+    ex = GatedExecutor(gate)
+    p2 = make_plugin(logdir, cache, executor=ex)
+    try:
+        assert tb_client(p2).get(f"{PREFIX}/report", query_string=q).status_code == 202
+        deadline = time.time() + 10  # the analysis is queued by the plugin's own thread
+        while not [a for a in ex.calls if a[0].run == "run_a"] and time.time() < deadline:
+            time.sleep(0.05)
+        assert [a for a in ex.calls if a[0].run == "run_a"]
+    finally:
+        gate.set()
+        p2.close()
+    # and back on the version that filled it, the same cache answers at once: the version alone made the miss
+    monkeypatch.undo()
+    ex3 = GatedExecutor()
+    p3 = make_plugin(logdir, cache, executor=ex3)
+    try:
+        assert tb_client(p3).get(f"{PREFIX}/report", query_string=q).status_code == 200
+        assert not [a for a in ex3.calls if a[0].run == "run_a"]
+    finally:
+        p3.close()
 
 
 def test_cache_dir_inside_logdir_is_refused(tmp_path: Path):

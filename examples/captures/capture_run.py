@@ -26,12 +26,34 @@ Switches:
   --item-loop                  per-parameter norm logging with .item() every step
   --ddp / --fsdp               distributed (torchrun): DDP or FSDP2 fully_shard per decoder layer + root
   --rank-max-length A,B,...    packed row length per rank (uneven tokens per rank: a straggler)
+
+Causes outside the rule catalogue (issue #23; docs/captures_3.md). Each is also timed unprofiled with the cause
+switched off in the same process (`reference_without_cause`), except where a process-wide setting plants it
+(`--without-cause-json`, from a `--ref-only-json` run of the same job without that setting):
+  --release-memory             gc.collect() + torch.cuda.empty_cache() inside record_function("release_memory")
+                               after every step
+  --host-python                build_masks(): a pure-Python loop over the batch's tokens inside the step
+  --host-pause-ms MS           log_metrics(): a line written + fsync, then time.sleep(MS), after every step,
+                               with nothing recorded around it
+  --masked-loss                the loss on logits[labels != -100] (boolean indexing: a nonzero sync and a new
+                               shape every step); without the cause: cross_entropy(ignore_index=-100)
+  --module-hooks               forward hooks on every module computing activation_stats (mean, std, abs-max)
+  --with-stack                 profiler option with_stack=True (Python frames: file:line)
+  --delay-ms A,B,... --delay-steps S,T   rank r spends A/B/.. ms in tokenise_batch() (pure Python) in the
+                               listed steps only (an intermittent straggler under --ddp); the reference plants
+                               it at the same offsets from its first step
+  --infer                      forward-only under no_grad (model.eval()); with --compile-mode reduce-overhead:
+                               CUDA graph replays
+  --ref-only-json PATH         no profiler: run the same steps, time --ref-steps, write their times to PATH
+  --without-cause-json PATH    take reference_without_cause from such a file
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
+import gzip
 import json
 import os
 import socket
@@ -50,6 +72,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
 from lora_finetune import (  # noqa: E402
     DOLLY_SAMPLES,
+    EOS_ID,
     PAD_ID,
     QWEN25_15B,
     PackCollate,
@@ -58,7 +81,8 @@ from lora_finetune import (  # noqa: E402
     sample_lengths,
     sample_tokens,
 )
-from tb_llmdiag.capture import profile_steps  # noqa: E402
+
+from tb_llmdiag.capture import plan_schedule, profile_steps  # noqa: E402
 
 QWEN25_05B = dict(
     hidden_size=896,
@@ -83,6 +107,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shape", choices=sorted(SHAPES), default="1.5b")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--vocab", type=int, default=None, help="override vocab (CPU dry runs only)")
+    p.add_argument("--tiny", action="store_true", help="hidden 128, FFN 256, 4/2 heads (CPU dry runs only)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-length", type=int, default=512, help="packed row length")
     p.add_argument("--rank-max-length", default=None, help="comma list: packed row length per rank")
@@ -105,6 +130,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--active", type=int, default=6)
     p.add_argument("--ref-steps", type=int, default=6)
+    p.add_argument("--release-memory", action="store_true")
+    p.add_argument("--host-python", action="store_true")
+    p.add_argument("--host-pause-ms", type=float, default=0.0)
+    p.add_argument("--masked-loss", action="store_true")
+    p.add_argument("--module-hooks", action="store_true")
+    p.add_argument("--with-stack", action="store_true")
+    p.add_argument("--delay-ms", default=None, help="comma list: ms of tokenise_batch() per rank")
+    p.add_argument("--delay-steps", default=None, help="comma list: the (profiled-phase) steps that get the delay")
+    p.add_argument("--infer", action="store_true")
+    p.add_argument("--compile-mode", default=None, help="torch.compile mode (e.g. reduce-overhead)")
+    p.add_argument("--ref-only-json", default=None)
+    p.add_argument("--without-cause-json", default=None)
     p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--profile-memory", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--lr", type=float, default=2e-4)
@@ -152,6 +189,8 @@ def build_model(args: argparse.Namespace, device: torch.device) -> nn.Module:
     cfg["num_hidden_layers"] = args.layers
     if args.vocab:
         cfg["vocab_size"] = args.vocab
+    if args.tiny:
+        cfg.update(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=2)
     config = Qwen2Config(**cfg)
     config.use_cache = False
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
@@ -209,6 +248,114 @@ def item_loop(model: nn.Module) -> int:
     return n
 
 
+def build_masks(input_ids: torch.Tensor) -> list[int]:
+    """Per-document causal masks built in pure Python, one query token at a time (the planted CPU work).
+
+    For each row, every token's document (split at EOS) is found, then each query is compared with every
+    earlier key; the result (keys attended per query) is what a user would turn into a mask.
+    """
+    attended: list[int] = []
+    for row in input_ids.tolist():
+        doc, docs = 0, []
+        for tok in row:
+            docs.append(doc)
+            if tok == EOS_ID:
+                doc += 1
+        for i in range(len(row)):
+            n = 0
+            for j in range(i + 1):
+                if docs[j] == docs[i]:
+                    n += 1
+            attended.append(n)
+    return attended
+
+
+def log_metrics(path: str, step: int, pause_s: float) -> None:
+    """A blocking logger: one line appended and fsync'ed, then a pause (a slow sink), nothing recorded."""
+    with open(path, "a") as f:
+        f.write(json.dumps({"step": step, "t": time.time()}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    time.sleep(pause_s)
+
+
+def tokenise_batch(ms: float, seed: int) -> int:
+    """Slow tokenisation in pure Python for `ms` milliseconds (holds the GIL, no sleep)."""
+    end = time.perf_counter() + ms / 1000.0
+    text = " ".join(f"w{(seed * 7919 + k) % 50000}" for k in range(2000))
+    n = 0
+    while time.perf_counter() < end:
+        n += len([w[1:] for w in text.split(" ") if w])
+    return n
+
+
+def add_activation_stats(model: nn.Module, store: dict[str, torch.Tensor]) -> list[Any]:
+    """Forward hooks on every module: mean, std and abs-max of its output, kept on the device (no sync)."""
+
+    def activation_stats(name: str):  # noqa: ANN202
+        def hook(module: nn.Module, inputs: Any, output: Any) -> None:
+            out = output[0] if isinstance(output, (tuple, list)) else output
+            if isinstance(out, torch.Tensor) and out.is_floating_point():
+                x = out.detach().float()
+                store[name] = torch.stack([x.mean(), x.std(), x.abs().max()])
+
+        return hook
+
+    return [m.register_forward_hook(activation_stats(n)) for n, m in model.named_modules() if n]
+
+
+def trace_facts(paths: list[str]) -> dict[str, Any]:
+    """What the written traces hold that truth.json should state (read back, plain json)."""
+    facts: dict[str, Any] = {"kernels_with_graph_id": 0, "kernels": 0, "python_function_events": 0, "gz_bytes": 0}
+    for path in paths:
+        facts["gz_bytes"] += os.path.getsize(path)
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            trace = json.load(f)
+        for e in trace.get("traceEvents", []):
+            cat = e.get("cat")
+            if cat == "kernel":
+                facts["kernels"] += 1
+                if "graph id" in (e.get("args") or {}):
+                    facts["kernels_with_graph_id"] += 1
+            elif cat == "python_function":
+                facts["python_function_events"] += 1
+        if "llmdiag_unprofiled_step_ns" in trace:
+            facts.setdefault("helper_metadata", []).append(trace["llmdiag_unprofiled_step_ns"])
+    return facts
+
+
+def ns(ms_list: list[float | None]) -> list[int | None]:
+    return [None if x is None else int(round(x * 1e6)) for x in ms_list]
+
+
+def summary(r0: dict[str, Any], active: list[int], planted: bool) -> dict[str, Any]:
+    """Top-level ground truth (rank 0; per-rank numbers stay under `ranks`), every time in ns.
+
+    profiled = the recorded steps' host wall time between step edges (no sync inside the loop);
+    unprofiled_with_cause = the same job after the profiler stopped, synchronized at both step edges;
+    unprofiled_without_cause = the same, cause switched off (None when nothing was planted).
+    """
+    prof_ms = [r0["profiled"]["host_ms"][s] for s in active]
+    with_ms = r0["reference"]["wall_ms"]
+    wo = r0.get("reference_without_cause")
+    without_ms = wo["wall_ms"] if wo else None
+    p_med, w_med = statistics.median(prof_ms), statistics.median(with_ms)
+    out = {
+        "profiled_steps": active,
+        "profiled_step_ns": ns(prof_ms),
+        "profiled_step_median_ns": int(round(p_med * 1e6)),
+        "unprofiled_with_cause_step_ns": ns(with_ms),
+        "unprofiled_with_cause_median_ns": int(round(w_med * 1e6)),
+        "unprofiled_without_cause_step_ns": ns(without_ms) if without_ms else None,
+        "unprofiled_without_cause_median_ns": int(round(statistics.median(without_ms) * 1e6)) if without_ms else None,
+        "measured_profiler_overhead_share": round((p_med - w_med) / p_med, 4) if p_med > 0 else None,
+        "cause_cost_median_ns": int(round((w_med - statistics.median(without_ms)) * 1e6)) if without_ms else None,
+        "planted": planted,
+    }
+    return out
+
+
 # --- main ----------------------------------------------------------------------------------------
 
 
@@ -245,6 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.grad_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
+    if args.infer:
+        model.eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
     core = model
     if args.ddp:
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -258,7 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         fully_shard(core)
         params = [p for p in core.parameters() if p.requires_grad]
     fwd = model
-    if args.compile:
+    if args.compile_mode:
+        fwd = torch.compile(model, mode=args.compile_mode)
+    elif args.compile:
         if args.compile_dynamic_false:
             from torch._dynamo import config as dynamo_config
 
@@ -292,19 +445,43 @@ def main(argv: list[str] | None = None) -> int:
             persistent_workers=args.num_workers > 0,
         )
 
-    opt = torch.optim.AdamW(
-        params, lr=args.lr, weight_decay=0.0, foreach=tri(args.optim_foreach), fused=tri(args.optim_fused)
+    opt = (
+        torch.optim.AdamW(
+            params, lr=args.lr, weight_decay=0.0, foreach=tri(args.optim_foreach), fused=tri(args.optim_fused)
+        )
+        if not args.infer
+        else None
     )
-    prof = profile_steps(
-        args.out,
-        args.name,
-        skip_first=args.skip_first,
-        warmup=args.warmup,
-        active=args.active,
-        record_shapes=args.record_shapes,
-        profile_memory=args.profile_memory,
-    )
-    n_prof = prof.schedule.total_steps
+    planted = {"on": True}  # the reference without the cause switches this off
+    hook_store: dict[str, torch.Tensor] = {}
+    hooks = add_activation_stats(core, hook_store) if args.module_hooks else []
+    delay_ms = float(args.delay_ms.split(",")[rank]) if args.delay_ms else 0.0
+    delay_steps = [int(x) for x in args.delay_steps.split(",")] if args.delay_steps else []
+    delay_at: set[int] = set(delay_steps)
+    log_path = f"/tmp/capture_metrics_{os.getpid()}.jsonl"
+    host_work: dict[str, list[float]] = {
+        "build_masks_ms": [],
+        "log_metrics_ms": [],
+        "release_memory_ms": [],
+        "tokenise_ms": [],
+    }
+    schedule = plan_schedule(skip_first=args.skip_first, warmup=args.warmup, active=args.active)
+    prof = None
+    if not args.ref_only_json:
+        prof = profile_steps(
+            args.out,
+            args.name,
+            skip_first=args.skip_first,
+            warmup=args.warmup,
+            active=args.active,
+            record_shapes=args.record_shapes,
+            profile_memory=args.profile_memory,
+            with_stack=args.with_stack,
+        )
+    n_prof = schedule.total_steps
+    first_active = schedule.active_steps()[0]
+    delay_at = {s for s in delay_steps if s < n_prof}
+    delay_at |= {n_prof + s - first_active for s in delay_steps}  # the reference plants it at the same offsets
     it = iter(loader) if loader is not None else None
 
     def next_batch(step: int) -> dict[str, torch.Tensor]:
@@ -328,20 +505,65 @@ def main(argv: list[str] | None = None) -> int:
 
         return int(counters["stats"]["unique_graphs"])
 
+    def timed_host(key: str, fn: Any, *a: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn(*a)
+        host_work[key].append(round(1000 * (time.perf_counter() - t0), 3))
+        return out
+
+    def infer_step(batch: dict[str, torch.Tensor]) -> None:
+        ids = batch["input_ids"].to(device, non_blocking=True)
+        with torch.no_grad():
+            if args.compile_mode and planted["on"]:
+                torch.compiler.cudagraph_mark_step_begin()
+                fwd(input_ids=ids).logits.sum()
+            else:
+                model(input_ids=ids).logits.sum()
+
     def train_step(step: int, batch: dict[str, torch.Tensor], no_sync: bool = False) -> tuple[int, int, int]:
         tokens = int((batch["labels"] != -100).sum())
         slots = batch["input_ids"].numel()
+        on = planted["on"]
+        if delay_ms and step in delay_at and on:
+            timed_host("tokenise_ms", tokenise_batch, delay_ms, step)
+        if args.host_python and on:
+            timed_host("build_masks_ms", build_masks, batch["input_ids"])
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        if args.infer:
+            infer_step(batch)
+            return tokens, slots, 0
         ctx = model.no_sync() if no_sync and args.ddp else contextlib.nullcontext()
         with ctx:
-            loss = fwd(**batch).loss
+            if args.masked_loss:
+                labels = batch.pop("labels")
+                logits = fwd(**batch).logits[:, :-1]
+                target = labels[:, 1:]
+                if on:
+                    keep = target != -100
+                    loss = nn.functional.cross_entropy(logits[keep].float(), target[keep])
+                else:
+                    loss = nn.functional.cross_entropy(
+                        logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1), ignore_index=-100
+                    )
+            else:
+                loss = fwd(**batch).loss
             loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
+        assert opt is not None
         opt.step()
         n_items = 0
         if args.item_loop:
             n_items = item_loop(core)
         opt.zero_grad(set_to_none=True)
+        if args.host_pause_ms and on:
+            timed_host("log_metrics_ms", log_metrics, log_path, step, args.host_pause_ms / 1000.0)
+        if args.release_memory and on:
+            t0 = time.perf_counter()
+            with torch.profiler.record_function("release_memory"):
+                gc.collect()
+                if cuda:
+                    torch.cuda.empty_cache()
+            host_work["release_memory_ms"].append(round(1000 * (time.perf_counter() - t0), 3))
         if args.save_at_step is not None and step == args.save_at_step:
             path = f"/tmp/capture_ckpt_{os.getpid()}.pt"
             t0 = time.perf_counter()
@@ -356,6 +578,33 @@ def main(argv: list[str] | None = None) -> int:
             os.remove(path)
         return tokens, slots, n_items
 
+    if args.ref_only_json:  # the same steps without a profiler, then the reference steps timed
+        for step in range(n_prof):
+            train_step(step, next_batch(step))
+        sync(cuda)
+        w, g, t = [], [], []
+        for k in range(args.ref_steps):
+            step = n_prof + k
+            batch = next_batch(step)
+            sync(cuda)
+            t0 = time.perf_counter()
+            tok, _, _ = train_step(step, batch)
+            sync(cuda)
+            w.append(1000 * (time.perf_counter() - t0))
+            t.append(tok)
+        with open(args.ref_only_json, "w") as f:
+            json.dump(
+                {
+                    "steps": list(range(n_prof, n_prof + args.ref_steps)),
+                    "wall_ms": r3(w),
+                    "tokens": t,
+                    "env": {k: v for k, v in os.environ.items() if k.startswith("PYTORCH_")},
+                },
+                f,
+            )
+        print(f"REF-ONLY {args.name}: wall ms {r3(w)}", flush=True)
+        return 0
+    assert prof is not None
     # profiled phase: no sync inside the loop; events and host clock at step edges
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(n_prof + 1)] if cuda else []
     host_t = [0.0] * (n_prof + 1)
@@ -426,6 +675,44 @@ def main(argv: list[str] | None = None) -> int:
     ref_peak = torch.cuda.max_memory_allocated(device) if cuda else None
     extra: dict[str, Any] = {}
     nxt = n_prof + args.ref_steps
+    plants = bool(
+        args.release_memory
+        or args.host_python
+        or args.host_pause_ms
+        or args.masked_loss
+        or args.module_hooks
+        or delay_ms
+        or delay_steps
+        or args.compile_mode
+    )
+    without: dict[str, Any] | None = None
+    if plants:  # the same job, the cause switched off (hooks removed, no pause/work/release, plain loss, eager)
+        planted["on"] = False
+        for h in hooks:
+            h.remove()
+        w, g, t, _ = timed_steps(args.ref_steps, nxt)
+        without = {
+            "steps": list(range(nxt, nxt + args.ref_steps)),
+            "wall_ms": r3(w),
+            "gpu_event_ms": r3(g),
+            "median_wall_ms": median(w),
+            "tokens_per_step": t,
+            "how": "same process, cause switched off",
+        }
+        nxt += args.ref_steps
+        planted["on"] = True
+    if args.without_cause_json:
+        with open(args.without_cause_json) as f:
+            other = json.load(f)
+        without = {
+            "steps": other["steps"],
+            "wall_ms": other["wall_ms"],
+            "gpu_event_ms": None,
+            "median_wall_ms": median(other["wall_ms"]),
+            "tokens_per_step": other["tokens"],
+            "how": "another process of the same job without the process-wide setting",
+            "env": other["env"],
+        }
 
     if args.ddp:  # compute alone (no gradient all-reduce), then the all-reduce alone
         w, g, _, _ = timed_steps(args.ref_steps, nxt, no_sync=True)
@@ -458,7 +745,9 @@ def main(argv: list[str] | None = None) -> int:
             "allreduce_alone_buckets": len(bufs),
             "allreduce_alone_ms": r3(times),
             "allreduce_alone_median_ms": median(times),
-            "allreduce_alone_busbw_GBps": round(2 * (world - 1) / world * grad_bytes / (statistics.median(times) / 1000) / 1e9, 3)
+            "allreduce_alone_busbw_GBps": round(
+                2 * (world - 1) / world * grad_bytes / (statistics.median(times) / 1000) / 1e9, 3
+            )
             if times and world > 1
             else None,
             "note": "no_sync: the same steps with DDP's gradient all-reduce skipped (compute alone); "
@@ -480,7 +769,11 @@ def main(argv: list[str] | None = None) -> int:
             return out
 
         res = {}
-        for name, kw in (("for_loop", dict(foreach=False, fused=False)), ("foreach", dict(foreach=True)), ("fused", dict(fused=True))):
+        for name, kw in (
+            ("for_loop", dict(foreach=False, fused=False)),
+            ("foreach", dict(foreach=True)),
+            ("fused", dict(fused=True)),
+        ):
             if name == "fused" and not cuda:
                 continue
             o = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, **kw)
@@ -534,6 +827,16 @@ def main(argv: list[str] | None = None) -> int:
     }
     if save_info:
         mine["save_checkpoint"] = save_info
+    mine["reference_without_cause"] = without
+    mine["host_work_ms"] = {k: v for k, v in host_work.items() if v}
+    mine["delay"] = (
+        {"ms": delay_ms, "profiled_steps": delay_steps, "reference_steps": sorted(x for x in delay_at if x >= n_prof)}
+        if delay_ms
+        else None
+    )
+    mine["activation_stats_hooks"] = len(hooks) if args.module_hooks else None
+    mine["helper_unprofiled"] = {"steps": prof.unprofiled_steps, "step_ns": prof.unprofiled_step_ns}
+    mine["trace_facts"] = trace_facts(prof.trace_files())
     ranks = [mine]
     if distributed:
         gathered: list[Any] = [None] * world
@@ -570,16 +873,24 @@ def main(argv: list[str] | None = None) -> int:
                 "num_workers": args.num_workers if fixed is None else None,
                 "pin_memory": args.pin_memory,
             },
-            "optimizer": {"name": "AdamW", "foreach": tri(args.optim_foreach), "fused": tri(args.optim_fused), "lr": args.lr},
+            "optimizer": {
+                "name": "AdamW",
+                "foreach": tri(args.optim_foreach),
+                "fused": tri(args.optim_fused),
+                "lr": args.lr,
+            },
             "profiler": {
                 "skip_first": args.skip_first,
                 "warmup": args.warmup,
                 "active_steps": active,
                 "record_shapes": args.record_shapes,
                 "profile_memory": args.profile_memory,
+                "with_stack": args.with_stack,
             },
             "ranks": ranks,
         }
+        truth.update(summary(ranks[0], active, without is not None))
+        truth["env"] = {k: v for k, v in os.environ.items() if k.startswith("PYTORCH_")}
         path = os.path.join(args.out, args.name, "truth.json")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:

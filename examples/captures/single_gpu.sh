@@ -5,14 +5,16 @@
 #
 # Each capture is one process of examples/captures/capture_run.py writing WORK_DIR/<name>/rank0.*.pt.trace.json.gz
 # and WORK_DIR/<name>/truth.json. Under the device tool ($OUT set) every finished capture is appended to
-# $OUT/captures.tar at once (so a call cut short still returns what was done), and the log goes to $OUT/log.txt.
+# $OUT/captures<N>.tar at once (a new N past 11 MB) (so a call cut short still returns what was done), and the log goes to $OUT/log.txt.
 # CAP_EXTRA is appended to every capture_run.py call (CPU dry run:
 #   CAP_EXTRA="--vocab 1000 --max-length 64 --num-workers 0 --dtype fp32 --active 2 --ref-steps 2").
 # CALL_LIMIT_S (default 560): a capture is not started when fewer than its own time limit is left.
 set -u
 WORK=${1:-/tmp/captures}
 ALL="noise_a noise_b item_loop fp32_math unfused_adamw grad_ckpt torch_save pinned small_batch pageable compile_off compile_on recompile"
+BATCH3="blame_release_memory blame_no_cache_alloc blame_host_python blame_host_pause blame_masked_select blame_module_hooks blame_release_memory_stack trust_host_default trust_host_min trust_host_full trust_gpu_default trust_gpu_min trust_gpu_full trust_reduce_overhead"
 WHAT=${2:-$ALL}
+[ "$WHAT" = batch3 ] && WHAT=$BATCH3
 CALL_LIMIT_S=${CALL_LIMIT_S:-560}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${PYTHON:-python3}
@@ -21,6 +23,7 @@ mkdir -p "$WORK"
 LOG=${OUT:+$OUT/log.txt}
 LOG=${LOG:-$WORK/log.txt}
 START=$(date +%s)
+TARN=1
 elapsed() { echo $(( $(date +%s) - START )); }
 
 {
@@ -48,12 +51,37 @@ args_for() {  # name -> capture_run.py switches and a one-line description
       ARGS="--compile --compile-dynamic-false --pad-lengths 256,256,320,256,384,320 --skip-first 1 --warmup 1 --active 2 --ref-steps 2" ;;
     recompile_4steps) WHATLINE="torch.compile(dynamic=False) with a new padded length in profiled steps 2, 3, 5 (and 6 after the window); step 4 repeats a length (12 MB gz: not a fixture)"
       ARGS="--compile --compile-dynamic-false --pad-lengths 256,256,320,384,320,448,512,384 --skip-first 1 --warmup 1 --active 4 --ref-steps 2" ;;
+    # --- batch 3 (issues #23, #24; docs/captures_3.md) ---
+    blame_release_memory) WHATLINE="baseline + gc.collect() and torch.cuda.empty_cache() inside record_function('release_memory') after every step"
+      ARGS="--release-memory" ;;
+    blame_release_memory_stack) WHATLINE="blame_release_memory captured with with_stack=True (Python frames name capture_run.py's lines)"
+      ARGS="--release-memory --with-stack --active 4" ;;
+    blame_no_cache_alloc) WHATLINE="baseline with PYTORCH_NO_CUDA_MEMORY_CACHING=1 (every allocation a cudaMalloc, every free a cudaFree), nothing annotated; without-cause times from another process without it"
+      ARGS="--without-cause-json $WORK/blame_no_cache_alloc.ref.json"; ENVS="PYTORCH_NO_CUDA_MEMORY_CACHING=1" ;;
+    blame_host_python) WHATLINE="baseline + build_masks(): a pure-Python loop over the batch's tokens inside the step, not annotated; captured with_stack=True"
+      ARGS="--host-python --with-stack --active 4" ;;
+    blame_host_pause) WHATLINE="baseline + log_metrics(): a JSON line written and fsync'ed then time.sleep(0.1) after every step, nothing recorded around it"
+      ARGS="--host-pause-ms 100" ;;
+    blame_masked_select) WHATLINE="LoRA on right-padded batches (8 x 512, 256-512 real tokens a row): the loss on logits[labels != -100] (a nonzero sync, a new shape every step); without: cross_entropy(ignore_index=-100)"
+      ARGS="--pad-lengths 512 --masked-loss" ;;
+    blame_module_hooks) WHATLINE="baseline + a forward hook on every module computing activation_stats (mean, std, abs-max of the output, kept on the GPU)"
+      ARGS="--module-hooks" ;;
+    trust_host_full|trust_host_default|trust_host_min)
+      WHATLINE="host-bound: LoRA baseline at batch 2 (1024 tokens a step), profiled with ${1#trust_host_} options"
+      ARGS="--batch-size 2 --skip-first 5 $(opts_for "$1")" ;;
+    trust_gpu_full|trust_gpu_default|trust_gpu_min)
+      WHATLINE="GPU-bound: 4 layers, full fine-tune in bf16, batch 16 x 1024 tokens, profiled with ${1#trust_gpu_} options"
+      ARGS="--layers 4 --train full --batch-size 16 --max-length 1024 --skip-first 5 $(opts_for "$1")" ;;
+    trust_reduce_overhead) WHATLINE="forward-only (no_grad, eval) 2-layer model, batch 8 x 256, torch.compile(mode='reduce-overhead'): CUDA graph replays; without cause: the same forward eager"
+      ARGS="--infer --compile-mode reduce-overhead --pad-lengths 256 --skip-first 5" ;;
     *) return 1 ;;
   esac
 }
-limit_for() { case $1 in recompile|recompile_4steps) echo 300 ;; compile_on) echo 180 ;; unfused_adamw|grad_ckpt) echo 120 ;; *) echo 90 ;; esac; }
+opts_for() { case $1 in *_full) echo "--with-stack --active 4" ;; *_default) echo "" ;; *_min) echo "--no-record-shapes --no-profile-memory" ;; esac; }
+limit_for() { case $1 in recompile|recompile_4steps) echo 300 ;; compile_on|trust_reduce_overhead) echo 180 ;; unfused_adamw|grad_ckpt) echo 120 ;; *) echo 90 ;; esac; }
 
 for name in $WHAT; do
+  ENVS=""
   args_for "$name" || { echo "== unknown capture $name" | tee -a "$LOG"; continue; }
   limit=$(limit_for "$name")
   left=$(( CALL_LIMIT_S - $(elapsed) ))
@@ -63,12 +91,18 @@ for name in $WHAT; do
   [ "$limit" -gt "$left" ] && limit=$left
   echo "== $name ($(elapsed) s, limit $limit s): $ARGS" | tee -a "$LOG"
   rm -rf "${WORK:?}/$name"
+  if [ "$name" = blame_no_cache_alloc ]; then  # the same job without the setting, no profiler: the without-cause times
+    # shellcheck disable=SC2086
+    timeout 60 $PY "$HERE/capture_run.py" --out "$WORK" --name "$name" --ref-only-json "$WORK/$name.ref.json" ${CAP_EXTRA:-} 2>&1 \
+      | grep -v -e '^USDT' -e 'Memory block of unknown size' >>"$LOG"
+  fi
   # shellcheck disable=SC2086
-  timeout "$limit" $PY "$HERE/capture_run.py" --out "$WORK" --name "$name" --what "$WHATLINE" $ARGS ${CAP_EXTRA:-} 2>&1 \
+  env $ENVS timeout "$limit" $PY "$HERE/capture_run.py" --out "$WORK" --name "$name" --what "$WHATLINE" $ARGS ${CAP_EXTRA:-} 2>&1 \
     | grep -v -e '^USDT' -e 'Memory block of unknown size' >>"$LOG"
   grep "^TRUTH $name" "$LOG" | tail -n 1
-  if [ -n "${OUT:-}" ] && [ -f "$WORK/$name/truth.json" ]; then
-    tar -C "$WORK" -rf "$OUT/captures.tar" "$name"
+  if [ -n "${OUT:-}" ] && [ -f "$WORK/$name/truth.json" ]; then  # a new tar past 11 MB: each stays under 16 MiB
+    tar -C "$WORK" -rf "$OUT/captures$TARN.tar" "$name"
+    [ "$(stat -c %s "$OUT/captures$TARN.tar")" -gt 11000000 ] && TARN=$((TARN + 1))
   fi
 done
 [ -n "${OUT:-}" ] && ls -l "$OUT"

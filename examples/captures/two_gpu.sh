@@ -14,6 +14,7 @@ set -u
 WORK=${1:-/tmp/captures2}
 ALL="ddp_straggler ddp_slow_transport fsdp ddp_fast_transport ddp_fast_transport_b ddp_balanced"
 WHAT=${2:-$ALL}
+[ "$WHAT" = batch3 ] && WHAT="ddp_intermittent_straggler ddp_intermittent_noise"
 NPROC=${NPROC:-2}
 CALL_LIMIT_S=${CALL_LIMIT_S:-560}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -55,6 +56,12 @@ for name in $WHAT; do
     fsdp)
       WHATLINE="FSDP2 (fully_shard per decoder layer + root) training the decoder layers, equal tokens per rank"
       ARGS="--fsdp --train layers --active 5" ;;
+    ddp_intermittent_straggler)
+      WHATLINE="DDP, LoRA baseline; rank 1 spends 400 ms in tokenise_batch() (pure Python) in recorded steps 5 and 8 only (and reference steps at the same offsets): an intermittent straggler, rank 0 waits in the all-reduce"
+      ARGS="--ddp --active 6 --delay-ms 0,400 --delay-steps 5,8" ;;
+    ddp_intermittent_noise)
+      WHATLINE="ddp_intermittent_straggler's job with nothing planted (the noise-only twin)"
+      ARGS="--ddp --active 6" ;;
     *) echo "== unknown capture $name" | tee -a "$LOG"; continue ;;
   esac
   limit=180

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import Any
 
@@ -11,6 +12,8 @@ from tb_llmdiag.compare.core import compare_runs
 from tb_llmdiag.compare.gate import check
 from tb_llmdiag.compare.job_core import compare_jobs
 from tb_llmdiag.compare.job_sides import load, mixed_error
+from tb_llmdiag.compare.markdown import render_compare_md
+from tb_llmdiag.compare.sides import Analyzer
 from tb_llmdiag.compare.table import DERIVED
 from tb_llmdiag.compare.text import render_check, render_compare
 from tb_llmdiag.errors import LlmDiagError
@@ -51,12 +54,14 @@ def _compare_doc(
     after_run: str | None,
     roles: tuple[str, str],
     flags: tuple[str, str],
+    analyzer: Analyzer,
     **kw: Any,
 ) -> dict[str, Any]:
-    """Both sides loaded (``job_sides.load``) and compared: two jobs as jobs, two runs as runs; a job against a
-    run is a usage error naming the flag that picks one rank (``flags``: the --run option of each side)."""
-    b = load(before, before_run, roles[0])
-    a = load(after, after_run, roles[1])
+    """Both sides loaded (``job_sides.load``, analysed by ``analyzer``) and compared: two jobs as jobs, two runs as
+    runs; a job against a run is a usage error naming the flag that picks one rank (``flags``: the --run option of
+    each side)."""
+    b = load(before, before_run, roles[0], analyzer)
+    a = load(after, after_run, roles[1], analyzer)
     if b.level != a.level:
         raise mixed_error(b, a, roles, flags)
     if b.level == "job":
@@ -69,7 +74,7 @@ def _compare_doc(
     return doc
 
 
-def _compare(args: argparse.Namespace) -> int:
+def _compare(args: argparse.Namespace, analyzer: Analyzer) -> int:
     doc = _compare_doc(
         args.before,
         args.after,
@@ -77,12 +82,16 @@ def _compare(args: argparse.Namespace) -> int:
         args.after_run or args.run,
         ("BEFORE", "AFTER"),
         ("--before-run", "--after-run"),
+        analyzer,
     )
-    sys.stdout.write(dumps(doc) + "\n" if args.json else render_compare(doc))
+    form = "json" if args.json else args.format
+    sys.stdout.write(
+        dumps(doc) + "\n" if form == "json" else render_compare_md(doc) if form == "md" else render_compare(doc)
+    )
     return 0
 
 
-def _check(args: argparse.Namespace) -> int:
+def _check(args: argparse.Namespace, analyzer: Analyzer) -> int:
     doc = _compare_doc(
         args.baseline,
         args.candidate,
@@ -90,6 +99,7 @@ def _check(args: argparse.Namespace) -> int:
         args.run,
         ("BASELINE", "CANDIDATE"),
         ("--baseline-run", "--run"),
+        analyzer,
         tolerances=dict(args.tolerance or []),
         max_regression=args.max_regression,
     )
@@ -98,7 +108,9 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if result["passed"] else 1
 
 
-def add_commands(sub: Any) -> None:
+def add_commands(sub: Any, analyzer: Analyzer) -> None:
+    """Add ``compare`` and ``check`` to the CLI's subparsers; their sides are analysed by ``analyzer`` (the CLI
+    passes ``tb_llmdiag.api``: ``compare`` sits below the front door and does not import it)."""
     cmp = sub.add_parser("compare", help="compare two runs: metrics with noise bands, finding diff, a verdict")
     cmp.add_argument("before", help="trace file, run folder / logdir, or saved `llmdiag report --json`")
     cmp.add_argument("after", help="the same kinds as BEFORE")
@@ -110,7 +122,13 @@ def add_commands(sub: Any) -> None:
     cmp.add_argument("--before-run", help="--run for BEFORE only")
     cmp.add_argument("--after-run", help="--run for AFTER only")
     cmp.add_argument("--json", action="store_true", help="print one JSON document (docs/compare.md)")
-    cmp.set_defaults(func=_compare)
+    cmp.add_argument(
+        "--format",
+        choices=("text", "json", "md"),
+        default="text",
+        help="text (default), json (as --json) or md: Markdown to paste into a pull request",
+    )
+    cmp.set_defaults(func=functools.partial(_compare, analyzer=analyzer))
     chk = sub.add_parser("check", help="exit 1 when CANDIDATE regressed against BASELINE beyond tolerance and noise")
     chk.add_argument("candidate", help="trace file, run folder / logdir, or saved `llmdiag report --json`")
     chk.add_argument("--baseline", required=True, help="the same kinds as CANDIDATE (a committed report --json)")
@@ -130,4 +148,4 @@ def add_commands(sub: Any) -> None:
         help="tolerance of one metric (wins over --max-regression); repeatable",
     )
     chk.add_argument("--json", action="store_true", help="print one JSON document (docs/compare.md)")
-    chk.set_defaults(func=_check)
+    chk.set_defaults(func=functools.partial(_check, analyzer=analyzer))

@@ -16,8 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tb_llmdiag import api
-from tb_llmdiag.compare.sides import AmbiguousSide, Candidate, candidates, load_side, saved_report
+from tb_llmdiag.compare.names import AmbiguousSide, job_name
+from tb_llmdiag.compare.names import jobs_of as _jobs_of
+from tb_llmdiag.compare.names import pick_job as _pick_job
+from tb_llmdiag.compare.sides import Analyzer, candidates, load_side, saved_report
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
 from tb_llmdiag.ingest.discover import Index, discover
 from tb_llmdiag.jobs.build import job_groups
@@ -42,30 +44,6 @@ class Side:
     def name(self) -> str:
         src = self.job if self.level == "job" else self.report
         return str((src or {}).get("run"))
-
-
-def _jobs_of(found: Sequence[Candidate]) -> list[tuple[str, str, int]]:
-    """``(run, span, ranks)`` of every run and span with at least two traces."""
-    groups: dict[tuple[str, str], int] = {}
-    for c in found:
-        groups[(c.run, c.span)] = groups.get((c.run, c.span), 0) + 1
-    return [(r, s, n) for (r, s), n in groups.items() if n >= 2]
-
-
-def _pick_job(found: Sequence[Candidate], run: str | None) -> tuple[str, str] | None:
-    """The job a side (and ``--run``) means, or None when it means a single trace (module docstring)."""
-    jobs = _jobs_of(found)
-    if run is None:
-        if len(found) > 1 and len(jobs) == 1 and jobs[0][2] == len(found):
-            return jobs[0][0], jobs[0][1]
-        return None
-    if any(run in c.names()[1:] for c in found):  # run/worker or run/worker/span: one trace
-        return None
-    named = [(r, s) for r, s, _ in jobs if run in (r, f"{r}/{s}")]
-    if len(named) > 1:
-        spans = ", ".join(f"{r}/{s}" for r, s in named)
-        raise AmbiguousSide(f"--run {run!r} names {len(named)} jobs ({spans}); name one as run/span")
-    return named[0] if named else None
 
 
 def _saved_job(doc: Mapping[str, Any], run: str, span: str, where: str) -> Side:
@@ -96,18 +74,16 @@ def _checked(side: Side, where: str) -> Side:
     return Side("job", job=job, runs=[r for r in side.runs if r not in bad], warnings=warnings)
 
 
-def load(path: str, run: str | None, role: str) -> Side:
+def load(path: str, run: str | None, role: str, analyzer: Analyzer) -> Side:
     """One side (module docstring). Raises AmbiguousSide / RunNotFound / NoTracesFound (as ``sides.select``),
     TraceFormatError when it could not be analysed."""
     found = candidates(path)
     picked = _pick_job(found, run)
     if picked is None:
         try:
-            rep, warnings = load_side(path, run, role)
+            rep, warnings = load_side(path, run, role, analyzer)
         except AmbiguousSide as exc:
-            jobs = [
-                f"{r}/{s}" if sum(1 for x in _jobs_of(found) if x[0] == r) > 1 else r for r, s, _ in _jobs_of(found)
-            ]
+            jobs = [job_name(r, s, found) for r, s, _ in _jobs_of(found)]
             if run is not None or not jobs:
                 raise
             raise AmbiguousSide(f"{exc} (a whole job: --run {' or '.join(jobs)})") from None
@@ -119,7 +95,7 @@ def load(path: str, run: str | None, role: str) -> Side:
         return _saved_job(doc, jrun, span, where)
     index = discover(path)
     files = next(fs for r, s, fs in job_groups(index.files) if (r, s) == (jrun, span))
-    runs, entries = api.analyze_index(Index(root=index.root, files=tuple(files)))
+    runs, entries = analyzer.analyze_index(Index(root=index.root, files=tuple(files)))
     return _checked(Side("job", job=entries[0] if entries else None, runs=runs), where)
 
 

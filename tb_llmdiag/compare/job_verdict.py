@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tb_llmdiag.compare.verdict import _band, _pct, _row, others_clause, ratio_text
-from tb_llmdiag.jobs.findings import JOB_RULES
+from tb_llmdiag.findings.job import JOB_RULES
 from tb_llmdiag.units import fmt, fmt_ns
 
 #: a job finding's threshold, by id: a resolved finding whose metric is still above it was held back by a floor

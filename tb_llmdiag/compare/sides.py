@@ -1,6 +1,7 @@
 """BEFORE / AFTER (or CANDIDATE / BASELINE) from the command line to one run report each.
 
-A side is a trace file, a run folder or logdir (analysed now, through ``api.analyze_file``), or a saved
+A side is a trace file, a run folder or logdir (analysed now, through the ``Analyzer`` the CLI passes in:
+``tb_llmdiag.api``, so that ``compare`` does not import the front door that re-exports it), or a saved
 ``llmdiag report --json`` document (plain or gzipped; recognised by content: a JSON object whose ``tool.name``
 is ``tb_llmdiag``). A side that holds several runs needs ``--run NAME``; NAME is a run name, or
 ``run/worker`` or ``run/worker/span`` where one run has several files. Only the selected files are analysed.
@@ -11,13 +12,21 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from tb_llmdiag import api
-from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError
-from tb_llmdiag.ingest.discover import TraceFile, discover, is_kineto_head
+from tb_llmdiag.compare.names import Candidate, select
+from tb_llmdiag.compare.names import label as _label
+from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.ingest.discover import Index, TraceFile, discover, is_kineto_head
+
+
+class Analyzer(Protocol):
+    """What loading a side needs of the front door; ``tb_llmdiag.api`` is one (``cli`` passes it in)."""
+
+    def analyze_file(self, tf: TraceFile) -> dict[str, Any]: ...
+
+    def analyze_index(self, index: Index) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+
 
 #: report schemas ``series`` reads (1: per-step parallel lists; 2: ``steps.per_step`` rows; 3: as 2, plus ``jobs``;
 #: collectives no longer count as busy, so busy shares of a schema-2 side include collective time)
@@ -25,26 +34,6 @@ READABLE_SCHEMAS = (1, 2, 3)
 #: saved reports larger than this are not read whole (a report of a big logdir is a few MiB)
 MAX_REPORT_BYTES = 256 << 20
 _SNIFF = 65536
-
-
-class AmbiguousSide(LlmDiagError):
-    """A side resolves to several runs and no ``--run`` picks one (a command-line problem: exit 2)."""
-
-    exit_code = 2
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One run a side holds: its names, and either its report (saved) or its file (to analyse)."""
-
-    run: str
-    worker: str
-    span: str
-    report: Mapping[str, Any] | None = None
-    trace_file: TraceFile | None = None
-
-    def names(self) -> tuple[str, ...]:
-        return (self.run, f"{self.run}/{self.worker}", f"{self.run}/{self.worker}/{self.span}")
 
 
 def _open(path: str, limit: int) -> bytes:
@@ -97,39 +86,14 @@ def candidates(path: str) -> list[Candidate]:
     return [Candidate(tf.run, tf.worker, tf.span, trace_file=tf) for tf in index.files]
 
 
-def _label(c: Candidate, all_: Sequence[Candidate]) -> str:
-    same_run = [x for x in all_ if x.run == c.run]
-    return c.run if len(same_run) == 1 else f"{c.run}/{c.worker}/{c.span}"
-
-
-def select(found: Sequence[Candidate], run: str | None, role: str, path: str) -> Candidate:
-    """The one candidate ``run`` names (or the only one). Raises AmbiguousSide / RunNotFound / NoTracesFound."""
-    if not found:
-        raise NoTracesFound(f"{role} {path}: no profiler traces or runs found")
-    labels = [_label(c, found) for c in found]
-    if run is None:
-        if len(found) == 1:
-            return found[0]
-        raise AmbiguousSide(f"{role} {path} holds {len(found)} runs ({', '.join(labels)}); pick one with --run NAME")
-    picked = [c for c in found if run in c.names()]
-    if not picked:
-        raise RunNotFound(f"{role} {path}: no run named {run!r} (runs: {', '.join(labels)})")
-    if len(picked) > 1:
-        names = ", ".join(_label(c, found) for c in picked)
-        raise AmbiguousSide(
-            f"{role} {path}: --run {run!r} matches {len(picked)} traces ({names}); name one as run/worker/span"
-        )
-    return picked[0]
-
-
-def load_side(path: str, run: str | None, role: str) -> tuple[dict[str, Any], list[str]]:
+def load_side(path: str, run: str | None, role: str, analyzer: Analyzer) -> tuple[dict[str, Any], list[str]]:
     """The run report of one side and its warnings. Raises TraceFormatError (exit 4) when it could not be analysed."""
     c = select(candidates(path), run, role, path)
     if c.report is not None:
         rep = dict(c.report)
     else:
         assert c.trace_file is not None  # a candidate holds a report or a file
-        rep = api.analyze_file(c.trace_file)
+        rep = analyzer.analyze_file(c.trace_file)
     status = rep.get("status")
     where = f"{role} {path} (run {_label(c, [c])})"
     if status not in ("ok", "partial"):

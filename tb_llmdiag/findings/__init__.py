@@ -1,15 +1,30 @@
 """Findings: declared rule tables evaluated on a run's metrics, ranked, with a what-if.
 
-- ``engine``: ``Rule``, ``Fix``, ``Flavour``, ``lookup``, ``run_platform``, ``evaluate``, ``rank``;
-- ``gpu``: ``GPU_RULES`` (Kineto runs); ``xla``: ``XLA_RULES`` (XPlane runs); ``table``: ``RULES``, both;
+- ``engine``: ``Rule``, ``Floor``, ``Fix``, ``Flavour``, ``lookup``, ``run_platform``, ``fires``, ``verdict``,
+  ``finding``, ``evaluate``, ``rank``: one engine for runs and jobs;
+- ``gpu``: ``GPU_RULES`` (Kineto runs); ``comm``: ``COMM_RULES``; ``xla``: ``XLA_RULES`` (XPlane runs);
+  ``table``: ``RULES``, all of them; ``job``: ``JOB_RULES`` (a job's metrics) and ``held_back``;
 - ``diagnosis``: ``diagnose`` (evaluate + rank) and ``what_if``.
 """
 
 from __future__ import annotations
 
 from tb_llmdiag.findings.diagnosis import diagnose, what_if
-from tb_llmdiag.findings.engine import Fix, Flavour, Rule, evaluate, lookup, rank, run_platform
+from tb_llmdiag.findings.engine import (
+    Fix,
+    Flavour,
+    Floor,
+    Rule,
+    evaluate,
+    finding,
+    fires,
+    lookup,
+    rank,
+    run_platform,
+    verdict,
+)
 from tb_llmdiag.findings.gpu import GPU_RULES
+from tb_llmdiag.findings.job import JOB_RULES, held_back
 from tb_llmdiag.findings.table import EVIDENCE_UNITS, RULES
 from tb_llmdiag.findings.xla import XLA_RULES
 
@@ -17,14 +32,20 @@ __all__ = [
     "EVIDENCE_UNITS",
     "Fix",
     "Flavour",
+    "Floor",
     "GPU_RULES",
+    "JOB_RULES",
     "RULES",
     "Rule",
     "XLA_RULES",
     "diagnose",
     "evaluate",
+    "finding",
+    "fires",
+    "held_back",
     "lookup",
     "rank",
     "run_platform",
+    "verdict",
     "what_if",
 ]

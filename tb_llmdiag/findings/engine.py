@@ -1,10 +1,18 @@
-"""The rule engine: ``Rule`` / ``Fix`` / ``Flavour``, ``lookup``, ``evaluate(metrics, rules)``, ``rank``.
+"""The rule engine, for runs and jobs: ``Rule`` / ``Floor`` / ``Fix`` / ``Flavour``, ``lookup``, ``fires``,
+``verdict``, ``finding``, ``evaluate(metrics, rules)``, ``rank``.
 
 Contract:
 - A ``Rule`` reads one observed value from the metrics by a dotted path (``"dataloader.stall_share"``) and
   fires when it is >= ``above`` or < ``below``, and the rule's named predicate ``when`` (if any) holds.
   Rules do no metric work: every number they read is a metric (``docs/metrics.md``, the metric registry
   ``tb_llmdiag/metrics/registry.py``); predicates only compare.
+- A rule's ``level`` says whose metrics it reads: ``"run"`` (one trace's metrics, this docstring) or ``"job"``
+  (the job's flat metrics, ``jobs.report.job_metrics``; the table is ``findings/job.py``). A job rule fires when
+  its value is strictly above ``above`` and its ``floors`` hold: declared checks in order, each a metric that
+  must be strictly above its own threshold (or the rule's); the first that fails holds the finding back, and a
+  floor whose value is unknown lets it fire under its ``unknown_as`` (``verdict`` says which check decided).
+  A job finding is the job report's (docs/jobs.md): its fix is the text ``fixes`` gives for the value of
+  ``fix_by`` (else the rule's fix text), its ``what_if`` the metric ``what_if`` names; no severity or saving.
 - Its saving is another dotted path holding a share of step time, or a named function of the metrics
   returning one (``None``: not estimable); saving ns = share x mean step. Evidence values are dotted paths
   or named functions too. Severity: the rule's fixed ``severity``, else from the saving share
@@ -31,10 +39,12 @@ Contract:
   ``MAX_RANGES`` longest, in time order, ns on the trace's clock) and ``culprit`` (the op it blames, from
   ``culprit``, or null) to its finding; the tab's trace view zooms there.
 - ``rank`` orders findings by estimated saving (ns, then share), highest first; an unknown saving counts
-  as 0; ties go by severity (high, medium, low), then table order.
+  as 0; a job finding (no saving) by its value, a share of the job step; ties go by severity (high, medium,
+  low), then table order.
 
-The tables are data beside this module: ``findings/gpu.py`` (``GPU_RULES``), ``findings/xla.py``
-(``XLA_RULES``), combined in ``findings/table.py`` (``RULES``).
+The tables are data beside this module: ``findings/gpu.py`` (``GPU_RULES``), ``findings/comm.py``
+(``COMM_RULES``), ``findings/xla.py`` (``XLA_RULES``), combined in ``findings/table.py`` (``RULES``);
+``findings/job.py`` (``JOB_RULES``) for jobs.
 """
 
 from __future__ import annotations
@@ -68,6 +78,19 @@ class Flavour:
 
 
 @dataclass(frozen=True)
+class Floor:
+    """A check a job rule needs besides its threshold: the metric ``metric`` must be above ``above`` (None: the
+    rule's own threshold). A failed check holds the finding back and is the verdict ``fails_as``; an unknown value
+    fails too, unless ``unknown_as`` names the verdict under which the rule then fires on its threshold alone."""
+
+    metric: str
+    above: float | None
+    fails_as: str
+    meaning: str
+    unknown_as: str = ""
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     title: str
@@ -79,7 +102,7 @@ class Rule:
     saving: Any = None  # dotted path (or named function) of a share of step time saved if fixed
     severity: str | None = None  # fixed severity; else derived from the saving share
     evidence: tuple[tuple[str, Any], ...] = ()  # (label, dotted path or named function)
-    summary: str = ""  # str.format template over evidence labels (formatted values)
+    summary: str | Callable[[Metrics], str] = ""  # str.format template over evidence labels, or a named function
     docs: str | None = None
     stack_fix: tuple[tuple[str, str], ...] = field(default=())  # (stack, fix text in that stack's words)
     platform: str | None = None  # "cuda" | "xla": only runs of that platform; None: every run
@@ -96,6 +119,11 @@ class Rule:
     symptom: bool = False
     ranges: Any = None  # dotted path (or named function) of the evidence's time ranges
     culprit: Any = None  # dotted path (or named function) of the op the finding blames
+    level: str = "run"  # "run" | "job": whose metrics the rule reads, and the finding's shape (module docstring)
+    floors: tuple[Floor, ...] = ()  # checked in order after the threshold; the first that fails decides
+    fix_by: str | None = None  # dotted path whose value picks the fix text from ``fixes`` (else the fix's own)
+    fixes: tuple[tuple[str, str], ...] = ()  # (value of fix_by, fix text)
+    what_if: str | None = None  # dotted path of a job finding's what-if
 
 
 def lookup(metrics: Metrics, path: Any) -> Any:
@@ -157,14 +185,39 @@ def finite(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def over_threshold(rule: Rule, value: float) -> bool:
+    """Whether the value passes the rule's thresholds: >= ``above`` (a job rule: strictly above), < ``below``."""
+    if rule.above is not None and not (value > rule.above if rule.level == "job" else value >= rule.above):
+        return False
+    return rule.below is None or value < rule.below
+
+
+def verdict(rule: Rule, metrics: Metrics) -> str | None:
+    """Which check decides a rule over a metric: None when its value is unknown; ``below_threshold``; else the
+    first failing floor's ``fails_as``; else ``significant``, or the ``unknown_as`` of a floor whose value is
+    unknown (the rule fires on its threshold alone)."""
+    value = lookup(metrics, rule.metric)
+    if not finite(value):
+        return None
+    if not over_threshold(rule, value):
+        return "below_threshold"
+    unknown = ""
+    for f in rule.floors:
+        v = lookup(metrics, f.metric)
+        limit = rule.above if f.above is None else f.above
+        if v is None and f.unknown_as:
+            unknown = unknown or f.unknown_as
+        elif not finite(v) or limit is None or v <= limit:
+            return f.fails_as
+    return unknown or "significant"
+
+
 def fires(rule: Rule, metrics: Metrics) -> bool:
+    """Whether the rule's finding is reported: its value passes the thresholds and the floors (``verdict``), and
+    its predicate ``when`` holds; a rule with neither a metric nor a predicate never fires."""
     if rule.metric is not None:
-        v = lookup(metrics, rule.metric)
-        if not finite(v):
-            return False
-        if rule.above is not None and not v >= rule.above:
-            return False
-        if rule.below is not None and not v < rule.below:
+        v = verdict(rule, metrics)
+        if v != "significant" and v not in {f.unknown_as for f in rule.floors if f.unknown_as}:
             return False
     if rule.when is not None and not rule.when(metrics):
         return False
@@ -201,46 +254,78 @@ def evidence_ranges(value: Any) -> list[list[int]]:
     return sorted(out)
 
 
-def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
-    """The finding dict (docs/report_schema.md Finding) of a rule that fired, worded for the run's platform."""
+def wording(rule: Rule, metrics: Metrics) -> Flavour:
+    """The rule's wording for this run: its flavour (``flavour_of``), then the first variant whose predicate holds,
+    unless the run's trait (inference) has its own wording for the rule."""
     flavour = flavour_of(rule, metrics)
-    # evidence-chosen wording (variants) unless the run's trait (inference) has its own wording for the rule
     worded_for_trait = not run_traits(metrics).isdisjoint(k for k, _ in rule.flavours)
     variant = None if worded_for_trait else next((v for pred, v in rule.variants if pred(metrics)), None)
-    if variant is not None:
-        flavour = Flavour(
-            title=variant.title or flavour.title,
-            summary=variant.summary or flavour.summary,
-            fix=variant.fix or flavour.fix,
-            docs=variant.docs or flavour.docs,
-        )
-    title = flavour.title or rule.title
-    fix_ = flavour.fix or rule.fix
-    evidence = {label: lookup(metrics, path) for label, path in rule.evidence}
-    # the summary may name any evidence; the finding keeps the lists that hold something (an empty list
-    # means the trace does not record it: torch_xla graph hashes on a JAX run)
-    shown = {k: v for k, v in evidence.items() if not (isinstance(v, (list, tuple)) and not v)}
+    if variant is None:
+        return flavour
+    return Flavour(
+        title=variant.title or flavour.title,
+        summary=variant.summary or flavour.summary,
+        fix=variant.fix or flavour.fix,
+        docs=variant.docs or flavour.docs,
+    )
+
+
+def saving_of(rule: Rule, metrics: Metrics) -> dict[str, Any] | None:
+    """``{"share", "ns"}``: the rule's saving share, clamped to 0..1, and in ns of the mean step; None: unknown."""
     share = lookup(metrics, rule.saving)
+    if not finite(share):
+        return None
+    share = min(max(float(share), 0.0), 1.0)
     # savings are shares of the summed step time, so in ns they are per average (mean) step
     step = lookup(metrics, "steps.mean_ns")
-    saving = None
-    if finite(share):
-        share = min(max(float(share), 0.0), 1.0)
-        saving = {"share": share, "ns": int(round(share * step)) if finite(step) else None}
-    else:
-        share = None
-    try:
-        summary = (flavour.summary or rule.summary).format(
-            **{label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence}
-        )
-    except (KeyError, IndexError, ValueError):
-        summary = title
+    return {"share": share, "ns": int(round(share * step)) if finite(step) else None}
+
+
+def fix_of(rule: Rule, fix_: Fix, metrics: Metrics) -> dict[str, Any]:
+    """The fix: its text (the one ``fixes`` gives for the value of ``fix_by``, else the fix's own) and snippets,
+    with advice in the user's stack's words when the trace reveals the stack (``stack_fix``)."""
+    text = dict(rule.fixes).get(str(lookup(metrics, rule.fix_by)), fix_.text) if rule.fix_by else fix_.text
+    fix: dict[str, Any] = {"text": text, "pytorch": fix_.pytorch, "hf_trainer": fix_.hf_trainer}
     stack = lookup(metrics, "annotations.stack")
-    fix: dict[str, Any] = {"text": fix_.text, "pytorch": fix_.pytorch, "hf_trainer": fix_.hf_trainer}
     stack_text = dict(rule.stack_fix).get(stack) if stack else None
     if stack_text:
         fix["stack"] = stack
         fix["stack_text"] = stack_text
+    return fix
+
+
+def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
+    """The finding dict of a rule that fired: a run's (docs/report_schema.md Finding), worded for the run, or a
+    job's (docs/jobs.md; module docstring)."""
+    words = wording(rule, metrics)
+    title = words.title or rule.title
+    evidence = {label: lookup(metrics, path) for label, path in rule.evidence}
+    template = words.summary or rule.summary
+    try:
+        summary = (
+            template(metrics)
+            if callable(template)
+            else template.format(
+                **{label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence}
+            )
+        )
+    except (KeyError, IndexError, ValueError):
+        summary = title
+    fix = fix_of(rule, words.fix or rule.fix, metrics)
+    value = lookup(metrics, rule.metric)
+    if rule.level == "job":
+        return {
+            "id": rule.id,
+            "title": title,
+            "summary": summary,
+            "metric": rule.metric,
+            "value": value,
+            "threshold": rule.above,
+            "evidence": evidence,
+            "fix": fix["text"],
+            "what_if": lookup(metrics, rule.what_if),
+        }
+    saving = saving_of(rule, metrics)
     threshold = {k: v for k, v in (("above", rule.above), ("below", rule.below)) if v is not None}
     located = {}
     if rule.ranges is not None:  # where the evidence is in the trace (the tab's "show in trace")
@@ -251,15 +336,17 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
         }
     return {
         "id": rule.id,
-        "severity": severity_of(share, rule.severity),
+        "severity": severity_of(saving["share"] if saving else None, rule.severity),
         "title": title,
         "summary": summary,
-        "evidence": shown,
+        # the summary may name any evidence; the finding keeps the lists that hold something (an empty list
+        # means the trace does not record it: torch_xla graph hashes on a JAX run)
+        "evidence": {k: v for k, v in evidence.items() if not (isinstance(v, (list, tuple)) and not v)},
         "saving": saving,
         "fix": fix,
-        "docs": flavour.docs or rule.docs,
+        "docs": words.docs or rule.docs,
         "metric": rule.metric,
-        "value": lookup(metrics, rule.metric),
+        "value": value,
         "threshold": threshold or None,
         **located,
     }
@@ -299,9 +386,10 @@ def rank(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def key(item: tuple[int, dict[str, Any]]) -> tuple[float, float, int, int]:
         i, f = item
         s = f.get("saving") or {}
+        share = s.get("share") if "saving" in f else f.get("value")  # a job finding: its share of the job step
         return (
             -float(s.get("ns") or 0),
-            -float(s.get("share") or 0),
+            -float(share or 0),
             _SEVERITY_ORDER.get(f.get("severity", "low"), 3),
             i,
         )

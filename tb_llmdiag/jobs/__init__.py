@@ -9,6 +9,7 @@ Pipeline, one module per stage (dependencies point down the list):
 - ``analysis``: a ``Job`` from RankSummaries: ranks stated (duplicates, missing), collectives matched across
   ranks, each rank's collective time split into waiting and transfer, the straggler and its cause.
 - ``attribution``: why the straggler is late (its steps against the other ranks') and the what-if.
-- ``findings``: job findings (``straggler``, ``exposed_communication``) as declared rules over the analysis.
-- ``report``: the job section (notes, metrics, findings, what the job view draws). Definitions: docs/jobs.md.
+- ``report``: the job section: the job's metrics (``job_metrics``), handed to the findings engine with the job
+  rules (``findings/job.py``: ``straggler``, ``exposed_communication``), notes, what the job view draws.
+  Definitions: docs/jobs.md.
 """

@@ -23,7 +23,7 @@ Definitions:
 - The straggler is the rank that caused the most waiting, when it caused at least ``consistency_share`` of
   all caused waiting and itself waited no more than the median rank: the rank everyone waits for, never the
   rank that waits longest. Its cause: ``jobs.attribution``.
-- Its step-to-step noise (what the straggler rule's floors read, ``jobs.findings``): ``caused_wait_by_step_ns``
+- Its step-to-step noise (what the straggler rule's floors read, ``findings/job.py``): ``caused_wait_by_step_ns``
   = per rank and common step, the exposed waiting it caused the others in that step's collectives it arrived
   last to (a collective's step: the last arrival's); its mean over the steps is ``caused_wait_ns``.
   ``straggler_last_steps`` = the common steps in which the straggler caused more waiting than any other rank

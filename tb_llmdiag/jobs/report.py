@@ -1,7 +1,21 @@
 """The job section of a report: findings, metrics and what the job view draws, as one JSON-safe dict.
 
-``job_report(summaries)`` = analyze_job -> job_metrics -> evaluate, plus:
-- ``notes``: the analysis' notes, then a note for each finding a floor held back (``findings.held_back``).
+``job_report(summaries)`` = analyze_job -> job_metrics -> the findings engine over ``JOB_RULES``
+(``findings/job.py``: ``job_findings``), plus:
+- ``notes``: the analysis' notes, then a note for each finding a floor held back (``findings.job.held_back``).
+- ``metrics`` (``job_metrics``): a flat JSON-safe dict (units in key names, null for unknowns, no NaN):
+  - ``straggler_others_wait_share`` = the mean exposed waiting (waiting no compute hides) the straggler causes
+    the other ranks per step / the median rank's step time (``jobs.analysis``). ``straggler_*`` keys are null
+    when no rank is consistently the last to arrive.
+  - ``exposed_transfer_share`` = the median across ranks of exposed transfer per step (collective time no
+    compute hides, less its waiting part: ``JobTables.exposed_transfer_ns``) / the median rank's step time.
+    ``waiting_known`` is false when no collective could be matched across ranks (one rank alone): then the
+    waiting part is unknown and counted as transfer.
+  - ``exposed_share`` likewise with waiting left in; ``overlap_share`` = 1 - exposed / collective (median rank).
+  - What-ifs are upper bounds: removing the straggler's delay (``jobs.attribution.what_if``), or hiding all
+    exposed transfer behind compute (step - exposed transfer).
+  - What the straggler's floors read (``findings/job.py``): ``straggler_last_step_share``,
+    ``straggler_others_wait_low_share``, and ``straggler_significance``, the engine's ``verdict`` on the rule.
 - ``heatmap``: ranks x common steps, ``step_ns`` and ``waiting_ns`` (exposed waiting: the rank's collective
   time spent waiting for a peer that no compute hides), ``exposed_ns`` (collective time no compute hides),
   ``exposed_transfer_ns`` (its part that is not waiting; what ``llmdiag compare`` resamples
@@ -20,13 +34,93 @@ from typing import Any
 
 import numpy as np
 
+from tb_llmdiag.findings.engine import Metrics, evaluate, rank, verdict
+from tb_llmdiag.findings.job import JOB_RULES, STRAGGLER_RULE, held_back
 from tb_llmdiag.jobs.analysis import JobAnalysis, analyze_job
 from tb_llmdiag.jobs.attribution import per_rank_mean
-from tb_llmdiag.jobs.findings import evaluate, held_back, job_metrics
 from tb_llmdiag.jobs.summary import RankSummary
 from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.metrics.collectives import KINDS
 
 JOB_REPORT_SCHEMA = 1
+
+
+def _f(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def job_metrics(a: JobAnalysis) -> dict[str, Any]:
+    """The job's metrics (definitions in the module docstring)."""
+    t = a.tables
+    step = a.job_step_ns
+    exposed_t = float(np.nanmedian(per_rank_mean(t.exposed_transfer_ns))) if len(a.ranks) and t.step_ns.size else np.nan
+    exposed = float(np.nanmedian(per_rank_mean(t.exposed_ns))) if len(a.ranks) and t.step_ns.size else np.nan
+    coll = float(np.nanmedian(per_rank_mean(t.collective_ns))) if len(a.ranks) and t.step_ns.size else np.nan
+    kind_ns = (
+        {r["kind"]: r["transfer_ns"] for r in a.by_kind}
+        if a.by_kind
+        else {KINDS[i]: int(v) for i, v in enumerate(a.kernel_ns_by_kind) if v > 0}
+    )
+    top_kind = max(kind_ns, key=lambda k: kind_ns[k]) if kind_ns else None
+    out: dict[str, Any] = {
+        "rank_count": len(a.ranks),
+        "ranks": list(a.ranks),
+        "common_step_count": int(a.steps.size),
+        "job_step_ns": step if step > 0 else None,
+        "matched_collective_count": int(a.matched.kind.size),
+        "clock_aligned": a.clock_aligned,
+        "waiting_known": bool(a.matched.kind.size),
+        "exposed_transfer_ns_per_step": _f(exposed_t),
+        "exposed_share": _f(exposed / step) if step > 0 else None,
+        "exposed_transfer_share": _f(exposed_t / step) if step > 0 else None,
+        "overlap_share": _f(1.0 - exposed / coll) if coll > 0 else None,
+        "top_collective_kind": top_kind,
+        "collective_by_kind": a.by_kind,
+        "exposed_what_if": {
+            "step_ns": step,
+            "step_after_ns": max(step - exposed_t, 0.0),
+            "bound": "upper",
+            "assumes": "all exposed transfer hidden behind compute",
+        }
+        if step > 0 and np.isfinite(exposed_t)
+        else None,
+    }
+    s = a.straggler_pos
+    attr = a.attribution or {}
+    out.update(
+        {
+            "straggler_rank": a.ranks[s] if s is not None else None,
+            "straggler_others_wait_ns_per_step": float(a.caused_wait_ns[s]) if s is not None else None,
+            "straggler_others_wait_share": float(a.caused_wait_ns[s]) / step if s is not None and step > 0 else None,
+            "straggler_consistency_share": a.straggler_consistency_share if s is not None else None,
+            "straggler_last_arrivals": int(a.last_count[s]) if s is not None else None,
+            "straggler_cause": attr.get("cause"),
+            "straggler_cause_evidence": attr.get("evidence"),
+            "straggler_tokens": attr.get("tokens"),
+            "straggler_what_if": attr.get("what_if"),
+        }
+    )
+    out.update(_floor_metrics(a))
+    out["straggler_significance"] = verdict(STRAGGLER_RULE, out) if s is not None else None
+    return jsonable(out)
+
+
+def _floor_metrics(a: JobAnalysis) -> dict[str, Any]:
+    """What the straggler's floors read (definitions in the module docstring); null without a straggler."""
+    step, n, last = a.job_step_ns, int(a.steps.size), a.straggler_last_steps
+    low = max(a.straggler_wait_low_ns, 0.0) if a.straggler_wait_low_ns is not None else None  # a wait is >= 0
+    return {
+        "straggler_last_steps": last,
+        "straggler_last_step_share": last / n if last is not None and n else None,
+        "straggler_others_wait_step_sd_ns": a.straggler_wait_sd_ns,
+        "straggler_others_wait_low_ns_per_step": low,
+        "straggler_others_wait_low_share": low / step if low is not None and step > 0 else None,
+    }
+
+
+def job_findings(metrics: Metrics) -> list[dict[str, Any]]:
+    """The job rules that fire (``findings/job.py``), largest share of the job step first."""
+    return jsonable(rank(evaluate(metrics, JOB_RULES)))
 
 
 def _bars(a: JobAnalysis) -> list[dict[str, Any]]:
@@ -77,6 +171,6 @@ def job_report(summaries: Sequence[RankSummary]) -> dict[str, Any]:
         "schema": JOB_REPORT_SCHEMA,
         "notes": list(a.notes) + held_back(metrics),
         "metrics": metrics,
-        "findings": evaluate(metrics),
+        "findings": job_findings(metrics),
         "view": job_view(a),
     }

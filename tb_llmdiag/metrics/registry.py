@@ -14,7 +14,8 @@ as noise. ``as_json()`` is what the tab serves (``api.metric_registry()``); ``ma
 ``registry_data.py`` (report sections, the docs' intro), ``registry_gpu.py`` (steps, idle, kernels, launch,
 host_sync), ``registry_host.py`` (memcpy, dataloader, memory, annotations, flops), ``registry_causes.py`` (compile,
 precision, optimizer, checkpointing, outliers, sync_storm), ``registry_comm.py`` (communication), ``registry_xla.py``,
-``registry_job.py`` (the job level: ``job.*``).
+``registry_job.py`` (the job level: ``job.*``), ``registry_activities.py`` (``activities.*``: a time range's top
+activities, the agent's answer).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
+from tb_llmdiag.metrics.registry_activities import ACTIVITY_METRICS, ACTIVITY_TOPIC_INTROS
 from tb_llmdiag.metrics.registry_causes import CAUSE_METRICS, CAUSE_TOPIC_INTROS
 from tb_llmdiag.metrics.registry_comm import COMM_METRICS
 from tb_llmdiag.metrics.registry_data import INTRO, REPORT_METRICS, TOPIC_INTROS, Entry
@@ -74,7 +76,16 @@ def _metric(e: Entry) -> Metric:
 #: every entry, report sections first, then the topics in report order
 METRICS: tuple[Metric, ...] = tuple(
     _metric(e)
-    for e in (*REPORT_METRICS, *GPU_METRICS, *HOST_METRICS, *CAUSE_METRICS, *COMM_METRICS, *XLA_METRICS, *JOB_METRICS)
+    for e in (
+        *REPORT_METRICS,
+        *GPU_METRICS,
+        *HOST_METRICS,
+        *CAUSE_METRICS,
+        *COMM_METRICS,
+        *XLA_METRICS,
+        *JOB_METRICS,
+        *ACTIVITY_METRICS,
+    )
 )
 
 
@@ -122,7 +133,7 @@ def markdown() -> str:
         if _topic(m.key) not in seen:
             seen.append(_topic(m.key))
     for topic in seen:
-        title, intro = {**TOPIC_INTROS, **CAUSE_TOPIC_INTROS}.get(topic, (f"`{topic}`", ""))
+        title, intro = {**TOPIC_INTROS, **CAUSE_TOPIC_INTROS, **ACTIVITY_TOPIC_INTROS}.get(topic, (f"`{topic}`", ""))
         out += ["", f"## {title}", ""]
         if intro:
             out += [intro.rstrip(), ""]

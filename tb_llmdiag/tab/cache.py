@@ -3,8 +3,9 @@
 Contract:
 - Only the TensorBoard process writes it (analysis workers return their results; ``store`` is called
   by the parent). Writes are atomic (temp file + ``os.replace``): readers never see half a file.
-- Entries are keyed by ``(abs path or URL, size_bytes, mtime_ns, [ETag], api.ENGINE_VERSION, CACHE_LAYOUT)``: a file
-  that changes, or a new engine version, is a miss; nothing is invalidated by hand.
+- Entries are keyed by ``(abs path or URL, size_bytes, mtime_ns, [ETag], package version, api.ENGINE_VERSION,
+  CACHE_LAYOUT)``: a file that changes, a new release (a new metric or rule changes the report without changing
+  the trace) or a new engine version is a miss; nothing is invalidated by hand.
 - Every file is one header line ``{"layout", "key", "what", "bytes"}`` then the value's JSON. A read checks
   the header (layout, key and name must be the ones asked for, ``bytes`` the length that follows), parses
   the value strictly (``msgspec``: no NaN, no out-of-range numbers) and checks its schema
@@ -36,6 +37,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+import tb_llmdiag
 from tb_llmdiag import api
 from tb_llmdiag.tab import arrays as array_file
 from tb_llmdiag.tab.schema import VALIDATORS
@@ -152,10 +154,11 @@ class ResultCache:
     @staticmethod
     def key(abs_path: str, size_bytes: int, mtime_ns: int, version: str = "") -> str:
         """The entry key of one file version: its path (an object's URL as it is), size, mtime and, for objects,
-        ``version`` (the ETag or generation: ``TraceFile.version``), with the engine version and layout."""
+        ``version`` (the ETag or generation: ``TraceFile.version``), with the package and engine versions and the
+        layout."""
         where = abs_path if api.is_url(abs_path) else os.path.abspath(abs_path)
         ident = json.dumps(
-            [where, int(size_bytes), int(mtime_ns), list(api.ENGINE_VERSION), CACHE_LAYOUT]
+            [where, int(size_bytes), int(mtime_ns), tb_llmdiag.__version__, list(api.ENGINE_VERSION), CACHE_LAYOUT]
             + ([version] if version else [])
         )
         return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:40]

@@ -20,7 +20,7 @@ from test_real_jobs import independent_exposed_us
 from tracepaths import TEST_DATA
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jobs.analysis import analyze_job
-from tb_llmdiag.jobs.findings import evaluate, job_metrics
+from tb_llmdiag.jobs.report import job_findings, job_metrics
 from tb_llmdiag.jobs.report import job_report
 from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
@@ -43,7 +43,7 @@ def test_ddp_straggler_is_named_with_its_cause() -> None:
     waiter = min(tokens, key=tokens.get)
     job = analyze_job(summaries)
     m = job_metrics(job)
-    found = evaluate(m)
+    found = job_findings(m)
     assert found[0]["id"] == "straggler"
     assert m["straggler_rank"] == slow != waiter
     assert m["straggler_cause"] == "more_tokens"

@@ -19,7 +19,7 @@ import pytest
 
 from minijob import US, dp_rank
 from tb_llmdiag.jobs.analysis import analyze_job, rank_from_name, resolve_ranks
-from tb_llmdiag.jobs.findings import evaluate, job_metrics
+from tb_llmdiag.jobs.report import job_findings, job_metrics
 from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
 
@@ -54,7 +54,7 @@ def test_waiting_transfer_and_straggler_exact() -> None:
     ev = m["straggler_cause_evidence"]
     assert m["straggler_cause"] == "longer_gpu_compute"
     assert (ev["straggler_ns_per_step"], ev["median_rank_ns_per_step"]) == (600 * US, 410 * US)
-    found = evaluate(m)
+    found = job_findings(m)
     assert [f["id"] for f in found] == ["straggler", "exposed_communication"]
     assert found[0]["evidence"]["straggler_rank"] == 2
     json.dumps(found, allow_nan=False)
@@ -79,7 +79,7 @@ def test_more_tokens_names_the_cause() -> None:
     assert m["straggler_rank"] == 2 and m["straggler_cause"] == "more_tokens"
     assert m["straggler_tokens"] == {"straggler_tokens_per_step": 2048.0, "median_rank_tokens_per_step": 1024.0,
                                      "excess_share": 1.0}
-    assert "tokens per rank" in evaluate(m)[0]["fix"]
+    assert "tokens per rank" in job_findings(m)[0]["fix"]
 
 
 def test_clocks_need_not_agree() -> None:
@@ -97,7 +97,7 @@ def test_clocks_need_not_agree() -> None:
 def test_balanced_ranks_have_no_straggler() -> None:
     job = analyze_job(summaries((300, 300, 300)))
     assert job.straggler_pos is None
-    assert [f["id"] for f in evaluate(job_metrics(job))] == ["exposed_communication"]
+    assert [f["id"] for f in job_findings(job_metrics(job))] == ["exposed_communication"]
 
 
 def test_duplicates_missing_and_names() -> None:

@@ -14,7 +14,7 @@ from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jobs.analysis import analyze_job
 from tb_llmdiag.metrics.collectives import find_collectives
 from tb_llmdiag.metrics.communication import step_breakdown
-from tb_llmdiag.jobs.findings import evaluate, job_metrics
+from tb_llmdiag.jobs.report import job_findings, job_metrics
 from tb_llmdiag.jobs.summary import summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.model import DEVICE_KINDS, kind_mask
@@ -86,7 +86,7 @@ def test_dlrm_job_gets_a_communication_finding() -> None:
     job = analyze_job(summaries)
     assert job.ranks == tuple(range(8)) and job.notes == ()
     m = job_metrics(job)
-    found = evaluate(m)
+    found = job_findings(m)
     assert found and found[0]["id"] == "straggler"
     # rank 7 arrives last to 5 of the 8 collectives; ranks 1 and 3 wait longest and must not be named
     assert m["straggler_rank"] == 7 and m["straggler_last_arrivals"] == 5

@@ -1,4 +1,4 @@
-"""The straggler rule's floors (``jobs.findings.STRAGGLER_FLOORS``) on hand-built 2-rank jobs whose per-step
+"""The straggler rule's floors (``findings.job.STRAGGLER_FLOORS``) on hand-built 2-rank jobs whose per-step
 waits are known by construction, so the verdict is hand arithmetic at the boundary.
 
 Scenario (``minijob.dp_rank``, 2 ranks, 1000 us steps): rank 0 computes 300 us every step, rank 1 computes
@@ -18,9 +18,10 @@ import math
 import pytest
 
 from minijob import US, dp_rank
+from tb_llmdiag.findings.engine import verdict
+from tb_llmdiag.findings.job import STRAGGLER_RULE
 from tb_llmdiag.jobs.analysis import T95_ONE_SIDED, analyze_job, t95
-from tb_llmdiag.jobs.findings import STRAGGLER_RULE, evaluate, job_metrics, verdict
-from tb_llmdiag.jobs.report import job_report
+from tb_llmdiag.jobs.report import job_findings, job_metrics, job_report
 from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
 
@@ -85,7 +86,7 @@ def test_a_rank_waited_for_in_a_minority_of_steps_is_held_back() -> None:
     assert m["straggler_consistency_share"] == pytest.approx(120 / 132)
     assert (m["straggler_last_steps"], m["straggler_last_step_share"]) == (2, 0.4)
     assert m["straggler_significance"] == "not_most_steps"
-    assert "straggler" not in [f["id"] for f in evaluate(m)]
+    assert "straggler" not in [f["id"] for f in job_findings(m)]
     assert job_report(ss)["notes"] == [
         "rank 1 makes the others wait 120 µs per step (12.0 % of the job step) but is the rank waited for most in "
         "only 2 of 5 steps: the ranks take turns, so no straggler finding"
@@ -99,7 +100,7 @@ def test_one_step_fires_on_its_threshold_and_says_the_noise_is_unknown() -> None
     m = job_metrics(analyze_job(ss))
     assert m["straggler_others_wait_step_sd_ns"] is None and m["straggler_others_wait_low_share"] is None
     assert m["straggler_significance"] == "noise_unknown"
-    (f,) = [f for f in evaluate(m) if f["id"] == "straggler"]
+    (f,) = [f for f in job_findings(m) if f["id"] == "straggler"]
     assert "With fewer than two common steps the wait's step-to-step spread is unknown: it is not tested against it." in f["summary"]
 
 

@@ -1,0 +1,136 @@
+"""The logdir an MCP server was started on: run names to files, each file analysed once, nothing outside it.
+
+Contract:
+- ``Workspace(logdir)`` reads only below ``logdir`` (its real path): a path argument that resolves outside it
+  (``..``, an absolute path, a symlink leading out) is refused with ``OutsideLogdir``, before anything is opened.
+- A run argument is a name as ``list_runs`` gives it (``compare``'s ``--run`` rules: ``api.resolve``) or a path
+  inside the logdir to a trace file or run folder; a wrong one is the CLI's one-line error.
+- Reports come from the front door (``api.analyze_rank_file``, jobs from ``api.job_for_summaries``), cached by
+  (path, size, mtime_ns): a file that changes is analysed again. The last ``KEEP_TRACES`` loaded traces are kept
+  for ``top_activities`` and ``explain_finding``'s ranges. Read-only: nothing is written anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any
+
+from tb_llmdiag import api
+from tb_llmdiag.errors import LlmDiagError, NoTracesFound, TraceFormatError
+
+#: traces kept loaded (with their analysis) for the questions that read events
+KEEP_TRACES = 2
+
+Identity = tuple[str, int, int]
+
+
+class OutsideLogdir(LlmDiagError):
+    """A path argument outside the logdir the server was started on (a bad argument: exit code 2)."""
+
+    exit_code = 2
+
+
+def _identity(tf: api.TraceFile) -> Identity:
+    return (tf.path, tf.size_bytes, tf.mtime_ns)
+
+
+class Workspace:
+    """One logdir's runs, reports and loaded traces (module docstring). Not thread-safe: the server calls it under
+    one lock."""
+
+    def __init__(self, logdir: str) -> None:
+        self.given = logdir
+        self.root = os.path.realpath(os.path.expanduser(logdir))
+        if not os.path.isdir(self.root):
+            raise NoTracesFound(f"{logdir}: not a directory (llmdiag mcp serves one logdir)")
+        self._reports: dict[str, tuple[Identity, bool, dict[str, Any], dict[str, Any] | None]] = {}
+        self._loaded: OrderedDict[Identity, tuple[dict[str, Any], Any, Any]] = OrderedDict()
+
+    # ------------------------------------------------------------------------------------------- names
+
+    def index(self) -> api.Index:
+        """The logdir discovered now (files come and go while a job runs)."""
+        return api.discover(self.root)
+
+    def inside(self, path: str) -> str:
+        """The real path of ``path`` (relative to the logdir, or absolute) when it is inside the logdir.
+
+        Raises:
+            OutsideLogdir: it resolves outside.
+        """
+        real = os.path.realpath(os.path.join(self.root, os.path.expanduser(path)))
+        if real != self.root and not real.startswith(self.root.rstrip(os.sep) + os.sep):
+            raise OutsideLogdir(
+                f"{path}: outside the logdir {self.root} this server was started on; it reads only files inside it"
+            )
+        return real
+
+    def target(self, name: str, role: str = "run") -> api.Target:
+        """The trace or job ``name`` picks: a run name, or a path inside the logdir (module docstring)."""
+        index = self.index()
+        looks_like_path = os.path.isabs(name) or name.startswith("~") or ".." in name.replace("\\", "/").split("/")
+        if not looks_like_path:
+            try:
+                return api.resolve(index, name, self.given, role)
+            except api.RunNotFound:
+                if not os.path.exists(os.path.join(self.root, name)):
+                    raise
+        return self._by_path(index, name, role)
+
+    def _by_path(self, index: api.Index, path: str, role: str) -> api.Target:
+        real = self.inside(path)
+        traces, jobs = api.run_names(index)
+        under = [n for n, tf in traces if os.path.realpath(tf.path) == real or tf.path.startswith(real + os.sep)]
+        if len(under) == 1:
+            return api.resolve(index, under[0], self.given, role)
+        for name, _, _, files in jobs:
+            if sorted(n for n, tf in traces if tf in files) == sorted(under):
+                return api.resolve(index, name, self.given, role)
+        if not under:
+            raise NoTracesFound(f"{path}: no profiler traces found there (see list_runs)")
+        raise api.RunNotFound(f"{path} holds {len(under)} runs ({', '.join(under)}); name one of them")
+
+    # ------------------------------------------------------------------------------------------- reports
+
+    def report(self, tf: api.TraceFile, *, in_job: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The RunReport of one file and, for a rank of a job, its RankSummary as a dict (cached)."""
+        self.inside(tf.path)  # a discovered file that is a link leading out of the logdir is not read either
+        key = _identity(tf)
+        got = self._reports.get(tf.path)
+        if got is None or got[0] != key or (in_job and not got[1]):
+            rep, summary = api.analyze_rank_file(tf, summary=in_job)
+            got = (key, in_job, rep, summary.to_dict() if summary is not None else None)
+            if rep.get("status") != "writing":  # a file still being written is read again next time
+                self._reports[tf.path] = got
+        return got[2], got[3]
+
+    def run_report(self, target: api.Target) -> dict[str, Any]:
+        """The RunReport of a one-trace target. Raises TraceFormatError when it could not be analysed."""
+        rep, _ = self.report(target.files[0])
+        if rep.get("status") not in ("ok", "partial"):
+            raise TraceFormatError(f"run {target.name} could not be analysed: {rep.get('error') or 'no report'}")
+        return rep
+
+    def job(self, target: api.Target) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A job's ``jobs[]`` entry and its ranks' RunReports (as ``llmdiag report`` builds them)."""
+        members, reports = [], []
+        for tf in target.files:
+            rep, summary = self.report(tf, in_job=True)
+            members.append((tf, summary))
+            reports.append(rep)
+        return api.job_for_summaries(target.run, target.span, members), reports
+
+    def loaded(self, target: api.Target) -> tuple[dict[str, Any], Any, Any]:
+        """``(report, trace, analysis)`` of a one-trace target, the last ``KEEP_TRACES`` kept in memory."""
+        tf = target.files[0]
+        self.inside(tf.path)
+        key = _identity(tf)
+        if key in self._loaded:
+            self._loaded.move_to_end(key)
+            return self._loaded[key]
+        got = api.load_analysis(tf)
+        self._loaded[key] = got
+        while len(self._loaded) > KEEP_TRACES:
+            self._loaded.popitem(last=False)
+        return got

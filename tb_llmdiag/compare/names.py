@@ -1,0 +1,93 @@
+"""Which run or job a name picks among the runs a side (or a logdir) holds: the ``--run NAME`` rules, pure.
+
+A name is a run (``run``), one trace of it (``run/worker``, ``run/worker/span``), or a job: the traces of one run
+and span, two or more (``run``, or ``run/span`` when its run has several). ``compare``/``check`` (``sides``,
+``job_sides``) and the front door (``api.resolve``: the agent's run names) both pick with these functions, so a
+name means the same everywhere and a wrong one gets the same one-line error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound
+from tb_llmdiag.ingest.discover import TraceFile
+
+
+class AmbiguousSide(LlmDiagError):
+    """A side resolves to several runs and no ``--run`` picks one (a command-line problem: exit 2)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One run a side holds: its names, and either its report (saved) or its file (to analyse)."""
+
+    run: str
+    worker: str
+    span: str
+    report: Mapping[str, Any] | None = None
+    trace_file: TraceFile | None = None
+
+    def names(self) -> tuple[str, ...]:
+        return (self.run, f"{self.run}/{self.worker}", f"{self.run}/{self.worker}/{self.span}")
+
+
+def label(c: Candidate, all_: Sequence[Candidate]) -> str:
+    """The shortest name of ``c`` among ``all_``: its run, or ``run/worker/span`` where the run has several traces."""
+    same_run = [x for x in all_ if x.run == c.run]
+    return c.run if len(same_run) == 1 else f"{c.run}/{c.worker}/{c.span}"
+
+
+def select(found: Sequence[Candidate], run: str | None, role: str, path: str) -> Candidate:
+    """The one candidate ``run`` names (or the only one). Raises AmbiguousSide / RunNotFound / NoTracesFound."""
+    if not found:
+        raise NoTracesFound(f"{role} {path}: no profiler traces or runs found")
+    labels = [label(c, found) for c in found]
+    if run is None:
+        if len(found) == 1:
+            return found[0]
+        raise AmbiguousSide(f"{role} {path} holds {len(found)} runs ({', '.join(labels)}); pick one with --run NAME")
+    picked = [c for c in found if run in c.names()]
+    if not picked:
+        raise RunNotFound(f"{role} {path}: no run named {run!r} (runs: {', '.join(labels)})")
+    if len(picked) > 1:
+        names = ", ".join(label(c, found) for c in picked)
+        raise AmbiguousSide(
+            f"{role} {path}: --run {run!r} matches {len(picked)} traces ({names}); name one as run/worker/span"
+        )
+    return picked[0]
+
+
+def jobs_of(found: Sequence[Candidate]) -> list[tuple[str, str, int]]:
+    """``(run, span, ranks)`` of every run and span with at least two traces."""
+    groups: dict[tuple[str, str], int] = {}
+    for c in found:
+        groups[(c.run, c.span)] = groups.get((c.run, c.span), 0) + 1
+    return [(r, s, n) for (r, s), n in groups.items() if n >= 2]
+
+
+def job_name(run: str, span: str, found: Sequence[Candidate]) -> str:
+    """The name of a job: its run, or ``run/span`` when its run has several jobs."""
+    return f"{run}/{span}" if sum(1 for x in jobs_of(found) if x[0] == run) > 1 else run
+
+
+def pick_job(found: Sequence[Candidate], run: str | None) -> tuple[str, str] | None:
+    """The job a side (and ``--run``) means, or None when it means a single trace (``job_sides``'s docstring):
+    no name picks the only job when every trace is one of its ranks; a name picks a job by its run or run/span,
+    unless it names one trace (``run/worker``, ``run/worker/span``)."""
+    jobs = jobs_of(found)
+    if run is None:
+        if len(found) > 1 and len(jobs) == 1 and jobs[0][2] == len(found):
+            return jobs[0][0], jobs[0][1]
+        return None
+    if any(run in c.names()[1:] for c in found):  # run/worker or run/worker/span: one trace
+        return None
+    named = [(r, s) for r, s, _ in jobs if run in (r, f"{r}/{s}")]
+    if len(named) > 1:
+        spans = ", ".join(f"{r}/{s}" for r, s in named)
+        raise AmbiguousSide(f"--run {run!r} names {len(named)} jobs ({spans}); name one as run/span")
+    return named[0] if named else None

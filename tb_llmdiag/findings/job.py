@@ -1,0 +1,222 @@
+"""The job rule table: ``JOB_RULES`` (``straggler``, ``exposed_communication``), rules of the findings engine
+(``findings/engine.py``, ``level="job"``) over the job's flat metrics (``jobs.report.job_metrics``; definitions:
+docs/jobs.md), with their summaries, fixes by cause or collective kind, and ``held_back``: the job notes for a
+finding a floor held back.
+
+The straggler's floors (the statistics: ``jobs.analysis``): ``straggler_last_step_share`` = the common steps in
+which it caused more waiting than any other rank / the common steps; ``straggler_others_wait_low_share`` = the
+lower one-sided 95 % confidence bound of its per-step caused waiting (mean - t x sd / sqrt(steps)) / the job step:
+the wait share the capture supports given its step-to-step spread (null with one common step). The engine's
+``verdict`` says which check decided (``straggler_significance``): ``significant`` (fires), ``noise_unknown``
+(fires on its threshold alone: fewer than two common steps, no spread to measure; the finding says so),
+``below_threshold``, ``not_most_steps``, ``within_noise`` (held back; ``held_back`` words it as a job note).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tb_llmdiag.findings.engine import Fix, Floor, Metrics, Rule, fires, verdict
+from tb_llmdiag.units import fmt
+
+STRAGGLER_FIXES: dict[str, str] = {
+    "more_tokens": "Balance tokens per rank: group samples by length (HF Trainer group_by_length=True), pack "
+    "sequences to a fixed token budget per rank, or shard batches by tokens instead of by samples.",
+    "longer_gpu_compute": "This rank's GPU does more work or runs slower: check uneven data per rank, a throttled "
+    "or slower GPU (nvidia-smi -q -d CLOCK,PERFORMANCE) and work only this rank does.",
+    "data_loader_stall": "Feed this rank faster: more DataLoader workers (num_workers), pin_memory=True, "
+    "persistent_workers=True, a larger prefetch_factor; check its node's storage.",
+    "host_sync": "Remove host syncs on this rank (.item(), printing or logging tensor values, often only on "
+    "rank 0): log every N steps and keep running metrics on the device.",
+    "host_bound_launching": "This rank's host launches work too slowly (CPU contention or other processes on its "
+    "node): pin CPU cores per rank, cut launches with torch.compile or CUDA graphs.",
+    "late_step_start": "This rank starts its steps late: work between steps on this rank only (logging, "
+    "checkpointing, evaluation, garbage collection): make it asynchronous or spread it.",
+    "unexplained": "The delay is in none of the measured parts (compute, loader, syncs, launches): check the "
+    "GPU's clocks and its node (thermal throttling, a slower link or PCIe slot).",
+}
+
+EXPOSED_FIXES: dict[str, str] = {
+    "all_reduce": "DDP: use model.no_sync() on gradient-accumulation micro-steps so only the last one "
+    "all-reduces; tune bucket_cap_mb (default 25) so buckets start while backward still runs; "
+    "gradient_as_bucket_view=True; compress with a comm hook (bf16_compress_hook, PowerSGD).",
+    "all_gather": "FSDP: prefetch (forward_prefetch=True, backward_prefetch=BACKWARD_PRE; FSDP2: "
+    "set_modules_to_forward_prefetch), reshard_after_forward=False for the last blocks, or "
+    "SHARD_GRAD_OP / HYBRID_SHARD to keep all-gathers inside a node; fewer, larger wrap units.",
+    "reduce_scatter": "FSDP: backward_prefetch=BACKWARD_PRE and larger wrap units so reduce-scatters overlap "
+    "backward; under gradient accumulation, no_sync() on the micro-steps (more memory).",
+    "all_to_all": "Expert parallel: overlap dispatch/combine with compute (DeepEP async mode, two micro-batches "
+    "in flight), keep experts within a node, lower the capacity factor.",
+    "send_recv": "Pipeline parallel: an interleaved 1F1B schedule and more micro-batches hide the p2p transfers.",
+    "broadcast": "DDP: broadcast_buffers=False when no buffers change during training (no BatchNorm).",
+}
+
+#: The straggler's floors: a rank the others wait for in most steps, by more than the steps' own spread allows.
+STRAGGLER_FLOORS: tuple[Floor, ...] = (
+    Floor(
+        "straggler_last_step_share",
+        0.5,
+        "not_most_steps",
+        "it is the rank the others wait for most in more than half of the common steps (else the ranks take turns)",
+        unknown_as="noise_unknown",
+    ),
+    Floor(
+        "straggler_others_wait_low_share",
+        None,
+        "within_noise",
+        "the wait it causes stays above the threshold at its lower 95 % confidence bound over the steps (mean - "
+        "t x sd / sqrt(steps)): beyond the step-to-step spread measured in the same capture",
+        unknown_as="noise_unknown",
+    ),
+)
+
+
+#: How each straggler cause reads in a finding's summary (``{s}``/``{m}``: the straggler's and the median
+#: rank's value of the cause's quantity, per step).
+CAUSE_PHRASES: Mapping[str, str] = {
+    "more_tokens": "it processes more tokens per step ({ts:.0f} against {tm:.0f} for the median rank), so its "
+    "GPU computes longer ({s} against {m})",
+    "longer_gpu_compute": "its GPU computes longer per step ({s} against {m} for the median rank)",
+    "data_loader_stall": "its data loader stalls longer per step ({s} against {m} for the median rank)",
+    "host_sync": "its host blocks longer in syncs per step ({s} against {m} for the median rank)",
+    "host_bound_launching": "its GPU waits longer for host launches per step ({s} against {m} for the median rank)",
+    "late_step_start": "it starts each step later ({s} against {m} for the median rank)",
+    "unexplained": "no per-rank quantity the trace records explains it",
+}
+
+
+def straggler_summary(m: Metrics) -> str:
+    """One sentence saying what the straggler finding claims, with its numbers (units from the registry)."""
+    ev = m.get("straggler_cause_evidence") or {}
+    tok = m.get("straggler_tokens") or {}
+    cause = m.get("straggler_cause") or "unexplained"
+    phrase = CAUSE_PHRASES.get(cause, CAUSE_PHRASES["unexplained"]).format(
+        s=fmt("ns", ev.get("straggler_ns_per_step")),
+        m=fmt("ns", ev.get("median_rank_ns_per_step")),
+        ts=tok.get("straggler_tokens_per_step") or 0.0,
+        tm=tok.get("median_rank_tokens_per_step") or 0.0,
+    )
+    noise = (
+        f" At least {fmt('ns', m.get('straggler_others_wait_low_ns_per_step'))} per step "
+        f"({fmt('share', m.get('straggler_others_wait_low_share'))}) at 95 % confidence over the "
+        f"{m.get('common_step_count')} steps."
+        if m.get("straggler_significance") == "significant"
+        else " With fewer than two common steps the wait's step-to-step spread is unknown: it is not tested against it."
+    )
+    return (
+        f"Rank {m.get('straggler_rank')} is the straggler: the other ranks wait for it "
+        f"{fmt('ns', m.get('straggler_others_wait_ns_per_step'))} per step in their collectives "
+        f"({fmt('share', m.get('straggler_others_wait_share'))} of the {fmt('ns', m.get('job_step_ns'))} step); "
+        f"it arrives last in {m.get('straggler_last_arrivals')} of {m.get('matched_collective_count')} "
+        f"matched collectives and is the rank waited for most in {m.get('straggler_last_steps')} of "
+        f"{m.get('common_step_count')} steps.{noise} Cause: {phrase}."
+    )
+
+
+def exposed_summary(m: Metrics) -> str:
+    """One sentence saying what the exposed-communication finding claims, with its numbers."""
+    return (
+        f"Collective transfers no compute hides take {fmt('ns', m.get('exposed_transfer_ns_per_step'))} per step "
+        f"({fmt('share', m.get('exposed_transfer_share'))} of the {fmt('ns', m.get('job_step_ns'))} step; "
+        f"{m.get('top_collective_kind')} leads; {fmt('share', m.get('overlap_share'))} of collective time is "
+        f"hidden under compute)."
+    )
+
+
+def _same(*keys: str) -> tuple[tuple[str, str], ...]:
+    """Evidence labelled by the job metric's own key."""
+    return tuple((k, k) for k in keys)
+
+
+JOB_RULES: tuple[Rule, ...] = (
+    Rule(
+        id="straggler",
+        level="job",
+        title="The other ranks wait in their collectives for one rank",
+        metric="straggler_others_wait_share",
+        above=0.05,
+        evidence=_same(
+            "straggler_rank",
+            "straggler_cause",
+            "straggler_others_wait_ns_per_step",
+            "straggler_consistency_share",
+            "straggler_last_arrivals",
+            "straggler_cause_evidence",
+            "straggler_tokens",
+            "job_step_ns",
+            "straggler_significance",
+            "straggler_last_steps",
+            "common_step_count",
+            "straggler_others_wait_step_sd_ns",
+            "straggler_others_wait_low_ns_per_step",
+            "straggler_others_wait_low_share",
+        ),
+        summary=straggler_summary,
+        fix=Fix(text="", pytorch="", hf_trainer=""),
+        fix_by="straggler_cause",
+        fixes=tuple(STRAGGLER_FIXES.items()),
+        what_if="straggler_what_if",
+        floors=STRAGGLER_FLOORS,
+    ),
+    Rule(
+        id="exposed_communication",
+        level="job",
+        title="Collective transfers no compute hides",
+        metric="exposed_transfer_share",
+        above=0.10,
+        evidence=_same(
+            "exposed_transfer_ns_per_step",
+            "exposed_share",
+            "overlap_share",
+            "top_collective_kind",
+            "collective_by_kind",
+            "waiting_known",
+            "job_step_ns",
+        ),
+        summary=exposed_summary,
+        fix=Fix(
+            text="Overlap communication with compute or shrink it (compression); check the transport: NCCL_P2P_DISABLE "
+            "or NCCL_SHM_DISABLE set, or NCCL on sockets instead of NVLink/InfiniBand, cuts bus bandwidth.",
+            pytorch="",
+            hf_trainer="",
+        ),
+        fix_by="top_collective_kind",
+        fixes=tuple(EXPOSED_FIXES.items()),
+        what_if="exposed_what_if",
+    ),
+)
+
+STRAGGLER_RULE: Rule = next(r for r in JOB_RULES if r.id == "straggler")
+
+#: How a job note words a finding its floor held back (``{...}``: formatted job_metrics values).
+HELD_BACK_PHRASES: Mapping[str, str] = {
+    "not_most_steps": "rank {rank} makes the others wait {wait} per step ({share} of the job step) but is the rank "
+    "waited for most in only {last} of {steps} steps: the ranks take turns, so no straggler finding",
+    "within_noise": "rank {rank} makes the others wait {wait} per step ({share} of the job step), but at 95 % "
+    "confidence over the {steps} steps only {low} ({low_share}), not above {threshold}: within the step-to-step "
+    "noise of this capture, so no straggler finding",
+}
+
+
+def held_back(metrics: Mapping[str, Any], rules: tuple[Rule, ...] = JOB_RULES) -> list[str]:
+    """One job note per rule above its threshold that a floor held back, saying which check and its numbers."""
+    notes = []
+    for rule in rules:
+        v = verdict(rule, metrics)
+        phrase = HELD_BACK_PHRASES.get(v or "")
+        if phrase is None or fires(rule, metrics):
+            continue
+        notes.append(
+            phrase.format(
+                rank=metrics.get("straggler_rank"),
+                wait=fmt("ns", metrics.get("straggler_others_wait_ns_per_step")),
+                share=fmt("share", metrics.get("straggler_others_wait_share")),
+                last=metrics.get("straggler_last_steps"),
+                steps=metrics.get("common_step_count"),
+                low=fmt("ns", metrics.get("straggler_others_wait_low_ns_per_step")),
+                low_share=fmt("share", metrics.get("straggler_others_wait_low_share")),
+                threshold=fmt("share", rule.above),
+            )
+        )
+    return notes

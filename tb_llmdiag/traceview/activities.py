@@ -1,0 +1,126 @@
+"""What the host and the GPU do in a time range: the top activities by time, from the model's columns.
+
+Contract (``top_activities(trace, analysis, start_ns, end_ns, *, top, step)`` -> the ``activities`` dict, every key
+in the metric registry under ``activities.*``; pure, vectorised, no per-event Python):
+- The range is [start_ns, end_ns) on the trace's clock (ns since its first event, the clock of ``steps.per_step``
+  and of the trace view). An event counts with the part of it inside the range.
+- ``gpu``: the range's device time as the report splits a step (``metrics.gaps``): ``busy_ns`` (device work other
+  than collectives), ``collective_ns`` and the idle time by cause (``host_wait_ns``, ``sync_ns``, ``data_loader_ns``,
+  ``other_ns``), from the analysis's one busy union and idle gaps; for a step's range they are its
+  ``steps.per_step`` row. ``by_category``: per trace-view category of the device events (``classify``: gemm,
+  attention, copy, ...), the union of their time in the range; ``top``: the ``top`` device activity names (kernels,
+  memcpys, memsets) by the union of their time in the range (streams running one name at once count once).
+- ``host``: per trace-view host category (``cpu_op``, ``annotation``, ``python``, ``runtime``, ``driver``,
+  ``host_other``; the step markers are the range itself and are left out), the ``top`` names by the union of
+  their calls' time in the range (nested or concurrent calls of one name count once: the length the trace view
+  shows them covering), each with ``gpu_host_wait_ns``: the part of that time in which the GPU sat idle waiting
+  for the host (the gaps of cause ``host_wait``), the measure behind the ``host_bound`` finding's ``host_op``.
+- Shares are of the range's duration, so each is in 0..1.
+
+The numbers are those of the trace view's events (their start, duration and category as drawn); an attribution
+of time to activities (``metrics/attribution*``) can replace the per-name unions here without changing the shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tb_llmdiag.intervals import clip, covered_before_each, merge, overlap_per_window, union_ns_by_group
+from tb_llmdiag.metrics import Analysis
+from tb_llmdiag.metrics.gaps import CAUSES, HOST_WAIT
+from tb_llmdiag.model import Kind, Trace, kind_mask
+from tb_llmdiag.traceview.build import CATEGORIES, HOST_CATEGORIES, STREAM_KINDS, event_categories
+
+I64 = NDArray[np.int64]
+#: host kinds listed (``Kind.STEP``: the step markers are the ranges asked about, not an activity in them)
+LISTED_HOST_KINDS = (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON, Kind.RUNTIME, Kind.DRIVER, Kind.OTHER)
+DEFAULT_TOP = 5
+
+
+def _window(lo: int, hi: int, s: I64, e: I64) -> int:
+    return int(overlap_per_window(s, e, np.array([lo], np.int64), np.array([hi], np.int64))[0])
+
+
+def _share(part: float, whole: int) -> float | None:
+    return float(part) / whole if whole > 0 else None
+
+
+def gpu_split(analysis: Analysis, lo: int, hi: int) -> dict[str, Any]:
+    """The range's device time: busy, collective and idle by cause (module docstring)."""
+    ctx, gaps = analysis.context, analysis.breakdown.gaps
+    busy_all = _window(lo, hi, ctx.busy_s, ctx.busy_e)
+    work = _window(lo, hi, ctx.work_s, ctx.work_e)
+    out: dict[str, Any] = {"busy_ns": work, "busy_share": _share(work, hi - lo), "collective_ns": busy_all - work}
+    for code, cause in enumerate(CAUSES):
+        m = gaps.cause == code
+        out[f"{cause}_ns"] = _window(lo, hi, gaps.start_ns[m], gaps.end_ns[m]) if m.any() else 0
+    return out
+
+
+def _ranked(
+    names: tuple[str, ...], nid: NDArray[np.int32], s: I64, e: I64, top: int, dur: int
+) -> tuple[list[int], NDArray[np.float64], NDArray[np.int64]]:
+    """The ``top`` name ids by the union of their [s, e) in the range, the unions and the counts per name id."""
+    per = union_ns_by_group(nid, s, e, len(names))
+    count = np.bincount(nid, minlength=len(names))
+    order = [int(i) for i in np.argsort(-per, kind="stable")[:top] if per[i] > 0]
+    return order, per, count
+
+
+def top_activities(
+    trace: Trace, analysis: Analysis, start_ns: int, end_ns: int, *, top: int = DEFAULT_TOP, step: int | None = None
+) -> dict[str, Any]:
+    """The ``activities`` answer for [start_ns, end_ns) (module docstring); ``step`` is recorded as given."""
+    lo, hi = int(start_ns), int(end_ns)
+    dur = max(hi - lo, 0)
+    ev = trace.events
+    first = int(np.searchsorted(ev.ts_ns, hi, side="left"))  # rows are sorted by start: none after ``hi`` counts
+    rows = np.flatnonzero(ev.ts_ns[:first] + ev.dur_ns[:first] > lo)
+    s, e = np.clip(ev.ts_ns[rows], lo, hi), np.clip(ev.ts_ns[rows] + ev.dur_ns[rows], lo, hi)
+    kind, nid, cat = ev.kind[rows], ev.name_id[rows], event_categories(trace)[rows]
+    device = kind_mask(kind, STREAM_KINDS) & (ev.device[rows] >= 0)
+    gpu: dict[str, Any] = gpu_split(analysis, lo, hi) if dur else {}
+    d_order, d_per, d_count = _ranked(ev.names, nid[device], s[device], e[device], top, dur)
+    d_cat = np.zeros(len(ev.names), np.int64)
+    d_cat[nid[device]] = cat[device]
+    by_cat = union_ns_by_group(cat[device], s[device], e[device], len(CATEGORIES))
+    gpu["by_category"] = {
+        CATEGORIES[c]: {"time_ns": int(by_cat[c]), "share": _share(by_cat[c], dur)}
+        for c in np.argsort(-by_cat, kind="stable")
+        if by_cat[c] > 0
+    }
+    gpu["top"] = [
+        {
+            "name": ev.names[i],
+            "category": CATEGORIES[int(d_cat[i])],
+            "time_ns": int(d_per[i]),
+            "share": _share(d_per[i], dur),
+            "count": int(d_count[i]),
+        }
+        for i in d_order
+    ]
+    host_mask = kind_mask(kind, LISTED_HOST_KINDS) & (ev.device[rows] < 0)
+    gaps = analysis.breakdown.gaps
+    hw_s, hw_e = merge(*clip(gaps.start_ns[gaps.cause == HOST_WAIT], gaps.end_ns[gaps.cause == HOST_WAIT], lo, hi))
+    host: dict[str, Any] = {}
+    for c in HOST_CATEGORIES:
+        m = host_mask & (cat == CATEGORIES.index(c))
+        if not m.any():
+            continue
+        order, per, count = _ranked(ev.names, nid[m], s[m], e[m], top, dur)
+        at_s, at_e = covered_before_each(hw_s, hw_e, s[m], e[m])
+        waited = union_ns_by_group(nid[m], at_s, at_e, len(ev.names))
+        host[c] = [
+            {
+                "name": ev.names[i],
+                "time_ns": int(per[i]),
+                "share": _share(per[i], dur),
+                "count": int(count[i]),
+                "gpu_host_wait_ns": int(waited[i]),
+            }
+            for i in order
+        ]
+    return {"start_ns": lo, "end_ns": hi, "duration_ns": dur, "step": step, "gpu": gpu, "host": host}

@@ -1,0 +1,106 @@
+"""The agent's logdir (`Workspace`): names and paths inside it only; answers cut to their budget (`fit`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tracepaths import REPO
+from tb_llmdiag.agent.fit import dumps, fit, size
+from tb_llmdiag.agent.workspace import OutsideLogdir, Workspace
+from tb_llmdiag.errors import NoTracesFound, RunNotFound
+
+SEED = "seed_lora_qwen1.5b"
+
+
+@pytest.fixture()
+def logdir(tmp_path: Path) -> Path:
+    # GIVEN a logdir with one run, a file beside it outside, and links in the logdir pointing out of it
+    root = tmp_path / "logs"
+    shutil.copytree(REPO / "demo_logs" / SEED, root / SEED)
+    secret = tmp_path / "outside" / "secret.pt.trace.json"
+    secret.parent.mkdir()
+    secret.write_text('{"traceEvents": []}')
+    os.symlink(secret.parent, root / "escape")
+    return root
+
+
+def test_paths_resolve_inside_the_logdir_only(logdir: Path) -> None:
+    ws = Workspace(str(logdir))
+    assert ws.target(SEED).name == SEED
+    assert ws.target(f"./{SEED}").name == SEED  # a path to the run folder names its trace
+    trace = next((logdir / SEED).glob("rank0*.json.gz"))
+    assert ws.target(str(trace)).files[0].path.endswith(trace.name)
+    for outside in ("..", "../outside/secret.pt.trace.json", "/etc", "escape", "escape/secret.pt.trace.json"):
+        with pytest.raises(OutsideLogdir, match="outside the logdir"):
+            ws.inside(outside)
+    with pytest.raises(OutsideLogdir, match=r"^\.\./outside: outside the logdir .*logs this server was started on"):
+        ws.target("../outside")
+    with pytest.raises(RunNotFound, match=r"no run named 'nope' \(runs: "):
+        ws.target("nope")
+
+
+def test_a_discovered_link_out_of_the_logdir_is_never_read(logdir: Path) -> None:
+    os.symlink(logdir.parent / "outside" / "secret.pt.trace.json", logdir / SEED / "escape.pt.trace.json")
+    ws = Workspace(str(logdir))
+    linked = [tf for tf in ws.index().files if "escape" in tf.path]
+    for tf in linked:  # whether or not discovery lists it, reading it is refused
+        with pytest.raises(OutsideLogdir):
+            ws.report(tf)
+    with pytest.raises(OutsideLogdir):
+        ws.inside(f"{SEED}/escape.pt.trace.json")
+
+
+def test_a_logdir_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(NoTracesFound, match="not a directory"):
+        Workspace(str(tmp_path / "missing"))
+
+
+def test_fit_keeps_what_fits_and_says_what_it_left_out() -> None:
+    small = {"a": [1, 2, 3]}
+    assert fit(small, 100, "h") is small
+    # GIVEN 50 ranked items of ~100 bytes and a name of 1000 characters, over a 2000-byte budget
+    big = {"verdict": "v" * 300, "rows": [{"name": f"r{i}", "pad": "x" * 90} for i in range(50)],
+           "top": [{"name": "k" * 1000}, {"name": "short"}]}
+    got = fit(big, 2000, "ask with detail=true")
+    assert size(got) <= 2000
+    assert got["verdict"] == "v" * 300  # sentences are never cut
+    assert got["top"][0]["name"] == "k" * 239 + "…" and got["top"][1]["name"] == "short"
+    kept = len(got["rows"])
+    assert [r["name"] for r in got["rows"]] == [f"r{i}" for i in range(kept)]  # the first (most important) kept
+    assert got["truncated"] == {"budget_bytes": 2000, "omitted": {"rows": 50 - kept}, "strings_cut": 1,
+                                "hint": "ask with detail=true"}
+    assert json.loads(dumps(got)) == got
+    assert dumps({"x": float("nan")}) == '{"x":null}'
+
+
+def test_a_finding_on_a_trace_with_python_stacks_names_its_source_line(tmp_path: Path) -> None:
+    # GIVEN a real trace recorded with with_stack=True (TraceLens's H100 Qwen capture), its host_sync finding
+    from tracepaths import shared_trace
+
+    from tb_llmdiag.agent.answers import explain_finding
+
+    src = shared_trace("external/AMD-AGI_TraceLens/h100_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    (tmp_path / "qwen").mkdir()
+    shutil.copy(src, tmp_path / "qwen" / "h100.pt.trace.json.gz")
+    got = explain_finding(Workspace(str(tmp_path)), "qwen", "host_sync")
+    # THEN the longest sync's Python stack is given, innermost first, and the line is the first frame of the
+    # program's own code (past the built-in and torch/ frames)
+    assert got["culprit"] == "cudaDeviceSynchronize"
+    assert got["source"]["frames"][:3] == ["<built-in function _cuda_synchronize>", "torch/cuda/__init__.py(975): synchronize",
+                                           "moca/library/profiling/profile.py(34): run_torch_profiler"]
+    assert got["source"]["line"] == "moca/library/profiling/profile.py(34): run_torch_profiler"
+
+
+def test_each_findings_step_column_is_a_rule_and_a_per_step_column() -> None:
+    from tb_llmdiag import api
+    from tb_llmdiag.agent.answers import STEP_PART
+    from tb_llmdiag.metrics.registry import metric
+
+    ids = {r["id"] for r in api.finding_catalogue()["runs"]}
+    assert set(STEP_PART) <= ids
+    assert all(metric(f"steps.per_step[].{col}") is not None for col in STEP_PART.values())
