@@ -60,7 +60,7 @@ class _Stop(Exception):
         self.reason = reason
         self.invalid = invalid
 
-    def message(self, src: Source) -> str:
+    def message(self, src: Source | Prefetch | ReadAhead) -> str:
         if not self.invalid:
             return self.reason
         return f"invalid JSON at byte {self.offset:,} ({src.share(self.offset):.0%}): {self.reason}"
@@ -118,6 +118,7 @@ class _Reader:
         # (read_ahead.py), else a Python one (prefetch.py)
         self.native: ReadAhead | None = ReadAhead(src) if threads_wanted() and native_available(src) else None
         self.src: Source | Prefetch | ReadAhead = self.native or (Prefetch(src) if threads_wanted() else src)
+        self.gzipped = src.gzipped
         self.cols = _Columns()
         self.warnings: list[str] = []
         self.buf = bytearray()
@@ -160,7 +161,7 @@ class _Reader:
                         stop_at = self.base + len(self.buf)
                         problem = f"the JSON ends early at byte {stop_at:,} (file truncated?)"
         except _Stop as stop:
-            corrupt = drain(blocks) if self.src.gzipped else None
+            corrupt = drain(blocks) if self.gzipped else None
             # a corrupt gzip stream inflates to garbage before its check fails: say that, not what the garbage held
             stop_at = stop.offset
             problem = f"{corrupt} (the JSON stopped parsing at byte {stop_at:,})" if corrupt else stop.message(self.src)
@@ -201,7 +202,9 @@ class _Reader:
                 raise TraceFormatError(f"{exc}; {'; '.join(self.warnings)}") from None
             raise
         self.warnings.extend(col_warnings)
-        read_state = read_state_with(read_state, self.cols.rejected, len(events), int(kind_mask(events.kind, DEVICE_KINDS).sum()))
+        read_state = read_state_with(
+            read_state, self.cols.rejected, len(events), int(kind_mask(events.kind, DEVICE_KINDS).sum())
+        )
         if not read_state["complete"] and problem is None:  # rejected rows made it partial (validate.py)
             self.warnings.insert(0, f"partial result: {read_state['reason']}")
         return _make_trace(events, memory, origin_ns, envs, tuple(self.warnings), read_state, self.comm)

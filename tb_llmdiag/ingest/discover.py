@@ -140,8 +140,10 @@ def _walk(root: str, inside: str, warnings: list[str]) -> Iterable[tuple[str, li
         for d in sorted(d for d in dirnames if not d.startswith(".")):
             link = os.path.join(dirpath, d)
             if inside and os.path.islink(link) and not within(os.path.realpath(link), inside):
-                warnings.append(f"{os.path.relpath(link, root)} skipped: a link to a folder outside the logdir "
-                                "(set LLMDIAG_FOLLOW_LINKS=1 to follow links out of it)")
+                warnings.append(
+                    f"{os.path.relpath(link, root)} skipped: a link to a folder outside the logdir "
+                    "(set LLMDIAG_FOLLOW_LINKS=1 to follow links out of it)"
+                )
             keep.append(d)
         dirnames[:] = keep
         yield dirpath, sorted(filenames)

@@ -273,8 +273,13 @@ class _Columns:
             negative = finite & ~no_dur & (dur < 0)
             outside = finite & ~no_dur & ~negative & ((np.abs(ts) > _LIMIT_US) | (dur > _LIMIT_US))
             keep = finite & ~no_dur & ~negative & ~outside
-            self.rejected.add(int((~finite).sum()), int(no_dur.sum()), int(negative.sum()), int(outside.sum()),
-                              int((device_side & ~keep).sum()))
+            self.rejected.add(
+                int((~finite).sum()),
+                int(no_dur.sum()),
+                int(negative.sum()),
+                int(outside.sum()),
+                int((device_side & ~keep).sum()),
+            )
             cols = {k: v[keep] for k, v in cols.items()}
             ts, dur = cols["ts"], cols["dur"]
         if not ts.size:

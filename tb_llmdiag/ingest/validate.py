@@ -58,7 +58,9 @@ class Rejected:
     out_of_range: int = 0
     device: int = 0
 
-    def add(self, no_ts: int = 0, no_dur: int = 0, negative_dur: int = 0, out_of_range: int = 0, device: int = 0) -> None:
+    def add(
+        self, no_ts: int = 0, no_dur: int = 0, negative_dur: int = 0, out_of_range: int = 0, device: int = 0
+    ) -> None:
         self.no_ts += no_ts
         self.no_dur += no_dur
         self.negative_dur += negative_dur
@@ -115,7 +117,9 @@ def screen_ns(
     return keep
 
 
-def read_state_with(read_state: dict[str, Any], rejected: Rejected, kept_rows: int, kept_device_rows: int) -> dict[str, Any]:
+def read_state_with(
+    read_state: dict[str, Any], rejected: Rejected, kept_rows: int, kept_device_rows: int
+) -> dict[str, Any]:
     """``read_state`` made partial (complete false, the reason) when ``rejected.verdict`` says so; a read that
     already stopped early keeps its own reason (the rejections are in the warnings)."""
     reason = rejected.verdict(kept_rows, kept_device_rows)

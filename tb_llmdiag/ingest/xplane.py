@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.source import open_regular
+from tb_llmdiag.ingest.validate import read_state_with
 from tb_llmdiag.ingest.xplane_base import (
     _DEVICE_PLANE,
     _INT_COLUMNS,
@@ -56,7 +57,6 @@ from tb_llmdiag.ingest.xplane_base import (
 )
 from tb_llmdiag.ingest.xplane_lines import _add_line, _link_device_flows, _op_table
 from tb_llmdiag.ingest.xplane_schema import message_classes
-from tb_llmdiag.ingest.validate import read_state_with
 from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, Trace, empty_events, kind_mask
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,9 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     chunks = b.chunks
     b.warnings.extend(b.rejected.warnings())
     if not chunks and b.rejected.total:
-        raise TraceFormatError("no event of the XSpace has a usable time (negative or out-of-range times and durations)")
+        raise TraceFormatError(
+            "no event of the XSpace has a usable time (negative or out-of-range times and durations)"
+        )
     if not chunks:
         b.warnings.append("the XSpace holds no events")
         return Trace(
@@ -261,8 +263,6 @@ def parse_xspace(data: bytes, path: str = "<bytes>") -> Trace:
         try:
             _add_plane(plane, b)
         except (ValueError, OverflowError, IndexError, KeyError, TypeError, UnicodeError) as e:
-            raise TraceFormatError(
-                f"plane {i} ({plane.name!r}) is malformed: {type(e).__name__}: {e}"
-            ) from None
+            raise TraceFormatError(f"plane {i} ({plane.name!r}) is malformed: {type(e).__name__}: {e}") from None
         del plane
     return _finish(b, strings[4])

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tb_llmdiag.ingest.validate import check_event_count, screen_ns
 from tb_llmdiag.ingest.xplane_base import (
     _COMPILE_OF_MODULE,
     _COMPILER_EVENT,
@@ -27,7 +28,6 @@ from tb_llmdiag.ingest.xplane_base import (
     _Chunk,
     _stat_value,
 )
-from tb_llmdiag.ingest.validate import check_event_count, screen_ns
 from tb_llmdiag.model import DEVICE_KINDS, Kind, kind_mask
 
 

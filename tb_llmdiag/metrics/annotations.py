@@ -63,7 +63,12 @@ def annotation_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
         return int(overlap_per_window(ts[mine], ts[mine] + dur[mine], ctx.win_s, ctx.win_e).sum())
 
     table = [
-        {"name": ev.names[i], "count": int(cnt[i]), "total_ns": int(per[i]), "share": share(once_ns(int(i)), ctx.window_ns)}
+        {
+            "name": ev.names[i],
+            "count": int(cnt[i]),
+            "total_ns": int(per[i]),
+            "share": share(once_ns(int(i)), ctx.window_ns),
+        }
         for i in order
         if cnt[i] > 0
     ]

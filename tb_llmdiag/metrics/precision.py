@@ -45,6 +45,7 @@ def is_fp32_math(name: str) -> bool:
             return True
     return False
 
+
 FAST_PATTERN = re.compile(r"(?i)tf32|1688|16816|884|bf16|f16|fp16|half|bfloat|hgemm|e4m3|e5m2|int8")
 
 #: (substring of the device name, dense fp32 TFLOP/s (no tensor cores), dense bf16/fp16 tensor-core TFLOP/s

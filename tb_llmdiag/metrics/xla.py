@@ -321,7 +321,9 @@ def compute_xla(trace: Trace, steps: Steps) -> dict[str, Any]:
             "recompile_time_ns": sum(c["duration_ns"] for c in re_),
             "recompile_in_loop_count": len(re_loop),
             "recompile_in_loop_time_ns": sum(c["duration_ns"] for c in re_loop),
-            "recompile_step_share": of_steps(sum(c["duration_ns"] for c in re_ if c["position"] == "in_step"), step_total),
+            "recompile_step_share": of_steps(
+                sum(c["duration_ns"] for c in re_ if c["position"] == "in_step"), step_total
+            ),
             "recompile_steps": sorted({c["step"] for c in re_ if c["position"] == "in_step" and c["step"] is not None}),
             "recompile_graph_hashes": _unique(c["graph_hash"] for c in re_),
             "recompile_modules": _unique(c["module"] for c in re_),

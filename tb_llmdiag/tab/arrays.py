@@ -140,7 +140,7 @@ def read(path: Path, layout: int, key: str, what: str, *, private: bool = False)
     """The arrays of a valid entry (module docstring), else None (logged unless the file is absent); with
     ``private``, mapped from a private copy that no other process can cut short."""
     try:
-        with open(path, "rb") as src, (_private_copy(src, path) if private else contextlib.nullcontext(src)) as f:
+        with open(path, "rb") as src, _private_copy(src, path) if private else contextlib.nullcontext(src) as f:
             head = f.readline(_MAX_HEADER)
             size = os.fstat(f.fileno()).st_size
             problem = _problem(head, size, layout, key, what)
@@ -162,14 +162,14 @@ def read(path: Path, layout: int, key: str, what: str, *, private: bool = False)
 
 def _private_copy(src: BinaryIO, path: Path) -> BinaryIO:
     """An unnamed temporary file beside ``path`` holding ``src``'s bytes, at its start (module docstring)."""
-    dst = tempfile.TemporaryFile(dir=path.parent)
+    dst = tempfile.TemporaryFile(dir=path.parent)  # noqa: SIM115 - returned open: the caller's with closes it
     try:
         shutil.copyfileobj(src, dst, 4 << 20)
         dst.seek(0)
     except BaseException:
         dst.close()
         raise
-    return dst  # type: ignore[return-value]
+    return dst
 
 
 def _problem(head: bytes, size: int, layout: int, key: str, what: str) -> str | list[tuple[str, str, int, int]]:
