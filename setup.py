@@ -14,9 +14,9 @@ setup(
     version="0.1.0",
     description="LLM Diag: why your LLM fine-tuning step is slow and what to change, from profiler traces (CLI + TensorBoard tab)",
     python_requires=">=3.10",
-    packages=["tb_llmdiag", "tb_llmdiag.ingest", "tb_llmdiag.metrics", "tb_llmdiag.findings", "tb_llmdiag.render",
-              "tb_llmdiag.tab", "tb_llmdiag.jobs", "tb_llmdiag.compare", "tb_llmdiag.scale", "tb_llmdiag.traceview",
-              "tb_llmdiag.agent", "tb_llmdiag.frontend"],
+    packages=["tb_llmdiag", "tb_llmdiag.cli", "tb_llmdiag.ingest", "tb_llmdiag.metrics", "tb_llmdiag.findings",
+              "tb_llmdiag.render", "tb_llmdiag.tab", "tb_llmdiag.jobs", "tb_llmdiag.compare", "tb_llmdiag.scale",
+              "tb_llmdiag.traceview", "tb_llmdiag.agent", "tb_llmdiag.frontend"],
     package_dir={"tb_llmdiag.frontend": "frontend"},
     ext_modules=[SCAN],
     package_data={"tb_llmdiag.frontend": ["*.js", "*.css", "*.html", "views/*.js", "traceview/*.js", "vendor/**/*"]},
@@ -41,7 +41,7 @@ setup(
                  "moto[server]>=5", "s3fs>=2023.1",
                  # the agent's tests: the SDK's own client drives `llmdiag mcp`; the Markdown report read by markdown-it
                  "mcp>=2.3,<3", "markdown-it-py>=3",
-                 "ruff==0.17.6", "mypy==2.4.1"],
+                 "ruff==0.17.6", "mypy==2.4.1", "import-linter>=2.1"],
     },
     entry_points={
         "console_scripts": ["llmdiag = tb_llmdiag.cli:main"],

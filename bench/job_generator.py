@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tb_llmdiag.ingest import load_trace  # noqa: E402
-from tb_llmdiag.jobs.summary import RankSummary, summarize_rank  # noqa: E402
+from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank  # noqa: E402
 from tb_llmdiag.metrics.steps import find_steps  # noqa: E402
 
 DLRM = REPO.parent / "shared" / "traces" / "external" / "facebookresearch_param" / "dlrm_kineto"

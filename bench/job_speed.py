@@ -6,7 +6,7 @@ Builds the RankSummaries of the real DLRM ranks (../shared), makes ``--ranks`` o
 ``bench/job_generator.py`` (a planted straggler), serialises them to JSON text (what a cache would hold),
 then measures, in this process:
   load     json.loads of that text + RankSummary.from_dict for every rank
-  analyze  jobs.analysis.analyze_job (ranks, matching, waiting/transfer, straggler, attribution)
+  analyze  jobs.cross_rank.analyze_job (ranks, matching, waiting/transfer, straggler, attribution)
   findings jobs.report.job_metrics + job_findings
 and prints each figure, the summaries' size (bytes per rank, all of them), the peak of Python-tracked
 memory during load + analysis (tracemalloc, second run) and the process's peak RSS.
@@ -31,9 +31,9 @@ sys.path.insert(0, str(REPO / "bench"))
 from job_generator import DLRM, base_summaries, generate  # noqa: E402
 from peak_rss import peak_rss_mb  # noqa: E402
 
-from tb_llmdiag.jobs.analysis import analyze_job  # noqa: E402
+from tb_llmdiag.jobs.cross_rank import analyze_job  # noqa: E402
 from tb_llmdiag.jobs.report import job_findings, job_metrics  # noqa: E402
-from tb_llmdiag.jobs.summary import RankSummary  # noqa: E402
+from tb_llmdiag.jobs.rank_summary import RankSummary  # noqa: E402
 
 
 def run(text: str) -> tuple[dict[str, float], list[dict[str, Any]], dict[str, Any]]:

@@ -2,7 +2,7 @@
 
     nice python bench/tab_analysis.py [TRACE] [--repeat 3] [--profile PHASE]
 
-The tab's worker runs ``tab.jobs.analyse_task`` -> ``api.analyze_for_tab`` in a spawned process (started by
+The tab's worker runs ``tab.analysis_queue.analyse_task`` -> ``api.analyze_for_tab`` in a spawned process (started by
 ``process_pool`` with the cache's directory: the trace view's arrays are streamed beside their cache entry),
 returns its dict to the TensorBoard process (pickled through the pool) and that process keeps it in the cache
 (``ResultCache.store``). Three fresh subprocesses per repeat:
@@ -12,8 +12,8 @@ returns its dict to the TensorBoard process (pickled through the pool) and that 
              timelines    ``timeline.build`` (the step timelines and the ``/steps`` rows)
              summary      the RankSummary (ranks of a job only)
              traceview    evidence ranges + ``traceview.build_into`` (the trace view's index and level-of-detail
-                          arrays) streamed into a file like the worker's ``jobs.Spill``
-  worker   exactly the worker's task (``jobs.init_worker`` + ``jobs.analyse_task``), then
+                          arrays) streamed into a file like the worker's ``analysis_queue.Spill``
+  worker   exactly the worker's task (``analysis_queue.init_worker`` + ``analysis_queue.analyse_task``), then
              transfer     pickling its result (worker) and unpickling it (TensorBoard process)
              cache write  ``ResultCache.store`` into a temporary cache directory (TensorBoard process)
   report   the report alone (``api.analyze_file``, what ``llmdiag report FILE`` computes), the reference.
@@ -74,7 +74,7 @@ class phase:
 
 _TAB = """
 from tb_llmdiag.jsonsafe import jsonable
-from tb_llmdiag.tab import jobs
+from tb_llmdiag.tab import analysis_queue
 from tb_llmdiag.timeline import build as build_timelines
 from tb_llmdiag.traceview import build as tv
 from tb_llmdiag.traceview.evidence import locate as locate_evidence
@@ -90,7 +90,7 @@ del analysis
 with tempfile.TemporaryDirectory() as d, phase("traceview"):
     findings = jsonable(locate_evidence(trace, rep))
     if hasattr(tv, "build_into"):
-        spill = jobs.Spill(d, api.task_key(tf))
+        spill = analysis_queue.Spill(d, api.task_key(tf))
         handed, trace = [trace], None
         meta = tv.build_into(handed, spill.add)
         spill.done({{}})
@@ -103,17 +103,17 @@ print("@@" + json.dumps(OUT))
 """
 
 _WORKER = """
-from tb_llmdiag.tab import jobs
+from tb_llmdiag.tab import analysis_queue
 from tb_llmdiag.tab.cache import ResultCache
 with tempfile.TemporaryDirectory() as d:
     cache = ResultCache(d)
     key = ResultCache.key(tf.path, tf.size_bytes, tf.mtime_ns)
     try:
-        jobs.init_worker(None, str(cache.root))
+        analysis_queue.init_worker(None, str(cache.root))
     except TypeError:  # the code before the arrays were streamed: one argument
-        jobs.init_worker(None)
+        analysis_queue.init_worker(None)
     with phase("worker task"):
-        result = jobs.analyse_task(tf, key, None)
+        result = analysis_queue.analyse_task(tf, key, None)
     OUT["worker_peak_mb"] = hwm_mb()
     with phase("transfer"):
         blob = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)

@@ -5,11 +5,11 @@
 ``bench/tab_analysis.py`` measures one analysis in a fresh process. The tab's workers live on: a
 ``ProcessPoolExecutor`` worker runs task after task, and what one analysis leaves behind (heap holes the
 allocator keeps, caches, module state) is there when the next one starts. This bench builds the pool the
-way TensorBoard does (``tab/plugin.py``: ``jobs.process_pool(n, cache_root=...)``, its ``renew``, a
-``jobs.JobQueue`` over it, so any policy the queue applies between tasks applies here) and runs the traces
+way TensorBoard does (``tab/plugin.py``: ``analysis_queue.process_pool(n, cache_root=...)``, its ``renew``, a
+``analysis_queue.AnalysisQueue`` over it, so any policy the queue applies between tasks applies here) and runs the traces
 one after another, ``--tasks`` analyses in all (the traces given, cycled), waiting for each before the next.
 
-Each task runs ``jobs.analyse_task`` inside the worker, wrapped by ``measured_task`` which reads
+Each task runs ``analysis_queue.analyse_task`` inside the worker, wrapped by ``measured_task`` which reads
 /proc/self/status: the worker's pid, its RSS when the task starts (what earlier tasks left), its peak during
 the task (``VmHWM`` after writing ``5`` to /proc/self/clear_refs, which resets it on Linux), its RSS at the end
 (the result still held). A probe task (no analysis) runs first and last: the RSS of a worker before any
@@ -21,7 +21,7 @@ analysis and the RSS the next task would start with. Lines:
 ``retained`` is RSS at the start of a task minus the baseline of a fresh worker; ``workers`` how many
 processes ran the tasks and probes, ``alive_at_end`` how many of them still live after the last probe and
 ``alive_rss`` their summed RSS (a retired pool's workers exit). The tab's policies apply as configured:
-``LLMDIAG_WORKER_RETIRE_BYTES=-1`` turns the retirement of workers off (tab/jobs.py). With ``--repeat`` the whole
+``LLMDIAG_WORKER_RETIRE_BYTES=-1`` turns the retirement of workers off (tab/analysis_queue.py). With ``--repeat`` the whole
 sequence runs again in a new pool (the figures are printed per repeat: memory does not need a best-of).
 Linux only (/proc). Run it with ``nice`` on a quiet machine.
 """
@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tb_llmdiag import api  # noqa: E402
-from tb_llmdiag.tab import jobs  # noqa: E402
+from tb_llmdiag.tab import analysis_queue  # noqa: E402
 from tb_llmdiag.tab.cache import ResultCache  # noqa: E402
 from tb_llmdiag.tab.plugin import WORKERS  # noqa: E402
 
@@ -61,12 +61,12 @@ def status_mb(*fields: str) -> dict[str, float]:
 
 
 def measured_task(tf: Any, token: str, put: Any) -> dict[str, Any]:
-    """In the worker: ``jobs.analyse_task`` with the worker's memory around it (or a probe: no analysis)."""
+    """In the worker: ``analysis_queue.analyse_task`` with the worker's memory around it (or a probe: no analysis)."""
     start = status_mb("VmRSS")["VmRSS"]
     with open("/proc/self/clear_refs", "w") as f:  # resets VmHWM to the current RSS (Linux >= 4.0)
         f.write("5")
     t = time.perf_counter()
-    result: dict[str, Any] = {"report": None} if token.startswith(PROBE) else jobs.analyse_task(tf, token, put)
+    result: dict[str, Any] = {"report": None} if token.startswith(PROBE) else analysis_queue.analyse_task(tf, token, put)
     wall = time.perf_counter() - t
     now = status_mb("VmRSS", "VmHWM")
     result["_bench"] = {
@@ -80,10 +80,10 @@ def measured_task(tf: Any, token: str, put: Any) -> dict[str, Any]:
 
 
 def run_sequence(traces: list[api.TraceFile], tasks: int, workers: int) -> list[dict[str, Any]]:
-    """``tasks`` analyses (traces cycled) through one JobQueue over the tab's process pool, one at a time."""
+    """``tasks`` analyses (traces cycled) through one AnalysisQueue over the tab's process pool, one at a time."""
     with tempfile.TemporaryDirectory() as d:
         cache = ResultCache(d)
-        executor, progress = jobs.process_pool(workers, cache_root=cache.root)
+        executor, progress = analysis_queue.process_pool(workers, cache_root=cache.root)
         done: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
         phases: dict[str, list[str]] = {}
         ready = threading.Condition()
@@ -97,14 +97,14 @@ def run_sequence(traces: list[api.TraceFile], tasks: int, workers: int) -> list[
         def phase(token: str, ph: str) -> None:
             phases.setdefault(token, []).append(ph)
 
-        q = jobs.JobQueue(
+        q = analysis_queue.AnalysisQueue(
             executor,
             claim=lambda key, token: by_token[token],
             finish=finish,
             phase=phase,
             workers=workers,
             progress_queue=progress,
-            renew=lambda: jobs.process_pool(workers, progress, cache.root)[0],
+            renew=lambda: analysis_queue.process_pool(workers, progress, cache.root)[0],
             task=measured_task,
         )
         rows: list[dict[str, Any]] = []

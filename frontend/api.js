@@ -42,6 +42,9 @@ export function settled(code, body) {
   return { code, body };
 }
 
+/** Any JSON route of the catalog (``tab/routes.py`` CATALOG_ROUTES) by name, with its parameters: a new view's
+ *  data needs no fetcher of its own. */
+export const route = (name, params) => getJSON(name, `./${name}?${new URLSearchParams(params).toString()}`);
 export const runs = () => getJSON('runs', './runs');
 export const report = (sel) => getJSON('report', `./report?${query(sel)}`);
 export const steps = (sel) => getJSON('steps', `./steps?${query(sel)}`);

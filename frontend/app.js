@@ -50,16 +50,9 @@ function section(title, cls, ...extra) {
   return { el: h('section', { class: `panel-section ${cls}` }, h('h2', { text: title }), ...extra, body), body };
 }
 
-/**
- * early: {runs: Promise of the first /runs answer, registry: of the metric registry, css: of the
- * stylesheets}, started by index.js.
- */
-export async function start(early) {
-  const css = early.css;
-  const registryReady = loadRegistry(early.registry); // units for every number; the report waits on it
-  const applyTheme = (dark) => document.documentElement.classList.toggle('dark', dark);
-  applyTheme(state.parentDark());
-
+/** The page's layout: the top bar (selectors, baseline picker, trace viewer links) and the panel's sections,
+ * appended to the document; returns the elements the views mount into. */
+function buildLayout() {
   const selEl = h('div', { class: 'selectors' });
   const baseSel = h('select', { class: 'sel-base', 'aria-label': 'baseline', name: 'baseline' });
   const baseEl = h('label', { class: 'baseline', hidden: true }, h('span', { text: 'Compare with' }), baseSel);
@@ -86,6 +79,26 @@ export async function start(early) {
     h('header', { class: 'topbar' }, h('h1', { text: 'LLM Diag' }), selEl, baseEl, tvEl),
     noticeEl, statusEl, panel);
   document.body.append(root);
+  return {
+    selEl, baseSel, baseEl, tvEl, statusEl, noticeEl, cardsEl, metaEl,
+    findingsSec, kernelsSec, stepsSec, tokensSec, timelineSec, traceSec, compareSec, jobSec, panel,
+  };
+}
+
+/**
+ * early: {runs: Promise of the first /runs answer, registry: of the metric registry, css: of the
+ * stylesheets}, started by index.js.
+ */
+export async function start(early) {
+  const css = early.css;
+  const registryReady = loadRegistry(early.registry); // units for every number; the report waits on it
+  const applyTheme = (dark) => document.documentElement.classList.toggle('dark', dark);
+  applyTheme(state.parentDark());
+
+  const {
+    selEl, baseSel, baseEl, tvEl, statusEl, noticeEl, cardsEl, metaEl,
+    findingsSec, kernelsSec, stepsSec, tokensSec, timelineSec, traceSec, compareSec, jobSec, panel,
+  } = buildLayout();
 
   let runs = [];
   let viewers = {};

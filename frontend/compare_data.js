@@ -96,7 +96,7 @@ export function bandText(row, fmt) {
   return `${fmt(n.band_lo, row.unit)} … ${fmt(n.band_hi, row.unit)}`;
 }
 
-/** The words the CLI's table shows for a row (compare/text.py judgement). */
+/** The words the CLI's table shows for a row (render/compare_text.py judgement). */
 export function judgement(row) {
   if (!row.comparable) return isNum(row.before) && isNum(row.after) ? 'not compared' : 'one side';
   if (row.direction === 'same') return 'same';

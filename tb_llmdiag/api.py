@@ -12,8 +12,10 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from tb_llmdiag import __version__
+from tb_llmdiag.compare import compare, is_compare_key, names
+from tb_llmdiag.compare.side import JobSide, RunSide, Side
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound, TraceFormatError
-from tb_llmdiag.findings import EVIDENCE_UNITS, diagnose
+from tb_llmdiag.findings import EVIDENCE_UNITS, RULES, diagnose
 from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile
@@ -21,9 +23,10 @@ from tb_llmdiag.ingest.discover_fs import discover_url
 from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.links import LinkOutside, outside
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
+from tb_llmdiag.ingest.saved_report import saved_report
 from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
-from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
+from tb_llmdiag.jobs.rank_summary import RankSummary, rank_activities, summarize_rank
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import Analysis, analyze, registry
 from tb_llmdiag.metrics.headline import headline
@@ -52,11 +55,12 @@ ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERS
 
 # fmt: off
 __all__ = [
-    "DASK_ENV", "ENGINE_VERSION", "REPORT_SCHEMA", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "BadIndex", "Index",
-    "LinkOutside", "NotRegularFile", "Runner", "TraceFile", "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index",
-    "analyze_rank_file", "analyze_trace", "discover", "error_report", "is_url", "job_for_summaries", "open_raw",
-    "preload", "rank_summary", "report", "report_index", "tab_executor", "writing", "writing_report",
-    "job_groups", "load_analysis", "locate_evidence", *queries_names,
+    "BadIndex", "DASK_ENV", "ENGINE_VERSION", "Index", "JobSide", "LinkOutside", "NotRegularFile",
+    "REPORT_SCHEMA", "RULES", "RunSide", "Runner", "Side", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "TraceFile",
+    "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index", "analyze_rank_file", "analyze_trace", "compare",
+    "discover", "error_report", "is_compare_key", "is_url", "job_for_summaries", "job_groups", "load_analysis",
+    "locate_evidence", "names", "open_raw", "preload", "rank_summary", "report", "report_index", "saved_report",
+    "tab_executor", "writing", "writing_report", *queries_names,
 ]
 # fmt: on
 
@@ -128,11 +132,8 @@ def writing_report(tf: TraceFile, reason: str) -> dict[str, Any]:
 
 def writing(tf: TraceFile) -> str | None:
     """Why ``tf`` is still being written (``ingest/written.py``: its size or mtime moved since discovery, or a
-    recent gzip file has no end marker yet), or None. Objects (URLs) are written whole: never; nor is a link out
-    of the logdir (it is refused, not looked at)."""
-    if is_url(tf.path) or outside(tf.path, tf.inside):
-        return None
-    return still_being_written(tf.path, tf.size_bytes, tf.mtime_ns)
+    recent gzip file has no end marker yet), or None. Objects (URLs) are written whole, links out are refused: never."""
+    return None if is_url(tf.path) or outside(tf.path, tf.inside) else still_being_written(tf.path, tf.size_bytes, tf.mtime_ns)
 
 
 def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
@@ -152,10 +153,11 @@ def is_rank(trace: Trace, analysis: Analysis) -> bool:
 
 
 def rank_summary(tf: TraceFile, trace: Trace, report: dict[str, Any], analysis: Analysis) -> RankSummary:
-    """The compact per-rank record the job level reads (``jobs.summary``), from an analysed trace."""
+    """The compact per-rank record the job level reads (``jobs.rank_summary``), from an analysed trace."""
     ids = [f["id"] for f in report.get("findings") or []][:TOP_FINDINGS_PER_RANK]
     ctx = analysis.context
-    return summarize_rank(trace, ctx.steps, label=rank_label(tf), top_finding_ids=ids, collectives=ctx.coll)
+    s = summarize_rank(trace, ctx.steps, label=rank_label(tf), top_finding_ids=ids, collectives=ctx.coll)
+    return s.replace(activities=tuple(rank_activities(report.get("metrics") or {})))
 
 
 def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str, Any], Analysis]:
@@ -245,7 +247,7 @@ def analyze_for_tab(
     A file that cannot be read (not a regular file, not a trace, truncated) gives its error RunReport
     and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
     ``progress`` is told each phase as it starts: ``reading``, ``analysing``, ``timeline``. ``put_array`` (a file
-    writer: ``tab/jobs.py``) is given the trace view's arrays one at a time; ``traceview["arrays"]`` is then None.
+    writer: ``tab/analysis_queue.py``) is given the trace view's arrays one at a time; ``traceview["arrays"]`` is then None.
     """
 
     def say(phase: str) -> None:

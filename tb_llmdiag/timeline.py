@@ -136,11 +136,8 @@ def _step_gaps(gaps: IdleGaps, lo: int, hi: int) -> tuple[I64, I64, NDArray[np.u
     return gs, ge, gaps.cause[a:b]
 
 
-def _step_timeline(
-    trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_intervals: int, gaps: IdleGaps
-) -> StepTimeline:
-    lo, hi = int(step["start_ns"]), int(step["end_ns"])
-    inside = (pre["ts"] < hi) & (pre["end"] > lo)
+def _lanes(pre: dict[str, Any], inside: np.ndarray, lo: int, hi: int) -> list[_LaneSrc]:
+    """The step's events as lanes: one per device stream, then the host's launches, syncs and data loader."""
     ts = np.clip(pre["ts"][inside], lo, hi) - lo
     end = np.clip(pre["end"][inside], lo, hi) - lo
     # zero-length events (instant syncs, clipped edges) still get 1 ns so they are drawn
@@ -168,22 +165,37 @@ def _step_timeline(
         m = mask_all[inside]
         if m.any() or lid == "host.launch":
             lanes.append(_LaneSrc(lid, label, "host", ts[m], end[m], name[m], cat[m]))
+    return lanes
 
-    # The analysis's idle gaps in this step; at a resolution tol, gaps up to tol long vanish with the busy
-    # intervals they separate (merged like a lane).
-    all_gs, all_ge, all_cause = _step_gaps(gaps, lo, hi)
-    total_src = int(inside.sum())
 
+Merged = list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+
+
+def _coarsen(
+    lanes: list[_LaneSrc], gaps: tuple[np.ndarray, np.ndarray, np.ndarray], span: int, max_intervals: int
+) -> tuple[int, Merged, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The finest resolution ``tol`` at which the lanes' merged intervals and the gaps fit ``max_intervals``: at
+    ``tol``, gaps up to ``tol`` long vanish with the busy intervals they separate (merged like a lane)."""
+    all_gs, all_ge, all_cause = gaps
     tol = 0
-    span = max(hi - lo, 1)
     while True:
         merged = [merge_within(L.s, L.e, np.arange(L.s.size, dtype=np.int64), tol) for L in lanes]
         keep = (all_ge - all_gs) >= max(MIN_GAP_NS, tol + 1)
         gs, ge, causes = all_gs[keep], all_ge[keep], all_cause[keep]
         count = sum(int(x[0].size) for x in merged) + int(gs.size)
         if count <= max_intervals or tol >= span:
-            break
+            return tol, merged, (gs, ge, causes)
         tol = max(1_000, tol * 2) if tol else max(1_000, span // max(max_intervals, 1))
+
+
+def _step_timeline(
+    trace: Trace, pre: dict[str, Any], step: dict[str, Any], max_intervals: int, gaps: IdleGaps
+) -> StepTimeline:
+    lo, hi = int(step["start_ns"]), int(step["end_ns"])
+    inside = (pre["ts"] < hi) & (pre["end"] > lo)
+    lanes = _lanes(pre, inside, lo, hi)
+    # the analysis's idle gaps in this step
+    tol, merged, (gs, ge, causes) = _coarsen(lanes, _step_gaps(gaps, lo, hi), max(hi - lo, 1), max_intervals)
 
     names: dict[int, int] = {}
     out_lanes: list[Lane] = []
@@ -211,7 +223,7 @@ def _step_timeline(
         step=dict(step),
         resolution_ns=int(tol),
         merged=bool(tol > 0),
-        source_events=total_src,
+        source_events=int(inside.sum()),
         intervals=sum(len(x["start_ns"]) for x in out_lanes) + int(gs.size),
         names=name_list,
         name_category=name_category,

@@ -1,7 +1,7 @@
 """The bad-input corpus: each case through the CLI (``llmdiag report``) with its expected one-line message
 and exit code. Offsets and shares are computed here from where the test put the fault, not by the reader.
 
-Exit codes (tb_llmdiag/cli.py): 0 read in full, 3 no traces, 4 unreadable, 6 read only in part.
+Exit codes (tb_llmdiag/cli/__init__.py): 0 read in full, 3 no traces, 4 unreadable, 6 read only in part.
 """
 
 from __future__ import annotations

@@ -63,8 +63,8 @@ def test_half_written_trace_shows_writing_then_the_full_report(tmp_path: Path) -
 
         # a few scans later: still "writing", never queued, nothing cached as its final report
         time.sleep(0.5)
-        e = p._registry.lookup(("live", worker, span["span"]))
-        assert e.status == "writing" and p._registry.cache.get(e.cache_key, "report", e.identity()) is None
+        e = p._catalog.lookup(("live", worker, span["span"]))
+        assert e.status == "writing" and p._catalog.cache.get(e.cache_key, "report", e.identity()) is None
         # the writer appends more (still no end): growth between scans keeps it "writing"
         _append(target, data[len(data) // 2: 3 * len(data) // 4])
         _poll(c, q, "writing")

@@ -61,7 +61,9 @@ def test_every_rule_is_complete(rule: Rule) -> None:
 
 CUDA_ONLY = {"host_bound", "tiny_kernels", "host_sync", "pageable_memcpy", "dataloader_stall", "slow_host_op",
              # Kineto-only cause topics (metrics/causes.py): kernel names, torch.optim / autograd / dynamo ranges
-             "recompilation", "fp32_math", "unfused_optimizer", "activation_checkpointing"}
+             "recompilation", "fp32_math", "unfused_optimizer", "activation_checkpointing",
+             # the host attribution (metrics/attribution.py): Kineto host events
+             "allocator_churn", "unrecorded_host_time", "host_activity"}
 SHARED_IDS = {"step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"}
 
 
@@ -77,6 +79,8 @@ def cuda_everything() -> dict:
         optimizer={"saving_share": 0.1, "implementation": "for_loop", "launches_per_step": 500.0},
         checkpointing={"on": True, "recompute_share": 0.1},
         launch={"tiny_kernel_share": 0.9}, kernels={"copy_share": 0.5},
+        attribution={"allocator_idle_share": 0.2, "allocator_calls_per_step": 100.0, "unrecorded_share": 0.1,
+                     "top_share": 0.3, "top_kind": "cpu_work"},
         steps={"cv_excluding_first": 0.5, "first_over_rest": 3.0})
 
 

@@ -23,7 +23,7 @@ from werkzeug.test import Client
 from tb_llmdiag import api
 from tb_llmdiag.tab import cache as cache_mod
 from tb_llmdiag.tab.cache import ResultCache
-from tb_llmdiag.tab.jobs import JobQueue, process_pool
+from tb_llmdiag.tab.analysis_queue import AnalysisQueue, process_pool
 from test_plugin import PREFIX, GatedExecutor, make_logdir, make_plugin, tb_client, wait_ready
 
 Q = {"run": "run_a", "worker": "worker0", "span": "1"}
@@ -146,7 +146,7 @@ def test_a_really_dead_process_pool_fails_its_job_and_a_renewed_pool_runs_the_ne
         done[key] = (result, error)
 
     pool, progress = process_pool(1)  # TensorBoard's own pool: spawned processes
-    q = JobQueue(pool, claim=lambda key, token: token, finish=finish, phase=lambda t, ph: None, workers=1,
+    q = AnalysisQueue(pool, claim=lambda key, token: token, finish=finish, phase=lambda t, ph: None, workers=1,
                  progress_queue=progress, renew=lambda: process_pool(1, progress)[0], task=_die_on_a)
     try:
         q.submit(("r", "w", "1"), "a")
@@ -415,7 +415,7 @@ def test_progress_comes_back_from_worker_processes_and_the_parent_gets_the_resul
     phases: list[tuple[str, str]] = []
     done: list[tuple] = []
     pool, progress = process_pool(1)
-    q = JobQueue(pool, claim=lambda key, token: tf, finish=lambda *a: done.append(a),
+    q = AnalysisQueue(pool, claim=lambda key, token: tf, finish=lambda *a: done.append(a),
                  phase=lambda token, ph: phases.append((token, ph)), workers=1, progress_queue=progress)
     try:
         q.submit(tf.key, "tok")

@@ -15,7 +15,7 @@ import pytest
 from tb_llmdiag import api
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.tab import arrays as array_file
-from tb_llmdiag.tab import jobs
+from tb_llmdiag.tab import analysis_queue
 from tb_llmdiag.tab.cache import CACHE_LAYOUT, ResultCache, arrays_path
 from tb_llmdiag.traceview import lod
 from tb_llmdiag.traceview.build import build, build_into, start_order
@@ -120,7 +120,7 @@ def test_a_header_longer_than_its_room_moves_the_data(monkeypatch: pytest.Monkey
 
 def test_a_disk_error_halfway_keeps_the_arrays_in_memory(seed_index, tmp_path: Path, monkeypatch):
     trace, meta, arrays = seed_index
-    spill = jobs.Spill(str(tmp_path), KEY)
+    spill = analysis_queue.Spill(str(tmp_path), KEY)
     real_add, count = array_file.Writer.add, [0]
 
     def failing(self: array_file.Writer, name: str, a: np.ndarray) -> None:
@@ -142,7 +142,7 @@ def test_the_cache_takes_the_workers_streamed_file(seed_index, tmp_path: Path, m
     trace, meta, arrays = seed_index
     cache = ResultCache(tmp_path / "cache")
     assert cache.root is not None
-    spill = jobs.Spill(str(cache.root), KEY)
+    spill = analysis_queue.Spill(str(cache.root), KEY)
     build_into([trace], spill.add)
     tv: dict[str, Any] = {"meta": meta}
     spill.done(tv)
@@ -162,12 +162,12 @@ def test_the_cache_takes_the_workers_streamed_file(seed_index, tmp_path: Path, m
 
 def test_the_worker_task_streams_into_the_cache_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     tf = api.discover(str(SEED)).files[0]
-    monkeypatch.setattr(jobs, "_WORKER_CACHE", str(tmp_path))
-    result = jobs.analyse_task(tf, KEY, None)
+    monkeypatch.setattr(analysis_queue, "_WORKER_CACHE", str(tmp_path))
+    result = analysis_queue.analyse_task(tf, KEY, None)
     tv = result["traceview"]
     assert tv["arrays"] is None and Path(tv["file"]).exists()
-    monkeypatch.setattr(jobs, "_WORKER_CACHE", None)
-    in_memory = jobs.analyse_task(tf, KEY, None)["traceview"]
+    monkeypatch.setattr(analysis_queue, "_WORKER_CACHE", None)
+    in_memory = analysis_queue.analyse_task(tf, KEY, None)["traceview"]
     back = array_file.read(Path(tv["file"]), CACHE_LAYOUT, KEY, "traceview.bin")
     assert back is not None and same_arrays({k: np.asarray(v) for k, v in back.items()}, in_memory["arrays"])
     assert tv["meta"] == in_memory["meta"]

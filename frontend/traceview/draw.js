@@ -72,7 +72,7 @@ function clipText(ctx, text, room) {
  * flow: [{lane, depth, ts_ns, dur_ns}], dpr}
  */
 export function draw(s) {
-  const { ctx, w, view, data, lay, theme } = s;
+  const { ctx, w, view, lay, theme } = s;
   const [v0, v1] = view;
   const plotW = Math.max(1, w - LABEL_W);
   const k = plotW / Math.max(1, v1 - v0);
@@ -80,91 +80,116 @@ export function draw(s) {
   ctx.clearRect(0, 0, w, lay.height);
   ctx.font = '11px system-ui, sans-serif';
   ctx.textBaseline = 'middle';
+  drawAxis(s, xOf, plotW);
+  shadeActiveFinding(s, xOf);
+  const batch = { byColor: new Map(), outlines: [], labels: [], seps: [] };
+  const rowY = new Map();
+  for (const r of lay.rows) {
+    if (r.kind === 'row' && r.row) rowY.set(`${r.lane.id}/${r.depth}`, r.y);
+    if (r.first && r !== lay.rows[0]) { ctx.fillStyle = theme.grid; ctx.fillRect(0, r.y, w, 1); }
+    if (r.kind === 'findings') drawFindingsRow(s, r, xOf);
+    else if (r.kind === 'memory') drawMemory(ctx, r, xOf, v0, v1, theme);
+    else if (r.row) collectRow(s, r, xOf, batch);
+  }
+  paintBatch(ctx, batch, theme);
+  drawFlow(ctx, s, rowY, xOf);
+  s.stats = { highlighted: batch.outlines.filter((o) => o[4] === HIGHLIGHT).length, rects: batch.byColor.size };
+  drawLabelColumn(ctx, lay, theme);
+}
+
+/** The time axis: a grid line and a label per tick. */
+function drawAxis(s, xOf, plotW) {
+  const { ctx, view: [v0, v1], lay, theme } = s;
   const ticks = layoutTicks(v0, v1, Math.max(2, Math.floor(plotW / 120)));
   const step = ticks.length > 1 ? ticks[1] - ticks[0] : v1 - v0;
   ctx.fillStyle = theme.grid;
   for (const t of ticks) ctx.fillRect(Math.round(xOf(t)), AXIS_H - 4, 1, lay.height - AXIS_H + 4);
   ctx.fillStyle = theme.muted;
   for (const t of ticks) ctx.fillText(fmtTick(t, step), xOf(t) + 3, AXIS_H / 2);
+}
 
-  // the active finding's ranges, shaded across every row
+/** The active finding's ranges, shaded across every row. */
+function shadeActiveFinding(s, xOf) {
+  const { ctx, w, view: [v0, v1], lay } = s;
   const active = s.findings.find((f) => f.id === s.activeFinding);
-  if (active) {
-    ctx.fillStyle = SEV[active.severity] || SEV.low;
-    ctx.globalAlpha = 0.1;
-    for (const [a, b] of active.ranges) {
+  if (!active) return;
+  ctx.fillStyle = SEV[active.severity] || SEV.low;
+  ctx.globalAlpha = 0.1;
+  for (const [a, b] of active.ranges) {
+    if (b < v0 || a > v1) continue;
+    const x0 = Math.max(LABEL_W, xOf(a));
+    ctx.fillRect(x0, AXIS_H, Math.max(1, Math.min(w, xOf(b)) - x0), lay.height - AXIS_H);
+  }
+  ctx.globalAlpha = 1;
+}
+
+/** The findings row: each finding's ranges in its severity's colour, the active one opaque. */
+function drawFindingsRow(s, r, xOf) {
+  const { ctx, w, view: [v0, v1] } = s;
+  for (const f of s.findings) {
+    ctx.fillStyle = SEV[f.severity] || SEV.low;
+    ctx.globalAlpha = f.id === s.activeFinding ? 1 : 0.55;
+    for (const [a, b] of f.ranges) {
       if (b < v0 || a > v1) continue;
       const x0 = Math.max(LABEL_W, xOf(a));
-      ctx.fillRect(x0, AXIS_H, Math.max(1, Math.min(w, xOf(b)) - x0), lay.height - AXIS_H);
-    }
-    ctx.globalAlpha = 1;
-  }
-  const byColor = new Map();
-  const outlines = [];
-  const labels = [];
-  const seps = []; // a 1 px gap at the start of each wide interval: neighbours of one colour stay apart
-  const rowY = new Map();
-  for (const r of lay.rows) {
-    if (r.kind === 'row' && r.row) rowY.set(`${r.lane.id}/${r.depth}`, r.y);
-    if (r.first && r !== lay.rows[0]) { ctx.fillStyle = theme.grid; ctx.fillRect(0, r.y, w, 1); }
-    if (r.kind === 'findings') {
-      for (const f of s.findings) {
-        ctx.fillStyle = SEV[f.severity] || SEV.low;
-        ctx.globalAlpha = f.id === s.activeFinding ? 1 : 0.55;
-        for (const [a, b] of f.ranges) {
-          if (b < v0 || a > v1) continue;
-          const x0 = Math.max(LABEL_W, xOf(a));
-          ctx.fillRect(x0, r.y + 3, Math.max(2, Math.min(w, xOf(b)) - x0), r.h - 6);
-        }
-      }
-      ctx.globalAlpha = 1;
-    } else if (r.kind === 'memory') {
-      drawMemory(ctx, r, xOf, v0, v1, theme);
-    } else if (r.row) {
-      const R = r.row;
-      let i = Math.max(0, upperBound(R.s, v0) - 1);
-      let lastPx = -1;
-      for (; i < R.s.length; i++) {
-        const a = R.s[i];
-        if (a > v1) break;
-        const b = a + R.d[i];
-        if (b < v0) continue;
-        const x0 = Math.max(LABEL_W, xOf(a));
-        const x1 = Math.min(w, xOf(b));
-        const wd = x1 - x0;
-        if (wd < 1 && Math.floor(x0) === lastPx) continue; // one sub-pixel interval per pixel is enough
-        lastPx = Math.floor(x0);
-        const color = R.color[i];
-        let list = byColor.get(color);
-        if (!list) { list = []; byColor.set(color, list); }
-        list.push(x0, r.y + 1, Math.max(1, wd), r.h - 2);
-        if (R.name[i] === s.highlightName) outlines.push([x0, r.y + 1, Math.max(2, wd), r.h - 2, HIGHLIGHT]);
-        if (s.selected && R.ev[i] === s.selected.ev) outlines.push([x0, r.y + 1, Math.max(2, wd), r.h - 2, theme.fg]);
-        if (wd >= 4) seps.push(x0, r.y + 1, r.h - 2);
-        if (wd > 36) labels.push([data.names[R.name[i]], x0 + 3, r.y + r.h / 2, wd - 6, color, R.n[i]]);
-      }
+      ctx.fillRect(x0, r.y + 3, Math.max(2, Math.min(w, xOf(b)) - x0), r.h - 6);
     }
   }
-  for (const [color, list] of byColor) {
+  ctx.globalAlpha = 1;
+}
+
+/** One event row's visible intervals, batched by colour (drawn later in one pass per colour), with the outlines
+ * of the highlighted name and the selected event, the 1 px separators and the labels that fit. */
+function collectRow(s, r, xOf, batch) {
+  const { w, view: [v0, v1], data } = s;
+  const R = r.row;
+  let i = Math.max(0, upperBound(R.s, v0) - 1);
+  let lastPx = -1;
+  for (; i < R.s.length; i++) {
+    const a = R.s[i];
+    if (a > v1) break;
+    const b = a + R.d[i];
+    if (b < v0) continue;
+    const x0 = Math.max(LABEL_W, xOf(a));
+    const x1 = Math.min(w, xOf(b));
+    const wd = x1 - x0;
+    if (wd < 1 && Math.floor(x0) === lastPx) continue; // one sub-pixel interval per pixel is enough
+    lastPx = Math.floor(x0);
+    const color = R.color[i];
+    let list = batch.byColor.get(color);
+    if (!list) { list = []; batch.byColor.set(color, list); }
+    list.push(x0, r.y + 1, Math.max(1, wd), r.h - 2);
+    if (R.name[i] === s.highlightName) batch.outlines.push([x0, r.y + 1, Math.max(2, wd), r.h - 2, HIGHLIGHT]);
+    if (s.selected && R.ev[i] === s.selected.ev) batch.outlines.push([x0, r.y + 1, Math.max(2, wd), r.h - 2, s.theme.fg]);
+    if (wd >= 4) batch.seps.push(x0, r.y + 1, r.h - 2); // a 1 px gap: neighbours of one colour stay apart
+    if (wd > 36) batch.labels.push([data.names[R.name[i]], x0 + 3, r.y + r.h / 2, wd - 6, color, R.n[i]]);
+  }
+}
+
+/** The batched intervals, separators, labels and outlines, in that order. */
+function paintBatch(ctx, batch, theme) {
+  for (const [color, list] of batch.byColor) {
     ctx.fillStyle = color;
     for (let j = 0; j < list.length; j += 4) ctx.fillRect(list[j], list[j + 1], list[j + 2], list[j + 3]);
   }
   ctx.fillStyle = theme.bg;
+  const seps = batch.seps;
   for (let j = 0; j < seps.length; j += 3) ctx.fillRect(seps[j], seps[j + 1], 1, seps[j + 2]);
-  for (const [text, x, y, room, color, n] of labels) {
+  for (const [text, x, y, room, color, n] of batch.labels) {
     const t = clipText(ctx, n > 1 ? `${text} (+${n - 1})` : text, room);
     if (!t) continue;
     ctx.fillStyle = textColor(color);
     ctx.fillText(t, x, y);
   }
-  for (const [x, y, wd, hh, color] of outlines) {
+  for (const [x, y, wd, hh, color] of batch.outlines) {
     ctx.strokeStyle = color;
     ctx.lineWidth = 2;
     ctx.strokeRect(x, y, wd, hh);
   }
-  drawFlow(ctx, s, rowY, xOf);
-  s.stats = { highlighted: outlines.filter((o) => o[4] === HIGHLIGHT).length, rects: byColor.size };
-  // label column on top of everything
+}
+
+/** The label column, on top of everything. */
+function drawLabelColumn(ctx, lay, theme) {
   ctx.fillStyle = theme.bg;
   ctx.fillRect(0, AXIS_H, LABEL_W - 2, lay.height - AXIS_H);
   for (const r of lay.rows) {

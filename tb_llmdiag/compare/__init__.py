@@ -1,20 +1,26 @@
-"""Comparing two runs (``llmdiag compare``) and gating CI on regressions (``llmdiag check``); docs/compare.md.
+"""Comparing two runs or two jobs (``llmdiag compare``) and gating CI on regressions (``llmdiag check``);
+docs/compare.md. Pure over report dicts; the CLI loads the sides (``tb_llmdiag/cli/sides.py``) and the tab
+takes them from its cache, both through ``api``.
 
-- ``series``: values by registry key and the per-step columns of a run report (the one accessor);
+- ``side``: a side read from report dicts, the same interface for a run and a job (values by registry key,
+  per-step ranks x steps columns, findings): the one place that knows where a report keeps them;
 - ``stats``: the noise model (seeded bootstrap band, exact rank test);
-- ``table``: the declared metric rows and how each is judged;
+- ``table``: the declared metric rows, the per-step statistics and how each row is judged;
 - ``findings_diff``: resolved / new / changed findings, the bottleneck;
-- ``verdict``: the one-line verdict; ``core``: ``compare_runs`` (report dicts in, the document out);
-- ``gate``: ``check`` (pass / fail); ``sides``: paths and saved reports to run reports; ``text``, ``cli``.
-- jobs (several ranks of one run): ``job_series`` (a ``jobs[]`` entry read by key and as ranks x steps),
-  ``job_table`` (rows and statistics), ``job_findings``, ``job_verdict``, ``job_core`` (``compare_jobs``),
-  ``job_sides`` (a side as a run or a job).
+- ``verdict``: the one-line verdict and the regression lines; ``core``: ``compare`` (two sides in, the
+  document out), ``compare_runs``, ``compare_jobs``; ``gate``: ``check`` (pass / fail).
 """
 
 from __future__ import annotations
 
-from tb_llmdiag.compare.core import COMPARE_SCHEMA, compare_runs
+from tb_llmdiag.compare.core import COMPARE_SCHEMA, compare, compare_jobs, compare_runs
 from tb_llmdiag.compare.gate import check
-from tb_llmdiag.compare.job_core import compare_jobs
+from tb_llmdiag.compare.table import entry
 
-__all__ = ["COMPARE_SCHEMA", "check", "compare_jobs", "compare_runs"]
+
+def is_compare_key(key: str) -> bool:
+    """Whether ``key`` names a number the comparison reads: a registry key, or one it derives (``table.DERIVED``)."""
+    return entry(key) is not None
+
+
+__all__ = ["COMPARE_SCHEMA", "check", "compare", "compare_jobs", "compare_runs", "is_compare_key"]

@@ -1,10 +1,15 @@
-"""``compare_runs(before, after) -> Comparison``: two run reports in, one JSON-ready document out
-(docs/compare.md is its schema). Pure: reads report dicts only, so saved ``report --json`` documents, fresh
-analyses and the tab's cached reports compare the same way."""
+"""``compare(before, after) -> Comparison``: two sides (``side.Side``: two runs, or two jobs) in, one JSON-ready
+document out (docs/compare.md is its schema). Pure: reads report dicts only, so saved ``report --json``
+documents, fresh analyses and the tab's cached reports compare the same way.
+
+``compare_runs(before, after)`` compares two run reports (``level: "run"``); ``compare_jobs(before_job, after_job,
+before_runs, after_runs)`` two distributed jobs (the report's ``jobs[]`` entries and their ranks' run reports,
+``level: "job"``): the same fields (so ``gate.check`` and the renderers read both) plus ``ranks`` (per rank:
+its step before and after) and ``rank_counts``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,41 +17,13 @@ import numpy as np
 from tb_llmdiag import __version__
 from tb_llmdiag.compare import stats
 from tb_llmdiag.compare.findings_diff import bottleneck, findings_diff
-from tb_llmdiag.compare.series import step_columns, value_at
-from tb_llmdiag.compare.table import (
-    ROWS,
-    STATISTICS,
-    Row,
-    Statistic,
-    beyond_tolerance,
-    derived_value,
-    direction,
-    expand,
-    gated,
-    lookup,
-)
+from tb_llmdiag.compare.side import JobSide, RunSide, Side, job_ranks, rank_reports, value_at
+from tb_llmdiag.compare.table import ROWS, STATISTICS, Row, beyond_tolerance, direction, expand, gated, lookup
 from tb_llmdiag.compare.verdict import verdict
 from tb_llmdiag.jsonsafe import jsonable
 
 #: version of the compare / check JSON (docs/compare.md). 2: ``level`` (``run`` or ``job``) and the job comparison
 COMPARE_SCHEMA = 2
-WORK_KEY = "steps.tokens_per_step_median"
-
-
-def describe(run: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """What a side is: where it came from, which run, how many steps."""
-    cols = step_columns(run)
-    return {
-        "source": source,
-        "run": run.get("run"),
-        "worker": run.get("worker"),
-        "span": run.get("span"),
-        "source_kind": run.get("source_kind"),
-        "path": run.get("path"),
-        "step_count": int(cols["duration_ns"].size) if cols else 0,
-        "step_indexes": [int(i) for i in cols["index"]] if "index" in cols else [],
-        "step_durations_ns": [int(d) for d in cols["duration_ns"]] if cols else [],
-    }
 
 
 def head(level: str, roles: tuple[str, str], sides: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
@@ -77,27 +54,22 @@ def noise_model(resamples: int, seed: int, steps: tuple[int, int], modelled: boo
     }
 
 
-def work(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
-    """Tokens per step on each side and whether they differ beyond their tolerance (work normalisation)."""
-    tb, ta = value_at(before, WORK_KEY), value_at(after, WORK_KEY)
+def work(before: Side, after: Side) -> dict[str, Any]:
+    """Tokens per step on each side and whether they differ beyond their tolerance (work normalisation), and the
+    primary metric: tokens / s when both sides know it, else the step."""
+    keys = before.keys
+    tb, ta = before.value(keys.tokens_per_step), after.value(keys.tokens_per_step)
     known = isinstance(tb, (int, float)) and isinstance(ta, (int, float)) and tb > 0 and ta > 0
     ratio = ta / tb if known else None
-    differs = known and beyond_tolerance("count_per_step", float(tb), float(ta), lookup(WORK_KEY).tolerance)
-    primary = (
-        "headline.tokens_per_s"
-        if (
-            value_at(before, "headline.tokens_per_s") is not None
-            and value_at(after, "headline.tokens_per_s") is not None
-        )
-        else "headline.step_median_ns"
-    )
+    differs = known and beyond_tolerance("count_per_step", float(tb), float(ta), lookup(keys.tokens_per_step).tolerance)
+    both_tps = before.value(keys.tokens_per_s) is not None and after.value(keys.tokens_per_s) is not None
     return {
         "tokens_per_step_before": tb,
         "tokens_per_step_after": ta,
         "ratio": ratio,
         "known": known,
         "differs": bool(differs),
-        "primary": primary,
+        "primary": keys.tokens_per_s if both_tps else keys.step,
     }
 
 
@@ -108,12 +80,11 @@ def _noise(
     idx: tuple[np.ndarray, np.ndarray] | None,
     vb: float,
     va: float,
-    statistics: Mapping[str, Statistic] = STATISTICS,
 ) -> tuple[dict[str, Any] | None, str | None]:
     """The row's noise band about the reports' figures ``vb``, ``va`` (``stats.recentred``), or None and why not."""
     if row.stat is None:
         return None, "one value per run: no noise band"
-    st = statistics[row.stat]
+    st = STATISTICS[row.stat]
     if not all(c in cols_b and c in cols_a for c in st.needs):
         return None, "per-step values missing on a side: judged on its tolerance alone"
     if idx is None:
@@ -146,21 +117,15 @@ def _float(v: Any) -> float | None:
 
 def metric_row(
     row: Row,
-    before: Mapping[str, Any],
-    after: Mapping[str, Any],
+    values: tuple[Any, Any],
     wk: Mapping[str, Any],
     cols: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
     idx: tuple[np.ndarray, np.ndarray] | None,
     tolerance: float,
-    *,
-    values: tuple[Any, Any] | None = None,
-    statistics: Mapping[str, Statistic] = STATISTICS,
 ) -> dict[str, Any] | None:
-    """One table row (docs/compare.md); None when neither side has the value. ``values``: the two values when the
-    caller read them (a job), else read from the two reports; ``statistics``: where ``row.stat`` is declared."""
+    """One table row (docs/compare.md) from the two sides' ``values``; None when neither side has the value."""
     m = lookup(row.key)
-    raw = values if values is not None else (derived_value(before, row.key), derived_value(after, row.key))
-    vb, va = _float(raw[0]), _float(raw[1])
+    vb, va = _float(values[0]), _float(values[1])
     if vb is None and va is None:
         return None
     out: dict[str, Any] = {
@@ -197,7 +162,7 @@ def metric_row(
             f"{wk['tokens_per_step_after']:.0f} tokens): judged by tokens/s instead"
         )
         return out
-    band, why = _noise(row, cols[0], cols[1], idx, vb, va, statistics)
+    band, why = _noise(row, cols[0], cols[1], idx, vb, va)
     out.update(comparable=True, noise=band, beyond_noise=band["beyond"] if band else None, note=why)
     out["regressed"] = bool(
         out["gated"] and out["direction"] == "worse" and out["beyond_tolerance"] and (band is None or band["beyond"])
@@ -205,9 +170,58 @@ def metric_row(
     return out
 
 
-def compare_runs(
-    before: Mapping[str, Any],
-    after: Mapping[str, Any],
+def _rank_band(rb: Mapping[str, Any], ra: Mapping[str, Any], seed: int, resamples: int) -> dict[str, Any] | None:
+    """The noise band of one rank's median step, from its own run reports."""
+    b, a = RunSide(rb), RunSide(ra)
+    idx = stats.paired_indexes(b.step_count(), a.step_count(), seed, resamples)
+    if idx is None:
+        return None
+    band = stats.bootstrap_band(STATISTICS["median_duration"].fn, b.columns(), a.columns(), *idx)
+    if band is None:
+        return None
+    return {"band_lo_change": band.change_lo, "band_hi_change": band.change_hi, "beyond": band.beyond_noise}
+
+
+def _bar(job: Mapping[str, Any], pos: int, key: str) -> Any:
+    bars = (job.get("view") or {}).get("bars") or []
+    return bars[pos].get(key) if pos < len(bars) and isinstance(bars[pos], Mapping) else None
+
+
+def _caused(job: Mapping[str, Any], pos: int) -> Any:
+    per = ((job.get("view") or {}).get("per_rank") or {}).get("caused_wait_ns_per_step") or []
+    return per[pos] if pos < len(per) else None
+
+
+def rank_rows(before: JobSide, after: JobSide, seed: int, resamples: int) -> list[dict[str, Any]]:
+    """Per rank present on both sides (BEFORE's order): its own step median (its run report) before and after,
+    the change and its noise band, and its mean step, waiting, compute and caused wait inside the job."""
+    jobs = (before.job, after.job)
+    names = (job_ranks(jobs[0]), job_ranks(jobs[1]))
+    reps = (rank_reports(jobs[0], before.runs), rank_reports(jobs[1], after.runs))
+    out = []
+    for pb, rank in enumerate(names[0]):
+        if rank not in names[1]:
+            continue
+        pa = names[1].index(rank)
+        rb, ra = reps[0][pb], reps[1][pa]
+        sb = value_at(rb, "headline.step_median_ns") if rb is not None else None
+        sa = value_at(ra, "headline.step_median_ns") if ra is not None else None
+        change = sa / sb - 1 if isinstance(sb, (int, float)) and isinstance(sa, (int, float)) and sb > 0 else None
+        row: dict[str, Any] = {"rank": rank, "step_median_ns_before": sb, "step_median_ns_after": sa, "change": change}
+        for key in ("step_ns", "compute_ns", "waiting_ns", "exposed_transfer_ns"):
+            row[f"job_{key}_before"], row[f"job_{key}_after"] = _bar(jobs[0], pb, key), _bar(jobs[1], pa, key)
+        row["caused_wait_ns_per_step_before"] = _caused(jobs[0], pb)
+        row["caused_wait_ns_per_step_after"] = _caused(jobs[1], pa)
+        for side, rep in (("before", rb), ("after", ra)):
+            row[f"tokens_per_step_{side}"] = value_at(rep, "steps.tokens_per_step_median") if rep else None
+        row["noise"] = _rank_band(rb, ra, seed, resamples) if rb is not None and ra is not None else None
+        out.append(row)
+    return out
+
+
+def compare(
+    before: Side,
+    after: Side,
     *,
     sources: tuple[str, str] = ("", ""),
     roles: tuple[str, str] = ("BEFORE", "AFTER"),
@@ -216,34 +230,62 @@ def compare_runs(
     seed: int = stats.SEED,
     resamples: int = stats.RESAMPLES,
 ) -> dict[str, Any]:
-    """The comparison document (docs/compare.md). ``tolerances`` overrides per key; ``max_regression`` replaces
-    the registry tolerance of every gated metric (a per-key override still wins). ``roles`` name the two sides in
-    the verdict (``check``: BASELINE and CANDIDATE)."""
+    """The comparison document (docs/compare.md) of two sides of one level. ``tolerances`` overrides per key;
+    ``max_regression`` replaces the registry tolerance of every gated metric (a per-key override still wins).
+    ``roles`` name the two sides in the verdict (``check``: BASELINE and CANDIDATE)."""
+    if before.level != after.level:
+        raise ValueError(f"a {before.level} compares with a {after.level} only through one of its ranks")
     tolerances = dict(tolerances or {})
-    cols_b, cols_a = step_columns(before), step_columns(after)
-    nb = int(cols_b["duration_ns"].size) if cols_b else 0
-    na = int(cols_a["duration_ns"].size) if cols_a else 0
-    idx = stats.paired_indexes(nb, na, seed, resamples)
+    cols = before.columns(), after.columns()
+    steps = before.step_count(), after.step_count()
+    idx = stats.paired_indexes(*steps, seed, resamples)
     wk = work(before, after)
     rows = []
     for declared in ROWS:
-        for row in expand(declared, before, after):
+        for row in expand(declared, (before, after)):
             m = lookup(row.key)
             tol = tolerances.get(
                 row.key, max_regression if (max_regression is not None and gated(row, m)) else m.tolerance
             )
-            r = metric_row(row, before, after, wk, (cols_b, cols_a), idx, float(tol))
+            r = metric_row(row, (before.value(row.key), after.value(row.key)), wk, cols, idx, float(tol))
             if r is not None:
                 rows.append(r)
-    fb, fa = list(before.get("findings") or []), list(after.get("findings") or [])
+    fb, fa = before.findings(), after.findings()
+    more = {"resampled": before.resampled} if before.resampled else {}
     doc: dict[str, Any] = {
-        **head("run", roles, (describe(before, sources[0]), describe(after, sources[1]))),
-        "noise_model": noise_model(resamples, seed, (nb, na), idx is not None),
+        **head(before.level, roles, (before.describe(sources[0]), after.describe(sources[1]))),
+        "noise_model": noise_model(resamples, seed, steps, idx is not None, **more),
         "work": wk,
         "metrics": rows,
         "findings": findings_diff(fb, fa),
         "bottleneck": {"before": bottleneck(fb), "after": bottleneck(fa)},
-        "warnings": [],
     }
+    warnings = []
+    if isinstance(before, JobSide) and isinstance(after, JobSide):
+        kb, ka = len(before.ranks()), len(after.ranks())
+        if kb != ka:
+            warnings.append(
+                f"the jobs have different rank counts ({kb} -> {ka}): per-rank rows cover the ranks on both sides only"
+            )
+        doc["rank_counts"] = {"before": kb, "after": ka}
+        doc["ranks"] = rank_rows(before, after, seed, resamples)
+    doc["warnings"] = warnings
     doc["verdict"] = verdict(doc)
     return jsonable(doc)
+
+
+def compare_runs(before: Mapping[str, Any], after: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
+    """Two run reports compared (``compare``'s keywords)."""
+    return compare(RunSide(before), RunSide(after), **kw)
+
+
+def compare_jobs(
+    before_job: Mapping[str, Any],
+    after_job: Mapping[str, Any],
+    before_runs: Sequence[Mapping[str, Any]],
+    after_runs: Sequence[Mapping[str, Any]],
+    **kw: Any,
+) -> dict[str, Any]:
+    """Two jobs compared (``compare``'s keywords). ``*_runs``: run reports holding each job's ranks (others are
+    ignored; ranks are matched by file name)."""
+    return compare(JobSide(before_job, before_runs), JobSide(after_job, after_runs), **kw)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tb_llmdiag.compare.core import COMPARE_SCHEMA
-from tb_llmdiag.compare.text import regression_line
+from tb_llmdiag.compare.verdict import regression_line
 
 
 def check(doc: Mapping[str, Any]) -> dict[str, Any]:

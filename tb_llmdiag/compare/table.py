@@ -1,25 +1,32 @@
-"""The metric table of a comparison: the registry's numbers for two runs, the change, and whether it is beyond
-the metric's tolerance and beyond step-to-step noise.
+"""The metric table of a comparison: the registry's numbers of two sides (two runs, or two jobs), the change,
+and whether it is beyond the metric's tolerance and beyond step-to-step noise.
 
-``ROWS`` is the declared table (registry keys, in display order); ``STATISTICS`` the per-step statistics the
-noise model resamples (``stats.py``). A row whose value is absent on both sides is left out; a ``*`` key expands
-to the map's entries (categories under 1 % of device time on both sides are left out).
+``ROWS`` is the declared table (registry keys, in display order: a run's rows, then a job's; a side has only
+its level's values, and a row whose value is absent on both sides is left out); ``STATISTICS`` the per-step
+statistics the noise model resamples (``stats.py``) over a side's ranks x steps columns (``side.py``). A ``*``
+key expands to the map's entries (categories under 1 % of device time on both sides are left out).
 
-Work normalisation: when both runs know their tokens per step (``steps.tokens_per_step_median``) and they differ
-by more than that metric's tolerance, rows marked ``same_work`` (the step time) are shown but not judged
-(``comparable: false``): a step that does more work is not a slower step. Tokens / s and time per token are.
+Work normalisation: when both sides know their tokens per step (``steps.tokens_per_step_median``, a job's
+``job.tokens_per_step``) and they differ by more than that metric's tolerance, rows marked ``same_work`` (the
+step time) are shown but not judged (``comparable: false``): a step that does more work is not a slower step.
+Tokens / s and time per token are.
+
+A job's statistics resample the job's common steps (the columns of its matrices): a resampled step keeps every
+rank's values of that step, and each statistic is computed as the job analysis computes its figure (the median
+across ranks of each rank's mean over the steps), so on the steps themselves it equals the report's number.
+A run's statistics read its one rank.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from tb_llmdiag.compare import stats
-from tb_llmdiag.compare.series import value_at
+from tb_llmdiag.compare.side import Side
 from tb_llmdiag.metrics import registry
 from tb_llmdiag.metrics.registry import Metric
 
@@ -82,7 +89,8 @@ CATEGORY_MIN_SHARE = 0.01
 
 
 def _take(cols: Columns, name: str, idx: np.ndarray) -> np.ndarray:
-    return cols[name][idx]
+    """A run's one rank of column ``name`` on the resample index rows."""
+    return cols[name][0][idx]
 
 
 def _ratio_of_sums(num: str, den: str, scale: float = 1.0) -> Callable[[Columns, np.ndarray], np.ndarray]:
@@ -106,9 +114,71 @@ def _cv_duration(cols: Columns, idx: np.ndarray) -> np.ndarray:
 def _per_step_ratio(num: str, den: str, scale: float = 1.0) -> Callable[[Columns], np.ndarray]:
     def values(cols: Columns) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return scale * cols[num] / cols[den]
+            return scale * cols[num][0] / cols[den][0]
 
     return values
+
+
+# a job: the median across ranks of each rank's mean over the resampled common steps (module docstring)
+
+
+def _nanmedian(x: np.ndarray, axis: int) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN slice is NaN, and the row is then unmodelled
+        return np.asarray(np.nanmedian(x, axis=axis))
+
+
+def _median_of_means(m: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per resample row: the median across ranks of each rank's mean over the resampled steps."""
+    taken = m[:, idx]  # ranks x resamples x steps
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cnt = np.sum(~np.isnan(taken), axis=2)
+        means = np.where(cnt > 0, np.nansum(taken, axis=2) / np.maximum(cnt, 1), np.nan)
+    return _nanmedian(means, 0)
+
+
+def _job_step(cols: Columns, idx: np.ndarray) -> np.ndarray:
+    return _median_of_means(cols["step_ns"], idx)
+
+
+def _share(name: str) -> Callable[[Columns, np.ndarray], np.ndarray]:
+    def stat(cols: Columns, idx: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return _median_of_means(cols[name], idx) / _job_step(cols, idx)
+
+    return stat
+
+
+def _of(name: str) -> Callable[[Columns, np.ndarray], np.ndarray]:
+    def stat(cols: Columns, idx: np.ndarray) -> np.ndarray:
+        return _median_of_means(cols[name], idx)
+
+    return stat
+
+
+def _tokens_per_s(cols: Columns, idx: np.ndarray) -> np.ndarray:
+    taken = cols["tokens"][:, idx]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tokens = np.nanmean(taken, axis=2).sum(axis=0) if taken.size else np.full(idx.shape[0], np.nan)
+        return 1e9 * tokens / _job_step(cols, idx)
+
+
+def step_values(cols: Columns) -> np.ndarray:
+    """Per common step: the median across ranks of the ranks' step times."""
+    return _nanmedian(cols["step_ns"], 0)
+
+
+def _per_step_share(name: str) -> Callable[[Columns], np.ndarray]:
+    def values(cols: Columns) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return _nanmedian(cols[name], 0) / step_values(cols)
+
+    return values
+
+
+def _per_step_tokens_per_s(cols: Columns) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 1e9 * cols["tokens"].sum(axis=0) / step_values(cols)
 
 
 @dataclass(frozen=True)
@@ -124,7 +194,7 @@ class Statistic:
 
 STATISTICS: dict[str, Statistic] = {
     "median_duration": Statistic(
-        _median_duration, lambda c: c["duration_ns"], ("duration_ns",), "median of the step durations"
+        _median_duration, lambda c: c["duration_ns"][0], ("duration_ns",), "median of the step durations"
     ),
     "cv_duration": Statistic(_cv_duration, None, ("duration_ns",), "std / mean of the step durations"),
     "tokens_per_s": Statistic(
@@ -147,6 +217,29 @@ STATISTICS: dict[str, Statistic] = {
             f"sum of per-step {c} time / sum of step durations",
         )
         for c in ("busy", "host_wait", "sync", "data_loader")
+    },
+    # a job
+    "job_step": Statistic(_job_step, step_values, ("step_ns",), "median across ranks of each rank's mean step time"),
+    "job_tokens_per_s": Statistic(
+        _tokens_per_s,
+        _per_step_tokens_per_s,
+        ("tokens", "step_ns"),
+        "sum over ranks of mean tokens per step / the job step",
+    ),
+    "exposed_transfer_ns": Statistic(
+        _of("exposed_transfer_ns"),
+        lambda c: _nanmedian(c["exposed_transfer_ns"], 0),
+        ("exposed_transfer_ns",),
+        "median across ranks of each rank's mean exposed transfer per step",
+    ),
+    **{
+        f"{name}_share": Statistic(
+            _share(f"{name}_ns"),
+            _per_step_share(f"{name}_ns"),
+            (f"{name}_ns", "step_ns"),
+            f"median across ranks of each rank's mean {name.replace('_', ' ')} per step / the job step",
+        )
+        for name in ("exposed_transfer", "exposed", "waiting")
     },
 }
 
@@ -189,6 +282,24 @@ ROWS: tuple[Row, ...] = (
     Row("xla.communication_share"),
     Row("xla.collective_share"),  # its name before the metric topics' step-list change
     Row("memory.peak_used_bytes"),
+    # a job's rows: job tokens / s, the job step (same work) and the exposed transfer share (collective transfer
+    # no compute hides: what a transport or overlap change moves) are gated; the waiting and exposed shares
+    # split the same job step and are shown, not gated (as a run's idle shares); numbers with one value per job
+    # (overlap, the straggler's caused wait, compute imbalance) are shown, not gated
+    Row("job.tokens_per_s", "job_tokens_per_s"),
+    Row("job.tokens_per_step"),
+    Row("job.job_step_ns", "job_step", same_work=True),
+    Row("job.exposed_transfer_share", "exposed_transfer_share"),
+    Row("job.exposed_transfer_ns_per_step", "exposed_transfer_ns", gate=False),
+    Row("job.exposed_share", "exposed_share", gate=False),
+    Row("job.waiting_share", "waiting_share", gate=False),
+    Row("job.overlap_share"),
+    Row("job.straggler_others_wait_ns_per_step"),
+    Row("job.straggler_others_wait_share"),
+    Row("job.imbalance_share"),
+    Row("job.matched_collective_count"),
+    Row("job.common_step_count"),
+    Row("job.rank_count"),
 )
 
 
@@ -211,21 +322,14 @@ def gated(row: Row, m: Metric) -> bool:
     return row.gate and m.better != "neither" and (row.stat is not None or m.unit in EXACT_UNITS)
 
 
-def derived_value(run: Mapping[str, Any], key: str) -> Any:
-    if key == "work.ns_per_token":
-        tps = value_at(run, "headline.tokens_per_s")
-        return 1e9 / tps if isinstance(tps, (int, float)) and tps > 0 else None
-    return value_at(run, key)
-
-
-def expand(row: Row, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Row]:
+def expand(row: Row, sides: Sequence[Side]) -> list[Row]:
     """A ``*`` row as one row per map key present on either side (largest first); other rows as they are."""
     if "*" not in row.key:
         return [row] if entry(row.key) is not None else []
     head, tail = row.key.split(".*.", 1)
     found: dict[str, float] = {}
-    for run in (before, after):
-        entries = value_at(run, head)
+    for side in sides:
+        entries = side.value(head)
         if isinstance(entries, Mapping):
             for name, item in entries.items():
                 v = item.get(tail) if isinstance(item, Mapping) else None
@@ -234,10 +338,6 @@ def expand(row: Row, before: Mapping[str, Any], after: Mapping[str, Any]) -> lis
     keep = sorted((n for n, v in found.items() if v >= CATEGORY_MIN_SHARE), key=lambda n: (-found[n], n))
     rows = [Row(f"{head}.{name}.{tail}", row.stat, row.same_work, row.gate) for name in keep]
     return [r for r in rows if entry(r.key) is not None]
-
-
-def _number(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) else None
 
 
 def direction(better: str, before: float, after: float) -> str:

@@ -49,6 +49,7 @@ The tables are data beside this module: ``findings/gpu.py`` (``GPU_RULES``), ``f
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -301,17 +302,15 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
     title = words.title or rule.title
     evidence = {label: lookup(metrics, path) for label, path in rule.evidence}
     template = words.summary or rule.summary
+    shown_text = {label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence}
     try:
-        summary = (
-            template(metrics)
-            if callable(template)
-            else template.format(
-                **{label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence}
-            )
-        )
+        summary = template(metrics) if callable(template) else template.format(**shown_text)
     except (KeyError, IndexError, ValueError):
         summary = title
     fix = fix_of(rule, words.fix or rule.fix, metrics)
+    if "{" in fix["text"]:  # a fix may name the evidence too (the activity that holds the time)
+        with contextlib.suppress(KeyError, IndexError, ValueError):
+            fix["text"] = fix["text"].format(**shown_text)
     value = lookup(metrics, rule.metric)
     if rule.level == "job":
         return {

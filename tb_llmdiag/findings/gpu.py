@@ -9,6 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from tb_llmdiag.findings.attribution_rules import (
+    ATTRIBUTION_RULES,
+    HOST_BOUND_NOT_LAUNCH,
+    HOST_SYNC_DATA_DEPENDENT,
+    data_dependent_sync,
+    host_spread,
+    sync_where,
+    top_is_launch,
+)
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
 
@@ -22,6 +31,11 @@ def no_device(m: Metrics) -> bool:
 
 def host_waits(m: Metrics) -> bool:
     return (lookup(m, "idle.host_wait_share") or 0.0) >= 0.05
+
+
+def not_launch_bound(m: Metrics) -> bool:
+    """What holds the GPU's idle time is an activity other than launching (the attribution's top activity)."""
+    return lookup(m, "attribution.dominant") is True and not top_is_launch(m)
 
 
 def syncs_every_step(m: Metrics) -> bool:
@@ -155,11 +169,12 @@ GPU_RULES: tuple[Rule, ...] = (
         metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
-                  ("launch_api_median_ns", "launch.launch_api_median_ns"), ("host_op", "idle.host_wait_culprit"),
-                  ("host_op_share", "idle.host_wait_culprit_share")),
+                  ("launch_api_median_ns", "launch.launch_api_median_ns"), ("host_is", host_spread),
+                  ("top_share", "attribution.top_share")),
         summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
                 "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
-                "{kernel_median_ns}); the host is busiest in {host_op} ({host_op_share} of step time).",
+                "{kernel_median_ns}); while it waits the host is {host_is}.",
+        variants=((not_launch_bound, HOST_BOUND_NOT_LAUNCH),),
         fix=Fix(text="Give the GPU more work per launch and fewer launches: a larger micro-batch (with fewer "
                      "gradient-accumulation steps), torch.compile to fuse small ops, fused kernels (Liger, fused "
                      "AdamW), CUDA graphs when shapes are static.",
@@ -184,12 +199,13 @@ GPU_RULES: tuple[Rule, ...] = (
                   ("edge_syncs", "sync_storm.edge_syncs"), ("loop_syncs_per_step", "sync_storm.loop_syncs_per_step"),
                   ("trigger_op", "sync_storm.trigger_op"), ("after_op", "sync_storm.after_op"),
                   ("loop_host_ns", "sync_storm.loop_host_ns"),
-                  ("loop_idle_share", "sync_storm.loop_idle_share")),
+                  ("loop_idle_share", "sync_storm.loop_idle_share"),
+                  ("where", sync_where), ("sync_share", "attribution.sync_idle_share")),
         summary="{syncs_per_step} host syncs per step ({item_calls_per_step} .item() calls on GPU tensors) block the "
                 "host for {blocked_share} of step time (longest {longest_ns}) and drain the GPU queue; removing "
                 "them could save up to {saving_share} ({edge_syncs} step-edge synchronize calls of a timing harness "
                 "are not counted).",
-        variants=((sync_storm, Flavour(
+        variants=((data_dependent_sync, HOST_SYNC_DATA_DEPENDENT), (sync_storm, Flavour(
             title="A loop of host syncs stalls every step",
             summary="A loop of {loop_syncs_per_step} syncs per step ({trigger_op} after {after_op}) holds the host "
                     "for {loop_host_ns} a step while the GPU idles {loop_idle_share} of step time inside it; "
@@ -356,5 +372,5 @@ GPU_RULES: tuple[Rule, ...] = (
                 hf_trainer="TrainingArguments(..., per_device_train_batch_size=2 * bs, gradient_accumulation_steps=ga // 2)"),
         docs="https://huggingface.co/docs/transformers/perf_train_gpu_one",
     ),
-) + CAUSE_RULES
+) + CAUSE_RULES + ATTRIBUTION_RULES
 # fmt: on

@@ -3,7 +3,7 @@
 docs/jobs.md), with their summaries, fixes by cause or collective kind, and ``held_back``: the job notes for a
 finding a floor held back.
 
-The straggler's floors (the statistics: ``jobs.analysis``): ``straggler_last_step_share`` = the common steps in
+The straggler's floors (the statistics: ``jobs.cross_rank``): ``straggler_last_step_share`` = the common steps in
 which it caused more waiting than any other rank / the common steps; ``straggler_others_wait_low_share`` = the
 lower one-sided 95 % confidence bound of its per-step caused waiting (mean - t x sd / sqrt(steps)) / the job step:
 the wait share the capture supports given its step-to-step spread (null with one common step). The engine's
@@ -110,7 +110,19 @@ def straggler_summary(m: Metrics) -> str:
         f"({fmt('share', m.get('straggler_others_wait_share'))} of the {fmt('ns', m.get('job_step_ns'))} step); "
         f"it arrives last in {m.get('straggler_last_arrivals')} of {m.get('matched_collective_count')} "
         f"matched collectives and is the rank waited for most in {m.get('straggler_last_steps')} of "
-        f"{m.get('common_step_count')} steps.{noise} Cause: {phrase}."
+        f"{m.get('common_step_count')} steps.{noise} Cause: {phrase}.{straggler_activity(ev)}"
+    )
+
+
+def straggler_activity(ev: Mapping[str, Any]) -> str:
+    """What the straggler does that the others do not, from the ranks' attributions (``jobs.attribution``)."""
+    chain = ev.get("activity")
+    if not isinstance(chain, str):
+        return ""
+    what = "the GPU waits in" if ev.get("activity_kind") == "idle" else "its GPU work comes from"
+    return (
+        f" What it does that the others do not: {what} {chain} "
+        f"{fmt('ns', ev.get('activity_difference_ns_per_step'))} per step longer than the median rank."
     )
 
 

@@ -8,7 +8,7 @@ Contract:
   mtime)). Older files are not checked: a cut file left alone is truncated, and the reader says so; so is a
   complete gzip stream around cut JSON, and a cut plain JSON file (nothing in it tells a pause from a cut).
 - Growth between two looks is the caller's to see: the tab's scan marks a file whose size or mtime changed
-  since its previous scan as still being written until one scan finds it unchanged (``tab/registry.py``).
+  since its previous scan as still being written until one scan finds it unchanged (``tab/catalog.py``).
 A file that is gone is not "being written" (the reader says it is gone).
 """
 

@@ -1,15 +1,15 @@
 """Jobs: the ranks of one run together.
 
-Pipeline, one module per stage (dependencies point down the list):
-- ``collectives``: which device events are collectives (a declared name table), their kind, bytes,
-  process group and sequence number when the trace carries them.
-- ``comm``: per rank, communication separated from compute: time by kind, bus bandwidth, exposed
-  communication (collective time no compute kernel overlaps) and the overlap share, per step.
-- ``summary``: ``RankSummary``, the compact per-rank record the job level reads (JSON-safe, ~KB per rank).
-- ``analysis``: a ``Job`` from RankSummaries: ranks stated (duplicates, missing), collectives matched across
-  ranks, each rank's collective time split into waiting and transfer, the straggler and its cause.
+Per rank, which device events are collectives and communication apart from compute are metric topics
+(``metrics/collectives.py``, ``metrics/communication.py``). Here, one module per stage (dependencies point down
+the list):
+- ``rank_summary``: ``RankSummary``, the compact per-rank record the job level reads (JSON-safe, ~KB per rank).
+- ``matching``: collectives matched across ranks: which rows are one collective, its transfer, who arrived last.
+- ``cross_rank``: a ``Job`` from RankSummaries: ranks stated (duplicates, missing), each rank's collective time
+  split into waiting and transfer, the straggler and its cause.
 - ``attribution``: why the straggler is late (its steps against the other ranks') and the what-if.
 - ``report``: the job section: the job's metrics (``job_metrics``), handed to the findings engine with the job
   rules (``findings/job.py``: ``straggler``, ``exposed_communication``), notes, what the job view draws.
   Definitions: docs/jobs.md.
+- ``build``: which files of a logdir form a job (``job_groups``) and a report's ``jobs[]`` entry.
 """

@@ -10,6 +10,10 @@ separately across the other ranks, the straggler left out: with 2 ranks, the oth
 - ``host_bound_launching`` quantity = GPU idle in the step not covered by data-loader or sync ranges (the
   GPU waits for the host to launch work); ``late_step_start`` = the step starts later than the median rank's
   start of the same step, only when the ranks' clocks agree (``clock_aligned``), else not considered.
+- What the straggler does that the others do not (issue #23): for a cause of host or GPU time, the activity of
+  the ranks' attributions (``RankSummary.activities``) whose excess on the straggler over the median rank is
+  largest (``straggler_activity``): GPU idle time inside a host activity (data loader, syncs, launching) or GPU
+  time launched from one (longer compute), added to the evidence as ``activity`` and its difference per step.
 - What-if (ByteDance-style, durations only): had the straggler arrived with the second-last rank in each
   collective it was last to, the others would leave ``saving_ns`` sooner; the job step shrinks by at most
   the sum of those per step: ``step_ns`` X -> X - saving (an upper bound: later collectives may absorb it).
@@ -17,6 +21,7 @@ separately across the other ranks, the straggler left out: with 2 ranks, the oth
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +78,13 @@ def per_rank_mean(m: F64) -> F64:
 
 
 def attribute(
-    t: JobTables, rank_pos: int, *, clock_aligned: bool, token_excess: float = 0.05, min_difference_ns: float = 1_000.0
+    t: JobTables,
+    rank_pos: int,
+    *,
+    clock_aligned: bool,
+    token_excess: float = 0.05,
+    min_difference_ns: float = 1_000.0,
+    activities: Sequence[Sequence[tuple[str, str, float]]] = (),
 ) -> dict[str, Any]:
     """The straggler's biggest difference from the median rank (see the module docstring)."""
     rows: list[dict[str, Any]] = []
@@ -109,7 +120,43 @@ def attribute(
     cause = top["cause"] if top else "unexplained"
     if cause == "longer_gpu_compute" and tok and (tok["excess_share"] or 0.0) >= token_excess:
         cause = "more_tokens"
+    if top is not None and cause in ACTIVITY_KIND and len(activities) > rank_pos:
+        act = straggler_activity(activities, rank_pos, ACTIVITY_KIND[cause], min_difference_ns=min_difference_ns)
+        top = {**top, **act} if act else top
     return {"cause": cause, "evidence": top, "tokens": tok, "compared": rows}
+
+
+#: the kind of activity that explains each cause: GPU idle time inside a host activity, or GPU time launched from it
+ACTIVITY_KIND: dict[str, str] = {
+    "longer_gpu_compute": "busy",
+    "more_tokens": "busy",
+    "data_loader_stall": "idle",
+    "host_sync": "idle",
+    "host_bound_launching": "idle",
+}
+
+
+def straggler_activity(
+    activities: Sequence[Sequence[tuple[str, str, float]]], rank_pos: int, kind: str, *, min_difference_ns: float
+) -> dict[str, Any] | None:
+    """What the straggler does that the others do not: among its activities of ``kind`` (``RankSummary.activities``:
+    GPU idle inside a host activity, or GPU time launched from one, ns per step), the one whose excess over the
+    median of the other ranks is largest. A rank that does not list the activity (it is not among its top ones)
+    counts as 0 there, so the difference is an upper bound then. None below ``min_difference_ns``."""
+    mine = {c: v for k, c, v in activities[rank_pos] if k == kind}
+    others = [{c: v for k, c, v in a if k == kind} for i, a in enumerate(activities) if i != rank_pos]
+    if not mine or not others:
+        return None
+    diffs = {c: v - float(np.median([o.get(c, 0.0) for o in others])) for c, v in mine.items()}
+    chain = max(diffs, key=lambda c: diffs[c])
+    if diffs[chain] < min_difference_ns:
+        return None
+    return {
+        "activity": chain,
+        "activity_kind": kind,
+        "activity_ns_per_step": mine[chain],
+        "activity_difference_ns_per_step": diffs[chain],
+    }
 
 
 def what_if(job_step_ns: float, saving_ns_per_step: float) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tb_llmdiag.ingest.discover import TraceFile
+from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.report import job_report
-from tb_llmdiag.jobs.summary import RankSummary
 
 
 def job_groups(files: Sequence[TraceFile]) -> list[tuple[str, str, list[TraceFile]]]:

@@ -1,5 +1,5 @@
 """Collectives matched across the ranks of a job: which rows are one collective, its transfer time, who
-arrived last, and each member's waiting (the definitions: ``jobs.analysis``'s docstring, "Matching" and
+arrived last, and each member's waiting (the definitions: ``jobs.cross_rank``'s docstring, "Matching" and
 "For a matched collective")."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.jobs.summary import RankSummary
+from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s
 
 I64 = NDArray[np.int64]

@@ -5,7 +5,7 @@
 - ``notes``: the analysis' notes, then a note for each finding a floor held back (``findings.job.held_back``).
 - ``metrics`` (``job_metrics``): a flat JSON-safe dict (units in key names, null for unknowns, no NaN):
   - ``straggler_others_wait_share`` = the mean exposed waiting (waiting no compute hides) the straggler causes
-    the other ranks per step / the median rank's step time (``jobs.analysis``). ``straggler_*`` keys are null
+    the other ranks per step / the median rank's step time (``jobs.cross_rank``). ``straggler_*`` keys are null
     when no rank is consistently the last to arrive.
   - ``exposed_transfer_share`` = the median across ranks of exposed transfer per step (collective time no
     compute hides, less its waiting part: ``JobTables.exposed_transfer_ns``) / the median rank's step time.
@@ -36,9 +36,9 @@ import numpy as np
 
 from tb_llmdiag.findings.engine import Metrics, evaluate, rank, verdict
 from tb_llmdiag.findings.job import JOB_RULES, STRAGGLER_RULE, held_back
-from tb_llmdiag.jobs.analysis import JobAnalysis, analyze_job
 from tb_llmdiag.jobs.attribution import per_rank_mean
-from tb_llmdiag.jobs.summary import RankSummary
+from tb_llmdiag.jobs.cross_rank import JobAnalysis, analyze_job
+from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.collectives import KINDS
 

@@ -7,7 +7,8 @@ only. Every topic dict holds JSON scalars/lists with units in key names and null
 topic that cannot be computed says why: ``{"available": false, "reason": "..."}``. Definitions:
 ``docs/metrics.md`` and each module's docstring.
 Topics: run, steps, idle, kernels, launch, host_sync, memcpy, dataloader, memory, annotations, flops,
-communication (collectives vs compute per rank, ``metrics/communication.py``)
+communication (collectives vs compute per rank, ``metrics/communication.py``), attribution (what the host does
+while the GPU waits, and where the GPU's work comes from: ``metrics/attribution.py``)
 (+ ``xla`` on XLA runs, from ``metrics/xla.py``). ``run`` says once what kind of run this is:
 ``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane", "workload": "training" | "inference" | null,
 "read_complete": bool, "read_share", ...}`` (Kineto traces are ``cuda``, XPlane
@@ -23,6 +24,7 @@ from typing import Any
 
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.annotations import annotation_metrics
+from tb_llmdiag.metrics.attribution import attribution_metrics
 from tb_llmdiag.metrics.causes import cause_topics
 from tb_llmdiag.metrics.communication import communication_metrics
 from tb_llmdiag.metrics.context import Context
@@ -102,6 +104,7 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"], out["run"]))
     out["communication"] = _safe("communication", lambda: communication_metrics(trace, ctx.coll, steps, ctx.cache))
     out.update(cause_topics(ctx, out))  # compile, precision, optimizer, checkpointing, outliers, sync_storm
+    out["attribution"] = _safe("attribution", lambda: attribution_metrics(ctx, bd))
     if out["run"]["platform"] == "xla":
         out["xla"] = _safe("xla", lambda: compute_xla(trace, steps))
         out["xla"] = _safe("xla", lambda: with_step_split(out["xla"], steps))

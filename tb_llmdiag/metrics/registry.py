@@ -13,9 +13,9 @@ as noise. ``as_json()`` is what the tab serves (``api.metric_registry()``); ``ma
 (``python -m tb_llmdiag.metrics.registry --markdown > docs/metrics.md``). The entries are data in
 ``registry_data.py`` (report sections, the docs' intro), ``registry_gpu.py`` (steps, idle, kernels, launch,
 host_sync), ``registry_host.py`` (memcpy, dataloader, memory, annotations, flops), ``registry_causes.py`` (compile,
-precision, optimizer, checkpointing, outliers, sync_storm), ``registry_comm.py`` (communication), ``registry_xla.py``,
-``registry_job.py`` (the job level: ``job.*``), ``registry_activities.py`` (``activities.*``: a time range's top
-activities, the agent's answer).
+precision, optimizer, checkpointing, outliers, sync_storm), ``registry_attribution.py`` (attribution), ``registry_comm.py``
+(communication), ``registry_xla.py``, ``registry_job.py`` (the job level: ``job.*``), ``registry_activities.py``
+(``activities.*``: a time range's top activities, the agent's answer).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 from tb_llmdiag.metrics.registry_activities import ACTIVITY_METRICS, ACTIVITY_TOPIC_INTROS
+from tb_llmdiag.metrics.registry_attribution import ATTRIBUTION_INTRO, ATTRIBUTION_METRICS
 from tb_llmdiag.metrics.registry_causes import CAUSE_METRICS, CAUSE_TOPIC_INTROS
 from tb_llmdiag.metrics.registry_comm import COMM_METRICS
 from tb_llmdiag.metrics.registry_data import INTRO, REPORT_METRICS, TOPIC_INTROS, Entry
@@ -81,6 +82,7 @@ METRICS: tuple[Metric, ...] = tuple(
         *GPU_METRICS,
         *HOST_METRICS,
         *CAUSE_METRICS,
+        *ATTRIBUTION_METRICS,
         *COMM_METRICS,
         *XLA_METRICS,
         *JOB_METRICS,
@@ -133,7 +135,8 @@ def markdown() -> str:
         if _topic(m.key) not in seen:
             seen.append(_topic(m.key))
     for topic in seen:
-        title, intro = {**TOPIC_INTROS, **CAUSE_TOPIC_INTROS, **ACTIVITY_TOPIC_INTROS}.get(topic, (f"`{topic}`", ""))
+        intros = {**TOPIC_INTROS, **CAUSE_TOPIC_INTROS, **ATTRIBUTION_INTRO, **ACTIVITY_TOPIC_INTROS}
+        title, intro = intros.get(topic, (f"`{topic}`", ""))
         out += ["", f"## {title}", ""]
         if intro:
             out += [intro.rstrip(), ""]

@@ -1,6 +1,6 @@
 """Report and comparison dicts -> Markdown to paste into an issue or a pull request (``--format md``).
 
-The same content and numbers as the terminal text (``render/text.py``, ``compare/text.py``), each value formatted
+The same content and numbers as the terminal text (``render/text.py``, ``render/compare_text.py``), each value formatted
 by the same formatter (``units.fmt`` by registry unit) and each headline label taken from the metric registry;
 laid out as headings, tables and lists. Reads only the documented schemas (docs/report_schema.md,
 docs/compare.md). Untrusted strings (kernel and run names) are escaped so they cannot break a table or start markup.

@@ -1,8 +1,9 @@
-"""The TensorBoard tab: routes over a registry of discovered traces, a job queue and a result cache.
+"""The TensorBoard tab: routes over a catalog of discovered traces, an analysis queue and a result cache.
 
-Modules: ``plugin`` (the TBPlugin, composition root and thin routes), ``routes`` (the pure ``*_impl``
-functions), ``registry`` (index + per-run status), ``jobs`` (priority queue over an injected executor),
-``cache`` + ``schema`` (validated on-disk results), ``assets`` (the frontend's files). The tab uses the
+Modules: ``plugin`` (the TBPlugin, composition root and thin routes), ``routes`` (the pure
+``*_impl`` functions), ``catalog`` (the discovered index + each trace's analysis status), ``analysis_queue``
+(priority queue over an injected executor), ``cache`` + ``schema`` + ``arrays`` (validated on-disk results),
+``traceviews`` (the loaded trace-view indexes), ``assets`` (the frontend's files). The tab uses the
 library through ``tb_llmdiag.api`` only.
 """
 

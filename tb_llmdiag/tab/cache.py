@@ -62,7 +62,7 @@ def default_dir() -> Path:
 
 
 def arrays_path(root: Path, key: str, what: str = "traceview.bin") -> Path:
-    """Where a binary entry lives (an analysis worker streams the trace view's arrays beside it: ``tab/jobs.py``)."""
+    """Where a binary entry lives (an analysis worker streams the trace view's arrays beside it: ``tab/analysis_queue.py``)."""
     return root / key[:2] / f"{key}.{what}"
 
 

@@ -4,8 +4,8 @@ Contract:
 - The composition root: builds the cache, the executor (the one given, else the Dask cluster named by
   ``LLMDIAG_DASK`` = ``tcp://host:8786`` | ``local[:N]``, else ``LLMDIAG_WORKERS`` spawned processes, or
   threads with ``LLMDIAG_INPROCESS=1``) with the way its tasks' phases come back (a cluster: its progress queue
-  and task sink), the registry and its scan thread, at construction.
-- ``is_active()`` reads the registry's flag: it never blocks (the first scan runs in the background from
+  and task sink), the catalog and its scan thread, at construction.
+- ``is_active()`` reads the catalog's flag: it never blocks (the first scan runs in the background from
   start-up, long before a browser asks).
 - Routes are thin: parse the request, call a ``routes.*_impl``, write its ``Answer``. TensorBoard's
   ``PublicError``s become JSON ``{"error": one line}`` with their status.
@@ -26,11 +26,11 @@ from werkzeug import wrappers, wsgi
 
 from tb_llmdiag import api
 from tb_llmdiag.errors import LlmDiagError
-from tb_llmdiag.tab import compare_route, routes
+from tb_llmdiag.tab import routes
+from tb_llmdiag.tab.analysis_queue import process_pool
 from tb_llmdiag.tab.assets import Assets
 from tb_llmdiag.tab.cache import ResultCache
-from tb_llmdiag.tab.jobs import process_pool
-from tb_llmdiag.tab.registry import Registry
+from tb_llmdiag.tab.catalog import Catalog
 from tb_llmdiag.tab.traceviews import TraceViews
 
 logger = logging.getLogger(__name__)
@@ -84,12 +84,14 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             except LlmDiagError as e:
                 logger.warning("llm_diag: %s=%s: %s; analysing in local processes instead", api.DASK_ENV, address, e)
         cache = ResultCache(cache_dir, logdir=self._logdir or None)
-        if executor is None and processes:  # workers stream the trace view's arrays into the cache (tab/jobs.py)
+        if (
+            executor is None and processes
+        ):  # workers stream the trace view's arrays into the cache (tab/analysis_queue.py)
             executor, progress_queue = process_pool(n, cache_root=cache.root)
             renew = lambda: process_pool(n, progress_queue, cache.root)[0]  # noqa: E731 - same progress queue
         elif executor is None:
             executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="llmdiag-analyse")
-        self._registry = Registry(
+        self._catalog = Catalog(
             self._logdir,
             cache,
             executor,
@@ -100,76 +102,63 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             scan_interval_s=SCAN_INTERVAL_S if scan_interval_s is None else scan_interval_s,
             discover=discover or api.discover,
         )
-        self._registry.start()
+        self._catalog.start()
         self._views = TraceViews(cache)
         self._assets = Assets()
 
     # -- TBPlugin API
     def is_active(self) -> bool:
-        return self._registry.active
+        return self._catalog.active
 
     def wait_scanned(self, timeout_s: float) -> bool:
         """Wait until the first scan has finished (tests and tools; TensorBoard never waits)."""
-        return self._registry.first_scan.wait(timeout=timeout_s)
+        return self._catalog.first_scan.wait(timeout=timeout_s)
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME, disable_reload=True)
 
     def get_plugin_apps(self) -> dict[str, Callable[..., Any]]:
         apps: dict[str, Callable[..., Any]] = {
+            path: _wsgi(self._catalog_route(impl)) for path, impl in routes.CATALOG_ROUTES.items()
+        }
+        apps |= {
             "/runs": _wsgi(self._runs_route),
-            "/report": _wsgi(self._report_route),
-            "/timeline": _wsgi(self._timeline_route),
-            "/steps": _wsgi(self._steps_route),
             "/trace": _wsgi(self._trace_route),
             "/metric_registry": _wsgi(self._metric_registry_route),
             "/trace_view": _wsgi(self._views_route(routes.trace_view_impl)),
             "/trace_event": _wsgi(self._views_route(routes.trace_event_impl)),
             "/trace_search": _wsgi(self._views_route(routes.trace_search_impl)),
-            "/compare": _wsgi(self._compare_route),
-            "/job": _wsgi(self._job_route),
         }
         apps.update(self._assets.apps())
         return apps
 
     def close(self) -> None:
         """Stops the background threads and the executor (tests; TensorBoard never calls it)."""
-        self._registry.stop()
+        self._catalog.stop()
 
     # -- routes
-    def _reg(self) -> Registry:
-        self._registry.first_scan.wait(timeout=FIRST_SCAN_WAIT_S)
-        return self._registry
+    def _cat(self) -> Catalog:
+        self._catalog.first_scan.wait(timeout=FIRST_SCAN_WAIT_S)
+        return self._catalog
 
     def _runs_route(self, request: wrappers.Request) -> wrappers.Response:
         plugins = getattr(self._context, "plugin_name_to_instance", None) or {}
-        return self._respond(request, lambda: routes.runs_impl(self._reg(), self._logdir, plugins))
+        return self._respond(request, lambda: routes.runs_impl(self._cat(), self._logdir, plugins))
 
-    def _report_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: routes.cached_impl(self._reg(), request.args, "report"))
-
-    def _steps_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: routes.cached_impl(self._reg(), request.args, "steps"))
-
-    def _timeline_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: routes.timeline_impl(self._reg(), request.args))
-
-    def _compare_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: compare_route.compare_impl(self._reg(), request.args))
-
-    def _job_route(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, lambda: routes.job_impl(self._reg(), request.args))
+    def _catalog_route(self, impl: routes.CatalogImpl) -> Callable[[wrappers.Request], wrappers.Response]:
+        """A JSON route over the catalog (``routes.CATALOG_ROUTES``)."""
+        return lambda request: self._respond(request, lambda: impl(self._cat(), request.args))
 
     def _views_route(self, impl: Callable[..., routes.Answer]) -> Callable[[wrappers.Request], wrappers.Response]:
-        """A trace-view route: ``impl(registry, loaded indexes, args)``."""
-        return lambda request: self._respond(request, lambda: impl(self._reg(), self._views, request.args))
+        """A trace-view route: ``impl(catalog, loaded indexes, args)``."""
+        return lambda request: self._respond(request, lambda: impl(self._cat(), self._views, request.args))
 
     def _metric_registry_route(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, routes.metric_registry_impl)
 
     def _trace_route(self, request: wrappers.Request) -> wrappers.Response:
         try:
-            f, _, headers, ctype = routes.trace_impl(self._reg(), request.args)
+            f, _, headers, ctype = routes.trace_impl(self._cat(), request.args)
         except tb_errors.PublicError as e:
             return http_util.Respond(request, {"error": str(e)}, "application/json", code=e.http_code)
         return wrappers.Response(

@@ -1,4 +1,5 @@
-"""The tab's routes as pure functions over the registry: ``*_impl(registry, args) -> Answer``.
+"""The tab's routes as pure functions over the catalog: ``*_impl(catalog, args) -> Answer``; ``CATALOG_ROUTES``
+maps the JSON routes' paths to them.
 
 The WSGI wrappers in ``tab.plugin`` only parse the request and write the answer. Names are looked up in
 the discovered index, never joined into paths; errors are ``PublicError``s whose message is one line.
@@ -11,17 +12,19 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from tensorboard import errors as tb_errors
 
 from tb_llmdiag import api
-from tb_llmdiag.tab.jobs import Key
-from tb_llmdiag.tab.registry import Entry, Registry
+from tb_llmdiag.tab.analysis_queue import Key
+from tb_llmdiag.tab.catalog import Catalog, Entry
 from tb_llmdiag.tab.traceviews import TraceViews
 
+#: A JSON route's implementation over the catalog and the request's arguments.
+CatalogImpl = Callable[[Catalog, Mapping[str, str]], "Answer"]
 #: HTTP status of a run whose analysis failed (not a bad trace: those are 200 error RunReports).
 FAILED = 422
 _ORDER = {"error": 0, "writing": 1, "analysing": 2, "pending": 3, "ready": 4}
@@ -53,9 +56,9 @@ def key_from(args: Mapping[str, str]) -> Key:
     return (names[0], names[1], names[2])
 
 
-def entry_for(reg: Registry, args: Mapping[str, str]) -> tuple[Key, Entry]:
+def entry_for(cat: Catalog, args: Mapping[str, str]) -> tuple[Key, Entry]:
     key = key_from(args)
-    entry = reg.lookup(key)
+    entry = cat.lookup(key)
     if entry is None:
         raise tb_errors.NotFoundError(f"no trace for run={key[0]!r} worker={key[1]!r} span={key[2]!r}")
     return key, entry
@@ -71,7 +74,7 @@ def step_arg(args: Mapping[str, str]) -> int | None:
         raise tb_errors.InvalidArgumentError("'step' must be an integer step index") from None
 
 
-def status_payload(reg: Registry, key: Key, e: Entry) -> dict[str, Any]:
+def status_payload(cat: Catalog, key: Key, e: Entry) -> dict[str, Any]:
     status, error = e.shown()
     out: dict[str, Any] = {
         "run": key[0],
@@ -85,7 +88,7 @@ def status_payload(reg: Registry, key: Key, e: Entry) -> dict[str, Any]:
         out["phase"] = e.phase or "starting"
         out["elapsed_s"] = round(time.monotonic() - (e.started_s or time.monotonic()), 1)
     elif e.status == "pending":
-        out["queue_position"] = reg.queue_position(key)
+        out["queue_position"] = cat.queue_position(key)
     return out
 
 
@@ -97,9 +100,9 @@ def metric_registry_impl() -> Answer:
     return Answer(200, api.metric_registry(), [("Cache-Control", "private, max-age=3600")])
 
 
-def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
+def runs_impl(cat: Catalog, logdir: str, plugins: Mapping[str, Any]) -> Answer:
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for key, e in reg.snapshot():
+    for key, e in cat.snapshot():
         status, error = e.shown()
         runs.setdefault(key[0], {}).setdefault(key[1], []).append(
             {
@@ -130,51 +133,51 @@ def runs_impl(reg: Registry, logdir: str, plugins: Mapping[str, Any]) -> Answer:
                 "workers": [{"worker": w, "spans": ws} for w, ws in workers.items()],
             }
         )
-    with reg.lock:
+    with cat.lock:
         body = {
             "logdir": logdir,
-            "scanned": reg.first_scan.is_set(),
-            "scan_error": reg.scan_error,
-            "warnings": list(reg.warnings),
-            "cache": reg.cache.state,
+            "scanned": cat.first_scan.is_set(),
+            "scan_error": cat.scan_error,
+            "warnings": list(cat.warnings),
+            "cache": cat.cache.state,
             "runs": out_runs,
             "trace_viewers": {"pytorch_profiler": "pytorch_profiler" in plugins, "profile": "profile" in plugins},
         }
     return Answer(200, body)
 
 
-def _not_ready(reg: Registry, key: Key, e: Entry, what: str) -> Answer | None:
+def not_ready(cat: Catalog, key: Key, e: Entry, what: str) -> Answer | None:
     """The answer for a run without a servable result: progress (202) or its failure (422). A trace
     whose report is an error has no steps or timeline: those routes answer 422 with its one line."""
     if e.status == "failed" or (what != "report" and e.status == "ready" and e.report_status == "error"):
-        return Answer(FAILED, status_payload(reg, key, e))
+        return Answer(FAILED, status_payload(cat, key, e))
     if e.status != "ready":  # pending / analysing, or writing: 202 until the file stops changing
-        reg.prioritise(key)
-        return Answer(202, status_payload(reg, key, e))
+        cat.prioritise(key)
+        return Answer(202, status_payload(cat, key, e))
     return None
 
 
-def cached_impl(reg: Registry, args: Mapping[str, str], what: str) -> Answer:
+def cached_impl(cat: Catalog, args: Mapping[str, str], what: str) -> Answer:
     """``/report`` and ``/steps``: the run's cached JSON (validated), else its status."""
-    key, e = entry_for(reg, args)
-    early = _not_ready(reg, key, e, what)
+    key, e = entry_for(cat, args)
+    early = not_ready(cat, key, e, what)
     if early is not None:
         return early
-    data = reg.cache.get_bytes(e.cache_key, what, e.identity() if what == "report" else None)
+    data = cat.cache.get_bytes(e.cache_key, what, e.identity() if what == "report" else None)
     if data is None:  # the cache entry vanished or is invalid: analyse again
-        reg.requeue(key)
-        return Answer(202, status_payload(reg, key, e))
+        cat.requeue(key)
+        return Answer(202, status_payload(cat, key, e))
     return Answer(200, data)
 
 
-def timeline_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
+def timeline_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
     """``/timeline``: one step's timeline (default: the step of median duration)."""
-    key, e = entry_for(reg, args)
+    key, e = entry_for(cat, args)
     step = step_arg(args)
-    early = _not_ready(reg, key, e, "timeline")
+    early = not_ready(cat, key, e, "timeline")
     if early is not None:
         return early
-    index = reg.cache.get(e.cache_key, "timelines")
+    index = cat.cache.get(e.cache_key, "timelines")
     data = None
     if index is not None:
         if not index:
@@ -186,103 +189,67 @@ def timeline_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
             chosen = next((r for r in index if r["index"] == step), None)
             if chosen is None:
                 raise tb_errors.NotFoundError(f"no step {step} in this trace")
-        data = reg.cache.get_bytes(e.cache_key, f"timeline.{int(chosen['ordinal'])}")
+        data = cat.cache.get_bytes(e.cache_key, f"timeline.{int(chosen['ordinal'])}")
     if data is None:
-        reg.requeue(key)
-        return Answer(202, status_payload(reg, key, e))
+        cat.requeue(key)
+        return Answer(202, status_payload(cat, key, e))
     return Answer(200, data)
 
 
-def _base_key(args: Mapping[str, str]) -> dict[str, str]:
-    """The baseline's names (``base_run``, ``base_worker``, ``base_span``) as a selection's ``run``, ``worker``, ``span``."""
-    out = {}
-    for arg in ("run", "worker", "span"):
-        v = args.get(f"base_{arg}")
-        if v is None or v == "":
-            raise tb_errors.InvalidArgumentError(f"missing query parameter 'base_{arg}'")
-        out[arg] = v
-    return out
+def name_arg(args: Mapping[str, str], arg: str) -> str:
+    """A required name parameter (a run or a span) of at most 1024 characters and no NUL."""
+    v = args.get(arg)
+    if v is None or v == "" or len(v) > 1024 or "\x00" in v:
+        raise tb_errors.InvalidArgumentError(f"missing or bad query parameter '{arg}'")
+    return v
 
 
-def compare_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
-    """``/compare``: the run against a baseline run (``api.compare_reports``): 202 / 422 while either is not
-    ready or failed (as ``/report``), 422 when either report is an error RunReport, else the comparison."""
-    pairs = [entry_for(reg, _base_key(args)), entry_for(reg, args)]
-    for key, e in pairs:
-        early = _not_ready(reg, key, e, "report")
-        if early is not None:
-            return early
-    reports = []
-    for key, e in pairs:
-        rep = reg.cache.get(e.cache_key, "report", e.identity())
-        if rep is None:
-            reg.requeue(key)
-            return Answer(202, status_payload(reg, key, e))
-        if rep.get("status") == "error":
-            body = status_payload(reg, key, e)
-            body.update(
-                status="error", error=f"{key[0]} ({key[1]}, span {key[2]}) could not be analysed: {rep.get('error')}"
-            )
-            return Answer(FAILED, body)
-        reports.append(rep)
-    return Answer(200, api.compare_reports(reports[0], reports[1]))
+def _job_progress(run: str, span: str, ready: int, count: int) -> Answer:
+    body = {"run": run, "span": span, "status": "analysing", "error": None, "ranks_ready": ready, "rank_count": count}
+    return Answer(202, body)
 
 
-def job_impl(reg: Registry, args: Mapping[str, str]) -> Answer:
-    """``/job?run=&span=``: the job of a run with several ranks (``api.job_for_summaries``, the report's
-    ``jobs[]`` entry) from each rank's cached RankSummary: 202 while some rank is not analysed yet (they move to
-    the front of the queue), 404 when the run has fewer than two traces of that span. A rank whose analysis
-    failed is listed with ``status: "error"`` and left out of the figures."""
-    names = {}
-    for arg in ("run", "span"):
-        v = args.get(arg)
-        if v is None or v == "" or len(v) > 1024 or "\x00" in v:
-            raise tb_errors.InvalidArgumentError(f"missing or bad query parameter '{arg}'")
-        names[arg] = v
-    members = [(k, e) for k, e in reg.snapshot() if k[0] == names["run"] and k[2] == names["span"]]
+def job_of(
+    cat: Catalog, run: str, span: str, *, with_reports: bool = False
+) -> tuple[dict[str, Any], list[dict[str, Any]]] | Answer:
+    """The job of one run and span (``api.job_for_summaries``: the report's ``jobs[]`` entry) from each rank's
+    cached RankSummary, and (``with_reports``) its ready ranks' cached run reports; or the answer to give instead. The one policy
+    of ``/job`` and ``/compare?level=job``, the CLI's: 202 while some rank is not analysed yet (they move to the
+    front of the queue); a rank whose analysis failed is listed with ``status: "error"`` and left out of the
+    figures (the job is an error when fewer than two ranks remain); 404 when the run has fewer than two traces
+    of that span."""
+    members = [(k, e) for k, e in cat.snapshot() if k[0] == run and k[2] == span]
     if len(members) < 2:
-        raise tb_errors.NotFoundError(
-            f"run {names['run']!r} span {names['span']!r} is not a job (fewer than two ranks)"
-        )
+        raise tb_errors.NotFoundError(f"run {run!r} span {span!r} is not a job (fewer than two ranks)")
     waiting = [(k, e) for k, e in members if e.status in ("pending", "analysing")]
     if waiting:
         for k, _ in waiting:
-            reg.prioritise(k)
-        done = len(members) - len(waiting)
-        return Answer(
-            202,
-            {
-                "run": names["run"],
-                "span": names["span"],
-                "status": "analysing",
-                "error": None,
-                "ranks_ready": done,
-                "rank_count": len(members),
-            },
-        )
-    summaries = []
+            cat.prioritise(k)
+        return _job_progress(run, span, len(members) - len(waiting), len(members))
+    summaries, reports = [], []
     for k, e in members:
-        found = reg.cache.get(e.cache_key, "rank_summary") if e.status == "ready" else None
-        if e.status == "ready" and found is None:  # the cache entry vanished or predates rank summaries
-            reg.requeue(k)
-            return Answer(
-                202,
-                {
-                    "run": names["run"],
-                    "span": names["span"],
-                    "status": "analysing",
-                    "error": None,
-                    "ranks_ready": len(members) - 1,
-                    "rank_count": len(members),
-                },
-            )
+        found = cat.cache.get(e.cache_key, "rank_summary") if e.status == "ready" else None
+        rep = cat.cache.get(e.cache_key, "report", e.identity()) if e.status == "ready" and with_reports else None
+        if e.status == "ready" and (
+            found is None or (with_reports and rep is None)
+        ):  # the entry vanished or predates rank summaries
+            cat.requeue(k)
+            return _job_progress(run, span, len(members) - 1, len(members))
         summaries.append((e.tf, found.get("summary") if found else None))
-    return Answer(200, api.job_for_summaries(names["run"], names["span"], summaries))
+        if rep is not None:
+            reports.append(rep)
+    return api.job_for_summaries(run, span, summaries), reports
 
 
-def trace_impl(reg: Registry, args: Mapping[str, str]) -> tuple[BinaryIO, int, list[tuple[str, str]], str]:
+def job_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
+    """``/job?run=&span=``: the job of a run with several ranks (``job_of``)."""
+    got = job_of(cat, name_arg(args, "run"), name_arg(args, "span"))
+    return got if isinstance(got, Answer) else Answer(200, got[0])
+
+
+def trace_impl(cat: Catalog, args: Mapping[str, str]) -> tuple[BinaryIO, int, list[tuple[str, str]], str]:
     """``/trace``: the open file (regular files only, opened by ``ingest``), its size, headers, type."""
-    _, e = entry_for(reg, args)
+    _, e = entry_for(cat, args)
     try:
         f, size = api.open_raw(e.tf)  # the path comes from the index, never from the request
     except (api.NotRegularFile, api.LinkOutside) as err:
@@ -321,27 +288,27 @@ def _int_arg(args: Mapping[str, str], name: str, default: int | None, lo: int, h
 _MAX_NS = 1 << 62
 
 
-def _index(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> tuple[api.TraceIndex | None, Answer | None]:
+def _index(cat: Catalog, views: TraceViews, args: Mapping[str, str]) -> tuple[api.TraceIndex | None, Answer | None]:
     """The run's loaded trace-view index, or the answer to give instead (202 / 422)."""
-    key, e = entry_for(reg, args)
-    early = _not_ready(reg, key, e, "trace_view")
+    key, e = entry_for(cat, args)
+    early = not_ready(cat, key, e, "trace_view")
     if early is not None:
         return None, early
     index = views.get(e.cache_key)
     if index is None:  # missing or damaged: analyse again
-        reg.requeue(key)
-        return None, Answer(202, status_payload(reg, key, e))
+        cat.requeue(key)
+        return None, Answer(202, status_payload(cat, key, e))
     return index, None
 
 
-def trace_view_impl(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> Answer:
+def trace_view_impl(cat: Catalog, views: TraceViews, args: Mapping[str, str]) -> Answer:
     """``/trace_view``: every lane's intervals in [start_ns, end_ns) merged to ``px`` pixels (http_api.md)."""
     start = _int_arg(args, "start_ns", None, -_MAX_NS, _MAX_NS)
     end = _int_arg(args, "end_ns", None, -_MAX_NS, _MAX_NS)
     px = _int_arg(args, "px", 1440, 1, 16384)
     depth = _int_arg(args, "depth", 6, 1, 64)
     expand = frozenset(x for x in (args.get("expand") or "").split(",") if x)
-    index, early = _index(reg, views, args)
+    index, early = _index(cat, views, args)
     if index is None:
         return early  # type: ignore[return-value]
     span = int(index.meta["span_ns"])
@@ -354,12 +321,12 @@ def trace_view_impl(reg: Registry, views: TraceViews, args: Mapping[str, str]) -
     return Answer(200, body)
 
 
-def trace_event_impl(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> Answer:
+def trace_event_impl(cat: Catalog, views: TraceViews, args: Mapping[str, str]) -> Answer:
     """``/trace_event``: one event's details and its launch <-> kernel flow."""
     ev = _int_arg(args, "ev", None, 0, _MAX_NS)
     if ev is None:
         raise tb_errors.InvalidArgumentError("missing query parameter 'ev'")
-    index, early = _index(reg, views, args)
+    index, early = _index(cat, views, args)
     if index is None:
         return early  # type: ignore[return-value]
     if ev >= int(index.meta["n_events"]):
@@ -367,12 +334,83 @@ def trace_event_impl(reg: Registry, views: TraceViews, args: Mapping[str, str]) 
     return Answer(200, index.event(ev))
 
 
-def trace_search_impl(reg: Registry, views: TraceViews, args: Mapping[str, str]) -> Answer:
+def trace_search_impl(cat: Catalog, views: TraceViews, args: Mapping[str, str]) -> Answer:
     """``/trace_search``: events whose name contains ``q`` (case-insensitive), first ones in time order."""
     q = args.get("q") or ""
     if not q or len(q) > 200 or "\x00" in q:
         raise tb_errors.InvalidArgumentError("'q' must be 1 to 200 characters")
-    index, early = _index(reg, views, args)
+    index, early = _index(cat, views, args)
     if index is None:
         return early  # type: ignore[return-value]
     return Answer(200, index.search(q))
+
+
+def _base_key(args: Mapping[str, str]) -> dict[str, str]:
+    """The baseline's names (``base_run``, ``base_worker``, ``base_span``) as a selection's ``run``, ``worker``, ``span``."""
+    out = {}
+    for arg in ("run", "worker", "span"):
+        v = args.get(f"base_{arg}")
+        if v is None or v == "":
+            raise tb_errors.InvalidArgumentError(f"missing query parameter 'base_{arg}'")
+        out[arg] = v
+    return out
+
+
+def run_compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
+    """``/compare``: the run against a baseline run (``api.compare_reports``): 202 / 422 while either is not
+    ready or failed (as ``/report``), 422 when either report is an error RunReport, else the comparison."""
+    pairs = [entry_for(cat, _base_key(args)), entry_for(cat, args)]
+    for key, e in pairs:
+        early = not_ready(cat, key, e, "report")
+        if early is not None:
+            return early
+    reports = []
+    for key, e in pairs:
+        rep = cat.cache.get(e.cache_key, "report", e.identity())
+        if rep is None:
+            cat.requeue(key)
+            return Answer(202, status_payload(cat, key, e))
+        if rep.get("status") == "error":
+            body = status_payload(cat, key, e)
+            body.update(
+                status="error", error=f"{key[0]} ({key[1]}, span {key[2]}) could not be analysed: {rep.get('error')}"
+            )
+            return Answer(FAILED, body)
+        reports.append(rep)
+    return Answer(200, api.compare_reports(reports[0], reports[1]))
+
+
+def job_compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
+    """``/compare?level=job&run=&span=&base_run=&base_span=``: the baseline job as BEFORE, this job as AFTER."""
+    sides = []
+    for prefix in ("base_", ""):
+        run, span = name_arg(args, f"{prefix}run"), name_arg(args, f"{prefix}span")
+        got = job_of(cat, run, span, with_reports=True)
+        if isinstance(got, Answer):
+            return got
+        if got[0].get("status") != "ok":
+            error = f"job {run} (span {span}) could not be analysed: {got[0].get('error')}"
+            return Answer(FAILED, {"run": run, "span": span, "status": "error", "error": error})
+        sides.append(got)
+    (bj, br), (aj, ar) = sides
+    return Answer(200, api.compare_job_reports(bj, br, aj, ar))
+
+
+def compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
+    """``/compare``: ``level=job`` compares two jobs (``job_compare_impl``); ``level=run`` or none, two traces
+    (``run_compare_impl``)."""
+    level = args.get("level") or "run"
+    if level not in ("run", "job"):
+        raise tb_errors.InvalidArgumentError("'level' must be run or job")
+    return job_compare_impl(cat, args) if level == "job" else run_compare_impl(cat, args)
+
+
+#: The JSON routes over the catalog alone, by path: ``impl(catalog, args) -> Answer`` (``tab/plugin.py`` serves
+#: each; a new one is an entry here and its ``*_impl``).
+CATALOG_ROUTES: dict[str, CatalogImpl] = {
+    "/report": lambda cat, args: cached_impl(cat, args, "report"),
+    "/steps": lambda cat, args: cached_impl(cat, args, "steps"),
+    "/timeline": timeline_impl,
+    "/compare": compare_impl,
+    "/job": job_impl,
+}

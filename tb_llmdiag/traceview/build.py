@@ -18,7 +18,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from tb_llmdiag.classify import CATEGORIES as KERNEL_CATEGORIES
 from tb_llmdiag.classify import CATEGORY_CODE, category_codes
 from tb_llmdiag.ingest.source import release_free_memory
 from tb_llmdiag.model import Kind, Trace, kind_mask
-from tb_llmdiag.traceview.lod import depths, iter_levels
+from tb_llmdiag.traceview.lod import Level, depths, iter_levels
 
 #: Bump when the index changes; part of the tab's cache key.
 TRACEVIEW_VERSION = 1
@@ -216,6 +216,49 @@ def build_for(handed: list[Trace], put: Put | None) -> tuple[dict[str, Any], dic
     return build_into(handed, keep), arrays
 
 
+def _put_event_columns(trace: Trace, ts: np.ndarray, dur: np.ndarray, cat: np.ndarray, put: Put) -> list[Any]:
+    """The per-event columns, the correlation index and the memory lanes' arrays, handed to ``put``; returns the
+    memory lanes."""
+    ev = trace.events
+    put("ev_ts", ts)
+    put("ev_dur", dur)
+    put("ev_cat", cat.astype(np.uint8, copy=False))
+    for name, col, dt in _EVENT_COLUMNS:
+        put(name, getattr(ev, col).astype(dt, copy=False))
+    has_corr = np.flatnonzero(ev.correlation >= 0)
+    corr_order = has_corr[np.argsort(ev.correlation[has_corr], kind="stable")]
+    del has_corr
+    put("corr_sorted", ev.correlation[corr_order].astype(np.int64))
+    put("corr_ev", corr_order.astype(np.int64, copy=False))
+    del corr_order
+    mem_lanes, mem_arrays = _memory(trace)
+    for name, a in mem_arrays.items():
+        put(name, a)
+    return mem_lanes
+
+
+def _put_rows(lanes: list[dict[str, Any]], row_keys: np.ndarray, put: Put) -> None:
+    """Each lane's row range and depth (set on ``lanes``), and each row's lane and depth, handed to ``put``."""
+    row_lane = row_keys // MAX_DEPTH
+    for i, ln in enumerate(lanes):
+        rows = np.flatnonzero(row_lane == i)
+        ln["rows"] = [int(rows[0]), int(rows[-1]) + 1] if rows.size else [0, 0]
+        ln["depth"] = int(rows.size)
+    put("row_lane", row_lane)
+    put("row_depth", row_keys % MAX_DEPTH)
+
+
+def _put_levels(levels: Iterator[Level], put: Put) -> list[int]:
+    """Each level of detail's arrays handed to ``put`` as it is built (one level held at a time); its tolerances."""
+    tols = []
+    for i, lv in enumerate(levels):
+        tols.append(lv.tol_ns)
+        for col in ("off", "start", "end", "cmax", "ev", "n"):
+            put(f"lv{i}_{col}", getattr(lv, col))
+        del lv
+    return tols
+
+
 def build_into(handed: list[Trace], put: Put) -> dict[str, Any]:
     """The index of the trace in ``handed`` (a one-item list, emptied here): each array handed to ``put`` as soon
     as it is made (module docstring); returns the meta. The trace is dropped once its columns are written, before
@@ -231,22 +274,8 @@ def build_into(handed: list[Trace], put: Put) -> dict[str, Any]:
     span = int((ts + dur).max()) if n else 0
     cat = event_categories(trace)
     lanes, lane, member = _lane_members(trace, cat, start_order(ts, dur))
-    put("ev_ts", ts)
-    put("ev_dur", dur)
-    put("ev_cat", cat.astype(np.uint8, copy=False))
+    mem_lanes = _put_event_columns(trace, ts, dur, cat, put)
     del cat
-    for name, col, dt in _EVENT_COLUMNS:
-        put(name, getattr(ev, col).astype(dt, copy=False))
-    has_corr = np.flatnonzero(ev.correlation >= 0)
-    corr_order = has_corr[np.argsort(ev.correlation[has_corr], kind="stable")]
-    del has_corr
-    put("corr_sorted", ev.correlation[corr_order].astype(np.int64))
-    put("corr_ev", corr_order.astype(np.int64, copy=False))
-    del corr_order
-    mem_lanes, mem_arrays = _memory(trace)
-    for name, a in mem_arrays.items():
-        put(name, a)
-    del mem_arrays
     source_kind, names, shapes = trace.source_kind, list(ev.names), list(ev.shapes)
     del trace, ev  # from here on: the lanes' members and the start and duration columns only
     release_free_memory()
@@ -271,26 +300,15 @@ def build_into(handed: list[Trace], put: Put) -> dict[str, Any]:
     start = ts[member]
     stop = start + dur[member]
     del ts, dur
-    row_lane = row_keys // MAX_DEPTH
-    for i, ln in enumerate(lanes):
-        rows = np.flatnonzero(row_lane == i)
-        ln["rows"] = [int(rows[0]), int(rows[-1]) + 1] if rows.size else [0, 0]
-        ln["depth"] = int(rows.size)
-    put("row_lane", row_lane)
-    put("row_depth", row_keys % MAX_DEPTH)
+    _put_rows(lanes, row_keys, put)
     # each event's first row (the primary lane comes first in display order, but Steps before hosts)
     ev_row = np.full(n, -1, dtype=np.int32)
     ev_row[member[::-1]] = row[::-1].astype(np.int32)
     put("ev_row", ev_row)
     del ev_row
-    tols = []
     levels = iter_levels(row, start, stop, member, n_rows, span)
     del row, start, stop, member  # the level builder holds the one level it merges from
-    for i, lv in enumerate(levels):
-        tols.append(lv.tol_ns)
-        for col in ("off", "start", "end", "cmax", "ev", "n"):
-            put(f"lv{i}_{col}", getattr(lv, col))
-        del lv
+    tols = _put_levels(levels, put)
     release_free_memory()  # the levels are written: their pages go back now, not to the tab worker's next task
     return {
         "traceview_version": TRACEVIEW_VERSION,

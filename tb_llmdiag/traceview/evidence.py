@@ -86,9 +86,25 @@ def _pageable(trace: Trace, m: Mapping[str, Any], steps: list[Any]) -> Located:
     return _longest(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]), ev.name_of(int(rows[0]))
 
 
+_ACTIVITY = (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON, Kind.RUNTIME, Kind.DRIVER)
+
+
+def _activity(path: str) -> Callable[[Trace, Mapping[str, Any], list[Any]], Located]:
+    """The innermost activity of a chain the attribution named (``a > b > c``: ``c``)."""
+
+    def locate_chain(t: Trace, m: Mapping[str, Any], s: list[Any]) -> Located:
+        chain = _path(m, path)
+        return _named(t, chain.split(" > ")[-1] if isinstance(chain, str) else None, _ACTIVITY)
+
+    return locate_chain
+
+
 #: finding id -> locator(trace, metrics, summary steps) -> (ranges, culprit)
 LOCATORS: dict[str, Callable[[Trace, Mapping[str, Any], list[Any]], Located]] = {
-    "host_bound": _op("idle.host_wait_culprit"),
+    "host_bound": _activity("attribution.top_chain"),
+    "allocator_churn": _activity("attribution.allocator_chain"),
+    "unrecorded_host_time": _activity("attribution.unrecorded_chain"),
+    "host_activity": _activity("attribution.top_chain"),
     "slow_host_op": _op("idle.host_wait_culprit"),
     "variable_shapes": _op("idle.host_wait_per_shape_op"),
     "gpu_gaps": _long_gaps,

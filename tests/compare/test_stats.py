@@ -71,8 +71,8 @@ def test_percentile_interval_interpolates_linearly() -> None:
 
 
 def test_bootstrap_band_from_given_resamples() -> None:
-    cols_b = {"duration_ns": np.array([10.0, 20, 30])}
-    cols_a = {"duration_ns": np.array([40.0, 50, 60])}
+    cols_b = {"duration_ns": np.array([[10.0, 20, 30]])}  # one rank x three steps
+    cols_a = {"duration_ns": np.array([[40.0, 50, 60]])}
     # row 0 is the sample; then three resamples whose medians pair up as (10, 60), (20, 50), (30, 40)
     idx_b = np.array([[0, 1, 2], [0, 0, 0], [1, 1, 1], [2, 2, 2]])
     idx_a = np.array([[0, 1, 2], [2, 2, 2], [1, 1, 1], [0, 0, 0]])
@@ -98,10 +98,10 @@ def test_three_steps_each_beyond_noise_only_without_overlap() -> None:
     idx_b = stats.resample_indexes(3, stats.RESAMPLES, rng)
     idx_a = stats.resample_indexes(3, stats.RESAMPLES, rng)
     fn = STATISTICS["median_duration"].fn
-    apart = stats.bootstrap_band(fn, {"duration_ns": np.array([1.0, 2, 3])},
-                                 {"duration_ns": np.array([3.1, 4, 5])}, idx_b, idx_a)
-    overlap = stats.bootstrap_band(fn, {"duration_ns": np.array([1.0, 2, 3.5])},
-                                   {"duration_ns": np.array([3.0, 4, 5])}, idx_b, idx_a)
+    apart = stats.bootstrap_band(fn, {"duration_ns": np.array([[1.0, 2, 3]])},
+                                 {"duration_ns": np.array([[3.1, 4, 5]])}, idx_b, idx_a)
+    overlap = stats.bootstrap_band(fn, {"duration_ns": np.array([[1.0, 2, 3.5]])},
+                                   {"duration_ns": np.array([[3.0, 4, 5]])}, idx_b, idx_a)
     assert apart is not None and overlap is not None
     assert apart.beyond_noise and apart.lo == pytest.approx(3.1 - 3.0)
     assert not overlap.beyond_noise and overlap.lo == pytest.approx(3.0 - 3.5)

@@ -19,10 +19,10 @@ import pytest
 from test_real_jobs import independent_exposed_us
 from tracepaths import TEST_DATA
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.jobs.analysis import analyze_job
+from tb_llmdiag.jobs.cross_rank import analyze_job
 from tb_llmdiag.jobs.report import job_findings, job_metrics
 from tb_llmdiag.jobs.report import job_report
-from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
+from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
 
 
@@ -183,3 +183,26 @@ def test_every_step_of_every_rank_counts_the_capture_s_tokens(name: str) -> None
     for s, f in zip(summaries, capture(name)[2]):
         st = find_steps(load_trace(str(f)))
         assert s.steps["host_start_ns"].tolist() == (st.host_starts + load_trace(str(f)).origin_ns).tolist()
+
+
+def test_ddp_straggler_names_what_it_does_that_the_other_rank_does_not() -> None:
+    # issue #23: the straggler's attribution against the other rank's: with twice the tokens, its GEMMs launched
+    # from the same operator run longer; the job evidence names that operator's chain and the excess per step
+    from tb_llmdiag import api
+
+    rep = api.report(str(TEST_DATA / "ddp_straggler"))
+    job = rep["jobs"][0]
+    ev = job["metrics"]["straggler_cause_evidence"]
+    assert ev["activity_kind"] == "busy"
+    per_rank = {}
+    for run in rep["runs"]:
+        steps = run["metrics"]["steps"]["count"]
+        per_rank[run["rank"]] = {b["chain_text"]: b["busy_ns"] / steps for b in run["metrics"]["attribution"]["busy"]}
+    slow, other = job["metrics"]["straggler_rank"], 1 - job["metrics"]["straggler_rank"]
+    chain = ev["activity"]
+    assert chain in per_rank[slow] and "aten::mm" in chain  # a GEMM, launched by the same code on both ranks
+    assert ev["activity_ns_per_step"] == per_rank[slow][chain]
+    assert ev["activity_difference_ns_per_step"] == per_rank[slow][chain] - per_rank[other].get(chain, 0.0) > 0
+    # and the job finding's sentence names it
+    straggler = next(f for f in job["findings"] if f["id"] == "straggler")
+    assert f"What it does that the others do not: its GPU work comes from {chain} " in straggler["summary"]

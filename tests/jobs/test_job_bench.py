@@ -12,7 +12,7 @@ from tracepaths import REPO, shared_trace
 
 sys.path.insert(0, str(REPO / "bench"))
 from job_generator import DLRM, base_summaries, generate  # noqa: E402
-from tb_llmdiag.jobs.analysis import analyze_job  # noqa: E402
+from tb_llmdiag.jobs.cross_rank import analyze_job  # noqa: E402
 
 
 def test_generated_job_keeps_the_physics_and_finds_the_planted_straggler() -> None:

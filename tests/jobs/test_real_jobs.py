@@ -11,11 +11,11 @@ import pytest
 
 from tracepaths import SHARED_TRACES, shared_trace
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.jobs.analysis import analyze_job
+from tb_llmdiag.jobs.cross_rank import analyze_job
 from tb_llmdiag.metrics.collectives import find_collectives
 from tb_llmdiag.metrics.communication import step_breakdown
 from tb_llmdiag.jobs.report import job_findings, job_metrics
-from tb_llmdiag.jobs.summary import summarize_rank
+from tb_llmdiag.jobs.rank_summary import summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.model import DEVICE_KINDS, kind_mask
 

@@ -20,9 +20,9 @@ import pytest
 from minijob import US, dp_rank
 from tb_llmdiag.findings.engine import verdict
 from tb_llmdiag.findings.job import STRAGGLER_RULE
-from tb_llmdiag.jobs.analysis import T95_ONE_SIDED, analyze_job, t95
+from tb_llmdiag.jobs.cross_rank import T95_ONE_SIDED, analyze_job, t95
 from tb_llmdiag.jobs.report import job_findings, job_metrics, job_report
-from tb_llmdiag.jobs.summary import RankSummary, summarize_rank
+from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
 
 T4 = 2.132  # Student's t, one-sided 95 %, 4 degrees of freedom (any printed table)

@@ -29,7 +29,7 @@ def test_tab_analyses_on_the_cluster_named_by_llmdiag_dask(job16: Path, tmp_path
     monkeypatch.setenv("LLMDIAG_DASK", threads_client.scheduler.address)  # type: ignore[attr-defined]
     p = make_plugin(logdir, tmp_path / "cache")
     try:
-        assert isinstance(p._registry.jobs._executor, ClusterExecutor)
+        assert isinstance(p._catalog.queue._executor, ClusterExecutor)
         c = tb_client(p)
         got = wait_ready(c, "ddp", "rank1", "1")
         (tf,) = [f for f in api.discover(str(logdir)).files if f.worker == "rank1"]
@@ -48,7 +48,7 @@ def test_a_bad_llmdiag_dask_falls_back_to_local_analysis(job16: Path, tmp_path: 
     with caplog.at_level(logging.WARNING):
         p = make_plugin(logdir, tmp_path / "cache")
     try:
-        assert not isinstance(p._registry.jobs._executor, ClusterExecutor)
+        assert not isinstance(p._catalog.queue._executor, ClusterExecutor)
         assert "LLMDIAG_DASK=not-an-address: --dask 'not-an-address': expected a scheduler address" in caplog.text
         assert wait_ready(tb_client(p), "ddp", "rank0", "1")["status"] == "ok"
     finally:

@@ -16,8 +16,8 @@ import pytest
 
 from tb_llmdiag import api
 from tb_llmdiag.scale.dask import PROGRESS_TOPIC, ClusterExecutor, PhaseEvents
-from tb_llmdiag.tab import jobs
-from tb_llmdiag.tab.registry import Registry
+from tb_llmdiag.tab import analysis_queue
+from tb_llmdiag.tab.catalog import Catalog
 from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 
 PHASES = ["reading", "analysing", "timeline"]  # api.analyze_for_tab's phases, in order
@@ -46,29 +46,29 @@ def _rank(logdir: Path, worker: str) -> api.TraceFile:
     return tf
 
 
-def test_phases_from_cluster_worker_processes_reach_the_registry(job16: Path, tmp_path: Path,
+def test_phases_from_cluster_worker_processes_reach_the_catalog(job16: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """local:1: the task runs in a worker process (the sink is pickled there); every phase the registry is told
     for a token, in order, is reading -> analysing -> timeline, and the result is the local analysis'."""
     logdir = _two_ranks(job16, tmp_path)
     seen: dict[str, list[str]] = {}
     lock = threading.Lock()
-    real_phase = Registry._phase
+    real_phase = Catalog._phase
 
-    def recording(self: Registry, token: str, phase: str) -> None:
+    def recording(self: Catalog, token: str, phase: str) -> None:
         with lock:
             seen.setdefault(token, []).append(phase)
         real_phase(self, token, phase)
 
-    monkeypatch.setattr(Registry, "_phase", recording)
+    monkeypatch.setattr(Catalog, "_phase", recording)
     monkeypatch.setenv("LLMDIAG_DASK", "local:1")
     p = make_plugin(logdir, tmp_path / "cache")
     try:
-        ex = p._registry.jobs._executor
+        ex = p._catalog.queue._executor
         assert isinstance(ex, ClusterExecutor) and ex.topic.startswith(PROGRESS_TOPIC + "-")
         c = tb_client(p)
         reports = {w: wait_ready(c, "ddp", w, "1") for w in ("rank0", "rank1")}
-        tokens = {w: p._registry.entries[("ddp", w, "1")].cache_key for w in reports}
+        tokens = {w: p._catalog.entries[("ddp", w, "1")].cache_key for w in reports}
         # the last event may follow the result by a moment (a separate stream): wait for it, then compare whole lists
         assert _until(lambda: all(len(seen.get(t, [])) >= 3 for t in tokens.values()), 10)
         time.sleep(0.2)  # nothing more arrives
@@ -105,7 +105,7 @@ def test_the_202_body_shows_each_phase_of_a_cluster_analysis(job16: Path, tmp_pa
     monkeypatch.setenv("LLMDIAG_DASK", threads_client.scheduler.address)
     p = make_plugin(logdir, tmp_path / "cache")
     try:
-        assert isinstance(p._registry.jobs._executor, ClusterExecutor)
+        assert isinstance(p._catalog.queue._executor, ClusterExecutor)
         c = tb_client(p)
         shown = []
         for ph in PHASES:
@@ -161,7 +161,7 @@ def test_a_phase_nobody_hears_never_fails_the_analysis(job16: Path, tmp_path: Pa
     """Best effort: with no subscriber on the topic, and off a worker, publishing is a no-op."""
     logdir = _two_ranks(job16, tmp_path)
     tf = _rank(logdir, "rank0")
-    got = threads_client.submit(jobs.analyse_task, tf, "tok", PhaseEvents("llmdiag-progress-nobody"),
+    got = threads_client.submit(analysis_queue.analyse_task, tf, "tok", PhaseEvents("llmdiag-progress-nobody"),
                                 pure=False).result()
     assert got["report"] == api.analyze_for_tab(tf)["report"]
     PhaseEvents("llmdiag-progress-nobody")(("tok", "reading"))  # in the client process: no worker, dropped

@@ -1,7 +1,7 @@
-"""The tab's worker pool retires a worker after a big trace (issue #17, bounded memory; tab/jobs.py).
+"""The tab's worker pool retires a worker after a big trace (issue #17, bounded memory; tab/analysis_queue.py).
 
-Real spawned pools (``jobs.process_pool``, as TensorBoard builds them) and real traces; the threshold is
-lowered through ``JobQueue(retire_bytes=...)`` to fall between two small real captures, whose sizes are
+Real spawned pools (``analysis_queue.process_pool``, as TensorBoard builds them) and real traces; the threshold is
+lowered through ``AnalysisQueue(retire_bytes=...)`` to fall between two small real captures, whose sizes are
 computed here with ``gzip`` (not by the product). Which process ran a task is read from its pid.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tb_llmdiag import api
-from tb_llmdiag.tab import jobs
+from tb_llmdiag.tab import analysis_queue
 from tracepaths import TEST_DATA
 
 SMALL = next((TEST_DATA / "compile_on").glob("*.pt.trace.json.gz"))
@@ -31,7 +31,7 @@ def inflated(path: Path) -> int:
 
 def pid_task(tf: Any, token: str, put: Any) -> dict[str, Any]:
     """The worker's real task, with the pid of the process that ran it."""
-    return {**jobs.analyse_task(tf, token, put), "pid": os.getpid()}
+    return {**analysis_queue.analyse_task(tf, token, put), "pid": os.getpid()}
 
 
 def stub_task(tf: Any, token: str, put: Any) -> dict[str, Any]:
@@ -47,23 +47,23 @@ def stub_task(tf: Any, token: str, put: Any) -> dict[str, Any]:
 
 
 class Queue:
-    """A JobQueue over a real process pool of ``workers``; tokens map to trace files."""
+    """A AnalysisQueue over a real process pool of ``workers``; tokens map to trace files."""
 
     def __init__(self, workers: int, task: Any, retire_bytes: int | None, renew: Any = "pool") -> None:
         self.done: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
         self.phases: dict[str, list[str]] = {}
         self.files: dict[str, api.TraceFile] = {}
         self.cond = threading.Condition()
-        pool, progress = jobs.process_pool(workers)
+        pool, progress = analysis_queue.process_pool(workers)
         self.renewed = 0
 
         def fresh() -> Any:
             self.renewed += 1
             if renew == "fails":
                 raise OSError("no more processes")
-            return jobs.process_pool(workers, progress)[0]
+            return analysis_queue.process_pool(workers, progress)[0]
 
-        self.q = jobs.JobQueue(
+        self.q = analysis_queue.AnalysisQueue(
             pool,
             claim=lambda key, token: self.files[token],
             finish=self.finish,
@@ -120,7 +120,7 @@ def test_the_worker_is_retired_after_a_big_trace_and_kept_after_small_ones() -> 
     }
     for token, path in seq:  # every task's result is the library's, its phases all reported
         assert results[token]["report"] == expected[path]
-        assert jobs.task_bytes(q.files[token], results[token]) == inflated(path)
+        assert analysis_queue.task_bytes(q.files[token], results[token]) == inflated(path)
         assert q.phases[token] == PHASES
 
 
@@ -186,4 +186,4 @@ def test_a_task_running_in_a_retired_pool_finishes_and_is_reported(tmp_path: Pat
 )
 def test_task_bytes(result: dict[str, Any] | None, size: int, expected: int) -> None:
     tf = api.TraceFile(run="r", worker="w", span="1", path="/x", source_kind="kineto", size_bytes=size, mtime_ns=0)
-    assert jobs.task_bytes(tf, result) == expected
+    assert analysis_queue.task_bytes(tf, result) == expected

@@ -16,9 +16,8 @@ import sys
 from collections.abc import Sequence
 
 from tb_llmdiag import __version__, api
-from tb_llmdiag.compare import cli as compare_cli
+from tb_llmdiag.cli import compare as compare_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
-from tb_llmdiag.findings import RULES
 from tb_llmdiag.render.canonical_json import dumps
 from tb_llmdiag.render.markdown import render_report_md
 from tb_llmdiag.render.text import render_report
@@ -68,13 +67,13 @@ def _rules(args: argparse.Namespace) -> int:
                         "fix": r.fix.text,
                         "docs": r.docs,
                     }
-                    for r in RULES
+                    for r in api.RULES
                 ]
             )
             + "\n"
         )
         return 0
-    for rule in RULES:
+    for rule in api.RULES:
         print(f"{rule.id:<20} {rule.title}\n{'':<20} fix: {rule.fix.text}")
     return 0
 
@@ -118,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="list every finding LLM Diag can report, with its fix")
     rules.add_argument("--json", action="store_true")
     rules.set_defaults(func=_rules)
-    compare_cli.add_commands(sub, api)
+    compare_cli.add_commands(sub)
     mcp = sub.add_parser(
         "mcp",
         help="serve LOGDIR to coding agents: a Model Context Protocol server over stdio, read-only "

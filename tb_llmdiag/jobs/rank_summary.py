@@ -4,7 +4,7 @@ Contract:
 - Built once per rank from its Trace and steps (``summarize_rank``); holds numpy columns only, per step
   (``StepBreakdown`` of ``jobs.comm``) and per collective (kind, start, end, bytes, group size, process group,
   sequence number, step). Times are absolute ns (``Trace.origin_ns`` + ts), so ranks that share a clock
-  compare directly; the job analysis itself needs only durations (see ``jobs.analysis``).
+  compare directly; the job analysis itself needs only durations (see ``jobs.cross_rank``).
 - ``to_dict`` / ``from_dict`` round-trip through JSON-safe dicts (lists of ints, strings); ``nbytes`` is the
   size of its columns: 8 steps and 200 collectives take ~8 KB (``bench/job_speed.py`` prints the figure).
 """
@@ -69,6 +69,9 @@ class RankSummary:
     collectives: dict[str, NDArray[Any]]
     pg_names: tuple[str, ...] = ()
     top_finding_ids: tuple[str, ...] = ()
+    #: what the rank's host and GPU do (its report's ``attribution``): (``"idle"`` | ``"busy"``, chain, ns per
+    #: step): GPU idle time inside the activity, or GPU time launched from it
+    activities: tuple[tuple[str, str, float], ...] = ()
 
     @property
     def n_steps(self) -> int:
@@ -82,7 +85,8 @@ class RankSummary:
     def nbytes(self) -> int:
         """Bytes of its columns plus its strings (what 1,000 of them cost in memory, roughly)."""
         cols = sum(a.nbytes for a in self.steps.values()) + sum(a.nbytes for a in self.collectives.values())
-        return int(cols + sum(len(s) for s in self.pg_names + self.top_finding_ids) + len(self.label) + 64)
+        strings = self.pg_names + self.top_finding_ids + tuple(a[1] for a in self.activities)
+        return int(cols + sum(len(s) for s in strings) + 16 * len(self.activities) + len(self.label) + 64)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: lists of ints, strings, null."""
@@ -95,6 +99,7 @@ class RankSummary:
             "kinds": list(KINDS),
             "pg_names": list(self.pg_names),
             "top_finding_ids": list(self.top_finding_ids),
+            "activities": [list(a) for a in self.activities],
             "steps": {k: v.tolist() for k, v in self.steps.items()},
             "collectives": {k: v.tolist() for k, v in self.collectives.items()},
         }
@@ -123,6 +128,7 @@ class RankSummary:
             collectives=coll,
             pg_names=tuple(d.get("pg_names", ())),
             top_finding_ids=tuple(d.get("top_finding_ids", ())),
+            activities=tuple((str(k), str(c), float(v)) for k, c, v in d.get("activities", ())),
         )
 
     def replace(self, **changes: Any) -> RankSummary:
@@ -159,6 +165,7 @@ def summarize_rank(
     rank_source: str | None = None,
     top_finding_ids: Sequence[str] = (),
     collectives: Collectives | None = None,
+    activities: Sequence[tuple[str, str, float]] = (),
 ) -> RankSummary:
     """The RankSummary of one rank. ``rank`` defaults to the trace's ``distributedInfo`` rank."""
     coll = collectives if collectives is not None else find_collectives(trace)
@@ -200,4 +207,13 @@ def summarize_rank(
         collectives=coll_cols,
         pg_names=coll.pg_names,
         top_finding_ids=tuple(top_finding_ids),
+        activities=tuple(activities),
     )
+
+
+def rank_activities(metrics: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """What a rank's host and GPU do, per step, from its attribution (``RankSummary.activities``)."""
+    att = metrics.get("attribution") or {}
+    steps = max(int((metrics.get("steps") or {}).get("count") or 1), 1)
+    idle = [("idle", n["chain_text"], n["idle_ns"] / steps) for n in att.get("nodes") or []]
+    return idle + [("busy", b["chain_text"], b["busy_ns"] / steps) for b in att.get("busy") or []]

@@ -1,7 +1,7 @@
 """The tab's analysis queue: a priority heap drained into an injected executor.
 
 Contract:
-- ``JobQueue(executor, claim=..., finish=..., phase=...)``: the executor is given (a process pool in
+- ``AnalysisQueue(executor, claim=..., finish=..., phase=...)``: the executor is given (a process pool in
   TensorBoard; tests pass a ``ThreadPoolExecutor`` or an inline one). Tasks *return* their result
   (``api.analyze_for_tab``'s dict); ``finish`` is called in this process with it, and the caller keeps
   it (the cache's entries are made by the TensorBoard process only, never by a worker).
@@ -18,8 +18,8 @@ Contract:
   In-process executors get the queue's ``put``; process workers are started with ``init_worker(queue)``
   (see ``process_pool``) and use that one; a cluster's tasks get its picklable ``task_put`` (its phases come
   back on the ``progress_queue`` given with it: ``scale/dask.py``).
-- A broken executor (a worker process died: ``BrokenExecutor``) fails the jobs it held with a one-line
-  error; ``renew()`` (if given) builds a fresh executor for the jobs after them.
+- A broken executor (a worker process died: ``BrokenExecutor``) fails the tasks it held with a one-line
+  error; ``renew()`` (if given) builds a fresh executor for the tasks after them.
 - Bounded worker memory. A worker lives on after a task, and what an analysis leaves behind stays with it:
   heap pages glibc keeps after the arrays are freed (1 GB trace: 90-160 MB resident while idle, and the next
   task starts from there: a small trace after a big one peaked at 197-230 MB instead of 120). So the analysis
@@ -199,7 +199,7 @@ def process_pool(
     return ProcessPoolExecutor(max_workers=workers, **kw), progress_queue  # Python 3.10: no max_tasks_per_child
 
 
-class JobQueue:
+class AnalysisQueue:
     def __init__(
         self,
         executor: Executor,
@@ -241,7 +241,7 @@ class JobQueue:
             self._cond.notify()
 
     def position(self, key: Key, wanted: Callable[[Key, str], bool]) -> int | None:
-        """How many distinct wanted jobs are ahead of ``key``'s first one; None if it is not queued."""
+        """How many distinct wanted tasks are ahead of ``key``'s first one; None if it is not queued."""
         with self._cond:
             items = sorted(self._heap)
         seen: set[Key] = set()

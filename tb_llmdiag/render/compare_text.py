@@ -1,31 +1,13 @@
-"""Terminal text for a comparison (``llmdiag compare``) and a check (``llmdiag check``)."""
+"""Terminal text for a comparison (``llmdiag compare``) and a check (``llmdiag check``): the documents of
+``tb_llmdiag.compare`` (docs/compare.md), whose verdict and regression lines are already words."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from tb_llmdiag.compare.verdict import change_text
+from tb_llmdiag.compare.verdict import band_text, change_text, value_text
 from tb_llmdiag.units import fmt
-
-#: units printed as whole numbers from 100 up (11593/s, 5816 launches per step), not 1.16e+04
-WHOLE_FROM_100 = ("per_s", "count", "count_per_step")
-
-
-def value_text(unit: str, v: Any) -> str:
-    """A value by its registry unit; throughput whole (11593/s), not 1.16e+04."""
-    if unit in WHOLE_FROM_100 and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 100:
-        return f"{v:.0f}" + ("/s" if unit == "per_s" else "")
-    return fmt(unit, v)
-
-
-def band_text(row: Mapping[str, Any]) -> str:
-    n = row.get("noise")
-    if not n:
-        return "-"
-    if n.get("band_lo_change") is None:
-        return f"{value_text(row['unit'], n['band_lo'])} .. {value_text(row['unit'], n['band_hi'])}"
-    return f"{100 * n['band_lo_change']:+.1f} .. {100 * n['band_hi_change']:+.1f} %"
 
 
 def judgement(row: Mapping[str, Any]) -> str:
@@ -159,16 +141,6 @@ def render_compare(doc: Mapping[str, Any]) -> str:
     for w in doc.get("warnings", []):
         out.append(f"warning: {w}")
     return "\n".join(out) + "\n"
-
-
-def regression_line(row: Mapping[str, Any]) -> str:
-    n = row.get("noise")
-    noise = f"noise band {band_text(row)}" if n else "noise not modelled (one value per run)"
-    return (
-        f"{row['label']} ({row['key']}) regressed: {value_text(row['unit'], row['before'])} -> "
-        f"{value_text(row['unit'], row['after'])} ({change_text(row)}; better {row['better']}; tolerance "
-        f"{100 * row['tolerance']:g} %; {noise})"
-    )
 
 
 def render_check(result: Mapping[str, Any]) -> str:

@@ -1,28 +1,18 @@
 """The ``compare`` and ``check`` subcommands (``llmdiag compare BEFORE AFTER``, ``llmdiag check CANDIDATE
---baseline BASELINE``); ``tb_llmdiag/cli.py`` adds them to its parser. docs/compare.md is their manual."""
+--baseline BASELINE``); ``tb_llmdiag/cli/__init__.py`` adds them to its parser. docs/compare.md is their
+manual; ``sides`` loads each side, ``api.compare`` compares them, ``render.compare_text`` prints the result."""
 
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from typing import Any
 
-from tb_llmdiag.compare.core import compare_runs
-from tb_llmdiag.compare.gate import check
-from tb_llmdiag.compare.job_core import compare_jobs
-from tb_llmdiag.compare.job_sides import load, mixed_error
-from tb_llmdiag.compare.markdown import render_compare_md
-from tb_llmdiag.compare.sides import Analyzer
-from tb_llmdiag.compare.table import DERIVED
-from tb_llmdiag.compare.text import render_check, render_compare
-from tb_llmdiag.errors import LlmDiagError
-from tb_llmdiag.metrics import registry
+from tb_llmdiag import api
+from tb_llmdiag.cli.sides import load, mixed_error
 from tb_llmdiag.render.canonical_json import dumps
-
-
-class UsageError(LlmDiagError):
-    exit_code = 2
+from tb_llmdiag.render.compare_markdown import render_compare_md
+from tb_llmdiag.render.compare_text import render_check, render_compare
 
 
 def fraction(text: str) -> float:
@@ -42,7 +32,7 @@ def tolerance_pair(text: str) -> tuple[str, float]:
     key, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. headline.tokens_per_s=3%")
-    if key not in DERIVED and registry.metric(key) is None:
+    if not api.is_compare_key(key):
         raise argparse.ArgumentTypeError(f"{key!r} is not a metric key (see docs/metrics.md)")
     return key, fraction(value)
 
@@ -54,27 +44,20 @@ def _compare_doc(
     after_run: str | None,
     roles: tuple[str, str],
     flags: tuple[str, str],
-    analyzer: Analyzer,
     **kw: Any,
 ) -> dict[str, Any]:
-    """Both sides loaded (``job_sides.load``, analysed by ``analyzer``) and compared: two jobs as jobs, two runs as
-    runs; a job against a run is a usage error naming the flag that picks one rank (``flags``: the --run option of
-    each side)."""
-    b = load(before, before_run, roles[0], analyzer)
-    a = load(after, after_run, roles[1], analyzer)
-    if b.level != a.level:
-        raise mixed_error(b, a, roles, flags)
-    if b.level == "job":
-        assert b.job is not None and a.job is not None  # a job side holds its entry
-        doc = compare_jobs(b.job, a.job, b.runs, a.runs, sources=(before, after), roles=roles, **kw)
-    else:
-        assert b.report is not None and a.report is not None  # a run side holds its report
-        doc = compare_runs(b.report, a.report, sources=(before, after), roles=roles, **kw)
+    """Both sides loaded (``sides.load``) and compared: two jobs as jobs, two runs as runs; a job against a
+    run is a usage error naming the flag that picks one rank (``flags``: the --run option of each side)."""
+    b = load(before, before_run, roles[0])
+    a = load(after, after_run, roles[1])
+    if b.side.level != a.side.level:
+        raise mixed_error(b.side, a.side, roles, flags)
+    doc = api.compare(b.side, a.side, sources=(before, after), roles=roles, **kw)
     doc["warnings"] = b.warnings + a.warnings + list(doc.get("warnings") or [])
     return doc
 
 
-def _compare(args: argparse.Namespace, analyzer: Analyzer) -> int:
+def _compare(args: argparse.Namespace) -> int:
     doc = _compare_doc(
         args.before,
         args.after,
@@ -82,7 +65,6 @@ def _compare(args: argparse.Namespace, analyzer: Analyzer) -> int:
         args.after_run or args.run,
         ("BEFORE", "AFTER"),
         ("--before-run", "--after-run"),
-        analyzer,
     )
     form = "json" if args.json else args.format
     sys.stdout.write(
@@ -91,7 +73,7 @@ def _compare(args: argparse.Namespace, analyzer: Analyzer) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace, analyzer: Analyzer) -> int:
+def _check(args: argparse.Namespace) -> int:
     doc = _compare_doc(
         args.baseline,
         args.candidate,
@@ -99,18 +81,15 @@ def _check(args: argparse.Namespace, analyzer: Analyzer) -> int:
         args.run,
         ("BASELINE", "CANDIDATE"),
         ("--baseline-run", "--run"),
-        analyzer,
         tolerances=dict(args.tolerance or []),
         max_regression=args.max_regression,
     )
-    result = check(doc)
+    result = api.check(doc)
     sys.stdout.write(dumps(result) + "\n" if args.json else render_check(result))
     return 0 if result["passed"] else 1
 
 
-def add_commands(sub: Any, analyzer: Analyzer) -> None:
-    """Add ``compare`` and ``check`` to the CLI's subparsers; their sides are analysed by ``analyzer`` (the CLI
-    passes ``tb_llmdiag.api``: ``compare`` sits below the front door and does not import it)."""
+def add_commands(sub: Any) -> None:
     cmp = sub.add_parser("compare", help="compare two runs: metrics with noise bands, finding diff, a verdict")
     cmp.add_argument("before", help="trace file, run folder / logdir, or saved `llmdiag report --json`")
     cmp.add_argument("after", help="the same kinds as BEFORE")
@@ -128,7 +107,7 @@ def add_commands(sub: Any, analyzer: Analyzer) -> None:
         default="text",
         help="text (default), json (as --json) or md: Markdown to paste into a pull request",
     )
-    cmp.set_defaults(func=functools.partial(_compare, analyzer=analyzer))
+    cmp.set_defaults(func=_compare)
     chk = sub.add_parser("check", help="exit 1 when CANDIDATE regressed against BASELINE beyond tolerance and noise")
     chk.add_argument("candidate", help="trace file, run folder / logdir, or saved `llmdiag report --json`")
     chk.add_argument("--baseline", required=True, help="the same kinds as CANDIDATE (a committed report --json)")
@@ -148,4 +127,4 @@ def add_commands(sub: Any, analyzer: Analyzer) -> None:
         help="tolerance of one metric (wins over --max-regression); repeatable",
     )
     chk.add_argument("--json", action="store_true", help="print one JSON document (docs/compare.md)")
-    chk.set_defaults(func=functools.partial(_check, analyzer=analyzer))
+    chk.set_defaults(func=_check)

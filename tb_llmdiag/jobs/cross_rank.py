@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.jobs.attribution import JobTables, attribute, per_rank_mean, what_if
 from tb_llmdiag.jobs.matching import Matched, busbw_by_kind, group_starts, match_collectives
-from tb_llmdiag.jobs.summary import RankSummary
+from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.metrics.collectives import KINDS
 
 I64 = NDArray[np.int64]
@@ -274,7 +274,7 @@ def analyze_job(summaries: Sequence[RankSummary], *, consistency_share: float = 
         waited = per_rank_mean(t.waiting_ns)
         if consistency >= consistency_share and waited[cand] <= float(np.nanmedian(waited)):
             pos = cand
-            attr = attribute(t, cand, clock_aligned=clock)
+            attr = attribute(t, cand, clock_aligned=clock, activities=[s.activities for s in ranks])
             attr["what_if"] = what_if(job_step, float(saving[cand]))
             others = np.delete(by_step, cand, axis=0).max(axis=0, initial=0.0)
             last_steps = int(np.sum((by_step[cand] > others) & (by_step[cand] > 0))) if common.size else None

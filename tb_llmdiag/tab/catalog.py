@@ -1,4 +1,4 @@
-"""The tab's registry: the discovered index and each trace's analysis status, behind one lock.
+"""The tab's catalog of traces: the discovered index and each trace's analysis status, behind one lock.
 
 Contract:
 - ``scan()`` re-runs discovery (``api.discover``); a new file, or a file whose size or mtime changed
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tb_llmdiag import api
+from tb_llmdiag.tab.analysis_queue import AnalysisQueue, Key
 from tb_llmdiag.tab.cache import ResultCache
-from tb_llmdiag.tab.jobs import JobQueue, Key
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def top_saving_ns(report: dict[str, Any]) -> int | None:
     return best
 
 
-class Registry:
+class Catalog:
     def __init__(
         self,
         logdir: str,
@@ -95,7 +95,7 @@ class Registry:
         self.active = False
         self.first_scan = threading.Event()
         self._stop = threading.Event()
-        self.jobs = JobQueue(
+        self.queue = AnalysisQueue(
             executor,
             claim=self._claim,
             finish=self._finish,
@@ -111,7 +111,7 @@ class Registry:
 
     def stop(self) -> None:
         self._stop.set()
-        self.jobs.stop()
+        self.queue.stop()
 
     def _scan_loop(self) -> None:
         while not self._stop.is_set():
@@ -165,7 +165,7 @@ class Registry:
             for entry in fresh:
                 self.entries[entry.tf.key] = entry
                 if entry.status == "pending":
-                    self.jobs.submit(entry.tf.key, entry.cache_key, priority=1)
+                    self.queue.submit(entry.tf.key, entry.cache_key, priority=1)
             self.warnings = tuple(index.warnings)
             self.scan_error = None
             self.active = bool(self.entries)
@@ -215,7 +215,7 @@ class Registry:
         with self.lock:
             e = self.entries.get(key)
             if e is not None and e.status == "pending":
-                self.jobs.submit(key, e.cache_key, priority=0)
+                self.queue.submit(key, e.cache_key, priority=0)
 
     def requeue(self, key: Key) -> None:
         """Analyse a ready run again, first in line (its cached result vanished or is invalid)."""
@@ -223,7 +223,7 @@ class Registry:
             e = self.entries.get(key)
             if e is not None and e.status == "ready":
                 e.status = "pending"
-                self.jobs.submit(key, e.cache_key, priority=0)
+                self.queue.submit(key, e.cache_key, priority=0)
 
     def queue_position(self, key: Key) -> int | None:
         def wanted(k: Key, token: str) -> bool:
@@ -231,7 +231,7 @@ class Registry:
                 e = self.entries.get(k)
                 return e is not None and e.cache_key == token and e.status == "pending"
 
-        return self.jobs.position(key, wanted)
+        return self.queue.position(key, wanted)
 
     def lookup(self, key: Key) -> Entry | None:
         with self.lock:

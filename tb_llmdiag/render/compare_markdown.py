@@ -1,13 +1,13 @@
-"""The Markdown comparison (``llmdiag compare --format md``): the same content and numbers as ``compare.text``,
-as tables to paste into a pull request. Beside ``compare/text.py``, the text renderer it shares its wording with."""
+"""The Markdown comparison (``llmdiag compare --format md``): the same content and numbers as
+``render/compare_text.py`` (the text renderer it shares its wording with), as tables to paste into a pull request."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from tb_llmdiag.compare.text import band_text, judgement, value_text
-from tb_llmdiag.compare.verdict import change_text
+from tb_llmdiag.compare.verdict import band_text, change_text, value_text
+from tb_llmdiag.render.compare_text import judgement
 from tb_llmdiag.render.markdown import code, esc, prose, table
 from tb_llmdiag.units import fmt
 
@@ -39,7 +39,7 @@ def _ms(v: Any) -> str:
 
 
 def _ranks(doc: Mapping[str, Any]) -> list[str]:
-    """A job comparison's per-rank table (as ``compare.text.rank_lines``)."""
+    """A job comparison's per-rank table (as ``render.compare_text.rank_lines``)."""
     if not doc.get("ranks"):
         return []
     rows = []

@@ -1,0 +1,206 @@
+"""The ``attribution`` topic: what the host does while the GPU waits, and which host code the GPU's work comes from.
+
+Definitions (Kineto traces; ns; shares of the analysis window, as every ``*_share`` of step time):
+- The host call forest (``metrics.host_tree``): every host event (operators, user annotations, Python frames,
+  runtime and driver calls) with its enclosing event on its thread and its call-tree node (the chain of names
+  from its root).
+- GPU idle time (the idle gaps of ``metrics.gaps``, every cause) is attributed to the host thread that launches
+  the work ending the gap (the thread of the runtime call joined to the next device event by correlation id;
+  gaps with no joinable launch go to the main thread: the one with the most launch calls in the window). An
+  event's *inclusive* idle is the part of its thread's idle time inside [start, end); its *self* idle is that
+  less its children's inclusive idle: the idle time during which it is the innermost event open. Idle time on
+  a launching thread with no event open at all is ``outside_ns``; idle time inside a step marker
+  (``ProfilerStep#N``) with nothing else open is the step node's self idle. Both are host time outside any
+  recorded operator: Python code, ``gc``, sleeps, I/O (``outside_any_ns`` = the two).
+- Per call-tree node: ``calls`` (events), ``host_ns`` (their summed durations), ``idle_ns`` (inclusive idle),
+  ``self_idle_ns``, ``busy_ns`` (the durations of the device events launched from inside it, by correlation id;
+  collectives left out: their time includes waiting for the other ranks),
+  ``launches`` (launch calls inside it). ``nodes[]``: the ``top`` nodes by inclusive idle (step markers left
+  out), each with its chain (``chain_text``: annotations, the deepest user frame, operators and the runtime call,
+  ``attribution_view.chain_names``), steps hit (steps where its idle is >= 1 % of the step) and the median
+  step's idle in it; ``busy[]``: the ``top`` operator nodes by the device time they launch, with the leading
+  kernel category.
+- ``dominant``: the deepest node holding at least half of the attributed idle time (``DOMINANT_SHARE``), with
+  its chain, source line and what it is (``cause_kind``, ``attribution_view.cause_kind``); null when the idle
+  time is spread over many activities (then ``spread_nodes`` says how many nodes hold half of it).
+- ``other_threads[]``: per non-launching thread, its outermost activity most open during GPU idle time (what
+  data-loader, pin-memory or compile threads do meanwhile).
+- ``frames``: whether the trace records Python frames (``with_stack=True``); source lines need them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tb_llmdiag.intervals import covered_before_each, subtract
+from tb_llmdiag.intervals import gaps as complement
+from tb_llmdiag.metrics.attribution_view import PAUSE_NS, Attribution, describe
+from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.gaps import StepBreakdown
+from tb_llmdiag.metrics.host_tree import HostForest
+from tb_llmdiag.model import Kind
+
+CHUNK = 1 << 16  # host events per interval lookup: bounds the temporaries on big traces
+
+I64 = NDArray[np.int64]
+F64 = NDArray[np.float64]
+IDX = NDArray[np.intp]
+
+
+def _main_thread(ctx: Context, forest: HostForest) -> int:
+    launch = ctx.cache.family("launch_api")
+    tid = ctx.trace.events.tid[launch] if launch.size else ctx.trace.events.tid[forest.rows]
+    if tid.size == 0:
+        return 0
+    vals, counts = np.unique(tid, return_counts=True)
+    return int(np.searchsorted(forest.tids, vals[np.argmax(counts)]))
+
+
+def _gap_threads(ctx: Context, forest: HostForest, ge: I64, main: int) -> NDArray[np.int32]:
+    """The thread code of the launch of the device event that ends each gap, else ``main``."""
+    out = np.full(ge.size, main, np.int32)
+    dev_ts = ctx.host.dev_ts
+    nxt = np.searchsorted(dev_ts, ge, side="left")
+    ok = nxt < dev_ts.size
+    launcher = np.full(ge.size, -1, np.intp)
+    launcher[ok] = ctx.cache.launcher(ctx.dev)[nxt[ok]]
+    hit = launcher >= 0
+    tid = ctx.trace.events.tid[launcher[hit]]
+    code = np.clip(np.searchsorted(forest.tids, tid), 0, max(forest.tids.size - 1, 0))
+    known = forest.tids[code] == tid if forest.tids.size else np.zeros(tid.size, bool)
+    out[np.flatnonzero(hit)[known]] = code[known]
+    return out
+
+
+def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> Attribution | None:
+    """The attribution of one trace (module docstring), or None without host events or device activity."""
+    ev = ctx.trace.events
+    if not bd.available:
+        return None
+    forest = HostForest.build(ctx.trace)
+    n = len(forest)
+    if n == 0:
+        return None
+    gs, ge = bd.gaps.start_ns, bd.gaps.end_ns
+    main = _main_thread(ctx, forest)
+    gap_thread = _gap_threads(ctx, forest, ge, main)
+    # per thread, the inclusive idle of its events: the idle time of the gaps whose ending work it launches
+    bounds = np.searchsorted(forest.thread, np.arange(forest.tids.size + 1))
+    incl = np.zeros(n, np.int64)
+    outside = pauses = 0
+    for c in np.unique(gap_thread).tolist():
+        mine = gap_thread == c
+        blocks = (gs[mine], ge[mine])
+        for lo in range(int(bounds[c]), int(bounds[c + 1]), CHUNK):  # bounded temporaries
+            hi = min(lo + CHUNK, int(bounds[c + 1]))
+            at_s, at_e = covered_before_each(*blocks, ev.ts_ns[forest.rows[lo:hi]], forest.end_ns[lo:hi])
+            np.subtract(at_e, at_s, out=incl[lo:hi])
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        roots = lo + np.flatnonzero(forest.parent[lo:hi] < 0)
+        outside += int((blocks[1] - blocks[0]).sum()) - int(incl[roots].sum())
+        pauses += _pauses(blocks, ev.ts_ns[forest.rows[roots]], forest.end_ns[roots])
+    np.maximum(incl, 0, out=incl)
+    # the children's idle summed on their parent (roots on a slot of their own, dropped), then the own
+    self_ev = np.bincount(forest.parent + 1, weights=incl, minlength=n + 1)[1:]
+    np.subtract(incl, self_ev, out=self_ev)
+    np.maximum(self_ev, 0, out=self_ev)
+    nn = forest.n_nodes
+    self_idle = np.bincount(forest.node, weights=self_ev, minlength=nn).astype(np.float64)
+    del self_ev
+    idle = forest.subtree_sum(self_idle)
+    calls = np.bincount(forest.node, minlength=nn)
+    host_ns = np.bincount(forest.node, weights=ev.dur_ns[forest.rows], minlength=nn).astype(np.float64)
+    busy_self, launches = _busy(ctx, forest)
+    order = _ranked(forest, idle, top)
+    step_idle = _step_idle(ctx, forest, incl, order)
+    return Attribution(
+        forest=forest,
+        idle_ns=int((ge - gs).sum()),
+        outside_ns=max(outside, 0),
+        pause_ns=pauses,
+        self_idle=self_idle,
+        idle=idle,
+        calls=calls,
+        host_ns=host_ns,
+        busy_self=busy_self,
+        busy=forest.subtree_sum(busy_self),
+        launches=launches,
+        step_idle=step_idle,
+        order=order,
+    )
+
+
+def _pauses(blocks: tuple[I64, I64], root_s: I64, root_e: I64) -> int:
+    """Idle time in stretches of at least ``PAUSE_NS`` with none of the thread's events open: the long gaps
+    less the thread's roots, where both are long (only long pieces can make a long stretch: the sets stay small)."""
+    gs, ge = blocks
+    long = (ge - gs) >= PAUSE_NS
+    if not long.any():
+        return 0
+    gs, ge = gs[long], ge[long]
+    free_s, free_e = complement(root_s, root_e, int(gs[0]), int(ge[-1]))  # host time with no event open
+    wide = (free_e - free_s) >= PAUSE_NS
+    busy_s, busy_e = complement(free_s[wide], free_e[wide], int(gs[0]), int(ge[-1]))
+    ps, pe = subtract(gs, ge, busy_s, busy_e)
+    d = pe - ps
+    return int(d[d >= PAUSE_NS].sum())
+
+
+def _busy(ctx: Context, forest: HostForest) -> tuple[F64, F64]:
+    """Per node: the device time launched by its events (self: the launch call's own node), and launch calls
+    in its subtree."""
+    ev = ctx.trace.events
+    nn = forest.n_nodes
+    pos_of_row = np.full(len(ev), -1, np.int32)
+    pos_of_row[forest.rows] = np.arange(len(forest), dtype=np.int32)
+    work = ctx.dev_in_win.copy()  # collectives are not work (their time includes waiting for peers)
+    if len(ctx.coll):
+        work &= ~np.isin(ctx.dev, ctx.coll.row)
+    dev = ctx.dev[work]
+    launcher = ctx.cache.launcher(ctx.dev)[work]
+    hit = launcher >= 0
+    pos = pos_of_row[launcher[hit]]
+    ok = pos >= 0
+    busy_self = np.bincount(forest.node[pos[ok]], weights=ev.dur_ns[dev[hit]][ok], minlength=nn).astype(np.float64)
+    lrows = pos_of_row[ctx.cache.family("launch_api")]
+    lrows = lrows[lrows >= 0]
+    launches = forest.subtree_sum(np.bincount(forest.node[lrows], minlength=nn))
+    return busy_self, launches
+
+
+def _ranked(forest: HostForest, idle: F64, top: int) -> IDX:
+    cand = np.flatnonzero((idle > 0) & (forest.node_kind != Kind.STEP))
+    return cand[np.argsort(-idle[cand], kind="stable")[:top]]
+
+
+def _step_idle(ctx: Context, forest: HostForest, incl: I64, order: IDX) -> F64:
+    """Per (ranked node, step): the inclusive idle of the node's events that start in the step."""
+    st = ctx.steps
+    k = order.size
+    if len(st) == 0 or k == 0:
+        return np.zeros((k, len(st)))
+    rank = np.full(forest.n_nodes, -1, np.intp)
+    rank[order] = np.arange(k)
+    r = rank[forest.node]
+    sel = np.flatnonzero((r >= 0) & (incl > 0))
+    ts = ctx.trace.events.ts_ns[forest.rows[sel]]
+    step = np.searchsorted(st.start_ns, ts, side="right") - 1
+    ok = step >= 0
+    step, sel, ts = step[ok], sel[ok], ts[ok]
+    within = ts < st.end_ns[step]
+    flat = r[sel[within]] * len(st) + step[within]
+    per = np.bincount(flat, weights=incl[sel[within]], minlength=k * len(st)).astype(np.float64)
+    return per.reshape(k, len(st))
+
+
+def attribution_metrics(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> dict[str, Any]:
+    """The ``attribution`` topic (module docstring)."""
+    if ctx.trace.source_kind != "kineto":
+        return {"available": False, "reason": "host attribution reads Kineto traces (host events with threads)"}
+    a = attribute(ctx, bd, top=top)
+    if a is None:
+        return {"available": False, "reason": "no device activity or no host events in the trace"}
+    return describe(ctx, a, top=top)
