@@ -133,7 +133,11 @@ def writing_report(tf: TraceFile, reason: str) -> dict[str, Any]:
 def writing(tf: TraceFile) -> str | None:
     """Why ``tf`` is still being written (``ingest/written.py``: its size or mtime moved since discovery, or a
     recent gzip file has no end marker yet), or None. Objects (URLs) are written whole, links out are refused: never."""
-    return None if is_url(tf.path) or outside(tf.path, tf.inside) else still_being_written(tf.path, tf.size_bytes, tf.mtime_ns)
+    return (
+        None
+        if is_url(tf.path) or outside(tf.path, tf.inside)
+        else still_being_written(tf.path, tf.size_bytes, tf.mtime_ns)
+    )
 
 
 def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:

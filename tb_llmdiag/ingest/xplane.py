@@ -115,22 +115,36 @@ def _add_plane(plane: Any, b: _Builder) -> None:
         _link_device_flows(b, device)
 
 
-def _finish(b: _Builder, hostnames: list[str]) -> Trace:
-    chunks = b.chunks
-    b.warnings.extend(b.rejected.warnings())
-    if not chunks and b.rejected.total:
+def _empty(b: _Builder, hostnames: list[str]) -> Trace:
+    """The trace of an XSpace without events; an error when every event was rejected (validate.py)."""
+    if b.rejected.total:
         raise TraceFormatError(
             "no event of the XSpace has a usable time (negative or out-of-range times and durations)"
         )
+    b.warnings.append("the XSpace holds no events")
+    return Trace(
+        source_kind="xplane",
+        events=empty_events(),
+        devices=tuple(b.devices),
+        metadata={**b.metadata, "hostnames": hostnames},
+        warnings=tuple(b.warnings),
+    )
+
+
+def _validated(b: _Builder, kind: NDArray[np.uint8]) -> dict[str, Any]:
+    """validate.py's verdict on the rows rejected while reading: their warnings on ``b``, and the read state (partial
+    when they are many, or every device row)."""
+    b.warnings[:0] = b.rejected.warnings()
+    read_state = read_state_with({}, b.rejected, int(kind.size), int(kind_mask(kind, DEVICE_KINDS).sum()))
+    if read_state:
+        b.warnings.insert(0, f"partial result: {read_state['reason']}")
+    return read_state
+
+
+def _finish(b: _Builder, hostnames: list[str]) -> Trace:
+    chunks = b.chunks
     if not chunks:
-        b.warnings.append("the XSpace holds no events")
-        return Trace(
-            source_kind="xplane",
-            events=empty_events(),
-            devices=tuple(b.devices),
-            metadata={**b.metadata, "hostnames": hostnames},
-            warnings=tuple(b.warnings),
-        )
+        return _empty(b, hostnames)
 
     def cat(get: Any, dtype: Any) -> NDArray[Any]:
         return np.concatenate([np.asarray(get(c), dtype=dtype) for c in chunks])
@@ -205,9 +219,7 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     base_time = None
     if isinstance(start_ns, int) and 0 <= origin < 10**15:
         base_time = start_ns
-    read_state = read_state_with({}, b.rejected, int(ts.size), int(kind_mask(kind, DEVICE_KINDS).sum()))
-    if read_state:
-        b.warnings.insert(0, f"partial result: {read_state['reason']}")
+    read_state = _validated(b, kind)
     return Trace(
         source_kind="xplane",
         events=events,

@@ -108,22 +108,28 @@ def _host_kind(name: str) -> int:
     return Kind.CPU_OP
 
 
-def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, is_tpu: bool, ops: _OpTable) -> None:
-    evs = line.events
-    n = len(evs)
-    if n == 0:
-        return
-    b.events_seen += n
+def _screened(line: Any, b: _Builder, device: bool) -> tuple[list[Any], NDArray[np.int64]] | None:
+    """The line's events and their (metadata id, offset ps, duration ps, stat count) rows, less the rows
+    ``validate.screen_ns`` rejects (counted on ``b``); None when none is left. Counts events against the bound."""
+    evs = list(line.events)
+    if not evs:
+        return None
+    b.events_seen += len(evs)
     check_event_count(b.events_seen)  # validate.MAX_EVENTS
     rows = np.array([(e.metadata_id, e.offset_ps, e.duration_ps, len(e.stats)) for e in evs], dtype=np.int64)
-    mid, off_ps, dur_ps, nstats = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
-    keep = screen_ns(int(line.timestamp_ns), off_ps, dur_ps, device >= 0, b.rejected)  # validate.py
+    keep = screen_ns(int(line.timestamp_ns), rows[:, 1], rows[:, 2], device, b.rejected)
     if not keep.all():
-        evs = [e for e, k in zip(evs, keep.tolist()) if k]
-        n = len(evs)
-        if n == 0:
-            return
-        mid, off_ps, dur_ps, nstats = mid[keep], off_ps[keep], dur_ps[keep], nstats[keep]
+        evs, rows = [e for e, k in zip(evs, keep.tolist()) if k], rows[keep]
+    return (evs, rows) if evs else None
+
+
+def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, is_tpu: bool, ops: _OpTable) -> None:
+    got = _screened(line, b, device >= 0)
+    if got is None:
+        return
+    evs, rows = got
+    n = len(evs)
+    mid, off_ps, dur_ps, nstats = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
     md_idx = ops.rows(mid)
     base = np.int64(line.timestamp_ns)
     # in range: screen_ns kept only rows within validate.LIMIT_NS; (off_ps + dur_ps) // 1000 without its int64 sum
