@@ -8,6 +8,7 @@ import { fmtBytes, formatValue } from './format.js';
 import { loadRegistry, unitOf } from './registry.js';
 import { mountSelectors, normalise, findRun } from './views/selectors.js';
 import { mountCards } from './views/cards.js';
+import { mountTrust } from './views/trust.js';
 import { mountFindings } from './views/findings.js';
 import { mountKernels } from './views/kernels.js';
 import { mountSteps } from './views/steps.js';
@@ -38,6 +39,15 @@ export function initialSelection(runs, last) {
   return normalise(runs, best ? { run: best.run } : null);
 }
 
+/** How long the first open waits for the runs' analyses before opening the best one known. */
+const RANKING_WAIT_MS = 20000;
+const openedAt = Date.now();
+const busyRun = (r) => r.status === 'pending' || r.status === 'analysing';
+/** Whether the first open should wait: some run is still being analysed and the wait is not over. */
+function waitForRanking(runs) {
+  return runs.length > 1 && runs.some(busyRun) && Date.now() - openedAt < RANKING_WAIT_MS;
+}
+
 function readLast() {
   try { return JSON.parse(window.localStorage.getItem(LAST_KEY) || 'null'); } catch (e) { return null; }
 }
@@ -59,7 +69,9 @@ function buildLayout() {
   const tvEl = h('div', { class: 'traceview' });
   const statusEl = h('div', { class: 'status' });
   const noticeEl = h('div', { class: 'notices' });
+  const linkNote = h('div', { class: 'warn link-note', role: 'status', hidden: true });
   const cardsEl = h('div', { class: 'cards' });
+  const trustEl = h('div', { class: 'trust', hidden: true });
   const metaEl = h('div', { class: 'meta muted' });
   const findingsSec = section('Findings', 'findings');
   const kernelsSec = section('Device time by kernel category', 'kernels');
@@ -71,16 +83,18 @@ function buildLayout() {
   compareSec.el.hidden = true;
   const jobSec = section('Job: all ranks of this run', 'job');
   jobSec.el.hidden = true;
+  // between the job (every rank) and the rank below it: which rank the cards and findings are of
+  const rankHead = h('h2', { class: 'rank-head', hidden: true });
   const panel = h('div', { class: 'panel', hidden: true },
-    jobSec.el, compareSec.el, cardsEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
+    jobSec.el, rankHead, compareSec.el, cardsEl, trustEl, metaEl, h('div', { class: 'side-by-side' }, findingsSec.el, traceSec.el),
     h('div', { class: 'grid' }, kernelsSec.el, stepsSec.el, tokensSec.el),
     timelineSec.el);
   const root = h('div', { class: 'app' },
     h('header', { class: 'topbar' }, h('h1', { text: 'LLM Diag' }), selEl, baseEl, tvEl),
-    noticeEl, statusEl, panel);
+    noticeEl, linkNote, statusEl, panel);
   document.body.append(root);
   return {
-    selEl, baseSel, baseEl, tvEl, statusEl, noticeEl, cardsEl, metaEl,
+    selEl, baseSel, baseEl, tvEl, statusEl, noticeEl, linkNote, cardsEl, trustEl, metaEl, rankHead,
     findingsSec, kernelsSec, stepsSec, tokensSec, timelineSec, traceSec, compareSec, jobSec, panel,
   };
 }
@@ -96,7 +110,7 @@ export async function start(early) {
   applyTheme(state.parentDark());
 
   const {
-    selEl, baseSel, baseEl, tvEl, statusEl, noticeEl, cardsEl, metaEl,
+    selEl, baseSel, baseEl, tvEl, statusEl, noticeEl, linkNote, cardsEl, trustEl, metaEl, rankHead,
     findingsSec, kernelsSec, stepsSec, tokensSec, timelineSec, traceSec, compareSec, jobSec, panel,
   } = buildLayout();
 
@@ -116,8 +130,9 @@ export async function start(early) {
   let rangeTimer = null;
 
   const key = (s) => JSON.stringify([s.run, s.worker, s.span]);
-  const selectors = mountSelectors(selEl, { onChange: (s) => select(s, null) });
+  const selectors = mountSelectors(selEl, { onChange: (s) => { linkNote.hidden = true; select(s, null); } });
   const cards = mountCards(cardsEl);
+  const trust = mountTrust(trustEl);
   const traceCanvas = mountTraceCanvas(traceSec.body, {
     onRange: (v) => {
       tvRange = formatRange(v);
@@ -185,6 +200,8 @@ export async function start(early) {
 
   async function loadJob() {
     clearTimeout(jobTimer);
+    rankHead.hidden = !sel || !isJob(sel);
+    if (sel) rankHead.textContent = `This rank: ${sel.worker} (its own report: its median step, its findings)`;
     if (!sel || !isJob(sel)) {
       jobSec.el.hidden = true;
       jobView.destroy();
@@ -282,6 +299,7 @@ export async function start(early) {
     reportFor = key(want);
     panel.hidden = false;
     cards.update(report);
+    trust.update(report);
     renderMeta(report);
     findings.update(report);
     markFirstPaint();
@@ -363,10 +381,24 @@ export async function start(early) {
       markFirstPaint();
       return;
     }
+    if (!sel && !state.read().run && !readLast() && waitForRanking(runs)) {
+      // the first open picks the run with the most to gain: with a cold cache, wait (a while) for the analyses so
+      // it lands on the same run as with a warm one
+      showLoading(statusEl, `Analysing ${runs.filter(busyRun).length} of ${runs.length} runs to open the one with the most to gain…`);
+      clearTimeout(runsTimer);
+      runsTimer = setTimeout(() => refreshRuns(true), RUNS_POLL_BUSY_MS);
+      return;
+    }
     if (!sel) {
       const fromHash = state.read();
       base = baseFromState(fromHash);
       const s = fromHash.run ? normalise(runs, fromHash) : initialSelection(runs, readLast());
+      linkNote.hidden = !fromHash.run || (s.run === fromHash.run && (!fromHash.worker || s.worker === fromHash.worker));
+      if (!linkNote.hidden) {
+        // a deep link to a run (or worker) this logdir does not have: say so, never fall back silently
+        const asked = fromHash.worker && s.run === fromHash.run ? `worker "${fromHash.worker}" of run "${fromHash.run}"` : `run "${fromHash.run}"`;
+        linkNote.textContent = `⚠ The link names ${asked}, which is not in this logdir: showing "${s.run}" (${s.worker}) instead.`;
+      }
       if (fromHash.run && fromHash.t && s.run === fromHash.run) { tvRange = fromHash.t; firstRange = true; }
       const hashStep = fromHash.step !== undefined && fromHash.step !== '' && s.run === fromHash.run ? Number(fromHash.step) : null;
       select(s, Number.isFinite(hashStep) ? hashStep : null);

@@ -39,12 +39,15 @@ export function stackedStepBars({ uPlot, steps, parts, width, height, clipAt = n
   const t = theme();
   const x = steps.map((_, i) => i);
   const cum = [];
+  const totals = steps.map((_, i) => parts.reduce((a, p) => a + (p.values[i] || 0), 0));
+  // a step past the axis (clipAt) is drawn to its top in its own proportions: the axis covers what is drawn, and
+  // the bar still says what the step is made of (a compiling step is not a busy one); its label gives its time
+  const scale = totals.map((tot) => (clipAt && tot > clipAt ? clipAt / tot : 1));
   let run = steps.map(() => 0);
   for (const p of parts) {
-    run = run.map((v, i) => v + (p.values[i] || 0));
+    run = run.map((v, i) => v + (p.values[i] || 0) * scale[i]);
     cum.push(run.slice());
   }
-  const totals = run;
   const order = parts.map((_, i) => i).reverse(); // top part (largest cumulative) drawn first
   const bars = uPlot.paths.bars({ size: [0.7, 60], align: 0 });
   const hooks = {

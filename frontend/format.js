@@ -64,8 +64,8 @@ export function fmtDuration(ns) {
 export function fmtShare(x, digits = 1) {
   if (!isNum(x)) return DASH;
   const p = x * 100;
-  if (p !== 0 && Math.abs(p) < 0.1) return `<0.1%`;
-  return `${p.toFixed(digits)}%`;
+  if (p !== 0 && Math.abs(p) < 0.1) return '<0.1 %';
+  return `${p.toFixed(digits)} %`;
 }
 
 /** Binary units, one decimal past bytes: 512 B, 121.9 KiB, 17.6 GiB (as tb_llmdiag/units.py fmt_bytes). */
@@ -126,12 +126,26 @@ export function evidenceLabels(keys) {
   return keys.map((k, i) => (/_ns$/.test(k) && base.some((b, j) => j !== i && b === base[i]) ? `${base[i]} time` : base[i]));
 }
 
-/** The saving line of a finding: "saves ~12% of the step (3.1 ms)"; tiny shares read "<0.1%". */
+const BASIS_WORDS = { median_step: 'median step', mean_step: 'mean step', window: 'profiled window' };
+
+/**
+ * The saving of a finding in words, the text tb_llmdiag/findings/whatif.py saving_text writes (the CLI prints
+ * it; tests/test_saving_text.py holds the two to the same text): "saves at most 12.1 ms of the 32.1 ms median
+ * step (37.7 %)": time first, the number findings are ranked by.
+ */
 export function fmtSaving(saving) {
-  if (!saving || !(isNum(saving.share) || isNum(saving.ns))) return 'saving not estimable';
-  const sh = fmtShare(saving.share, 0);
-  const share = sh.startsWith('<') ? sh : `~${sh}`;
-  return `saves ${share} of the step${isNum(saving.ns) ? ` (${fmtDuration(saving.ns)})` : ''}`;
+  if (!saving || !isNum(saving.share)) return 'saving not estimable';
+  const share = fmtShare(saving.share);
+  if (saving.basis === 'window' || !isNum(saving.ns) || !isNum(saving.step_ns)) return `saves at most ${share} of the profiled window`;
+  const step = `${fmtDuration(saving.step_ns)} ${BASIS_WORDS[saving.basis] || 'step'}`;
+  if (saving.ns <= 0) return `saves nothing of the ${step} once the findings above it are fixed`;
+  return `saves at most ${fmtDuration(saving.ns)} of the ${step} (${share})`;
+}
+
+/** A finding's own what-if in words (whatif.py what_if_text): "median step 32.1 ms → at most 20 ms (−37.7 %)". */
+export function fmtWhatIf(saving) {
+  if (!saving || !isNum(saving.step_ns) || !isNum(saving.step_ns_if_fixed)) return '';
+  return `${BASIS_WORDS[saving.basis] || 'step'} ${fmtDuration(saving.step_ns)} → at most ${fmtDuration(saving.step_ns_if_fixed)} (−${fmtShare(saving.share)})`;
 }
 
 /**

@@ -16,9 +16,9 @@ test('fmtDuration picks the unit', () => {
 });
 
 test('shares, bytes, counts', () => {
-  assert.equal(fmtShare(0.1234), '12.3%');
-  assert.equal(fmtShare(0.0001), '<0.1%');
-  assert.equal(fmtShare(0), '0.0%');
+  assert.equal(fmtShare(0.1234), '12.3 %');
+  assert.equal(fmtShare(0.0001), '<0.1 %');
+  assert.equal(fmtShare(0), '0.0 %');
   assert.equal(fmtShare(undefined), '—');
   // binary units, one decimal: the same strings as tb_llmdiag/units.py fmt_bytes in the finding summaries
   assert.equal(fmtBytes(18_865_979_392), '17.6 GiB'); // 18865979392 / 2^30 = 17.570
@@ -39,7 +39,7 @@ test('formatValue writes each unit of the registry vocabulary', () => {
   const cases = [
     [512, 'ns', '512 ns'], [1234, 'ns', '1.23 µs'], [165_300_000, 'ns', '165 ms'], [2_075_355_336, 'ns', '2.08 s'],
     [18_865_979_392, 'bytes', '17.6 GiB'], [1.5 * 2 ** 30, 'bytes_per_s', '1.5 GiB/s'],
-    [0.2219070289470763, 'share', '22.2%'], [0.00006, 'share', '<0.1%'],
+    [0.2219070289470763, 'share', '22.2 %'], [0.00006, 'share', '<0.1 %'],
     [14_780, 'count', '14.8 k'], [12, 'count', '12'], [5815.5, 'count_per_step', '5816'], [0.3333, 'count_per_step', '0.33'],
     [1953.7985, 'per_s', '1954/s'], [3.2e14, 'flop', '320 TFLOP'], [9.89e14, 'flop_per_s', '989 TFLOP/s'], [512, 'flop', '512 FLOP'],
     [989.4, 'tflop_per_s', '989 TFLOP/s'], [1979, 'tflop_per_s', '1.98 PFLOP/s'],
@@ -121,8 +121,12 @@ test('short kernel names for labels, evidence labels, saving line', async () => 
   assert.equal(shortKernelName('cudaLaunchKernel'), 'cudaLaunchKernel');
   assert.equal(shortKernelName('void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false>(float*, float const*, int, int, int, bool const*, int, bool)'), 'softmax_warp_forward');
   assert.deepEqual(evidenceLabels(['host_op', 'host_op_share', 'host_op_ns', 'kernel_median_ns']), ['host op', 'host op share', 'host op time', 'kernel median']);
-  assert.equal(fmtSaving({ share: 0.924, ns: 531e6 }), 'saves ~92% of the step (531 ms)');
-  assert.equal(fmtSaving({ share: 0.00006, ns: 35_500 }), 'saves <0.1% of the step (35.5 µs)');
+  assert.equal(fmtSaving({ basis: 'median_step', share: 0.91, ns: 523_250_000, step_ns: 575e6 }),
+    'saves at most 523 ms of the 575 ms median step (91.0 %)');
+  assert.equal(fmtSaving({ basis: 'mean_step', share: 0.00006, ns: 35_500, step_ns: 591_666_667 }),
+    'saves at most 35.5 µs of the 592 ms mean step (<0.1 %)');
+  assert.equal(fmtSaving({ basis: 'median_step', share: 0, ns: 0, step_ns: 575e6 }), 'saves nothing of the 575 ms median step once the findings above it are fixed');
+  assert.equal(fmtSaving({ basis: 'window', share: 0.25, ns: null, step_ns: null }), 'saves at most 25.0 % of the profiled window');
   assert.equal(fmtSaving(null), 'saving not estimable');
 });
 

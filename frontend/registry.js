@@ -19,6 +19,7 @@ let entries = new Map(); // normalised pattern -> entry, for patterns without "*
 let wild = []; // [{tokens, entry}] for patterns with "*"
 let units = {};
 let evidence = {}; // finding id -> evidence label -> unit
+let evidenceNames = {}; // finding id -> evidence key -> the label a user reads
 let loaded = null;
 
 /** "a.b[3].c" / "a.b[].c" -> ["a", "b", "[]", "c"]; a leading "metrics." is dropped. */
@@ -36,6 +37,7 @@ export function setRegistry(doc) {
   wild = [];
   units = (doc && typeof doc.units === 'object' && doc.units) || {};
   evidence = (doc && typeof doc.evidence_units === 'object' && doc.evidence_units) || {};
+  evidenceNames = (doc && typeof doc.evidence_labels === 'object' && doc.evidence_labels) || {};
   const list = doc && Array.isArray(doc.metrics) ? doc.metrics : [];
   for (const e of list) {
     if (!e || typeof e.key !== 'string') continue;
@@ -116,6 +118,26 @@ export function evidenceUnitOf(findingId, label) {
   const byLabel = evidence[findingId];
   const u = byLabel && typeof byLabel === 'object' ? byLabel[label] : null;
   return typeof u === 'string' && u !== 'as_metric' ? u : unitFromName(label);
+}
+
+/** The label a user reads for a report key: the registry's, else the key's own words (never a raw key). */
+export function labelOf(key) {
+  const e = entryOf(key);
+  if (e && typeof e.label === 'string' && e.label) return e.label;
+  const t = tokens(key);
+  return words(t.length ? t[t.length - 1] : String(key));
+}
+
+/** "pageable_host_ns" -> "pageable host": a key's words, its unit suffix dropped. */
+export function words(key) {
+  return String(key).replace(/_(ns|share|bytes)$/, '').replace(/_/g, ' ');
+}
+
+/** The label of a finding's evidence value: the registry's label of the metric it comes from, else its words. */
+export function evidenceLabelOf(findingId, key) {
+  const byKey = evidenceNames[findingId];
+  const l = byKey && typeof byKey === 'object' ? byKey[key] : null;
+  return typeof l === 'string' && l ? l : words(key);
 }
 
 /** The one-line definition of a key (for tooltips), or null. */

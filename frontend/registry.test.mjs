@@ -48,7 +48,7 @@ test('the registry decides the unit; ids are never abbreviated', () => {
   assert.equal(unitOf('xla.recompile_program_ids'), 'id');
   assert.equal(formatValue([103_869], unitOf('xla.recompile_program_ids')), '103869');
   assert.equal(formatValue(18_865_979_392, unitOf('memory.peak_used_bytes')), '17.6 GiB');
-  assert.equal(formatValue(0.2219, unitOf('idle.busy_share')), '22.2%');
+  assert.equal(formatValue(0.2219, unitOf('idle.busy_share')), '22.2 %');
   assert.equal(formatValue(975_933_561, unitOf('steps.per_step[0].duration_ns')), '976 ms');
   assert.equal(formatValue('aten::mm', unitOf('idle.host_wait_culprit')), 'aten::mm');
   assert.equal(formatValue(5815.5, unitOf('headline.launches_per_step')), '5816');

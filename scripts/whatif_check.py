@@ -6,6 +6,11 @@ For each pair the prediction removes the named findings' causes from the before 
 (``findings/whatif.py``), and converts to tokens/s with the before trace's median tokens per step; the measured
 value is the after trace's median step and tokens/s. Error = (predicted - measured) / measured, of tokens/s when
 both traces record shapes (the batch may differ between the runs), else of the step time.
+
+Where both captures' truth.json hold unprofiled step times (``reference``: the same run's steps after the profiler
+stopped, ``--ref-steps``), the pair is also checked against them: the before trace's what-if is restated on its
+unprofiled median step (``findings/trust.py``: the profiler's cost taken out of the idle time the fixes leave) and
+compared with the after run's unprofiled median step (and its tokens/s, ``reference.tokens_per_s``).
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from tb_llmdiag.findings import diagnose
+from tb_llmdiag.findings import diagnose, lookup
+from tb_llmdiag.findings.engine import applicable
 from tb_llmdiag.findings.table import RULES
+from tb_llmdiag.findings.trust import with_unprofiled
 from tb_llmdiag.findings.whatif import apply_in_sequence
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.metrics import compute_metrics
@@ -47,6 +54,13 @@ def _truth(folder: str) -> dict[str, Any]:
     return json.loads((REPO / folder / "truth.json").read_text())["ranks"][0]
 
 
+def _unprofiled_ms(folder: str) -> float | None:
+    """The run's unprofiled median step (truth.json ``reference.median_wall_ms``), or None without one."""
+    if not (REPO / folder / "truth.json").is_file():
+        return None
+    return (_truth(folder).get("reference") or {}).get("median_wall_ms")
+
+
 def _ckpt(t: dict[str, Any]) -> float:
     return 1 - t["no_grad_ckpt"]["median_wall_ms"] / t["reference"]["median_wall_ms"]
 
@@ -69,22 +83,32 @@ TRUTH_ROWS = (
 
 def truth_table() -> str:
     rows = ["| capture | finding | measured how | predicted saving (bound, share of the profiled step) | "
-            "measured saving (share of the unprofiled step) | error |", "|---|---|---|---|---|---|"]
+            "predicted on the unprofiled step | measured saving (share of the unprofiled step) | error (profiled) | "
+            "error (unprofiled) |", "|---|---|---|---|---|---|---|---|"]
     for folder, fid, how, fn in TRUTH_ROWS:
         if not (REPO / folder).is_dir():
             continue
-        f = next(x for x in analysed(folder)["findings"] if x["id"] == fid)
-        pred, meas = f["saving"]["alone_share"], fn(_truth(folder))
-        rows.append(f"| {Path(folder).name} | `{fid}` | {how} | {100 * pred:.1f} % | {100 * meas:.1f} % | "
-                    f"{100 * (pred - meas) / meas:+.0f} % |")
+        before = analysed(folder)
+        pred, meas = own_share(before, fid), fn(_truth(folder))
+        up = _what_if(before, (fid,), _truth(folder)["reference"]["median_wall_ms"])["unprofiled"]
+        rows.append(f"| {Path(folder).name} | `{fid}` | {how} | {100 * pred:.1f} % | {100 * up['all_saving_share']:.1f} % | "
+                    f"{100 * meas:.1f} % | {100 * (pred - meas) / meas:+.0f} % | "
+                    f"{100 * (up['all_saving_share'] - meas) / meas:+.0f} % |")
     save = "tests/data/torch_save"
     if (REPO / save).is_dir():
         o = next(x for x in analysed(save)["metrics"]["outliers"]["steps"] if x["holder"])
         meas = _save(_truth(save))
         rows.append(f"| torch_save | `step_variance` (outlier step #{o['index']}) | `torch.save` timed around the call | "
-                    f"{o['holder_ns'] / 1e9:.3f} s inside `{o['holder']}` | {meas / 1e9:.3f} s | "
-                    f"{100 * (o['holder_ns'] - meas) / meas:+.1f} % |")
+                    f"{o['holder_ns'] / 1e9:.3f} s inside `{o['holder']}` | | {meas / 1e9:.3f} s | "
+                    f"{100 * (o['holder_ns'] - meas) / meas:+.1f} % | |")
     return "\n".join(rows)
+
+
+def own_share(a: dict[str, Any], finding_id: str) -> float:
+    """The share of the summed step time a finding's rule itself estimates (its ``saving`` metric), before the
+    what-if's pools and floors."""
+    (rule,) = [r for r in applicable(a["metrics"], RULES) if r.id == finding_id]
+    return float(rule.saving(a["metrics"]) if callable(rule.saving) else lookup(a["metrics"], rule.saving))
 
 
 def _one(folder: str) -> Path:
@@ -99,15 +123,56 @@ def analysed(folder: str) -> dict[str, Any]:
     return {"metrics": m, "findings": findings, "what_if": what_if}
 
 
+def _what_if(before: dict[str, Any], ids: Sequence[str] | None, unprofiled_ms: float | None = None) -> dict[str, Any]:
+    fs = [f for f in before["findings"] if ids is None or f["id"] in ids]
+    # the chosen findings with their rules' own shares, re-applied in sequence
+    fs = [{**f, "saving": {"share": own_share(before, f["id"]), "ns": None}} if f.get("saving") else f for f in fs]
+    metrics = before["metrics"]
+    if unprofiled_ms is not None:  # as if the capture helper had written the unprofiled step into the trace
+        metrics = {**metrics, "capture": {**metrics.get("capture", {}), "unprofiled_step_ns": int(unprofiled_ms * 1e6)}}
+    _, wi = apply_in_sequence(fs, metrics, RULES)
+    assert wi is not None
+    return with_unprofiled(wi, metrics) if unprofiled_ms is not None else wi  # type: ignore[return-value]
+
+
 def predicted(before: dict[str, Any], ids: Sequence[str] | None) -> tuple[int, float | None, list[str]]:
     """The before trace's median step with the named findings' causes removed (all when None), and tokens/s."""
-    fs = [f for f in before["findings"] if ids is None or f["id"] in ids]
-    # savings of the chosen findings alone, in their rank order (their own bounds, re-applied in sequence)
-    fs = [{**f, "saving": {"share": f["saving"]["alone_share"], "ns": f["saving"]["alone_ns"]}} if f.get("saving") else f
-          for f in fs]
-    _, wi = apply_in_sequence(fs, before["metrics"], RULES)
-    assert wi is not None
+    wi = _what_if(before, ids)
     return wi["all"]["step_ns_if_fixed"], wi["all"]["tokens_per_s_if_fixed"], wi["all"]["finding_ids"]
+
+
+def predicted_unprofiled(before: dict[str, Any], ids: Sequence[str] | None, unprofiled_ms: float) -> tuple[int, float | None]:
+    """The same restated on the before run's unprofiled median step: step and tokens/s."""
+    up = _what_if(before, ids, unprofiled_ms)["unprofiled"]
+    tokens = before["metrics"].get("steps", {}).get("tokens_per_step_median")
+    step = up["all_step_ns_if_fixed"]
+    return step, (tokens / (step / 1e9) if tokens and step else None)
+
+
+def unprofiled_table() -> str:
+    """The pairs whose both runs were timed unprofiled: predicted on the unprofiled step vs the unprofiled after run."""
+    rows = ["| pair | findings removed | before: unprofiled step (profiled) | predicted on the unprofiled step (bound) | "
+            "measured after, unprofiled | error |", "|---|---|---|---|---|---|"]
+    for label, b, a, ids, _ in PAIRS:
+        ub, ua = _unprofiled_ms(b), _unprofiled_ms(a)
+        if ub is None or ua is None:
+            rows.append(f"| {label} | | no unprofiled timing of {'the before' if ub is None else 'the after'} run | | | |")
+            continue
+        before = analysed(b)
+        step, tps = predicted_unprofiled(before, ids, ub)
+        used = _what_if(before, ids)["all"]["finding_ids"]
+        ref_a = _truth(a)["reference"]
+        if tps and ref_a.get("tokens_per_s"):
+            err = (tps - ref_a["tokens_per_s"]) / ref_a["tokens_per_s"]
+            pred = f"{step / 1e6:.1f} ms, {tps:,.0f} tok/s"
+            meas = f"{ua:.1f} ms, {ref_a['tokens_per_s']:,.0f} tok/s"
+        else:
+            err = (ua * 1e6 - step) / (ua * 1e6)
+            pred, meas = f"{step / 1e6:.1f} ms", f"{ua:.1f} ms"
+        prof = before["what_if"]["step_ns"] / 1e6
+        rows.append(f"| {label} | {', '.join(f'`{i}`' for i in used) or 'none'} | {ub:.1f} ms ({prof:.1f} ms) | {pred} | "
+                    f"{meas} | {100 * err:+.0f} % |")
+    return "\n".join(rows)
 
 
 def table() -> str:
@@ -133,4 +198,4 @@ def table() -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(table() + "\n\n" + truth_table() + "\n")
+    sys.stdout.write(table() + "\n\n" + unprofiled_table() + "\n\n" + truth_table() + "\n")

@@ -15,7 +15,7 @@ from tb_llmdiag import __version__
 from tb_llmdiag.compare import compare, is_compare_key, names
 from tb_llmdiag.compare.side import JobSide, RunSide, Side
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound, TraceFormatError
-from tb_llmdiag.findings import EVIDENCE_UNITS, RULES, diagnose
+from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS, RULES, diagnose
 from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile
@@ -31,6 +31,7 @@ from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import Analysis, analyze, registry
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
+from tb_llmdiag.metrics.workload import run_phase
 from tb_llmdiag.model import MODEL_VERSION, Trace
 from tb_llmdiag.queries import *  # noqa: F403  (the front door's queries: queries.__all__, re-exported whole)
 from tb_llmdiag.queries import __all__ as queries_names
@@ -104,7 +105,7 @@ def _base(tf: TraceFile) -> dict[str, Any]:
         "path": tf.path,
         "size_bytes": tf.size_bytes,
         "rank": tf.rank,
-        "phase": tf.phase,
+        "phase": None,
     }
 
 
@@ -175,6 +176,7 @@ def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str,
     report = {
         # "partial": the reader stopped early (invalid JSON, a cut file); the report covers what it read
         **_base(tf),
+        "phase": run_phase(tf.phase, metrics),
         "status": "ok" if complete else "partial",
         "error": None if complete else read_state["reason"],
         "read_state": read_state,
@@ -355,7 +357,7 @@ def analyze_index(index: Index, runner: Runner | None = None) -> tuple[list[dict
         summaries[tf.path] = summary
     jobs = [
         jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
-        for run, span, fs in job_groups(index.files)
+        for run, span, fs in job_groups(index.files, {r["path"] for r in runs if r["status"] != "error"})
     ]
     return runs, jobs
 
@@ -370,8 +372,7 @@ def job_for_summaries(run: str, span: str, members: list[tuple[TraceFile, dict[s
 
 def report_index(index: Index, runner: Runner | None = None) -> dict[str, Any]:
     """The whole report of a discovered index, its per-file analyses on ``runner`` (``analyze_index``)."""
-    runs, jobs = analyze_index(index, runner)
-    return report_for_index(index, runs, jobs)
+    return report_for_index(index, *analyze_index(index, runner))
 
 
 def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runner | None = None) -> dict[str, Any]:
@@ -398,9 +399,9 @@ def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runn
 
 def metric_registry() -> dict[str, Any]:
     """Every report number's unit, direction, tolerance and definition (``tb_llmdiag/metrics/registry.py``):
-    ``{"units", "metrics", "evidence_units"}``; ``evidence_units`` maps a finding id and evidence label to the
-    unit of the metric the rule reads it from."""
-    return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS}
+    ``{"units", "metrics", "evidence_units", "evidence_labels"}``: a finding id and evidence key to the unit and the
+    label of the metric the rule reads it from."""
+    return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS, "evidence_labels": EVIDENCE_LABELS}
 
 
 def load_analysis(tf: TraceFile) -> tuple[dict[str, Any], Trace, Analysis]:

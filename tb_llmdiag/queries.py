@@ -32,7 +32,7 @@ from tb_llmdiag.traceview.source import source_of
 
 __all__ = [
     "BadRange", "RunNotFound", "Target", "check", "compare_job_reports", "compare_reports", "finding_catalogue",
-    "run_names", "resolve", "source_of", "step_range", "top_activities",
+    "rule_catalogue", "run_names", "resolve", "source_of", "step_range", "top_activities",
 ]  # fmt: skip
 
 
@@ -157,6 +157,42 @@ def finding_catalogue() -> dict[str, Any]:
         for r in JOB_RULES
     ]
     return {"runs": runs, "jobs": jobs}
+
+
+#: how ``llmdiag rules`` names a platform (``Rule.platform``; a rule without one applies to both)
+PLATFORM_NAMES = {"cuda": "GPU (Kineto)", "xla": "XLA (XPlane)"}
+
+
+def rule_catalogue() -> list[dict[str, Any]]:
+    """Every rule once by id: the run rules (one id may have a GPU and an XLA variant: its platforms are listed
+    together, with the first variant's title and fix), then the job rules (a run with several ranks)."""
+    by_id: dict[str, dict[str, Any]] = {}
+    for r in RULES:
+        e = by_id.setdefault(
+            r.id,
+            {"id": r.id, "level": "run", "platforms": [], "title": r.title, "fix": r.fix.text, "docs": r.docs},
+        )
+        e["platforms"].extend(p for p in ([r.platform] if r.platform else PLATFORM_NAMES) if p not in e["platforms"])
+    jobs = [
+        {
+            "id": r.id,
+            "level": "job",
+            "platforms": ["a job: every rank of a run"],
+            "title": r.title,
+            # chosen by what the job shows (the straggler's cause, the leading collective kind): named, not listed
+            "fix": (r.fix.text + " " if r.fix.text else "")
+            + (
+                f"(one fix for each {r.fix_by.replace('_', ' ')}: {', '.join(k.replace('_', ' ') for k, _ in r.fixes)})"
+                if r.fixes and r.fix_by
+                else ""
+            ),
+            "docs": r.docs,
+        }
+        for r in JOB_RULES
+    ]
+    for e in by_id.values():
+        e["platforms"] = [PLATFORM_NAMES[p] for p in PLATFORM_NAMES if p in e["platforms"]]
+    return [*by_id.values(), *jobs]
 
 
 #: Two RunReports compared (docs/compare.md): the metric table with noise bands, the finding diff and the verdict,

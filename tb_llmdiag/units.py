@@ -6,6 +6,8 @@ ids and indexes are printed whole, never abbreviated."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 
@@ -16,13 +18,55 @@ def fmt_ns(ns: float | int | None) -> str:
     ns = float(ns)
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
         if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.0f} ns"
+            return f"{sig(ns / scale)} {unit}"
+    return f"{math.floor(ns + 0.5):.0f} ns"
 
 
 def fmt_share(x: float | None) -> str:
-    """A fraction 0..1 as a percentage: 12.3 %."""
-    return "n/a" if x is None else f"{100 * x:.1f} %"
+    """A fraction 0..1 as a percentage: 12.3 %; "<0.1 %" for a small non-zero one (as the tab's fmtShare)."""
+    if x is None:
+        return "n/a"
+    p = 100 * float(x)
+    return "<0.1 %" if p != 0 and abs(p) < 0.1 else f"{p:.1f} %"
+
+
+def _trim(text: str) -> str:
+    return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
+
+
+def sig(x: float | int) -> str:
+    """3 significant digits, no trailing zeros, never an exponent above 0.01: 12.30 -> 12.3, 1234 -> 1234
+    (the tab's ``sig`` in frontend/format.js, digit for digit)."""
+    x = float(x)
+    a = abs(x)
+    if a >= 100:
+        return str(int(math.floor(x + 0.5)))
+    if a >= 10:
+        return _trim(f"{x:.1f}")
+    if a >= 0.01 or a == 0:
+        return _trim(f"{x:.2f}")
+    return _trim(f"{x:.2g}")
+
+
+def fmt_count(x: float | int | None) -> str:
+    """Counts: in full below 10 000, then 14.8 k, 2.5 M; fractions to 3 significant digits (the tab's fmtCount)."""
+    if x is None:
+        return "n/a"
+    if abs(x) >= 1e6:
+        return f"{sig(x / 1e6)} M"
+    if abs(x) >= 1e4:
+        return f"{sig(x / 1e3)} k"
+    return str(int(x)) if float(x).is_integer() else sig(x)
+
+
+def fmt_flop(x: float | int | None) -> str:
+    """Floating-point operations with SI prefixes: 3.2e14 -> 320 TFLOP (the tab's fmtFlop)."""
+    if x is None:
+        return "n/a"
+    v, i = float(x), 0
+    while abs(v) >= 1000 and i < 6:
+        v, i = v / 1000, i + 1
+    return f"{sig(v)} {['', 'k', 'M', 'G', 'T', 'P', 'E'][i]}FLOP"
 
 
 def fmt_bytes(n: float | int | None) -> str:
@@ -42,8 +86,21 @@ def fmt_bytes_per_s(n: float | int | None) -> str:
     return "n/a" if n is None else fmt_bytes(n) + "/s"
 
 
-#: registry unit -> formatter of one number (units not listed: plain numbers, 3 significant digits for floats)
-_BY_UNIT = {"ns": fmt_ns, "share": fmt_share, "bytes": fmt_bytes, "bytes_per_s": fmt_bytes_per_s}
+#: registry unit -> formatter of one number (units not listed: plain numbers, 3 significant digits for floats);
+#: the same text as the tab's formatValue (frontend/format.js) for every unit
+_BY_UNIT: dict[str, Callable[[Any], str]] = {
+    "ns": fmt_ns,
+    "share": fmt_share,
+    "bytes": fmt_bytes,
+    "bytes_per_s": fmt_bytes_per_s,
+    "count": fmt_count,
+    "count_per_step": fmt_count,
+    "per_s": lambda v: fmt_count(v) + "/s",
+    "flop": fmt_flop,
+    "flop_per_s": lambda v: fmt_flop(v) + "/s",
+    "tflop_per_s": lambda v: fmt_flop(v * 1e12) + "/s",
+    "ratio": sig,
+}
 #: units printed whole: ids and step numbers are names, never rounded or abbreviated
 _WHOLE = frozenset({"index", "id"})
 
@@ -55,13 +112,14 @@ def fmt(unit: str, v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, (list, tuple)):
-        return ", ".join(fmt(unit, x) for x in v[:8]) + (" ..." if len(v) > 8 else "") if v else "none"
+        more = f", … ({len(v) - 8} more)" if len(v) > 8 else ""
+        return ", ".join(fmt(unit, x) for x in v[:8]) + more if v else "none"
     if isinstance(v, (int, float)):
         if unit in _BY_UNIT:
             return _BY_UNIT[unit](v)
         if unit in _WHOLE:
             return str(int(v)) if float(v).is_integer() else str(v)
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
+        return sig(v) if isinstance(v, float) else str(v)
     return str(v)
 
 

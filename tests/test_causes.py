@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tb_llmdiag.findings import diagnose
+from tb_llmdiag.findings import RULES, diagnose, lookup
+from tb_llmdiag.findings.engine import applicable
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.steps import find_steps
@@ -94,20 +95,42 @@ def test_new_findings_fire_only_where_their_cause_is(rel: str) -> None:
 @pytest.mark.parametrize("rel", real_traces())
 def test_savings_never_add_past_the_step_nor_below_the_compute_floor(rel: str) -> None:
     a = analysed(rel)
-    shares = [f["saving"]["share"] for f in a["findings"] if f.get("saving")]
-    assert sum(shares) <= 1.0 + 1e-9, shares
-    # in sequence, no finding saves more than its own bound (the host floor's unclaimed wait included)
-    assert all(f["saving"]["share"] <= f["saving"]["alone_share"] + 1e-9 for f in a["findings"] if f.get("saving"))
+    _one_saving_per_finding(a)
     wi = a["what_if"]
     if wi is None:
         return
-    assert 0 <= wi["all"]["step_ns_if_fixed"] <= wi["step_ns_if_fixed"] <= wi["step_ns"]
+    assert 0 <= wi["all"]["step_ns_if_fixed"] <= wi["all"]["step_ns"]
+    if wi["basis"] == "median_step":
+        assert wi["all"]["step_ns_if_fixed"] <= wi["step_ns_if_fixed"] <= wi["step_ns"]
     assert 0.0 <= wi["all"]["saving_share"] <= 1.0
     if wi["compute_floor_ns"] is not None:
         assert wi["step_ns_if_fixed"] >= wi["compute_floor_ns"] - 1
         assert wi["all"]["step_ns_if_fixed"] >= wi["all"]["compute_floor_ns"] - 1
     _never_below_the_host_floor(wi)
     assert "at most" in wi["statement"] or "no finding" in wi["statement"]
+
+
+def _one_saving_per_finding(a: dict[str, Any]) -> None:
+    """#25: each finding has one saving on one basis (in sequence: the savings of a basis add up to at most its
+    step); the ranking and the severity read it (no finding above one of a higher severity, nor above one that
+    saves more of the same step); the what-if is the top finding's own saving."""
+    fs = [f for f in a["findings"] if f.get("saving")]
+    for basis in ("median_step", "mean_step", "window"):
+        assert sum(f["saving"]["share"] for f in fs if f["saving"]["basis"] == basis) <= 1.0 + 1e-6
+    for f in fs:
+        s = f["saving"]
+        if s["basis"] != "window":
+            assert s["step_ns_if_fixed"] == s["step_ns"] - s["ns"] and abs(s["share"] - s["ns"] / s["step_ns"]) < 1e-6
+    sev = {"high": 0, "medium": 1, "low": 2}
+    order = [sev[f["severity"]] for f in a["findings"]]
+    assert order == sorted(order), [(f["id"], f["severity"]) for f in a["findings"]]
+    ns = [(sev[f["severity"]], -(f["saving"]["ns"] or 0)) for f in fs]
+    assert ns == sorted(ns)
+    wi = a.get("what_if")
+    if wi and wi.get("finding_id"):
+        top = a["findings"][0]
+        assert wi["finding_id"] == top["id"]
+        assert (wi["step_ns"], wi["step_ns_if_fixed"]) == (top["saving"]["step_ns"], top["saving"]["step_ns_if_fixed"])
 
 
 def _never_below_the_host_floor(wi: dict[str, Any]) -> None:
@@ -126,8 +149,7 @@ def _never_below_the_host_floor(wi: dict[str, Any]) -> None:
 @pytest.mark.parametrize("golden", sorted((REPO / "tests" / "golden").glob("*.diagnosis.json")), ids=lambda p: p.stem)
 def test_goldens_hold_the_same_invariants(golden: Path) -> None:
     g = json.loads(golden.read_text())
-    assert sum(f["saving"]["share"] for f in g["findings"] if f.get("saving")) <= 1.0 + 1e-9
-    assert all(f["saving"]["share"] <= f["saving"]["alone_share"] + 1e-6 for f in g["findings"] if f.get("saving"))
+    _one_saving_per_finding(g)
     wi = g["what_if"]
     if wi and wi.get("compute_floor_ns") is not None:
         assert wi["all"]["step_ns_if_fixed"] >= wi["all"]["compute_floor_ns"] - 1
@@ -180,6 +202,13 @@ def capture(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return analysed(str(path.relative_to(REPO.parent))), json.loads((folder / "truth.json").read_text())
 
 
+def own_share(a: dict[str, Any], finding_id: str) -> float:
+    """The share of the summed step time the rule itself estimates for its finding (its ``saving`` metric, before
+    the what-if's pools and floors): what the planted captures' measured speedups check."""
+    (rule,) = [r for r in applicable(a["metrics"], RULES) if r.id == finding_id]
+    return float(rule.saving(a["metrics"]) if callable(rule.saving) else lookup(a["metrics"], rule.saving))
+
+
 def by_id(a: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {f["id"]: f for f in a["findings"]}
 
@@ -203,10 +232,15 @@ def test_fp32_capture() -> None:
     f = a["findings"][0]
     assert f["id"] == "fp32_math" and "sgemm" not in f["evidence"]["top_kernel"]  # cuBLAS xmma f32f32 kernels
     assert "f32f32_f32f32" in f["evidence"]["top_kernel"]
-    # the bf16 baseline (noise_a, unprofiled) runs the same steps 4.1x faster: a 76 % saving; the bound says 75 %
+    # the bf16 baseline (noise_a, unprofiled) runs the same steps 4.1x faster: a 76 % saving; the rule says 75 %
     base = json.loads((REPO / "tests" / "data" / "noise_a" / "truth.json").read_text())["ranks"][0]["reference"]
     measured = 1 - base["median_wall_ms"] / t["ranks"][0]["reference"]["median_wall_ms"]
-    assert f["saving"]["alone_share"] == pytest.approx(measured, abs=0.05)
+    assert own_share(a, "fp32_math") == pytest.approx(measured, abs=0.05)
+    # the saving shown stops at the profiled host's own time per step (43.4 ms of 129 ms: 66 %); the profiler's own
+    # host overhead is in that floor, so the unprofiled run beats it (#24 bounds it by unprofiled time when known)
+    s = f["saving"]
+    assert s["bound_by"] == "host_floor" and s["step_ns_if_fixed"] == a["metrics"]["host_floor"]["median_ns"]
+    assert s["share"] < measured
 
 
 def test_unfused_adamw_capture() -> None:
@@ -248,7 +282,7 @@ def test_torch_save_capture_names_what_holds_the_slow_step() -> None:
     assert o["holder_ns"] == pytest.approx(save["host_s"] * 1e9, rel=0.02)
     assert o["dtoh_bytes"] == pytest.approx(save["file_bytes"], rel=0.05)  # the state dict copied to the host
     f = a["findings"][0]
-    assert f["id"] == "step_variance" and "inside `save_checkpoint`" in f["summary"] and "device-to-host" in f["summary"]
+    assert f["id"] == "step_variance" and 'inside "save_checkpoint"' in f["summary"] and "device-to-host" in f["summary"]
 
 
 def test_item_loop_capture_is_a_sync_storm() -> None:
@@ -259,9 +293,9 @@ def test_item_loop_capture_is_a_sync_storm() -> None:
     assert ev["trigger_op"] == "aten::item" and ev["after_op"] == "aten::linalg_vector_norm"
     items = t["ranks"][0]["profiled"]["item_calls_per_step"][-1]
     assert 0.5 * items <= ev["loop_syncs_per_step"] <= items
-    # measured: the baseline without the loop (noise_a, unprofiled) is 35 % faster; the bound says 36.5 %
+    # measured: the baseline without the loop (noise_a, unprofiled) is 35 % faster; the rule says 36.5 %
     base = json.loads((REPO / "tests" / "data" / "noise_a" / "truth.json").read_text())["ranks"][0]["reference"]
     measured = 1 - base["median_wall_ms"] / t["ranks"][0]["reference"]["median_wall_ms"]
-    assert f["saving"]["alone_share"] == pytest.approx(measured, abs=0.05)
+    assert own_share(a, "host_sync") == pytest.approx(measured, abs=0.05)
     # the profiler's own step-edge synchronize calls are reported, never credited
     assert ev["edge_syncs"] >= 1

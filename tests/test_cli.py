@@ -81,7 +81,8 @@ def test_a_job_prints_its_section_before_the_ranks() -> None:
     (job,) = doc["jobs"]
     m = job["metrics"]
     assert m["straggler_rank"] == 1 and m["straggler_cause"] == "more_tokens"
-    assert "1. straggler:" in text.stdout and "straggler_rank 1; straggler_cause more_tokens" in text.stdout
+    assert "1. The other ranks wait in their collectives for one rank" in text.stdout and "(rule straggler)" in text.stdout
+    assert "straggler 1; cause more tokens" in text.stdout  # registry labels and words, never keys (#25)
     assert [f["rank"] for f in job["files"]] == [0, 1] and len(doc["runs"]) == 2
     single = json.loads(run_cli("report", str(shared_trace(RESNET0)), "--json").stdout)
     assert single["jobs"] == []  # two spans of one worker are not ranks

@@ -32,7 +32,7 @@ def test_seed_shows_the_seed_causes_and_the_fixed_run_does_not() -> None:
     assert {"variable_shapes", "pageable_memcpy", "warmup_in_window"} <= set(seed_ids)
     # fixed: packing, pinned memory and a steady-state window remove those; host-bound is reduced
     assert not {"variable_shapes", "pageable_memcpy", "warmup_in_window"} & set(fixed_ids)
-    share = {r: next(f["saving"]["alone_share"] for f in runs[r]["findings"] if f["id"] == "host_bound")
+    share = {r: next(f["saving"]["share"] for f in runs[r]["findings"] if f["id"] == "host_bound")
              for r in ("seed_lora_qwen1.5b", "fixed_lora_qwen1.5b")}
     assert share["fixed_lora_qwen1.5b"] < share["seed_lora_qwen1.5b"]
     assert fixed["headline"]["gpu_busy_share"] > 4 * seed["headline"]["gpu_busy_share"]

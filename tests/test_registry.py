@@ -161,9 +161,10 @@ def test_units_follow_the_key_names() -> None:
 def test_every_unit_is_used_and_formatted() -> None:
     used = {m.unit for m in METRICS}
     assert used == set(UNITS)
-    expected = {"ns": "4.42 µs", "bytes": "4.3 KiB", "bytes_per_s": "4.3 KiB/s", "share": "442000.0 %", "ratio": "4.42e+03", "count": "4.42e+03",
-                "count_per_step": "4.42e+03", "per_s": "4.42e+03", "flop": "4.42e+03", "tflop_per_s": "4.42e+03",
-                "index": "4420", "id": "4420", "as_metric": "4.42e+03", "text": "4.42e+03", "flag": "4.42e+03"}
+    # the tab's formatValue writes the same (#25; tests/test_saving_text.py runs it)
+    expected = {"ns": "4.42 µs", "bytes": "4.3 KiB", "bytes_per_s": "4.3 KiB/s", "share": "442000.0 %", "ratio": "4420", "count": "4420",
+                "count_per_step": "4420", "per_s": "4420/s", "flop": "4.42 kFLOP", "tflop_per_s": "4.42 PFLOP/s",
+                "index": "4420", "id": "4420", "as_metric": "4420", "text": "4420", "flag": "4420"}
     assert {u: fmt(u, 4420.0) for u in UNITS} == expected
     # ids and step numbers are never abbreviated or rounded
     assert fmt("id", 103869) == "103869" and fmt("index", [3, 104000]) == "3, 104000"
@@ -172,7 +173,7 @@ def test_every_unit_is_used_and_formatted() -> None:
 
 def test_as_json_and_the_api() -> None:
     got = api.metric_registry()
-    assert set(got) == {"units", "metrics", "evidence_units"}
+    assert set(got) == {"units", "metrics", "evidence_units", "evidence_labels"}
     assert got["units"] == UNITS and json.loads(json.dumps(got)) == got
     assert got["metrics"][0] == {"key": METRICS[0].key, "unit": METRICS[0].unit, "better": METRICS[0].better,
                                  "tolerance": METRICS[0].tolerance, "label": METRICS[0].label,
@@ -180,6 +181,9 @@ def test_as_json_and_the_api() -> None:
     assert len(got["metrics"]) == len(METRICS)
     assert got["evidence_units"]["host_transfer"]["stall_ns"] == "ns"
     assert got["evidence_units"]["recompilation"]["steps"] == "index"
+    # evidence reads by its metric's label, never by its key (#25)
+    assert got["evidence_labels"]["host_bound"]["launches_per_step"] == "launches per step"
+    assert all("_" not in label for labels in got["evidence_labels"].values() for label in labels.values())
 
 
 # ---------------------------------------------------------------------------------------------- rules

@@ -15,14 +15,20 @@ def test_each_unit() -> None:
 def test_values_by_label() -> None:
     assert fmt_value("x_share", 0.123) == "12.3 %" and fmt_value("x_ns", 2_500_000) == "2.5 ms"
     assert fmt_value("x_bytes", 3 << 30) == "3.0 GiB" and fmt_value("n", None) == "n/a"
-    assert fmt_value("ok", True) == "yes" and fmt_value("cv", 0.4963) == "0.496" and fmt_value("count", 7) == "7"
+    assert fmt_value("ok", True) == "yes" and fmt_value("cv", 0.4963) == "0.5" and fmt_value("count", 7) == "7"
     assert fmt_value("steps", [3, 7]) == "3, 7" and fmt_value("steps", []) == "none"
-    assert fmt_value("x_ns", list(range(10))) == "0 ns, 1 ns, 2 ns, 3 ns, 4 ns, 5 ns, 6 ns, 7 ns ..."
+    assert fmt_value("x_ns", list(range(10))) == "0 ns, 1 ns, 2 ns, 3 ns, 4 ns, 5 ns, 6 ns, 7 ns, … (2 more)"
 
 
 def test_values_by_registry_unit() -> None:
     """``fmt`` takes the registry's unit: ids and step numbers whole, never "104 k" or 1.04e+05."""
     assert fmt("id", 103869) == "103869" and fmt("index", 104000) == "104000" and fmt("index", 3.0) == "3"
     assert fmt("ns", 12_300) == "12.3 µs" and fmt("share", 0.5) == "50.0 %" and fmt("bytes", 1536) == "1.5 KiB"
-    assert fmt("ratio", 0.4963) == "0.496" and fmt("count", 7) == "7" and fmt("text", "jit_step") == "jit_step"
+    assert fmt("ratio", 0.4963) == "0.5" and fmt("ratio", 12.34) == "12.3" and fmt("count", 7) == "7" and fmt("text", "jit_step") == "jit_step"
     assert fmt("index", [3, 7]) == "3, 7" and fmt("ns", None) == "n/a" and fmt("flag", False) == "no"
+
+
+def test_counts_and_rates_read_as_the_tab_writes_them() -> None:
+    """#25: "5.82e+03 launches" in the text beside "5816" on the card; now both write 5816, then 14.8 k."""
+    assert [fmt("count_per_step", v) for v in (5816, 31_915.0, 2_500_000, 0.333)] == ["5816", "31.9 k", "2.5 M", "0.33"]
+    assert fmt("per_s", 63_736.2) == "63.7 k/s" and fmt("share", 0.0004) == "<0.1 %"

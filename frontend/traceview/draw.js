@@ -25,7 +25,7 @@ export function colorOf(cat) {
 }
 
 /** Display rows from the loaded answer: findings, then per lane one row per depth shown (memory: one tall row). */
-export function layout(data) {
+export function layout(data, collapsed = null) {
   const rows = [{ kind: 'findings', label: 'Findings', y: AXIS_H, h: FINDINGS_H }];
   let y = AXIS_H + FINDINGS_H;
   if (!data) return { rows, height: y + 4 };
@@ -39,8 +39,11 @@ export function layout(data) {
     let n = lane.rows.length;
     while (n > 1 && !lane.rows[n - 1].s.length) n--;
     n = Math.max(1, n);
+    const shut = collapsed && collapsed.has(lane.id); // one row: a host thread with no step work, until clicked
+    if (shut) n = 1;
     for (let d = 0; d < n; d++) {
-      rows.push({ kind: 'row', lane, depth: d, row: lane.rows[d] || null, label: d === 0 ? lane.label : '', y, h: ROW_H, first: d === 0 });
+      const label = d === 0 ? (shut ? `▸ ${lane.label} (no launches)` : lane.label) : '';
+      rows.push({ kind: 'row', lane, depth: d, row: lane.rows[d] || null, label, y, h: ROW_H, first: d === 0 });
       y += ROW_H;
     }
   }

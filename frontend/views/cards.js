@@ -1,7 +1,7 @@
 // Headline cards: step time, device busy (named by the device: GPU, MTIA, TPU), copy vs GEMM, launches per step, MFU and tokens/s when known.
 
 import { h, clear } from '../dom.js';
-import { formatValue, fmtShare, isNum, median } from '../format.js';
+import { formatValue, fmtWhatIf, isNum, median } from '../format.js';
 import { unitOf } from '../registry.js';
 import { busyIsBad, deviceKind, hasHostLaunches, stepRows, workload, xlaTopic } from './data.js';
 
@@ -62,15 +62,39 @@ export function mountCards(el) {
       if (isNum(hl.mfu_share) && dev !== 'CPU') cards.push(card('MFU', fmtHeadline(hl, 'mfu_share'), 'model FLOPs / peak'));
       if (isNum(hl.tokens_per_s)) {
         const wl = workload(report);
-        cards.push(card('Throughput', fmtHeadline(hl, 'tokens_per_s'), wl ? `${wl} tokens per second` : 'tokens per second'));
+        cards.push(card('Throughput', fmtHeadline(hl, 'tokens_per_s'),
+          wl === 'inference' ? 'token slots per second (prompt and generated)' : 'token slots per second (padding included)'));
       }
+      const inf = report && report.metrics && report.metrics.inference;
+      if (isNum(hl.generated_tokens_per_s) || isNum(hl.time_per_output_token_ns)) {
+        // inference as serving users count it: generated tokens only, and the time between two of a sequence's tokens
+        const phases = inf && inf.available
+          ? `prefill ${formatValue(inf.prefill_ns, unitOf('inference.prefill_ns'))} · decode ${formatValue(inf.decode_ns, unitOf('inference.decode_ns'))}`
+          : '';
+        cards.push(card('Generated tokens/s', fmtHeadline(hl, 'generated_tokens_per_s'),
+          `${isNum(hl.time_per_output_token_ns) ? `${fmtHeadline(hl, 'time_per_output_token_ns')} per output token` : ''}${phases ? ` · ${phases}` : ''}`,
+          { title: 'Tokens the decode steps generate per second (prompt tokens excluded), time per output token, prefill and decode time' }));
+      }
+      // the top finding's own what-if: its saving, the numbers its card, the CLI and --json show
+      const top = Array.isArray(report && report.findings) ? report.findings[0] : null;
       const wi = report && report.what_if;
-      if (wi && isNum(wi.step_ns) && isNum(wi.step_ns_if_fixed) && wi.step_ns_if_fixed > 0) {
-        cards.push(card('At most, if the top cause were removed', formatValue(wi.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')),
-          `from ${formatValue(wi.step_ns, unitOf('what_if.step_ns'))} (−${fmtShare(1 - wi.step_ns_if_fixed / wi.step_ns, 0)})`, { tone: 'good' }));
+      if (top && wi && wi.finding_id === top.id && isNum(wi.step_ns_if_fixed) && wi.step_ns_if_fixed > 0) {
+        const tokens = isNum(wi.tokens_per_s) && isNum(wi.tokens_per_s_if_fixed)
+          ? ` · ${formatValue(wi.tokens_per_s, unitOf('what_if.tokens_per_s'))} → at most ${formatValue(wi.tokens_per_s_if_fixed, unitOf('what_if.tokens_per_s_if_fixed'))} tokens`
+          : '';
+        cards.push(card('At most, if the top finding were fixed', formatValue(wi.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')),
+          `${fmtWhatIf(top.saving)}${tokens}${unprofiledText(wi)}`, { tone: 'good', title: top.title || '' }));
       }
       clear(el).append(...cards);
     },
     destroy() { clear(el); },
   };
+}
+
+// the same what-if on the unprofiled median step the capture helper timed (the profiled step also holds the
+// profiler's own cost), when the capture holds it: stated beside the one saving, never instead of it
+export function unprofiledText(wi) {
+  const up = wi && wi.unprofiled;
+  if (!up || !isNum(up.step_ns) || !isNum(up.step_ns_if_fixed) || !(up.step_ns > 0)) return '';
+  return ` · unprofiled ${formatValue(up.step_ns, unitOf('what_if.unprofiled.step_ns'))} → at most ${formatValue(up.step_ns_if_fixed, unitOf('what_if.unprofiled.step_ns_if_fixed'))}`;
 }

@@ -38,11 +38,12 @@ function findingList(label, cls, items, text) {
 
 function findingsDiff(fd) {
   const share = (x) => (isNum(x) ? fmt(x, 'share') : '—');
+  const name = (f) => f.title || f.id; // its title, as the report shows it (#25: never a key)
   return h('div', { class: 'compare-findings' },
-    findingList('resolved', 'resolved', fd.resolved, (f) => `${f.id}${isNum(f.saving_share_before) ? ` (was ~${share(f.saving_share_before)})` : ''}`),
-    findingList('new', 'new', fd.new, (f) => `${f.id}${isNum(f.saving_share_after) ? ` (~${share(f.saving_share_after)})` : ''}`),
-    findingList('changed', 'changed', fd.changed, (f) => `${f.id} ${share(f.saving_share_before)} → ${share(f.saving_share_after)}${f.note ? ` (${f.note})` : ''}`),
-    findingList('unchanged', 'unchanged', fd.unchanged, (f) => f.id));
+    findingList('resolved', 'resolved', fd.resolved, (f) => `${name(f)}${isNum(f.saving_share_before) ? ` (was ~${share(f.saving_share_before)})` : ''}`),
+    findingList('new', 'new', fd.new, (f) => `${name(f)}${isNum(f.saving_share_after) ? ` (~${share(f.saving_share_after)})` : ''}`),
+    findingList('changed', 'changed', fd.changed, (f) => `${name(f)} ${share(f.saving_share_before)} → ${share(f.saving_share_after)}${f.note ? ` (${f.note})` : ''}`),
+    findingList('unchanged', 'unchanged', fd.unchanged, name));
 }
 
 function theme() {

@@ -2,10 +2,11 @@
 // estimated saving, evidence, the fix with copy-able code, what-if.
 
 import { h, clear } from '../dom.js';
-import { formatValue, evidenceLabels, fmtSaving, isNum } from '../format.js';
-import { evidenceUnitOf, unitOf } from '../registry.js';
+import { formatValue, fmtSaving, fmtWhatIf, isNum } from '../format.js';
+import { evidenceLabelOf, evidenceUnitOf, unitOf } from '../registry.js';
 import { codeBlock } from './status.js';
 import { busyIsBad, deviceKind, workload } from './data.js';
+import { unprofiledText } from './cards.js';
 
 function fixTabs(fix, inference) {
   if (!fix) return null;
@@ -30,16 +31,20 @@ function fixTabs(fix, inference) {
 function evidenceTable(f) {
   const entries = Object.entries(f.evidence || {});
   if (!entries.length) return null;
-  const labels = evidenceLabels(entries.map(([k]) => k));
   return h('table', { class: 'evidence' },
-    h('tbody', {}, entries.map(([k, v], i) => h('tr', {}, h('th', { text: labels[i] }), h('td', { text: formatValue(v, evidenceUnitOf(f.id, k)) })))));
+    h('tbody', {}, entries.map(([k, v]) => h('tr', {}, h('th', { text: evidenceLabelOf(f.id, k) }), h('td', { text: formatValue(v, evidenceUnitOf(f.id, k)) })))));
 }
 
 function findingCard(f, whatIf, rank, onShow, inference) {
   const saving = fmtSaving(f.saving);
-  const wi = whatIf && whatIf.finding_id === f.id && isNum(whatIf.step_ns) && isNum(whatIf.step_ns_if_fixed) && whatIf.step_ns_if_fixed > 0
-    ? h('div', { class: 'whatif' }, 'At most, if removed: median step ', h('b', { text: formatValue(whatIf.step_ns, unitOf('what_if.step_ns')) }), ' → ',
-      h('b', { text: formatValue(whatIf.step_ns_if_fixed, unitOf('what_if.step_ns_if_fixed')) }))
+  // the finding's own what-if, from its one saving (the header above says the same numbers)
+  const s = f.saving;
+  const wi = s && isNum(s.step_ns) && isNum(s.step_ns_if_fixed) && isNum(s.ns) && s.ns > 0
+    ? h('div', { class: 'whatif' }, 'If its cause were removed entirely: ', h('b', { text: fmtWhatIf(s) }),
+      whatIf && whatIf.finding_id === f.id && isNum(whatIf.tokens_per_s) && isNum(whatIf.tokens_per_s_if_fixed)
+        ? `; ${formatValue(whatIf.tokens_per_s, unitOf('what_if.tokens_per_s'))} → at most ${formatValue(whatIf.tokens_per_s_if_fixed, unitOf('what_if.tokens_per_s_if_fixed'))} tokens`
+        : '',
+      whatIf && whatIf.finding_id === f.id ? unprofiledText(whatIf) : '')
     : null;
   const details = h('details', { class: 'finding-details', open: rank === 0 ? true : null },
     h('summary', { text: 'Evidence and fix' }),
@@ -54,6 +59,7 @@ function findingCard(f, whatIf, rank, onShow, inference) {
       onShow ? h('button', { type: 'button', class: 'btn show-in-trace', hidden: true, dataset: { id: f.id || '' }, text: 'Show in trace',
         title: 'Zoom the trace view to where this evidence is and outline the op it blames', onclick: () => onShow(f.id) }) : null),
     f.summary ? h('p', { class: 'finding-summary', text: f.summary }) : null,
+    f.caveat ? h('p', { class: 'finding-caveat', text: f.caveat }) : null,
     wi,
     details);
 }

@@ -4,7 +4,7 @@
 
 import { h, clear } from '../dom.js';
 import { formatValue, isNum } from '../format.js';
-import { unitOf } from '../registry.js';
+import { labelOf, unitOf, words } from '../registry.js';
 import { BUSY_COLOR, CATEGORY_COLORS, LANE_COLORS, idleColor } from '../palette.js';
 
 const BAR_PARTS = [
@@ -32,10 +32,10 @@ function findingCard(f) {
       h('b', { text: fmt('job.job_step_ns', f.what_if.step_after_ns) }), ' at best')
     : null;
   return h('article', { class: 'job-finding', dataset: { id: f.id } },
-    h('header', {}, h('span', { class: 'fid', text: f.id }), h('b', { text: ` ${f.title}` }),
+    h('header', {}, h('b', { text: f.title || f.id }),
       h('span', { class: 'saving', text: ` · ${fmt('job.findings[].value', f.value)} of the step` })),
     f.summary ? h('p', { class: 'summary', text: f.summary }) : null,
-    h('table', { class: 'evidence' }, h('tbody', {}, ev.map(([k, v]) => h('tr', {}, h('th', { text: k.replace(/_/g, ' ') }), h('td', { text: fmt(`job.${k}`, v) }))))),
+    h('table', { class: 'evidence' }, h('tbody', {}, ev.map(([k, v]) => h('tr', {}, h('th', { text: labelOf(`job.${k}`) }), h('td', { text: /^[a-z0-9]+(_[a-z0-9]+)+$/.test(String(v)) ? words(v) : fmt(`job.${k}`, v) }))))),
     f.fix ? h('p', { class: 'fix-text', text: f.fix }) : null,
     wi);
 }

@@ -42,11 +42,19 @@ export function mountSteps(el, { onPick } = {}) {
         parts = PARTS.map(([key, label, color]) => ({ key, label, color, values: rows.map((r) => (isNum(r[key]) ? r[key] : 0)) }))
           .filter((p) => p.values.some((v) => v > 0));
       } else if (hasParts) {
-        parts = [
-          { key: 'busy', label: 'GPU busy', color: BUSY_COLOR, values: rows.map((r) => (isNum(r.busy) ? r.busy : 0)) },
-          { key: 'idle', label: 'GPU idle', color: idleColor(null), values: rows.map((r) => Math.max(0, r.duration_ns - (isNum(r.busy) ? r.busy : 0))) },
-        ];
+        // a step that compiles is drawn as such: its compile time (xla.compiles in that step) is its own part
         const xla = xlaTopic(report);
+        const compileNs = new Map();
+        for (const c of (xla && Array.isArray(xla.compiles) ? xla.compiles : [])) {
+          if (c && isNum(c.step) && isNum(c.duration_ns)) compileNs.set(c.step, (compileNs.get(c.step) || 0) + c.duration_ns);
+        }
+        const busyOf = (r) => (isNum(r.busy) ? r.busy : 0);
+        const compileOf = (r) => Math.min(compileNs.get(r.index) || 0, Math.max(0, r.duration_ns - busyOf(r)));
+        parts = [
+          { key: 'busy', label: 'GPU busy', color: BUSY_COLOR, values: rows.map(busyOf) },
+          { key: 'compile', label: 'compiling (XLA)', color: LANE_COLORS.sync, values: rows.map(compileOf) },
+          { key: 'idle', label: 'GPU idle', color: idleColor(null), values: rows.map((r) => Math.max(0, r.duration_ns - busyOf(r) - compileOf(r))) },
+        ].filter((p) => p.key !== 'compile' || p.values.some((v) => v > 0));
         const compiles = xla && Array.isArray(xla.recompile_steps) && xla.recompile_steps.length
           ? ` Steps that recompiled: ${xla.recompile_steps.map((s) => `#${formatValue(s, unitOf('xla.recompile_steps[]'))}`).join(', ')} (${formatValue(xla.recompile_in_loop_time_ns, unitOf('xla.recompile_in_loop_time_ns'))} compiling).`
           : '';
@@ -58,7 +66,7 @@ export function mountSteps(el, { onPick } = {}) {
       const totals = rows.map((r, i) => parts.reduce((a, p) => a + (p.values[i] || 0), 0));
       const clipAt = outlierClip(totals);
       const readout = h('div', { class: 'hint readout' });
-      const idle = clipAt ? `The axis stops at ${ns(clipAt)} so the other steps stay readable; ↑ marks a longer step.` : '';
+      const idle = clipAt ? `The axis stops at ${ns(clipAt)} so the other steps stay readable; a longer step (↑ its time) is drawn to the top in its own proportions.` : '';
       const defaultText = `Hover a bar for its split; click it to open that step in the timeline below. ${idle}`.trim();
       readout.textContent = defaultText;
       const box = h('div', { class: 'chart' });

@@ -54,6 +54,8 @@ export function mountTraceCanvas(el, { onRange } = {}) {
   let selected = null; // {ev, lane, depth, ts_ns}
   let flow = [];
   let expand = new Set();
+  let collapsed = null; // host lanes shown as one row: those with no launch call (no step work), set at the first answer
+  let revealOnPaint = false; // a deep link's range: bring the trace into view once drawn
   let matches = [];
   let matchAt = -1;
   let fetchTimer = null;
@@ -136,7 +138,13 @@ export function mountTraceCanvas(el, { onRange } = {}) {
     if (unset) { unset = false; view = [0, span]; }
     setFindingRanges(body.findings || []);
     highlightIdx = highlight ? data.names.indexOf(highlight) : -1;
-    lay = layout(data);
+    if (collapsed === null) {
+      // host threads that launch no device work (data loader workers, XLA's compiler threads) start collapsed when
+      // another thread does launch: the step's own threads and the GPU lanes come first on screen
+      const host = data.lanes.filter((ln) => ln.kind === 'host' && Number.isFinite(ln.launches));
+      collapsed = new Set(host.some((ln) => ln.launches > 0) ? host.filter((ln) => ln.launches === 0).map((ln) => ln.id) : []);
+    }
+    lay = layout(data, collapsed);
     note.textContent = '';
     info.textContent = `${formatValue(body.intervals, 'count')} intervals at ${ns(body.resolution_ns)} per pixel`;
     redraw();
@@ -145,9 +153,19 @@ export function mountTraceCanvas(el, { onRange } = {}) {
       requestAnimationFrame(() => {
         performance.mark('llmdiag-traceview-paint');
         el.dataset.painted = '1';
+        if (revealOnPaint) { revealOnPaint = false; reveal(true); }
       });
     }
     el.dataset.loads = String(Number(el.dataset.loads || 0) + 1);
+  }
+
+  /** Scroll the trace (its toolbar first) into view below the tab's sticky header; with ``always`` false, only when
+   * it is out of sight (beside the findings it already is). */
+  function reveal(always) {
+    const bar = document.querySelector('.topbar');
+    const below = bar ? bar.getBoundingClientRect().bottom : 0;
+    const top = el.getBoundingClientRect().top;
+    if (always || top < below || top > window.innerHeight * 0.6) window.scrollBy({ top: top - below - 8, behavior: 'auto' });
   }
 
   // -- findings
@@ -180,8 +198,7 @@ export function mountTraceCanvas(el, { onRange } = {}) {
       }
     }
     setView(target.view, { fetchNow: true });
-    const top = el.getBoundingClientRect().top;
-    if (top < 0 || top > window.innerHeight * 0.6) el.scrollIntoView({ behavior: 'auto', block: 'start' }); // beside the findings: already in sight
+    reveal(false);
     return true;
   }
 
@@ -283,7 +300,11 @@ export function mountTraceCanvas(el, { onRange } = {}) {
     const x = ev.clientX - rect.left;
     const y = ev.clientY - rect.top;
     const hit = hitAt(x, y);
-    if (x < LABEL_W && hit.r && hit.r.kind === 'row' && hit.r.lane.depth > 1) {
+    if (x < LABEL_W && hit.r && hit.r.kind === 'row' && collapsed && collapsed.has(hit.r.lane.id)) {
+      collapsed.delete(hit.r.lane.id); // a collapsed lane opens to its rows
+      lay = layout(data, collapsed);
+      redraw();
+    } else if (x < LABEL_W && hit.r && hit.r.kind === 'row' && hit.r.lane.depth > 1) {
       if (expand.has(hit.r.lane.id)) expand.delete(hit.r.lane.id); else expand.add(hit.r.lane.id);
       load(true);
     } else if (hit.finding) {
@@ -337,7 +358,9 @@ export function mountTraceCanvas(el, { onRange } = {}) {
     highlight = m.name;
     highlightIdx = data ? data.names.indexOf(highlight) : -1;
     if (m.lane && m.depth >= 6) expand.add(m.lane);
+    if (m.lane && collapsed) collapsed.delete(m.lane);
     selectEvent(m.ev, true);
+    reveal(false);
   }
   search.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') runSearch(); });
   next.addEventListener('click', () => step(1));
@@ -354,6 +377,8 @@ export function mountTraceCanvas(el, { onRange } = {}) {
       selected = null;
       flow = [];
       expand = new Set();
+      collapsed = null;
+      revealOnPaint = !!range;
       activeFinding = null;
       highlight = null;
       highlightIdx = -1;

@@ -54,27 +54,18 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _rules(args: argparse.Namespace) -> int:
+    rules = api.rule_catalogue()
     if args.json:
-        sys.stdout.write(
-            dumps(
-                [
-                    {
-                        "id": r.id,
-                        "title": r.title,
-                        "metric": r.metric,
-                        "above": r.above,
-                        "below": r.below,
-                        "fix": r.fix.text,
-                        "docs": r.docs,
-                    }
-                    for r in api.RULES
-                ]
-            )
-            + "\n"
-        )
+        sys.stdout.write(dumps(rules) + "\n")
         return 0
-    for rule in api.RULES:
-        print(f"{rule.id:<20} {rule.title}\n{'':<20} fix: {rule.fix.text}")
+    for level, head in (
+        ("run", "Rules of one trace (run):"),
+        ("job", "Rules of a job (every rank of a run together):"),
+    ):
+        print(head)
+        for r in (x for x in rules if x["level"] == level):
+            print(f"  {r['id']:<24} {r['title']}  [{', '.join(r['platforms'])}]")
+            print(f"  {'':<24} fix: {r['fix']}")
     return 0
 
 

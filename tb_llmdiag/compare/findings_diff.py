@@ -6,9 +6,8 @@ exposed transfer) and its what-if's saving in ns. A finding present on both side
 severity differs, its saving moved by at least ``SAVING_FLOOR`` of the step (1 percentage point), or (a job
 finding) it names a different rank (the straggler moved), cause or top collective; ``note`` says which.
 
-The *bottleneck* of a side is its finding with the largest saving bound of its own (a run finding's
-``saving.alone_share``: the share of the median step it alone explains; reports before the sequential what-if
-have only ``share``; a job finding's value), the first in rank order on a tie. A job's bottleneck also names
+The *bottleneck* of a side is its finding with the largest saving (a run finding's one ``saving.share``, #25;
+a job finding's value), the first in rank order on a tie. A job's bottleneck also names
 the job metric it reads (so the verdict can say what that metric was on the other side) and its rank.
 """
 
@@ -91,7 +90,7 @@ def bottleneck(findings: Sequence[FindingView]) -> dict[str, Any] | None:
     for f in findings:
         share = f.bottleneck_share
         if isinstance(share, (int, float)) and share > 0 and (best is None or share > best["share"]):
-            best = {"id": f.id, "share": float(share)}
+            best = {"id": f.id, "title": f.title, "share": float(share)}
             if f.subject is not None:
                 best.update(metric=f.metric, rank=f.subject["rank"])
     return best

@@ -41,8 +41,13 @@ def _row(doc: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     return next((r for r in doc["metrics"] if r["key"] == key), None)
 
 
-def _ids(ids: Sequence[str]) -> str:
-    names = [f"`{i}`" for i in ids]
+def named(f: Mapping[str, Any]) -> str:
+    """A finding in a sentence: its title in quotes (its id when it has none), never a key in backticks (#25)."""
+    return f'"{f.get("title") or f["id"]}"'
+
+
+def _ids(findings: Sequence[Mapping[str, Any]]) -> str:
+    names = [named(f) for f in findings]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
@@ -121,8 +126,7 @@ def throughput(doc: Mapping[str, Any]) -> str:
 def findings_clause(doc: Mapping[str, Any]) -> list[str]:
     fd = doc["findings"]
     out = []
-    gone = [f["id"] for f in fd["resolved"]]
-    new = [f["id"] for f in fd["new"]]
+    gone, new = fd["resolved"], fd["new"]
     if gone:
         out.append(f"{_ids(gone)} {'is' if len(gone) == 1 else 'are'} gone")
     if new:
@@ -134,18 +138,18 @@ def bottleneck_clause(doc: Mapping[str, Any]) -> str | None:
     b, a = doc["bottleneck"]["before"], doc["bottleneck"]["after"]
     if a and b and a["id"] == b["id"]:
         return (
-            f"the bottleneck is still `{a['id']}`, now {100 * a['share']:.0f} % of the step "
+            f"the bottleneck is still {named(a)}, now {100 * a['share']:.0f} % of the step "
             f"(was {100 * b['share']:.0f} %)"
         )
     if a and b:
         return (
-            f"the bottleneck moved from `{b['id']}` ({100 * b['share']:.0f} % of the step) to "
-            f"`{a['id']}` ({100 * a['share']:.0f} %)"
+            f"the bottleneck moved from {named(b)} ({100 * b['share']:.0f} % of the step) to "
+            f"{named(a)} ({100 * a['share']:.0f} %)"
         )
     if a:
-        return f"the bottleneck is now `{a['id']}` ({100 * a['share']:.0f} % of the step)"
+        return f"the bottleneck is now {named(a)} ({100 * a['share']:.0f} % of the step)"
     if b:
-        return f"no bottleneck finding remains (was `{b['id']}`, {100 * b['share']:.0f} % of the step)"
+        return f"no bottleneck finding remains (was {named(b)}, {100 * b['share']:.0f} % of the step)"
     return None
 
 
@@ -200,7 +204,7 @@ def _about(f: Mapping[str, Any], side: str) -> str:
         bits.append(f"rank {sub['rank']}")
     if sub.get("cause"):
         bits.append(str(sub["cause"]).replace("_", " "))
-    return f"`{f['id']}`" + (f" ({', '.join(bits)})" if bits else "")
+    return named(f) + (f" ({', '.join(bits)})" if bits else "")
 
 
 def job_findings_clauses(doc: Mapping[str, Any]) -> list[str]:
@@ -222,7 +226,7 @@ def job_findings_clauses(doc: Mapping[str, Any]) -> list[str]:
         )
     for f in fd["changed"]:
         if f.get("note"):
-            out.append(f"`{f['id']}` changed: {f['note']}")
+            out.append(f"{named(f)} changed: {f['note']}")
     return out
 
 
@@ -235,10 +239,8 @@ def job_bottleneck_clause(doc: Mapping[str, Any]) -> str | None:
     was_text = f" (was {fmt('share', was)})" if was is not None else ""
     rank = f" (rank {a['rank']})" if a.get("rank") is not None else ""
     if b is not None and b["id"] == a["id"]:
-        return (
-            f"the job bottleneck is still `{a['id']}`{rank}, now {fmt('share', a['share'])} of the job step{was_text}"
-        )
-    return f"the job bottleneck is now `{a['id']}`{rank}, {fmt('share', a['share'])} of the job step{was_text}"
+        return f"the job bottleneck is still {named(a)}{rank}, now {fmt('share', a['share'])} of the job step{was_text}"
+    return f"the job bottleneck is now {named(a)}{rank}, {fmt('share', a['share'])} of the job step{was_text}"
 
 
 def verdict(doc: Mapping[str, Any]) -> str:

@@ -25,10 +25,11 @@ from tb_llmdiag.findings.engine import (
 )
 from tb_llmdiag.findings.gpu import GPU_RULES
 from tb_llmdiag.findings.job import JOB_RULES, held_back
-from tb_llmdiag.findings.table import EVIDENCE_UNITS, RULES
+from tb_llmdiag.findings.table import EVIDENCE_LABELS, EVIDENCE_UNITS, RULES
 from tb_llmdiag.findings.xla import XLA_RULES
 
 __all__ = [
+    "EVIDENCE_LABELS",
     "EVIDENCE_UNITS",
     "Fix",
     "Flavour",

@@ -2,13 +2,15 @@
 
 Contract:
 - ``diagnose(metrics, rules=RULES) -> (findings, what_if)``: ``evaluate`` then ``rank``
-  (``findings/engine.py``: by each finding's own saving, highest first), then ``whatif.apply_in_sequence``:
-  each finding's ``saving`` becomes what it adds in sequence on the time the findings above it leave
-  (``share``, ``ns``; they add up to at most the whole step), beside its own bound (``alone_share``,
-  ``alone_ns``) and its cut of the median step (``median_step_ns``).
-- ``what_if``: the median step, the top finding's cause removed, and all findings' causes removed, as bounds
+  (``findings/engine.py``: by each rule's own share, the order the sequence applies them in), then
+  ``whatif.apply_in_sequence``: each finding's one ``saving`` (#25): what it takes off the median step (the mean
+  step for causes only slower steps have) in sequence, never more than fixing it alone; findings re-ranked by
+  severity then that saving, severity from it.
+- ``what_if``: the top finding's own saving as a what-if, and all findings' causes removed, as bounds
   that never go below the GPU's compute floor, nor, for a fix of GPU time, the host floor; tokens/s beside step time (``findings/whatif.py``,
   ``docs/whatif.md``). Null without steps.
+- The profiler's own cost (``findings/trust.py``): host-time findings carry a ``caveat`` when it could account for a
+  large part of them, and the what-if is restated on the unprofiled step when the capture holds it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from tb_llmdiag.findings.engine import Rule, evaluate, rank
 from tb_llmdiag.findings.table import RULES
+from tb_llmdiag.findings.trust import with_caveats, with_unprofiled
 from tb_llmdiag.findings.whatif import apply_in_sequence
 
 
@@ -25,11 +28,12 @@ def what_if(
     findings: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES
 ) -> dict[str, Any] | None:
     """The what-if of already ranked findings (``whatif.apply_in_sequence``)."""
-    return apply_in_sequence([dict(f) for f in findings], metrics, rules)[1]
+    return with_unprofiled(apply_in_sequence([dict(f) for f in findings], metrics, rules)[1], metrics)
 
 
 def diagnose(
     metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Ranked findings with in-sequence savings, and the what-if (see the module docstring)."""
-    return apply_in_sequence(rank(evaluate(metrics, rules)), metrics, rules)
+    findings, what = apply_in_sequence(rank(evaluate(metrics, rules)), metrics, rules)
+    return with_caveats(findings, metrics), with_unprofiled(what, metrics)

@@ -81,14 +81,16 @@ class Flavour:
 @dataclass(frozen=True)
 class Floor:
     """A check a job rule needs besides its threshold: the metric ``metric`` must be above ``above`` (None: the
-    rule's own threshold). A failed check holds the finding back and is the verdict ``fails_as``; an unknown value
-    fails too, unless ``unknown_as`` names the verdict under which the rule then fires on its threshold alone."""
+    rule's own threshold). Failed: held back as ``fails_as`` (passed as ``passes_as`` when ``passes_when`` is true);
+    unknown: failed too, unless ``unknown_as`` names the verdict under which the rule fires on its threshold alone."""
 
     metric: str
     above: float | None
     fails_as: str
     meaning: str
     unknown_as: str = ""
+    passes_when: str = ""
+    passes_as: str = ""
 
 
 @dataclass(frozen=True)
@@ -194,23 +196,24 @@ def over_threshold(rule: Rule, value: float) -> bool:
 
 
 def verdict(rule: Rule, metrics: Metrics) -> str | None:
-    """Which check decides a rule over a metric: None when its value is unknown; ``below_threshold``; else the
-    first failing floor's ``fails_as``; else ``significant``, or the ``unknown_as`` of a floor whose value is
-    unknown (the rule fires on its threshold alone)."""
+    """Which check decides a rule over a metric: None when its value is unknown; ``below_threshold``; else the first
+    failing floor's ``fails_as`` (or ``passes_as``); else ``significant``, or an unknown floor's ``unknown_as``."""
     value = lookup(metrics, rule.metric)
     if not finite(value):
         return None
     if not over_threshold(rule, value):
         return "below_threshold"
-    unknown = ""
+    unknown = passed = ""
     for f in rule.floors:
         v = lookup(metrics, f.metric)
         limit = rule.above if f.above is None else f.above
         if v is None and f.unknown_as:
             unknown = unknown or f.unknown_as
         elif not finite(v) or limit is None or v <= limit:
-            return f.fails_as
-    return unknown or "significant"
+            if lookup(metrics, f.passes_when or "-") is not True:
+                return f.fails_as
+            passed = passed or f.passes_as
+    return passed or unknown or "significant"
 
 
 def fires(rule: Rule, metrics: Metrics) -> bool:
@@ -218,7 +221,7 @@ def fires(rule: Rule, metrics: Metrics) -> bool:
     its predicate ``when`` holds; a rule with neither a metric nor a predicate never fires."""
     if rule.metric is not None:
         v = verdict(rule, metrics)
-        if v != "significant" and v not in {f.unknown_as for f in rule.floors if f.unknown_as}:
+        if v != "significant" and v not in {x for f in rule.floors for x in (f.unknown_as, f.passes_as) if x}:
             return False
     if rule.when is not None and not rule.when(metrics):
         return False

@@ -9,7 +9,9 @@ lower one-sided 95 % confidence bound of its per-step caused waiting (mean - t x
 the wait share the capture supports given its step-to-step spread (null with one common step). The engine's
 ``verdict`` says which check decided (``straggler_significance``): ``significant`` (fires), ``noise_unknown``
 (fires on its threshold alone: fewer than two common steps, no spread to measure; the finding says so),
-``below_threshold``, ``not_most_steps``, ``within_noise`` (held back; ``held_back`` words it as a job note).
+``below_threshold``, ``not_most_steps``, ``within_noise`` (held back; ``held_back`` words it as a job note), or
+``intermittent``: a floor failed, but the rank keeps the others waiting a lot in a few steps
+(``straggler_intermittent``, ``jobs/intermittent.py``): it fires, named as intermittent with its steps (#25).
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ STRAGGLER_FLOORS: tuple[Floor, ...] = (
         "not_most_steps",
         "it is the rank the others wait for most in more than half of the common steps (else the ranks take turns)",
         unknown_as="noise_unknown",
+        passes_when="straggler_intermittent",
+        passes_as="intermittent",
     ),
     Floor(
         "straggler_others_wait_low_share",
@@ -68,6 +72,8 @@ STRAGGLER_FLOORS: tuple[Floor, ...] = (
         "the wait it causes stays above the threshold at its lower 95 % confidence bound over the steps (mean - "
         "t x sd / sqrt(steps)): beyond the step-to-step spread measured in the same capture",
         unknown_as="noise_unknown",
+        passes_when="straggler_intermittent",
+        passes_as="intermittent",
     ),
 )
 
@@ -86,6 +92,26 @@ CAUSE_PHRASES: Mapping[str, str] = {
 }
 
 
+def _steps_text(steps: list[Any], waits: list[Any]) -> str:
+    """ "#5 (396 ms) and #8 (396 ms)"."""
+    parts = [f"#{s} ({fmt('ns', w)})" for s, w in zip(steps, waits)]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def intermittent_summary(m: Metrics, phrase: str) -> str:
+    """The straggler that keeps the others waiting a lot in a few steps only (``jobs/intermittent.py``)."""
+    steps = m.get("straggler_spike_steps") or []
+    return (
+        f"Rank {m.get('straggler_rank')} is an intermittent straggler: the other ranks wait for it in "
+        f"{len(steps)} of {m.get('common_step_count')} steps, {_steps_text(steps, m.get('straggler_spike_wait_ns') or [])}"
+        f" against a typical step of {fmt('ns', m.get('straggler_typical_step_ns'))}; that is "
+        f"{fmt('ns', m.get('straggler_others_wait_ns_per_step'))} per step on average "
+        f"({fmt('share', m.get('straggler_others_wait_share'))} of the {fmt('ns', m.get('job_step_ns'))} job step). "
+        f"In its other steps its wait is within the noise ({fmt('ns', m.get('straggler_others_wait_noise_ns'))}): "
+        f"look at what it does in those steps only. Cause: {phrase}."
+    )
+
+
 def straggler_summary(m: Metrics) -> str:
     """One sentence saying what the straggler finding claims, with its numbers (units from the registry)."""
     ev = m.get("straggler_cause_evidence") or {}
@@ -97,6 +123,8 @@ def straggler_summary(m: Metrics) -> str:
         ts=tok.get("straggler_tokens_per_step") or 0.0,
         tm=tok.get("median_rank_tokens_per_step") or 0.0,
     )
+    if m.get("straggler_significance") == "intermittent":
+        return intermittent_summary(m, phrase)
     noise = (
         f" At least {fmt('ns', m.get('straggler_others_wait_low_ns_per_step'))} per step "
         f"({fmt('share', m.get('straggler_others_wait_low_share'))}) at 95 % confidence over the "
@@ -163,6 +191,8 @@ JOB_RULES: tuple[Rule, ...] = (
             "straggler_others_wait_step_sd_ns",
             "straggler_others_wait_low_ns_per_step",
             "straggler_others_wait_low_share",
+            "straggler_spike_steps",
+            "straggler_spike_wait_ns",
         ),
         summary=straggler_summary,
         fix=Fix(text="", pytorch="", hf_trainer=""),

@@ -39,11 +39,12 @@ and nothing else moves in to fill it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tb_llmdiag.findings.engine import Rule, applicable, finite, lookup
-from tb_llmdiag.units import fmt_ns
+from tb_llmdiag.findings.whatif_text import statement
 
 #: the what-if names the first finding that takes at least this share off the median step (less reads as noise)
 MIN_CUT_SHARE = 0.005
@@ -91,8 +92,11 @@ def _claims(rules: Sequence[Rule], metrics: Mapping[str, Any]) -> dict[str, str 
     return {r.id: (r.claims(metrics) if callable(r.claims) else r.claims) for r in applicable(metrics, rules)}
 
 
-def _tokens_per_s(tokens: Any, step_ns: float) -> float | None:
-    return float(tokens) / (step_ns / 1e9) if finite(tokens) and tokens > 0 and step_ns > 0 else None
+def _tokens_per_s(tokens_per_s: Any, step_ratio: float) -> float | None:
+    """The run's one tokens/s (``flops.tokens_per_s``: token slots / step time) with the step scaled by
+    ``step_ratio`` (the fixed step over the step): the same tokens in a shorter step."""
+    ok = finite(tokens_per_s) and tokens_per_s > 0 and step_ratio > 0
+    return float(tokens_per_s) / step_ratio if ok else None
 
 
 def _saving_share(f: Mapping[str, Any]) -> float:
@@ -147,13 +151,102 @@ def _take(
     return cut, "host_floor" if cut < raw - 0.5 else _bound(r)  # half a ns: float noise is no bound
 
 
-def _all_bound(out: Sequence[Mapping[str, Any]], fixed_all: float, floor: float | None) -> str:
+def _all_bound(host_floor: bool, fixed_all: float, floor: float | None) -> str:
     """What bounds the median step with every cause removed: ``host_floor`` when a device-side cut of the
     sequence stopped at the host floor, ``compute_floor`` when the step is down to the GPU's own work, else
     ``causes`` (the findings' own shares)."""
-    if any((f.get("saving") or {}).get("bound_by") == "host_floor" for f in out):
+    if host_floor:
         return "host_floor"
     return "compute_floor" if floor is not None and fixed_all <= floor + 1 else "causes"
+
+
+#: severity by the share of the median step a finding's saving takes off (at least): high, medium, else low
+SEVERITY_SHARES = (("high", 0.20), ("medium", 0.05))
+
+
+def severity_of_saving(saving: Mapping[str, Any], median: Any) -> str:
+    """A finding's severity from the number it is ranked by (``saving.ns`` over the median step; on a run
+    without steps ``saving.share`` of the window), so a finding never outranks one of a higher severity."""
+    ns = saving.get("ns")
+    share = float(ns) / float(median) if finite(ns) and finite(median) and median > 0 else saving.get("share")
+    share = float(share) if finite(share) else 0.0
+    return next((sev for sev, at in SEVERITY_SHARES if share >= at), "low")
+
+
+_SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+
+
+def _rank_key(f: Mapping[str, Any]) -> tuple[int, float]:
+    """Severity (from the saving where there is one), then the saving in ns per step (the share of the window
+    without steps); a finding with no saving sits last in its severity."""
+    s = f.get("saving")
+    v = (s.get("ns") if finite(s.get("ns")) else s.get("share")) if isinstance(s, dict) else None
+    return (_SEVERITY_ORDER.get(str(f.get("severity")), 3), -float(v) if finite(v) else 1.0)
+
+
+def _shows_a_cut(s: Mapping[str, Any]) -> bool:
+    """A saving with a what-if of its own: a step basis and a cut of at least ``MIN_CUT_SHARE`` of it."""
+    return finite(s.get("ns")) and finite(s.get("step_ns")) and s["ns"] >= MIN_CUT_SHARE * s["step_ns"] > 0
+
+
+def _saving(
+    basis: str, step: float | None, cut: float, window: float, pool: str | None, bound_by: str | None
+) -> dict[str, Any]:
+    """A finding's one saving (module docstring): what it takes off ``step`` in sequence, after the findings
+    applied before it; ``step_ns_if_fixed`` is that step less it. On ``window`` (no steps): a share only."""
+    if step is None:
+        return {
+            "basis": basis,
+            "step_ns": None,
+            "ns": None,
+            "share": cut / window if window > 0 else 0.0,
+            "step_ns_if_fixed": None,
+            "pool": pool,
+            "bound_by": bound_by,
+        }
+    ns = int(round(cut))
+    return {
+        "basis": basis,
+        "step_ns": int(round(step)),
+        "ns": ns,
+        "share": ns / step if step > 0 else 0.0,
+        "step_ns_if_fixed": int(round(step)) - ns,
+        "pool": pool,
+        "bound_by": bound_by,
+    }
+
+
+def _top_what_if(
+    top: Mapping[str, Any] | None,
+    median: float,
+    busy: float | None,
+    host0: float | None,
+    gpu_cut: Mapping[str, float],
+    tokens_per_s: Any,
+) -> dict[str, Any]:
+    """The what-if's top part: the top finding's own saving (its step, the step with its cause removed) when it takes
+    at least ``MIN_CUT_SHARE`` off its step, else the median step unchanged; the median step's floors beside it (the
+    GPU's own work less the top finding's cut of it, the host's own time), for a top finding on the median step."""
+    s_top = top["saving"] if top is not None and _shows_a_cut(top["saving"]) else None
+    step = float(s_top["step_ns"]) if s_top else median
+    fixed = float(s_top["step_ns_if_fixed"]) if s_top else step
+    on_median = s_top is None or s_top["basis"] == "median_step"
+    device_cut = gpu_cut.get(top["id"], 0.0) if s_top and top else 0.0
+    return {
+        "basis": s_top["basis"] if s_top else "median_step",
+        "bound": True,
+        "finding_id": top["id"] if s_top and top else None,
+        "finding_title": top.get("title") if s_top and top else None,
+        "step_ns": int(step),
+        "step_ns_if_fixed": int(round(fixed)),
+        "saving_share": 1.0 - fixed / step,
+        "compute_floor_ns": int(round(busy - device_cut)) if busy is not None and on_median else None,
+        "host_floor_ns": int(round(host0)) if host0 is not None and on_median else None,
+        "pool": s_top.get("pool") if s_top else None,
+        "bound_by": s_top["bound_by"] if s_top else None,
+        "tokens_per_s": _tokens_per_s(tokens_per_s, 1.0),
+        "tokens_per_s_if_fixed": _tokens_per_s(tokens_per_s, fixed / step),
+    }
 
 
 def apply_in_sequence(
@@ -210,122 +303,69 @@ def apply_in_sequence(
     # are apart but for the floor, so without it this order changes nothing; in each, causes first, then symptoms
     # (each group in rank order): a symptom keeps only the time the causes leave
     order = sorted(range(len(out)), key=lambda i: (pools[i] in FLOORED, out[i]["id"] in symptom, i))
-    alone_cut: dict[int, tuple[float, str, float, str]] = {}
+    seq_ids: set[int] = set()  # the findings that take something off the median step in sequence
+    seq_host_floor = False  # a device-side cut of the sequence stopped at the host floor
+    gpu_cut: dict[str, float] = {}  # finding id -> what it takes off the GPU's own work in the median step
     for i in order:
         f = out[i]
         alone = _saving_share(f)
-        s = f.get("saving")
-        if not isinstance(s, dict):
+        if not isinstance(f.get("saving"), dict):
             continue
         pool = pools[i]
-        cut = med_cut = 0.0
-        bound_by: str | None = None
-        if pool is not None and alone > 0 and pool0[pool] > 0:
-            r = min(1.0, alone * mean / pool0[pool])
-            effect = HOST_FLOOR_EFFECT.get(f["id"], "cut")
-            cut, bound_by = _take(left, pool, r, host, "mean", effect)
-            if have_median and pool != "excess" and claims.get(f["id"]) != "excess":
-                med_cut, bound_by = _take(med_left, pool, r, host, "median", effect)
-                raw = r * med0[pool]
-                room = max(0.0, float(median) - host0) if host0 is not None and pool in FLOORED else raw
-                alone_cut[i] = (min(raw, room), pool, raw, "host_floor" if room < raw - 0.5 else _bound(r))
-        f["saving"] = {
-            "share": cut / mean,
-            "ns": int(round(cut)) if has_steps else None,
-            "alone_share": s.get("share"),
-            "alone_ns": s.get("ns"),
-            "median_step_ns": int(round(med_cut)) if have_median else None,
-            "bound_by": bound_by,
-        }
-    # shown by what each adds in that sequence (then by their own rank)
-    ranked = sorted(range(len(out)), key=lambda i: (-_saving_share(out[i]), i))
+        excess = claims.get(f["id"]) == "excess" or pool == "excess"
+        r = min(1.0, alone * mean / pool0[pool]) if pool is not None and alone > 0 and pool0[pool] > 0 else 0.0
+        effect = HOST_FLOOR_EFFECT.get(f["id"], "cut")
+        cut, med_cut, by = 0.0, 0.0, None
+        if r > 0 and pool is not None:
+            cut, by = _take(left, pool, r, host, "mean", effect)
+            if have_median and not excess:
+                med_cut, by = _take(med_left, pool, r, host, "median", effect)
+                gpu_cut[f["id"]] = r * med0[pool] if pool == "device" else 0.0  # the GPU's work shrinks by all of it
+                seq_host_floor = seq_host_floor or by == "host_floor"
+                if med_cut > 0.5:
+                    seq_ids.add(i)
+                # never more than fixing it alone would: a device-side cut stops at the host's own time per step
+                # as the trace shows it (host-side fixes before it in the sequence may have lowered that floor)
+                room = max(0.0, float(median) - host0) if host0 is not None and pool in FLOORED else math.inf
+                if med_cut > room + 0.5:
+                    med_cut, by = room, "host_floor"
+        if not has_steps:  # no steps: a share of the analysis window
+            basis, step, ns = "window", None, cut
+        elif excess or not have_median:  # steps slower than the median: the median step has none of it
+            basis, step, ns = "mean_step", float(mean), cut
+        else:
+            basis, step, ns = "median_step", float(median), med_cut
+        f["saving"] = _saving(basis, step, ns, float(mean), pool, by)
+    # ranked by the saving each shows, then severity from the same number (``severity_of_saving``)
+    for f in out:
+        if isinstance(f.get("saving"), dict):
+            f["severity"] = severity_of_saving(f["saving"], median if have_median else None)
+    ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
     out = [out[i] for i in ranked]
-    top: dict[str, Any] | None = None
-    for i in ranked:  # the what-if: the first finding that alone takes >= 0.5 % off the median step
-        if i in alone_cut and have_median and alone_cut[i][0] >= MIN_CUT_SHARE * float(median):
-            cut_i, pool_i, raw_i, by_i = alone_cut[i]
-            top = {"finding_id": findings[i]["id"], "median_cut": cut_i, "pool": pool_i, "raw": raw_i, "by": by_i}
-            break
+    top = out[0] if out and isinstance(out[0].get("saving"), dict) else None  # the what-if is the top finding's
     if not have_median:
         return out, None
-    tokens = lookup(metrics, "steps.tokens_per_step_median")
+    tokens_per_s = lookup(metrics, "flops.tokens_per_s")
     fixed_all = med_left["idle"] + med_left["device"] + med_left["communication"] + med_left["host_wait"]
     floor = med_left["device"]
-    ids = [f["id"] for f in out if (f.get("saving") or {}).get("median_step_ns")]
-    if top is None:
-        single_fixed = float(median)
-        single_floor = med0["device"]
-    else:
-        single_fixed = float(median) - top["median_cut"]
-        single_floor = med0["device"] - (top["raw"] if top["pool"] == "device" else 0.0)
     what = {
-        "basis": "median_step",
-        "bound": True,
-        "finding_id": top["finding_id"] if top else None,
-        "step_ns": int(median),
-        "step_ns_if_fixed": int(round(single_fixed)),
-        "saving_share": 1.0 - single_fixed / median,
-        "compute_floor_ns": int(round(single_floor)) if med_busy is not None else None,
-        "host_floor_ns": int(round(host0)) if host0 is not None else None,
-        "pool": top["pool"] if top else None,
-        "bound_by": top["by"] if top else None,
-        "tokens_per_s": _tokens_per_s(tokens, float(median)),
-        "tokens_per_s_if_fixed": _tokens_per_s(tokens, single_fixed),
+        **_top_what_if(
+            top, float(median), med0["device"] if med_busy is not None else None, host0, gpu_cut, tokens_per_s
+        ),
         "all": {
-            "finding_ids": ids,
+            "finding_ids": [out[j]["id"] for j in range(len(out)) if ranked[j] in seq_ids],
+            "step_ns": int(median),
             "step_ns_if_fixed": int(round(fixed_all)),
             "saving_share": 1.0 - fixed_all / median,
             "compute_floor_ns": int(round(floor)) if med_busy is not None else None,
             "host_floor_ns": int(round(host["median"])) if host["median"] is not None else None,
-            "bound_by": _all_bound(out, fixed_all, floor if med_busy is not None else None),
-            "tokens_per_s_if_fixed": _tokens_per_s(tokens, fixed_all),
+            "bound_by": _all_bound(seq_host_floor, fixed_all, floor if med_busy is not None else None),
+            "tokens_per_s_if_fixed": _tokens_per_s(tokens_per_s, fixed_all / median),
+            "idle_left_ns": int(round(med_left["idle"])),
         },
+        "median_idle_ns": int(round(med0["idle"])),
         "mean_step_ns": int(mean),
         "mean_step_ns_if_all_fixed": int(round(sum(left.values()))),
     }
     what["statement"] = statement(what)
     return out, what
-
-
-def statement(w: Mapping[str, Any]) -> str:
-    """The what-if in words, as a bound."""
-    med = w["step_ns"]
-    parts = []
-    if w.get("finding_id"):
-        parts.append(
-            f"median step {fmt_ns(med)}: at most {fmt_ns(med)} -> {fmt_ns(w['step_ns_if_fixed'])} "
-            f"(-{100 * w['saving_share']:.0f} %) if the cause of `{w['finding_id']}` were removed entirely"
-            + (
-                f", bounded by the host's own time per step, {fmt_ns(w['host_floor_ns'])} (the GPU would then wait "
-                f"for the host)"
-                if w.get("bound_by") == "host_floor"
-                else ""
-            )
-        )
-    else:
-        parts.append(f"median step {fmt_ns(med)}: no finding's cause is in the median step")
-    a = w["all"]
-    if len(a["finding_ids"]) > 1:
-        parts.append(
-            f"at most {fmt_ns(a['step_ns_if_fixed'])} (-{100 * a['saving_share']:.0f} %) with all "
-            f"{len(a['finding_ids'])} findings' causes removed, applied in sequence"
-            + (", bounded by the host's own time per step" if a.get("bound_by") == "host_floor" else "")
-        )
-    if w.get("compute_floor_ns") is not None:
-        parts.append(
-            f"the GPU's own work in the median step is {fmt_ns(w['all']['compute_floor_ns'] or 0)}, a floor no fix of "
-            f"idle time goes below"
-        )
-    if w.get("host_floor_ns") is not None:
-        parts.append(
-            f"the host's own time per step (to its last launch, syncs excluded) is {fmt_ns(w['host_floor_ns'])}, a "
-            f"floor no fix of GPU time goes below"
-        )
-    if w["mean_step_ns"] > 1.05 * med:
-        parts.append(
-            f"slower steps make the mean step {fmt_ns(w['mean_step_ns'])}: at most "
-            f"{fmt_ns(w['mean_step_ns_if_all_fixed'])} with every cause removed"
-        )
-    if w.get("tokens_per_s") and w.get("tokens_per_s_if_fixed"):
-        parts.append(f"{w['tokens_per_s']:,.0f} -> at most {w['tokens_per_s_if_fixed']:,.0f} tokens/s")
-    return "; ".join(parts) + "."

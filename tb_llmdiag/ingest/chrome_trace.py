@@ -29,8 +29,11 @@ from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import scan_ext
 from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitResult, SplitState, events_start, split_with
 from tb_llmdiag.ingest.comm_args import CommArgs
+from tb_llmdiag.ingest.counter_args import CounterArgs
+from tb_llmdiag.ingest.graph_args import GraphArgs
 from tb_llmdiag.ingest.kineto_columns import _Columns
 from tb_llmdiag.ingest.kineto_layout import KIND_OF_CATEGORY
+from tb_llmdiag.ingest.kineto_meta import extra_metadata
 from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
 from tb_llmdiag.ingest.kineto_trace import _make_trace
 from tb_llmdiag.ingest.prefetch import Prefetch
@@ -131,6 +134,9 @@ class _Reader:
         self.exact_ts: bool | None = None  # decided from the first timestamp seen
         self.events_end = 0  # absolute offset just past the last event read
         self.comm = CommArgs()  # NCCL args of kernel rows, for the jobs analysis (ingest/comm_args.py)
+        self.graph = GraphArgs()  # CUDA graph ids of replayed kernels (ingest/graph_args.py)
+        self.meta: dict[str, Any] = {}  # top-level fields beyond the envelope's (ingest/kineto_meta.py)
+        self.counters = CounterArgs()  # hardware counters: CUPTI profiler ranges, counter tracks (counter_args.py)
 
     def read(self) -> Trace:
         problem: str | None = None
@@ -207,7 +213,11 @@ class _Reader:
         )
         if not read_state["complete"] and problem is None:  # rejected rows made it partial (validate.py)
             self.warnings.insert(0, f"partial result: {read_state['reason']}")
-        return _make_trace(events, memory, origin_ns, envs, tuple(self.warnings), read_state, self.comm)
+        if len(self.counters):
+            self.meta["hardware_counters"] = {k: list(v) for k, v in self.counters.summary().items()}
+        return _make_trace(
+            events, memory, origin_ns, envs, tuple(self.warnings), read_state, self.comm, self.graph, self.meta
+        )
 
     # ------------------------------------------------------------------------------------ the text
 
@@ -297,6 +307,8 @@ class _Reader:
                     # without the compiled scanner, a piece without "[memory]" is not searched for samples
                     self.cols.add(events, has_memory=scan_ext.ext is not None or buf.find(b'"[memory]"', 0, cut) >= 0)
                     self.comm.after_piece(buf, cut, self.cols.names.texts)  # NCCL args: a second, small pass
+                    self.graph.after_piece(buf, cut, self.cols.names.texts)  # CUDA graph ids: the same
+                    self.counters.after_piece(buf, cut, self.cols.kind_of)  # hardware counters (counter_args.py)
                     del events  # decoded Raw values point into the view: drop them before it closes
         finally:
             buf[cut] = saved
@@ -350,7 +362,9 @@ class _Reader:
         try:
             if len(text) > 64:  # the header and metadata are checked for invalid UTF-8 too (see _decode_upto)
                 codecs.utf_8_decode(text, "strict", True)
-            return _decode_envelope(text, self.warnings)
+            env = _decode_envelope(text, self.warnings)
+            self.meta.update(extra_metadata(text))
+            return env
         except RecursionError:
             raise TraceFormatError(f"the trace {what} is nested too deep to be a trace") from None
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.ingest.comm_args import CommArgs
+from tb_llmdiag.ingest.graph_args import GraphArgs
 from tb_llmdiag.ingest.kineto_structs import _Envelope
 from tb_llmdiag.model import DeviceInfo, DistributedInfo, EventTable, MemoryTable, Trace
 
@@ -20,6 +21,8 @@ def _make_trace(
     warnings: tuple[str, ...],
     read_state: dict[str, Any],
     comm: CommArgs | None = None,
+    graph: GraphArgs | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> Trace:
     def first(attr: str) -> Any:
         for env in envs:
@@ -48,6 +51,8 @@ def _make_trace(
             rank=_opt_int(dist.rank), world_size=_opt_int(dist.world_size), backend=dist.backend
         )
     extra, extra_names = comm.columns(events) if comm is not None else ({}, {})
+    if graph is not None:
+        extra.update(graph.columns(events))
     metadata: dict[str, Any] = {
         k: v
         for k in (
@@ -61,6 +66,8 @@ def _make_trace(
         )
         if (v := first(k)) is not None
     }
+    for k, v in (meta or {}).items():  # versions, Kineto's logged warnings, unprofiled step times (kineto_meta.py)
+        metadata.setdefault(k, v)
     return Trace(
         source_kind="kineto",
         events=events,

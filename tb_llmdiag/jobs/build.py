@@ -14,7 +14,7 @@ Contract:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from tb_llmdiag.ingest.discover import TraceFile
@@ -22,12 +22,17 @@ from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.report import job_report
 
 
-def job_groups(files: Sequence[TraceFile]) -> list[tuple[str, str, list[TraceFile]]]:
-    """``[(run, span, files)]`` for every (run, span) with at least two trace files."""
+def job_groups(
+    files: Sequence[TraceFile], read: Collection[str] | None = None
+) -> list[tuple[str, str, list[TraceFile]]]:
+    """``[(run, span, files)]`` for every (run, span) with at least two trace files; given ``read`` (the paths
+    that were read as traces), at least two of them read: a folder of files that are not traces (each one's
+    error says so) is no job."""
     groups: dict[tuple[str, str], list[TraceFile]] = {}
     for tf in files:
         groups.setdefault((tf.run, tf.span), []).append(tf)
-    return [(run, span, fs) for (run, span), fs in groups.items() if len(fs) >= 2]
+    enough = [(run, span, fs) for (run, span), fs in groups.items() if len(fs) >= 2]
+    return [g for g in enough if read is None or sum(tf.path in read for tf in g[2]) >= 2]
 
 
 def rank_label(tf: TraceFile) -> str:

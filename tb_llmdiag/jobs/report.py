@@ -38,6 +38,7 @@ from tb_llmdiag.findings.engine import Metrics, evaluate, rank, verdict
 from tb_llmdiag.findings.job import JOB_RULES, STRAGGLER_RULE, held_back
 from tb_llmdiag.jobs.attribution import per_rank_mean
 from tb_llmdiag.jobs.cross_rank import JobAnalysis, analyze_job
+from tb_llmdiag.jobs.intermittent import spikes
 from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.collectives import KINDS
@@ -101,6 +102,7 @@ def job_metrics(a: JobAnalysis) -> dict[str, Any]:
         }
     )
     out.update(_floor_metrics(a))
+    out.update(_spike_metrics(a))
     out["straggler_significance"] = verdict(STRAGGLER_RULE, out) if s is not None else None
     return jsonable(out)
 
@@ -115,6 +117,23 @@ def _floor_metrics(a: JobAnalysis) -> dict[str, Any]:
         "straggler_others_wait_step_sd_ns": a.straggler_wait_sd_ns,
         "straggler_others_wait_low_ns_per_step": low,
         "straggler_others_wait_low_share": low / step if low is not None and step > 0 else None,
+    }
+
+
+def _spike_metrics(a: JobAnalysis) -> dict[str, Any]:
+    """The straggler's spike steps (``jobs/intermittent.py``): an intermittent straggler; null without a straggler."""
+    s = a.straggler_pos
+    if s is None or a.caused_wait_by_step_ns.size == 0:
+        sp = spikes(np.zeros(0), np.zeros(0), a.steps, STRAGGLER_RULE.above or 0.0)
+    else:
+        sp = spikes(a.caused_wait_by_step_ns[s], a.tables.step_ns, a.steps, STRAGGLER_RULE.above or 0.0)
+    return {
+        "straggler_intermittent": sp["intermittent"] if s is not None else None,
+        "straggler_spike_steps": sp["spike_steps"],
+        "straggler_spike_wait_ns": sp["spike_wait_ns"],
+        "straggler_spike_share": sp["spike_share"],
+        "straggler_others_wait_noise_ns": sp["noise_ns"],
+        "straggler_typical_step_ns": sp["typical_step_ns"],
     }
 
 

@@ -8,7 +8,8 @@ topic that cannot be computed says why: ``{"available": false, "reason": "..."}`
 ``docs/metrics.md`` and each module's docstring.
 Topics: run, steps, idle, kernels, launch, host_sync, memcpy, dataloader, memory, annotations, flops,
 communication (collectives vs compute per rank, ``metrics/communication.py``), attribution (what the host does
-while the GPU waits, and where the GPU's work comes from: ``metrics/attribution.py``)
+while the GPU waits, and where the GPU's work comes from: ``metrics/attribution.py``), capture (what the capture holds
+and lost, and the profiler's own cost: ``metrics/capture.py``, ``metrics/overhead.py``)
 (+ ``xla`` on XLA runs, from ``metrics/xla.py``). ``run`` says once what kind of run this is:
 ``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane", "workload": "training" | "inference" | null,
 "read_complete": bool, "read_share", ...}`` (Kineto traces are ``cuda``, XPlane
@@ -33,10 +34,12 @@ from tb_llmdiag.metrics.flops import flops_metrics
 from tb_llmdiag.metrics.gaps import StepBreakdown, step_breakdown
 from tb_llmdiag.metrics.host_sync import host_sync_metrics
 from tb_llmdiag.metrics.idle import idle_metrics
+from tb_llmdiag.metrics.inference import inference_metrics
 from tb_llmdiag.metrics.kernels import kernel_metrics
 from tb_llmdiag.metrics.launch import launch_metrics
 from tb_llmdiag.metrics.memcpy import memcpy_metrics
 from tb_llmdiag.metrics.memory import memory_metrics
+from tb_llmdiag.metrics.overhead import capture_topic
 from tb_llmdiag.metrics.step_stats import step_metrics
 from tb_llmdiag.metrics.steps import Steps, find_steps
 from tb_llmdiag.metrics.workload import device_kind, workload_fields
@@ -103,6 +106,8 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     out["annotations"] = _safe("annotations", lambda: annotation_metrics(ctx))
     out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"], out["run"]))
     out["communication"] = _safe("communication", lambda: communication_metrics(trace, ctx.coll, steps, ctx.cache))
+    out["capture"] = _safe("capture", lambda: capture_topic(ctx, bd))  # what the capture holds, lost, costs
+    out["inference"] = _safe("inference", lambda: inference_metrics(trace, out["run"]))
     out.update(cause_topics(ctx, out))  # compile, precision, optimizer, checkpointing, outliers, sync_storm
     out["attribution"] = _safe("attribution", lambda: attribution_metrics(ctx, bd))
     if out["run"]["platform"] == "xla":

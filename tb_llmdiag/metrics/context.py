@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from tb_llmdiag.classify import category_codes
 from tb_llmdiag.intervals import merge
 from tb_llmdiag.metrics.collectives import Collectives, find_collectives
+from tb_llmdiag.metrics.graphs import GRAPH_LAUNCH, GraphReplays, graph_replays, replay_queued_end
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
@@ -215,8 +216,9 @@ class HostSignals:
     dev_launch_end: I64  # end of the launch call of each device event, -1 when not joinable
 
     @staticmethod
-    def of(cache: RowCache) -> HostSignals:
-        """From the trace's events, through the rows ``cache`` (``Context.cache``) shares with the topics."""
+    def of(cache: RowCache, graph: GraphReplays | None = None) -> HostSignals:
+        """From the trace's events, through the rows ``cache`` (``Context.cache``) shares with the topics; the events
+        a graph replays after its first one count as queued (``metrics.graphs``)."""
         ev = cache.trace.events
         sync = np.concatenate((cache.family("sync_api"), cache.family("sync_op")))
         sync_s, sync_e = merge(ev.ts_ns[sync], ev.ts_ns[sync] + ev.dur_ns[sync])
@@ -227,6 +229,8 @@ class HostSignals:
         hit = launch >= 0
         launch_end = np.full(dev.size, -1, dtype=np.int64)
         launch_end[hit] = ev.ts_ns[launch[hit]] + ev.dur_ns[launch[hit]]
+        if graph is not None and graph.count:
+            launch_end = replay_queued_end(ev.ts_ns[dev], launch_end, graph.is_graph, graph.replay)
         return HostSignals(sync_s, sync_e, dl_s, dl_e, ev.ts_ns[dev], launch_end)
 
 
@@ -247,6 +251,7 @@ class Context:
     coll: Collectives  # collective kernels (NCCL/RCCL, DeepEP, XLA collectives)
     work_s: I64  # merged device busy intervals without the collectives
     work_e: I64
+    graph: GraphReplays  # per dev row: replayed by a CUDA/HIP graph (``metrics.graphs``)
 
     @property
     def window_ns(self) -> int:
@@ -282,6 +287,9 @@ class Context:
             source = "trace"
         dev_in_win = in_windows(ev.ts_ns[dev], win_s, win_e)
         coll = find_collectives(trace)
+        graph = graph_replays(
+            trace, dev, cache.launcher(dev), cache.rows_named(GRAPH_LAUNCH, Kind.RUNTIME, Kind.DRIVER)
+        )
         if len(coll):
             work = dev[~np.isin(dev, coll.row)]
             work_s, work_e = merge(ev.ts_ns[work], ev.ts_ns[work] + ev.dur_ns[work])
@@ -299,10 +307,11 @@ class Context:
             window_source=source,
             dev_in_win=dev_in_win,
             cache=cache,
-            host=HostSignals.of(cache),
+            host=HostSignals.of(cache, graph),
             coll=coll,
             work_s=work_s,
             work_e=work_e,
+            graph=graph,
         )
 
 

@@ -3,7 +3,8 @@
 Each value is read from a metric topic (``docs/metrics.md``); unknown -> null.
 - step_median/min/max_ns, step_cv: ``steps``; gpu_busy_share: ``idle.busy_share``;
 - copy_share, gemm_share, copy_vs_gemm_ratio: ``kernels`` (copy = copy+memcpy; gemm = gemm+attention+conv);
-- launches_per_step: ``launch``; mfu_share, tokens_per_s: ``flops``.
+- launches_per_step: ``launch``; mfu_share, tokens_per_s: ``flops``; generated_tokens_per_s,
+  time_per_output_token_ns: ``inference`` (inference runs).
 
 On XLA runs (``run.platform == "xla"``: XPlane traces, which hold the ``xla`` topic) the device numbers come from ``xla``, which classifies
 ops by their HLO category / opcode instead of CUDA kernel names: gemm_share = ``xla.matmul_share``,
@@ -32,6 +33,8 @@ HEADLINE_SOURCES: dict[str, tuple[str, str]] = {
     "launches_per_step": ("launch", "launches_per_step"),
     "mfu_share": ("flops", "mfu_share"),
     "tokens_per_s": ("flops", "tokens_per_s"),
+    "generated_tokens_per_s": ("inference", "generated_tokens_per_s"),
+    "time_per_output_token_ns": ("inference", "time_per_output_token_ns"),
 }
 
 #: on XLA runs (``run.platform``), these keys come from it instead (None: not measured there, null)

@@ -5,7 +5,9 @@ Definitions (events whose start lies in the analysis window):
 - ``launches``: runtime/driver calls that submit work (cudaLaunchKernel*, cuLaunchKernel*, hipLaunchKernel,
   cudaGraphLaunch...); ``launches_per_step`` likewise.
 - ``kernel_median_ns``, ``kernel_mean_ns``: over kernel durations. ``tiny_kernel_share``: share of kernels
-  shorter than ``tiny_ns`` (10 us); ``tiny_kernel_time_share``: their share of kernel time.
+  shorter than ``tiny_ns`` (10 us); ``tiny_kernel_time_share``: their share of kernel time. Kernels a CUDA/HIP
+  graph replays (``metrics.graphs``) are not launched one by one: the tiny-kernel counts leave them out
+  (``graph_kernels`` counts them; null shares when every kernel is replayed).
 - ``launch_api_median_ns``: median duration of the launch calls (the host cost per launch).
 - ``runtime_ns``: sum of all runtime+driver call durations; ``runtime_share`` = length of their union within
   the window / window_ns (host time inside the CUDA runtime).
@@ -39,15 +41,18 @@ def launch_metrics(ctx: Context, idle: dict[str, Any], *, tiny_ns: int = TINY_NS
     host = host[in_windows(ev.ts_ns[host], ctx.win_s, ctx.win_e)]
     if ctx.dev.size == 0 and host.size == 0:
         return {"available": False, "reason": "no device activity and no runtime calls in the trace"}
-    k_rows = ctx.dev[ctx.dev_in_win]
-    k_rows = k_rows[ev.kind[k_rows] == Kind.KERNEL]
+    k_pos = np.flatnonzero(ctx.dev_in_win)
+    k_pos = k_pos[ev.kind[ctx.dev[k_pos]] == Kind.KERNEL]
+    k_rows = ctx.dev[k_pos]
     k_dur = ev.dur_ns[k_rows]
+    replayed = ctx.graph.is_graph[k_pos]
+    own_dur = k_dur[~replayed]  # kernels launched one by one
     launch = ctx.cache.family("launch_api")
     launch = launch[in_windows(ev.ts_ns[launch], ctx.win_s, ctx.win_e)]
     l_dur = ev.dur_ns[launch]
     h_dur = ev.dur_ns[host]
     runtime_ns = int(h_dur.sum())
-    tiny = k_dur < tiny_ns
+    tiny = own_dur < tiny_ns
     per_api = np.bincount(ev.name_id[host], weights=h_dur, minlength=len(ev.names))
     per_api_n = np.bincount(ev.name_id[host], minlength=len(ev.names))
     per_api_max = np.zeros(len(ev.names), np.int64)
@@ -82,8 +87,9 @@ def launch_metrics(ctx: Context, idle: dict[str, Any], *, tiny_ns: int = TINY_NS
         "tiny_kernel_ns": tiny_ns,
         "tiny_kernels": int(tiny.sum()),
         "tiny_kernels_per_step": tiny_per_step,
-        "tiny_kernel_share": share(int(tiny.sum()), int(k_dur.size)),
-        "tiny_kernel_time_share": share(int(k_dur[tiny].sum()), int(k_dur.sum())),
+        "tiny_kernel_share": share(int(tiny.sum()), int(own_dur.size)),
+        "tiny_kernel_time_share": share(int(own_dur[tiny].sum()), int(own_dur.sum())),
+        "graph_kernels": int(replayed.sum()),
         "launch_api_median_ns": launch_median,
         "runtime_ns": runtime_ns,
         "runtime_share": share(_union(ev.ts_ns[host], ev.ts_ns[host] + h_dur, ctx), ctx.window_ns),

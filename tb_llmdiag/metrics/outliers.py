@@ -13,7 +13,7 @@ Definitions (outlier steps as ``steps.outliers`` defines them, else the slowest 
   holder's rows in that step (what a checkpoint save moves); ``holder_copy_ns``: those copies' summed duration.
 - ``copy_ns``: the summed ``holder_copy_ns`` of the outlier steps (copies that only those steps make).
 - ``summary``: the first outlier step other than the first profiled one (else the first), in words:
-  "step #5 takes 6.26 s: 5.9 s inside `save_checkpoint` (3.0 GB device-to-host copies)".
+  "step #5 takes 6.26 s: 5.9 s inside "save_checkpoint" (3.0 GB device-to-host copies)".
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
     pick = next((r for r in out if r["index"] != index[0]), out[0])
     text = f"step #{pick['index']} takes {fmt_ns(pick['duration_ns'])} (median {fmt_ns(med)})"
     if pick["holder"]:
-        text += f": {fmt_ns(pick['holder_ns'])} inside `{pick['holder']}`"
+        text += f': {fmt_ns(pick["holder_ns"])} inside "{pick["holder"]}"'
         copies = [
             f"{fmt_bytes(pick[k])} {w} copies"
             for k, w in (("dtoh_bytes", "device-to-host"), ("htod_bytes", "host-to-device"))

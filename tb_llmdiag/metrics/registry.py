@@ -14,7 +14,8 @@ as noise. ``as_json()`` is what the tab serves (``api.metric_registry()``); ``ma
 ``registry_data.py`` (report sections, the docs' intro), ``registry_gpu.py`` (steps, idle, kernels, launch,
 host_sync), ``registry_host.py`` (memcpy, dataloader, memory, annotations, flops), ``registry_causes.py`` (compile,
 precision, optimizer, checkpointing, outliers, sync_storm), ``registry_attribution.py`` (attribution), ``registry_comm.py``
-(communication), ``registry_xla.py``, ``registry_job.py`` (the job level: ``job.*``), ``registry_activities.py``
+(communication), ``registry_capture.py`` (capture), ``registry_xla.py``, ``registry_job.py`` (the job level: ``job.*``),
+``registry_activities.py``
 (``activities.*``: a time range's top activities, the agent's answer).
 """
 
@@ -29,12 +30,14 @@ from typing import Any
 
 from tb_llmdiag.metrics.registry_activities import ACTIVITY_METRICS, ACTIVITY_TOPIC_INTROS
 from tb_llmdiag.metrics.registry_attribution import ATTRIBUTION_INTRO, ATTRIBUTION_METRICS
+from tb_llmdiag.metrics.registry_capture import CAPTURE_METRICS, CAPTURE_TOPIC_INTROS
 from tb_llmdiag.metrics.registry_causes import CAUSE_METRICS, CAUSE_TOPIC_INTROS
 from tb_llmdiag.metrics.registry_comm import COMM_METRICS
 from tb_llmdiag.metrics.registry_data import INTRO, REPORT_METRICS, TOPIC_INTROS, Entry
 from tb_llmdiag.metrics.registry_gpu import GPU_METRICS
 from tb_llmdiag.metrics.registry_host import HOST_METRICS
 from tb_llmdiag.metrics.registry_job import JOB_METRICS
+from tb_llmdiag.metrics.registry_spikes import SPIKE_METRICS
 from tb_llmdiag.metrics.registry_xla import XLA_METRICS
 
 #: unit -> what it means (and how ``tb_llmdiag.units.fmt`` prints it)
@@ -84,8 +87,10 @@ METRICS: tuple[Metric, ...] = tuple(
         *CAUSE_METRICS,
         *ATTRIBUTION_METRICS,
         *COMM_METRICS,
+        *CAPTURE_METRICS,
         *XLA_METRICS,
         *JOB_METRICS,
+        *SPIKE_METRICS,
         *ACTIVITY_METRICS,
     )
 )
@@ -135,7 +140,13 @@ def markdown() -> str:
         if _topic(m.key) not in seen:
             seen.append(_topic(m.key))
     for topic in seen:
-        intros = {**TOPIC_INTROS, **CAUSE_TOPIC_INTROS, **ATTRIBUTION_INTRO, **ACTIVITY_TOPIC_INTROS}
+        intros = {
+            **TOPIC_INTROS,
+            **CAUSE_TOPIC_INTROS,
+            **ATTRIBUTION_INTRO,
+            **CAPTURE_TOPIC_INTROS,
+            **ACTIVITY_TOPIC_INTROS,
+        }
         title, intro = intros.get(topic, (f"`{topic}`", ""))
         out += ["", f"## {title}", ""]
         if intro:

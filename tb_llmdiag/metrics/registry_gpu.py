@@ -228,7 +228,8 @@ GPU_METRICS: tuple[Entry, ...] = (
     ("launch.tiny_kernel_saving_share", SHARE, LOWER, 0.1, "tiny kernel saving share",
      "min(`idle.host_wait_share`, tiny kernels per step x launch_api_median_ns / median step): what fusing "
      "them could save at most"),
-    ("launch.tiny_kernel_share", SHARE, LOWER, 0.1, "tiny kernel share", "tiny_kernels / kernels"),
+    ("launch.tiny_kernel_share", SHARE, LOWER, 0.1, "tiny kernel share", "tiny_kernels / kernels launched one by one (graph replays left out)"),
+    ("launch.graph_kernels", COUNT, NEITHER, 0.02, "replayed kernels", "kernels a CUDA/HIP graph replayed (not launched one by one; left out of the tiny-kernel counts)"),
     ("launch.tiny_kernel_time_share", SHARE, LOWER, 0.1, "tiny kernel time share", "their share of kernel time"),
     ("launch.tiny_kernels", COUNT, LOWER, 0.02, "tiny kernels", "kernels shorter than the cut-off"),
     ("launch.tiny_kernels_per_step", PER_STEP, LOWER, 0.05, "tiny kernels per step", "tiny_kernels / steps"),

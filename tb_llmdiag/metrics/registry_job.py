@@ -223,7 +223,8 @@ JOB_METRICS: tuple[Entry, ...] = (
         0,
         "significance",
         "which check decided the straggler rule: significant, noise_unknown (fires on its threshold alone: fewer than "
-        "two common steps), below_threshold, not_most_steps, within_noise (the last three: no finding; a job note says why)",
+        "two common steps), intermittent (a floor failed but it spikes: fires, named as intermittent), "
+        "below_threshold, not_most_steps, within_noise (the last three: no finding; a job note says why)",
     ),
     (
         "job.straggler_cause",

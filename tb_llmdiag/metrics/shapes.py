@@ -142,6 +142,17 @@ def token_embedding_calls(ev: EventTable) -> tuple[NDArray[np.intp], NDArray[np.
     return rows[keep], slots[keep]
 
 
+def per_call_batch_length(ev: EventTable, rows: NDArray[np.intp]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """B and L of each embedding call's indices ``[B, L]`` (both 0 where the indices have another rank)."""
+
+    def dim(d: list[list[int]], i: int) -> float:
+        return float(d[1][i]) if len(d) > 1 and len(d[1]) == 2 else 0.0
+
+    b = _per_pair(ev, rows, lambda _n, d: dim(d, 0))
+    n = _per_pair(ev, rows, lambda _n, d: dim(d, 1))
+    return b.astype(np.int64), n.astype(np.int64)
+
+
 def _gemm_rows(name: str, d: Dims) -> float:
     """The M (rows) of a 2-D matmul's left operand (``addmm``'s first operand is the bias); -1 otherwise."""
     if name == "aten::addmm":

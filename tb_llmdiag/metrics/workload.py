@@ -18,8 +18,7 @@ Definitions (Kineto traces; counts over the whole trace):
   (``runFunction - ...``, Kineto's ``mtia_runtime``); else ``"GPU"`` (CUDA and ROCm). Null when a cut file's
   read part holds no device event (Kineto writes them last: their absence there says nothing).
 
-This is the run's workload from its content; the RunReport's top-level ``phase`` is something else: the phase
-a *file name* gives (Lightning's ``validation_step`` files), from discovery.
+The RunReport's top-level ``phase`` is this workload (``run_phase``), or ``validation`` where a file name says so.
 """
 
 from __future__ import annotations
@@ -83,3 +82,13 @@ def device_kind(trace: Trace) -> str | None:
         # none in the part of a cut file that was read says nothing (Kineto writes device events last)
         return "CPU" if trace.read_state.get("complete", True) else None
     return "MTIA" if _count(trace, _MTIA_RUNTIME, (Kind.RUNTIME,)) else "GPU"
+
+
+def run_phase(file_phase: str, metrics: dict[str, Any]) -> str | None:
+    """The RunReport's one ``phase``, set from here only: ``validation`` when the file name says so (Lightning's
+    ``validation_step`` files: discovery's phase), else the run's workload from its events
+    (``metrics.run.workload``: ``training`` / ``inference``), null when that is unknown (XPlane, unreadable)."""
+    if file_phase == "validation":
+        return "validation"
+    workload = (metrics.get("run") or {}).get("workload")
+    return workload if workload in WORKLOADS else None

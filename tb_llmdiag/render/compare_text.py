@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tb_llmdiag.compare.verdict import band_text, change_text, value_text
+from tb_llmdiag.compare.verdict import band_text, change_text, named, value_text
 from tb_llmdiag.units import fmt
 
 
@@ -124,17 +124,14 @@ def render_compare(doc: Mapping[str, Any]) -> str:
         parts = []
         for f in items:
             sb, sa = f["saving_share_before"], f["saving_share_after"]
+            name = named(f)  # its title, never its id (#25)
             if key == "resolved":
-                parts.append(f"{f['id']} (saved ~{fmt('share', sb)})" if sb is not None else f["id"])
+                parts.append(f"{name} (saved ~{fmt('share', sb)})" if sb is not None else name)
             elif key == "new":
-                parts.append(f"{f['id']} (~{fmt('share', sa)})" if sa is not None else f["id"])
+                parts.append(f"{name} (~{fmt('share', sa)})" if sa is not None else name)
             else:
                 parts.append(
-                    (
-                        f"{f['id']} {fmt('share', sb)} -> {fmt('share', sa)}"
-                        if sb is not None or sa is not None
-                        else f["id"]
-                    )
+                    (f"{name} {fmt('share', sb)} -> {fmt('share', sa)}" if sb is not None or sa is not None else name)
                     + (f" ({f['note']})" if f.get("note") else "")
                 )
         out.append(f"  {label}: " + "; ".join(parts))

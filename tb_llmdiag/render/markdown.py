@@ -12,8 +12,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tb_llmdiag.findings import EVIDENCE_UNITS
+from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
+from tb_llmdiag.findings.whatif_text import BASIS_WORDS
 from tb_llmdiag.metrics.registry import metric, unit_of
+from tb_llmdiag.render.text import capture_sentences
 from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
 
 _ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_[]<|"})
@@ -56,27 +58,32 @@ def _label(key: str) -> str:
 
 
 def _saving(f: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The finding's one saving (#25): its time, its share and the step it is of, as the CLI and the tab say it."""
     s = f.get("saving")
     if not s:
         return "-", "-", "-"
-    return fmt_share(s.get("share")), fmt_ns(s.get("ns")), fmt_share(s.get("alone_share"))
+    basis = BASIS_WORDS.get(str(s.get("basis")), "step")
+    of = f"{fmt_ns(s['step_ns'])} {basis}" if s.get("step_ns") is not None else basis
+    return fmt_ns(s.get("ns")) if s.get("ns") is not None else "-", fmt_share(s.get("share")), of
 
 
 def _findings(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     if not findings:
         return []
-    out = [f"### Findings ({len(findings)}, by what each saves at most, applied in sequence)", ""]
+    out = [f"### Findings ({len(findings)}, by what each saves at most)", ""]
     rows = [[str(i), esc(f["severity"]), code(f["id"]), esc(f["title"]), *_saving(f)]
             for i, f in enumerate(findings, start=1)]  # fmt: skip
-    out += table(("#", "severity", "finding", "title", "saves at most", "per step", "alone"), rows)
+    out += table(("#", "severity", "finding", "title", "saves at most", "share", "of the"), rows)
     for i, f in enumerate(findings, start=1):
         out += ["", f"**{i}. {code(f['id'])}**: {esc(f.get('summary') or f['title'])}", ""]
-        units = EVIDENCE_UNITS.get(f["id"], {})
+        units, labels = EVIDENCE_UNITS.get(f["id"], {}), EVIDENCE_LABELS.get(f["id"], {})
         for k, v in (f.get("evidence") or {}).items():
-            out.append(f"- {esc(k)}: {esc(fmt(units.get(k) or unit_from_name(k), v))}")
+            out.append(f"- {esc(labels.get(k) or k)}: {esc(fmt(units.get(k) or unit_from_name(k), v))}")
         fix = f.get("fix") or {}
         if fix.get("text"):
             out.append(f"- fix: {esc(fix['text'])}")
+        if f.get("caveat"):
+            out.append(f"- caveat: {esc(f['caveat'])}")
     return out + [""]
 
 
@@ -111,6 +118,9 @@ def render_run_md(run: Mapping[str, Any]) -> list[str]:
         f"{c['cpu_ops']} CPU ops, {c['annotations']} annotations",
         "",
     ]
+    trust = capture_sentences((run.get("metrics") or {}).get("capture") or {})
+    if trust:
+        out += ["### Capture", "", *[f"- {esc(kind)}: {esc(text)}" for kind, text in trust], ""]
     head = {k: v for k, v in (run.get("headline") or {}).items() if v is not None}
     if head:
         rows = [[esc(_label("headline." + k)), fmt(unit_of("headline." + k), v)] for k, v in head.items()]

@@ -3,12 +3,21 @@ each metric in the unit the metric registry gives it (``units.fmt``)."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any
 
-from tb_llmdiag.findings import EVIDENCE_UNITS
-from tb_llmdiag.metrics.registry import unit_of
+from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
+from tb_llmdiag.findings.table import label_from_key
+from tb_llmdiag.findings.whatif_text import saving_text
+from tb_llmdiag.metrics.registry import metric, unit_of
 from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
+
+
+def label_of(path: str, key: str) -> str:
+    """The registry's label of ``path``, else the key's own words: never a raw key."""
+    m = metric(path)
+    return m.label if m is not None else label_from_key(key)
 
 
 def render_run(run: dict[str, Any]) -> str:
@@ -57,36 +66,34 @@ def render_run(run: dict[str, Any]) -> str:
         f"   host: {c['runtime_calls'] + c['driver_calls']} runtime/driver calls {fmt_ns(s['runtime_time_ns'])}, "
         f"{c['cpu_ops']} CPU ops, {c['annotations']} annotations"
     )
+    lines.extend(_capture_lines((run.get("metrics") or {}).get("capture") or {}))
     head = run.get("headline") or {}
     if head:
         parts = [
-            f"{k.removesuffix('_ns').removesuffix('_share').replace('_', ' ')} {fmt(unit_of('headline.' + k), v)}"
+            f"{label_of('headline.' + k, k)} {fmt(unit_of('headline.' + k), v)}"
             for k, v in head.items()
             if v is not None
         ]
         lines.append("   headline: " + "; ".join(parts))
     findings = run.get("findings") or []
     if findings:
-        lines.append(f"   findings ({len(findings)}, by what each saves at most, applied in sequence):")
+        lines.append(f"   findings ({len(findings)}, by what each saves at most):")
     for i, f in enumerate(findings, start=1):
-        saving = f.get("saving")
-        save = (
-            (
-                f"saves at most {fmt_share(saving.get('share'))} ({fmt_ns(saving.get('ns'))}/step; "
-                f"{fmt_share(saving.get('alone_share'))} alone)"
-            )
-            if saving
-            else ""
-        )
-        lines.append(f"   {i}. [{f['severity']}] {f['id']}: {f['title']} {save}".rstrip())
+        save = f" - {saving_text(f['saving'])}" if f.get("saving") else ""
+        lines.append(f"   {i}. [{f['severity']}] {f['title']}{save}  (rule {f['id']})")
         if f.get("summary"):
             lines.append(f"      {f['summary']}")
+        if f.get("caveat"):
+            lines.append(f"      caveat: {f['caveat']}")
         ev = f.get("evidence") or {}
         if ev:
-            units = EVIDENCE_UNITS.get(f["id"], {})
+            units, labels = EVIDENCE_UNITS.get(f["id"], {}), EVIDENCE_LABELS.get(f["id"], {})
             lines.append(
                 "      evidence: "
-                + "; ".join(f"{k} {fmt(units.get(k) or unit_from_name(k), v)}" for k, v in ev.items())
+                + "; ".join(
+                    f"{labels.get(k) or label_from_key(k)} {fmt(units.get(k) or unit_from_name(k), v)}"
+                    for k, v in ev.items()
+                )
             )
         fix = f.get("fix") or {}
         if fix.get("text"):
@@ -99,12 +106,15 @@ def render_run(run: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _job_value(key: str, v: Any) -> str:
-    return (
-        fmt(unit_of("job." + key), v)
-        if not isinstance(v, dict)
-        else "; ".join(f"{k} {fmt(unit_of(f'job.{key}.{k}'), x)}" for k, x in v.items())
-    )
+def _job_evidence(key: str, v: Any) -> str:
+    """One job evidence item with its registry label; a dict item as its parts, each labelled."""
+    if isinstance(v, dict):
+        return "; ".join(
+            _job_evidence(f"{key}.{k}", x) for k, x in v.items() if x is not None and not isinstance(x, list)
+        )
+    if isinstance(v, str) and re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", v):  # a named value (more_tokens): its words
+        v = label_from_key(v)
+    return f"{label_of('job.' + key, key.rsplit('.', 1)[-1])} {fmt(unit_of('job.' + key), v)}"
 
 
 def render_job(job: dict[str, Any]) -> str:
@@ -126,16 +136,16 @@ def render_job(job: dict[str, Any]) -> str:
     if not findings:
         lines.append("   no job finding: no rank keeps the others waiting, communication is hidden")
     for i, f in enumerate(findings, start=1):
-        lines.append(f"   {i}. {f['id']}: {f['title']} ({fmt_share(f['value'])} of step)")
+        lines.append(f"   {i}. {f['title']} ({fmt_share(f['value'])} of the job step)  (rule {f['id']})")
         if f.get("summary"):
             lines.append(f"      {f['summary']}")
+        if f.get("caveat"):
+            lines.append(f"      caveat: {f['caveat']}")
         ev = f.get("evidence") or {}
         if ev:
             lines.append(
                 "      evidence: "
-                + "; ".join(
-                    f"{k} {_job_value(k, v)}" for k, v in ev.items() if v is not None and not isinstance(v, list)
-                )
+                + "; ".join(_job_evidence(k, v) for k, v in ev.items() if v is not None and not isinstance(v, list))
             )
         if f.get("fix"):
             lines.append(f"      fix: {f['fix']}")
@@ -151,3 +161,39 @@ def render_report(report: dict[str, Any]) -> str:
     out.extend(render_job(j) for j in report.get("jobs") or [])
     out.extend(render_run(r) for r in report["runs"])
     return "\n".join(out) + "\n"
+
+
+def capture_sentences(c: dict[str, Any]) -> list[tuple[str, str]]:
+    """The trust lines of a ``capture`` topic as (kind, sentence): what the capture holds, the profiler's cost
+    (``capture``), then each problem (its severity). Shared by the text and the Markdown renderers."""
+    if not c.get("available"):
+        return []
+    opts = [
+        name
+        for name, key in (("shapes", "record_shapes"), ("memory", "profile_memory"), ("stacks", "with_stack"))
+        if c.get(key)
+    ]
+    held = f"{c.get('steps', 0)} steps, " + (", ".join(opts) if opts else "no shapes/memory/stacks") + " recorded"
+    if c.get("graph_kernels"):
+        held += f", {c['graph_kernels']} kernels from {c['graph_launches']} graph replays ({c['graphs']} graphs)"
+    if c.get("hardware_counters"):
+        held += f", {len(c['hardware_counters'])} hardware counters"
+    out = [("capture", held)]
+    share = c.get("profiler_overhead_share")
+    if share is not None:
+        prof = c.get("profiled_step_ns")
+        unprof = c.get("unprofiled_step_ns")
+        step = (
+            f"; profiled step {fmt_ns(prof)} vs unprofiled {fmt_ns(unprof)}"
+            if unprof is not None
+            else f"; profiled step {fmt_ns(prof)}"
+        )
+        out.append(
+            ("capture", f"profiler overhead {fmt_share(share)} of the profiled step{step} ({c.get('overhead_method')})")
+        )
+    out += [(f"capture {p['severity']}", p["text"]) for p in c.get("problems") or []]
+    return out
+
+
+def _capture_lines(c: dict[str, Any]) -> list[str]:
+    return [f"   {kind}: {text}" for kind, text in capture_sentences(c)]

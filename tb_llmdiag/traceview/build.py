@@ -31,7 +31,7 @@ from tb_llmdiag.model import Kind, Trace, kind_mask
 from tb_llmdiag.traceview.lod import Level, depths, iter_levels
 
 #: Bump when the index changes; part of the tab's cache key.
-TRACEVIEW_VERSION = 1
+TRACEVIEW_VERSION = 2  # 2: host lanes say their launch calls (the tab collapses those without)
 #: Deeper nesting is drawn at this depth (rows then overlap; queries stay correct through ``cmax``).
 MAX_DEPTH = 64
 
@@ -127,9 +127,14 @@ def _lane_members(trace: Trace, cat: NDArray[np.uint8], p: I64) -> tuple[list[di
     host = pick(kind_mask(ev.kind, HOST_KINDS) & (ev.device < 0))
     if host.size:
         tids, inv, counts = _groups(ev.tid[host])
-        for g in np.argsort(-counts, kind="stable"):
+        launching = kind_mask(ev.kind[host], (Kind.RUNTIME, Kind.DRIVER))
+        launches = np.bincount(inv, weights=launching, minlength=tids.size).astype(np.int64)
+        # threads that launch device work first (the step's own work), then by their event count; the others
+        # (data loader workers, XLA's compiler threads) start collapsed in the tab
+        for g in np.lexsort((-counts, -(launches > 0).astype(np.int64))):
             tid = int(tids[g])
-            add({"id": f"host.{tid}", "label": f"Host thread {tid}", "kind": "host", "tid": tid}, host[inv == g])
+            desc = {"id": f"host.{tid}", "label": f"Host thread {tid}", "kind": "host", "tid": tid}
+            add({**desc, "launches": int(launches[g])}, host[inv == g])
     dev_mask = ev.device >= 0
     streams = pick(kind_mask(ev.kind, STREAM_KINDS) & dev_mask)
     if streams.size:

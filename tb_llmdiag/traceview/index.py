@@ -180,6 +180,8 @@ class TraceIndex:
         ev_name, ev_cat = self.a["ev_name"], self.a["ev_cat"]
         for ln in self.meta["lanes"]:
             lane = {"id": ln["id"], "label": ln["label"], "kind": ln["kind"]}
+            if "launches" in ln:  # host lanes: the launch calls they make (none: no step work of their own)
+                lane["launches"] = ln["launches"]
             if ln["kind"] == "memory":
                 lane.update(self._memory(ln, a, b, res))
                 total += len(lane["ts_ns"])

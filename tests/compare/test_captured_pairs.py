@@ -96,7 +96,7 @@ def test_pageable_copies_are_named(saved: dict[str, Path]) -> None:
     assert r["before"] == run_of(saved, "pinned")["metrics"]["memcpy"]["htod_pageable_per_step"] == 0
     assert r["after"] == run_of(saved, "pageable")["metrics"]["memcpy"]["htod_pageable_per_step"] > 0
     assert "(new; better lower;" in r["line"]
-    assert "`pageable_memcpy` is new" in doc["compare"]["verdict"]
+    assert '"Host-to-device copies use pageable memory" is new' in doc["compare"]["verdict"]
 
 
 def test_compile_off_is_a_slower_step(saved: dict[str, Path]) -> None:

@@ -54,18 +54,18 @@ def expected_verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     med_b, med_a = statistics.median(sb["durations_ns"]), statistics.median(sa["durations_ns"])
     work = statistics.median(sa["tokens"]) / statistics.median(sb["tokens"])
     after_ids = {f["id"] for f in after["findings"]}
-    gone = [f"`{f['id']}`" for f in before["findings"] if f["id"] not in after_ids]
-    # the bottleneck: the finding that alone explains the most of the step (its own bound, not its share in
-    # the what-if's sequence, where causes such as variable_shapes go first)
-    def own(f: dict[str, Any]) -> float:
-        return f["saving"].get("alone_share", f["saving"]["share"]) if f["saving"] else 0.0
+    gone = [f'"{f["title"]}"' for f in before["findings"] if f["id"] not in after_ids]  # titles, never ids (#25)
 
-    top_b = max(before["findings"], key=own)
-    top_a = max(after["findings"], key=own)
+    # the bottleneck: the report's top finding with a saving, and its one saving (#25: the number its card shows)
+    def own(f: dict[str, Any]) -> float:
+        return f["saving"]["share"] if f["saving"] else 0.0
+
+    top_b = next(f for f in before["findings"] if own(f) > 0)
+    top_a = next(f for f in after["findings"] if own(f) > 0)
     assert top_b["id"] == top_a["id"]
     return (f"AFTER is {tps_a / tps_b:.1f}x faster in tokens/s ({tps_b:.0f} -> {tps_a:.0f} tokens/s; "
             f"step {med_b / 1e6:.0f} ms -> {med_a / 1e6:.0f} ms at {work:.1f}x the tokens per step); "
-            f"{', '.join(gone[:-1])} and {gone[-1]} are gone; the bottleneck is still `{top_a['id']}`, "
+            f"{', '.join(gone[:-1])} and {gone[-1]} are gone; the bottleneck is still \"{top_a['title']}\", "
             f"now {100 * own(top_a):.0f} % of the step (was {100 * own(top_b):.0f} %).")
 
 
@@ -74,8 +74,10 @@ def test_verdict_matches_the_two_reports(reports: dict[str, Any], capsys: pytest
     want = expected_verdict(before, after)
     # the figures the issue quotes, as a reader would check them
     assert want.startswith("AFTER is 5.9x faster in tokens/s (1954 -> 11593 tokens/s; step 575 ms -> 365 ms at 3.1x")
-    assert "`variable_shapes`, `pageable_memcpy` and `warmup_in_window` are gone" in want
-    assert want.endswith("the bottleneck is still `host_bound`, now 64 % of the step (was 92 %).")
+    assert ('"Every new batch shape costs host work while the GPU waits", "Host-to-device copies use pageable memory" '
+            'and "The profiled window includes warm-up" are gone') in want
+    assert want.endswith('the bottleneck is still "The GPU waits for the host to launch work", now 64 % of the step '
+                         '(was 75 %).')
     assert main(["compare", str(SEED), str(FIXED)]) == 0
     text = capsys.readouterr().out
     assert want in text.splitlines()
@@ -140,5 +142,5 @@ def test_check_against_a_committed_style_report(reports: dict[str, Any], capsys:
     assert main(["check", str(reports["seed_path"]), "--baseline", str(reports["fixed_path"])]) == 1
     out = capsys.readouterr().out
     lines = [l for l in out.splitlines() if l.startswith("REGRESSION ")]
-    assert lines[0].startswith("REGRESSION tokens per s (headline.tokens_per_s) regressed: 11593/s -> 1954/s")
+    assert lines[0].startswith("REGRESSION tokens/s (headline.tokens_per_s) regressed: 11593/s -> 1954/s")
     assert not any("step_median_ns" in l for l in lines)

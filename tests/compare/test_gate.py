@@ -52,7 +52,7 @@ def test_faster_step_with_smaller_batch_is_a_throughput_regression() -> None:
     step = next(r for r in doc["metrics"] if r["key"] == "headline.step_median_ns")
     assert step["comparable"] is False and step["direction"] == "better" and not step["regressed"]
     assert doc["work"]["differs"] and doc["work"]["ratio"] == pytest.approx(0.5)
-    assert result["regressions"][0]["line"].startswith("tokens per s (headline.tokens_per_s) regressed: 40960/s -> 25600/s (-37.5 %")
+    assert result["regressions"][0]["line"].startswith("tokens/s (headline.tokens_per_s) regressed: 40960/s -> 25600/s (-37.5 %")
     # 40960 / 25600 = 1.6: a ratio from 1.5 on reads as a factor
     assert doc["verdict"].startswith("AFTER is 1.6x slower in tokens/s (40960 -> 25600 tokens/s; "
                                      "step 100 ms -> 80 ms at 0.5x the tokens per step)")
@@ -104,9 +104,11 @@ def test_findings_diff_and_bottleneck() -> None:
     assert [x["id"] for x in fd["new"]] == ["dataloader_stall"]
     assert [(x["id"], x["saving_share_before"], x["saving_share_after"]) for x in fd["changed"]] == [("host_bound", 0.6, 0.2)]
     assert [x["id"] for x in fd["unchanged"]] == ["tiny_kernels"]       # 0.5 points: under the 1-point floor
-    assert doc["bottleneck"] == {"before": {"id": "host_bound", "share": 0.6}, "after": {"id": "dataloader_stall", "share": 0.3}}
-    assert doc["verdict"].endswith("`pageable_memcpy` is gone; `dataloader_stall` is new; the bottleneck moved from "
-                                   "`host_bound` (60 % of the step) to `dataloader_stall` (30 %).")
+    assert doc["bottleneck"] == {"before": {"id": "host_bound", "title": "host_bound", "share": 0.6},
+                                 "after": {"id": "dataloader_stall", "title": "dataloader_stall", "share": 0.3}}
+    # findings named by their titles in quotes (these test findings' titles are their ids), never in backticks (#25)
+    assert doc["verdict"].endswith('"pageable_memcpy" is gone; "dataloader_stall" is new; the bottleneck moved from '
+                                   '"host_bound" (60 % of the step) to "dataloader_stall" (30 %).')
 
 
 def test_tolerance_floors() -> None:

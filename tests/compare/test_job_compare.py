@@ -29,6 +29,9 @@ from tracepaths import REPO
 DATA = REPO / "tests" / "data"
 JOBS = ("ddp_slow_transport", "ddp_fast_transport", "ddp_fast_transport_b", "ddp_straggler", "ddp_balanced", "fsdp")
 
+#: a finding as verdicts name it: its title in quotes (#25), never its id in backticks
+STRAGGLER = '"The other ranks wait in their collectives for one rank"'
+
 
 def _run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
@@ -92,7 +95,7 @@ def test_slow_to_fast_transport_verdict_and_numbers(saved: dict[str, Any]) -> No
     xb, xa = slow["metrics"]["exposed_transfer_share"], fast["metrics"]["exposed_transfer_share"]
     expected = (
         f"AFTER's job step is {sb / sa:.1f}x faster ({ms(sb)} -> {ms(sa)}; {tokens * 1e9 / sb:.0f} -> "
-        f"{tokens * 1e9 / sa:.0f} job tokens/s); `exposed_communication` is gone (was {pct(xb)} of the job step, "
+        f"{tokens * 1e9 / sa:.0f} job tokens/s); \"Collective transfers no compute hides\" is gone (was {pct(xb)} of the job step, "
         f"now {pct(xa)}); no job bottleneck finding remains."
     )
     assert doc["verdict"] == expected
@@ -170,7 +173,7 @@ def test_straggler_resolved_against_an_equal_token_job(saved: dict[str, Any]) ->
     assert resolved["saving_share_before"] == finding["value"]
     assert resolved["saving_ns_before"] == pytest.approx(before["metrics"]["straggler_others_wait_ns_per_step"])
     wait_after = saved["fsdp"]["jobs"][0]["metrics"]["straggler_others_wait_share"]
-    assert f"`straggler` (rank 1, more tokens) is gone (was {pct(finding['value'])} of the job step, now {pct(wait_after)})" in doc["verdict"]
+    assert f"{STRAGGLER} (rank 1, more tokens) is gone (was {pct(finding['value'])} of the job step, now {pct(wait_after)})" in doc["verdict"]
     # tokens per job step differ (2048 + 4096 against 4096 + 4096): judged by job tokens/s, the step not judged
     assert truth_tokens("ddp_straggler") == 6144 and doc["work"]["differs"] is True
     assert row(doc, "job.job_step_ns")["comparable"] is False
@@ -186,8 +189,8 @@ def test_a_straggler_on_another_rank_is_changed(saved: dict[str, Any]) -> None:
     doc = compare_jobs(job, moved, runs, runs)
     (changed,) = doc["findings"]["changed"]
     assert (changed["id"], changed["note"]) == ("straggler", "now rank 0 (was rank 1)")
-    assert "`straggler` changed: now rank 0 (was rank 1)" in doc["verdict"]
-    assert f"the job bottleneck is still `straggler` (rank 0), now {pct(job['findings'][0]['value'])}" in doc["verdict"]
+    assert f"{STRAGGLER} changed: now rank 0 (was rank 1)" in doc["verdict"]
+    assert f"the job bottleneck is still {STRAGGLER} (rank 0), now {pct(job['findings'][0]['value'])}" in doc["verdict"]
 
 
 def test_a_job_against_a_single_run_is_a_usage_error(saved: dict[str, Any]) -> None:
@@ -297,7 +300,7 @@ def test_balancing_the_straggler_s_tokens(saved: dict[str, Any]) -> None:
     # step-to-step spread (1.1 % at the lower 95 % bound): no straggler finding, so the straggler is gone
     assert causes["after"] is None and b["metrics"]["straggler_significance"] == "within_noise"
     wait_after = b["metrics"]["straggler_others_wait_share"]
-    assert (f"`straggler` (rank 1, more tokens) is gone (was {pct(causes['before']['value'])} of the job step, "
+    assert (f"{STRAGGLER} (rank 1, more tokens) is gone (was {pct(causes['before']['value'])} of the job step, "
             f"now {pct(wait_after)}, held back by the rule's floors: AFTER's notes say why); no job bottleneck finding "
             "remains.") in doc["verdict"]
     assert wait_after > 0.05  # above the rule's threshold: only the floors hold it back, which the verdict says

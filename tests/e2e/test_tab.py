@@ -20,8 +20,10 @@ from urllib.parse import urlencode, urlparse
 
 import pytest
 
-from tb_llmdiag.units import fmt_bytes
 from tb_llmdiag import api
+from tb_llmdiag.findings import EVIDENCE_LABELS
+from tb_llmdiag.findings.whatif_text import saving_text, what_if_text
+from tb_llmdiag.units import fmt, fmt_bytes, fmt_ns
 from tbserver import CHROMIUM, CHROMIUM_ARGS, IFRAME, REPO, get_json, tensorboard, wait_all_analysed
 
 pytestmark = pytest.mark.e2e
@@ -229,7 +231,7 @@ def test_numbers_read_in_one_convention(server, browser, requests_seen):
         ev = _evidence(f, "memory_headroom")
         for label in ("peak_used_bytes", "total_bytes"):
             want = fmt_bytes(mem["evidence"][label])
-            assert ev[label.replace("_", " ")] == want, (label, ev, want)
+            assert ev[EVIDENCE_LABELS["memory_headroom"][label]] == want, (label, ev, want)
             assert want.endswith("GiB") and want in mem["summary"], (want, mem["summary"])
         texts = " | ".join(f.locator(".evidence td").all_inner_texts() + f.locator(".card").all_inner_texts())
         assert not re.search(r"\d (us|KB|MB|GB|TB)\b", texts), texts
@@ -238,8 +240,9 @@ def test_numbers_read_in_one_convention(server, browser, requests_seen):
         wait_panel(f)
         (rec,) = [x for x in reps[XPLANE]["findings"] if x["id"] == "recompilation"]
         ev = _evidence(f, "recompilation")
-        assert ev["program ids"] == ", ".join(str(i) for i in rec["evidence"]["program_ids"]), ev
-        assert " k" not in ev["program ids"] and ev["steps"] == ", ".join(str(i) for i in rec["evidence"]["steps"])
+        ids_label, steps_label = (EVIDENCE_LABELS["recompilation"][k] for k in ("program_ids", "steps"))
+        assert ev[ids_label] == ", ".join(str(i) for i in rec["evidence"]["program_ids"]), ev
+        assert " k" not in ev[ids_label] and ev[steps_label] == ", ".join(str(i) for i in rec["evidence"]["steps"])
         assert not errors, errors
         assert not no_foreign(requests_seen), no_foreign(requests_seen)
     finally:
@@ -395,11 +398,160 @@ def _readme_shot(browser, requests_seen, base: str, dark: bool, name: str) -> No
         ctx.close()
 
 
+def _cli(*args: str) -> str:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "tb_llmdiag", "report", *args], capture_output=True, text=True,
+                         cwd=REPO, timeout=120, check=False)
+    return out.stdout
+
+
+def _cli_section(text: str, run: str, worker: str) -> str:
+    """The CLI text of one run (from its "== run  worker" line to the next section)."""
+    parts = re.split(r"^(?=== )", text, flags=re.M)
+    return next(p for p in parts if p.startswith(f"== {run}  worker {worker} "))
+
+
+def _card(f, label: str):
+    card = f.locator(".card", has=f.locator(".card-label", has_text=label))
+    return card.locator(".card-value").inner_text(), card.locator(".card-sub").inner_text()
+
+
+@pytest.mark.parametrize("run", sorted(DEMO_RUNS))
+def test_one_saving_tokens_and_step_time_in_every_place(server, browser, requests_seen, run):
+    """#25, per view: the top finding's saving (its header, the top card, its what-if line), tokens/s and the median
+    step read the same in the card, the header, the what-if, the CLI text and ``--json``."""
+    base, runs = server
+    r = next(x for x in runs if x["run"] == run)
+    rep = report_of(base, r)
+    worker = r["workers"][0]["worker"]
+    text = _cli_section(_cli(str(DEMO)), run, worker)
+    cli_json = next(x for x in json.loads(_cli(str(DEMO), "--json"))["runs"] if x["run"] == run and x["worker"] == worker)
+    top = rep["findings"][0]
+    s = top["saving"]
+    assert cli_json["findings"][0]["saving"] == s and cli_json["what_if"] == rep["what_if"]  # --json: the same numbers
+    saving, what_if = saving_text(s), what_if_text(s)
+    assert rep["what_if"]["finding_id"] == top["id"]  # the top card's what-if is the top finding's own
+    ctx, page, errors = new_page(browser, requests_seen)
+    try:
+        f = open_tab(page, base, f"#llm_diag&p.llm_diag.run={run}")
+        wait_panel(f)
+        card = f.locator(f".finding[data-id='{top['id']}']")
+        assert card.locator(".saving").inner_text() == saving  # the header
+        assert what_if in card.locator(".whatif").inner_text()  # the green line
+        value, sub = _card(f, "if the top finding were fixed")  # the top card
+        assert value == fmt_ns(s["step_ns_if_fixed"]) and what_if in sub
+        assert f"{saving}  (rule {top['id']})" in text and f"{what_if} if the top finding's cause" in text  # the CLI
+        hl = rep["headline"]
+        step = fmt("ns", hl["step_median_ns"])
+        assert _card(f, "Step time (median)")[0] == step and f"headline: median step {step};" in text
+        if hl.get("tokens_per_s") is not None:
+            tps = fmt("per_s", hl["tokens_per_s"])
+            assert _card(f, "Throughput")[0] == tps and f"tokens/s {tps}" in text
+            assert f"{tps} → at most" in sub and f"throughput {tps} → at most" in text
+            assert f"{tps} → at most" in card.locator(".whatif").inner_text()
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
+def _keys(doc) -> set[str]:
+    out: set[str] = set()
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if "_" in str(k):
+                out.add(str(k))
+            out |= _keys(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            out |= _keys(v)
+    return out
+
+
+def test_no_key_or_backtick_in_any_rendered_label(server, browser, requests_seen):
+    """#25: every label the tab renders (cards, findings with their evidence opened, charts' legends, the job
+    section) comes from the registry: no key of the report, no ``*_ns`` name, no backtick. Code (the fixes'
+    snippets, which users paste) is exempt."""
+    base, runs = server
+    ctx, page, errors = new_page(browser, requests_seen)
+    try:
+        f = open_tab(page, base)
+        for r in runs:
+            rep = report_of(base, r)
+            keys = _keys(rep)
+            f.locator("select.sel-run").select_option(r["run"])
+            wait_panel(f)
+            f.locator(f".finding[data-id='{rep['findings'][0]['id']}']").first.wait_for()
+            if len(r["workers"]) > 1:
+                f.locator("section.job .job-finding").first.wait_for(timeout=30_000)
+                keys |= _keys(get_json(f"{base}/data/plugin/llm_diag/job?" + urlencode({"run": r["run"], "span": r["workers"][0]["spans"][-1]["span"]})))
+            f.locator(".finding details:not([open]) summary").evaluate_all("els => els.forEach(e => e.click())")
+            shown = f.locator(".panel").evaluate(
+                "p => { const c = p.cloneNode(true); c.querySelectorAll('pre, code, .fix, .fix-body').forEach(e => e.remove());"
+                " return c.innerText; }")
+            words = re.findall(r"[A-Za-z0-9_.:]+", shown)
+            leaked = sorted({w for w in words if w in keys or re.fullmatch(r"[a-z_]+_ns", w)})
+            assert leaked == [] and "`" not in shown, (r["run"], leaked)
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
 def test_zz_readme_screenshots(server, browser, requests_seen):
     """The README's pictures of the seed run, light and dark: test-artifacts/; docs/ with LLMDIAG_UPDATE_SCREENSHOT=1."""
     base, _ = server
     _readme_shot(browser, requests_seen, base, False, "screenshot.png")
     _readme_shot(browser, requests_seen, base, True, "screenshot-dark.png")
+    assert not no_foreign(requests_seen), no_foreign(requests_seen)
+
+
+#: every view of the tab (#25: screenshots of each at 1440 and 1024 px in docs/views/): name -> (hash, what to wait for)
+VIEWS = {
+    "seed": (f"#llm_diag&p.llm_diag.run={SEED}", ".finding"),
+    "fixed": ("#llm_diag&p.llm_diag.run=fixed_lora_qwen1.5b", ".finding"),
+    "jax": (f"#llm_diag&p.llm_diag.run={XPLANE}", ".finding"),
+    "job": ("#llm_diag&p.llm_diag.run=ddp_straggler_2gpu", "section.job .job-finding"),
+    "compare": ("#llm_diag&p.llm_diag.run=fixed_lora_qwen1.5b&p.llm_diag.worker=rank0&p.llm_diag.span=1"
+                f"&p.llm_diag.base_run={SEED}&p.llm_diag.base_worker=rank0&p.llm_diag.base_span=1", ".compare-verdict"),
+}
+
+
+@pytest.mark.parametrize("width", [1440, 1024])
+def test_zz_every_view_at_two_widths(server, browser, requests_seen, width):
+    """A picture of each view (the three demo runs, the job, compare, the trace at a finding) at 1440 and 1024 px:
+    test-artifacts/views/; docs/views/ with LLMDIAG_UPDATE_SCREENSHOT=1. At 1024 px nothing overflows sideways."""
+    base, _ = server
+    out = ARTIFACTS / "views"
+    out.mkdir(parents=True, exist_ok=True)
+    shots = []
+    for name, (hash_, ready) in VIEWS.items():
+        ctx, page, errors = new_page(browser, requests_seen)
+        try:
+            page.set_viewport_size({"width": width, "height": 1000})
+            f = open_tab(page, base, hash_)
+            wait_panel(f)
+            f.locator(ready).first.wait_for(timeout=30_000)
+            page.wait_for_timeout(500)
+            overflow = f.locator("body").evaluate("b => b.scrollWidth - b.clientWidth")
+            assert overflow <= 1, (name, width, overflow)
+            shots.append(out / f"{name}-{width}.png")
+            page.screenshot(path=str(shots[-1]), full_page=False)
+            if name == "seed":  # the trace view at the top finding's evidence
+                button = f.locator(".finding .show-in-trace:not([hidden])").first
+                button.wait_for(timeout=30_000)
+                button.click()
+                f.locator(".trace-body[data-painted]").wait_for(timeout=30_000)
+                page.wait_for_timeout(800)
+                shots.append(out / f"trace-{width}.png")
+                page.screenshot(path=str(shots[-1]), full_page=False)
+            assert not errors, (name, errors)
+        finally:
+            ctx.close()
+    if os.environ.get("LLMDIAG_UPDATE_SCREENSHOT") == "1":
+        (REPO / "docs" / "views").mkdir(exist_ok=True)
+        for shot in shots:
+            shutil.copy(shot, REPO / "docs" / "views" / shot.name)
     assert not no_foreign(requests_seen), no_foreign(requests_seen)
 
 

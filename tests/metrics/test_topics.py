@@ -250,7 +250,8 @@ def test_annotations_and_stack() -> None:
 def test_headline_keys_and_values() -> None:
     h = headline(metrics_of(idle_scenario()))
     assert list(h) == ["step_median_ns", "step_min_ns", "step_max_ns", "step_cv", "gpu_busy_share", "copy_share",
-                       "gemm_share", "copy_vs_gemm_ratio", "launches_per_step", "mfu_share", "tokens_per_s"]
+                       "gemm_share", "copy_vs_gemm_ratio", "launches_per_step", "mfu_share", "tokens_per_s",
+                       "generated_tokens_per_s", "time_per_output_token_ns"]
     assert h["step_median_ns"] == 100 * US and h["gpu_busy_share"] == 0.33 and h["launches_per_step"] == 4.0
     assert h["copy_vs_gemm_ratio"] == 10 / 15 and h["mfu_share"] is None
     assert headline({}) == dict.fromkeys(h)

@@ -1,0 +1,107 @@
+"""What the profiler's own cost does to the findings and the what-if (``capture`` topic, ``metrics/overhead.py``).
+
+Contract:
+- ``with_caveats(findings, metrics)``: a finding whose evidence is host time (``HOST_TIME_RULES``) gets
+  ``profiler_overhead_share`` (``capture.profiler_overhead_share``) and, when that overhead could account for a large
+  part of its saving (overhead >= ``LARGE_PART`` x the finding's own saving share, and >= ``MIN_OVERHEAD_SHARE``),
+  a ``caveat`` saying so; every other finding gets ``caveat`` null.
+- ``with_unprofiled(what_if, metrics)``: when the capture holds unprofiled step times, ``what_if.unprofiled`` restates
+  the what-if on the unprofiled median step U: the profiled step M carries the profiler's cost O = M - U in its idle
+  pool I (``what_if.median_idle_ns``; O is capped at I), spread evenly over it, so a cut that leaves idle time L
+  leaves O x L / I of the profiler's cost in the step: fixed step unprofiled = fixed step profiled - O x L / I; a
+  fixed step bound by the host's own time (``bound_by`` ``host_floor``) keeps all of the profiler's host cost, which a
+  GPU-bound step had hidden (``capture.overhead_model_ns``, else O): fixed step profiled - that. Never above U nor
+  below the GPU's own work. The statement then leads with the unprofiled step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tb_llmdiag.findings.engine import finite, lookup
+from tb_llmdiag.findings.whatif import statement
+from tb_llmdiag.units import fmt_ns
+
+#: rules whose evidence is host time the profiler inflates (per-op recording cost lands in host time)
+HOST_TIME_RULES = frozenset({"host_bound", "tiny_kernels", "slow_host_op", "variable_shapes", "unfused_optimizer"})
+#: the overhead "could account for a large part" of a finding's saving from this ratio on
+LARGE_PART = 1 / 3
+MIN_OVERHEAD_SHARE = 0.05
+
+
+def with_caveats(findings: list[dict[str, Any]], metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The findings with their overhead caveat (module docstring)."""
+    share = lookup(metrics, "capture.profiler_overhead_share")
+    basis = lookup(metrics, "capture.overhead_basis")
+    out = []
+    for f in findings:
+        f = dict(f)
+        f["caveat"] = None
+        if f.get("id") in HOST_TIME_RULES and finite(share):
+            f["profiler_overhead_share"] = share
+            saving = (f.get("saving") or {}).get("alone_share") or (f.get("saving") or {}).get("share")
+            if share >= MIN_OVERHEAD_SHARE and (not finite(saving) or share >= LARGE_PART * saving):
+                how = "measured against unprofiled steps" if basis == "unprofiled_steps" else "estimated from the trace"
+                f["caveat"] = (
+                    f"The profiler's own cost is {100 * share:.0f} % of the profiled step ({how}): it lands in host "
+                    f"time, so it could account for a large part of this finding; check it on an unprofiled run "
+                    f"or a capture without record_shapes/profile_memory/with_stack."
+                )
+        out.append(f)
+    return out
+
+
+def with_unprofiled(what: dict[str, Any] | None, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The what-if restated on the unprofiled step when it is known (module docstring)."""
+    u = lookup(metrics, "capture.unprofiled_step_ns")
+    if what is None or not finite(u) or u <= 0:
+        return what
+    what = dict(what)
+    m = float(what["step_ns"])
+    idle0 = float(what.get("median_idle_ns") or 0.0)
+    over = min(max(0.0, m - float(u)), idle0)
+    floor = float(what.get("compute_floor_ns") or 0.0)
+    host_cost = lookup(metrics, "capture.overhead_model_ns")
+    host_cost = float(host_cost) if finite(host_cost) else over
+
+    def unprofiled(fixed: float, idle_left: float, bound_by: Any) -> float:
+        # a step bound by the host's own time keeps all of the profiler's host cost; else the share of it that is
+        # left in the idle time the fixes leave
+        left = host_cost if bound_by == "host_floor" else over * idle_left / idle0 if idle0 > 0 else 0.0
+        return min(float(u), max(fixed - left, min(floor, float(u))))
+
+    top_cut = m - float(what["step_ns_if_fixed"])
+    top_left = idle0 - top_cut if what.get("pool") == "idle" else idle0
+    one = unprofiled(float(what["step_ns_if_fixed"]), max(top_left, 0.0), what.get("bound_by"))
+    every = unprofiled(
+        float(what["all"]["step_ns_if_fixed"]),
+        float(what["all"].get("idle_left_ns") or 0.0),
+        what["all"].get("bound_by"),
+    )
+    what["unprofiled"] = {
+        "step_ns": int(u),
+        "step_ns_if_fixed": int(round(one)),
+        "saving_share": 1.0 - one / float(u),
+        "all_step_ns_if_fixed": int(round(every)),
+        "all_saving_share": 1.0 - every / float(u),
+    }
+    what["statement"] = unprofiled_statement(what)
+    return what
+
+
+def unprofiled_statement(w: Mapping[str, Any]) -> str:
+    """The what-if's words, led by the unprofiled step."""
+    up = w["unprofiled"]
+    head = f"unprofiled median step {fmt_ns(up['step_ns'])} (profiled {fmt_ns(w['step_ns'])}, the rest is the profiler's own cost)"
+    if w.get("finding_id"):
+        head += (
+            f": at most {fmt_ns(up['step_ns'])} -> {fmt_ns(up['step_ns_if_fixed'])} (-{100 * up['saving_share']:.0f} %) "
+            f"if the cause of `{w['finding_id']}` were removed entirely"
+        )
+        if len(w["all"]["finding_ids"]) > 1:
+            head += (
+                f", at most {fmt_ns(up['all_step_ns_if_fixed'])} (-{100 * up['all_saving_share']:.0f} %) with all "
+                f"{len(w['all']['finding_ids'])} findings' causes removed"
+            )
+    return head + "; on the profiled step: " + statement(w)

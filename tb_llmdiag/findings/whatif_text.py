@@ -1,0 +1,95 @@
+"""The what-if and the savings in words: one text per number, the same the tab writes (frontend/format.js
+``fmtSaving`` / ``fmtWhatIf``; tests/test_saving_text.py holds the two together)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tb_llmdiag.findings.engine import finite
+from tb_llmdiag.units import fmt, fmt_ns, fmt_share
+
+
+def _named(title: Any) -> str:
+    """A finding's title inside a sentence: its first letter lowered unless it starts an acronym ("XLA")."""
+    t = str(title or "the top finding")
+    return t[:1].lower() + t[1:] if t[1:2].islower() else t
+
+
+BASIS_WORDS = {"median_step": "median step", "mean_step": "mean step", "window": "profiled window"}
+
+
+def statement(w: Mapping[str, Any]) -> str:
+    """The what-if in words, as a bound."""
+    step = w["step_ns"]
+    a = w["all"]
+    parts = []
+    if w.get("finding_id"):
+        top = {
+            "basis": w.get("basis"),
+            "step_ns": step,
+            "step_ns_if_fixed": w["step_ns_if_fixed"],
+            "share": w["saving_share"],
+        }
+        parts.append(
+            f"{what_if_text(top)} if the top finding's cause ({_named(w.get('finding_title'))}) were removed entirely"
+            + (
+                f", bounded by the host's own time per step, {fmt_ns(w['host_floor_ns'])} (the GPU would then wait "
+                f"for the host)"
+                if w.get("bound_by") == "host_floor"
+                else ""
+            )
+        )
+    else:
+        parts.append(f"median step {fmt_ns(a['step_ns'])}: no finding's cause is in the median step")
+    if len(a["finding_ids"]) > 1 or (a["finding_ids"] and w.get("basis") != "median_step"):
+        parts.append(
+            f"median step {fmt_ns(a['step_ns'])} → at most {fmt_ns(a['step_ns_if_fixed'])} "
+            f"(−{fmt_share(a['saving_share'])}) with all {len(a['finding_ids'])} findings' causes removed, applied in "
+            f"sequence" + (", bounded by the host's own time per step" if a.get("bound_by") == "host_floor" else "")
+        )
+    if a.get("compute_floor_ns") is not None:
+        parts.append(
+            f"the GPU's own work in the median step is {fmt_ns(a['compute_floor_ns'] or 0)}, a floor no fix of "
+            f"idle time goes below"
+        )
+    if a.get("host_floor_ns") is not None and w.get("host_floor_ns") is not None:
+        parts.append(
+            f"the host's own time per step (to its last launch, syncs excluded) is {fmt_ns(w['host_floor_ns'])}, a "
+            f"floor no fix of GPU time goes below"
+        )
+    if w["mean_step_ns"] > 1.05 * a["step_ns"] and w.get("basis") != "mean_step":
+        parts.append(
+            f"slower steps make the mean step {fmt_ns(w['mean_step_ns'])}: at most "
+            f"{fmt_ns(w['mean_step_ns_if_all_fixed'])} with every cause removed"
+        )
+    if w.get("tokens_per_s") and w.get("tokens_per_s_if_fixed"):
+        parts.append(
+            f"throughput {fmt('per_s', w['tokens_per_s'])} → at most {fmt('per_s', w['tokens_per_s_if_fixed'])} tokens"
+        )
+    return "; ".join(parts) + "."
+
+
+def saving_text(saving: Mapping[str, Any] | None) -> str:
+    """A finding's saving in words, the same text the tab's ``fmtSaving`` (frontend/format.js) writes:
+    "saves at most 12.1 ms of the 32.1 ms median step (37.7 %)"; time first, the number findings are ranked by."""
+    if not saving or not finite(saving.get("share")):
+        return "saving not estimable"
+    share = fmt_share(saving["share"])
+    if saving.get("basis") == "window" or not finite(saving.get("ns")) or not finite(saving.get("step_ns")):
+        return f"saves at most {share} of the profiled window"
+    step = f"{fmt_ns(saving['step_ns'])} {BASIS_WORDS.get(str(saving.get('basis')), 'step')}"
+    if saving["ns"] <= 0:
+        return f"saves nothing of the {step} once the findings above it are fixed"
+    return f"saves at most {fmt_ns(saving['ns'])} of the {step} ({share})"
+
+
+def what_if_text(saving: Mapping[str, Any] | None) -> str:
+    """A finding's own what-if in words, as the tab's ``fmtWhatIf`` writes it: "median step 32.1 ms → at most
+    20 ms (−37.7 %)"; empty without a step."""
+    if not saving or not finite(saving.get("step_ns")) or not finite(saving.get("step_ns_if_fixed")):
+        return ""
+    return (
+        f"{BASIS_WORDS.get(str(saving.get('basis')), 'step')} {fmt_ns(saving['step_ns'])} → at most "
+        f"{fmt_ns(saving['step_ns_if_fixed'])} (−{fmt_share(saving.get('share'))})"
+    )

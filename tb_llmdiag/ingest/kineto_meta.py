@@ -1,0 +1,114 @@
+"""Top-level trace fields beyond the envelope's declared ones: what the capture says about itself.
+
+Read from the small texts around the events (the header and the metadata after them), never from the events:
+- ``*_version`` fields (``cupti_version``, ``cuda_runtime_version``, ``roctracer_version``, ``hip_runtime_version``...),
+  ``with_flops`` / ``with_modules``: the profiler and its options;
+- ``WARNING`` / ``ERROR``: the messages Kineto's logger collected during the capture (lists of strings; a CUPTI
+  buffer overflow says how many records it dropped);
+- the unprofiled step times a capture helper wrote into the trace (``prof.add_metadata_json``): any field whose name
+  holds ``unprofiled``, with a list of step times (or an object holding one, or a single median). The unit is read
+  from the name (``_ms``, ``_us``, ``_ns``, ``_s``; ms when it names none) and the times become
+  ``unprofiled_step_ns`` (a list of ints, positive values only). ``tb_llmdiag.capture`` writes
+  ``llmdiag_unprofiled_step_ns``: ``{"steps": [0, 1, 2], "step_ns": [...], "synchronized": true, ...}``; step 0's
+  time is left out when two others remain (a run's first step pays one-time costs).
+
+``extra_metadata(text)`` never raises: a text that is not a JSON object, or a field that does not decode, gives
+nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_WANTED = re.compile(r"unprofiled|^(?:WARNING|ERROR)$|_version$|^with_(?:flops|modules)$", re.IGNORECASE)
+_UNIT_NS = (("_ns", 1.0), ("_us", 1e3), ("_ms", 1e6), ("_s", 1e9))
+_MAX_FIELD_BYTES = 1 << 16
+_MAX_MESSAGES = 50
+#: names in an unprofiled-steps object that are not times
+_TIME_NAME = re.compile(r"time|wall|dur|median|mean", re.IGNORECASE)
+_NOT_TIMES = frozenset({"steps", "step", "index", "indices", "step_index", "schema", "synchronized"})
+
+
+def extra_metadata(text: bytes) -> dict[str, Any]:
+    """The wanted top-level fields of a trace document's text (module docstring)."""
+    try:
+        doc = _TOP.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+        return {}
+    out: dict[str, Any] = {}
+    for key, raw in doc.items():
+        if key == "traceEvents" or len(raw) > _MAX_FIELD_BYTES or not _WANTED.search(key):
+            continue
+        try:
+            value = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+        if "unprofiled" in key.lower():
+            steps = unprofiled_steps_ns(key, value)
+            if steps:
+                out["unprofiled_step_ns"] = steps
+                out["unprofiled_source"] = key
+        elif key in ("WARNING", "ERROR"):
+            msgs = value if isinstance(value, list) else [value]
+            out[key] = [str(m)[:500] for m in msgs[:_MAX_MESSAGES]]
+        elif isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            out[key] = value
+        elif isinstance(value, bool):
+            out[key] = int(value)
+    return out
+
+
+def _unit(key: str, default: float) -> float:
+    k = key.lower()
+    for suffix, ns in _UNIT_NS:
+        if k.endswith(suffix) or f"{suffix}_" in k:
+            return ns
+    return default
+
+
+def unprofiled_steps_ns(key: str, value: Any, unit_ns: float | None = None) -> list[int]:
+    """Step times in ns from a field's value: a list of numbers, a number, a JSON string of either, or an object
+    whose times are taken from its first member named with a unit or as times (``*_ns``, ``wall_ms``, ``times``...;
+    lists before single values, never nested objects nor ``steps``), in its own name's unit, else the field's, else
+    ms."""
+    unit = _unit(key, unit_ns if unit_ns is not None else 1e6)
+    if isinstance(value, str):
+        try:
+            value = msgspec.json.decode(value.encode())
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return []
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        value = [value]
+    if isinstance(value, list):
+        nums = [float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        return [int(round(v * unit)) for v in nums if 0 < v < 1e15 and v * unit < 2**62]
+    if isinstance(value, dict):
+        # the times are the list (or number) whose name gives a unit; step indices (``steps``) are not times
+        keys = [
+            k
+            for k in value
+            if str(k).lower() not in _NOT_TIMES
+            and not isinstance(value[k], dict)
+            and (_unit(str(k), 0.0) != 0.0 or _TIME_NAME.search(str(k)))
+        ]
+        keys.sort(key=lambda k: (_unit(str(k), 0.0) == 0.0, not isinstance(value[k], list), "median" in str(k).lower()))
+        for k in keys:
+            got = unprofiled_steps_ns(str(k), value[k], unit)
+            if got:
+                return _without_first_step(got, value.get("steps"))
+    return []
+
+
+def _without_first_step(times: list[int], steps: Any) -> list[int]:
+    """The times less step 0's when the object names its steps and at least two others remain: a run's first step
+    pays one-time costs (allocator growth, cuBLAS handles, compilation) no later step pays."""
+    if not isinstance(steps, list) or len(steps) != len(times):
+        return times
+    kept = [t for s, t in zip(steps, times) if s != 0]
+    return kept if len(kept) >= 2 else times

@@ -1,0 +1,113 @@
+"""The capture topic on hand-made traces (issue #24): graph replays, unmatched launches and kernels, the
+profiler's cost measured from unprofiled step times, and the metadata reader."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minitrace import US, E, GEMM, kernel, launch, make_trace, op, step
+from tb_llmdiag.findings import diagnose
+from tb_llmdiag.ingest.kineto_meta import extra_metadata, unprofiled_steps_ns
+from tb_llmdiag.metrics import analyze
+from tb_llmdiag.metrics.gaps import CAUSES
+from tb_llmdiag.model import Kind, Trace
+
+
+def _replay_trace() -> Trace:
+    """Two 100 us steps; each: one cudaGraphLaunch (corr 10/20) at 1-3 us replaying 20 kernels of 2 us each,
+    3 us apart (1 us gaps), starting at 5 us; nothing else."""
+    rows: list[E] = [step(1, 0, 100 * US), step(2, 100 * US, 100 * US)]
+    for base, corr in ((0, 10), (100 * US, 20)):
+        rows.append(launch(base + 1 * US, 2 * US, corr, name="cudaGraphLaunch"))
+        rows += [kernel(GEMM if i % 2 else "triton_poi_fused_add_0", base + 5 * US + 3 * i * US, 2 * US, corr)
+                 for i in range(20)]
+    return make_trace(rows)
+
+
+def test_graph_replays_are_grouped_busy_and_never_launch_gaps() -> None:
+    # GIVEN two replays of the same 20-kernel graph, 1 us apart inside each replay
+    a = analyze(_replay_trace())
+    m = a.metrics
+    # THEN they are counted as replays of one graph
+    cap = m["capture"]
+    assert (cap["graph_launches"], cap["graph_kernels"], cap["graphs"]) == (2, 40, 1)
+    assert cap["graph_list"] == [{"graph_id": None, "replays": 2, "kernels": 40, "nodes": None, "device_ns": 80 * US}]
+    assert cap["graph_op_attribution"] == "unavailable"
+    assert [p["kind"] for p in cap["problems"]] == ["graph_replays"]
+    # busy: 40 x 2 us; the 19 one-us gaps inside each replay are not host waits ("other"); the gap before each
+    # replay's first kernel (the host launching the graph) and after its last are
+    assert m["idle"]["busy_ns"] == 80 * US
+    gaps = a.breakdown.gaps
+    inner = (gaps.dur_ns == US)
+    assert int(inner.sum()) == 38 and {CAUSES[c] for c in gaps.cause[inner]} == {"other"}
+    assert m["idle"]["host_wait_ns"] == 2 * (5 + 100 - 64) * US
+    # replayed kernels are not launched one by one: no tiny-kernel share, no tiny_kernels finding
+    assert m["launch"]["graph_kernels"] == 40 and m["launch"]["tiny_kernel_share"] is None
+    assert "tiny_kernels" not in [f["id"] for f in diagnose(m)[0]]
+
+
+def test_recorded_graph_ids_group_and_count_nodes() -> None:
+    # GIVEN the same trace with Kineto's graph id 7 and node ids 0..19 on every replayed kernel
+    t = _replay_trace()
+    ev = t.events
+    kern = ev.kind == Kind.KERNEL
+    gid = np.where(kern, 7, -1).astype(np.int64)
+    node = np.full(len(ev), -1, np.int64)
+    node[kern] = np.tile(np.arange(20), 2)
+    t = Trace(source_kind="kineto", events=ev, extra={"graph_id": gid, "graph_node_id": node})
+    cap = analyze(t).metrics["capture"]
+    assert cap["graph_list"] == [{"graph_id": 7, "replays": 2, "kernels": 40, "nodes": 20, "device_ns": 80 * US}]
+
+
+def test_unmatched_launches_and_kernels_inside_and_at_the_edges() -> None:
+    # GIVEN a kernel whose launch preceded the capture (corr 1, at the start), a launch answered (2), a launch
+    # with no kernel inside the recorded device span (3), a kernel with no launch inside it (4), and a last launch
+    # after the last device event started (5: it may have run after the profiler stopped)
+    t = make_trace([
+        step(1, 0, 100 * US),
+        kernel(GEMM, 0, 2 * US, 1),
+        launch(10 * US, 2 * US, 2), kernel(GEMM, 13 * US, 2 * US, 2),
+        launch(20 * US, 2 * US, 3),
+        kernel(GEMM, 40 * US, 2 * US, 4),
+        launch(90 * US, 2 * US, 5),
+    ])
+    cap = analyze(t).metrics["capture"]
+    assert (cap["launches_without_kernels"], cap["edge_launches_without_kernels"]) == (1, 1)
+    assert (cap["kernels_without_launches"], cap["edge_kernels_without_launches"]) == (1, 1)
+    assert [p["kind"] for p in cap["problems"]] == ["launches_without_kernels", "kernels_without_launches"]
+    assert cap["problem_count"] == 2
+
+
+def test_overhead_is_measured_from_unprofiled_steps_when_the_trace_holds_them() -> None:
+    # GIVEN two 100 us steps and unprofiled steps of 60, 70 and 80 us in the metadata
+    rows = [step(1, 0, 100 * US), step(2, 100 * US, 100 * US), op("aten::mm", 1 * US, 90 * US),
+            launch(2 * US, 1 * US, 1), kernel(GEMM, 95 * US, 4 * US, 1)]
+    t = make_trace(rows)
+    t = Trace(source_kind="kineto", events=t.events,
+              metadata={"unprofiled_step_ns": [60 * US, 70 * US, 80 * US], "unprofiled_source": "x_unprofiled_ms"})
+    cap = analyze(t).metrics["capture"]
+    assert (cap["profiled_step_ns"], cap["unprofiled_step_ns"], cap["unprofiled_steps"]) == (100 * US, 70 * US, 3)
+    assert cap["profiler_overhead_ns"] == 30 * US and cap["profiler_overhead_share"] == 0.3
+    assert cap["overhead_basis"] == "unprofiled_steps"
+
+
+def test_metadata_reader_takes_unprofiled_times_in_the_unit_the_name_gives() -> None:
+    text = (b'{"traceEvents": [], "llmdiag_unprofiled_step_ms": [95.5, 100], "WARNING": ["CUPTI: 12 records were '
+            b'dropped"], "cupti_version": 130001, "with_flops": true, "other": 1}')
+    meta = extra_metadata(text)
+    assert meta == {"unprofiled_step_ns": [95_500_000, 100_000_000], "unprofiled_source": "llmdiag_unprofiled_step_ms",
+                    "WARNING": ["CUPTI: 12 records were dropped"], "cupti_version": 130001, "with_flops": 1}
+    assert unprofiled_steps_ns("unprofiled", {"median_ms": 9.0, "wall_us": [5, 6]}) == [5_000, 6_000]
+    assert unprofiled_steps_ns("unprofiled_step_s", "[0.5]") == [500_000_000]
+    assert unprofiled_steps_ns("unprofiled_step_ms", [True, -1, "x"]) == []
+    assert extra_metadata(b"not json") == {}
+
+
+def test_metadata_reader_takes_the_capture_helpers_object() -> None:
+    # GIVEN what tb_llmdiag.capture writes (prof.add_metadata_json): the skipped steps' indices and times in ns
+    text = (b'{"traceEvents": [], "llmdiag_unprofiled_step_ns": {"schema": 1, "steps": [0, 1, 2], '
+            b'"step_ns": [2308000000, 72000000, 89000000], "synchronized": true, '
+            b'"profiler_options": {"record_shapes": true}, "schedule": {"skip_first": 3, "warmup": 1}}}')
+    # THEN the times are read in ns, step 0 (one-time costs) left out, the indices and the schedule never taken
+    assert extra_metadata(text)["unprofiled_step_ns"] == [72_000_000, 89_000_000]
+    assert unprofiled_steps_ns("u_ns", {"steps": [0, 1], "schedule": {"skip_first": 3}}) == []

@@ -1,0 +1,185 @@
+"""The profiler's own cost and the capture's problems on real captures (issue #24).
+
+- ``capture.profiler_overhead_share`` against the measured share, (profiled - unprofiled) / profiled, of the captures
+  in tests/data with a truth.json (profiled: ``active_median_host_ms``; unprofiled: the same run's steps after the
+  profiler stopped, ``reference.median_wall_ms``): from the trace alone (the model) within 0.15 on the host-bound and
+  GPU-bound trust_* captures (each with all, the default and none of the recording options), rms <= 0.11 over all;
+  within 0.05 when the unprofiled step times are in the trace's metadata and agree with the reference; where the
+  capture helper's pre-window steps disagree with the model (trust_host_*: the early steps ran 11.8-16.4 ms against a
+  17.7-21.7 ms reference, docs/captures_3.md) the capture says so.
+- Planted problems (tests/trust_fixtures.py: real traces edited) show in the report and in the CLI's text.
+- CUDA/HIP graph replays of a real vLLM trace: grouped, no launch-gap or tiny-kernel finding from them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tb_llmdiag import api
+from tb_llmdiag.cli import main as cli_main
+from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.metrics import analyze
+from tracepaths import TEST_DATA, shared_trace
+from trust_fixtures import jax_capped, launches_missing_kernels, planted_dropped, with_top_level, without_unprofiled
+
+MODEL_TOLERANCE = 0.15
+MEASURED_TOLERANCE = 0.05
+
+
+def _captures() -> list[tuple[str, Path, float, list[float]]]:
+    out = []
+    for truth_path in sorted(TEST_DATA.glob("*/truth.json")):
+        truth = json.loads(truth_path.read_text())
+        for r in truth["ranks"]:
+            ref, prof = r.get("reference") or {}, r.get("profiled") or {}
+            if not ref.get("median_wall_ms") or not prof.get("active_median_host_ms"):
+                continue
+            if truth_path.parent.name == "trust_reduce_overhead":
+                continue  # the host runs ahead of the GPU: its host step time is not the step (measured share -1.06)
+            p, u = prof["active_median_host_ms"], ref["median_wall_ms"]
+            for fn in r["trace_files"]:
+                out.append((f"{truth_path.parent.name}/rank{r['rank']}", truth_path.parent / fn, (p - u) / p, ref["wall_ms"]))
+    return out
+
+
+CAPTURES = _captures()
+
+
+def test_there_are_host_and_gpu_bound_captures_to_check() -> None:
+    measured = {name: share for name, _, share, _ in CAPTURES}
+    assert len(measured) >= 20
+    assert measured["unfused_adamw/rank0"] > 0.4 and measured["fp32_math/rank0"] < 0.05  # host-bound, GPU-bound
+
+
+def _modelled(path: Path, tmp_path: Path) -> dict:
+    trace = load_trace(str(path))
+    if "unprofiled_step_ns" in trace.metadata:  # the capture helper's: stripped, the model alone is checked
+        trace = load_trace(str(without_unprofiled(path, tmp_path / "plain.pt.trace.json.gz")))
+    assert "unprofiled_step_ns" not in trace.metadata
+    cap = analyze(trace).metrics["capture"]
+    assert cap["overhead_basis"] == "model"
+    return cap
+
+
+TRUST = [c for c in CAPTURES if c[0].startswith(("trust_host", "trust_gpu"))]
+
+
+@pytest.mark.parametrize(("name", "path", "measured", "unprofiled_ms"), TRUST, ids=[c[0] for c in TRUST])
+def test_modelled_overhead_is_within_tolerance_on_the_trust_captures(name, path, measured, unprofiled_ms, tmp_path) -> None:
+    # GIVEN a host-bound or GPU-bound capture without unprofiled step times in its trace
+    cap = _modelled(path, tmp_path)
+    # THEN the model estimates the profiler's share of the step within the tolerance
+    assert abs(cap["profiler_overhead_share"] - measured) <= MODEL_TOLERANCE, (name, cap["profiler_overhead_share"], measured)
+
+
+def test_modelled_overhead_over_every_capture(tmp_path) -> None:
+    errors = {name: _modelled(path, tmp_path)["profiler_overhead_share"] - measured
+              for name, path, measured, _ in CAPTURES}
+    assert len(TRUST) == 6 and len(errors) >= 40
+    rms = (sum(e * e for e in errors.values()) / len(errors)) ** 0.5
+    assert rms <= 0.11, (rms, errors)
+
+
+@pytest.mark.parametrize("name", [c[0] for c in TRUST])
+def test_the_capture_helpers_own_unprofiled_steps(name) -> None:
+    (_, path, measured, _), = [c for c in CAPTURES if c[0] == name]
+    cap = api.report(str(path))["runs"][0]["metrics"]["capture"]
+    assert cap["overhead_basis"] == "unprofiled_steps" and cap["unprofiled_steps"] == 4  # steps 1-4; step 0 left out
+    if name.startswith("trust_gpu"):  # the pre-window steps agree with the reference: within 0.05
+        assert abs(cap["profiler_overhead_share"] - measured) <= MEASURED_TOLERANCE, cap["profiler_overhead_share"]
+    else:  # they ran faster than the reference (docs/captures_3.md): the capture says the two disagree
+        assert "unprofiled_disagrees" in [p["kind"] for p in cap["problems"]]
+        assert abs(cap["overhead_model_share"] - measured) <= MODEL_TOLERANCE
+
+
+@pytest.mark.parametrize("name", ["unfused_adamw/rank0", "fp32_math/rank0", "small_batch/rank0", "grad_ckpt/rank0"])
+def test_measured_overhead_with_the_helpers_metadata(name, tmp_path) -> None:
+    (_, path, measured, unprofiled_ms), = [c for c in CAPTURES if c[0] == name]
+    # as tb_llmdiag.capture writes them (llmdiag_unprofiled_step_ns); here the truth's unprofiled reference steps
+    helper = {"schema": 1, "steps": list(range(100, 100 + len(unprofiled_ms))),
+              "step_ns": [int(ms * 1e6) for ms in unprofiled_ms], "synchronized": True}
+    marked = with_top_level(path, tmp_path / "m.pt.trace.json.gz", {"llmdiag_unprofiled_step_ns": helper})
+    rep = api.report(str(marked))["runs"][0]
+    cap = rep["metrics"]["capture"]
+    assert cap["overhead_basis"] == "unprofiled_steps" and cap["unprofiled_steps"] == len(unprofiled_ms)
+    assert abs(cap["profiler_overhead_share"] - measured) <= MEASURED_TOLERANCE, (name, cap["profiler_overhead_share"])
+    # the what-if leads with the unprofiled step
+    wi = rep["what_if"]
+    assert wi["unprofiled"]["step_ns"] == cap["unprofiled_step_ns"]
+    assert wi["statement"].startswith("unprofiled median step ")
+    assert wi["unprofiled"]["step_ns_if_fixed"] <= wi["unprofiled"]["step_ns"]
+
+
+UNFUSED = TEST_DATA / "unfused_adamw" / "rank0.1795411313724530492.pt.trace.json.gz"
+
+
+def _cli(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    cli_main(["report", str(path)])
+    return capsys.readouterr().out
+
+
+def test_planted_dropped_records_show_in_the_report_and_the_cli(tmp_path, capsys) -> None:
+    path, dropped = planted_dropped(UNFUSED, tmp_path / "d" / "rank0.1.pt.trace.json.gz", every=10)
+    cap = api.report(str(path))["runs"][0]["metrics"]["capture"]
+    assert cap["dropped_records"] == dropped and cap["kernels_without_launches"] == dropped
+    assert [p["kind"] for p in cap["problems"]] == ["dropped_records", "kernels_without_launches"]
+    out = _cli(path, capsys)
+    assert f"capture warning: The profiler reports {dropped:,} dropped records" in out
+    assert f"capture warning: {dropped:,} kernels have no launch call in the trace" in out
+    cli_main(["report", str(path), "--format", "md"])  # the Markdown report says the same
+    md = capsys.readouterr().out
+    assert "### Capture" in md and f"- capture warning: {dropped:,} kernels have no launch call in the trace" in md
+
+
+def test_launches_missing_their_kernels_show_in_the_report_and_the_cli(tmp_path, capsys) -> None:
+    path, removed = launches_missing_kernels(UNFUSED, tmp_path / "k" / "rank0.1.pt.trace.json.gz", every=10)
+    cap = api.report(str(path))["runs"][0]["metrics"]["capture"]
+    # every removed kernel leaves its launch unanswered but those of the last launches (after the last kernel)
+    assert cap["launches_without_kernels"] + cap["edge_launches_without_kernels"] == removed
+    assert cap["launches_without_kernels"] >= removed - 1
+    assert [p["kind"] for p in cap["problems"]] == ["launches_without_kernels"]
+    assert f"capture warning: {cap['launches_without_kernels']:,} kernel launches have no kernel in the trace" in _cli(path, capsys)
+
+
+def test_a_jax_trace_cut_at_the_exporters_cap_says_so(tmp_path, capsys) -> None:
+    path = jax_capped(tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00" / "host.trace.json.gz")
+    cap = api.report(str(path))["runs"][0]["metrics"]["capture"]
+    assert cap["event_cap"] == 1_000_000 and [p["kind"] for p in cap["problems"]] == ["event_cap"]
+    assert "capture warning: The capture holds exactly 1,000,000 events" in _cli(path, capsys)
+
+
+def test_a_complete_capture_has_no_problem() -> None:
+    cap = api.report(str(UNFUSED))["runs"][0]["metrics"]["capture"]
+    assert cap["problems"] == [] and cap["problem_count"] == 0
+    assert (cap["record_shapes"], cap["profile_memory"], cap["with_stack"], cap["steps"]) == (True, True, None, 4)
+
+
+def test_graph_replays_of_a_real_vllm_trace() -> None:
+    path = shared_trace("external/AMD-AGI_TraceLens/vllm_prefilldecode_piecewise_graph_execution.json.gz")
+    rep = api.report(str(path))["runs"][0]
+    cap = rep["metrics"]["capture"]
+    # 25 hipGraphLaunch calls replay 361 of the 413 kernels, as 3 graphs (23 replays of the decode graph)
+    assert (cap["graph_launches"], cap["graph_kernels"], cap["graphs"]) == (25, 361, 3)
+    assert [g["replays"] for g in cap["graph_list"]] == [23, 1, 1]
+    assert "graph_replays" in [p["kind"] for p in cap["problems"]]
+    ids = [f["id"] for f in rep["findings"]]
+    assert not {"host_bound", "tiny_kernels"} & set(ids), ids
+
+
+def test_a_reduce_overhead_capture_states_its_replays_and_blames_none_of_them() -> None:
+    """torch.compile(mode="reduce-overhead"): the step runs as CUDA graph replays (the captures helper's
+    tests/data/trust_reduce_overhead)."""
+    folder = TEST_DATA / "trust_reduce_overhead"
+    if not folder.is_dir():
+        pytest.skip("tests/data/trust_reduce_overhead is not captured yet")
+    for path in sorted(folder.glob("*.json.gz")):
+        rep = api.report(str(path))["runs"][0]
+        cap = rep["metrics"]["capture"]
+        assert cap["graph_launches"] > 0 and cap["graph_kernels"] > 0, cap
+        assert "graph_replays" in [p["kind"] for p in cap["problems"]]
+        assert cap["graph_op_attribution"] == "unavailable"
+        ids = [f["id"] for f in rep["findings"]]
+        assert not {"host_bound", "tiny_kernels"} & set(ids), ids
