@@ -21,6 +21,7 @@ from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.ingest.discover_fs import discover_url
 from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
+from tb_llmdiag.ingest.links import LinkOutside, outside
 from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
 from tb_llmdiag.ingest.saved_report import saved_report
 from tb_llmdiag.ingest.written import still_being_written
@@ -55,7 +56,7 @@ ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERS
 
 # fmt: off
 __all__ = [
-    "BadIndex", "DASK_ENV", "ENGINE_VERSION", "Index", "JobSide", "NotRegularFile",
+    "BadIndex", "DASK_ENV", "ENGINE_VERSION", "Index", "JobSide", "LinkOutside", "NotRegularFile",
     "REPORT_SCHEMA", "RULES", "RunSide", "Runner", "Side", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "TraceFile",
     "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index", "analyze_rank_file", "analyze_trace", "compare",
     "discover", "error_report", "is_compare_key", "is_url", "job_for_summaries", "job_groups", "load_analysis",
@@ -132,8 +133,12 @@ def writing_report(tf: TraceFile, reason: str) -> dict[str, Any]:
 
 def writing(tf: TraceFile) -> str | None:
     """Why ``tf`` is still being written (``ingest/written.py``: its size or mtime moved since discovery, or a
-    recent gzip file has no end marker yet), or None. Objects (URLs) are written whole: never."""
-    return None if is_url(tf.path) else still_being_written(tf.path, tf.size_bytes, tf.mtime_ns)
+    recent gzip file has no end marker yet), or None. Objects (URLs) are written whole, links out are refused: never."""
+    return (
+        None
+        if is_url(tf.path) or outside(tf.path, tf.inside)
+        else still_being_written(tf.path, tf.size_bytes, tf.mtime_ns)
+    )
 
 
 def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
@@ -195,7 +200,7 @@ def load(tf: TraceFile) -> Trace | dict[str, Any]:
         if is_url(tf.path):  # an object: the readers read a private local copy of it
             with local_copy(tf.path) as local:
                 return load_trace(local)
-        return load_trace(tf.path)
+        return load_trace(tf.path, tf.inside)
     except LlmDiagError as exc:
         return error_report(tf, str(exc))
     except MemoryError:
@@ -214,6 +219,9 @@ def analyze_file(tf: TraceFile) -> dict[str, Any]:
 def analyze_rank_file(tf: TraceFile, *, summary: bool = True) -> tuple[dict[str, Any], RankSummary | None]:
     """``analyze_file`` and, when ``summary`` and the trace could be analysed, its RankSummary (one read). A file
     still being written gives a ``writing`` RunReport (``writing``) and no summary."""
+    refusal = outside(tf.path, tf.inside)  # a link out of the logdir (ingest/links.py): nothing of it is read
+    if refusal is not None:
+        return error_report(tf, refusal), None
     reason = writing(tf)
     if reason is not None:
         return writing_report(tf, reason), None
@@ -253,7 +261,7 @@ def analyze_for_tab(
             progress(phase)
 
     nothing: dict[str, Any] = dict(timelines=[], steps={"steps": []}, traceview=None, rank_summary={"summary": None})
-    refusal = None if is_url(tf.path) else regular_file_error(tf.path)
+    refusal = None if is_url(tf.path) else (outside(tf.path, tf.inside) or regular_file_error(tf.path))
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
     reason = writing(tf)  # it may have started growing again since it was queued
@@ -296,10 +304,11 @@ def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
 
     Raises:
         NotRegularFile: a FIFO, device, socket, directory or symlink loop named like a trace.
+        LinkOutside: a link to a file outside the logdir (``ingest/links.py``).
         OSError: the file is gone or unreadable.
         TraceFormatError: an object (URL) that is gone or unreadable.
     """
-    return open_object(tf.path) if is_url(tf.path) else open_regular(tf.path)
+    return open_object(tf.path) if is_url(tf.path) else open_regular(tf.path, tf.inside)
 
 
 def report_for_index(

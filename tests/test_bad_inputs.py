@@ -186,7 +186,10 @@ def test_impossible_values_are_rejected_per_event(tmp_path, capsys) -> None:
     events = [dict(good, ts=10, dur=5), dict(good, ts=20, dur=-3), dict(good, ts=30, dur=9.3e18),
               dict(good, ts=-9.2e18, dur=1), dict(good, ts=40, dur=5)]
     code, rep = report_of(capsys, put(tmp_path, _doc(events)))
-    assert code == 0
+    # 3 of 5 events rejected (#27): a partial report that says what was dropped, exit 6
+    assert (code, rep["status"]) == (6, "partial")
+    assert rep["error"] == ("3 of 5 events (60%) were rejected for impossible numbers (1 events with a negative duration "
+                            "were rejected; 2 events with a time or duration beyond 73 years were rejected)")
     assert "1 events with a negative duration were rejected" in rep["warnings"]
     assert any(w.startswith("2 events with a time or duration beyond") for w in rep["warnings"])
     assert rep["summary"]["counts"]["events"] == 2

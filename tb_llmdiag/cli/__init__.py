@@ -4,7 +4,8 @@ Exit codes: 0 every trace analysed in full; 2 bad command line (also: --dask wit
 scheduler that does not answer); 3 no traces found; 4 a trace could not be read (the others are still
 reported; also a path that is a FIFO, device or symlink loop); 6 a trace was read only in part (invalid JSON
 or a cut file: its report covers the events before the problem); 7 a trace is still being written (a live
-file: run again once the profiler has finished it).
+file: run again once the profiler has finished it). With ``--json``, a path that cannot be reported at all
+(missing, a device, no traces) still prints one JSON document on stdout: ``{"error": one line, "exit_code": N}``.
 ``check``: 0 no regression, 1 a metric regressed (docs/compare.md).
 """
 
@@ -28,8 +29,13 @@ WRITING_EXIT_CODE = 7
 
 
 def _report(args: argparse.Namespace) -> int:
-    rep = api.report(args.path, dask=args.dask, workers=args.workers)
     form = "json" if args.json else args.format
+    try:
+        rep = api.report(args.path, dask=args.dask, workers=args.workers)
+    except LlmDiagError as exc:
+        if form == "json":  # a consumer of --json reads stdout: one document, even here (#27)
+            sys.stdout.write(dumps({"error": str(exc), "exit_code": exc.exit_code}) + "\n")
+        raise
     sys.stdout.write(
         dumps(rep) + "\n" if form == "json" else render_report_md(rep) if form == "md" else render_report(rep)
     )

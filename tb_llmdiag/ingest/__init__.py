@@ -12,8 +12,9 @@ from tb_llmdiag.model import Trace
 MAX_TRACE_BYTES = int(os.environ.get("LLMDIAG_MAX_TRACE_BYTES", str(4 << 30)))
 
 
-def load_trace(path: str) -> Trace:
-    """Read one trace file, choosing the reader by content and name.
+def load_trace(path: str, inside: str = "") -> Trace:
+    """Read one trace file, choosing the reader by content and name; with ``inside`` (a logdir's real path),
+    only a file whose real path lies in it (``ingest/links.py``).
 
     Raises:
         TraceFormatError: unreadable, empty, truncated beyond use, too large, or not a profiler trace.
@@ -37,10 +38,10 @@ def load_trace(path: str) -> Trace:
     if path.endswith(".pb"):
         from tb_llmdiag.ingest.xplane import read_xplane
 
-        return read_xplane(path)
+        return read_xplane(path, inside)
     from tb_llmdiag.ingest.chrome_trace import read_chrome_trace
 
-    return read_chrome_trace(path)
+    return read_chrome_trace(path, inside)
 
 
 __all__ = ["load_trace"]

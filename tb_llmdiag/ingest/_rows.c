@@ -2,7 +2,7 @@
  * rows, in one fused pass instead of ~40 numpy passes (part of the _scan extension; see _scan.c).
  *
  * rows(ins, outs, name_flags, kind_bits, step_kind, origin_us, limit_us)
- *     -> (kept, lowest_us, no_ts, negative_dur, out_of_range)
+ *     -> (kept, lowest_us, no_ts, no_dur, negative_dur, out_of_range, device_rejected)
  *
  * ins        11 buffers of one piece's rows (kineto_layout._Scan): kind uint8, ts float64 us, dur float64 us
  *            (NaN: missing), name_id int32, tid, pid, correlation, stream, device, bytes int64, shape_id int32
@@ -14,8 +14,9 @@
  * origin_us  the whole-us origin of ts_ns; NaN: floor of this piece's lowest kept ts (the first piece)
  *
  * The same rows, values and counts as _append_rows' numpy path (tests/test_scan.py holds them equal): a row
- * with no finite ts is dropped (no_ts), else one with a negative duration (negative_dur), else one whose |ts|
- * or dur is beyond limit_us (out_of_range); kept rows are written in order, ts_ns = rint((ts - origin) *
+ * with no finite ts is dropped (no_ts), else a device-side row with no duration (NaN: no_dur), else one with a
+ * negative duration (negative_dur), else one whose |ts| or dur is beyond limit_us (out_of_range); how many of
+ * the dropped rows were device-side (device_rejected); the tests are ingest/validate.py's; kept rows are written in order, ts_ns = rint((ts - origin) *
  * 1000), dur_ns = max(rint(dur * 1000), 0) (NaN -> 0), kind STEP where a step-capable kind has a step
  * name, and device, stream on device-side rows only (device: args' device, else pid; stream: args' stream,
  * else tid), tid on host rows only (-1 elsewhere); casts to the narrower out types wrap as numpy's do.
@@ -33,6 +34,16 @@
 
 static const Py_ssize_t IN_SIZE[N_IN] = {1, 8, 8, 4, 8, 8, 8, 8, 8, 8, 4};
 static const Py_ssize_t OUT_SIZE[N_OUT] = {8, 8, 1, 4, 2, 4, 8, 8, 8, 4};
+
+/* why a row is rejected (ingest/validate.py): 0 kept, 1 no finite ts, 2 a device row without a duration,
+ * 3 a negative duration, 4 |ts| or dur beyond limit */
+static int rejected(double t, double d, int device, double limit) {
+    if (!isfinite(t)) return 1;
+    if (device && isnan(d)) return 2;
+    if (d < 0) return 3;
+    if (fabs(t) > limit || d > limit) return 4;
+    return 0;
+}
 
 PyObject *rows(PyObject *self, PyObject *args) {
     PyObject *ins, *outs;
@@ -77,14 +88,19 @@ PyObject *rows(PyObject *self, PyObject *args) {
     uint8_t *o_kind = out[2].buf;
     int32_t *o_name = out[3].buf, *o_stream = out[5].buf, *o_shape = out[9].buf;
     int16_t *o_device = out[4].buf;
-    Py_ssize_t no_ts = 0, negative = 0, outside = 0, kept = 0;
+    Py_ssize_t no_ts = 0, no_dur = 0, negative = 0, outside = 0, device_rejected = 0, kept = 0;
     double lowest = INFINITY;
     for (Py_ssize_t i = 0; i < n; i++) { /* pass 1: which rows are kept, the lowest kept ts */
         double t = ts[i], d = dur[i];
-        if (!isfinite(t)) no_ts++;
-        else if (d < 0) negative++;
-        else if (fabs(t) > limit || d > limit) outside++;
-        else {
+        int dev = kind_bits[kind[i]] & DEVICE_SIDE;
+        int why = rejected(t, d, dev, limit);
+        if (why) {
+            no_ts += why == 1;
+            no_dur += why == 2;
+            negative += why == 3;
+            outside += why == 4;
+            device_rejected += dev != 0;
+        } else {
             kept++;
             if (t < lowest) lowest = t;
             if (name_id[i] < 0 || name_id[i] >= flags.len) {
@@ -98,7 +114,7 @@ PyObject *rows(PyObject *self, PyObject *args) {
         Py_ssize_t r = 0;
         for (Py_ssize_t i = 0; i < n; i++) { /* pass 2: the kept rows, converted */
             double t = ts[i], d = dur[i];
-            if (!isfinite(t) || d < 0 || fabs(t) > limit || d > limit) continue;
+            if (rejected(t, d, kind_bits[kind[i]] & DEVICE_SIDE, limit)) continue;
             double t_ns = (t - origin) * 1000.0, d_ns = d * 1000.0;
             o_ts[r] = (int64_t)rint(t_ns);
             o_dur[r] = (int64_t)fmax(rint(d_ns), 0.0);
@@ -116,7 +132,7 @@ PyObject *rows(PyObject *self, PyObject *args) {
             r++;
         }
     }
-    result = Py_BuildValue("ndnnn", kept, lowest, no_ts, negative, outside);
+    result = Py_BuildValue("ndnnnnn", kept, lowest, no_ts, no_dur, negative, outside, device_rejected);
 done:
     for (int c = 0; c < n_in; c++) PyBuffer_Release(&in[c]);
     for (int c = 0; c < n_out; c++) PyBuffer_Release(&out[c]);

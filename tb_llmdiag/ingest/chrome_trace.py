@@ -39,28 +39,37 @@ from tb_llmdiag.ingest.kineto_trace import _make_trace
 from tb_llmdiag.ingest.prefetch import Prefetch
 from tb_llmdiag.ingest.read_ahead import ReadAhead, native_available
 from tb_llmdiag.ingest.row_worker import threads_wanted
-from tb_llmdiag.ingest.source import Source, Truncated, release_free_memory
-from tb_llmdiag.model import Trace
+from tb_llmdiag.ingest.source import Source, Truncated, drain, release_free_memory
+from tb_llmdiag.ingest.validate import read_state_with
+from tb_llmdiag.model import DEVICE_KINDS, Trace, kind_mask
 
 _HEAD_LIMIT = 64 << 20  # "traceEvents" must start within this many bytes, and the metadata after it fit in this
 #: One event (the text between two boundaries) may not be longer than this: no profiler writes such an
 #: event, and the bound keeps a file with no boundary (one huge string, a gzip bomb of spaces) from
 #: filling memory.
 MAX_EVENT_BYTES = 64 << 20
-_MSGSPEC_BYTE = re.compile(r"\s*\(byte (\d+)\)\s*$")
+_MSGSPEC_BYTE = re.compile(r"\(byte (\d+)\)\s*$")
 _NON_JSON_WORDS = (b"NaN", b"Infinity", b"-Infinity", b"+Infinity", b"-NaN")
 
 
 class _Stop(Exception):
-    """The text cannot be read past ``offset`` (absolute, in decompressed bytes): ``reason`` says why."""
+    """The text cannot be read past ``offset`` (absolute, in decompressed bytes): ``reason`` says why. With
+    ``invalid``, the reason is an invalid token, said as "invalid JSON at byte N (P%): reason" once the share read is
+    known (``message``: for a gzipped file, after the rest of the stream was inflated to learn its length)."""
 
-    def __init__(self, offset: int, reason: str) -> None:
+    def __init__(self, offset: int, reason: str, invalid: bool = False) -> None:
         super().__init__(reason)
         self.offset = offset
         self.reason = reason
+        self.invalid = invalid
+
+    def message(self, src: Source | Prefetch | ReadAhead) -> str:
+        if not self.invalid:
+            return self.reason
+        return f"invalid JSON at byte {self.offset:,} ({src.share(self.offset):.0%}): {self.reason}"
 
 
-def read_chrome_trace(path: str) -> Trace:
+def read_chrome_trace(path: str, inside: str = "") -> Trace:
     """Read a Kineto/Chrome trace file (``.json`` or ``.json.gz``) into a ``Trace``.
 
     Raises:
@@ -71,7 +80,7 @@ def read_chrome_trace(path: str) -> Trace:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Reader(path).read()
+        return _Reader(path, inside).read()
     finally:
         if enabled:
             gc.enable()
@@ -86,7 +95,7 @@ def _invalid_reason(exc: Exception, text: Any, at: int) -> str:
     for w in _NON_JSON_WORDS:
         if word.startswith(w):
             return f"{w.decode().lstrip('+-')} is not JSON"
-    return _MSGSPEC_BYTE.sub("", str(exc)).replace("JSON is malformed: ", "") or "malformed JSON"
+    return _MSGSPEC_BYTE.sub("", str(exc)).rstrip().replace("JSON is malformed: ", "") or "malformed JSON"
 
 
 def _error_at(exc: Exception, text: Any) -> int:
@@ -106,12 +115,13 @@ class _Reader:
     place through a memoryview (the ',' before it overwritten by '[' and the one after by ']'), then the
     consumed prefix is dropped, so the JSON text is never copied."""
 
-    def __init__(self, path: str) -> None:
-        src = Source(path)
+    def __init__(self, path: str, inside: str = "") -> None:
+        src = Source(path, inside)
         # read ahead on a thread unless LLMDIAG_READ_THREADS=0: a native one that also cuts an uncompressed file
         # (read_ahead.py), else a Python one (prefetch.py)
         self.native: ReadAhead | None = ReadAhead(src) if threads_wanted() and native_available(src) else None
         self.src: Source | Prefetch | ReadAhead = self.native or (Prefetch(src) if threads_wanted() else src)
+        self.gzipped = src.gzipped
         self.cols = _Columns()
         self.warnings: list[str] = []
         self.buf = bytearray()
@@ -131,9 +141,10 @@ class _Reader:
     def read(self) -> Trace:
         problem: str | None = None
         stop_at = 0
+        blocks = self.src.blocks()
         try:
             try:
-                for block in self.src.blocks():
+                for block in blocks:
                     self.buf += block
                     del block
                     self._advance()
@@ -156,7 +167,10 @@ class _Reader:
                         stop_at = self.base + len(self.buf)
                         problem = f"the JSON ends early at byte {stop_at:,} (file truncated?)"
         except _Stop as stop:
-            stop_at, problem = stop.offset, stop.reason
+            corrupt = drain(blocks) if self.gzipped else None
+            # a corrupt gzip stream inflates to garbage before its check fails: say that, not what the garbage held
+            stop_at = stop.offset
+            problem = f"{corrupt} (the JSON stopped parsing at byte {stop_at:,})" if corrupt else stop.message(self.src)
         if self.head is None:
             raise TraceFormatError(f"{problem}, before the trace's events began" if problem else "the file is empty")
         envs = [self._envelope(self.head + b"]}", "header")] if not self.array_format else []
@@ -194,6 +208,11 @@ class _Reader:
                 raise TraceFormatError(f"{exc}; {'; '.join(self.warnings)}") from None
             raise
         self.warnings.extend(col_warnings)
+        read_state = read_state_with(
+            read_state, self.cols.rejected, len(events), int(kind_mask(events.kind, DEVICE_KINDS).sum())
+        )
+        if not read_state["complete"] and problem is None:  # rejected rows made it partial (validate.py)
+            self.warnings.insert(0, f"partial result: {read_state['reason']}")
         if len(self.counters):
             self.meta["hardware_counters"] = {k: list(v) for k, v in self.counters.summary().items()}
         return _make_trace(
@@ -300,10 +319,7 @@ class _Reader:
             if good > 0:
                 self._decode_upto(good)
                 at -= good
-            raise _Stop(
-                self.base + at,
-                f"invalid JSON at byte {self.base + at:,} ({self.src.share(self.base + at):.0%}): {reason}",
-            )
+            raise _Stop(self.base + at, reason, invalid=True)
         try:
             del buf[:cut]
         except BufferError:  # a view of buf outlived the piece (a sampling profiler's frame: Dask's): copy instead

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from tb_llmdiag.errors import NoTracesFound, RunNotFound, TraceFormatError
+from tb_llmdiag.ingest.links import follow_links, outside, within
 from tb_llmdiag.ingest.source import not_regular, os_error_message
 
 _TB_HANDLER = re.compile(r"^(.*?)(?:\.(\d+))?\.pt\.trace\.json(?:\.gz)?$")
@@ -48,6 +49,7 @@ class TraceFile:
     rank: int | None = None
     phase: str = "train"  # "validation" for Lightning validation_step files
     version: str = ""  # objects (fsspec URLs): the ETag or mtime the tab's cache key includes
+    inside: str = ""  # the logdir's real path the file must stay in when opened (links.py); "" = anywhere
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -124,9 +126,26 @@ def _problem(path: str) -> str | None:
     return None
 
 
-def _walk(root: str) -> Iterable[tuple[str, list[str]]]:
-    for dirpath, dirnames, filenames in os.walk(root, onerror=None, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+def _walk(root: str, inside: str, warnings: list[str]) -> Iterable[tuple[str, list[str]]]:
+    """Folders under ``root`` and their file names. Linked folders are walked only when following links
+    (``inside`` == ""), each real folder once; one that leaves the logdir is named in ``warnings``."""
+    seen: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root, onerror=None, followlinks=not inside):
+        real = os.path.realpath(dirpath)
+        if real in seen:  # a link cycle, or a folder reached twice through links
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        keep = []
+        for d in sorted(d for d in dirnames if not d.startswith(".")):
+            link = os.path.join(dirpath, d)
+            if inside and os.path.islink(link) and not within(os.path.realpath(link), inside):
+                warnings.append(
+                    f"{os.path.relpath(link, root)} skipped: a link to a folder outside the logdir "
+                    "(set LLMDIAG_FOLLOW_LINKS=1 to follow links out of it)"
+                )
+            keep.append(d)
+        dirnames[:] = keep
         yield dirpath, sorted(filenames)
 
 
@@ -139,7 +158,7 @@ def _rel_run(root: str, folder: str) -> str:
 
 
 def _kineto_entries(
-    root: str, folder: str, filenames: list[str], warnings: list[str]
+    root: str, folder: str, filenames: list[str], warnings: list[str], inside: str
 ) -> list[tuple[TraceFile, str | None]]:
     """(TraceFile with span left blank, timestamp) for every Kineto trace in one folder. A file named
     like torch's trace handler writes (``*.pt.trace.json[.gz]``) is listed even when its content is not a
@@ -154,8 +173,9 @@ def _kineto_entries(
             continue  # XProf's Chrome export beside the .xplane.pb: the .pb is read instead
         path = os.path.join(folder, name)
         by_name = name.endswith((".pt.trace.json", ".pt.trace.json.gz"))
-        problem = _problem(path)
-        st = _stat(path) or (0, 0)
+        leaves = outside(path, inside)  # a link out of the logdir: listed by name, its target never read
+        problem = leaves or _problem(path)
+        st = (0, 0) if leaves else (_stat(path) or (0, 0))
         if problem is not None and not by_name:
             warnings.append(f"{os.path.relpath(path, root)} skipped: {problem}")
             continue
@@ -182,6 +202,7 @@ def _kineto_entries(
                     mtime_ns=st[1],
                     rank=_rank(name, head),
                     phase=phase,
+                    inside=inside,
                 ),
                 ts,
             )
@@ -189,7 +210,7 @@ def _kineto_entries(
     return out
 
 
-def _xplane_entries(root: str, folder: str, filenames: list[str]) -> list[TraceFile]:
+def _xplane_entries(root: str, folder: str, filenames: list[str], inside: str) -> list[TraceFile]:
     parts = folder.replace(os.sep, "/").rstrip("/").split("/")
     if len(parts) < 3 or parts[-3:-1] != ["plugins", "profile"]:
         return []
@@ -200,7 +221,7 @@ def _xplane_entries(root: str, folder: str, filenames: list[str]) -> list[TraceF
         if not m:
             continue
         path = os.path.join(folder, name)
-        st = _stat(path)
+        st = (0, 0) if outside(path, inside) else _stat(path)  # a link out: listed, refused when read
         if st is None:
             continue
         out.append(
@@ -212,6 +233,7 @@ def _xplane_entries(root: str, folder: str, filenames: list[str]) -> list[TraceF
                 source_kind="xplane",
                 size_bytes=st[0],
                 mtime_ns=st[1],
+                inside=inside,
             )
         )
     return out
@@ -253,7 +275,8 @@ def _duplicate_rank_warnings(files: list[TraceFile]) -> list[str]:
 
 
 def discover(path: str) -> Index:
-    """Every trace under ``path`` (a logdir, a run folder, or one trace file).
+    """Every trace under ``path`` (a logdir, a run folder, or one trace file). Files whose real path leaves
+    the logdir (symlinks) are listed but refused when read, unless ``LLMDIAG_FOLLOW_LINKS=1`` (links.py).
 
     Raises:
         NoTracesFound: the path does not exist or holds no trace we recognise.
@@ -273,9 +296,10 @@ def discover(path: str) -> Index:
     kineto: list[tuple[TraceFile, str | None]] = []
     xplane: list[TraceFile] = []
     warnings: list[str] = []
-    for folder, filenames in _walk(root):
-        kineto.extend(_kineto_entries(root, folder, filenames, warnings))
-        xplane.extend(_xplane_entries(root, folder, filenames))
+    inside = "" if follow_links() else os.path.realpath(root)  # links.py: files stay inside the logdir
+    for folder, filenames in _walk(root, inside, warnings):
+        kineto.extend(_kineto_entries(root, folder, filenames, warnings, inside))
+        xplane.extend(_xplane_entries(root, folder, filenames, inside))
     files = _number_spans(kineto) + xplane
     files.sort(key=lambda f: (f.run, f.worker, _span_order(f.span)))
     return Index(root=root, files=tuple(files), warnings=tuple(warnings + _duplicate_rank_warnings(files)))

@@ -49,6 +49,7 @@ from tb_llmdiag.ingest.kineto_values import (
     relative_us,
 )
 from tb_llmdiag.ingest.row_worker import put_in_order, threads_wanted
+from tb_llmdiag.ingest.validate import Rejected, check_event_count
 from tb_llmdiag.model import EventTable, Kind, MemoryTable, kind_mask
 
 #: _Scan's columns in the order _rows.c reads them
@@ -78,9 +79,8 @@ class _Columns:
         )
         self.origin_us: float | None = None  # the first piece's whole-us origin of ts_ns
         self.ts_min = float("inf")  # the earliest timestamp (us) of all rows
-        self.skipped_no_ts = 0  # rows dropped for a missing or unparsable timestamp
-        self.negative_dur = 0  # rows rejected for a negative duration
-        self.out_of_range = 0  # rows rejected for a time or duration beyond _LIMIT_US
+        self.rejected = Rejected()  # rows rejected for impossible times or durations, by reason (validate.py)
+        self.events_seen = 0  # decoded events so far, against validate.MAX_EVENTS
         self.ts_base_us: int | None = None  # set when timestamps are read exactly (see kineto_values.relative_us)
 
     def _id(self, value: Any) -> int:
@@ -211,6 +211,8 @@ class _Columns:
 
     def add(self, events: list[Any], has_memory: bool = True) -> None:
         """Append one decoded piece: scan() it, keep its memory samples, and finish its rows."""
+        self.events_seen += len(events)
+        check_event_count(self.events_seen)  # before the piece's columns are built (validate.MAX_EVENTS)
         s = self.scan(events, has_memory)
         if s.memory["ts"].size:
             self.mem_parts.append(s.memory)
@@ -228,7 +230,7 @@ class _Columns:
             return
         n = len(s.ts)
         out = self._reserve(n)  # at most n rows: the unused ones are handed back below
-        kept, lowest, no_ts, negative, outside = ext.rows(
+        kept, lowest, no_ts, no_dur, negative, outside, device = ext.rows(
             tuple(getattr(s, k) for k in _ROWS_IN),
             tuple(out[k] for k in _ROW_DTYPES),
             bytes(self.names.flags),
@@ -238,9 +240,7 @@ class _Columns:
             _LIMIT_US,
         )
         self.slab_used -= n - kept
-        self.skipped_no_ts += no_ts
-        self.negative_dur += negative
-        self.out_of_range += outside
+        self.rejected.add(no_ts, no_dur, negative, outside, device)
         if kept:
             if self.origin_us is None:
                 self.origin_us = float(np.floor(lowest))
@@ -261,18 +261,25 @@ class _Columns:
             "bytes": s.bytes,
             "shape_id": s.shape_id,
         }
-        # rows no trace can mean are rejected and counted: no usable timestamp (NaN), a negative duration,
-        # a time or duration beyond what int64 ns can hold once relative to the origin (_LIMIT_US). One
-        # combined test in the common case where every row is fine; NaN fails every comparison.
+        # rows no trace can mean are rejected and counted (validate.py): no usable timestamp (NaN), a device
+        # row without a duration, a negative duration, a time or duration beyond what int64 ns can hold once
+        # relative to the origin (_LIMIT_US). One combined test in the common case where every row is fine;
+        # NaN fails every comparison.
         ts, dur = s.ts, s.dur
-        if not ((np.abs(ts) <= _LIMIT_US) & ~(dur < 0) & ~(dur > _LIMIT_US)).all():
+        device_side = np.frombuffer(_KIND_BITS, dtype=np.uint8)[s.kind] & 1 > 0
+        if not ((np.abs(ts) <= _LIMIT_US) & ~(dur < 0) & ~(dur > _LIMIT_US) & ~(device_side & np.isnan(dur))).all():
             finite = np.isfinite(ts)
-            negative = finite & (dur < 0)
-            outside = finite & ~negative & ((np.abs(ts) > _LIMIT_US) | (dur > _LIMIT_US))
-            self.skipped_no_ts += int((~finite).sum())
-            self.negative_dur += int(negative.sum())
-            self.out_of_range += int(outside.sum())
-            keep = finite & ~negative & ~outside
+            no_dur = finite & device_side & np.isnan(dur)
+            negative = finite & ~no_dur & (dur < 0)
+            outside = finite & ~no_dur & ~negative & ((np.abs(ts) > _LIMIT_US) | (dur > _LIMIT_US))
+            keep = finite & ~no_dur & ~negative & ~outside
+            self.rejected.add(
+                int((~finite).sum()),
+                int(no_dur.sum()),
+                int(negative.sum()),
+                int(outside.sum()),
+                int((device_side & ~keep).sum()),
+            )
             cols = {k: v[keep] for k, v in cols.items()}
             ts, dur = cols["ts"], cols["dur"]
         if not ts.size:
@@ -326,22 +333,13 @@ class _Columns:
         """The pieces' rows as one EventTable sorted by time, the memory samples, the origin (ns) and warnings."""
         self._flush_slab()
         if not self.parts:
-            if self.skipped_no_ts or self.negative_dur or self.out_of_range:
+            if self.rejected.total:
                 raise TraceFormatError(
                     "no event of the trace has a usable time (missing, negative or out-of-range "
                     "timestamps and durations)"
                 )
             raise TraceFormatError("the trace has no timed events ('traceEvents' holds no complete events)")
-        warnings: list[str] = []
-        if self.skipped_no_ts:
-            warnings.append(f"{self.skipped_no_ts} events without a usable timestamp were skipped")
-        if self.negative_dur:
-            warnings.append(f"{self.negative_dur} events with a negative duration were rejected")
-        if self.out_of_range:
-            warnings.append(
-                f"{self.out_of_range} events with a time or duration beyond {_LIMIT_US / 3.6e9 / 24 / 365:,.0f} "
-                "years were rejected"
-            )
+        warnings: list[str] = self.rejected.warnings()
         big_steps = sum(1 for t in self.names.texts if is_oversized_step(t))
         if big_steps:
             warnings.append(f"{big_steps} ProfilerStep markers with a step number beyond int64 were ignored")

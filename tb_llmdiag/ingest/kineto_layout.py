@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tb_llmdiag.ingest.validate import LIMIT_US
 from tb_llmdiag.model import DEVICE_KINDS, Kind
 
 #: source category -> Kind (unknown categories are OTHER; host/device is decided from the kind)
@@ -61,8 +62,8 @@ _ROW_DTYPES = {
     "bytes": np.int64,
     "shape_id": np.int32,
 }
-#: |ts| and dur beyond this many us are rejected: relative times and ends then stay within int64 ns
-_LIMIT_US = 2.0**61 / 1000
+#: |ts| and dur beyond this many us are rejected: relative times and ends then stay within int64 ns (validate.py)
+_LIMIT_US = LIMIT_US
 
 
 class _Scan(NamedTuple):

@@ -15,6 +15,7 @@ import stat
 from typing import BinaryIO
 
 from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.ingest.links import check_opened
 
 
 class NotRegularFile(TraceFormatError):
@@ -49,11 +50,13 @@ def regular_file_error(path: str) -> str | None:
     return None
 
 
-def open_regular(path: str) -> tuple[BinaryIO, int]:
-    """The open file (binary, blocking reads) and its size in bytes.
+def open_regular(path: str, inside: str = "") -> tuple[BinaryIO, int]:
+    """The open file (binary, blocking reads) and its size in bytes; with ``inside`` (a logdir's real path),
+    only a file whose real path lies in it (links.py).
 
     Raises:
         NotRegularFile: a FIFO, device, socket, directory or symlink loop.
+        LinkOutside: the opened file lies outside ``inside``.
         FileNotFoundError / PermissionError (OSError): gone or unreadable.
     """
     try:
@@ -79,6 +82,7 @@ def open_regular(path: str) -> tuple[BinaryIO, int]:
             raise NotRegularFile(
                 f"{os.path.basename(path)} is {_kind(st.st_mode)}, not a trace file; only regular files are read"
             )
+        check_opened(fd, path, inside)
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         f = os.fdopen(fd, "rb")

@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Callable, Generator, Iterator
 
 from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.ingest.links import check_opened
 
 _gzip: types.ModuleType
 _zlib: types.ModuleType
@@ -86,11 +87,12 @@ def os_error_message(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def open_regular(path: str) -> io.BufferedReader:
-    """Open ``path`` for reading if it is a regular file (without blocking on a FIFO).
+def open_regular(path: str, inside: str = "") -> io.BufferedReader:
+    """Open ``path`` for reading if it is a regular file (without blocking on a FIFO) whose real path lies in
+    ``inside`` (a logdir's real path; "" = anywhere: links.py).
 
     Raises:
-        TraceFormatError: not a regular file, a symlink loop, unreadable, missing.
+        TraceFormatError: not a regular file, a symlink loop, unreadable, missing, outside ``inside``.
     """
     name = os.path.basename(path)
     try:
@@ -101,6 +103,7 @@ def open_regular(path: str) -> io.BufferedReader:
         what = not_regular(os.fstat(fd).st_mode)
         if what is not None:
             raise TraceFormatError(f"cannot read {name}: it is {what}, not a trace file")
+        check_opened(fd, path, inside)
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -133,9 +136,9 @@ class Source:
     Truncated when the gzip stream ends early or is corrupt, and TraceFormatError past the inflate bound.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, inside: str = "") -> None:
         self.path = path
-        self.raw = open_regular(path)
+        self.raw = open_regular(path, inside)
         self.size_bytes = os.fstat(self.raw.fileno()).st_size
         self.gzipped = self.raw.read(2) == b"\x1f\x8b"
         self.raw.seek(0)
@@ -206,11 +209,26 @@ class Source:
                 yield memoryview(out)  # not released on resuming: prefetch.py hands it on from its thread
 
 
+def drain(blocks: Iterator[memoryview]) -> str | None:
+    """Inflate the rest of a source's ``blocks`` (the reader stopped early), keeping nothing: afterwards its
+    ``share`` is exact (the inflated length is known). Returns the reason when the gzip stream turns out corrupt or
+    cut (``Truncated``), else None; a stream past the inflate bound ends the drain quietly."""
+    try:
+        for _ in blocks:
+            pass
+    except Truncated as exc:
+        return str(exc)
+    except TraceFormatError:
+        return None
+    return None
+
+
 __all__ = [
     "BLOCK_BYTES",
     "share_read",
     "Source",
     "Truncated",
+    "drain",
     "not_regular",
     "open_regular",
     "os_error_message",

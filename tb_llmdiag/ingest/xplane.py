@@ -33,6 +33,7 @@ Extra columns (aligned with ``events``; ``*_id`` index into ``extra_names[col]``
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.source import open_regular
+from tb_llmdiag.ingest.validate import read_state_with
 from tb_llmdiag.ingest.xplane_base import (
     _DEVICE_PLANE,
     _INT_COLUMNS,
@@ -55,7 +57,7 @@ from tb_llmdiag.ingest.xplane_base import (
 )
 from tb_llmdiag.ingest.xplane_lines import _add_line, _link_device_flows, _op_table
 from tb_llmdiag.ingest.xplane_schema import message_classes
-from tb_llmdiag.model import EventTable, Kind, Trace, empty_events
+from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, Trace, empty_events, kind_mask
 
 log = logging.getLogger(__name__)
 
@@ -113,17 +115,36 @@ def _add_plane(plane: Any, b: _Builder) -> None:
         _link_device_flows(b, device)
 
 
+def _empty(b: _Builder, hostnames: list[str]) -> Trace:
+    """The trace of an XSpace without events; an error when every event was rejected (validate.py)."""
+    if b.rejected.total:
+        raise TraceFormatError(
+            "no event of the XSpace has a usable time (negative or out-of-range times and durations)"
+        )
+    b.warnings.append("the XSpace holds no events")
+    return Trace(
+        source_kind="xplane",
+        events=empty_events(),
+        devices=tuple(b.devices),
+        metadata={**b.metadata, "hostnames": hostnames},
+        warnings=tuple(b.warnings),
+    )
+
+
+def _validated(b: _Builder, kind: NDArray[np.uint8]) -> dict[str, Any]:
+    """validate.py's verdict on the rows rejected while reading: their warnings on ``b``, and the read state (partial
+    when they are many, or every device row)."""
+    b.warnings[:0] = b.rejected.warnings()
+    read_state = read_state_with({}, b.rejected, int(kind.size), int(kind_mask(kind, DEVICE_KINDS).sum()))
+    if read_state:
+        b.warnings.insert(0, f"partial result: {read_state['reason']}")
+    return read_state
+
+
 def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     chunks = b.chunks
     if not chunks:
-        b.warnings.append("the XSpace holds no events")
-        return Trace(
-            source_kind="xplane",
-            events=empty_events(),
-            devices=tuple(b.devices),
-            metadata={**b.metadata, "hostnames": hostnames},
-            warnings=tuple(b.warnings),
-        )
+        return _empty(b, hostnames)
 
     def cat(get: Any, dtype: Any) -> NDArray[Any]:
         return np.concatenate([np.asarray(get(c), dtype=dtype) for c in chunks])
@@ -198,6 +219,7 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
     base_time = None
     if isinstance(start_ns, int) and 0 <= origin < 10**15:
         base_time = start_ns
+    read_state = _validated(b, kind)
     return Trace(
         source_kind="xplane",
         events=events,
@@ -206,12 +228,13 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
         base_time_ns=base_time,
         metadata=metadata,
         warnings=tuple(b.warnings),
+        read_state=read_state,
         extra=extra,
         extra_names=extra_names,
     )
 
 
-def read_xplane(path: str) -> Trace:
+def read_xplane(path: str, inside: str = "") -> Trace:
     """Read one XSpace ``.xplane.pb`` file into a ``Trace``.
 
     Args:
@@ -222,23 +245,23 @@ def read_xplane(path: str) -> Trace:
       TraceFormatError: the file is empty, truncated, or not an XSpace protobuf.
     """
     try:
-        with open_regular(path) as f:  # a FIFO or device is refused, never blocked on
+        with open_regular(path, inside) as f:  # a FIFO or device is refused, never blocked on
             data = f.read()
     except OSError as e:
-        raise TraceFormatError(f"{path}: cannot read: {e.strerror or e}") from e
+        raise TraceFormatError(f"cannot read {os.path.basename(path)}: {e.strerror or e}") from e
     return parse_xspace(data, path)
 
 
 def parse_xspace(data: bytes, path: str = "<bytes>") -> Trace:
     """``read_xplane`` on bytes already in memory (tests, fuzzing)."""
     if not data:
-        raise TraceFormatError(f"{path}: empty file, not an XPlane profile")
+        raise TraceFormatError("empty file, not an XPlane profile")
     try:
         plane_ranges, strings = _split_xspace(data)
     except TraceFormatError as e:
-        raise TraceFormatError(f"{path}: not a readable XPlane protobuf ({e})") from None
+        raise TraceFormatError(f"not a readable XPlane protobuf ({e})") from None
     if not plane_ranges:
-        raise TraceFormatError(f"{path}: not an XPlane profile (no planes in the file)")
+        raise TraceFormatError("not an XPlane profile (no planes in the file)")
     XPlane = message_classes()["XPlane"]
     b = _Builder(path=path)
     b.warnings.extend(f"profiler error: {s}" for s in strings[2])
@@ -248,12 +271,10 @@ def parse_xspace(data: bytes, path: str = "<bytes>") -> Trace:
         try:
             plane = XPlane.FromString(bytes(view[lo:hi]))
         except Exception as e:  # protobuf raises DecodeError (or RuntimeError/ValueError by backend)
-            raise TraceFormatError(f"{path}: plane {i} is not a valid XPlane message ({type(e).__name__})") from None
+            raise TraceFormatError(f"plane {i} is not a valid XPlane message ({type(e).__name__})") from None
         try:
             _add_plane(plane, b)
         except (ValueError, OverflowError, IndexError, KeyError, TypeError, UnicodeError) as e:
-            raise TraceFormatError(
-                f"{path}: plane {i} ({plane.name!r}) is malformed: {type(e).__name__}: {e}"
-            ) from None
+            raise TraceFormatError(f"plane {i} ({plane.name!r}) is malformed: {type(e).__name__}: {e}") from None
         del plane
     return _finish(b, strings[4])

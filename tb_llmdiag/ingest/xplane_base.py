@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.ingest.validate import Rejected
 from tb_llmdiag.model import DeviceInfo
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,8 @@ class _Builder:
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     stream_ids: _Interner = field(default_factory=_Interner)
+    rejected: Rejected = field(default_factory=Rejected)  # rows with impossible times (validate.py)
+    events_seen: int = 0  # against validate.MAX_EVENTS
 
 
 def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:

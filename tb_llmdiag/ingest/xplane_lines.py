@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tb_llmdiag.ingest.validate import check_event_count, screen_ns
 from tb_llmdiag.ingest.xplane_base import (
     _COMPILE_OF_MODULE,
     _COMPILER_EVENT,
@@ -107,20 +108,33 @@ def _host_kind(name: str) -> int:
     return Kind.CPU_OP
 
 
-def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, is_tpu: bool, ops: _OpTable) -> None:
-    evs = line.events
-    n = len(evs)
-    if n == 0:
-        return
+def _screened(line: Any, b: _Builder, device: bool) -> tuple[list[Any], NDArray[np.int64]] | None:
+    """The line's events and their (metadata id, offset ps, duration ps, stat count) rows, less the rows
+    ``validate.screen_ns`` rejects (counted on ``b``); None when none is left. Counts events against the bound."""
+    evs = list(line.events)
+    if not evs:
+        return None
+    b.events_seen += len(evs)
+    check_event_count(b.events_seen)  # validate.MAX_EVENTS
     rows = np.array([(e.metadata_id, e.offset_ps, e.duration_ps, len(e.stats)) for e in evs], dtype=np.int64)
+    keep = screen_ns(int(line.timestamp_ns), rows[:, 1], rows[:, 2], device, b.rejected)
+    if not keep.all():
+        evs, rows = [e for e, k in zip(evs, keep.tolist()) if k], rows[keep]
+    return (evs, rows) if evs else None
+
+
+def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, is_tpu: bool, ops: _OpTable) -> None:
+    got = _screened(line, b, device >= 0)
+    if got is None:
+        return
+    evs, rows = got
+    n = len(evs)
     mid, off_ps, dur_ps, nstats = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
     md_idx = ops.rows(mid)
-
     base = np.int64(line.timestamp_ns)
-    with np.errstate(over="ignore"):
-        start = base + off_ps // 1000
-        end = base + (off_ps + np.maximum(dur_ps, 0)) // 1000
-    end = np.maximum(end, start)
+    # in range: screen_ns kept only rows within validate.LIMIT_NS; (off_ps + dur_ps) // 1000 without its int64 sum
+    start = base + off_ps // 1000
+    end = start + dur_ps // 1000 + (off_ps % 1000 + dur_ps % 1000) // 1000
 
     ints = {k: np.full(n, -1, dtype=np.int64) for k in (*_INT_COLUMNS, "correlation", "producer", "consumer", "bytes")}
     strs = {k: np.full(n, -1, dtype=np.int32) for k in _STR_COLUMNS}

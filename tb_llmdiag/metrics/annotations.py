@@ -2,7 +2,8 @@
 
 Definitions (host ANNOTATION events whose start lies in the analysis window):
 - ``top``: per name (``top`` names with most time): count, total_ns (sum of durations; nested or
-  repeated ranges both count), share = total_ns / window_ns.
+  repeated ranges both count), share = the union of its ranges within the analysis window / window_ns (time
+  counted once, so at most 1: #27 found 1.005 on a cut file whose ranges overlapped).
 - ``optimizer_step_share``: union of ``Optimizer.step#...`` ranges / window_ns (R17: > 5 % on a LoRA run
   means more is trainable than intended). ``zero_grad_share`` likewise for ``Optimizer.zero_grad#``.
 - ``stack``: ``lightning`` (Framework metadata or ``[pl]`` labels), ``hf_trainer`` (python frames in
@@ -55,8 +56,19 @@ def annotation_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
     per = np.bincount(nid, weights=dur, minlength=len(ev.names))
     cnt = np.bincount(nid, minlength=len(ev.names))
     order = np.argsort(-per, kind="stable")[:top]
+    ts = ev.ts_ns[rows]
+
+    def once_ns(i: int) -> int:  # the name's ranges merged, within the window
+        mine = nid == i
+        return int(overlap_per_window(ts[mine], ts[mine] + dur[mine], ctx.win_s, ctx.win_e).sum())
+
     table = [
-        {"name": ev.names[i], "count": int(cnt[i]), "total_ns": int(per[i]), "share": share(int(per[i]), ctx.window_ns)}
+        {
+            "name": ev.names[i],
+            "count": int(cnt[i]),
+            "total_ns": int(per[i]),
+            "share": share(once_ns(int(i)), ctx.window_ns),
+        }
         for i in order
         if cnt[i] > 0
     ]

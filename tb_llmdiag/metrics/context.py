@@ -48,7 +48,9 @@ NAME_PATTERNS: dict[str, str] = {
     "launch_api": r"^(?:cuda|hip)(?:LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|GraphLaunch)(?:_ptsz|_v\d+)?$|^cuLaunch|^hip(?:Ext)?ModuleLaunchKernel$|^cudaLaunch"
     r"|^runFunction\b",
     # torch DataLoader iterator steps (record_function emitted by torch.utils.data when profiling)
-    "dataloader": r"^enumerate\(DataLoader\)#.*__next__$|DataLoader.*__next__",
+    # (``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``): ``DataLoader`` then ``__next__``; the
+    # lookahead pins the first ``DataLoader`` so a name repeating it is scanned once (#27: linear)
+    "dataloader": r"^(?=((?s:.*?)DataLoader))\1(?s:.*)__next__",
 }
 _COMPILED = {k: re.compile(v) for k, v in NAME_PATTERNS.items()}
 

@@ -66,7 +66,8 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
     tables = {k: _per_name(ctx, int(kind)) for k, kind in (("annotation", Kind.ANNOTATION), ("op", Kind.CPU_OP))}
     out = []
     for i in chosen:
-        p = index.index(i)
+        # the slowest step of that number: a trace may number two steps alike (#27: the fast one was named)
+        p = max((q for q, x in enumerate(index) if x == i), key=lambda q: d[q])
         excess = d[p] - med
         holder = None
         for kind in ("annotation", "op"):

@@ -2,7 +2,7 @@
 
 Definitions (device events whose start lies in the analysis window):
 - fp32 matmul kernels: kernels classified ``gemm`` or ``conv`` (``classify.py``) whose name says fp32 SIMT /
-  non-tensor-core math (``FP32_PATTERN``: ``sgemm`` (``ampere_sgemm_*``, ``volta_sgemm_*``,
+  non-tensor-core math (``is_fp32_math``: ``sgemm`` (``ampere_sgemm_*``, ``volta_sgemm_*``,
   ``cutlass_80_simt_sgemm_*``), ``f32f32_f32f32`` xmma kernels, ``implicit_convolve_sgemm``, ``scudnn``, cuBLAS
   ``gemmSN``/``gemv`` kernels templated on ``float``) and not TF32 / half precision (``FAST_PATTERN``:
   ``tf32``, ``s1688``/``s16816`` tensor-op tiles, ``bf16``, ``f16``, ``h884``...). The reader does not keep
@@ -27,7 +27,25 @@ from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, share
 from tb_llmdiag.model import Kind
 
-FP32_PATTERN = re.compile(r"sgemm|f32f32_f32f32|implicit_convolve_sgemm|scudnn|gemmSN_\w+_kernel<float|gemvx?\w*<float")
+FP32_NAMES = ("sgemm", "f32f32_f32f32", "scudnn")  # implicit_convolve_sgemm holds sgemm
+#: A whole identifier templated on float: from each identifier's start only (``(?<!\w)``), so a long run of
+#: ``gemv``/``gemmSN_`` repeats is scanned once, not once per repeat (#27: linear on crafted names).
+_FLOAT_TEMPLATE = re.compile(r"(?<!\w)(\w+)(?=<float)")
+
+
+def is_fp32_math(name: str) -> bool:
+    """An fp32 SIMT kernel name (any of ``FP32_NAMES``, or an identifier templated on
+    ``float`` that holds ``gemv``, or holds ``gemmSN_`` and ends ``_kernel`` with a character between)."""
+    if any(s in name for s in FP32_NAMES):
+        return True
+    for m in _FLOAT_TEMPLATE.finditer(name):
+        word = m.group(1)
+        at = word.find("gemmSN_")
+        if "gemv" in word or (at >= 0 and word.endswith("_kernel") and at + 8 <= len(word) - 7):
+            return True
+    return False
+
+
 FAST_PATTERN = re.compile(r"(?i)tf32|1688|16816|884|bf16|f16|fp16|half|bfloat|hgemm|e4m3|e5m2|int8")
 
 #: (substring of the device name, dense fp32 TFLOP/s (no tensor cores), dense bf16/fp16 tensor-core TFLOP/s
@@ -84,7 +102,7 @@ def precision_metrics(ctx: Context) -> dict[str, Any]:
     mm = dev[((cat == CATEGORY_CODE["gemm"]) | (cat == CATEGORY_CODE["conv"])) & (ev.kind[dev] == Kind.KERNEL)]
     nid = ev.name_id[mm]
     used = np.unique(nid)
-    slow = {int(i) for i in used if FP32_PATTERN.search(ev.names[i]) and not FAST_PATTERN.search(ev.names[i])}
+    slow = {int(i) for i in used if is_fp32_math(ev.names[i]) and not FAST_PATTERN.search(ev.names[i])}
     slow_name = np.zeros(len(ev.names), dtype=bool)
     slow_name[sorted(slow)] = True
     is32 = slow_name[nid]  # per row by its name id (was a Python test per GEMM row)

@@ -98,7 +98,7 @@ METRICS: tuple[Metric, ...] = tuple(
 
 def _pattern(key: str) -> re.Pattern[str]:
     parts = [r"[^.\[\]]+" if p == "*" else re.escape(p) for p in re.split(r"(\*)", key)]
-    return re.compile("".join(parts) + r"\Z")
+    return re.compile(r"\A" + "".join(parts) + r"\Z")
 
 
 _PATTERNS = tuple((_pattern(m.key), m) for m in METRICS)

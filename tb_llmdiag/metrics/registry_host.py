@@ -216,8 +216,8 @@ HOST_METRICS: tuple[Entry, ...] = (
         0.02,
         "top count",
         "`count` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
-        "durations: nested or repeated ranges all count), `share` (total_ns / window_ns; may exceed 1 for "
-        "nested ranges)",
+        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
+        "window / window_ns: time counted once)",
     ),
     (
         "annotations.top[].name",
@@ -226,8 +226,8 @@ HOST_METRICS: tuple[Entry, ...] = (
         0,
         "top name",
         "`name` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
-        "durations: nested or repeated ranges all count), `share` (total_ns / window_ns; may exceed 1 for "
-        "nested ranges)",
+        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
+        "window / window_ns: time counted once)",
     ),
     (
         "annotations.top[].share",
@@ -236,8 +236,8 @@ HOST_METRICS: tuple[Entry, ...] = (
         0.1,
         "top share",
         "`share` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
-        "durations: nested or repeated ranges all count), `share` (total_ns / window_ns; may exceed 1 for "
-        "nested ranges)",
+        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
+        "window / window_ns: time counted once)",
     ),
     (
         "annotations.top[].total_ns",
@@ -246,8 +246,8 @@ HOST_METRICS: tuple[Entry, ...] = (
         0.05,
         "top total",
         "`total_ns` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
-        "durations: nested or repeated ranges all count), `share` (total_ns / window_ns; may exceed 1 for "
-        "nested ranges)",
+        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
+        "window / window_ns: time counted once)",
     ),
     ("flops.achieved_tflops", TFLOP_PER_S, HIGHER, 0.05, "achieved tflops", "flops / window seconds / 1e12"),
     ("flops.device", TEXT, NEITHER, 0, "device", "the device name the peak is looked up for"),

@@ -9,7 +9,9 @@ window):
 - ``trigger_op``: the syncing operator the loop's syncs run under (``aten::item``, ``aten::nonzero``...), and
   ``after_op``: the operator that most often ends last before each of them (``aten::linalg_vector_norm`` for
   ``p.grad.norm().item()`` per parameter); null without operators.
-- ``loop_idle_share``: GPU idle time inside the loops' spans / window_ns: the time the storm costs the GPU.
+- ``loop_idle_share``: GPU idle time inside the loops' spans, each cut to its step's window and counted once where
+  they overlap, / window_ns: the time the storm costs the GPU (a sync running past its step no longer counts the
+  time after it: #27 found shares of 24-66).
 - Step-edge syncs: blocking calls made outside any syncing operator (``torch.cuda.synchronize()``) with no kernel
   launch on their thread between them and their step's host start, or between them and its host end: a
   benchmark harness timing the step. ``edge_syncs``, ``edge_blocked_ns`` (their summed duration).
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.intervals import overlap_per_window
+from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows
 from tb_llmdiag.metrics.ranges import inside, step_of
 from tb_llmdiag.model import Kind
@@ -65,10 +67,10 @@ def sync_storm_metrics(ctx: Context, host_sync: dict[str, Any], idle: dict[str, 
     trigger = after = None
     loop_idle = 0
     if storm and spans:
-        ss = np.array([s for s, _ in spans], np.int64)
-        se = np.array([e for _, e in spans], np.int64)
-        o = np.argsort(ss)
-        ss, se = ss[o], se[o]
+        p = np.array([q for q, *_ in loops], np.intp)
+        ss = np.maximum(np.array([s for s, _ in spans], np.int64), ctx.steps.start_ns[p])
+        se = np.minimum(np.array([e for _, e in spans], np.int64), ctx.steps.end_ns[p])
+        ss, se = merge(ss[se > ss], se[se > ss])
         loop_idle = int((se - ss).sum() - overlap_per_window(ctx.busy_s, ctx.busy_e, ss, se).sum())
         in_loop = np.zeros(api.size, bool)
         for _, a, b, _ in loops:

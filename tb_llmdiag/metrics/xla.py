@@ -17,7 +17,12 @@ writes (``extra["xla_role"]``, ``hlo_category_id``, ``hlo_op_id``, ``flops``...)
 - ``device_duty_cycle_share`` = union of device-op time inside step windows / summed step time (mean over
   devices); ``device_idle_ns`` = summed step time - that union.
 - ``flop_utilization_share`` = summed ``flops`` of device ops in steps / (summed step time x peak FLOP/s x devices),
-  only when the ops carry ``flops`` and the trace states the peak (``peak_teraflops_per_second``).
+  only when the ops carry ``flops`` and the trace states the peak (``peak_teraflops_per_second``); null above 1
+  (ops claiming more FLOPs than the peak allows in the time: the trace's counts are impossible, #27).
+- Shares of step time a fix would save (``recompile_step_share``, ``recompile_in_loop_share``,
+  ``host_transfer_share``, ``transfer_in_steps_share``) count at most the summed step time (``of_steps``): a compile
+  or transfer between steps, or one longer than the steps, cannot save more than the steps take.
+- ``steady_mean_excess_share`` = max(0, 1 - steady median / steady mean): how far slow steps lift the mean.
 - Compiles and transfers: ``metrics.xla_events``. The first compiles, up to the end of the first step, are
   warm-up; every compile that starts later is a recompile.
 """
@@ -270,10 +275,22 @@ def device_time(trace: Trace, steps: Steps, steady: NDArray[np.bool_]) -> dict[s
                 peak = float(np.mean(peaks))
                 out["peak_tflops_per_s"] = peak
                 denom = total_win * 1e-9 * peak * 1e12 * devices.size
-                out["flop_utilization_share"] = total_f / denom if denom > 0 else None
+                out["flop_utilization_share"] = _utilization(total_f, denom)
                 sd = steady_win * 1e-9 * peak * 1e12 * devices.size
-                out["steady_flop_utilization_share"] = float(per_win[steady].sum()) / sd if sd > 0 else None
+                out["steady_flop_utilization_share"] = _utilization(float(per_win[steady].sum()), sd)
     return out
+
+
+def of_steps(part_ns: int, step_total_ns: int) -> float | None:
+    """A share of the summed step time that a fix would save: at most all of it (module docstring)."""
+    return share(min(part_ns, step_total_ns), step_total_ns)
+
+
+def _utilization(flops: float, peak_flops: float) -> float | None:
+    """FLOPs / the peak's FLOPs in the time, or None when unknown or above 1 (impossible counts)."""
+    if peak_flops <= 0 or flops > peak_flops:
+        return None
+    return flops / peak_flops
 
 
 def compute_xla(trace: Trace, steps: Steps) -> dict[str, Any]:
@@ -304,7 +321,9 @@ def compute_xla(trace: Trace, steps: Steps) -> dict[str, Any]:
             "recompile_time_ns": sum(c["duration_ns"] for c in re_),
             "recompile_in_loop_count": len(re_loop),
             "recompile_in_loop_time_ns": sum(c["duration_ns"] for c in re_loop),
-            "recompile_step_share": share(sum(c["duration_ns"] for c in re_ if c["position"] == "in_step"), step_total),
+            "recompile_step_share": of_steps(
+                sum(c["duration_ns"] for c in re_ if c["position"] == "in_step"), step_total
+            ),
             "recompile_steps": sorted({c["step"] for c in re_ if c["position"] == "in_step" and c["step"] is not None}),
             "recompile_graph_hashes": _unique(c["graph_hash"] for c in re_),
             "recompile_modules": _unique(c["module"] for c in re_),
@@ -330,9 +349,9 @@ def compute_xla(trace: Trace, steps: Steps) -> dict[str, Any]:
             }
         )
     # shares of step time a fix would save (the rules' saving paths; rules_xla.py)
-    out["recompile_in_loop_share"] = share(out["recompile_in_loop_time_ns"], step_total)
+    out["recompile_in_loop_share"] = of_steps(out["recompile_in_loop_time_ns"], step_total)
     out["warmup_compile_in_steps_time_ns"] = sum(c["duration_ns"] for c in warm if c["position"] == "in_step")
-    out["host_transfer_share"] = share(
+    out["host_transfer_share"] = of_steps(
         out["transfer_from_device_in_loop_time_ns"] + out["transfer_to_device_in_steps_time_ns"], step_total
     )
     duty = out["steady_device_duty_cycle_share"]
@@ -341,8 +360,8 @@ def compute_xla(trace: Trace, steps: Steps) -> dict[str, Any]:
         out["movement_share"] * duty if out["movement_share"] is not None and duty is not None else None
     )
     mean, median = out["steady_step_mean_ns"], out["steady_step_median_ns"]
-    out["steady_mean_excess_share"] = (1 - median / mean) if mean and median is not None and mean > 0 else None
-    out["transfer_in_steps_share"] = share(
+    out["steady_mean_excess_share"] = max(0.0, 1 - median / mean) if mean and median is not None and mean > 0 else None
+    out["transfer_in_steps_share"] = of_steps(
         out["transfer_to_device_in_steps_time_ns"] + out["transfer_from_device_in_steps_time_ns"], step_total
     )
     return out

@@ -46,6 +46,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 from pathlib import Path
@@ -95,10 +96,24 @@ _WORKER_PROGRESS: Any = None
 _WORKER_CACHE: str | None = None
 
 
+#: how often a worker checks that TensorBoard is still its parent
+PARENT_CHECK_S = 1.0
+
+
 def init_worker(progress_queue: Any, cache_root: str | None = None) -> None:
-    """Process-pool initializer: remember the parent's progress queue and its cache directory."""
+    """Process-pool initializer: remember the parent's progress queue and its cache directory, and die with the
+    parent (``_exit_with_parent``)."""
     global _WORKER_PROGRESS, _WORKER_CACHE
     _WORKER_PROGRESS, _WORKER_CACHE = progress_queue, cache_root
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="llmdiag-parent-watch", daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit this worker once its parent is gone (#27: a TensorBoard killed by a signal left its workers running as
+    orphans, each holding its memory): the parent's death reparents us, so getppid() changes."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 class Spill:

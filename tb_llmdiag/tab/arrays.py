@@ -10,6 +10,12 @@ use and may drop them under memory pressure; nothing is copied into the heap.
 Why memory maps rather than loading into an in-process LRU: a 1 GB trace's index is a few hundred MB, and a
 query touches only O(log n + output) of it; mapped, it costs nothing until touched and is shared with the
 page cache across TensorBoard restarts.
+
+A mapped file cut short in place (another process, a cleanup job) kills the process that touches a page past
+its new end with SIGBUS (#27: TensorBoard exited 135). So ``read(..., private=True)`` (what the server uses)
+maps a private copy: the entry is copied into an unnamed temporary file beside it (unlinked at once, so no
+other process can name it), checked there, and mapped from there; the entry itself may then be cut or removed.
+A copy that cannot be made (a full disk) is a miss: the run is analysed again and kept in memory.
 """
 
 from __future__ import annotations
@@ -130,29 +136,40 @@ def atomic_write(path: Path, key: str, fill: Callable[[BinaryIO], object]) -> No
         raise
 
 
-def read(path: Path, layout: int, key: str, what: str) -> dict[str, np.ndarray] | None:
-    """The arrays of a valid entry (module docstring), else None (logged unless the file is absent)."""
+def read(path: Path, layout: int, key: str, what: str, *, private: bool = False) -> dict[str, np.ndarray] | None:
+    """The arrays of a valid entry (module docstring), else None (logged unless the file is absent); with
+    ``private``, mapped from a private copy that no other process can cut short."""
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as src, _private_copy(src, path) if private else contextlib.nullcontext(src) as f:
             head = f.readline(_MAX_HEADER)
             size = os.fstat(f.fileno()).st_size
+            problem = _problem(head, size, layout, key, what)
+            if isinstance(problem, str):
+                logger.warning("llm_diag: ignoring cache entry %s: %s", path, problem)
+                return None
+            return {
+                name: np.memmap(f, dtype=np.dtype(dt), mode="r", offset=len(head) + off, shape=(ln,))
+                if ln
+                else np.zeros(0, dtype=np.dtype(dt))
+                for name, dt, ln, off in problem
+            }  # each memmap holds its own mapping: closing the file (or the unnamed copy) leaves it valid
     except FileNotFoundError:
         return None
     except OSError as e:
         logger.warning("llm_diag: ignoring unreadable cache entry %s: %s", path, e)
         return None
-    problem = _problem(head, size, layout, key, what)
-    if isinstance(problem, str):
-        logger.warning("llm_diag: ignoring cache entry %s: %s", path, problem)
-        return None
-    out = {}
-    for name, dt, ln, off in problem:
-        out[name] = (
-            np.memmap(path, dtype=np.dtype(dt), mode="r", offset=len(head) + off, shape=(ln,))
-            if ln
-            else np.zeros(0, dtype=np.dtype(dt))
-        )
-    return out
+
+
+def _private_copy(src: BinaryIO, path: Path) -> BinaryIO:
+    """An unnamed temporary file beside ``path`` holding ``src``'s bytes, at its start (module docstring)."""
+    dst = tempfile.TemporaryFile(dir=path.parent)  # noqa: SIM115 - returned open: the caller's with closes it
+    try:
+        shutil.copyfileobj(src, dst, 4 << 20)
+        dst.seek(0)
+    except BaseException:
+        dst.close()
+        raise
+    return dst
 
 
 def _problem(head: bytes, size: int, layout: int, key: str, what: str) -> str | list[tuple[str, str, int, int]]:

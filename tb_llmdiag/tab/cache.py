@@ -191,7 +191,8 @@ class ResultCache:
         return found
 
     def get_arrays(self, key: str, what: str) -> dict[str, np.ndarray] | None:
-        """A binary entry's arrays (``tab/arrays.py``: header checked, memory-mapped), else None."""
+        """A binary entry's arrays (``tab/arrays.py``: header checked, memory-mapped from a private copy that no
+        other process can cut short under us), else None."""
         with self._lock:
             found = self._arrays.get((key, what))
             if found is not None:
@@ -199,7 +200,7 @@ class ResultCache:
                 return found
         if self.root is None:
             return None
-        return array_file.read(arrays_path(self.root, key, what), CACHE_LAYOUT, key, what)
+        return array_file.read(arrays_path(self.root, key, what), CACHE_LAYOUT, key, what, private=True)
 
     def _read(self, p: Path, key: str, what: str) -> tuple[Any, bytes] | None:
         try:

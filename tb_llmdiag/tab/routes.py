@@ -252,7 +252,7 @@ def trace_impl(cat: Catalog, args: Mapping[str, str]) -> tuple[BinaryIO, int, li
     _, e = entry_for(cat, args)
     try:
         f, size = api.open_raw(e.tf)  # the path comes from the index, never from the request
-    except api.NotRegularFile as err:
+    except (api.NotRegularFile, api.LinkOutside) as err:
         raise Unprocessable(str(err)) from None
     except OSError as err:
         raise tb_errors.NotFoundError(f"the trace file is gone: {err.strerror}") from None

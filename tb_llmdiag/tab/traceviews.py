@@ -2,7 +2,8 @@
 
 ``TraceViews(cache).get(cache_key)`` returns the ``api.TraceIndex`` of a ready run, loading and checking it on
 first use (``TraceIndex.load``: the whole index, once) and keeping the last ``KEEP`` in memory (the arrays stay
-memory-mapped: what is kept is the small Python side). A missing or damaged entry is None: the route asks for
+memory-mapped, from a private copy of the entry that another process cannot cut short: ``tab/arrays.py``; what is
+kept is the small Python side). A missing or damaged entry is None: the route asks for
 the run to be analysed again, never serves it.
 """
 

@@ -1,18 +1,25 @@
-"""Mutation fuzzing of the readers and the whole analysis over real traces (no atheris needed).
+"""Mutation fuzzing of both readers and the whole analysis over real traces (no atheris needed).
 
-    python tests/fuzz/fuzz_readers.py --minutes 30 --out /tmp/llmdiag-fuzz
+    python tests/fuzz/fuzz_readers.py --minutes 30 --out /tmp/llmdiag-fuzz [--xplane-share 0.4] [--tab-share 0.5]
 
 Seeds are a real capture (tests/data/gpu_compiled) cut to a few steps' worth of events and written in
 four layouts (Kineto's indented one, one event per line, one line, the bare JSON Array format), plain and
 gzipped. Each case mutates one seed (byte flips and deletions, cuts, duplicated spans, inserted tokens
 no trace should hold: NaN, 1e400, int64-overflowing numbers, invalid UTF-8, deep nesting, huge step
-numbers, negative durations) and runs load -> analyse -> JSON as the CLI does. Findings:
+numbers, negative durations) and runs load -> analyse -> JSON as the CLI does, or the tab's build
+(``api.analyze_for_tab``: the report, timelines, steps and the trace view's index).
+
+XPlane seeds (#27) are the shared synthetic TPU capture, the JAX GPU capture of tests/data (each line cut to its
+first 150 events) and test_xplane's tiny GPU XSpace; a case either sets random numeric fields (line timestamps,
+event offsets and durations, stat values) to extremes (int64 limits, -1, 2^62, random) through the protobuf
+classes, or mutates the bytes. Findings:
 
 - crash: any exception other than a one-line LlmDiagError (site = innermost tb_llmdiag frame);
 - hang: a case over 20 s;
 - false ok: the text is not valid JSON (by msgspec, a second parser) but the report is complete "ok";
 - false partial: the text is valid JSON but the report says the read stopped early;
-- impossible value: a negative window, step or device time, a share outside [0, 1], a NaN in the JSON;
+- impossible value: a negative window, step or device time, a share outside [0, 1], an MFU above 1, a NaN in the
+  JSON (``checks.impossible``; counted whatever the report's status, by the exit code it would give);
 - numpy warning: an overflow/invalid-value RuntimeWarning raised while analysing (made an error);
 - logged exception: an error the engine caught and logged with its traceback (a metrics topic that
   failed: the CLI would print that traceback on stderr).
@@ -41,9 +48,13 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tb_llmdiag import api  # noqa: E402
+from tb_llmdiag.ingest.xplane_schema import message_classes  # noqa: E402
 from tb_llmdiag.errors import LlmDiagError  # noqa: E402
 from tb_llmdiag.ingest.discover import discover  # noqa: E402
 from tb_llmdiag.render.canonical_json import dumps  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checks import EXIT_OF_STATUS, impossible  # noqa: E402
 
 SEED_TRACE = next((Path(__file__).resolve().parents[1] / "data" / "gpu_compiled").glob("*.pt.trace.json.gz"))
 TOKENS = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"99999999999999999999", b"-9223372036854775809",
@@ -68,6 +79,69 @@ def seeds() -> list[tuple[str, bytes]]:
         array = msgspec.json.encode(evs)
         out += [(f"kineto{n}", kineto), (f"lines{n}", lines), (f"one{n}", one), (f"array{n}", array)]
     return out
+
+
+XPLANE_SEEDS = [
+    *(Path(__file__).resolve().parents[3] / "shared" / "traces" / "xplane" / "synthetic_tpu").rglob("*.xplane.pb"),
+    *(Path(__file__).resolve().parents[1] / "data" / "xplane_jax_gpu").rglob("*.xplane.pb"),
+]
+EXTREMES = (0, -1, 1, 2**63 - 1, -(2**63), 2**62, -(2**62), 2**53, 10**15, 10**18, 9 * 10**18)
+
+
+def xplane_seeds() -> list[tuple[str, bytes]]:
+    c = message_classes()
+    out = []
+    for path in XPLANE_SEEDS:
+        space = c["XSpace"]()
+        space.ParseFromString(path.read_bytes())
+        for plane in space.planes:
+            for line in plane.lines:
+                del line.events[150:]
+        out.append((f"xplane:{path.parents[3].name}", space.SerializeToString()))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from test_xplane import _gpu_space  # noqa: PLC0415
+
+    out.append(("xplane:tiny_gpu", _gpu_space()))
+    return out
+
+
+def mutate_xspace(rng: random.Random, data: bytes) -> bytes:
+    """Set random numeric fields of the XSpace to extremes (or, one case in four, mutate its bytes)."""
+    if rng.random() < 0.25:
+        b = bytearray(data)
+        for _ in range(rng.choice((1, 2, 4))):
+            i = rng.randrange(len(b))
+            if rng.random() < 0.7:
+                b[i] = rng.randrange(256)
+            else:
+                del b[i:i + rng.randrange(1, 16)]
+        return bytes(b)
+    c = message_classes()
+    space = c["XSpace"]()
+    space.ParseFromString(data)
+    lines = [ln for p in space.planes for ln in p.lines]
+    events = [e for ln in lines for e in ln.events]
+    stats = [s for e in events for s in e.stats] + [s for p in space.planes for s in p.stats]
+    for _ in range(rng.choice((1, 1, 2, 3, 8))):
+        v = rng.choice(EXTREMES) if rng.random() < 0.8 else rng.randrange(-(2**63), 2**63)
+        what = rng.randrange(5)
+        if what == 0 and lines:
+            rng.choice(lines).timestamp_ns = v
+        elif what == 1 and events:
+            rng.choice(events).offset_ps = v
+        elif what == 2 and events:
+            rng.choice(events).duration_ps = v
+        elif what == 3 and stats:
+            st = rng.choice(stats)
+            field = st.WhichOneof("value")
+            if field in ("int64_value", "uint64_value"):
+                setattr(st, field, v if field == "int64_value" else abs(v) % (2**64))
+            elif field == "double_value":
+                st.double_value = rng.choice((float("nan"), float("inf"), -1e300, 1e300, float(v)))
+        elif what == 4 and lines:  # a whole line shifted
+            for e in rng.choice(lines).events:
+                e.offset_ps = v
+    return space.SerializeToString()
 
 
 def mutate(rng: random.Random, data: bytes) -> bytes:
@@ -136,39 +210,6 @@ def json_valid(data: bytes) -> bool | None:
     return True if _depth(doc) < 250 else None
 
 
-def impossible(report: dict[str, Any], text: str) -> str | None:
-    try:
-        json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
-    except ValueError:
-        return "NaN in report JSON"
-    s = report.get("summary") or {}
-    if (s.get("window_ns") or 0) < 0:
-        return "negative window"
-    for st in s.get("steps") or []:
-        if st.get("duration_ns", 0) < 0:
-            return "negative step"
-
-    def walk(v: Any, key: str = "") -> str | None:
-        if isinstance(v, dict):
-            for k, x in v.items():
-                r = walk(x, k)
-                if r:
-                    return r
-        elif isinstance(v, list):
-            for x in v:
-                r = walk(x, key)
-                if r:
-                    return r
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            if key.endswith("_share") and not -1e-9 <= v <= 1 + 1e-9:
-                return f"{key}={v}"
-            if key.endswith("_ns") and v < 0 and key not in ("start_ns", "ts_ns", "offset_ns", "origin_ns"):
-                return f"{key}={v}"
-        return None
-
-    return walk(report.get("metrics") or {})
-
-
 class _Logged(logging.Handler):
     """Collects the records logged with an exception (the engine's caught-and-logged failures)."""
 
@@ -189,12 +230,14 @@ def _alarm(signum: int, frame: Any) -> None:
     raise Hang()
 
 
-def run_case(path: Path) -> dict[str, Any] | str:
+def run_case(path: Path, tab: bool) -> dict[str, Any]:
+    """The CLI's RunReport of the file; with ``tab``, through the tab's build (timelines, steps, trace view)."""
     index = discover(str(path))
     tf = index.files[0]
+    if tab:
+        return api.analyze_for_tab(tf)["report"]
     trace = api.load_trace(tf.path)
-    report = api.analyze_trace(tf, trace)
-    return report
+    return api.analyze_trace(tf, trace)
 
 
 def site_of(exc: BaseException) -> str:
@@ -213,45 +256,64 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--out", default="/tmp/llmdiag-fuzz")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--xplane-share", type=float, default=0.4, help="share of cases that mutate an XPlane seed")
+    ap.add_argument("--tab-share", type=float, default=0.5, help="share of cases run through the tab's build")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     pool = seeds()
+    xpool = xplane_seeds()
     signal.signal(signal.SIGALRM, _alarm)
     logged = _Logged()
     logging.getLogger("tb_llmdiag").addHandler(logged)
     logging.getLogger("tb_llmdiag").propagate = False
     warnings.simplefilter("error", RuntimeWarning)
-    stats: dict[str, Any] = {"cases": 0, "errors_clean": 0, "partial": 0, "ok": 0, "findings": {}, "sites": {}}
-    end = time.time() + args.minutes * 60
+    stats: dict[str, Any] = {"cases": 0, "kineto": 0, "xplane": 0, "tab_builds": 0, "errors_clean": 0, "partial": 0,
+                             "ok": 0, "error_reports": 0, "findings": {}, "sites": {}}
+    start = time.time()
+    end = start + args.minutes * 60
     case = out / "case.pt.trace.json"
+    xcase = out / "xp" / "plugins" / "profile" / "2026_01_01_00_00_00" / "h.xplane.pb"
+    xcase.parent.mkdir(parents=True, exist_ok=True)
     while time.time() < end:
-        name, data = rng.choice(pool)
-        data = mutate(rng, data)
-        gz = rng.random() < 0.25
-        path = case.with_suffix(".gz") if gz else case
+        xplane = rng.random() < args.xplane_share
+        tab = rng.random() < args.tab_share
         for p in (case, case.with_suffix(".gz")):
             p.unlink(missing_ok=True)
-        path.write_bytes(gzip.compress(data, 1) if gz else data)
+        if xplane:
+            name, data = rng.choice(xpool)
+            data = mutate_xspace(rng, data)
+            path = xcase
+            path.write_bytes(data)
+        else:
+            name, data = rng.choice(pool)
+            data = mutate(rng, data)
+            gz = rng.random() < 0.25
+            path = case.with_suffix(".gz") if gz else case
+            path.write_bytes(gzip.compress(data, 1) if gz else data)
         stats["cases"] += 1
+        stats["xplane" if xplane else "kineto"] += 1
+        stats["tab_builds"] += tab
         kind = site = None
         signal.alarm(20)
         try:
-            report = run_case(path)
+            report = run_case(path, tab)
             text = dumps(report)
             if report["status"] == "ok":
                 stats["ok"] += 1
-                if json_valid(data) is False:
+                if not xplane and json_valid(data) is False:
                     kind, site = "false_ok", f"{name}: complete ok on invalid JSON"
-            else:
+            elif report["status"] == "partial":
                 stats["partial"] += 1
-                if json_valid(data) is True:
+                if not xplane and json_valid(data) is True and "rejected" not in (report["error"] or ""):
                     kind, site = "false_partial", f"{name}: partial on valid JSON: {report['error']}"
+            else:
+                stats["error_reports"] += 1
             if kind is None:
                 bad = impossible(report, text)
                 if bad:
-                    kind, site = "impossible", bad
+                    kind, site = f"impossible_exit{EXIT_OF_STATUS.get(report['status'], 4)}", f"{name}: {bad}"
         except LlmDiagError as exc:
             stats["errors_clean"] += 1
             if "\n" in str(exc):
@@ -277,7 +339,9 @@ def main() -> int:
                 stats["sites"][key] = 0
             stats["sites"][key] += 1
         if stats["cases"] % 50 == 0:
+            stats["minutes"] = round((time.time() - start) / 60, 2)
             (out / "stats.json").write_text(json.dumps(stats, indent=1))
+    stats["minutes"] = round((time.time() - start) / 60, 2)
     (out / "stats.json").write_text(json.dumps(stats, indent=1))
     print(json.dumps(stats, indent=1))
     return 0
