@@ -17,7 +17,7 @@ export function mountTokens(el) {
       if (!rows) {
         el.append(h('p', { class: 'muted na', text: hasHostLaunches(report)
           ? 'Tokens per step are unknown for this trace (no input shapes recorded). Profile with record_shapes=True to see step time against tokens.'
-          : 'Does not apply to this XLA trace: XPlane profiles carry no operator input shapes, so tokens per step are unknown. (PyTorch traces profiled with record_shapes=True have them.)' }));
+          : 'Does not apply to this XLA trace: XPlane profiles carry no operator input shapes, so tokens per step are unknown. (PyTorch traces profiled with input shapes recorded have them.)' }));
         return;
       }
       const st = (report.metrics && report.metrics.steps) || {};

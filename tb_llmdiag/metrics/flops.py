@@ -110,7 +110,7 @@ def flops_metrics(
     if total <= 0:
         return {
             "available": False,
-            "reason": "no GEMM/attention operators with recorded shapes (profile with record_shapes=True)",
+            "reason": "no GEMM/attention operators with recorded shapes (capture with input shapes recorded)",
             "peak_tflops": peak,
             "device": device,
             "tokens_per_s": tokens_per_s,

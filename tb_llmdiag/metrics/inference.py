@@ -37,7 +37,7 @@ def inference_metrics(trace: Trace, run: dict[str, Any]) -> dict[str, Any]:
     ev = trace.events
     calls = token_embedding_calls(ev)
     if calls is None:
-        return _unavailable("no input shapes of the token embedding (profile with record_shapes=True)")
+        return _unavailable("no input shapes of the token embedding (capture with input shapes recorded)")
     rows = calls[0]
     batch, length = per_call_batch_length(ev, rows)
     if rows.size == 0 or (length <= 0).any():
