@@ -234,7 +234,7 @@ def test_mfu_withheld_when_the_gemms_do_not_run_on_the_token_batch() -> None:
 
 def test_flops_unavailable_without_shapes() -> None:
     f = metrics_of(idle_scenario())["flops"]
-    assert f["available"] is False and "record_shapes" in f["reason"]
+    assert f["available"] is False and "input shapes recorded" in f["reason"]
 
 
 def test_annotations_and_stack() -> None:
