@@ -23,7 +23,7 @@ Contract:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import Any
 
@@ -52,6 +52,19 @@ _KERNEL_HINTS = ("ncclKernel", "ncclDevKernel")
 _MAX_ARGS_BYTES = 1 << 16
 
 
+def args_bodies(buf: Any, end: int, needle: bytes) -> Iterator[bytes]:
+    """The text inside the braces around each ``needle`` in ``buf[:end]`` (an ``args`` object of decoded JSON
+    text): found with plain byte searches, bounded to ``_MAX_ARGS_BYTES`` either side."""
+    find = buf.find if hasattr(buf, "find") else bytes(buf[:end]).find
+    at = find(needle, 0, end)
+    while at >= 0:
+        lo = buf.rfind(b"{", max(0, at - _MAX_ARGS_BYTES), at)
+        hi = find(b"}", at, min(end, at + _MAX_ARGS_BYTES))
+        if lo >= 0 and hi >= 0:
+            yield bytes(buf[lo + 1 : hi])
+        at = find(needle, (hi if hi >= 0 else at) + 1, end)
+
+
 class CommArgs:
     """Accumulates the records of the pieces of one trace (see the module docstring)."""
 
@@ -77,14 +90,8 @@ class CommArgs:
 
     def scan(self, buf: Any, end: int) -> None:
         """Add the records of ``buf[:end]`` (bytes, bytearray or memoryview of decoded JSON text)."""
-        find = buf.find if hasattr(buf, "find") else bytes(buf[:end]).find
-        at = find(_NEEDLE, 0, end)
-        while at >= 0:
-            lo = buf.rfind(b"{", max(0, at - _MAX_ARGS_BYTES), at)
-            hi = find(b"}", at, min(end, at + _MAX_ARGS_BYTES))
-            if lo >= 0 and hi >= 0:
-                self._add(bytes(buf[lo + 1 : hi]))
-            at = find(_NEEDLE, (hi if hi >= 0 else at) + 1, end)
+        for body in args_bodies(buf, end, _NEEDLE):
+            self._add(body)
 
     def _add(self, body: bytes) -> None:
         vals = {k: rx.search(body) for k, rx in _INT.items()}

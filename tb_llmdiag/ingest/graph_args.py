@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_llmdiag.ingest.comm_args import args_bodies
 from tb_llmdiag.model import EventTable, Kind
 
 GRAPH_NEEDLE = b'"graph id"'
@@ -33,7 +34,6 @@ _INT = {
     "graph": re.compile(rb'"graph id"\s*:\s*(-?\d{1,18})\b'),
     "node": re.compile(rb'"graph node id"\s*:\s*(-?\d{1,18})\b'),
 }
-_MAX_ARGS_BYTES = 1 << 16
 
 
 class GraphArgs:
@@ -59,14 +59,8 @@ class GraphArgs:
 
     def scan(self, buf: Any, end: int) -> None:
         """Add the records of ``buf[:end]`` (bytes, bytearray or memoryview of decoded JSON text)."""
-        find = buf.find if hasattr(buf, "find") else bytes(buf[:end]).find
-        at = find(GRAPH_NEEDLE, 0, end)
-        while at >= 0:
-            lo = buf.rfind(b"{", max(0, at - _MAX_ARGS_BYTES), at)
-            hi = find(b"}", at, min(end, at + _MAX_ARGS_BYTES))
-            if lo >= 0 and hi >= 0:
-                self._add(bytes(buf[lo + 1 : hi]))
-            at = find(GRAPH_NEEDLE, (hi if hi >= 0 else at) + 1, end)
+        for body in args_bodies(buf, end, GRAPH_NEEDLE):
+            self._add(body)
 
     def _add(self, body: bytes) -> None:
         m = {k: rx.search(body) for k, rx in _INT.items()}
