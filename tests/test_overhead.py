@@ -206,3 +206,17 @@ def test_a_reduce_overhead_capture_states_its_replays_and_blames_none_of_them() 
         assert cap["graph_op_attribution"] == "unavailable"
         ids = [f["id"] for f in rep["findings"]]
         assert not {"host_bound", "tiny_kernels"} & set(ids), ids
+
+
+def test_an_unprofiled_step_longer_than_the_profiled_one_takes_the_cut_as_is() -> None:
+    """trust_reduce_overhead: the host runs ahead of the GPU, so the helper's synchronized unprofiled steps (3.55 ms)
+    are longer than the profiled host step (2.46 ms); the what-if's cut (a 26 us pageable copy) must not grow into the
+    1.1 ms difference (it said -32 % before)."""
+    path = next((TEST_DATA / "trust_reduce_overhead").glob("*.json.gz"))
+    wi = api.report(str(path))["runs"][0]["what_if"]
+    up = wi["unprofiled"]
+    assert up["step_ns"] > wi["step_ns"]
+    cut = wi["step_ns"] - wi["step_ns_if_fixed"]
+    assert 0 < cut < 100_000
+    assert abs((up["step_ns"] - up["step_ns_if_fixed"]) - cut) <= 1
+    assert up["saving_share"] < 0.01
