@@ -237,8 +237,9 @@ class StepProfiler:
             self._step_started_ns = time.perf_counter_ns()
 
     def _window_ready(self, prof: Any) -> None:
-        """torch's `on_trace_ready`: a window's recording has stopped. Keep its results (torch replaces them when
-        the next cycle starts) until the steps after it are timed; with none to wait for, write it now."""
+        """torch's `on_trace_ready`: a window's recording has stopped (inside `step()` or `stop()`). Keep its results
+        (torch replaces them when the next cycle starts) until the steps after it are timed: `step()` writes it once
+        they are (at once when there are none), `stop()` whatever they are; windows are written in order."""
         last = self.step_num
         cycle = max(0, last - self.schedule.skip_first) // self.schedule.cycle_steps
         first = self.schedule.skip_first + cycle * self.schedule.cycle_steps + self.schedule.wait + self.schedule.warmup
@@ -248,8 +249,6 @@ class StepProfiler:
             0 if self._closed else sum(1 for s in range(last + 1, last + 1 + self.time_steps_after) if s in self._after)
         )
         self._pending.append(_Window(first_step=min(first, last), last_step=last, after=after, export=export))
-        if after == 0:
-            self._write_ready()
 
     def _write_ready(self, everything: bool = False) -> None:
         """Write the waiting windows whose steps after them have all been timed (all of them: `everything`)."""
