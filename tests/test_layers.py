@@ -25,7 +25,6 @@ MAX_FUNCTION_LINES = 80
 SPLIT_LATER = {
     "tb_llmdiag/ingest/xplane.py:_finish": 89,
     "tb_llmdiag/ingest/xplane_lines.py:_add_line": 99,
-    "tb_llmdiag/render/text.py:render_run": 84,
 }
 
 
