@@ -62,14 +62,24 @@ def _busy_share(m: Mapping[str, Any]) -> float | None:
     return min(max(float(v), 0.0), 1.0) if finite(v) else None
 
 
-def _median_busy_ns(m: Mapping[str, Any], median: int, busy_share: float | None) -> int | None:
+def _median_of_steps(m: Mapping[str, Any], key: str) -> float | None:
+    """The median of ``steps.per_step[].<key>``; None without steps or when a step lacks it."""
     rows = lookup(m, "steps.per_step")
-    per = [r.get("busy_ns") for r in rows] if isinstance(rows, list) else None
-    n = lookup(m, "steps.count")
-    if isinstance(per, list) and per and len(per) == n and all(finite(x) for x in per):
-        s = sorted(float(x) for x in per)
-        mid = len(s) // 2
-        b = s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+    per = [r.get(key) for r in rows] if isinstance(rows, list) else None
+    if not (isinstance(per, list) and per and all(finite(x) for x in per)):
+        return None
+    s = sorted(float(x) for x in per)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def _median_busy_ns(m: Mapping[str, Any], median: int, busy_share: float | None) -> int | None:
+    """The GPU's busy time in the median step (median of ``steps.per_step[].busy_ns`` when every step has it), else
+    ``busy_share`` x the median step; None when unknown."""
+    rows = lookup(m, "steps.per_step")
+    whole = isinstance(rows, list) and len(rows) == lookup(m, "steps.count")
+    b = _median_of_steps(m, "busy_ns") if whole else None
+    if b is not None:
         return int(round(min(b, median)))
     return int(round(busy_share * median)) if busy_share is not None else None
 
@@ -77,12 +87,9 @@ def _median_busy_ns(m: Mapping[str, Any], median: int, busy_share: float | None)
 def _median_collective_ns(m: Mapping[str, Any], median: int) -> int:
     """The median step's time only collectives cover (median of ``steps.per_step[].collective_ns``), else
     ``idle.collective_share`` x the median step; 0 when unknown (no collectives)."""
-    rows = lookup(m, "steps.per_step")
-    per = [r.get("collective_ns") for r in rows] if isinstance(rows, list) else None
-    if isinstance(per, list) and per and all(finite(x) for x in per):
-        s = sorted(float(x) for x in per)
-        mid = len(s) // 2
-        return int(round(min(s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2, median)))
+    c_ns = _median_of_steps(m, "collective_ns")
+    if c_ns is not None:
+        return int(round(min(c_ns, median)))
     c = lookup(m, "idle.collective_share")
     return int(round(float(c) * median)) if finite(c) else 0
 

@@ -82,24 +82,26 @@ def _headline_lines(head: dict[str, Any]) -> list[str]:
     return ["   headline: " + "; ".join(parts)]
 
 
-def _finding_lines(i: int, f: dict[str, Any]) -> list[str]:
-    """Finding ``i`` (from 1): its severity, title and saving, summary, caveat, evidence and fix."""
-    save = f" - {saving_text(f['saving'])}" if f.get("saving") else ""
-    lines = [f"   {i}. [{f['severity']}] {f['title']}{save}  (rule {f['id']})"]
+def _told(f: dict[str, Any], evidence: list[str] | None) -> list[str]:
+    """A finding's (run or job) summary, caveat and evidence lines; ``evidence``: its items in words, None for none."""
+    lines = []
     if f.get("summary"):
         lines.append(f"      {f['summary']}")
     if f.get("caveat"):
         lines.append(f"      caveat: {f['caveat']}")
+    if evidence is not None:
+        lines.append("      evidence: " + "; ".join(evidence))
+    return lines
+
+
+def _finding_lines(i: int, f: dict[str, Any]) -> list[str]:
+    """Finding ``i`` (from 1): its severity, title and saving, summary, caveat, evidence and fix."""
+    save = f" - {saving_text(f['saving'])}" if f.get("saving") else ""
+    lines = [f"   {i}. [{f['severity']}] {f['title']}{save}  (rule {f['id']})"]
     ev = f.get("evidence") or {}
-    if ev:
-        units, labels = EVIDENCE_UNITS.get(f["id"], {}), EVIDENCE_LABELS.get(f["id"], {})
-        lines.append(
-            "      evidence: "
-            + "; ".join(
-                f"{labels.get(k) or label_from_key(k)} {fmt(units.get(k) or unit_from_name(k), v)}"
-                for k, v in ev.items()
-            )
-        )
+    units, labels = EVIDENCE_UNITS.get(f["id"], {}), EVIDENCE_LABELS.get(f["id"], {})
+    items = [f"{labels.get(k) or label_from_key(k)} {fmt(units.get(k) or unit_from_name(k), v)}" for k, v in ev.items()]
+    lines += _told(f, items if ev else None)
     fix = f.get("fix") or {}
     if fix.get("text"):
         lines.append(f"      fix: {fix['text']}")
@@ -158,16 +160,9 @@ def render_job(job: dict[str, Any]) -> str:
         lines.append("   no job finding: no rank keeps the others waiting, communication is hidden")
     for i, f in enumerate(findings, start=1):
         lines.append(f"   {i}. {f['title']} ({fmt_share(f['value'])} of the job step)  (rule {f['id']})")
-        if f.get("summary"):
-            lines.append(f"      {f['summary']}")
-        if f.get("caveat"):
-            lines.append(f"      caveat: {f['caveat']}")
         ev = f.get("evidence") or {}
-        if ev:
-            lines.append(
-                "      evidence: "
-                + "; ".join(_job_evidence(k, v) for k, v in ev.items() if v is not None and not isinstance(v, list))
-            )
+        items = [_job_evidence(k, v) for k, v in ev.items() if v is not None and not isinstance(v, list)]
+        lines += _told(f, items if ev else None)
         if f.get("fix"):
             lines.append(f"      fix: {f['fix']}")
         wi = f.get("what_if")
