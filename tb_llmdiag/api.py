@@ -20,9 +20,9 @@ from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.ingest.discover_fs import discover_url
+from tb_llmdiag.ingest.files import NotRegularFile, file_refusal, open_regular
 from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.links import LinkOutside, outside
-from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
 from tb_llmdiag.ingest.saved_report import saved_report
 from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
@@ -261,7 +261,7 @@ def analyze_for_tab(
             progress(phase)
 
     nothing: dict[str, Any] = dict(timelines=[], steps={"steps": []}, traceview=None, rank_summary={"summary": None})
-    refusal = None if is_url(tf.path) else (outside(tf.path, tf.inside) or regular_file_error(tf.path))
+    refusal = None if is_url(tf.path) else (outside(tf.path, tf.inside) or file_refusal(tf.path))
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
     reason = writing(tf)  # it may have started growing again since it was queued

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from tb_llmdiag.errors import TraceFormatError
-from tb_llmdiag.ingest.source import not_regular, os_error_message
+from tb_llmdiag.ingest.files import not_regular, os_error_message
 from tb_llmdiag.model import Trace
 
 #: Files above this size are refused with a clear message rather than risking the machine's memory.

@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from tb_llmdiag.errors import NoTracesFound, RunNotFound, TraceFormatError
+from tb_llmdiag.ingest.files import problem as _problem
 from tb_llmdiag.ingest.links import follow_links, outside, within
-from tb_llmdiag.ingest.source import not_regular, os_error_message
 
 _TB_HANDLER = re.compile(r"^(.*?)(?:\.(\d+))?\.pt\.trace\.json(?:\.gz)?$")
 _JSON_NAME = re.compile(r"\.json(?:\.gz)?$")
@@ -109,21 +109,6 @@ def _stat(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_size, st.st_mtime_ns
-
-
-def _problem(path: str) -> str | None:
-    """Why ``path`` cannot be read as a trace (not a regular file, a symlink loop, unreadable), or None.
-    Checked before any open(): opening a FIFO would block."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        return os_error_message(exc)
-    what = not_regular(st.st_mode)
-    if what is not None:
-        return f"it is {what}, not a trace file"
-    if not os.access(path, os.R_OK):
-        return os_error_message(PermissionError(13, "permission denied"))
-    return None
 
 
 def _walk(root: str, inside: str, warnings: list[str]) -> Iterable[tuple[str, list[str]]]:

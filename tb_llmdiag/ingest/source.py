@@ -1,7 +1,7 @@
 """Opening a trace file safely and reading its (decompressed) bytes in bounded blocks.
 
-Only regular files are opened: a FIFO would block the reader forever, a device (/dev/zero) never ends,
-and each gets its own one-line message. Gzip is inflated block by block with a bound on the inflated
+Only regular files are opened (files.py): a FIFO would block the reader forever, a device (/dev/zero) never
+ends, and each gets its own one-line message. Gzip is inflated block by block with a bound on the inflated
 size checked while inflating, so a small compression bomb stops at the bound in a fraction of a second
 instead of filling memory.
 """
@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import errno
 import gzip
-import io
 import os
-import stat
 import types
 import zlib
 from collections.abc import Callable, Generator, Iterator
 
 from tb_llmdiag.errors import TraceFormatError
-from tb_llmdiag.ingest.links import check_opened
+from tb_llmdiag.ingest.files import open_trace
 
 _gzip: types.ModuleType
 _zlib: types.ModuleType
@@ -60,58 +57,6 @@ def release_free_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-_KIND_OF_MODE = (
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISDIR, "a directory"),
-)
-
-
-def not_regular(mode: int) -> str | None:
-    """What a file of this st_mode is when it is not a regular file ("a named pipe (FIFO)"...), else None."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((what for test, what in _KIND_OF_MODE if test(mode)), "not a regular file")
-
-
-def os_error_message(exc: OSError) -> str:
-    """One line for why a path cannot be opened."""
-    if exc.errno == errno.ELOOP:
-        return "a symlink loop (the link points back to itself)"
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied (the file is not readable by this user)"
-    if exc.errno == errno.ENOENT:
-        return "no such file"
-    return exc.strerror or str(exc)
-
-
-def open_regular(path: str, inside: str = "") -> io.BufferedReader:
-    """Open ``path`` for reading if it is a regular file (without blocking on a FIFO) whose real path lies in
-    ``inside`` (a logdir's real path; "" = anywhere: links.py).
-
-    Raises:
-        TraceFormatError: not a regular file, a symlink loop, unreadable, missing, outside ``inside``.
-    """
-    name = os.path.basename(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise TraceFormatError(f"cannot read {name}: {os_error_message(exc)}") from None
-    try:
-        what = not_regular(os.fstat(fd).st_mode)
-        if what is not None:
-            raise TraceFormatError(f"cannot read {name}: it is {what}, not a trace file")
-        check_opened(fd, path, inside)
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def share_read(size_bytes: int, gzipped: bool, inflated_bytes: int, raw_bytes: int, offset: int) -> float:
     """The share of a file of ``size_bytes`` read at decompressed ``offset``, when ``inflated_bytes`` (from
     ``raw_bytes`` compressed) have been handed out."""
@@ -138,8 +83,7 @@ class Source:
 
     def __init__(self, path: str, inside: str = "") -> None:
         self.path = path
-        self.raw = open_regular(path, inside)
-        self.size_bytes = os.fstat(self.raw.fileno()).st_size
+        self.raw, self.size_bytes = open_trace(path, inside)
         self.gzipped = self.raw.read(2) == b"\x1f\x8b"
         self.raw.seek(0)
         self.inflated_bytes = 0  # decompressed bytes handed out so far
@@ -229,8 +173,5 @@ __all__ = [
     "Source",
     "Truncated",
     "drain",
-    "not_regular",
-    "open_regular",
-    "os_error_message",
     "release_free_memory",
 ]

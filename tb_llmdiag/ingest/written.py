@@ -15,10 +15,11 @@ A file that is gone is not "being written" (the reader says it is gone).
 from __future__ import annotations
 
 import os
-import stat
 import time
 import zlib
 from functools import lru_cache
+
+from tb_llmdiag.ingest.files import not_regular
 
 #: A gzip file modified less than this long ago must show its end marker.
 RECENT_S = 30.0
@@ -59,8 +60,8 @@ def still_being_written(path: str, size_bytes: int, mtime_ns: int, *, now_ns: in
         st = os.stat(path)
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
-        return None  # a FIFO or device named like a trace is never opened here (ingest/raw.py refuses it)
+    if not_regular(st.st_mode):
+        return None  # a FIFO or device named like a trace is never opened here (files.py refuses it)
     if st.st_size != size_bytes:
         return f"still being written: it grew from {size_bytes:,} to {st.st_size:,} bytes while it was read"
     if st.st_mtime_ns != mtime_ns:

@@ -33,14 +33,13 @@ Extra columns (aligned with ``events``; ``*_id`` index into ``extra_names[col]``
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.errors import TraceFormatError
-from tb_llmdiag.ingest.source import open_regular
+from tb_llmdiag.ingest.files import open_trace
 from tb_llmdiag.ingest.validate import read_state_with
 from tb_llmdiag.ingest.xplane_base import (
     _DEVICE_PLANE,
@@ -244,11 +243,9 @@ def read_xplane(path: str, inside: str = "") -> Trace:
     Raises:
       TraceFormatError: the file is empty, truncated, or not an XSpace protobuf.
     """
-    try:
-        with open_regular(path, inside) as f:  # a FIFO or device is refused, never blocked on
-            data = f.read()
-    except OSError as e:
-        raise TraceFormatError(f"cannot read {os.path.basename(path)}: {e.strerror or e}") from e
+    f, _ = open_trace(path, inside)  # a FIFO or device is refused, never blocked on
+    with f:
+        data = f.read()
     return parse_xspace(data, path)
 
 
