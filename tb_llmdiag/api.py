@@ -69,7 +69,7 @@ __all__ = [
 #: Modules the engine imports on first use (so that TensorBoard starts without them); preload() lists
 #: them, and a test checks that analysing a trace imports nothing more of ours.
 _LAZY_MODULES = (
-    "tb_llmdiag.ingest.chrome_trace",
+    "tb_llmdiag.ingest.kineto.reader",
     "tb_llmdiag.ingest.xplane",
     "numpy.ma",  # numpy imports it on the first np.unique
 )

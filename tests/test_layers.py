@@ -39,7 +39,7 @@ def _module_name(path: Path) -> str:
 
 
 MODULES = {_module_name(p): p for p in PKG.rglob("*.py")}
-#: compiled extensions (ingest/_scan.c): modules too, importing nothing of ours
+#: compiled extensions (ingest/kineto/_scan.c): modules too, importing nothing of ours
 EXTENSIONS = {_module_name(p.with_suffix(".py")) for p in PKG.rglob("*.c")}
 
 
@@ -152,8 +152,8 @@ def test_the_graph_sees_function_level_and_relative_imports() -> None:
         "tb_llmdiag.findings",
     }
     # a compiled submodule is a module of its own, not an attribute of its package
-    assert _imports_in("tb_llmdiag.ingest.scan_ext", "from tb_llmdiag.ingest import _scan\n", is_pkg=False) == {
-        "tb_llmdiag.ingest._scan"
+    assert _imports_in("tb_llmdiag.ingest.kineto.scan_ext", "from tb_llmdiag.ingest.kineto import _scan\n", is_pkg=False) == {
+        "tb_llmdiag.ingest.kineto._scan"
     }
 
 

@@ -27,10 +27,11 @@ from hypothesis import strategies as st
 from test_scan import ROCM, TEST_DATA, assert_same_array, assert_same_trace, piece_lists, real_trace
 
 from tb_llmdiag import api
-from tb_llmdiag.ingest import chrome_trace as c
-from tb_llmdiag.ingest import kineto_columns as kc
-from tb_llmdiag.ingest import prefetch, read_ahead, row_worker, scan_ext, source
-from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitState, split_py
+from tb_llmdiag.ingest.kineto import reader as c
+from tb_llmdiag.ingest.kineto import columns as kc
+from tb_llmdiag.ingest import prefetch, source
+from tb_llmdiag.ingest.kineto import read_ahead, row_worker, scan_ext
+from tb_llmdiag.ingest.kineto.split import MAX_DEPTH, SplitState, split_py
 from tb_llmdiag.ingest.discover import discover
 from tb_llmdiag.model import EventTable
 
@@ -90,10 +91,10 @@ def read_both(path: Path | str, monkeypatch: pytest.MonkeyPatch, threads: list[s
     are gone after."""
     monkeypatch.setattr(source, "BLOCK_BYTES", SMALL_BLOCK)
     monkeypatch.setenv("LLMDIAG_READ_THREADS", "0")
-    inline = c.read_chrome_trace(str(path))
+    inline = c.read_kineto(str(path))
     assert not on_a_thread(threads) and not [t for t in threads if t.startswith(("llmdiag-read", "native", "cut"))]
     monkeypatch.setenv("LLMDIAG_READ_THREADS", "1")
-    threaded = c.read_chrome_trace(str(path))
+    threaded = c.read_kineto(str(path))
     if Path(path).read_bytes()[:2] == b"\x1f\x8b":
         assert on_a_thread(threads, "llmdiag-read") and not on_a_thread(threads, "native"), threads
     else:  # an uncompressed file is read and cut on the native thread
@@ -198,7 +199,7 @@ def test_an_error_on_the_thread_is_the_same_one_line_error(monkeypatch: pytest.M
     for value in ("0", "1"):
         monkeypatch.setenv("LLMDIAG_READ_THREADS", value)
         with pytest.raises(ValueError, match="^sorting failed: an odd column$"):
-            c.read_chrome_trace(str(tf.path))
+            c.read_kineto(str(tf.path))
         assert on_a_thread(threads) is (value == "1"), threads
         reports[value] = api.analyze_file(tf)
     assert reports["0"]["status"] == reports["1"]["status"] == "error"
@@ -226,7 +227,7 @@ def test_an_error_on_the_read_thread_is_the_same_one_line_error(monkeypatch: pyt
         monkeypatch.setenv("LLMDIAG_READ_THREADS", value)
         threads.clear()
         with pytest.raises(ValueError, match="^inflating failed: an odd block$"):
-            c.read_chrome_trace(str(tf.path))
+            c.read_kineto(str(tf.path))
         assert on_a_thread(threads, "llmdiag-read") is (value == "1"), threads
         assert no_thread_left()
         reports[value] = api.analyze_file(tf)

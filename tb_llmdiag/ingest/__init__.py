@@ -39,9 +39,9 @@ def load_trace(path: str, inside: str = "") -> Trace:
         from tb_llmdiag.ingest.xplane import read_xplane
 
         return read_xplane(path, inside)
-    from tb_llmdiag.ingest.chrome_trace import read_chrome_trace
+    from tb_llmdiag.ingest.kineto.reader import read_kineto
 
-    return read_chrome_trace(path, inside)
+    return read_kineto(path, inside)
 
 
 __all__ = ["load_trace"]

@@ -6,7 +6,7 @@ queue (a plain file's blocks live in DEPTH + 2 buffers used in turn), so memory 
 sees the same blocks, the same counters (``inflated_bytes``, ``raw_bytes`` and ``share`` as of the block
 it was last handed) and the same exceptions at the same point as with ``Source.blocks`` read inline.
 
-``LLMDIAG_READ_THREADS=0`` reads inline (chrome_trace.py), the same result (tests/test_row_worker.py).
+``LLMDIAG_READ_THREADS=0`` reads inline (kineto/reader.py), the same result (tests/test_row_worker.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reading an uncompressed trace ahead and cutting it into pieces on a native thread (_readahead.c).
 
-The depth scan that finds the boundaries between events (chrome_split.py) is a quarter of the time it takes to read
+The depth scan that finds the boundaries between events (split.py) is a quarter of the time it takes to read
 an uncompressed trace (0.41 of 1.7 s on the 1 GB bench trace). It needs no Python object, so the compiled
 extension runs it, with the reads, on a thread of its own that never takes the GIL: the reader's msgspec decode,
 which holds the GIL, goes on meanwhile. (A Python thread doing the same gained nothing: each of its reads and scans
@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tb_llmdiag.ingest import scan_ext, source
-from tb_llmdiag.ingest.chrome_split import SplitResult, SplitState
+from tb_llmdiag.ingest import source
+from tb_llmdiag.ingest.kineto import scan_ext
+from tb_llmdiag.ingest.kineto.split import SplitResult, SplitState
 from tb_llmdiag.ingest.prefetch import DEPTH
 from tb_llmdiag.ingest.source import Source, share_read
 
