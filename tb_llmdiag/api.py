@@ -70,7 +70,7 @@ __all__ = [
 #: them, and a test checks that analysing a trace imports nothing more of ours.
 _LAZY_MODULES = (
     "tb_llmdiag.ingest.kineto.reader",
-    "tb_llmdiag.ingest.xplane",
+    "tb_llmdiag.ingest.xplane.reader",
     "numpy.ma",  # numpy imports it on the first np.unique
 )
 

@@ -36,7 +36,7 @@ def load_trace(path: str, inside: str = "") -> Trace:
             "(set LLMDIAG_MAX_TRACE_BYTES to raise it, or profile fewer steps)"
         )
     if path.endswith(".pb"):
-        from tb_llmdiag.ingest.xplane import read_xplane
+        from tb_llmdiag.ingest.xplane.reader import read_xplane
 
         return read_xplane(path, inside)
     from tb_llmdiag.ingest.kineto.reader import read_kineto

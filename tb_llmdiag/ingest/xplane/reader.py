@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.files import open_trace
 from tb_llmdiag.ingest.validate import read_state_with
-from tb_llmdiag.ingest.xplane_base import (
+from tb_llmdiag.ingest.xplane.base import (
     _DEVICE_PLANE,
     _INT_COLUMNS,
     _PROGRAM_LABEL,
@@ -54,8 +54,8 @@ from tb_llmdiag.ingest.xplane_base import (
     _split_xspace,
     _stat_value,
 )
-from tb_llmdiag.ingest.xplane_lines import _add_line, _link_device_flows, _op_table
-from tb_llmdiag.ingest.xplane_schema import message_classes
+from tb_llmdiag.ingest.xplane.lines import _add_line, _link_device_flows, _op_table
+from tb_llmdiag.ingest.xplane.schema import message_classes
 from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, Trace, empty_events, kind_mask
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """XPlane lines -> rows: one device or host line's events into the builder's columns, and the flows
-that link device ops to their host launches (see xplane.py for the mapping)."""
+that link device ops to their host launches (see reader.py for the mapping)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.ingest.validate import check_event_count, screen_ns
-from tb_llmdiag.ingest.xplane_base import (
+from tb_llmdiag.ingest.xplane.base import (
     _COMPILE_OF_MODULE,
     _COMPILER_EVENT,
     _DERIVED_LINES,

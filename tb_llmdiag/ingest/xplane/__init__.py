@@ -1,0 +1,1 @@
+"""XSpace protobuf (``.xplane.pb``: torch_xla, JAX, TensorFlow profilers): ``reader.read_xplane`` is the reader."""
