@@ -34,12 +34,10 @@ from tb_llmdiag.ingest.kineto.graph_args import GraphArgs
 from tb_llmdiag.ingest.kineto.layout import KIND_OF_CATEGORY
 from tb_llmdiag.ingest.kineto.meta import extra_metadata
 from tb_llmdiag.ingest.kineto.read_ahead import ReadAhead, native_available
-from tb_llmdiag.ingest.kineto.row_worker import threads_wanted
 from tb_llmdiag.ingest.kineto.split import MAX_DEPTH, SplitResult, SplitState, events_start, split_with
 from tb_llmdiag.ingest.kineto.structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
 from tb_llmdiag.ingest.kineto.trace import _make_trace
-from tb_llmdiag.ingest.prefetch import Prefetch
-from tb_llmdiag.ingest.source import Source, Truncated, drain, release_free_memory
+from tb_llmdiag.ingest.source import Source, Truncated, drain, release_free_memory, threads_wanted
 from tb_llmdiag.ingest.validate import read_state_with
 from tb_llmdiag.model import DEVICE_KINDS, Trace, kind_mask
 
@@ -63,7 +61,7 @@ class _Stop(Exception):
         self.reason = reason
         self.invalid = invalid
 
-    def message(self, src: Source | Prefetch | ReadAhead) -> str:
+    def message(self, src: Source | ReadAhead) -> str:
         if not self.invalid:
             return self.reason
         return f"invalid JSON at byte {self.offset:,} ({src.share(self.offset):.0%}): {self.reason}"
@@ -116,11 +114,10 @@ class _Reader:
     consumed prefix is dropped, so the JSON text is never copied."""
 
     def __init__(self, path: str, inside: str = "") -> None:
-        src = Source(path, inside)
-        # read ahead on a thread unless LLMDIAG_READ_THREADS=0: a native one that also cuts an uncompressed file
-        # (read_ahead.py), else a Python one (prefetch.py)
+        src = Source(path, inside)  # a gzip stream is inflated ahead on a thread (source.py)
+        # an uncompressed file is read and cut ahead on a native thread unless LLMDIAG_READ_THREADS=0 (read_ahead.py)
         self.native: ReadAhead | None = ReadAhead(src) if threads_wanted() and native_available(src) else None
-        self.src: Source | Prefetch | ReadAhead = self.native or (Prefetch(src) if threads_wanted() else src)
+        self.src: Source | ReadAhead = self.native or src
         self.gzipped = src.gzipped
         self.cols = _Columns()
         self.warnings: list[str] = []
