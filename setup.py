@@ -14,7 +14,7 @@ setup(
     version="0.1.0",
     description="LLM Diag: why your LLM fine-tuning step is slow and what to change, from profiler traces (CLI + TensorBoard tab)",
     python_requires=">=3.10",
-    packages=["tb_llmdiag", "tb_llmdiag.cli", "tb_llmdiag.ingest", "tb_llmdiag.ingest.kineto", "tb_llmdiag.ingest.xplane",
+    packages=["tb_llmdiag", "tb_llmdiag.cli", "tb_llmdiag.ingest", "tb_llmdiag.ingest.kineto", "tb_llmdiag.ingest.xplane", "tb_llmdiag.ingest.discover",
               "tb_llmdiag.metrics", "tb_llmdiag.findings",
               "tb_llmdiag.render", "tb_llmdiag.tab", "tb_llmdiag.jobs", "tb_llmdiag.compare", "tb_llmdiag.scale",
               "tb_llmdiag.traceview", "tb_llmdiag.agent", "tb_llmdiag.frontend"],

@@ -18,8 +18,7 @@ from tb_llmdiag.errors import LlmDiagError, NoTracesFound, TraceFormatError
 from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS, RULES, diagnose
 from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.ingest.discover import Index, TraceFile
-from tb_llmdiag.ingest.discover_fs import discover_url
+from tb_llmdiag.ingest.discover import Index, TraceFile, discover_url
 from tb_llmdiag.ingest.files import NotRegularFile, file_refusal, open_regular
 from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.links import LinkOutside, outside

@@ -11,8 +11,8 @@ import zlib
 from typing import Any
 
 from tb_llmdiag.errors import NoTracesFound
-from tb_llmdiag.ingest import discover as local
-from tb_llmdiag.ingest.discover import Index, TraceFile
+from tb_llmdiag.ingest.discover import local
+from tb_llmdiag.ingest.discover.local import Index, TraceFile
 from tb_llmdiag.ingest.fs import filesystem, object_info, read_head, url_of
 
 
