@@ -30,6 +30,8 @@ _KIND_OF_MODE = (
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISDIR, "a directory"),
 )
+#: bytes of a file's start that content checks look at (``formats.py``: inflated when gzipped)
+HEAD_BYTES = 65536
 #: open() flags: never block on a FIFO, never become a controlling terminal, not inherited by children
 _OPEN_FLAGS = (
     os.O_RDONLY
@@ -126,4 +128,24 @@ def open_trace(path: str, inside: str = "") -> tuple[io.BufferedReader, int]:
         raise TraceFormatError(f"cannot read {os.path.basename(path)}: {os_error_message(exc)}") from None
 
 
-__all__ = ["NotRegularFile", "not_regular", "open_regular", "open_trace", "os_error_message", "problem", "file_refusal"]
+def read_head(path: str, limit: int = HEAD_BYTES) -> bytes:
+    """The first ``limit`` stored bytes of a regular file (``open_regular``); b"" when it cannot be read."""
+    try:
+        f, _ = open_regular(path)
+        with f:
+            return f.read(limit)
+    except (OSError, TraceFormatError):
+        return b""
+
+
+__all__ = [
+    "HEAD_BYTES",
+    "NotRegularFile",
+    "file_refusal",
+    "not_regular",
+    "open_regular",
+    "open_trace",
+    "os_error_message",
+    "problem",
+    "read_head",
+]

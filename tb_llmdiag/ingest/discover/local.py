@@ -1,114 +1,26 @@
-"""Find profiler traces under a logdir, the way users' stacks lay them out, without parsing them.
+"""Find profiler traces under a local logdir, the way users' stacks lay them out, without parsing them.
 
-Kineto traces are recognised by content (a ``"traceEvents"`` key, or Kineto's ``"schemaVersion"``
-header, near the start), so every layout works: ``tensorboard_trace_handler``
+Every format of ``formats.FORMATS`` is looked for in every folder (``common.traces_in``: a file's name says which
+formats it may be, its content which it is), so every layout works: ``tensorboard_trace_handler``
 (``<worker>.<ts>.pt.trace.json[.gz]``), accelerate ``profile_{rank}.json``, torchtitan
 ``iteration_N/rank{R}_trace.json``, NeMo ``device/rank-N.json`` (its ``host/rank-N.json`` is a Chakra
 graph and is rejected by content), Axolotl ``profiler_trace.json``, torchtune
 ``iteration_N/r{rank}-....pt.trace.json.gz``, Lightning's per-action files. XPlane captures are
 ``<run>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>[_<port>].xplane.pb``; XProf's cache files and the
 ``.trace.json.gz`` written beside an ``.xplane.pb`` are skipped (the ``.xplane.pb`` holds more).
-
-Naming: run = the folder relative to the logdir (the logdir's own name for files directly in it; for XPlane the folder
-holding ``plugins/``); worker = the file-name prefix (the host for XPlane); span = 1-based index of the
-file's timestamp within (run, worker), as torch-tb-profiler numbers them, or "default" without one
-(the capture-folder name for XPlane). Rank comes from ``distributedInfo.rank``, else from the name.
+Naming: ``common.py``. Only regular files are read (``files.problem``); links that leave the logdir: links.py.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
 
-from tb_llmdiag.errors import NoTracesFound, RunNotFound, TraceFormatError
-from tb_llmdiag.ingest.files import problem as _problem
+from tb_llmdiag.errors import NoTracesFound, TraceFormatError
+from tb_llmdiag.ingest.discover import common
+from tb_llmdiag.ingest.discover.common import Index, TraceFile
+from tb_llmdiag.ingest.files import problem, read_head
 from tb_llmdiag.ingest.links import follow_links, outside, within
-
-_TB_HANDLER = re.compile(r"^(.*?)(?:\.(\d+))?\.pt\.trace\.json(?:\.gz)?$")
-_JSON_NAME = re.compile(r"\.json(?:\.gz)?$")
-_XPLANE_NAME = re.compile(r"^(.*)\.xplane\.pb$")
-_RANK_FROM_NAME = (re.compile(r"rank[-_]?(\d+)"), re.compile(r"^r(\d+)-"), re.compile(r"profile_(\d+)\.json"))
-_DIST_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
-_SNIFF_BYTES = 65536
-
-
-@dataclass(frozen=True)
-class TraceFile:
-    """One trace file and the names it is shown under."""
-
-    run: str
-    worker: str
-    span: str
-    path: str
-    source_kind: str  # "kineto" | "xplane"
-    size_bytes: int
-    mtime_ns: int
-    rank: int | None = None
-    phase: str = "train"  # "validation" for Lightning validation_step files
-    version: str = ""  # objects (fsspec URLs): the ETag or mtime the tab's cache key includes
-    inside: str = ""  # the logdir's real path the file must stay in when opened (links.py); "" = anywhere
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.run, self.worker, self.span)
-
-
-@dataclass(frozen=True)
-class Index:
-    """What discovery found. Lookups by name only: request names never become paths."""
-
-    root: str
-    files: tuple[TraceFile, ...]
-    warnings: tuple[str, ...] = ()
-
-    def find(self, run: str, worker: str, span: str) -> TraceFile:
-        for f in self.files:
-            if f.key == (run, worker, span):
-                return f
-        raise RunNotFound(f"no trace for run={run!r} worker={worker!r} span={span!r}")
-
-
-def _head(path: str, limit: int = _SNIFF_BYTES) -> bytes:
-    """The first ``limit`` bytes of the (decompressed) file; b"" if unreadable."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(limit)
-        if raw[:2] == b"\x1f\x8b":
-            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, limit)
-        return raw
-    except (OSError, zlib.error):
-        return b""
-
-
-def is_kineto_head(head: bytes) -> bool:
-    """Content check on the start of a JSON file: a Chrome/Kineto trace, not a Chakra graph or other JSON."""
-    if b'"traceEvents"' in head:
-        return True
-    start = head.lstrip()[:1]
-    # Kineto writes schemaVersion/deviceProperties/distributedInfo before a possibly distant traceEvents
-    return start == b"{" and b'"schemaVersion"' in head and b'"nodes"' not in head
-
-
-def _rank(name: str, head: bytes) -> int | None:
-    m = _DIST_RANK.search(head)
-    if m:
-        return int(m.group(1))
-    for pattern in _RANK_FROM_NAME:
-        m2 = pattern.search(name)
-        if m2:
-            return int(m2.group(1))
-    return None
-
-
-def _stat(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_size, st.st_mtime_ns
 
 
 def _walk(root: str, inside: str, warnings: list[str]) -> Iterable[tuple[str, list[str]]]:
@@ -142,121 +54,25 @@ def _rel_run(root: str, folder: str) -> str:
     return rel.replace(os.sep, "/")
 
 
-def _kineto_entries(
-    root: str, folder: str, filenames: list[str], warnings: list[str], inside: str
-) -> list[tuple[TraceFile, str | None]]:
-    """(TraceFile with span left blank, timestamp) for every Kineto trace in one folder. A file named
-    like torch's trace handler writes (``*.pt.trace.json[.gz]``) is listed even when its content is not a
-    trace or it cannot be read, so its one-line error is reported; another ``.json`` file that cannot be
-    read or is not a regular file is named in ``warnings``."""
-    out: list[tuple[TraceFile, str | None]] = []
-    xplane_here = any(_XPLANE_NAME.match(n) for n in filenames)
-    for name in filenames:
-        if not _JSON_NAME.search(name):
-            continue
-        if xplane_here and name.endswith(".trace.json.gz"):
-            continue  # XProf's Chrome export beside the .xplane.pb: the .pb is read instead
+def _folder(root: str, folder: str, inside: str) -> common.Folder:
+    def see(name: str) -> common.Seen:
         path = os.path.join(folder, name)
-        by_name = name.endswith((".pt.trace.json", ".pt.trace.json.gz"))
         leaves = outside(path, inside)  # a link out of the logdir: listed by name, its target never read
-        problem = leaves or _problem(path)
-        st = (0, 0) if leaves else (_stat(path) or (0, 0))
-        if problem is not None and not by_name:
-            warnings.append(f"{os.path.relpath(path, root)} skipped: {problem}")
-            continue
-        elif st[0] == 0 and not by_name:
-            continue
-        head = _head(path) if problem is None else b""
-        if not by_name and not is_kineto_head(head):
-            continue
-        m = _TB_HANDLER.match(name)
-        if m:
-            worker, ts = m.group(1), m.group(2)
-        else:
-            worker, ts = _JSON_NAME.sub("", name), None
-        phase = "validation" if "validation_step" in worker else "train"
-        out.append(
-            (
-                TraceFile(
-                    run=_rel_run(root, folder),
-                    worker=worker,
-                    span="",
-                    path=os.path.abspath(path),
-                    source_kind="kineto",
-                    size_bytes=st[0],
-                    mtime_ns=st[1],
-                    rank=_rank(name, head),
-                    phase=phase,
-                    inside=inside,
-                ),
-                ts,
-            )
-        )
-    return out
+        if leaves is not None:
+            return common.Seen(problem=leaves)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return common.Seen(problem=problem(path))
+        return common.Seen(st.st_size, st.st_mtime_ns, problem=problem(path))
 
-
-def _xplane_entries(root: str, folder: str, filenames: list[str], inside: str) -> list[TraceFile]:
-    parts = folder.replace(os.sep, "/").rstrip("/").split("/")
-    if len(parts) < 3 or parts[-3:-1] != ["plugins", "profile"]:
-        return []
-    run_folder = os.path.dirname(os.path.dirname(os.path.dirname(folder)))
-    out = []
-    for name in filenames:
-        m = _XPLANE_NAME.match(name)
-        if not m:
-            continue
-        path = os.path.join(folder, name)
-        st = (0, 0) if outside(path, inside) else _stat(path)  # a link out: listed, refused when read
-        if st is None:
-            continue
-        out.append(
-            TraceFile(
-                run=_rel_run(root, run_folder),
-                worker=m.group(1),
-                span=parts[-1],
-                path=os.path.abspath(path),
-                source_kind="xplane",
-                size_bytes=st[0],
-                mtime_ns=st[1],
-                inside=inside,
-            )
-        )
-    return out
-
-
-def _number_spans(entries: list[tuple[TraceFile, str | None]]) -> list[TraceFile]:
-    """Spans per (run, worker): 1-based in numeric timestamp order; "default" without a timestamp."""
-    groups: dict[tuple[str, str], list[tuple[TraceFile, str | None]]] = {}
-    for tf, ts in entries:
-        groups.setdefault((tf.run, tf.worker), []).append((tf, ts))
-    out: list[TraceFile] = []
-    for items in groups.values():
-        stamped = sorted((e for e in items if e[1] is not None), key=lambda e: int(e[1] or 0))
-        for i, (tf, _) in enumerate(stamped, start=1):
-            out.append(replace(tf, span=str(i)))
-        unstamped = [tf for tf, ts in items if ts is None]
-        for j, tf in enumerate(unstamped):
-            out.append(replace(tf, span="default" if j == 0 else f"default-{j + 1}"))
-    return out
-
-
-def _duplicate_rank_warnings(files: list[TraceFile]) -> list[str]:
-    """Two files of one run (and one span number) that claim the same rank: e.g. torchtune <= 0.6.1's `r0` bug."""
-    seen: dict[tuple[str, str, int], TraceFile] = {}
-    warnings = []
-    for tf in files:
-        if tf.rank is None or tf.source_kind != "kineto":
-            continue
-        key = (tf.run, tf.phase, tf.rank)
-        other = seen.get(key)
-        if other is not None and (other.worker != tf.worker or other.span == tf.span):
-            warnings.append(
-                f"run {tf.run!r}: {os.path.basename(other.path)} and {os.path.basename(tf.path)} both claim "
-                f"rank {tf.rank}; rank labels may be wrong (torchtune <= 0.6.1 names every rank r0)"
-            )
-        else:
-            seen.setdefault(key, tf)
-    return warnings
+    return common.Folder(
+        path=folder.replace(os.sep, "/"),
+        see=see,
+        head=lambda name: read_head(os.path.join(folder, name)),
+        path_of=lambda name: os.path.abspath(os.path.join(folder, name)),
+        inside=inside,
+    )
 
 
 def discover(path: str) -> Index:
@@ -270,59 +86,33 @@ def discover(path: str) -> Index:
     if os.path.isdir(root):
         pass
     elif os.path.lexists(root):
-        problem = _problem(root)
-        if problem is not None and "no such file" not in problem:
-            raise TraceFormatError(f"{path}: {problem}")
-        if problem is None:
+        why = problem(root)
+        if why is not None and "no such file" not in why:
+            raise TraceFormatError(f"{path}: {why}")
+        if why is None:
             return _single_file(root)
         raise NoTracesFound(f"{path}: no such file or directory (a broken symlink)")
     else:
         raise NoTracesFound(f"{path}: no such file or directory")
-    kineto: list[tuple[TraceFile, str | None]] = []
-    xplane: list[TraceFile] = []
+    found: list[common.Found] = []
     warnings: list[str] = []
     inside = "" if follow_links() else os.path.realpath(root)  # links.py: files stay inside the logdir
     for folder, filenames in _walk(root, inside, warnings):
-        kineto.extend(_kineto_entries(root, folder, filenames, warnings, inside))
-        xplane.extend(_xplane_entries(root, folder, filenames, inside))
-    files = _number_spans(kineto) + xplane
-    files.sort(key=lambda f: (f.run, f.worker, _span_order(f.span)))
-    return Index(root=root, files=tuple(files), warnings=tuple(warnings + _duplicate_rank_warnings(files)))
-
-
-def _span_order(span: str) -> tuple[int, str]:
-    return (int(span), "") if span.isdigit() else (1 << 30, span)
+        got, skipped = common.traces_in(_folder(root, folder, inside), filenames, lambda f: _rel_run(root, f))
+        found.extend(got)
+        warnings.extend(f"{os.path.relpath(os.path.join(folder, n), root)} skipped: {why}" for n, why in skipped)
+    files = common.number_spans(found)
+    return Index(root=root, files=tuple(files), warnings=tuple(warnings + common.duplicate_rank_warnings(files)))
 
 
 def _single_file(path: str) -> Index:
     folder, name = os.path.split(path)
-    st = _stat(path)
-    if st is None:
-        raise NoTracesFound(f"{path}: cannot be read")
-    if _XPLANE_NAME.match(name):
-        m = _XPLANE_NAME.match(name)
-        tf = TraceFile(
-            run=os.path.basename(folder) or ".",
-            worker=m.group(1) if m else name,
-            span="default",
-            path=path,
-            source_kind="xplane",
-            size_bytes=st[0],
-            mtime_ns=st[1],
-        )
-        return Index(root=folder, files=(tf,))
-    m2 = _TB_HANDLER.match(name)
-    worker = m2.group(1) if m2 else _JSON_NAME.sub("", name)
-    head = _head(path)  # a regular file: discover() checked
-    # a file named explicitly is always tried: a wrong format gets its one-line error at load time
-    tf = TraceFile(
-        run=os.path.basename(folder) or ".",
-        worker=worker,
-        span="default",
-        path=path,
-        source_kind="kineto",
-        size_bytes=st[0],
-        mtime_ns=st[1],
-        rank=_rank(name, head),
-    )
-    return Index(root=folder, files=(tf,))
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise NoTracesFound(f"{path}: cannot be read") from None
+    seen = common.Seen(st.st_size, st.st_mtime_ns)
+    return Index(root=folder, files=(common.single(folder, name, seen, path, read_head(path)),))
+
+
+__all__ = ["Index", "TraceFile", "discover"]
