@@ -24,8 +24,6 @@ MAX_FUNCTION_LINES = 80
 #: them last); the list may only shrink, and a listed function that grows or is split fails until updated
 SPLIT_LATER = {
     "tb_llmdiag/findings/whatif.py:apply_in_sequence": 120,
-    "tb_llmdiag/ingest/xplane/reader.py:_finish": 89,
-    "tb_llmdiag/ingest/xplane/lines.py:_add_line": 99,
     "tb_llmdiag/render/text.py:render_run": 84,
 }
 
