@@ -20,6 +20,7 @@ from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover_url
 from tb_llmdiag.ingest.files import NotRegularFile, file_refusal, open_regular
+from tb_llmdiag.ingest.formats import READER_MODULES
 from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.links import LinkOutside, outside
 from tb_llmdiag.ingest.saved_report import saved_report
@@ -68,8 +69,7 @@ __all__ = [
 #: Modules the engine imports on first use (so that TensorBoard starts without them); preload() lists
 #: them, and a test checks that analysing a trace imports nothing more of ours.
 _LAZY_MODULES = (
-    "tb_llmdiag.ingest.kineto.reader",
-    "tb_llmdiag.ingest.xplane.reader",
+    *READER_MODULES,
     "numpy.ma",  # numpy imports it on the first np.unique
 )
 

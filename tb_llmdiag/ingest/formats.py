@@ -3,7 +3,7 @@ discoveries (local folders and fsspec URLs).
 
 A format registers, in its package's ``__init__`` (``kineto/``, ``xplane/``):
 - ``sniff(head) -> bool``: whether the file's first ``files.HEAD_BYTES`` (inflated when gzipped) are one of its files;
-- ``read(path, inside) -> Trace``: its reader;
+- ``read(path, inside) -> Trace``: its reader (``reader``: its module, imported on first use);
 - ``names`` (the file names its files may carry: the only ones discovery looks at) and ``claims`` (names listed even
   when unreadable or not recognised, so that the reader says why), ``place(folder, name)`` (run folder, worker,
   timestamp or span: the names a file is shown under), ``rank`` (from its name and head) and ``shadows`` (files its
@@ -36,14 +36,27 @@ class Format:
     names: re.Pattern[str]
     claims: re.Pattern[str]
     place: Callable[[list[str] | None, str], Place | None]
+    reader: str  # the reader's module, imported on first use
     rank: Callable[[str, bytes], int | None] | None = None  # None: files of the format carry no rank
     shadows: re.Pattern[str] | None = None
 
 
 FORMATS: tuple[Format, ...] = (
-    Format("kineto", kineto.sniff, kineto.read, kineto.NAMES, kineto.CLAIMS, kineto.place, kineto.rank),
-    Format("xplane", xplane.sniff, xplane.read, xplane.NAMES, xplane.CLAIMS, xplane.place, shadows=xplane.SHADOWS),
+    Format("kineto", kineto.sniff, kineto.read, kineto.NAMES, kineto.CLAIMS, kineto.place, kineto.READER, kineto.rank),
+    Format(
+        "xplane",
+        xplane.sniff,
+        xplane.read,
+        xplane.NAMES,
+        xplane.CLAIMS,
+        xplane.place,
+        xplane.READER,
+        None,
+        xplane.SHADOWS,
+    ),
 )
+#: the readers' modules, which the engine imports on first use (``api.preload``)
+READER_MODULES = tuple(fmt.reader for fmt in FORMATS)
 
 
 def inflated(head: bytes, limit: int) -> bytes:
@@ -67,4 +80,4 @@ def format_of(name: str, head: bytes) -> Format:
     return recognised(head) or next((fmt for fmt in FORMATS if fmt.names.search(name)), FORMATS[0])
 
 
-__all__ = ["FORMATS", "Format", "Place", "format_of", "inflated", "recognised"]
+__all__ = ["FORMATS", "READER_MODULES", "Format", "Place", "format_of", "inflated", "recognised"]

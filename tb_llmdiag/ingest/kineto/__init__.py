@@ -54,6 +54,10 @@ def rank(name: str, head: bytes) -> int | None:
     return None
 
 
+#: the reader's module, imported on first use (``api.preload`` imports it ahead, through ``formats.READER_MODULES``)
+READER = "tb_llmdiag.ingest.kineto.reader"
+
+
 def read(path: str, inside: str = "") -> Trace:
     """``reader.read_kineto``."""
     from tb_llmdiag.ingest.kineto.reader import read_kineto
@@ -61,4 +65,4 @@ def read(path: str, inside: str = "") -> Trace:
     return read_kineto(path, inside)
 
 
-__all__ = ["CLAIMS", "NAMES", "place", "rank", "read", "sniff"]
+__all__ = ["CLAIMS", "NAMES", "READER", "place", "rank", "read", "sniff"]

@@ -80,6 +80,10 @@ def place(folder: list[str] | None, name: str) -> tuple[list[str] | None, str, s
     return folder[:-3], m.group(1), None, folder[-1]
 
 
+#: the reader's module, imported on first use (``api.preload`` imports it ahead, through ``formats.READER_MODULES``)
+READER = "tb_llmdiag.ingest.xplane.reader"
+
+
 def read(path: str, inside: str = "") -> Trace:
     """``reader.read_xplane``."""
     from tb_llmdiag.ingest.xplane.reader import read_xplane
@@ -87,4 +91,4 @@ def read(path: str, inside: str = "") -> Trace:
     return read_xplane(path, inside)
 
 
-__all__ = ["CLAIMS", "NAMES", "SHADOWS", "place", "read", "sniff"]
+__all__ = ["CLAIMS", "NAMES", "READER", "SHADOWS", "place", "read", "sniff"]
