@@ -19,7 +19,8 @@ import time
 import zlib
 from functools import lru_cache
 
-from tb_llmdiag.ingest.files import not_regular
+from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.ingest.files import not_regular, open_regular
 
 #: A gzip file modified less than this long ago must show its end marker.
 RECENT_S = 30.0
@@ -34,7 +35,8 @@ def gzip_has_end(path: str, size_bytes: int, mtime_ns: int) -> bool:
     Output is bounded per block and dropped (the reader does the real read)."""
     budget = max(64 * size_bytes, 64 << 20)  # inflated bytes: a bomb is the reader's to refuse, not ours
     try:
-        with open(path, "rb") as f:
+        f, _ = open_regular(path)  # a FIFO swapped in since the stat is refused, never blocked on (files.py)
+        with f:
             z = zlib.decompressobj(16 + zlib.MAX_WBITS)
             while not z.eof:
                 block = f.read(_BLOCK)
@@ -46,8 +48,8 @@ def gzip_has_end(path: str, size_bytes: int, mtime_ns: int) -> bool:
                 if budget <= 0:
                     return True  # too much to tell cheaply: not "being written" (growth between scans still is)
             return True
-    except (OSError, zlib.error):
-        return True  # unreadable or corrupt, not growing: the reader says what is wrong
+    except (OSError, zlib.error, TraceFormatError):
+        return True  # unreadable, not a regular file or corrupt, not growing: the reader says what is wrong
 
 
 def _age_s(mtime_ns: int, now_ns: int | None) -> float:
