@@ -1,4 +1,4 @@
-"""The reader's second pass for NCCL args (ingest/comm_args.py; Kineto reader: Trace.extra) against
+"""The reader's second pass for NCCL args (ingest/kineto/comm_args.py; Kineto reader: Trace.extra) against
 tests/jobs/nccl_args.py, which reads the same args with plain json and shares nothing with it; and on
 hand-written args objects."""
 

@@ -130,7 +130,7 @@ class _Reader:
         self.closed = -1  # buf index of the ']' closing the events array, once seen
         self.exact_ts: bool | None = None  # decided from the first timestamp seen
         self.events_end = 0  # absolute offset just past the last event read
-        self.comm = CommArgs()  # NCCL args of kernel rows, for the jobs analysis (ingest/comm_args.py)
+        self.comm = CommArgs()  # NCCL args of kernel rows, for the jobs analysis (comm_args.py)
         self.graph = GraphArgs()  # CUDA graph ids of replayed kernels (ingest/graph_args.py)
         self.meta: dict[str, Any] = {}  # top-level fields beyond the envelope's (meta.py)
         self.counters = CounterArgs()  # hardware counters: CUPTI profiler ranges, counter tracks (counter_args.py)
