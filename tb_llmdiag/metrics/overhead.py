@@ -2,7 +2,7 @@
 
 Definitions (per step: the median over the profiled steps; P = ``steps.median_ns``, the profiled median step):
 - ``unprofiled_step_ns``: the median of the unprofiled step times a capture helper wrote into the trace's metadata
-  (``tb_llmdiag.capture`` times the steps it does not profile; ``ingest/kineto_meta.py`` reads them), else null.
+  (``tb_llmdiag.capture`` times the steps it does not profile; ``ingest/kineto/meta.py`` reads them), else null.
 - With it (``overhead_basis`` = ``unprofiled_steps``): ``profiler_overhead_ns`` = max(0, P - unprofiled step) and
   ``profiler_overhead_share`` = that / P: measured, not modelled.
 - Without it (``overhead_basis`` = ``model``): the profiler's cost is what recording costs on the host, per step:
