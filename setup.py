@@ -1,11 +1,11 @@
 from setuptools import Extension, setup
 
-# The reader's one-pass scanner in C (tb_llmdiag/ingest/_scan.c): ~3x faster reading of big traces.
+# The reader's one-pass scanner in C (tb_llmdiag/ingest/kineto/_scan.c): ~3x faster reading of big traces.
 # Optional: without a C compiler the install still succeeds and the reader uses its Python path.
 SCAN = Extension(
-    "tb_llmdiag.ingest._scan",
-    ["tb_llmdiag/ingest/_scan.c", "tb_llmdiag/ingest/_rows.c", "tb_llmdiag/ingest/_readahead.c"],
-    depends=["tb_llmdiag/ingest/_scan.h"],
+    "tb_llmdiag.ingest.kineto._scan",
+    ["tb_llmdiag/ingest/kineto/_scan.c", "tb_llmdiag/ingest/kineto/_rows.c", "tb_llmdiag/ingest/kineto/_readahead.c"],
+    depends=["tb_llmdiag/ingest/kineto/_scan.h"],
     optional=True,
 )
 
@@ -14,7 +14,8 @@ setup(
     version="0.1.0",
     description="LLM Diag: why your LLM fine-tuning step is slow and what to change, from profiler traces (CLI + TensorBoard tab)",
     python_requires=">=3.10",
-    packages=["tb_llmdiag", "tb_llmdiag.cli", "tb_llmdiag.ingest", "tb_llmdiag.metrics", "tb_llmdiag.findings",
+    packages=["tb_llmdiag", "tb_llmdiag.cli", "tb_llmdiag.ingest", "tb_llmdiag.ingest.kineto", "tb_llmdiag.ingest.xplane", "tb_llmdiag.ingest.discover",
+              "tb_llmdiag.metrics", "tb_llmdiag.findings",
               "tb_llmdiag.render", "tb_llmdiag.tab", "tb_llmdiag.jobs", "tb_llmdiag.compare", "tb_llmdiag.scale",
               "tb_llmdiag.traceview", "tb_llmdiag.agent", "tb_llmdiag.frontend"],
     package_dir={"tb_llmdiag.frontend": "frontend"},

@@ -32,7 +32,8 @@ DEFAULT_TRACE = REPO / "bench" / "traces" / "lora_qwen1.5b_6steps.pt.trace.json.
 _JOBS = {
     "floor_whole": """
 import gc, time, msgspec
-from tb_llmdiag.ingest import kineto_structs as ks, source
+from tb_llmdiag.ingest.kineto import structs as ks
+from tb_llmdiag.ingest import source
 gc.disable()
 t, c0 = time.perf_counter(), time.process_time()
 raw = open(PATH, "rb").read()
@@ -44,8 +45,8 @@ RESULT = {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time()
 """,
     "floor_pieces": """
 import gc, time
-from tb_llmdiag.ingest import kineto_structs as ks, scan_ext
-from tb_llmdiag.ingest.chrome_split import SplitState, find_array_start, split_with
+from tb_llmdiag.ingest.kineto import structs as ks, scan_ext
+from tb_llmdiag.ingest.kineto.split import SplitState, find_array_start, split_with
 from tb_llmdiag.ingest.source import Source
 gc.disable()
 t, c0 = time.perf_counter(), time.process_time()

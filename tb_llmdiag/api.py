@@ -18,11 +18,11 @@ from tb_llmdiag.errors import LlmDiagError, NoTracesFound, TraceFormatError
 from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS, RULES, diagnose
 from tb_llmdiag.ingest import discover as discover_local
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.ingest.discover import Index, TraceFile
-from tb_llmdiag.ingest.discover_fs import discover_url
+from tb_llmdiag.ingest.discover import Index, TraceFile, discover_url
+from tb_llmdiag.ingest.files import NotRegularFile, file_refusal, open_regular
+from tb_llmdiag.ingest.formats import READER_MODULES
 from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
 from tb_llmdiag.ingest.links import LinkOutside, outside
-from tb_llmdiag.ingest.raw import NotRegularFile, open_regular, regular_file_error
 from tb_llmdiag.ingest.saved_report import saved_report
 from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
@@ -69,8 +69,7 @@ __all__ = [
 #: Modules the engine imports on first use (so that TensorBoard starts without them); preload() lists
 #: them, and a test checks that analysing a trace imports nothing more of ours.
 _LAZY_MODULES = (
-    "tb_llmdiag.ingest.chrome_trace",
-    "tb_llmdiag.ingest.xplane",
+    *READER_MODULES,
     "numpy.ma",  # numpy imports it on the first np.unique
 )
 
@@ -261,7 +260,7 @@ def analyze_for_tab(
             progress(phase)
 
     nothing: dict[str, Any] = dict(timelines=[], steps={"steps": []}, traceview=None, rank_summary={"summary": None})
-    refusal = None if is_url(tf.path) else (outside(tf.path, tf.inside) or regular_file_error(tf.path))
+    refusal = None if is_url(tf.path) else (outside(tf.path, tf.inside) or file_refusal(tf.path))
     if refusal is not None:
         return {"report": error_report(tf, refusal), **nothing}
     reason = writing(tf)  # it may have started growing again since it was queued

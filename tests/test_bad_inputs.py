@@ -359,7 +359,7 @@ def test_unreadable_trace_given_directly_and_in_a_logdir(tmp_path, capsys) -> No
 def test_unreadable_trace_as_root_too(tmp_path, capsys, monkeypatch) -> None:
     """The same messages where the test runs as root (which reads chmod-000 files): the OS refusal is
     simulated where the readers ask for it."""
-    from tb_llmdiag.ingest import discover as discover_mod, source
+    from tb_llmdiag.ingest import files
 
     real_open = os.open
 
@@ -370,11 +370,11 @@ def test_unreadable_trace_as_root_too(tmp_path, capsys, monkeypatch) -> None:
 
     (tmp_path / "r").mkdir()
     p = put(tmp_path / "r", TEXT)
-    monkeypatch.setattr(source.os, "open", refuse)
+    monkeypatch.setattr(files.os, "open", refuse)
     code, _, err = run(capsys, p)
     assert code == 4
     assert err.strip().endswith("cannot read w.1.pt.trace.json: permission denied (the file is not readable by this user)")
-    monkeypatch.setattr(discover_mod.os, "access", lambda path, mode: not str(path).endswith(".pt.trace.json"))
+    monkeypatch.setattr(files.os, "access", lambda path, mode: not str(path).endswith(".pt.trace.json"))
     code, _, err = run(capsys, tmp_path)
     assert code == 4 and "permission denied" in err  # listed, not skipped silently
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.ingest.chrome_trace import read_chrome_trace
+from tb_llmdiag.ingest.kineto.reader import read_kineto
 from tb_llmdiag.metrics import analyze
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.model import Kind
@@ -100,7 +100,7 @@ def independent(path: Path) -> dict:
 def test_summary_matches_independent_computation(rel_path: str) -> None:
     path = shared_trace(rel_path)
     expected = independent(path)
-    trace = read_chrome_trace(str(path))
+    trace = read_kineto(str(path))
     analysis = analyze(trace)
     summary = summarize(analysis.context)
     got_steps = [(s["index"], s["start_ns"], s["host_end_ns"], s["end_ns"])
@@ -126,7 +126,7 @@ def test_every_shared_kineto_trace_loads_or_fails_clearly() -> None:
 
 
 def test_2021_format_maps_categories_and_memory() -> None:
-    trace = read_chrome_trace(str(shared_trace(REAL[0])))
+    trace = read_kineto(str(shared_trace(REAL[0])))
     counts = np.bincount(trace.events.kind, minlength=len(Kind))
     assert counts[Kind.KERNEL] == 8772 and counts[Kind.RUNTIME] == 11923 and counts[Kind.MEMCPY] == 12
     assert counts[Kind.STEP] == 6 and counts[Kind.MEMSET] == 312
@@ -138,11 +138,11 @@ def test_2021_format_maps_categories_and_memory() -> None:
 
 
 def test_rocm_string_streams_and_triton_driver_launch() -> None:
-    amd = read_chrome_trace(str(shared_trace(REAL[3])))
+    amd = read_kineto(str(shared_trace(REAL[3])))
     assert amd.devices[0].name.startswith("AMD") or "MI" in amd.devices[0].name
     runtime = amd.events.of_kind(Kind.RUNTIME)
     assert any(n.startswith("hip") for n in runtime.names[: len(runtime.names)])
-    tri = read_chrome_trace(str(shared_trace(REAL[4])))
+    tri = read_kineto(str(shared_trace(REAL[4])))
     drv = tri.events.of_kind(Kind.DRIVER)
     assert [drv.name_of(i) for i in range(len(drv))] == ["cuLaunchKernel"]
     kern = tri.events.of_kind(Kind.KERNEL)
@@ -151,7 +151,7 @@ def test_rocm_string_streams_and_triton_driver_launch() -> None:
 
 def test_distributed_info_and_input_shapes() -> None:
     path = shared_trace(REAL[1])
-    trace = read_chrome_trace(str(path))
+    trace = read_kineto(str(path))
     assert (trace.distributed.rank, trace.distributed.world_size, trace.distributed.backend) == (0, 16, "nccl")
     # Input Dims are kept for the ops analyses read (model.SHAPE_OPS) and dropped for the others
     doc = json.loads(gzip.open(path).read())
@@ -165,7 +165,7 @@ def test_distributed_info_and_input_shapes() -> None:
 
 
 def test_cpu_only_trace_has_no_device_events() -> None:
-    trace = read_chrome_trace(str(shared_trace("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")))
+    trace = read_kineto(str(shared_trace("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")))
     summary = summarize(analyze(trace).context)
     assert summary["counts"]["kernels"] == 0 and summary["device_busy_ns"] == 0
     assert summary["distributed"]["rank"] == 34
@@ -188,7 +188,7 @@ def test_small_inline_trace_values() -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
-        trace = read_chrome_trace(_write(Path(d), "t.json", SMALL))
+        trace = read_kineto(_write(Path(d), "t.json", SMALL))
     ev = trace.events
     assert ev.ts_ns.tolist() == [500, 1000] and ev.dur_ns.tolist() == [2000, 3250]
     assert ev.kind.tolist() == [Kind.CPU_OP, Kind.KERNEL]
@@ -214,7 +214,7 @@ def test_bad_input_gives_one_line_error(tmp_path: Path, data: bytes, message: st
 def test_truncated_kineto_file_keeps_the_events_before_the_cut(tmp_path: Path) -> None:
     raw = gzip.open(shared_trace(REAL[1])).read()
     cut = raw[: len(raw) // 2]
-    trace = read_chrome_trace(_write(tmp_path, "half.json", cut))
+    trace = read_kineto(_write(tmp_path, "half.json", cut))
     assert 0 < len(trace.events) < 67216
     assert any("truncated" in w for w in trace.warnings)
 
@@ -236,7 +236,7 @@ def test_any_truncation_or_garbage_is_a_trace_or_a_format_error(cut: int, junk: 
 
 
 def _trace_of(tmp_path: Path, events: list[dict]) -> object:
-    return read_chrome_trace(_write(tmp_path, "t.json", json.dumps({"traceEvents": events}).encode()))
+    return read_kineto(_write(tmp_path, "t.json", json.dumps({"traceEvents": events}).encode()))
 
 
 def test_ids_beyond_int64_are_interned_not_a_crash(tmp_path: Path) -> None:
@@ -257,7 +257,7 @@ def test_ids_beyond_int64_are_interned_not_a_crash(tmp_path: Path) -> None:
 def test_numbers_too_big_for_a_float_are_unusable_timestamps(tmp_path: Path) -> None:
     data = (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2}, '
             b'{"ph": "X", "cat": "cpu_op", "name": "b", "ts": 1' + b"0" * 400 + b', "dur": 1}]}')
-    trace = read_chrome_trace(_write(tmp_path, "t.json", data))
+    trace = read_kineto(_write(tmp_path, "t.json", data))
     assert trace.events.names[trace.events.name_id[0]] == "a" and len(trace.events) == 1
     assert any("without a usable timestamp" in w for w in trace.warnings)
 
@@ -269,7 +269,7 @@ def test_epoch_timestamps_with_a_missing_or_odd_ts(tmp_path: Path) -> None:
     ]
     text = ", ".join('{"ph": "X", "cat": "cpu_op", "name": "%s", %s"dur": 1}' % (n, "" if t is None else f'"ts": {t}, ')
                      for n, t in events)
-    trace = read_chrome_trace(_write(tmp_path, "t.json", ('{"traceEvents": [%s]}' % text).encode()))
+    trace = read_kineto(_write(tmp_path, "t.json", ('{"traceEvents": [%s]}' % text).encode()))
     ev = trace.events
     assert [ev.names[i] for i in ev.name_id] == ["a", "e", "f"]
     assert ev.ts_ns.tolist() == [500, 2000, 3251] and trace.origin_ns == base * 1000
@@ -282,7 +282,7 @@ def test_negative_exact_timestamps_keep_the_sign_of_their_decimals(tmp_path: Pat
     stamps = [f"-{base}.5", f"-{base + 3}.25"] + (['"x"'] if odd else [])
     text = ", ".join('{"ph": "X", "cat": "cpu_op", "name": "e%d", "ts": %s, "dur": 1}' % (i, t)
                      for i, t in enumerate(stamps))
-    trace = read_chrome_trace(_write(tmp_path, "t.json", ('{"traceEvents": [%s]}' % text).encode()))
+    trace = read_kineto(_write(tmp_path, "t.json", ('{"traceEvents": [%s]}' % text).encode()))
     ev = trace.events
     assert [ev.names[i] for i in ev.name_id] == ["e1", "e0"]
     assert trace.origin_ns == (-base - 4) * 1000  # the whole us at or before -(base + 3.25)

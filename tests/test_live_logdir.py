@@ -122,3 +122,23 @@ def test_still_being_written_reasons(tmp_path: Path) -> None:
     st = z.stat()
     assert "no end marker" in still_being_written(str(z), st.st_size, st.st_mtime_ns)
     assert still_being_written(str(z), st.st_size, st.st_mtime_ns, now_ns=st.st_mtime_ns + int((RECENT_S + 1) * 1e9)) is None
+
+
+def test_the_end_marker_check_never_blocks_on_a_fifo(tmp_path: Path) -> None:
+    # GIVEN a FIFO where a recent gzip trace was when discovery looked (swapped in between the stat and the open)
+    import threading
+
+    import pytest
+
+    from tb_llmdiag.ingest.written import gzip_has_end
+
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    fifo = tmp_path / "w.1.pt.trace.json.gz"
+    os.mkfifo(fifo)
+    out: list[bool] = []
+    t = threading.Thread(target=lambda: out.append(gzip_has_end(str(fifo), 10, 1)), daemon=True)
+    t.start()
+    t.join(5)
+    # THEN the check answers at once (the file is opened through ingest/files.py, O_NONBLOCK and fstat): not growing
+    assert out == [True]

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tb_llmdiag.errors import TraceFormatError
-from tb_llmdiag.ingest import chrome_trace, scan_ext
-from tb_llmdiag.ingest.chrome_split import SplitState, split_py, split_with
-from tb_llmdiag.ingest.chrome_trace import read_chrome_trace
+from tb_llmdiag.ingest.kineto import reader, scan_ext
+from tb_llmdiag.ingest.kineto.split import SplitState, split_py, split_with
+from tb_llmdiag.ingest.kineto.reader import read_kineto
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -66,7 +66,7 @@ def test_every_layout_gives_the_same_columns(tmp_path_factory, events: list[dict
     tmp = tmp_path_factory.mktemp("layout")
     results = []
     for i, data in enumerate(layouts(events, random.Random(seed))):
-        trace = read_chrome_trace(write(tmp, data, f"{i}.json"))
+        trace = read_kineto(write(tmp, data, f"{i}.json"))
         assert trace.read_state["complete"] is True
         results.append(columns(trace))
     assert all(r == results[0] for r in results)
@@ -85,7 +85,7 @@ def test_a_cut_document_is_never_complete(tmp_path_factory, events: list[dict], 
         return
     path = write(tmp_path_factory.mktemp("cut"), data[:cut])
     try:
-        trace = read_chrome_trace(path)
+        trace = read_kineto(path)
     except TraceFormatError:
         return
     assert trace.read_state["complete"] is False
@@ -106,7 +106,7 @@ def test_a_fault_is_reported_at_its_offset(tmp_path_factory, events: list[dict],
     # after an event, "]" follows a trailing comma: an error at the "]" itself
     at = len(head) + (3 if token == b"]" and k == 0 else 0)
     try:
-        trace = read_chrome_trace(path)
+        trace = read_kineto(path)
     except TraceFormatError as exc:
         assert k == 0 and f"at byte {at:,}" in str(exc), str(exc)
         return
@@ -120,7 +120,7 @@ def test_a_fault_is_reported_at_its_offset(tmp_path_factory, events: list[dict],
 def test_any_bytes_give_a_trace_or_a_one_line_error(tmp_path_factory, data: bytes) -> None:
     path = write(tmp_path_factory.mktemp("junk"), b'{"traceEvents": [' + data)
     try:
-        trace = read_chrome_trace(path)
+        trace = read_kineto(path)
     except TraceFormatError as exc:
         assert "\n" not in str(exc)
         return
@@ -156,7 +156,7 @@ def test_impossible_shapes_and_memory_samples_are_rejected(tmp_path: Path) -> No
         {"ph": "i", "name": "[memory]", "ts": 4, "args": {"Device Type": 1, "Device Id": 0, "Bytes": 10,
                                                          "Total Allocated": 100, "Total Reserved": 5000}},
     ]}
-    trace = read_chrome_trace(write(tmp_path, json.dumps(doc).encode()))
+    trace = read_kineto(write(tmp_path, json.dumps(doc).encode()))
     ev = trace.events
     assert [json.loads(ev.shapes[i]) if i >= 0 else None for i in ev.shape_id] == [None, [[4, 8], [8, 16]]]
     assert trace.memory.total_reserved_bytes.tolist() == [200]
@@ -173,7 +173,7 @@ def test_reader_paths_agree_on_a_faulty_file(tmp_path: Path, monkeypatch: pytest
         monkeypatch.setattr(scan_ext, "ext", None)
     elif scan_ext.ext is None:
         pytest.skip("the C scanner is not built")
-    trace = chrome_trace.read_chrome_trace(write(tmp_path, data))
+    trace = reader.read_kineto(write(tmp_path, data))
     at = data.index(b"NaN")
     assert trace.read_state["reason"] == f"invalid JSON at byte {at:,} ({at / len(data):.0%}): NaN is not JSON"
     assert len(trace.events.ts_ns) == 20

@@ -1,4 +1,4 @@
-"""The compiled scanner (tb_llmdiag/ingest/_scan.c) against the pure-Python one, ``_Columns.scan_py``.
+"""The compiled scanner (tb_llmdiag/ingest/kineto/_scan.c) against the pure-Python one, ``_Columns.scan_py``.
 
 ``_Columns.scan`` must give the same ``_Scan`` as ``scan_py`` for any decoded piece: every column
 (values, NaNs and dtypes), the same row events, and the same names, shapes and string ids interned
@@ -25,10 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tb_llmdiag.ingest import chrome_trace as c
-from tb_llmdiag.ingest import kineto_columns as kc
-from tb_llmdiag.ingest import kineto_structs as ks
-from tb_llmdiag.ingest import scan_ext as ext_mod
+from tb_llmdiag.ingest.kineto import reader as c
+from tb_llmdiag.ingest.kineto import columns as kc
+from tb_llmdiag.ingest.kineto import structs as ks
+from tb_llmdiag.ingest.kineto import scan_ext as ext_mod
 from tb_llmdiag.model import EventTable, MemoryTable
 
 from tracepaths import TEST_DATA, shared_trace
@@ -51,9 +51,9 @@ def require_scan_ext() -> None:
     if ext_mod.ext is not None:
         return
     if os.environ.get("LLMDIAG_REQUIRE_SCAN_EXT") == "1":
-        pytest.fail("LLMDIAG_REQUIRE_SCAN_EXT=1 but the C scanner tb_llmdiag.ingest._scan is not built "
+        pytest.fail("LLMDIAG_REQUIRE_SCAN_EXT=1 but the C scanner tb_llmdiag.ingest.kineto._scan is not built "
                     "(build it: pip install -e . or python setup.py build_ext --inplace)")
-    pytest.skip("the C scanner tb_llmdiag.ingest._scan is not built")
+    pytest.skip("the C scanner tb_llmdiag.ingest.kineto._scan is not built")
 
 
 @pytest.fixture
@@ -263,9 +263,9 @@ def test_reader_same_without_extension(param: str, scan_ext: None, monkeypatch: 
     path = real_trace(param)
     if path.is_dir():
         (path,) = path.glob("*.pt.trace.json.gz")
-    fast = c.read_chrome_trace(str(path))
+    fast = c.read_kineto(str(path))
     monkeypatch.setattr(ext_mod, "ext", None)
-    slow = c.read_chrome_trace(str(path))
+    slow = c.read_kineto(str(path))
     assert len(fast.events.ts_ns) > 0
     assert_same_trace(fast, slow)
 

@@ -195,9 +195,10 @@ def test_fifo_device_and_symlink_loop_are_refused_in_every_route_without_blockin
     os.symlink("/dev/zero", dev)
     files = {"fifo": fifo, "loop": loop, "dev": dev}
     p = make_plugin(logdir, tmp_path / "cache", discover=lambda path: _index_of(logdir, files))
-    expect = {"fifo": "fifo.pt.trace.json is a FIFO (named pipe), not a trace file; only regular files are read",
-              "loop": "loop.pt.trace.json is a symlink loop, not a trace file",
-              "dev": "dev.pt.trace.json is a device, not a trace file; only regular files are read"}
+    # one check, one vocabulary for the CLI and the tab (ingest/files.py)
+    expect = {"fifo": "cannot read fifo.pt.trace.json: it is a named pipe (FIFO), not a trace file",
+              "loop": "cannot read loop.pt.trace.json: a symlink loop (the link points back to itself)",
+              "dev": "cannot read dev.pt.trace.json: it is a character device, not a trace file"}
     try:
         c = tb_client(p)
         for run, message in expect.items():
@@ -226,14 +227,13 @@ def test_a_trace_replaced_by_a_fifo_after_discovery_is_refused(tmp_path: Path):
         os.mkfifo(path)
         r = _get_within(c, "trace", Q, 5)
         assert r.status_code == 422
-        assert r.get_json() == {"error": f"{path.name} is a FIFO (named pipe), not a trace file; "
-                                         "only regular files are read"}
+        assert r.get_json() == {"error": f"cannot read {path.name}: it is a named pipe (FIFO), not a trace file"}
     finally:
         p.close()
 
 
 def test_raw_open_refuses_without_opening(tmp_path: Path):
-    from tb_llmdiag.ingest.raw import NotRegularFile, open_regular
+    from tb_llmdiag.ingest.files import NotRegularFile, open_regular
 
     ok = tmp_path / "a.json"
     ok.write_bytes(b"{}")

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tb_llmdiag import api
 from tb_llmdiag.cli import main
-from tb_llmdiag.ingest.xplane_schema import message_classes
+from tb_llmdiag.ingest.xplane.schema import message_classes
 from tb_llmdiag.render.canonical_json import dumps
 from test_xplane import _gpu_space
 

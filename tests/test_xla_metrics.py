@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tb_llmdiag.ingest.xplane import XLA_ROLES, read_xplane
+from tb_llmdiag.ingest.xplane.reader import XLA_ROLES, read_xplane
 from tb_llmdiag.metrics.steps import Steps, find_steps
 from tb_llmdiag.metrics.xla import compute_xla, op_bucket
 from tb_llmdiag.metrics.xla_split import SPLIT_KEYS, step_split_metrics, with_step_split
@@ -382,8 +382,8 @@ def test_synthetic_tpu_findings() -> None:
 
 def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
     """A JAX-on-GPU-shaped XSpace: 6 `train` steps, a jit compile inside step 3, a ToLiteral after step 4."""
-    from tb_llmdiag.ingest.xplane import parse_xspace
-    from tb_llmdiag.ingest.xplane_schema import message_classes
+    from tb_llmdiag.ingest.xplane.reader import parse_xspace
+    from tb_llmdiag.ingest.xplane.schema import message_classes
     from tb_llmdiag.findings import evaluate
     from tb_llmdiag.findings import XLA_RULES
 

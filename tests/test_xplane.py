@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tb_llmdiag.errors import TraceFormatError
-from tb_llmdiag.ingest.xplane import XLA_ROLES, parse_xspace, read_xplane
-from tb_llmdiag.ingest.xplane_schema import message_classes
+from tb_llmdiag.ingest.xplane.reader import XLA_ROLES, parse_xspace, read_xplane
+from tb_llmdiag.ingest.xplane.schema import message_classes
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.model import EventTable, Kind
 

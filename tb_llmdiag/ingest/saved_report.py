@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from tb_llmdiag.errors import TraceFormatError
-from tb_llmdiag.ingest.discover import is_kineto_head
+from tb_llmdiag.ingest.kineto import sniff as is_kineto_head
 
 #: report schemas the comparison reads (1: per-step parallel lists; 2: ``steps.per_step`` rows; 3: as 2, plus
 #: ``jobs``; collectives no longer count as busy, so busy shares of a schema-2 side include collective time)

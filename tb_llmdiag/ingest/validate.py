@@ -3,7 +3,7 @@
 A row is rejected, and counted by reason, when it has no usable time, a device row has no usable duration
 (``"dur": "x"`` or ``null`` on a kernel is not 0 us), its duration is negative, or its time or duration lies
 beyond ``LIMIT_NS`` (relative times and ends then stay within int64 ns whatever the origin). The Kineto reader
-applies the same tests per piece in ``_rows.c`` / ``kineto_columns.append_rows_py`` (float us, against
+applies the same tests per piece in ``_rows.c`` / ``kineto/columns.append_rows_py`` (float us, against
 ``LIMIT_US``); the XPlane reader through ``screen_ns`` (int64 ns from int64 ps offsets that may overflow).
 
 What was rejected then decides the report (``Rejected.verdict``): every reason is a counted warning; when the

@@ -15,10 +15,12 @@ A file that is gone is not "being written" (the reader says it is gone).
 from __future__ import annotations
 
 import os
-import stat
 import time
 import zlib
 from functools import lru_cache
+
+from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.ingest.files import not_regular, open_regular
 
 #: A gzip file modified less than this long ago must show its end marker.
 RECENT_S = 30.0
@@ -33,7 +35,8 @@ def gzip_has_end(path: str, size_bytes: int, mtime_ns: int) -> bool:
     Output is bounded per block and dropped (the reader does the real read)."""
     budget = max(64 * size_bytes, 64 << 20)  # inflated bytes: a bomb is the reader's to refuse, not ours
     try:
-        with open(path, "rb") as f:
+        f, _ = open_regular(path)  # a FIFO swapped in since the stat is refused, never blocked on (files.py)
+        with f:
             z = zlib.decompressobj(16 + zlib.MAX_WBITS)
             while not z.eof:
                 block = f.read(_BLOCK)
@@ -45,8 +48,8 @@ def gzip_has_end(path: str, size_bytes: int, mtime_ns: int) -> bool:
                 if budget <= 0:
                     return True  # too much to tell cheaply: not "being written" (growth between scans still is)
             return True
-    except (OSError, zlib.error):
-        return True  # unreadable or corrupt, not growing: the reader says what is wrong
+    except (OSError, zlib.error, TraceFormatError):
+        return True  # unreadable, not a regular file or corrupt, not growing: the reader says what is wrong
 
 
 def _age_s(mtime_ns: int, now_ns: int | None) -> float:
@@ -59,8 +62,8 @@ def still_being_written(path: str, size_bytes: int, mtime_ns: int, *, now_ns: in
         st = os.stat(path)
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
-        return None  # a FIFO or device named like a trace is never opened here (ingest/raw.py refuses it)
+    if not_regular(st.st_mode):
+        return None  # a FIFO or device named like a trace is never opened here (files.py refuses it)
     if st.st_size != size_bytes:
         return f"still being written: it grew from {size_bytes:,} to {st.st_size:,} bytes while it was read"
     if st.st_mtime_ns != mtime_ns:

@@ -104,7 +104,7 @@ def holds(ctx: Context) -> dict[str, Any]:
 
 
 def _counters(trace: Trace) -> list[dict[str, Any]]:
-    """The hardware counters the capture holds (``ingest/counter_args.py``), by name: samples, mean and sum."""
+    """The hardware counters the capture holds (``ingest/kineto/counter_args.py``), by name: samples, mean and sum."""
     raw = trace.metadata.get("hardware_counters")
     if not isinstance(raw, dict):
         return []

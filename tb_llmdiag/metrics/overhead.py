@@ -2,7 +2,7 @@
 
 Definitions (per step: the median over the profiled steps; P = ``steps.median_ns``, the profiled median step):
 - ``unprofiled_step_ns``: the median of the unprofiled step times a capture helper wrote into the trace's metadata
-  (``tb_llmdiag.capture`` times the steps it does not profile; ``ingest/kineto_meta.py`` reads them, those timed
+  (``tb_llmdiag.capture`` times the steps it does not profile; ``ingest/kineto/meta.py`` reads them, those timed
   after the window when there are any: the job is then in the window's state), else null. ``overhead_method`` says
   which steps it used.
 - With it (``overhead_basis`` = ``unprofiled_steps``): ``profiler_overhead_ns`` = max(0, P - unprofiled step) and
@@ -182,7 +182,7 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
     }
 
 
-#: where the unprofiled steps were timed (``ingest/kineto_meta.py``'s ``unprofiled_when``), in words
+#: where the unprofiled steps were timed (``ingest/kineto/meta.py``'s ``unprofiled_when``), in words
 TIMED_WHERE = {
     "after_window": "the capture helper timed after the profiled window",
     "before_window": "the capture helper timed before the profiled window",

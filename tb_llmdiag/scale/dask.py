@@ -102,7 +102,7 @@ def local_cluster(workers: int) -> LocalCluster:
     as soon as it is submitted (``worker-saturation: inf``, work stealing balances them): a worker never
     idles waiting for the scheduler to hand it the next rank, which on a busy machine cost 2 workers ~25 %
     of their speedup (64 ranks of ~70 ms each). The workers' sampling profiler is off (it costs CPU, and a
-    frame it holds kept a reader's buffer view alive once: ``chrome_trace`` now copies in that case)."""
+    frame it holds kept a reader's buffer view alive once: the Kineto reader now copies in that case)."""
     # workers' statistical profiler off: it samples the analysing thread every 10 ms for nothing we show
     with dask.config.set(
         {"distributed.scheduler.worker-saturation": float("inf"), "distributed.worker.profile.enabled": False}

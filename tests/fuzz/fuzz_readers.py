@@ -48,7 +48,7 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tb_llmdiag import api  # noqa: E402
-from tb_llmdiag.ingest.xplane_schema import message_classes  # noqa: E402
+from tb_llmdiag.ingest.xplane.schema import message_classes  # noqa: E402
 from tb_llmdiag.errors import LlmDiagError  # noqa: E402
 from tb_llmdiag.ingest.discover import discover  # noqa: E402
 from tb_llmdiag.render.canonical_json import dumps  # noqa: E402

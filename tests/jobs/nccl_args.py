@@ -1,4 +1,4 @@
-"""Test oracle for the reader's NCCL args (ingest/comm_args.py, docs/jobs.md): read the NCCL args of kernel
+"""Test oracle for the reader's NCCL args (ingest/kineto/comm_args.py, docs/jobs.md): read the NCCL args of kernel
 events with plain json and put them into ``Trace.extra`` by correlation id. Shares nothing with the product's
 reader; tests/jobs/test_comm_args.py compares the two (the product reads them itself since report schema 3)."""
 

@@ -31,7 +31,7 @@ def capture(name: str) -> tuple[list[RankSummary], dict, list[Path]]:
     files = sorted(folder.glob("rank*.pt.trace.json.gz"))
     summaries = []
     for f in files:
-        t = load_trace(str(f))  # the reader keeps the NCCL args (ingest/comm_args.py; tests/jobs/test_comm_args.py)
+        t = load_trace(str(f))  # the reader keeps the NCCL args (ingest/kineto/comm_args.py; tests/jobs/test_comm_args.py)
         summaries.append(summarize_rank(t, find_steps(t), label=f.name))
     return summaries, json.loads((folder / "truth.json").read_text()), files
 

@@ -1,4 +1,4 @@
-"""The reader's second pass for NCCL args (ingest/comm_args.py; Kineto reader: Trace.extra) against
+"""The reader's second pass for NCCL args (ingest/kineto/comm_args.py; Kineto reader: Trace.extra) against
 tests/jobs/nccl_args.py, which reads the same args with plain json and shares nothing with it; and on
 hand-written args objects."""
 
@@ -13,7 +13,7 @@ import pytest
 from nccl_args import load_with_nccl_args
 from tracepaths import TEST_DATA
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.ingest.comm_args import CommArgs
+from tb_llmdiag.ingest.kineto.comm_args import CommArgs
 from tb_llmdiag.model import Kind
 
 CAPTURES = sorted(TEST_DATA.glob("*/rank*.pt.trace.json.gz"))

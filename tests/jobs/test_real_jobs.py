@@ -134,7 +134,7 @@ def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
                 dtypes.append(a["dtype"])
             cols["comm_dtype_id"][i] = dtypes.index(a["dtype"])
             cols["comm_pg_id"][i] = pgs.index(a["Process Group Name"])
-    # the reader keeps the same args itself (ingest/comm_args.py)
+    # the reader keeps the same args itself (ingest/kineto/comm_args.py)
     for k in ("comm_in_nelems", "comm_out_nelems", "comm_group_size"):
         assert np.array_equal(trace.extra[k], cols[k]), k
     assert [trace.extra_names["comm_dtype"][i] if i >= 0 else None for i in trace.extra["comm_dtype_id"]] == \

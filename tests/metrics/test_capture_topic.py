@@ -9,7 +9,7 @@ import numpy as np
 
 from minitrace import US, E, GEMM, kernel, launch, make_trace, op, step
 from tb_llmdiag.findings import diagnose
-from tb_llmdiag.ingest.kineto_meta import extra_metadata, unprofiled_steps_ns
+from tb_llmdiag.ingest.kineto.meta import extra_metadata, unprofiled_steps_ns
 from tb_llmdiag.metrics import analyze
 from tb_llmdiag.metrics.gaps import CAUSES
 from tb_llmdiag.model import Kind, Trace

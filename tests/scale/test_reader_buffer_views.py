@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import tb_llmdiag.ingest.chrome_trace as ct
+import tb_llmdiag.ingest.kineto.reader as ct
 from tb_llmdiag import api
 from tb_llmdiag.render.canonical_json import dumps
 from tracepaths import REPO

@@ -1,10 +1,10 @@
 """Kineto / Chrome trace JSON (optionally gzipped) -> columnar ``Trace``.
 
 How it stays fast and small: the file is decompressed in blocks (source.py); a resumable JSON depth
-scan (chrome_split.py) finds the last boundary between two events in each block, whatever the layout
+scan (split.py) finds the last boundary between two events in each block, whatever the layout
 (Kineto's indented one, one event per line, one line); the piece of whole events before it is decoded
-by msgspec straight into typed Structs holding only the fields we need (kineto_structs.py), turned into
-numpy columns (kineto_columns.py), and dropped. Peak memory is one block plus the columns.
+by msgspec straight into typed Structs holding only the fields we need (structs.py), turned into
+numpy columns (columns.py), and dropped. Peak memory is one block plus the columns.
 
 Reads the object format (``{"traceEvents": [...], ...}``) and the JSON Array format (a bare list of
 events, whose closing ``]`` may be missing), current and 2021 Kineto traces, ROCm, MTIA, Triton and
@@ -26,20 +26,18 @@ from typing import Any
 import msgspec
 
 from tb_llmdiag.errors import TraceFormatError
-from tb_llmdiag.ingest import scan_ext
-from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitResult, SplitState, events_start, split_with
-from tb_llmdiag.ingest.comm_args import CommArgs
-from tb_llmdiag.ingest.counter_args import CounterArgs
-from tb_llmdiag.ingest.graph_args import GraphArgs
-from tb_llmdiag.ingest.kineto_columns import _Columns
-from tb_llmdiag.ingest.kineto_layout import KIND_OF_CATEGORY
-from tb_llmdiag.ingest.kineto_meta import extra_metadata
-from tb_llmdiag.ingest.kineto_structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
-from tb_llmdiag.ingest.kineto_trace import _make_trace
-from tb_llmdiag.ingest.prefetch import Prefetch
-from tb_llmdiag.ingest.read_ahead import ReadAhead, native_available
-from tb_llmdiag.ingest.row_worker import threads_wanted
-from tb_llmdiag.ingest.source import Source, Truncated, drain, release_free_memory
+from tb_llmdiag.ingest.kineto import scan_ext
+from tb_llmdiag.ingest.kineto.columns import _Columns
+from tb_llmdiag.ingest.kineto.comm_args import CommArgs
+from tb_llmdiag.ingest.kineto.counter_args import CounterArgs
+from tb_llmdiag.ingest.kineto.graph_args import GraphArgs
+from tb_llmdiag.ingest.kineto.layout import KIND_OF_CATEGORY
+from tb_llmdiag.ingest.kineto.meta import extra_metadata
+from tb_llmdiag.ingest.kineto.read_ahead import ReadAhead, native_available
+from tb_llmdiag.ingest.kineto.split import MAX_DEPTH, SplitResult, SplitState, events_start, split_with
+from tb_llmdiag.ingest.kineto.structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
+from tb_llmdiag.ingest.kineto.trace import _make_trace
+from tb_llmdiag.ingest.source import Source, Truncated, drain, release_free_memory, threads_wanted
 from tb_llmdiag.ingest.validate import read_state_with
 from tb_llmdiag.model import DEVICE_KINDS, Trace, kind_mask
 
@@ -63,13 +61,13 @@ class _Stop(Exception):
         self.reason = reason
         self.invalid = invalid
 
-    def message(self, src: Source | Prefetch | ReadAhead) -> str:
+    def message(self, src: Source | ReadAhead) -> str:
         if not self.invalid:
             return self.reason
         return f"invalid JSON at byte {self.offset:,} ({src.share(self.offset):.0%}): {self.reason}"
 
 
-def read_chrome_trace(path: str, inside: str = "") -> Trace:
+def read_kineto(path: str, inside: str = "") -> Trace:
     """Read a Kineto/Chrome trace file (``.json`` or ``.json.gz``) into a ``Trace``.
 
     Raises:
@@ -116,11 +114,10 @@ class _Reader:
     consumed prefix is dropped, so the JSON text is never copied."""
 
     def __init__(self, path: str, inside: str = "") -> None:
-        src = Source(path, inside)
-        # read ahead on a thread unless LLMDIAG_READ_THREADS=0: a native one that also cuts an uncompressed file
-        # (read_ahead.py), else a Python one (prefetch.py)
+        src = Source(path, inside)  # a gzip stream is inflated ahead on a thread (source.py)
+        # an uncompressed file is read and cut ahead on a native thread unless LLMDIAG_READ_THREADS=0 (read_ahead.py)
         self.native: ReadAhead | None = ReadAhead(src) if threads_wanted() and native_available(src) else None
-        self.src: Source | Prefetch | ReadAhead = self.native or (Prefetch(src) if threads_wanted() else src)
+        self.src: Source | ReadAhead = self.native or src
         self.gzipped = src.gzipped
         self.cols = _Columns()
         self.warnings: list[str] = []
@@ -133,9 +130,9 @@ class _Reader:
         self.closed = -1  # buf index of the ']' closing the events array, once seen
         self.exact_ts: bool | None = None  # decided from the first timestamp seen
         self.events_end = 0  # absolute offset just past the last event read
-        self.comm = CommArgs()  # NCCL args of kernel rows, for the jobs analysis (ingest/comm_args.py)
+        self.comm = CommArgs()  # NCCL args of kernel rows, for the jobs analysis (comm_args.py)
         self.graph = GraphArgs()  # CUDA graph ids of replayed kernels (ingest/graph_args.py)
-        self.meta: dict[str, Any] = {}  # top-level fields beyond the envelope's (ingest/kineto_meta.py)
+        self.meta: dict[str, Any] = {}  # top-level fields beyond the envelope's (meta.py)
         self.counters = CounterArgs()  # hardware counters: CUPTI profiler ranges, counter tracks (counter_args.py)
 
     def read(self) -> Trace:
@@ -384,4 +381,4 @@ class _Reader:
             ) from None
 
 
-__all__ = ["read_chrome_trace", "KIND_OF_CATEGORY"]
+__all__ = ["read_kineto", "KIND_OF_CATEGORY"]

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.errors import TraceFormatError
-from tb_llmdiag.ingest import scan_ext
-from tb_llmdiag.ingest.kineto_layout import (
+from tb_llmdiag.ingest.kineto import scan_ext
+from tb_llmdiag.ingest.kineto.in_order import put_in_order
+from tb_llmdiag.ingest.kineto.layout import (
     _DEVICE_ROW,
     _DEVICE_SIDE,
     _DIGITS,
@@ -34,8 +35,8 @@ from tb_llmdiag.ingest.kineto_layout import (
     KIND_OF_CATEGORY,
     _Scan,
 )
-from tb_llmdiag.ingest.kineto_structs import _COMPLETE, _INSTANTS, _NO_ARGS, _Args, _EventExactTs, _MemoryArgs
-from tb_llmdiag.ingest.kineto_values import (
+from tb_llmdiag.ingest.kineto.structs import _COMPLETE, _INSTANTS, _NO_ARGS, _Args, _EventExactTs, _MemoryArgs
+from tb_llmdiag.ingest.kineto.values import (
     _SHAPE_NAME,
     _STEP_NAME,
     _float_column,
@@ -48,7 +49,7 @@ from tb_llmdiag.ingest.kineto_values import (
     is_oversized_step,
     relative_us,
 )
-from tb_llmdiag.ingest.row_worker import put_in_order, threads_wanted
+from tb_llmdiag.ingest.source import threads_wanted
 from tb_llmdiag.ingest.validate import Rejected, check_event_count
 from tb_llmdiag.model import EventTable, Kind, MemoryTable, kind_mask
 
@@ -81,7 +82,7 @@ class _Columns:
         self.ts_min = float("inf")  # the earliest timestamp (us) of all rows
         self.rejected = Rejected()  # rows rejected for impossible times or durations, by reason (validate.py)
         self.events_seen = 0  # decoded events so far, against validate.MAX_EVENTS
-        self.ts_base_us: int | None = None  # set when timestamps are read exactly (see kineto_values.relative_us)
+        self.ts_base_us: int | None = None  # set when timestamps are read exactly (see values.relative_us)
 
     def _id(self, value: Any) -> int:
         """A pid/tid/stream value that is not an int64: "stream 7" -> 7, "0x0" -> 0, 7.0 -> 7; others
@@ -367,7 +368,7 @@ class _Columns:
         # identity: one comparison pass over the times instead of sorting them and then checking the sort
         order = None if bool((ts_ns[1:] >= ts_ns[:-1]).all()) else np.argsort(ts_ns, kind="stable")
         del ts_ns
-        if order is not None or single:  # in time order; half of the columns on a second thread (row_worker.py)
+        if order is not None or single:  # in time order; half of the columns on a second thread (in_order.py)
             put_in_order(col, order, threads_wanted() if self.threaded is None else self.threaded)
         del order
         table = EventTable(

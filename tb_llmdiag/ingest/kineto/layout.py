@@ -1,5 +1,5 @@
 """The Kineto reader's declared layout: source category -> Kind, which args fields each kind of row carries
-(shared with the C scanner), and the dtypes of the scanned and stored columns (used by kineto_columns.py)."""
+(shared with the C scanner), and the dtypes of the scanned and stored columns (used by columns.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ ABI = 6  # the version of _scan.c's interface the readers call
 
 ext: ModuleType | None
 try:  # the compiled one-pass scanner (_scan.c), built by setup.py where a C compiler is available
-    from tb_llmdiag.ingest import _scan as ext  # type: ignore[attr-defined,no-redef]
+    from tb_llmdiag.ingest.kineto import _scan as ext  # type: ignore[attr-defined,no-redef]
 except ImportError:  # pragma: no cover - depends on the build
     ext = None
 if ext is not None and getattr(ext, "ABI", None) != ABI:  # pragma: no cover - a stale build

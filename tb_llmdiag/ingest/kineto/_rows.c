@@ -1,10 +1,10 @@
-/* Optional accelerator for kineto_columns._Columns._append_rows: one piece's scanned columns -> the model's
+/* Optional accelerator for columns._Columns._append_rows: one piece's scanned columns -> the model's
  * rows, in one fused pass instead of ~40 numpy passes (part of the _scan extension; see _scan.c).
  *
  * rows(ins, outs, name_flags, kind_bits, step_kind, origin_us, limit_us)
  *     -> (kept, lowest_us, no_ts, no_dur, negative_dur, out_of_range, device_rejected)
  *
- * ins        11 buffers of one piece's rows (kineto_layout._Scan): kind uint8, ts float64 us, dur float64 us
+ * ins        11 buffers of one piece's rows (layout._Scan): kind uint8, ts float64 us, dur float64 us
  *            (NaN: missing), name_id int32, tid, pid, correlation, stream, device, bytes int64, shape_id int32
  * outs       10 writable buffers of at least that many rows (the slab's next rows, _ROW_DTYPES): ts_ns,
  *            dur_ns int64, kind uint8, name_id int32, device int16, stream int32, tid, correlation, bytes

@@ -1,17 +1,17 @@
-/* Optional accelerator for chrome_trace._Columns.scan: one pass over a decoded piece of events.
+/* Optional accelerator for columns._Columns.scan: one pass over a decoded piece of events.
  *
  * scan(events, x_types, instant_types, args_type, mem_args_type, kind_of, names, name_flags, shapes,
  *      row_args)
  *     -> (xs, columns, mem, mem_columns)
  *
- * events         list of decoded msgspec Structs (chrome_trace._AnyEvent)
- * x_types        tuple of complete-event Struct types (chrome_trace._COMPLETE): their events become
+ * events         list of decoded msgspec Structs (structs._AnyEvent)
+ * x_types        tuple of complete-event Struct types (structs._COMPLETE): their events become
  *                rows; they must keep their fields at the same offsets (a subclass retyping a field)
  * instant_types  tuple of instant Struct types: those named "[memory]" with args are returned in mem
- * args_type      the Struct type of a complete event's args (chrome_trace._Args)
- * mem_args_type  the Struct type of a memory sample's args (chrome_trace._MemoryArgs)
+ * args_type      the Struct type of a complete event's args (structs._Args)
+ * mem_args_type  the Struct type of a memory sample's args (structs._MemoryArgs)
  * kind_of        category -> kind code (a defaultdict: unseen categories go through __missing__)
- * names          name -> id (chrome_trace._Interner: unseen names go through __missing__)
+ * names          name -> id (values._Interner: unseen names go through __missing__)
  * name_flags     bytearray, by name id (names.flags): bit 1 = keep the operator's Input Dims
  * shapes         Input Dims text (bytes) -> id; new shapes are added with the next id
  * row_args       256 bytes, by kind code: bit 1 = a device row (its args' correlation, stream, device
@@ -413,7 +413,7 @@ done:
  * a double quote that is not escaped flips `in_string`. Returns the position of the last boundary comma
  * (-1 if none), of the bracket that takes depth from 1 to 0, i.e. closes the array (-1 if none; the scan
  * stops there), the state after the last byte scanned, and the first position where depth goes above
- * max_depth (-1 if none; the scan stops there too). chrome_split.split_py does the same in numpy. */
+ * max_depth (-1 if none; the scan stops there too). split.split_py does the same in numpy. */
 enum { C_NONE, C_QUOTE, C_BACKSLASH, C_OPEN, C_CLOSE, C_COMMA };
 static unsigned char SPLIT_CLASS[256]; /* byte -> C_* (filled in PyInit__scan) */
 
@@ -515,10 +515,10 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Optional accelerator for chrome_trace.", -1,
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Optional accelerator for the Kineto reader.", -1,
                                     methods};
 
-/* Bumped whenever scan's or rows' arguments or results change; chrome_trace ignores a build of another version
+/* Bumped whenever scan's or rows' arguments or results change; the reader ignores a build of another version
  * (a stale in-place build) and reads in Python instead. */
 #define SCAN_ABI 6
 

@@ -1,5 +1,5 @@
 """XPlane reading, shared parts: the xla_role patterns, name tables, column builders and the
-hand split of the XSpace wire format (see xplane.py for the contract)."""
+hand split of the XSpace wire format (see reader.py for the contract)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """XPlane lines -> rows: one device or host line's events into the builder's columns, and the flows
-that link device ops to their host launches (see xplane.py for the mapping)."""
+that link device ops to their host launches (see reader.py for the mapping)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.ingest.validate import check_event_count, screen_ns
-from tb_llmdiag.ingest.xplane_base import (
+from tb_llmdiag.ingest.xplane.base import (
     _COMPILE_OF_MODULE,
     _COMPILER_EVENT,
     _DERIVED_LINES,
@@ -142,71 +142,10 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
         ints[key] = ops.meta[key][md_idx]
     strs["hlo_category_id"] = ops.meta["hlo_category"][md_idx].astype(np.int32)
     strs["hlo_module_id"] = ops.meta["module"][md_idx].astype(np.int32)  # event stats may override it
-
-    # Per-event stats: only events that have any are visited; values are gathered per slot, then stored.
     has = np.flatnonzero(nstats)
     if has.size:
-        slots = {
-            sid: _INT_STATS.get(nm) or _STR_STATS[nm]
-            for sid, nm in stat_names.items()
-            if nm in _INT_STATS or nm in _STR_STATS
-        }
-        found: dict[str, tuple[list[int], list[Any]]] = {slot: ([], []) for slot in set(slots.values())}
-        get_slot, get_name = slots.get, stat_names.get
-        for i in has.tolist() if slots else ():
-            for st in evs[i].stats:
-                slot = get_slot(st.metadata_id)
-                if slot is None:
-                    continue
-                which = st.WhichOneof("value")
-                if which is None or which == "bytes_value":
-                    continue
-                rows_i, vals = found[slot]
-                rows_i.append(i)
-                vals.append(get_name(st.ref_value, "") if which == "ref_value" else getattr(st, which))
-        for slot, (rows_i, vals) in sorted(found.items(), key=lambda kv: kv[0] == "name_stat"):  # name_stat last
-            if not rows_i:
-                continue
-            at = np.array(rows_i, dtype=np.intp)
-            if slot in ints:
-                ints[slot][at] = np.array([_as_int(v) for v in vals], dtype=np.int64)
-                continue
-            texts = [v if isinstance(v, str) else str(v) for v in vals]
-            if slot == "memcpy_details":
-                sizes = [_MEMCPY_SIZE.search(t) for t in texts]
-                ints["bytes"][at] = np.array([_as_int(int(m.group(1))) if m else -1 for m in sizes], dtype=np.int64)
-            elif slot == "name_stat":
-                # the `name` stat of compiler events names the module being compiled (JAX, torch_xla on CPU/GPU)
-                # (the first such stat of an event; an hlo_module stat or a module in the name wins)
-                first = np.ones(at.size, dtype=bool)
-                first[1:] = at[1:] != at[:-1]
-                take = first & (strs["hlo_module_id"][at] < 0) & ops.compiler[md_idx[at]]
-                intern = b.strs["hlo_module_id"]
-                strs["hlo_module_id"][at[take]] = [intern(t) for t, k in zip(texts, take.tolist()) if k]
-            else:
-                intern = b.strs[slot]
-                strs[slot][at] = np.array([intern(t) for t in texts], dtype=np.int32)
-
-    role = ops.role[md_idx]
-    device_step = np.zeros(n, dtype=bool)
-    if device >= 0:
-        lname = line.name
-        if is_tpu:
-            kind = np.full(n, Kind.KERNEL if lname == "XLA Ops" else Kind.GPU_ANNOTATION, dtype=np.uint8)
-        elif lname in _DERIVED_LINES:
-            kind = np.full(n, Kind.GPU_ANNOTATION, dtype=np.uint8)
-        else:
-            kind = ops.kind_dev[md_idx]
-        if lname == "Steps":
-            device_step = ints["step_num"] >= 0
-        role = np.zeros(n, dtype=np.uint8)
-        lid = int(line.id)
-        stream = lid if 0 <= lid < 2**31 else b.stream_ids(str(lid)) + 1_000_000
-        tid = -1
-    else:
-        kind = ops.kind_host[md_idx]
-        kind[(ints["step_num"] >= 0) & (kind != Kind.PYTHON)] = Kind.STEP
-        stream, tid = -1, int(line.id)
+        _store_stats(_gather_stats(evs, has, stat_names), ints, strs, b, ops.compiler[md_idx])
+    kind, role, device_step, stream, tid = _line_kinds(line, b, device, is_tpu, ops, md_idx, ints["step_num"])
     b.chunks.append(
         _Chunk(
             start=start,
@@ -222,6 +161,94 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
             device_step=device_step,
         )
     )
+
+
+def _gather_stats(
+    evs: Any, has: NDArray[np.intp], stat_names: dict[int, str]
+) -> dict[str, tuple[list[int], list[Any]]]:
+    """Per-event stats we read, by slot: (rows, values); only events that have any (``has``) are visited."""
+    slots = {
+        sid: _INT_STATS.get(nm) or _STR_STATS[nm]
+        for sid, nm in stat_names.items()
+        if nm in _INT_STATS or nm in _STR_STATS
+    }
+    found: dict[str, tuple[list[int], list[Any]]] = {slot: ([], []) for slot in set(slots.values())}
+    get_slot, get_name = slots.get, stat_names.get
+    for i in has.tolist() if slots else ():
+        for st in evs[i].stats:
+            slot = get_slot(st.metadata_id)
+            if slot is None:
+                continue
+            which = st.WhichOneof("value")
+            if which is None or which == "bytes_value":
+                continue
+            rows_i, vals = found[slot]
+            rows_i.append(i)
+            vals.append(get_name(st.ref_value, "") if which == "ref_value" else getattr(st, which))
+    return found
+
+
+def _store_stats(
+    found: dict[str, tuple[list[int], list[Any]]],
+    ints: dict[str, NDArray[np.int64]],
+    strs: dict[str, NDArray[np.int32]],
+    b: _Builder,
+    compiler: NDArray[np.bool_],
+) -> None:
+    """The gathered stats into the line's columns (``compiler``: per row, whether its op is a compiler event)."""
+    for slot, (rows_i, vals) in sorted(found.items(), key=lambda kv: kv[0] == "name_stat"):  # name_stat last
+        if not rows_i:
+            continue
+        at = np.array(rows_i, dtype=np.intp)
+        if slot in ints:
+            ints[slot][at] = np.array([_as_int(v) for v in vals], dtype=np.int64)
+            continue
+        texts = [v if isinstance(v, str) else str(v) for v in vals]
+        if slot == "memcpy_details":
+            sizes = [_MEMCPY_SIZE.search(t) for t in texts]
+            ints["bytes"][at] = np.array([_as_int(int(m.group(1))) if m else -1 for m in sizes], dtype=np.int64)
+        elif slot == "name_stat":
+            # the `name` stat of compiler events names the module being compiled (JAX, torch_xla on CPU/GPU)
+            # (the first such stat of an event; an hlo_module stat or a module in the name wins)
+            first = np.ones(at.size, dtype=bool)
+            first[1:] = at[1:] != at[:-1]
+            take = first & (strs["hlo_module_id"][at] < 0) & compiler[at]
+            intern = b.strs["hlo_module_id"]
+            strs["hlo_module_id"][at[take]] = [intern(t) for t, k in zip(texts, take.tolist()) if k]
+        else:
+            intern = b.strs[slot]
+            strs[slot][at] = np.array([intern(t) for t in texts], dtype=np.int32)
+
+
+def _line_kinds(
+    line: Any,
+    b: _Builder,
+    device: int,
+    is_tpu: bool,
+    ops: _OpTable,
+    md_idx: NDArray[np.intp],
+    step_num: NDArray[np.int64],
+) -> tuple[NDArray[np.uint8], NDArray[np.uint8], NDArray[np.bool_], int, int]:
+    """A line's rows: (kind, xla_role, device step marks, stream, tid), by its plane (device or host) and name."""
+    n = md_idx.size
+    role = ops.role[md_idx]
+    device_step = np.zeros(n, dtype=bool)
+    if device < 0:
+        kind = ops.kind_host[md_idx]
+        kind[(step_num >= 0) & (kind != Kind.PYTHON)] = Kind.STEP
+        return kind, role, device_step, -1, int(line.id)
+    lname = line.name
+    if is_tpu:
+        kind = np.full(n, Kind.KERNEL if lname == "XLA Ops" else Kind.GPU_ANNOTATION, dtype=np.uint8)
+    elif lname in _DERIVED_LINES:
+        kind = np.full(n, Kind.GPU_ANNOTATION, dtype=np.uint8)
+    else:
+        kind = ops.kind_dev[md_idx]
+    if lname == "Steps":
+        device_step = step_num >= 0
+    lid = int(line.id)
+    stream = lid if 0 <= lid < 2**31 else b.stream_ids(str(lid)) + 1_000_000
+    return kind, np.zeros(n, dtype=np.uint8), device_step, stream, -1
 
 
 def _link_device_flows(b: _Builder, device: int) -> None:

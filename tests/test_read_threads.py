@@ -1,6 +1,6 @@
-"""The reader's threads against the single-threaded path: reading ahead (tb_llmdiag/ingest/prefetch.py), reading
-ahead and cutting the text into pieces on a native thread (read_ahead.py, _readahead.c) and sorting half of the
-columns in finish() (row_worker.py).
+"""The reader's threads against the single-threaded path: inflating a gzip stream ahead (tb_llmdiag/ingest/source.py),
+reading ahead and cutting an uncompressed file into pieces on a native thread (kineto/read_ahead.py, _readahead.c)
+and sorting half of the columns in finish() (kineto/in_order.py).
 
 ``LLMDIAG_READ_THREADS=0`` (``_Columns(threaded=False)``) does both on the caller's thread. Both paths must give
 the same Trace, bit for bit, on real traces read in small blocks, on generated pieces with odd values, and on
@@ -27,10 +27,11 @@ from hypothesis import strategies as st
 from test_scan import ROCM, TEST_DATA, assert_same_array, assert_same_trace, piece_lists, real_trace
 
 from tb_llmdiag import api
-from tb_llmdiag.ingest import chrome_trace as c
-from tb_llmdiag.ingest import kineto_columns as kc
-from tb_llmdiag.ingest import prefetch, read_ahead, row_worker, scan_ext, source
-from tb_llmdiag.ingest.chrome_split import MAX_DEPTH, SplitState, split_py
+from tb_llmdiag.ingest.kineto import reader as c
+from tb_llmdiag.ingest.kineto import columns as kc
+from tb_llmdiag.ingest import source
+from tb_llmdiag.ingest.kineto import in_order, read_ahead, scan_ext
+from tb_llmdiag.ingest.kineto.split import MAX_DEPTH, SplitState, split_py
 from tb_llmdiag.ingest.discover import discover
 from tb_llmdiag.model import EventTable
 
@@ -40,7 +41,7 @@ SMALL_BLOCK = 8 << 10  # bytes per block: even a 66 KB fixture comes in several 
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the threads that sorted columns (one per call of row_worker._in_order), read blocks
+    """The names of the threads that sorted columns (one per call of in_order._in_order), read blocks
     ahead (one per read: "llmdiag-read", or "native-read" for the native thread), or whose depth scan of a block
     the reader used ("cut-ahead", one per block)."""
     threads: list[str] = []
@@ -60,20 +61,20 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return native_blocks(self)
 
     monkeypatch.setattr(read_ahead.ReadAhead, "blocks", native)
-    read = prefetch.Prefetch._read
+    inflate = source.Source._inflate
 
-    def reading(self: prefetch.Prefetch, *args: Any) -> None:
-        threads.append(threading.current_thread().name)
-        read(self, *args)
+    def reading(self: source.Source) -> Any:
+        threads.append(threading.current_thread().name)  # where the stream is inflated: the first block asked for
+        yield from inflate(self)
 
-    monkeypatch.setattr(prefetch.Prefetch, "_read", reading)
-    in_order = row_worker._in_order
+    monkeypatch.setattr(source.Source, "_inflate", reading)
+    take = in_order._in_order
 
     def counting(columns: list[np.ndarray], order: np.ndarray | None) -> list[np.ndarray]:
         threads.append(threading.current_thread().name)
-        return in_order(columns, order)
+        return take(columns, order)
 
-    monkeypatch.setattr(row_worker, "_in_order", counting)
+    monkeypatch.setattr(in_order, "_in_order", counting)
     return threads
 
 
@@ -90,10 +91,10 @@ def read_both(path: Path | str, monkeypatch: pytest.MonkeyPatch, threads: list[s
     are gone after."""
     monkeypatch.setattr(source, "BLOCK_BYTES", SMALL_BLOCK)
     monkeypatch.setenv("LLMDIAG_READ_THREADS", "0")
-    inline = c.read_chrome_trace(str(path))
+    inline = c.read_kineto(str(path))
     assert not on_a_thread(threads) and not [t for t in threads if t.startswith(("llmdiag-read", "native", "cut"))]
     monkeypatch.setenv("LLMDIAG_READ_THREADS", "1")
-    threaded = c.read_chrome_trace(str(path))
+    threaded = c.read_kineto(str(path))
     if Path(path).read_bytes()[:2] == b"\x1f\x8b":
         assert on_a_thread(threads, "llmdiag-read") and not on_a_thread(threads, "native"), threads
     else:  # an uncompressed file is read and cut on the native thread
@@ -144,9 +145,9 @@ def test_real_traces_same_with_the_thread(param: str, monkeypatch: pytest.Monkey
 def test_threads_wanted_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for value, want in (("0", False), ("off", False), ("false", False), ("1", True), ("", True)):
         monkeypatch.setenv("LLMDIAG_READ_THREADS", value)
-        assert row_worker.threads_wanted() is want, value
+        assert source.threads_wanted() is want, value
     monkeypatch.delenv("LLMDIAG_READ_THREADS")
-    assert row_worker.threads_wanted()
+    assert source.threads_wanted()
 
 
 def assert_same_finish(threaded: kc._Columns, inline: kc._Columns) -> None:
@@ -182,7 +183,7 @@ def test_generated_pieces_same_with_the_thread(counted: list[str], pieces: list[
 
 
 def test_an_error_on_the_thread_is_the_same_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    in_order = row_worker._in_order
+    take = in_order._in_order
     threads: list[str] = []
 
     def failing(columns: list[np.ndarray], order: np.ndarray | None) -> list[np.ndarray]:
@@ -190,15 +191,15 @@ def test_an_error_on_the_thread_is_the_same_one_line_error(monkeypatch: pytest.M
         threads.append(threading.current_thread().name)
         if any(column.dtype == np.uint8 for column in columns):
             raise ValueError("sorting failed: an odd column")
-        return in_order(columns, order)
+        return take(columns, order)
 
-    monkeypatch.setattr(row_worker, "_in_order", failing)
+    monkeypatch.setattr(in_order, "_in_order", failing)
     tf = discover(str(the_trace(str(TEST_DATA / "gpu_seed")))).files[0]
     reports = {}
     for value in ("0", "1"):
         monkeypatch.setenv("LLMDIAG_READ_THREADS", value)
         with pytest.raises(ValueError, match="^sorting failed: an odd column$"):
-            c.read_chrome_trace(str(tf.path))
+            c.read_kineto(str(tf.path))
         assert on_a_thread(threads) is (value == "1"), threads
         reports[value] = api.analyze_file(tf)
     assert reports["0"]["status"] == reports["1"]["status"] == "error"
@@ -226,7 +227,7 @@ def test_an_error_on_the_read_thread_is_the_same_one_line_error(monkeypatch: pyt
         monkeypatch.setenv("LLMDIAG_READ_THREADS", value)
         threads.clear()
         with pytest.raises(ValueError, match="^inflating failed: an odd block$"):
-            c.read_chrome_trace(str(tf.path))
+            c.read_kineto(str(tf.path))
         assert on_a_thread(threads, "llmdiag-read") is (value == "1"), threads
         assert no_thread_left()
         reports[value] = api.analyze_file(tf)

@@ -274,7 +274,7 @@ static PyMethodDef ra_methods[] = {
 };
 
 static PyTypeObject ReadAheadType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tb_llmdiag.ingest._scan.ReadAhead",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tb_llmdiag.ingest.kineto._scan.ReadAhead",
     .tp_basicsize = sizeof(ReadAhead),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "An uncompressed file read ahead, and cut, on a native thread (see _readahead.c).",

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.ingest.comm_args import args_bodies
+from tb_llmdiag.ingest.kineto.comm_args import args_bodies
 from tb_llmdiag.model import EventTable, Kind
 
 GRAPH_NEEDLE = b'"graph id"'

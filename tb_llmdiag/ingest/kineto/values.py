@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.ingest.kineto_layout import _LIMIT_US, _MEMORY_DTYPES, _PLAIN_DECIMAL
+from tb_llmdiag.ingest.kineto.layout import _LIMIT_US, _MEMORY_DTYPES, _PLAIN_DECIMAL
 from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind, MemoryTable, empty_memory
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")

@@ -1,5 +1,5 @@
 """The Trace a Kineto file becomes: its columns plus the metadata of its envelope (devices, distributed info,
-the profiler's settings), allocator samples beyond their device's memory rejected (used by chrome_trace.py)."""
+the profiler's settings), allocator samples beyond their device's memory rejected (used by reader.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.ingest.comm_args import CommArgs
-from tb_llmdiag.ingest.graph_args import GraphArgs
-from tb_llmdiag.ingest.kineto_structs import _Envelope
+from tb_llmdiag.ingest.kineto.comm_args import CommArgs
+from tb_llmdiag.ingest.kineto.graph_args import GraphArgs
+from tb_llmdiag.ingest.kineto.structs import _Envelope
 from tb_llmdiag.model import DeviceInfo, DistributedInfo, EventTable, MemoryTable, Trace
 
 
@@ -66,7 +66,7 @@ def _make_trace(
         )
         if (v := first(k)) is not None
     }
-    for k, v in (meta or {}).items():  # versions, Kineto's logged warnings, unprofiled step times (kineto_meta.py)
+    for k, v in (meta or {}).items():  # versions, Kineto's logged warnings, unprofiled step times (meta.py)
         metadata.setdefault(k, v)
     return Trace(
         source_kind="kineto",

@@ -33,16 +33,16 @@ Extra columns (aligned with ``events``; ``*_id`` index into ``extra_names[col]``
 from __future__ import annotations
 
 import logging
-import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.errors import TraceFormatError
-from tb_llmdiag.ingest.source import open_regular
+from tb_llmdiag.ingest.files import open_trace
 from tb_llmdiag.ingest.validate import read_state_with
-from tb_llmdiag.ingest.xplane_base import (
+from tb_llmdiag.ingest.xplane.base import (
     _DEVICE_PLANE,
     _INT_COLUMNS,
     _PROGRAM_LABEL,
@@ -55,8 +55,8 @@ from tb_llmdiag.ingest.xplane_base import (
     _split_xspace,
     _stat_value,
 )
-from tb_llmdiag.ingest.xplane_lines import _add_line, _link_device_flows, _op_table
-from tb_llmdiag.ingest.xplane_schema import message_classes
+from tb_llmdiag.ingest.xplane.lines import _add_line, _link_device_flows, _op_table
+from tb_llmdiag.ingest.xplane.schema import message_classes
 from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, Trace, empty_events, kind_mask
 
 log = logging.getLogger(__name__)
@@ -141,85 +141,108 @@ def _validated(b: _Builder, kind: NDArray[np.uint8]) -> dict[str, Any]:
     return read_state
 
 
-def _finish(b: _Builder, hostnames: list[str]) -> Trace:
-    chunks = b.chunks
-    if not chunks:
-        return _empty(b, hostnames)
+@dataclass
+class _Rows:
+    """The lines' chunks as whole columns, in reading order."""
 
+    start: NDArray[np.int64]
+    end: NDArray[np.int64]
+    kind: NDArray[np.uint8]
+    name_id: NDArray[np.int32]
+    device: NDArray[np.int16]
+    stream: NDArray[np.int32]
+    tid: NDArray[np.int64]
+    ints: dict[str, NDArray[np.int64]]
+    strs: dict[str, NDArray[np.int32]]
+    role: NDArray[np.uint8]
+    device_step: NDArray[np.bool_]
+
+
+def _concatenated(chunks: list[Any]) -> _Rows:
     def cat(get: Any, dtype: Any) -> NDArray[Any]:
         return np.concatenate([np.asarray(get(c), dtype=dtype) for c in chunks])
 
     lens = [c.start.size for c in chunks]
-    start = cat(lambda c: c.start, np.int64)
-    end = cat(lambda c: c.end, np.int64)
-    kind = cat(lambda c: c.kind, np.uint8)
-    name_id = cat(lambda c: c.name_id, np.int32)
-    device = np.repeat(np.array([c.device for c in chunks], dtype=np.int16), lens)
-    stream = np.repeat(np.array([c.stream for c in chunks], dtype=np.int32), lens)
-    tid = np.repeat(np.array([c.tid for c in chunks], dtype=np.int64), lens)
-    ints = {k: cat(lambda c, k=k: c.ints[k], np.int64) for k in chunks[0].ints}
-    strs = {k: cat(lambda c, k=k: c.strs[k], np.int32) for k in _STR_COLUMNS}
-    role = cat(lambda c: c.role, np.uint8)
-    device_step = cat(lambda c: c.device_step, bool)
-    b.chunks = []
+    return _Rows(
+        start=cat(lambda c: c.start, np.int64),
+        end=cat(lambda c: c.end, np.int64),
+        kind=cat(lambda c: c.kind, np.uint8),
+        name_id=cat(lambda c: c.name_id, np.int32),
+        device=np.repeat(np.array([c.device for c in chunks], dtype=np.int16), lens),
+        stream=np.repeat(np.array([c.stream for c in chunks], dtype=np.int32), lens),
+        tid=np.repeat(np.array([c.tid for c in chunks], dtype=np.int64), lens),
+        ints={k: cat(lambda c, k=k: c.ints[k], np.int64) for k in chunks[0].ints},
+        strs={k: cat(lambda c, k=k: c.strs[k], np.int32) for k in _STR_COLUMNS},
+        role=cat(lambda c: c.role, np.uint8),
+        device_step=cat(lambda c: c.device_step, bool),
+    )
 
-    host = device < 0
-    # Host events that produced a device flow (``_p`` matching a device ``_c``) are the launches.
-    dev_corr = np.unique(ints["correlation"][~host & (ints["correlation"] >= 0)])
+
+def _mark_launches(r: _Rows) -> None:
+    """Host events that produced a device flow (``_p`` matching a device ``_c``) are the launches."""
+    host = r.device < 0
+    corr, producer = r.ints["correlation"], r.ints["producer"]
+    dev_corr = np.unique(corr[~host & (corr >= 0)])
     if dev_corr.size:
-        launch = host & (ints["producer"] >= 0) & (ints["correlation"] < 0) & np.isin(ints["producer"], dev_corr)
-        ints["correlation"][launch] = ints["producer"][launch]
-        kind[launch & (kind == Kind.CPU_OP)] = Kind.RUNTIME
+        launch = host & (producer >= 0) & (corr < 0) & np.isin(producer, dev_corr)
+        corr[launch] = producer[launch]
+        r.kind[launch & (r.kind == Kind.CPU_OP)] = Kind.RUNTIME
 
-    # One STEP row per step number (the longest); without host steps, the first device's Steps line.
+
+def _mark_steps(r: _Rows, b: _Builder) -> None:
+    """One STEP row per step number (the longest); without host steps, the first device's Steps line. Steps are
+    named "<name>#<step_num>" so that step numbering follows the profiler's step_num."""
+    kind, step_num = r.kind, r.ints["step_num"]
     step = kind == Kind.STEP
-    if not step.any() and device_step.any():
-        first = device[device_step].min()
-        step = device_step & (device == first)
+    if not step.any() and r.device_step.any():
+        first = r.device[r.device_step].min()
+        step = r.device_step & (r.device == first)
         kind[step] = Kind.STEP
-    if step.any():
-        idx = np.flatnonzero(step)
-        o = np.lexsort((-(end[idx] - start[idx]), ints["step_num"][idx]))
-        idx = idx[o]
-        dup = np.zeros(idx.size, dtype=bool)
-        dup[1:] = ints["step_num"][idx][1:] == ints["step_num"][idx][:-1]
-        kind[idx[dup]] = np.where(host[idx[dup]], Kind.ANNOTATION, Kind.GPU_ANNOTATION)
-        keep = idx[~dup]
-        # name steps "<name>#<step_num>" so step numbering follows the profiler's step_num
-        names = list(b.names.values)
-        interner = b.names
-        for i in keep.tolist():
-            name_id[i] = interner(f"{names[name_id[i]]}#{ints['step_num'][i]}")
+    if not step.any():
+        return
+    idx = np.flatnonzero(step)
+    idx = idx[np.lexsort((-(r.end[idx] - r.start[idx]), step_num[idx]))]
+    dup = np.zeros(idx.size, dtype=bool)
+    dup[1:] = step_num[idx][1:] == step_num[idx][:-1]
+    kind[idx[dup]] = np.where(r.device[idx[dup]] < 0, Kind.ANNOTATION, Kind.GPU_ANNOTATION)
+    names = list(b.names.values)
+    for i in idx[~dup].tolist():
+        r.name_id[i] = b.names(f"{names[r.name_id[i]]}#{step_num[i]}")
 
-    origin = int(start.min())
-    ts = start - origin
-    dur = end - start
+
+def _finish(b: _Builder, hostnames: list[str]) -> Trace:
+    if not b.chunks:
+        return _empty(b, hostnames)
+    r = _concatenated(b.chunks)
+    b.chunks = []
+    _mark_launches(r)
+    _mark_steps(r, b)
+    origin = int(r.start.min())
+    ts = r.start - origin
     order = np.argsort(ts, kind="stable")
     events = EventTable(
         ts_ns=ts[order],
-        dur_ns=dur[order],
-        kind=kind[order],
-        name_id=name_id[order],
-        device=device[order],
-        stream=stream[order],
-        tid=tid[order],
-        correlation=ints["correlation"][order],
-        bytes=ints["bytes"][order],
+        dur_ns=(r.end - r.start)[order],
+        kind=r.kind[order],
+        name_id=r.name_id[order],
+        device=r.device[order],
+        stream=r.stream[order],
+        tid=r.tid[order],
+        correlation=r.ints["correlation"][order],
+        bytes=r.ints["bytes"][order],
         shape_id=np.full(ts.size, -1, dtype=np.int32),
         names=b.names.values,
     )
-    extra: dict[str, NDArray[Any]] = {k: ints[k][order] for k in _INT_COLUMNS}
-    extra.update({k: strs[k][order] for k in _STR_COLUMNS})
-    extra["xla_role"] = role[order]
+    extra: dict[str, NDArray[Any]] = {k: r.ints[k][order] for k in _INT_COLUMNS}
+    extra.update({k: r.strs[k][order] for k in _STR_COLUMNS})
+    extra["xla_role"] = r.role[order]
     extra_names: dict[str, tuple[str, ...]] = {k: b.strs[k].values for k in _STR_COLUMNS}
     extra_names["xla_role"] = XLA_ROLES
     metadata = {**b.metadata, "hostnames": hostnames}
     start_ns = metadata.get("profile_start_time_ns")
     # line timestamps are usually relative to the profile's start; then its wall clock is our base time
-    base_time = None
-    if isinstance(start_ns, int) and 0 <= origin < 10**15:
-        base_time = start_ns
-    read_state = _validated(b, kind)
+    base_time = start_ns if isinstance(start_ns, int) and 0 <= origin < 10**15 else None
+    read_state = _validated(b, r.kind)
     return Trace(
         source_kind="xplane",
         events=events,
@@ -244,11 +267,9 @@ def read_xplane(path: str, inside: str = "") -> Trace:
     Raises:
       TraceFormatError: the file is empty, truncated, or not an XSpace protobuf.
     """
-    try:
-        with open_regular(path, inside) as f:  # a FIFO or device is refused, never blocked on
-            data = f.read()
-    except OSError as e:
-        raise TraceFormatError(f"cannot read {os.path.basename(path)}: {e.strerror or e}") from e
+    f, _ = open_trace(path, inside)  # a FIFO or device is refused, never blocked on
+    with f:
+        data = f.read()
     return parse_xspace(data, path)
 
 
