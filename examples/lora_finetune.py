@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         profile_memory=args.profile_memory,
         with_stack=args.with_stack,
     )
-    steps = args.steps or prof.schedule.total_steps
+    steps = args.steps or prof.total_steps  # the steps the helper times after the window included
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
     print(
         f"run: {args.run} steps {steps}, profiled steps {list(prof.schedule.active_steps())} -> {prof.output_dir}; "

@@ -6,23 +6,25 @@
         for batch in loader:
             train_step(batch)
             prof.step()              # once per optimizer step
-            if prof.finished:        # all active steps are written; stop early if you like
+            if prof.finished:        # every window is written; stop early if you like
                 break
 
 By default the first `DEFAULT_SKIP_FIRST` steps are skipped (cuBLAS/allocator/optimizer-state warm-up,
 torch.compile), one warm-up step is run with the profiler on but discarded, then `active` steps are
-recorded. `from_step0=True` records steps 0..active-1 instead (warm-up included, as many users do).
-Each rank writes one gzipped Kineto file `<logdir>/<run>/rank<R>.<ns>.pt.trace.json.gz` through
-`torch.profiler.tensorboard_trace_handler`.
+recorded, then `DEFAULT_TIME_STEPS_AFTER` steps run unprofiled and are timed. `from_step0=True` records
+steps 0..active-1 instead (warm-up included, as many users do). Each rank writes one gzipped Kineto file
+`<logdir>/<run>/rank<R>.<ns>.pt.trace.json.gz`, named and gzipped as `torch.profiler.tensorboard_trace_handler`
+does (`tb_llmdiag.capture_export`).
 
 For the Hugging Face Trainer: `trainer.add_callback(ProfilerCallback("runs/prof", run="lora"))`; it
 steps once per optimizer step (so a step spans all gradient-accumulation micro-batches).
 
 `with_stack=True` (off by default: traces grow several times) records Python frames, so a report can
 name the user's `file:line` that holds the time. The steps the profiler skips before its window
-(`skip_first`, `wait`) are timed unprofiled (with `torch.cuda.synchronize()` at both edges when CUDA is
-there) and written into the trace's metadata under `UNPROFILED_STEPS_KEY`, with the profiler options,
-so a report can set the profiled step beside the unprofiled one (docs/captures.md).
+(`skip_first`, `wait`) and the `time_steps_after` steps after it are timed unprofiled (with
+`torch.cuda.synchronize()` at both edges when CUDA is there) and written into the trace's metadata under
+`UNPROFILED_STEPS_KEY`, with the profiler options, so a report can set the profiled step beside the
+unprofiled one (docs/captures.md). The trace is written once the steps after the window are timed.
 
 torch and transformers are imported only when a profiler is built (never at `import tb_llmdiag`),
 and `ProfilerCallback` is created on first access, so this module imports without either installed.
@@ -30,13 +32,15 @@ and `ProfilerCallback` is created on first access, so this module imports withou
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import json
+import dataclasses
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from tb_llmdiag.capture_export import write_window
 from tb_llmdiag.capture_schedule import (
     DEFAULT_ACTIVE,
     DEFAULT_SKIP_FIRST,
@@ -54,12 +58,18 @@ __all__ = [
     "worker_name",
     "profile_steps",
     "UNPROFILED_STEPS_KEY",
+    "DEFAULT_TIME_STEPS_AFTER",
 ]  # ProfilerCallback is left out: star-imports must not need transformers
 
 UNPROFILED_STEPS_KEY = "llmdiag_unprofiled_step_ns"
-"""Trace metadata key (top level of the Kineto JSON) holding the unprofiled times of the skipped steps."""
+"""Trace metadata key (top level of the Kineto JSON) holding the unprofiled step times (docs/captures.md)."""
 
-UNPROFILED_STEPS_SCHEMA = 1
+UNPROFILED_STEPS_SCHEMA = 2
+"""1: the steps before the window only (`steps`, `step_ns`); 2 adds the steps after it (`after_steps`,
+`after_step_ns`) and `window_steps`."""
+
+DEFAULT_TIME_STEPS_AFTER = 3
+"""Steps run unprofiled and timed after the last window before its trace is written."""
 
 
 def detect_rank(env: Mapping[str, str] | None = None, dist: Any = None) -> int | None:
@@ -110,11 +120,27 @@ def _activities(torch: Any) -> list[Any]:
     return acts
 
 
+@dataclasses.dataclass
+class _Window:
+    """A recorded window whose trace waits for the unprofiled steps after it (`StepProfiler._window_ready`)."""
+
+    first_step: int  # its first recorded step
+    last_step: int  # the step that ended it
+    after: int  # how many steps after `last_step` are timed for it (0: written at once)
+    export: Callable[[str], Any]  # writes the window's trace JSON to a path (torch's export_chrome_trace)
+
+
 class StepProfiler:
     """A torch.profiler session driven by a `ProfileSchedule`; use as a context manager.
 
     Call `step()` once per optimizer step. `finished` turns True once every active window has been
     written (you may stop the loop then); `output_dir` is where the trace files go.
+
+    Each window's trace is written once the `time_steps_after` steps after it have run unprofiled and been
+    timed (after the last window: the next `time_steps_after` steps, so `finished` comes that many steps
+    after the last recorded one; after an earlier window: its next cycle's `wait` steps, at most that many),
+    with those times and the ones timed before it in the metadata (`UNPROFILED_STEPS_KEY`). `stop()` (or
+    leaving the `with`, or the interpreter's exit) writes every window still waiting, with what was timed.
     """
 
     def __init__(
@@ -131,7 +157,10 @@ class StepProfiler:
         worker: str | None = None,
         use_gzip: bool = True,
         time_skipped_steps: bool = True,
+        time_steps_after: int = DEFAULT_TIME_STEPS_AFTER,
     ) -> None:
+        if time_steps_after < 0:
+            raise ValueError(f"time_steps_after must be >= 0, got {time_steps_after}")
         self.schedule = schedule
         self.output_dir = os.path.join(os.fspath(logdir), run) if run not in ("", ".") else os.fspath(logdir)
         self.rank = rank
@@ -145,73 +174,117 @@ class StepProfiler:
         self.use_gzip = use_gzip
         self.step_num = 0
         self.profiler: Any = None
-        self._running = False
+        self._running = False  # the torch profiler is running
+        self._started = False
+        self._closed = False
         self.time_skipped_steps = time_skipped_steps
-        self.unprofiled_steps: list[int] = []
+        self.time_steps_after = time_steps_after
+        self.unprofiled_steps: list[int] = []  # every step timed unprofiled, before and after the windows, in order
         self.unprofiled_step_ns: list[int] = []
+        self.written: list[str] = []  # the trace files written, in order
+        self._pending: list[_Window] = []
+        self._after = _after_window_steps(schedule, time_steps_after)
         self._step_started_ns: int | None = None
         self._sync: Any = None
 
     @property
+    def total_steps(self) -> int:
+        """Number of `step()` calls after which every window has been written (the schedule's and the steps timed
+        after the last window)."""
+        return self.schedule.total_steps + self.time_steps_after
+
+    @property
     def finished(self) -> bool:
-        return self.step_num >= self.schedule.total_steps
+        return self.step_num >= self.total_steps
 
     @property
     def phase(self) -> str:
-        """Phase of the step now running (see `ProfileSchedule.phase`)."""
-        return self.schedule.phase(self.step_num)
+        """Phase of the step now running (see `ProfileSchedule.phase`), 'after' for a step timed after the last
+        window."""
+        phase = self.schedule.phase(self.step_num)
+        return "after" if phase == "done" and self.step_num < self.total_steps else phase
 
     def start(self) -> StepProfiler:
-        if self._running:
+        if self._started:
             raise RuntimeError("profiler already started")
         torch = _import_torch()
         os.makedirs(self.output_dir, exist_ok=True)
         self.profiler = torch.profiler.profile(
             activities=_activities(torch),
             schedule=torch.profiler.schedule(**self.schedule.torch_kwargs()),
-            on_trace_ready=torch.profiler.tensorboard_trace_handler(
-                self.output_dir, worker_name=self.worker, use_gzip=self.use_gzip
-            ),
+            on_trace_ready=self._window_ready,
             **self.options,
         )
         self.profiler.start()
-        self._running = True
+        self._started = self._running = True
+        atexit.register(self.stop)  # a window still waiting is written even if the loop never calls stop()
         cuda = getattr(torch, "cuda", None)
         self._sync = cuda.synchronize if cuda is not None and cuda.is_available() else None
         self._step_begins()
         return self
 
     def _timed(self, step: int) -> bool:
+        if step in self._after:
+            return True
         return self.time_skipped_steps and self.schedule.phase(step) in ("skip", "wait")
 
     def _step_begins(self) -> None:
-        """Called as step `step_num` starts: start its clock if it is unprofiled; at a window's first
-        recorded step, write the unprofiled times so far into the trace's metadata."""
-        if self.finished:
-            return
+        """Called as step `step_num` starts: start its clock if it runs unprofiled and is timed."""
         self._step_started_ns = None
         if self._timed(self.step_num):
             if self._sync is not None:
                 self._sync()
             self._step_started_ns = time.perf_counter_ns()
-        elif self.phase == "active" and (self.step_num == 0 or self.schedule.phase(self.step_num - 1) != "active"):
-            self._add_unprofiled_metadata()
 
-    def _add_unprofiled_metadata(self) -> None:
-        value = {
+    def _window_ready(self, prof: Any) -> None:
+        """torch's `on_trace_ready`: a window's recording has stopped (inside `step()` or `stop()`). Keep its results
+        (torch replaces them when the next cycle starts) until the steps after it are timed: `step()` writes it once
+        they are (at once when there are none), `stop()` whatever they are; windows are written in order."""
+        last = self.step_num
+        cycle = max(0, last - self.schedule.skip_first) // self.schedule.cycle_steps
+        first = self.schedule.skip_first + cycle * self.schedule.cycle_steps + self.schedule.wait + self.schedule.warmup
+        results = getattr(prof, "profiler", None)  # torch.autograd.profiler.profile: holds this window's events
+        export = getattr(results, "export_chrome_trace", None) or prof.export_chrome_trace
+        after = (
+            0 if self._closed else sum(1 for s in range(last + 1, last + 1 + self.time_steps_after) if s in self._after)
+        )
+        self._pending.append(_Window(first_step=min(first, last), last_step=last, after=after, export=export))
+
+    def _write_ready(self, everything: bool = False) -> None:
+        """Write the waiting windows whose steps after them have all been timed (all of them: `everything`)."""
+        while self._pending and (everything or self.step_num > self._pending[0].last_step + self._pending[0].after):
+            w = self._pending.pop(0)
+            self.written.append(
+                write_window(
+                    w.export,
+                    self.output_dir,
+                    self.worker,
+                    UNPROFILED_STEPS_KEY,
+                    self.metadata(w),
+                    use_gzip=self.use_gzip,
+                )
+            )
+
+    def metadata(self, w: _Window) -> dict[str, Any]:
+        """The `UNPROFILED_STEPS_KEY` value of window `w` (docs/captures.md)."""
+        timed = list(zip(self.unprofiled_steps, self.unprofiled_step_ns))
+        before = [(s, t) for s, t in timed if s < w.first_step]
+        after = [(s, t) for s, t in timed if w.last_step < s <= w.last_step + w.after]
+        return {
             "schema": UNPROFILED_STEPS_SCHEMA,
-            "steps": list(self.unprofiled_steps),
-            "step_ns": list(self.unprofiled_step_ns),
+            "steps": [s for s, _ in before],
+            "step_ns": [t for _, t in before],
+            "after_steps": [s for s, _ in after],
+            "after_step_ns": [t for _, t in after],
+            "window_steps": [w.first_step, w.last_step],
             "synchronized": self._sync is not None,
             "profiler_options": dict(self.options),
             "schedule": self.schedule.torch_kwargs(),
+            "steps_after_window": self.time_steps_after,
         }
-        add = getattr(self.profiler, "add_metadata_json", None)
-        if add is not None:
-            add(UNPROFILED_STEPS_KEY, json.dumps(value, separators=(",", ":")))
 
     def step(self) -> None:
-        """Mark the end of one (optimizer) step. A no-op once `finished` and stopped."""
+        """Mark the end of one (optimizer) step. A no-op (but for the count) once stopped."""
         if self._step_started_ns is not None:
             if self._sync is not None:
                 self._sync()
@@ -219,18 +292,33 @@ class StepProfiler:
             self.unprofiled_step_ns.append(time.perf_counter_ns() - self._step_started_ns)
             self._step_started_ns = None
         if self._running:
-            self.profiler.step()
+            self.profiler.step()  # may end a window: _window_ready
         self.step_num += 1
-        if self._running and self.finished:
+        if self._closed:
+            return
+        self._write_ready()
+        if self._running and self.step_num >= self.schedule.total_steps:
+            self._running = False  # every window recorded: the steps after the last run with no profiler at all
+            self.profiler.stop()
+        if self.finished:
             self.stop()
-        if self._running:
+        else:
             self._step_begins()
 
     def stop(self) -> None:
-        """Stop profiling; an active window cut short is still written."""
-        if self._running:
-            self._running = False
-            self.profiler.stop()
+        """Stop profiling and write every window still waiting (an active window cut short too), with the steps
+        timed so far. A step cut short by it is not timed."""
+        if self._closed or not self._started:
+            return
+        self._closed = True
+        self._step_started_ns = None
+        atexit.unregister(self.stop)
+        try:
+            if self._running:
+                self._running = False
+                self.profiler.stop()  # a window cut short: _window_ready
+        finally:
+            self._write_ready(everything=True)
 
     def trace_files(self) -> list[str]:
         """Trace files of this worker in `output_dir`, oldest first."""
@@ -247,6 +335,17 @@ class StepProfiler:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _after_window_steps(schedule: ProfileSchedule, n: int) -> frozenset[int]:
+    """The steps timed after a window: the `n` after the last window; after an earlier one, the first `n` of the
+    next cycle's `wait` steps (its warm-up runs under the profiler)."""
+    out: set[int] = set()
+    for k in range(schedule.repeat):
+        last = schedule.skip_first + (k + 1) * schedule.cycle_steps - 1
+        room = n if k == schedule.repeat - 1 else min(n, schedule.wait)
+        out.update(range(last + 1, last + 1 + room))
+    return frozenset(out)
 
 
 def profile_steps(
@@ -267,6 +366,7 @@ def profile_steps(
     worker_prefix: str | None = None,
     use_gzip: bool = True,
     time_skipped_steps: bool = True,
+    time_steps_after: int = DEFAULT_TIME_STEPS_AFTER,
 ) -> StepProfiler:
     """A `StepProfiler` writing `<logdir>/<run>/rank<R>.<ns>.pt.trace.json.gz` (use it in a `with`).
 
@@ -275,6 +375,10 @@ def profile_steps(
     several times). The rank comes from torch.distributed or $RANK when not given.
     `time_skipped_steps`: time the skipped and wait steps unprofiled (synchronized at both edges when
     CUDA is there) and write them into the trace's metadata under `UNPROFILED_STEPS_KEY`.
+    `time_steps_after`: run that many steps after the last window unprofiled, timed the same way, and write the
+    trace only then, with their times (0: written as the window ends, as torch's handler does). They are the
+    unprofiled steps a report compares the profiled ones with: the job is in the same state as in the window,
+    where the steps before it may still be warming up (docs/captures_3.md).
     """
     schedule = plan_schedule(
         from_step0=from_step0, active=active, skip_first=skip_first, wait=wait, warmup=warmup, repeat=repeat
@@ -296,6 +400,7 @@ def profile_steps(
         worker=worker_name(rank, worker_prefix),
         use_gzip=use_gzip,
         time_skipped_steps=time_skipped_steps,
+        time_steps_after=time_steps_after,
     )
 
 

@@ -6,13 +6,15 @@
   GPU-bound trust_* captures (each with all, the default and none of the recording options), rms <= 0.11 over all;
   within 0.05 when the unprofiled step times are in the trace's metadata and agree with the reference; where the
   capture helper's pre-window steps disagree with the model (trust_host_*: the early steps ran 11.8-16.4 ms against a
-  17.7-21.7 ms reference, docs/captures_3.md) the capture says so.
+  17.7-21.7 ms reference, docs/captures_3.md) the capture says so; with steps timed after the window (the helper's
+  schema 2, here the truth's reference steps) within 0.05 on all six trust_* captures, and nothing flagged.
 - Planted problems (tests/trust_fixtures.py: real traces edited) show in the report and in the CLI's text.
 - CUDA/HIP graph replays of a real vLLM trace: grouped, no launch-gap or tiny-kernel finding from them.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -113,6 +115,27 @@ def test_measured_overhead_with_the_helpers_metadata(name, tmp_path) -> None:
     assert wi["unprofiled"]["step_ns_if_fixed"] <= wi["unprofiled"]["step_ns"]
 
 
+@pytest.mark.parametrize("name", [c[0] for c in TRUST])
+def test_steps_timed_after_the_window_measure_the_overhead(name, tmp_path) -> None:
+    (_, path, measured, unprofiled_ms), = [c for c in CAPTURES if c[0] == name]
+    # GIVEN the helper's object of schema 2 (tb_llmdiag.capture with time_steps_after): its own steps before the
+    # window kept, the steps after the window being the truth's reference steps (timed the same way: after the
+    # window, synchronized at both edges)
+    with gzip.open(path, "rt") as fh:
+        helper = json.load(fh)["llmdiag_unprofiled_step_ns"]
+    first = max(helper["steps"]) + 2 + helper["schedule"]["active"]
+    helper = {**helper, "schema": 2, "after_steps": list(range(first, first + len(unprofiled_ms))),
+              "after_step_ns": [int(ms * 1e6) for ms in unprofiled_ms]}
+    marked = with_top_level(path, tmp_path / "a.pt.trace.json.gz", {"llmdiag_unprofiled_step_ns": helper})
+    cap = api.report(str(marked))["runs"][0]["metrics"]["capture"]
+    # THEN those are the ones measured against, the method says so, and the share is within 0.05 of the measured one
+    assert cap["unprofiled_steps"] == len(unprofiled_ms) and cap["overhead_basis"] == "unprofiled_steps"
+    assert "timed after the profiled window" in cap["overhead_method"]
+    assert abs(cap["profiler_overhead_share"] - measured) <= MEASURED_TOLERANCE, (name, cap["profiler_overhead_share"])
+    # and the trace's own estimate agrees within DISAGREE_SHARE: nothing to flag
+    assert "unprofiled_disagrees" not in [p["kind"] for p in cap["problems"]]
+
+
 UNFUSED = TEST_DATA / "unfused_adamw" / "rank0.1795411313724530492.pt.trace.json.gz"
 
 
@@ -183,3 +206,17 @@ def test_a_reduce_overhead_capture_states_its_replays_and_blames_none_of_them() 
         assert cap["graph_op_attribution"] == "unavailable"
         ids = [f["id"] for f in rep["findings"]]
         assert not {"host_bound", "tiny_kernels"} & set(ids), ids
+
+
+def test_an_unprofiled_step_longer_than_the_profiled_one_takes_the_cut_as_is() -> None:
+    """trust_reduce_overhead: the host runs ahead of the GPU, so the helper's synchronized unprofiled steps (3.55 ms)
+    are longer than the profiled host step (2.46 ms); the what-if's cut (a 26 us pageable copy) must not grow into the
+    1.1 ms difference (it said -32 % before)."""
+    path = next((TEST_DATA / "trust_reduce_overhead").glob("*.json.gz"))
+    wi = api.report(str(path))["runs"][0]["what_if"]
+    up = wi["unprofiled"]
+    assert up["step_ns"] > wi["step_ns"]
+    cut = wi["step_ns"] - wi["step_ns_if_fixed"]
+    assert 0 < cut < 100_000
+    assert abs((up["step_ns"] - up["step_ns_if_fixed"]) - cut) <= 1
+    assert up["saving_share"] < 0.01

@@ -7,8 +7,8 @@ Used by `examples/captures/single_gpu.sh` (issues #12, #14) and `examples/captur
 (issue #11, under torchrun). Every switch plants one cause; the baseline is:
 2 layers of Qwen2.5-1.5B's shape, LoRA r16 on q,k,v,o,gate,up,down, bf16, samples packed into
 512-token rows, batch 8, DataLoader num_workers 2, pageable memory, AdamW (foreach), clip 1.0;
-3 steps skipped, 1 profiler warm-up, 6 recorded, then `--ref-steps` unprofiled steps timed with a
-synchronize at every step edge.
+3 steps skipped, 1 profiler warm-up, 6 recorded, `--time-after` (3) steps timed unprofiled by the helper after the
+window (it writes the trace then), then `--ref-steps` unprofiled steps timed with a synchronize at every step edge.
 
 Usage: capture_run.py --out LOGDIR --name CAPTURE [switches]   (writes LOGDIR/CAPTURE/rank<R>.*.pt.trace.json.gz
 and LOGDIR/CAPTURE/truth.json; `--name`, not `--run`, because torchrun would take `--run` as its own option)
@@ -130,6 +130,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--active", type=int, default=6)
     p.add_argument("--ref-steps", type=int, default=6)
+    p.add_argument("--time-after", type=int, default=3, help="steps the helper times after the window (time_steps_after)")
     p.add_argument("--release-memory", action="store_true")
     p.add_argument("--host-python", action="store_true")
     p.add_argument("--host-pause-ms", type=float, default=0.0)
@@ -353,6 +354,10 @@ def summary(r0: dict[str, Any], active: list[int], planted: bool) -> dict[str, A
         "cause_cost_median_ns": int(round((w_med - statistics.median(without_ms)) * 1e6)) if without_ms else None,
         "planted": planted,
     }
+    helper = r0.get("helper_unprofiled") or {}
+    after = helper.get("after_step_ns") or []
+    out["helper_after_window_step_ns"] = after  # the helper's own unprofiled steps after the window (in the trace)
+    out["helper_after_window_median_ns"] = int(statistics.median(after)) if after else None
     return out
 
 
@@ -477,8 +482,13 @@ def main(argv: list[str] | None = None) -> int:
             record_shapes=args.record_shapes,
             profile_memory=args.profile_memory,
             with_stack=args.with_stack,
+            time_steps_after=args.time_after,
         )
-    n_prof = schedule.total_steps
+    n_prof = schedule.total_steps + args.time_after  # the helper's steps, those it times after the window included
+
+    def phase(step: int) -> str:
+        p = schedule.phase(step)
+        return "after" if p == "done" and step < n_prof else p
     first_active = schedule.active_steps()[0]
     delay_at = {s for s in delay_steps if s < n_prof}
     delay_at |= {n_prof + s - first_active for s in delay_steps}  # the reference plants it at the same offsets
@@ -617,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     if cuda:
         ev[0].record()
     for step in range(n_prof):
-        if prof.schedule.phase(step) == "active" and step == prof.schedule.active_steps()[0] and cuda:
+        if step == prof.schedule.active_steps()[0] and cuda:
             sync(cuda)
             torch.cuda.reset_peak_memory_stats(device)
         g0 = unique_graphs()
@@ -803,7 +813,7 @@ def main(argv: list[str] | None = None) -> int:
         "slots_per_step": slots,
         "profiled": {
             "steps": list(range(n_prof)),
-            "phases": [prof.schedule.phase(s) for s in range(n_prof)],
+            "phases": [phase(s) for s in range(n_prof)],
             "host_ms": r3(prof_host_ms),
             "gpu_event_ms": r3(prof_gpu_ms),
             "active_median_host_ms": median([prof_host_ms[s] for s in active]),
@@ -835,7 +845,14 @@ def main(argv: list[str] | None = None) -> int:
         else None
     )
     mine["activation_stats_hooks"] = len(hooks) if args.module_hooks else None
-    mine["helper_unprofiled"] = {"steps": prof.unprofiled_steps, "step_ns": prof.unprofiled_step_ns}
+    last_active = active[-1]
+    timed = list(zip(prof.unprofiled_steps, prof.unprofiled_step_ns))
+    mine["helper_unprofiled"] = {
+        "steps": [s for s, _ in timed if s < last_active],
+        "step_ns": [t for s, t in timed if s < last_active],
+        "after_steps": [s for s, _ in timed if s > last_active],
+        "after_step_ns": [t for s, t in timed if s > last_active],
+    }
     mine["trace_facts"] = trace_facts(prof.trace_files())
     ranks = [mine]
     if distributed:
@@ -880,6 +897,7 @@ def main(argv: list[str] | None = None) -> int:
                 "lr": args.lr,
             },
             "profiler": {
+                "time_steps_after": args.time_after,
                 "skip_first": args.skip_first,
                 "warmup": args.warmup,
                 "active_steps": active,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Single-GPU planted-cause captures for issues #12 and #14 (docs/captures_2.md), one device call.
+# Single-GPU planted-cause captures for issues #12 and #14 (docs/captures_2.md), #23-#25 (docs/captures_3.md) and #24's
+# trust captures with the helper's steps after the window (docs/captures_4.md), one device call.
 #
-#   bash examples/captures/single_gpu.sh WORK_DIR "NAME NAME ..."     (default: every name below)
+#   bash examples/captures/single_gpu.sh WORK_DIR "NAME NAME ..."     (default: every name below; or batch3, trust, trust2)
 #
 # Each capture is one process of examples/captures/capture_run.py writing WORK_DIR/<name>/rank0.*.pt.trace.json.gz
 # and WORK_DIR/<name>/truth.json. Under the device tool ($OUT set) every finished capture is appended to
@@ -13,8 +14,13 @@ set -u
 WORK=${1:-/tmp/captures}
 ALL="noise_a noise_b item_loop fp32_math unfused_adamw grad_ckpt torch_save pinned small_batch pageable compile_off compile_on recompile"
 BATCH3="blame_release_memory blame_no_cache_alloc blame_host_python blame_host_pause blame_masked_select blame_module_hooks blame_release_memory_stack trust_host_default trust_host_min trust_host_full trust_gpu_default trust_gpu_min trust_gpu_full trust_reduce_overhead"
+# batch 4 (#24, docs/captures_4.md): the six trust_* captures again, the helper timing 3 steps after the window
+# ("trust"; "trust2": each twice, the second named <name>_r2, for the process-to-process spread)
+TRUST="trust_host_default trust_host_min trust_host_full trust_gpu_default trust_gpu_min trust_gpu_full"
 WHAT=${2:-$ALL}
 [ "$WHAT" = batch3 ] && WHAT=$BATCH3
+[ "$WHAT" = trust ] && WHAT=$TRUST
+[ "$WHAT" = trust2 ] && WHAT="$TRUST $(for n in $TRUST; do printf '%s_r2 ' "$n"; done)"
 CALL_LIMIT_S=${CALL_LIMIT_S:-560}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${PYTHON:-python3}
@@ -82,8 +88,9 @@ limit_for() { case $1 in recompile|recompile_4steps) echo 300 ;; compile_on|trus
 
 for name in $WHAT; do
   ENVS=""
-  args_for "$name" || { echo "== unknown capture $name" | tee -a "$LOG"; continue; }
-  limit=$(limit_for "$name")
+  base=${name%_r[0-9]}  # <name>_r2: the same capture again, in another process
+  args_for "$base" || { echo "== unknown capture $name" | tee -a "$LOG"; continue; }
+  limit=$(limit_for "$base")
   left=$(( CALL_LIMIT_S - $(elapsed) ))
   if [ "$left" -lt "$limit" ] && [ "$left" -lt 150 ]; then
     echo "== $name skipped: $left s left" | tee -a "$LOG"; continue

@@ -10,8 +10,10 @@ Contract:
   pool I (``what_if.median_idle_ns``; O is capped at I), spread evenly over it, so a cut that leaves idle time L
   leaves O x L / I of the profiler's cost in the step: fixed step unprofiled = fixed step profiled - O x L / I; a
   fixed step bound by the host's own time (``bound_by`` ``host_floor``) keeps all of the profiler's host cost, which a
-  GPU-bound step had hidden (``capture.overhead_model_ns``, else O): fixed step profiled - that. Never above U nor
-  below the GPU's own work. The statement then leads with the unprofiled step.
+  GPU-bound step had hidden (``capture.overhead_model_ns``, else O): fixed step profiled - that. An unprofiled step
+  longer than the profiled one (noise; a host that runs ahead of the GPU, whose profiled host step under-states the
+  step) holds none of the profiler's cost: a cut removes the same time from it (U - M is added back). Never above U
+  nor below the GPU's own work. The statement then leads with the unprofiled step.
 """
 
 from __future__ import annotations
@@ -64,12 +66,13 @@ def with_unprofiled(what: dict[str, Any] | None, metrics: Mapping[str, Any]) -> 
     floor = float(what.get("compute_floor_ns") or 0.0)
     host_cost = lookup(metrics, "capture.overhead_model_ns")
     host_cost = float(host_cost) if finite(host_cost) else over
+    longer = max(0.0, float(u) - m)  # an unprofiled step longer than the profiled one: the cut is taken as is
 
     def unprofiled(fixed: float, idle_left: float, bound_by: Any) -> float:
         # a step bound by the host's own time keeps all of the profiler's host cost; else the share of it that is
         # left in the idle time the fixes leave
         left = host_cost if bound_by == "host_floor" else over * idle_left / idle0 if idle0 > 0 else 0.0
-        return min(float(u), max(fixed - left, min(floor, float(u))))
+        return min(float(u), max(fixed + longer - left, min(floor, float(u))))
 
     top_cut = m - float(what["step_ns_if_fixed"])
     top_left = idle0 - top_cut if what.get("pool") == "idle" else idle0

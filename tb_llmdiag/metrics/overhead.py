@@ -2,7 +2,9 @@
 
 Definitions (per step: the median over the profiled steps; P = ``steps.median_ns``, the profiled median step):
 - ``unprofiled_step_ns``: the median of the unprofiled step times a capture helper wrote into the trace's metadata
-  (``tb_llmdiag.capture`` times the steps it does not profile; ``ingest/kineto/meta.py`` reads them), else null.
+  (``tb_llmdiag.capture`` times the steps it does not profile; ``ingest/kineto/meta.py`` reads them, those timed
+  after the window when there are any: the job is then in the window's state), else null. ``overhead_method`` says
+  which steps it used.
 - With it (``overhead_basis`` = ``unprofiled_steps``): ``profiler_overhead_ns`` = max(0, P - unprofiled step) and
   ``profiler_overhead_share`` = that / P: measured, not modelled.
 - Without it (``overhead_basis`` = ``model``): the profiler's cost is what recording costs on the host, per step:
@@ -24,6 +26,7 @@ Definitions (per step: the median over the profiled steps; P = ``steps.median_ns
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,7 +145,7 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
             "profiler_overhead_share": cut / profiled,
             "overhead_basis": "unprofiled_steps",
             "overhead_method": f"measured: the profiled median step less the median of {out['unprofiled_steps']} "
-            f"unprofiled steps the capture helper timed ({ctx.trace.metadata.get('unprofiled_source')})",
+            f"unprofiled steps {_timed_where(ctx.trace.metadata)} ({ctx.trace.metadata.get('unprofiled_source')})",
         }
     if why is not None:
         return {
@@ -179,14 +182,36 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
     }
 
 
+#: where the unprofiled steps were timed (``ingest/kineto/meta.py``'s ``unprofiled_when``), in words
+TIMED_WHERE = {
+    "after_window": "the capture helper timed after the profiled window",
+    "before_window": "the capture helper timed before the profiled window",
+}
+
+
+def _timed_where(meta: Mapping[str, Any]) -> str:
+    return TIMED_WHERE.get(str(meta.get("unprofiled_when")), "the trace's metadata holds")
+
+
 #: a measured and a modelled share further apart than this are reported as a problem
 DISAGREE_SHARE = 0.15
+
+
+#: why the timed steps and the trace's estimate may disagree, by where the steps were timed
+DISAGREE_WHY = {
+    "before_window": "the steps before the profiled window may run faster or slower for other reasons (prefetched "
+    "batches, warm-up)",
+    "after_window": "either the job's speed changed around the window (data, clocks, other processes) or this "
+    "workload's recording cost is not the one the estimate was fitted on",
+    "": "the timed steps may run faster or slower for other reasons, or this workload's recording cost is not the one "
+    "the estimate was fitted on",
+}
 
 
 def capture_topic(ctx: Context, bd: StepBreakdown) -> dict[str, Any]:
     """The whole ``capture`` topic: what the capture holds and lost (``metrics.capture``) and the profiler's cost.
     When the unprofiled steps the trace holds and the model disagree by more than ``DISAGREE_SHARE``, a problem says
-    so (the helper times the steps before the window: they may differ from the window for other reasons)."""
+    so, and why they may (``DISAGREE_WHY``, by where the steps were timed)."""
     held = capture_metrics(ctx)
     out = {**held, **overhead_fields(ctx, bd, held["record_shapes"])}
     measured, model = out["profiler_overhead_share"], out["overhead_model_share"]
@@ -197,9 +222,10 @@ def capture_topic(ctx: Context, bd: StepBreakdown) -> dict[str, Any]:
                 "kind": "unprofiled_disagrees",
                 "count": None,
                 "severity": "warning",
-                "text": f"The unprofiled steps the capture helper timed make the profiler {100 * measured:.0f} % of the "
-                f"step, the trace's own estimate {100 * model:.0f} %: the steps timed before the profiled window may run "
-                f"faster or slower for other reasons (prefetched batches, warm-up); the what-if uses the timed steps.",
+                "text": f"The unprofiled steps {_timed_where(ctx.trace.metadata)} make the profiler "
+                f"{100 * measured:.0f} % of the step, the trace's own estimate {100 * model:.0f} %: "
+                f"{DISAGREE_WHY.get(str(ctx.trace.metadata.get('unprofiled_when')), DISAGREE_WHY[''])}; "
+                f"the what-if uses the timed steps.",
             },
         ]
         out["problem_count"] += 1

@@ -1,8 +1,9 @@
 """The trust card in a real TensorBoard through Debian Chromium (issue #24).
 
-Logdir: two runs built from the real unfused-AdamW capture (tests/trust_fixtures.py): ``dropped`` (every 10th
-launch call removed, with Kineto's warning of the records it dropped) and ``unprofiled`` (the unprofiled step times
-written into the trace's metadata, as the capture helper does). The card shows the server's capture topic: the
+Logdir: three runs built from the real unfused-AdamW capture (tests/trust_fixtures.py): ``dropped`` (every 10th
+launch call removed, with Kineto's warning of the records it dropped), ``missing`` (every 10th kernel removed: launches
+missing their kernels) and ``unprofiled`` (the unprofiled step times written into the trace's metadata, as the
+capture helper does); and ``jax``, a JAX ``trace.json.gz`` cut at the exporter's 1,000,000-event cap. The card shows the server's capture topic: the
 problems in its order and words, the overhead share and profiled vs unprofiled step in the registry's units, and
 each label from the metric registry; host-time findings carry the overhead caveat.
 """
@@ -18,10 +19,11 @@ from tb_llmdiag import api
 from tb_llmdiag.units import fmt
 from tbserver import REPO, get_json, tensorboard, wait_all_analysed
 from test_tab import ARTIFACTS, browser, new_page, no_foreign, open_tab, requests_seen, wait_panel  # noqa: F401 (fixtures)
-from trust_fixtures import planted_dropped, with_top_level
+from trust_fixtures import jax_capped, launches_missing_kernels, planted_dropped, with_top_level
 
 pytestmark = pytest.mark.e2e
 SRC = REPO / "tests" / "data" / "unfused_adamw" / "rank0.1795411313724530492.pt.trace.json.gz"
+JAX_RUN = "jax/plugins/profile/2026_01_01_00_00_00"  # the run is the folder the trace file is in
 UNPROFILED_MS = [82.617, 95.843, 94.54, 124.83, 95.924, 91.272]  # truth.json reference.wall_ms
 
 
@@ -31,17 +33,19 @@ def trust_server(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("e2e_trust")
     logdir = tmp / "logs"
     planted_dropped(SRC, logdir / "dropped" / "rank0.1.pt.trace.json.gz")
+    launches_missing_kernels(SRC, logdir / "missing" / "rank0.1.pt.trace.json.gz")
+    jax_capped(logdir / JAX_RUN / "host.trace.json.gz")
     helper = {"schema": 1, "steps": list(range(8, 14)), "step_ns": [int(ms * 1e6) for ms in UNPROFILED_MS]}
     with_top_level(SRC, logdir / "unprofiled" / "rank0.1.pt.trace.json.gz", {"llmdiag_unprofiled_step_ns": helper})
     ARTIFACTS.mkdir(exist_ok=True)
     with tensorboard(logdir, tmp / "cache", ARTIFACTS / "tensorboard_trust.log") as base:
         runs = wait_all_analysed(base)
-        assert sorted(r["run"] for r in runs) == ["dropped", "unprofiled"], runs
-        yield base
+        assert sorted(r["run"] for r in runs) == ["dropped", JAX_RUN, "missing", "unprofiled"], runs
+        yield base, runs
 
 
-def _report(base: str, run: str) -> dict:
-    q = urlencode({"run": run, "worker": "rank0", "span": "1"})
+def _report(base: str, run: str, worker: str = "rank0", span: str = "1") -> dict:
+    q = urlencode({"run": run, "worker": worker, "span": span})
     body = get_json(f"{base}/data/plugin/llm_diag/report?{q}", timeout=30)
     assert isinstance(body, dict) and body["status"] == "ok", body
     return body
@@ -52,11 +56,12 @@ def _label(key: str) -> str:
 
 
 def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, requests_seen):
-    base = trust_server
+    base, runs = trust_server
     ctx, page, errors = new_page(browser, requests_seen)
+    where = {r["run"]: (r["workers"][0]["worker"], str(r["workers"][0]["spans"][0]["span"])) for r in runs}
     try:
-        for run in ("dropped", "unprofiled"):
-            rep = _report(base, run)
+        for run in ("dropped", "missing", JAX_RUN, "unprofiled"):
+            rep = _report(base, run, *where[run])
             cap = rep["metrics"]["capture"]
             f = open_tab(page, base, f"#llm_diag&{urlencode({'p.llm_diag.run': run})}")
             wait_panel(f)
@@ -65,12 +70,17 @@ def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, r
             # the problems, in the report's order and words
             texts = card.locator(".trust-problem").evaluate_all("els => els.map(e => e.textContent)")
             assert texts == [p["text"] for p in cap["problems"]]
+            kinds = {"dropped": ["dropped_records", "kernels_without_launches"], "missing": ["launches_without_kernels"],
+                     JAX_RUN: ["event_cap"], "unprofiled": []}
+            assert [p["kind"] for p in cap["problems"]] == kinds[run]
+            if run == JAX_RUN:  # not a Kineto capture: no overhead estimate, no host-time finding to carry a caveat
+                assert cap["profiler_overhead_share"] is None and "warn" in card.get_attribute("class").split()
+                continue
             row = card.locator("[data-key='capture.profiler_overhead_share']")
             assert row.locator(".trust-label").inner_text() == _label("capture.profiler_overhead_share")
             # the tab formats shares as the CLI does (#25: one format in text and cards)
             assert row.locator(".trust-value").inner_text() == fmt("share", cap["profiler_overhead_share"])
-            if run == "dropped":
-                assert [p["kind"] for p in cap["problems"]] == ["dropped_records", "kernels_without_launches"]
+            if run != "unprofiled":
                 assert "warn" in card.get_attribute("class").split()
             else:
                 assert cap["overhead_basis"] == "unprofiled_steps"

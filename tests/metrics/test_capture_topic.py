@@ -3,6 +3,8 @@ profiler's cost measured from unprofiled step times, and the metadata reader."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from minitrace import US, E, GEMM, kernel, launch, make_trace, op, step
@@ -111,3 +113,43 @@ def test_metadata_reader_takes_the_capture_helpers_object() -> None:
     # THEN the times are read in ns, step 0 (one-time costs) left out, the indices and the schedule never taken
     assert extra_metadata(text)["unprofiled_step_ns"] == [72_000_000, 89_000_000]
     assert unprofiled_steps_ns("u_ns", {"steps": [0, 1], "schedule": {"skip_first": 3}}) == []
+    assert extra_metadata(text)["unprofiled_when"] == "before_window"
+
+
+def _helper_object(**fields: object) -> bytes:
+    value = {"schema": 2, "steps": [0, 1, 2], "step_ns": [2_308_000_000, 72_000_000, 89_000_000], "after_steps": [10, 11],
+             "after_step_ns": [95_000_000, 97_000_000], "window_steps": [4, 9], "synchronized": True,
+             "steps_after_window": 3, **fields}
+    return json.dumps({"llmdiag_unprofiled_step_ns": value, "traceEvents": []}).encode()
+
+
+def test_metadata_reader_prefers_the_steps_timed_after_the_window() -> None:
+    # GIVEN schema 2 of tb_llmdiag.capture: the steps before the window and those after it
+    meta = extra_metadata(_helper_object())
+    # THEN the steps after it are taken, and the reader says so
+    assert (meta["unprofiled_step_ns"], meta["unprofiled_when"]) == ([95_000_000, 97_000_000], "after_window")
+    # a loop that stopped before any step after the window: the steps before it, step 0 left out
+    meta = extra_metadata(_helper_object(after_steps=[], after_step_ns=[]))
+    assert (meta["unprofiled_step_ns"], meta["unprofiled_when"]) == ([72_000_000, 89_000_000], "before_window")
+    # from step 0 with nothing timed: no unprofiled step (the setting `steps_after_window` is no time)
+    meta = extra_metadata(_helper_object(steps=[], step_ns=[], after_steps=[], after_step_ns=[]))
+    assert "unprofiled_step_ns" not in meta and "unprofiled_when" not in meta
+    # another writer's field: its times, where they were timed unknown
+    meta = extra_metadata(b'{"traceEvents": [], "my_unprofiled_ms": [5, 6]}')
+    assert meta["unprofiled_step_ns"] == [5_000_000, 6_000_000] and "unprofiled_when" not in meta
+
+
+def test_the_method_says_which_unprofiled_steps_it_measured_against() -> None:
+    rows = [step(1, 0, 100 * US), step(2, 100 * US, 100 * US), op("aten::mm", 1 * US, 90 * US),
+            launch(2 * US, 1 * US, 1), kernel(GEMM, 95 * US, 4 * US, 1)]
+    t = make_trace(rows)
+    base = {"unprofiled_step_ns": [70 * US], "unprofiled_source": "llmdiag_unprofiled_step_ns"}
+    methods = {}
+    for when in ("after_window", "before_window", None):
+        meta = {**base, "unprofiled_when": when} if when else base
+        cap = analyze(Trace(source_kind="kineto", events=t.events, metadata=meta)).metrics["capture"]
+        methods[when] = cap["overhead_method"]
+    assert methods["after_window"] == ("measured: the profiled median step less the median of 1 unprofiled steps the "
+                                       "capture helper timed after the profiled window (llmdiag_unprofiled_step_ns)")
+    assert "timed before the profiled window" in methods["before_window"]
+    assert "unprofiled steps the trace's metadata holds (" in methods[None]

@@ -10,7 +10,10 @@ Read from the small texts around the events (the header and the metadata after t
   from the name (``_ms``, ``_us``, ``_ns``, ``_s``; ms when it names none) and the times become
   ``unprofiled_step_ns`` (a list of ints, positive values only). ``tb_llmdiag.capture`` writes
   ``llmdiag_unprofiled_step_ns``: ``{"steps": [0, 1, 2], "step_ns": [...], "synchronized": true, ...}``; step 0's
-  time is left out when two others remain (a run's first step pays one-time costs).
+  time is left out when two others remain (a run's first step pays one-time costs). From its schema 2 on it adds
+  the steps timed after the window (``after_steps``, ``after_step_ns``): those are taken when there are any.
+  ``unprofiled_when`` says which: ``after_window``, ``before_window`` (the helper's steps before it), or absent
+  (another writer's field: not known).
 
 ``extra_metadata(text)`` never raises: a text that is not a JSON object, or a field that does not decode, gives
 nothing.
@@ -48,10 +51,13 @@ def extra_metadata(text: bytes) -> dict[str, Any]:
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
         if "unprofiled" in key.lower():
-            steps = unprofiled_steps_ns(key, value)
+            helper = _helper_steps_ns(value)
+            steps, when = helper if helper is not None else (unprofiled_steps_ns(key, value), None)
             if steps:
                 out["unprofiled_step_ns"] = steps
                 out["unprofiled_source"] = key
+                if when:
+                    out["unprofiled_when"] = when
         elif key in ("WARNING", "ERROR"):
             msgs = value if isinstance(value, list) else [value]
             out[key] = [str(m)[:500] for m in msgs[:_MAX_MESSAGES]]
@@ -103,6 +109,17 @@ def unprofiled_steps_ns(key: str, value: Any, unit_ns: float | None = None) -> l
             if got:
                 return _without_first_step(got, value.get("steps"))
     return []
+
+
+def _helper_steps_ns(value: Any) -> tuple[list[int], str] | None:
+    """The times in ``tb_llmdiag.capture``'s object (it names its ``schema``): those after the window when it holds
+    any, else those before it (step 0's left out); None for another writer's field."""
+    if not isinstance(value, dict) or not isinstance(value.get("schema"), int) or "step_ns" not in value:
+        return None
+    after = unprofiled_steps_ns("after_step_ns", value.get("after_step_ns", []))
+    if after:
+        return after, "after_window"
+    return _without_first_step(unprofiled_steps_ns("step_ns", value["step_ns"]), value.get("steps")), "before_window"
 
 
 def _without_first_step(times: list[int], steps: Any) -> list[int]:
