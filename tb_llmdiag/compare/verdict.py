@@ -100,6 +100,18 @@ def _steps(doc: Mapping[str, Any]) -> str:
     return out
 
 
+def _unchanged(row: Mapping[str, Any], what: str, detail: str) -> str | None:
+    """ "no change ``what`` (...)" when the primary number did not move, or not beyond noise or its tolerance; else
+    None (then the clause says how much faster or slower)."""
+    b, a = row["before"], row["after"]
+    if a == b:
+        return f"no change {what} ({detail})"
+    if row["beyond_noise"] is False or not row["beyond_tolerance"]:
+        why = "noise" if row["beyond_noise"] is False else f"its {row['tolerance'] * 100:g} % tolerance"
+        return f"no change {what} beyond {why} ({detail}, {_pct(a / b - 1)}; {_band(row)})"
+    return None
+
+
 def throughput(doc: Mapping[str, Any]) -> str:
     """The first clause: the primary metric's change, or that it did not change beyond noise."""
     key = doc["work"]["primary"]
@@ -114,11 +126,9 @@ def throughput(doc: Mapping[str, Any]) -> str:
     detail = "; ".join(x for x in (values, steps) if x)
     if b <= 0 or a <= 0:
         return f"{row['label']} {fmt(row['unit'], b)} -> {fmt(row['unit'], a)}"
-    if a == b:
-        return f"no change {what} ({detail})"
-    if row["beyond_noise"] is False or not row["beyond_tolerance"]:
-        why = "noise" if row["beyond_noise"] is False else f"its {row['tolerance'] * 100:g} % tolerance"
-        return f"no change {what} beyond {why} ({detail}, {_pct(a / b - 1)}; {_band(row)})"
+    unchanged = _unchanged(row, what, detail)
+    if unchanged is not None:
+        return unchanged
     ratio = a / b if tokens else b / a
     return f"{_speed(ratio, what, doc['roles']['after'])} ({detail})"
 
@@ -188,11 +198,9 @@ def job_throughput(doc: Mapping[str, Any]) -> str:
         parts.append(f"at {wk['ratio']:.2g}x the tokens per job step")
     detail = "; ".join(parts)
     what = "job step" if use_step else "job tokens/s"
-    if a == b:
-        return f"no change in the {what} ({detail})"
-    if row["beyond_noise"] is False or not row["beyond_tolerance"]:
-        why = "noise" if row["beyond_noise"] is False else f"its {row['tolerance'] * 100:g} % tolerance"
-        return f"no change in the {what} beyond {why} ({detail}, {_pct(a / b - 1)}; {_band(row)})"
+    unchanged = _unchanged(row, f"in the {what}", detail)
+    if unchanged is not None:
+        return unchanged
     ratio = b / a if use_step else a / b
     return f"{who}'s {what} is {ratio_text(ratio)} ({detail})"
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tb_llmdiag.findings.engine import Rule, applicable, finite, lookup
@@ -61,14 +62,24 @@ def _busy_share(m: Mapping[str, Any]) -> float | None:
     return min(max(float(v), 0.0), 1.0) if finite(v) else None
 
 
-def _median_busy_ns(m: Mapping[str, Any], median: int, busy_share: float | None) -> int | None:
+def _median_of_steps(m: Mapping[str, Any], key: str) -> float | None:
+    """The median of ``steps.per_step[].<key>``; None without steps or when a step lacks it."""
     rows = lookup(m, "steps.per_step")
-    per = [r.get("busy_ns") for r in rows] if isinstance(rows, list) else None
-    n = lookup(m, "steps.count")
-    if isinstance(per, list) and per and len(per) == n and all(finite(x) for x in per):
-        s = sorted(float(x) for x in per)
-        mid = len(s) // 2
-        b = s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+    per = [r.get(key) for r in rows] if isinstance(rows, list) else None
+    if not (isinstance(per, list) and per and all(finite(x) for x in per)):
+        return None
+    s = sorted(float(x) for x in per)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def _median_busy_ns(m: Mapping[str, Any], median: int, busy_share: float | None) -> int | None:
+    """The GPU's busy time in the median step (median of ``steps.per_step[].busy_ns`` when every step has it), else
+    ``busy_share`` x the median step; None when unknown."""
+    rows = lookup(m, "steps.per_step")
+    whole = isinstance(rows, list) and len(rows) == lookup(m, "steps.count")
+    b = _median_of_steps(m, "busy_ns") if whole else None
+    if b is not None:
         return int(round(min(b, median)))
     return int(round(busy_share * median)) if busy_share is not None else None
 
@@ -76,12 +87,9 @@ def _median_busy_ns(m: Mapping[str, Any], median: int, busy_share: float | None)
 def _median_collective_ns(m: Mapping[str, Any], median: int) -> int:
     """The median step's time only collectives cover (median of ``steps.per_step[].collective_ns``), else
     ``idle.collective_share`` x the median step; 0 when unknown (no collectives)."""
-    rows = lookup(m, "steps.per_step")
-    per = [r.get("collective_ns") for r in rows] if isinstance(rows, list) else None
-    if isinstance(per, list) and per and all(finite(x) for x in per):
-        s = sorted(float(x) for x in per)
-        mid = len(s) // 2
-        return int(round(min(s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2, median)))
+    c_ns = _median_of_steps(m, "collective_ns")
+    if c_ns is not None:
+        return int(round(min(c_ns, median)))
     c = lookup(m, "idle.collective_share")
     return int(round(float(c) * median)) if finite(c) else 0
 
@@ -249,21 +257,32 @@ def _top_what_if(
     }
 
 
-def apply_in_sequence(
-    findings: list[dict[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule]
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """Ranked findings with in-sequence savings (module docstring), and the what-if on the median step."""
-    claims = _claims(rules, metrics)
+@dataclass(frozen=True)
+class _Start:
+    """The step the findings' savings come out of, before any is taken (module docstring): the mean step (without
+    steps: the analysis window) cut into pools, the median step's pools, and the host floor."""
+
+    has_steps: bool
+    mean: float  # the mean step; without steps, the analysis window
+    median: float | None  # the median step; None without steps or with a median of 0
+    med_busy: int | None  # the GPU's busy time in the median step; None when unknown
+    pool0: dict[str, float]  # the mean step: idle, device, communication and the excess over the median
+    med0: dict[str, float]  # the median step: idle, device, communication ({} without a median)
+    host0: float | None  # the host floor of the median step
+    host_mean: float | None  # its share of the mean step's regular part
+
+
+def _start(metrics: Mapping[str, Any]) -> _Start | None:
+    """The pools before any finding is applied; None when there is no step and no window to take savings from."""
     mean = lookup(metrics, "steps.mean_ns")
     median = lookup(metrics, "steps.median_ns")
     busy = _busy_share(metrics)
-    out = [dict(f) for f in findings]
     has_steps = finite(mean) and mean > 0
     if not has_steps:  # no steps: the shares are of the analysis window; apply them in sequence on it
         mean = lookup(metrics, "idle.window_ns")
         median = None
         if not finite(mean) or mean <= 0:
-            return out, None
+            return None
     have_median = finite(median) and median > 0
     med_busy = _median_busy_ns(metrics, int(median), busy) if have_median else None
     # the mean step T = a median-like part min(M, T), busy in proportion b, and the excess max(0, T - M) that
@@ -281,7 +300,6 @@ def apply_in_sequence(
         "communication": c * regular,
         "excess": float(mean) - regular,
     }
-    left = {**pool0, "host_wait": 0.0}
     med0 = (
         {
             "idle": float(median) - (med_busy or 0) - med_coll,
@@ -291,81 +309,135 @@ def apply_in_sequence(
         if have_median
         else {}
     )
-    med_left = {**med0, "host_wait": 0.0}
-    symptom = {r.id for r in applicable(metrics, rules) if r.symptom}
     # the host floor (module docstring): the median step's, and its share of the mean step's regular part
     host0 = _host_floor_ns(metrics, float(median)) if have_median else None
-    host = {"median": host0, "mean": host0 * regular / float(median) if host0 is not None else None}
+    host_mean = host0 * regular / float(median) if host0 is not None else None
+    return _Start(has_steps, mean, median if have_median else None, med_busy, pool0, med0, host0, host_mean)
+
+
+@dataclass
+class _Sequence:
+    """What the findings applied so far left: of the mean step and of the median step (each pool, and the time the
+    GPU would wait for the host once a device-side cut reaches the host floor), and the host floor itself."""
+
+    left: dict[str, float]
+    med_left: dict[str, float]
+    host: dict[str, float | None]  # the host floor in the median step and in the mean step, lowered by host-side cuts
+    ids: set[int] = field(default_factory=set)  # the findings that take something off the median step
+    host_floor: bool = False  # a device-side cut of the sequence stopped at the host floor
+    gpu_cut: dict[str, float] = field(default_factory=dict)  # finding id -> what it takes off the GPU's own work
+
+
+def _order(
+    out: list[dict[str, Any]], pools: list[str | None], metrics: Mapping[str, Any], rules: Sequence[Rule]
+) -> list[int]:
+    """The order the findings are applied in: host-side cuts first (they lower the host floor), then device-side ones
+    (the floor bounds them): the pools are apart but for the floor, so without it this order changes nothing; in
+    each, causes first, then symptoms (each group in rank order): a symptom keeps only the time the causes leave."""
+    symptom = {r.id for r in applicable(metrics, rules) if r.symptom}
+    return sorted(range(len(out)), key=lambda i: (pools[i] in FLOORED, out[i]["id"] in symptom, i))
+
+
+def _cut_median(seq: _Sequence, start: _Start, i: int, fid: str, pool: str, r: float, effect: str) -> tuple[float, str]:
+    """What finding ``i`` (of rule ``fid``) takes off the median step in sequence, and what bound it; notes its cut of
+    the GPU's own work and whether it joins the sequence."""
+    assert start.median is not None
+    med_cut, by = _take(seq.med_left, pool, r, seq.host, "median", effect)
+    seq.gpu_cut[fid] = r * start.med0[pool] if pool == "device" else 0.0  # the GPU's work shrinks by all of it
+    seq.host_floor = seq.host_floor or by == "host_floor"
+    if med_cut > 0.5:
+        seq.ids.add(i)
+    # never more than fixing it alone would: a device-side cut stops at the host's own time per step
+    # as the trace shows it (host-side fixes before it in the sequence may have lowered that floor)
+    room = max(0.0, float(start.median) - start.host0) if start.host0 is not None and pool in FLOORED else math.inf
+    if med_cut > room + 0.5:
+        med_cut, by = room, "host_floor"
+    return med_cut, by
+
+
+def _apply_one(
+    f: dict[str, Any], i: int, pool: str | None, claimed: str | None, start: _Start, seq: _Sequence
+) -> dict[str, Any]:
+    """Finding ``i``'s saving in sequence: what it takes from what the findings before it left, on its basis."""
+    alone = _saving_share(f)
+    excess = claimed == "excess" or pool == "excess"
+    pool0 = start.pool0
+    r = min(1.0, alone * start.mean / pool0[pool]) if pool is not None and alone > 0 and pool0[pool] > 0 else 0.0
+    effect = HOST_FLOOR_EFFECT.get(f["id"], "cut")
+    cut, med_cut, by = 0.0, 0.0, None
+    if r > 0 and pool is not None:
+        cut, by = _take(seq.left, pool, r, seq.host, "mean", effect)
+        if start.median is not None and not excess:
+            med_cut, by = _cut_median(seq, start, i, f["id"], pool, r, effect)
+    if not start.has_steps:  # no steps: a share of the analysis window
+        basis, step, ns = "window", None, cut
+    elif excess or start.median is None:  # steps slower than the median: the median step has none of it
+        basis, step, ns = "mean_step", float(start.mean), cut
+    else:
+        basis, step, ns = "median_step", float(start.median), med_cut
+    return _saving(basis, step, ns, float(start.mean), pool, by)
+
+
+def _all_fixed(
+    out: list[dict[str, Any]], ranked: list[int], start: _Start, seq: _Sequence, tokens: Any
+) -> dict[str, Any]:
+    """The what-if's ``all`` part: the median step with every finding of the sequence applied."""
+    assert start.median is not None
+    median = start.median
+    med_left = seq.med_left
+    fixed_all = med_left["idle"] + med_left["device"] + med_left["communication"] + med_left["host_wait"]
+    floor = med_left["device"]
+    return {
+        "finding_ids": [out[j]["id"] for j in range(len(out)) if ranked[j] in seq.ids],
+        "step_ns": int(median),
+        "step_ns_if_fixed": int(round(fixed_all)),
+        "saving_share": 1.0 - fixed_all / median,
+        "compute_floor_ns": int(round(floor)) if start.med_busy is not None else None,
+        "host_floor_ns": int(round(seq.host["median"])) if seq.host["median"] is not None else None,
+        "bound_by": _all_bound(seq.host_floor, fixed_all, floor if start.med_busy is not None else None),
+        "tokens_per_s_if_fixed": _tokens_per_s(tokens, fixed_all / median),
+        "idle_left_ns": int(round(med_left["idle"])),
+    }
+
+
+def apply_in_sequence(
+    findings: list[dict[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule]
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Ranked findings with in-sequence savings (module docstring), and the what-if on the median step."""
+    out = [dict(f) for f in findings]
+    start = _start(metrics)
+    if start is None:
+        return out, None
+    claims = _claims(rules, metrics)
     pools = [_pool_of(claims.get(f["id"])) for f in out]
     # no step adds time over the median (or no steps): the excess is idle time
-    pools = ["idle" if p == "excess" and pool0["excess"] <= 0 else p for p in pools]
-    # host-side cuts first (they lower the host floor), then device-side ones (the floor bounds them): the pools
-    # are apart but for the floor, so without it this order changes nothing; in each, causes first, then symptoms
-    # (each group in rank order): a symptom keeps only the time the causes leave
-    order = sorted(range(len(out)), key=lambda i: (pools[i] in FLOORED, out[i]["id"] in symptom, i))
-    seq_ids: set[int] = set()  # the findings that take something off the median step in sequence
-    seq_host_floor = False  # a device-side cut of the sequence stopped at the host floor
-    gpu_cut: dict[str, float] = {}  # finding id -> what it takes off the GPU's own work in the median step
-    for i in order:
+    pools = ["idle" if p == "excess" and start.pool0["excess"] <= 0 else p for p in pools]
+    seq = _Sequence(
+        left={**start.pool0, "host_wait": 0.0},
+        med_left={**start.med0, "host_wait": 0.0},
+        host={"median": start.host0, "mean": start.host_mean},
+    )
+    for i in _order(out, pools, metrics, rules):
         f = out[i]
-        alone = _saving_share(f)
-        if not isinstance(f.get("saving"), dict):
-            continue
-        pool = pools[i]
-        excess = claims.get(f["id"]) == "excess" or pool == "excess"
-        r = min(1.0, alone * mean / pool0[pool]) if pool is not None and alone > 0 and pool0[pool] > 0 else 0.0
-        effect = HOST_FLOOR_EFFECT.get(f["id"], "cut")
-        cut, med_cut, by = 0.0, 0.0, None
-        if r > 0 and pool is not None:
-            cut, by = _take(left, pool, r, host, "mean", effect)
-            if have_median and not excess:
-                med_cut, by = _take(med_left, pool, r, host, "median", effect)
-                gpu_cut[f["id"]] = r * med0[pool] if pool == "device" else 0.0  # the GPU's work shrinks by all of it
-                seq_host_floor = seq_host_floor or by == "host_floor"
-                if med_cut > 0.5:
-                    seq_ids.add(i)
-                # never more than fixing it alone would: a device-side cut stops at the host's own time per step
-                # as the trace shows it (host-side fixes before it in the sequence may have lowered that floor)
-                room = max(0.0, float(median) - host0) if host0 is not None and pool in FLOORED else math.inf
-                if med_cut > room + 0.5:
-                    med_cut, by = room, "host_floor"
-        if not has_steps:  # no steps: a share of the analysis window
-            basis, step, ns = "window", None, cut
-        elif excess or not have_median:  # steps slower than the median: the median step has none of it
-            basis, step, ns = "mean_step", float(mean), cut
-        else:
-            basis, step, ns = "median_step", float(median), med_cut
-        f["saving"] = _saving(basis, step, ns, float(mean), pool, by)
+        if isinstance(f.get("saving"), dict):
+            f["saving"] = _apply_one(f, i, pools[i], claims.get(f["id"]), start, seq)
     # ranked by the saving each shows, then severity from the same number (``severity_of_saving``)
     for f in out:
         if isinstance(f.get("saving"), dict):
-            f["severity"] = severity_of_saving(f["saving"], median if have_median else None)
+            f["severity"] = severity_of_saving(f["saving"], start.median)
     ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
     out = [out[i] for i in ranked]
     top = out[0] if out and isinstance(out[0].get("saving"), dict) else None  # the what-if is the top finding's
-    if not have_median:
+    if start.median is None:
         return out, None
     tokens_per_s = lookup(metrics, "flops.tokens_per_s")
-    fixed_all = med_left["idle"] + med_left["device"] + med_left["communication"] + med_left["host_wait"]
-    floor = med_left["device"]
+    busy = start.med0["device"] if start.med_busy is not None else None
     what = {
-        **_top_what_if(
-            top, float(median), med0["device"] if med_busy is not None else None, host0, gpu_cut, tokens_per_s
-        ),
-        "all": {
-            "finding_ids": [out[j]["id"] for j in range(len(out)) if ranked[j] in seq_ids],
-            "step_ns": int(median),
-            "step_ns_if_fixed": int(round(fixed_all)),
-            "saving_share": 1.0 - fixed_all / median,
-            "compute_floor_ns": int(round(floor)) if med_busy is not None else None,
-            "host_floor_ns": int(round(host["median"])) if host["median"] is not None else None,
-            "bound_by": _all_bound(seq_host_floor, fixed_all, floor if med_busy is not None else None),
-            "tokens_per_s_if_fixed": _tokens_per_s(tokens_per_s, fixed_all / median),
-            "idle_left_ns": int(round(med_left["idle"])),
-        },
-        "median_idle_ns": int(round(med0["idle"])),
-        "mean_step_ns": int(mean),
-        "mean_step_ns_if_all_fixed": int(round(sum(left.values()))),
+        **_top_what_if(top, float(start.median), busy, start.host0, seq.gpu_cut, tokens_per_s),
+        "all": _all_fixed(out, ranked, start, seq, tokens_per_s),
+        "median_idle_ns": int(round(start.med0["idle"])),
+        "mean_step_ns": int(start.mean),
+        "mean_step_ns_if_all_fixed": int(round(sum(seq.left.values()))),
     }
     what["statement"] = statement(what)
     return out, what

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import merge
-from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.context import Context, in_windows
 
 IDX = NDArray[np.intp]
 
@@ -39,12 +39,7 @@ def inside(ctx: Context, rows: IDX, outer: IDX) -> NDArray[np.bool_]:
         o = outer[outer_tid == tid]
         s, e = merge(ev.ts_ns[o], ev.ts_ns[o] + ev.dur_ns[o])
         mine = (ev.tid[rows] if row_tid is None else row_tid) == tid
-        t = ev.ts_ns[rows[mine]]
-        i = np.searchsorted(s, t, side="right") - 1
-        ok = i >= 0
-        hit = np.zeros(t.size, dtype=bool)
-        hit[ok] = t[ok] < e[i[ok]]
-        out[mine] = hit
+        out[mine] = in_windows(ev.ts_ns[rows[mine]], s, e)
     return out
 
 
@@ -70,12 +65,7 @@ def launched_in_spans(ctx: Context, s: NDArray[np.int64], e: NDArray[np.int64], 
     for t in np.unique(tid):
         ms, me = merge(s[tid == t], e[tid == t])
         mine = ev.tid[la] == t
-        ts = ev.ts_ns[la[mine]]
-        i = np.searchsorted(ms, ts, side="right") - 1
-        ok = i >= 0
-        hit = np.zeros(ts.size, dtype=bool)
-        hit[ok] = ts[ok] < me[i[ok]]
-        keep[mine] = hit
+        keep[mine] = in_windows(ev.ts_ns[la[mine]], ms, me)
     return dev[keep]
 
 

@@ -20,43 +20,46 @@ def label_of(path: str, key: str) -> str:
     return m.label if m is not None else label_from_key(key)
 
 
-def render_run(run: dict[str, Any]) -> str:
-    title = f"== {run['run']}  worker {run['worker']}  span {run['span']}  ({run['source_kind']})"
-    lines = [title]
+def _status_lines(run: dict[str, Any]) -> list[str]:
+    """What the run's status says before any figure: a partial read, a file still being written, an error."""
     if run["status"] == "partial":  # read only in part: the figures cover the events before the problem
         rs = run.get("read_state") or {}
         what = "TRUNCATED" if "ends early" in str(run["error"]) else "PARTIAL"  # a cut file, or invalid JSON inside
         read = f"; {fmt('bytes', rs['read_bytes'])} of trace text read" if isinstance(rs.get("read_bytes"), int) else ""
-        lines.append(
+        return [
             f"   {what}: {run['error']}{read}; the figures below cover only what was read (no finding "
             "that needs the whole file, no MFU)"
-        )
-    elif run["status"] == "writing":  # a live file: nothing analysed yet
-        lines.append(f"   {run['error']}")
-        return "\n".join(lines)
-    elif run["status"] != "ok":
-        lines.append(f"   error: {run['error']}")
-        return "\n".join(lines)
+        ]
+    if run["status"] == "writing":  # a live file: nothing analysed yet
+        return [f"   {run['error']}"]
+    if run["status"] != "ok":
+        return [f"   error: {run['error']}"]
+    return []
+
+
+def _step_lines(s: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:
+    """The steps: how many, where they came from, median / min / max, and the first 12."""
+    if not steps:
+        return ["   steps: none found (no ProfilerStep#N markers; call prof.step() each step)"]
+    durs = [st["duration_ns"] for st in steps]
+    return [
+        f"   steps: {len(steps)} ({s['step_source']}), median {fmt_ns(statistics.median(durs))}, "
+        f"min {fmt_ns(min(durs))}, max {fmt_ns(max(durs))}",
+        "     "
+        + "  ".join(f"#{st['index']}: {fmt_ns(st['duration_ns'])}" for st in steps[:12])
+        + ("  ..." if len(steps) > 12 else ""),
+    ]
+
+
+def _summary_lines(run: dict[str, Any]) -> list[str]:
+    """Where the run ran, its window and events, its steps, and what the device and the host did."""
     s = run["summary"]
     dev = s.get("device")
     where = f"{dev['name']} x{dev['count']}" if dev else "no device listed"
     if s.get("distributed") and s["distributed"].get("rank") is not None:
         where += f", rank {s['distributed']['rank']}/{s['distributed'].get('world_size')}"
-    lines.append(f"   {where}; window {fmt_ns(s['window_ns'])}; {s['counts']['events']} events")
-    steps = ((run.get("metrics") or {}).get("steps") or {}).get("per_step") or []
-    if steps:
-        durs = [st["duration_ns"] for st in steps]
-        lines.append(
-            f"   steps: {len(steps)} ({s['step_source']}), median {fmt_ns(statistics.median(durs))}, "
-            f"min {fmt_ns(min(durs))}, max {fmt_ns(max(durs))}"
-        )
-        lines.append(
-            "     "
-            + "  ".join(f"#{st['index']}: {fmt_ns(st['duration_ns'])}" for st in steps[:12])
-            + ("  ..." if len(steps) > 12 else "")
-        )
-    else:
-        lines.append("   steps: none found (no ProfilerStep#N markers; call prof.step() each step)")
+    lines = [f"   {where}; window {fmt_ns(s['window_ns'])}; {s['counts']['events']} events"]
+    lines += _step_lines(s, ((run.get("metrics") or {}).get("steps") or {}).get("per_step") or [])
     c, t = s["counts"], s["device_time_ns"]
     lines.append(
         f"   device: {c['kernels']} kernels {fmt_ns(t['kernel'])}, {c['memcpys']} memcpy {fmt_ns(t['memcpy'])}, "
@@ -66,38 +69,58 @@ def render_run(run: dict[str, Any]) -> str:
         f"   host: {c['runtime_calls'] + c['driver_calls']} runtime/driver calls {fmt_ns(s['runtime_time_ns'])}, "
         f"{c['cpu_ops']} CPU ops, {c['annotations']} annotations"
     )
-    lines.extend(_capture_lines((run.get("metrics") or {}).get("capture") or {}))
-    head = run.get("headline") or {}
-    if head:
-        parts = [
-            f"{label_of('headline.' + k, k)} {fmt(unit_of('headline.' + k), v)}"
-            for k, v in head.items()
-            if v is not None
-        ]
-        lines.append("   headline: " + "; ".join(parts))
+    return lines
+
+
+def _headline_lines(head: dict[str, Any]) -> list[str]:
+    """The headline numbers that are known, each by its registry label and unit."""
+    if not head:
+        return []
+    parts = [
+        f"{label_of('headline.' + k, k)} {fmt(unit_of('headline.' + k), v)}" for k, v in head.items() if v is not None
+    ]
+    return ["   headline: " + "; ".join(parts)]
+
+
+def _told(f: dict[str, Any], evidence: list[str] | None) -> list[str]:
+    """A finding's (run or job) summary, caveat and evidence lines; ``evidence``: its items in words, None for none."""
+    lines = []
+    if f.get("summary"):
+        lines.append(f"      {f['summary']}")
+    if f.get("caveat"):
+        lines.append(f"      caveat: {f['caveat']}")
+    if evidence is not None:
+        lines.append("      evidence: " + "; ".join(evidence))
+    return lines
+
+
+def _finding_lines(i: int, f: dict[str, Any]) -> list[str]:
+    """Finding ``i`` (from 1): its severity, title and saving, summary, caveat, evidence and fix."""
+    save = f" - {saving_text(f['saving'])}" if f.get("saving") else ""
+    lines = [f"   {i}. [{f['severity']}] {f['title']}{save}  (rule {f['id']})"]
+    ev = f.get("evidence") or {}
+    units, labels = EVIDENCE_UNITS.get(f["id"], {}), EVIDENCE_LABELS.get(f["id"], {})
+    items = [f"{labels.get(k) or label_from_key(k)} {fmt(units.get(k) or unit_from_name(k), v)}" for k, v in ev.items()]
+    lines += _told(f, items if ev else None)
+    fix = f.get("fix") or {}
+    if fix.get("text"):
+        lines.append(f"      fix: {fix['text']}")
+    return lines
+
+
+def render_run(run: dict[str, Any]) -> str:
+    lines = [f"== {run['run']}  worker {run['worker']}  span {run['span']}  ({run['source_kind']})"]
+    lines += _status_lines(run)
+    if run["status"] not in ("ok", "partial"):  # nothing was analysed
+        return "\n".join(lines)
+    lines += _summary_lines(run)
+    lines += _capture_lines((run.get("metrics") or {}).get("capture") or {})
+    lines += _headline_lines(run.get("headline") or {})
     findings = run.get("findings") or []
     if findings:
         lines.append(f"   findings ({len(findings)}, by what each saves at most):")
     for i, f in enumerate(findings, start=1):
-        save = f" - {saving_text(f['saving'])}" if f.get("saving") else ""
-        lines.append(f"   {i}. [{f['severity']}] {f['title']}{save}  (rule {f['id']})")
-        if f.get("summary"):
-            lines.append(f"      {f['summary']}")
-        if f.get("caveat"):
-            lines.append(f"      caveat: {f['caveat']}")
-        ev = f.get("evidence") or {}
-        if ev:
-            units, labels = EVIDENCE_UNITS.get(f["id"], {}), EVIDENCE_LABELS.get(f["id"], {})
-            lines.append(
-                "      evidence: "
-                + "; ".join(
-                    f"{labels.get(k) or label_from_key(k)} {fmt(units.get(k) or unit_from_name(k), v)}"
-                    for k, v in ev.items()
-                )
-            )
-        fix = f.get("fix") or {}
-        if fix.get("text"):
-            lines.append(f"      fix: {fix['text']}")
+        lines += _finding_lines(i, f)
     wi = run.get("what_if")
     if wi:
         lines.append(f"   what if (upper bounds): {wi.get('statement') or ''}")
@@ -139,16 +162,9 @@ def render_job(job: dict[str, Any]) -> str:
         )
     for i, f in enumerate(findings, start=1):
         lines.append(f"   {i}. {f['title']} ({fmt_share(f['value'])} of the job step)  (rule {f['id']})")
-        if f.get("summary"):
-            lines.append(f"      {f['summary']}")
-        if f.get("caveat"):
-            lines.append(f"      caveat: {f['caveat']}")
         ev = f.get("evidence") or {}
-        if ev:
-            lines.append(
-                "      evidence: "
-                + "; ".join(_job_evidence(k, v) for k, v in ev.items() if v is not None and not isinstance(v, list))
-            )
+        items = [_job_evidence(k, v) for k, v in ev.items() if v is not None and not isinstance(v, list)]
+        lines += _told(f, items if ev else None)
         if f.get("fix"):
             lines.append(f"      fix: {f['fix']}")
         wi = f.get("what_if")
