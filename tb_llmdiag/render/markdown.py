@@ -151,7 +151,9 @@ def render_job_md(job: Mapping[str, Any]) -> list[str]:
     out += [f"> note: {esc(n)}" for n in job.get("notes") or []]
     findings = job.get("findings") or []
     if not findings:
-        out.append("No job finding: no rank keeps the others waiting, communication is hidden.")
+        out.append(
+            "No job finding: no rank keeps the others waiting beyond the step-to-step noise and the profiler's own cost, and the transfers no compute hides are small."
+        )
     for i, f in enumerate(findings, start=1):
         out += [f"**{i}. {code(f['id'])}**: {esc(f['title'])} ({fmt_share(f['value'])} of step)", ""]
         if f.get("summary"):

@@ -157,7 +157,9 @@ def render_job(job: dict[str, Any]) -> str:
         lines.append(f"   note: {n}")
     findings = job.get("findings") or []
     if not findings:
-        lines.append("   no job finding: no rank keeps the others waiting, communication is hidden")
+        lines.append(
+            "   no job finding: no rank keeps the others waiting beyond the step-to-step noise and the profiler's own cost, and the transfers no compute hides are small"
+        )
     for i, f in enumerate(findings, start=1):
         lines.append(f"   {i}. {f['title']} ({fmt_share(f['value'])} of the job step)  (rule {f['id']})")
         ev = f.get("evidence") or {}
