@@ -94,6 +94,8 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     steps = find_steps(trace) if steps is None else steps
     ctx = Context.build(trace, steps)
     bd = step_breakdown(ctx)
+    # first of the topics: its transient (the host call forest) then fits in what the read freed
+    attribution = _safe("attribution", lambda: attribution_metrics(ctx, bd))
     out: dict[str, Any] = {"run": run_topic(trace)}
     out["steps"] = _safe("steps", lambda: step_metrics(ctx, bd))
     out["idle"] = _safe("idle", lambda: idle_metrics(ctx, bd))
@@ -109,7 +111,7 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     out["capture"] = _safe("capture", lambda: capture_topic(ctx, bd))  # what the capture holds, lost, costs
     out["inference"] = _safe("inference", lambda: inference_metrics(trace, out["run"]))
     out.update(cause_topics(ctx, out))  # compile, precision, optimizer, checkpointing, outliers, sync_storm
-    out["attribution"] = _safe("attribution", lambda: attribution_metrics(ctx, bd))
+    out["attribution"] = attribution
     if out["run"]["platform"] == "xla":
         out["xla"] = _safe("xla", lambda: compute_xla(trace, steps))
         out["xla"] = _safe("xla", lambda: with_step_split(out["xla"], steps))
