@@ -74,8 +74,8 @@ def how_to_see_more(m: Metrics) -> str:
     if lookup(m, "attribution.frames") is True:
         return "the Python frames name the code; add record_function ranges inside it to split its time further"
     return (
-        "capture with with_stack=True so the trace names the Python file:line, or wrap the suspect code in "
-        "torch.profiler.record_function ranges"
+        "record Python stacks in the capture (the profiler's stack option) so the trace names the file:line, or "
+        "wrap the suspect code in torch.profiler.record_function ranges"
     )
 
 

@@ -117,8 +117,12 @@ GPU_METRICS: tuple[Entry, ...] = (
      "shortest mean call (a leaf such as `aten::_cudnn_attention_backward` rather than its callers); null "
      "when there is no `host_wait` gap"),
     ("idle.host_wait_culprit_hint", TEXT, NEITHER, 0, "host wait culprit hint",
-     "why such an operation keeps the GPU waiting and what to do, from the table `idle.CULPRIT_HINTS`; "
-     "null when none matches"),
+     "why such an operation keeps the GPU waiting and what to do, from the table `idle.CULPRIT_HINTS`, given only "
+     "when the events it names are in the trace (compile ranges inside its calls, new input shapes at its slow "
+     "calls, host-to-device copies launched inside it); null otherwise"),
+    ("idle.host_wait_culprit_hint_events", TEXT, NEITHER, 0, "hint's events",
+     "the events in the trace that back `host_wait_culprit_hint` (how many compile ranges or copies inside its "
+     "calls, or how many of the steps holding its slow calls have a new input shape); null without a hint"),
     ("idle.host_wait_culprit_mean_ns", NS, LOWER, 0.05, "host wait culprit mean", "its mean call duration"),
     ("idle.host_wait_culprit_ns", NS, LOWER, 0.05, "host wait culprit",
      "its time within `host_wait` gaps (as `idle_ns` above, so `_share` <= `host_wait_share` <= 1)"),
