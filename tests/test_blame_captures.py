@@ -95,3 +95,38 @@ def test_the_with_stack_capture_names_the_user_line_in_text_and_evidence() -> No
     assert att["frames"] is True and att["unrecorded_source"] == "capture_run.py:522"
     summaries = " ".join(f["summary"] for f in run["findings"][:2])
     assert "(capture_run.py:522)" in summaries
+
+
+@pytest.mark.parametrize(
+    ("name", "source"), [("blame_host_python", "capture_run.py:251"), ("blame_release_memory_stack", "capture_run.py:522")]
+)
+def test_the_source_line_is_a_field_of_the_finding_in_json_cli_and_markdown(name: str, source: str) -> None:
+    """#23 point 4: the user's file:line is the finding's own ``source`` field (not only inside its text), and the CLI
+    text and the Markdown report show it on a line of its own under the registry's label."""
+    import subprocess
+    import sys
+
+    from tb_llmdiag.metrics.registry import metric
+
+    folder = DATA / name
+    if not folder.is_dir():
+        pytest.fail(f"missing capture {folder}")
+    label = metric("findings[].source").label
+    cli = [sys.executable, "-m", "tb_llmdiag.cli", "report", str(folder)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    rep = json.loads(subprocess.run([*cli, "--json"], capture_output=True, text=True, env=env, check=False).stdout)
+    top = rep["runs"][0]["findings"][0]
+    # THEN the top finding (the unrecorded host time holding the planted cause) carries the line as a field
+    assert (top["id"], top["source"]) == ("unrecorded_host_time", source)
+    # AND findings with no source line say null (the copy kernels' finding names no host code)
+    assert all(f["source"] in (None, source) for f in rep["runs"][0]["findings"])
+    text = subprocess.run(cli, capture_output=True, text=True, env=env, check=False).stdout
+    assert f"\n      {label}: {source}\n" in text
+    md = subprocess.run([*cli, "--format", "md"], capture_output=True, text=True, env=env, check=False).stdout
+    assert f"\n- {label}: `{source}`\n" in md
+
+
+def test_without_frames_the_finding_has_no_source_line() -> None:
+    run = api.report(str(DATA / "blame_release_memory"))["runs"][0]
+    assert run["metrics"]["attribution"]["frames"] is False
+    assert [f["source"] for f in run["findings"]] == [None] * len(run["findings"])

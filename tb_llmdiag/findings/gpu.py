@@ -194,6 +194,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="host_bound", claims="idle", symptom=True, platform="cuda", title="The GPU waits for the host to launch work",
+        source="attribution.top_source",
         metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
@@ -218,6 +219,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="host_sync", claims="idle", platform="cuda", title="Host syncs drain the GPU queue every step",
+        source="attribution.sync_source",
         metric="sync_storm.saving_share", above=0.02, when=syncs_every_step,
         saving="sync_storm.saving_share",
         evidence=(("saving_share", "sync_storm.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),

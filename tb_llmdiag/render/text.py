@@ -83,6 +83,8 @@ def render_run(run: dict[str, Any]) -> str:
         lines.append(f"   {i}. [{f['severity']}] {f['title']}{save}  (rule {f['id']})")
         if f.get("summary"):
             lines.append(f"      {f['summary']}")
+        if f.get("source"):
+            lines.append(f"      {label_of('findings[].source', 'source line')}: {f['source']}")
         if f.get("caveat"):
             lines.append(f"      caveat: {f['caveat']}")
         ev = f.get("evidence") or {}
@@ -139,6 +141,8 @@ def render_job(job: dict[str, Any]) -> str:
         lines.append(f"   {i}. {f['title']} ({fmt_share(f['value'])} of the job step)  (rule {f['id']})")
         if f.get("summary"):
             lines.append(f"      {f['summary']}")
+        if f.get("source"):
+            lines.append(f"      {label_of('findings[].source', 'source line')}: {f['source']}")
         if f.get("caveat"):
             lines.append(f"      caveat: {f['caveat']}")
         ev = f.get("evidence") or {}
