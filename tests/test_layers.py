@@ -26,7 +26,6 @@ SPLIT_LATER = {
     "tb_llmdiag/findings/whatif.py:apply_in_sequence": 120,
     "tb_llmdiag/ingest/xplane.py:_finish": 89,
     "tb_llmdiag/ingest/xplane_lines.py:_add_line": 99,
-    "tb_llmdiag/render/text.py:render_run": 84,
 }
 
 

@@ -1,6 +1,7 @@
 """The cause rules of issue #14 (Kineto runs): ``CAUSE_RULES`` = recompilation, fp32_math, unfused_optimizer,
 activation_checkpointing, with their named predicates. ``findings/gpu.py`` appends them to ``GPU_RULES``; they
-read the topics of ``metrics/causes.py`` (``compile``, ``precision``, ``optimizer``, ``checkpointing``).
+read the Kineto-only cause topics (``metrics/topics.py``: ``compile``, ``precision``, ``optimizer``,
+``checkpointing``).
 docs/findings.md lists them.
 """
 

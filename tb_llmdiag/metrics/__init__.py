@@ -6,11 +6,10 @@ timeline and ``/steps`` rows read so they show what the report counts. ``compute
 only. Every topic dict holds JSON scalars/lists with units in key names and null (never NaN) for unknowns. A
 topic that cannot be computed says why: ``{"available": false, "reason": "..."}``. Definitions:
 ``docs/metrics.md`` and each module's docstring.
-Topics: run, steps, idle, kernels, launch, host_sync, memcpy, dataloader, memory, annotations, flops,
-communication (collectives vs compute per rank, ``metrics/communication.py``), attribution (what the host does
-while the GPU waits, and where the GPU's work comes from: ``metrics/attribution.py``), capture (what the capture holds
-and lost, and the profiler's own cost: ``metrics/capture.py``, ``metrics/overhead.py``)
-(+ ``xla`` on XLA runs, from ``metrics/xla.py``). ``run`` says once what kind of run this is:
+The topics are declared in ``metrics/topics.py`` (``TOPICS``: name, function, the topics it needs, platforms,
+registry entries) and computed in that order by one guarded loop (``compute_topics``), after ``run``: the cause
+topics (``compile``, ``precision``, ``optimizer``, ``checkpointing``, ``outliers``, ``sync_storm``, ``host_floor``)
+on Kineto runs only, ``xla`` on XLA runs only. ``run`` says once what kind of run this is:
 ``{"platform": "cuda" | "xla", "source_kind": "kineto" | "xplane", "workload": "training" | "inference" | null,
 "read_complete": bool, "read_share", ...}`` (Kineto traces are ``cuda``, XPlane
 traces ``xla``); every platform-dependent consumer (headline, rules, tab) reads ``run.platform``.
@@ -19,32 +18,15 @@ traces ``xla``); every platform-dependent consumer (headline, rules, tab) reads 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tb_llmdiag.jsonsafe import jsonable
-from tb_llmdiag.metrics.annotations import annotation_metrics
-from tb_llmdiag.metrics.attribution import attribution_metrics
-from tb_llmdiag.metrics.causes import cause_topics
-from tb_llmdiag.metrics.communication import communication_metrics
 from tb_llmdiag.metrics.context import Context
-from tb_llmdiag.metrics.dataloader import dataloader_metrics
-from tb_llmdiag.metrics.flops import flops_metrics
 from tb_llmdiag.metrics.gaps import StepBreakdown, step_breakdown
-from tb_llmdiag.metrics.host_sync import host_sync_metrics
-from tb_llmdiag.metrics.idle import idle_metrics
-from tb_llmdiag.metrics.inference import inference_metrics
-from tb_llmdiag.metrics.kernels import kernel_metrics
-from tb_llmdiag.metrics.launch import launch_metrics
-from tb_llmdiag.metrics.memcpy import memcpy_metrics
-from tb_llmdiag.metrics.memory import memory_metrics
-from tb_llmdiag.metrics.overhead import capture_topic
-from tb_llmdiag.metrics.step_stats import step_metrics
 from tb_llmdiag.metrics.steps import Steps, find_steps
+from tb_llmdiag.metrics.topics import TOPICS, Inputs, Topic
 from tb_llmdiag.metrics.workload import device_kind, workload_fields
-from tb_llmdiag.metrics.xla import compute_xla
-from tb_llmdiag.metrics.xla_split import with_step_split
 from tb_llmdiag.model import Trace
 
 logger = logging.getLogger(__name__)
@@ -62,12 +44,12 @@ class Analysis:
     breakdown: StepBreakdown
 
 
-def _safe(topic: str, fn: Callable[[], Any]) -> Any:
-    """Run one topic; an unexpected error becomes an unavailable topic, never a failed report."""
+def _guarded(topic: Topic, inputs: Inputs) -> dict[str, Any]:
+    """One topic; an unexpected error becomes an unavailable topic, never a failed report."""
     try:
-        return fn()
+        return topic.compute(inputs)
     except Exception as exc:  # odd traces must not take the whole report down
-        logger.exception("metrics topic %s failed", topic)
+        logger.exception("metrics topic %s failed", topic.name)
         return {"available": False, "reason": f"could not be computed: {type(exc).__name__}: {exc}"}
 
 
@@ -88,34 +70,29 @@ def run_topic(trace: Trace) -> dict[str, Any]:
     }
 
 
+def compute_topics(
+    ctx: Context, bd: StepBreakdown, run: dict[str, Any], topics: tuple[Topic, ...] = TOPICS
+) -> dict[str, Any]:
+    """``run`` and every topic of ``topics`` (``metrics/topics.py``) on the run's platform, in order, each guarded;
+    a topic reads the results of the topics it needs. ``early`` topics are computed first, kept at their row."""
+    mine = [t for t in topics if run["platform"] in t.platforms]
+    early = {t.name: _guarded(t, Inputs(ctx, bd, {})) for t in mine if t.early and not t.needs}
+    out: dict[str, Any] = {"run": run}
+    for topic in mine:
+        if topic.name in early:
+            out[topic.name] = early[topic.name]
+        else:
+            out[topic.name] = _guarded(topic, Inputs(ctx, bd, {name: out[name] for name in topic.needs}))
+    return out
+
+
 def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
     """All metric topics of one trace and the step breakdown behind them (``steps``: ``find_steps(trace)``
     when not given)."""
     steps = find_steps(trace) if steps is None else steps
     ctx = Context.build(trace, steps)
     bd = step_breakdown(ctx)
-    # first of the topics: its transient (the host call forest) then fits in what the read freed
-    attribution = _safe("attribution", lambda: attribution_metrics(ctx, bd))
-    out: dict[str, Any] = {"run": run_topic(trace)}
-    out["steps"] = _safe("steps", lambda: step_metrics(ctx, bd))
-    out["idle"] = _safe("idle", lambda: idle_metrics(ctx, bd))
-    out["kernels"] = _safe("kernels", lambda: kernel_metrics(ctx))
-    out["launch"] = _safe("launch", lambda: launch_metrics(ctx, out["idle"]))
-    out["host_sync"] = _safe("host_sync", lambda: host_sync_metrics(ctx, out["idle"]))
-    out["memcpy"] = _safe("memcpy", lambda: memcpy_metrics(ctx))
-    out["dataloader"] = _safe("dataloader", lambda: dataloader_metrics(ctx, bd.gaps))
-    out["memory"] = _safe("memory", lambda: memory_metrics(ctx))
-    out["annotations"] = _safe("annotations", lambda: annotation_metrics(ctx))
-    out["flops"] = _safe("flops", lambda: flops_metrics(ctx, out["steps"], out["kernels"], out["run"]))
-    out["communication"] = _safe("communication", lambda: communication_metrics(trace, ctx.coll, steps, ctx.cache))
-    out["capture"] = _safe("capture", lambda: capture_topic(ctx, bd))  # what the capture holds, lost, costs
-    out["inference"] = _safe("inference", lambda: inference_metrics(trace, out["run"]))
-    out.update(cause_topics(ctx, out))  # compile, precision, optimizer, checkpointing, outliers, sync_storm
-    out["attribution"] = attribution
-    if out["run"]["platform"] == "xla":
-        out["xla"] = _safe("xla", lambda: compute_xla(trace, steps))
-        out["xla"] = _safe("xla", lambda: with_step_split(out["xla"], steps))
-    return Analysis(metrics=jsonable(out), context=ctx, breakdown=bd)
+    return Analysis(metrics=jsonable(compute_topics(ctx, bd, run_topic(trace))), context=ctx, breakdown=bd)
 
 
 def compute_metrics(trace: Trace, steps: Steps) -> dict[str, dict[str, Any]]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, share, used_names
+from tb_llmdiag.metrics.entry import COUNT, NEITHER, NS, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.model import Kind, Trace, kind_mask
 
 #: (stack, substring of a host event name) checked in order.
@@ -87,3 +88,79 @@ def annotation_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
         "zero_grad_share": union_share("Optimizer.zero_grad#"),
         "stack": detect_stack(ctx.trace),
     }
+
+
+# The registry's entries of the `annotations` topic: one row per key (metrics/entry.py); metrics/registry.py collects
+# them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = ("`annotations` (metrics/annotations.py)", "")
+
+ENTRIES: tuple[Entry, ...] = (
+    (
+        "annotations.count",
+        COUNT,
+        NEITHER,
+        0.02,
+        "count",
+        "host user annotations (`record_function` ranges) in the window",
+    ),
+    (
+        "annotations.optimizer_step_share",
+        SHARE,
+        NEITHER,
+        0.1,
+        "optimizer step share",
+        "union of `Optimizer.step#...` ranges within the window / window_ns",
+    ),
+    (
+        "annotations.stack",
+        TEXT,
+        NEITHER,
+        0,
+        "stack",
+        "the training stack the trace reveals: `lightning` (`Framework` metadata or `[pl]` labels, "
+        "`lightning/pytorch` frames), `hf_trainer` (`transformers/trainer.py` frames), `torchtune`, "
+        "`accelerate`; null when unknown. Findings use it to word fixes",
+    ),
+    ("annotations.zero_grad_share", SHARE, NEITHER, 0.1, "zero grad share", "the same for `Optimizer.zero_grad#...`"),
+    (
+        "annotations.top[].count",
+        COUNT,
+        NEITHER,
+        0.02,
+        "top count",
+        "`count` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
+        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
+        "window / window_ns: time counted once)",
+    ),
+    (
+        "annotations.top[].name",
+        TEXT,
+        NEITHER,
+        0,
+        "top name",
+        "`name` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
+        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
+        "window / window_ns: time counted once)",
+    ),
+    (
+        "annotations.top[].share",
+        SHARE,
+        NEITHER,
+        0.1,
+        "top share",
+        "`share` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
+        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
+        "window / window_ns: time counted once)",
+    ),
+    (
+        "annotations.top[].total_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "top total",
+        "`total_ns` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
+        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
+        "window / window_ns: time counted once)",
+    ),
+)

@@ -27,6 +27,7 @@ import numpy as np
 
 from tb_llmdiag.intervals import merge
 from tb_llmdiag.metrics.context import Context, in_windows, per_step, share
+from tb_llmdiag.metrics.entry import COUNT, FLAG, LOWER, NEITHER, NS, PER_STEP, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.ranges import busy_ns, inside, launched_in_spans, named_rows
 from tb_llmdiag.model import Kind
 
@@ -80,3 +81,73 @@ def _spans(ctx: Context, rec: np.ndarray, bwd: np.ndarray) -> tuple[np.ndarray, 
         out_e.append(np.maximum.reduceat(ev.ts_ns[r] + ev.dur_ns[r], first))
         out_t.append(np.full(first.size, tid, np.int64))
     return np.concatenate(out_s), np.concatenate(out_e), np.concatenate(out_t)
+
+
+# The registry's entries of the `checkpointing` topic: one row per key (metrics/entry.py); metrics/registry.py
+# collects them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`checkpointing` (metrics/checkpointing.py)",
+    "Activation checkpointing seen as forward-only operators re-run inside "
+    "`autograd::engine::evaluate_function` (backward) ranges.",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    (
+        "checkpointing.recompute_ops",
+        COUNT,
+        LOWER,
+        0.02,
+        "recompute ops",
+        "forward-only operators (linear, embedding, SDPA, layer/RMS norm, SiLU, GELU) inside backward ranges",
+    ),
+    (
+        "checkpointing.recompute_ops_per_step",
+        PER_STEP,
+        LOWER,
+        0.05,
+        "recompute ops per step",
+        "recompute_ops / steps (the count without steps)",
+    ),
+    (
+        "checkpointing.checkpoint_frames",
+        COUNT,
+        NEITHER,
+        0.02,
+        "checkpoint frames",
+        "rows naming torch.utils.checkpoint (`CheckpointFunction`, `torch/utils/checkpoint.py` frames)",
+    ),
+    ("checkpointing.on", FLAG, NEITHER, 0, "checkpointing on", "recompute ops per step >= 1 or checkpoint frames seen"),
+    (
+        "checkpointing.recompute_host_ns",
+        NS,
+        LOWER,
+        0.05,
+        "recompute host time",
+        "union of the recompute spans: per backward range holding recompute ops, first one's start to last one's end",
+    ),
+    (
+        "checkpointing.recompute_device_ns",
+        NS,
+        LOWER,
+        0.05,
+        "recompute GPU time",
+        "union of the device events launched inside the recompute spans",
+    ),
+    (
+        "checkpointing.recompute_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "recompute share",
+        "max(recompute_host_ns, recompute_device_ns) / window_ns: what turning checkpointing off could save at most",
+    ),
+    (
+        "checkpointing.claims",
+        TEXT,
+        NEITHER,
+        0,
+        "claims",
+        "`idle` when the recompute's host time is the larger (a launch-bound step), else `device` (docs/whatif.md)",
+    ),
+)

@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.collectives import KINDS, Collectives, bus_bandwidth_bytes_per_s
 from tb_llmdiag.metrics.context import RowCache
+from tb_llmdiag.metrics.entry import BYTES, COUNT, FLAG, LOWER, NEITHER, NS, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.shapes import tokens_per_window
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
@@ -264,3 +265,129 @@ def communication_metrics(
         "overlap_share": 1.0 - exposed / coll_ns if coll_ns else None,
         "by_kind": by_kind(coll, ws, we, ranks),
     }
+
+
+# The registry's entries of the `communication` topic: one row per key (metrics/entry.py); metrics/registry.py
+# collects them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`communication` (metrics/communication.py, metrics/collectives.py)",
+    "Per rank, collective kernels separated from compute (report schema 3 on; before, collectives counted "
+    "as GPU busy). Unavailable on traces without collectives. The job level (`jobs`, docs/jobs.md) "
+    "splits a rank's collective time into waiting for peers and transfer.",
+)
+
+_BY_KIND = (
+    "per collective kind (`all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all`, `send_recv`, "
+    "`broadcast`, ...: `metrics.collectives.KINDS`) of the collectives starting inside a step window"
+)
+ENTRIES: tuple[Entry, ...] = (
+    (
+        "communication.available",
+        FLAG,
+        NEITHER,
+        0,
+        "available",
+        "false when the trace has no device activity or no collective kernel (then `reason` says which)",
+    ),
+    ("communication.reason", TEXT, NEITHER, 0, "reason", "why the topic is unavailable"),
+    (
+        "communication.collective_count",
+        COUNT,
+        NEITHER,
+        0.02,
+        "collectives",
+        "collective kernels (NCCL/RCCL `ncclKernel*`/`ncclDevKernel*`, DeepEP dispatch/combine, multimem/custom "
+        "all-reduce, XLA collectives) starting inside a step window",
+    ),
+    (
+        "communication.collective_ns",
+        NS,
+        LOWER,
+        0.05,
+        "collective time",
+        "length of the union of collective kernels within the step windows (the device window of each step: from "
+        "the first device event it launched to the first the next step launched)",
+    ),
+    ("communication.collective_share", SHARE, LOWER, 0.1, "collective share", "collective_ns / step windows' length"),
+    (
+        "communication.compute_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "compute time",
+        "length of the union of the other kernels (compute; memcpy/memset excluded) within the step windows",
+    ),
+    ("communication.compute_share", SHARE, NEITHER, 0.1, "compute share", "compute_ns / step windows' length"),
+    (
+        "communication.exposed_ns",
+        NS,
+        LOWER,
+        0.05,
+        "exposed communication",
+        "collective time no compute kernel overlaps on any stream: the length of the union of collectives and compute, less compute_ns, within the "
+        "step windows; a rank's exposed time includes waiting for peers (the job level splits waiting from transfer)",
+    ),
+    (
+        "communication.exposed_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "exposed communication share",
+        "exposed_ns / step windows' length",
+    ),
+    (
+        "communication.overlap_share",
+        SHARE,
+        NEITHER,
+        0.1,
+        "overlap share",
+        "1 - exposed_ns / collective_ns: the part of collective time compute hides; null without collective time",
+    ),
+    (
+        "communication.sync_in_collective_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "sync in collective",
+        "host time blocked in a synchronising runtime call while the device runs a collective, within the step "
+        "markers' host windows",
+    ),
+    ("communication.by_kind[].kind", TEXT, NEITHER, 0, "kind", _BY_KIND),
+    ("communication.by_kind[].count", COUNT, NEITHER, 0.02, "count", "collectives of the kind, " + _BY_KIND),
+    (
+        "communication.by_kind[].kernel_ns",
+        NS,
+        LOWER,
+        0.05,
+        "kernel time",
+        "summed kernel durations of the kind (waiting for peers included), " + _BY_KIND,
+    ),
+    (
+        "communication.by_kind[].bytes",
+        BYTES,
+        NEITHER,
+        0.02,
+        "bytes",
+        "message bytes of the collectives whose size the trace states (`In msg nelems` x dtype size, from the NCCL "
+        "args); null when none does (never guessed)",
+    ),
+    (
+        "communication.by_kind[].bytes_known_count",
+        COUNT,
+        NEITHER,
+        0.02,
+        "sized collectives",
+        "how many collectives of the kind state their size",
+    ),
+    (
+        "communication.by_kind[].busbw_lower_bound_bytes_per_s",
+        "bytes_per_s",
+        NEITHER,
+        0.1,
+        "bus bandwidth (lower bound)",
+        "nccl-tests bus bandwidth: known bytes / their kernel time x the kind's factor (all-reduce 2(n-1)/n, "
+        "all-gather and reduce-scatter (n-1)/n, ...; n = group size, else the world size); a lower bound since a "
+        "rank's kernel time includes waiting (the job level divides by transfer time); null when sizes are unknown",
+    ),
+)

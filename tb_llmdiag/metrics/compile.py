@@ -34,6 +34,7 @@ import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, share
+from tb_llmdiag.metrics.entry import COUNT, INDEX, LOWER, NEITHER, NS, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.ranges import named_rows, step_of
 from tb_llmdiag.metrics.shapes import tokens_per_window
 from tb_llmdiag.model import Kind
@@ -106,3 +107,72 @@ def compile_metrics(ctx: Context) -> dict[str, Any]:
         "cause": cause,
         "claims": "idle" if n and len(hit) * 2 >= n else "excess",
     }
+
+
+# The registry's entries of the `compile` topic: one row per key (metrics/entry.py); metrics/registry.py collects them
+# through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`compile` (metrics/compile.py)",
+    "torch.compile (TorchDynamo / Inductor) compiling inside the window: `... (dynamo_timed)` ranges, "
+    "`compile_fx_inner`, `fx_codegen_and_compile`, `_compile.compile_inner` and their Python frames.",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    (
+        "compile.count",
+        COUNT,
+        LOWER,
+        0.02,
+        "compiles",
+        "compile ids of dynamo's `..._data: compile_id=F/C` markers in the window; without markers the merged ranges",
+    ),
+    ("compile.compiled_ids[]", TEXT, NEITHER, 0, "compiled ids", "the `F/C` ids compiled inside the window"),
+    ("compile.time_ns", NS, LOWER, 0.05, "compile time", "union of the compile ranges within the window"),
+    ("compile.share", SHARE, LOWER, 0.1, "compile share", "time_ns / window_ns"),
+    ("compile.longest_ns", NS, LOWER, 0.05, "longest compile", "the longest merged compile range"),
+    ("compile.steps_hit[]", INDEX, NEITHER, 0, "steps with a compile", "steps whose host window holds a compile start"),
+    ("compile.steps_hit_share", SHARE, LOWER, 0.1, "share of steps compiling", "len(steps_hit) / steps"),
+    (
+        "compile.regions[]",
+        TEXT,
+        NEITHER,
+        0,
+        "compiled regions",
+        "distinct `Torch-Compiled Region: F/C` annotations (frame F, its compile C; C > 0 is a recompile)",
+    ),
+    (
+        "compile.max_recompile_index",
+        INDEX,
+        NEITHER,
+        0,
+        "highest compile id",
+        "the largest C of the compiled regions; null when none is recorded",
+    ),
+    (
+        "compile.new_shape_steps[]",
+        INDEX,
+        NEITHER,
+        0,
+        "new-shape steps",
+        "hit steps whose token slots (batch x padded length) differ from every earlier step's and every step without "
+        "a compile; empty when some step's token slots are unknown",
+    ),
+    (
+        "compile.cause",
+        TEXT,
+        NEITHER,
+        0,
+        "cause",
+        "`new input shape` when every hit step has a new shape, else a sentence saying the trace does not record it; "
+        "null without a compile in a step",
+    ),
+    (
+        "compile.claims",
+        TEXT,
+        NEITHER,
+        0,
+        "claims",
+        "`idle` when at least half of the steps compile (the median step holds one), else `excess` (docs/whatif.md)",
+    ),
+)

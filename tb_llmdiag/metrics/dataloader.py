@@ -18,6 +18,7 @@ import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, per_step, share
+from tb_llmdiag.metrics.entry import COUNT, LOWER, NEITHER, NS, PER_STEP, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.gaps import IdleGaps
 
 
@@ -52,3 +53,36 @@ def dataloader_metrics(ctx: Context, gaps: IdleGaps) -> dict[str, Any]:
         "stall_share": share(stall_ns, ctx.window_ns),
         "iterator": iterator,
     }
+
+
+# The registry's entries of the `dataloader` topic: one row per key (metrics/entry.py); metrics/registry.py collects
+# them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`dataloader` (metrics/dataloader.py)",
+    "Host ranges named `enumerate(DataLoader)#...__next__` (recorded by `torch.utils.data` under the profiler).\n\nOn `../shared/traces/kineto_resnet50/resnet50_num_workers_0` `stall_share` is 0.334, where\ntorch-tb-profiler reports DataLoader at 33.4 % of step time.",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    ("dataloader.calls", COUNT, NEITHER, 0.02, "calls", "ranges in the window"),
+    ("dataloader.calls_per_step", PER_STEP, NEITHER, 0.05, "calls per step", "calls / steps"),
+    ("dataloader.host_ns", NS, NEITHER, 0.05, "host", "length of their union within the window"),
+    ("dataloader.host_share", SHARE, NEITHER, 0.1, "host share", "host_ns / window_ns"),
+    (
+        "dataloader.iterator",
+        TEXT,
+        NEITHER,
+        0,
+        "iterator",
+        "`single_process` (`num_workers=0`), `multi_process`, or null, from the iterator class in the name",
+    ),
+    (
+        "dataloader.stall_ns",
+        NS,
+        LOWER,
+        0.05,
+        "stall",
+        "length of (loader ranges ∩ GPU idle gaps): the wait the GPU sees",
+    ),
+    ("dataloader.stall_share", SHARE, LOWER, 0.1, "stall share", "stall_ns / window_ns"),
+)

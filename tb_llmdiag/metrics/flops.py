@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from tb_llmdiag.metrics.context import Context, in_windows, per_step
+from tb_llmdiag.metrics.entry import FLOP, HIGHER, NEITHER, PER_S, SHARE, TEXT, TFLOP_PER_S, Entry, Intro
 from tb_llmdiag.metrics.shapes import op_flops, token_batch_share
 
 #: (substring of the device name, dense BF16/FP16 tensor-core peak TFLOP/s). First match wins.
@@ -141,3 +142,74 @@ def flops_metrics(
         "token_batch_share": batch_share,
         "mfu_withheld": why,
     }
+
+
+# The registry's entries of the `flops` topic: one row per key (metrics/entry.py); metrics/registry.py collects them
+# through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`flops` (metrics/flops.py, metrics/shapes.py)",
+    "From recorded input shapes (`record_shapes=True`), per unique (operator, shape) pair. Leaf operators only,\nso nothing counts twice; backward GEMMs run through the same `aten::mm`/`addmm`/`bmm` and are counted:\n\n- `aten::mm`, `aten::addmm`, `aten::_scaled_mm`: [M,K] x [K,N] -> 2MKN\n- `aten::bmm`, `aten::baddbmm`: [B,M,K] x [B,K,N] -> 2BMKN\n- `aten::_scaled_dot_product_{flash,efficient,cudnn}_attention`: q [B,H,L,D], k [B,H,S,D] -> 4BHLSD\n  (the full L x S scores; causal masking would halve this); their `_backward`: 2.5x that;\n  `flash_attn::_flash_attn_forward/_backward`: the same with q [B,L,H,D].",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    ("flops.achieved_tflops", TFLOP_PER_S, HIGHER, 0.05, "achieved tflops", "flops / window seconds / 1e12"),
+    ("flops.device", TEXT, NEITHER, 0, "device", "the device name the peak is looked up for"),
+    (
+        "flops.flops",
+        FLOP,
+        NEITHER,
+        0.02,
+        "flops",
+        "FLOPs of counted operators starting in the window (hardware FLOPs: recompute included)",
+    ),
+    ("flops.flops_per_step", FLOP, NEITHER, 0.02, "flops per step", "flops / steps"),
+    ("flops.matmul_flops", FLOP, NEITHER, 0.02, "matmul flops", "the GEMM part of `flops`"),
+    (
+        "flops.mfu_share",
+        SHARE,
+        HIGHER,
+        0.1,
+        "mfu share",
+        "achieved / peak; null when either is unknown or when `mfu_withheld` says why it is not shown",
+    ),
+    (
+        "flops.token_batch_share",
+        SHARE,
+        NEITHER,
+        0.02,
+        "token batch share",
+        "the share of matmul FLOPs whose left operand has as many rows as a token-embedding call has token slots "
+        "(an LLM's linear layers run on its [tokens, hidden] batch: near 1 on LLM training, prefill and decode, "
+        "near 0 for a diffusion transformer beside its T5/CLIP text encoder); null without token-embedding calls",
+    ),
+    (
+        "flops.mfu_withheld",
+        TEXT,
+        NEITHER,
+        0,
+        "mfu withheld",
+        "why `mfu_share` and `tokens_per_s` are null though FLOPs were counted: only part of the file was read, no "
+        "device activity, or `token_batch_share` < 0.5 (the recorded token embedding is not what the GEMMs run on: "
+        "not an LLM's token batch); null when they are shown",
+    ),
+    (
+        "flops.peak_tflops",
+        TFLOP_PER_S,
+        NEITHER,
+        0.05,
+        "peak tflops",
+        "the trace's own peak (XPlane) or the dense BF16/FP16 tensor-core peak of the device name in "
+        "`flops.PEAK_TFLOPS` (H100 SXM/H200 989.4, H100 PCIe 756.5, A100 312, ...; never a sparse figure); "
+        "null for unknown devices",
+    ),
+    (
+        "flops.tokens_per_s",
+        PER_S,
+        HIGHER,
+        0.05,
+        "tokens per s",
+        "sum of the steps' `tokens` (`steps.per_step[].tokens`) / sum of step durations (padded token slots per "
+        "second); null when `mfu_withheld` says why",
+    ),
+)

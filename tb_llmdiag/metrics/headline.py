@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tb_llmdiag.metrics.entry import HIGHER, LOWER, NEITHER, NS, PER_S, PER_STEP, RATIO, SHARE, Entry, Intro
+
 #: headline key -> (topic, key in topic)
 HEADLINE_SOURCES: dict[str, tuple[str, str]] = {
     "step_median_ns": ("steps", "median_ns"),
@@ -61,3 +63,38 @@ def headline(metrics: dict[str, Any]) -> dict[str, Any]:
         t = metrics.get(topic) or {}
         out[key] = t.get(field) if isinstance(t, dict) else None
     return out
+
+
+# The registry's entries of the `headline` section: one row per key (metrics/entry.py); metrics/registry.py collects
+# them, docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`headline` (metrics/headline.py)",
+    "`step_median_ns`, `step_min_ns`, `step_max_ns`, `step_cv` from `steps`; `gpu_busy_share` = `idle.busy_share`;\n`copy_share`, `gemm_share`, `copy_vs_gemm_ratio` from `kernels`; `launches_per_step` from `launch`;\n`mfu_share`, `tokens_per_s` from `flops`.\n\nOn XLA runs (`run.platform` is `xla`: XPlane traces, which hold the `xla` topic) the device numbers come from `xla`, which classifies ops by\nHLO category / opcode rather than CUDA kernel names: `gemm_share` = `xla.matmul_share`, `copy_share` =\n`xla.movement_share` (data formatting + copies, what XLA's `copy_heavy` reads), `copy_vs_gemm_ratio` =\n`xla.matmul_vs_movement_ratio` (movement / matmul time), `gpu_busy_share` = `xla.device_duty_cycle_share`,\n`mfu_share` = `xla.flop_utilization_share`; null when the `xla` topic lacks them (never the kernel-name numbers).\n`launches_per_step` is null on XPlane runs: XLA launches whole compiled programs (and on GPU a handful of\nruntime calls per program), so launch calls per step say nothing about launch overhead there.\nOn the synthetic TPU capture `gemm_share` is 9600 / 14655 = 0.655 (the kernel-name classification said 0.368).",
+)
+
+# a declared table, one entry per row: left as laid out
+# fmt: off
+ENTRIES: tuple[Entry, ...] = (
+    ("headline.copy_share", SHARE, LOWER, 0.1, "copy", "`kernels.copy_share` (XPlane: `xla.movement_share`)"),
+    ("headline.copy_vs_gemm_ratio", RATIO, LOWER, 0.1, "copy vs GEMM",
+     "`kernels.copy_vs_gemm_ratio` (XPlane: `xla.matmul_vs_movement_ratio`)"),
+    ("headline.gemm_share", SHARE, NEITHER, 0.1, "GEMM", "`kernels.gemm_share` (XPlane: `xla.matmul_share`)"),
+    ("headline.gpu_busy_share", SHARE, HIGHER, 0.1, "GPU busy",
+     "`idle.busy_share`: device busy without collective kernels (report schema 3 on) / step time (XPlane: `xla.device_duty_cycle_share`)"),
+    ("headline.launches_per_step", PER_STEP, NEITHER, 0.05, "launches per step",
+     "`launch.launches_per_step` (null on XPlane runs`)"),
+    ("headline.mfu_share", SHARE, HIGHER, 0.1, "MFU", "`flops.mfu_share` (XPlane: `xla.flop_utilization_share`)"),
+    ("headline.step_cv", RATIO, LOWER, 0.1, "step variation (CV)", "`steps.cv`"),
+    ("headline.step_max_ns", NS, LOWER, 0.05, "slowest step", "`steps.max_ns`"),
+    ("headline.step_median_ns", NS, LOWER, 0.05, "median step", "`steps.median_ns`"),
+    ("headline.step_min_ns", NS, LOWER, 0.05, "fastest step", "`steps.min_ns`"),
+    ("headline.tokens_per_s", PER_S, HIGHER, 0.05, "tokens/s",
+     "`flops.tokens_per_s`: token slots per step summed / step time summed; the run's one tokens/s (the what-if "
+     "scales it)"),
+    ("headline.generated_tokens_per_s", PER_S, HIGHER, 0.05, "generated tokens/s",
+     "inference: `inference.generated_tokens_per_s` (tokens the decode steps generate / their time); null otherwise"),
+    ("headline.time_per_output_token_ns", NS, LOWER, 0.05, "time per output token",
+     "inference: `inference.time_per_output_token_ns`; null otherwise"),
+)
+# fmt: on

@@ -31,6 +31,7 @@ import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows
+from tb_llmdiag.metrics.entry import COUNT, LOWER, NEITHER, NS, Entry, Intro
 
 
 def host_floor_metrics(ctx: Context) -> dict[str, Any]:
@@ -70,3 +71,50 @@ def host_floor_metrics(ctx: Context) -> dict[str, Any]:
         "steps_count": int(has.sum()),
         "threads_count": int(threads.size),
     }
+
+
+# The registry's entries of the `host_floor` topic: one row per key (metrics/entry.py); metrics/registry.py collects
+# them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`host_floor` (metrics/host_floor.py)",
+    "The host's own time per step: what the host needs to issue the step's work, which no faster kernel can\nhide. The what-if bounds device-side savings by it (docs/whatif.md). Kineto runs with steps and launch calls\nonly.",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    (
+        "host_floor.median_ns",
+        NS,
+        LOWER,
+        0.05,
+        "host floor",
+        "median over steps of the host's own time per step: from the step's host start to the end of its last "
+        "launch call, less the time the launching threads are blocked in syncs (`sync_api`, `sync_op`) meanwhile "
+        "(0 for a step that launches nothing); no device-side fix takes a step below it (docs/whatif.md)",
+    ),
+    (
+        "host_floor.span_median_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "host span",
+        "median over steps of the time from the step's host start to the end of its last launch call",
+    ),
+    (
+        "host_floor.blocked_median_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "host blocked",
+        "median over steps of the time the launching threads are blocked in syncs before the step's last launch",
+    ),
+    ("host_floor.steps_count", COUNT, NEITHER, 0, "steps", "steps with at least one launch call in their host window"),
+    (
+        "host_floor.threads_count",
+        COUNT,
+        NEITHER,
+        0,
+        "launching threads",
+        "host threads that issue launch calls in the window (the Python thread, the autograd engine's)",
+    ),
+)

@@ -32,6 +32,7 @@ import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, per_step, share, touches_device
+from tb_llmdiag.metrics.entry import COUNT, LOWER, NEITHER, NS, PER_STEP, SHARE, TEXT, Entry, Intro
 
 
 def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
@@ -103,3 +104,57 @@ def host_sync_metrics(ctx: Context, idle: dict[str, Any]) -> dict[str, Any]:
         "idle_after_sync_share": share(idle_ns, ctx.window_ns),
         "saving_share": saving,
     }
+
+
+# The registry's entries of the `host_sync` topic: one row per key (metrics/entry.py); metrics/registry.py collects
+# them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = ("`host_sync` (metrics/host_sync.py)", "")
+
+# a declared table, one entry per row: left as laid out
+# fmt: off
+ENTRIES: tuple[Entry, ...] = (
+    ("host_sync.blocked_ns", NS, LOWER, 0.05, "blocked",
+     "length of the union of those ranges within the window (host time spent waiting), less `in_collective_ns` (changed in report schema 3)"),
+    ("host_sync.in_collective_ns", NS, NEITHER, 0.05, "blocked in collective",
+     "host time blocked in a sync while the device runs a collective kernel (waiting for peers or the transfer): not counted in `blocked_ns`, so `host_sync` never blames a sync for it"),
+    ("host_sync.in_collective_share", SHARE, NEITHER, 0.1, "blocked in collective share", "in_collective_ns / window_ns"),
+    ("host_sync.blocked_share", SHARE, LOWER, 0.1, "blocked share", "blocked_ns / window_ns"),
+    ("host_sync.idle_after_sync_ns", NS, LOWER, 0.05, "idle after sync",
+     "`idle.sync_ns`: the GPU idle right after syncs"),
+    ("host_sync.idle_after_sync_share", SHARE, LOWER, 0.1, "idle after sync share", "`idle.sync_share`"),
+    ("host_sync.item_calls", COUNT, NEITHER, 0.02, "item calls",
+     "`aten::_local_scalar_dense` (what `.item()`, `float(t)`, `if t:` run) on device tensors: calls that "
+     "issue a runtime call on their thread. A CPU scalar's `.item()` (an optimizer's step count) syncs "
+     "nothing and is not counted"),
+    ("host_sync.item_calls_per_step", PER_STEP, NEITHER, 0.05, "item calls per step", "item_calls / steps"),
+    ("host_sync.longest_ns", NS, LOWER, 0.05, "longest", "the longest single range"),
+    ("host_sync.longest_call", TEXT, NEITHER, 0, "longest call", "the name of the call of the longest range"),
+    ("host_sync.longest_call_kind", TEXT, NEITHER, 0, "longest call kind",
+     "`blocking copy` (a synchronous `*Memcpy*`: it waits for all queued device work, then copies), "
+     "`synchronize` (a `*Synchronize` call) or `device value read` (an operator such as `.item()`)"),
+    ("host_sync.nonzero_calls", COUNT, NEITHER, 0.02, "nonzero calls",
+     "`aten::nonzero` calls that reach the device (data-dependent output size)"),
+    ("host_sync.saving_share", SHARE, LOWER, 0.1, "saving share",
+     "min(`blocked_share`, `idle.idle_share` - `idle.data_loader_share`): the most removing the syncs "
+     "could save. Model: without syncs the host never waits, so a step takes about max(step - blocked, GPU "
+     "busy); the difference is min(blocked, idle). A host-bound step loses its blocked time (the host "
+     "could have been launching); a GPU-bound one only its idle time"),
+    ("host_sync.sync_calls", COUNT, LOWER, 0.02, "sync calls",
+     "blocking runtime/driver calls in the window: `cuda/hip {Stream,Device,Event,Ctx}Synchronize`, "
+     "`cuStreamSynchronize`..., synchronous `cudaMemcpy`/`cuMemcpy*`"),
+    ("host_sync.sync_calls_per_step", PER_STEP, LOWER, 0.05, "sync calls per step", "sync_calls / steps"),
+    ("host_sync.syncs_per_step", PER_STEP, LOWER, 0.05, "syncs per step",
+     "sync sites per step: blocking API calls, plus syncing operators that wrap none (`aten::item` / "
+     "`is_nonzero` wrapping `_local_scalar_dense` count once)"),
+    ("host_sync.by_api[].count", COUNT, NEITHER, 0.02, "sync api count",
+     "`count` of each `by_api` entry: per sync API: `name`, `count`, `total_ns`, `max_ns`"),
+    ("host_sync.by_api[].max_ns", NS, NEITHER, 0.05, "sync api max",
+     "`max_ns` of each `by_api` entry: per sync API: `name`, `count`, `total_ns`, `max_ns`"),
+    ("host_sync.by_api[].name", TEXT, NEITHER, 0, "sync api name",
+     "`name` of each `by_api` entry: per sync API: `name`, `count`, `total_ns`, `max_ns`"),
+    ("host_sync.by_api[].total_ns", NS, NEITHER, 0.05, "sync api total",
+     "`total_ns` of each `by_api` entry: per sync API: `name`, `count`, `total_ns`, `max_ns`"),
+)
+
+# fmt: on

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from tb_llmdiag.intervals import covered_before_each, merge, overlap_per_window, union_ns_by_group
 from tb_llmdiag.metrics.compile import COMPILE_PATTERN
 from tb_llmdiag.metrics.context import Context, share
+from tb_llmdiag.metrics.entry import COUNT, HIGHER, INDEX, LOWER, NEITHER, NS, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.gaps import CAUSES, HOST_WAIT, IdleGaps, StepBreakdown
 from tb_llmdiag.metrics.ranges import inside, launched_inside, named_rows
 from tb_llmdiag.metrics.shapes import tokens_per_window
@@ -235,3 +236,95 @@ def idle_metrics(ctx: Context, bd: StepBreakdown) -> dict[str, Any]:
     out["low_util_step_count"] = int(low.sum())
     out["low_util_steps"] = [int(i) for i in ctx.steps.index[low]]
     return out
+
+
+# The registry's entries of the `idle` topic: one row per key (metrics/entry.py); metrics/registry.py collects them
+# through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`idle` (metrics/idle.py)",
+    "Gap causes, tried in order (metrics/gaps.py, `gap_causes`), decided once per whole gap; the per-step parts\n(`steps.per_step`), the tab's `/steps` rows and its timeline read that one result:\n\n1. `data_loader`: at least half of the gap overlaps host `enumerate(DataLoader)#...__next__` ranges.\n2. `sync`: the gap starts while the host is blocked in a synchronising call (`cuda|hip{Stream,Device,Event,Ctx}Synchronize`,\n   synchronous `cudaMemcpy`, `aten::_local_scalar_dense` / `item` / `nonzero` / `is_nonzero` / `equal`), or within\n   10 µs after it returns: the host drained the queue, then the GPU waits for it to refill.\n3. `host_wait`: the device event that ends the gap was submitted (its launch call, joined by correlation id,\n   ended) after the gap began, or no device event ends it: the GPU ran dry waiting for the host.\n4. `other`: the work that ends the gap was already queued (cross-stream waits, events), or no launch in the\n   whole trace joins a device event (no correlation ids: XPlane, some accelerators), so host waits cannot be\n   told apart.",
+)
+
+# a declared table, one entry per row: left as laid out
+# fmt: off
+ENTRIES: tuple[Entry, ...] = (
+    ("idle.busy_ns", NS, HIGHER, 0.05, "busy", "length of the union of the device events other than collectives (kernels, memcpy, memset) inside the window (changed in report schema 3: collectives no longer count as busy)"),
+    ("idle.collective_ns", NS, LOWER, 0.05, "communication only", "window time the device runs only collective kernels (neither busy nor idle); busy + collective + idle = window"),
+    ("idle.collective_share", SHARE, LOWER, 0.1, "communication only share", "collective_ns / window_ns"),
+    ("idle.busy_share", SHARE, HIGHER, 0.1, "busy share", "busy_ns / window_ns"),
+    ("idle.data_loader_ns", NS, NEITHER, 0.05, "data loader",
+     "idle time in `data_loader` gaps; the four causes sum to `idle_ns`"),
+    ("idle.data_loader_share", SHARE, NEITHER, 0.1, "data loader share", "data_loader_ns / window_ns"),
+    ("idle.gap_count", COUNT, LOWER, 0.02, "gap count",
+     "idle gaps: maximal stretches of the window with no device event"),
+    ("idle.host_wait_culprit", TEXT, NEITHER, 0, "host wait culprit",
+     "the most specific of the leaders: among names within 90 % of the largest overlap, the one with the "
+     "shortest mean call (a leaf such as `aten::_cudnn_attention_backward` rather than its callers); null "
+     "when there is no `host_wait` gap"),
+    ("idle.host_wait_culprit_hint", TEXT, NEITHER, 0, "host wait culprit hint",
+     "why such an operation keeps the GPU waiting and what to do, from the table `idle.CULPRIT_HINTS`, given only "
+     "when the events it names are in the trace (compile ranges inside its calls, new input shapes at its slow "
+     "calls, host-to-device copies launched inside it); null otherwise"),
+    ("idle.host_wait_culprit_hint_events", TEXT, NEITHER, 0, "hint's events",
+     "the events in the trace that back `host_wait_culprit_hint` (how many compile ranges or copies inside its "
+     "calls, or how many of the steps holding its slow calls have a new input shape); null without a hint"),
+    ("idle.host_wait_culprit_mean_ns", NS, LOWER, 0.05, "host wait culprit mean", "its mean call duration"),
+    ("idle.host_wait_culprit_ns", NS, LOWER, 0.05, "host wait culprit",
+     "its time within `host_wait` gaps (as `idle_ns` above, so `_share` <= `host_wait_share` <= 1)"),
+    ("idle.host_wait_culprit_share", SHARE, LOWER, 0.1, "host wait culprit share", "host_wait_culprit_ns / window_ns"),
+    ("idle.host_wait_ns", NS, LOWER, 0.05, "host wait", "idle time in `host_wait` gaps"),
+    ("idle.host_wait_per_shape_ns", NS, LOWER, 0.05, "host wait per shape",
+     "among CPU operators doing per-shape work (`idle.PER_SHAPE_OPS`: cuDNN attention / convolution, "
+     "torch.compile regions) whose mean call is >= 1 ms (so they are building plans or compiling, not just "
+     "launching), the one with the largest overlap with host-wait gaps: its name, that overlap (ns), and / "
+     "window_ns. The largest single name, not a sum, so nested callers are not double counted. null / 0 "
+     "when none"),
+    ("idle.host_wait_per_shape_op", TEXT, NEITHER, 0, "host wait per shape op",
+     "among CPU operators doing per-shape work (`idle.PER_SHAPE_OPS`: cuDNN attention / convolution, "
+     "torch.compile regions) whose mean call is >= 1 ms (so they are building plans or compiling, not just "
+     "launching), the one with the largest overlap with host-wait gaps: its name, that overlap (ns), and / "
+     "window_ns. The largest single name, not a sum, so nested callers are not double counted. null / 0 "
+     "when none"),
+    ("idle.host_wait_per_shape_share", SHARE, LOWER, 0.1, "host wait per shape share",
+     "among CPU operators doing per-shape work (`idle.PER_SHAPE_OPS`: cuDNN attention / convolution, "
+     "torch.compile regions) whose mean call is >= 1 ms (so they are building plans or compiling, not just "
+     "launching), the one with the largest overlap with host-wait gaps: its name, that overlap (ns), and / "
+     "window_ns. The largest single name, not a sum, so nested callers are not double counted. null / 0 "
+     "when none"),
+    ("idle.host_wait_share", SHARE, LOWER, 0.1, "host wait share", "host_wait_ns / window_ns"),
+    ("idle.idle_ns", NS, LOWER, 0.05, "idle", "window time without any device event (collectives included): window_ns - busy_ns - collective_ns"),
+    ("idle.idle_share", SHARE, LOWER, 0.1, "idle share", "idle_ns / window_ns"),
+    ("idle.long_gap_count", COUNT, LOWER, 0.02, "long gap count",
+     "idle gaps of 500 ms or more (Nsight Systems' \"GPU gaps\" rule)"),
+    ("idle.long_gap_max_ns", NS, LOWER, 0.05, "long gap max", "the longest of them"),
+    ("idle.long_gap_ns", NS, LOWER, 0.05, "long gap", "their summed length"),
+    ("idle.long_gap_share", SHARE, LOWER, 0.1, "long gap share", "long_gap_ns / window_ns"),
+    ("idle.low_util_step_count", COUNT, LOWER, 0.02, "low util step count",
+     "steps whose `busy_share` (`steps.per_step[]`) < 0.5 (Nsight's 50 % rule, per step)"),
+    ("idle.other_ns", NS, NEITHER, 0.05, "other", "idle time in `other` gaps"),
+    ("idle.other_share", SHARE, NEITHER, 0.1, "other share", "other_ns / window_ns"),
+    ("idle.sync_ns", NS, LOWER, 0.05, "sync", "idle time in `sync` gaps"),
+    ("idle.sync_share", SHARE, LOWER, 0.1, "sync share", "sync_ns / window_ns"),
+    ("idle.window_ns", NS, NEITHER, 0.05, "window", "length of the window (Common definitions)"),
+    ("idle.window_source", TEXT, NEITHER, 0, "window source",
+     "`steps`, `device` or `trace`: what the window is (Common definitions)"),
+    ("idle.host_wait_top_ops[].idle_ns", NS, LOWER, 0.05, "host wait top op idle",
+     "`idle_ns` of each `host_wait_top_ops` entry: the 5 host operator names (CPU ops) that ran longest "
+     "during `host_wait` gaps: `name`, `idle_ns` (the union of the name's ranges within those gaps: nested "
+     "calls, or calls on parallel threads such as XLA's compiler threads, count once, so it never exceeds "
+     "`host_wait_ns`), `share` (/ window_ns)"),
+    ("idle.host_wait_top_ops[].name", TEXT, NEITHER, 0, "host wait top op name",
+     "`name` of each `host_wait_top_ops` entry: the 5 host operator names (CPU ops) that ran longest "
+     "during `host_wait` gaps: `name`, `idle_ns` (the union of the name's ranges within those gaps: nested "
+     "calls, or calls on parallel threads such as XLA's compiler threads, count once, so it never exceeds "
+     "`host_wait_ns`), `share` (/ window_ns)"),
+    ("idle.host_wait_top_ops[].share", SHARE, LOWER, 0.1, "host wait top op share",
+     "`share` of each `host_wait_top_ops` entry: the 5 host operator names (CPU ops) that ran longest "
+     "during `host_wait` gaps: `name`, `idle_ns` (the union of the name's ranges within those gaps: nested "
+     "calls, or calls on parallel threads such as XLA's compiler threads, count once, so it never exceeds "
+     "`host_wait_ns`), `share` (/ window_ns)"),
+    ("idle.low_util_steps[]", INDEX, NEITHER, 0, "low util steps",
+     "steps whose `busy_share` (`steps.per_step[]`) < 0.5 (Nsight's 50 % rule, per step)"),
+)
+# fmt: on

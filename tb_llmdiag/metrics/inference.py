@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_llmdiag.metrics.entry import COUNT, HIGHER, LOWER, NEITHER, NS, PER_S, Entry
 from tb_llmdiag.metrics.shapes import per_call_batch_length, token_embedding_calls
 from tb_llmdiag.model import Trace
 
@@ -63,3 +64,59 @@ def inference_metrics(trace: Trace, run: dict[str, Any]) -> dict[str, Any]:
         "generated_tokens_per_s": generated / (total / 1e9) if generated and total > 0 else None,
         "time_per_output_token_ns": int(round(decode_ns / n_dec)) if n_dec else None,
     }
+
+
+# The registry's entries of the `inference` topic: one row per key (metrics/entry.py); metrics/registry.py collects
+# them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+ENTRIES: tuple[Entry, ...] = (
+    (
+        "inference.prefill_forward_count",
+        COUNT,
+        NEITHER,
+        0,
+        "prefill forwards",
+        "forward passes whose token embedding reads [B, L] indices with L > 1 (the prompt)",
+    ),
+    (
+        "inference.decode_forward_count",
+        COUNT,
+        NEITHER,
+        0,
+        "decode forwards",
+        "forward passes whose token embedding reads [B, 1] indices (one new token per sequence)",
+    ),
+    ("inference.prompt_tokens", COUNT, NEITHER, 0, "prompt tokens", "B x L summed over the prefill forwards"),
+    (
+        "inference.generated_tokens",
+        COUNT,
+        NEITHER,
+        0,
+        "generated tokens",
+        "B summed over the decode and prefill forwards; null without a decode forward",
+    ),
+    (
+        "inference.prefill_ns",
+        NS,
+        LOWER,
+        0.05,
+        "prefill time",
+        "the prefill forwards' time: each from its embedding call to the next forward's (docs: metrics/inference.py)",
+    ),
+    ("inference.decode_ns", NS, LOWER, 0.05, "decode time", "the decode forwards' time, measured the same way"),
+    (
+        "inference.generated_tokens_per_s",
+        PER_S,
+        HIGHER,
+        0.05,
+        "generated tokens/s",
+        "generated_tokens / (prefill_ns + decode_ns): the throughput serving users count (prompt tokens excluded)",
+    ),
+    (
+        "inference.time_per_output_token_ns",
+        NS,
+        LOWER,
+        0.05,
+        "time per output token",
+        "decode_ns / decode forwards: the time between two tokens of one sequence",
+    ),
+)

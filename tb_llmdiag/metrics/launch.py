@@ -25,6 +25,7 @@ import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, per_step, share
+from tb_llmdiag.metrics.entry import COUNT, LOWER, NEITHER, NS, PER_STEP, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.model import Kind
 
 TINY_NS = 10_000
@@ -96,3 +97,56 @@ def launch_metrics(ctx: Context, idle: dict[str, Any], *, tiny_ns: int = TINY_NS
         "api": api,
         "tiny_kernel_saving_share": saving,
     }
+
+
+# The registry's entries of the `launch` topic: one row per key (metrics/entry.py); metrics/registry.py collects them
+# through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = ("`launch` (metrics/launch.py)", "")
+
+# a declared table, one entry per row: left as laid out
+# fmt: off
+ENTRIES: tuple[Entry, ...] = (
+    ("launch.kernel_mean_ns", NS, NEITHER, 0.05, "kernel mean", "mean kernel duration"),
+    ("launch.kernel_median_ns", NS, NEITHER, 0.05, "kernel median", "median kernel duration"),
+    ("launch.kernels", COUNT, NEITHER, 0.02, "kernels", "KERNEL events in the window"),
+    ("launch.kernels_per_step", PER_STEP, NEITHER, 0.05, "kernels per step", "kernels / steps"),
+    ("launch.launch_api_median_ns", NS, NEITHER, 0.05, "launch api median",
+     "median duration of the launch calls: the host's cost per launch"),
+    ("launch.launches", COUNT, NEITHER, 0.02, "launches",
+     "runtime/driver calls that submit work: `cudaLaunchKernel*`, `cudaLaunchCooperativeKernel`, "
+     "`cudaGraphLaunch`, `cuLaunch*`, `hipLaunchKernel`, `hip(Ext)ModuleLaunchKernel`"),
+    ("launch.launches_per_step", PER_STEP, NEITHER, 0.05, "launches per step", "launches / steps"),
+    ("launch.runtime_ns", NS, NEITHER, 0.05, "runtime", "sum of all runtime + driver call durations in the window"),
+    ("launch.runtime_share", SHARE, LOWER, 0.1, "runtime share",
+     "length of the union of those calls within the window / window_ns"),
+    ("launch.tiny_kernel_ns", NS, NEITHER, 0, "tiny kernel", "the \"tiny\" cut-off, 10 000 ns"),
+    ("launch.tiny_kernel_saving_share", SHARE, LOWER, 0.1, "tiny kernel saving share",
+     "min(`idle.host_wait_share`, tiny kernels per step x launch_api_median_ns / median step): what fusing "
+     "them could save at most"),
+    ("launch.tiny_kernel_share", SHARE, LOWER, 0.1, "tiny kernel share", "tiny_kernels / kernels launched one by one (graph replays left out)"),
+    ("launch.graph_kernels", COUNT, NEITHER, 0.02, "replayed kernels", "kernels a CUDA/HIP graph replayed (not launched one by one; left out of the tiny-kernel counts)"),
+    ("launch.tiny_kernel_time_share", SHARE, LOWER, 0.1, "tiny kernel time share", "their share of kernel time"),
+    ("launch.tiny_kernels", COUNT, LOWER, 0.02, "tiny kernels", "kernels shorter than the cut-off"),
+    ("launch.tiny_kernels_per_step", PER_STEP, LOWER, 0.05, "tiny kernels per step", "tiny_kernels / steps"),
+    ("launch.api[].count", COUNT, NEITHER, 0.02, "api count",
+     "`count` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, `total_ns`, "
+     "`mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+    ("launch.api[].max_ns", NS, NEITHER, 0.05, "api max",
+     "`max_ns` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, `total_ns`, "
+     "`mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+    ("launch.api[].mean_ns", NS, NEITHER, 0.05, "api mean",
+     "`mean_ns` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, "
+     "`total_ns`, `mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+    ("launch.api[].name", TEXT, NEITHER, 0, "api name",
+     "`name` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, `total_ns`, "
+     "`mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+    ("launch.api[].share", SHARE, NEITHER, 0.1, "api share",
+     "`share` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, `total_ns`, "
+     "`mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+    ("launch.api[].total_ns", NS, NEITHER, 0.05, "api total",
+     "`total_ns` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, "
+     "`total_ns`, `mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+)
+
+# fmt: on

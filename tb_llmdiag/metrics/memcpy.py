@@ -22,6 +22,7 @@ import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, per_step, share
+from tb_llmdiag.metrics.entry import BYTES, COUNT, LOWER, NEITHER, NS, PER_STEP, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.model import Kind
 
 _MEMCPY = re.compile(r"Memcpy\s+(\w+)\s*\((\w+)\s*->\s*(\w+)\)")
@@ -86,3 +87,116 @@ def _host_span(ctx: Context, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     call = ctx.cache.launcher(rows)
     span = np.where(call >= 0, call, rows)
     return ev.ts_ns[span], ev.ts_ns[span] + ev.dur_ns[span]
+
+
+# The registry's entries of the `memcpy` topic: one row per key (metrics/entry.py); metrics/registry.py collects them
+# through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`memcpy` (metrics/memcpy.py)",
+    "Memcpy events in the window. Names carry direction and memory kinds: `Memcpy HtoD (Pageable -> Device)`.\nA copy from pageable host memory is synchronous for the host (the driver stages it through a pinned\nbuffer), so `non_blocking=True` is ignored.\n\nDevice -> Pageable copies are how `.item()` reads a value; they are counted, but judged under host syncs.",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    ("memcpy.count", COUNT, NEITHER, 0.02, "count", "memcpy events"),
+    ("memcpy.dtod_bytes", BYTES, NEITHER, 0.02, "dtod bytes", "payload of dtod copies"),
+    ("memcpy.dtod_count", COUNT, NEITHER, 0.02, "dtod count", "number of dtod copies"),
+    ("memcpy.dtod_host_ns", NS, NEITHER, 0.05, "dtod host", "host time (the issuing runtime call) of dtod copies"),
+    ("memcpy.dtod_time_ns", NS, NEITHER, 0.05, "dtod time", "device time of dtod copies"),
+    ("memcpy.dtoh_pageable_bytes", BYTES, NEITHER, 0.02, "dtoh pageable bytes", "payload of dtoh pageable copies"),
+    ("memcpy.dtoh_pageable_count", COUNT, LOWER, 0.02, "dtoh pageable count", "number of dtoh pageable copies"),
+    (
+        "memcpy.dtoh_pageable_host_ns",
+        NS,
+        LOWER,
+        0.05,
+        "dtoh pageable host",
+        "host time (the issuing runtime call) of dtoh pageable copies",
+    ),
+    ("memcpy.dtoh_pageable_time_ns", NS, LOWER, 0.05, "dtoh pageable time", "device time of dtoh pageable copies"),
+    ("memcpy.dtoh_pinned_bytes", BYTES, NEITHER, 0.02, "dtoh pinned bytes", "payload of dtoh pinned copies"),
+    ("memcpy.dtoh_pinned_count", COUNT, NEITHER, 0.02, "dtoh pinned count", "number of dtoh pinned copies"),
+    (
+        "memcpy.dtoh_pinned_host_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "dtoh pinned host",
+        "host time (the issuing runtime call) of dtoh pinned copies",
+    ),
+    ("memcpy.dtoh_pinned_time_ns", NS, NEITHER, 0.05, "dtoh pinned time", "device time of dtoh pinned copies"),
+    ("memcpy.htod_pageable_bytes", BYTES, NEITHER, 0.02, "htod pageable bytes", "payload of htod pageable copies"),
+    ("memcpy.htod_pageable_count", COUNT, LOWER, 0.02, "htod pageable count", "number of htod pageable copies"),
+    (
+        "memcpy.htod_pageable_host_ns",
+        NS,
+        LOWER,
+        0.05,
+        "htod pageable host",
+        "host time (the issuing runtime call) of htod pageable copies",
+    ),
+    (
+        "memcpy.htod_pageable_per_step",
+        PER_STEP,
+        LOWER,
+        0.05,
+        "htod pageable per step",
+        "pageable host-to-device copies per step",
+    ),
+    ("memcpy.htod_pageable_time_ns", NS, LOWER, 0.05, "htod pageable time", "device time of htod pageable copies"),
+    ("memcpy.htod_pinned_bytes", BYTES, NEITHER, 0.02, "htod pinned bytes", "payload of htod pinned copies"),
+    ("memcpy.htod_pinned_count", COUNT, NEITHER, 0.02, "htod pinned count", "number of htod pinned copies"),
+    (
+        "memcpy.htod_pinned_host_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "htod pinned host",
+        "host time (the issuing runtime call) of htod pinned copies",
+    ),
+    ("memcpy.htod_pinned_time_ns", NS, NEITHER, 0.05, "htod pinned time", "device time of htod pinned copies"),
+    (
+        "memcpy.pageable_htod_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "pageable htod share",
+        "length of the union of those copies' host spans within the window / window_ns: the most pinning could save",
+    ),
+    (
+        "memcpy.by_name[].bytes",
+        BYTES,
+        NEITHER,
+        0.02,
+        "copy bytes",
+        "`bytes` of each `by_name` entry: per name: `name`, `count`, `bytes` (sum of known payloads), "
+        "`time_ns` (device time)",
+    ),
+    (
+        "memcpy.by_name[].count",
+        COUNT,
+        NEITHER,
+        0.02,
+        "copy count",
+        "`count` of each `by_name` entry: per name: `name`, `count`, `bytes` (sum of known payloads), "
+        "`time_ns` (device time)",
+    ),
+    (
+        "memcpy.by_name[].name",
+        TEXT,
+        NEITHER,
+        0,
+        "copy name",
+        "`name` of each `by_name` entry: per name: `name`, `count`, `bytes` (sum of known payloads), "
+        "`time_ns` (device time)",
+    ),
+    (
+        "memcpy.by_name[].time_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "copy time",
+        "`time_ns` of each `by_name` entry: per name: `name`, `count`, `bytes` (sum of known payloads), "
+        "`time_ns` (device time)",
+    ),
+)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.metrics.context import Context, share
+from tb_llmdiag.metrics.entry import BYTES, COUNT, HIGHER, INDEX, LOWER, NEITHER, SHARE, Entry, Intro
 
 
 def memory_metrics(ctx: Context) -> dict[str, Any]:
@@ -63,3 +64,55 @@ def memory_metrics(ctx: Context) -> dict[str, Any]:
         }
     )
     return best
+
+
+# The registry's entries of the `memory` topic: one row per key (metrics/entry.py); metrics/registry.py collects them
+# through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`memory` (metrics/memory.py)",
+    "From `[memory]` allocator samples (`profile_memory=True`) of accelerators; the device with the highest peak\nuse is reported. Samples without allocator totals (-1: profilers before torch 1.10 record only deltas) are\nignored, and with none left the topic is unavailable: deltas alone cannot give an absolute peak.",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    ("memory.device", INDEX, NEITHER, 0, "device", "device index"),
+    (
+        "memory.fragmentation_bytes",
+        BYTES,
+        NEITHER,
+        0.02,
+        "fragmentation",
+        "reserved - allocated at the peak-reservation sample (cached but unused)",
+    ),
+    ("memory.fragmentation_share", SHARE, LOWER, 0.1, "fragmentation share", "fragmentation_bytes / total_bytes"),
+    ("memory.headroom_bytes", BYTES, HIGHER, 0.02, "headroom", "total_bytes - peak_used_bytes"),
+    (
+        "memory.peak_allocated_bytes",
+        BYTES,
+        NEITHER,
+        0.02,
+        "peak allocated",
+        "max of the allocator's Total Allocated (memory allocated before the profiler started counts)",
+    ),
+    ("memory.peak_allocated_share", SHARE, NEITHER, 0.1, "peak allocated share", "peak_allocated_bytes / total_bytes"),
+    ("memory.peak_reserved_bytes", BYTES, NEITHER, 0.02, "peak reserved", "max of the allocator's Total Reserved"),
+    ("memory.peak_reserved_share", SHARE, NEITHER, 0.1, "peak reserved share", "peak_reserved_bytes / total_bytes"),
+    (
+        "memory.peak_used_bytes",
+        BYTES,
+        NEITHER,
+        0.02,
+        "peak used",
+        "peak reserved, or peak allocated when the samples carry no reservation",
+    ),
+    ("memory.peak_used_share", SHARE, NEITHER, 0.1, "peak used share", "peak_used_bytes / total_bytes"),
+    ("memory.samples", COUNT, NEITHER, 0.02, "samples", "its allocator sample count"),
+    (
+        "memory.total_bytes",
+        BYTES,
+        NEITHER,
+        0.02,
+        "total",
+        "the device's `totalGlobalMem`; null when the trace does not say",
+    ),
+)

@@ -25,6 +25,7 @@ import numpy as np
 from tb_llmdiag.classify import CATEGORY_CODE
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows, share
+from tb_llmdiag.metrics.entry import COUNT, LOWER, NEITHER, NS, PER_STEP, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.ranges import busy_ns, inside, launched_inside, named_rows
 from tb_llmdiag.model import Kind
 
@@ -86,3 +87,52 @@ def optimizer_metrics(ctx: Context) -> dict[str, Any]:
         "device_ns": device_ns,
         "saving_share": saving,
     }
+
+
+# The registry's entries of the `optimizer` topic: one row per key (metrics/entry.py); metrics/registry.py collects
+# them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`optimizer` (metrics/optimizer.py)",
+    "The `Optimizer.step#<Class>.step` ranges torch.optim records: host time, launches, implementation.",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    ("optimizer.calls", COUNT, NEITHER, 0.02, "optimizer steps", "`Optimizer.step#...` ranges in the window"),
+    ("optimizer.optimizer", TEXT, NEITHER, 0, "optimizer", "the optimizer class with the most step time"),
+    (
+        "optimizer.implementation",
+        TEXT,
+        NEITHER,
+        0,
+        "implementation",
+        "`fused`, `foreach` or `for_loop` (one set of kernels per parameter); null without optimizer ranges",
+    ),
+    ("optimizer.host_ns", NS, LOWER, 0.05, "optimizer host time", "union of the optimizer ranges in the window"),
+    ("optimizer.host_share", SHARE, LOWER, 0.1, "optimizer host share", "host_ns / window_ns"),
+    ("optimizer.launches", COUNT, LOWER, 0.02, "optimizer launches", "kernel launch calls inside the optimizer ranges"),
+    (
+        "optimizer.launches_per_step",
+        PER_STEP,
+        LOWER,
+        0.05,
+        "optimizer launches per step",
+        "launches / steps (per optimizer call without steps)",
+    ),
+    (
+        "optimizer.device_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "optimizer GPU time",
+        "union of the device events the optimizer's launches submitted",
+    ),
+    (
+        "optimizer.saving_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "unfused optimizer saving",
+        "max(0, host_ns - device_ns) / window_ns for a for-loop optimizer, else 0: a bound",
+    ),
+)

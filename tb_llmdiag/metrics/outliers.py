@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.entry import BYTES, INDEX, LOWER, NEITHER, NS, TEXT, Entry, Intro
 from tb_llmdiag.metrics.ranges import launched_inside, step_of
 from tb_llmdiag.model import Kind
 from tb_llmdiag.units import fmt_bytes, fmt_ns
@@ -119,3 +120,76 @@ def outlier_metrics(ctx: Context, steps: dict[str, Any]) -> dict[str, Any]:
         if copies:
             text += f" ({', '.join(copies)})"
     return {"available": True, "steps": out, "summary": text, "copy_ns": int(sum(r["holder_copy_ns"] for r in out))}
+
+
+# The registry's entries of the `outliers` topic: one row per key (metrics/entry.py); metrics/registry.py collects
+# them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`outliers` (metrics/outliers.py)",
+    "What holds the extra time of each outlier step (`steps.outliers`): the annotation or operator that grew.",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    (
+        "outliers.summary",
+        TEXT,
+        NEITHER,
+        0,
+        "slowest step",
+        "the first outlier step after the first profiled one, and what holds its extra time, in words",
+    ),
+    ("outliers.steps[].index", INDEX, NEITHER, 0, "step", "the outlier step"),
+    ("outliers.steps[].duration_ns", NS, LOWER, 0.05, "step time", "its duration"),
+    ("outliers.steps[].excess_ns", NS, LOWER, 0.05, "excess", "its duration minus the median step"),
+    (
+        "outliers.steps[].holder",
+        TEXT,
+        NEITHER,
+        0,
+        "holder",
+        "the annotation (else operator) whose time grew most in the step, when it covers >= 25 % of the excess; else null",
+    ),
+    ("outliers.steps[].holder_kind", TEXT, NEITHER, 0, "holder kind", "`annotation` or `op`"),
+    ("outliers.steps[].holder_ns", NS, NEITHER, 0.05, "holder time", "the holder's summed time in the step"),
+    (
+        "outliers.steps[].holder_excess_ns",
+        NS,
+        LOWER,
+        0.05,
+        "holder excess",
+        "the holder's time in the step minus its median time per step",
+    ),
+    (
+        "outliers.steps[].dtoh_bytes",
+        BYTES,
+        NEITHER,
+        0.02,
+        "device-to-host bytes",
+        "bytes of device-to-host copies launched from inside the holder in that step",
+    ),
+    (
+        "outliers.steps[].htod_bytes",
+        BYTES,
+        NEITHER,
+        0.02,
+        "host-to-device bytes",
+        "bytes of host-to-device copies launched from inside the holder in that step",
+    ),
+    (
+        "outliers.steps[].holder_copy_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "holder copy time",
+        "summed duration of the memcpys launched from inside the holder in that step",
+    ),
+    (
+        "outliers.copy_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "outlier-step copy time",
+        "summed holder_copy_ns of the explained steps: copies only those steps make (a checkpoint save's)",
+    ),
+)

@@ -25,6 +25,7 @@ import numpy as np
 from tb_llmdiag.classify import CATEGORY_CODE
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, share
+from tb_llmdiag.metrics.entry import COUNT, LOWER, NEITHER, NS, RATIO, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.model import Kind
 
 FP32_NAMES = ("sgemm", "f32f32_f32f32", "scudnn")  # implicit_convolve_sgemm holds sgemm
@@ -131,3 +132,74 @@ def precision_metrics(ctx: Context) -> dict[str, Any]:
         "speedup_ratio": fast / fp32 if fp32 and fast else None,
         "saving_share": saving,
     }
+
+
+# The registry's entries of the `precision` topic: one row per key (metrics/entry.py); metrics/registry.py collects
+# them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`precision` (metrics/precision.py)",
+    "GEMM / convolution kernels in plain fp32 (no TF32, no bf16/fp16 tensor cores), by kernel name.",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    (
+        "precision.fp32_matmul_kernels",
+        COUNT,
+        LOWER,
+        0.02,
+        "fp32 matmul kernels",
+        "gemm / conv kernels whose name says fp32 without tensor cores (`sgemm`, `f32f32_f32f32`, `scudnn`...)",
+    ),
+    (
+        "precision.fp32_matmul_ns",
+        NS,
+        LOWER,
+        0.05,
+        "fp32 matmul time",
+        "union of those kernels' intervals (overlapping streams count once)",
+    ),
+    ("precision.fp32_matmul_share", SHARE, LOWER, 0.1, "fp32 matmul share", "fp32_matmul_ns / device busy time"),
+    (
+        "precision.fp32_of_matmul_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "fp32 share of matmuls",
+        "fp32_matmul_ns / the union of all gemm + conv kernels",
+    ),
+    ("precision.top_kernel", TEXT, NEITHER, 0, "top fp32 kernel", "the fp32 matmul kernel with the most time"),
+    (
+        "precision.device",
+        TEXT,
+        NEITHER,
+        0,
+        "device",
+        "the device name the throughput table matched (or the first device)",
+    ),
+    (
+        "precision.fp32_tflops",
+        RATIO,
+        NEITHER,
+        0,
+        "fp32 peak TFLOP/s",
+        "the device's dense fp32 peak without tensor cores (`precision.THROUGHPUT`); null when not in the table",
+    ),
+    (
+        "precision.fast_tflops",
+        RATIO,
+        NEITHER,
+        0,
+        "bf16 peak TFLOP/s",
+        "the device's dense bf16/fp16 tensor-core peak; null when not in the table",
+    ),
+    ("precision.speedup_ratio", RATIO, NEITHER, 0, "bf16 over fp32 peak", "fast_tflops / fp32_tflops"),
+    (
+        "precision.saving_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "mixed-precision saving",
+        "fp32_matmul_ns x (1 - fp32_tflops / fast_tflops) / window_ns: a bound; null when the device is unknown",
+    ),
+)

@@ -10,13 +10,13 @@ Keys name values as rules and the tab do, relative to the run report:
 ``UNITS`` is the one vocabulary of units (the formatter, ``tb_llmdiag.units.fmt``, knows each); ``better`` is
 ``lower`` / ``higher`` / ``neither``; ``tolerance`` is the relative change a comparison of two runs should treat
 as noise. ``as_json()`` is what the tab serves (``api.metric_registry()``); ``markdown()`` generates ``docs/metrics.md``
-(``python -m tb_llmdiag.metrics.registry --markdown > docs/metrics.md``). The entries are data in
-``registry_data.py`` (report sections, the docs' intro), ``registry_gpu.py`` (steps, idle, kernels, launch,
-host_sync), ``registry_host.py`` (memcpy, dataloader, memory, annotations, flops), ``registry_causes.py`` (compile,
-precision, optimizer, checkpointing, outliers, sync_storm), ``registry_attribution.py`` (attribution), ``registry_comm.py``
-(communication), ``registry_capture.py`` (capture), ``registry_xla.py``, ``registry_job.py`` (the job level: ``job.*``),
-``registry_activities.py``
-(``activities.*``: a time range's top activities, the agent's answer).
+(``python -m tb_llmdiag.metrics.registry --markdown > docs/metrics.md``). The entries are data (``metrics/entry.py``:
+``Entry``, ``Intro``) declared beside the code that computes their keys: each topic's ``ENTRIES`` (and ``INTRO``) in
+its module, collected in the order of the topic table (``metrics/topics.py`` ``TOPICS``); ``summary`` and
+``headline`` in ``metrics/summary.py`` and ``metrics/headline.py``. Keys computed above this layer, which it may
+not import, are declared here in the layer: the report's own sections (``report_entries.py``), the job level
+(``job_entries.py``: ``job.*``) and a time range's top activities (``activity_entries.py``: ``activities.*``, the
+agent's answer).
 """
 
 from __future__ import annotations
@@ -28,17 +28,9 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
-from tb_llmdiag.metrics.registry_activities import ACTIVITY_METRICS, ACTIVITY_TOPIC_INTROS
-from tb_llmdiag.metrics.registry_attribution import ATTRIBUTION_INTRO, ATTRIBUTION_METRICS
-from tb_llmdiag.metrics.registry_capture import CAPTURE_METRICS, CAPTURE_TOPIC_INTROS
-from tb_llmdiag.metrics.registry_causes import CAUSE_METRICS, CAUSE_TOPIC_INTROS
-from tb_llmdiag.metrics.registry_comm import COMM_METRICS
-from tb_llmdiag.metrics.registry_data import INTRO, REPORT_METRICS, TOPIC_INTROS, Entry
-from tb_llmdiag.metrics.registry_gpu import GPU_METRICS
-from tb_llmdiag.metrics.registry_host import HOST_METRICS
-from tb_llmdiag.metrics.registry_job import JOB_METRICS
-from tb_llmdiag.metrics.registry_spikes import SPIKE_METRICS
-from tb_llmdiag.metrics.registry_xla import XLA_METRICS
+from tb_llmdiag.metrics import activity_entries, headline, job_entries, report_entries, summary
+from tb_llmdiag.metrics.entry import Entry, Intro
+from tb_llmdiag.metrics.topics import TOPICS
 
 #: unit -> what it means (and how ``tb_llmdiag.units.fmt`` prints it)
 UNITS: dict[str, str] = {
@@ -77,23 +69,30 @@ def _metric(e: Entry) -> Metric:
     return Metric(key, unit, better, float(tolerance), label, definition)
 
 
-#: every entry, report sections first, then the topics in report order
+#: every entry: the report's sections in report order, the topics in ``TOPICS`` order, the job level, activities
 METRICS: tuple[Metric, ...] = tuple(
     _metric(e)
     for e in (
-        *REPORT_METRICS,
-        *GPU_METRICS,
-        *HOST_METRICS,
-        *CAUSE_METRICS,
-        *ATTRIBUTION_METRICS,
-        *COMM_METRICS,
-        *CAPTURE_METRICS,
-        *XLA_METRICS,
-        *JOB_METRICS,
-        *SPIKE_METRICS,
-        *ACTIVITY_METRICS,
+        *report_entries.REPORT,
+        *summary.ENTRIES,
+        *report_entries.RUN,
+        *headline.ENTRIES,
+        *report_entries.RESULTS,
+        *(entry for topic in TOPICS for entry in topic.entries),
+        *job_entries.ENTRIES,
+        *activity_entries.ENTRIES,
     )
 )
+
+#: section or topic -> its docs/metrics.md title and the prose before its table
+INTROS: dict[str, Intro] = {
+    **report_entries.INTROS,
+    "summary": summary.INTRO,
+    "headline": headline.INTRO,
+    **{topic.name: topic.intro for topic in TOPICS if topic.intro is not None},
+    "job": job_entries.INTRO,
+    "activities": activity_entries.INTRO,
+}
 
 
 def _pattern(key: str) -> re.Pattern[str]:
@@ -133,21 +132,14 @@ def _topic(key: str) -> str:
 
 def markdown() -> str:
     """docs/metrics.md: the intro, then one table per topic / report section, in registry order."""
-    out = [INTRO.rstrip(), "", "## Units", "", "| unit | meaning |", "|---|---|"]
+    out = [report_entries.INTRO.rstrip(), "", "## Units", "", "| unit | meaning |", "|---|---|"]
     out += [f"| `{u}` | {d} |" for u, d in UNITS.items()]
     seen: list[str] = []
     for m in METRICS:
         if _topic(m.key) not in seen:
             seen.append(_topic(m.key))
     for topic in seen:
-        intros = {
-            **TOPIC_INTROS,
-            **CAUSE_TOPIC_INTROS,
-            **ATTRIBUTION_INTRO,
-            **CAPTURE_TOPIC_INTROS,
-            **ACTIVITY_TOPIC_INTROS,
-        }
-        title, intro = intros.get(topic, (f"`{topic}`", ""))
+        title, intro = INTROS.get(topic, (f"`{topic}`", ""))
         out += ["", f"## {title}", ""]
         if intro:
             out += [intro.rstrip(), ""]

@@ -25,6 +25,21 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.entry import (
+    COUNT,
+    FLAG,
+    HIGHER,
+    INDEX,
+    LOWER,
+    NEITHER,
+    NS,
+    PER_STEP,
+    RATIO,
+    SHARE,
+    TEXT,
+    Entry,
+    Intro,
+)
 from tb_llmdiag.metrics.gaps import StepBreakdown
 from tb_llmdiag.metrics.shapes import tokens_per_window
 
@@ -170,3 +185,101 @@ def main_cause(causes: list[dict[str, Any]]) -> str | None:
         n, ex = score.get(c["cause"], (0, 0))
         score[c["cause"]] = (n + 1, ex + c["excess_ns"])
     return max(score, key=lambda k: score[k])
+
+
+# The registry's entries of the `steps` topic: one row per key (metrics/entry.py); metrics/registry.py collects them
+# through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`steps` (metrics/step_stats.py)",
+    "With d_i the step durations (never negative; a negative one would count as 0) and n the count.\n`per_step` is the report's one list of steps: each step's window, its busy/idle breakdown (metrics/gaps.py,\n`StepBreakdown`: the same numbers the tab's `/steps` rows and step timelines show) and its tokens.\nThe statistics come from `step_stats.duration_stats`, which the `xla` topic's `step_*` / `steady_step_*` share.",
+)
+
+# a declared table, one entry per row: left as laid out
+# fmt: off
+ENTRIES: tuple[Entry, ...] = (
+    ("steps.count", COUNT, NEITHER, 0.02, "count", "n, the number of steps"),
+    ("steps.cv", RATIO, LOWER, 0.1, "cv", "std / mean (coefficient of variation); null when the mean is 0"),
+    ("steps.cv_excluding_first", RATIO, LOWER, 0.1, "cv excluding first",
+     "cv of d_1..d_n-1 (n >= 3), so a cold first step does not read as variance"),
+    ("steps.first_index", INDEX, NEITHER, 0, "first index",
+     "the first profiled step's number (0 means the run's first step was profiled)"),
+    ("steps.first_over_rest", RATIO, NEITHER, 0.1, "first over rest",
+     "d_0 / median(d_1..d_n-1); null with fewer than 3 steps"),
+    ("steps.max_ns", NS, LOWER, 0.05, "max", "maximum of the step durations d"),
+    ("steps.max_over_median", RATIO, NEITHER, 0.1, "max over median", "max / median"),
+    ("steps.mean_excess_share", SHARE, LOWER, 0.1, "mean excess share",
+     "max(0, (mean - median) / mean) over d_1..d_n-1: what steadier steps would save"),
+    ("steps.mean_ns", NS, LOWER, 0.05, "mean", "mean of the step durations d"),
+    ("steps.median_ns", NS, LOWER, 0.05, "median", "median of the step durations d"),
+    ("steps.min_ns", NS, LOWER, 0.05, "min", "minimum of the step durations d"),
+    ("steps.outlier_count", COUNT, LOWER, 0.02, "outlier count",
+     "steps with d_i > median + max(3 x 1.4826 x MAD, 0.1 x median), MAD = median absolute deviation"),
+    ("steps.outlier_excess_share", SHARE, LOWER, 0.1, "outlier excess share",
+     "sum over outliers of (d_i - median) / sum(d)"),
+    ("steps.outlier_main_cause", TEXT, NEITHER, 0, "outlier main cause",
+     "the most frequent cause among outliers other than the first step (all outliers if it is the only "
+     "one); ties by total excess; null without outliers"),
+    ("steps.source", TEXT, NEITHER, 0, "source", "`profiler_step` / `xplane_step` / `optimizer_step` / `none`"),
+    ("steps.std_ns", NS, LOWER, 0.05, "std", "population standard deviation of the step durations d"),
+    ("steps.tokens_corr", RATIO, NEITHER, 0.1, "tokens corr",
+     "Pearson correlation of d_1..d_n-1 with their tokens; null with fewer than 3 such steps or constant "
+     "values"),
+    ("steps.tokens_cv", RATIO, LOWER, 0.1, "tokens cv", "cv of the steps' `tokens` (`per_step[].tokens`)"),
+    ("steps.tokens_per_step_median", PER_STEP, NEITHER, 0.05, "tokens per step median",
+     "median of the steps' `tokens` (`per_step[].tokens`)"),
+    ("steps.warmup_excess_share", SHARE, LOWER, 0.1, "warmup excess share",
+     "(d_0 - median(d_1..)) / sum(d) when `warmup_first_step`, else 0: the window time warm-up adds"),
+    ("steps.warmup_first_step", FLAG, NEITHER, 0, "warmup first step", "`first_over_rest` >= 1.5"),
+    ("steps.outlier_causes[].cause", TEXT, NEITHER, 0, "outlier cause",
+     "`cause` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` (over "
+     "the median), `first` (the first profiled step), and `cause`: the component of the step "
+     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
+     "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
+     "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
+    ("steps.outlier_causes[].duration_ns", NS, LOWER, 0.05, "outlier cause duration",
+     "`duration_ns` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` "
+     "(over the median), `first` (the first profiled step), and `cause`: the component of the step "
+     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
+     "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
+     "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
+    ("steps.outlier_causes[].excess_ns", NS, LOWER, 0.05, "outlier cause excess",
+     "`excess_ns` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` "
+     "(over the median), `first` (the first profiled step), and `cause`: the component of the step "
+     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
+     "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
+     "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
+    ("steps.outlier_causes[].first", FLAG, NEITHER, 0, "outlier cause first",
+     "`first` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` (over "
+     "the median), `first` (the first profiled step), and `cause`: the component of the step "
+     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
+     "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
+     "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
+    ("steps.outlier_causes[].index", INDEX, NEITHER, 0, "outlier cause index",
+     "`index` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` (over "
+     "the median), `first` (the first profiled step), and `cause`: the component of the step "
+     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
+     "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
+     "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
+    ("steps.outliers[]", INDEX, NEITHER, 0, "outliers",
+     "steps with d_i > median + max(3 x 1.4826 x MAD, 0.1 x median), MAD = median absolute deviation"),
+    ("steps.per_step[].index", INDEX, NEITHER, 0, "step", "the number in the step marker's name (else the ordinal)"),
+    ("steps.per_step[].name", TEXT, NEITHER, 0, "marker", "the step marker's name"),
+    ("steps.per_step[].start_ns", NS, NEITHER, 0.05, "start", "where the step starts, since the trace's first event: its marker's start, or the end of earlier steps' device work when that is later"),
+    ("steps.per_step[].host_end_ns", NS, NEITHER, 0.05, "host end", "where the step's host marker ends"),
+    ("steps.per_step[].end_ns", NS, NEITHER, 0.05, "end",
+     "where the step ends: the later of the marker's end and the end of the device work launched inside it"),
+    ("steps.per_step[].duration_ns", NS, LOWER, 0.05, "step time", "d_i = end_ns - start_ns"),
+    ("steps.per_step[].busy_ns", NS, HIGHER, 0.05, "busy", "the union of the device events other than collectives within the step's [start, end) (changed in report schema 3: collectives no longer count as busy); null without device activity"),
+    ("steps.per_step[].collective_ns", NS, LOWER, 0.05, "communication", "device time within the step's [start, end) that only collective kernels cover (communication nothing else on the device hides; NCCL/RCCL, DeepEP, XLA collectives, `metrics.collectives`); busy + collective + the four idle causes = `duration_ns`; null without device activity"),
+    ("steps.per_step[].busy_share", SHARE, HIGHER, 0.1, "busy share", "busy_ns / duration_ns (collectives excluded); null without device activity"),
+    ("steps.per_step[].host_wait_ns", NS, LOWER, 0.05, "host wait", "idle time of `host_wait` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + collective + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
+    ("steps.per_step[].sync_ns", NS, LOWER, 0.05, "sync", "idle time of `sync` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + collective + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
+    ("steps.per_step[].data_loader_ns", NS, LOWER, 0.05, "data loader", "idle time of `data_loader` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + collective + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
+    ("steps.per_step[].other_ns", NS, LOWER, 0.05, "other", "idle time of `other` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + collective + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
+    ("steps.per_step[].tokens", COUNT, NEITHER, 0.02, "tokens",
+     "token slots B x L summed over `aten::embedding(weight [V, H], indices [B, L])` calls whose weight has the "
+     "largest V seen (the token embedding) and whose start lies in the step's host window; padding included; "
+     "null without recorded shapes"),
+)
+# fmt: on

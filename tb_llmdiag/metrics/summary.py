@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.entry import BYTES, COUNT, ID, NEITHER, NS, TEXT, TFLOP_PER_S, Entry, Intro
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 _COUNTED = {
@@ -78,3 +79,50 @@ def _distributed(trace: Trace) -> dict[str, Any] | None:
     if d is None:
         return None
     return {"rank": d.rank, "world_size": d.world_size, "backend": d.backend}
+
+
+# The registry's entries of the `summary` section: one row per key (metrics/entry.py); metrics/registry.py collects
+# them, docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = ("`summary` (metrics/summary.py)", "")
+
+# a declared table, one entry per row: left as laid out
+# fmt: off
+ENTRIES: tuple[Entry, ...] = (
+    ("summary.counts.annotations", COUNT, NEITHER, 0.02, "annotations",
+     "the number of host user annotations (ANNOTATION, GPU_ANNOTATION rows)"),
+    ("summary.counts.cpu_ops", COUNT, NEITHER, 0.02, "cpu ops", "the number of CPU operator rows"),
+    ("summary.counts.driver_calls", COUNT, NEITHER, 0.02, "driver calls", "the number of driver API rows"),
+    ("summary.counts.events", COUNT, NEITHER, 0.02, "events", "the number of rows in the trace"),
+    ("summary.counts.kernels", COUNT, NEITHER, 0.02, "kernels", "the number of kernel rows"),
+    ("summary.counts.memcpys", COUNT, NEITHER, 0.02, "memcpys", "the number of memcpy rows"),
+    ("summary.counts.memory_samples", COUNT, NEITHER, 0.02, "memory samples", "the number of allocator samples"),
+    ("summary.counts.memsets", COUNT, NEITHER, 0.02, "memsets", "the number of memset rows"),
+    ("summary.counts.python_frames", COUNT, NEITHER, 0.02, "python frames", "the number of Python tracer rows"),
+    ("summary.counts.runtime_calls", COUNT, NEITHER, 0.02, "runtime calls", "the number of runtime API rows"),
+    ("summary.counts.steps", COUNT, NEITHER, 0.02, "steps", "the number of steps found"),
+    ("summary.device.compute_capability", TEXT, NEITHER, 0, "compute capability", "e.g. `9.0`; null when unknown"),
+    ("summary.device.count", COUNT, NEITHER, 0.02, "devices", "devices with activity (else listed)"),
+    ("summary.device.name", TEXT, NEITHER, 0, "device",
+     "the device the trace ran on: the first listed device with activity"),
+    ("summary.device.peak_tflops", TFLOP_PER_S, NEITHER, 0.05, "peak",
+     "the peak the trace states (XPlane); null otherwise"),
+    ("summary.device.total_memory_bytes", BYTES, NEITHER, 0.02, "device memory",
+     "the device's memory; null when the trace does not say"),
+    ("summary.device_busy_ns", NS, NEITHER, 0.05, "device busy",
+     "length of the union of all kernel, memcpy and memset intervals (all devices and streams)"),
+    ("summary.device_time_ns.kernel", NS, NEITHER, 0.05, "kernel time",
+     "plain sum of kernel durations (overlapping streams both count)"),
+    ("summary.device_time_ns.memcpy", NS, NEITHER, 0.05, "memcpy time",
+     "plain sum of memcpy durations (overlapping streams both count)"),
+    ("summary.device_time_ns.memset", NS, NEITHER, 0.05, "memset time",
+     "plain sum of memset durations (overlapping streams both count)"),
+    ("summary.distributed.backend", TEXT, NEITHER, 0, "backend", "the process group backend (nccl...)"),
+    ("summary.distributed.rank", ID, NEITHER, 0, "rank", "the trace's distributed rank"),
+    ("summary.distributed.world_size", COUNT, NEITHER, 0.02, "world size", "ranks in the job"),
+    ("summary.runtime_time_ns", NS, NEITHER, 0.05, "runtime calls", "summed duration of runtime and driver calls"),
+    ("summary.step_source", TEXT, NEITHER, 0, "step source", "how steps were found (`steps.source`)"),
+    ("summary.window_ns", NS, NEITHER, 0.05, "window", "length of the analysed window (`idle.window_ns`)"),
+)
+
+# fmt: on

@@ -29,6 +29,7 @@ import numpy as np
 
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows
+from tb_llmdiag.metrics.entry import COUNT, FLAG, LOWER, NEITHER, NS, PER_STEP, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.ranges import inside, step_of
 from tb_llmdiag.model import Kind
 
@@ -138,3 +139,76 @@ def _after_op(ctx: Context, heads: np.ndarray) -> str | None:
         j = np.searchsorted(end, ev.ts_ns[h], side="right") - 1
         found.update(ev.names[i] for i in ev.name_id[c[j[j >= 0]]])
     return found.most_common(1)[0][0] if found else None
+
+
+# The registry's entries of the `sync_storm` topic: one row per key (metrics/entry.py); metrics/registry.py collects
+# them through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`sync_storm` (metrics/sync_storm.py)",
+    "Loops of host syncs inside a step, and step-edge synchronize calls of a timing harness; "
+    "`saving_share` is what `host_sync` reads.",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    (
+        "sync_storm.syncs_per_step",
+        PER_STEP,
+        LOWER,
+        0.05,
+        "blocking calls per step",
+        "median over steps of the blocking runtime calls in the step's host window",
+    ),
+    (
+        "sync_storm.loop_syncs_per_step",
+        PER_STEP,
+        LOWER,
+        0.05,
+        "syncs in the loop per step",
+        "median over steps of the longest run of syncs each within 2 ms of the previous one",
+    ),
+    (
+        "sync_storm.loop_host_ns",
+        NS,
+        LOWER,
+        0.05,
+        "loop host time per step",
+        "median over steps of that run's span (first start to last end)",
+    ),
+    ("sync_storm.storm", FLAG, NEITHER, 0, "sync storm", "loop_syncs_per_step >= 16"),
+    ("sync_storm.trigger_op", TEXT, NEITHER, 0, "syncing op", "the syncing operator the loop's syncs run under"),
+    (
+        "sync_storm.after_op",
+        TEXT,
+        NEITHER,
+        0,
+        "op before each sync",
+        "the operator that most often ends last before each of them (e.g. `aten::linalg_vector_norm`)",
+    ),
+    (
+        "sync_storm.loop_idle_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "GPU idle in the loop",
+        "GPU idle time inside the loops' spans / window_ns (0 without a storm)",
+    ),
+    (
+        "sync_storm.edge_syncs",
+        COUNT,
+        NEITHER,
+        0.02,
+        "step-edge syncs",
+        "blocking calls outside any syncing op with no launch between them and their step's start or end (a harness)",
+    ),
+    ("sync_storm.edge_blocked_ns", NS, NEITHER, 0.05, "step-edge sync time", "their summed duration"),
+    (
+        "sync_storm.saving_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "sync saving",
+        "max(loop_idle_share if storm, min((host_sync.blocked_ns - edge_blocked_ns) / window_ns, idle share - "
+        "data-loader share)): what removing the syncs could save, step-edge ones excluded",
+    ),
+)

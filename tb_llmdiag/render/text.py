@@ -20,6 +20,32 @@ def label_of(path: str, key: str) -> str:
     return m.label if m is not None else label_from_key(key)
 
 
+def _finding_lines(i: int, f: dict[str, Any]) -> list[str]:
+    """One finding of the run's text: its title line, summary, source line, caveat, evidence and fix."""
+    save = f" - {saving_text(f['saving'])}" if f.get("saving") else ""
+    lines = [f"   {i}. [{f['severity']}] {f['title']}{save}  (rule {f['id']})"]
+    if f.get("summary"):
+        lines.append(f"      {f['summary']}")
+    if f.get("source"):
+        lines.append(f"      {label_of('findings[].source', 'source line')}: {f['source']}")
+    if f.get("caveat"):
+        lines.append(f"      caveat: {f['caveat']}")
+    ev = f.get("evidence") or {}
+    if ev:
+        units, labels = EVIDENCE_UNITS.get(f["id"], {}), EVIDENCE_LABELS.get(f["id"], {})
+        lines.append(
+            "      evidence: "
+            + "; ".join(
+                f"{labels.get(k) or label_from_key(k)} {fmt(units.get(k) or unit_from_name(k), v)}"
+                for k, v in ev.items()
+            )
+        )
+    fix = f.get("fix") or {}
+    if fix.get("text"):
+        lines.append(f"      fix: {fix['text']}")
+    return lines
+
+
 def render_run(run: dict[str, Any]) -> str:
     title = f"== {run['run']}  worker {run['worker']}  span {run['span']}  ({run['source_kind']})"
     lines = [title]
@@ -79,27 +105,7 @@ def render_run(run: dict[str, Any]) -> str:
     if findings:
         lines.append(f"   findings ({len(findings)}, by what each saves at most):")
     for i, f in enumerate(findings, start=1):
-        save = f" - {saving_text(f['saving'])}" if f.get("saving") else ""
-        lines.append(f"   {i}. [{f['severity']}] {f['title']}{save}  (rule {f['id']})")
-        if f.get("summary"):
-            lines.append(f"      {f['summary']}")
-        if f.get("source"):
-            lines.append(f"      {label_of('findings[].source', 'source line')}: {f['source']}")
-        if f.get("caveat"):
-            lines.append(f"      caveat: {f['caveat']}")
-        ev = f.get("evidence") or {}
-        if ev:
-            units, labels = EVIDENCE_UNITS.get(f["id"], {}), EVIDENCE_LABELS.get(f["id"], {})
-            lines.append(
-                "      evidence: "
-                + "; ".join(
-                    f"{labels.get(k) or label_from_key(k)} {fmt(units.get(k) or unit_from_name(k), v)}"
-                    for k, v in ev.items()
-                )
-            )
-        fix = f.get("fix") or {}
-        if fix.get("text"):
-            lines.append(f"      fix: {fix['text']}")
+        lines += _finding_lines(i, f)
     wi = run.get("what_if")
     if wi:
         lines.append(f"   what if (upper bounds): {wi.get('statement') or ''}")

@@ -1,18 +1,25 @@
 """Registry entries of ``activities``: what the host and the GPU do in a time range (``traceview/activities.py``,
 ``api.top_activities``, the agent's ``top_activities`` tool; not part of the run report; ``registry.py`` explains the
-fields)."""
+fields). Computed above the metrics layer, which the registry may not import: declared here."""
 
 from __future__ import annotations
 
-from tb_llmdiag.metrics.registry_data import COUNT, INDEX, LOWER, NEITHER, NS, SHARE, TEXT, Entry
+from tb_llmdiag.metrics.entry import COUNT, INDEX, LOWER, NEITHER, NS, SHARE, TEXT, Entry, Intro
 
 _UNION = (
     "the union of the time its events cover inside the range (streams or calls running one name at once count once)"
 )
 
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`activities` (traceview/activities.py; `api.top_activities`, not part of the run report)",
+    "What the host and the GPU do in one time range or step: the top activities by time, with the numbers the "
+    "trace view draws. The agent's `top_activities` tool answers with it (docs/agents.md).",
+)
+
 # a declared table, one entry per row: left as laid out
 # fmt: off
-ACTIVITY_METRICS: tuple[Entry, ...] = (
+ENTRIES: tuple[Entry, ...] = (
     ("activities.start_ns", NS, NEITHER, 0, "range start",
      "start of the range asked about, in ns since the trace's first event (the clock of `steps.per_step`)"),
     ("activities.end_ns", NS, NEITHER, 0, "range end", "end of the range (exclusive)"),
@@ -48,12 +55,4 @@ ACTIVITY_METRICS: tuple[Entry, ...] = (
      "the part of time_ns in which the GPU sat idle waiting for the host (gaps of cause `host_wait`): the measure "
      "`idle.host_wait_top_ops` and the `host_bound` finding's `host_op` read over the whole window"),
 )
-
-ACTIVITY_TOPIC_INTROS: dict[str, tuple[str, str]] = {
-    "activities": (
-        "`activities` (traceview/activities.py; `api.top_activities`, not part of the run report)",
-        "What the host and the GPU do in one time range or step: the top activities by time, with the numbers the "
-        "trace view draws. The agent's `top_activities` tool answers with it (docs/agents.md).",
-    ),
-}
 # fmt: on

@@ -1,9 +1,11 @@
 """Registry entries of the job level: ``jobs[].metrics`` as ``job.*`` and what the job view draws as
-``job.view.*`` (``tb_llmdiag/jobs/``, docs/jobs.md; ``registry.py`` explains the fields)."""
+``job.view.*`` (``tb_llmdiag/jobs/``, docs/jobs.md; ``registry.py`` explains the fields). The job level is computed
+above the metrics layer (``jobs/``), which the registry may not import, so its entries are declared here; the
+job's view of the attribution topic sits with that topic (``metrics/attribution.py``)."""
 
 from __future__ import annotations
 
-from tb_llmdiag.metrics.registry_data import (
+from tb_llmdiag.metrics.entry import (
     BYTES,
     COUNT,
     FLAG,
@@ -17,6 +19,7 @@ from tb_llmdiag.metrics.registry_data import (
     SHARE,
     TEXT,
     Entry,
+    Intro,
 )
 
 _WHAT_IF = "an upper bound on the gain, from durations only"
@@ -25,7 +28,14 @@ _CAUSE = (
     "the other ranks (`jobs.attribution`)"
 )
 
-JOB_METRICS: tuple[Entry, ...] = (
+#: docs/metrics.md: the section's title and the prose before its table
+INTRO: Intro = (
+    "`job`: a run with several ranks (`jobs[]` of the report; tb_llmdiag/jobs/, docs/jobs.md)",
+    "`job.*` is `jobs[].metrics.*`; `job.view.*` is `jobs[].view.*`, what the tab's job view draws. Ranks are "
+    "matched by their collectives, never by timestamps across files (clocks may differ).",
+)
+
+ENTRIES: tuple[Entry, ...] = (
     (
         "job.rank_count",
         COUNT,
@@ -382,5 +392,49 @@ JOB_METRICS: tuple[Entry, ...] = (
         0,
         "top findings",
         "per rank: its top per-rank finding ids",
+    ),
+    # the intermittent straggler (jobs/intermittent.py, #25): its spike steps and the noise they are measured against
+    (
+        "job.straggler_intermittent",
+        FLAG,
+        NEITHER,
+        0,
+        "intermittent",
+        "the straggler keeps the others waiting a lot in a few steps only: 1 to half the common steps are spike steps "
+        "and their waits summed are above the rule's threshold share of the typical step (jobs/intermittent.py)",
+    ),
+    (
+        "job.straggler_spike_steps[]",
+        INDEX,
+        NEITHER,
+        0,
+        "spike steps",
+        "steps whose caused wait is at least half the typical step and more than 3 robust sd above the straggler's median "
+        "per-step wait",
+    ),
+    ("job.straggler_spike_wait_ns[]", NS, LOWER, 0.05, "spike wait", "the caused wait in each spike step"),
+    (
+        "job.straggler_spike_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "spike share",
+        "the spike steps' waits summed / (common steps x typical step); null without a spike",
+    ),
+    (
+        "job.straggler_others_wait_noise_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "wait noise",
+        "1.4826 x the median absolute deviation of the straggler's per-step caused wait (a robust sd)",
+    ),
+    (
+        "job.straggler_typical_step_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "typical step",
+        "the median of every rank's step times over the common steps: the step without the spikes",
     ),
 )

@@ -1,15 +1,27 @@
-"""Registry entries of the report sections (the whole report, the run report's own fields, summary, headline,
-what_if, findings) and the keys every topic has; the intro prose of docs/metrics.md."""
+"""Registry entries of the report's own sections, whose keys no metric topic computes: the whole report
+(``report.*``, api.py), a run report's own fields (``trace.*``), ``run`` (``metrics/__init__.py`` ``run_topic``),
+``what_if`` and ``findings[]`` (findings/), the keys every topic has (``*``); and the intro prose of
+docs/metrics.md. ``summary`` and ``headline`` sit beside their code (``metrics/summary.py``, ``metrics/headline.py``),
+each topic's in its module (``metrics/topics.py``)."""
 
 from __future__ import annotations
 
-#: (key, unit, better, tolerance, label, definition)
-Entry = tuple[str, str, str, float, str, str]
-
-NS, BYTES, SHARE, RATIO, COUNT, PER_STEP = "ns", "bytes", "share", "ratio", "count", "count_per_step"
-PER_S, FLOP, TFLOP_PER_S, INDEX, ID, AS_METRIC = "per_s", "flop", "tflop_per_s", "index", "id", "as_metric"
-TEXT, FLAG = "text", "flag"
-LOWER, HIGHER, NEITHER = "lower", "higher", "neither"
+from tb_llmdiag.metrics.entry import (
+    AS_METRIC,
+    BYTES,
+    COUNT,
+    FLAG,
+    HIGHER,
+    ID,
+    LOWER,
+    NEITHER,
+    NS,
+    PER_S,
+    SHARE,
+    TEXT,
+    Entry,
+    Intro,
+)
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
@@ -47,63 +59,26 @@ The module docstring of each topic (`tb_llmdiag/metrics/<topic>.py`) is the same
 """
 # fmt: on
 
-#: topic -> (section title, prose before its table)
+#: section -> (title, prose before its table)
 # a declared table, one entry per row: left as laid out
 # fmt: off
-TOPIC_INTROS: dict[str, tuple[str, str]] = {
+INTROS: dict[str, Intro] = {
     "report": ("The report (`report.*`, the whole document; `trace.*`, each run report's own fields)",
           ""),
     "trace": ("`trace`: a run report's own fields",
           ""),
-    "summary": ("`summary` (metrics/summary.py)",
-          ""),
     "run": ("`run` (metrics/__init__.py)",
           "What kind of run this is, decided once from the reader that read the trace; every platform-dependent\nconsumer (the headline, the rules' `platform`, the tab) reads `run.platform`."),
-    "headline": ("`headline` (metrics/headline.py)",
-          "`step_median_ns`, `step_min_ns`, `step_max_ns`, `step_cv` from `steps`; `gpu_busy_share` = `idle.busy_share`;\n`copy_share`, `gemm_share`, `copy_vs_gemm_ratio` from `kernels`; `launches_per_step` from `launch`;\n`mfu_share`, `tokens_per_s` from `flops`.\n\nOn XLA runs (`run.platform` is `xla`: XPlane traces, which hold the `xla` topic) the device numbers come from `xla`, which classifies ops by\nHLO category / opcode rather than CUDA kernel names: `gemm_share` = `xla.matmul_share`, `copy_share` =\n`xla.movement_share` (data formatting + copies, what XLA's `copy_heavy` reads), `copy_vs_gemm_ratio` =\n`xla.matmul_vs_movement_ratio` (movement / matmul time), `gpu_busy_share` = `xla.device_duty_cycle_share`,\n`mfu_share` = `xla.flop_utilization_share`; null when the `xla` topic lacks them (never the kernel-name numbers).\n`launches_per_step` is null on XPlane runs: XLA launches whole compiled programs (and on GPU a handful of\nruntime calls per program), so launch calls per step say nothing about launch overhead there.\nOn the synthetic TPU capture `gemm_share` is 9600 / 14655 = 0.655 (the kernel-name classification said 0.368)."),
     "what_if": ("`what_if` (findings/diagnosis.py)",
           "What fixing the findings would give in the median step, as bounds (docs/whatif.md); null without steps."),
     "findings": ("`findings[]` (findings/engine.py, docs/findings.md)",
           "The numbers a finding carries. Its `value`, `threshold` and `evidence` take the unit of the metric the rule reads them from (`as_metric`)."),
     "*": ("Every topic",
           ""),
-    "steps": ("`steps` (metrics/step_stats.py)",
-          "With d_i the step durations (never negative; a negative one would count as 0) and n the count.\n`per_step` is the report's one list of steps: each step's window, its busy/idle breakdown (metrics/gaps.py,\n`StepBreakdown`: the same numbers the tab's `/steps` rows and step timelines show) and its tokens.\nThe statistics come from `step_stats.duration_stats`, which the `xla` topic's `step_*` / `steady_step_*` share."),
-    "idle": ("`idle` (metrics/idle.py)",
-          "Gap causes, tried in order (metrics/gaps.py, `gap_causes`), decided once per whole gap; the per-step parts\n(`steps.per_step`), the tab's `/steps` rows and its timeline read that one result:\n\n1. `data_loader`: at least half of the gap overlaps host `enumerate(DataLoader)#...__next__` ranges.\n2. `sync`: the gap starts while the host is blocked in a synchronising call (`cuda|hip{Stream,Device,Event,Ctx}Synchronize`,\n   synchronous `cudaMemcpy`, `aten::_local_scalar_dense` / `item` / `nonzero` / `is_nonzero` / `equal`), or within\n   10 µs after it returns: the host drained the queue, then the GPU waits for it to refill.\n3. `host_wait`: the device event that ends the gap was submitted (its launch call, joined by correlation id,\n   ended) after the gap began, or no device event ends it: the GPU ran dry waiting for the host.\n4. `other`: the work that ends the gap was already queued (cross-stream waits, events), or no launch in the\n   whole trace joins a device event (no correlation ids: XPlane, some accelerators), so host waits cannot be\n   told apart."),
-    "kernels": ("`kernels` (metrics/kernels.py, classify.py)",
-          "Device events in the window, each in one category of `classify.CATEGORIES`: `gemm`, `attention`, `conv`,\n`copy`, `elementwise`, `norm`, `softmax` (softmax and the losses built on it), `reduce`, `optimizer`, `quant`\n(quantisation and scaled fp8/fp4/int8 casts), `index` (embedding lookups, gather/scatter, KV-cache writes), `moe`\n(MoE routing, permute, finalize), `communication` (collectives, DeepEP dispatch/combine), `autotune` (the\ncompiler's autotuner's own kernels: XLA redzone checks, result comparisons), `memcpy`, `memset` (by event kind),\n`other`. Kernels are classified by their **own name** (the identifier before template arguments and parameter\nlists, so `void foo<cutlass::X>(...)` is `foo`; launch wrappers such as `elementwise_kernel<..functor..>` or\n`ck_tile::kentry<Fmha..>` by what they launch) with the table `classify.KERNEL_PATTERNS` (first matching row\nwins). ROCm hipBLASLt/Tensile `Cijk_*` kernels are GEMMs; Triton kernels go by their generated names\n(`triton_poi_fused__to_copy_0` is a copy, `triton_poi_fused_add_mul_0` elementwise, `triton_red_fused_..._rsqrt_...`\nnorm, `triton_tem_*` a GEMM template); XLA GPU fusions by kind and root op (`loop_convert_fusion` copy,\n`input_reduce_fusion` reduce, `loop_add_fusion` elementwise, `gemm_fusion_*` / `__cublas$gemm` GEMM)."),
-    "host_floor": ("`host_floor` (metrics/host_floor.py)",
-          "The host's own time per step: what the host needs to issue the step's work, which no faster kernel can\nhide. The what-if bounds device-side savings by it (docs/whatif.md). Kineto runs with steps and launch calls\nonly."),
-    "launch": ("`launch` (metrics/launch.py)",
-          ""),
-    "host_sync": ("`host_sync` (metrics/host_sync.py)",
-          ""),
-    "memcpy": ("`memcpy` (metrics/memcpy.py)",
-          "Memcpy events in the window. Names carry direction and memory kinds: `Memcpy HtoD (Pageable -> Device)`.\nA copy from pageable host memory is synchronous for the host (the driver stages it through a pinned\nbuffer), so `non_blocking=True` is ignored.\n\nDevice -> Pageable copies are how `.item()` reads a value; they are counted, but judged under host syncs."),
-    "dataloader": ("`dataloader` (metrics/dataloader.py)",
-          "Host ranges named `enumerate(DataLoader)#...__next__` (recorded by `torch.utils.data` under the profiler).\n\nOn `../shared/traces/kineto_resnet50/resnet50_num_workers_0` `stall_share` is 0.334, where\ntorch-tb-profiler reports DataLoader at 33.4 % of step time."),
-    "memory": ("`memory` (metrics/memory.py)",
-          "From `[memory]` allocator samples (`profile_memory=True`) of accelerators; the device with the highest peak\nuse is reported. Samples without allocator totals (-1: profilers before torch 1.10 record only deltas) are\nignored, and with none left the topic is unavailable: deltas alone cannot give an absolute peak."),
-    "annotations": ("`annotations` (metrics/annotations.py)",
-          ""),
-    "communication": ("`communication` (metrics/communication.py, metrics/collectives.py)",
-                      "Per rank, collective kernels separated from compute (report schema 3 on; before, collectives counted "
-                      "as GPU busy). Unavailable on traces without collectives. The job level (`jobs`, docs/jobs.md) "
-                      "splits a rank's collective time into waiting for peers and transfer."),
-    "job": ("`job`: a run with several ranks (`jobs[]` of the report; tb_llmdiag/jobs/, docs/jobs.md)",
-            "`job.*` is `jobs[].metrics.*`; `job.view.*` is `jobs[].view.*`, what the tab's job view draws. Ranks are "
-            "matched by their collectives, never by timestamps across files (clocks may differ)."),
-    "flops": ("`flops` (metrics/flops.py, metrics/shapes.py)",
-          "From recorded input shapes (`record_shapes=True`), per unique (operator, shape) pair. Leaf operators only,\nso nothing counts twice; backward GEMMs run through the same `aten::mm`/`addmm`/`bmm` and are counted:\n\n- `aten::mm`, `aten::addmm`, `aten::_scaled_mm`: [M,K] x [K,N] -> 2MKN\n- `aten::bmm`, `aten::baddbmm`: [B,M,K] x [B,K,N] -> 2BMKN\n- `aten::_scaled_dot_product_{flash,efficient,cudnn}_attention`: q [B,H,L,D], k [B,H,S,D] -> 4BHLSD\n  (the full L x S scores; causal masking would halve this); their `_backward`: 2.5x that;\n  `flash_attn::_flash_attn_forward/_backward`: the same with q [B,L,H,D]."),
-    "xla": ("`xla` (metrics/xla.py, XPlane traces only)",
-          "XPlane traces only. Definitions in `metrics/xla.py`'s docstring and `docs/xplane.md`; the step split and the savings the\nXLA findings read in `metrics/xla_split.py`."),
 }
-# fmt: on
 
-# a declared table, one entry per row: left as laid out
-# fmt: off
-REPORT_METRICS: tuple[Entry, ...] = (
+#: the whole report and a run report's own fields
+REPORT: tuple[Entry, ...] = (
     ("report.root", TEXT, NEITHER, 0, "root", "the path the report was made for"),
     ("report.schema", ID, NEITHER, 0, "schema", "version of the report JSON (docs/report_schema.md)"),
     ("report.tool.name", TEXT, NEITHER, 0, "tool", "\"tb_llmdiag\""),
@@ -129,40 +104,10 @@ REPORT_METRICS: tuple[Entry, ...] = (
     ("trace.read_state.reason", TEXT, NEITHER, 0, "why it stopped", "one line, with the byte offset; null when complete"),
     ("trace.worker", TEXT, NEITHER, 0, "worker", "the worker (host / process) the trace file names"),
     ("trace.warnings[]", TEXT, NEITHER, 0, "warning", "a problem the reader met in this trace"),
-    ("summary.counts.annotations", COUNT, NEITHER, 0.02, "annotations",
-     "the number of host user annotations (ANNOTATION, GPU_ANNOTATION rows)"),
-    ("summary.counts.cpu_ops", COUNT, NEITHER, 0.02, "cpu ops", "the number of CPU operator rows"),
-    ("summary.counts.driver_calls", COUNT, NEITHER, 0.02, "driver calls", "the number of driver API rows"),
-    ("summary.counts.events", COUNT, NEITHER, 0.02, "events", "the number of rows in the trace"),
-    ("summary.counts.kernels", COUNT, NEITHER, 0.02, "kernels", "the number of kernel rows"),
-    ("summary.counts.memcpys", COUNT, NEITHER, 0.02, "memcpys", "the number of memcpy rows"),
-    ("summary.counts.memory_samples", COUNT, NEITHER, 0.02, "memory samples", "the number of allocator samples"),
-    ("summary.counts.memsets", COUNT, NEITHER, 0.02, "memsets", "the number of memset rows"),
-    ("summary.counts.python_frames", COUNT, NEITHER, 0.02, "python frames", "the number of Python tracer rows"),
-    ("summary.counts.runtime_calls", COUNT, NEITHER, 0.02, "runtime calls", "the number of runtime API rows"),
-    ("summary.counts.steps", COUNT, NEITHER, 0.02, "steps", "the number of steps found"),
-    ("summary.device.compute_capability", TEXT, NEITHER, 0, "compute capability", "e.g. `9.0`; null when unknown"),
-    ("summary.device.count", COUNT, NEITHER, 0.02, "devices", "devices with activity (else listed)"),
-    ("summary.device.name", TEXT, NEITHER, 0, "device",
-     "the device the trace ran on: the first listed device with activity"),
-    ("summary.device.peak_tflops", TFLOP_PER_S, NEITHER, 0.05, "peak",
-     "the peak the trace states (XPlane); null otherwise"),
-    ("summary.device.total_memory_bytes", BYTES, NEITHER, 0.02, "device memory",
-     "the device's memory; null when the trace does not say"),
-    ("summary.device_busy_ns", NS, NEITHER, 0.05, "device busy",
-     "length of the union of all kernel, memcpy and memset intervals (all devices and streams)"),
-    ("summary.device_time_ns.kernel", NS, NEITHER, 0.05, "kernel time",
-     "plain sum of kernel durations (overlapping streams both count)"),
-    ("summary.device_time_ns.memcpy", NS, NEITHER, 0.05, "memcpy time",
-     "plain sum of memcpy durations (overlapping streams both count)"),
-    ("summary.device_time_ns.memset", NS, NEITHER, 0.05, "memset time",
-     "plain sum of memset durations (overlapping streams both count)"),
-    ("summary.distributed.backend", TEXT, NEITHER, 0, "backend", "the process group backend (nccl...)"),
-    ("summary.distributed.rank", ID, NEITHER, 0, "rank", "the trace's distributed rank"),
-    ("summary.distributed.world_size", COUNT, NEITHER, 0.02, "world size", "ranks in the job"),
-    ("summary.runtime_time_ns", NS, NEITHER, 0.05, "runtime calls", "summed duration of runtime and driver calls"),
-    ("summary.step_source", TEXT, NEITHER, 0, "step source", "how steps were found (`steps.source`)"),
-    ("summary.window_ns", NS, NEITHER, 0.05, "window", "length of the analysed window (`idle.window_ns`)"),
+)
+
+#: the ``run`` section (``metrics/__init__.py`` ``run_topic``)
+RUN: tuple[Entry, ...] = (
     ("run.platform", TEXT, NEITHER, 0, "platform",
      "`cuda` (Kineto traces: torch.profiler on CUDA or ROCm) or `xla` (XPlane traces: TPU, torch_xla, JAX), "
      "decided once from the reader; an `xla` run also has the `xla` topic, and the headline, the rules and the tab "
@@ -190,26 +135,10 @@ REPORT_METRICS: tuple[Entry, ...] = (
      "`Optimizer.step#*` / `Optimizer.zero_grad#*` ranges (torch.optim's profiler labels)"),
     ("run.optimizer_kernel_count", COUNT, NEITHER, 0, "optimizer kernels",
      "device kernels of optimizers (fused/foreach Adam(W), SGD, LAMB, Lion, Adagrad, RMSprop)"),
-    ("headline.copy_share", SHARE, LOWER, 0.1, "copy", "`kernels.copy_share` (XPlane: `xla.movement_share`)"),
-    ("headline.copy_vs_gemm_ratio", RATIO, LOWER, 0.1, "copy vs GEMM",
-     "`kernels.copy_vs_gemm_ratio` (XPlane: `xla.matmul_vs_movement_ratio`)"),
-    ("headline.gemm_share", SHARE, NEITHER, 0.1, "GEMM", "`kernels.gemm_share` (XPlane: `xla.matmul_share`)"),
-    ("headline.gpu_busy_share", SHARE, HIGHER, 0.1, "GPU busy",
-     "`idle.busy_share`: device busy without collective kernels (report schema 3 on) / step time (XPlane: `xla.device_duty_cycle_share`)"),
-    ("headline.launches_per_step", PER_STEP, NEITHER, 0.05, "launches per step",
-     "`launch.launches_per_step` (null on XPlane runs`)"),
-    ("headline.mfu_share", SHARE, HIGHER, 0.1, "MFU", "`flops.mfu_share` (XPlane: `xla.flop_utilization_share`)"),
-    ("headline.step_cv", RATIO, LOWER, 0.1, "step variation (CV)", "`steps.cv`"),
-    ("headline.step_max_ns", NS, LOWER, 0.05, "slowest step", "`steps.max_ns`"),
-    ("headline.step_median_ns", NS, LOWER, 0.05, "median step", "`steps.median_ns`"),
-    ("headline.step_min_ns", NS, LOWER, 0.05, "fastest step", "`steps.min_ns`"),
-    ("headline.tokens_per_s", PER_S, HIGHER, 0.05, "tokens/s",
-     "`flops.tokens_per_s`: token slots per step summed / step time summed; the run's one tokens/s (the what-if "
-     "scales it)"),
-    ("headline.generated_tokens_per_s", PER_S, HIGHER, 0.05, "generated tokens/s",
-     "inference: `inference.generated_tokens_per_s` (tokens the decode steps generate / their time); null otherwise"),
-    ("headline.time_per_output_token_ns", NS, LOWER, 0.05, "time per output token",
-     "inference: `inference.time_per_output_token_ns`; null otherwise"),
+)
+
+#: what the findings engine adds: the what-if, the findings' numbers, and the keys every topic has
+RESULTS: tuple[Entry, ...] = (
     ("what_if.basis", TEXT, NEITHER, 0, "basis",
      "the top finding's saving basis (`findings[].saving.basis`): `median_step`, or `mean_step` when the top "
      "finding is about steps slower than the median"),
