@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from tb_llmdiag.metrics.context import NAME_PATTERNS, Context, share
 from tb_llmdiag.metrics.host_tree import HostForest, user_frame
 from tb_llmdiag.metrics.overhead import MODEL, host_speed_scale
-from tb_llmdiag.model import Kind
+from tb_llmdiag.model import Kind, kind_mask
 
 ALLOCATOR = re.compile(
     r"^(?:cuda|hip)(?:Malloc|Free)(?:Async|Host|Managed)?(?:_v\d+)?$|^(?:cuda|hip)HostAlloc$"
@@ -210,29 +210,29 @@ def recording_cost_inside(ctx: Context, a: Attribution, node: int) -> float:
     """The profiler's modelled cost of recording the host records that start inside the calls of one call-tree node
     (every host record of its thread, installed packages' frames included): per kind, the count x the per-record
     cost of ``metrics.overhead.MODEL``, scaled by the host's speed under the profiler (``host_speed_scale``). It lands
-    in the node's own time, so an unprofiled run spends that much less there."""
+    in the node's own time, so an unprofiled run spends that much less there. Reads only the events within the
+    calls' span (no per-kind row list is kept)."""
     ev, f = ctx.trace.events, a.forest
     pos = np.flatnonzero(f.node == node)
     if pos.size == 0:
         return 0.0
     rows = f.rows[pos]
     starts, ends = ev.ts_ns[rows], f.end_ns[pos]
-    m = MODEL
+    lo, hi = np.searchsorted(ev.ts_ns, (int(starts.min()), int(ends.max())), side="left").tolist()
+    kind, tid, ts = ev.kind[lo:hi], ev.tid[lo:hi], ev.ts_ns[lo:hi]
+    per_kind = (
+        ((Kind.CPU_OP,), MODEL.cpu_op_ns),
+        ((Kind.RUNTIME, Kind.DRIVER), MODEL.runtime_ns),
+        ((Kind.PYTHON,), MODEL.python_ns),
+    )
     cost = 0.0
-    for kinds, per in (
-        ((Kind.CPU_OP,), m.cpu_op_ns),
-        ((Kind.RUNTIME, Kind.DRIVER), m.runtime_ns),
-        ((Kind.PYTHON,), m.python_ns),
-    ):
-        if per <= 0:
-            continue
-        host = ctx.cache.kinds(*kinds)
-        for tid in np.unique(ev.tid[rows]).tolist():  # the node's threads: one, usually
-            mine = host[ev.tid[host] == tid]
-            ts = ev.ts_ns[mine]
-            own = ev.tid[rows] == tid
-            n = np.searchsorted(ts, ends[own], side="left") - np.searchsorted(ts, starts[own], side="right")
-            cost += float(np.maximum(n, 0).sum()) * per
+    for t in np.unique(ev.tid[rows]).tolist():  # the node's threads: one, usually
+        own = ev.tid[rows] == t
+        for kinds, per in per_kind:
+            if per > 0:
+                at = ts[kind_mask(kind, kinds) & (tid == t)]
+                n = np.searchsorted(at, ends[own], side="left") - np.searchsorted(at, starts[own], side="right")
+                cost += float(np.maximum(n, 0).sum()) * per
     return cost * host_speed_scale(ctx)
 
 
