@@ -83,10 +83,12 @@ def _headline_lines(head: dict[str, Any]) -> list[str]:
 
 
 def _told(f: dict[str, Any], evidence: list[str] | None) -> list[str]:
-    """A finding's (run or job) summary, caveat and evidence lines; ``evidence``: its items in words, None for none."""
+    """A finding's (run or job) summary, source line, caveat and evidence lines; ``evidence``: its items in words, None for none."""
     lines = []
     if f.get("summary"):
         lines.append(f"      {f['summary']}")
+    if f.get("source"):
+        lines.append(f"      {label_of('findings[].source', 'source line')}: {f['source']}")
     if f.get("caveat"):
         lines.append(f"      caveat: {f['caveat']}")
     if evidence is not None:
