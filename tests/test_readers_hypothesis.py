@@ -177,3 +177,18 @@ def test_reader_paths_agree_on_a_faulty_file(tmp_path: Path, monkeypatch: pytest
     at = data.index(b"NaN")
     assert trace.read_state["reason"] == f"invalid JSON at byte {at:,} ({at / len(data):.0%}): NaN is not JSON"
     assert len(trace.events.ts_ns) == 20
+
+
+def test_an_array_trace_with_an_event_named_traceevents_is_read_as_an_array(tmp_path: Path) -> None:
+    """Found by the layout property above: in the JSON Array format an event named "traceEvents" (and a "[" in a
+    later event's args) must not be taken for the object format's key."""
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "traceEvents", "ts": 1, "dur": 2, "pid": 0, "tid": 0,
+         "args": {"correlation": 1, "stream": 0, "note": ""}},
+        {"ph": "X", "cat": "kernel", "name": "a", "ts": 3, "dur": 4, "pid": 0, "tid": 0,
+         "args": {"correlation": 2, "stream": 0, "note": "["}},
+    ]
+    trace = read_kineto(write(tmp_path, json.dumps(events).encode()))
+    ts = trace.events.ts_ns.tolist()
+    assert [t - ts[0] for t in ts] == [0, 2000] and trace.events.dur_ns.tolist() == [2000, 4000]
+    assert [trace.events.names[i] for i in trace.events.name_id] == ["traceEvents", "a"]

@@ -105,12 +105,12 @@ def events_start(buf: bytes | bytearray) -> tuple[int, bool] | None:
     """Where the events begin in the text read so far: (index just past the array's '[', whether the file is the
     JSON Array format: a bare list of events); None if the text does not say yet (or never will: the reader
     decides which it is and why)."""
+    stripped = buf.lstrip()
+    if stripped[:1] == b"[":  # a bare list: a "traceEvents" inside its events is a name or a value, never the key
+        return len(buf) - len(stripped) + 1, True
     start = find_array_start(buf)
     if start >= 0:
         return start, False
-    stripped = buf.lstrip()
-    if stripped[:1] == b"[":
-        return len(buf) - len(stripped) + 1, True
     return None
 
 
