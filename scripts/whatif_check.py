@@ -1,6 +1,6 @@
 """Predicted vs measured: the what-if of a *before* trace against the median step of its *after* trace.
 
-    python scripts/whatif_check.py            # prints the README's markdown table
+    python scripts/whatif_check.py            # prints docs/whatif.md's three markdown tables
 
 For each pair the prediction removes the named findings' causes from the before trace's median step, in sequence
 (``findings/whatif.py``), and converts to tokens/s with the before trace's median tokens per step; the measured
