@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tb_llmdiag.findings import diagnose, lookup
 from tb_llmdiag.findings.engine import applicable

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 #: refs.sh run name -> (capture folder, steps taken)
@@ -66,7 +67,7 @@ def entry(s: dict[str, Any], steps: range) -> dict[str, Any]:
 
 
 def main(path: str, date: str) -> int:
-    runs = [json.loads(line)["s"] for line in open(path) if line.strip()]
+    runs = [json.loads(line)["s"] for line in Path(path).read_text().splitlines() if line.strip()]
     first = runs[0]
     out = {
         "what": "unprofiled references for the what-if pairs of docs/whatif.md whose captures (docs/captures.md, "
