@@ -7,7 +7,7 @@ Two jobs, interleaved, each in a fresh process (peak RSS is that job's own: VmHW
              time inside it is timed too (the topic function, wrapped)
   without    the same with the attribution topic replaced by an unavailable one
 Prints the medians, the ratio report / without, the attribution's share of the report's time (both from the
-same runs) and the peak RSS of each.
+same runs) and the peak RSS of each (median and largest over the runs, MiB).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ DEFAULT_TRACE = REPO / "bench" / "traces" / "lora_qwen1.5b_6steps.pt.trace.json.
 _BODY = """
 import time
 from tb_llmdiag import api
-import tb_llmdiag.metrics as M
+import tb_llmdiag.metrics.attribution as M  # the TOPICS row calls M.attribution_metrics at run time
 from tb_llmdiag.ingest.discover import discover
 tf = discover(PATH).files[0]
 api.preload()
@@ -79,13 +79,16 @@ def main() -> int:
         runs["without"].append(run_job(path, False))
     med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
     own = statistics.median(r["attribution_seconds"] / r["seconds"] for r in runs["report"])
-    rss = {k: max(r["peak_rss_mb"] for r in v) for k, v in runs.items()}
+    rss = {k: statistics.median(r["peak_rss_mb"] for r in v) for k, v in runs.items()}
+    top = {k: max(r["peak_rss_mb"] for r in v) for k, v in runs.items()}
     print(f"trace: {path} ({os.path.getsize(path) / 2**20:.1f} MiB on disk); {args.repeat} runs of each job, interleaved")
-    print(f"  report (with attribution)  median {med['report']:.3f} s   peak RSS {rss['report']:.0f} MB")
-    print(f"  report without attribution median {med['without']:.3f} s   peak RSS {rss['without']:.0f} MB")
+    print(f"  report (with attribution)  median {med['report']:.3f} s   peak RSS median {rss['report']:.1f} MB "
+          f"(max {top['report']:.1f})")
+    print(f"  report without attribution median {med['without']:.3f} s   peak RSS median {rss['without']:.1f} MB "
+          f"(max {top['without']:.1f})")
     print(f"  ratio with / without: {med['report'] / med['without']:.3f}x; the attribution's own time: "
           f"{100 * own:.1f} % of the report's (median over the runs); peak RSS added: "
-          f"{rss['report'] - rss['without']:+.0f} MB")
+          f"{rss['report'] - rss['without']:+.1f} MB (medians)")
     return 0
 
 

@@ -26,7 +26,7 @@ from tb_llmdiag.ingest.links import LinkOutside, outside
 from tb_llmdiag.ingest.saved_report import saved_report
 from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
-from tb_llmdiag.jobs.rank_summary import RankSummary, rank_activities, summarize_rank
+from tb_llmdiag.jobs.rank_summary import RankSummary, rank_activities, rank_profiler, summarize_rank
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import Analysis, analyze, registry
 from tb_llmdiag.metrics.headline import headline
@@ -161,7 +161,8 @@ def rank_summary(tf: TraceFile, trace: Trace, report: dict[str, Any], analysis: 
     ids = [f["id"] for f in report.get("findings") or []][:TOP_FINDINGS_PER_RANK]
     ctx = analysis.context
     s = summarize_rank(trace, ctx.steps, label=rank_label(tf), top_finding_ids=ids, collectives=ctx.coll)
-    return s.replace(activities=tuple(rank_activities(report.get("metrics") or {})))
+    metrics = report.get("metrics") or {}
+    return s.replace(activities=tuple(rank_activities(metrics)), **rank_profiler(metrics))
 
 
 def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str, Any], Analysis]:

@@ -4,9 +4,24 @@ bounds the cause's unprofiled cost from the capture's truth.json.
 
 ``PLANTED`` is written by hand from each capture's ``what`` (docs/captures_3.md): the finding that must name the
 cause and the names it must say (an annotation, an operator, a runtime call, a frame, a source line). The cost
-check: the finding's one saving (``saving.ns``, on the median step: #25) is at least ``COVER`` of the cause's cost measured
-unprofiled (``cause_cost_median_ns``: the median step with the cause less the median step without it) and at
-most the profiled median step: a bound that covers the cause, never a whole-step guess.
+check: the finding's saving on the basis the report states for it (``saving.unprofiled_ns``, the saving restated on
+an unprofiled run where the trace places the profiler's cost in it, else ``saving.ns`` on the profiled median step:
+#25) lies within [LOW, HIGH] x the cause's cost measured unprofiled (``cause_cost_median_ns``: the median step with
+the cause less the median step without it), and never above the profiled median step.
+
+The band, from the data (ratios stated / cost; before this band the test took >= 0.6 and no upper bound):
+
+| capture | profiled saving | stated (basis) | why it is off |
+|---|---|---|---|
+| host_pause | 1.05 | 1.05 (profiled; a sleep holds no record) | |
+| host_python | 2.25 | 1.71 (unprofiled: less the 8,203 Python records a call) | the tracer costs ~3.7 us a record here, the fitted model 1.7 us |
+| masked_select | 3.86 | 1.73 (unprofiled step, GPU's work as floor) | the fix adds GPU work (cross-entropy over all 4,096 rows); the cost, 2.9 ms, is inside its own noise (0.8-4.1 ms, quartiles) |
+| module_hooks | 0.95 | 0.95 (profiled) | |
+| no_cache_alloc | 0.76 | 0.76 (profiled) | the cudaMalloc / cudaFree inside operators that also launch are not all GPU idle time |
+| release_memory | 0.86 | 0.86 (profiled) | |
+| release_memory_stack | 0.65 | 0.65 (profiled) | names gc.collect; the range's cudaFree and the re-allocation after are allocator time; the release varies 200-290 ms |
+
+So LOW = 0.6 and HIGH = 1.75: every capture's stated saving within it, the largest residual errors said above.
 LLMDIAG_GPU_FIXTURES points these tests at another copy of tests/data (as tests/test_real_traces.py's).
 """
 
@@ -22,7 +37,7 @@ from tb_llmdiag import api
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("LLMDIAG_GPU_FIXTURES", REPO / "tests" / "data"))
-COVER = 0.6
+LOW, HIGH = 0.6, 1.75
 
 #: capture -> (finding id naming the cause, names its title/summary/evidence must say)
 PLANTED: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -62,10 +77,12 @@ def test_top_two_findings_name_the_planted_activity(name: str) -> None:
     assert hit, (name, [f["id"] for f in top2])
     text = _text(hit[0])
     assert all(n in text for n in names), (name, names, text)
-    # AND its saving bounds the cause's unprofiled cost: it covers it and stays within the profiled median step
+    # AND its saving, on the basis the report states for it, is within [LOW, HIGH] x the cause's unprofiled cost
     cost = truth["cause_cost_median_ns"]
-    saving = hit[0]["saving"]["ns"]
-    assert cost > 0 and COVER * cost <= saving <= run["metrics"]["steps"]["median_ns"], (name, saving, cost)
+    saving = hit[0]["saving"]
+    stated = saving["unprofiled_ns"] if saving["unprofiled_ns"] is not None else saving["ns"]
+    assert cost > 0 and LOW * cost <= stated <= HIGH * cost, (name, stated, cost, stated / cost)
+    assert stated <= saving["ns"] <= run["metrics"]["steps"]["median_ns"], (name, saving)
 
 
 def test_the_with_stack_capture_names_the_user_line_in_text_and_evidence() -> None:
@@ -78,3 +95,38 @@ def test_the_with_stack_capture_names_the_user_line_in_text_and_evidence() -> No
     assert att["frames"] is True and att["unrecorded_source"] == "capture_run.py:522"
     summaries = " ".join(f["summary"] for f in run["findings"][:2])
     assert "(capture_run.py:522)" in summaries
+
+
+@pytest.mark.parametrize(
+    ("name", "source"), [("blame_host_python", "capture_run.py:251"), ("blame_release_memory_stack", "capture_run.py:522")]
+)
+def test_the_source_line_is_a_field_of_the_finding_in_json_cli_and_markdown(name: str, source: str) -> None:
+    """#23 point 4: the user's file:line is the finding's own ``source`` field (not only inside its text), and the CLI
+    text and the Markdown report show it on a line of its own under the registry's label."""
+    import subprocess
+    import sys
+
+    from tb_llmdiag.metrics.registry import metric
+
+    folder = DATA / name
+    if not folder.is_dir():
+        pytest.fail(f"missing capture {folder}")
+    label = metric("findings[].source").label
+    cli = [sys.executable, "-m", "tb_llmdiag.cli", "report", str(folder)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    rep = json.loads(subprocess.run([*cli, "--json"], capture_output=True, text=True, env=env, check=False).stdout)
+    top = rep["runs"][0]["findings"][0]
+    # THEN the top finding (the unrecorded host time holding the planted cause) carries the line as a field
+    assert (top["id"], top["source"]) == ("unrecorded_host_time", source)
+    # AND findings with no source line say null (the copy kernels' finding names no host code)
+    assert all(f["source"] in (None, source) for f in rep["runs"][0]["findings"])
+    text = subprocess.run(cli, capture_output=True, text=True, env=env, check=False).stdout
+    assert f"\n      {label}: {source}\n" in text
+    md = subprocess.run([*cli, "--format", "md"], capture_output=True, text=True, env=env, check=False).stdout
+    assert f"\n- {label}: `{source}`\n" in md
+
+
+def test_without_frames_the_finding_has_no_source_line() -> None:
+    run = api.report(str(DATA / "blame_release_memory"))["runs"][0]
+    assert run["metrics"]["attribution"]["frames"] is False
+    assert [f["source"] for f in run["findings"]] == [None] * len(run["findings"])

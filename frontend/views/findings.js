@@ -3,7 +3,7 @@
 
 import { h, clear } from '../dom.js';
 import { formatValue, fmtSaving, fmtWhatIf, isNum } from '../format.js';
-import { evidenceLabelOf, evidenceUnitOf, unitOf } from '../registry.js';
+import { evidenceLabelOf, evidenceUnitOf, labelOf, unitOf } from '../registry.js';
 import { codeBlock } from './status.js';
 import { busyIsBad, deviceKind, workload } from './data.js';
 import { unprofiledText } from './cards.js';
@@ -59,6 +59,7 @@ function findingCard(f, whatIf, rank, onShow, inference) {
       onShow ? h('button', { type: 'button', class: 'btn show-in-trace', hidden: true, dataset: { id: f.id || '' }, text: 'Show in trace',
         title: 'Zoom the trace view to where this evidence is and outline the op it blames', onclick: () => onShow(f.id) }) : null),
     f.summary ? h('p', { class: 'finding-summary', text: f.summary }) : null,
+    f.source ? h('p', { class: 'finding-source' }, h('b', { text: `${labelOf('findings[].source')}: ` }), h('code', { text: f.source })) : null,
     f.caveat ? h('p', { class: 'finding-caveat', text: f.caveat }) : null,
     wi,
     details);

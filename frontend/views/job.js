@@ -90,7 +90,7 @@ export function mountJob(el, { onRank } = {}) {
     for (const n of job.notes || []) el.append(h('div', { class: 'warn', text: `⚠ ${n}` }));
     const f = job.findings || [];
     el.append(f.length ? h('div', { class: 'job-findings' }, f.map(findingCard))
-      : h('p', { class: 'job-none', text: 'No job finding: no rank keeps the others waiting, and compute hides the communication.' }));
+      : h('p', { class: 'job-none', text: "No job finding: no rank keeps the others waiting beyond the step-to-step noise and the profiler's own cost, and the transfers no compute hides are small." }));
     if (!job.view || !job.view.ranks.length) return;
     const toggle = h('div', { class: 'tabs', role: 'tablist' }, Object.entries(HEAT).map(([k, label]) =>
       h('button', { type: 'button', role: 'tab', class: 'tab', 'aria-selected': String(k === which), dataset: { key: k }, text: label,

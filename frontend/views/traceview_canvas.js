@@ -7,6 +7,7 @@
 import { h, clear, append } from '../dom.js';
 import * as api from '../api.js';
 import { formatValue } from '../format.js';
+import { labelOf } from '../registry.js';
 import { LABEL_W, colorOf, draw, layout, rowAt } from '../traceview/draw.js';
 import { clampView, covers, fetchWindow, findingView, hitInterval, panBy, zoomAt } from '../traceview/view_math.js';
 
@@ -174,7 +175,8 @@ export function mountTraceCanvas(el, { onRange } = {}) {
     const byId = new Map(located.map((f) => [f.id, f]));
     findings = reportFindings.map((f) => {
       const loc = f.ranges && f.ranges.length ? f : byId.get(f.id);
-      return { id: f.id, severity: f.severity, title: f.title, ranges: (loc && loc.ranges) || [], culprit: (loc && loc.culprit) || null };
+      return { id: f.id, severity: f.severity, title: f.title, ranges: (loc && loc.ranges) || [], culprit: (loc && loc.culprit) || null,
+        source: f.source || null };
     }).filter((f) => f.ranges.length);
     el.dispatchEvent(new CustomEvent('tv-located', { detail: findings.map((f) => f.id) }));
   }
@@ -194,7 +196,7 @@ export function mountTraceCanvas(el, { onRange } = {}) {
         const inRange = hits.filter((e) => e.ts_ns < target.range[1] && e.ts_ns + e.dur_ns > target.range[0]);
         const pick = (inRange.length ? inRange : hits).sort((a, b) => b.dur_ns - a.dur_ns)[0];
         if (pick && pick.lane && pick.depth >= 6) expand.add(pick.lane);
-        if (pick) selectEvent(pick.ev, false);
+        if (pick) selectEvent(pick.ev, false, f.source); // the finding's file:line beside the op it blames
       }
     }
     setView(target.view, { fetchNow: true });
@@ -203,20 +205,21 @@ export function mountTraceCanvas(el, { onRange } = {}) {
   }
 
   // -- selection and details
-  async function selectEvent(ev, move) {
+  async function selectEvent(ev, move, source) {
     const res = await api.traceEvent(sel, ev);
     if (res.code !== 200) return;
     const e = res.body;
     selected = { ev: e.ev, lane: e.lane, depth: e.depth, ts_ns: e.ts_ns };
     flow = e.flow || [];
     if (move) setView([e.ts_ns - e.dur_ns * 2 - 5000, e.ts_ns + e.dur_ns * 3 + 5000]);
-    renderDetails(e);
+    renderDetails(e, source);
     redraw();
   }
 
-  function renderDetails(e) {
+  function renderDetails(e, source) {
     const rows = [['Name', e.name], ['Category', `${e.category} (${e.kind})`], ['Start', `+${ns(e.ts_ns)}`], ['Duration', ns(e.dur_ns)],
       [e.tid !== undefined ? 'Thread' : 'Stream', e.tid !== undefined ? String(e.tid) : `GPU ${e.device} · stream ${e.stream}`]];
+    if (source) rows.push([labelOf('findings[].source'), source]);
     if (e.shapes) rows.push(['Input shapes', e.shapes]);
     if (e.bytes !== null && e.bytes !== undefined) rows.push(['Bytes', formatValue(e.bytes, 'bytes')]);
     if (e.correlation !== null) rows.push(['Correlation', String(e.correlation)]);

@@ -74,8 +74,8 @@ def how_to_see_more(m: Metrics) -> str:
     if lookup(m, "attribution.frames") is True:
         return "the Python frames name the code; add record_function ranges inside it to split its time further"
     return (
-        "capture with with_stack=True so the trace names the Python file:line, or wrap the suspect code in "
-        "torch.profiler.record_function ranges"
+        "record Python stacks in the capture (the profiler's stack option) so the trace names the file:line, or "
+        "wrap the suspect code in torch.profiler.record_function ranges"
     )
 
 
@@ -137,7 +137,7 @@ _SEE = "https://pytorch.org/docs/stable/profiler.html#torch.profiler.record_func
 # fmt: off
 ATTRIBUTION_RULES: tuple[Rule, ...] = (
     Rule(
-        id="allocator_churn", claims="idle", platform="cuda",
+        id="allocator_churn", claims="idle", platform="cuda", source="attribution.allocator_source",
         title="The host frees and re-allocates GPU memory every step",
         metric="attribution.allocator_idle_share", above=0.05, when=allocator_churns,
         saving="attribution.allocator_idle_share",
@@ -158,7 +158,7 @@ ATTRIBUTION_RULES: tuple[Rule, ...] = (
         docs="https://pytorch.org/docs/stable/notes/cuda.html#memory-management",
     ),
     Rule(
-        id="unrecorded_host_time", claims="idle", platform="cuda",
+        id="unrecorded_host_time", claims="idle", platform="cuda", source="attribution.unrecorded_source",
         title="The GPU waits while the host runs code the trace does not record",
         metric="attribution.unrecorded_share", above=0.05,
         saving="attribution.unrecorded_share",
@@ -177,7 +177,7 @@ ATTRIBUTION_RULES: tuple[Rule, ...] = (
         docs=_SEE,
     ),
     Rule(
-        id="host_activity", claims="idle", platform="cuda",
+        id="host_activity", claims="idle", platform="cuda", source="attribution.top_source",
         title="The GPU waits while the host is in one activity",
         metric="attribution.top_share", above=0.10, when=unexplained,
         saving="attribution.top_share",

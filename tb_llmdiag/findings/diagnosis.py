@@ -36,4 +36,4 @@ def diagnose(
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Ranked findings with in-sequence savings, and the what-if (see the module docstring)."""
     findings, what = apply_in_sequence(rank(evaluate(metrics, rules)), metrics, rules)
-    return with_caveats(findings, metrics), with_unprofiled(what, metrics)
+    return with_caveats(findings, metrics, what), with_unprofiled(what, metrics)

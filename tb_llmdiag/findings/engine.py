@@ -38,6 +38,8 @@ Contract:
   ``[[start_ns, end_ns], ...]`` or dicts with ``start_ns`` + ``duration_ns``) adds ``ranges`` (the
   ``MAX_RANGES`` longest, in time order, ns on the trace's clock) and ``culprit`` (the op it blames, from
   ``culprit``, or null) to its finding; the tab's trace view zooms there.
+  Every run finding carries ``source``: the user's ``file:line`` where its cause runs (the rule's ``source`` path, an
+  ``attribution.*_source``), or null.
 - ``rank`` orders findings by estimated saving (ns, then share), highest first; an unknown saving counts
   as 0; a job finding (no saving) by its value, a share of the job step; ties go by severity (high, medium,
   low), then table order.
@@ -122,6 +124,7 @@ class Rule:
     symptom: bool = False
     ranges: Any = None  # dotted path (or named function) of the evidence's time ranges
     culprit: Any = None  # dotted path (or named function) of the op the finding blames
+    source: str | None = None  # dotted path of the user's file:line where its cause runs (``source`` of the finding)
     level: str = "run"  # "run" | "job": whose metrics the rule reads, and the finding's shape (module docstring)
     floors: tuple[Floor, ...] = ()  # checked in order after the threshold; the first that fails decides
     fix_by: str | None = None  # dotted path whose value picks the fix text from ``fixes`` (else the fix's own)
@@ -344,6 +347,7 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
         # the summary may name any evidence; the finding keeps the lists that hold something (an empty list
         # means the trace does not record it: torch_xla graph hashes on a JAX run)
         "evidence": {k: v for k, v in evidence.items() if not (isinstance(v, (list, tuple)) and not v)},
+        "source": source if isinstance(source := lookup(metrics, rule.source), str) and source else None,
         "saving": saving,
         "fix": fix,
         "docs": words.docs or rule.docs,

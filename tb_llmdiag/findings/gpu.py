@@ -7,6 +7,7 @@ their id (``findings/xla.py``). docs/findings.md lists every rule.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tb_llmdiag.findings.attribution_rules import (
@@ -15,11 +16,13 @@ from tb_llmdiag.findings.attribution_rules import (
     HOST_SYNC_DATA_DEPENDENT,
     data_dependent_sync,
     host_spread,
+    how_to_see_more,
     sync_where,
     top_is_launch,
 )
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
+from tb_llmdiag.metrics.idle import HOST_COPY_HINT, PER_SHAPE_HINTS, RECOMPILE_HINT
 
 # Named predicates (a rule that needs more than one comparison)
 
@@ -81,6 +84,23 @@ def slow_calls(m: Metrics) -> bool:
     return (lookup(m, "idle.host_wait_culprit_mean_ns") or 0) >= 1_000_000
 
 
+def hint_is(*hints: str) -> Callable[[Metrics], bool]:
+    """A predicate: the slow host operation's hint is one of ``hints`` (given only when its events are in the trace:
+    ``metrics.idle.culprit_hint``)."""
+
+    def pred(m: Metrics) -> bool:
+        return lookup(m, "idle.host_wait_culprit_hint") in hints
+
+    pred.__name__ = "hint_is_" + "_".join(h.split()[0].lower() for h in hints)
+    return pred
+
+
+_SLOW_WITH_HINT = (
+    "The GPU sits idle for {host_op_share} of step time ({host_op_ns}) while the host is inside {host_op} (mean call "
+    "{mean_call_ns}). Likely cause, from the events inside it ({hint_events}): {hint}."
+)
+
+
 def copy_claims(m: Metrics) -> str:
     """``excess`` when most of the copy time is made by outlier steps' holders (a checkpoint save's device-to-host
     copies: not in the median step), else ``device``."""
@@ -103,6 +123,14 @@ def outlier_step_ranges(m: Metrics) -> list[Any]:
     if not want and per:
         want = {max(per, key=lambda p: p.get("duration_ns") or 0).get("index")}
     return [p for p in per if p.get("index") in want]
+
+
+def first_step_holds(m: Metrics) -> str:
+    """What the trace shows the first step doing that the others do not: compiling when a compile range starts in
+    it (``compile.steps_hit``), else one-time work the trace does not name (no guess at which)."""
+    if lookup(m, "steps.first_index") in (lookup(m, "compile.steps_hit") or ()):
+        return "torch.compile compiles in it"
+    return "it does one-time work the later steps do not repeat (warm-up; no event of the trace names which)"
 
 
 def first_step_range(m: Metrics) -> list[Any]:
@@ -166,6 +194,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="host_bound", claims="idle", symptom=True, platform="cuda", title="The GPU waits for the host to launch work",
+        source="attribution.top_source",
         metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
@@ -190,6 +219,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="host_sync", claims="idle", platform="cuda", title="Host syncs drain the GPU queue every step",
+        source="attribution.sync_source",
         metric="sync_storm.saving_share", above=0.02, when=syncs_every_step,
         saving="sync_storm.saving_share",
         evidence=(("saving_share", "sync_storm.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
@@ -233,16 +263,39 @@ GPU_RULES: tuple[Rule, ...] = (
         metric="idle.host_wait_culprit_share", above=0.10, when=slow_calls, saving="idle.host_wait_culprit_share",
         evidence=(("host_op", "idle.host_wait_culprit"), ("host_op_share", "idle.host_wait_culprit_share"),
                   ("host_op_ns", "idle.host_wait_culprit_ns"), ("mean_call_ns", "idle.host_wait_culprit_mean_ns"),
-                  ("hint", "idle.host_wait_culprit_hint")),
+                  ("hint", "idle.host_wait_culprit_hint"), ("hint_events", "idle.host_wait_culprit_hint_events"),
+                  ("see_more", how_to_see_more)),
         summary="The GPU sits idle for {host_op_share} of step time ({host_op_ns}) while the host is inside {host_op} "
-                "(mean call {mean_call_ns}). Likely cause: {hint}.",
-        fix=Fix(text="Find out why that operation is slow on the host (see the likely cause): per-shape plan builds, "
-                     "autotuning and compilation go away with fixed shapes (pad to a multiple of 64/128, or pack); "
-                     "host-side data work belongs in the DataLoader's workers.",
-                pytorch="# fixed shapes: tok(..., padding='max_length', max_length=L)  or  pad_to_multiple_of=128\n"
-                        "torch.backends.cuda.enable_cudnn_sdp(False)  # if the culprit is cuDNN attention",
-                hf_trainer="DataCollatorForSeq2Seq(tok, pad_to_multiple_of=128)  # or SFTConfig(packing=True)"),
-        docs="https://pytorch.org/docs/stable/backends.html#torch.backends.cuda.enable_cudnn_sdp",
+                "(mean call {mean_call_ns}). No event inside its calls says why it is slow (no compile range, no new "
+                "input shape, no host-to-device copy): {see_more}.",
+        variants=((hint_is(*PER_SHAPE_HINTS), Flavour(summary=_SLOW_WITH_HINT, fix=Fix(
+                       text="Give {host_op} fixed input shapes: pad batches (or prompts) to a fixed length or a few "
+                            "bucket lengths, a multiple of 64/128, or pack sequences; each new shape costs it a plan "
+                            "build or autotuning on the host.",
+                       pytorch="# fixed shapes: tok(..., padding='max_length', max_length=L)  or  pad_to_multiple_of=128\n"
+                               "torch.backends.cuda.enable_cudnn_sdp(False)  # if the culprit is cuDNN attention",
+                       hf_trainer="DataCollatorForSeq2Seq(tok, pad_to_multiple_of=128)  # or SFTConfig(packing=True)"),
+                       docs="https://pytorch.org/docs/stable/backends.html#torch.backends.cuda.enable_cudnn_sdp")),
+                  (hint_is(RECOMPILE_HINT), Flavour(summary=_SLOW_WITH_HINT, fix=Fix(
+                       text="Stop torch.compile recompiling inside {host_op}: keep input shapes static (pad to a few "
+                            "bucket lengths) or compile with dynamic shapes.",
+                       pytorch="model = torch.compile(model, dynamic=True)\n"
+                               "# or: torch._dynamo.mark_dynamic(batch['input_ids'], 1)  before each call",
+                       hf_trainer="DataCollatorWithPadding(tok, pad_to_multiple_of=128)  # few distinct shapes"),
+                       docs="https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html")),
+                  (hint_is(HOST_COPY_HINT), Flavour(summary=_SLOW_WITH_HINT, fix=Fix(
+                       text="Copy to the GPU from pinned host memory, asynchronously, so {host_op} does not block "
+                            "the host: pinned batches from the DataLoader and .to(device, non_blocking=True).",
+                       pytorch="loader = DataLoader(ds, ..., pin_memory=True)\n"
+                               "batch = {k: v.to(dev, non_blocking=True) for k, v in batch.items()}",
+                       hf_trainer="TrainingArguments(..., dataloader_pin_memory=True)  # the default; keep it on"),
+                       docs="https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html"))),
+        fix=Fix(text="Find out what {host_op} does on the host: {see_more}; then take that work off the step's "
+                     "critical path.",
+                pytorch="torch.profiler.profile(..., with_stack=True, record_shapes=True)\n"
+                        "# or: with torch.profiler.record_function('suspect'): ...",
+                hf_trainer="# in your profiling callback: torch.profiler.profile(..., with_stack=True)"),
+        docs=_TORCH_PROFILER,
     ),
     Rule(
         id="pageable_memcpy", claims="idle", platform="cuda", title="Host-to-device copies use pageable memory",
@@ -349,9 +402,9 @@ GPU_RULES: tuple[Rule, ...] = (
         id="warmup_in_window", title="The profiled window includes warm-up",
         metric="steps.first_over_rest", above=1.5, severity="low", ranges=first_step_range,
         evidence=(("first_over_rest", "steps.first_over_rest"), ("first_step", "steps.first_index"),
-                  ("warmup_excess_share", "steps.warmup_excess_share")),
+                  ("warmup_excess_share", "steps.warmup_excess_share"), ("first_step_holds", first_step_holds)),
         summary="The first profiled step (#{first_step}) takes {first_over_rest}x the median of the others: "
-                "allocator growth, cuBLAS/cuDNN autotuning or compilation are in the window and skew averages.",
+                "{first_step_holds}, and it skews averages.",
         fix=Fix(text="Skip the first steps with the profiler's schedule (wait/warmup) so only steady-state steps "
                      "are recorded; read the median, not the mean, meanwhile.",
                 pytorch="torch.profiler.profile(schedule=torch.profiler.schedule(wait=5, warmup=2, active=3), ...)",

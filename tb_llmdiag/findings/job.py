@@ -6,12 +6,20 @@ finding a floor held back.
 The straggler's floors (the statistics: ``jobs.cross_rank``): ``straggler_last_step_share`` = the common steps in
 which it caused more waiting than any other rank / the common steps; ``straggler_others_wait_low_share`` = the
 lower one-sided 95 % confidence bound of its per-step caused waiting (mean - t x sd / sqrt(steps)) / the job step:
-the wait share the capture supports given its step-to-step spread (null with one common step). The engine's
-``verdict`` says which check decided (``straggler_significance``): ``significant`` (fires), ``noise_unknown``
+the wait share the capture supports given its step-to-step spread (null with one common step);
+``straggler_others_wait_beyond_profiler_share`` = that lower bound less the profiler's extra cost on the straggler
+(its profiler cost minus the median other rank's, ``jobs.report``) / the job step: the profiler records every rank's
+host work and costs some ranks more than others, so a rank can arrive last only because the profiler costs it more
+(``ddp_intermittent_noise``: nothing planted, rank 0 last in 19 of 19 collectives). The engine's
+``verdict`` says which check decided (``straggler_significance``): ``significant`` (fires; when the profiler costs
+the straggler more than the others the finding says how much, and the wait beyond it: its wait and saving stay the
+measured ones, upper bounds on the profiled run), ``noise_unknown``
 (fires on its threshold alone: fewer than two common steps, no spread to measure; the finding says so),
-``below_threshold``, ``not_most_steps``, ``within_noise`` (held back; ``held_back`` words it as a job note), or
+``below_threshold``, ``not_most_steps``, ``within_noise``, ``within_profiler_cost`` (held back; ``held_back`` words
+it as a job note), or
 ``intermittent``: a floor failed, but the rank keeps the others waiting a lot in a few steps
-(``straggler_intermittent``, ``jobs/intermittent.py``): it fires, named as intermittent with its steps (#25).
+(``straggler_intermittent``, ``jobs/intermittent.py``): it fires, named as intermittent with its steps (#25; a
+per-rank profiler cost is paid in every step alike, so it cannot make the few steps spike).
 """
 
 from __future__ import annotations
@@ -75,7 +83,25 @@ STRAGGLER_FLOORS: tuple[Floor, ...] = (
         passes_when="straggler_intermittent",
         passes_as="intermittent",
     ),
+    Floor(
+        "straggler_others_wait_beyond_profiler_share",
+        None,
+        "within_profiler_cost",
+        "the wait's 95 % lower bound (its mean with one common step) stays above the threshold once the profiler's "
+        "extra cost on the straggler (its profiler cost less the median other rank's) is taken off: a straggler of the unprofiled run, not of the "
+        "profiler",
+        unknown_as="noise_unknown",
+        passes_when="straggler_intermittent",
+        passes_as="intermittent",
+    ),
 )
+
+#: How each rank's profiler cost was estimated, in words (``straggler_profiler_basis``).
+PROFILER_BASIS_PHRASES: Mapping[str, str] = {
+    "unprofiled_steps": "measured: each rank's profiled step less the unprofiled steps its capture helper timed",
+    "model": "modelled from what each rank's capture recorded",
+    "mixed": "measured on some ranks, modelled on others",
+}
 
 
 #: How each straggler cause reads in a finding's summary (``{s}``/``{m}``: the straggler's and the median
@@ -138,7 +164,23 @@ def straggler_summary(m: Metrics) -> str:
         f"({fmt('share', m.get('straggler_others_wait_share'))} of the {fmt('ns', m.get('job_step_ns'))} step); "
         f"it arrives last in {m.get('straggler_last_arrivals')} of {m.get('matched_collective_count')} "
         f"matched collectives and is the rank waited for most in {m.get('straggler_last_steps')} of "
-        f"{m.get('common_step_count')} steps.{noise} Cause: {phrase}.{straggler_activity(ev)}"
+        f"{m.get('common_step_count')} steps.{noise}{profiler_part(m)} Cause: {phrase}.{straggler_activity(ev)}"
+    )
+
+
+def profiler_part(m: Metrics) -> str:
+    """What the profiler's extra cost on the straggler leaves of its wait, when the profiler costs it more than the
+    median other rank (the finding's wait and saving stay the measured ones: upper bounds on the profiled run)."""
+    excess = m.get("straggler_profiler_excess_ns_per_step")
+    beyond = m.get("straggler_others_wait_beyond_profiler_ns_per_step")
+    if not isinstance(excess, (int, float)) or excess <= 0 or beyond is None:
+        return ""
+    confidence = "at 95 % confidence " if m.get("straggler_others_wait_low_ns_per_step") is not None else ""
+    return (
+        f" The profiler costs it {fmt('ns', excess)} per step more than the median rank "
+        f"({PROFILER_BASIS_PHRASES.get(m.get('straggler_profiler_basis') or '', 'estimated')}): {confidence}"
+        f"{fmt('ns', beyond)} per step ({fmt('share', m.get('straggler_others_wait_beyond_profiler_share'))}) of the "
+        f"wait is beyond it."
     )
 
 
@@ -193,6 +235,8 @@ JOB_RULES: tuple[Rule, ...] = (
             "straggler_others_wait_low_share",
             "straggler_spike_steps",
             "straggler_spike_wait_ns",
+            "straggler_profiler_excess_ns_per_step",
+            "straggler_others_wait_beyond_profiler_share",
         ),
         summary=straggler_summary,
         fix=Fix(text="", pytorch="", hf_trainer=""),
@@ -238,6 +282,10 @@ HELD_BACK_PHRASES: Mapping[str, str] = {
     "within_noise": "rank {rank} makes the others wait {wait} per step ({share} of the job step), but at 95 % "
     "confidence over the {steps} steps only {low} ({low_share}), not above {threshold}: within the step-to-step "
     "noise of this capture, so no straggler finding",
+    "within_profiler_cost": "rank {rank} arrives last in {arrivals} of {matched} matched collectives (the others wait "
+    "{wait} per step, {share} of the job step), but the difference is within the profiler's own extra cost on that "
+    "rank: the profiler costs it {excess} per step more than the median rank ({mine} against {theirs}; {basis}), "
+    "and {low_words}, no more than that: not a straggler of the unprofiled run, so no straggler finding",
 }
 
 
@@ -259,6 +307,27 @@ def held_back(metrics: Mapping[str, Any], rules: tuple[Rule, ...] = JOB_RULES) -
                 low=fmt("ns", metrics.get("straggler_others_wait_low_ns_per_step")),
                 low_share=fmt("share", metrics.get("straggler_others_wait_low_share")),
                 threshold=fmt("share", rule.above),
+                **_profiler_words(metrics),
             )
         )
     return notes
+
+
+def _profiler_words(m: Mapping[str, Any]) -> dict[str, Any]:
+    """The profiler's per-rank cost as the ``within_profiler_cost`` note words it."""
+    ranks, by_rank = m.get("ranks") or [], m.get("profiler_overhead_ns_by_rank") or []
+    mine = by_rank[ranks.index(m["straggler_rank"])] if m.get("straggler_rank") in ranks and by_rank else None
+    excess = m.get("straggler_profiler_excess_ns_per_step")
+    low = m.get("straggler_others_wait_low_ns_per_step")
+    return {
+        "low_words": f"at 95 % confidence over the {m.get('common_step_count')} steps the wait is at least "
+        f"{fmt('ns', low)}"
+        if low is not None
+        else f"in its one common step the wait is {fmt('ns', m.get('straggler_others_wait_ns_per_step'))}",
+        "arrivals": m.get("straggler_last_arrivals"),
+        "matched": m.get("matched_collective_count"),
+        "excess": fmt("ns", excess),
+        "mine": fmt("ns", mine),
+        "theirs": fmt("ns", mine - excess if mine is not None and excess is not None else None),
+        "basis": PROFILER_BASIS_PHRASES.get(m.get("straggler_profiler_basis") or "", "estimated"),
+    }

@@ -112,16 +112,6 @@ INFERENCE: dict[str, Flavour] = {
             hf_trainer="# serve with vLLM/SGLang: HF generate() has no tensor-parallel overlap",
         )
     ),
-    "slow_host_op": Flavour(
-        fix=Fix(
-            text="Find out why that operation is slow on the host (see the likely cause): per-shape plan "
-            "builds, autotuning and compilation go away with fixed shapes (pad prompts to a few bucket "
-            "lengths, capture graphs per batch size); move tokenization out of the serving loop.",
-            pytorch="# pad to buckets: tok(prompts, padding='max_length', max_length=bucket)\n"
-            "torch.backends.cuda.enable_cudnn_sdp(False)  # if the culprit is cuDNN attention",
-            hf_trainer="tok(prompts, padding=True, pad_to_multiple_of=64, return_tensors='pt')",
-        )
-    ),
     "pageable_memcpy": Flavour(
         fix=Fix(
             text="Copy request inputs from pinned host buffers, asynchronously: allocate the input buffers "

@@ -196,6 +196,10 @@ class JobAnalysis:
     straggler_last_steps: int | None = None
     straggler_wait_sd_ns: float | None = None
     straggler_wait_low_ns: float | None = None
+    #: per rank: the profiler's own cost in its profiled step (``RankSummary.profiler_overhead_ns``; NaN: unknown)
+    #: and how it was estimated
+    profiler_overhead_ns: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    overhead_basis: tuple[str, ...] = ()
 
 
 #: Student's t, one-sided 95 % quantile, by degrees of freedom 1..30 (the textbook table); beyond, ``t95``
@@ -302,6 +306,10 @@ def analyze_job(summaries: Sequence[RankSummary], *, consistency_share: float = 
         straggler_last_steps=last_steps,
         straggler_wait_sd_ns=sd,
         straggler_wait_low_ns=low,
+        profiler_overhead_ns=np.array(
+            [np.nan if s.profiler_overhead_ns is None else s.profiler_overhead_ns for s in ranks], np.float64
+        ),
+        overhead_basis=tuple(s.overhead_basis for s in ranks),
     )
 
 

@@ -72,6 +72,10 @@ class RankSummary:
     #: what the rank's host and GPU do (its report's ``attribution``): (``"idle"`` | ``"busy"``, chain, ns per
     #: step): GPU idle time inside the activity, or GPU time launched from it
     activities: tuple[tuple[str, str, float], ...] = ()
+    #: the profiler's own cost in the rank's profiled step (its report's ``capture.profiler_overhead_ns``, None when
+    #: not estimated) and how it was estimated (``capture.overhead_basis``: unprofiled_steps, model or none)
+    profiler_overhead_ns: float | None = None
+    overhead_basis: str = "none"
 
     @property
     def n_steps(self) -> int:
@@ -100,6 +104,8 @@ class RankSummary:
             "pg_names": list(self.pg_names),
             "top_finding_ids": list(self.top_finding_ids),
             "activities": [list(a) for a in self.activities],
+            "profiler_overhead_ns": self.profiler_overhead_ns,
+            "overhead_basis": self.overhead_basis,
             "steps": {k: v.tolist() for k, v in self.steps.items()},
             "collectives": {k: v.tolist() for k, v in self.collectives.items()},
         }
@@ -129,12 +135,18 @@ class RankSummary:
             pg_names=tuple(d.get("pg_names", ())),
             top_finding_ids=tuple(d.get("top_finding_ids", ())),
             activities=tuple((str(k), str(c), float(v)) for k, c, v in d.get("activities", ())),
+            profiler_overhead_ns=_number(d.get("profiler_overhead_ns")),
+            overhead_basis=str(d.get("overhead_basis") or "none"),
         )
 
     def replace(self, **changes: Any) -> RankSummary:
         vals = {f.name: getattr(self, f.name) for f in fields(self)}
         vals.update(changes)
         return RankSummary(**vals)
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) else None
 
 
 def _step_of(t: NDArray[np.int64], ws: NDArray[np.int64], we: NDArray[np.int64]) -> NDArray[np.int32]:
@@ -217,3 +229,12 @@ def rank_activities(metrics: dict[str, Any]) -> list[tuple[str, str, float]]:
     steps = max(int((metrics.get("steps") or {}).get("count") or 1), 1)
     idle = [("idle", n["chain_text"], n["idle_ns"] / steps) for n in att.get("nodes") or []]
     return idle + [("busy", b["chain_text"], b["busy_ns"] / steps) for b in att.get("busy") or []]
+
+
+def rank_profiler(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The profiler's own cost in a rank's step, from its capture topic (``RankSummary.profiler_overhead_ns``)."""
+    cap = metrics.get("capture") or {}
+    return {
+        "profiler_overhead_ns": _number(cap.get("profiler_overhead_ns")),
+        "overhead_basis": str(cap.get("overhead_basis") or "none"),
+    }

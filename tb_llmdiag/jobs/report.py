@@ -15,7 +15,18 @@
   - What-ifs are upper bounds: removing the straggler's delay (``jobs.attribution.what_if``), or hiding all
     exposed transfer behind compute (step - exposed transfer).
   - What the straggler's floors read (``findings/job.py``): ``straggler_last_step_share``,
-    ``straggler_others_wait_low_share``, and ``straggler_significance``, the engine's ``verdict`` on the rule.
+    ``straggler_others_wait_low_share``, ``straggler_others_wait_beyond_profiler_share``, and
+    ``straggler_significance``, the engine's ``verdict`` on the rule.
+  - The profiler's own cost per rank (#25): ``profiler_overhead_ns_by_rank`` (each rank's
+    ``capture.profiler_overhead_ns``, following ``ranks``; null where not estimated);
+    ``straggler_profiler_excess_ns_per_step`` = the straggler's minus the median of the other ranks' (null when
+    either is unknown): how much later the profiler alone can make it arrive each step;
+    ``straggler_profiler_basis`` = ``unprofiled_steps`` (every rank measured against the unprofiled steps its capture
+    helper timed), ``model`` (every rank modelled from what it recorded) or ``mixed``;
+    ``straggler_others_wait_beyond_profiler_ns_per_step`` = max(0, the wait's 95 % lower bound - max(0, that
+    excess)): the wait the capture supports beyond the profiler's extra cost on the straggler (the lower bound
+    itself when the excess is unknown; the mean wait in place of the bound with one common step), and its
+    ``_share`` of the job step.
 - ``heatmap``: ranks x common steps, ``step_ns`` and ``waiting_ns`` (exposed waiting: the rank's collective
   time spent waiting for a peer that no compute hides), ``exposed_ns`` (collective time no compute hides),
   ``exposed_transfer_ns`` (its part that is not waiting; what ``llmdiag compare`` resamples
@@ -102,6 +113,8 @@ def job_metrics(a: JobAnalysis) -> dict[str, Any]:
         }
     )
     out.update(_floor_metrics(a))
+    low = out["straggler_others_wait_low_ns_per_step"]
+    out.update(_profiler_metrics(a, low if low is not None else out["straggler_others_wait_ns_per_step"]))
     out.update(_spike_metrics(a))
     out["straggler_significance"] = verdict(STRAGGLER_RULE, out) if s is not None else None
     return jsonable(out)
@@ -117,6 +130,29 @@ def _floor_metrics(a: JobAnalysis) -> dict[str, Any]:
         "straggler_others_wait_step_sd_ns": a.straggler_wait_sd_ns,
         "straggler_others_wait_low_ns_per_step": low,
         "straggler_others_wait_low_share": low / step if low is not None and step > 0 else None,
+    }
+
+
+def _profiler_metrics(a: JobAnalysis, low_ns: float | None) -> dict[str, Any]:
+    """The profiler's own cost per rank and what the straggler's wait (``low_ns``: its 95 % lower bound, else its
+    mean) is beyond it (module docstring)."""
+    p, s, step = a.profiler_overhead_ns, a.straggler_pos, a.job_step_ns
+    by_rank = [float(x) if np.isfinite(x) else None for x in p] if p.size == len(a.ranks) else [None] * len(a.ranks)
+    excess, basis = None, None
+    mine = by_rank[s] if s is not None and by_rank else None
+    if s is not None and mine is not None:
+        others = np.delete(p, s)
+        if np.isfinite(others).any():
+            excess = mine - float(np.nanmedian(others))
+            known = {a.overhead_basis[i] for i in range(len(by_rank)) if by_rank[i] is not None}
+            basis = known.pop() if len(known) == 1 else "mixed"
+    beyond = max(low_ns - max(excess or 0.0, 0.0), 0.0) if low_ns is not None else None
+    return {
+        "profiler_overhead_ns_by_rank": by_rank,
+        "straggler_profiler_excess_ns_per_step": excess,
+        "straggler_profiler_basis": basis,
+        "straggler_others_wait_beyond_profiler_ns_per_step": beyond,
+        "straggler_others_wait_beyond_profiler_share": beyond / step if beyond is not None and step > 0 else None,
     }
 
 

@@ -74,10 +74,14 @@ def compute_topics(
     ctx: Context, bd: StepBreakdown, run: dict[str, Any], topics: tuple[Topic, ...] = TOPICS
 ) -> dict[str, Any]:
     """``run`` and every topic of ``topics`` (``metrics/topics.py``) on the run's platform, in order, each guarded;
-    a topic reads the results of the topics it needs."""
+    a topic reads the results of the topics it needs. ``early`` topics are computed first, kept at their row."""
+    mine = [t for t in topics if run["platform"] in t.platforms]
+    early = {t.name: _guarded(t, Inputs(ctx, bd, {})) for t in mine if t.early and not t.needs}
     out: dict[str, Any] = {"run": run}
-    for topic in topics:
-        if run["platform"] in topic.platforms:
+    for topic in mine:
+        if topic.name in early:
+            out[topic.name] = early[topic.name]
+        else:
             out[topic.name] = _guarded(topic, Inputs(ctx, bd, {name: out[name] for name in topic.needs}))
     return out
 

@@ -30,6 +30,7 @@ Definitions (Kineto traces; ns; shares of the analysis window, as every ``*_shar
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -77,46 +78,41 @@ def _gap_threads(ctx: Context, forest: HostForest, ge: I64, main: int) -> NDArra
 
 
 def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> Attribution | None:
-    """The attribution of one trace (module docstring), or None without host events or device activity."""
-    ev = ctx.trace.events
+    """The attribution of one trace (module docstring), or None without host events or device activity.
+
+    Memory: nothing per host event beyond the forest. Each event's inclusive idle is worked out chunk by chunk
+    and summed at once on its node and, negated, on its parent's node (the events of a thread nest, so a node's
+    self idle is its events' inclusive idle less their children's); the top nodes' per-step idle is worked out
+    again for their own events only (``_step_idle``)."""
     if not bd.available:
         return None
     forest = HostForest.build(ctx.trace)
-    n = len(forest)
-    if n == 0:
+    if len(forest) == 0:
         return None
     gs, ge = bd.gaps.start_ns, bd.gaps.end_ns
-    main = _main_thread(ctx, forest)
-    gap_thread = _gap_threads(ctx, forest, ge, main)
-    # per thread, the inclusive idle of its events: the idle time of the gaps whose ending work it launches
-    bounds = np.searchsorted(forest.thread, np.arange(forest.tids.size + 1))
-    incl = np.zeros(n, np.int64)
-    outside = pauses = 0
-    for c in np.unique(gap_thread).tolist():
-        mine = gap_thread == c
-        blocks = (gs[mine], ge[mine])
-        for lo in range(int(bounds[c]), int(bounds[c + 1]), CHUNK):  # bounded temporaries
-            hi = min(lo + CHUNK, int(bounds[c + 1]))
-            at_s, at_e = covered_before_each(*blocks, ev.ts_ns[forest.rows[lo:hi]], forest.end_ns[lo:hi])
-            np.subtract(at_e, at_s, out=incl[lo:hi])
-        lo, hi = int(bounds[c]), int(bounds[c + 1])
-        roots = lo + np.flatnonzero(forest.parent[lo:hi] < 0)
-        outside += int((blocks[1] - blocks[0]).sum()) - int(incl[roots].sum())
-        pauses += _pauses(blocks, ev.ts_ns[forest.rows[roots]], forest.end_ns[roots])
-    np.maximum(incl, 0, out=incl)
-    # the children's idle summed on their parent (roots on a slot of their own, dropped), then the own
-    self_ev = np.bincount(forest.parent + 1, weights=incl, minlength=n + 1)[1:]
-    np.subtract(incl, self_ev, out=self_ev)
-    np.maximum(self_ev, 0, out=self_ev)
+    gap_thread = _gap_threads(ctx, forest, ge, _main_thread(ctx, forest))
     nn = forest.n_nodes
-    self_idle = np.bincount(forest.node, weights=self_ev, minlength=nn).astype(np.float64)
-    del self_ev
+    self_idle = np.zeros(nn, np.float64)
+    outside = pauses = 0
+    for c, blocks, lo, hi, incl in _inclusive(ctx, forest, gs, ge, gap_thread):
+        node, par = forest.node[lo:hi], forest.parent[lo:hi]
+        self_idle += np.bincount(node, weights=incl, minlength=nn)
+        child = par >= 0
+        self_idle -= np.bincount(forest.node[par[child]], weights=incl[child], minlength=nn)
+        outside -= int(incl[~child].sum())
+        if lo == int(forest.bounds[c]):  # once per thread: its idle time, and its pauses with no event open
+            outside += int((blocks[1] - blocks[0]).sum())
+            roots = _roots(forest, c)
+            pauses += _pauses(blocks, ctx.trace.events.ts_ns[forest.rows[roots]], forest.end_ns[roots])
+    np.maximum(self_idle, 0, out=self_idle)
     idle = forest.subtree_sum(self_idle)
     calls = np.bincount(forest.node, minlength=nn)
-    host_ns = np.bincount(forest.node, weights=ev.dur_ns[forest.rows], minlength=nn).astype(np.float64)
+    host_ns = np.zeros(nn, np.float64)
+    for lo in range(0, len(forest), CHUNK):  # bounded temporaries
+        rows = forest.rows[lo : lo + CHUNK]
+        host_ns += np.bincount(forest.node[lo : lo + CHUNK], weights=ctx.trace.events.dur_ns[rows], minlength=nn)
     busy_self, launches = _busy(ctx, forest)
     order = _ranked(forest, idle, top)
-    step_idle = _step_idle(ctx, forest, incl, order)
     return Attribution(
         forest=forest,
         idle_ns=int((ge - gs).sum()),
@@ -129,9 +125,38 @@ def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> Attribution |
         busy_self=busy_self,
         busy=forest.subtree_sum(busy_self),
         launches=launches,
-        step_idle=step_idle,
+        step_idle=_step_idle(ctx, forest, gs, ge, gap_thread, order),
         order=order,
     )
+
+
+def _roots(forest: HostForest, c: int) -> IDX:
+    lo, hi = int(forest.bounds[c]), int(forest.bounds[c + 1])
+    return lo + np.flatnonzero(forest.parent[lo:hi] < 0)
+
+
+def _inclusive(
+    ctx: Context, forest: HostForest, gs: I64, ge: I64, gap_thread: NDArray[np.int32], select: IDX | None = None
+) -> Iterator[tuple[int, tuple[I64, I64], int, int, I64]]:
+    """Per launching thread and chunk of its events: (thread code, its idle blocks, the chunk's positions lo:hi,
+    each event's inclusive idle). With ``select`` (sorted positions), the chunk is ``select[lo:hi]`` instead."""
+    ts = ctx.trace.events.ts_ns
+    for c in np.unique(gap_thread).tolist():
+        mine = gap_thread == c
+        blocks = (gs[mine], ge[mine])
+        t_lo, t_hi = int(forest.bounds[c]), int(forest.bounds[c + 1])
+        if select is not None:
+            t_lo, t_hi = np.searchsorted(select, (t_lo, t_hi)).tolist()
+        if t_hi == t_lo:
+            yield c, blocks, t_lo, t_lo, np.zeros(0, np.int64)
+        for lo in range(t_lo, t_hi, CHUNK):  # bounded temporaries
+            hi = min(lo + CHUNK, t_hi)
+            pos = slice(lo, hi) if select is None else select[lo:hi]
+            at_s, at_e = covered_before_each(*blocks, ts[forest.rows[pos]], forest.end_ns[pos])
+            at_e -= at_s
+            del at_s
+            np.maximum(at_e, 0, out=at_e)
+            yield c, blocks, lo, hi, at_e
 
 
 def _pauses(blocks: tuple[I64, I64], root_s: I64, root_e: I64) -> int:
@@ -177,7 +202,7 @@ def _ranked(forest: HostForest, idle: F64, top: int) -> IDX:
     return cand[np.argsort(-idle[cand], kind="stable")[:top]]
 
 
-def _step_idle(ctx: Context, forest: HostForest, incl: I64, order: IDX) -> F64:
+def _step_idle(ctx: Context, forest: HostForest, gs: I64, ge: I64, gap_thread: NDArray[np.int32], order: IDX) -> F64:
     """Per (ranked node, step): the inclusive idle of the node's events that start in the step."""
     st = ctx.steps
     k = order.size
@@ -185,15 +210,15 @@ def _step_idle(ctx: Context, forest: HostForest, incl: I64, order: IDX) -> F64:
         return np.zeros((k, len(st)))
     rank = np.full(forest.n_nodes, -1, np.intp)
     rank[order] = np.arange(k)
-    r = rank[forest.node]
-    sel = np.flatnonzero((r >= 0) & (incl > 0))
-    ts = ctx.trace.events.ts_ns[forest.rows[sel]]
-    step = np.searchsorted(st.start_ns, ts, side="right") - 1
-    ok = step >= 0
-    step, sel, ts = step[ok], sel[ok], ts[ok]
-    within = ts < st.end_ns[step]
-    flat = r[sel[within]] * len(st) + step[within]
-    per = np.bincount(flat, weights=incl[sel[within]], minlength=k * len(st)).astype(np.float64)
+    sel = np.flatnonzero(rank[forest.node] >= 0)
+    per = np.zeros(k * len(st), np.float64)
+    for _, _, lo, hi, incl in _inclusive(ctx, forest, gs, ge, gap_thread, sel):
+        pos = sel[lo:hi]
+        ts = ctx.trace.events.ts_ns[forest.rows[pos]]
+        step = np.searchsorted(st.start_ns, ts, side="right") - 1
+        ok = (step >= 0) & (incl > 0)
+        ok[ok] = ts[ok] < st.end_ns[step[ok]]
+        per += np.bincount(rank[forest.node[pos[ok]]] * len(st) + step[ok], weights=incl[ok], minlength=k * len(st))
     return per.reshape(k, len(st))
 
 
@@ -262,6 +287,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("attribution.unrecorded_share", SHARE, LOWER, 0.1, "unrecorded host time idle share", "`unrecorded_ns` / window"),
     ("attribution.unrecorded_chain", TEXT, NEITHER, 0, "unrecorded host time chain", "the range or frame holding it; null for stretches with nothing open"),
     ("attribution.unrecorded_source", TEXT, NEITHER, 0, "unrecorded host time source line", "its user source line (`with_stack=True`), else null"),
+    ("attribution.unrecorded_profiler_ns", NS, NEITHER, 0.05, "profiler cost inside it", "the profiler's modelled cost of recording the host records that start inside that range or frame (count per kind x `overhead.MODEL`'s cost per record x the host's speed scale; at most `unrecorded_ns`): the Python tracer's records inside a pure-Python function; 0 for stretches with nothing open"),
     ("attribution.nodes[].name", TEXT, NEITHER, 0, "node name", "`name` of " + _N + "the event's name"),
     ("attribution.nodes[].kind", TEXT, NEITHER, 0, "node kind", "`kind` of " + _N + "cpu_op, annotation, python, runtime, driver"),
     ("attribution.nodes[].chain_text", TEXT, NEITHER, 0, "node chain", "`chain_text` of " + _N + "its chain joined by ` > `"),

@@ -25,7 +25,8 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.context import NAME_PATTERNS, Context, share
 from tb_llmdiag.metrics.host_tree import HostForest, user_frame
-from tb_llmdiag.model import Kind
+from tb_llmdiag.metrics.overhead import MODEL, host_speed_scale
+from tb_llmdiag.model import Kind, kind_mask
 
 ALLOCATOR = re.compile(
     r"^(?:cuda|hip)(?:Malloc|Free)(?:Async|Host|Managed)?(?:_v\d+)?$|^(?:cuda|hip)HostAlloc$"
@@ -205,6 +206,36 @@ def _bare_top(a: Attribution, names: tuple[str, ...]) -> int | None:
     return int(bare[np.argmax(own[bare])]) if bare.size else None
 
 
+def recording_cost_inside(ctx: Context, a: Attribution, node: int) -> float:
+    """The profiler's modelled cost of recording the host records that start inside the calls of one call-tree node
+    (every host record of its thread, installed packages' frames included): per kind, the count x the per-record
+    cost of ``metrics.overhead.MODEL``, scaled by the host's speed under the profiler (``host_speed_scale``). It lands
+    in the node's own time, so an unprofiled run spends that much less there. Reads only the events within the
+    calls' span (no per-kind row list is kept)."""
+    ev, f = ctx.trace.events, a.forest
+    pos = np.flatnonzero(f.node == node)
+    if pos.size == 0:
+        return 0.0
+    rows = f.rows[pos]
+    starts, ends = ev.ts_ns[rows], f.end_ns[pos]
+    lo, hi = np.searchsorted(ev.ts_ns, (int(starts.min()), int(ends.max())), side="left").tolist()
+    kind, tid, ts = ev.kind[lo:hi], ev.tid[lo:hi], ev.ts_ns[lo:hi]
+    per_kind = (
+        ((Kind.CPU_OP,), MODEL.cpu_op_ns),
+        ((Kind.RUNTIME, Kind.DRIVER), MODEL.runtime_ns),
+        ((Kind.PYTHON,), MODEL.python_ns),
+    )
+    cost = 0.0
+    for t in np.unique(ev.tid[rows]).tolist():  # the node's threads: one, usually
+        own = ev.tid[rows] == t
+        for kinds, per in per_kind:
+            if per > 0:
+                at = ts[kind_mask(kind, kinds) & (tid == t)]
+                n = np.searchsorted(at, ends[own], side="left") - np.searchsorted(at, starts[own], side="right")
+                cost += float(np.maximum(n, 0).sum()) * per
+    return cost * host_speed_scale(ctx)
+
+
 def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
     """The topic's dict (``metrics.attribution``'s docstring)."""
     f, names = a.forest, ctx.trace.events.names
@@ -245,8 +276,10 @@ def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
     if bare is not None and bare_ns >= a.pause_ns:
         out["unrecorded_ns"], out["unrecorded_chain"] = int(bare_ns), " > ".join(chain_names(f, names, bare))
         out["unrecorded_source"] = source_line(f, names, bare)
-    else:
+        out["unrecorded_profiler_ns"] = min(int(bare_ns), int(recording_cost_inside(ctx, a, bare)))
+    else:  # stretches with nothing open: nothing is recorded there, so the profiler adds nothing of its own
         out["unrecorded_ns"], out["unrecorded_chain"], out["unrecorded_source"] = a.pause_ns, None, None
+        out["unrecorded_profiler_ns"] = 0
     out["unrecorded_share"] = share(out["unrecorded_ns"], ctx.window_ns)
     out["nodes"] = nodes
     # the operators that launch the GPU's work themselves: each launch call's device time on its parent node

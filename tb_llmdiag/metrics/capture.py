@@ -390,5 +390,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("what_if.all.idle_left_ns", NS, NEITHER, 0.05, "idle left if all fixed", "what is left of the median step's idle pool with every cause removed"),
     ("findings[].caveat", TEXT, NEITHER, 0, "caveat", "why the finding's evidence may overstate: the profiler's own cost is a large part of the host time it reads; null otherwise"),
     ("findings[].profiler_overhead_share", SHARE, NEITHER, 0.1, "profiler overhead share", "`capture.profiler_overhead_share`, on findings whose evidence is host time"),
+    ("findings[].saving.unprofiled_ns", NS, LOWER, 0.05, "saving unprofiled", "the saving restated on an unprofiled run where the trace places the profiler's cost in it (findings/trust.py): `unrecorded_host_time` less the recording cost inside its activity (`attribution.unrecorded_profiler_ns`), `host_sync` on the unprofiled step; null otherwise"),
+    ("findings[].source", TEXT, NEITHER, 0, "source line", "the user's `file:line` where the finding's cause runs (the deepest frame of the user's own code on the activity it names, `attribution.*_source`; needs a capture with Python stacks); null otherwise"),
 )
 # fmt: on

@@ -5,8 +5,9 @@ Contract (``HostForest.build(trace)``; no I/O, no per-event Python):
   step's time is the step's, and ``ProfilerStep#N`` ranges cross the Python frames of ``prof.step()``), less the
   Python frames of installed packages (``_kept_frames``: torch, transformers... hold no cause of their own; the
   user's frames, built-in functions and ``nn.Module`` frames stay). They are ordered by
-  thread, then start, then longer first (``rows``: indices into ``trace.events``); ``thread`` is a dense code
-  per host thread (``tids[thread]`` is the trace's tid).
+  thread, then start, then longer first (``rows``: indices into ``trace.events``); threads are numbered densely
+  (``tids[code]`` is the trace's tid).
+- ``bounds``: where each thread's positions start among ``rows`` (and the end).
 - ``parent``: the position (into ``rows``) of the latest-started earlier event of the same thread still open
   (end > start) at its start, or -1; ``depth``: how many ancestors it has. Where a thread's events nest
   properly (what the profiler records for one thread) that is the enclosing event; where they do not (a
@@ -118,7 +119,7 @@ def _by_thread(trace: Trace, rows: P32) -> tuple[P32, P32, I64, I64]:
 class HostForest:
     rows: P32  # host event rows (into trace.events), by thread, start, longer first
     end_ns: I64  # per position: the event's end, cut to its parent's where it crossed it (``_nest``)
-    thread: P32  # per position: dense thread code
+    bounds: IDX  # per thread code: where its positions start, and the end (positions are by thread)
     tids: I64  # thread code -> tid
     parent: P32  # per position: the parent's position, -1 at a root
     node: P32  # per position: call-tree node
@@ -164,7 +165,9 @@ class HostForest:
             rows = rows[keep]
         del keep
         node, nodes = _nodes(ev, rows, parent, levels)
-        return HostForest(rows, end, code, tids, parent, node, *nodes)
+        bounds = _thread_bounds(code, tids.size)
+        del code
+        return HostForest(rows, end, bounds, tids, parent, node, *nodes)
 
 
 def _nodes(
@@ -219,13 +222,7 @@ def _nest(
         parent, levels = _counted(code, ts, end)
         # a real crossing starts inside its parent and ends after it (a counted parent that has already ended
         # follows from an earlier crossing and is right once that one is resolved)
-        p_end = end[np.maximum(parent, 0)]
-        cross = end > p_end
-        cross &= ts < p_end
-        cross &= parent >= 0
-        del p_end
-        v = np.flatnonzero(cross)
-        del cross
+        v = _crossing(parent, ts, end)
         if v.size == 0:
             return kept, parent, levels, code, end
         p = parent[v]
@@ -246,9 +243,25 @@ def _nest(
     raise ValueError("host events still cross after 4 passes")  # pragma: no cover - each pass resolves a level
 
 
-def _thread_bounds(code: P32) -> IDX:
+def _crossing(parent: P32, ts: I64, end: I64) -> P32:
+    """The positions of the events that start inside their parent and end after it (chunk by chunk: bounded
+    temporaries)."""
+    out = []
+    for lo in range(0, ts.size, CHUNK):
+        hi = min(lo + CHUNK, ts.size)
+        p = parent[lo:hi]
+        p_end = end[np.maximum(p, 0)]
+        cross = end[lo:hi] > p_end
+        cross &= ts[lo:hi] < p_end
+        cross &= p >= 0
+        out.append(lo + np.flatnonzero(cross).astype(np.int32))
+    return np.concatenate(out) if out else np.zeros(0, np.int32)
+
+
+def _thread_bounds(code: P32, n_threads: int | None = None) -> IDX:
     """Where each thread's positions start (codes ascending), and the end."""
-    return np.searchsorted(code, np.arange(int(code.max()) + 2 if code.size else 1))
+    n = (int(code.max()) + 1 if code.size else 0) if n_threads is None else n_threads
+    return np.searchsorted(code, np.arange(n + 1))
 
 
 def _ranges_first(kind: NDArray[np.uint8], code: P32, ts: I64, end: I64) -> NDArray[np.bool_] | None:
@@ -328,14 +341,14 @@ def _counted(code: P32, ts: I64, end: I64) -> tuple[P32, Levels]:
     Returns the parents and the levels: the positions by depth (stable) and where each depth starts."""
     n = ts.size
     depth = np.zeros(n, np.int32)
-    parent = np.full(n, -1, np.int32)
     if n == 0:
-        return parent, (np.zeros(0, np.int32), np.zeros(1, np.int64))
+        return np.zeros(0, np.int32), (np.zeros(0, np.int32), np.zeros(1, np.int64))
     bounds = _thread_bounds(code)
     for c in range(bounds.size - 1):  # per thread: the sorted ends of its events, searched by its starts
         lo, hi = int(bounds[c]), int(bounds[c + 1])
         if hi > lo:
-            ends = np.maximum(end[lo:hi], ts[lo:hi] + 1)
+            ends = ts[lo:hi] + 1
+            np.maximum(ends, end[lo:hi], out=ends)
             ends.sort()
             for lo_c in range(lo, hi, CHUNK):  # bounded temporaries
                 hi_c = min(lo_c + CHUNK, hi)
@@ -344,9 +357,12 @@ def _counted(code: P32, ts: I64, end: I64) -> tuple[P32, Levels]:
                 depth[lo_c:hi_c] = found
             del ends
     np.maximum(depth, 0, out=depth)
-    by_depth = np.argsort(depth.astype(np.uint16) if depth.max() < 1 << 16 else depth, kind="stable").astype(np.int32)
     level = np.concatenate(([0], np.cumsum(np.bincount(depth))))
+    by_depth = np.empty(n, np.int32)  # the positions by depth, stable: level by level (no int64 sort of them all)
+    for d in range(level.size - 1):
+        by_depth[level[d] : level[d + 1]] = np.flatnonzero(depth == d)
     del depth
+    parent = np.full(n, -1, np.int32)
     for d in range(1, level.size - 1):  # per level: both sides sorted, so the search walks memory in order
         up, cur = by_depth[level[d - 1] : level[d]], by_depth[level[d] : level[d + 1]]
         parent[cur] = up[np.maximum(np.searchsorted(up, cur, side="right") - 1, 0)]

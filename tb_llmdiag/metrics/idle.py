@@ -22,37 +22,44 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import covered_before_each, merge, overlap_per_window, union_ns_by_group
+from tb_llmdiag.metrics.compile import COMPILE_PATTERN
 from tb_llmdiag.metrics.context import Context, share
 from tb_llmdiag.metrics.entry import COUNT, HIGHER, INDEX, LOWER, NEITHER, NS, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.gaps import CAUSES, HOST_WAIT, IdleGaps, StepBreakdown
+from tb_llmdiag.metrics.ranges import inside, launched_inside, named_rows
+from tb_llmdiag.metrics.shapes import tokens_per_window
 from tb_llmdiag.model import Kind
 
 I64 = NDArray[np.int64]
+IDX = NDArray[np.intp]
 
 LONG_GAP_NS = 500_000_000
 LOW_UTIL_SHARE = 0.5
 
 
-_RECOMPILE_HINT = "torch.compile (re)compiles inside the step; keep shapes static or mark them dynamic"
-_HOST_COPY_HINT = "host-to-device copies on the critical path; pin memory and copy with non_blocking=True"
+RECOMPILE_HINT = "torch.compile (re)compiles inside the step; keep shapes static or mark them dynamic"
+HOST_COPY_HINT = "host-to-device copies on the critical path; pin memory and copy with non_blocking=True"
+CUDNN_ATTENTION_HINT = (
+    "cuDNN attention builds an execution plan for every new input shape; pad batches to a fixed length or a "
+    "multiple of 64/128, pack sequences, or use the flash backend (torch.backends.cuda.enable_cudnn_sdp(False))"
+)
+CUDNN_CONVOLUTION_HINT = "cuDNN autotunes convolutions for every new input shape (cudnn.benchmark); keep shapes fixed"
+PER_SHAPE_HINTS = (CUDNN_ATTENTION_HINT, CUDNN_CONVOLUTION_HINT)
 
-#: (substring of a host operator's name, why it keeps the GPU waiting and what to do). First match wins.
-CULPRIT_HINTS: tuple[tuple[str, str], ...] = (
-    (
-        "cudnn_attention",
-        "cuDNN attention builds an execution plan for every new input shape; pad batches to a "
-        "fixed length or a multiple of 64/128, pack sequences, or use the flash backend "
-        "(torch.backends.cuda.enable_cudnn_sdp(False))",
-    ),
-    (
-        "cudnn_convolution",
-        "cuDNN autotunes convolutions for every new input shape (cudnn.benchmark); keep shapes fixed",
-    ),
-    ("Torch-Compiled Region", _RECOMPILE_HINT),
-    ("CompiledFunction", _RECOMPILE_HINT),
-    ("TorchDynamo", _RECOMPILE_HINT),
-    ("aten::to", _HOST_COPY_HINT),
-    ("aten::copy_", _HOST_COPY_HINT),
+#: (substring of a host operator's name, the events that must back the hint, why it keeps the GPU waiting and
+#: what to do). First match wins; a hint is given only when its events are in the trace (``culprit_hint``):
+#: ``compiles``: compile ranges (``metrics.compile.COMPILE_PATTERN``) start inside the operator's calls;
+#: ``new_shapes``: recorded input shapes (token slots per step) change, and most of the steps holding
+#: its slow calls (>= ``PER_SHAPE_MIN_MEAN_NS``) have token slots no earlier step had;
+#: ``htod_copies``: host-to-device copies are launched inside its calls.
+CULPRIT_HINTS: tuple[tuple[str, str, str], ...] = (
+    ("cudnn_attention", "new_shapes", CUDNN_ATTENTION_HINT),
+    ("cudnn_convolution", "new_shapes", CUDNN_CONVOLUTION_HINT),
+    ("Torch-Compiled Region", "compiles", RECOMPILE_HINT),
+    ("CompiledFunction", "compiles", RECOMPILE_HINT),
+    ("TorchDynamo", "compiles", RECOMPILE_HINT),
+    ("aten::to", "htod_copies", HOST_COPY_HINT),
+    ("aten::copy_", "htod_copies", HOST_COPY_HINT),
 )
 
 
@@ -74,14 +81,62 @@ _NO_CULPRIT: dict[str, Any] = {
     "host_wait_culprit_share": None,
     "host_wait_culprit_mean_ns": None,
     "host_wait_culprit_hint": None,
+    "host_wait_culprit_hint_events": None,
     "host_wait_per_shape_op": None,
     "host_wait_per_shape_ns": 0,
     "host_wait_per_shape_share": 0.0,
 }
 
 
-def culprit_hint(name: str) -> str | None:
-    return next((hint for needle, hint in CULPRIT_HINTS if needle in name), None)
+def culprit_hint(ctx: Context, culprit: int) -> tuple[str | None, str | None]:
+    """The hint for the host operator named ``culprit`` (a name id) and the events in the trace that back it, or
+    (None, None) when no hint matches its name or its events are not in the trace (``CULPRIT_HINTS``)."""
+    name = ctx.trace.events.names[culprit]
+    gate, hint = next(((g, h) for needle, g, h in CULPRIT_HINTS if needle in name), (None, None))
+    if gate is None:
+        return None, None
+    ops = ctx.cache.kinds(Kind.CPU_OP)
+    calls = ops[ctx.trace.events.name_id[ops] == culprit]
+    events = {"compiles": _compiles_inside, "new_shapes": _new_shapes, "htod_copies": _copies_inside}[gate](ctx, calls)
+    return (hint, events) if events else (None, None)
+
+
+def _compiles_inside(ctx: Context, calls: IDX) -> str | None:
+    rows = named_rows(ctx, COMPILE_PATTERN, (Kind.ANNOTATION, Kind.CPU_OP, Kind.PYTHON))
+    n = int(inside(ctx, rows, calls).sum())
+    return f"{n} compile ranges start inside its calls" if n else None
+
+
+def _copies_inside(ctx: Context, calls: IDX) -> str | None:
+    dev = launched_inside(ctx, calls)
+    names = ctx.trace.events.names
+    ids, counts = np.unique(ctx.trace.events.name_id[dev], return_counts=True)
+    n = sum(int(c) for i, c in zip(ids.tolist(), counts.tolist()) if "HtoD" in names[i])
+    return f"{n} host-to-device copies are launched inside its calls" if n else None
+
+
+def _new_shapes(ctx: Context, calls: IDX) -> str | None:
+    st = ctx.steps
+    if len(st) < 2:
+        return None
+    tokens = tokens_per_window(ctx.trace.events, st.host_starts, st.host_end_ns)
+    if tokens is None or np.unique(tokens).size < 2:
+        return None
+    ev = ctx.trace.events
+    slow = calls[ev.dur_ns[calls] >= PER_SHAPE_MIN_MEAN_NS]
+    step = np.searchsorted(st.host_starts, ev.ts_ns[slow], side="right") - 1
+    ok = step >= 0
+    step = step[ok]
+    hit = np.unique(step[ev.ts_ns[slow][ok] < st.host_end_ns[step]])
+    if hit.size == 0:
+        return None
+    new = np.array([not np.isin(tokens[i], tokens[:i]).any() for i in hit.tolist()])  # a few steps
+    if 2 * int(new.sum()) <= hit.size:  # most of them (the first step's shape is new by definition)
+        return None
+    return (
+        f"{int(new.sum())} of the {hit.size} steps holding its slow calls have an input shape no earlier step had "
+        f"(token slots per step: {np.unique(tokens).size} distinct values over {len(st)} steps)"
+    )
 
 
 def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[str, Any]:
@@ -91,10 +146,12 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
     count once) within those gaps, so at most the host-wait time. ``host_wait_top_ops`` lists the ``top`` names by that time; ``host_wait_culprit`` is the most
     specific of the leaders: among names within 90 % of the largest overlap, the one with the shortest mean
     call (a leaf such as ``aten::_cudnn_attention_backward`` rather than its callers); with its overlap
-    (``_ns``, ``_share``), mean call duration, and a hint from ``CULPRIT_HINTS`` when one matches.
+    (``_ns``, ``_share``), mean call duration, and a hint from ``CULPRIT_HINTS`` when one matches and the events
+    it names are in the trace (``host_wait_culprit_hint_events`` says which).
     ``host_wait_per_shape_*``: the same overlap for the leading operator among the per-shape ones
-    (``PER_SHAPE_OPS``, mean call >= ``PER_SHAPE_MIN_MEAN_NS``): GPU idle time spent building plans or
-    compiling for new input shapes (the largest such name, so nested callers are not added up).
+    (``PER_SHAPE_OPS``, mean call >= ``PER_SHAPE_MIN_MEAN_NS``, and the events of its hint in the trace: compiles
+    inside its calls or new input shapes at its slow calls): GPU idle time spent building plans or compiling for
+    new input shapes (the largest such name, so nested callers are not added up).
     """
     ev = ctx.trace.events
     m = gaps.cause == HOST_WAIT
@@ -123,7 +180,8 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
     leaders = np.flatnonzero(per >= 0.9 * per.max())
     culprit = int(leaders[np.argmin(mean[leaders])])
     slow = np.flatnonzero((mean >= PER_SHAPE_MIN_MEAN_NS) & (per > 0))  # a few names: match only those
-    per_shape = [int(i) for i in slow if any(k in ev.names[i] for k in PER_SHAPE_OPS)]
+    # per-shape work only where the trace shows it: compiles inside its calls, or new input shapes at its slow calls
+    per_shape = [int(i) for i in slow if any(k in ev.names[i] for k in PER_SHAPE_OPS) and culprit_hint(ctx, int(i))[0]]
     shape_op = max(per_shape, key=lambda i: per[i]) if per_shape else None
     shape_ns = int(per[shape_op]) if shape_op is not None else 0
     return {
@@ -136,7 +194,7 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
         "host_wait_culprit_ns": int(per[culprit]),
         "host_wait_culprit_share": share(int(per[culprit]), ctx.window_ns),
         "host_wait_culprit_mean_ns": int(mean[culprit]),
-        "host_wait_culprit_hint": culprit_hint(ev.names[culprit]),
+        **dict(zip(("host_wait_culprit_hint", "host_wait_culprit_hint_events"), culprit_hint(ctx, culprit))),
         "host_wait_per_shape_op": ev.names[shape_op] if shape_op is not None else None,
         "host_wait_per_shape_ns": shape_ns,
         "host_wait_per_shape_share": share(shape_ns, ctx.window_ns),
@@ -205,8 +263,12 @@ ENTRIES: tuple[Entry, ...] = (
      "shortest mean call (a leaf such as `aten::_cudnn_attention_backward` rather than its callers); null "
      "when there is no `host_wait` gap"),
     ("idle.host_wait_culprit_hint", TEXT, NEITHER, 0, "host wait culprit hint",
-     "why such an operation keeps the GPU waiting and what to do, from the table `idle.CULPRIT_HINTS`; "
-     "null when none matches"),
+     "why such an operation keeps the GPU waiting and what to do, from the table `idle.CULPRIT_HINTS`, given only "
+     "when the events it names are in the trace (compile ranges inside its calls, new input shapes at its slow "
+     "calls, host-to-device copies launched inside it); null otherwise"),
+    ("idle.host_wait_culprit_hint_events", TEXT, NEITHER, 0, "hint's events",
+     "the events in the trace that back `host_wait_culprit_hint` (how many compile ranges or copies inside its "
+     "calls, or how many of the steps holding its slow calls have a new input shape); null without a hint"),
     ("idle.host_wait_culprit_mean_ns", NS, LOWER, 0.05, "host wait culprit mean", "its mean call duration"),
     ("idle.host_wait_culprit_ns", NS, LOWER, 0.05, "host wait culprit",
      "its time within `host_wait` gaps (as `idle_ns` above, so `_share` <= `host_wait_share` <= 1)"),

@@ -227,6 +227,52 @@ ENTRIES: tuple[Entry, ...] = (
         "(beyond the step-to-step noise)",
     ),
     (
+        "job.profiler_overhead_ns_by_rank[]",
+        NS,
+        NEITHER,
+        0.1,
+        "profiler cost per rank",
+        "each rank's capture.profiler_overhead_ns (the profiler's own cost in its profiled median step), in the order "
+        "of `ranks`; null where not estimated",
+    ),
+    (
+        "job.straggler_profiler_excess_ns_per_step",
+        NS,
+        NEITHER,
+        0.1,
+        "profiler's extra cost on the straggler",
+        "the straggler's profiler cost less the median of the other ranks' (`profiler_overhead_ns_by_rank`): how much "
+        "later the profiler alone can make it arrive each step; null when either is unknown",
+    ),
+    (
+        "job.straggler_profiler_basis",
+        TEXT,
+        NEITHER,
+        0,
+        "profiler cost basis",
+        "unprofiled_steps (every rank measured against the unprofiled steps its capture helper timed), model (every "
+        "rank modelled from what it recorded) or mixed",
+    ),
+    (
+        "job.straggler_others_wait_beyond_profiler_ns_per_step",
+        NS,
+        LOWER,
+        0.1,
+        "others wait beyond the profiler, 95 % lower bound",
+        "max(0, straggler_others_wait_low_ns_per_step - max(0, straggler_profiler_excess_ns_per_step)): the wait the "
+        "capture supports beyond the profiler's extra cost on the straggler (the lower bound itself when that is unknown; "
+        "the mean wait in place of the bound with one common step)",
+    ),
+    (
+        "job.straggler_others_wait_beyond_profiler_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "others wait beyond the profiler, 95 % lower bound share",
+        "straggler_others_wait_beyond_profiler_ns_per_step / job_step_ns; the straggler rule needs it above its "
+        "threshold too (a straggler of the unprofiled run, not of the profiler)",
+    ),
+    (
         "job.straggler_significance",
         TEXT,
         NEITHER,
@@ -234,7 +280,8 @@ ENTRIES: tuple[Entry, ...] = (
         "significance",
         "which check decided the straggler rule: significant, noise_unknown (fires on its threshold alone: fewer than "
         "two common steps), intermittent (a floor failed but it spikes: fires, named as intermittent), "
-        "below_threshold, not_most_steps, within_noise (the last three: no finding; a job note says why)",
+        "below_threshold, not_most_steps, within_noise, within_profiler_cost (the last four: no finding; a job note "
+        "says why)",
     ),
     (
         "job.straggler_cause",

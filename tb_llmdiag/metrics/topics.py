@@ -72,6 +72,10 @@ class Topic:
     intro: Intro | None = None
     needs: tuple[str, ...] = ()
     platforms: tuple[str, ...] = PLATFORMS
+    #: computed before every other row (it needs none), its result kept at its own row: a topic whose transient
+    #: memory then fits in what the read has just freed, before the other topics' caches build up (the attribution:
+    #: docs/performance.md)
+    early: bool = False
 
 
 def _xla(i: Inputs) -> dict[str, Any]:
@@ -114,7 +118,7 @@ TOPICS: tuple[Topic, ...] = (
     Topic("sync_storm", lambda i: sync_storm.sync_storm_metrics(i.ctx, i.topics["host_sync"], i.topics["idle"]),
           sync_storm.ENTRIES, sync_storm.INTRO, needs=("host_sync", "idle"), platforms=CUDA),
     Topic("attribution", lambda i: attribution.attribution_metrics(i.ctx, i.breakdown), attribution.ENTRIES,
-          attribution.INTRO),
+          attribution.INTRO, early=True),
     Topic("communication",
           lambda i: communication.communication_metrics(i.ctx.trace, i.ctx.coll, i.ctx.steps, i.ctx.cache),
           communication.ENTRIES, communication.INTRO),

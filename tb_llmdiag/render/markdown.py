@@ -15,7 +15,7 @@ from typing import Any
 from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
 from tb_llmdiag.findings.whatif_text import BASIS_WORDS
 from tb_llmdiag.metrics.registry import metric, unit_of
-from tb_llmdiag.render.text import capture_sentences
+from tb_llmdiag.render.text import capture_sentences, label_of
 from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
 
 _ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_[]<|"})
@@ -77,6 +77,8 @@ def _findings(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     for i, f in enumerate(findings, start=1):
         out += ["", f"**{i}. {code(f['id'])}**: {esc(f.get('summary') or f['title'])}", ""]
         units, labels = EVIDENCE_UNITS.get(f["id"], {}), EVIDENCE_LABELS.get(f["id"], {})
+        if f.get("source"):
+            out.append(f"- {esc(label_of('findings[].source', 'source line'))}: {code(f['source'])}")
         for k, v in (f.get("evidence") or {}).items():
             out.append(f"- {esc(labels.get(k) or k)}: {esc(fmt(units.get(k) or unit_from_name(k), v))}")
         fix = f.get("fix") or {}
@@ -151,7 +153,9 @@ def render_job_md(job: Mapping[str, Any]) -> list[str]:
     out += [f"> note: {esc(n)}" for n in job.get("notes") or []]
     findings = job.get("findings") or []
     if not findings:
-        out.append("No job finding: no rank keeps the others waiting, communication is hidden.")
+        out.append(
+            "No job finding: no rank keeps the others waiting beyond the step-to-step noise and the profiler's own cost, and the transfers no compute hides are small."
+        )
     for i, f in enumerate(findings, start=1):
         out += [f"**{i}. {code(f['id'])}**: {esc(f['title'])} ({fmt_share(f['value'])} of step)", ""]
         if f.get("summary"):

@@ -83,10 +83,12 @@ def _headline_lines(head: dict[str, Any]) -> list[str]:
 
 
 def _told(f: dict[str, Any], evidence: list[str] | None) -> list[str]:
-    """A finding's (run or job) summary, caveat and evidence lines; ``evidence``: its items in words, None for none."""
+    """A finding's (run or job) summary, source line, caveat and evidence lines; ``evidence``: its items in words, None for none."""
     lines = []
     if f.get("summary"):
         lines.append(f"      {f['summary']}")
+    if f.get("source"):
+        lines.append(f"      {label_of('findings[].source', 'source line')}: {f['source']}")
     if f.get("caveat"):
         lines.append(f"      caveat: {f['caveat']}")
     if evidence is not None:
@@ -157,7 +159,9 @@ def render_job(job: dict[str, Any]) -> str:
         lines.append(f"   note: {n}")
     findings = job.get("findings") or []
     if not findings:
-        lines.append("   no job finding: no rank keeps the others waiting, communication is hidden")
+        lines.append(
+            "   no job finding: no rank keeps the others waiting beyond the step-to-step noise and the profiler's own cost, and the transfers no compute hides are small"
+        )
     for i, f in enumerate(findings, start=1):
         lines.append(f"   {i}. {f['title']} ({fmt_share(f['value'])} of the job step)  (rule {f['id']})")
         ev = f.get("evidence") or {}

@@ -1,7 +1,8 @@
 """Where a finding's evidence is in the trace, for findings whose metrics do not hold time ranges.
 
 Contract:
-- ``locate(trace, report) -> [{"id", "ranges": [[start_ns, end_ns], ...], "culprit": name | null}]`` for the
+- ``locate(trace, report) -> [{"id", "ranges": [[start_ns, end_ns], ...], "culprit": name | null, "source":
+  file:line | null}]`` (``source``: the finding's own, shown beside the op it blames) for the
   report's findings that the engine did not already locate (``finding["ranges"]``, engine.py's ``Rule.ranges``,
   filled where the metrics hold the ranges: outlier and first steps, XLA recompiles and transfers).
   Each locator is a row of ``LOCATORS`` (finding id -> what to look for) and reads only what the report
@@ -123,5 +124,5 @@ def locate(trace: Trace, report: Mapping[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(f, Mapping) or f.get("ranges") or f.get("id") not in LOCATORS:
             continue
         ranges, culprit = LOCATORS[str(f["id"])](trace, metrics, steps)
-        out.append({"id": f["id"], "ranges": ranges, "culprit": culprit})
+        out.append({"id": f["id"], "ranges": ranges, "culprit": culprit, "source": f.get("source")})
     return out

@@ -82,3 +82,45 @@ def test_job_view_shows_the_job_and_opens_a_rank(job_server, browser, requests_s
         assert not no_foreign(requests_seen), no_foreign(requests_seen)
     finally:
         ctx.close()
+
+
+def test_job_step_share_and_what_if_read_the_same_in_the_view_the_cli_and_json(job_server, browser, requests_seen):
+    """#25 for the job view: the job step, each finding's share of it and its what-if read the same in the view,
+    the CLI text and ``--json`` (one number per fact)."""
+    import json
+    import subprocess
+    import sys
+
+    base = job_server
+    job = get_json(f"{base}/data/plugin/llm_diag/job?{urlencode({'run': 'ddp_straggler_2gpu', 'span': '1'})}", timeout=30)
+
+    def cli(*args: str) -> str:
+        return subprocess.run([sys.executable, "-m", "tb_llmdiag", "report", str(JOB), *args], capture_output=True,
+                              text=True, cwd=REPO, timeout=120, check=True).stdout
+
+    (cli_job,) = json.loads(cli("--json"))["jobs"]
+    text = cli()
+    assert cli_job["metrics"]["job_step_ns"] == job["metrics"]["job_step_ns"]
+    assert [(f["id"], f["value"], f["what_if"]) for f in cli_job["findings"]] == [
+        (f["id"], f["value"], f["what_if"]) for f in job["findings"]]
+    step = fmt("ns", job["metrics"]["job_step_ns"])
+    ctx, page, errors = new_page(browser, requests_seen)
+    try:
+        f = open_tab(page, base)
+        wait_panel(f)
+        sec = f.locator("section.job")
+        sec.locator(".job-finding").first.wait_for(timeout=30_000)
+        assert f"step {step} (median rank)" in sec.locator(".job-meta").inner_text()
+        assert f"   step {step} (median rank);" in text
+        for fd in job["findings"]:
+            card = sec.locator(f".job-finding[data-id='{fd['id']}']")
+            share = fmt("share", fd["value"])
+            assert card.locator(".saving").inner_text().strip() == f"· {share} of the step"
+            assert f"({share} of the job step)  (rule {fd['id']})" in text
+            wi = fd["what_if"]
+            before, after = fmt("ns", wi["step_ns"]), fmt("ns", wi["step_after_ns"])
+            assert card.locator(".whatif").inner_text() == f"What if fixed: step {before} → {after} at best"
+            assert f"what if: step {before} -> {after} at best" in text
+        assert not errors, errors
+    finally:
+        ctx.close()

@@ -82,8 +82,8 @@ def test_the_captured_intermittent_straggler_is_named_with_its_steps() -> None:
 
 def test_the_noise_twin_has_no_intermittent_straggler() -> None:
     """The same job with nothing planted: no step spikes (rank 0's waits are 4-12 ms of a 34 ms step). Its
-    consistent wait (rank 0 launches slower under the profiler: 23.5 ms unprofiled steps on both ranks) is the
-    straggler rule's own case, not this one."""
+    consistent wait (rank 0 launches slower under the profiler: 23.5 ms unprofiled steps on both ranks) is held
+    back by the profiler floor (test_straggler_profiler.py), not this one."""
     job, truth = _job("ddp_intermittent_noise")
     assert truth["planted"] is False
     m = job["metrics"]

@@ -117,8 +117,14 @@ def test_floors_are_declared_data_checked_in_order() -> None:
     assert [(f.metric, f.above, f.fails_as, f.unknown_as) for f in floors] == [
         ("straggler_last_step_share", 0.5, "not_most_steps", "noise_unknown"),
         ("straggler_others_wait_low_share", None, "within_noise", "noise_unknown"),
+        ("straggler_others_wait_beyond_profiler_share", None, "within_profiler_cost", "noise_unknown"),  # #25
     ]
-    base = {"straggler_others_wait_share": 0.2, "straggler_last_step_share": 0.6, "straggler_others_wait_low_share": 0.06}
+    base = {
+        "straggler_others_wait_share": 0.2,
+        "straggler_last_step_share": 0.6,
+        "straggler_others_wait_low_share": 0.06,
+        "straggler_others_wait_beyond_profiler_share": 0.06,
+    }
     assert verdict(STRAGGLER_RULE, base) == "significant"
     assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_low_share": 0.05}) == "within_noise"  # not above
     assert verdict(STRAGGLER_RULE, {**base, "straggler_last_step_share": 0.5, "straggler_others_wait_low_share": 0}) == (

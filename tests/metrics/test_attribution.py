@@ -167,3 +167,31 @@ def test_without_host_events_or_device_work_it_is_unavailable() -> None:
         "available": False, "reason": "no device activity or no host events in the trace"}
     no_gpu = make_trace([step(1, 0, 10 * US), op("aten::mm", 1 * US, 5 * US)])
     assert analyze(no_gpu).metrics["attribution"]["available"] is False
+
+
+def test_the_profiler_cost_inside_an_unrecorded_activity_is_its_records() -> None:
+    """A 4 ms pure-Python function (a user frame) holds the GPU's idle time with 500 built-in calls recorded inside
+    it (the Python tracer's records: ``with_stack``): the profiler's modelled cost there is 500 x MODEL.python_ns
+    (no ``aten::view`` in the trace: speed scale 1); a 4 ms sleep in a range with nothing inside costs nothing."""
+    from tb_llmdiag.findings.trust import unprofiled_saving_ns
+    from tb_llmdiag.metrics.overhead import MODEL
+
+    def one(inside: int) -> dict:
+        rows = [step(1, 0, 10_000 * US), launch(1 * US, 2 * US, corr=1), kernel(GEMM, 5 * US, 10 * US, corr=1),
+                E(Kind.PYTHON, "train.py(12): build_masks", 100 * US, 4_000 * US),
+                launch(4_200 * US, 2 * US, corr=2), kernel(GEMM, 4_210 * US, 5_700 * US, corr=2)]
+        rows += [E(Kind.PYTHON, "<built-in method append of list object>", 110 * US + 7 * US * i, 1 * US)
+                 for i in range(inside)]
+        return analyze(make_trace(rows)).metrics
+
+    m = one(500)["attribution"]
+    assert m["unrecorded_chain"] == "train.py(12): build_masks" and m["unrecorded_source"] == "train.py:12"
+    assert m["unrecorded_profiler_ns"] == 500 * MODEL.python_ns
+    # THEN the finding's saving restated unprofiled keeps the share of its time that is not recording
+    f = {"id": "unrecorded_host_time", "saving": {"ns": 3_000_000, "step_ns": 10_000_000}}
+    held = m["unrecorded_ns"]
+    assert unprofiled_saving_ns(f, {"attribution": m}, None) == round(3_000_000 * (1 - 500 * MODEL.python_ns / held))
+    # AND with nothing recorded inside, nothing is taken off
+    m0 = one(0)["attribution"]
+    assert m0["unrecorded_profiler_ns"] == 0
+    assert unprofiled_saving_ns(f, {"attribution": m0}, None) == 3_000_000
