@@ -1,23 +1,26 @@
 """Predicted vs measured: the what-if of a *before* trace against the median step of its *after* trace.
 
-    python scripts/whatif_check.py            # prints the README's markdown table
+    python scripts/whatif_check.py            # prints docs/whatif.md's three markdown tables
 
 For each pair the prediction removes the named findings' causes from the before trace's median step, in sequence
 (``findings/whatif.py``), and converts to tokens/s with the before trace's median tokens per step; the measured
 value is the after trace's median step and tokens/s. Error = (predicted - measured) / measured, of tokens/s when
 both traces record shapes (the batch may differ between the runs), else of the step time.
 
-Where both captures' truth.json hold unprofiled step times (``reference``: the same run's steps after the profiler
-stopped, ``--ref-steps``), the pair is also checked against them: the before trace's what-if is restated on its
-unprofiled median step (``findings/trust.py``: the profiler's cost taken out of the idle time the fixes leave) and
-compared with the after run's unprofiled median step (and its tokens/s, ``reference.tokens_per_s``).
+Where both runs were timed without the profiler, the pair is also checked against those timings: the before trace's
+what-if is restated on its unprofiled median step (``findings/trust.py``: the profiler's cost taken out of the idle
+time the fixes leave) and compared with the after run's unprofiled median step and tokens/s. The timings come from
+the capture's truth.json (``reference``: the same run's steps after the profiler stopped, ``--ref-steps``), else from
+tests/data/unprofiled_refs.json (a separate unprofiled run of the same switches, ``examples/captures/refs.sh``).
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tb_llmdiag.findings import diagnose, lookup
 from tb_llmdiag.findings.engine import applicable
@@ -29,6 +32,8 @@ from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.steps import find_steps
 
 REPO = Path(__file__).resolve().parents[1]
+#: unprofiled runs of the captures without a truth.json reference (examples/captures/refs_json.py says how they are taken)
+REFS = REPO / "tests" / "data" / "unprofiled_refs.json"
 
 #: (label, before dir, after dir, finding ids fixed between them: None = every finding, what changed)
 PAIRS: tuple[tuple[str, str, str, Sequence[str] | None, str], ...] = (
@@ -49,16 +54,20 @@ PAIRS: tuple[tuple[str, str, str, Sequence[str] | None, str], ...] = (
 
 
 def _truth(folder: str) -> dict[str, Any]:
-    import json
-
     return json.loads((REPO / folder / "truth.json").read_text())["ranks"][0]
 
 
-def _unprofiled_ms(folder: str) -> float | None:
-    """The run's unprofiled median step (truth.json ``reference.median_wall_ms``), or None without one."""
-    if not (REPO / folder / "truth.json").is_file():
+def unprofiled(folder: str) -> dict[str, Any] | None:
+    """The run's unprofiled median step and tokens/s (``median_ms``, ``tokens_per_s``, ``source``), or None without
+    one: its truth.json ``reference`` (``median_wall_ms``), else its entry in tests/data/unprofiled_refs.json
+    (``median_step_ms``, ``token_slots_per_s``: padded slots, as the traces' shapes count them)."""
+    if (REPO / folder / "truth.json").is_file() and (ref := _truth(folder).get("reference")):
+        return {"median_ms": ref["median_wall_ms"], "tokens_per_s": ref.get("tokens_per_s"), "source": "truth.json"}
+    refs = json.loads(REFS.read_text())["captures"] if REFS.is_file() else {}
+    if folder not in refs:
         return None
-    return (_truth(folder).get("reference") or {}).get("median_wall_ms")
+    r = refs[folder]
+    return {"median_ms": r["median_step_ms"], "tokens_per_s": r["token_slots_per_s"], "source": "unprofiled_refs.json"}
 
 
 def _ckpt(t: dict[str, Any]) -> float:
@@ -143,35 +152,36 @@ def predicted(before: dict[str, Any], ids: Sequence[str] | None) -> tuple[int, f
 
 def predicted_unprofiled(before: dict[str, Any], ids: Sequence[str] | None, unprofiled_ms: float) -> tuple[int, float | None]:
     """The same restated on the before run's unprofiled median step: step and tokens/s."""
-    up = _what_if(before, ids, unprofiled_ms)["unprofiled"]
-    tokens = before["metrics"].get("steps", {}).get("tokens_per_step_median")
-    step = up["all_step_ns_if_fixed"]
+    wi = _what_if(before, ids, unprofiled_ms)
+    step = wi["unprofiled"]["all_step_ns_if_fixed"]
+    # the tokens of the median step as the profiled what-if counts them (the run's tokens/s x its median step)
+    tokens = wi["tokens_per_s"] * wi["step_ns"] / 1e9 if wi.get("tokens_per_s") else None
     return step, (tokens / (step / 1e9) if tokens and step else None)
 
 
 def unprofiled_table() -> str:
     """The pairs whose both runs were timed unprofiled: predicted on the unprofiled step vs the unprofiled after run."""
     rows = ["| pair | findings removed | before: unprofiled step (profiled) | predicted on the unprofiled step (bound) | "
-            "measured after, unprofiled | error |", "|---|---|---|---|---|---|"]
+            "measured after, unprofiled | error | unprofiled timings |", "|---|---|---|---|---|---|---|"]
     for label, b, a, ids, _ in PAIRS:
-        ub, ua = _unprofiled_ms(b), _unprofiled_ms(a)
+        ub, ua = unprofiled(b), unprofiled(a)
         if ub is None or ua is None:
-            rows.append(f"| {label} | | no unprofiled timing of {'the before' if ub is None else 'the after'} run | | | |")
+            rows.append(f"| {label} | | no unprofiled timing of {'the before' if ub is None else 'the after'} run | | | | |")
             continue
         before = analysed(b)
-        step, tps = predicted_unprofiled(before, ids, ub)
+        step, tps = predicted_unprofiled(before, ids, ub["median_ms"])
         used = _what_if(before, ids)["all"]["finding_ids"]
-        ref_a = _truth(a)["reference"]
-        if tps and ref_a.get("tokens_per_s"):
-            err = (tps - ref_a["tokens_per_s"]) / ref_a["tokens_per_s"]
+        if tps and ua["tokens_per_s"]:
+            err = (tps - ua["tokens_per_s"]) / ua["tokens_per_s"]
             pred = f"{step / 1e6:.1f} ms, {tps:,.0f} tok/s"
-            meas = f"{ua:.1f} ms, {ref_a['tokens_per_s']:,.0f} tok/s"
+            meas = f"{ua['median_ms']:.1f} ms, {ua['tokens_per_s']:,.0f} tok/s"
         else:
-            err = (ua * 1e6 - step) / (ua * 1e6)
-            pred, meas = f"{step / 1e6:.1f} ms", f"{ua:.1f} ms"
+            err = (ua["median_ms"] * 1e6 - step) / (ua["median_ms"] * 1e6)
+            pred, meas = f"{step / 1e6:.1f} ms", f"{ua['median_ms']:.1f} ms"
         prof = before["what_if"]["step_ns"] / 1e6
-        rows.append(f"| {label} | {', '.join(f'`{i}`' for i in used) or 'none'} | {ub:.1f} ms ({prof:.1f} ms) | {pred} | "
-                    f"{meas} | {100 * err:+.0f} % |")
+        src = "same runs (truth.json)" if ub["source"] == ua["source"] == "truth.json" else "separate runs (unprofiled_refs.json)"
+        rows.append(f"| {label} | {', '.join(f'`{i}`' for i in used) or 'none'} | {ub['median_ms']:.1f} ms ({prof:.1f} ms) | "
+                    f"{pred} | {meas} | {100 * err:+.0f} % | {src} |")
     return "\n".join(rows)
 
 

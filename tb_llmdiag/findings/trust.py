@@ -107,7 +107,7 @@ def with_unprofiled(what: dict[str, Any] | None, metrics: Mapping[str, Any]) -> 
     host_cost = float(host_cost) if finite(host_cost) else over
     longer = max(0.0, float(u) - m)  # an unprofiled step longer than the profiled one: the cut is taken as is
 
-    def unprofiled(fixed: float, idle_left: float, bound_by: Any) -> float:
+    def unprofiled(fixed: float, idle_left: float, bound_by: Any, floor: float) -> float:
         # a step bound by the host's own time keeps all of the profiler's host cost; else the share of it that is
         # left in the idle time the fixes leave
         left = host_cost if bound_by == "host_floor" else over * idle_left / idle0 if idle0 > 0 else 0.0
@@ -115,11 +115,13 @@ def with_unprofiled(what: dict[str, Any] | None, metrics: Mapping[str, Any]) -> 
 
     top_cut = m - float(what["step_ns_if_fixed"])
     top_left = idle0 - top_cut if what.get("pool") == "idle" else idle0
-    one = unprofiled(float(what["step_ns_if_fixed"]), max(top_left, 0.0), what.get("bound_by"))
+    one = unprofiled(float(what["step_ns_if_fixed"]), max(top_left, 0.0), what.get("bound_by"), floor)
     every = unprofiled(
         float(what["all"]["step_ns_if_fixed"]),
         float(what["all"].get("idle_left_ns") or 0.0),
         what["all"].get("bound_by"),
+        # the device-side findings shorten the GPU's own work: every finding removed leaves the lower floor
+        float(what["all"].get("compute_floor_ns") or floor),
     )
     what["unprofiled"] = {
         "step_ns": int(u),
