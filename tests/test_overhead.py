@@ -8,6 +8,9 @@
   capture helper's pre-window steps disagree with the model (trust_host_*: the early steps ran 11.8-16.4 ms against a
   17.7-21.7 ms reference, docs/captures_3.md) the capture says so; with steps timed after the window (the helper's
   schema 2, here the truth's reference steps) within 0.05 on all six trust_* captures, and nothing flagged.
+- Batch 4 (tests/data/trust4_*, docs/captures_4.md): the helper's own 10 steps after the window are what the report
+  measures against; GPU-bound within 0.05; host-bound the share is (profiled - after-window median) / profiled, and
+  its error is the truth's own move between its two unprofiled windows (0.05 not demonstrable where that is > 0.05).
 - Planted problems (tests/trust_fixtures.py: real traces edited) show in the report and in the CLI's text.
 - CUDA/HIP graph replays of a real vLLM trace: grouped, no launch-gap or tiny-kernel finding from them.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -220,3 +224,74 @@ def test_an_unprofiled_step_longer_than_the_profiled_one_takes_the_cut_as_is() -
     assert 0 < cut < 100_000
     assert abs((up["step_ns"] - up["step_ns_if_fixed"]) - cut) <= 1
     assert up["saving_share"] < 0.01
+
+
+# Batch 4 (docs/captures_4.md): the helper itself timed 10 steps after the window (schema 2), the truth 20 reference
+# steps after those, in the same process, on one H100. Expectations from truth.json and the trace read with gzip + json.
+AFTER_WINDOW = sorted(p.name for p in TEST_DATA.glob("trust4_*") if (p / "truth.json").is_file())
+
+
+def _batch4(name: str) -> tuple[dict, Path, float, float, float, float]:
+    """truth.json, the trace, and by hand: the profiled median step (ms) as the trace's ProfilerStep spans hold it
+    (the product's P on a host-bound step), the helper's after-window median (ms), the truth's reference median (ms)
+    and its profiled median on the host clock (ms)."""
+    folder = TEST_DATA / name
+    truth = json.loads((folder / "truth.json").read_text())
+    (rank,) = truth["ranks"]
+    (trace_file,) = rank["trace_files"]
+    path = folder / trace_file
+    with gzip.open(path, "rt") as fh:
+        spans = {e["name"]: e["dur"] for e in json.load(fh)["traceEvents"]
+                 if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")}
+    span_ms = statistics.median(spans[f"ProfilerStep#{s}"] / 1e3 for s in truth["profiled_steps"])
+    after_ms = statistics.median(rank["helper_unprofiled"]["after_step_ns"]) / 1e6
+    ref_ms = statistics.median(rank["reference"]["wall_ms"])
+    host_ms = statistics.median(rank["profiled"]["host_ms"][s] for s in truth["profiled_steps"])
+    return truth, path, span_ms, after_ms, ref_ms, host_ms
+
+
+def test_batch4_has_the_six_trust_captures() -> None:
+    assert AFTER_WINDOW == [f"trust4_{b}_{o}" for b in ("gpu", "host") for o in ("default", "full", "min")]
+
+
+@pytest.mark.parametrize("name", AFTER_WINDOW)
+def test_the_helpers_steps_after_the_window_are_what_the_report_measures_against(name, capsys) -> None:
+    truth, path, span_ms, after_ms, ref_ms, host_ms = _batch4(name)
+    measured = truth["measured_profiler_overhead_share"]
+    assert measured == pytest.approx((host_ms - ref_ms) / host_ms, abs=1e-4)
+    cli_main(["report", str(path), "--format", "json"])
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    cap = run["metrics"]["capture"]
+    assert cap == api.report(str(path))["runs"][0]["metrics"]["capture"]
+    # THEN the report measures against the 10 steps timed after the window, and says so
+    assert cap["overhead_basis"] == "unprofiled_steps" and cap["unprofiled_steps"] == 10
+    assert cap["unprofiled_step_ns"] == pytest.approx(after_ms * 1e6, abs=1)
+    assert "timed after the profiled window" in cap["overhead_method"]
+    est = cap["profiler_overhead_share"]
+    if name.startswith("trust4_gpu"):
+        # GPU-bound: within #24's 0.05 of the measured share (errors -0.022, -0.018, +0.003 on these)
+        assert abs(est - measured) <= MEASURED_TOLERANCE, (name, est, measured)
+        assert "unprofiled_disagrees" not in [p["kind"] for p in cap["problems"]]
+        return
+    # host-bound: the report's share is (profiled - after-window median) / profiled, P the ProfilerStep spans' median
+    assert cap["profiled_step_ns"] == pytest.approx(span_ms * 1e6, abs=1)
+    assert est == pytest.approx((span_ms - after_ms) / span_ms, abs=1e-6)
+    # and its error against the truth is the truth's own move between its two unprofiled windows in one process: the
+    # after-window median and the reference median differ by (ref - after) / profiled (0.012, 0.053, 0.122 of the
+    # step), and the error follows it within the spans' vs the host clock's profiled step (0.013 at most)
+    gap_share = (ref_ms - after_ms) / host_ms
+    assert abs((est - measured) - gap_share) <= 0.015, (name, est - measured, gap_share)
+
+
+def test_host_bound_batch4_misses_exactly_where_the_truth_moves() -> None:
+    """Where the two unprofiled windows of one process differ by more than 0.05 of the profiled step, 0.05 is not
+    demonstrable against that truth, and those are the captures that miss it (docs/captures_4.md)."""
+    moved, missed = set(), set()
+    for name in [n for n in AFTER_WINDOW if n.startswith("trust4_host")]:
+        truth, path, span_ms, after_ms, ref_ms, host_ms = _batch4(name)
+        est = api.report(str(path))["runs"][0]["metrics"]["capture"]["profiler_overhead_share"]
+        if abs(ref_ms - after_ms) / host_ms > MEASURED_TOLERANCE:
+            moved.add(name)
+        if abs(est - truth["measured_profiler_overhead_share"]) > MEASURED_TOLERANCE:
+            missed.add(name)
+    assert moved == missed == {"trust4_host_full", "trust4_host_min"}
