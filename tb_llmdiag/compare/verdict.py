@@ -4,13 +4,16 @@ Built only from the document's own fields (``core.compare``).
 The verdict says what changed in throughput, which findings went or came, and where the bottleneck is now, e.g.
 for two runs
 
-    AFTER is 5.9x faster in tokens/s (1954 -> 11593 tokens/s; step 575 ms -> 365 ms at 3.1x the tokens per
-    step); `pageable_memcpy`, `variable_shapes` and `warmup_in_window` are gone; the bottleneck is still
-    `host_bound`, now 64 % of the step (was 92 %).
+    AFTER is 5.9x faster in tokens/s (1954/s -> 11.6 k/s; step 575 ms -> 365 ms at 3.1x the tokens per
+    step); "Every new batch shape costs host work while the GPU waits", ... are gone; the bottleneck is
+    still "The GPU waits for the host to launch work", now 64.4 % of the step (was 75.5 %).
+
+Every number goes through ``tb_llmdiag.units.fmt`` by its registry unit, the formatter of the run report and
+the tab's cards, so a figure reads the same in the verdict, the compare table and the cards (#25).
 
 and for two jobs
 
-    AFTER's job step is 2.8x faster (65.2 ms -> 23.2 ms; 125617 -> 353623 job tokens/s); `exposed_communication`
+    AFTER's job step is 2.8x faster (65.2 ms -> 23.2 ms; job tokens/s 126 k/s -> 354 k/s); `exposed_communication`
     is gone (was 65 % of the job step, now 1 %); no job bottleneck finding remains.
 
 A job's clauses: the primary number (the job step when both jobs do the same work per step, else job tokens /
@@ -31,8 +34,6 @@ from tb_llmdiag.units import fmt, fmt_ns
 TIMES_FROM = 1.5
 #: at most this many other regressed metrics are named in the verdict
 MAX_OTHERS = 3
-#: units printed as whole numbers from 100 up (11593/s, 5816 launches per step), not 1.16e+04
-WHOLE_FROM_100 = ("per_s", "count", "count_per_step")
 #: a job finding's threshold, by id: a resolved finding whose metric is still above it was held back by a floor
 _ABOVE = {rule.id: rule.above for rule in JOB_RULES}
 
@@ -121,7 +122,7 @@ def throughput(doc: Mapping[str, Any]) -> str:
     b, a = row["before"], row["after"]
     tokens = key == "headline.tokens_per_s"
     what = "in tokens/s" if tokens else "per step"
-    values = f"{b:.0f} -> {a:.0f} tokens/s" if tokens else ""
+    values = f"{fmt('per_s', b)} -> {fmt('per_s', a)}" if tokens else ""
     steps = _steps(doc)
     detail = "; ".join(x for x in (values, steps) if x)
     if b <= 0 or a <= 0:
@@ -148,18 +149,18 @@ def bottleneck_clause(doc: Mapping[str, Any]) -> str | None:
     b, a = doc["bottleneck"]["before"], doc["bottleneck"]["after"]
     if a and b and a["id"] == b["id"]:
         return (
-            f"the bottleneck is still {named(a)}, now {100 * a['share']:.0f} % of the step "
-            f"(was {100 * b['share']:.0f} %)"
+            f"the bottleneck is still {named(a)}, now {fmt('share', a['share'])} of the step "
+            f"(was {fmt('share', b['share'])})"
         )
     if a and b:
         return (
-            f"the bottleneck moved from {named(b)} ({100 * b['share']:.0f} % of the step) to "
-            f"{named(a)} ({100 * a['share']:.0f} %)"
+            f"the bottleneck moved from {named(b)} ({fmt('share', b['share'])} of the step) to "
+            f"{named(a)} ({fmt('share', a['share'])})"
         )
     if a:
-        return f"the bottleneck is now {named(a)} ({100 * a['share']:.0f} % of the step)"
+        return f"the bottleneck is now {named(a)} ({fmt('share', a['share'])} of the step)"
     if b:
-        return f"no bottleneck finding remains (was {named(b)}, {100 * b['share']:.0f} % of the step)"
+        return f"no bottleneck finding remains (was {named(b)}, {fmt('share', b['share'])} of the step)"
     return None
 
 
@@ -193,7 +194,7 @@ def job_throughput(doc: Mapping[str, Any]) -> str:
     if step is not None and step["before"] is not None and step["after"] is not None:
         parts.append(f"{fmt_ns(step['before'])} -> {fmt_ns(step['after'])}")
     if tps is not None and tps["before"] is not None and tps["after"] is not None:
-        parts.append(f"{tps['before']:.0f} -> {tps['after']:.0f} job tokens/s")
+        parts.append(f"job tokens/s {fmt('per_s', tps['before'])} -> {fmt('per_s', tps['after'])}")
     if wk["differs"]:
         parts.append(f"at {wk['ratio']:.2g}x the tokens per job step")
     detail = "; ".join(parts)
@@ -269,19 +270,12 @@ def verdict(doc: Mapping[str, Any]) -> str:
     return "; ".join(c for c in clauses if c) + "."
 
 
-def value_text(unit: str, v: Any) -> str:
-    """A value by its registry unit; throughput whole (11593/s), not 1.16e+04."""
-    if unit in WHOLE_FROM_100 and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 100:
-        return f"{v:.0f}" + ("/s" if unit == "per_s" else "")
-    return fmt(unit, v)
-
-
 def band_text(row: Mapping[str, Any]) -> str:
     n = row.get("noise")
     if not n:
         return "-"
     if n.get("band_lo_change") is None:
-        return f"{value_text(row['unit'], n['band_lo'])} .. {value_text(row['unit'], n['band_hi'])}"
+        return f"{fmt(row['unit'], n['band_lo'])} .. {fmt(row['unit'], n['band_hi'])}"
     return f"{100 * n['band_lo_change']:+.1f} .. {100 * n['band_hi_change']:+.1f} %"
 
 
@@ -290,7 +284,7 @@ def regression_line(row: Mapping[str, Any]) -> str:
     n = row.get("noise")
     noise = f"noise band {band_text(row)}" if n else "noise not modelled (one value per run)"
     return (
-        f"{row['label']} ({row['key']}) regressed: {value_text(row['unit'], row['before'])} -> "
-        f"{value_text(row['unit'], row['after'])} ({change_text(row)}; better {row['better']}; tolerance "
+        f"{row['label']} ({row['key']}) regressed: {fmt(row['unit'], row['before'])} -> "
+        f"{fmt(row['unit'], row['after'])} ({change_text(row)}; better {row['better']}; tolerance "
         f"{100 * row['tolerance']:g} %; {noise})"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tb_llmdiag.compare.verdict import band_text, change_text, value_text
+from tb_llmdiag.compare.verdict import band_text, change_text
 from tb_llmdiag.render.compare_text import judgement
 from tb_llmdiag.render.markdown import code, esc, prose, table
 from tb_llmdiag.units import fmt
@@ -73,7 +73,7 @@ def render_compare_md(doc: Mapping[str, Any]) -> str:
     rows = [
         [esc(r["label"] if not r["key"].startswith("kernels.by_category.") else
              f"kernels: {r['key'].split('.')[2]} share"),
-         value_text(r["unit"], r["before"]), value_text(r["unit"], r["after"]), change_text(r), band_text(r),
+         fmt(r["unit"], r["before"]), fmt(r["unit"], r["after"]), change_text(r), band_text(r),
          esc(judgement(r))]
         for r in doc["metrics"]
     ]  # fmt: skip

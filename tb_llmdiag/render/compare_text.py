@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tb_llmdiag.compare.verdict import band_text, change_text, named, value_text
+from tb_llmdiag.compare.verdict import band_text, change_text, named
 from tb_llmdiag.units import fmt
 
 
@@ -100,8 +100,8 @@ def render_compare(doc: Mapping[str, Any]) -> str:
             r["label"]
             if not r["key"].startswith("kernels.by_category.")
             else f"kernels: {r['key'].split('.')[2]} share",
-            value_text(r["unit"], r["before"]),
-            value_text(r["unit"], r["after"]),
+            fmt(r["unit"], r["before"]),
+            fmt(r["unit"], r["after"]),
             change_text(r),
             band_text(r),
             judgement(r),

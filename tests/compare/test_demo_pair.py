@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tb_llmdiag.cli import main
+from ratetext import per_s
 from tracepaths import REPO
 
 SEED = REPO / "demo_logs" / "seed_lora_qwen1.5b"
@@ -63,21 +64,21 @@ def expected_verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     top_b = next(f for f in before["findings"] if own(f) > 0)
     top_a = next(f for f in after["findings"] if own(f) > 0)
     assert top_b["id"] == top_a["id"]
-    return (f"AFTER is {tps_a / tps_b:.1f}x faster in tokens/s ({tps_b:.0f} -> {tps_a:.0f} tokens/s; "
+    return (f"AFTER is {tps_a / tps_b:.1f}x faster in tokens/s ({per_s(tps_b)} -> {per_s(tps_a)}; "
             f"step {med_b / 1e6:.0f} ms -> {med_a / 1e6:.0f} ms at {work:.1f}x the tokens per step); "
             f"{', '.join(gone[:-1])} and {gone[-1]} are gone; the bottleneck is still \"{top_a['title']}\", "
-            f"now {100 * own(top_a):.0f} % of the step (was {100 * own(top_b):.0f} %).")
+            f"now {100 * own(top_a):.1f} % of the step (was {100 * own(top_b):.1f} %).")
 
 
 def test_verdict_matches_the_two_reports(reports: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     before, after = reports["seed"]["runs"][0], reports["fixed"]["runs"][0]
     want = expected_verdict(before, after)
     # the figures the issue quotes, as a reader would check them
-    assert want.startswith("AFTER is 5.9x faster in tokens/s (1954 -> 11593 tokens/s; step 575 ms -> 365 ms at 3.1x")
+    assert want.startswith("AFTER is 5.9x faster in tokens/s (1954/s -> 11.6 k/s; step 575 ms -> 365 ms at 3.1x")
     assert ('"Every new batch shape costs host work while the GPU waits", "Host-to-device copies use pageable memory" '
             'and "The profiled window includes warm-up" are gone') in want
-    assert want.endswith('the bottleneck is still "The GPU waits for the host to launch work", now 64 % of the step '
-                         '(was 75 %).')
+    assert want.endswith('the bottleneck is still "The GPU waits for the host to launch work", now 64.4 % of the step '
+                         '(was 75.5 %).')
     assert main(["compare", str(SEED), str(FIXED)]) == 0
     text = capsys.readouterr().out
     assert want in text.splitlines()
@@ -142,5 +143,5 @@ def test_check_against_a_committed_style_report(reports: dict[str, Any], capsys:
     assert main(["check", str(reports["seed_path"]), "--baseline", str(reports["fixed_path"])]) == 1
     out = capsys.readouterr().out
     lines = [l for l in out.splitlines() if l.startswith("REGRESSION ")]
-    assert lines[0].startswith("REGRESSION tokens/s (headline.tokens_per_s) regressed: 11593/s -> 1954/s")
+    assert lines[0].startswith("REGRESSION tokens/s (headline.tokens_per_s) regressed: 11.6 k/s -> 1954/s")
     assert not any("step_median_ns" in l for l in lines)

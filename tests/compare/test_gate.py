@@ -52,9 +52,9 @@ def test_faster_step_with_smaller_batch_is_a_throughput_regression() -> None:
     step = next(r for r in doc["metrics"] if r["key"] == "headline.step_median_ns")
     assert step["comparable"] is False and step["direction"] == "better" and not step["regressed"]
     assert doc["work"]["differs"] and doc["work"]["ratio"] == pytest.approx(0.5)
-    assert result["regressions"][0]["line"].startswith("tokens/s (headline.tokens_per_s) regressed: 40960/s -> 25600/s (-37.5 %")
-    # 40960 / 25600 = 1.6: a ratio from 1.5 on reads as a factor
-    assert doc["verdict"].startswith("AFTER is 1.6x slower in tokens/s (40960 -> 25600 tokens/s; "
+    assert result["regressions"][0]["line"].startswith("tokens/s (headline.tokens_per_s) regressed: 41 k/s -> 25.6 k/s (-37.5 %")
+    # 40960 / 25600 tokens/s = 1.6: a ratio from 1.5 on reads as a factor
+    assert doc["verdict"].startswith("AFTER is 1.6x slower in tokens/s (41 k/s -> 25.6 k/s; "
                                      "step 100 ms -> 80 ms at 0.5x the tokens per step)")
 
 
@@ -108,7 +108,7 @@ def test_findings_diff_and_bottleneck() -> None:
                                  "after": {"id": "dataloader_stall", "title": "dataloader_stall", "share": 0.3}}
     # findings named by their titles in quotes (these test findings' titles are their ids), never in backticks (#25)
     assert doc["verdict"].endswith('"pageable_memcpy" is gone; "dataloader_stall" is new; the bottleneck moved from '
-                                   '"host_bound" (60 % of the step) to "dataloader_stall" (30 %).')
+                                   '"host_bound" (60.0 % of the step) to "dataloader_stall" (30.0 %).')
 
 
 def test_tolerance_floors() -> None:

@@ -24,6 +24,7 @@ import pytest
 
 from tb_llmdiag.cli import main
 from tb_llmdiag.compare import compare_jobs
+from ratetext import per_s
 from tracepaths import REPO
 
 DATA = REPO / "tests" / "data"
@@ -94,8 +95,8 @@ def test_slow_to_fast_transport_verdict_and_numbers(saved: dict[str, Any]) -> No
     assert tokens == truth_tokens("ddp_fast_transport") == 8192
     xb, xa = slow["metrics"]["exposed_transfer_share"], fast["metrics"]["exposed_transfer_share"]
     expected = (
-        f"AFTER's job step is {sb / sa:.1f}x faster ({ms(sb)} -> {ms(sa)}; {tokens * 1e9 / sb:.0f} -> "
-        f"{tokens * 1e9 / sa:.0f} job tokens/s); \"Collective transfers no compute hides\" is gone (was {pct(xb)} of the job step, "
+        f"AFTER's job step is {sb / sa:.1f}x faster ({ms(sb)} -> {ms(sa)}; job tokens/s "
+        f"{per_s(tokens * 1e9 / sb)} -> {per_s(tokens * 1e9 / sa)}); \"Collective transfers no compute hides\" is gone (was {pct(xb)} of the job step, "
         f"now {pct(xa)}); no job bottleneck finding remains."
     )
     assert doc["verdict"] == expected
@@ -149,7 +150,7 @@ def test_check_passes_a_job_against_itself_and_fails_fast_to_slow(saved: dict[st
     ]
     tb, ta = 8192e9 / job_step(fast), 8192e9 / job_step(slow)
     assert lines[0].startswith(
-        f"REGRESSION job tokens/s (job.tokens_per_s) regressed: {tb:.0f}/s -> {ta:.0f}/s ({100 * (ta / tb - 1):+.1f} %; "
+        f"REGRESSION job tokens/s (job.tokens_per_s) regressed: {per_s(tb)} -> {per_s(ta)} ({100 * (ta / tb - 1):+.1f} %; "
         "better higher; tolerance 5 %; noise band "
     )
     rc, text, _ = _run(["check", saved["ddp_slow_transport_path"], "--baseline", saved["ddp_fast_transport_path"], "--json"])
@@ -259,7 +260,7 @@ def test_noise_only_job_twin_passes_the_readme_gate_both_ways(saved: dict[str, A
     rc, text, _ = _run(["check", saved["ddp_fast_transport_b_path"], "--baseline", saved["ddp_fast_transport_path"]])
     assert rc == 1
     tb, ta = 8192e9 / job_step(a), 8192e9 / job_step(b)
-    assert f"REGRESSION job tokens/s (job.tokens_per_s) regressed: {tb:.0f}/s -> {ta:.0f}/s ({100 * (ta / tb - 1):+.1f} %;" in text
+    assert f"REGRESSION job tokens/s (job.tokens_per_s) regressed: {per_s(tb)} -> {per_s(ta)} ({100 * (ta / tb - 1):+.1f} %;" in text
     # nothing planted: neither side has a job finding, so the diff lists none (ddp_fast_transport_b's rank 0 makes
     # the other wait 5.9 % of the step on average, within its step-to-step spread: a job note, not a finding)
     rc, text, _ = _run(["compare", saved["ddp_fast_transport_path"], saved["ddp_fast_transport_b_path"], "--json"])
@@ -284,7 +285,7 @@ def test_balancing_the_straggler_s_tokens(saved: dict[str, Any]) -> None:
     assert doc["work"]["differs"] is False and row(doc, "job.job_step_ns")["comparable"] is True
     assert doc["verdict"].startswith(
         f"AFTER's job step is {100 * (sb / sa - 1):.1f} % faster ({sb / 1e6:.3g} ms -> {sa / 1e6:.3g} ms; "
-        f"{6144e9 / sb:.0f} -> {6144e9 / sa:.0f} job tokens/s)"
+        f"job tokens/s {per_s(6144e9 / sb)} -> {per_s(6144e9 / sa)})"
     )
     assert row(doc, "job.tokens_per_s")["beyond_noise"] is True and row(doc, "job.tokens_per_s")["direction"] == "better"
     imb = row(doc, "job.imbalance_share")  # (max - min) of the ranks' mean compute per step, over the job step

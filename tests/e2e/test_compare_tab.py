@@ -5,13 +5,18 @@ to docs/screenshot-compare.png."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 
+from ratetext import duration, per_s, share
 from tb_llmdiag import api
 from tbserver import CHROMIUM, REPO, get_json, tensorboard, wait_all_analysed
 from test_tab import (ARTIFACTS, browser, new_page, no_foreign, open_tab, plugin_hash,  # noqa: F401
@@ -88,5 +93,67 @@ def test_compare_mode_deep_link_cards_findings_and_overlay(server, browser, requ
         assert plugin_hash(page)["base_run"] == SEED and plugin_hash(page)["run"] == FIXED
         assert not errors, errors
         assert not no_foreign(requests_seen), no_foreign(requests_seen)
+    finally:
+        ctx.close()
+
+
+def _compare_cli(*args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "tb_llmdiag", "compare", str(REPO / "demo_logs" / SEED),
+                          str(REPO / "demo_logs" / FIXED), *args], capture_output=True, text=True, cwd=REPO,
+                         timeout=180, check=True)
+    return out.stdout
+
+
+def _table_cells(text: str, label: str) -> list[str]:
+    """The cells of the CLI compare table's row ``label`` (columns are two or more spaces apart)."""
+    row = next(ln for ln in text.splitlines() if ln.startswith(f"  {label}  "))
+    return re.split(r"\s{2,}", row.strip())
+
+
+def test_compare_figures_read_the_same_in_cards_verdict_cli_and_json(server, browser, requests_seen):  # noqa: F811
+    """#25, the compare view: tokens/s and the median step of both sides, and the bottleneck's share of the step
+    before and after (the verdict's figures), read the same in the tab's cards, table, verdict and finding diff,
+    in `llmdiag compare` text and Markdown; the expected text is the ``--json`` numbers formatted by
+    tests/ratetext.py, which shares no code with the product."""
+    base, _ = server
+    doc = json.loads(_compare_cli("--json"))
+    text, md = _compare_cli(), _compare_cli("--format", "md")
+    rows = {r["key"]: r for r in doc["metrics"]}
+    tps, step = rows["headline.tokens_per_s"], rows["headline.step_median_ns"]
+    want = {"tokens/s": (per_s(tps["before"]), per_s(tps["after"])),
+            "median step": (duration(step["before"]), duration(step["after"]))}
+    assert want == {"tokens/s": ("1954/s", "11.6 k/s"), "median step": ("575 ms", "365 ms")}  # the issue's figures
+    bn = doc["bottleneck"]
+    assert bn["before"]["id"] == bn["after"]["id"]
+    was, now = share(bn["before"]["share"]), share(bn["after"]["share"])
+    verdict = doc["verdict"]
+    assert (f"({want['tokens/s'][0]} -> {want['tokens/s'][1]}; step {want['median step'][0]} -> "
+            f"{want['median step'][1]} at ") in verdict
+    assert f"now {now} of the step (was {was})." in verdict
+    # the CLI: the same verdict, and the table's rows in the same text (Markdown: bold verdict, pipe rows)
+    assert verdict in text.splitlines() and f"**{verdict}**" in md.splitlines()
+    for label, (b, a) in want.items():
+        assert _table_cells(text, label)[1:3] == [b, a], label
+        assert f"| {label} | {b} | {a} |" in md, label
+    changed = next(f for f in doc["findings"]["changed"] if f["id"] == bn["after"]["id"])
+    assert (share(changed["saving_share_before"]), share(changed["saving_share_after"])) == (was, now)
+    assert f'changed: "{changed["title"]}" {was} -> {now}' in text
+    # the tab: the same verdict, the cards and the table's cells, the changed finding's shares
+    ctx, page, errors = new_page(browser, requests_seen)
+    try:
+        f = open_tab(page, base, HASH)
+        wait_panel(f)
+        f.locator(".compare-verdict").wait_for(timeout=30_000)
+        assert f.locator(".compare-verdict").inner_text() == verdict
+        for key, label in (("headline.tokens_per_s", "tokens/s"), ("headline.step_median_ns", "median step")):
+            b, a = want[label]
+            card = f.locator(f".compare-cards .card[data-key='{key}']")
+            assert card.locator(".card-value").inner_text() == a, key
+            assert card.locator(".card-sub").inner_text().startswith(f"baseline {b} · "), key
+            cells = f.locator(f".compare-table tr[data-key='{key}'] td").all_inner_texts()
+            assert cells[1:3] == [b, a], key
+        item = f.locator(f".fd.changed .fd-item[data-id='{changed['id']}']").inner_text()
+        assert item.startswith(f"{changed['title']} {was} → {now}")
+        assert not errors, errors
     finally:
         ctx.close()
