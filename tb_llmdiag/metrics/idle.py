@@ -248,6 +248,14 @@ INTRO: Intro = (
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
+#: the shared part of the definitions of `idle.host_wait_top_ops[]`'s fields
+_TOP_OPS_ENTRY = (
+    "`host_wait_top_ops` entry: the 5 host operator names (CPU ops) that ran longest during "
+    "`host_wait` gaps: `name`, `idle_ns` (the union of the name's ranges within those gaps: nested "
+    "calls, or calls on parallel threads such as XLA's compiler threads, count once, so it never "
+    "exceeds `host_wait_ns`), `share` (/ window_ns)"
+)
+
 ENTRIES: tuple[Entry, ...] = (
     ("idle.busy_ns", NS, HIGHER, 0.05, "busy", "length of the union of the device events other than collectives (kernels, memcpy, memset) inside the window (changed in report schema 3: collectives no longer count as busy)"),
     ("idle.collective_ns", NS, LOWER, 0.05, "communication only", "window time the device runs only collective kernels (neither busy nor idle); busy + collective + idle = window"),
@@ -310,20 +318,11 @@ ENTRIES: tuple[Entry, ...] = (
     ("idle.window_source", TEXT, NEITHER, 0, "window source",
      "`steps`, `device` or `trace`: what the window is (Common definitions)"),
     ("idle.host_wait_top_ops[].idle_ns", NS, LOWER, 0.05, "host wait top op idle",
-     "`idle_ns` of each `host_wait_top_ops` entry: the 5 host operator names (CPU ops) that ran longest "
-     "during `host_wait` gaps: `name`, `idle_ns` (the union of the name's ranges within those gaps: nested "
-     "calls, or calls on parallel threads such as XLA's compiler threads, count once, so it never exceeds "
-     "`host_wait_ns`), `share` (/ window_ns)"),
+     "`idle_ns` of each " + _TOP_OPS_ENTRY),
     ("idle.host_wait_top_ops[].name", TEXT, NEITHER, 0, "host wait top op name",
-     "`name` of each `host_wait_top_ops` entry: the 5 host operator names (CPU ops) that ran longest "
-     "during `host_wait` gaps: `name`, `idle_ns` (the union of the name's ranges within those gaps: nested "
-     "calls, or calls on parallel threads such as XLA's compiler threads, count once, so it never exceeds "
-     "`host_wait_ns`), `share` (/ window_ns)"),
+     "`name` of each " + _TOP_OPS_ENTRY),
     ("idle.host_wait_top_ops[].share", SHARE, LOWER, 0.1, "host wait top op share",
-     "`share` of each `host_wait_top_ops` entry: the 5 host operator names (CPU ops) that ran longest "
-     "during `host_wait` gaps: `name`, `idle_ns` (the union of the name's ranges within those gaps: nested "
-     "calls, or calls on parallel threads such as XLA's compiler threads, count once, so it never exceeds "
-     "`host_wait_ns`), `share` (/ window_ns)"),
+     "`share` of each " + _TOP_OPS_ENTRY),
     ("idle.low_util_steps[]", INDEX, NEITHER, 0, "low util steps",
      "steps whose `busy_share` (`steps.per_step[]`) < 0.5 (Nsight's 50 % rule, per step)"),
 )

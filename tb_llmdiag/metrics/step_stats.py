@@ -197,6 +197,15 @@ INTRO: Intro = (
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
+#: the shared part of the definitions of `steps.outlier_causes[]`'s fields
+_OUTLIER_CAUSE_ENTRY = (
+    "`outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` (over the "
+    "median), `first` (the first profiled step), and `cause`: the component of the step "
+    "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
+    "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), "
+    "which becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"
+)
+
 ENTRIES: tuple[Entry, ...] = (
     ("steps.count", COUNT, NEITHER, 0.02, "count", "n, the number of steps"),
     ("steps.cv", RATIO, LOWER, 0.1, "cv", "std / mean (coefficient of variation); null when the mean is 0"),
@@ -232,35 +241,15 @@ ENTRIES: tuple[Entry, ...] = (
      "(d_0 - median(d_1..)) / sum(d) when `warmup_first_step`, else 0: the window time warm-up adds"),
     ("steps.warmup_first_step", FLAG, NEITHER, 0, "warmup first step", "`first_over_rest` >= 1.5"),
     ("steps.outlier_causes[].cause", TEXT, NEITHER, 0, "outlier cause",
-     "`cause` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` (over "
-     "the median), `first` (the first profiled step), and `cause`: the component of the step "
-     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
-     "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
-     "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
+     "`cause` of each " + _OUTLIER_CAUSE_ENTRY),
     ("steps.outlier_causes[].duration_ns", NS, LOWER, 0.05, "outlier cause duration",
-     "`duration_ns` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` "
-     "(over the median), `first` (the first profiled step), and `cause`: the component of the step "
-     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
-     "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
-     "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
+     "`duration_ns` of each " + _OUTLIER_CAUSE_ENTRY),
     ("steps.outlier_causes[].excess_ns", NS, LOWER, 0.05, "outlier cause excess",
-     "`excess_ns` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` "
-     "(over the median), `first` (the first profiled step), and `cause`: the component of the step "
-     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
-     "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
-     "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
+     "`excess_ns` of each " + _OUTLIER_CAUSE_ENTRY),
     ("steps.outlier_causes[].first", FLAG, NEITHER, 0, "outlier cause first",
-     "`first` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` (over "
-     "the median), `first` (the first profiled step), and `cause`: the component of the step "
-     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
-     "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
-     "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
+     "`first` of each " + _OUTLIER_CAUSE_ENTRY),
     ("steps.outlier_causes[].index", INDEX, NEITHER, 0, "outlier cause index",
-     "`index` of each `outlier_causes` entry: per outlier step: `index`, `duration_ns`, `excess_ns` (over "
-     "the median), `first` (the first profiled step), and `cause`: the component of the step "
-     "(`steps.per_step`: GPU busy time, idle time by cause) whose excess over its own median across "
-     "steps is largest: `data_loader`, `sync`, `host_wait`, `other`, or `gpu_work` (busy time grew), which "
-     "becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"),
+     "`index` of each " + _OUTLIER_CAUSE_ENTRY),
     ("steps.outliers[]", INDEX, NEITHER, 0, "outliers",
      "steps with d_i > median + max(3 x 1.4826 x MAD, 0.1 x median), MAD = median absolute deviation"),
     ("steps.per_step[].index", INDEX, NEITHER, 0, "step", "the number in the step marker's name (else the ordinal)"),
