@@ -5,8 +5,9 @@
 For every capture with a truth.json holding the profiled and unprofiled (``reference``) step times, reads the trace,
 gets the per-step record counts and the host-wait room from the product, and grid-searches per-record costs that
 minimise the largest error of the modelled share against the measured one, (profiled - unprofiled) / profiled
-(profiled: ``active_median_host_ms``, unprofiled: ``reference.median_wall_ms``). Prints the fit and each capture's
-error. The numbers it prints go into MODEL by hand (and tests/test_overhead.py checks them against the captures).
+(profiled: ``active_median_host_ms``, unprofiled: ``reference.median_wall_ms``). The Python tracer's records are priced at
+``PYTHON_RECORD_NS``, measured on the with/without-stacks pairs (docs/whatif.md), not fitted. Prints the fit and each
+capture's error. The numbers it prints go into MODEL by hand (and tests/test_overhead.py checks them against the captures).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.metrics import analyze
-from tb_llmdiag.metrics.overhead import ROOM_CAUSES, model_ns
+from tb_llmdiag.metrics.overhead import PYTHON_RECORD_NS, ROOM_CAUSES, model_ns
 
 
 def features(truth_path: str) -> list[dict[str, float]]:
@@ -51,7 +52,6 @@ GRID = {
     "op": np.arange(0, 8.01, 0.5) * 1e3,
     "shp": np.arange(0, 4.01, 1.0) * 1e3,
     "rt": np.arange(0, 24.01, 1.0) * 1e3,
-    "py": np.array([0.0, 0.25, 0.5, 1.0, 2.0, 4.0]) * 1e3,
     "mem": np.arange(0, 4.01, 1.0) * 1e3,
     "room": np.array([0.3, 0.4, 0.5, 0.6, 0.8, 1.0]),
 }
@@ -62,15 +62,15 @@ def main(paths: list[str]) -> None:
     col = {k: np.array([x[k] for x in rows]) for k in rows[0] if k != "name"}
     # every combination at once: one axis per cost, the captures on the last axis
     g = np.meshgrid(*GRID.values(), indexing="ij", sparse=True)
-    op, shp, rt, py, mem, room = (a[..., None] for a in g)
-    cost = col["cpu_ops"] * (op + shp * col["shapes"]) + col["runtime_calls"] * rt + col["python_frames"] * py
+    op, shp, rt, mem, room = (a[..., None] for a in g)
+    cost = col["cpu_ops"] * (op + shp * col["shapes"]) + col["runtime_calls"] * rt + col["python_frames"] * PYTHON_RECORD_NS
     cost = cost + col["memory_samples"] * mem
     err = np.minimum(cost, col["room"] * room) / col["P"] - col["measured"]
     rms = np.sqrt((err**2).mean(axis=-1))
     best = np.unravel_index(int(np.argmin(rms)), rms.shape)
     combo = [float(v[i]) for v, i in zip(GRID.values(), best)]
     e = err[best]
-    print(f"rms {rms[best]:.3f}, max {np.abs(e).max():.3f}; costs ns (op, shapes, runtime, python, memory), room share:",
+    print(f"rms {rms[best]:.3f}, max {np.abs(e).max():.3f}; costs ns (op, shapes, runtime, memory), room share:",
           combo)
     for x, d in zip(rows, e):
         print(f"{x['name']:32s} measured {x['measured']:+.3f}  model {x['measured'] + d:+.3f}  error {d:+.3f}")

@@ -9,19 +9,27 @@ an unprofiled run where the trace places the profiler's cost in it, else ``savin
 #25) lies within [LOW, HIGH] x the cause's cost measured unprofiled (``cause_cost_median_ns``: the median step with
 the cause less the median step without it), and never above the profiled median step.
 
-The band, from the data (ratios stated / cost; before this band the test took >= 0.6 and no upper bound):
+The cause's cost is a range where the truth times the planted work in every step (``host_work_ms``): its
+unprofiled cost after the window (``cause_cost_median_ns``, the reference steps) and that cost moved by how much
+longer (or shorter) the work took in the unprofiled steps before the window (the profiler's skip and warm-up steps)
+than in those after it. The two unprofiled windows disagree on two captures: ``build_masks`` took 49.0 ms (median)
+before the window and 28.0 ms after it, the release of ``release_memory_stack`` 208.9 ms before and 260.7 ms after.
+The profiled run was in neither, so the stated saving is held to the range, not to one end of it.
 
-| capture | profiled saving | stated (basis) | why it is off |
-|---|---|---|---|
-| host_pause | 1.05 | 1.05 (profiled; a sleep holds no record) | |
-| host_python | 2.25 | 1.71 (unprofiled: less the 8,203 Python records a call) | the tracer costs ~3.7 us a record here, the fitted model 1.7 us |
-| masked_select | 3.86 | 1.73 (unprofiled step, GPU's work as floor) | the fix adds GPU work (cross-entropy over all 4,096 rows); the cost, 2.9 ms, is inside its own noise (0.8-4.1 ms, quartiles) |
-| module_hooks | 0.95 | 0.95 (profiled) | |
-| no_cache_alloc | 0.76 | 0.76 (profiled) | the cudaMalloc / cudaFree inside operators that also launch are not all GPU idle time |
-| release_memory | 0.86 | 0.86 (profiled) | |
-| release_memory_stack | 0.65 | 0.65 (profiled) | names gc.collect; the range's cudaFree and the re-allocation after are allocator time; the release varies 200-290 ms |
+The band, from the data (ratio stated / the nearest end of the range, 1.00 inside it; before this band the test took
+[0.6, 1.75] x ``cause_cost_median_ns``, and >= 0.6 with no upper bound before that):
 
-So LOW = 0.6 and HIGH = 1.75: every capture's stated saving within it, the largest residual errors said above.
+| capture | cost range (ms) | profiled saving | stated (basis) | why it is off |
+|---|---|---|---|---|
+| host_pause | 96.5-96.6 | 1.05 | 1.05 (profiled; a sleep holds no record) | |
+| host_python | 25.7-46.6 | 1.24 | 1.09 (unprofiled: less the 8,201 Python-tracer records a call at 0.8 us and 2 operators, 6.6 ms) | above the pre-window end: the records' cost is measured on other captures (docs/whatif.md), the code's own time in the profiled steps is as they ran it |
+| masked_select | 2.9 | 3.86 | 1.73 (unprofiled step, GPU's work as floor) | the fix adds GPU work (cross-entropy over all 4,096 rows); the cost, 2.9 ms, is inside its own noise (0.8-4.1 ms, quartiles) |
+| module_hooks | 20.4 | 0.95 | 0.95 (profiled) | |
+| no_cache_alloc | 54.9 | 0.76 | 0.76 (profiled) | the cudaMalloc / cudaFree inside operators that also launch are not all GPU idle time |
+| release_memory | 213.0-215.0 | 0.86 | 0.86 (profiled) | |
+| release_memory_stack | 207.4-259.3 | 0.81 | 0.81 (profiled) | names gc.collect; the range's cudaFree and the re-allocation after are allocator time |
+
+So BAND = [0.75, 1.25] for every capture but masked_select (``BANDS``: up to 1.75, its reason above).
 LLMDIAG_GPU_FIXTURES points these tests at another copy of tests/data (as tests/test_real_traces.py's).
 """
 
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from pathlib import Path
 
 import pytest
@@ -37,7 +46,10 @@ from tb_llmdiag import api
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("LLMDIAG_GPU_FIXTURES", REPO / "tests" / "data"))
-LOW, HIGH = 0.6, 1.75
+#: stated / the cause's cost range, every capture (module docstring's table)
+BAND = (0.75, 1.25)
+#: where the data supports no tighter band, with the reason in the table
+BANDS = {"blame_masked_select": (0.75, 1.75)}
 
 #: capture -> (finding id naming the cause, names its title/summary/evidence must say)
 PLANTED: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -59,6 +71,22 @@ PLANTED: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+def cost_range_ns(truth: dict) -> tuple[float, float]:
+    """The cause's unprofiled cost per step as a range (module docstring): ``cause_cost_median_ns``, and where the truth
+    times the planted work in every step, that cost moved by the work's median before the window less after it."""
+    cost = float(truth["cause_cost_median_ns"])
+    r = truth["ranks"][0]
+    work = [w for w in (r.get("host_work_ms") or {}).values() if isinstance(w, list)]
+    prof, ref = r["profiled"], r["reference"]
+    if len(work) != 1 or len(work[0]) != len(prof["steps"]) + len(ref["steps"]):
+        return cost, cost
+    by_step = dict(zip([*prof["steps"], *ref["steps"]], work[0]))
+    before = [by_step[s] for s, phase in zip(prof["steps"], prof["phases"]) if phase in ("skip", "warmup")]
+    after = [by_step[s] for s in ref["steps"]]
+    moved = cost + (statistics.median(before) - statistics.median(after)) * 1e6
+    return min(cost, moved), max(cost, moved)
+
+
 def _text(f: dict) -> str:
     return " ".join([f["title"], f["summary"], f["fix"]["text"], *(str(v) for v in f["evidence"].values())])
 
@@ -77,11 +105,12 @@ def test_top_two_findings_name_the_planted_activity(name: str) -> None:
     assert hit, (name, [f["id"] for f in top2])
     text = _text(hit[0])
     assert all(n in text for n in names), (name, names, text)
-    # AND its saving, on the basis the report states for it, is within [LOW, HIGH] x the cause's unprofiled cost
-    cost = truth["cause_cost_median_ns"]
+    # AND its saving, on the basis the report states for it, is within the band around the cause's unprofiled cost
+    low, high = cost_range_ns(truth)
     saving = hit[0]["saving"]
     stated = saving["unprofiled_ns"] if saving["unprofiled_ns"] is not None else saving["ns"]
-    assert cost > 0 and LOW * cost <= stated <= HIGH * cost, (name, stated, cost, stated / cost)
+    band_low, band_high = BANDS.get(name, BAND)
+    assert low > 0 and band_low * low <= stated <= band_high * high, (name, stated, low, high)
     assert stated <= saving["ns"] <= run["metrics"]["steps"]["median_ns"], (name, saving)
 
 

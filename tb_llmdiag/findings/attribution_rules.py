@@ -11,7 +11,8 @@ the trace cannot tell why the time goes there, the finding says so and how to se
 from __future__ import annotations
 
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
-from tb_llmdiag.units import fmt
+from tb_llmdiag.metrics.overhead import PYTHON_RECORD_NS
+from tb_llmdiag.units import fmt, fmt_ns
 
 #: top_kind -> the catalogue rule that explains such an activity (``host_activity`` is for the others)
 EXPLAINED_BY: dict[str, str] = {
@@ -67,6 +68,13 @@ def data_dependent_sync(m: Metrics) -> bool:
 
 def unrecorded_where(m: Metrics) -> str:
     return _with_source(lookup(m, "attribution.unrecorded_chain"), lookup(m, "attribution.unrecorded_source"))
+
+
+def profiler_inside(m: Metrics) -> bool:
+    """The profiler records inside the activity holding the unrecorded time (the Python tracer's frames and calls in a
+    pure-Python function): part of its time is the profiler's own (``attribution.unrecorded_profiler_ns``)."""
+    cost = lookup(m, "attribution.unrecorded_profiler_ns")
+    return isinstance(cost, (int, float)) and cost > 0
 
 
 def how_to_see_more(m: Metrics) -> str:
@@ -132,6 +140,19 @@ def top_is_launch(m: Metrics) -> bool:
 
 
 _SEE = "https://pytorch.org/docs/stable/profiler.html#torch.profiler.record_function"
+_UNRECORDED = (
+    "The GPU waits {unrecorded_share} of step time ({unrecorded_ns}) while the host is in {where} with no operator, "
+    "runtime call or frame of its own open: host code the profiler does not record (Python work, garbage collection, "
+    "I/O, sleeps). The trace cannot tell which: {see_more}."
+)
+#: where the profiler records inside it: its own cost there, on its stated basis, and what the trace cannot tell
+_PROFILER_INSIDE = (
+    " About {profiler_ns} of that time is the profiler recording the frames and calls inside it ("
+    + fmt_ns(PYTHON_RECORD_NS)
+    + " a Python-tracer record as measured on captures with and without with_stack, less where the trace shows its "
+    "records closer together), which an unprofiled run does not spend; the rest is the code's own time as the "
+    "profiled steps ran it, which the trace does not time without the profiler."
+)
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
@@ -163,10 +184,10 @@ ATTRIBUTION_RULES: tuple[Rule, ...] = (
         metric="attribution.unrecorded_share", above=0.05,
         saving="attribution.unrecorded_share",
         evidence=(("unrecorded_share", "attribution.unrecorded_share"), ("unrecorded_ns", "attribution.unrecorded_ns"),
-                  ("where", unrecorded_where), ("see_more", how_to_see_more)),
-        summary="The GPU waits {unrecorded_share} of step time ({unrecorded_ns}) while the host is in {where} with no "
-                "operator, runtime call or frame of its own open: host code the profiler does not record (Python "
-                "work, garbage collection, I/O, sleeps). The trace cannot tell which: {see_more}.",
+                  ("where", unrecorded_where), ("see_more", how_to_see_more),
+                  ("profiler_ns", "attribution.unrecorded_profiler_ns")),
+        summary=_UNRECORDED,
+        variants=((profiler_inside, Flavour(summary=_UNRECORDED + _PROFILER_INSIDE)),),
         fix=Fix(text="Find what {where} does on the host ({see_more}), then take it off the step's critical path: "
                      "run it every N steps, in a background thread, or before the loop.",
                 pytorch="from torch.profiler import record_function\n"

@@ -287,7 +287,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("attribution.unrecorded_share", SHARE, LOWER, 0.1, "unrecorded host time idle share", "`unrecorded_ns` / window"),
     ("attribution.unrecorded_chain", TEXT, NEITHER, 0, "unrecorded host time chain", "the range or frame holding it; null for stretches with nothing open"),
     ("attribution.unrecorded_source", TEXT, NEITHER, 0, "unrecorded host time source line", "its user source line (`with_stack=True`), else null"),
-    ("attribution.unrecorded_profiler_ns", NS, NEITHER, 0.05, "profiler cost inside it", "the profiler's modelled cost of recording the host records that start inside that range or frame (count per kind x `overhead.MODEL`'s cost per record x the host's speed scale; at most `unrecorded_ns`): the Python tracer's records inside a pure-Python function; 0 for stretches with nothing open"),
+    ("attribution.unrecorded_profiler_ns", NS, NEITHER, 0.05, "profiler cost inside it", "the profiler's modelled cost of recording the host records that start inside that range or frame (`overhead.record_cost_ns`: operators and runtime calls at `overhead.MODEL`'s cost per record x the host's speed scale, the Python tracer's records at `overhead.PYTHON_RECORD_NS`, 0.8 us each, measured on captures with and without with_stack; at most `unrecorded_ns`): the Python tracer's records inside a pure-Python function; 0 for stretches with nothing open"),
     ("attribution.nodes[].name", TEXT, NEITHER, 0, "node name", "`name` of " + _N + "the event's name"),
     ("attribution.nodes[].kind", TEXT, NEITHER, 0, "node kind", "`kind` of " + _N + "cpu_op, annotation, python, runtime, driver"),
     ("attribution.nodes[].chain_text", TEXT, NEITHER, 0, "node chain", "`chain_text` of " + _N + "its chain joined by ` > `"),

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.context import NAME_PATTERNS, Context, share
 from tb_llmdiag.metrics.host_tree import HostForest, user_frame
-from tb_llmdiag.metrics.overhead import MODEL, host_speed_scale
+from tb_llmdiag.metrics.overhead import host_speed_scale, python_record_ns, record_cost_ns
 from tb_llmdiag.model import Kind, kind_mask
 
 ALLOCATOR = re.compile(
@@ -208,10 +208,12 @@ def _bare_top(a: Attribution, names: tuple[str, ...]) -> int | None:
 
 def recording_cost_inside(ctx: Context, a: Attribution, node: int) -> float:
     """The profiler's modelled cost of recording the host records that start inside the calls of one call-tree node
-    (every host record of its thread, installed packages' frames included): per kind, the count x the per-record
-    cost of ``metrics.overhead.MODEL``, scaled by the host's speed under the profiler (``host_speed_scale``). It lands
-    in the node's own time, so an unprofiled run spends that much less there. Reads only the events within the
-    calls' span (no per-kind row list is kept)."""
+    (every host record of its thread, installed packages' frames included): the counts per kind priced by
+    ``metrics.overhead.record_cost_ns``, the formula of the step's own estimate (operators and runtime calls at
+    ``MODEL``'s costs x ``host_speed_scale``; the Python tracer's records at ``python_record_ns``: 0.8 us, measured on
+    captures with and without ``with_stack``, or the trace's median record cycle when shorter). It lands in the node's
+    own time, so an unprofiled run spends that much less there. Reads only the events within the calls' span (no
+    per-kind row list is kept)."""
     ev, f = ctx.trace.events, a.forest
     pos = np.flatnonzero(f.node == node)
     if pos.size == 0:
@@ -220,20 +222,18 @@ def recording_cost_inside(ctx: Context, a: Attribution, node: int) -> float:
     starts, ends = ev.ts_ns[rows], f.end_ns[pos]
     lo, hi = np.searchsorted(ev.ts_ns, (int(starts.min()), int(ends.max())), side="left").tolist()
     kind, tid, ts = ev.kind[lo:hi], ev.tid[lo:hi], ev.ts_ns[lo:hi]
-    per_kind = (
-        ((Kind.CPU_OP,), MODEL.cpu_op_ns),
-        ((Kind.RUNTIME, Kind.DRIVER), MODEL.runtime_ns),
-        ((Kind.PYTHON,), MODEL.python_ns),
-    )
-    cost = 0.0
+    groups = ((Kind.CPU_OP,), (Kind.RUNTIME, Kind.DRIVER), (Kind.PYTHON,))
+    counts = [0.0, 0.0, 0.0]
     for t in np.unique(ev.tid[rows]).tolist():  # the node's threads: one, usually
         own = ev.tid[rows] == t
-        for kinds, per in per_kind:
-            if per > 0:
-                at = ts[kind_mask(kind, kinds) & (tid == t)]
-                n = np.searchsorted(at, ends[own], side="left") - np.searchsorted(at, starts[own], side="right")
-                cost += float(np.maximum(n, 0).sum()) * per
-    return cost * host_speed_scale(ctx)
+        for i, kinds in enumerate(groups):
+            at = ts[kind_mask(kind, kinds) & (tid == t)]
+            n = np.searchsorted(at, ends[own], side="left") - np.searchsorted(at, starts[own], side="right")
+            counts[i] += float(np.maximum(n, 0).sum())
+    shapes = ctx.trace.metadata.get("record_shapes") is True
+    return record_cost_ns(
+        *counts, record_shapes=shapes, speed_scale=host_speed_scale(ctx), python_ns=python_record_ns(ctx)
+    )
 
 
 def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:

@@ -8,11 +8,14 @@ Definitions (per step: the median over the profiled steps; P = ``steps.median_ns
 - With it (``overhead_basis`` = ``unprofiled_steps``): ``profiler_overhead_ns`` = max(0, P - unprofiled step) and
   ``profiler_overhead_share`` = that / P: measured, not modelled.
 - Without it (``overhead_basis`` = ``model``): the profiler's cost is what recording costs on the host, per step:
-  ``overhead_model_ns`` = sum over what the capture recorded of count per step x cost per record (``MODEL``: CPU
-  operators, dearer with ``record_shapes``; runtime/driver calls (CUPTI's callback); ``python_function`` frames
-  (``with_stack``); ``[memory]`` samples (``profile_memory``)), scaled by the host's speed under the profiler as the
-  trace shows it (``host_speed_scale``: how long a recorded ``aten::view``, an op that does no work, takes), plus
-  Kineto's ``overhead`` rows inside the steps.
+  ``overhead_model_ns`` = sum over what the capture recorded of count per step x cost per record (``record_cost_ns``):
+  CPU operators, dearer with ``record_shapes``, runtime/driver calls (CUPTI's callback) and ``[memory]`` samples
+  (``profile_memory``) at ``MODEL``'s costs, scaled by the host's speed under the profiler as the trace shows it
+  (``host_speed_scale``: how long a recorded ``aten::view``, an op that does no work, takes); ``python_function``
+  records (``with_stack``) at ``python_record_ns``: ``PYTHON_RECORD_NS``, measured, not scaled (the Python tracer's
+  callback does not go through the dispatcher the view times), or the trace's median record cycle when that is
+  shorter (a record's whole cost lies between its start and the next one's); plus Kineto's ``overhead`` rows inside
+  the steps.
   That time lengthens the step only where the host is what the GPU waits for: ``profiler_overhead_ns`` =
   min(``overhead_model_ns``, ``overhead_room_ns``), the room being the median step's idle time waiting for the host
   (``host_wait``) or drained by a sync (``sync``). A GPU-bound step hides the cost; a host-bound one pays all of it.
@@ -36,6 +39,7 @@ from tb_llmdiag.metrics.capture import OVERHEAD_NAMES, capture_metrics
 from tb_llmdiag.metrics.context import Context, in_windows
 from tb_llmdiag.metrics.gaps import StepBreakdown
 from tb_llmdiag.model import Kind
+from tb_llmdiag.units import fmt_ns
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,6 @@ class OverheadModel:
     cpu_op_ns: float
     shapes_per_op_ns: float  # added per CPU operator when record_shapes is on
     runtime_ns: float
-    python_ns: float
     memory_ns: float
 
 
@@ -53,7 +56,17 @@ class OverheadModel:
 #: six trust_host_* / trust_gpu_* captures within 0.05 of their measured share: rms 0.107 over all, 5 ranks off by
 #: more than 0.15 (two DDP "noise" runs, a recompile run, the Python-heavy blame_host_python, one DDP rank). The
 #: runtime-call cost folds into the per-operator one there (the counts move together).
-MODEL = OverheadModel(cpu_op_ns=4.5e3, shapes_per_op_ns=0.0, runtime_ns=0.0, python_ns=1.0e3, memory_ns=2e3)
+MODEL = OverheadModel(cpu_op_ns=4.5e3, shapes_per_op_ns=0.0, runtime_ns=0.0, memory_ns=2e3)
+#: the Python tracer's cost per ``python_function`` record (``with_stack=True``), measured, not fitted (docs/whatif.md,
+#: "The Python tracer's cost per record"): the profiler's measured cost with stacks less without, per Python record per
+#: step, on the two host-bound pairs that differ only in ``with_stack`` (trust_host_full - trust_host_default:
+#: 2.55 ms / 3,111 records = 0.82 us; trust4_host_full - trust4_host_default: 2.41 ms / 3,092 = 0.78 us; CPython 3.12,
+#: H100/H200 hosts whose ``aten::view`` speed scales, 0.23 and 0.38, did not change it). The traces' own record
+#: cycles agree: back-to-back leaf records start 0.35-0.9 us apart (10th-25th percentile), the code between included.
+PYTHON_RECORD_NS = 0.8e3
+#: the trace's own bound on it: a Python record's start to the next one's on its thread, where the first has ended
+#: (its whole cost, the next one's entry and the code between), the median over at least this many such pairs
+MIN_RECORD_CYCLES = 100
 #: the host's own speed under this profiler, as the trace shows it: the per-record costs scale with
 #: (median ``aten::view`` duration / SPEED_REF_NS) ** SPEED_EXPONENT (a view does no work: its recorded time is the
 #: dispatcher plus the profiler's own per-op cost on this host; 1 when the trace has no view)
@@ -83,16 +96,52 @@ def model_ns(ctx: Context, record_shapes: bool | None) -> tuple[float, dict[str,
     }
     over = ctx.cache.rows_named(OVERHEAD_NAMES, Kind.OTHER)
     over = over[in_windows(ev.ts_ns[over], ctx.win_s, ctx.win_e)]
+    counts["speed_scale"] = host_speed_scale(ctx)
+    counts["python_record_ns"] = python_record_ns(ctx)
+    cost = record_cost_ns(
+        counts["cpu_ops"],
+        counts["runtime_calls"],
+        counts["python_frames"],
+        counts["memory_samples"],
+        record_shapes=record_shapes,
+        speed_scale=counts["speed_scale"],
+        python_ns=counts["python_record_ns"],
+    )
+    return cost + float(ev.dur_ns[over].sum()) / ctx.n_steps, counts
+
+
+def record_cost_ns(
+    cpu_ops: float,
+    runtime_calls: float,
+    python_frames: float,
+    memory_samples: float = 0.0,
+    *,
+    record_shapes: bool | None,
+    speed_scale: float,
+    python_ns: float,
+) -> float:
+    """The profiler's host cost of recording these records: ``MODEL``'s per-record costs x ``speed_scale`` for
+    operators, runtime calls and memory samples, ``python_ns`` (``python_record_ns``) for the Python tracer's records
+    (module docstring). The one formula for the step (``model_ns``) and for the records inside one activity
+    (``attribution.unrecorded_profiler_ns``)."""
     m = MODEL
     op_ns = m.cpu_op_ns + (m.shapes_per_op_ns if record_shapes else 0.0)
-    counts["speed_scale"] = host_speed_scale(ctx)
-    cost = (
-        counts["cpu_ops"] * op_ns
-        + counts["runtime_calls"] * m.runtime_ns
-        + counts["python_frames"] * m.python_ns
-        + counts["memory_samples"] * m.memory_ns
-    ) * counts["speed_scale"] + float(ev.dur_ns[over].sum()) / ctx.n_steps
-    return cost, counts
+    scaled = cpu_ops * op_ns + runtime_calls * m.runtime_ns + memory_samples * m.memory_ns
+    return scaled * speed_scale + python_frames * python_ns
+
+
+def python_record_ns(ctx: Context) -> float:
+    """The Python tracer's cost per record on this trace: ``PYTHON_RECORD_NS``, or the median record cycle when that is
+    shorter (module docstring; ``MIN_RECORD_CYCLES``)."""
+    ev = ctx.trace.events
+    rows = ctx.cache.kinds(Kind.PYTHON)
+    rows = rows[np.argsort(ev.tid[rows], kind="stable")]  # by thread, in time within each
+    ts, tid = ev.ts_ns[rows], ev.tid[rows]
+    ended = (tid[1:] == tid[:-1]) & (ts[1:] >= ts[:-1] + ev.dur_ns[rows][:-1])
+    cycles = (ts[1:] - ts[:-1])[ended]
+    if cycles.size < MIN_RECORD_CYCLES:
+        return PYTHON_RECORD_NS
+    return min(PYTHON_RECORD_NS, float(np.median(cycles)))
 
 
 def host_speed_scale(ctx: Context) -> float:
@@ -177,9 +226,19 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
             f"{counts['python_frames']:.0f} Python frames and {counts['memory_samples']:.0f} memory samples per step "
             f"recorded ({'with ' + ', '.join(opts) if opts else 'no shapes, stacks or memory'}) at per-record costs "
             f"fitted on H100/H200 captures, x{counts['speed_scale']:.2f} for this host's speed under the profiler "
-            f"(its recorded aten::view), capped by the step's host-wait idle time (the host cost a GPU-bound step hides)"
+            f"(its recorded aten::view){_python_basis(counts)}, capped by the step's host-wait idle "
+            f"time (the host cost a GPU-bound step hides)"
         ),
     }
+
+
+def _python_basis(counts: Mapping[str, float]) -> str:
+    """How the Python frames were priced, in words, when there are any (module docstring)."""
+    if counts["python_frames"] <= 0:
+        return ""
+    if counts["python_record_ns"] < PYTHON_RECORD_NS:
+        return f"; Python frames at {fmt_ns(counts['python_record_ns'])} each, this trace's median record cycle"
+    return f"; Python frames at {fmt_ns(PYTHON_RECORD_NS)} each, measured with and without stacks, not scaled"
 
 
 #: where the unprofiled steps were timed (``ingest/kineto/meta.py``'s ``unprofiled_when``), in words

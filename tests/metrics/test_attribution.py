@@ -171,26 +171,32 @@ def test_without_host_events_or_device_work_it_is_unavailable() -> None:
 
 def test_the_profiler_cost_inside_an_unrecorded_activity_is_its_records() -> None:
     """A 4 ms pure-Python function (a user frame) holds the GPU's idle time with 500 built-in calls recorded inside
-    it (the Python tracer's records: ``with_stack``): the profiler's modelled cost there is 500 x MODEL.python_ns
-    (no ``aten::view`` in the trace: speed scale 1); a 4 ms sleep in a range with nothing inside costs nothing."""
+    it (the Python tracer's records: ``with_stack``): the profiler's modelled cost there is 500 x 800 ns (the measured
+    cost per Python-tracer record, not scaled by the host's speed; less where the records start closer together); a
+    4 ms sleep in a range with nothing inside costs nothing."""
     from tb_llmdiag.findings.trust import unprofiled_saving_ns
-    from tb_llmdiag.metrics.overhead import MODEL
 
-    def one(inside: int) -> dict:
+    def one(inside: int, views: int = 0, apart_ns: int = 7 * US) -> dict:
         rows = [step(1, 0, 10_000 * US), launch(1 * US, 2 * US, corr=1), kernel(GEMM, 5 * US, 10 * US, corr=1),
                 E(Kind.PYTHON, "train.py(12): build_masks", 100 * US, 4_000 * US),
                 launch(4_200 * US, 2 * US, corr=2), kernel(GEMM, 4_210 * US, 5_700 * US, corr=2)]
-        rows += [E(Kind.PYTHON, "<built-in method append of list object>", 110 * US + 7 * US * i, 1 * US)
-                 for i in range(inside)]
+        rows += [E(Kind.PYTHON, "<built-in method append of list object>", 110 * US + apart_ns * i,
+                   min(1 * US, apart_ns // 2)) for i in range(inside)]
+        # recorded aten::view ops of 5 us after the frame: the host's speed scale (5 / 2.5) ** 2 = 4
+        rows += [op("aten::view", 4_300 * US + 10 * US * i, 5 * US) for i in range(views)]
         return analyze(make_trace(rows)).metrics
 
     m = one(500)["attribution"]
     assert m["unrecorded_chain"] == "train.py(12): build_masks" and m["unrecorded_source"] == "train.py:12"
-    assert m["unrecorded_profiler_ns"] == 500 * MODEL.python_ns
+    assert m["unrecorded_profiler_ns"] == 500 * 800
     # THEN the finding's saving restated unprofiled keeps the share of its time that is not recording
     f = {"id": "unrecorded_host_time", "saving": {"ns": 3_000_000, "step_ns": 10_000_000}}
     held = m["unrecorded_ns"]
-    assert unprofiled_saving_ns(f, {"attribution": m}, None) == round(3_000_000 * (1 - 500 * MODEL.python_ns / held))
+    assert unprofiled_saving_ns(f, {"attribution": m}, None) == round(3_000_000 * (1 - 500 * 800 / held))
+    # AND on a host the views make slow (speed scale 4), the Python tracer's records cost the same: measured per record
+    assert one(500, views=3)["attribution"]["unrecorded_profiler_ns"] == 500 * 800
+    # AND where the trace's records start 500 ns apart, each one's whole cost is at most that: 500 x 500 ns
+    assert one(500, apart_ns=500)["attribution"]["unrecorded_profiler_ns"] == 500 * 500
     # AND with nothing recorded inside, nothing is taken off
     m0 = one(0)["attribution"]
     assert m0["unrecorded_profiler_ns"] == 0
