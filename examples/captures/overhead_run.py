@@ -10,8 +10,11 @@ one profiled block of `--block` steps, in alternating order (U P, P U, ...), so 
   active steps, its results dropped; the `--block` active steps between two synchronizes, the `prof.step()` that ends
   the window (where torch processes the events) left outside.
 
-A block's step is its wall time over `--block`. The measured share is (P - U) / P with P and U the medians of the
-profiled and unprofiled blocks; its 95 % interval comes from resampling the cycles (`--boot` times).
+A block's step is its wall time over `--block`. Before the helper runs, `--pristine-blocks` unprofiled blocks are timed
+the same way: the job before any profiler ran in the process (a profiler's state can outlive its window: docs/captures_5.md).
+`measured_profiler_overhead_share` is (W - U0) / W, W the helper window's median step on the host clock (the trace's
+profiled step) and U0 the pristine blocks' median; `interleaved.measured_share` is (P - U) / P of the interleaved blocks'
+medians, its 95 % interval from resampling the cycles (`--boot` times).
 
 Usage: overhead_run.py --out LOGDIR --name CAPTURE --job host|gpu --opts min|default|full [--cpus 2-5]
 Writes LOGDIR/CAPTURE/rank0.*.pt.trace.json.gz (the helper's) and LOGDIR/CAPTURE/truth.json (the fields
@@ -240,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             (p_steps if side == "P" else u_steps).append([round(x, 4) for x in steps])
     truth_s = time.perf_counter() - t_start
     P, U = median_ms(pb), median_ms(ub)
+    window_ms = median_ms([helper_host_ms[s] for s in active])
+    U0 = median_ms(pristine) if pristine else U  # the job as it runs with no profiler at all
     measured = share(P, U)
     per_cycle = [share(p, u) for p, u in zip(pb, ub)]
     half = args.cycles // 2
@@ -276,10 +281,15 @@ def main(argv: list[str] | None = None) -> int:
             "phases": [prof.schedule.phase(s) if s < prof.schedule.total_steps else "after" for s in range(n_helper)],
             "helper_host_ms": [round(x, 4) for x in helper_host_ms],
             "helper_active_median_host_ms": median_ms([helper_host_ms[s] for s in active]),
-            "active_median_host_ms": P,
-            "basis": "interleaved profiled blocks (the helper's own window: helper_active_median_host_ms)",
+            "active_median_host_ms": window_ms,
+            "basis": "the helper's recorded steps on the host clock (the trace's window)",
         },
-        "reference": {"median_wall_ms": U, "basis": "interleaved unprofiled blocks"},
+        "reference": {
+            "median_wall_ms": U0,
+            "basis": "pristine blocks: timed before any profiler ran in the process"
+            if pristine
+            else "interleaved unprofiled blocks",
+        },
         "helper_unprofiled": {
             "steps": [s for s, _ in timed if s < active[0]],
             "step_ns": [t for s, t in timed if s < active[0]],
@@ -304,7 +314,9 @@ def main(argv: list[str] | None = None) -> int:
             "active_steps": active,
             "time_steps_after": args.time_after,
         },
-        "measured_profiler_overhead_share": round(measured, 4),
+        "measured_profiler_overhead_share": round(share(window_ms, U0), 4),
+        "measured_how": "(the trace window's median step on the host clock - the pristine blocks' median step) / the "
+        "window's (interleaved.measured_share: the profiled and unprofiled blocks interleaved after it)",
         "interleaved": interleaved,
         "ranks": [mine],
     }
@@ -314,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(truth, f, indent=1, allow_nan=False)
     after = mine["helper_unprofiled"]["after_step_ns"]
     print(
-        f"TRUTH {args.name}: P {P:.2f} U {U:.2f} ms share {measured:+.3f} {interleaved['measured_share_95']} "
+        f"TRUTH {args.name}: window {window_ms:.2f} pristine {U0:.2f} ms share {share(window_ms, U0):+.3f} | P {P:.2f} U {U:.2f} ms share {measured:+.3f} {interleaved['measured_share_95']} "
         f"halves {interleaved['first_half_share']:+.3f}/{interleaved['second_half_share']:+.3f} | pristine "
         f"{interleaved['pristine_median_ms']} ms share {interleaved['pristine_share']} | helper window "
         f"{mine['profiled']['helper_active_median_host_ms']:.2f} after "
