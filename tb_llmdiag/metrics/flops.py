@@ -90,8 +90,9 @@ def withheld(ctx: Context, run: dict[str, Any], batch_share: float | None) -> st
 def median_step_tokens_per_s(steps_topic: dict[str, Any]) -> float | None:
     """The median step's token slots / the median step, per second (module docstring); None when either is unknown."""
     tokens, median = steps_topic.get("tokens_per_step_median"), steps_topic.get("median_ns")
-    ok = isinstance(tokens, (int, float)) and tokens > 0 and isinstance(median, (int, float)) and median > 0
-    return float(tokens) * 1e9 / float(median) if ok else None
+    if not (isinstance(tokens, (int, float)) and tokens > 0 and isinstance(median, (int, float)) and median > 0):
+        return None
+    return float(tokens) * 1e9 / float(median)
 
 
 def flops_metrics(
