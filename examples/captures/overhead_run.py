@@ -10,8 +10,11 @@ one profiled block of `--block` steps, in alternating order (U P, P U, ...), so 
   active steps, its results dropped; the `--block` active steps between two synchronizes, the `prof.step()` that ends
   the window (where torch processes the events) left outside.
 
-A block's step is its wall time over `--block`. The measured share is (P - U) / P with P and U the medians of the
-profiled and unprofiled blocks; its 95 % interval comes from resampling the cycles (`--boot` times).
+A block's step is its wall time over `--block`. Before the helper runs, `--pristine-blocks` unprofiled blocks are timed
+the same way: the job before any profiler ran in the process (a profiler's state can outlive its window: docs/captures_5.md).
+`measured_profiler_overhead_share` is (W - U0) / W, W the helper window's median step on the host clock (the trace's
+profiled step) and U0 the pristine blocks' median; `interleaved.measured_share` is (P - U) / P of the interleaved blocks'
+medians, its 95 % interval from resampling the cycles (`--boot` times).
 
 Usage: overhead_run.py --out LOGDIR --name CAPTURE --job host|gpu --opts min|default|full [--cpus 2-5]
 Writes LOGDIR/CAPTURE/rank0.*.pt.trace.json.gz (the helper's) and LOGDIR/CAPTURE/truth.json (the fields
@@ -72,6 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--time-after", type=int, default=10, help="the helper's time_steps_after")
     p.add_argument("--cpus", default=None, help="pin the process to these CPUs (e.g. 2-5 or 2,3,4,5)")
     p.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--pristine-blocks", type=int, default=6, help="unprofiled blocks timed before any profiler exists")
     p.add_argument("--boot", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     # CPU dry runs only
@@ -156,6 +160,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.gc_freeze:
         gc.freeze()
 
+    # 0. the job before any profiler has run in the process (CUPTI not yet loaded)
+    def plain_block() -> float:
+        train_step()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(args.block):
+            train_step()
+        sync()
+        return 1000 * (time.perf_counter() - t0) / args.block
+
+    pristine = [round(plain_block(), 4) for _ in range(args.pristine_blocks)]
+
     # 1. the capture helper, as a user runs it: its steps on the host clock, no sync inside the loop
     opts = OPTS[args.opts]
     prof = profile_steps(
@@ -227,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             (p_steps if side == "P" else u_steps).append([round(x, 4) for x in steps])
     truth_s = time.perf_counter() - t_start
     P, U = median_ms(pb), median_ms(ub)
+    window_ms = median_ms([helper_host_ms[s] for s in active])
+    U0 = median_ms(pristine) if pristine else U  # the job as it runs with no profiler at all
     measured = share(P, U)
     per_cycle = [share(p, u) for p, u in zip(pb, ub)]
     half = args.cycles // 2
@@ -248,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         "first_half_share": round(share(statistics.median(pb[:half]), statistics.median(ub[:half])), 4),
         "second_half_share": round(share(statistics.median(pb[half:]), statistics.median(ub[half:])), 4),
         "seconds": round(truth_s, 2),
+        "pristine_block_ms": pristine,
+        "pristine_median_ms": median_ms(pristine) if pristine else None,
+        "pristine_share": round(share(P, statistics.median(pristine)), 4) if pristine else None,
+        "pristine_how": "blocks timed the same way before any profiler ran in the process",
     }
     mine = {
         "rank": 0,
@@ -259,10 +281,15 @@ def main(argv: list[str] | None = None) -> int:
             "phases": [prof.schedule.phase(s) if s < prof.schedule.total_steps else "after" for s in range(n_helper)],
             "helper_host_ms": [round(x, 4) for x in helper_host_ms],
             "helper_active_median_host_ms": median_ms([helper_host_ms[s] for s in active]),
-            "active_median_host_ms": P,
-            "basis": "interleaved profiled blocks (the helper's own window: helper_active_median_host_ms)",
+            "active_median_host_ms": window_ms,
+            "basis": "the helper's recorded steps on the host clock (the trace's window)",
         },
-        "reference": {"median_wall_ms": U, "basis": "interleaved unprofiled blocks"},
+        "reference": {
+            "median_wall_ms": U0,
+            "basis": "pristine blocks: timed before any profiler ran in the process"
+            if pristine
+            else "interleaved unprofiled blocks",
+        },
         "helper_unprofiled": {
             "steps": [s for s, _ in timed if s < active[0]],
             "step_ns": [t for s, t in timed if s < active[0]],
@@ -279,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "gc_freeze": args.gc_freeze,
+        "env": {k: v for k, v in os.environ.items() if k in ("TEARDOWN_CUPTI", "DISABLE_CUPTI_LAZY_REINIT")},
         "job": {"name": args.job, **job},
         "profiler": {
             "options": opts,
@@ -286,7 +314,9 @@ def main(argv: list[str] | None = None) -> int:
             "active_steps": active,
             "time_steps_after": args.time_after,
         },
-        "measured_profiler_overhead_share": round(measured, 4),
+        "measured_profiler_overhead_share": round(share(window_ms, U0), 4),
+        "measured_how": "(the trace window's median step on the host clock - the pristine blocks' median step) / the "
+        "window's (interleaved.measured_share: the profiled and unprofiled blocks interleaved after it)",
         "interleaved": interleaved,
         "ranks": [mine],
     }
@@ -296,8 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(truth, f, indent=1, allow_nan=False)
     after = mine["helper_unprofiled"]["after_step_ns"]
     print(
-        f"TRUTH {args.name}: P {P:.2f} U {U:.2f} ms share {measured:+.3f} {interleaved['measured_share_95']} "
-        f"halves {interleaved['first_half_share']:+.3f}/{interleaved['second_half_share']:+.3f} | helper window "
+        f"TRUTH {args.name}: window {window_ms:.2f} pristine {U0:.2f} ms share {share(window_ms, U0):+.3f} | P {P:.2f} U {U:.2f} ms share {measured:+.3f} {interleaved['measured_share_95']} "
+        f"halves {interleaved['first_half_share']:+.3f}/{interleaved['second_half_share']:+.3f} | pristine "
+        f"{interleaved['pristine_median_ms']} ms share {interleaved['pristine_share']} | helper window "
         f"{mine['profiled']['helper_active_median_host_ms']:.2f} after "
         f"{statistics.median(after) / 1e6 if after else float('nan'):.2f} ms | truth {truth_s:.1f} s",
         flush=True,
