@@ -13,6 +13,9 @@ set -u
 WORK=${1:-/tmp/overhead}
 JOBS=${2:-host gpu}
 REPS=${3:-3}
+OPTSETS=${OPTSETS:-min default full}
+# TEARDOWNS: values of TEARDOWN_CUPTI to run each capture under ("-": unset; "1": the name gets _td)
+TEARDOWNS=${TEARDOWNS:--}
 CPUS=${CPUS:-2-5}
 CALL_LIMIT_S=${CALL_LIMIT_S:-560}
 LIMIT_S=${LIMIT_S:-100}
@@ -33,20 +36,24 @@ elapsed() { echo $(( $(date +%s) - START )); }
 } | tee -a "$LOG"
 for job in $JOBS; do
   for rep in $(seq 1 "$REPS"); do
-    for opts in min default full; do
+    for opts in $OPTSETS; do
+     for td in $TEARDOWNS; do
       name="ovh_${job}_${opts}_r${rep}"
+      envs=""
+      [ "$td" != - ] && { name="${name}_td$td"; envs="TEARDOWN_CUPTI=$td"; }
       left=$(( CALL_LIMIT_S - $(elapsed) ))
       if [ "$left" -lt "$LIMIT_S" ]; then echo "== $name skipped: $left s left" | tee -a "$LOG"; continue; fi
       echo "== $name ($(elapsed) s)" | tee -a "$LOG"
       rm -rf "${WORK:?}/$name"
       # shellcheck disable=SC2086
-      timeout "$LIMIT_S" $PY "$HERE/overhead_run.py" --out "$WORK" --name "$name" --job "$job" --opts "$opts" \
+      env $envs timeout "$LIMIT_S" $PY "$HERE/overhead_run.py" --out "$WORK" --name "$name" --job "$job" --opts "$opts" \
         --cpus "$CPUS" ${OVH_EXTRA:-} 2>&1 | grep -v -e '^USDT' -e 'Memory block of unknown size' -e 'Warning' >>"$LOG"
       grep "^TRUTH $name" "$LOG" | tail -n 1
       if [ -n "${OUT:-}" ] && [ -f "$WORK/$name/truth.json" ]; then
         tar -C "$WORK" -rf "$OUT/captures$TARN.tar" "$name"
         [ "$(stat -c %s "$OUT/captures$TARN.tar")" -gt 11000000 ] && TARN=$((TARN + 1))
       fi
+     done
     done
   done
 done

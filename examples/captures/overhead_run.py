@@ -72,6 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--time-after", type=int, default=10, help="the helper's time_steps_after")
     p.add_argument("--cpus", default=None, help="pin the process to these CPUs (e.g. 2-5 or 2,3,4,5)")
     p.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--pristine-blocks", type=int, default=6, help="unprofiled blocks timed before any profiler exists")
     p.add_argument("--boot", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     # CPU dry runs only
@@ -155,6 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     if args.gc_freeze:
         gc.freeze()
+
+    # 0. the job before any profiler has run in the process (CUPTI not yet loaded)
+    def plain_block() -> float:
+        train_step()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(args.block):
+            train_step()
+        sync()
+        return 1000 * (time.perf_counter() - t0) / args.block
+
+    pristine = [round(plain_block(), 4) for _ in range(args.pristine_blocks)]
 
     # 1. the capture helper, as a user runs it: its steps on the host clock, no sync inside the loop
     opts = OPTS[args.opts]
@@ -248,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         "first_half_share": round(share(statistics.median(pb[:half]), statistics.median(ub[:half])), 4),
         "second_half_share": round(share(statistics.median(pb[half:]), statistics.median(ub[half:])), 4),
         "seconds": round(truth_s, 2),
+        "pristine_block_ms": pristine,
+        "pristine_median_ms": median_ms(pristine) if pristine else None,
+        "pristine_share": round(share(P, statistics.median(pristine)), 4) if pristine else None,
+        "pristine_how": "blocks timed the same way before any profiler ran in the process",
     }
     mine = {
         "rank": 0,
@@ -279,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "gc_freeze": args.gc_freeze,
+        "env": {k: v for k, v in os.environ.items() if k in ("TEARDOWN_CUPTI", "DISABLE_CUPTI_LAZY_REINIT")},
         "job": {"name": args.job, **job},
         "profiler": {
             "options": opts,
@@ -297,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     after = mine["helper_unprofiled"]["after_step_ns"]
     print(
         f"TRUTH {args.name}: P {P:.2f} U {U:.2f} ms share {measured:+.3f} {interleaved['measured_share_95']} "
-        f"halves {interleaved['first_half_share']:+.3f}/{interleaved['second_half_share']:+.3f} | helper window "
+        f"halves {interleaved['first_half_share']:+.3f}/{interleaved['second_half_share']:+.3f} | pristine "
+        f"{interleaved['pristine_median_ms']} ms share {interleaved['pristine_share']} | helper window "
         f"{mine['profiled']['helper_active_median_host_ms']:.2f} after "
         f"{statistics.median(after) / 1e6 if after else float('nan'):.2f} ms | truth {truth_s:.1f} s",
         flush=True,
