@@ -59,10 +59,11 @@ class OverheadModel:
 MODEL = OverheadModel(cpu_op_ns=4.5e3, shapes_per_op_ns=0.0, runtime_ns=0.0, memory_ns=2e3)
 #: the Python tracer's cost per ``python_function`` record (``with_stack=True``), measured, not fitted (docs/whatif.md,
 #: "The Python tracer's cost per record"): the profiler's measured cost with stacks less without, per Python record per
-#: step, on the two host-bound pairs that differ only in ``with_stack`` (trust_host_full - trust_host_default:
-#: 2.55 ms / 3,111 records = 0.82 us; trust4_host_full - trust4_host_default: 2.41 ms / 3,092 = 0.78 us; CPython 3.12,
-#: H100/H200 hosts whose ``aten::view`` speed scales, 0.23 and 0.38, did not change it). The traces' own record
-#: cycles agree: back-to-back leaf records start 0.35-0.9 us apart (10th-25th percentile), the code between included.
+#: step, on the three host-bound pairs that differ only in ``with_stack``, their median (trust_host_full -
+#: trust_host_default: 2.55 ms / 3,111 records = 0.82 us; trust4_host_*: 2.41 ms / 3,092 = 0.78 us; trust5_host_*:
+#: 6.41 ms / 3,783 = 1.69 us; CPython 3.12, H100/H200 hosts whose ``aten::view`` speed scales, 0.23 and 0.38 on the
+#: first two, did not order them). The pairs pin it within 0.8-1.7 us, no closer. The traces' own record cycles:
+#: back-to-back leaf records start 0.35-0.9 us apart (10th-25th percentile), the code between included.
 PYTHON_RECORD_NS = 0.8e3
 #: the trace's own bound on it: a Python record's start to the next one's on its thread, where the first has ended
 #: (its whole cost, the next one's entry and the code between), the median over at least this many such pairs
