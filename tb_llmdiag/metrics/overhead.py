@@ -2,11 +2,20 @@
 
 Definitions (per step: the median over the profiled steps; P = ``steps.median_ns``, the profiled median step):
 - ``unprofiled_step_ns``: the median of the unprofiled step times a capture helper wrote into the trace's metadata
-  (``tb_llmdiag.capture`` times the steps it does not profile; ``ingest/kineto/meta.py`` reads them, those timed
-  after the window when there are any: the job is then in the window's state), else null. ``overhead_method`` says
-  which steps it used.
+  (``tb_llmdiag.capture`` times the steps it does not profile; ``ingest/kineto/meta.py`` reads them: those timed
+  before the window when at least 3 remain with step 0 left out, the job before any profiler ran, else those after
+  it), else null. ``overhead_method`` says which steps it used.
 - With it (``overhead_basis`` = ``unprofiled_steps``): ``profiler_overhead_ns`` = max(0, P - unprofiled step) and
-  ``profiler_overhead_share`` = that / P: measured, not modelled.
+  ``profiler_overhead_share`` = that / P: measured, not modelled. ``profiler_overhead_share_95`` = [lo, hi]: the
+  2.5th and 97.5th percentiles of max(0, P* - U*) / P* over ``BOOT_RESAMPLES`` resamples (a fixed seed), P* the
+  median of the profiled steps (the durations behind ``steps.median_ns``) and U* of the unprofiled steps, each side
+  drawn with replacement on its own; null when either side has fewer than ``MIN_SAMPLES`` steps.
+- ``after_window_slowdown_share`` = (A - B) / B, A and B the medians of the helper's steps after and before the window
+  (step 0 left out), when each has at least ``MIN_SAMPLES``; negative when the steps after ran faster; its 95 %
+  interval ``after_window_slowdown_share_95`` resampled as above. The steps after ran slower than the spread of
+  both allows when that interval's low end is above 0 and the slowdown above ``SLOWER_SHARE``: a
+  ``slower_after_profiling`` warning (the trace cannot tell whether the profiler's state outlived its window or the
+  job itself slowed; the measured share uses the steps before the window).
 - Without it (``overhead_basis`` = ``model``): the profiler's cost is what recording costs on the host, per step:
   ``overhead_model_ns`` = sum over what the capture recorded of count per step x cost per record (``MODEL``: CPU
   operators, dearer with ``record_shapes``; runtime/driver calls (CUPTI's callback); ``python_function`` frames
@@ -31,11 +40,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.capture import OVERHEAD_NAMES, capture_metrics
 from tb_llmdiag.metrics.context import Context, in_windows
 from tb_llmdiag.metrics.gaps import StepBreakdown
 from tb_llmdiag.model import Kind
+from tb_llmdiag.units import fmt_ns
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,15 @@ MODEL = OverheadModel(cpu_op_ns=4.5e3, shapes_per_op_ns=0.0, runtime_ns=0.0, pyt
 SPEED_OP = "aten::view"
 SPEED_REF_NS = 2500.0
 SPEED_EXPONENT = 2.0
+#: resamples behind each 95 % interval, drawn with a fixed seed (the same trace gives the same interval)
+BOOT_RESAMPLES = 1000
+BOOT_SEED = 0
+#: the fewest steps on a side for an interval or a slowdown
+MIN_SAMPLES = 3
+#: steps after the window this much slower than those before it (and their interval above 0) are a problem
+SLOWER_SHARE = 0.05
+#: at most this many values drawn at once while resampling (bounds the temporaries on traces with many steps)
+_BOOT_CHUNK = 1 << 22
 #: idle causes the profiler's host cost can lengthen (``metrics.gaps.CAUSES``)
 ROOM_CAUSES = ("host_wait", "sync")
 #: share of that room the cost fills (fitted with MODEL)
@@ -105,6 +125,50 @@ def host_speed_scale(ctx: Context) -> float:
     return float((np.median(d) / SPEED_REF_NS) ** SPEED_EXPONENT) if d.size else 1.0
 
 
+def resampled_medians(x: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+    """The medians of ``BOOT_RESAMPLES`` samples of ``x`` drawn with replacement, each of ``x``'s size."""
+    rows = max(1, _BOOT_CHUNK // x.size)
+    parts = [
+        np.median(x[rng.integers(0, x.size, size=(min(rows, BOOT_RESAMPLES - i), x.size))], axis=1)
+        for i in range(0, BOOT_RESAMPLES, rows)
+    ]
+    return np.concatenate(parts)
+
+
+def interval_95(draws: NDArray[np.float64]) -> list[float]:
+    """[2.5th, 97.5th] percentile of the draws."""
+    lo, hi = np.quantile(draws, [0.025, 0.975])
+    return [float(lo), float(hi)]
+
+
+def share_interval(profiled_ns: Any, unprofiled_ns: Any) -> list[float] | None:
+    """The 95 % interval of the measured share max(0, P - U) / P (module docstring), or None with fewer than
+    ``MIN_SAMPLES`` on a side."""
+    p, u = np.asarray(profiled_ns, np.float64), np.asarray(unprofiled_ns, np.float64)
+    if p.size < MIN_SAMPLES or u.size < MIN_SAMPLES:
+        return None
+    rng = np.random.default_rng(BOOT_SEED)
+    pm, um = resampled_medians(p, rng), resampled_medians(u, rng)
+    return interval_95(np.maximum(0.0, pm - um) / np.where(pm > 0, pm, np.inf))
+
+
+def slowdown_fields(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``after_window_slowdown_share`` and its interval from the helper's steps before and after the window (module
+    docstring); nulls unless each side has ``MIN_SAMPLES``."""
+    before, after = meta.get("unprofiled_before_step_ns"), meta.get("unprofiled_after_step_ns")
+    out: dict[str, Any] = {"after_window_slowdown_share": None, "after_window_slowdown_share_95": None}
+    if not isinstance(before, (list, tuple)) or not isinstance(after, (list, tuple)):
+        return out
+    b, a = np.asarray(before, np.float64), np.asarray(after, np.float64)
+    if b.size < MIN_SAMPLES or a.size < MIN_SAMPLES:
+        return out
+    rng = np.random.default_rng(BOOT_SEED)
+    bm, am = resampled_medians(b, rng), resampled_medians(a, rng)
+    out["after_window_slowdown_share"] = float((np.median(a) - np.median(b)) / np.median(b))
+    out["after_window_slowdown_share_95"] = interval_95((am - bm) / bm)
+    return out
+
+
 def _why_no_model(ctx: Context, bd: StepBreakdown) -> str | None:
     """Why the model does not apply to this trace, or None when it does."""
     if not ctx.step_median_ns or not ctx.n_steps:
@@ -139,19 +203,28 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
         cut = max(0, profiled - unprofiled)
         if why is None:
             out["overhead_model_share"] = min(cost, room) / profiled
+        ci = share_interval(ctx.steps.duration_ns, raw)
         return {
             **out,
             "profiler_overhead_ns": cut,
             "profiler_overhead_share": cut / profiled,
+            "profiler_overhead_share_95": ci,
             "overhead_basis": "unprofiled_steps",
             "overhead_method": f"measured: the profiled median step less the median of {out['unprofiled_steps']} "
-            f"unprofiled steps {_timed_where(ctx.trace.metadata)} ({ctx.trace.metadata.get('unprofiled_source')})",
+            f"unprofiled steps {_timed_where(ctx.trace.metadata)} ({ctx.trace.metadata.get('unprofiled_source')}); "
+            + (
+                f"95 % interval from {BOOT_RESAMPLES} resamples of the {ctx.n_steps} profiled and "
+                f"{out['unprofiled_steps']} unprofiled steps"
+                if ci is not None
+                else f"no interval: fewer than {MIN_SAMPLES} steps on a side"
+            ),
         }
     if why is not None:
         return {
             **out,
             "profiler_overhead_ns": None,
             "profiler_overhead_share": None,
+            "profiler_overhead_share_95": None,
             "overhead_basis": "none",
             "overhead_method": f"not estimated: {why}",
         }
@@ -171,6 +244,7 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
         **out,
         "profiler_overhead_ns": int(round(est)),
         "profiler_overhead_share": est / profiled,
+        "profiler_overhead_share_95": None,
         "overhead_basis": "model",
         "overhead_method": (
             f"modelled: {counts['cpu_ops']:.0f} CPU ops, {counts['runtime_calls']:.0f} runtime calls, "
@@ -185,7 +259,7 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
 #: where the unprofiled steps were timed (``ingest/kineto/meta.py``'s ``unprofiled_when``), in words
 TIMED_WHERE = {
     "after_window": "the capture helper timed after the profiled window",
-    "before_window": "the capture helper timed before the profiled window",
+    "before_window": "the capture helper timed before the profiled window (the job before the profiler ran)",
 }
 
 
@@ -199,34 +273,65 @@ DISAGREE_SHARE = 0.15
 
 #: why the timed steps and the trace's estimate may disagree, by where the steps were timed
 DISAGREE_WHY = {
-    "before_window": "the steps before the profiled window may run faster or slower for other reasons (prefetched "
-    "batches, warm-up)",
-    "after_window": "either the job's speed changed around the window (data, clocks, other processes) or this "
-    "workload's recording cost is not the one the estimate was fitted on",
+    "before_window": "the steps before the profiled window are the job as it ran before any profiler, so either "
+    "this workload's recording cost is not the one the estimate was fitted on or the job's own speed moved (warm-up, "
+    "data, clocks, other processes)",
+    "after_window": "the steps after the profiled window may run slower than the job unprofiled (a profiler's state "
+    "can outlive its window) or the job's speed changed around the window, or this workload's recording cost is not "
+    "the one the estimate was fitted on",
     "": "the timed steps may run faster or slower for other reasons, or this workload's recording cost is not the one "
     "the estimate was fitted on",
 }
 
 
+def _disagrees(ctx: Context, measured: float, model: float) -> dict[str, Any]:
+    return {
+        "kind": "unprofiled_disagrees",
+        "count": None,
+        "severity": "warning",
+        "text": f"The unprofiled steps {_timed_where(ctx.trace.metadata)} make the profiler "
+        f"{100 * measured:.0f} % of the step, the trace's own estimate {100 * model:.0f} %: "
+        f"{DISAGREE_WHY.get(str(ctx.trace.metadata.get('unprofiled_when')), DISAGREE_WHY[''])}; "
+        f"the what-if uses the timed steps.",
+    }
+
+
+def _slower_after(meta: Mapping[str, Any], slow: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``slower_after_profiling`` problem (module docstring), or None."""
+    share, ci = slow["after_window_slowdown_share"], slow["after_window_slowdown_share_95"]
+    if share is None or ci is None or not (ci[0] > 0 and share > SLOWER_SHARE):
+        return None
+    before, after = meta["unprofiled_before_step_ns"], meta["unprofiled_after_step_ns"]
+    return {
+        "kind": "slower_after_profiling",
+        "count": None,
+        "severity": "warning",
+        "text": f"The steps after the profiled window ran {100 * share:.0f} % slower than those before it "
+        f"({fmt_ns(float(np.median(after)))} vs {fmt_ns(float(np.median(before)))}, median of {len(after)} and "
+        f"{len(before)} unprofiled steps; 95 % interval {100 * ci[0]:.0f}-{100 * ci[1]:.0f} %): a profiler's state "
+        "can outlive its window (Kineto keeps CUPTI attached unless TEARDOWN_CUPTI=1) or the job itself slowed; the "
+        "trace cannot tell which. The profiler's share uses the steps before the window.",
+    }
+
+
 def capture_topic(ctx: Context, bd: StepBreakdown) -> dict[str, Any]:
-    """The whole ``capture`` topic: what the capture holds and lost (``metrics.capture``) and the profiler's cost.
-    When the unprofiled steps the trace holds and the model disagree by more than ``DISAGREE_SHARE``, a problem says
-    so, and why they may (``DISAGREE_WHY``, by where the steps were timed)."""
+    """The whole ``capture`` topic: what the capture holds and lost (``metrics.capture``), the profiler's cost, and
+    how the helper's unprofiled steps after the window compare with those before it. When the unprofiled steps the
+    trace holds and the model disagree by more than ``DISAGREE_SHARE``, a problem says so, and why they may
+    (``DISAGREE_WHY``, by where the steps were timed); when the steps after the window ran slower than those before
+    it beyond their spread, another (``_slower_after``)."""
     held = capture_metrics(ctx)
-    out = {**held, **overhead_fields(ctx, bd, held["record_shapes"])}
+    meta = ctx.trace.metadata
+    slow = slowdown_fields(meta)
+    out = {**held, **overhead_fields(ctx, bd, held["record_shapes"]), **slow}
     measured, model = out["profiler_overhead_share"], out["overhead_model_share"]
-    if out["overhead_basis"] == "unprofiled_steps" and model is not None and abs(measured - model) > DISAGREE_SHARE:
-        out["problems"] = [
-            *out["problems"],
-            {
-                "kind": "unprofiled_disagrees",
-                "count": None,
-                "severity": "warning",
-                "text": f"The unprofiled steps {_timed_where(ctx.trace.metadata)} make the profiler "
-                f"{100 * measured:.0f} % of the step, the trace's own estimate {100 * model:.0f} %: "
-                f"{DISAGREE_WHY.get(str(ctx.trace.metadata.get('unprofiled_when')), DISAGREE_WHY[''])}; "
-                f"the what-if uses the timed steps.",
-            },
-        ]
-        out["problem_count"] += 1
+    found = [
+        _disagrees(ctx, measured, model)
+        if out["overhead_basis"] == "unprofiled_steps" and model is not None and abs(measured - model) > DISAGREE_SHARE
+        else None,
+        _slower_after(meta, slow),
+    ]
+    found = [p for p in found if p is not None]
+    out["problems"] = [*out["problems"], *found]
+    out["problem_count"] += len(found)
     return out
