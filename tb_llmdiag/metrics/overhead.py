@@ -46,7 +46,7 @@ from tb_llmdiag.metrics.capture import OVERHEAD_NAMES, capture_metrics
 from tb_llmdiag.metrics.context import Context, in_windows
 from tb_llmdiag.metrics.gaps import StepBreakdown
 from tb_llmdiag.model import Kind
-from tb_llmdiag.units import fmt_ns
+from tb_llmdiag.units import fmt_interval, fmt_ns
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
 #: where the unprofiled steps were timed (``ingest/kineto/meta.py``'s ``unprofiled_when``), in words
 TIMED_WHERE = {
     "after_window": "the capture helper timed after the profiled window",
-    "before_window": "the capture helper timed before the profiled window (the job before the profiler ran)",
+    "before_window": "the capture helper timed before the profiled window",
 }
 
 
@@ -308,7 +308,7 @@ def _slower_after(meta: Mapping[str, Any], slow: Mapping[str, Any]) -> dict[str,
         "severity": "warning",
         "text": f"The steps after the profiled window ran {100 * share:.0f} % slower than those before it "
         f"({fmt_ns(float(np.median(after)))} vs {fmt_ns(float(np.median(before)))}, median of {len(after)} and "
-        f"{len(before)} unprofiled steps; 95 % interval {100 * ci[0]:.0f}-{100 * ci[1]:.0f} %): a profiler's state "
+        f"{len(before)} unprofiled steps; 95 % interval {fmt_interval('share', ci)}): a profiler's state "
         "can outlive its window (Kineto keeps CUPTI attached unless TEARDOWN_CUPTI=1) or the job itself slowed; the "
         "trace cannot tell which. The profiler's share uses the steps before the window.",
     }

@@ -156,7 +156,7 @@ def test_the_method_says_which_unprofiled_steps_it_measured_against() -> None:
     assert methods["after_window"] == ("measured: the profiled median step less the median of 1 unprofiled steps the "
                                        "capture helper timed after the profiled window (llmdiag_unprofiled_step_ns); "
                                        "no interval: fewer than 3 steps on a side")
-    assert "timed before the profiled window (the job before the profiler ran)" in methods["before_window"]
+    assert "timed before the profiled window (llmdiag_unprofiled_step_ns); no interval" in methods["before_window"]
     assert "unprofiled steps the trace's metadata holds (" in methods[None]
 
 
@@ -260,7 +260,7 @@ def test_steps_after_the_window_slower_than_before_it_are_a_capture_problem() ->
     slower = [p for p in cap["problems"] if p["kind"] == "slower_after_profiling"]
     assert slower == [{"kind": "slower_after_profiling", "count": None, "severity": "warning", "text": (
         "The steps after the profiled window ran 20 % slower than those before it (12 ms vs 10 ms, median of 3 and 3"
-        " unprofiled steps; 95 % interval 20-20 %): a profiler's state can outlive its window (Kineto keeps "
+        " unprofiled steps; 95 % interval 20.0 % – 20.0 %): a profiler's state can outlive its window (Kineto keeps "
         "CUPTI attached unless TEARDOWN_CUPTI=1) or the job itself slowed; the trace cannot tell which. The "
         "profiler's share uses the steps before the window.")}]
     assert cap["problem_count"] == sum(p["severity"] == "warning" for p in cap["problems"])
