@@ -4,8 +4,10 @@
 
 For every ``<dir>/<capture>/truth.json`` (its trace files beside it) prints, per rank's trace:
 - ``measured``: the measured share of the profiled step that is the profiler's own cost, (profiled median -
-  unprofiled median) / profiled median, from truth.json (profiled: the recorded steps' host time; unprofiled: the
-  reference steps after the profiler stopped, synchronized at both edges);
+  unprofiled median) / profiled median, from truth.json (profiled: the recorded steps' host time; unprofiled:
+  ``reference.median_wall_ms``: for batches 3-4 (capture_run.py) the reference steps after the profiler stopped, which
+  on host-bound jobs run slower than the job ever runs unprofiled (docs/captures_5.md); for batch 5 (overhead_run.py)
+  the pristine blocks timed before any profiler ran in the process);
 - ``with``: ``capture.profiler_overhead_share`` as the product reports the trace, with the capture helper's metadata
   (which steps it used: after or before the window), its error against ``measured`` and whether it is within 0.05;
 - ``before``: the same with only the helper's steps before the window (what the helper of batch 3 wrote), for

@@ -4,7 +4,8 @@
 
 For each pair the prediction removes the named findings' causes from the before trace's median step, in sequence
 (``findings/whatif.py``), and converts to tokens/s with the before trace's median tokens per step; the measured
-value is the after trace's median step and tokens/s. Error = (predicted - measured) / measured, of tokens/s when
+value is the after trace's median step and tokens/s (on the median step: its median tokens per step / its median
+step, as the before's). Error = (predicted - measured) / measured, of tokens/s when
 both traces record shapes (the batch may differ between the runs), else of the step time.
 
 Where both runs were timed without the profiler, the pair is also checked against those timings: the before trace's
@@ -17,6 +18,7 @@ tests/data/unprofiled_refs.json (a separate unprofiled run of the same switches,
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,17 +59,28 @@ def _truth(folder: str) -> dict[str, Any]:
     return json.loads((REPO / folder / "truth.json").read_text())["ranks"][0]
 
 
+def _median_step_tokens_per_s(tokens: Sequence[float], median_ms: float) -> float | None:
+    """Tokens/s on the median step, as the product counts it (``flops.median_step_tokens_per_s``): the median tokens
+    per step over the median step."""
+    return float(statistics.median(tokens)) / (median_ms / 1e3) if tokens and median_ms > 0 else None
+
+
 def unprofiled(folder: str) -> dict[str, Any] | None:
-    """The run's unprofiled median step and tokens/s (``median_ms``, ``tokens_per_s``, ``source``), or None without
-    one: its truth.json ``reference`` (``median_wall_ms``), else its entry in tests/data/unprofiled_refs.json
-    (``median_step_ms``, ``token_slots_per_s``: padded slots, as the traces' shapes count them)."""
+    """The run's unprofiled median step and tokens/s on it (``median_ms``, ``tokens_per_s``, ``source``), or None
+    without one: its truth.json ``reference`` (``median_wall_ms``; the tokens of its steps in ``tokens_per_step``),
+    else its entry in tests/data/unprofiled_refs.json (``median_step_ms``; ``token_slots`` of its ``steps``: padded
+    slots, as the traces' shapes count them)."""
     if (REPO / folder / "truth.json").is_file() and (ref := _truth(folder).get("reference")):
-        return {"median_ms": ref["median_wall_ms"], "tokens_per_s": ref.get("tokens_per_s"), "source": "truth.json"}
+        tokens = [_truth(folder)["tokens_per_step"][s] for s in ref["steps"]]
+        return {"median_ms": ref["median_wall_ms"], "tokens_per_s": _median_step_tokens_per_s(tokens, ref["median_wall_ms"]),
+                "source": "truth.json"}
     refs = json.loads(REFS.read_text())["captures"] if REFS.is_file() else {}
     if folder not in refs:
         return None
     r = refs[folder]
-    return {"median_ms": r["median_step_ms"], "tokens_per_s": r["token_slots_per_s"], "source": "unprofiled_refs.json"}
+    tokens = [r["token_slots"][s] for s in r["steps"]]
+    return {"median_ms": r["median_step_ms"], "tokens_per_s": _median_step_tokens_per_s(tokens, r["median_step_ms"]),
+            "source": "unprofiled_refs.json"}
 
 
 def _ckpt(t: dict[str, Any]) -> float:
@@ -154,7 +167,7 @@ def predicted_unprofiled(before: dict[str, Any], ids: Sequence[str] | None, unpr
     """The same restated on the before run's unprofiled median step: step and tokens/s."""
     wi = _what_if(before, ids, unprofiled_ms)
     step = wi["unprofiled"]["all_step_ns_if_fixed"]
-    # the tokens of the median step as the profiled what-if counts them (the run's tokens/s x its median step)
+    # the median step's tokens, as the profiled what-if counts them (its tokens/s x its median step)
     tokens = wi["tokens_per_s"] * wi["step_ns"] / 1e9 if wi.get("tokens_per_s") else None
     return step, (tokens / (step / 1e9) if tokens and step else None)
 

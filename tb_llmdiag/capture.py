@@ -9,8 +9,8 @@
             if prof.finished:        # every window is written; stop early if you like
                 break
 
-By default the first `DEFAULT_SKIP_FIRST` steps are skipped (cuBLAS/allocator/optimizer-state warm-up,
-torch.compile), one warm-up step is run with the profiler on but discarded, then `active` steps are
+By default the first `DEFAULT_SKIP_FIRST` (10) steps are skipped and timed (cuBLAS/allocator/optimizer-state warm-up,
+torch.compile; then the job as it runs without a profiler), one warm-up step is run with the profiler on but discarded, then `active` steps are
 recorded, then `DEFAULT_TIME_STEPS_AFTER` steps run unprofiled and are timed. `from_step0=True` records
 steps 0..active-1 instead (warm-up included, as many users do). Each rank writes one gzipped Kineto file
 `<logdir>/<run>/rank<R>.<ns>.pt.trace.json.gz`, named and gzipped as `torch.profiler.tensorboard_trace_handler`
@@ -21,8 +21,9 @@ steps once per optimizer step (so a step spans all gradient-accumulation micro-b
 
 `with_stack=True` (off by default: traces grow several times) records Python frames, so a report can
 name the user's `file:line` that holds the time. The steps the profiler skips before its window
-(`skip_first`, `wait`) and the `time_steps_after` steps after it are timed unprofiled (with
-`torch.cuda.synchronize()` at both edges when CUDA is there) and written into the trace's metadata under
+(`skip_first`, `wait`) and the `time_steps_after` steps after it are timed unprofiled (each on the
+host clock, as the profiled steps are, with `torch.cuda.synchronize()` at the edges of each run of them when CUDA is
+there) and written into the trace's metadata under
 `UNPROFILED_STEPS_KEY`, with the profiler options, so a report can set the profiled step beside the
 unprofiled one (docs/captures.md). The trace is written once the steps after the window are timed.
 
@@ -64,9 +65,11 @@ __all__ = [
 UNPROFILED_STEPS_KEY = "llmdiag_unprofiled_step_ns"
 """Trace metadata key (top level of the Kineto JSON) holding the unprofiled step times (docs/captures.md)."""
 
-UNPROFILED_STEPS_SCHEMA = 2
+UNPROFILED_STEPS_SCHEMA = 3
 """1: the steps before the window only (`steps`, `step_ns`); 2 adds the steps after it (`after_steps`,
-`after_step_ns`) and `window_steps`."""
+`after_step_ns`) and `window_steps`; 3 times each run of consecutive unprofiled steps between two synchronizes at its
+edges (`synchronized: "run_edges"`), each step on the host clock as the profiled ones are, where 1 and 2 synchronized
+at every step's edges (`synchronized: true`)."""
 
 DEFAULT_TIME_STEPS_AFTER = 3
 """Steps run unprofiled and timed after the last window before its trace is written."""
@@ -229,10 +232,11 @@ class StepProfiler:
         return self.time_skipped_steps and self.schedule.phase(step) in ("skip", "wait")
 
     def _step_begins(self) -> None:
-        """Called as step `step_num` starts: start its clock if it runs unprofiled and is timed."""
+        """Called as step `step_num` starts: start its clock if it runs unprofiled and is timed. The device is waited
+        for only where a run of timed steps begins (the work queued before it is not its time)."""
         self._step_started_ns = None
         if self._timed(self.step_num):
-            if self._sync is not None:
+            if self._sync is not None and not (self.step_num > 0 and self._timed(self.step_num - 1)):
                 self._sync()
             self._step_started_ns = time.perf_counter_ns()
 
@@ -277,7 +281,7 @@ class StepProfiler:
             "after_steps": [s for s, _ in after],
             "after_step_ns": [t for _, t in after],
             "window_steps": [w.first_step, w.last_step],
-            "synchronized": self._sync is not None,
+            "synchronized": "run_edges" if self._sync is not None else False,
             "profiler_options": dict(self.options),
             "schedule": self.schedule.torch_kwargs(),
             "steps_after_window": self.time_steps_after,
@@ -286,8 +290,8 @@ class StepProfiler:
     def step(self) -> None:
         """Mark the end of one (optimizer) step. A no-op (but for the count) once stopped."""
         if self._step_started_ns is not None:
-            if self._sync is not None:
-                self._sync()
+            if self._sync is not None and not self._timed(self.step_num + 1):
+                self._sync()  # the run of timed steps ends: its last step holds the device work still queued
             self.unprofiled_steps.append(self.step_num)
             self.unprofiled_step_ns.append(time.perf_counter_ns() - self._step_started_ns)
             self._step_started_ns = None
@@ -370,10 +374,10 @@ def profile_steps(
 ) -> StepProfiler:
     """A `StepProfiler` writing `<logdir>/<run>/rank<R>.<ns>.pt.trace.json.gz` (use it in a `with`).
 
-    Defaults: steady state (skip the first 3 steps, 1 warm-up, 3 active), shapes and memory recorded,
+    Defaults: steady state (skip and time the first 10 steps, 1 warm-up, 3 active), shapes and memory recorded,
     no Python stacks (`with_stack=True` records them: the trace names the user's `file:line`, but grows
     several times). The rank comes from torch.distributed or $RANK when not given.
-    `time_skipped_steps`: time the skipped and wait steps unprofiled (synchronized at both edges when
+    `time_skipped_steps`: time the skipped and wait steps unprofiled (synchronized at the edges of each run when
     CUDA is there) and write them into the trace's metadata under `UNPROFILED_STEPS_KEY`.
     `time_steps_after`: run that many steps after the last window unprofiled, timed the same way, and write the
     trace only then, with their times (0: written as the window ends, as torch's handler does). They are the

@@ -47,11 +47,11 @@ def test_phase_matches_torch_schedule(skip_first, wait, warmup, active, repeat):
 
 def test_steady_state_is_the_default():
     s = plan_schedule()
-    assert s.skip_first == capture.DEFAULT_SKIP_FIRST >= 2
+    assert s.skip_first == capture.DEFAULT_SKIP_FIRST == 10  # step 0 left out, 9 unprofiled steps to measure against
     assert s.warmup == 1 and s.wait == 0 and s.repeat == 1
-    assert s.active_steps() == (4, 5, 6)
-    assert s.total_steps == 7
-    assert [s.phase(i) for i in range(4)] == ["skip", "skip", "skip", "warmup"]
+    assert s.active_steps() == (11, 12, 13)
+    assert s.total_steps == 14
+    assert [s.phase(i) for i in range(12)] == ["skip"] * 10 + ["warmup", "active"]
 
 
 def test_from_step0_records_the_first_steps():
@@ -213,7 +213,7 @@ OPTIONS = {"record_shapes": True, "profile_memory": True, "with_stack": False, "
 
 
 def test_profile_steps_writes_one_gzip_trace_per_rank_after_the_steps_after_it(tmp_path, fake_torch):
-    with profile_steps(tmp_path, run="myrun", active=2) as prof:
+    with profile_steps(tmp_path, run="myrun", skip_first=3, active=2) as prof:
         assert prof.output_dir == str(tmp_path / "myrun")
         assert (tmp_path / "myrun").is_dir()
         kind, kwargs = fake_torch[0]
@@ -283,16 +283,16 @@ def test_steps_before_and_after_the_window_are_timed_and_written_once(tmp_path, 
     assert prof.step_num == 9
     assert prof.unprofiled_steps == [0, 1, 2, 6, 7, 8]
     assert prof.unprofiled_step_ns == [1000] * 6
-    assert log_owner[0].cuda.syncs == 12  # a synchronize at both edges of each timed step
+    assert log_owner[0].cuda.syncs == 4  # a synchronize at the edges of each run of timed steps: 0-2 and 6-8
     (path,) = prof.trace_files()
     assert read(path)["llmdiag_unprofiled_step_ns"] == {
-        "schema": 2,
+        "schema": 3,
         "steps": [0, 1, 2],
         "step_ns": [1000, 1000, 1000],
         "after_steps": [6, 7, 8],
         "after_step_ns": [1000, 1000, 1000],
         "window_steps": [4, 5],
-        "synchronized": True,
+        "synchronized": "run_edges",
         "profiler_options": OPTIONS,
         "schedule": {"skip_first": 2, "wait": 1, "warmup": 1, "active": 2, "repeat": 1},
         "steps_after_window": 3,
@@ -347,11 +347,11 @@ def test_from_step0_times_only_the_steps_after(tmp_path, fake_torch):
     value = read(path)["llmdiag_unprofiled_step_ns"]
     assert value["steps"] == [] and value["step_ns"] == [] and value["profiler_options"]["with_stack"] is True
     assert value["after_steps"] == [2, 3, 4] and value["window_steps"] == [0, 1]
-    assert log_owner[0].cuda.syncs == 6
+    assert log_owner[0].cuda.syncs == 2  # one run of timed steps (2-4): a synchronize at each of its edges
 
 
 def test_timing_can_be_turned_off(tmp_path, fake_torch):
-    with profile_steps(tmp_path, run="r", active=1, time_skipped_steps=False, time_steps_after=0) as prof:
+    with profile_steps(tmp_path, run="r", skip_first=3, active=1, time_skipped_steps=False, time_steps_after=0) as prof:
         for n in range(5):
             prof.step()
             assert len(prof.trace_files()) == (1 if n >= 4 else 0)  # written as the window ends, as torch's handler
@@ -417,7 +417,7 @@ def test_callback_steps_per_optimizer_step(tmp_path, fake_torch, monkeypatch):
     assert capture.ProfilerCallback is cls  # created once
 
     args = types.SimpleNamespace(logging_dir=str(tmp_path / "tb"), output_dir=str(tmp_path), process_index=3)
-    cb = cls(run="hf", active=2)
+    cb = cls(run="hf", skip_first=3, active=2)
     cb.on_train_begin(args, None, None)
     assert cb.prof.output_dir == str(tmp_path / "tb" / "hf")
     assert cb.prof.worker == "rank3"
@@ -491,14 +491,14 @@ def test_real_torch_writes_unprofiled_steps_and_stack_frames(tmp_path, monkeypat
     assert meta["steps"] + meta["after_steps"] == [0, 1, 2, 6, 7, 8] == prof.unprofiled_steps
     assert meta["step_ns"] + meta["after_step_ns"] == prof.unprofiled_step_ns
     assert all(isinstance(n, int) and n > 0 for n in prof.unprofiled_step_ns)
-    assert meta["window_steps"] == [4, 5] and meta["schema"] == 2
+    assert meta["window_steps"] == [4, 5] and meta["schema"] == 3
     assert meta["profiler_options"] == {
         "record_shapes": True,
         "profile_memory": True,
         "with_stack": True,
         "with_flops": False,
     }
-    assert meta["synchronized"] is torch.cuda.is_available()
+    assert meta["synchronized"] == ("run_edges" if torch.cuda.is_available() else False)
     frames = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "python_function"]
     assert any("test_capture.py" in n and "user_work" in n for n in frames), frames[:20]
 

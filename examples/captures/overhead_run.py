@@ -286,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "reference": {
             "median_wall_ms": U0,
+            "wall_ms": pristine or ub,
+            "wall_ms_basis": "each block's step (its wall time over its steps)",
             "basis": "pristine blocks: timed before any profiler ran in the process"
             if pristine
             else "interleaved unprofiled blocks",

@@ -63,7 +63,7 @@ export function mountCards(el) {
       if (isNum(hl.tokens_per_s)) {
         const wl = workload(report);
         cards.push(card('Throughput', fmtHeadline(hl, 'tokens_per_s'),
-          wl === 'inference' ? 'token slots per second (prompt and generated)' : 'token slots per second (padding included)'));
+          wl === 'inference' ? 'token slots of the median step per second (prompt and generated)' : 'token slots of the median step per second (padding included)'));
       }
       const inf = report && report.metrics && report.metrics.inference;
       if (isNum(hl.generated_tokens_per_s) || isNum(hl.time_per_output_token_ns)) {

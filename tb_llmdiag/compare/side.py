@@ -171,7 +171,7 @@ class RunSide:
     resampled: str | None = None
 
     def value(self, key: str) -> Any:
-        if key == "work.ns_per_token":  # table.DERIVED: sum of step durations / sum of tokens
+        if key == "work.ns_per_token":  # table.DERIVED: the median step / its tokens
             tps = value_at(self.report, "headline.tokens_per_s")
             return 1e9 / tps if isinstance(tps, (int, float)) and tps > 0 else None
         return value_at(self.report, key)

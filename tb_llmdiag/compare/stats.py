@@ -4,7 +4,7 @@ Method (docs/compare.md states it for users):
 - **Bootstrap interval.** Each side's steps are resampled with replacement ``RESAMPLES`` times (a seeded
   ``numpy.random.Generator``, so the same two reports always give the same answer); a per-step column is
   resampled as a whole step (a step's duration, tokens and busy time stay together). The statistic (the
-  median step, tokens / s as sum of tokens over sum of durations...) is computed on every resample of each
+  median step, tokens / s as median tokens over median duration...) is computed on every resample of each
   side, and the ``LEVEL`` percentile interval of the difference AFTER - BEFORE is the noise band (shown as a
   relative change through the interval of AFTER / BEFORE - 1 when BEFORE's statistic is positive on every
   resample). A change is *beyond noise* when the band excludes 0. Both sides are resampled independently.

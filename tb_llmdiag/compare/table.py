@@ -40,7 +40,7 @@ DERIVED: dict[str, Metric] = {
         "lower",
         0.05,
         "time per token",
-        "sum of step durations / sum of tokens per step (1e9 / tokens_per_s)",
+        "the median step / its tokens (1e9 / headline.tokens_per_s: on the median step, as tokens/s)",
     ),
     "job.tokens_per_s": Metric(
         "job.tokens_per_s",
@@ -97,6 +97,17 @@ def _ratio_of_sums(num: str, den: str, scale: float = 1.0) -> Callable[[Columns,
     def stat(cols: Columns, idx: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return scale * _take(cols, num, idx).sum(axis=1) / _take(cols, den, idx).sum(axis=1)
+
+    return stat
+
+
+def _median_ratio(num: str, den: str, scale: float = 1.0) -> Callable[[Columns, np.ndarray], np.ndarray]:
+    """Per resample row: the median of ``num`` over the median of ``den`` (tokens/s on the median step, as the run
+    report's ``headline.tokens_per_s``)."""
+
+    def stat(cols: Columns, idx: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return scale * np.median(_take(cols, num, idx), axis=1) / np.median(_take(cols, den, idx), axis=1)
 
     return stat
 
@@ -198,16 +209,16 @@ STATISTICS: dict[str, Statistic] = {
     ),
     "cv_duration": Statistic(_cv_duration, None, ("duration_ns",), "std / mean of the step durations"),
     "tokens_per_s": Statistic(
-        _ratio_of_sums("tokens", "duration_ns", 1e9),
+        _median_ratio("tokens", "duration_ns", 1e9),
         _per_step_ratio("tokens", "duration_ns", 1e9),
         ("tokens", "duration_ns"),
-        "sum of tokens / sum of step durations",
+        "median tokens per step / median step duration",
     ),
     "ns_per_token": Statistic(
-        _ratio_of_sums("duration_ns", "tokens"),
+        _median_ratio("duration_ns", "tokens"),
         _per_step_ratio("duration_ns", "tokens"),
         ("tokens", "duration_ns"),
-        "sum of step durations / sum of tokens",
+        "median step duration / median tokens per step",
     ),
     **{
         f"{c}_share": Statistic(

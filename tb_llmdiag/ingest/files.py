@@ -1,4 +1,5 @@
-"""Opening a trace file: the one regular-file check and the one open, for the readers, discovery and the tab.
+"""Opening a trace file: the one regular-file check and the one open, for the readers, discovery, the tab and
+saved reports (``saved_report.py``).
 
 Contract:
 - ``problem(path)``: why ``path`` cannot be read as a trace, in one line ("it is a named pipe (FIFO), not a trace

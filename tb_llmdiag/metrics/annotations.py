@@ -95,6 +95,12 @@ def annotation_metrics(ctx: Context, *, top: int = 15) -> dict[str, Any]:
 #: docs/metrics.md: the section's title and the prose before its table
 INTRO: Intro = ("`annotations` (metrics/annotations.py)", "")
 
+#: the shared part of the definitions of `annotations.top[]`'s fields
+_TOP_ENTRY = (
+    "`top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of durations: nested or repeated "
+    "ranges all count), `share` (the union of its ranges within the window / window_ns: time counted once)"
+)
+
 ENTRIES: tuple[Entry, ...] = (
     (
         "annotations.count",
@@ -123,44 +129,8 @@ ENTRIES: tuple[Entry, ...] = (
         "`accelerate`; null when unknown. Findings use it to word fixes",
     ),
     ("annotations.zero_grad_share", SHARE, NEITHER, 0.1, "zero grad share", "the same for `Optimizer.zero_grad#...`"),
-    (
-        "annotations.top[].count",
-        COUNT,
-        NEITHER,
-        0.02,
-        "top count",
-        "`count` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
-        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
-        "window / window_ns: time counted once)",
-    ),
-    (
-        "annotations.top[].name",
-        TEXT,
-        NEITHER,
-        0,
-        "top name",
-        "`name` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
-        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
-        "window / window_ns: time counted once)",
-    ),
-    (
-        "annotations.top[].share",
-        SHARE,
-        NEITHER,
-        0.1,
-        "top share",
-        "`share` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
-        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
-        "window / window_ns: time counted once)",
-    ),
-    (
-        "annotations.top[].total_ns",
-        NS,
-        NEITHER,
-        0.05,
-        "top total",
-        "`total_ns` of each `top` entry: per name (top 15 by time): `name`, `count`, `total_ns` (sum of "
-        "durations: nested or repeated ranges all count), `share` (the union of its ranges within the "
-        "window / window_ns: time counted once)",
-    ),
+    ("annotations.top[].count", COUNT, NEITHER, 0.02, "top count", "`count` of each " + _TOP_ENTRY),
+    ("annotations.top[].name", TEXT, NEITHER, 0, "top name", "`name` of each " + _TOP_ENTRY),
+    ("annotations.top[].share", SHARE, NEITHER, 0.1, "top share", "`share` of each " + _TOP_ENTRY),
+    ("annotations.top[].total_ns", NS, NEITHER, 0.05, "top total", "`total_ns` of each " + _TOP_ENTRY),
 )

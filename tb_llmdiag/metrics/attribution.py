@@ -244,6 +244,8 @@ INTRO: Intro = (
     "the deepest frame of the user's own code, operators, the runtime call.",
 )
 
+#: the definition shared by `allocator_source`, `sync_source` and `unrecorded_source`
+_SOURCE_LINE = "its user source line (`with_stack=True`), else null"
 _S = "`straggler_cause_evidence` (from the ranks' attributions): "
 _N = "each `nodes` entry: the 8 call-tree nodes holding the most GPU idle time (inclusive), "
 _B = "each `busy` entry: the 8 operator nodes that launch the most GPU time themselves (their own launch calls), "
@@ -278,15 +280,15 @@ ENTRIES: tuple[Entry, ...] = (
     ("attribution.allocator_idle_share", SHARE, LOWER, 0.1, "allocator idle share", "`allocator_idle_ns` / window"),
     ("attribution.allocator_calls_per_step", PER_STEP, LOWER, 0.05, "allocator calls per step", "allocator calls per profiled step"),
     ("attribution.allocator_chain", TEXT, NEITHER, 0, "allocator chain", "the activity around the allocator call holding the most idle time"),
-    ("attribution.allocator_source", TEXT, NEITHER, 0, "allocator source line", "its user source line (`with_stack=True`), else null"),
+    ("attribution.allocator_source", TEXT, NEITHER, 0, "allocator source line", _SOURCE_LINE),
     ("attribution.sync_idle_ns", NS, LOWER, 0.05, "sync idle", "GPU idle time while the host is inside blocking runtime calls (cuda*Synchronize, blocking copies)"),
     ("attribution.sync_idle_share", SHARE, LOWER, 0.1, "sync idle share", "`sync_idle_ns` / window"),
     ("attribution.sync_chain", TEXT, NEITHER, 0, "sync chain", "the activity around the blocking call holding the most idle time (the operator that syncs: `aten::nonzero` under `aten::index`...)"),
-    ("attribution.sync_source", TEXT, NEITHER, 0, "sync source line", "its user source line (`with_stack=True`), else null"),
+    ("attribution.sync_source", TEXT, NEITHER, 0, "sync source line", _SOURCE_LINE),
     ("attribution.unrecorded_ns", NS, LOWER, 0.05, "unrecorded host time idle", "GPU idle time while the host pauses in code no operator, runtime call or frame records: the own time of the range (or frame) holding the most of it when that is at least 1 ms per call and most of its idle time, else the stretches of at least 1 ms with nothing open"),
     ("attribution.unrecorded_share", SHARE, LOWER, 0.1, "unrecorded host time idle share", "`unrecorded_ns` / window"),
     ("attribution.unrecorded_chain", TEXT, NEITHER, 0, "unrecorded host time chain", "the range or frame holding it; null for stretches with nothing open"),
-    ("attribution.unrecorded_source", TEXT, NEITHER, 0, "unrecorded host time source line", "its user source line (`with_stack=True`), else null"),
+    ("attribution.unrecorded_source", TEXT, NEITHER, 0, "unrecorded host time source line", _SOURCE_LINE),
     ("attribution.unrecorded_profiler_ns", NS, NEITHER, 0.05, "profiler cost inside it", "the profiler's modelled cost of recording the host records that start inside that range or frame (count per kind x `overhead.MODEL`'s cost per record x the host's speed scale; at most `unrecorded_ns`): the Python tracer's records inside a pure-Python function; 0 for stretches with nothing open"),
     ("attribution.nodes[].name", TEXT, NEITHER, 0, "node name", "`name` of " + _N + "the event's name"),
     ("attribution.nodes[].kind", TEXT, NEITHER, 0, "node kind", "`kind` of " + _N + "cpu_op, annotation, python, runtime, driver"),

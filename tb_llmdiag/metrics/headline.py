@@ -3,7 +3,8 @@
 Each value is read from a metric topic (``docs/metrics.md``); unknown -> null.
 - step_median/min/max_ns, step_cv: ``steps``; gpu_busy_share: ``idle.busy_share``;
 - copy_share, gemm_share, copy_vs_gemm_ratio: ``kernels`` (copy = copy+memcpy; gemm = gemm+attention+conv);
-- launches_per_step: ``launch``; mfu_share, tokens_per_s: ``flops``; generated_tokens_per_s,
+- launches_per_step: ``launch``; mfu_share: ``flops``; tokens_per_s: ``flops.median_step_tokens_per_s`` (the median
+  step's, the basis of the step time and the what-if); generated_tokens_per_s,
   time_per_output_token_ns: ``inference`` (inference runs).
 
 On XLA runs (``run.platform == "xla"``: XPlane traces, which hold the ``xla`` topic) the device numbers come from ``xla``, which classifies
@@ -34,7 +35,7 @@ HEADLINE_SOURCES: dict[str, tuple[str, str]] = {
     "copy_vs_gemm_ratio": ("kernels", "copy_vs_gemm_ratio"),
     "launches_per_step": ("launch", "launches_per_step"),
     "mfu_share": ("flops", "mfu_share"),
-    "tokens_per_s": ("flops", "tokens_per_s"),
+    "tokens_per_s": ("flops", "median_step_tokens_per_s"),
     "generated_tokens_per_s": ("inference", "generated_tokens_per_s"),
     "time_per_output_token_ns": ("inference", "time_per_output_token_ns"),
 }
@@ -70,7 +71,7 @@ def headline(metrics: dict[str, Any]) -> dict[str, Any]:
 #: docs/metrics.md: the section's title and the prose before its table
 INTRO: Intro = (
     "`headline` (metrics/headline.py)",
-    "`step_median_ns`, `step_min_ns`, `step_max_ns`, `step_cv` from `steps`; `gpu_busy_share` = `idle.busy_share`;\n`copy_share`, `gemm_share`, `copy_vs_gemm_ratio` from `kernels`; `launches_per_step` from `launch`;\n`mfu_share`, `tokens_per_s` from `flops`.\n\nOn XLA runs (`run.platform` is `xla`: XPlane traces, which hold the `xla` topic) the device numbers come from `xla`, which classifies ops by\nHLO category / opcode rather than CUDA kernel names: `gemm_share` = `xla.matmul_share`, `copy_share` =\n`xla.movement_share` (data formatting + copies, what XLA's `copy_heavy` reads), `copy_vs_gemm_ratio` =\n`xla.matmul_vs_movement_ratio` (movement / matmul time), `gpu_busy_share` = `xla.device_duty_cycle_share`,\n`mfu_share` = `xla.flop_utilization_share`; null when the `xla` topic lacks them (never the kernel-name numbers).\n`launches_per_step` is null on XPlane runs: XLA launches whole compiled programs (and on GPU a handful of\nruntime calls per program), so launch calls per step say nothing about launch overhead there.\nOn the synthetic TPU capture `gemm_share` is 9600 / 14655 = 0.655 (the kernel-name classification said 0.368).",
+    "`step_median_ns`, `step_min_ns`, `step_max_ns`, `step_cv` from `steps`; `gpu_busy_share` = `idle.busy_share`;\n`copy_share`, `gemm_share`, `copy_vs_gemm_ratio` from `kernels`; `launches_per_step` from `launch`;\n`mfu_share` from `flops`; `tokens_per_s` = `flops.median_step_tokens_per_s` (the median step's, as the step time and the what-if).\n\nOn XLA runs (`run.platform` is `xla`: XPlane traces, which hold the `xla` topic) the device numbers come from `xla`, which classifies ops by\nHLO category / opcode rather than CUDA kernel names: `gemm_share` = `xla.matmul_share`, `copy_share` =\n`xla.movement_share` (data formatting + copies, what XLA's `copy_heavy` reads), `copy_vs_gemm_ratio` =\n`xla.matmul_vs_movement_ratio` (movement / matmul time), `gpu_busy_share` = `xla.device_duty_cycle_share`,\n`mfu_share` = `xla.flop_utilization_share`; null when the `xla` topic lacks them (never the kernel-name numbers).\n`launches_per_step` is null on XPlane runs: XLA launches whole compiled programs (and on GPU a handful of\nruntime calls per program), so launch calls per step say nothing about launch overhead there.\nOn the synthetic TPU capture `gemm_share` is 9600 / 14655 = 0.655 (the kernel-name classification said 0.368).",
 )
 
 # a declared table, one entry per row: left as laid out
@@ -90,8 +91,9 @@ ENTRIES: tuple[Entry, ...] = (
     ("headline.step_median_ns", NS, LOWER, 0.05, "median step", "`steps.median_ns`"),
     ("headline.step_min_ns", NS, LOWER, 0.05, "fastest step", "`steps.min_ns`"),
     ("headline.tokens_per_s", PER_S, HIGHER, 0.05, "tokens/s",
-     "`flops.tokens_per_s`: token slots per step summed / step time summed; the run's one tokens/s (the what-if "
-     "scales it)"),
+     "`flops.median_step_tokens_per_s`: the median step's token slots (`steps.tokens_per_step_median`) / the median "
+     "step (`steps.median_ns`); the run's one tokens/s, on the median step as the step time, the savings and the "
+     "what-if (which scales it)"),
     ("headline.generated_tokens_per_s", PER_S, HIGHER, 0.05, "generated tokens/s",
      "inference: `inference.generated_tokens_per_s` (tokens the decode steps generate / their time); null otherwise"),
     ("headline.time_per_output_token_ns", NS, LOWER, 0.05, "time per output token",

@@ -113,6 +113,9 @@ INTRO: Intro = ("`host_sync` (metrics/host_sync.py)", "")
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
+#: the shared part of the definitions of `host_sync.by_api[]`'s fields
+_BY_API_ENTRY = "`by_api` entry: per sync API: `name`, `count`, `total_ns`, `max_ns`"
+
 ENTRIES: tuple[Entry, ...] = (
     ("host_sync.blocked_ns", NS, LOWER, 0.05, "blocked",
      "length of the union of those ranges within the window (host time spent waiting), less `in_collective_ns` (changed in report schema 3)"),
@@ -148,13 +151,13 @@ ENTRIES: tuple[Entry, ...] = (
      "sync sites per step: blocking API calls, plus syncing operators that wrap none (`aten::item` / "
      "`is_nonzero` wrapping `_local_scalar_dense` count once)"),
     ("host_sync.by_api[].count", COUNT, NEITHER, 0.02, "sync api count",
-     "`count` of each `by_api` entry: per sync API: `name`, `count`, `total_ns`, `max_ns`"),
+     "`count` of each " + _BY_API_ENTRY),
     ("host_sync.by_api[].max_ns", NS, NEITHER, 0.05, "sync api max",
-     "`max_ns` of each `by_api` entry: per sync API: `name`, `count`, `total_ns`, `max_ns`"),
+     "`max_ns` of each " + _BY_API_ENTRY),
     ("host_sync.by_api[].name", TEXT, NEITHER, 0, "sync api name",
-     "`name` of each `by_api` entry: per sync API: `name`, `count`, `total_ns`, `max_ns`"),
+     "`name` of each " + _BY_API_ENTRY),
     ("host_sync.by_api[].total_ns", NS, NEITHER, 0.05, "sync api total",
-     "`total_ns` of each `by_api` entry: per sync API: `name`, `count`, `total_ns`, `max_ns`"),
+     "`total_ns` of each " + _BY_API_ENTRY),
 )
 
 # fmt: on

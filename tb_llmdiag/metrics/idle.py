@@ -256,6 +256,18 @@ _TOP_OPS_ENTRY = (
     "exceeds `host_wait_ns`), `share` (/ window_ns)"
 )
 
+#: the definition shared by `idle.host_wait_per_shape_op`, `_ns` and `_share`
+_PER_SHAPE = (
+    "among CPU operators doing per-shape work (`idle.PER_SHAPE_OPS`: cuDNN attention / convolution, "
+    "torch.compile regions) whose mean call is >= 1 ms (so they are building plans or compiling, not just "
+    "launching), the one with the largest overlap with host-wait gaps: its name, that overlap (ns), and / "
+    "window_ns. The largest single name, not a sum, so nested callers are not double counted. null / 0 "
+    "when none"
+)
+
+#: the definition shared by `idle.low_util_steps[]` and `idle.low_util_step_count`
+_LOW_UTIL = "steps whose `busy_share` (`steps.per_step[]`) < 0.5 (Nsight's 50 % rule, per step)"
+
 ENTRIES: tuple[Entry, ...] = (
     ("idle.busy_ns", NS, HIGHER, 0.05, "busy", "length of the union of the device events other than collectives (kernels, memcpy, memset) inside the window (changed in report schema 3: collectives no longer count as busy)"),
     ("idle.collective_ns", NS, LOWER, 0.05, "communication only", "window time the device runs only collective kernels (neither busy nor idle); busy + collective + idle = window"),
@@ -282,24 +294,9 @@ ENTRIES: tuple[Entry, ...] = (
      "its time within `host_wait` gaps (as `idle_ns` above, so `_share` <= `host_wait_share` <= 1)"),
     ("idle.host_wait_culprit_share", SHARE, LOWER, 0.1, "host wait culprit share", "host_wait_culprit_ns / window_ns"),
     ("idle.host_wait_ns", NS, LOWER, 0.05, "host wait", "idle time in `host_wait` gaps"),
-    ("idle.host_wait_per_shape_ns", NS, LOWER, 0.05, "host wait per shape",
-     "among CPU operators doing per-shape work (`idle.PER_SHAPE_OPS`: cuDNN attention / convolution, "
-     "torch.compile regions) whose mean call is >= 1 ms (so they are building plans or compiling, not just "
-     "launching), the one with the largest overlap with host-wait gaps: its name, that overlap (ns), and / "
-     "window_ns. The largest single name, not a sum, so nested callers are not double counted. null / 0 "
-     "when none"),
-    ("idle.host_wait_per_shape_op", TEXT, NEITHER, 0, "host wait per shape op",
-     "among CPU operators doing per-shape work (`idle.PER_SHAPE_OPS`: cuDNN attention / convolution, "
-     "torch.compile regions) whose mean call is >= 1 ms (so they are building plans or compiling, not just "
-     "launching), the one with the largest overlap with host-wait gaps: its name, that overlap (ns), and / "
-     "window_ns. The largest single name, not a sum, so nested callers are not double counted. null / 0 "
-     "when none"),
-    ("idle.host_wait_per_shape_share", SHARE, LOWER, 0.1, "host wait per shape share",
-     "among CPU operators doing per-shape work (`idle.PER_SHAPE_OPS`: cuDNN attention / convolution, "
-     "torch.compile regions) whose mean call is >= 1 ms (so they are building plans or compiling, not just "
-     "launching), the one with the largest overlap with host-wait gaps: its name, that overlap (ns), and / "
-     "window_ns. The largest single name, not a sum, so nested callers are not double counted. null / 0 "
-     "when none"),
+    ("idle.host_wait_per_shape_ns", NS, LOWER, 0.05, "host wait per shape", _PER_SHAPE),
+    ("idle.host_wait_per_shape_op", TEXT, NEITHER, 0, "host wait per shape op", _PER_SHAPE),
+    ("idle.host_wait_per_shape_share", SHARE, LOWER, 0.1, "host wait per shape share", _PER_SHAPE),
     ("idle.host_wait_share", SHARE, LOWER, 0.1, "host wait share", "host_wait_ns / window_ns"),
     ("idle.idle_ns", NS, LOWER, 0.05, "idle", "window time without any device event (collectives included): window_ns - busy_ns - collective_ns"),
     ("idle.idle_share", SHARE, LOWER, 0.1, "idle share", "idle_ns / window_ns"),
@@ -308,8 +305,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("idle.long_gap_max_ns", NS, LOWER, 0.05, "long gap max", "the longest of them"),
     ("idle.long_gap_ns", NS, LOWER, 0.05, "long gap", "their summed length"),
     ("idle.long_gap_share", SHARE, LOWER, 0.1, "long gap share", "long_gap_ns / window_ns"),
-    ("idle.low_util_step_count", COUNT, LOWER, 0.02, "low util step count",
-     "steps whose `busy_share` (`steps.per_step[]`) < 0.5 (Nsight's 50 % rule, per step)"),
+    ("idle.low_util_step_count", COUNT, LOWER, 0.02, "low util step count", _LOW_UTIL),
     ("idle.other_ns", NS, NEITHER, 0.05, "other", "idle time in `other` gaps"),
     ("idle.other_share", SHARE, NEITHER, 0.1, "other share", "other_ns / window_ns"),
     ("idle.sync_ns", NS, LOWER, 0.05, "sync", "idle time in `sync` gaps"),
@@ -323,7 +319,6 @@ ENTRIES: tuple[Entry, ...] = (
      "`name` of each " + _TOP_OPS_ENTRY),
     ("idle.host_wait_top_ops[].share", SHARE, LOWER, 0.1, "host wait top op share",
      "`share` of each " + _TOP_OPS_ENTRY),
-    ("idle.low_util_steps[]", INDEX, NEITHER, 0, "low util steps",
-     "steps whose `busy_share` (`steps.per_step[]`) < 0.5 (Nsight's 50 % rule, per step)"),
+    ("idle.low_util_steps[]", INDEX, NEITHER, 0, "low util steps", _LOW_UTIL),
 )
 # fmt: on

@@ -93,6 +93,12 @@ INTRO: Intro = (
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
+#: the shared part of the definitions of `kernels.top_kernels[]`'s fields
+_TOP_KERNELS_ENTRY = (
+    "`top_kernels` entry: the 15 names with most time: `name`, `category`, `count`, `total_ns`, `mean_ns`, `share` "
+    "(of device_time_ns)"
+)
+
 ENTRIES: tuple[Entry, ...] = (
     ("kernels.by_category.*.count", COUNT, NEITHER, 0.02, "category count", "the category's device events"),
     ("kernels.by_category.*.share", SHARE, NEITHER, 0.1, "category share",
@@ -112,22 +118,16 @@ ENTRIES: tuple[Entry, ...] = (
     ("kernels.gemm_ns", NS, NEITHER, 0.05, "gemm", "gemm + attention + conv time (matrix-multiply-class work)"),
     ("kernels.gemm_share", SHARE, NEITHER, 0.1, "gemm share", "gemm_ns / device_time_ns"),
     ("kernels.top_kernels[].category", TEXT, NEITHER, 0, "top kernel category",
-     "`category` of each `top_kernels` entry: the 15 names with most time: `name`, `category`, `count`, "
-     "`total_ns`, `mean_ns`, `share` (of device_time_ns)"),
+     "`category` of each " + _TOP_KERNELS_ENTRY),
     ("kernels.top_kernels[].count", COUNT, NEITHER, 0.02, "top kernel count",
-     "`count` of each `top_kernels` entry: the 15 names with most time: `name`, `category`, `count`, "
-     "`total_ns`, `mean_ns`, `share` (of device_time_ns)"),
+     "`count` of each " + _TOP_KERNELS_ENTRY),
     ("kernels.top_kernels[].mean_ns", NS, NEITHER, 0.05, "top kernel mean",
-     "`mean_ns` of each `top_kernels` entry: the 15 names with most time: `name`, `category`, `count`, "
-     "`total_ns`, `mean_ns`, `share` (of device_time_ns)"),
+     "`mean_ns` of each " + _TOP_KERNELS_ENTRY),
     ("kernels.top_kernels[].name", TEXT, NEITHER, 0, "top kernel name",
-     "`name` of each `top_kernels` entry: the 15 names with most time: `name`, `category`, `count`, "
-     "`total_ns`, `mean_ns`, `share` (of device_time_ns)"),
+     "`name` of each " + _TOP_KERNELS_ENTRY),
     ("kernels.top_kernels[].share", SHARE, NEITHER, 0.1, "top kernel share",
-     "`share` of each `top_kernels` entry: the 15 names with most time: `name`, `category`, `count`, "
-     "`total_ns`, `mean_ns`, `share` (of device_time_ns)"),
+     "`share` of each " + _TOP_KERNELS_ENTRY),
     ("kernels.top_kernels[].total_ns", NS, NEITHER, 0.05, "top kernel total",
-     "`total_ns` of each `top_kernels` entry: the 15 names with most time: `name`, `category`, `count`, "
-     "`total_ns`, `mean_ns`, `share` (of device_time_ns)"),
+     "`total_ns` of each " + _TOP_KERNELS_ENTRY),
 )
 # fmt: on

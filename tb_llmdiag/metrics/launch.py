@@ -106,6 +106,12 @@ INTRO: Intro = ("`launch` (metrics/launch.py)", "")
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
+#: the shared part of the definitions of `launch.api[]`'s fields
+_API_ENTRY = (
+    "`api` entry: per runtime/driver API (top 15 by total): `name`, `count`, `total_ns`, `mean_ns`, `max_ns`, "
+    "`share` (of runtime_ns), like Nsight's CUDA API summary"
+)
+
 ENTRIES: tuple[Entry, ...] = (
     ("launch.kernel_mean_ns", NS, NEITHER, 0.05, "kernel mean", "mean kernel duration"),
     ("launch.kernel_median_ns", NS, NEITHER, 0.05, "kernel median", "median kernel duration"),
@@ -130,23 +136,17 @@ ENTRIES: tuple[Entry, ...] = (
     ("launch.tiny_kernels", COUNT, LOWER, 0.02, "tiny kernels", "kernels shorter than the cut-off"),
     ("launch.tiny_kernels_per_step", PER_STEP, LOWER, 0.05, "tiny kernels per step", "tiny_kernels / steps"),
     ("launch.api[].count", COUNT, NEITHER, 0.02, "api count",
-     "`count` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, `total_ns`, "
-     "`mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+     "`count` of each " + _API_ENTRY),
     ("launch.api[].max_ns", NS, NEITHER, 0.05, "api max",
-     "`max_ns` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, `total_ns`, "
-     "`mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+     "`max_ns` of each " + _API_ENTRY),
     ("launch.api[].mean_ns", NS, NEITHER, 0.05, "api mean",
-     "`mean_ns` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, "
-     "`total_ns`, `mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+     "`mean_ns` of each " + _API_ENTRY),
     ("launch.api[].name", TEXT, NEITHER, 0, "api name",
-     "`name` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, `total_ns`, "
-     "`mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+     "`name` of each " + _API_ENTRY),
     ("launch.api[].share", SHARE, NEITHER, 0.1, "api share",
-     "`share` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, `total_ns`, "
-     "`mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+     "`share` of each " + _API_ENTRY),
     ("launch.api[].total_ns", NS, NEITHER, 0.05, "api total",
-     "`total_ns` of each `api` entry: per runtime/driver API (top 15 by total): `name`, `count`, "
-     "`total_ns`, `mean_ns`, `max_ns`, `share` (of runtime_ns), like Nsight's CUDA API summary"),
+     "`total_ns` of each " + _API_ENTRY),
 )
 
 # fmt: on

@@ -97,6 +97,9 @@ INTRO: Intro = (
     "Memcpy events in the window. Names carry direction and memory kinds: `Memcpy HtoD (Pageable -> Device)`.\nA copy from pageable host memory is synchronous for the host (the driver stages it through a pinned\nbuffer), so `non_blocking=True` is ignored.\n\nDevice -> Pageable copies are how `.item()` reads a value; they are counted, but judged under host syncs.",
 )
 
+#: the shared part of the definitions of `memcpy.by_name[]`'s fields
+_BY_NAME_ENTRY = "`by_name` entry: per name: `name`, `count`, `bytes` (sum of known payloads), `time_ns` (device time)"
+
 ENTRIES: tuple[Entry, ...] = (
     ("memcpy.count", COUNT, NEITHER, 0.02, "count", "memcpy events"),
     ("memcpy.dtod_bytes", BYTES, NEITHER, 0.02, "dtod bytes", "payload of dtod copies"),
@@ -163,40 +166,8 @@ ENTRIES: tuple[Entry, ...] = (
         "pageable htod share",
         "length of the union of those copies' host spans within the window / window_ns: the most pinning could save",
     ),
-    (
-        "memcpy.by_name[].bytes",
-        BYTES,
-        NEITHER,
-        0.02,
-        "copy bytes",
-        "`bytes` of each `by_name` entry: per name: `name`, `count`, `bytes` (sum of known payloads), "
-        "`time_ns` (device time)",
-    ),
-    (
-        "memcpy.by_name[].count",
-        COUNT,
-        NEITHER,
-        0.02,
-        "copy count",
-        "`count` of each `by_name` entry: per name: `name`, `count`, `bytes` (sum of known payloads), "
-        "`time_ns` (device time)",
-    ),
-    (
-        "memcpy.by_name[].name",
-        TEXT,
-        NEITHER,
-        0,
-        "copy name",
-        "`name` of each `by_name` entry: per name: `name`, `count`, `bytes` (sum of known payloads), "
-        "`time_ns` (device time)",
-    ),
-    (
-        "memcpy.by_name[].time_ns",
-        NS,
-        NEITHER,
-        0.05,
-        "copy time",
-        "`time_ns` of each `by_name` entry: per name: `name`, `count`, `bytes` (sum of known payloads), "
-        "`time_ns` (device time)",
-    ),
+    ("memcpy.by_name[].bytes", BYTES, NEITHER, 0.02, "copy bytes", "`bytes` of each " + _BY_NAME_ENTRY),
+    ("memcpy.by_name[].count", COUNT, NEITHER, 0.02, "copy count", "`count` of each " + _BY_NAME_ENTRY),
+    ("memcpy.by_name[].name", TEXT, NEITHER, 0, "copy name", "`name` of each " + _BY_NAME_ENTRY),
+    ("memcpy.by_name[].time_ns", NS, NEITHER, 0.05, "copy time", "`time_ns` of each " + _BY_NAME_ENTRY),
 )

@@ -164,9 +164,11 @@ RESULTS: tuple[Entry, ...] = (
      "what bounds that finding's cut: `cause` (its own share), `pool` (all of its pool), `host_floor` (a device-side "
      "cut that would take the step below `host_floor_ns`); null without a finding"),
     ("what_if.tokens_per_s", PER_S, HIGHER, 0.05, "tokens/s",
-     "`headline.tokens_per_s` (the run's one tokens/s); null without shapes"),
+     "`headline.tokens_per_s`, the run's one tokens/s: the median step's token slots / the median step "
+     "(`flops.median_step_tokens_per_s`); null without shapes"),
     ("what_if.tokens_per_s_if_fixed", PER_S, HIGHER, 0.05, "tokens/s if fixed",
-     "`tokens_per_s` x `step_ns` / `step_ns_if_fixed`: the same tokens in the shorter step"),
+     "`tokens_per_s` x `step_ns` / `step_ns_if_fixed`: the median step's tokens in the fixed median step; null when "
+     "the top finding's saving is of the mean step (`basis`: its cause is not in the median step)"),
     ("what_if.all.finding_ids[]", TEXT, NEITHER, 0, "findings", "the findings whose causes are in the median step"),
     ("what_if.all.step_ns", NS, LOWER, 0.05, "median step", "the median step (`steps.median_ns`)"),
     ("what_if.all.step_ns_if_fixed", NS, LOWER, 0.05, "median step if all fixed",
@@ -182,7 +184,7 @@ RESULTS: tuple[Entry, ...] = (
      "`host_floor` when a device-side cut of the sequence stopped at the host floor, `compute_floor` when the step "
      "is down to the GPU's own work, else `causes`"),
     ("what_if.all.tokens_per_s_if_fixed", PER_S, HIGHER, 0.05, "tokens/s if all fixed",
-     "`tokens_per_s` x `all.step_ns` / `all.step_ns_if_fixed`"),
+     "`tokens_per_s` x `all.step_ns` / `all.step_ns_if_fixed`: the median step's tokens in the fixed median step"),
     ("what_if.mean_step_ns", NS, LOWER, 0.05, "mean step", "the mean step (`steps.mean_ns`)"),
     ("what_if.mean_step_ns_if_all_fixed", NS, LOWER, 0.05, "mean step if all fixed",
      "the mean step less every finding's in-sequence cut, outlier-step causes included"),

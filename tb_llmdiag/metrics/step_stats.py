@@ -206,6 +206,17 @@ _OUTLIER_CAUSE_ENTRY = (
     "which becomes `longer_input` when the step had >= 10 % more tokens than the median step (R3)"
 )
 
+#: the definition shared by `steps.outliers[]` and `steps.outlier_count`
+_OUTLIER = "steps with d_i > median + max(3 x 1.4826 x MAD, 0.1 x median), MAD = median absolute deviation"
+
+#: the shared part of the definitions of the four idle causes in `steps.per_step[]`
+_IN_STEP = (
+    "the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step "
+    "boundaries: a gap crossing a boundary has one cause on both sides, and busy + collective + the four causes "
+    "= `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device "
+    "activity"
+)
+
 ENTRIES: tuple[Entry, ...] = (
     ("steps.count", COUNT, NEITHER, 0.02, "count", "n, the number of steps"),
     ("steps.cv", RATIO, LOWER, 0.1, "cv", "std / mean (coefficient of variation); null when the mean is 0"),
@@ -222,8 +233,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("steps.mean_ns", NS, LOWER, 0.05, "mean", "mean of the step durations d"),
     ("steps.median_ns", NS, LOWER, 0.05, "median", "median of the step durations d"),
     ("steps.min_ns", NS, LOWER, 0.05, "min", "minimum of the step durations d"),
-    ("steps.outlier_count", COUNT, LOWER, 0.02, "outlier count",
-     "steps with d_i > median + max(3 x 1.4826 x MAD, 0.1 x median), MAD = median absolute deviation"),
+    ("steps.outlier_count", COUNT, LOWER, 0.02, "outlier count", _OUTLIER),
     ("steps.outlier_excess_share", SHARE, LOWER, 0.1, "outlier excess share",
      "sum over outliers of (d_i - median) / sum(d)"),
     ("steps.outlier_main_cause", TEXT, NEITHER, 0, "outlier main cause",
@@ -250,8 +260,7 @@ ENTRIES: tuple[Entry, ...] = (
      "`first` of each " + _OUTLIER_CAUSE_ENTRY),
     ("steps.outlier_causes[].index", INDEX, NEITHER, 0, "outlier cause index",
      "`index` of each " + _OUTLIER_CAUSE_ENTRY),
-    ("steps.outliers[]", INDEX, NEITHER, 0, "outliers",
-     "steps with d_i > median + max(3 x 1.4826 x MAD, 0.1 x median), MAD = median absolute deviation"),
+    ("steps.outliers[]", INDEX, NEITHER, 0, "outliers", _OUTLIER),
     ("steps.per_step[].index", INDEX, NEITHER, 0, "step", "the number in the step marker's name (else the ordinal)"),
     ("steps.per_step[].name", TEXT, NEITHER, 0, "marker", "the step marker's name"),
     ("steps.per_step[].start_ns", NS, NEITHER, 0.05, "start", "where the step starts, since the trace's first event: its marker's start, or the end of earlier steps' device work when that is later"),
@@ -262,10 +271,14 @@ ENTRIES: tuple[Entry, ...] = (
     ("steps.per_step[].busy_ns", NS, HIGHER, 0.05, "busy", "the union of the device events other than collectives within the step's [start, end) (changed in report schema 3: collectives no longer count as busy); null without device activity"),
     ("steps.per_step[].collective_ns", NS, LOWER, 0.05, "communication", "device time within the step's [start, end) that only collective kernels cover (communication nothing else on the device hides; NCCL/RCCL, DeepEP, XLA collectives, `metrics.collectives`); busy + collective + the four idle causes = `duration_ns`; null without device activity"),
     ("steps.per_step[].busy_share", SHARE, HIGHER, 0.1, "busy share", "busy_ns / duration_ns (collectives excluded); null without device activity"),
-    ("steps.per_step[].host_wait_ns", NS, LOWER, 0.05, "host wait", "idle time of `host_wait` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + collective + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
-    ("steps.per_step[].sync_ns", NS, LOWER, 0.05, "sync", "idle time of `sync` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + collective + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
-    ("steps.per_step[].data_loader_ns", NS, LOWER, 0.05, "data loader", "idle time of `data_loader` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + collective + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
-    ("steps.per_step[].other_ns", NS, LOWER, 0.05, "other", "idle time of `other` gaps within the step: the idle gaps (`idle`) are classified once over the whole gap (metrics/gaps.py), then split at step boundaries: a gap crossing a boundary has one cause on both sides, and busy + collective + the four causes = `duration_ns`; the tab's `/steps` rows and step timelines read the same breakdown; null without device activity"),
+    ("steps.per_step[].host_wait_ns", NS, LOWER, 0.05, "host wait",
+     "idle time of `host_wait` gaps within the step: " + _IN_STEP),
+    ("steps.per_step[].sync_ns", NS, LOWER, 0.05, "sync",
+     "idle time of `sync` gaps within the step: " + _IN_STEP),
+    ("steps.per_step[].data_loader_ns", NS, LOWER, 0.05, "data loader",
+     "idle time of `data_loader` gaps within the step: " + _IN_STEP),
+    ("steps.per_step[].other_ns", NS, LOWER, 0.05, "other",
+     "idle time of `other` gaps within the step: " + _IN_STEP),
     ("steps.per_step[].tokens", COUNT, NEITHER, 0.02, "tokens",
      "token slots B x L summed over `aten::embedding(weight [V, H], indices [B, L])` calls whose weight has the "
      "largest V seen (the token embedding) and whose start lies in the step's host window; padding included; "

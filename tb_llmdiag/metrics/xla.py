@@ -408,6 +408,12 @@ INTRO: Intro = (
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
+#: the steps `xla.steady_step_*` describe
+_STEADY = "the durations of steady steps (no compile started in them)"
+
+#: the definition shared by the `position` of `xla.compiles[]` and `xla.transfers_from_device[]`
+_POSITION = "`in_step`, `between_steps`, `before_steps` or `after_steps`"
+
 ENTRIES: tuple[Entry, ...] = (
     ("xla.achieved_tflops_per_s", TFLOP_PER_S, HIGHER, 0.05, "achieved tflops per s",
      "device_flops / summed step time / devices"),
@@ -488,17 +494,17 @@ ENTRIES: tuple[Entry, ...] = (
     ("xla.steady_mean_excess_share", SHARE, LOWER, 0.1, "steady mean excess share", "1 - steady median / steady mean"),
     ("xla.steady_step_count", COUNT, NEITHER, 0.02, "steady step count", "steps with no compile starting in them"),
     ("xla.steady_step_cv", RATIO, LOWER, 0.1, "steady step cv",
-     "std / mean of the durations of steady steps (no compile started in them)"),
+     "std / mean of " + _STEADY),
     ("xla.steady_step_max_ns", NS, LOWER, 0.05, "steady step max",
-     "maximum of the durations of steady steps (no compile started in them)"),
+     "maximum of " + _STEADY),
     ("xla.steady_step_mean_ns", NS, LOWER, 0.05, "steady step mean",
-     "mean of the durations of steady steps (no compile started in them)"),
+     "mean of " + _STEADY),
     ("xla.steady_step_median_ns", NS, LOWER, 0.05, "steady step median",
-     "median of the durations of steady steps (no compile started in them)"),
+     "median of " + _STEADY),
     ("xla.steady_step_min_ns", NS, LOWER, 0.05, "steady step min",
-     "minimum of the durations of steady steps (no compile started in them)"),
+     "minimum of " + _STEADY),
     ("xla.steady_step_std_ns", NS, LOWER, 0.05, "steady step std",
-     "population standard deviation of the durations of steady steps (no compile started in them)"),
+     "population standard deviation of " + _STEADY),
     ("xla.step_count", COUNT, NEITHER, 0.02, "step count", "steps found"),
     ("xla.step_cv", RATIO, LOWER, 0.1, "step cv", "std / mean of the durations of all steps"),
     ("xla.step_max_ns", NS, LOWER, 0.05, "step max", "maximum of the durations of all steps"),
@@ -547,8 +553,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("xla.compiles[].graph_hash", TEXT, NEITHER, 0, "compile graph hash", "torch_xla graph hash"),
     ("xla.compiles[].module", TEXT, NEITHER, 0, "compile module", "the module compiled"),
     ("xla.compiles[].name", TEXT, NEITHER, 0, "compile name", "the compile event's name"),
-    ("xla.compiles[].position", TEXT, NEITHER, 0, "compile position",
-     "`in_step`, `between_steps`, `before_steps` or `after_steps`"),
+    ("xla.compiles[].position", TEXT, NEITHER, 0, "compile position", _POSITION),
     ("xla.compiles[].start_ns", NS, NEITHER, 0.05, "compile start", "its start"),
     ("xla.compiles[].step", INDEX, NEITHER, 0, "compile step", "the step it starts in or follows"),
     ("xla.recompile_graph_hashes[]", TEXT, NEITHER, 0, "recompile graph hashes",
@@ -564,8 +569,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("xla.transfer_to_device_steps[]", INDEX, NEITHER, 0, "transfer to device steps",
      "the steps the in-loop host-to-device transfers lie in (or follow)"),
     ("xla.transfers_from_device[].duration_ns", NS, LOWER, 0.05, "transfers from device duration", "its duration"),
-    ("xla.transfers_from_device[].position", TEXT, NEITHER, 0, "transfers from device position",
-     "`in_step`, `between_steps`, `before_steps` or `after_steps`"),
+    ("xla.transfers_from_device[].position", TEXT, NEITHER, 0, "transfers from device position", _POSITION),
     ("xla.transfers_from_device[].start_ns", NS, NEITHER, 0.05, "transfers from device start", "its start"),
     ("xla.transfers_from_device[].step", INDEX, NEITHER, 0, "transfers from device step",
      "the step it lies in or follows"),
