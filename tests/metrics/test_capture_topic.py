@@ -167,11 +167,11 @@ FIVE_BEFORE = {"steps": [0, 1, 2, 3, 4], "step_ns": [900_000_000, 30_000_000, 31
 @pytest.mark.parametrize("schema", [1, 2, 3])
 def test_metadata_reader_takes_the_steps_before_the_window_when_three_remain(schema: int) -> None:
     # GIVEN the helper's object with steps 0-4 before the window (step 0 pays one-time costs) and, from schema 2 on,
-    # three slower steps after it (schema 3 synchronizes only at the edges of each block of steps)
+    # three slower steps after it (schema 3 synchronizes only at the edges of each run of them)
     if schema == 1:  # batch 3's helper: the steps before the window only
         text = json.dumps({"llmdiag_unprofiled_step_ns": {"schema": 1, "synchronized": True, **FIVE_BEFORE}}).encode()
     else:
-        text = _helper_object(schema=schema, synchronized="block_edges" if schema == 3 else True, **FIVE_BEFORE,
+        text = _helper_object(schema=schema, synchronized="run_edges" if schema == 3 else True, **FIVE_BEFORE,
                               after_steps=[9, 10, 11], after_step_ns=[40_000_000, 41_000_000, 39_000_000])
     meta = extra_metadata(text)
     # THEN steps 1-4 are the basis (the job before any profiler ran), both lists are kept for the metrics

@@ -19,7 +19,8 @@ Read from the small texts around the events (the header and the metadata after t
   else the steps after the window, else the few before it. Both lists are kept for the metrics
   (``unprofiled_before_step_ns``, ``unprofiled_after_step_ns``: the helper's object only) and ``unprofiled_when``
   says which is the basis: ``before_window``, ``after_window``, or absent (another writer's field: not known).
-  Schema 3 (``synchronized: "block_edges"``) reads as schema 2.
+  Schema 3 (``synchronized: "run_edges"``: the times on the host clock, a sync only at the edges of each run of them)
+  reads as schema 2.
 
 ``extra_metadata(text)`` never raises: a text that is not a JSON object, or a field that does not decode, gives
 nothing.
