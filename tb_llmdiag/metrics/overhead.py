@@ -154,13 +154,13 @@ def share_interval(profiled_ns: Any, unprofiled_ns: Any) -> list[float] | None:
 
 def slowdown_fields(meta: Mapping[str, Any]) -> dict[str, Any]:
     """``after_window_slowdown_share`` and its interval from the helper's steps before and after the window (module
-    docstring); nulls unless each side has ``MIN_SAMPLES``."""
+    docstring); nulls unless each side has ``MIN_SAMPLES`` (and the steps before are all positive)."""
     before, after = meta.get("unprofiled_before_step_ns"), meta.get("unprofiled_after_step_ns")
     out: dict[str, Any] = {"after_window_slowdown_share": None, "after_window_slowdown_share_95": None}
     if not isinstance(before, (list, tuple)) or not isinstance(after, (list, tuple)):
         return out
     b, a = np.asarray(before, np.float64), np.asarray(after, np.float64)
-    if b.size < MIN_SAMPLES or a.size < MIN_SAMPLES:
+    if b.size < MIN_SAMPLES or a.size < MIN_SAMPLES or (b <= 0).any():
         return out
     rng = np.random.default_rng(BOOT_SEED)
     bm, am = resampled_medians(b, rng), resampled_medians(a, rng)
