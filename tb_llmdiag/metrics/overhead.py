@@ -7,9 +7,10 @@ Definitions (per step: the median over the profiled steps; P = ``steps.median_ns
   it), else null. ``overhead_method`` says which steps it used.
 - With it (``overhead_basis`` = ``unprofiled_steps``): ``profiler_overhead_ns`` = max(0, P - unprofiled step) and
   ``profiler_overhead_share`` = that / P: measured, not modelled. ``profiler_overhead_share_95`` = [lo, hi]: the
-  2.5th and 97.5th percentiles of max(0, P* - U*) / P* over ``BOOT_RESAMPLES`` resamples (a fixed seed), P* the
-  median of the profiled steps (the durations behind ``steps.median_ns``) and U* of the unprofiled steps, each side
-  drawn with replacement on its own; null when either side has fewer than ``MIN_SAMPLES`` steps.
+  2.5th and 97.5th percentiles of max(0, P - U*) / P over ``BOOT_RESAMPLES`` resamples (a fixed seed), U* the median
+  of the unprofiled steps drawn with replacement; P is this trace's own profiled step, a fact of the trace, not a
+  sample (resampling a window of a few steps would let one slow first step swing the interval to 0.3 on a GPU-bound
+  step whose share is 0.02); null with fewer than ``MIN_SAMPLES`` unprofiled steps.
 - ``after_window_slowdown_share`` = (A - B) / B, A and B the medians of the helper's steps after and before the window
   (step 0 left out), when each has at least ``MIN_SAMPLES``; negative when the steps after ran faster; its 95 %
   interval ``after_window_slowdown_share_95`` resampled as above. The steps after ran slower than the spread of
@@ -141,15 +142,14 @@ def interval_95(draws: NDArray[np.float64]) -> list[float]:
     return [float(lo), float(hi)]
 
 
-def share_interval(profiled_ns: Any, unprofiled_ns: Any) -> list[float] | None:
-    """The 95 % interval of the measured share max(0, P - U) / P (module docstring), or None with fewer than
-    ``MIN_SAMPLES`` on a side."""
-    p, u = np.asarray(profiled_ns, np.float64), np.asarray(unprofiled_ns, np.float64)
-    if p.size < MIN_SAMPLES or u.size < MIN_SAMPLES:
+def share_interval(profiled_ns: float, unprofiled_ns: Any) -> list[float] | None:
+    """The 95 % interval of the measured share max(0, P - U) / P, P the trace's profiled step and U resampled (module
+    docstring), or None with fewer than ``MIN_SAMPLES`` unprofiled steps."""
+    u = np.asarray(unprofiled_ns, np.float64)
+    if u.size < MIN_SAMPLES or not profiled_ns > 0:
         return None
-    rng = np.random.default_rng(BOOT_SEED)
-    pm, um = resampled_medians(p, rng), resampled_medians(u, rng)
-    return interval_95(np.maximum(0.0, pm - um) / np.where(pm > 0, pm, np.inf))
+    um = resampled_medians(u, np.random.default_rng(BOOT_SEED))
+    return interval_95(np.maximum(0.0, profiled_ns - um) / profiled_ns)
 
 
 def slowdown_fields(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -203,7 +203,7 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
         cut = max(0, profiled - unprofiled)
         if why is None:
             out["overhead_model_share"] = min(cost, room) / profiled
-        ci = share_interval(ctx.steps.duration_ns, raw)
+        ci = share_interval(float(profiled), raw)
         return {
             **out,
             "profiler_overhead_ns": cut,
@@ -213,10 +213,10 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
             "overhead_method": f"measured: the profiled median step less the median of {out['unprofiled_steps']} "
             f"unprofiled steps {_timed_where(ctx.trace.metadata)} ({ctx.trace.metadata.get('unprofiled_source')}); "
             + (
-                f"95 % interval from {BOOT_RESAMPLES} resamples of the {ctx.n_steps} profiled and "
-                f"{out['unprofiled_steps']} unprofiled steps"
+                f"95 % interval from {BOOT_RESAMPLES} resamples of the {out['unprofiled_steps']} unprofiled steps "
+                "(the profiled step is this trace's own)"
                 if ci is not None
-                else f"no interval: fewer than {MIN_SAMPLES} steps on a side"
+                else f"no interval: fewer than {MIN_SAMPLES} unprofiled steps"
             ),
         }
     if why is not None:

@@ -155,7 +155,7 @@ def test_the_method_says_which_unprofiled_steps_it_measured_against() -> None:
         methods[when] = cap["overhead_method"]
     assert methods["after_window"] == ("measured: the profiled median step less the median of 1 unprofiled steps the "
                                        "capture helper timed after the profiled window (llmdiag_unprofiled_step_ns); "
-                                       "no interval: fewer than 3 steps on a side")
+                                       "no interval: fewer than 3 unprofiled steps")
     assert "timed before the profiled window (llmdiag_unprofiled_step_ns); no interval" in methods["before_window"]
     assert "unprofiled steps the trace's metadata holds (" in methods[None]
 
@@ -223,23 +223,28 @@ def _measured(profiled_us: list[int], meta: dict) -> dict:
     return analyze(Trace(source_kind="kineto", events=t.events, metadata=meta)).metrics["capture"]
 
 
-def test_the_measured_share_has_a_95_percent_interval_from_resampling_both_sides() -> None:
+def test_the_measured_share_has_a_95_percent_interval_from_resampling_the_unprofiled_steps() -> None:
     # GIVEN three 100 us profiled steps and unprofiled steps of 60, 70 and 80 us
     cap = _measured([100, 100, 100], {"unprofiled_step_ns": [60 * US, 70 * US, 80 * US], "unprofiled_when": "before_window"})
     assert cap["profiler_overhead_share"] == 0.3
-    # THEN by hand: a resample's profiled median is 100 us; its unprofiled median is 60 us with probability
+    # THEN by hand: the profiled step is the trace's own 100 us; a resample's unprofiled median is 60 us with probability
     # P(at least 2 of 3 draws are 60) = 3 (1/3)^2 (2/3) + (1/3)^3 = 7/27 (26 %), 80 us likewise, else 70 us; so the
     # share is 0.4 or 0.2 in 26 % of the resamples each: both 2.5 % tails sit on them
     assert cap["profiler_overhead_share_95"] == pytest.approx([0.2, 0.4], abs=1e-12)
-    assert "95 % interval from 1000 resamples of the 3 profiled and 3 unprofiled steps" in cap["overhead_method"]
+    assert "95 % interval from 1000 resamples of the 3 unprofiled steps (the profiled step is this trace's own)" in cap[
+        "overhead_method"
+    ]
+    # the profiled steps are not resampled: a slow first one (the window's first step) moves the median, not the
+    # interval's width
+    cap = _measured([300, 100, 100, 100, 100, 100], {"unprofiled_step_ns": [70 * US] * 3})
+    assert cap["profiler_overhead_share_95"] == pytest.approx([0.3, 0.3], abs=1e-12)
     # identical steps on each side: the interval is the point
     cap = _measured([100, 100, 100], {"unprofiled_step_ns": [70 * US] * 3})
     assert cap["profiler_overhead_share_95"] == pytest.approx([0.3, 0.3], abs=1e-12)
-    # fewer than 3 on either side: no interval, and the method says why
-    for prof, unprof in (([100, 100], [70 * US] * 3), ([100, 100, 100], [70 * US] * 2)):
-        cap = _measured(prof, {"unprofiled_step_ns": unprof})
-        assert cap["profiler_overhead_share_95"] is None and cap["profiler_overhead_share"] == 0.3
-        assert cap["overhead_method"].endswith("no interval: fewer than 3 steps on a side")
+    # fewer than 3 unprofiled steps: no interval, and the method says why
+    cap = _measured([100, 100, 100], {"unprofiled_step_ns": [70 * US] * 2})
+    assert cap["profiler_overhead_share_95"] is None and cap["profiler_overhead_share"] == 0.3
+    assert cap["overhead_method"].endswith("no interval: fewer than 3 unprofiled steps")
     # modelled: no interval
     assert _measured([100, 100, 100], {})["profiler_overhead_share_95"] is None
 
