@@ -3,7 +3,8 @@
     PYTHONPATH=. python scripts/overhead_fit.py [tests/data/*/truth.json ...]
 
 For every capture with a truth.json holding the profiled and unprofiled (``reference``) step times, reads the trace,
-gets the per-step record counts and the host-wait room from the product, and grid-searches per-record costs that
+gets the per-step record counts, the host's speed scale, Kineto's overhead rows and the host-wait room from the
+product (the cost is computed as ``metrics/overhead.model_ns`` does), and grid-searches per-record costs that
 minimise the largest error of the modelled share against the measured one, (profiled - unprofiled) / profiled
 (profiled: ``active_median_host_ms``, unprofiled: ``reference.median_wall_ms``). Prints the fit and each capture's
 error. The numbers it prints go into MODEL by hand (and tests/test_overhead.py checks them against the captures).
@@ -20,7 +21,7 @@ import numpy as np
 
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.metrics import analyze
-from tb_llmdiag.metrics.overhead import ROOM_CAUSES, model_ns
+from tb_llmdiag.metrics.overhead import MODEL, ROOM_CAUSES, model_ns
 
 
 def features(truth_path: str) -> list[dict[str, float]]:
@@ -37,7 +38,17 @@ def features(truth_path: str) -> list[dict[str, float]]:
             meta.pop("unprofiled_step_ns", None)
             a = analyze(trace)
             ctx = a.context
-            _, counts = model_ns(ctx, bool(meta.get("record_shapes")))
+            shapes = bool(meta.get("record_shapes"))
+            now, counts = model_ns(ctx, shapes)
+            # the product's cost is (counts x MODEL) x speed_scale + Kineto's overhead rows: those rows, by difference
+            m = MODEL
+            per_step = (
+                counts["cpu_ops"] * (m.cpu_op_ns + (m.shapes_per_op_ns if shapes else 0.0))
+                + counts["runtime_calls"] * m.runtime_ns
+                + counts["python_frames"] * m.python_ns
+                + counts["memory_samples"] * m.memory_ns
+            )
+            counts["overhead_rows_ns"] = now - per_step * counts["speed_scale"]
             room = float(np.median(sum(a.breakdown.part_ns(c) for c in ROOM_CAUSES)))
             p, u = prof["active_median_host_ms"] * 1e6, ref["median_wall_ms"] * 1e6
             out.append({"name": f"{Path(truth_path).parent.name}/rank{r['rank']}", "P": float(ctx.step_median_ns),
@@ -64,7 +75,7 @@ def main(paths: list[str]) -> None:
     g = np.meshgrid(*GRID.values(), indexing="ij", sparse=True)
     op, shp, rt, py, mem, room = (a[..., None] for a in g)
     cost = col["cpu_ops"] * (op + shp * col["shapes"]) + col["runtime_calls"] * rt + col["python_frames"] * py
-    cost = cost + col["memory_samples"] * mem
+    cost = (cost + col["memory_samples"] * mem) * col["speed_scale"] + col["overhead_rows_ns"]
     err = np.minimum(cost, col["room"] * room) / col["P"] - col["measured"]
     rms = np.sqrt((err**2).mean(axis=-1))
     best = np.unravel_index(int(np.argmin(rms)), rms.shape)
