@@ -50,6 +50,12 @@ export function formatValue(value, unit) {
   }
 }
 
+/** An interval [lo, hi] in `unit`: "40.1 % – 52.3 %" (tb_llmdiag/units.py fmt_interval); "—" for anything but a pair. */
+export function formatInterval(value, unit) {
+  if (!Array.isArray(value) || value.length !== 2) return DASH;
+  return `${formatValue(value[0], unit)} – ${formatValue(value[1], unit)}`;
+}
+
 /** 1234567 -> "1.23 ms"; picks ns/µs/ms/s so that 3 significant digits show. */
 export function fmtDuration(ns) {
   if (!isNum(ns)) return DASH;

@@ -1,7 +1,7 @@
 // node --test frontend/*.test.mjs : the pure modules of the tab.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { fmtDuration, fmtShare, fmtBytes, fmtCount, formatValue, humanKey, median, statusLabel, sig } from './format.js';
+import { formatInterval, fmtDuration, fmtShare, fmtBytes, fmtCount, formatValue, humanKey, median, statusLabel, sig } from './format.js';
 import { parseHash, serializeHash, pluginState, withPluginState } from './hash.js';
 import { visibleRange, layoutTicks } from './timeline_math.js';
 
@@ -137,4 +137,13 @@ test('tick labels keep enough digits to tell neighbours apart', async () => {
   assert.equal(fmtTick(1_500_000, 500_000), '1.5 ms');
   assert.equal(fmtTick(2_500_000_000, 500_000_000), '2.5 s');
   assert.equal(fmtTick(750, 250), '750 ns');
+});
+
+test('formatInterval writes a pair in its unit, anything else as a dash', () => {
+  assert.equal(formatInterval([0.401, 0.523], 'share'), '40.1 % – 52.3 %');
+  assert.equal(formatInterval([-0.152, 0.207], 'share'), '-15.2 % – 20.7 %');
+  assert.equal(formatInterval([12345, 2150000], 'ns'), '12.3 µs – 2.15 ms');
+  assert.equal(formatInterval(null, 'share'), '—');
+  assert.equal(formatInterval([0.1], 'share'), '—');
+  assert.equal(formatInterval([0.1, null], 'share'), '10.0 % – —');
 });

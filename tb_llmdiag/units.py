@@ -123,6 +123,14 @@ def fmt(unit: str, v: Any) -> str:
     return str(v)
 
 
+def fmt_interval(unit: str, v: Any) -> str:
+    """An interval [lo, hi] in its registry unit: "40.1 % – 52.3 %" (as the tab's ``formatInterval``); 'n/a' for
+    anything but a pair."""
+    if not isinstance(v, (list, tuple)) or len(v) != 2:
+        return "n/a"
+    return f"{fmt(unit, v[0])} – {fmt(unit, v[1])}"
+
+
 def unit_from_name(label: str) -> str:
     """The unit a key's suffix names (``_ns``, ``_share``, ``_bytes``), else ``ratio`` (a plain number)."""
     for suffix, unit in (("_ns", "ns"), ("_share", "share"), ("_bytes", "bytes")):

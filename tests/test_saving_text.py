@@ -12,20 +12,20 @@ from pathlib import Path
 import pytest
 
 from tb_llmdiag.findings.whatif_text import saving_text, what_if_text
-from tb_llmdiag.units import fmt
+from tb_llmdiag.units import fmt, fmt_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")
 
 SCRIPT = """
-import { fmtSaving, fmtWhatIf, formatValue } from '%s';
+import { fmtSaving, fmtWhatIf, formatInterval, formatValue } from '%s';
 let text = '';
 process.stdin.on('data', (d) => { text += d; });
 process.stdin.on('end', () => {
-  const { savings, values } = JSON.parse(text);
+  const { savings, values, intervals } = JSON.parse(text);
   const out = { savings: savings.map(fmtSaving), whatifs: savings.map(fmtWhatIf),
-    values: values.map(([v, u]) => formatValue(v, u)) };
+    values: values.map(([v, u]) => formatValue(v, u)), intervals: (intervals || []).map(([v, u]) => formatInterval(v, u)) };
   process.stdout.write(JSON.stringify(out));
 });
 """
@@ -52,11 +52,16 @@ VALUES = [
     (1234.5, "ratio"), (3 << 30, "bytes"), (1536, "bytes"), (103869, "id"), (104000, "index"), (3.2e14, "flop"),
 ]
 
+#: the capture topic's 95 % intervals (capture.profiler_overhead_share_95, after_window_slowdown_share_95)
+INTERVALS = [([0.401, 0.523], "share"), ([-0.152, 0.207], "share"), ([0.0, 0.0], "share"), ([12_345, 2_150_000], "ns")]
+
 
 def test_savings_what_ifs_and_values_read_the_same_in_the_cli_and_the_tab() -> None:
     savings = _savings()
     assert len(savings) > 50
-    got = _node({"savings": savings, "values": VALUES})
+    got = _node({"savings": savings, "values": VALUES, "intervals": INTERVALS})
     assert got["savings"] == [saving_text(s) for s in savings]
     assert got["whatifs"] == [what_if_text(s) for s in savings]
     assert got["values"] == [fmt(u, v) for v, u in VALUES]
+    assert got["intervals"] == [fmt_interval(u, v) for v, u in INTERVALS]
+    assert got["intervals"][:2] == ["40.1 % – 52.3 %", "-15.2 % – 20.7 %"]

@@ -32,3 +32,11 @@ def test_counts_and_rates_read_as_the_tab_writes_them() -> None:
     """#25: "5.82e+03 launches" in the text beside "5816" on the card; now both write 5816, then 14.8 k."""
     assert [fmt("count_per_step", v) for v in (5816, 31_915.0, 2_500_000, 0.333)] == ["5816", "31.9 k", "2.5 M", "0.33"]
     assert fmt("per_s", 63_736.2) == "63.7 k/s" and fmt("share", 0.0004) == "<0.1 %"
+
+
+def test_fmt_interval_writes_a_pair_in_its_unit() -> None:
+    from tb_llmdiag.units import fmt_interval
+
+    assert fmt_interval("share", [0.401, 0.523]) == "40.1 % – 52.3 %"
+    assert fmt_interval("ns", (12_345, 2_150_000)) == "12.3 µs – 2.15 ms"
+    assert [fmt_interval("share", v) for v in (None, [0.1], [0.1, 0.2, 0.3], 0.5)] == ["n/a"] * 4

@@ -3,6 +3,9 @@
 
 - ``with_top_level(src, dst, fields)``: a copy of a Kineto trace with top-level fields added (what
   ``prof.add_metadata_json`` writes: unprofiled step times, Kineto's logged ``WARNING`` list).
+- ``slower_after(src, dst, before_ms, after_ms)``: a copy with the capture helper's object (schema 2): a 2 s step 0
+  and ``before_ms`` before the window, ``after_ms`` after it (steps after the window slower than those before: #24
+  batch 5).
 - ``without_unprofiled(src, dst)``: a copy with every top-level field naming ``unprofiled`` removed.
 - ``planted_dropped(src, dst, every)``: every ``every``-th ``cudaLaunchKernel`` call removed (its kernel is left
   without a launch, as when CUPTI drops host records) and a Kineto warning saying how many records were dropped.
@@ -35,6 +38,16 @@ def with_top_level(src: Path, dst: Path, fields: dict[str, Any]) -> Path:
     doc = _load(src)
     doc.update(fields)
     return _dump(doc, dst)
+
+
+def slower_after(src: Path, dst: Path, before_ms: list[float], after_ms: list[float]) -> Path:
+    n = len(before_ms)
+    helper = {"schema": 2, "steps": list(range(n + 1)), "step_ns": [2_000_000_000, *(int(ms * 1e6) for ms in before_ms)],
+              "after_steps": list(range(n + 6, n + 6 + len(after_ms))), "after_step_ns": [int(ms * 1e6) for ms in after_ms],
+              "window_steps": [n + 2, n + 5], "synchronized": True,
+              "schedule": {"skip_first": n + 1, "wait": 0, "warmup": 1, "active": 4, "repeat": 1},
+              "steps_after_window": len(after_ms)}
+    return with_top_level(src, dst, {"llmdiag_unprofiled_step_ns": helper})
 
 
 def without_unprofiled(src: Path, dst: Path) -> Path:

@@ -2,7 +2,7 @@
 // Every label comes from the metric registry; problem texts are the report's own words (set through textContent).
 
 import { h, clear } from '../dom.js';
-import { formatValue, isNum } from '../format.js';
+import { formatInterval, formatValue, isNum } from '../format.js';
 import { entryOf, unitOf } from '../registry.js';
 
 function label(key) {
@@ -14,7 +14,9 @@ function row(c, name) {
   const key = `capture.${name}`;
   const v = c[name];
   if (v === null || v === undefined) return null;
-  const shown = typeof v === 'boolean' ? (v ? 'yes' : 'no') : isNum(v) ? formatValue(v, unitOf(key)) : String(v);
+  // a [lo, hi] pair is an interval (capture.*_95)
+  const shown = Array.isArray(v) ? formatInterval(v, unitOf(key))
+    : typeof v === 'boolean' ? (v ? 'yes' : 'no') : isNum(v) ? formatValue(v, unitOf(key)) : String(v);
   return h('div', { class: 'trust-row', dataset: { key } },
     h('span', { class: 'trust-label', text: label(key) }), h('span', { class: 'trust-value', text: shown }));
 }
@@ -36,7 +38,8 @@ export function mountTrust(el) {
       const warn = problems.some((p) => p.severity === 'warning');
       const held = ['record_shapes', 'profile_memory', 'with_stack', 'steps', 'world_size', 'graph_kernels', 'graphs']
         .map((n) => row(c, n));
-      const cost = ['profiler_overhead_share', 'profiled_step_ns', 'unprofiled_step_ns', 'overhead_basis'].map((n) => row(c, n));
+      const cost = ['profiler_overhead_share', 'profiler_overhead_share_95', 'profiled_step_ns', 'unprofiled_step_ns',
+        'after_window_slowdown_share', 'overhead_basis'].map((n) => row(c, n));
       el.append(h('section', { class: `trust-card ${warn ? 'warn' : ''}`, 'aria-label': 'capture trust' },
         h('h2', { text: 'Capture' }),
         h('div', { class: 'trust-cols' },

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.context import NAME_PATTERNS, Context, share
 from tb_llmdiag.metrics.host_tree import HostForest, user_frame
-from tb_llmdiag.metrics.overhead import host_speed_scale, python_record_ns, record_cost_ns
+from tb_llmdiag.metrics.overhead import MODEL, host_speed_scale, python_record_ns
 from tb_llmdiag.model import Kind, kind_mask
 
 ALLOCATOR = re.compile(
@@ -208,10 +208,9 @@ def _bare_top(a: Attribution, names: tuple[str, ...]) -> int | None:
 
 def recording_cost_inside(ctx: Context, a: Attribution, node: int) -> float:
     """The profiler's modelled cost of recording the host records that start inside the calls of one call-tree node
-    (every host record of its thread, installed packages' frames included): the counts per kind priced by
-    ``metrics.overhead.record_cost_ns``, the formula of the step's own estimate (operators and runtime calls at
-    ``MODEL``'s costs x ``host_speed_scale``; the Python tracer's records at ``python_record_ns``: 0.8 us, measured on
-    captures with and without ``with_stack``, or the trace's median record cycle when shorter). It lands in the node's
+    (every host record of its thread, installed packages' frames included): operators and runtime calls at
+    ``metrics.overhead.MODEL``'s costs x ``host_speed_scale``, the Python tracer's records at ``python_record_ns``
+    (0.8 us, measured on captures with and without ``with_stack``, or the trace's median record cycle when shorter). It lands in the node's
     own time, so an unprofiled run spends that much less there. Reads only the events within the calls' span (no
     per-kind row list is kept)."""
     ev, f = ctx.trace.events, a.forest
@@ -230,10 +229,10 @@ def recording_cost_inside(ctx: Context, a: Attribution, node: int) -> float:
             at = ts[kind_mask(kind, kinds) & (tid == t)]
             n = np.searchsorted(at, ends[own], side="left") - np.searchsorted(at, starts[own], side="right")
             counts[i] += float(np.maximum(n, 0).sum())
-    shapes = ctx.trace.metadata.get("record_shapes") is True
-    return record_cost_ns(
-        *counts, record_shapes=shapes, speed_scale=host_speed_scale(ctx), python_ns=python_record_ns(ctx)
-    )
+    ops, calls, py = counts
+    shapes = MODEL.shapes_per_op_ns if ctx.trace.metadata.get("record_shapes") is True else 0.0
+    scaled = ops * (MODEL.cpu_op_ns + shapes) + calls * MODEL.runtime_ns
+    return scaled * host_speed_scale(ctx) + py * python_record_ns(ctx)
 
 
 def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
 from tb_llmdiag.findings.table import label_from_key
 from tb_llmdiag.findings.whatif_text import saving_text
 from tb_llmdiag.metrics.registry import metric, unit_of
-from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
+from tb_llmdiag.units import fmt, fmt_interval, fmt_ns, fmt_share, unit_from_name
 
 
 def label_of(path: str, key: str) -> str:
@@ -208,11 +208,27 @@ def capture_sentences(c: dict[str, Any]) -> list[tuple[str, str]]:
             if unprof is not None
             else f"; profiled step {fmt_ns(prof)}"
         )
+        ci = c.get("profiler_overhead_share_95")
+        ci_text = f" ({_interval_label('profiler_overhead_share_95')} {fmt_interval('share', ci)})" if ci else ""
+        slow = c.get("after_window_slowdown_share")
+        slow_text = (
+            f"; {label_of('capture.after_window_slowdown_share', 'after_window_slowdown_share')} {fmt_share(slow)}"
+            if slow is not None
+            else ""
+        )
         out.append(
-            ("capture", f"profiler overhead {fmt_share(share)} of the profiled step{step} ({c.get('overhead_method')})")
+            (
+                "capture",
+                f"profiler overhead {fmt_share(share)} of the profiled step{ci_text}{step}{slow_text} "
+                f"({c.get('overhead_method')})",
+            )
         )
     out += [(f"capture {p['severity']}", p["text"]) for p in c.get("problems") or []]
     return out
+
+
+def _interval_label(key: str) -> str:
+    return label_of(f"capture.{key}[]", key)
 
 
 def _capture_lines(c: dict[str, Any]) -> list[str]:

@@ -3,8 +3,10 @@
 Logdir: three runs built from the real unfused-AdamW capture (tests/trust_fixtures.py): ``dropped`` (every 10th
 launch call removed, with Kineto's warning of the records it dropped), ``missing`` (every 10th kernel removed: launches
 missing their kernels) and ``unprofiled`` (the unprofiled step times written into the trace's metadata, as the
-capture helper does); and ``jax``, a JAX ``trace.json.gz`` cut at the exporter's 1,000,000-event cap. The card shows the server's capture topic: the
-problems in its order and words, the overhead share and profiled vs unprofiled step in the registry's units, and
+capture helper does), ``slower`` (the helper's schema-2 object: those steps before the window, 150-152 ms steps
+after it: the steps after a profiled window ran slower); and ``jax``, a JAX ``trace.json.gz`` cut at the exporter's 1,000,000-event cap. The card shows the server's capture topic: the
+problems in its order and words, the overhead share, its 95 % interval, the slowdown after the window and profiled
+vs unprofiled step in the registry's units, and
 each label from the metric registry; host-time findings carry the overhead caveat.
 """
 
@@ -16,10 +18,10 @@ from urllib.parse import urlencode
 import pytest
 
 from tb_llmdiag import api
-from tb_llmdiag.units import fmt
+from tb_llmdiag.units import fmt, fmt_interval
 from tbserver import REPO, get_json, tensorboard, wait_all_analysed
 from test_tab import ARTIFACTS, browser, new_page, no_foreign, open_tab, requests_seen, wait_panel  # noqa: F401 (fixtures)
-from trust_fixtures import jax_capped, launches_missing_kernels, planted_dropped, with_top_level
+from trust_fixtures import jax_capped, launches_missing_kernels, planted_dropped, slower_after, with_top_level
 
 pytestmark = pytest.mark.e2e
 SRC = REPO / "tests" / "data" / "unfused_adamw" / "rank0.1795411313724530492.pt.trace.json.gz"
@@ -37,10 +39,11 @@ def trust_server(tmp_path_factory: pytest.TempPathFactory):
     jax_capped(logdir / JAX_RUN / "host.trace.json.gz")
     helper = {"schema": 1, "steps": list(range(8, 14)), "step_ns": [int(ms * 1e6) for ms in UNPROFILED_MS]}
     with_top_level(SRC, logdir / "unprofiled" / "rank0.1.pt.trace.json.gz", {"llmdiag_unprofiled_step_ns": helper})
+    slower_after(SRC, logdir / "slower" / "rank0.1.pt.trace.json.gz", UNPROFILED_MS, [150.0, 152.0, 151.0])
     ARTIFACTS.mkdir(exist_ok=True)
     with tensorboard(logdir, tmp / "cache", ARTIFACTS / "tensorboard_trust.log") as base:
         runs = wait_all_analysed(base)
-        assert sorted(r["run"] for r in runs) == ["dropped", JAX_RUN, "missing", "unprofiled"], runs
+        assert sorted(r["run"] for r in runs) == ["dropped", JAX_RUN, "missing", "slower", "unprofiled"], runs
         yield base, runs
 
 
@@ -60,7 +63,7 @@ def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, r
     ctx, page, errors = new_page(browser, requests_seen)
     where = {r["run"]: (r["workers"][0]["worker"], str(r["workers"][0]["spans"][0]["span"])) for r in runs}
     try:
-        for run in ("dropped", "missing", JAX_RUN, "unprofiled"):
+        for run in ("dropped", "missing", JAX_RUN, "unprofiled", "slower"):
             rep = _report(base, run, *where[run])
             cap = rep["metrics"]["capture"]
             f = open_tab(page, base, f"#llm_diag&{urlencode({'p.llm_diag.run': run})}")
@@ -71,7 +74,7 @@ def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, r
             texts = card.locator(".trust-problem").evaluate_all("els => els.map(e => e.textContent)")
             assert texts == [p["text"] for p in cap["problems"]]
             kinds = {"dropped": ["dropped_records", "kernels_without_launches"], "missing": ["launches_without_kernels"],
-                     JAX_RUN: ["event_cap"], "unprofiled": []}
+                     JAX_RUN: ["event_cap"], "unprofiled": [], "slower": ["slower_after_profiling"]}
             assert [p["kind"] for p in cap["problems"]] == kinds[run]
             if run == JAX_RUN:  # not a Kineto capture: no overhead estimate, no host-time finding to carry a caveat
                 assert cap["profiler_overhead_share"] is None and "warn" in card.get_attribute("class").split()
@@ -80,9 +83,21 @@ def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, r
             assert row.locator(".trust-label").inner_text() == _label("capture.profiler_overhead_share")
             # the tab formats shares as the CLI does (#25: one format in text and cards)
             assert row.locator(".trust-value").inner_text() == fmt("share", cap["profiler_overhead_share"])
-            if run != "unprofiled":
+            if run in ("unprofiled", "slower"):  # measured: the share's 95 % interval beside it, in the CLI's format
+                ci = card.locator("[data-key='capture.profiler_overhead_share_95']")
+                assert ci.locator(".trust-label").inner_text() == _label("capture.profiler_overhead_share_95[]")
+                assert ci.locator(".trust-value").inner_text() == fmt_interval("share", cap["profiler_overhead_share_95"])
+            slow = card.locator("[data-key='capture.after_window_slowdown_share']")
+            if run == "slower":  # the steps after the window against those before it, and the warning
+                assert slow.locator(".trust-label").inner_text() == _label("capture.after_window_slowdown_share")
+                assert slow.locator(".trust-value").inner_text() == fmt("share", cap["after_window_slowdown_share"])
                 assert "warn" in card.get_attribute("class").split()
+                card.screenshot(path=str(ARTIFACTS / "trust_card_slower.png"))
             else:
+                assert slow.count() == 0
+            if run in ("dropped", "missing"):
+                assert "warn" in card.get_attribute("class").split()
+            elif run == "unprofiled":
                 assert cap["overhead_basis"] == "unprofiled_steps"
                 up = card.locator("[data-key='capture.unprofiled_step_ns'] .trust-value").inner_text()
                 assert up == fmt("ns", cap["unprofiled_step_ns"])

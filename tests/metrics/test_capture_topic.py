@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from minitrace import US, E, GEMM, kernel, launch, make_trace, op, step
 from tb_llmdiag.findings import diagnose
@@ -123,14 +124,17 @@ def _helper_object(**fields: object) -> bytes:
     return json.dumps({"llmdiag_unprofiled_step_ns": value, "traceEvents": []}).encode()
 
 
-def test_metadata_reader_prefers_the_steps_timed_after_the_window() -> None:
-    # GIVEN schema 2 of tb_llmdiag.capture: the steps before the window and those after it
+def test_metadata_reader_takes_the_steps_after_the_window_when_too_few_come_before_it() -> None:
+    # GIVEN schema 2 of tb_llmdiag.capture: two steps before the window once step 0 is left out, two after it
     meta = extra_metadata(_helper_object())
-    # THEN the steps after it are taken, and the reader says so
+    # THEN the steps after it are the basis, the reader says so, and both lists are kept
     assert (meta["unprofiled_step_ns"], meta["unprofiled_when"]) == ([95_000_000, 97_000_000], "after_window")
+    assert meta["unprofiled_before_step_ns"] == [72_000_000, 89_000_000]
+    assert meta["unprofiled_after_step_ns"] == [95_000_000, 97_000_000]
     # a loop that stopped before any step after the window: the steps before it, step 0 left out
     meta = extra_metadata(_helper_object(after_steps=[], after_step_ns=[]))
     assert (meta["unprofiled_step_ns"], meta["unprofiled_when"]) == ([72_000_000, 89_000_000], "before_window")
+    assert "unprofiled_after_step_ns" not in meta
     # from step 0 with nothing timed: no unprofiled step (the setting `steps_after_window` is no time)
     meta = extra_metadata(_helper_object(steps=[], step_ns=[], after_steps=[], after_step_ns=[]))
     assert "unprofiled_step_ns" not in meta and "unprofiled_when" not in meta
@@ -150,6 +154,137 @@ def test_the_method_says_which_unprofiled_steps_it_measured_against() -> None:
         cap = analyze(Trace(source_kind="kineto", events=t.events, metadata=meta)).metrics["capture"]
         methods[when] = cap["overhead_method"]
     assert methods["after_window"] == ("measured: the profiled median step less the median of 1 unprofiled steps the "
-                                       "capture helper timed after the profiled window (llmdiag_unprofiled_step_ns)")
-    assert "timed before the profiled window" in methods["before_window"]
+                                       "capture helper timed after the profiled window (llmdiag_unprofiled_step_ns); "
+                                       "no interval: fewer than 3 unprofiled steps")
+    assert "timed before the profiled window (llmdiag_unprofiled_step_ns); no interval" in methods["before_window"]
     assert "unprofiled steps the trace's metadata holds (" in methods[None]
+
+
+FIVE_BEFORE = {"steps": [0, 1, 2, 3, 4], "step_ns": [900_000_000, 30_000_000, 31_000_000, 29_000_000, 32_000_000],
+               "schedule": {"skip_first": 5, "wait": 0, "warmup": 1, "active": 3, "repeat": 1}}
+
+
+@pytest.mark.parametrize("schema", [1, 2, 3])
+def test_metadata_reader_takes_the_steps_before_the_window_when_three_remain(schema: int) -> None:
+    # GIVEN the helper's object with steps 0-4 before the window (step 0 pays one-time costs) and, from schema 2 on,
+    # three slower steps after it (schema 3 synchronizes only at the edges of each run of them)
+    if schema == 1:  # batch 3's helper: the steps before the window only
+        text = json.dumps({"llmdiag_unprofiled_step_ns": {"schema": 1, "synchronized": True, **FIVE_BEFORE}}).encode()
+    else:
+        text = _helper_object(schema=schema, synchronized="run_edges" if schema == 3 else True, **FIVE_BEFORE,
+                              after_steps=[9, 10, 11], after_step_ns=[40_000_000, 41_000_000, 39_000_000])
+    meta = extra_metadata(text)
+    # THEN steps 1-4 are the basis (the job before any profiler ran), both lists are kept for the metrics
+    assert meta["unprofiled_step_ns"] == [30_000_000, 31_000_000, 29_000_000, 32_000_000]
+    assert meta["unprofiled_when"] == "before_window"
+    assert meta["unprofiled_before_step_ns"] == meta["unprofiled_step_ns"]
+    if schema == 1:
+        assert "unprofiled_after_step_ns" not in meta
+    else:
+        assert meta["unprofiled_after_step_ns"] == [40_000_000, 41_000_000, 39_000_000]
+
+
+def test_metadata_reader_leaves_out_steps_before_a_later_window_that_ran_after_an_earlier_one() -> None:
+    # GIVEN the second window of a repeat=2 schedule (skip_first 2, wait 2): its steps before it are 0-3 and the wait
+    # steps 7-8 of the second cycle, which ran after the first window's profiler
+    meta = extra_metadata(_helper_object(
+        steps=[0, 1, 2, 3, 7, 8], step_ns=[900, 30, 31, 29, 50, 51], after_steps=[12], after_step_ns=[60],
+        schedule={"skip_first": 2, "wait": 2, "warmup": 1, "active": 2, "repeat": 2}))
+    # THEN the pristine ones are steps 1-3 only (before the first cycle's warm-up at step 4), and they are the basis
+    assert (meta["unprofiled_step_ns"], meta["unprofiled_when"]) == ([30, 31, 29], "before_window")
+    assert meta["unprofiled_after_step_ns"] == [60]
+
+
+def test_metadata_reader_without_named_steps_does_not_take_the_steps_before_as_pristine() -> None:
+    # GIVEN the helper's object whose step numbers do not line up with its times: step 0 cannot be told apart
+    meta = extra_metadata(_helper_object(steps=[0, 1], step_ns=[900, 30, 31, 29]))
+    # THEN the steps after the window are the basis; the times before it are kept as they are
+    assert (meta["unprofiled_step_ns"], meta["unprofiled_when"]) == ([95_000_000, 97_000_000], "after_window")
+    assert meta["unprofiled_before_step_ns"] == [900, 30, 31, 29]
+
+
+def test_another_writers_unprofiled_field_is_read_as_before() -> None:
+    # GIVEN a field another tool wrote: an object without a schema, with step indices and times in ms
+    text = b'{"traceEvents": [], "their_unprofiled": {"steps": [0, 1, 2, 3], "wall_ms": [900, 30, 31, 29]}}'
+    # THEN its times (step 0 left out), where they were timed unknown, and no before/after lists
+    assert extra_metadata(text) == {"unprofiled_step_ns": [30_000_000, 31_000_000, 29_000_000],
+                                    "unprofiled_source": "their_unprofiled"}
+
+
+def _measured(profiled_us: list[int], meta: dict) -> dict:
+    """The capture topic of a trace whose steps last ``profiled_us`` (one GEMM each), with ``meta``."""
+    rows: list[E] = []
+    t0 = 0
+    for i, d in enumerate(profiled_us):
+        rows += [step(i + 1, t0 * US, d * US), op("aten::mm", (t0 + 1) * US, 5 * US), launch((t0 + 2) * US, US, i + 1),
+                 kernel(GEMM, (t0 + 4) * US, 2 * US, i + 1)]
+        t0 += d
+    t = make_trace(rows)
+    return analyze(Trace(source_kind="kineto", events=t.events, metadata=meta)).metrics["capture"]
+
+
+def test_the_measured_share_has_a_95_percent_interval_from_resampling_the_unprofiled_steps() -> None:
+    # GIVEN three 100 us profiled steps and unprofiled steps of 60, 70 and 80 us
+    cap = _measured([100, 100, 100], {"unprofiled_step_ns": [60 * US, 70 * US, 80 * US], "unprofiled_when": "before_window"})
+    assert cap["profiler_overhead_share"] == 0.3
+    # THEN by hand: the profiled step is the trace's own 100 us; a resample's unprofiled median is 60 us with probability
+    # P(at least 2 of 3 draws are 60) = 3 (1/3)^2 (2/3) + (1/3)^3 = 7/27 (26 %), 80 us likewise, else 70 us; so the
+    # share is 0.4 or 0.2 in 26 % of the resamples each: both 2.5 % tails sit on them
+    assert cap["profiler_overhead_share_95"] == pytest.approx([0.2, 0.4], abs=1e-12)
+    assert "95 % interval from 1000 resamples of the 3 unprofiled steps (the profiled step is this trace's own)" in cap[
+        "overhead_method"
+    ]
+    # the profiled steps are not resampled: a slow first one (the window's first step) moves the median, not the
+    # interval's width
+    cap = _measured([300, 100, 100, 100, 100, 100], {"unprofiled_step_ns": [70 * US] * 3})
+    assert cap["profiler_overhead_share_95"] == pytest.approx([0.3, 0.3], abs=1e-12)
+    # identical steps on each side: the interval is the point
+    cap = _measured([100, 100, 100], {"unprofiled_step_ns": [70 * US] * 3})
+    assert cap["profiler_overhead_share_95"] == pytest.approx([0.3, 0.3], abs=1e-12)
+    # fewer than 3 unprofiled steps: no interval, and the method says why
+    cap = _measured([100, 100, 100], {"unprofiled_step_ns": [70 * US] * 2})
+    assert cap["profiler_overhead_share_95"] is None and cap["profiler_overhead_share"] == 0.3
+    assert cap["overhead_method"].endswith("no interval: fewer than 3 unprofiled steps")
+    # modelled: no interval
+    assert _measured([100, 100, 100], {})["profiler_overhead_share_95"] is None
+
+
+def _slow(before_ms: list[float], after_ms: list[float]) -> dict:
+    basis = [int(x * 1e6) for x in before_ms]
+    return _measured([100, 100, 100], {"unprofiled_step_ns": basis, "unprofiled_when": "before_window",
+                                       "unprofiled_before_step_ns": basis,
+                                       "unprofiled_after_step_ns": [int(x * 1e6) for x in after_ms]})
+
+
+def test_steps_after_the_window_slower_than_before_it_are_a_capture_problem() -> None:
+    # GIVEN the helper's steps: 10 ms before the window, 12 ms after it
+    cap = _slow([10, 10, 10], [12, 12, 12])
+    # THEN the slowdown is (12 - 10) / 10, its interval the point (no spread), and it is a warning
+    assert cap["after_window_slowdown_share"] == pytest.approx(0.2)
+    assert cap["after_window_slowdown_share_95"] == pytest.approx([0.2, 0.2])
+    slower = [p for p in cap["problems"] if p["kind"] == "slower_after_profiling"]
+    assert slower == [{"kind": "slower_after_profiling", "count": None, "severity": "warning", "text": (
+        "The steps after the profiled window ran 20 % slower than those before it (12 ms vs 10 ms, median of 3 and 3"
+        " unprofiled steps; 95 % interval 20.0 % – 20.0 %): a profiler's state can outlive its window (Kineto keeps "
+        "CUPTI attached unless TEARDOWN_CUPTI=1) or the job itself slowed; the trace cannot tell which. The "
+        "profiler's share uses the steps before the window.")}]
+    assert cap["problem_count"] == sum(p["severity"] == "warning" for p in cap["problems"])
+
+
+def test_a_slowdown_within_the_steps_spread_or_under_5_percent_is_not_a_problem() -> None:
+    # 10 % slower, but one step before the window took 20 ms: by hand a resample's median before is 20 ms with
+    # probability 7/27, so the interval's low end is (11 - 20) / 20 = -0.45 and its high end (11 - 10) / 10
+    cap = _slow([10, 10, 20], [11, 11, 11])
+    assert cap["after_window_slowdown_share"] == pytest.approx(0.1)
+    assert cap["after_window_slowdown_share_95"] == pytest.approx([-0.45, 0.1])
+    assert "slower_after_profiling" not in [p["kind"] for p in cap["problems"]]
+    # 4 % slower with no spread: the interval excludes 0 but it is under 5 %
+    cap = _slow([10, 10, 10], [10.4, 10.4, 10.4])
+    assert cap["after_window_slowdown_share_95"] == pytest.approx([0.04, 0.04])
+    assert "slower_after_profiling" not in [p["kind"] for p in cap["problems"]]
+    # faster after the window: negative
+    assert _slow([10, 10, 10], [9, 9, 9])["after_window_slowdown_share"] == pytest.approx(-0.1)
+    # fewer than 3 steps on a side: null
+    for before, after in (([10, 10], [12, 12, 12]), ([10, 10, 10], [12, 12])):
+        cap = _slow(before, after)
+        assert (cap["after_window_slowdown_share"], cap["after_window_slowdown_share_95"]) == (None, None)

@@ -11,9 +11,16 @@ Read from the small texts around the events (the header and the metadata after t
   ``unprofiled_step_ns`` (a list of ints, positive values only). ``tb_llmdiag.capture`` writes
   ``llmdiag_unprofiled_step_ns``: ``{"steps": [0, 1, 2], "step_ns": [...], "synchronized": true, ...}``; step 0's
   time is left out when two others remain (a run's first step pays one-time costs). From its schema 2 on it adds
-  the steps timed after the window (``after_steps``, ``after_step_ns``): those are taken when there are any.
-  ``unprofiled_when`` says which: ``after_window``, ``before_window`` (the helper's steps before it), or absent
-  (another writer's field: not known).
+  the steps timed after the window (``after_steps``, ``after_step_ns``). The basis (``unprofiled_step_ns``) is the
+  steps before the window when at least ``MIN_BEFORE`` remain with step 0 left out (and any step at or past the
+  first window's warm-up: with ``repeat``, a later window's ``wait`` steps ran after a profiler), as they are the job
+  before any profiler ran in the process: a profiler's state can outlive its window (Kineto keeps CUPTI attached
+  unless ``TEARDOWN_CUPTI=1``), so the steps after it may run slower than the job the user runs (docs/captures_5.md);
+  else the steps after the window, else the few before it. Both lists are kept for the metrics
+  (``unprofiled_before_step_ns``, ``unprofiled_after_step_ns``: the helper's object only) and ``unprofiled_when``
+  says which is the basis: ``before_window``, ``after_window``, or absent (another writer's field: not known).
+  Schema 3 (``synchronized: "run_edges"``: the times on the host clock, a sync only at the edges of each run of them)
+  reads as schema 2.
 
 ``extra_metadata(text)`` never raises: a text that is not a JSON object, or a field that does not decode, gives
 nothing.
@@ -52,12 +59,11 @@ def extra_metadata(text: bytes) -> dict[str, Any]:
             continue
         if "unprofiled" in key.lower():
             helper = _helper_steps_ns(value)
-            steps, when = helper if helper is not None else (unprofiled_steps_ns(key, value), None)
-            if steps:
-                out["unprofiled_step_ns"] = steps
+            if helper is None:
+                helper = {"unprofiled_step_ns": unprofiled_steps_ns(key, value)}
+            if helper["unprofiled_step_ns"]:
+                out.update(helper)
                 out["unprofiled_source"] = key
-                if when:
-                    out["unprofiled_when"] = when
         elif key in ("WARNING", "ERROR"):
             msgs = value if isinstance(value, list) else [value]
             out[key] = [str(m)[:500] for m in msgs[:_MAX_MESSAGES]]
@@ -111,15 +117,43 @@ def unprofiled_steps_ns(key: str, value: Any, unit_ns: float | None = None) -> l
     return []
 
 
-def _helper_steps_ns(value: Any) -> tuple[list[int], str] | None:
-    """The times in ``tb_llmdiag.capture``'s object (it names its ``schema``): those after the window when it holds
-    any, else those before it (step 0's left out); None for another writer's field."""
+#: the fewest steps before the window (step 0 left out) taken as the basis over those after it
+MIN_BEFORE = 3
+
+
+def _helper_steps_ns(value: Any) -> dict[str, Any] | None:
+    """The fields read from ``tb_llmdiag.capture``'s object (it names its ``schema``; module docstring): the basis
+    ``unprofiled_step_ns`` and ``unprofiled_when``, and the lists before and after the window; None for another
+    writer's field."""
     if not isinstance(value, dict) or not isinstance(value.get("schema"), int) or "step_ns" not in value:
         return None
     after = unprofiled_steps_ns("after_step_ns", value.get("after_step_ns", []))
+    before, step0_free = _pristine(
+        unprofiled_steps_ns("step_ns", value["step_ns"]), value.get("steps"), value.get("schedule")
+    )
+    out: dict[str, Any] = {"unprofiled_before_step_ns": before}
     if after:
-        return after, "after_window"
-    return _without_first_step(unprofiled_steps_ns("step_ns", value["step_ns"]), value.get("steps")), "before_window"
+        out["unprofiled_after_step_ns"] = after
+    if len(before) >= MIN_BEFORE and step0_free:
+        return {"unprofiled_step_ns": before, "unprofiled_when": "before_window", **out}
+    if after:
+        return {"unprofiled_step_ns": after, "unprofiled_when": "after_window", **out}
+    return {"unprofiled_step_ns": before, "unprofiled_when": "before_window", **out}
+
+
+def _pristine(times: list[int], steps: Any, schedule: Any) -> tuple[list[int], bool]:
+    """The times before the window less step 0's (``_without_first_step``) and less those at or past the first
+    window's warm-up (``skip_first + wait`` of the schedule, when it names them: with ``repeat``, a later window's
+    steps before it hold the earlier cycles' ``wait`` steps, which ran after a profiler); and whether they are known
+    to hold no step 0 (the object names its steps)."""
+    if not isinstance(steps, list) or len(steps) != len(times):
+        return times, False
+    first = (schedule.get("skip_first"), schedule.get("wait", 0)) if isinstance(schedule, dict) else (None,)
+    if all(isinstance(x, int) and not isinstance(x, bool) for x in first):
+        pairs = [(s, t) for s, t in zip(steps, times) if not isinstance(s, int) or s < sum(first)]
+        steps, times = [s for s, _ in pairs], [t for _, t in pairs]
+    kept = _without_first_step(times, steps)
+    return kept, len(kept) < len(times) or 0 not in steps
 
 
 def _without_first_step(times: list[int], steps: Any) -> list[int]:
