@@ -32,7 +32,13 @@ from tb_llmdiag.metrics import analyze
 
 WITH_TOLERANCE = 0.05
 WITHOUT_TOLERANCE = 0.15
-HELPER_KEYS = ("unprofiled_step_ns", "unprofiled_source", "unprofiled_when")
+HELPER_KEYS = (
+    "unprofiled_step_ns",
+    "unprofiled_source",
+    "unprofiled_when",
+    "unprofiled_before_step_ns",
+    "unprofiled_after_step_ns",
+)
 
 
 def _share(trace: Any, meta: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +98,7 @@ def check(truth_path: Path) -> list[dict[str, Any]]:
                     "helper_before_ms": statistics.median(before) / 1e6 if before else None,
                     "measured": (p - u) / p,
                     "with": with_cap["profiler_overhead_share"],
+                    "with_95": with_cap.get("profiler_overhead_share_95"),
                     "with_basis": f"{with_cap['overhead_basis']}/{trace.metadata.get('unprofiled_when', '-')}",
                     "before": before_cap["profiler_overhead_share"] if before_cap else None,
                     "without": without_cap["profiler_overhead_share"],
@@ -99,6 +106,13 @@ def check(truth_path: Path) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def _interval(ci: list[float] | None, measured: float) -> str:
+    """The report's 95 % interval and whether the measured share lies in it ('in' / 'out')."""
+    if not ci:
+        return "-"
+    return f"{ci[0]:.2f}-{ci[1]:.2f} {'in' if ci[0] - 1e-9 <= measured <= ci[1] + 1e-9 else 'out'}"
 
 
 def _f(x: float | None, fmt: str) -> str:
@@ -113,7 +127,7 @@ def main(dirs: list[str]) -> int:
         return 1
     print(
         f"{'capture':30s} {'prof ms':>8s} {'unprof':>8s} {'after':>7s} {'before':>7s} {'measured':>8s} | "
-        f"{'with':>6s} {'err':>6s} {'<=.05':5s} {'basis':28s} | {'before':>6s} {'err':>6s} | "
+        f"{'with':>6s} {'err':>6s} {'<=.05':5s} {'95 % interval':15s} {'basis':28s} | {'before':>6s} {'err':>6s} | "
         f"{'without':>7s} {'err':>6s} {'<=.15':5s} | flags"
     )
     bad = 0
@@ -129,7 +143,7 @@ def main(dirs: list[str]) -> int:
             print(
                 f"{x['name']:30s} {x['profiled_ms']:8.2f} {x['unprofiled_ms']:8.2f} {_f(x['helper_after_ms'], '7.2f')} "
                 f"{_f(x['helper_before_ms'], '7.2f')} {m:+8.3f} | {_f(x['with'], '+6.3f')} {_f(ew, '+6.3f')} "
-                f"{'ok' if ok_w else 'MISS':5s} {x['with_basis']:28s} | {_f(x['before'], '+6.3f')} {_f(eb, '+6.3f')} | "
+                f"{'ok' if ok_w else 'MISS':5s} {_interval(x['with_95'], m):15s} {x['with_basis']:28s} | {_f(x['before'], '+6.3f')} {_f(eb, '+6.3f')} | "
                 f"{_f(x['without'], '+7.3f')} {_f(eo, '+6.3f')} {'ok' if ok_o else 'MISS':5s} | {','.join(x['flags'])}"
             )
     print(f"{bad} misses (with metadata: within {WITH_TOLERANCE}; without: within {WITHOUT_TOLERANCE})")
