@@ -41,8 +41,9 @@ def said_list(a: dict[str, Any]) -> str:
 def said_diagnose(a: dict[str, Any]) -> str:
     f = a["findings"][0]
     return (f"The step is host-bound: `{f['id']}` saves at most {pct(f['saving']['share'])} of the "
-            f"{ms(a['steps']['median_ns'])} median step; the host's busiest operator is "
-            f"`{f['evidence'].get('host_op')}`.")
+            f"{ms(a['steps']['median_ns'])} median step; the host's time is "
+            f"{str(f['evidence'].get('host_is')).split(';')[0]}, the largest activity "
+            f"{pct(f['evidence'].get('top_share'))} of the step.")
 
 
 def said_explain(a: dict[str, Any]) -> str:
