@@ -21,7 +21,7 @@ import numpy as np
 
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.metrics import analyze
-from tb_llmdiag.metrics.overhead import MODEL, ROOM_CAUSES, model_ns
+from tb_llmdiag.metrics.overhead import ROOM_CAUSES, model_ns
 
 
 def features(truth_path: str) -> list[dict[str, float]]:
@@ -38,17 +38,8 @@ def features(truth_path: str) -> list[dict[str, float]]:
             meta.pop("unprofiled_step_ns", None)
             a = analyze(trace)
             ctx = a.context
-            shapes = bool(meta.get("record_shapes"))
-            now, counts = model_ns(ctx, shapes)
-            # the product's cost is (counts x MODEL) x speed_scale + Kineto's overhead rows: those rows, by difference
-            m = MODEL
-            per_step = (
-                counts["cpu_ops"] * (m.cpu_op_ns + (m.shapes_per_op_ns if shapes else 0.0))
-                + counts["runtime_calls"] * m.runtime_ns
-                + counts["python_frames"] * m.python_ns
-                + counts["memory_samples"] * m.memory_ns
-            )
-            counts["overhead_rows_ns"] = now - per_step * counts["speed_scale"]
+            # the product's cost is (counts x MODEL) x speed_scale + Kineto's overhead rows (counts holds all three)
+            _, counts = model_ns(ctx, bool(meta.get("record_shapes")))
             room = float(np.median(sum(a.breakdown.part_ns(c) for c in ROOM_CAUSES)))
             p, u = prof["active_median_host_ms"] * 1e6, ref["median_wall_ms"] * 1e6
             out.append({"name": f"{Path(truth_path).parent.name}/rank{r['rank']}", "P": float(ctx.step_median_ns),

@@ -45,18 +45,6 @@ def _share(trace: Any, meta: dict[str, Any]) -> dict[str, Any]:
     return analyze(dataclasses.replace(trace, metadata=meta)).metrics["capture"]
 
 
-def _before_window(trace_path: Path) -> list[int]:
-    """The helper's steps before the window, step 0 left out when two others remain (as the product reads them)."""
-    import gzip
-
-    opener = gzip.open if trace_path.suffix == ".gz" else open
-    with opener(trace_path, "rt") as fh:  # type: ignore[operator]
-        helper = json.load(fh).get("llmdiag_unprofiled_step_ns") or {}
-    pairs = [(s, t) for s, t in zip(helper.get("steps", []), helper.get("step_ns", [])) if t > 0]
-    kept = [t for s, t in pairs if s != 0]
-    return kept if len(kept) >= 2 else [t for _, t in pairs]
-
-
 def check(truth_path: Path) -> list[dict[str, Any]]:
     truth = json.loads(truth_path.read_text())
     rows = []
@@ -71,7 +59,7 @@ def check(truth_path: Path) -> list[dict[str, Any]]:
             plain = {k: v for k, v in trace.metadata.items() if k not in HELPER_KEYS}
             with_cap = _share(trace, dict(trace.metadata))
             without_cap = _share(trace, plain)
-            before = _before_window(path)
+            before = trace.metadata.get("unprofiled_before_step_ns") or []  # as the reader read them
             before_cap = (
                 _share(
                     trace,

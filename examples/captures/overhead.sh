@@ -22,18 +22,13 @@ LIMIT_S=${LIMIT_S:-100}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
-mkdir -p "$WORK"
-LOG=${OUT:+$OUT/log.txt}
-LOG=${LOG:-$WORK/log.txt}
-START=$(date +%s)
-TARN=1
-elapsed() { echo $(( $(date +%s) - START )); }
-{
-  echo "== environment $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1
-  lscpu 2>&1 | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA|CPU max MHz)' 
+# shellcheck source=examples/captures/common.sh
+. "$HERE/common.sh"
+host_and_versions() {
+  lscpu 2>&1 | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA|CPU max MHz)'
   $PY -c "import torch, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1
-} | tee -a "$LOG"
+}
+log_environment host_and_versions
 for job in $JOBS; do
   for rep in $(seq 1 "$REPS"); do
     for opts in $OPTSETS; do
@@ -49,10 +44,7 @@ for job in $JOBS; do
       env $envs timeout "$LIMIT_S" $PY "$HERE/overhead_run.py" --out "$WORK" --name "$name" --job "$job" --opts "$opts" \
         --cpus "$CPUS" ${OVH_EXTRA:-} 2>&1 | grep -v -e '^USDT' -e 'Memory block of unknown size' -e 'Warning' >>"$LOG"
       grep "^TRUTH $name" "$LOG" | tail -n 1
-      if [ -n "${OUT:-}" ] && [ -f "$WORK/$name/truth.json" ]; then
-        tar -C "$WORK" -rf "$OUT/captures$TARN.tar" "$name"
-        [ "$(stat -c %s "$OUT/captures$TARN.tar")" -gt 11000000 ] && TARN=$((TARN + 1))
-      fi
+      pack "$name"
      done
     done
   done

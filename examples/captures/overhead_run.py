@@ -160,17 +160,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.gc_freeze:
         gc.freeze()
 
-    # 0. the job before any profiler has run in the process (CUPTI not yet loaded)
-    def plain_block() -> float:
-        train_step()
+    def unprofiled_block() -> tuple[float, list[float]]:
+        train_step()  # settle after the previous block (a profiler's teardown, or nothing)
         sync()
-        t0 = time.perf_counter()
+        t = [time.perf_counter()]
         for _ in range(args.block):
             train_step()
+            t.append(time.perf_counter())
         sync()
-        return 1000 * (time.perf_counter() - t0) / args.block
+        t[-1] = time.perf_counter()
+        return 1000 * (t[-1] - t[0]) / args.block, [1000 * (b - a) for a, b in zip(t, t[1:])]
 
-    pristine = [round(plain_block(), 4) for _ in range(args.pristine_blocks)]
+    # 0. the job before any profiler has run in the process (CUPTI not yet loaded), timed as the unprofiled blocks are
+    pristine = [round(unprofiled_block()[0], 4) for _ in range(args.pristine_blocks)]
 
     # 1. the capture helper, as a user runs it: its steps on the host clock, no sync inside the loop
     opts = OPTS[args.opts]
@@ -193,17 +195,6 @@ def main(argv: list[str] | None = None) -> int:
 
     # 2. the truth: profiled and unprofiled blocks interleaved
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
-
-    def unprofiled_block() -> tuple[float, list[float]]:
-        train_step()  # settle after the previous block (a profiler's teardown, or nothing)
-        sync()
-        t = [time.perf_counter()]
-        for _ in range(args.block):
-            train_step()
-            t.append(time.perf_counter())
-        sync()
-        t[-1] = time.perf_counter()
-        return 1000 * (t[-1] - t[0]) / args.block, [1000 * (b - a) for a, b in zip(t, t[1:])]
 
     def profiled_block() -> tuple[float, list[float]]:
         p = torch.profiler.profile(

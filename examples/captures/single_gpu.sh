@@ -25,18 +25,10 @@ CALL_LIMIT_S=${CALL_LIMIT_S:-560}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-mkdir -p "$WORK"
-LOG=${OUT:+$OUT/log.txt}
-LOG=${LOG:-$WORK/log.txt}
-START=$(date +%s)
-TARN=1
-elapsed() { echo $(( $(date +%s) - START )); }
-
-{
-  echo "== environment $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
-  $PY -c "import torch, transformers, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1
-} | tee -a "$LOG"
+# shellcheck source=examples/captures/common.sh
+. "$HERE/common.sh"
+versions() { $PY -c "import torch, transformers, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1; }
+log_environment versions
 
 args_for() {  # name -> capture_run.py switches and a one-line description
   case $1 in
@@ -107,10 +99,7 @@ for name in $WHAT; do
   env $ENVS timeout "$limit" $PY "$HERE/capture_run.py" --out "$WORK" --name "$name" --what "$WHATLINE" $ARGS ${CAP_EXTRA:-} 2>&1 \
     | grep -v -e '^USDT' -e 'Memory block of unknown size' >>"$LOG"
   grep "^TRUTH $name" "$LOG" | tail -n 1
-  if [ -n "${OUT:-}" ] && [ -f "$WORK/$name/truth.json" ]; then  # a new tar past 11 MB: each stays under 16 MiB
-    tar -C "$WORK" -rf "$OUT/captures$TARN.tar" "$name"
-    [ "$(stat -c %s "$OUT/captures$TARN.tar")" -gt 11000000 ] && TARN=$((TARN + 1))
-  fi
+  pack "$name"
 done
 [ -n "${OUT:-}" ] && ls -l "$OUT"
 du -sh "$WORK"/* 2>/dev/null

@@ -6,7 +6,7 @@
 # Each capture is one `torchrun --standalone --nproc_per_node $NPROC examples/captures/capture_run.py` job writing
 # WORK_DIR/<name>/rank<R>.*.pt.trace.json.gz (one per rank, with distributedInfo) and WORK_DIR/<name>/truth.json
 # (every rank's numbers, gathered on rank 0). Under the device tool every finished job is appended to
-# $OUT/captures.tar at once; the log goes to $OUT/log.txt. CAP_EXTRA is appended to every call (CPU dry run with
+# $OUT/captures<N>.tar at once (examples/captures/common.sh); the log goes to $OUT/log.txt. CAP_EXTRA is appended to every call (CPU dry run with
 # gloo: CAP_EXTRA="--vocab 1000 --max-length 64 --num-workers 0 --dtype fp32 --active 2 --ref-steps 2").
 # NVLink multicast stays off (the lending machine's rule): NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 # NVSHMEM_DISABLE_NVLS=1 are exported for every job.
@@ -21,18 +21,13 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TORCHRUN=${TORCHRUN:-torchrun}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=4
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-mkdir -p "$WORK"
-LOG=${OUT:+$OUT/log.txt}
-LOG=${LOG:-$WORK/log.txt}
-START=$(date +%s)
-elapsed() { echo $(( $(date +%s) - START )); }
-
-{
-  echo "== environment $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+# shellcheck source=examples/captures/common.sh
+. "$HERE/common.sh"
+topology_and_versions() {
   nvidia-smi topo -m 2>&1 | head -n 6
   python3 -c "import torch, transformers, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version() if torch.cuda.is_available() else None, 'transformers', transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1
-} | tee -a "$LOG"
+}
+log_environment topology_and_versions
 
 for name in $WHAT; do
   ENVS=""
@@ -75,9 +70,7 @@ for name in $WHAT; do
     --out "$WORK" --name "$name" --what "$WHATLINE" $ARGS ${CAP_EXTRA:-} 2>&1 \
     | grep -v -e '^USDT' -e 'Memory block of unknown size' >>"$LOG"
   grep "^TRUTH $name" "$LOG" | tail -n 1
-  if [ -n "${OUT:-}" ] && [ -f "$WORK/$name/truth.json" ]; then
-    tar -C "$WORK" -rf "$OUT/captures.tar" "$name"
-  fi
+  pack "$name"
 done
 [ -n "${OUT:-}" ] && ls -l "$OUT"
 du -sh "$WORK"/* 2>/dev/null

@@ -124,12 +124,13 @@ def model_ns(ctx: Context, record_shapes: bool | None) -> tuple[float, dict[str,
     m = MODEL
     op_ns = m.cpu_op_ns + (m.shapes_per_op_ns if record_shapes else 0.0)
     counts["speed_scale"] = host_speed_scale(ctx)
+    counts["overhead_rows_ns"] = float(ev.dur_ns[over].sum()) / ctx.n_steps
     cost = (
         counts["cpu_ops"] * op_ns
         + counts["runtime_calls"] * m.runtime_ns
         + counts["python_frames"] * m.python_ns
         + counts["memory_samples"] * m.memory_ns
-    ) * counts["speed_scale"] + float(ev.dur_ns[over].sum()) / ctx.n_steps
+    ) * counts["speed_scale"] + counts["overhead_rows_ns"]
     return cost, counts
 
 

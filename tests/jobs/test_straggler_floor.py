@@ -127,6 +127,9 @@ def test_floors_are_declared_data_checked_in_order() -> None:
     }
     assert verdict(STRAGGLER_RULE, base) == "significant"
     assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_low_share": 0.05}) == "within_noise"  # not above
+    assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_beyond_profiler_share": 0.05}) == "within_profiler_cost"
+    # an intermittent straggler passes the profiler floor as it passes the noise floor (its steps are named instead)
+    assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_beyond_profiler_share": 0, "straggler_intermittent": True}) == "intermittent"
     assert verdict(STRAGGLER_RULE, {**base, "straggler_last_step_share": 0.5, "straggler_others_wait_low_share": 0}) == (
         "not_most_steps"
     )

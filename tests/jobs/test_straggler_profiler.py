@@ -27,8 +27,6 @@ import pytest
 
 from minijob import US, dp_rank
 from tb_llmdiag import api
-from tb_llmdiag.findings.engine import verdict
-from tb_llmdiag.findings.job import STRAGGLER_RULE
 from tb_llmdiag.jobs.cross_rank import analyze_job
 from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank
 from tb_llmdiag.jobs.report import job_metrics, job_report
@@ -223,21 +221,6 @@ def test_the_floor_at_its_boundary(profiler_us: tuple[float | None, float | None
         return
     (f,) = [f for f in job["findings"] if f["id"] == "straggler"]
     assert ("The profiler costs it" in f["summary"]) is said
-
-
-def test_the_floor_is_declared_after_the_noise_floor_and_passes_an_intermittent_straggler() -> None:
-    floors = STRAGGLER_RULE.floors
-    assert [f.fails_as for f in floors] == ["not_most_steps", "within_noise", "within_profiler_cost"]
-    base = {
-        "straggler_others_wait_share": 0.2,
-        "straggler_last_step_share": 0.6,
-        "straggler_others_wait_low_share": 0.06,
-        "straggler_others_wait_beyond_profiler_share": 0.06,
-    }
-    assert verdict(STRAGGLER_RULE, base) == "significant"
-    assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_beyond_profiler_share": 0.05}) == "within_profiler_cost"
-    assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_low_share": 0.04, "straggler_others_wait_beyond_profiler_share": 0}) == "within_noise"
-    assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_beyond_profiler_share": 0, "straggler_intermittent": True}) == "intermittent"
 
 
 def test_one_common_step_discounts_the_mean_wait() -> None:
