@@ -118,6 +118,7 @@ class RunProfiler:
         write_scalars: bool = True,
         analyze: bool = True,
         use_gzip: bool = True,
+        clock: Any = time.perf_counter_ns,
         **profiler_options: Any,
     ) -> None:
         if every is not None and every < 1:
@@ -135,6 +136,7 @@ class RunProfiler:
         self.start_step, self.time_steps_after, self.worker = start_step, time_steps_after, worker
         self.use_gzip, self.analyze = use_gzip, analyze
         self.series = uuid.uuid4().hex[:16]
+        self.clock = clock  # ns; tests drive a clock of their own
         self.sink = ScalarSink(scalars_dir or self.output_dir, summary_writer) if write_scalars else None
         self.step_num = 0  # step() calls so far; the step now running is global step start_step + step_num
         self.recent = RecentSteps()
@@ -178,12 +180,12 @@ class RunProfiler:
         self.profiler.step_num = self.start_step  # ProfilerStep#<global step>
         self.profiler.start()
         atexit.register(self.stop)
-        self._started_ns = self._began_ns = time.perf_counter_ns()
+        self._started_ns = self._began_ns = self.clock()
         return self
 
     def step(self, tokens: float | None = None) -> None:
         """End of one optimizer step; `tokens`: the step's token count (for `llm_diag/tokens_per_s`)."""
-        now = time.perf_counter_ns()
+        now = self.clock()
         if self._closed or self.profiler is None:
             self.step_num += 1
             return
@@ -198,7 +200,7 @@ class RunProfiler:
             self._maybe_open(g, step_ns, fired, now)
         self._poll()
         self.step_num += 1
-        self._began_ns = time.perf_counter_ns()
+        self._began_ns = self.clock()
 
     def _action(self, step: int) -> Any:
         """torch's schedule: what the profiler does at global step `step` (the plan of the window open, else NONE)."""
@@ -285,9 +287,9 @@ class RunProfiler:
         self._window = w
         if self._sync is not None:
             self._sync()
-        t0 = time.perf_counter_ns()
+        t0 = self.clock()
         self.profiler.step()  # NONE -> WARMUP (or RECORD): the profiler starts
-        w.start_ns = time.perf_counter_ns() - t0
+        w.start_ns = self.clock() - t0
 
     def _advance_window(self, g: int) -> None:
         """After a profiled step `g` of the open window: step the profiler; after its last, stop it."""
@@ -296,16 +298,16 @@ class RunProfiler:
         closing = g == w.last_step
         if closing and self._sync is not None:
             self._sync()
-        t0 = time.perf_counter_ns()
+        t0 = self.clock()
         self.profiler.step()  # the last step: RECORD_AND_SAVE -> NONE, _trace_ready exports the raw JSON
-        spent = time.perf_counter_ns() - t0
+        spent = self.clock() - t0
         if g == w.warmup_step and self.warmup:
             w.start_ns += spent  # WARMUP -> RECORD: the recording starts
         if closing:
             w.stop_ns = spent
             self._window, self._plan, self._since = None, {}, []
             if self.time_steps_after == 0:
-                w.end_ns = time.perf_counter_ns()
+                w.end_ns = self.clock()
                 self._hand_off(w)
             else:
                 self._waiting = w
@@ -345,15 +347,23 @@ class RunProfiler:
         self._poll()
 
     def _reference_ns(self, w: _Window) -> int | None:
-        times = [t for _, t in w.before] or [t for _, t in w.after]
-        return int(statistics.median(times)) if times else self.recent.median_ns()
+        """The unprofiled step a window's cost is measured against: the larger of the medians of the steps before
+        and after it (a job that got slower at the window, as a triggered one follows a change, is not the capture's
+        cost; a profiler that slows the steps after it for the rest of the run is not seen per window either)."""
+        medians = [int(statistics.median(t for _, t in xs)) for xs in (w.before, w.after) if xs]
+        return max(medians) if medians else self.recent.median_ns()
 
     def unprofiled_metadata(self, w: _Window) -> dict[str, Any]:
-        """The `UNPROFILED_STEPS_KEY` object of window `w`, as `tb_llmdiag.capture` writes it (schema 3)."""
+        """The `UNPROFILED_STEPS_KEY` object of window `w`, as `tb_llmdiag.capture` writes it (schema 3); a triggered
+        window's steps before it start at the trigger step (fewer than 3: the reader takes the steps after it), all of
+        them are in `WINDOW_KEY`'s `before_steps`."""
+        before = w.before
+        if w.trigger is not None:  # the job changed at the trigger step: the steps before it are another job's
+            before = [(s, t) for s, t in before if s >= w.trigger["step"]]
         return {
             "schema": UNPROFILED_STEPS_SCHEMA,
-            "steps": [s for s, _ in w.before],
-            "step_ns": [t for _, t in w.before],
+            "steps": [s for s, _ in before],
+            "step_ns": [t for _, t in before],
             "after_steps": [s for s, _ in w.after],
             "after_step_ns": [t for _, t in w.after],
             "window_steps": [w.first_step, w.last_step],
@@ -373,6 +383,8 @@ class RunProfiler:
             "warmup_steps": [w.warmup_step, w.first_step - 1] if w.first_step > w.warmup_step else [],
             "window_steps": [w.first_step, w.last_step],
             "profiled_step_ns": [t for s, t in w.steps_ns if s >= w.first_step],
+            "before_steps": [s for s, _ in w.before],
+            "before_step_ns": [t for _, t in w.before],
             "step_ns": ref_ns,
             "tokens_per_step": w.tokens_per_step,
             "every": self.every,
@@ -443,7 +455,7 @@ class RunProfiler:
             return
         self._closed = True
         atexit.unregister(self.stop)
-        now = time.perf_counter_ns()
+        now = self.clock()
         w = self._window or self._waiting
         try:
             self.profiler.stop()  # a window cut short: _trace_ready exports what it holds

@@ -10,7 +10,7 @@
 # (over_run.tar.part-aa, -ab...; `cat over_run.tar.part-* | tar -x`): the first profiled run whole, the others' truth only.
 # OVR_EXTRA is appended to every call (CPU dry run: OVR_EXTRA="--tiny --steps 60 --every 10 --seq-change 20
 # --thrash 35 --slow 47 --slow-steps 4 --slow-ms 60 --length 64 --batch 4"). CPUS (default 2-9) pins each process;
-# CALL_LIMIT_S (default 470): a process starts only when the time left exceeds 1.3 x the longest one so far
+# CALL_LIMIT_S (default 470): a process starts only when the time left exceeds 1.15 x the longest one so far
 # (LIMIT_S, default 210, before the first has run), and is stopped after LIMIT_S x 1.5.
 set -u
 WORK=${1:-/tmp/over_run}
@@ -34,7 +34,7 @@ n_prof=0
 for mode in $ORDER; do
   if [ "$mode" = none ]; then n_none=$((n_none + 1)); name="none_r$n_none"; else n_prof=$((n_prof + 1)); name="profiled_r$n_prof"; fi
   left=$(( CALL_LIMIT_S - $(elapsed) ))
-  need=$(( longest > 0 ? longest * 13 / 10 : LIMIT_S ))
+  need=$(( longest > 0 ? longest * 115 / 100 : LIMIT_S ))
   if [ "$left" -lt "$need" ]; then echo "== $name skipped: $left s left, $need s needed" | tee -a "$LOG"; continue; fi
   echo "== $name ($(elapsed) s)" | tee -a "$LOG"
   rm -rf "${WORK:?}/$name"
