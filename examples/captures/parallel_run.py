@@ -12,31 +12,32 @@ weights, vocab 32,000, bf16, AdamW (foreach), random token batches made once on 
 
 Jobs (the variants each one times: `planted` first; `fixed` the user's fix; `nocomm` the same loop with the
 communication removed, so planted - nocomm is the communication's cost):
-  ddp_per_tensor        24 layers (291 tensors): planted = a plain model, one dist.all_reduce per parameter after
-                        backward (+ grad /= world); fixed = DDP (25 MiB buckets); nocomm = DDP under no_sync()
-  ddp_accum_no_nosync   DDP, 12 layers, 8 micro-batches of 1x512 a step: planted = DDP's all-reduce on every
+  ddp_per_tensor        24 layers (291 tensors), 8x512 a rank: planted = a plain model, one dist.all_reduce per
+                        parameter after backward (+ grad /= world); fixed = DDP (25 MiB buckets); nocomm = DDP under
+                        no_sync()
+  ddp_accum_no_nosync   DDP, 6 layers, 8 micro-batches of 1x1024 a step: planted = DDP's all-reduce on every
                         micro-batch; fixed = no_sync() on the first 7; nocomm = no_sync() on all 8
-  fsdp                  FSDP2 fully_shard per layer + root, 24 layers, 2x512 a rank: planted = backward prefetch off
+  fsdp                  FSDP2 fully_shard per layer + root, 16 layers, 4x1024 a rank: planted = backward prefetch off
                         (each param group's _backward_prefetch a no-op: FSDP1's backward_prefetch=None; FSDP2 has no
                         switch): a layer's all-gather queues behind the next layer's reduce-scatter on the NCCL stream
                         and its backward waits for both; fixed = explicit prefetch (set_modules_to_forward_prefetch /
                         set_modules_to_backward_prefetch, 2 layers ahead); nocomm = an unsharded replica, no FSDP
-  tensor_parallel       TP=2 (parallelize_module: ColwiseParallel q/k/v/gate/up, RowwiseParallel o/down), 24 layers,
-                        4x512 the same batch on both ranks: 2 all-reduces a layer forward, 2 backward, all on the
-                        critical path; nocomm = a model of one rank's local shapes (7/1 heads, FFN 2432), no DTensor
-  pipeline              2 stages of 12 layers (vocab 8,192 so the head weighs half a layer), hand-written GPipe
+  tensor_parallel       TP=2 (parallelize_module: ColwiseParallel q/k/v/gate/up, RowwiseParallel o/down), 12 layers,
+                        8x1024 the same batch on both ranks: 2 all-reduces a layer forward, 5 backward (one per
+                        ColwiseParallel input gradient), all on the critical path; nocomm = a model of one rank's local shapes (7/1 heads, FFN 2432), no DTensor
+  pipeline              2 stages of 8 layers (vocab 8,192 so the head weighs half a layer), hand-written GPipe
                         (all forwards then all backwards, dist.send/recv of activations and their gradients), batch
-                        8x512: planted = m=2 micro-batches (bubble (p-1)/(m+p-1) = 1/3); fixed = m=8 (1/9);
+                        16x1024 a step: planted = m=2 micro-batches (bubble (p-1)/(m+p-1) = 1/3); fixed = m=8 (1/9);
                         nocomm = each stage alone with m=2 (its compute, no waiting)
-  expert_all_to_all     EP=2: 8 experts (4 a rank, FFN 1408) top-2 in each of 8 layers, 4x512 a rank:
+  expert_all_to_all     EP=2: 8 experts (4 a rank, FFN 1408) top-2 in each of 8 layers, 4x1024 a rank:
                         all_to_all_single of the split sizes (read on the host), then the token dispatch and the
                         combine (autograd all_to_all); nocomm = tokens kept on their rank, served by its own experts
                         (expert id mod 4: the same rows through the same shapes)
-  rank0_eval            DDP, 12 layers, 4x512: rank 0 alone runs record_function("rank0_eval") (3 no_grad forwards of
-                        a 4x512 batch) at the end of every step; rank 1 waits in the next step's all-reduce;
+  rank0_eval            DDP, 8 layers, 4x1024: rank 0 alone runs record_function("rank0_eval") (3 no_grad forwards of
+                        a 4x1024 batch) at the end of every step; rank 1 waits in the next step's all-reduce;
                         fixed = without it (nocomm = DDP no_sync, without it)
-  pipeline_unbalanced   the pipeline with stage 0 8 layers, stage 1 16 (m=4): stage 1 is a real straggler;
-                        fixed = 12/12 (m=4); nocomm = the 8/16 stages alone
+  pipeline_unbalanced   the pipeline with 12 layers, stage 0 4 of them, stage 1 8 (m=4): stage 1 is a real straggler;
+                        fixed = 6/6 (m=4); nocomm = the 4/8 stages alone
 
 CPU dry run (gloo): add --tiny --layers 4 --seq 32 --rounds 1 --block 2 --skip-first 2 --active 3 --time-after 1
 --dtype fp32. Under gloo everything runs as on NCCL (send/recv, all_to_all_single, FSDP2, DTensor), only on the CPU.
@@ -216,7 +217,7 @@ def job_ddp_per_tensor(ctx: Ctx) -> Job:
 
 
 def job_ddp_accum(ctx: Ctx) -> Job:
-    c = ctx.cfg(12)
+    c = ctx.cfg(6)
     m = 8
     wrapped = ddp(ctx, ctx.model(c))
     opt = adamw(wrapped.parameters())
@@ -268,7 +269,7 @@ def fsdp_groups(module: nn.Module) -> list[Any]:
 def job_fsdp(ctx: Ctx) -> Job:
     from torch.distributed.fsdp import fully_shard
 
-    c = ctx.cfg(24)
+    c = ctx.cfg(16)
     models = {}
     for name in ("planted", "fixed"):
         m = ctx.model(c)
@@ -347,7 +348,13 @@ def job_tensor_parallel(ctx: Ctx) -> Job:
     plain = [p for p in tp.parameters() if not isinstance(p, DTensor)]
     opt_d, opt_p = adamw(dt), adamw(plain)
     local = ctx.model(
-        ctx.cfg(12, heads=c.heads // ctx.world, kv_heads=c.kv_heads // ctx.world, ffn=c.ffn // ctx.world, dim_head=c.head_dim)
+        ctx.cfg(
+            12,
+            heads=c.heads // ctx.world,
+            kv_heads=c.kv_heads // ctx.world,
+            ffn=c.ffn // ctx.world,
+            dim_head=c.head_dim,
+        )
     )
     opt_l = adamw(local.parameters())
     seq = ctx.seq(1024)
@@ -443,7 +450,7 @@ def gpipe(ctx: Ctx, stage: Decoder, opt: torch.optim.Optimizer, ids: torch.Tenso
 
 
 def job_pipeline(ctx: Ctx, unbalanced: bool = False) -> Job:
-    c = ctx.cfg(24, vocab=8192 if not ctx.args.tiny else TINY["vocab"])
+    c = ctx.cfg(12 if unbalanced else 16, vocab=8192 if not ctx.args.tiny else TINY["vocab"])
     n = c.layers
     split = (n // 3, n - n // 3) if unbalanced else (n // 2, n - n // 2)
     fair = (n // 2, n - n // 2)
@@ -578,13 +585,15 @@ def job_expert(ctx: Ctx) -> Job:
                 }
             }
         },
-        extra={"dense_gradient_sync": "left out: the non-expert gradients are not all-reduced, so every collective "
-               "is the experts' dispatch/combine"},
+        extra={
+            "dense_gradient_sync": "left out: the non-expert gradients are not all-reduced, so every collective "
+            "is the experts' dispatch/combine"
+        },
     )
 
 
 def job_rank0_eval(ctx: Ctx) -> Job:
-    c = ctx.cfg(12)
+    c = ctx.cfg(8)
     wrapped = ddp(ctx, ctx.model(c))
     opt = adamw(wrapped.parameters())
     seq = ctx.seq(1024)
