@@ -39,8 +39,7 @@ PIN=""
 versions() {
   echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-} CPUS=$CPUS nproc=$(nproc)"
   lscpu 2>&1 | grep -E '^(Model name|CPU\(s\)|NUMA node)'
-  $PY -c "import torch, transformers, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1
-  $PY -c "import peft; print('peft', peft.__version__)" 2>&1 | tail -n 1
+  $PY -c "import torch, transformers, platform, importlib.util as u; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'peft', u.find_spec('peft') is not None, 'gpus', torch.cuda.device_count())" 2>&1
 }
 log_environment versions
 
@@ -52,6 +51,7 @@ run_one() {  # capture name, extra switches
   local name=$1 scen=${1%_fixed} fixed="" left limit
   shift
   [ "$name" != "$scen" ] && fixed="--fixed"
+  case " $ORDER " in *" $scen "*) ;; *) echo "== unknown capture $name" | tee -a "$LOG"; return 1 ;; esac
   left=$(( CALL_LIMIT_S - $(elapsed) ))
   limit=$(limit_for "$name")
   [ "$limit" -gt "$left" ] && limit=$left
