@@ -53,7 +53,7 @@ def syncs_every_step(m: Metrics) -> bool:
     per_step = lookup(m, "host_sync.syncs_per_step")
     if per_step is None:
         return (lookup(m, "host_sync.idle_after_sync_share") or 0.0) >= 0.05
-    return per_step >= 1.0
+    return bool(per_step >= 1.0)
 
 
 def follows_tokens(m: Metrics) -> bool:

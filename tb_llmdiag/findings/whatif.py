@@ -176,7 +176,7 @@ def _all_bound(host_floor: bool, fixed_all: float, floor: float | None) -> str:
 
 
 #: severity by the share of the median step a finding's saving takes off (at least): high, medium, else low
-SEVERITY_SHARES = (("high", 0.20), ("medium", 0.05))
+SEVERITY_SHARES: tuple[tuple[Severity, float], ...] = (("high", 0.20), ("medium", 0.05))
 
 
 def severity_of(rule: Rule | None, saving: Any, median: float | None) -> Severity:
