@@ -11,8 +11,8 @@ The model (docs/whatif.md is the prose):
   its proportion C_M / M (communication pool) and idle otherwise (idle pool), plus the excess max(0, T - M)
   (excess pool; when it is 0, excess findings take from the idle pool). The four pools add up to T. Host-side findings first, then device-side ones (the host floor below); in each,
   causes first, then symptoms (``Rule.symptom``: host-bound, tiny kernels, long
-  gaps, step variance: what the causes' time shows up as), each group in rank order, each finding removes the
-  fraction r = min(1, share x T / its pool's initial size) of what is *left* of its pool: savings are applied in
+  gaps, step variance: what the causes' time shows up as), each group by its own saving (highest first), each
+  finding removes the fraction r = min(1, share x T / its pool's initial size) of what is *left* of its pool: savings are applied in
   sequence on the remaining time, never added, so causes that claim the same idle time (host-bound, a slow host
   op, syncs) do not count it twice, and the shares shown (``saving.share``, each finding's cut / T) add up to at
   most 1. The finding's own bound, alone, stays in ``saving.alone_share`` / ``alone_ns``. Findings are then
