@@ -1,10 +1,11 @@
 """The rule engine, for runs and jobs: ``Rule`` (with its parts ``Fix``, ``Flavour``, ``Floor``, ``ProfilerCost``,
-``Locate``), ``lookup``, ``fires``, ``verdict``, ``finding``, ``evaluate(metrics, rules)``, ``rule_of``, ``rank``.
+``Locate``), ``lookup``, ``fires``, ``verdict``, ``finding``, ``evaluate(metrics, rules)``, ``rule_of`` /
+``rules_of``, ``rank``.
 
 A rule is one declaration: its ``Rule`` entry in its table holds everything done for it (what it matches, its
 wording per platform and run trait, its saving's pool and role in the sequence of savings, what the profiler's
 cost does to it, where the trace view and the agent find its evidence). Code elsewhere reads the rule's fields,
-finding it by id through ``rule_of`` only; no module but the tables keys anything by a rule id
+finding it by id through ``rule_of`` (``rules_of``) only; no module but the tables keys anything by a rule id
 (``tests/test_rule_declaration.py``).
 
 Contract:
@@ -49,7 +50,8 @@ Contract:
   for them (``locate``: ``traceview/evidence.py``), and the per-step column that holds its time (``step_part``:
   the agent's ``explain_finding``).
 - ``rank`` orders job findings by their value, a share of the job step, highest first, ties in table order.
-- ``rule_of(id, metrics, rules)``: the rule behind a finding on this run (the applicable one with that id).
+- ``rule_of(id, metrics, rules)``: the rule behind a finding on this run (the applicable one with that id);
+  ``rules_of`` for several.
 
 The tables are data beside this module: ``findings/gpu.py`` (``GPU_RULES``, with ``gpu_causes.py`` and
 ``attribution_rules.py``; ``INFERENCE_RULES``), ``findings/comm.py`` (``COMM_RULES``), ``findings/xla.py``
@@ -436,10 +438,13 @@ def rule_of(finding_id: str, metrics: Metrics, rules: Sequence[Rule]) -> Rule | 
     platform's own when it has one; the later one when two apply, as ``evaluate`` keeps), else the first rule with
     that id (a finding read back from a report whose metrics do not say the run's kind); None: no rule has it.
     The one lookup by id: the savings sequence, the trust caveats, the trace view and the agent ask it."""
-    found = [r for r in applicable(metrics, rules) if r.id == finding_id]
-    if found:
-        return found[-1]
-    return next((r for r in rules if r.id == finding_id), None)
+    return rules_of([finding_id], metrics, rules)[0]
+
+
+def rules_of(finding_ids: Sequence[str], metrics: Metrics, rules: Sequence[Rule]) -> list[Rule | None]:
+    """``rule_of`` for each of several findings of one run, deciding what applies to the run once."""
+    mine = {r.id: r for r in applicable(metrics, rules)}
+    return [mine.get(i) or next((r for r in rules if r.id == i), None) for i in finding_ids]
 
 
 def rank(findings: list[Finding]) -> list[Finding]:

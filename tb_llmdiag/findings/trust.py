@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tb_llmdiag.findings.engine import Finding, Rule, finite, lookup, rule_of
+from tb_llmdiag.findings.engine import Finding, Rule, finite, lookup, rules_of
 from tb_llmdiag.findings.whatif_text import statement
 from tb_llmdiag.units import fmt_ns
 
@@ -73,9 +73,8 @@ def with_caveats(
     share = lookup(metrics, "capture.profiler_overhead_share")
     basis = lookup(metrics, "capture.overhead_basis")
     out = []
-    for f in findings:
+    for f, rule in zip(findings, rules_of([str(f.get("id")) for f in findings], metrics, rules)):
         f = dict(f)
-        rule = rule_of(str(f.get("id")), metrics, rules)
         if isinstance(f.get("saving"), dict):
             f["saving"] = {**f["saving"], "unprofiled_ns": unprofiled_saving_ns(f, rule, metrics, what)}
         f["caveat"] = None

@@ -48,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tb_llmdiag.findings.engine import Finding, Pool, Rule, Severity, finite, lookup, rule_of
+from tb_llmdiag.findings.engine import Finding, Pool, Rule, Severity, finite, lookup, rules_of
 from tb_llmdiag.findings.whatif_text import statement
 
 #: the what-if names the first finding that takes at least this share off the median step (less reads as noise)
@@ -424,7 +424,7 @@ def apply_in_sequence(
     place a run finding's severity (``severity_of``) and rank (``_rank_key``) are decided."""
     alone = sorted(range(len(findings)), key=lambda i: (*_alone_key(findings[i]), i))
     out = [dict(findings[i]) for i in alone]
-    of = [rule_of(str(f["id"]), metrics, rules) for f in out]
+    of = rules_of([str(f["id"]) for f in out], metrics, rules)
     start = _start(metrics)
     seq = None if start is None else _in_sequence(out, of, metrics, start)
     median = start.median if start is not None else None

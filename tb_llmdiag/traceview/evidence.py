@@ -6,7 +6,7 @@ Contract:
   report's findings that the engine did not already locate (``finding["ranges"]``, engine.py's ``Rule.ranges``,
   filled where the metrics hold the ranges: outlier and first steps, XLA recompiles and transfers).
   What to look for is the finding's rule's ``locate`` (``findings.engine.Locate``, found through
-  ``findings.engine.rule_of``); each kind of search is a row of ``SEARCHES`` and reads only what the report already
+  ``findings.engine.rules_of``); each kind of search is a row of ``SEARCHES`` and reads only what the report already
   decided (the culprit op the metrics named, the long-gap threshold): it draws the report's evidence, it does not
   measure anything new.
 - At most ``MAX_RANGES`` ranges per finding, the longest, in time order.
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.findings.engine import MAX_RANGES, rule_of
+from tb_llmdiag.findings.engine import MAX_RANGES, rules_of
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.intervals import gaps as complement
 from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS
@@ -112,11 +112,9 @@ SEARCHES: dict[str, Callable[[Trace, Mapping[str, Any], str], Located]] = {
 def locate(trace: Trace, report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Evidence ranges of the report's findings (module docstring)."""
     metrics = report.get("metrics") or {}
+    findings = [f for f in report.get("findings") or [] if isinstance(f, Mapping) and not f.get("ranges")]
     out = []
-    for f in report.get("findings") or []:
-        if not isinstance(f, Mapping) or f.get("ranges"):
-            continue
-        rule = rule_of(str(f.get("id")), metrics, RULES)
+    for f, rule in zip(findings, rules_of([str(f.get("id")) for f in findings], metrics, RULES)):
         if rule is None or rule.locate is None:
             continue
         ranges, culprit = SEARCHES[rule.locate.how](trace, metrics, rule.locate.at)
