@@ -271,3 +271,25 @@ def test_seed_findings_point_at_the_culprit_and_xla_recompile_at_its_compile():
     comp = [c for c in x["metrics"]["xla"]["compiles"] if c["step"] in x["metrics"]["xla"]["recompile_steps"]]
     assert rec["ranges"] == [[c["start_ns"], c["start_ns"] + c["duration_ns"]] for c in comp]
     assert rec["culprit"] == comp[0]["name"]
+
+
+def test_every_rules_trace_view_search_is_one_the_trace_view_runs() -> None:
+    """A rule's ``locate`` (findings/engine.py ``Locate``) names a search of traceview/evidence.py ``SEARCHES`` with
+    an argument it can use: a registry key for a chain or an op, a name family for ``family``, none otherwise; a
+    rule with ``ranges`` of its own needs none."""
+    from tb_llmdiag.findings import RULES
+    from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS
+    from tb_llmdiag.metrics.registry import metric
+    from tb_llmdiag.traceview.evidence import SEARCHES
+
+    located = [r for r in RULES if r.locate is not None]
+    assert len(located) == 11
+    for r in located:
+        assert r.locate is not None and r.ranges is None, r.id
+        assert r.locate.how in SEARCHES, r.id
+        if r.locate.how in ("chain", "op"):
+            assert metric(r.locate.at) is not None, r.id
+        elif r.locate.how == "family":
+            assert r.locate.at in NAME_PATTERNS and r.locate.at in HOST_KINDS_FOR, r.id
+        else:
+            assert r.locate.at == "", r.id
