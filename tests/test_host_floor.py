@@ -94,7 +94,7 @@ def test_the_host_floor_binds_a_device_side_cut() -> None:
     findings, wi = diagnose(_metrics(600, dev=0.5), rules=(DEV,))
     assert findings[0]["saving"] == {"basis": "median_step", "step_ns": 1000, "ns": 400, "share": 0.4,
                                      "step_ns_if_fixed": 600, "pool": "device", "bound_by": "host_floor",
-                                     "unprofiled_ns": None}
+                                     "unprofiled_ns": None, "step_basis": "profiled", "profiled": None}
     assert (wi["step_ns_if_fixed"], wi["host_floor_ns"], wi["compute_floor_ns"]) == (600, 600, 300)
     assert (wi["pool"], wi["bound_by"], wi["all"]["bound_by"]) == ("device", "host_floor", "host_floor")
     assert wi["all"]["step_ns_if_fixed"] == 600 and wi["all"]["compute_floor_ns"] == 300
@@ -106,7 +106,7 @@ def test_a_host_floor_below_the_cut_changes_nothing() -> None:
     plain_findings, plain = diagnose(_metrics(None, dev=0.5), rules=(DEV,))
     assert findings[0]["saving"] == plain_findings[0]["saving"] == {
         "basis": "median_step", "step_ns": 1000, "ns": 500, "share": 0.5, "step_ns_if_fixed": 500, "pool": "device",
-        "bound_by": "cause", "unprofiled_ns": None}
+        "bound_by": "cause", "unprofiled_ns": None, "step_basis": "profiled", "profiled": None}
     assert wi["step_ns_if_fixed"] == plain["step_ns_if_fixed"] == 500
     assert wi["all"]["step_ns_if_fixed"] == plain["all"]["step_ns_if_fixed"] == 500
     assert (wi["bound_by"], wi["host_floor_ns"], plain["host_floor_ns"]) == ("cause", 400, None)
