@@ -21,7 +21,8 @@ Definitions (Kineto traces with steps; each step's host window is [host start, h
 - Launches blocked on a full launch queue (a GPU-bound step whose host runs a full queue ahead: the launch call
   waits for a slot, which a kernel ending frees): a launch call at least ``QUEUE_BLOCK_FACTOR`` x the median launch
   call's duration and ``QUEUE_BLOCK_MIN_NS`` longer than it, that ends within ``QUEUE_SLACK_NS`` after a device event
-  of the same device that started before the call ended (the queue moved, then the call returned). The part of it
+  of the same device that started before the call ended (the queue moved, then the call returned), the device busy
+  ``QUEUE_BUSY_SHARE`` of the time it waits (a full queue keeps it busy). The part of it
   beyond the median launch, [start + median, end), is time the host waits for the device, as a sync's is: it joins
   ``blocked_i`` (``queue_blocked_median_ns``: the median over steps of that part alone; ``queue_blocked_launches``:
   how many such calls start in the window).
@@ -44,6 +45,8 @@ QUEUE_BLOCK_FACTOR = 10.0
 QUEUE_BLOCK_MIN_NS = 50_000
 #: ... when it ends this soon after a device event (of its device, started before it ended) ends
 QUEUE_SLACK_NS = 20_000
+#: ... and the device is busy at least this share of the time it waits (a full queue keeps it busy)
+QUEUE_BUSY_SHARE = 0.9
 
 
 def queue_blocked(ctx: Context, launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +71,11 @@ def queue_blocked(ctx: Context, launch: np.ndarray) -> tuple[np.ndarray, np.ndar
         sel = slice(lo[k], hi[k])
         ok[k] = bool(((ds[sel] < end[k]) & ((dd[sel] == dev_of[k]) | (dev_of[k] < 0))).any())
     hit = long[ok]
-    return (ev.ts_ns[hit] + int(med)).astype(np.int64), (ev.ts_ns[hit] + ev.dur_ns[hit]).astype(np.int64)
+    qs, qe = (ev.ts_ns[hit] + int(med)).astype(np.int64), (ev.ts_ns[hit] + ev.dur_ns[hit]).astype(np.int64)
+    # a full queue keeps the device busy the whole time the call waits
+    busy = overlap_per_window(ctx.busy_s, ctx.busy_e, qs, qe) if qs.size else np.zeros(0, np.int64)
+    full = busy >= QUEUE_BUSY_SHARE * (qe - qs)
+    return qs[full], qe[full]
 
 
 def host_floor_metrics(ctx: Context) -> dict[str, Any]:
@@ -157,7 +164,8 @@ ENTRIES: tuple[Entry, ...] = (
         0.05,
         "blocked on a full launch queue",
         "median over steps of the time launch calls wait for a slot in a full launch queue (a call 10x the median "
-        "launch and 50 us longer, ending within 20 us of a device event's end): counted as blocked, not as the "
+        "launch and 50 us longer, ending within 20 us of a device event's end, the device busy 90 % of the wait): "
+        "counted as blocked, not as the "
         "host's own time",
     ),
     (
