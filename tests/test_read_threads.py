@@ -201,7 +201,7 @@ def test_an_error_on_the_thread_is_the_same_one_line_error(monkeypatch: pytest.M
         with pytest.raises(ValueError, match="^sorting failed: an odd column$"):
             c.read_kineto(str(tf.path))
         assert on_a_thread(threads) is (value == "1"), threads
-        reports[value] = api.analyze_file(tf)
+        reports[value] = api.analyze(tf).report
     assert reports["0"]["status"] == reports["1"]["status"] == "error"
     assert reports["0"]["error"] == reports["1"]["error"]
     assert reports["1"]["error"] == "could not read the trace (internal error: ValueError: sorting failed: an odd column)"
@@ -230,7 +230,7 @@ def test_an_error_on_the_read_thread_is_the_same_one_line_error(monkeypatch: pyt
             c.read_kineto(str(tf.path))
         assert on_a_thread(threads, "llmdiag-read") is (value == "1"), threads
         assert no_thread_left()
-        reports[value] = api.analyze_file(tf)
+        reports[value] = api.analyze(tf).report
     assert reports["0"]["error"] == reports["1"]["error"]
     assert reports["1"]["error"] == "could not read the trace (internal error: ValueError: inflating failed: an odd block)"
 

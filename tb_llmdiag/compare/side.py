@@ -398,3 +398,17 @@ class JobSide:
             "step_durations_ns": [float(x) if np.isfinite(x) else None for x in per_step],
             "notes": list(job.get("notes") or []),
         }
+
+
+#: A side as ``compare`` takes it: a run report, or a job as its ``jobs[]`` entry and the run reports of its ranks.
+SideDoc = Mapping[str, Any] | tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]
+
+
+def side_of(side: RunSide | JobSide | SideDoc) -> RunSide | JobSide:
+    """``side`` as a Side: a run report is a ``RunSide``, a ``(job, runs)`` pair a ``JobSide``; a Side is itself."""
+    if isinstance(side, (RunSide, JobSide)):
+        return side
+    if isinstance(side, tuple):
+        job, runs = side
+        return JobSide(job, runs)
+    return RunSide(side)

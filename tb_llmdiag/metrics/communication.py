@@ -98,7 +98,13 @@ def launch_step(
 
 def windows(trace: Trace, steps: Steps, cache: RowCache | None = None) -> StepWindows:
     """The step windows (see StepWindows), or one window over all device activity without steps (``cache``: as
-    ``launch_step``'s)."""
+    ``launch_step``'s; the windows are kept in it, computed once per analysis)."""
+    if cache is None:
+        return _windows(trace, steps, None)
+    return cache.derived("communication.windows", (steps,), lambda: _windows(trace, steps, cache))
+
+
+def _windows(trace: Trace, steps: Steps, cache: RowCache | None) -> StepWindows:
     ev = trace.events
     dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
     if not len(steps):
@@ -153,7 +159,19 @@ def step_breakdown(
 ) -> StepBreakdown:
     """Per-window communication, compute, idle (on the device windows [ws, we)) and host signals and tokens
     (on the host windows, by default the same); definitions in the module docstring. ``cache``: as
-    ``launch_step``'s."""
+    ``launch_step``'s; the breakdown is kept in it, computed once per analysis for the same windows."""
+    if cache is None:
+        return _step_breakdown(trace, coll, ws, we, host_ws, host_we, RowCache(trace))
+    return cache.derived(
+        "communication.step_breakdown",
+        (coll, ws, we, host_ws, host_we),
+        lambda: _step_breakdown(trace, coll, ws, we, host_ws, host_we, cache),
+    )
+
+
+def _step_breakdown(
+    trace: Trace, coll: Collectives, ws: I64, we: I64, host_ws: I64 | None, host_we: I64 | None, cache: RowCache
+) -> StepBreakdown:
     ev = trace.events
     ws, we = np.asarray(ws, dtype=np.int64), np.asarray(we, dtype=np.int64)
     hws = ws if host_ws is None else np.asarray(host_ws, dtype=np.int64)
@@ -165,7 +183,6 @@ def step_breakdown(
     compute = _covered(ks, ke, ws, we)
     both = _covered(np.concatenate((cs, ks)), np.concatenate((ce, ke)), ws, we)
     busy = _covered(ev.ts_ns[dev], ev.end_ns[dev], ws, we)
-    cache = cache or RowCache(trace)
 
     def host(family: str) -> I64:
         rows = cache.family(family)

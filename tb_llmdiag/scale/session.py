@@ -7,6 +7,7 @@ what the tab uses (``LLMDIAG_DASK``). Dask is imported here only when an address
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -58,14 +59,18 @@ class TabExecutor(NamedTuple):
     task_put: Callable[[tuple[str, str]], None]
 
 
-def tab_executor(address: str) -> TabExecutor:
-    """The tab's executor on the Dask scheduler ``address`` with its progress queue and task sink; the executor's
-    ``shutdown`` closes the client (and the LocalCluster for ``local[:N]``).
+def tab_executor(address: str | None = None) -> TabExecutor | None:
+    """The tab's executor on the Dask scheduler ``address`` (by default the one ``LLMDIAG_DASK`` names: None when it
+    names none) with its progress queue and task sink; the executor's ``shutdown`` closes the client (and the
+    LocalCluster for ``local[:N]``).
 
     Raises:
         MissingExtra: Dask is not installed.
         DaskUnavailable: ``address`` is malformed or does not answer.
     """
+    address = os.environ.get(TAB_ENV, "").strip() if address is None else address
+    if not address:
+        return None
     backend = dask_backend(TAB_ENV)
     ctx = backend.dask_client(address)
     client = ctx.__enter__()
