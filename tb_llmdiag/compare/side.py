@@ -240,7 +240,7 @@ def job_matrices(job: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def rank_means(m: np.ndarray) -> np.ndarray:
-    """Mean over steps per rank (NaN where a rank has no known step), as ``jobs.attribution.per_rank_mean``."""
+    """Mean over steps per rank (NaN where a rank has no known step), as ``jobs.straggler.per_rank_mean``."""
     with np.errstate(invalid="ignore", divide="ignore"):
         cnt = np.sum(~np.isnan(m), axis=-1)
         return np.where(cnt > 0, np.nansum(m, axis=-1) / np.maximum(cnt, 1), np.nan)

@@ -2,7 +2,7 @@
 
 Contract:
 - Built once per rank from its Trace and steps (``summarize_rank``); holds numpy columns only, per step
-  (``StepBreakdown`` of ``jobs.comm``) and per collective (kind, start, end, bytes, group size, process group,
+  (``CommBreakdown`` of ``metrics.communication``) and per collective (kind, start, end, bytes, group size, process group,
   sequence number, step). Times are absolute ns (``Trace.origin_ns`` + ts), so ranks that share a clock
   compare directly; the job analysis itself needs only durations (see ``jobs.cross_rank``).
 - ``to_dict`` / ``from_dict`` round-trip through JSON-safe dicts (lists of ints, strings); ``nbytes`` is the
@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.collectives import KINDS, Collectives, find_collectives
-from tb_llmdiag.metrics.communication import StepWindows, exposed_per_collective, launch_step, step_breakdown, windows
+from tb_llmdiag.metrics.communication import StepWindows, comm_breakdown, exposed_per_collective, launch_step, windows
 from tb_llmdiag.metrics.context import RowCache
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import Trace
@@ -189,7 +189,7 @@ def summarize_rank(
     coll = collectives if collectives is not None else find_collectives(trace)
     w = windows(trace, steps, cache)
     ws, we = w.start_ns, w.end_ns
-    b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns, cache)
+    b = comm_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns, cache)
     origin = int(trace.origin_ns)
     index = steps.index.astype(np.int64) if len(steps) else np.arange(ws.size, dtype=np.int64)
     step_cols = {
