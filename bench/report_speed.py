@@ -39,7 +39,7 @@ t, c0 = time.perf_counter(), time.process_time()
 raw = open(PATH, "rb").read()
 data = source._zlib.decompress(raw, 16 + source._zlib.MAX_WBITS) if raw[:2] == b"\\x1f\\x8b" else raw
 del raw
-env = ks._DECODERS[ks._needs_exact_ts(data, 1 << 20)].envelope.decode(data)
+env = ks._DECODERS[ks.needs_exact_ts(data, 1 << 20)].envelope.decode(data)
 n = len(env.traceEvents)
 RESULT = {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - c0, "events": n, "json_bytes": len(data)}
 """,
@@ -68,7 +68,7 @@ for block in src.blocks():  # the same blocks and the same layout-independent cu
     if cut <= 0:
         continue
     if exact is None:
-        exact = ks._needs_exact_ts(buf, cut)
+        exact = ks.needs_exact_ts(buf, cut)
     buf[cut] = 0x5D
     with memoryview(buf) as view:
         events = ks._DECODERS[exact].events.decode(view[: cut + 1])

@@ -150,7 +150,7 @@ def test_threads_wanted_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -
     assert source.threads_wanted()
 
 
-def assert_same_finish(threaded: kc._Columns, inline: kc._Columns) -> None:
+def assert_same_finish(threaded: kc.Columns, inline: kc.Columns) -> None:
     got, want = threaded.finish(), inline.finish()
     for col in EventTable.COLUMNS:
         assert_same_array(getattr(got[0], col), getattr(want[0], col), f"events.{col}")
@@ -164,7 +164,7 @@ def assert_same_finish(threaded: kc._Columns, inline: kc._Columns) -> None:
                                                            HealthCheck.function_scoped_fixture])
 @given(piece_lists())
 def test_generated_pieces_same_with_the_thread(counted: list[str], pieces: list[list[Any]]) -> None:
-    threaded, inline = kc._Columns(threaded=True), kc._Columns(threaded=False)
+    threaded, inline = kc.Columns(threaded=True), kc.Columns(threaded=False)
     try:
         for piece in pieces:
             inline.add(piece)
