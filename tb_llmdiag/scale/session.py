@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from tb_llmdiag.errors import LlmDiagError
 from tb_llmdiag.extras import require
 from tb_llmdiag.scale.runner import InlineRunner, Runner, process_runner
 
@@ -71,9 +72,13 @@ def tab_executor(address: str | None = None) -> TabExecutor | None:
     address = os.environ.get(TAB_ENV, "").strip() if address is None else address
     if not address:
         return None
-    backend = dask_backend(TAB_ENV)
-    ctx = backend.dask_client(address)
-    client = ctx.__enter__()
+    try:
+        backend = dask_backend(TAB_ENV)
+        ctx = backend.dask_client(address)
+        client = ctx.__enter__()
+    except LlmDiagError as exc:  # said where the address came from: "LLMDIAG_DASK=<address>: <why>"
+        exc.args = (f"{TAB_ENV}={address}: {exc}",)
+        raise
     ex = backend.executor(client, lambda: ctx.__exit__(None, None, None))
     return TabExecutor(ex, ex.progress_queue, ex.task_put)
 

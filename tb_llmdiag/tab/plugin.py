@@ -84,7 +84,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
             try:  # LLMDIAG_DASK: cluster tasks publish their phases as events, the client puts them on progress_queue
                 cluster = api.tab_executor()
             except LlmDiagError as e:
-                logger.warning("llm_diag: LLMDIAG_DASK: %s; analysing in local processes instead", e)
+                logger.warning("llm_diag: %s; analysing in local processes instead", e)
                 cluster = None
             if cluster is not None:
                 executor, progress_queue, task_put = cluster
