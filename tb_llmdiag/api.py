@@ -9,7 +9,8 @@ result, a logdir to its report, two sides to their comparison. The surfaces (CLI
 - ``resolve`` / ``run_names``: what a run name picks (``compare/names.py``); ``compare(before, after)`` (each side
   a run report or a ``(job, runs)`` pair), ``check``, ``is_compare_key``; ``saved_report``: a saved
   ``llmdiag report --json`` document.
-- ``metric_registry``, ``finding_catalogue``, ``rule_catalogue``: what the engine can report; ``ENGINE_VERSION``
+- ``metric_registry``, ``finding_catalogue``, ``rule_catalogue``: what the engine can report (``finding_rule``: the
+  rule behind one finding); ``ENGINE_VERSION``
   (what a cached result depends on), ``TraceIndex`` (a stored trace-view index), ``tab_executor``, ``preload``.
 
 Thin by design: each step lives in its own layer; this module composes them and turns user errors into per-run
@@ -30,7 +31,7 @@ from tb_llmdiag.compare import check, compare, is_compare_key
 from tb_llmdiag.compare.names import resolve, run_names
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.findings import diagnose
-from tb_llmdiag.findings.catalogue import finding_catalogue, metric_registry, rule_catalogue
+from tb_llmdiag.findings.catalogue import finding_catalogue, finding_rule, metric_registry, rule_catalogue
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover
 from tb_llmdiag.ingest.formats import READER_MODULES
@@ -77,8 +78,8 @@ ENGINE_VERSION = EngineVersion(MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, T
 # fmt: off
 __all__ = [
     "ENGINE_VERSION", "Analysed", "TraceIndex", "analyze", "analyze_for_tab", "check", "compare", "discover",
-    "finding_catalogue", "is_compare_key", "job_for_summaries", "metric_registry", "preload", "report", "resolve",
-    "rule_catalogue", "run_names", "saved_report", "tab_executor",
+    "finding_catalogue", "finding_rule", "is_compare_key", "job_for_summaries", "metric_registry", "preload", "report",
+    "resolve", "rule_catalogue", "run_names", "saved_report", "tab_executor",
 ]
 # fmt: on
 

@@ -1,10 +1,13 @@
 """What the engine can report, as JSON: the metric registry with the findings' evidence, every finding rule (what
-an agent cites), every rule once by id (``llmdiag rules``). Pure over the declared tables."""
+an agent cites), every rule once by id (``llmdiag rules``); and the rule behind one finding. Pure over the declared
+tables."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from tb_llmdiag.findings.engine import Rule, rule_of
 from tb_llmdiag.findings.job import JOB_RULES
 from tb_llmdiag.findings.table import EVIDENCE_LABELS, EVIDENCE_UNITS, RULES
 from tb_llmdiag.metrics import registry
@@ -82,3 +85,9 @@ def rule_catalogue() -> list[dict[str, Any]]:
     for e in by_id.values():
         e["platforms"] = [PLATFORM_NAMES[p] for p in PLATFORM_NAMES if p in e["platforms"]]
     return [*by_id.values(), *jobs]
+
+
+def finding_rule(finding_id: str, metrics: Mapping[str, Any]) -> Rule | None:
+    """The rule behind a run finding, on the run whose metrics these are (``findings.engine.rule_of`` over ``RULES``):
+    a surface reads what a finding's rule declares (``Rule.step_part``, ...) from it, never from a table of its own."""
+    return rule_of(finding_id, metrics, RULES)
