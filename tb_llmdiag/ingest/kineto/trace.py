@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.ingest.kineto.comm_args import CommArgs
+from tb_llmdiag.ingest.kineto.flow_args import FlowArgs
 from tb_llmdiag.ingest.kineto.graph_args import GraphArgs
 from tb_llmdiag.ingest.kineto.structs import _Envelope
 from tb_llmdiag.model import DeviceInfo, DistributedInfo, EventTable, MemoryTable, Trace
@@ -23,6 +24,7 @@ def _make_trace(
     comm: CommArgs | None = None,
     graph: GraphArgs | None = None,
     meta: dict[str, Any] | None = None,
+    flows: FlowArgs | None = None,
 ) -> Trace:
     def first(attr: str) -> Any:
         for env in envs:
@@ -53,6 +55,8 @@ def _make_trace(
     extra, extra_names = comm.columns(events) if comm is not None else ({}, {})
     if graph is not None:
         extra.update(graph.columns(events))
+    if flows is not None:
+        extra.update(flows.columns(events, origin_ns))
     metadata: dict[str, Any] = {
         k: v
         for k in (
