@@ -82,7 +82,8 @@ def busy_shares(s: I64, e: I64, win_s: I64, win_e: I64) -> F64:
     intervals open then. The shares add up to the length of (union of the intervals) within (the windows)."""
     if s.size == 0:
         return np.zeros(0)
-    edges = np.unique(np.concatenate((s, e, win_s, win_e)))
+    edges = np.sort(np.concatenate((s, e, win_s, win_e)))
+    edges = edges[np.concatenate(([True], edges[1:] != edges[:-1]))]
     si, ei = np.searchsorted(edges, s), np.searchsorted(edges, e)
     m = edges.size
     open_n = np.cumsum(np.bincount(si, minlength=m) - np.bincount(ei, minlength=m))[:-1]
@@ -336,10 +337,10 @@ def _flops(ctx: Context, rows: IDX, sr: IDX, code: NDArray[np.int32], n: int, in
     out["flop_kernel_ns"] = _per_code(code[idx], n, ev.dur_ns[rows[idx]])
     out["elements"] = _per_code(op_code, n, _per_pair(ev, ops, _operand_elements))
     dt = _name_labels(ev.names, ev.name_id[rows[idx]], DTYPES)
-    per = np.zeros((n, len(DTYPES)))
-    ok = dt >= 0
-    np.add.at(per, (code[idx][ok], dt[ok]), ev.dur_ns[rows[idx]][ok])
-    out["dtype"] = [DTYPES[int(np.argmax(per[c]))][0] if per[c].max() > 0 else None for c in range(n)]
+    per = np.zeros((n, len(DTYPES) + 1))  # the last column: kernels whose names do not say
+    np.add.at(per, (code[idx], np.where(dt >= 0, dt, len(DTYPES))), ev.dur_ns[rows[idx]])
+    best = np.argmax(per, axis=1)
+    out["dtype"] = [DTYPES[int(best[c])][0] if per[c].max() > 0 and best[c] < len(DTYPES) else None for c in range(n)]
     return out
 
 
@@ -413,7 +414,9 @@ def _part_figures(ctx: Context, rows: IDX, ch: Chains, code: NDArray[np.int32], 
     pairs = np.unique(code[has].astype(np.int64) * (len(ev) + 1) + lrows[has])
     p_code, p_row = np.divmod(pairs, len(ev) + 1)
     op = ch.op_row
-    cast_op = np.fromiter((CAST_OPS_RX.match(s) is not None for s in ev.names), bool, count=len(ev.names))
+    cast_op = np.zeros(len(ev.names), bool)
+    used = np.unique(ev.name_id[op[op >= 0]])
+    cast_op[used] = [CAST_OPS_RX.match(ev.names[i]) is not None for i in used.tolist()]
     is_cast = (op >= 0) & cast_op[ev.name_id[np.maximum(op, 0)]]
     cat = ctx.dev_cat if rows is ctx.dev else ctx.dev_cat[np.searchsorted(ctx.dev, rows)]
     nc = len(CATEGORIES)
@@ -447,7 +450,7 @@ def _efficiency(flops: float, kernel_ns: float, dtype: str | None, peaks: dict[s
     elif peaks is None:
         why = f"no peak known for the device ({device or 'unnamed'})"
     elif dtype is None:
-        why = "the GEMM kernels' names do not say their data type"
+        why = "the names of most of its GEMM time's kernels do not say their data type"
     elif peak is None:
         why = f"no {dtype} peak known for the device ({device})"
     eff = achieved / peak if achieved is not None and peak else None
@@ -459,7 +462,7 @@ def _efficiency(flops: float, kernel_ns: float, dtype: str | None, peaks: dict[s
 def _describe(ctx: Context, rows: IDX, ch: Chains, feats: NodeFeatures, code: NDArray[np.int32], evid: NDArray[np.int8], w: F64, labels: list[str]) -> dict[str, Any]:
     n = len(labels)
     fig = _part_figures(ctx, rows, ch, code, w, n)
-    fl = _flops(ctx, rows, ch.shape_row, code, n, fig["inwin"])
+    fl = _flops(ctx, rows, ch.flop_row, code, n, fig["inwin"])
     busy = float(w.sum())
     steps = len(ctx.steps)
     ne = len(EVIDENCE)

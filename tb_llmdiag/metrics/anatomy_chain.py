@@ -25,7 +25,8 @@ from numpy.typing import NDArray
 from tb_llmdiag.metrics.anatomy_parts import PART_CODE, STICKY_PARTS, graph_label, module_flags, part_of_names
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.host_tree import HostForest
-from tb_llmdiag.model import SHAPE_OPS, Kind
+from tb_llmdiag.metrics.shapes import FLOP_FORMULAS
+from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind
 
 IDX = NDArray[np.intp]
 I16 = NDArray[np.int16]
@@ -50,9 +51,10 @@ def _per_name(names: tuple[str, ...], ids: IDX, kinds: NDArray[np.uint8]) -> dic
     n = len(names)
     uniq = np.unique(ids)
     out: dict[str, NDArray[np.int_] | I16] = {}
-    for key, table in (("mod", "module"), ("ann", "annotation"), ("op", "op")):
+    for key, table, kind in (("mod", "module", Kind.PYTHON), ("ann", "annotation", Kind.ANNOTATION), ("op", "op", Kind.CPU_OP)):
+        mine = np.unique(ids[kinds == kind])  # each table reads the names of its kind of node only
         full = np.full(n, -1, np.int16)
-        full[uniq] = part_of_names(names, uniq, table)
+        full[mine] = part_of_names(names, mine, table)
         out[key] = full[ids]
     is_mod, linear, lora = module_flags(names, uniq)
     for key, flag in (("is_mod", is_mod), ("linear", linear), ("lora", lora)):
@@ -82,9 +84,8 @@ def node_features(forest: HostForest, names: tuple[str, ...]) -> NodeFeatures:
     nn = forest.n_nodes
     own = _per_name(names, forest.node_name.astype(np.intp), forest.node_kind)
     kind = forest.node_kind
-    own["mod"] = np.where(kind == Kind.PYTHON, own["mod"], -1).astype(np.int16)
-    own["ann"] = np.where(kind == Kind.ANNOTATION, own["ann"], -1).astype(np.int16)
-    own["op"] = np.where(kind == Kind.CPU_OP, own["op"], -1).astype(np.int16)
+    for key, k in (("mod", Kind.PYTHON), ("ann", Kind.ANNOTATION), ("op", Kind.CPU_OP)):
+        own[key] = np.where(kind == k, own[key], -1).astype(np.int16)
     is_mod = own["is_mod"] & (kind == Kind.PYTHON)
     f = NodeFeatures(
         np.full(nn, -1, np.int16),
@@ -132,32 +133,38 @@ class Chains:
     op_row: IDX  # the innermost operator around the launch call, -1
     shape_row: IDX  # the innermost operator with recorded shapes around it, -1
     fwd_node: IDX  # under a backward operator: the node of its forward operator, -1
+    flop_row: IDX  # the innermost operator with shapes whose FLOPs ``metrics.shapes`` counts, -1
 
 
-def _walk(forest: HostForest, ev_kind: NDArray[np.uint8], shape_id: NDArray[np.int32], fwd_row: NDArray[np.int32] | None,
-          pos: IDX, need_shape: NDArray[np.bool_], need_fwd: NDArray[np.bool_]) -> tuple[IDX, IDX, IDX]:
+def _walk(forest: HostForest, ev: EventTable, counted: NDArray[np.bool_], fwd_row: NDArray[np.int32] | None,
+          pos: IDX, need_shape: NDArray[np.bool_], need_fwd: NDArray[np.bool_]) -> tuple[IDX, IDX, IDX, IDX]:
     """Up the ancestors of the events at forest positions ``pos``: the innermost operator, the innermost operator
-    with shapes (where ``need_shape``), the forward row linked to the innermost backward operator (``need_fwd``)."""
+    with shapes and the innermost FLOP-counted one (``counted``: by name id; where ``need_shape``), the forward row
+    linked to the innermost backward operator (where ``need_fwd``)."""
     n = pos.size
-    op, shp, fwd = np.full(n, -1, np.intp), np.full(n, -1, np.intp), np.full(n, -1, np.intp)
+    op, shp, flop, fwd = (np.full(n, -1, np.intp) for _ in range(4))
     cur = pos.astype(np.intp)
     live = np.flatnonzero(cur >= 0)
     while live.size:
         c = cur[live]
         r = forest.rows[c]
-        is_op = ev_kind[r] == Kind.CPU_OP
+        is_op = ev.kind[r] == Kind.CPU_OP
         hit = is_op & (op[live] < 0)
         op[live[hit]] = r[hit]
-        hit = is_op & (shp[live] < 0) & (shape_id[r] >= 0)
+        shaped = is_op & (ev.shape_id[r] >= 0)
+        hit = shaped & (shp[live] < 0)
         shp[live[hit]] = r[hit]
+        hit = shaped & (flop[live] < 0) & counted[ev.name_id[r]]
+        flop[live[hit]] = r[hit]
         if fwd_row is not None:
             link = fwd_row[r]
             hit = (link >= 0) & (fwd[live] < 0)
             fwd[live[hit]] = link[hit]
         cur[live] = forest.parent[c]
-        more = (cur[live] >= 0) & ((op[live] < 0) | (need_shape[live] & (shp[live] < 0)) | (need_fwd[live] & (fwd[live] < 0)))
-        live = live[more]
-    return op, shp, fwd
+        more = (op[live] < 0) | (need_shape[live] & ((shp[live] < 0) | (flop[live] < 0)))
+        more |= need_fwd[live] & (fwd[live] < 0)
+        live = live[more & (cur[live] >= 0)]
+    return op, shp, flop, fwd
 
 
 def launch_chains(ctx: Context, forest: HostForest, feats: NodeFeatures, rows: IDX) -> Chains:
@@ -165,10 +172,10 @@ def launch_chains(ctx: Context, forest: HostForest, feats: NodeFeatures, rows: I
     ev = ctx.trace.events
     launch = ctx.cache.launcher(rows)
     k = rows.size
-    node, op_row, shape_row, fwd_node = (np.full(k, -1, np.intp) for _ in range(4))
+    node, op_row, shape_row, fwd_node, flop_row = (np.full(k, -1, np.intp) for _ in range(5))
     has = np.flatnonzero(launch >= 0)
     if has.size == 0 or len(forest) == 0:
-        return Chains(launch, node, op_row, shape_row, fwd_node)
+        return Chains(launch, node, op_row, shape_row, fwd_node, flop_row)
     pos_of_row = np.full(len(ev), -1, np.int32)
     pos_of_row[forest.rows] = np.arange(len(forest), dtype=np.int32)
     uniq, inv = np.unique(launch[has], return_inverse=True)
@@ -179,9 +186,11 @@ def launch_chains(ctx: Context, forest: HostForest, feats: NodeFeatures, rows: I
     need_shape = ok & feats.shaped[safe]
     fwd_col = ctx.trace.extra.get("fwd_row")
     need_fwd = ok & feats.backward[safe] & (fwd_col is not None)
-    u_op, u_shape, u_fwd = _walk(forest, ev.kind, ev.shape_id, fwd_col, np.where(ok, pos, -1), need_shape, need_fwd)
+    counted = np.fromiter((n in FLOP_FORMULAS for n in ev.names), bool, count=len(ev.names))
+    u_op, u_shape, u_flop, u_fwd = _walk(forest, ev, counted, fwd_col, np.where(ok, pos, -1), need_shape, need_fwd)
     f_pos = np.where(u_fwd >= 0, pos_of_row[np.maximum(u_fwd, 0)], -1)
     u_fwd_node = np.where(f_pos >= 0, forest.node[np.maximum(f_pos, 0)], -1).astype(np.intp)
     del pos_of_row
     node[has], op_row[has], shape_row[has], fwd_node[has] = u_node[inv], u_op[inv], u_shape[inv], u_fwd_node[inv]
-    return Chains(launch, node, op_row, shape_row, fwd_node)
+    flop_row[has] = u_flop[inv]
+    return Chains(launch, node, op_row, shape_row, fwd_node, flop_row)

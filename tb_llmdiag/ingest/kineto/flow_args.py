@@ -34,29 +34,20 @@ class FlowArgs:
     """Accumulates the ``fwdbwd`` flows of one trace's pieces (module docstring)."""
 
     def __init__(self) -> None:
-        self.tid: list[Any] = []
-        self.ts: list[Any] = []
-        self.id: list[Any] = []
-        self.end: list[bool] = []
+        self.flows: list[Any] = []  # the decoded flow Structs, in file order
 
     def __len__(self) -> int:
-        return len(self.id)
+        return len(self.flows)
 
     def add(self, events: list[Any]) -> None:
         start, end = _FlowStart, _FlowEnd
-        for e in [e for e in events if e.__class__ is end or e.__class__ is start]:
-            if e.cat == _CAT:
-                self.tid.append(e.tid)
-                self.ts.append(e.ts)
-                self.id.append(e.id)
-                self.end.append(e.__class__ is end)
+        self.flows += [e for e in events if (e.__class__ is end or e.__class__ is start) and e.cat == _CAT]
 
     def columns(self, events: EventTable, origin_ns: int) -> dict[str, NDArray[Any]]:
         """The ``Trace.extra`` column (module docstring)."""
-        if not self.id:
+        if not self.flows:
             return {}
-        tid, ts, ids, ok = _numbers(self.tid, self.ts, self.id)
-        end = np.asarray(self.end, bool)[ok]
+        tid, ts, ids, end = _numbers(self.flows)
         ts_ns = np.rint((ts - origin_ns / 1000.0) * 1000.0).astype(np.int64)
         row = _rows_at(events, tid, ts_ns)
         found = row >= 0
@@ -76,21 +67,25 @@ class FlowArgs:
 
 
 def _numbers(
-    tid: list[Any], ts: list[Any], ids: list[Any]
+    flows: list[Any],
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64], NDArray[np.bool_]]:
-    """The flows' thread ids, times (us) and ids as arrays; ``ok``: the flows whose three values are plain numbers
-    (the others are dropped from all three)."""
+    """The flows' thread ids, times (us), ids and whether each is an end, as arrays, without the flows whose thread id,
+    time or id is not a plain number (one conversion per column; per flow only when a column holds something else)."""
+    cols = []
+    for attr in ("tid", "ts", "id"):
+        vals = [getattr(e, attr) for e in flows]
+        try:
+            cols.append(np.array(vals, np.float64))
+        except (TypeError, ValueError):
+            cols.append(np.array([_num(v) for v in vals], np.float64))
+    tid, ts, ids = cols
+    end = np.fromiter((e.__class__ is _FlowEnd for e in flows), bool, count=len(flows))
+    ok = np.isfinite(tid) & np.isfinite(ts) & np.isfinite(ids)
+    return tid[ok].astype(np.int64), ts[ok], ids[ok].astype(np.int64), end[ok]
 
-    def num(v: Any) -> float | None:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            return None
-        return float(v)
 
-    vals = [(num(a), num(b), num(c)) for a, b, c in zip(tid, ts, ids)]
-    ok = np.fromiter((None not in v for v in vals), bool, count=len(vals))
-    good = [v for v in vals if None not in v]
-    arr = np.asarray(good, np.float64).reshape(-1, 3)
-    return arr[:, 0].astype(np.int64), arr[:, 1], arr[:, 2].astype(np.int64), ok
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan")
 
 
 def _rows_at(events: EventTable, tid: NDArray[np.int64], ts_ns: NDArray[np.int64]) -> NDArray[np.int64]:
