@@ -62,8 +62,22 @@ from tb_llmdiag.metrics.anatomy_parts import (
     peaks_for,
 )
 from tb_llmdiag.metrics.context import Context
-from tb_llmdiag.metrics.entry import BYTES, COUNT, FLAG, FLOP, HIGHER, LOWER, NEITHER, NS, SHARE, TEXT, TFLOP_PER_S, Entry, Intro
-from tb_llmdiag.metrics.shapes import FLOP_FORMULAS, _per_pair, op_flops, token_embedding_calls
+from tb_llmdiag.metrics.entry import (
+    BYTES,
+    COUNT,
+    FLAG,
+    FLOP,
+    HIGHER,
+    LOWER,
+    NEITHER,
+    NS,
+    SHARE,
+    TEXT,
+    TFLOP_PER_S,
+    Entry,
+    Intro,
+)
+from tb_llmdiag.metrics.shapes import _per_pair, op_flops, token_embedding_calls
 from tb_llmdiag.model import Kind
 
 I64 = NDArray[np.int64]
@@ -74,7 +88,15 @@ TOP_OPS = 3
 RANK_MAX = 128
 RANK_RATIO = 8
 CAST_OPS_RX = re.compile(CAST_OPS)
-_GEMM_OPS = ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::_scaled_mm", "aten::bmm", "aten::baddbmm")
+_GEMM_OPS = (
+    "aten::mm",
+    "aten::addmm",
+    "aten::linear",
+    "aten::matmul",
+    "aten::_scaled_mm",
+    "aten::bmm",
+    "aten::baddbmm",
+)
 
 
 def busy_shares(s: I64, e: I64, win_s: I64, win_e: I64) -> F64:
@@ -172,7 +194,13 @@ def _gemm_facts(ev: Any, rows: IDX, model: Model) -> tuple[F64, F64, F64]:
 
 def _operand_elements(name: str, d: list[list[int]]) -> float:
     """Input and output elements of a FLOP-counted operator (the bias of addmm left out)."""
-    ops = d[1:3] if name in ("aten::addmm", "aten::baddbmm") else d[:3] if "attention" in name or "attn" in name else d[:2]
+    ops = (
+        d[1:3]
+        if name in ("aten::addmm", "aten::baddbmm")
+        else d[:3]
+        if "attention" in name or "attn" in name
+        else d[:2]
+    )
     if len(ops) < 2 or any(len(o) < 2 for o in ops[:2]):
         return 0.0
     inputs = sum(float(np.prod(o)) for o in ops)
@@ -181,7 +209,9 @@ def _operand_elements(name: str, d: list[list[int]]) -> float:
     return inputs + out
 
 
-def _classify(ctx: Context, rows: IDX, ch: Chains, f: NodeFeatures, shape_facts: tuple[F64, F64, F64]) -> tuple[NDArray[np.int32], NDArray[np.int8], list[str]]:
+def _classify(
+    ctx: Context, rows: IDX, ch: Chains, f: NodeFeatures, shape_facts: tuple[F64, F64, F64]
+) -> tuple[NDArray[np.int32], NDArray[np.int8], list[str]]:
     """Per device row: its part code (``PARTS``, then compiled graphs, -1 for ``other``), the evidence code that
     placed it, and the compiled graphs' entry names (codes ``len(PARTS) + i``)."""
     ev = ctx.trace.events
@@ -208,7 +238,7 @@ def _classify(ctx: Context, rows: IDX, ch: Chains, f: NodeFeatures, shape_facts:
     assign(np.isin(rows, ctx.coll.row), PART_CODE["communication"], "kernel")
     names = ev.names
     kind = ev.kind[rows]
-    uniq = np.unique(ev.name_id[rows])
+    uniq = np.unique(ev.name_id[rows]).astype(np.intp)
     hd = np.zeros(len(names), bool)
     hd[uniq] = [("HtoD" in names[i] or "DtoH" in names[i] or "HtoH" in names[i]) for i in uniq.tolist()]
     assign((kind == Kind.MEMCPY) & hd[ev.name_id[rows]], PART_CODE["data_movement"], "kernel")
@@ -298,7 +328,9 @@ def _name_labels(names: tuple[str, ...], ids: NDArray[np.int32], table: Any) -> 
     return full[ids]
 
 
-def _top_by_code(code: NDArray[np.int32], key: NDArray[np.int64], w: F64, names: tuple[str, ...], n: int) -> list[list[dict[str, Any]]]:
+def _top_by_code(
+    code: NDArray[np.int32], key: NDArray[np.int64], w: F64, names: tuple[str, ...], n: int
+) -> list[list[dict[str, Any]]]:
     """Per code: the ``TOP_OPS`` names (``key``: name ids) holding the most of ``w``."""
     out: list[list[dict[str, Any]]] = [[] for _ in range(n)]
     if code.size == 0:
@@ -315,7 +347,9 @@ def _top_by_code(code: NDArray[np.int32], key: NDArray[np.int64], w: F64, names:
     return out
 
 
-def _flops(ctx: Context, rows: IDX, sr: IDX, code: NDArray[np.int32], n: int, inwin: NDArray[np.bool_]) -> dict[str, Any]:
+def _flops(
+    ctx: Context, rows: IDX, sr: IDX, code: NDArray[np.int32], n: int, inwin: NDArray[np.bool_]
+) -> dict[str, Any]:
     """Per code: counted FLOPs, their kernels' time, the data type of most of that time, operand elements."""
     ev = ctx.trace.events
     frows, fl, _ = op_flops(ev)
@@ -344,7 +378,9 @@ def _flops(ctx: Context, rows: IDX, sr: IDX, code: NDArray[np.int32], n: int, in
     return out
 
 
-def _backends(ctx: Context, rows: IDX, part: NDArray[np.int32], ch: Chains, f: NodeFeatures, w: F64) -> dict[str, float]:
+def _backends(
+    ctx: Context, rows: IDX, part: NDArray[np.int32], ch: Chains, f: NodeFeatures, w: F64
+) -> dict[str, float]:
     """The attention part's time by backend (module docstring)."""
     ev = ctx.trace.events
     att = np.flatnonzero(part == PART_CODE["attention"])
@@ -429,7 +465,9 @@ def _part_figures(ctx: Context, rows: IDX, ch: Chains, code: NDArray[np.int32], 
         "launches": _per_code(p_code.astype(np.int32), n),
         "dispatch": _per_code(p_code.astype(np.int32), n, ev.dur_ns[p_row]),
         "casts": _per_code(code, n, np.where(is_cast, w, 0.0)),
-        "moved": _per_code(code[inwin], n, np.maximum(ev.bytes[rows[inwin]], 0) * (ev.kind[rows[inwin]] != Kind.KERNEL)),
+        "moved": _per_code(
+            code[inwin], n, np.maximum(ev.bytes[rows[inwin]], 0) * (ev.kind[rows[inwin]] != Kind.KERNEL)
+        ),
         "by_cat": by_cat,
         "top": _top_by_code(code, key, w, ev.names, n),
         "inwin": inwin,
@@ -440,7 +478,9 @@ def _device(ctx: Context) -> str | None:
     return ctx.trace.devices[0].name if ctx.trace.devices else None
 
 
-def _efficiency(flops: float, kernel_ns: float, dtype: str | None, peaks: dict[str, float] | None, device: str | None) -> dict[str, Any]:
+def _efficiency(
+    flops: float, kernel_ns: float, dtype: str | None, peaks: dict[str, float] | None, device: str | None
+) -> dict[str, Any]:
     """Achieved TFLOP/s of a part's counted operators and its share of the device's peak, or why it is withheld."""
     achieved = flops / kernel_ns / 1e3 if flops > 0 and kernel_ns > 0 else None
     peak = peaks.get(dtype) if peaks is not None and dtype is not None else None
@@ -459,7 +499,16 @@ def _efficiency(flops: float, kernel_ns: float, dtype: str | None, peaks: dict[s
     return {"achieved_tflops": achieved, "peak_tflops": peak, "efficiency_share": eff, "efficiency_withheld": why}
 
 
-def _describe(ctx: Context, rows: IDX, ch: Chains, feats: NodeFeatures, code: NDArray[np.int32], evid: NDArray[np.int8], w: F64, labels: list[str]) -> dict[str, Any]:
+def _describe(
+    ctx: Context,
+    rows: IDX,
+    ch: Chains,
+    feats: NodeFeatures,
+    code: NDArray[np.int32],
+    evid: NDArray[np.int8],
+    w: F64,
+    labels: list[str],
+) -> dict[str, Any]:
     n = len(labels)
     fig = _part_figures(ctx, rows, ch, code, w, n)
     fl = _flops(ctx, rows, ch.flop_row, code, n, fig["inwin"])
@@ -467,7 +516,9 @@ def _describe(ctx: Context, rows: IDX, ch: Chains, feats: NodeFeatures, code: ND
     steps = len(ctx.steps)
     ne = len(EVIDENCE)
     ev_known = evid >= 0
-    per_ev = np.bincount(code[ev_known].astype(np.int64) * ne + evid[ev_known], weights=w[ev_known], minlength=n * ne).reshape(n, ne)
+    per_ev = np.bincount(
+        code[ev_known].astype(np.int64) * ne + evid[ev_known], weights=w[ev_known], minlength=n * ne
+    ).reshape(n, ne)
     device = _device(ctx)
     peaks = peaks_for(device)
     parts: dict[str, Any] = {}
@@ -478,7 +529,9 @@ def _describe(ctx: Context, rows: IDX, ch: Chains, feats: NodeFeatures, code: ND
         dtype = fl["dtype"][c]
         size = DTYPE_BYTES.get(dtype or "", 0)
         best = int(np.argmax(per_ev[c])) if per_ev[c].max() > 0 else -1
-        cats = {CATEGORIES[k]: int(round(v)) for k, v in sorted(enumerate(fig["by_cat"][c]), key=lambda kv: -kv[1]) if v > 0}
+        cats = {
+            CATEGORIES[k]: int(round(v)) for k, v in sorted(enumerate(fig["by_cat"][c]), key=lambda kv: -kv[1]) if v > 0
+        }
         parts[name] = {
             "time_ns": int(round(t)),
             "share": t / busy,

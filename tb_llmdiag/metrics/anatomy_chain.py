@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -46,12 +47,16 @@ class NodeFeatures:
     math_sdpa: NDArray[np.bool_]  # inside aten::_scaled_dot_product_attention_math
 
 
-def _per_name(names: tuple[str, ...], ids: IDX, kinds: NDArray[np.uint8]) -> dict[str, NDArray[np.int_] | I16]:
+def _per_name(names: tuple[str, ...], ids: IDX, kinds: NDArray[np.uint8]) -> dict[str, NDArray[Any]]:
     """Each node's own evidence, by its name (evaluated once per distinct name)."""
     n = len(names)
     uniq = np.unique(ids)
-    out: dict[str, NDArray[np.int_] | I16] = {}
-    for key, table, kind in (("mod", "module", Kind.PYTHON), ("ann", "annotation", Kind.ANNOTATION), ("op", "op", Kind.CPU_OP)):
+    out: dict[str, NDArray[Any]] = {}
+    for key, table, kind in (
+        ("mod", "module", Kind.PYTHON),
+        ("ann", "annotation", Kind.ANNOTATION),
+        ("op", "op", Kind.CPU_OP),
+    ):
         mine = np.unique(ids[kinds == kind])  # each table reads the names of its kind of node only
         full = np.full(n, -1, np.int16)
         full[mine] = part_of_names(names, mine, table)
@@ -107,8 +112,9 @@ def node_features(forest: HostForest, names: tuple[str, ...]) -> NodeFeatures:
         has = par >= 0
         pp = np.where(has, par, 0)
 
-        def up(col: NDArray[np.generic], empty: object, pp: IDX = pp, has: NDArray[np.bool_] = has) -> NDArray[np.generic]:
-            return np.where(has, col[pp], empty)
+        def up(col: NDArray[Any], empty: Any, pp: IDX = pp, has: NDArray[np.bool_] = has) -> NDArray[Any]:
+            out: NDArray[Any] = np.where(has, col[pp], empty)
+            return out
 
         p_mod = up(f.mod_part, -1)
         keep = (p_mod >= 0) & sticky[np.maximum(p_mod, 0)]
@@ -136,8 +142,15 @@ class Chains:
     flop_row: IDX  # the innermost operator with shapes whose FLOPs ``metrics.shapes`` counts, -1
 
 
-def _walk(forest: HostForest, ev: EventTable, counted: NDArray[np.bool_], fwd_row: NDArray[np.int32] | None,
-          pos: IDX, need_shape: NDArray[np.bool_], need_fwd: NDArray[np.bool_]) -> tuple[IDX, IDX, IDX, IDX]:
+def _walk(
+    forest: HostForest,
+    ev: EventTable,
+    counted: NDArray[np.bool_],
+    fwd_row: NDArray[np.int32] | None,
+    pos: IDX,
+    need_shape: NDArray[np.bool_],
+    need_fwd: NDArray[np.bool_],
+) -> tuple[IDX, IDX, IDX, IDX]:
     """Up the ancestors of the events at forest positions ``pos``: the innermost operator, the innermost operator
     with shapes and the innermost FLOP-counted one (``counted``: by name id; where ``need_shape``), the forward row
     linked to the innermost backward operator (where ``need_fwd``)."""

@@ -30,7 +30,11 @@ def _kineto_files() -> list[Path]:
     out = []
     for root in roots:
         for p in sorted(root.rglob("*.json*")):
-            if p.name in ("truth.json", "unprofiled_refs.json") or "xplane" in p.parts or p.suffix not in (".json", ".gz"):
+            if (
+                p.name in ("truth.json", "unprofiled_refs.json")
+                or "xplane" in p.parts
+                or p.suffix not in (".json", ".gz")
+            ):
                 continue
             out.append(p)
     return out
@@ -72,8 +76,11 @@ def test_parts_add_up_to_gpu_busy(path: Path) -> None:
         pytest.skip("not a Kineto trace")
     ev = ctx.trace.events
     dev = np.flatnonzero(np.isin(ev.kind, [int(k) for k in DEVICE_KINDS]))
-    busy = _union_in_windows(ev.ts_ns[dev].tolist(), (ev.ts_ns[dev] + ev.dur_ns[dev]).tolist(),
-                             list(zip(ctx.win_s.tolist(), ctx.win_e.tolist())))
+    busy = _union_in_windows(
+        ev.ts_ns[dev].tolist(),
+        (ev.ts_ns[dev] + ev.dur_ns[dev]).tolist(),
+        list(zip(ctx.win_s.tolist(), ctx.win_e.tolist())),
+    )
     if busy == 0:
         assert a["available"] is False and a["reason"]
         return
@@ -123,12 +130,19 @@ def _load(path: Path) -> list[dict[str, Any]]:
         return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
 
 
-def _hand_gemm_figures(events: list[dict[str, Any]], modules: tuple[str, ...], ops: dict[str, Any]) -> tuple[float, float]:
+def _hand_gemm_figures(
+    events: list[dict[str, Any]], modules: tuple[str, ...], ops: dict[str, Any]
+) -> tuple[float, float]:
     """FLOPs of the operators named in ``ops`` (name -> FLOPs from Input Dims) that run inside an ``nn.Module`` frame
     of a class in ``modules``, and the summed duration (ns) of the GEMM/attention kernels they launch."""
-    frames = [(e["tid"], e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "python_function"
-              and e["name"].startswith(tuple(f"nn.Module: {m}_" for m in modules))]
-    launches = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})]
+    frames = [
+        (e["tid"], e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "python_function" and e["name"].startswith(tuple(f"nn.Module: {m}_" for m in modules))
+    ]
+    launches = [
+        e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    ]
     kernels = {e["args"]["correlation"]: e for e in events if e.get("cat") == "kernel"}
     flops = dur_us = 0.0
     for op in events:
@@ -136,9 +150,13 @@ def _hand_gemm_figures(events: list[dict[str, Any]], modules: tuple[str, ...], o
             continue
         if not any(t == op["tid"] and s <= op["ts"] < e for t, s, e in frames):
             continue
-        mine = [k for la in launches if la["tid"] == op["tid"] and op["ts"] <= la["ts"] < op["ts"] + op["dur"]
-                if (k := kernels.get(la["args"]["correlation"])) is not None
-                and ("gemm" in k["name"] or "flash" in k["name"])]
+        mine = [
+            k
+            for la in launches
+            if la["tid"] == op["tid"] and op["ts"] <= la["ts"] < op["ts"] + op["dur"]
+            if (k := kernels.get(la["args"]["correlation"])) is not None
+            and ("gemm" in k["name"] or "flash" in k["name"])
+        ]
         if mine:
             flops += ops[op["name"]](op["args"]["Input Dims"])
             dur_us += sum(k["dur"] for k in mine)
@@ -159,8 +177,9 @@ HAND_OPS = {
 }
 
 
-@pytest.mark.parametrize("part,modules", [("mlp", ("Qwen2MLP",)),
-                                          ("attention", ("Qwen2Attention", "Qwen2RotaryEmbedding"))])
+@pytest.mark.parametrize(
+    "part,modules", [("mlp", ("Qwen2MLP",)), ("attention", ("Qwen2Attention", "Qwen2RotaryEmbedding"))]
+)
 def test_flops_and_efficiency_by_hand(part: str, modules: tuple[str, ...]) -> None:
     """Qwen1.5-0.5B generate on an H100 (bf16 cuBLAS kernels): the MLP's and the attention's GEMM FLOPs, their
     kernels' time, the achieved TFLOP/s and the share of the H100's dense bf16 peak, each worked out by hand from
@@ -188,11 +207,17 @@ def test_backward_links_follow_the_fwdbwd_flows() -> None:
     with gzip.open(path, "rt") as f:
         events_all = json.load(f)["traceEvents"]
     starts = {e["id"]: e for e in events_all if e.get("ph") == "s" and e.get("cat") == "fwdbwd"}
-    pairs = [(starts[e["id"]], e) for e in events_all if e.get("ph") == "f" and e.get("cat") == "fwdbwd"
-             and e["id"] in starts]
+    pairs = [
+        (starts[e["id"]], e)
+        for e in events_all
+        if e.get("ph") == "f" and e.get("cat") == "fwdbwd" and e["id"] in starts
+    ]
     ops = {(e["tid"], e["ts"]): e["name"] for e in events_all if e.get("ph") == "X" and e.get("cat") == "cpu_op"}
-    expected = sorted((ops[(f["tid"], f["ts"])], ops[(s["tid"], s["ts"])]) for s, f in pairs
-                      if (f["tid"], f["ts"]) in ops and (s["tid"], s["ts"]) in ops)
+    expected = sorted(
+        (ops[(f["tid"], f["ts"])], ops[(s["tid"], s["ts"])])
+        for s, f in pairs
+        if (f["tid"], f["ts"]) in ops and (s["tid"], s["ts"]) in ops
+    )
     trace = load_trace(str(path))
     ev = trace.events
     col = trace.extra["fwd_row"]
@@ -222,4 +247,3 @@ def test_other_names_its_top_ops_and_xla_says_why() -> None:
     trace = load_trace(str(next((TEST_DATA / "xplane_jax_gpu").rglob("*.xplane.pb"))))
     res = anatomy_metrics(Context.build(trace, find_steps(trace)))
     assert res["available"] is False and "Kineto" in res["reason"]
-

@@ -214,9 +214,8 @@ class _Reader:
             self.warnings.insert(0, f"partial result: {read_state['reason']}")
         if len(self.counters):
             self.meta["hardware_counters"] = {k: list(v) for k, v in self.counters.summary().items()}
-        return _make_trace(
-            events, memory, origin_ns, envs, tuple(self.warnings), read_state, self.comm, self.graph, self.meta, self.flows
-        )
+        side = (self.comm, self.graph, self.flows)  # the second passes' columns (Trace.extra)
+        return _make_trace(events, memory, origin_ns, envs, tuple(self.warnings), read_state, side, self.meta)
 
     # ------------------------------------------------------------------------------------ the text
 

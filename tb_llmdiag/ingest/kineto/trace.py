@@ -21,10 +21,8 @@ def _make_trace(
     envs: list[_Envelope],
     warnings: tuple[str, ...],
     read_state: dict[str, Any],
-    comm: CommArgs | None = None,
-    graph: GraphArgs | None = None,
+    side: tuple[CommArgs, GraphArgs, FlowArgs] | None = None,
     meta: dict[str, Any] | None = None,
-    flows: FlowArgs | None = None,
 ) -> Trace:
     def first(attr: str) -> Any:
         for env in envs:
@@ -52,10 +50,12 @@ def _make_trace(
         distributed = DistributedInfo(
             rank=_opt_int(dist.rank), world_size=_opt_int(dist.world_size), backend=dist.backend
         )
-    extra, extra_names = comm.columns(events) if comm is not None else ({}, {})
-    if graph is not None:
+    extra: dict[str, Any] = {}
+    extra_names: dict[str, Any] = {}
+    if side is not None:  # the reader's second passes: NCCL args, CUDA graph ids, forward-backward links
+        comm, graph, flows = side
+        extra, extra_names = comm.columns(events)
         extra.update(graph.columns(events))
-    if flows is not None:
         extra.update(flows.columns(events, origin_ns))
     metadata: dict[str, Any] = {
         k: v
