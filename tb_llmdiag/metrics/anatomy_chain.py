@@ -11,7 +11,8 @@ Contract (no I/O, no per-event Python):
 - ``launch_chains(ctx, forest, rows)``: per device row, its launch call (by correlation id), that call's node, and by
   walking up the launch call's own ancestors (events, not nodes: one node holds every ``MmBackward0`` of a step): the
   innermost operator, the innermost operator with recorded shapes, and, under a backward operator, the node of the
-  forward operator its ``fwdbwd`` flow names (``Trace.extra["fwd_row"]``, ``ingest/kineto/flow_args.py``).
+  forward operator a reader linked it to (``Trace.extra["fwd_row"]``: per backward operator row, its forward
+  operator's row; Kineto writes the pair as ``fwdbwd`` flows, which the reader does not keep yet: docs/performance.md).
 """
 
 from __future__ import annotations

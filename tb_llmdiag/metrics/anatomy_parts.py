@@ -4,7 +4,7 @@ attention backends, the data types of matmul kernels and the devices' dense peak
 Every table is data, tried top to bottom, first match wins (``part_of_names``: once per distinct name, then broadcast).
 The evidence levels, strongest first (``EVIDENCE``): the ``nn.Module`` frames ``with_modules`` / ``with_stack`` record
 (``module``), user and framework annotations (``record_function`` ranges: ``annotation``), both reached through the
-forward operator of a backward one (``backward_link``, Kineto's ``fwdbwd`` flows), a compiled graph's annotation
+forward operator of a backward one (``backward_link``, where the reader links them), a compiled graph's annotation
 (``compiled_graph``), the recorded shapes (``shape``: a LoRA rank, the vocabulary), operator names (``op``) and kernel
 names (``kernel``, with ``classify.py``'s category).
 """

@@ -30,7 +30,6 @@ from tb_llmdiag.ingest.kineto import scan_ext
 from tb_llmdiag.ingest.kineto.columns import _Columns
 from tb_llmdiag.ingest.kineto.comm_args import CommArgs
 from tb_llmdiag.ingest.kineto.counter_args import CounterArgs
-from tb_llmdiag.ingest.kineto.flow_args import FlowArgs
 from tb_llmdiag.ingest.kineto.graph_args import GraphArgs
 from tb_llmdiag.ingest.kineto.layout import KIND_OF_CATEGORY
 from tb_llmdiag.ingest.kineto.meta import extra_metadata
@@ -135,7 +134,6 @@ class _Reader:
         self.graph = GraphArgs()  # CUDA graph ids of replayed kernels (ingest/graph_args.py)
         self.meta: dict[str, Any] = {}  # top-level fields beyond the envelope's (meta.py)
         self.counters = CounterArgs()  # hardware counters: CUPTI profiler ranges, counter tracks (counter_args.py)
-        self.flows = FlowArgs()  # forward-backward operator links (flow_args.py)
 
     def read(self) -> Trace:
         problem: str | None = None
@@ -214,8 +212,9 @@ class _Reader:
             self.warnings.insert(0, f"partial result: {read_state['reason']}")
         if len(self.counters):
             self.meta["hardware_counters"] = {k: list(v) for k, v in self.counters.summary().items()}
-        side = (self.comm, self.graph, self.flows)  # the second passes' columns (Trace.extra)
-        return _make_trace(events, memory, origin_ns, envs, tuple(self.warnings), read_state, side, self.meta)
+        return _make_trace(
+            events, memory, origin_ns, envs, tuple(self.warnings), read_state, self.comm, self.graph, self.meta
+        )
 
     # ------------------------------------------------------------------------------------ the text
 
@@ -304,7 +303,6 @@ class _Reader:
                     bad = False
                     # without the compiled scanner, a piece without "[memory]" is not searched for samples
                     self.cols.add(events, has_memory=scan_ext.ext is not None or buf.find(b'"[memory]"', 0, cut) >= 0)
-                    self.flows.add(events)  # fwdbwd flows: the decoded flow Structs of the piece
                     self.comm.after_piece(buf, cut, self.cols.names.texts)  # NCCL args: a second, small pass
                     self.graph.after_piece(buf, cut, self.cols.names.texts)  # CUDA graph ids: the same
                     self.counters.after_piece(buf, cut, self.cols.kind_of)  # hardware counters (counter_args.py)

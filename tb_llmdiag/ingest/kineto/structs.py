@@ -78,30 +78,13 @@ class _InstantUpper(_Instant, tag="I"):
 _INSTANTS = (_Instant, _InstantUpper)
 
 
-class _FlowStart(msgspec.Struct, tag="s", tag_field="ph", gc=False):
-    """A flow's start ("s"): Kineto's ``fwdbwd`` flows link a forward operator (the start, at its ``ts`` on its
-    thread) to the backward operator autograd ran for it (the end, ``_FlowEnd``), by ``id``
-    (``kineto/flow_args.py``). Launch flows (``ac2g``) decode too and are dropped by their ``cat``."""
-
-    cat: str | None = None
-    id: int | float | str | None = None
-    ts: float | int | str | None = None
-    tid: int | float | str | None = None
-
-
-class _FlowEnd(_FlowStart, tag="f"):
-    pass
-
-
-_FLOWS = (_FlowStart, _FlowEnd)
-
-# Every other Chrome phase (metadata, counters, async...) decodes to an empty struct: its
+# Every other Chrome phase (flows, metadata, counters, async...) decodes to an empty struct: its
 # fields are skipped by the decoder instead of being built.
 _OTHER_PHASES = tuple(
-    msgspec.defstruct(f"_Phase_{ord(ph)}", [], tag=ph, tag_field="ph", gc=False) for ph in "BECbnetPNODMVvRcST"
+    msgspec.defstruct(f"_Phase_{ord(ph)}", [], tag=ph, tag_field="ph", gc=False) for ph in "BECbnestfPNODMVvRcST"
 )
-_AnyEvent = Union[(_Event, _Instant, _InstantUpper) + _FLOWS + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
-_AnyEventExactTs = Union[(_EventExactTs, _Instant, _InstantUpper) + _FLOWS + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
+_AnyEvent = Union[(_Event, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
+_AnyEventExactTs = Union[(_EventExactTs, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
 
 
 class _DeviceProps(msgspec.Struct, gc=False):

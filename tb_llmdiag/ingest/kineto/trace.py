@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.ingest.kineto.comm_args import CommArgs
-from tb_llmdiag.ingest.kineto.flow_args import FlowArgs
 from tb_llmdiag.ingest.kineto.graph_args import GraphArgs
 from tb_llmdiag.ingest.kineto.structs import _Envelope
 from tb_llmdiag.model import DeviceInfo, DistributedInfo, EventTable, MemoryTable, Trace
@@ -21,7 +20,8 @@ def _make_trace(
     envs: list[_Envelope],
     warnings: tuple[str, ...],
     read_state: dict[str, Any],
-    side: tuple[CommArgs, GraphArgs, FlowArgs] | None = None,
+    comm: CommArgs | None = None,
+    graph: GraphArgs | None = None,
     meta: dict[str, Any] | None = None,
 ) -> Trace:
     def first(attr: str) -> Any:
@@ -50,13 +50,9 @@ def _make_trace(
         distributed = DistributedInfo(
             rank=_opt_int(dist.rank), world_size=_opt_int(dist.world_size), backend=dist.backend
         )
-    extra: dict[str, Any] = {}
-    extra_names: dict[str, Any] = {}
-    if side is not None:  # the reader's second passes: NCCL args, CUDA graph ids, forward-backward links
-        comm, graph, flows = side
-        extra, extra_names = comm.columns(events)
+    extra, extra_names = comm.columns(events) if comm is not None else ({}, {})
+    if graph is not None:
         extra.update(graph.columns(events))
-        extra.update(flows.columns(events, origin_ns))
     metadata: dict[str, Any] = {
         k: v
         for k in (
