@@ -78,7 +78,7 @@ from tb_llmdiag.metrics.entry import (
     Entry,
     Intro,
 )
-from tb_llmdiag.metrics.shapes import _per_pair, op_flops, token_embedding_calls
+from tb_llmdiag.metrics.shapes import per_pair, op_flops, token_embedding_calls
 from tb_llmdiag.model import Kind
 
 I64 = NDArray[np.int64]
@@ -140,8 +140,8 @@ def _model(ctx: Context) -> Model:
     tokens: frozenset[int] = frozenset()
     if calls is not None:
         first = calls[0][:1]
-        v = _per_pair(ev, first, lambda _n, d: float(d[0][0]) if d and len(d[0]) == 2 else 0.0)
-        h = _per_pair(ev, first, lambda _n, d: float(d[0][1]) if d and len(d[0]) == 2 else 0.0)
+        v = per_pair(ev, first, lambda _n, d: float(d[0][0]) if d and len(d[0]) == 2 else 0.0)
+        h = per_pair(ev, first, lambda _n, d: float(d[0][1]) if d and len(d[0]) == 2 else 0.0)
         vocab = int(v[0]) if v.size and v[0] > 1 else None
         hidden = int(h[0]) if h.size and h[0] > 1 else None
         tokens = frozenset(int(x) for x in np.unique(calls[1]).tolist() if x > 0)
@@ -190,7 +190,7 @@ def _gemm_facts(ev: Any, rows: IDX, model: Model) -> tuple[F64, F64, F64]:
             return float(PART_CODE["attention"])
         return float(PART_CODE["mlp"]) if other > h else -1.0
 
-    return _per_pair(ev, rows, rank), _per_pair(ev, rows, vocab_hit), _per_pair(ev, rows, layer)
+    return per_pair(ev, rows, rank), per_pair(ev, rows, vocab_hit), per_pair(ev, rows, layer)
 
 
 def _operand_elements(name: str, d: list[list[int]]) -> float:
@@ -370,7 +370,7 @@ def _flops(
     op_pos = pos[idx[first]]
     out["flops"] = _per_code(op_code, n, fl[op_pos])
     out["flop_kernel_ns"] = _per_code(code[idx], n, ev.dur_ns[rows[idx]])
-    out["elements"] = _per_code(op_code, n, _per_pair(ev, ops, _operand_elements))
+    out["elements"] = _per_code(op_code, n, per_pair(ev, ops, _operand_elements))
     dt = _name_labels(ev.names, ev.name_id[rows[idx]], DTYPES)
     per = np.zeros((n, len(DTYPES) + 1))  # the last column: kernels whose names do not say
     np.add.at(per, (code[idx], np.where(dt >= 0, dt, len(DTYPES))), ev.dur_ns[rows[idx]])

@@ -116,6 +116,7 @@ class RowCache:
         value = compute()
         self._derived[name] = (inputs, value)
         return value
+
     _forest: list[HostForest] = field(default_factory=list, repr=False, compare=False)
 
     def forest(self) -> HostForest:
