@@ -78,7 +78,7 @@ from tb_llmdiag.metrics.entry import (
     Entry,
     Intro,
 )
-from tb_llmdiag.metrics.shapes import per_pair, op_flops, token_embedding_calls
+from tb_llmdiag.metrics.shapes import op_flops, per_pair, token_embedding_calls
 from tb_llmdiag.model import Kind
 
 I64 = NDArray[np.int64]
