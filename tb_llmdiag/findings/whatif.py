@@ -481,9 +481,7 @@ def _rank(out: list[Finding], of: list[Rule | None], median: float | None) -> li
 PROFILED_FIELDS = ("basis", "step_ns", "ns", "share", "step_ns_if_fixed", "bound_by")
 
 
-def _what_if(
-    out: list[Finding], ranked: list[int], start: _Start, seq: _Sequence, tokens_per_s: Any
-) -> dict[str, Any]:
+def _what_if(out: list[Finding], ranked: list[int], start: _Start, seq: _Sequence, tokens_per_s: Any) -> dict[str, Any]:
     """The what-if of ranked findings on ``start``'s step (the top finding's own saving, all of them)."""
     assert start.median is not None
     top = out[ranked[0]] if out and isinstance(out[ranked[0]].get("saving"), dict) else None
@@ -541,7 +539,8 @@ def apply_in_sequence(
     if basis is None or seq is None or basis.median is None:
         return [out[i] for i in ranked], None
     tokens = lookup(metrics, TOKENS_PER_S_SOURCE)
-    tokens_bare = _tokens_per_s(tokens, float(basis.median) / float(start.median)) if bare and start else tokens
+    prof_median = start.median if bare is not None and start is not None else None
+    tokens_bare = _tokens_per_s(tokens, float(basis.median) / float(prof_median)) if prof_median else tokens
     what = _what_if(out, ranked, basis, seq, tokens_bare)
     what["profiled"] = None
     if prof is not None and start is not None:

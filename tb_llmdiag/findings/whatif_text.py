@@ -30,9 +30,8 @@ def statement(w: Mapping[str, Any]) -> str:
     if p.get("finding_id"):
         tail += f" → at most {fmt_ns(p['step_ns_if_fixed'])} (−{fmt_share(p['saving_share'])}) for `{p['finding_id']}`"
     if p.get("leader_changes"):
-        tail += (
-            f"; the profiler's own cost changes which finding leads: on the profiled step "
-            + (f"`{p['finding_id']}` would lead" if p.get("finding_id") else "no finding would take 0.5 % off it")
+        tail += "; the profiler's own cost changes which finding leads: on the profiled step " + (
+            f"`{p['finding_id']}` would lead" if p.get("finding_id") else "no finding would take 0.5 % off it"
         )
     return body[:-1] + f" ({tail})."
 
@@ -98,7 +97,7 @@ def _bare(saving: Mapping[str, Any]) -> str:
 
 
 def _profiled_words(saving: Mapping[str, Any]) -> str:
-    """"; profiled: 18 ms of 90 ms": the same saving on the profiled step, beside one without the profiler."""
+    """The "; profiled: 18 ms of 90 ms" words: the same saving on the profiled step, beside one without the profiler."""
     p = saving.get("profiled")
     if not _bare(saving) or not isinstance(p, Mapping) or not finite(p.get("ns")) or not finite(p.get("step_ns")):
         return ""

@@ -39,7 +39,6 @@ from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows
 from tb_llmdiag.metrics.entry import COUNT, LOWER, NEITHER, NS, Entry, Intro
 
-
 #: a launch call this many times the median launch, and at least QUEUE_BLOCK_MIN_NS longer, may be queue-blocked
 QUEUE_BLOCK_FACTOR = 10.0
 QUEUE_BLOCK_MIN_NS = 50_000
