@@ -102,7 +102,7 @@ def test_the_report_says_when_the_profilers_cost_changes_the_leader() -> None:
     _, findings, what = _report("big_vocab_loss")
     assert (findings[0]["id"], what["profiled"]["finding_id"], what["profiled"]["leader_changes"]) == (
         "copy_heavy", "host_sync", True)
-    assert "the profiler's own cost changes which finding leads: on the profiled step `host_sync` would lead" in (
+    assert "the profiler's own cost changes which finding leads: on the profiled step host syncs drain the GPU queue every step would lead" in (
         what["statement"])
     _, _, what = _report("fp32_part")
     assert what["profiled"]["leader_changes"] is False and "changes which finding leads" not in what["statement"]

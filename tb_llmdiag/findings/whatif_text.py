@@ -28,10 +28,10 @@ def statement(w: Mapping[str, Any]) -> str:
         return body
     tail = f"profiled: median step {fmt_ns(p['step_ns'])}"
     if p.get("finding_id"):
-        tail += f" → at most {fmt_ns(p['step_ns_if_fixed'])} (−{fmt_share(p['saving_share'])}) for `{p['finding_id']}`"
+        tail += f" → at most {fmt_ns(p['step_ns_if_fixed'])} (−{fmt_share(p['saving_share'])}) for its top finding"
     if p.get("leader_changes"):
         tail += "; the profiler's own cost changes which finding leads: on the profiled step " + (
-            f"`{p['finding_id']}` would lead" if p.get("finding_id") else "no finding would take 0.5 % off it"
+            f"{_named(p.get('finding_title'))} would lead" if p.get("finding_id") else "no finding takes 0.5 % off it"
         )
     return body[:-1] + f" ({tail})."
 
