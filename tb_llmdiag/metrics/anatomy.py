@@ -46,6 +46,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.classify import CATEGORIES, CATEGORY_CODE
+from tb_llmdiag.metrics.anatomy_causes import (
+    attention_core,
+    core_flops,
+    efficiency_whatif,
+    fallback,
+    fp32_gemm_weights,
+    leaders,
+    math_core,
+)
 from tb_llmdiag.metrics.anatomy_chain import Chains, NodeFeatures, launch_chains, node_features
 from tb_llmdiag.metrics.anatomy_parts import (
     BACKENDS,
@@ -72,6 +81,7 @@ from tb_llmdiag.metrics.entry import (
     LOWER,
     NEITHER,
     NS,
+    PER_STEP,
     SHARE,
     TEXT,
     TFLOP_PER_S,
@@ -211,7 +221,7 @@ def _operand_elements(name: str, d: list[list[int]]) -> float:
 
 
 def _classify(
-    ctx: Context, rows: IDX, ch: Chains, f: NodeFeatures, shape_facts: tuple[F64, F64, F64]
+    ctx: Context, rows: IDX, ch: Chains, f: NodeFeatures, shape_facts: tuple[F64, F64, F64], core: NDArray[np.bool_]
 ) -> tuple[NDArray[np.int32], NDArray[np.int8], list[str]]:
     """Per device row: its part code (``PARTS``, then compiled graphs, -1 for ``other``), the evidence code that
     placed it, and the compiled graphs' entry names (codes ``len(PARTS) + i``)."""
@@ -260,6 +270,8 @@ def _classify(
         assign(graphs == gid, code, "compiled_graph")
     assign(np.ones(n, bool), at(f.ann_part, node, -1).astype(np.int32), "annotation")
     assign(np.ones(n, bool), at(f.ann_part, fwd, -1).astype(np.int32), "backward_link")
+    assign(core, PART_CODE["attention"], "op")  # the math SDPA's core: its score GEMMs are not a LoRA rank
+    gemm |= weight_casts(ev, ch)  # a cast inside a GEMM operator (autocast's weight cast) goes to the GEMM's layer
     assign(gemm & (rank > 0), PART_CODE["lora"], "shape")
     assign(gemm & (vocab > 0), PART_CODE["lm_head"], "shape")
     assign(gemm, layer.astype(np.int32), "shape")
@@ -273,6 +285,24 @@ def _classify(
     _by_neighbours(ev, rows, part, evid, ch.launch)
     part[(part == PART_CODE["mlp"]) & (kernel_part == PART_CODE["moe"])] = PART_CODE["moe"]  # a MoE's experts
     return part, evid, labels
+
+
+def _casts(ev: Any, op: IDX) -> NDArray[np.bool_]:
+    """Per device row: launched by a cast operator (``CAST_OPS``)."""
+    cast_op = np.zeros(len(ev.names), bool)
+    used = np.unique(ev.name_id[op[op >= 0]])
+    cast_op[used] = [CAST_OPS_RX.match(ev.names[i]) is not None for i in used.tolist()]
+    out: NDArray[np.bool_] = (op >= 0) & cast_op[ev.name_id[np.maximum(op, 0)]]
+    return out
+
+
+def weight_casts(ev: Any, ch: Chains) -> NDArray[np.bool_]:
+    """Per device row: a cast launched inside a GEMM operator (its innermost shaped operator is one)."""
+    sr = ch.shape_row
+    is_gemm = np.array([n in _GEMM_OPS for n in ev.names], bool) if len(ev.names) else np.zeros(0, bool)
+    inside = (sr >= 0) & is_gemm[ev.name_id[np.maximum(sr, 0)]] if is_gemm.size else np.zeros(sr.size, bool)
+    out: NDArray[np.bool_] = _casts(ev, ch.op_row) & inside
+    return out
 
 
 #: a kernel without a recorded launch takes the part its (previous, own, next) kernel names have elsewhere when at
@@ -380,7 +410,7 @@ def _flops(
 
 
 def _backends(
-    ctx: Context, rows: IDX, part: NDArray[np.int32], ch: Chains, f: NodeFeatures, w: F64
+    ctx: Context, rows: IDX, part: NDArray[np.int32], ch: Chains, core: NDArray[np.bool_], w: F64
 ) -> dict[str, float]:
     """The attention part's time by backend (module docstring)."""
     ev = ctx.trace.events
@@ -392,8 +422,7 @@ def _backends(
     lab = np.full(att.size, -1, np.int16)
     is_att = cat == CATEGORY_CODE["attention"]
     lab[is_att] = _name_labels(ev.names, ev.name_id[rows[att[is_att]]], BACKENDS)
-    node = ch.node[att]
-    math = np.where(node >= 0, f.math_sdpa[np.maximum(node, 0)], False)
+    math = core[att]
     sr = ch.shape_row[att]
     bmm = np.zeros(att.size, bool)
     if (sr >= 0).any():
@@ -435,11 +464,22 @@ def anatomy_metrics(ctx: Context) -> dict[str, Any]:
         u, inv = np.unique(sr[sr >= 0], return_inverse=True)
         for col, vals in zip(facts, _gemm_facts(ev, u, _model(ctx))):
             col[sr >= 0] = vals[inv]
-    part, evid, graphs = _classify(ctx, rows, ch, feats, facts)
+    core = math_core(ctx, rows, ch, feats)
+    part, evid, graphs = _classify(ctx, rows, ch, feats, facts, core)
     labels = list(PARTS) + graphs + ["other"]
     n = len(labels)
     code = np.where(part >= 0, part, n - 1).astype(np.int32)
-    return _describe(ctx, rows, ch, feats, code, evid, w, labels)
+    out = _describe(ctx, rows, ch, core, code, evid, w, labels)
+    parts = out["parts"]
+    out.update(efficiency_whatif(parts, ctx.window_ns))
+    if "attention" in parts:
+        flops = core_flops(ctx, rows, ch, core & (code == PART_CODE["attention"]))
+        attention_core(parts["attention"], flops, out["reference_tflops"], ctx.window_ns, out["steps"], fallback(ev))
+    out["leaders"] = leaders(parts, out["busy_ns"], ctx.window_ns, out["steps"])
+    wc = float((w * weight_casts(ev, ch)).sum())
+    out["weight_casts_ns"] = int(round(wc))
+    out["weight_casts_share"] = wc / ctx.window_ns if ctx.window_ns > 0 else None
+    return out
 
 
 def _part_figures(ctx: Context, rows: IDX, ch: Chains, code: NDArray[np.int32], w: F64, n: int) -> dict[str, Any]:
@@ -451,10 +491,7 @@ def _part_figures(ctx: Context, rows: IDX, ch: Chains, code: NDArray[np.int32], 
     pairs = np.unique(code[has].astype(np.int64) * (len(ev) + 1) + lrows[has])
     p_code, p_row = np.divmod(pairs, len(ev) + 1)
     op = ch.op_row
-    cast_op = np.zeros(len(ev.names), bool)
-    used = np.unique(ev.name_id[op[op >= 0]])
-    cast_op[used] = [CAST_OPS_RX.match(ev.names[i]) is not None for i in used.tolist()]
-    is_cast = (op >= 0) & cast_op[ev.name_id[np.maximum(op, 0)]]
+    is_cast = _casts(ev, op)
     cat = ctx.dev_cat if rows is ctx.dev else ctx.dev_cat[np.searchsorted(ctx.dev, rows)]
     nc = len(CATEGORIES)
     by_cat = np.bincount(code.astype(np.int64) * nc + cat, weights=w, minlength=n * nc).reshape(n, nc)
@@ -466,6 +503,7 @@ def _part_figures(ctx: Context, rows: IDX, ch: Chains, code: NDArray[np.int32], 
         "launches": _per_code(p_code.astype(np.int32), n),
         "dispatch": _per_code(p_code.astype(np.int32), n, ev.dur_ns[p_row]),
         "casts": _per_code(code, n, np.where(is_cast, w, 0.0)),
+        "fp32_gemm": _per_code(code, n, fp32_gemm_weights(ctx, rows, w)),
         "moved": _per_code(
             code[inwin], n, np.maximum(ev.bytes[rows[inwin]], 0) * (ev.kind[rows[inwin]] != Kind.KERNEL)
         ),
@@ -504,7 +542,7 @@ def _describe(
     ctx: Context,
     rows: IDX,
     ch: Chains,
-    feats: NodeFeatures,
+    core: NDArray[np.bool_],
     code: NDArray[np.int32],
     evid: NDArray[np.int8],
     w: F64,
@@ -542,6 +580,7 @@ def _describe(
             "launches": int(fig["launches"][c]),
             "host_dispatch_ns": int(fig["dispatch"][c]),
             "casts_ns": int(round(fig["casts"][c])),
+            "fp32_gemm_ns": int(round(fig["fp32_gemm"][c])),
             "flops": float(fl["flops"][c]) if fl["flops"][c] > 0 else None,
             "flop_kernel_ns": int(fl["flop_kernel_ns"][c]),
             "dtype": dtype,
@@ -553,7 +592,7 @@ def _describe(
             "top_ops": fig["top"][c],
         }
     if "attention" in parts:
-        backends = _backends(ctx, rows, np.where(code < len(PARTS), code, -1), ch, feats, w)
+        backends = _backends(ctx, rows, np.where(code < len(PARTS), code, -1), ch, core, w)
         parts["attention"]["backends"] = {k: int(round(v)) for k, v in backends.items()}
         parts["attention"]["backend"] = max(backends, key=lambda k: backends[k]) if backends else None
     other = float(fig["time"][n - 1])
@@ -621,5 +660,31 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.parts.*.top_ops[].time_ns", NS, NEITHER, 0.05, "part top operator time", _P + "that operator's share of the part's time"),
     ("anatomy.parts.*.backends.*", NS, NEITHER, 0.05, "attention time by backend", "`attention` only: time by backend: `flash`, `cudnn`, `efficient`, `triton` (kernel names), `math` (`aten::_scaled_dot_product_attention_math`), `eager` (softmax and batched GEMMs of an attention module)"),
     ("anatomy.parts.*.backend", TEXT, NEITHER, 0, "attention backend", "`attention` only: the backend with the most time; null when none is recognised"),
+    ("anatomy.parts.*.fp32_gemm_ns", NS, LOWER, 0.05, "part fp32 GEMM time", _P + "its time in fp32 GEMM kernels without tensor cores (`precision.is_fp32_math`)"),
+    ("anatomy.parts.*.flop_share", SHARE, NEITHER, 0.1, "part FLOP share", _P + "its counted FLOPs over all counted FLOPs; null without any"),
+    ("anatomy.parts.*.launches_per_step", PER_STEP, LOWER, 0.05, "part launches per step", _P + "`launches` / steps; null without steps"),
+    ("anatomy.parts.*.efficiency_saving_ns", NS, LOWER, 0.05, "part time over the reference speed", _P + "its counted GEMM time less its FLOPs at `reference_tflops` (0 when faster); null without FLOPs or a reference"),
+    ("anatomy.parts.*.efficiency_saving_share", SHARE, LOWER, 0.1, "part efficiency what-if", _P + "`efficiency_saving_ns` / the analysis window: the saving of running the part as fast as the trace's best GEMMs"),
+    ("anatomy.parts.*.core_ns", NS, LOWER, 0.05, "core attention on a slow backend", "`attention` only: its time on the `math` and `eager` backends (score matrices materialised)"),
+    ("anatomy.parts.*.core_per_step_ns", NS, LOWER, 0.05, "core attention on a slow backend per step", "`attention` only: `core_ns` / steps"),
+    ("anatomy.parts.*.core_share", SHARE, LOWER, 0.1, "core attention share", "`attention` only: `core_ns` / `busy_ns`"),
+    ("anatomy.parts.*.core_flops", FLOP, NEITHER, 0.02, "core attention flops", "`attention` only: FLOPs of the slow backend's score GEMMs, forward and backward; null when none are recorded"),
+    ("anatomy.parts.*.core_fused_ns", NS, NEITHER, 0.05, "fused attention estimate", "`attention` only: `core_flops` at `reference_tflops`: what a fused kernel doing the same GEMMs would take (a causal one skips about half: errs long)"),
+    ("anatomy.parts.*.core_saving_share", SHARE, LOWER, 0.1, "fused attention what-if", "`attention` only: (`core_ns` - `core_fused_ns`) / the analysis window; null without FLOPs or a reference"),
+    ("anatomy.parts.*.fallback", TEXT, NEITHER, 0, "why not flash attention", "`attention` on the math backend only: what the recorded SDPA call's shapes say about the flash kernel (head dim, explicit mask), else that nothing recorded excludes it"),
+    ("anatomy.reference_tflops", TFLOP_PER_S, HIGHER, 0.05, "reference GEMM speed", "the fastest `achieved_tflops` of a part holding >= 5 % of the counted FLOPs in a data type other than fp32: the speed this trace's own GEMMs reach; null when none"),
+    ("anatomy.reference_part", TEXT, NEITHER, 0, "reference part", "the part that reaches `reference_tflops`"),
+    ("anatomy.weight_casts_ns", NS, LOWER, 0.05, "casts inside GEMM operators", "casts launched inside a GEMM operator (`aten::linear > aten::to`: a weight stored in another dtype cast on every call, as autocast does); placed in the GEMM's part"),
+    ("anatomy.weight_casts_share", SHARE, LOWER, 0.1, "casts inside GEMM operators share", "`weight_casts_ns` / the analysis window"),
+    ("anatomy.leaders.*.part", TEXT, NEITHER, 0, "leading part", "per kind of time (`time`, `gemm`, `fp32_gemm`, `casts`, `copy`, `launches`): the named part (`other` left out) holding the most of it; null when none"),
+    ("anatomy.leaders.*.words", TEXT, NEITHER, 0, "leading part in words", "that part as a sentence names it (`the LoRA adapters`, `the MLP`)"),
+    ("anatomy.leaders.*.share", SHARE, NEITHER, 0.1, "leading part's share", "its share of that kind's total over every part"),
+    ("anatomy.leaders.*.ns", NS, NEITHER, 0.05, "leading part's time", "its time of that kind (time kinds; null for `launches`)"),
+    ("anatomy.leaders.*.count", COUNT, NEITHER, 0.05, "leading part's launches", "its launches (`launches` only; null for time kinds)"),
+    ("anatomy.leaders.*.busy_share", SHARE, NEITHER, 0.1, "leading part's share of busy time", "its amount over `busy_ns` (time kinds only)"),
+    ("anatomy.leaders.*.window_share", SHARE, NEITHER, 0.1, "leading part's share of the window", "its amount over the analysis window (time kinds only)"),
+    ("anatomy.leaders.*.dtype", TEXT, NEITHER, 0, "leading part's data type", "that part's `dtype`"),
+    ("anatomy.leaders.*.achieved_tflops", TFLOP_PER_S, HIGHER, 0.05, "leading part's achieved tflops", "that part's `achieved_tflops`"),
+    ("anatomy.leaders.*.efficiency_saving_share", SHARE, LOWER, 0.1, "leading part's efficiency what-if", "that part's `efficiency_saving_share`"),
 )
 # fmt: on

@@ -7,7 +7,7 @@ Contract (no I/O, no per-event Python):
   ``base_layer``, ``lora_A``, ``lora_B``) encloses it, the part of the innermost annotation naming one, the innermost
   compiled graph's annotation, the part of the *outermost* operator naming one (``aten::cross_entropy_loss`` decides for
   the ``aten::to`` inside it), whether a backward operator encloses it, and whether an operator with recorded shapes or
-  ``aten::_scaled_dot_product_attention_math`` does.
+  ``aten::_scaled_dot_product_attention_math`` (or the backward of its softmax, ``SafeSoftmaxBackward``) does.
 - ``launch_chains(ctx, forest, rows)``: per device row, its launch call (by correlation id), that call's node, and by
   walking up the launch call's own ancestors (events, not nodes: one node holds every ``MmBackward0`` of a step): the
   innermost operator, the innermost operator with recorded shapes, and, under a backward operator, the node of the
@@ -34,6 +34,8 @@ IDX = NDArray[np.intp]
 I16 = NDArray[np.int16]
 _BACKWARD = re.compile(r"^autograd::engine::evaluate_function: |Backward\d*$")
 _MATH_SDPA = "aten::_scaled_dot_product_attention_math"
+#: the math SDPA's own softmax (``aten::_safe_softmax``) has this backward: only the math path runs it
+_MATH_SOFTMAX_BACKWARD = "SafeSoftmaxBackward"
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class NodeFeatures:
     op_part: I16  # the outermost operator part, -1
     backward: NDArray[np.bool_]  # inside a backward operator
     shaped: NDArray[np.bool_]  # inside an operator whose shapes the reader keeps
-    math_sdpa: NDArray[np.bool_]  # inside aten::_scaled_dot_product_attention_math
+    math_sdpa: NDArray[np.bool_]  # inside aten::_scaled_dot_product_attention_math or its SafeSoftmaxBackward
 
 
 def _per_name(names: tuple[str, ...], ids: IDX, kinds: NDArray[np.uint8]) -> dict[str, NDArray[Any]]:
@@ -76,7 +78,7 @@ def _per_name(names: tuple[str, ...], ids: IDX, kinds: NDArray[np.uint8]) -> dic
     for key, test in (
         ("bwd", lambda s: _BACKWARD.search(s) is not None),
         ("shaped", lambda s: SHAPE_OPS.search(s) is not None),
-        ("math", lambda s: s == _MATH_SDPA),
+        ("math", lambda s: s == _MATH_SDPA or _MATH_SOFTMAX_BACKWARD in s),
     ):
         full_b = np.zeros(n, bool)
         full_b[uniq] = np.fromiter((test(s) for _, s in text), bool, count=len(text))
