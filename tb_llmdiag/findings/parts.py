@@ -39,16 +39,16 @@ def eager_attention(m: Metrics) -> bool:
 
 def fp32_in_slow_attention(m: Metrics) -> bool:
     """Most fp32 GEMM time is the attention's, on a slow backend: the math path's upcast, not the model's dtype."""
-    return lookup(m, "anatomy.leaders.fp32_gemm.part") == "attention" and slow_attention(m)
+    return lookup(m, "anatomy.fp32_gemm_part") == "attention" and slow_attention(m)
 
 
 def one_fp32_part(m: Metrics) -> bool:
     """The part with the most fp32 GEMM time runs in fp32 while another part's GEMMs run faster in a lower precision
     (``anatomy.reference_part``): a part kept in fp32 in a lower-precision model; attention on a slow backend is
     ``attention_backend``'s."""
-    part = lookup(m, "anatomy.leaders.fp32_gemm.part")
+    part = lookup(m, "anatomy.fp32_gemm_part")
     ref = lookup(m, "anatomy.reference_part")
-    fp32 = lookup(m, "anatomy.leaders.fp32_gemm.dtype") == "fp32"
+    fp32 = lookup(m, "anatomy.fp32_gemm_part_dtype") == "fp32"
     return part is not None and fp32 and ref is not None and ref != part and not fp32_in_slow_attention(m)
 
 
@@ -71,10 +71,10 @@ def casts_not_weights(m: Metrics) -> bool:
 
 
 def knows(kind: str) -> Callable[[Metrics], bool]:
-    """A predicate: the anatomy names the part leading ``kind`` (``anatomy.leaders``)."""
+    """A predicate: the anatomy names the part leading ``kind`` (``anatomy.<kind>_part``)."""
 
     def pred(m: Metrics) -> bool:
-        return lookup(m, f"anatomy.leaders.{kind}.part") is not None
+        return lookup(m, f"anatomy.{kind}_part") is not None
 
     pred.__name__ = f"knows_{kind}_part"
     return pred
@@ -83,8 +83,8 @@ def knows(kind: str) -> Callable[[Metrics], bool]:
 def part_evidence(kind: str) -> tuple[tuple[str, str], ...]:
     """The evidence a rule adds to name the part leading ``kind``: ``{kind}_part`` and ``{kind}_part_share``."""
     return (
-        (f"{kind}_part", f"anatomy.leaders.{kind}.words"),
-        (f"{kind}_part_share", f"anatomy.leaders.{kind}.share"),
+        (f"{kind}_part", f"anatomy.{kind}_part_words"),
+        (f"{kind}_part_share", f"anatomy.{kind}_part_share"),
     )
 
 
@@ -137,15 +137,15 @@ PART_RULES: tuple[Rule, ...] = (
     Rule(
         id="fp32_part", claims="device", platform="cuda",
         title="One part of a lower-precision model runs its GEMMs in fp32",
-        metric="anatomy.leaders.fp32_gemm.busy_share", above=0.10, when=one_fp32_part,
-        saving="anatomy.leaders.fp32_gemm.efficiency_saving_share",
-        evidence=(("part", "anatomy.leaders.fp32_gemm.words"),
-                  ("fp32_gemm_share", "anatomy.leaders.fp32_gemm.busy_share"),
-                  ("of_fp32_share", "anatomy.leaders.fp32_gemm.share"),
-                  ("part_tflops", "anatomy.leaders.fp32_gemm.achieved_tflops"),
+        metric="anatomy.fp32_gemm_part_busy_share", above=0.10, when=one_fp32_part,
+        saving="anatomy.fp32_gemm_part_saving_share",
+        evidence=(("part", "anatomy.fp32_gemm_part_words"),
+                  ("fp32_gemm_share", "anatomy.fp32_gemm_part_busy_share"),
+                  ("of_fp32_share", "anatomy.fp32_gemm_part_share"),
+                  ("part_tflops", "anatomy.fp32_gemm_part_tflops"),
                   ("reference_tflops", "anatomy.reference_tflops"),
                   ("reference_part", "anatomy.reference_part"),
-                  ("saving_share", "anatomy.leaders.fp32_gemm.efficiency_saving_share")),
+                  ("saving_share", "anatomy.fp32_gemm_part_saving_share")),
         summary="GEMMs in fp32 without tensor cores take {fp32_gemm_share} of GPU time in {part} ({of_fp32_share} of "
                 "the fp32 GEMM time), at {part_tflops}, while the GEMMs of {reference_part} in the same step reach "
                 "{reference_tflops}: a part kept in fp32 in a lower-precision model.",

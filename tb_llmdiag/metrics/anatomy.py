@@ -52,6 +52,7 @@ from tb_llmdiag.metrics.anatomy_causes import (
     efficiency_whatif,
     fallback,
     fp32_gemm_weights,
+    LEADER_KINDS,
     leaders,
     math_core,
 )
@@ -475,7 +476,7 @@ def anatomy_metrics(ctx: Context) -> dict[str, Any]:
     if "attention" in parts:
         flops = core_flops(ctx, rows, ch, core & (code == PART_CODE["attention"]))
         attention_core(parts["attention"], flops, out["reference_tflops"], ctx.window_ns, out["steps"], fallback(ev))
-    out["leaders"] = leaders(parts, out["busy_ns"], ctx.window_ns, out["steps"])
+    out.update(leaders(parts, out["busy_ns"], out["steps"]))
     wc = float((w * weight_casts(ev, ch)).sum())
     out["weight_casts_ns"] = int(round(wc))
     out["weight_casts_share"] = wc / ctx.window_ns if ctx.window_ns > 0 else None
@@ -610,6 +611,17 @@ def _describe(
     }
 
 
+#: the leading part per kind of time (anatomy_causes.leaders): three keys per kind
+LEADER_ENTRIES: tuple[Entry, ...] = tuple(
+    entry
+    for kind in LEADER_KINDS
+    for entry in (
+        (f"anatomy.{kind}_part", TEXT, NEITHER, 0, f"part leading {kind.replace('_', ' ')} time" if kind != "launches" else "part making the most launches", f"the named part (`other` left out) with the most `{kind}` (anatomy_causes.py); null when none"),
+        (f"anatomy.{kind}_part_words", TEXT, NEITHER, 0, f"part leading {kind.replace('_', ' ')} in words" if kind != "launches" else "part making the most launches in words", "that part as a sentence names it (`the LoRA adapters`, `the MLP`)"),
+        (f"anatomy.{kind}_part_share", SHARE, NEITHER, 0.1, f"leading part's share of {kind.replace('_', ' ')}", f"its share of the `{kind}` total over every part"),
+    )
+)
+
 # The registry's entries of the `anatomy` topic: one row per key (metrics/entry.py); metrics/registry.py collects them
 # through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
 #: docs/metrics.md: the section's title and the prose before its table
@@ -676,15 +688,10 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.reference_part", TEXT, NEITHER, 0, "reference part", "the part that reaches `reference_tflops`"),
     ("anatomy.weight_casts_ns", NS, LOWER, 0.05, "casts inside GEMM operators", "casts launched inside a GEMM operator (`aten::linear > aten::to`: a weight stored in another dtype cast on every call, as autocast does); placed in the GEMM's part"),
     ("anatomy.weight_casts_share", SHARE, LOWER, 0.1, "casts inside GEMM operators share", "`weight_casts_ns` / the analysis window"),
-    ("anatomy.leaders.*.part", TEXT, NEITHER, 0, "leading part", "per kind of time (`time`, `gemm`, `fp32_gemm`, `casts`, `copy`, `launches`): the named part (`other` left out) holding the most of it; null when none"),
-    ("anatomy.leaders.*.words", TEXT, NEITHER, 0, "leading part in words", "that part as a sentence names it (`the LoRA adapters`, `the MLP`)"),
-    ("anatomy.leaders.*.share", SHARE, NEITHER, 0.1, "leading part's share", "its share of that kind's total over every part"),
-    ("anatomy.leaders.*.ns", NS, NEITHER, 0.05, "leading part's time", "its time of that kind (time kinds; null for `launches`)"),
-    ("anatomy.leaders.*.count", COUNT, NEITHER, 0.05, "leading part's launches", "its launches (`launches` only; null for time kinds)"),
-    ("anatomy.leaders.*.busy_share", SHARE, NEITHER, 0.1, "leading part's share of busy time", "its amount over `busy_ns` (time kinds only)"),
-    ("anatomy.leaders.*.window_share", SHARE, NEITHER, 0.1, "leading part's share of the window", "its amount over the analysis window (time kinds only)"),
-    ("anatomy.leaders.*.dtype", TEXT, NEITHER, 0, "leading part's data type", "that part's `dtype`"),
-    ("anatomy.leaders.*.achieved_tflops", TFLOP_PER_S, HIGHER, 0.05, "leading part's achieved tflops", "that part's `achieved_tflops`"),
-    ("anatomy.leaders.*.efficiency_saving_share", SHARE, LOWER, 0.1, "leading part's efficiency what-if", "that part's `efficiency_saving_share`"),
+    *LEADER_ENTRIES,
+    ("anatomy.fp32_gemm_part_busy_share", SHARE, LOWER, 0.1, "fp32 part's share of busy time", "the fp32 GEMM time of `fp32_gemm_part` over `busy_ns`"),
+    ("anatomy.fp32_gemm_part_dtype", TEXT, NEITHER, 0, "fp32 part's data type", "`fp32_gemm_part`'s `dtype`"),
+    ("anatomy.fp32_gemm_part_tflops", TFLOP_PER_S, HIGHER, 0.05, "fp32 part's achieved tflops", "`fp32_gemm_part`'s `achieved_tflops`"),
+    ("anatomy.fp32_gemm_part_saving_share", SHARE, LOWER, 0.1, "fp32 part's efficiency what-if", "`fp32_gemm_part`'s `efficiency_saving_share`"),
 )
 # fmt: on

@@ -20,13 +20,13 @@ Definitions (ns; device rows of the analysis window; ``w``: each row's share of 
   ``REFERENCE_MIN_SHARE`` of the counted FLOPs in a data type other than fp32: the speed this trace's own GEMMs reach.
   Per part ``efficiency_saving_ns`` = its counted GEMM time less its FLOPs at that speed (0 when faster), and
   ``efficiency_saving_share`` = that / window_ns: the what-if of running the part as fast as the trace's best GEMMs.
-- Per part ``fp32_gemm_ns``: its time in fp32 GEMM kernels (``precision.is_fp32_math``); ``leaders.<kind>``: the part
-  (``other`` left out) holding the most of ``time`` (all its time), ``gemm`` (its GEMM-category time), ``fp32_gemm``,
-  ``casts``, ``copy`` (``copy`` and ``memcpy`` categories), ``launches``: its name (``part``, and ``words`` as a
-  sentence says it), its ``share`` of that kind's total over every part, its amount (``ns``, or ``count`` for launches), and for
-  time the value over ``busy_ns`` (``busy_share``) and over the window (``window_share``). Per part ``flop_share``: its
-  counted FLOPs over all counted FLOPs (null without any), ``launches_per_step``; each leader repeats its part's
-  ``dtype``, ``achieved_tflops`` and ``efficiency_saving_share``.
+- Per part ``fp32_gemm_ns``: its time in fp32 GEMM kernels (``precision.is_fp32_math``); ``flop_share``: its counted
+  FLOPs over all counted FLOPs (null without any); ``launches_per_step``.
+- The leading part per kind (``LEADER_KINDS``: ``time``, ``gemm`` (its GEMM-category time), ``fp32_gemm``, ``casts``,
+  ``copy`` (``copy`` and ``memcpy`` categories), ``launches``), ``other`` left out: ``<kind>_part`` (its name),
+  ``<kind>_part_words`` (as a sentence says it), ``<kind>_part_share`` (of that kind's total over every part). For
+  ``fp32_gemm`` also its fp32 GEMM time over ``busy_ns`` (``fp32_gemm_part_busy_share``) and the part's ``dtype``,
+  ``achieved_tflops`` and ``efficiency_saving_share`` (``fp32_gemm_part_dtype``, ``_tflops``, ``_saving_share``).
 - ``weight_casts_ns`` / ``weight_casts_share`` (of the window): casts launched inside a GEMM operator (``aten::linear >
   aten::to``: autocast casting a weight stored in another dtype on every call); those casts are placed in the GEMM's
   part, not ``data_movement``.
@@ -43,7 +43,7 @@ from tb_llmdiag.classify import CATEGORY_CODE
 from tb_llmdiag.metrics.anatomy_chain import Chains, NodeFeatures
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.precision import is_fp32_math
-from tb_llmdiag.metrics.shapes import _parse, op_rows, per_pair
+from tb_llmdiag.metrics.shapes import op_rows, parse_dims, per_pair
 
 IDX = NDArray[np.intp]
 F64 = NDArray[np.float64]
@@ -61,7 +61,7 @@ def _math_calls(ev: Any) -> list[list[list[int]]]:
     rows = op_rows(ev, (MATH_SDPA,))
     out: list[list[list[int]]] = []
     for sid in np.unique(ev.shape_id[rows]).tolist() if rows.size else ():
-        d = _parse(ev.shapes[sid]) if sid >= 0 else None
+        d = parse_dims(ev.shapes[sid]) if sid >= 0 else None
         if d is not None and len(d) >= 2 and len(d[0]) == 4 and len(d[1]) == 4:
             out.append(d)
     return out
@@ -182,8 +182,6 @@ def attention_core(
     attention["fallback"] = why if attention.get("backend") == "math" else None
 
 
-#: the leading part's own figures each ``leaders`` entry repeats
-_OWN = ("dtype", "achieved_tflops", "efficiency_saving_share")
 #: how a summary names a part
 PART_WORDS: dict[str, str] = {
     "embedding": "the embedding",
@@ -205,8 +203,8 @@ def part_words(name: str) -> str:
     return PART_WORDS.get(name, name)
 
 
-def leaders(parts: dict[str, Any], busy_ns: int, window_ns: int, steps: int) -> dict[str, Any]:
-    """Per kind of time, the named part holding the most of it (module docstring)."""
+def leaders(parts: dict[str, Any], busy_ns: int, steps: int) -> dict[str, Any]:
+    """Per kind of time, the named part holding the most of it (module docstring): topic-level keys."""
     value = {
         "time": lambda p: p["time_ns"],
         "gemm": lambda p: p["categories"].get("gemm", 0),
@@ -224,19 +222,15 @@ def leaders(parts: dict[str, Any], busy_ns: int, window_ns: int, steps: int) -> 
         vals = {n: float(value[kind](p)) for n, p in parts.items()}
         total = sum(vals.values())
         named = {n: v for n, v in vals.items() if n != "other" and v > 0}
-        if not named or total <= 0:
-            out[kind] = dict.fromkeys(("part", "words", "share", "ns", "count", "busy_share", "window_share", *_OWN))
-            continue
-        top = max(named, key=lambda n: named[n])
-        is_time = kind != "launches"
-        out[kind] = {
-            "part": top,
-            "words": part_words(top),
-            "share": named[top] / total,
-            "ns": int(round(named[top])) if is_time else None,
-            "count": None if is_time else int(round(named[top])),
-            "busy_share": named[top] / busy_ns if is_time and busy_ns > 0 else None,
-            "window_share": named[top] / window_ns if is_time and window_ns > 0 else None,
-            **{k: parts[top].get(k) for k in _OWN},
-        }
+        top = max(named, key=lambda n: named[n]) if named and total > 0 else None
+        out[f"{kind}_part"] = top
+        out[f"{kind}_part_words"] = part_words(top) if top else None
+        out[f"{kind}_part_share"] = named[top] / total if top else None
+    fp32 = out["fp32_gemm_part"]
+    own = parts[fp32] if fp32 else {}
+    ns = float(own.get("fp32_gemm_ns") or 0)
+    out["fp32_gemm_part_busy_share"] = ns / busy_ns if fp32 and busy_ns > 0 else None
+    out["fp32_gemm_part_dtype"] = own.get("dtype")
+    out["fp32_gemm_part_tflops"] = own.get("achieved_tflops")
+    out["fp32_gemm_part_saving_share"] = own.get("efficiency_saving_share")
     return out
