@@ -199,7 +199,9 @@ PART_WORDS: dict[str, str] = {
 
 
 def part_words(name: str) -> str:
-    """A part's name in a sentence (a compiled graph's entry keeps its own)."""
+    """A part's name in a sentence (``compiled_graph:<id>``: "the compiled graph <id>")."""
+    if name.startswith("compiled_graph:"):
+        return "the compiled graph " + name.split(":", 1)[1]
     return PART_WORDS.get(name, name)
 
 
