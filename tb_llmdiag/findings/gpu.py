@@ -303,7 +303,7 @@ GPU_RULES: tuple[Rule, ...] = (
         variants=((not_launch_bound, HOST_BOUND_NOT_LAUNCH), (knows("launches"), Flavour(
             summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
                     "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
-                    "{kernel_median_ns}, {tokens_per_step} tokens a step); {launches_part} make the most launches "
+                    "{kernel_median_ns}, {tokens_per_step} tokens a step); most launches come from {launches_part} "
                     "({launches_part_share}); while it waits the host is {host_is}."))),
         fix=Fix(text="Give the GPU more work per launch and fewer launches: a larger micro-batch (with fewer "
                      "gradient-accumulation steps), torch.compile to fuse small ops, fused kernels (Liger, fused "
@@ -450,7 +450,7 @@ GPU_RULES: tuple[Rule, ...] = (
         variants=((knows("launches"), Flavour(
             summary="{tiny_kernel_share} of kernels run under 10 µs ({tiny_kernels_per_step} per step, median "
                     "{kernel_median_ns}), about as long as launching them ({launch_api_median_ns} per launch call); "
-                    "{launches_part} make the most launches ({launches_part_share}).")),),
+                    "most launches come from {launches_part} ({launches_part_share}).")),),
         fix=Fix(text="Fuse small ops: torch.compile, fused optimizers (foreach/fused AdamW), fused LoRA/Liger "
                      "kernels; a bigger batch makes each kernel longer.",
                 pytorch="model = torch.compile(model)\nopt = torch.optim.AdamW(params, fused=True)",
