@@ -34,7 +34,7 @@ def slow_attention(m: Metrics) -> bool:
 
 
 def eager_attention(m: Metrics) -> bool:
-    return lookup(m, "anatomy.parts.attention.backend") == "eager"
+    return bool(lookup(m, "anatomy.parts.attention.backend") == "eager")
 
 
 def fp32_in_slow_attention(m: Metrics) -> bool:

@@ -47,12 +47,12 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.classify import CATEGORIES, CATEGORY_CODE
 from tb_llmdiag.metrics.anatomy_causes import (
+    LEADER_KINDS,
     attention_core,
     core_flops,
     efficiency_whatif,
     fallback,
     fp32_gemm_weights,
-    LEADER_KINDS,
     leaders,
     math_core,
 )
@@ -616,9 +616,32 @@ LEADER_ENTRIES: tuple[Entry, ...] = tuple(
     entry
     for kind in LEADER_KINDS
     for entry in (
-        (f"anatomy.{kind}_part", TEXT, NEITHER, 0, f"part leading {kind.replace('_', ' ')} time" if kind != "launches" else "part making the most launches", f"the named part (`other` left out) with the most `{kind}` (anatomy_causes.py); null when none"),
-        (f"anatomy.{kind}_part_words", TEXT, NEITHER, 0, f"part leading {kind.replace('_', ' ')} in words" if kind != "launches" else "part making the most launches in words", "that part as a sentence names it (`the LoRA adapters`, `the MLP`)"),
-        (f"anatomy.{kind}_part_share", SHARE, NEITHER, 0.1, f"leading part's share of {kind.replace('_', ' ')}", f"its share of the `{kind}` total over every part"),
+        (
+            f"anatomy.{kind}_part",
+            TEXT,
+            NEITHER,
+            0,
+            f"part leading {kind.replace('_', ' ')} time" if kind != "launches" else "part making the most launches",
+            f"the named part (`other` left out) with the most `{kind}` (anatomy_causes.py); null when none",
+        ),
+        (
+            f"anatomy.{kind}_part_words",
+            TEXT,
+            NEITHER,
+            0,
+            f"part leading {kind.replace('_', ' ')} in words"
+            if kind != "launches"
+            else "part making the most launches in words",
+            "that part as a sentence names it (`the LoRA adapters`, `the MLP`)",
+        ),
+        (
+            f"anatomy.{kind}_part_share",
+            SHARE,
+            NEITHER,
+            0.1,
+            f"leading part's share of {kind.replace('_', ' ')}",
+            f"its share of the `{kind}` total over every part",
+        ),
     )
 )
 
