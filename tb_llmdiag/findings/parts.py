@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 
+#: ``lora_adapters`` fires when the adapters hold at least this share of GPU time (a fifth)
+LORA_ABOVE = 0.2
 #: a part's time is "far above" its FLOP share at this ratio
 LORA_TIME_OVER_FLOPS = 3.0
 #: ``weight_casts`` fires at this share of the profiled time
@@ -177,15 +179,15 @@ PART_RULES: tuple[Rule, ...] = (
     Rule(
         id="lora_adapters", severity="medium", platform="cuda",
         title="The LoRA adapters take far more GPU time than their share of the work",
-        metric="anatomy.parts.lora.share", above=0.10, when=lora_far_over_flops,
+        metric="anatomy.parts.lora.share", above=LORA_ABOVE, when=lora_far_over_flops,
         evidence=(("lora_share", "anatomy.parts.lora.share"), ("lora_flop_share", "anatomy.parts.lora.flop_share"),
                   ("lora_launches_per_step", "anatomy.parts.lora.launches_per_step"),
                   ("lora_tflops", "anatomy.parts.lora.achieved_tflops"),
                   ("lora_dtype", "anatomy.parts.lora.dtype"),
                   ("tokens_per_step", "steps.tokens_per_step_median")),
         summary="The LoRA adapters take {lora_share} of GPU time for {lora_flop_share} of the FLOPs: "
-                "{lora_launches_per_step} launches per step of small rank-sized GEMMs ({lora_tflops}, {lora_dtype}) "
-                "over {tokens_per_step} tokens a step.",
+                "{lora_launches_per_step} launches per step of small rank-sized GEMMs at {lora_tflops}, over "
+                "{tokens_per_step} tokens a step.",
         fix=Fix(text="Give each adapter GEMM more work and launch fewer: a larger batch (more tokens per step), fused "
                      "LoRA kernels, torch.compile around the adapted layers; keep the adapters in the compute dtype "
                      "(peft's autocast_adapter_dtype=False) where accuracy allows.",

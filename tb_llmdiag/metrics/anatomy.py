@@ -413,7 +413,8 @@ def _flops(
 def _backends(
     ctx: Context, rows: IDX, part: NDArray[np.int32], ch: Chains, core: NDArray[np.bool_], w: F64
 ) -> dict[str, float]:
-    """The attention part's time by backend (module docstring)."""
+    """The attention part's time by backend (module docstring); marks the eager backend's rows in ``core`` too (in
+    place), so the core attention's FLOPs count them."""
     ev = ctx.trace.events
     att = np.flatnonzero(part == PART_CODE["attention"])
     if att.size == 0:
@@ -432,6 +433,7 @@ def _backends(
     eager = ((cat == CATEGORY_CODE["softmax"]) | ((cat == CATEGORY_CODE["gemm"]) & bmm)) & ~is_att
     lab[math & (lab < 0)] = len(BACKENDS)
     lab[eager & ~math & (lab < 0)] = len(BACKENDS) + 1
+    core[att[lab == len(BACKENDS) + 1]] = True
     tot = np.bincount(lab[lab >= 0], weights=w[att][lab >= 0], minlength=len(names))
     return {names[i]: float(t) for i, t in enumerate(tot) if t > 0}
 
