@@ -111,6 +111,35 @@ _EAGER_ATTENTION = Flavour(
     ),
 )
 
+# their wording on inference runs (a flavour keyed ``"inference"``): forward passes only, no training loop
+_ATTENTION_INFERENCE = Flavour(
+    summary="The core attention (scaled dot-product attention) runs on the {backend} backend: {core_per_step_ns} a "
+    "step, {core_share} of GPU time, the score matrix materialised and its GEMMs upcast ({attention_fp32_gemm_ns} of "
+    "fp32 GEMMs); a fused kernel doing the same GEMMs at this trace's GEMM speed ({reference_tflops}) would take "
+    "{fused_ns} of its {core_ns}.",
+)
+_FP32_PART_INFERENCE = Flavour(
+    fix=Fix(
+        text="Serve {part} in the model's dtype: drop the .float() / fp32 keep-list for it (the casts around it go "
+        "too); if it must stay fp32 for accuracy, allow TF32 for its matmuls at least.",
+        pytorch="model.to(torch.bfloat16)  # or remove the module's .float() and the casts around it\n"
+        "# at least: torch.backends.cuda.matmul.allow_tf32 = True",
+        hf_trainer="AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)\n"
+        "# and drop the module from _keep_in_fp32_modules",
+    )
+)
+_LORA_INFERENCE = Flavour(
+    summary="The LoRA adapters take {lora_share} of GPU time for {lora_flop_share} of the FLOPs: "
+    "{lora_launches_per_step} launches per forward pass of small rank-sized GEMMs at {lora_tflops}.",
+    fix=Fix(
+        text="Merge the adapters into the base weights for serving (one GEMM per layer instead of three), or serve "
+        "them with batched LoRA kernels (vLLM's enable_lora, S-LoRA / Punica).",
+        pytorch="model = model.merge_and_unload()  # peft: the adapters folded into the base weights",
+        hf_trainer="model = PeftModel.from_pretrained(base, adapter).merge_and_unload()\n"
+        "# vLLM: LLM(model, enable_lora=True) with LoRARequest per request",
+    ),
+)
+
 # a declared table, one entry per row: left as laid out
 # fmt: off
 PART_RULES: tuple[Rule, ...] = (
@@ -132,13 +161,13 @@ PART_RULES: tuple[Rule, ...] = (
                 "{core_per_step_ns} a step, {core_share} of GPU time, the score matrix materialised and its GEMMs "
                 "upcast ({attention_fp32_gemm_ns} of fp32 GEMMs); a fused kernel doing the same GEMMs at this trace's "
                 "GEMM speed ({reference_tflops}) would take {fused_ns} of its {core_ns}.",
-        variants=((eager_attention, _EAGER_ATTENTION),),
+        variants=((eager_attention, _EAGER_ATTENTION),), flavours=(("inference", _ATTENTION_INFERENCE),),
         fix=_ATTENTION_FIX,
         docs=_SDPA_DOCS,
     ),
     Rule(
         id="fp32_part", claims="device", platform="cuda",
-        title="One part of a lower-precision model runs its GEMMs in fp32",
+        title="One part of a lower-precision model runs its GEMMs in fp32", flavours=(("inference", _FP32_PART_INFERENCE),),
         metric="anatomy.fp32_gemm_part_busy_share", above=0.10, when=one_fp32_part,
         saving="anatomy.fp32_gemm_part_saving_share",
         evidence=(("part", "anatomy.fp32_gemm_part_words"),
@@ -179,6 +208,7 @@ PART_RULES: tuple[Rule, ...] = (
     Rule(
         id="lora_adapters", severity="medium", platform="cuda",
         title="The LoRA adapters take far more GPU time than their share of the work",
+        flavours=(("inference", _LORA_INFERENCE),),
         metric="anatomy.parts.lora.share", above=LORA_ABOVE, when=lora_far_over_flops,
         evidence=(("lora_share", "anatomy.parts.lora.share"), ("lora_flop_share", "anatomy.parts.lora.flop_share"),
                   ("lora_launches_per_step", "anatomy.parts.lora.launches_per_step"),
