@@ -147,7 +147,16 @@ CAUSE_RULES: tuple[Rule, ...] = (
                     summary="{fp32_share} of GPU time is GEMMs / convolutions in fp32 without tensor cores "
                     "({fp32_of_matmul_share} of matmul time), most in {fp32_gemm_part} ({fp32_gemm_part_share} of "
                     "it; top kernel {top_kernel}); on {device} bf16 tensor cores have {speedup_ratio}x the fp32 "
-                    "peak, so mixed precision could save up to {saving_share} of step time."
+                    "peak, so mixed precision could save up to {saving_share} of step time.",
+                    fix=Fix(
+                        text="Run the matmuls on tensor cores, {fp32_gemm_part}'s first: bf16 autocast (or load the "
+                        "model in bf16), or at least allow TF32 for fp32 matmuls (Ampere and later).",
+                        pytorch="with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = model(**batch).loss\n"
+                        "# at least: torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = True\n"
+                        "# or: torch.set_float32_matmul_precision('high')",
+                        hf_trainer="TrainingArguments(..., bf16=True)  # fp16=True before Ampere\n"
+                        "TrainingArguments(..., tf32=True)   # at least",
+                    ),
                 ),
             ),
         ),

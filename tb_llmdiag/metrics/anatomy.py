@@ -12,8 +12,10 @@ Definitions (Kineto traces; ns; the analysis window of ``metrics.context``):
   dimension) is ``lora``; then the innermost ``nn.Module`` naming a part (``module``); the same through a backward
   operator's forward operator (``backward_link``: only where the reader links them, ``Trace.extra["fwd_row"]``,
   which the Kineto reader does not fill yet, docs/performance.md); a compiled graph's annotation (``compiled_graph``: one entry per
-  graph); the innermost annotation naming a part, directly or through the forward operator; the recorded shapes
-  (``shape``: a Linear weight, or in training any GEMM operand, with a dimension of at most 128 and at most 1/8 of the
+  graph); the innermost annotation naming a part, directly or through the forward operator; the math SDPA's core
+  (``op``: ``anatomy_causes.math_core``, its score GEMMs are no LoRA rank) is ``attention``; the recorded shapes
+  (``shape``, for a GEMM, or a cast launched inside a GEMM operator: autocast's weight cast goes to the GEMM's part;
+  a Linear weight, or in training any GEMM operand, with a dimension of at most 128 and at most 1/8 of the
   largest, is a LoRA rank; a GEMM with a dimension equal to the token embedding's vocabulary is ``lm_head``); the
   outermost operator naming a part (``op``); the kernel's name or ``classify.py`` category (``kernel``). A GEMM of a MoE
   kernel family under ``mlp`` evidence is ``moe``. Nothing else is forced into a part: it is ``other``, named by its
@@ -32,8 +34,12 @@ Definitions (Kineto traces; ns; the analysis window of ``metrics.context``):
   ``moved_bytes``: memcpy/memset payloads plus the counted operators' operand elements (inputs and output) times
   the data type's size (when known).
 - ``attention`` adds ``backends`` (time by backend: ``flash``, ``cudnn``, ``efficient``, ``triton`` from kernel names,
-  ``math`` under ``aten::_scaled_dot_product_attention_math``, ``eager`` for softmax and batched-GEMM kernels of an
-  attention module) and ``backend`` (the one with the most).
+  ``math`` for the math SDPA's core, ``eager`` for softmax and batched-GEMM kernels of an attention module) and
+  ``backend`` (the one with the most).
+- The figures the part rules read (``anatomy_causes.py``): per part ``fp32_gemm_ns``, ``flop_share``,
+  ``launches_per_step``, ``efficiency_saving_ns`` / ``_share`` (the efficiency what-if at ``reference_tflops``, the
+  trace's own GEMM speed), attention's ``core_*`` and ``fallback``; ``weight_casts_ns`` / ``_share``; the part leading
+  each kind of time (``<kind>_part``, ``_words``, ``_share``).
 """
 
 from __future__ import annotations
