@@ -20,7 +20,7 @@ from typing import Any
 
 from tb_llmdiag.compare import check, compare_jobs, compare_runs
 from tb_llmdiag.compare.names import Candidate, job_name, jobs_of, label, pick_job, select
-from tb_llmdiag.errors import LlmDiagError, RunNotFound
+from tb_llmdiag.errors import LlmDiagError, RunNotFound, cut, listed
 from tb_llmdiag.findings import RULES
 from tb_llmdiag.findings.job import JOB_RULES
 from tb_llmdiag.ingest.discover import Index, TraceFile
@@ -34,6 +34,10 @@ __all__ = [
     "BadRange", "RunNotFound", "Target", "check", "compare_job_reports", "compare_reports", "finding_catalogue",
     "rule_catalogue", "run_names", "resolve", "source_of", "step_range", "top_activities",
 ]  # fmt: skip
+
+
+#: times a range may give: int64 ns (the columns' type)
+INT64_LIMIT = 2**63
 
 
 class BadRange(LlmDiagError):
@@ -95,8 +99,8 @@ def step_range(report: Mapping[str, Any], step: int) -> tuple[int, int]:
     for r in rows:
         if r.get("index") == step:
             return int(r["start_ns"]), int(r["end_ns"])
-    have = ", ".join(str(r.get("index")) for r in rows) or "none: the trace has no step markers"
-    raise BadRange(f"no step {step} in run {report.get('run')} (steps: {have})")
+    have = listed(r.get("index") for r in rows) or "none: the trace has no step markers"
+    raise BadRange(f"no step {cut(str(step))} in run {report.get('run')} (steps: {have})")
 
 
 def top_activities(
@@ -113,8 +117,14 @@ def top_activities(
     given): the ``activities`` answer (``traceview/activities.py``; keys in the metric registry).
 
     Raises:
-        BadRange: an unknown step, both a step and times, or a range that is empty or outside the trace.
+        BadRange: an unknown step, both a step and times, a range that is empty or outside the trace, a time beyond
+            int64 ns, or ``top`` below 1.
     """
+    for what, v in (("start_ns", start_ns), ("end_ns", end_ns)):
+        if v is not None and not -INT64_LIMIT <= v < INT64_LIMIT:
+            raise BadRange(f"{what} {cut(str(v))} is beyond int64 ns (times are ns since the trace start, < 2^63)")
+    if top < 1:
+        raise BadRange(f"top must be 1 or more, not {cut(str(top))}")
     if step is not None and (start_ns is not None or end_ns is not None):
         raise BadRange("give a step or a time range (start_ns, end_ns), not both")
     if step is not None:

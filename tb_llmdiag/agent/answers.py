@@ -14,7 +14,7 @@ from typing import Any
 from tb_llmdiag import api
 from tb_llmdiag.agent.fit import DEFAULT_BUDGET_BYTES, DETAIL_BUDGET_BYTES, fit
 from tb_llmdiag.agent.workspace import Workspace
-from tb_llmdiag.errors import LlmDiagError, TraceFormatError
+from tb_llmdiag.errors import LlmDiagError, TraceFormatError, quoted
 
 
 class UnknownFinding(LlmDiagError):
@@ -97,6 +97,12 @@ def _trust(rep: Mapping[str, Any]) -> dict[str, Any]:
     if trust is not None:
         out["trust"] = trust
     return out
+
+
+def run_state(rep: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's status (``partial``: only part of the trace was read) and trust notes, for the answers that read
+    its events: their numbers hold only as far as these say."""
+    return {"status": rep.get("status"), "error": rep.get("error"), "trust": _trust(rep)}
 
 
 def _run_diagnosis(name: str, rep: Mapping[str, Any], detail: bool) -> dict[str, Any]:
@@ -200,7 +206,7 @@ def explain_finding(ws: Workspace, run: str, finding: str, detail: bool = False)
         found = [f for f in job.get("findings") or [] if f.get("id") == finding]
         if not found:
             ids = ", ".join(f.get("id", "?") for f in job.get("findings") or []) or "none"
-            raise UnknownFinding(f"job {target.name} has no finding {finding!r} (its findings: {ids})")
+            raise UnknownFinding(f"job {target.name} has no finding {quoted(finding)} (its findings: {ids})")
         answer = {"name": target.name, "level": "job", "finding": found[0]}
         return fit(answer, budget(detail), "explain_finding(..., detail=true)")
     rep, trace, _ = ws.loaded(target)
@@ -209,7 +215,7 @@ def explain_finding(ws: Workspace, run: str, finding: str, detail: bool = False)
     f = next((x for x in rep.get("findings") or [] if x.get("id") == finding), None)
     if f is None:
         ids = ", ".join(x["id"] for x in rep.get("findings") or []) or "none"
-        raise UnknownFinding(f"run {target.name} has no finding {finding!r} (its findings: {ids})")
+        raise UnknownFinding(f"run {target.name} has no finding {quoted(finding)} (its findings: {ids})")
     located = next((x for x in api.locate_evidence(trace, rep) if x["id"] == finding), None)
     ranges = [list(r) for r in (f.get("ranges") or (located or {}).get("ranges") or [])]
     culprit = f.get("culprit") or (located or {}).get("culprit")
@@ -228,6 +234,7 @@ def explain_finding(ws: Workspace, run: str, finding: str, detail: bool = False)
     answer = {
         "name": target.name,
         "level": "run",
+        **run_state(rep),
         "finding": dict(f) if detail else {**_finding(f, False), "fix": f.get("fix"), "metric": f.get("metric")},
         "steps": steps,
         "step_part": part,
@@ -257,5 +264,5 @@ def top_activities(
         raise api.RunNotFound(f"{target.name} is a job: name one of its ranks (run/worker/span; see list_runs)")
     rep, trace, analysis = ws.loaded(target)
     got = api.top_activities(trace, analysis, rep, step=step, start_ns=start_ns, end_ns=end_ns, top=top)
-    answer = {"name": target.name, "activities": got}
+    answer = {"name": target.name, **run_state(rep), "activities": got}
     return fit(answer, budget(detail), "top_activities(..., top=N, detail=true); or a narrower range")
