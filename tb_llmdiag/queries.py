@@ -21,7 +21,7 @@ from typing import Any
 from tb_llmdiag.compare import check, compare_jobs, compare_runs
 from tb_llmdiag.compare.names import Candidate, job_name, jobs_of, label, pick_job, select
 from tb_llmdiag.errors import LlmDiagError, RunNotFound, cut, listed
-from tb_llmdiag.findings import RULES
+from tb_llmdiag.findings import RULES, Rule, rule_of
 from tb_llmdiag.findings.job import JOB_RULES
 from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.metrics import Analysis
@@ -32,7 +32,7 @@ from tb_llmdiag.traceview.source import source_of
 
 __all__ = [
     "BadRange", "RunNotFound", "Target", "check", "compare_job_reports", "compare_reports", "finding_catalogue",
-    "rule_catalogue", "run_names", "resolve", "source_of", "step_range", "top_activities",
+    "finding_rule", "rule_catalogue", "run_names", "resolve", "source_of", "step_range", "top_activities",
 ]  # fmt: skip
 
 
@@ -167,6 +167,12 @@ def finding_catalogue() -> dict[str, Any]:
         for r in JOB_RULES
     ]
     return {"runs": runs, "jobs": jobs}
+
+
+def finding_rule(finding_id: str, metrics: Mapping[str, Any]) -> Rule | None:
+    """The rule behind a run finding, on the run whose metrics these are (``findings.engine.rule_of`` over ``RULES``):
+    a surface reads what a finding's rule declares (``Rule.step_part``, ...) from it, never from a table of its own."""
+    return rule_of(finding_id, metrics, RULES)
 
 
 #: how ``llmdiag rules`` names a platform (``Rule.platform``; a rule without one applies to both)

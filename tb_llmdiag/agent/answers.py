@@ -21,16 +21,6 @@ class UnknownFinding(LlmDiagError):
     exit_code = 2
 
 
-#: finding id -> the column of ``steps.per_step`` that holds its time in each step (the idle cause or the
-#: collective time it claims); findings without one are placed by their evidence ranges.
-STEP_PART: dict[str, str] = {
-    "host_bound": "host_wait_ns",
-    "slow_host_op": "host_wait_ns",
-    "variable_shapes": "host_wait_ns",
-    "host_sync": "sync_ns",
-    "dataloader_stall": "data_loader_ns",
-    "exposed_communication": "collective_ns",
-}
 _FINDING_BRIEF = ("id", "severity", "title", "summary", "evidence", "saving", "docs")
 
 
@@ -220,7 +210,10 @@ def explain_finding(ws: Workspace, run: str, finding: str, detail: bool = False)
     ranges = [list(r) for r in (f.get("ranges") or (located or {}).get("ranges") or [])]
     culprit = f.get("culprit") or (located or {}).get("culprit")
     rows = list(((rep.get("metrics") or {}).get("steps") or {}).get("per_step") or [])
-    part = STEP_PART.get(finding)
+    # the column of ``steps.per_step`` that holds its time in each step (the idle cause or the collective time it
+    # claims: its rule's ``step_part``); findings without one are placed by their evidence ranges
+    rule = api.finding_rule(finding, rep.get("metrics") or {})
+    part = rule.step_part if rule is not None else None
     steps = [
         {
             "index": r["index"],
