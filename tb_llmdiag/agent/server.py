@@ -47,6 +47,18 @@ NS = Field(ge=0, lt=2**63, strict=True)
 Run = Annotated[str, Field(max_length=NAME_CHARS, description="a run name from list_runs (run, run/worker/span, or a "
                            "job's run), or a path inside the logdir to a trace file or run folder")]  # fmt: skip
 Detail = Annotated[bool, Field(strict=True, description="answer with every field (up to ~60 KB) instead of a few KB")]
+FindingId = Annotated[str, Field(max_length=NAME_CHARS, description="a finding id from diagnose, e.g. host_bound")]
+Step = Annotated[int | None, NS, Field(description="a step index (steps.per_step[].index)")]
+StartNs = Annotated[int | None, NS, Field(description="range start, ns since the trace start")]
+EndNs = Annotated[int | None, NS, Field(gt=0, description="range end (exclusive)")]
+Top = Annotated[int, Field(ge=1, le=50, strict=True, description="names per list")]
+Fraction = Annotated[float | None, Field(ge=0, lt=100, allow_inf_nan=False, strict=True,
+                                         description="tolerance of every gated metric (0.05 = 5 %)")]  # fmt: skip
+
+
+def side(what: str) -> Any:
+    """A run argument of ``compare`` / ``check`` (as ``run``), described as ``what``."""
+    return Annotated[str, Field(max_length=NAME_CHARS, description=f"{what} (as `run`)")]
 
 
 _SdkServer: Any = mcpserver.MCPServer
@@ -115,9 +127,7 @@ def build(logdir: str) -> Any:
     @server.tool(annotations=ro)
     def explain_finding(
         run: Run,
-        finding: Annotated[
-            str, Field(max_length=NAME_CHARS, description="a finding id from diagnose, e.g. host_bound")
-        ],
+        finding: FindingId,
         detail: Detail = False,
     ) -> CallToolResult:
         """One finding in depth: its evidence and fix, its time in each step, the step that shows it
@@ -128,10 +138,10 @@ def build(logdir: str) -> Any:
     @server.tool(annotations=ro)
     def top_activities(
         run: Run,
-        step: Annotated[int | None, NS, Field(description="a step index (steps.per_step[].index)")] = None,
-        start_ns: Annotated[int | None, NS, Field(description="range start, ns since the trace start")] = None,
-        end_ns: Annotated[int | None, NS, Field(gt=0, description="range end (exclusive)")] = None,
-        top: Annotated[int, Field(ge=1, le=50, strict=True, description="names per list")] = 5,
+        step: Step = None,
+        start_ns: StartNs = None,
+        end_ns: EndNs = None,
+        top: Top = 5,
         detail: Detail = False,
     ) -> CallToolResult:
         """What the host and the GPU do in one step (or time range; the whole trace when neither is given): the
@@ -142,8 +152,8 @@ def build(logdir: str) -> Any:
 
     @server.tool(annotations=ro)
     def compare(
-        before: Annotated[str, Field(max_length=NAME_CHARS, description="the baseline run (as `run`)")],
-        after: Annotated[str, Field(max_length=NAME_CHARS, description="the run to judge (as `run`)")],
+        before: side("the baseline run"),  # type: ignore[valid-type]
+        after: side("the run to judge"),  # type: ignore[valid-type]
         detail: Detail = False,
     ) -> CallToolResult:
         """`llmdiag compare BEFORE AFTER`: the verdict, each metric's change with its noise band and judgement, and
@@ -152,18 +162,9 @@ def build(logdir: str) -> Any:
 
     @server.tool(annotations=ro)
     def check(
-        candidate: Annotated[str, Field(max_length=NAME_CHARS, description="the run to gate (as `run`)")],
-        baseline: Annotated[str, Field(max_length=NAME_CHARS, description="the baseline run (as `run`)")],
-        max_regression: Annotated[
-            float | None,
-            Field(
-                ge=0,
-                lt=100,
-                allow_inf_nan=False,
-                strict=True,
-                description="tolerance of every gated metric (0.05 = 5 %)",
-            ),
-        ] = None,
+        candidate: side("the run to gate"),  # type: ignore[valid-type]
+        baseline: side("the baseline run"),  # type: ignore[valid-type]
+        max_regression: Fraction = None,
         detail: Detail = False,
     ) -> CallToolResult:
         """`llmdiag check CANDIDATE --baseline BASELINE`: passed (exit_code 0) or failed (1), with each metric that
