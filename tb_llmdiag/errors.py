@@ -45,6 +45,22 @@ class RunNotFound(LlmDiagError):
     exit_code = 5
 
 
+class BadRange(LlmDiagError):
+    """A step or time range the trace does not have (a bad argument: exit code 2, like a bad command line)."""
+
+    exit_code = 2
+
+
+class BadIndex(ValueError):
+    """A stored trace-view index is not usable (one line): a bug or a damaged cache entry, not the user's input."""
+
+
+class AmbiguousSide(LlmDiagError):
+    """A side resolves to several runs and no ``--run`` picks one (a command-line problem: exit 2)."""
+
+    exit_code = 2
+
+
 def cut(text: str, limit: int = QUOTE_CHARS) -> str:
     """``text`` as a message shows it: on one line, its first ``limit`` characters and how long it was."""
     one = text.translate(_CONTROL)
