@@ -25,6 +25,7 @@ from tb_llmdiag.findings import RULES
 from tb_llmdiag.findings.job import JOB_RULES
 from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.metrics import Analysis
+from tb_llmdiag.metrics.labels import VALUE_WORDS, unfilled
 from tb_llmdiag.model import Trace
 from tb_llmdiag.traceview.activities import DEFAULT_TOP
 from tb_llmdiag.traceview.activities import top_activities as _activities
@@ -152,12 +153,15 @@ def finding_catalogue() -> dict[str, Any]:
             "title": r.title,
             "metric": f"job.{r.metric}",
             "above": r.above,
-            "evidence": [path for _, path in r.evidence],
+            "evidence": [label for label, _ in r.evidence],
         }
         for r in JOB_RULES
     ]
     return {"runs": runs, "jobs": jobs}
 
+
+#: what picks a job rule's fix, in words (``Rule.fix_by``)
+CHOSEN_BY = {"straggler_cause": "cause of the straggler", "top_collective_kind": "leading collective kind"}
 
 #: how ``llmdiag rules`` names a platform (``Rule.platform``; a rule without one applies to both)
 PLATFORM_NAMES = {"cuda": "GPU (Kineto)", "xla": "XLA (XPlane)"}
@@ -170,7 +174,7 @@ def rule_catalogue() -> list[dict[str, Any]]:
     for r in RULES:
         e = by_id.setdefault(
             r.id,
-            {"id": r.id, "level": "run", "platforms": [], "title": r.title, "fix": r.fix.text, "docs": r.docs},
+            {"id": r.id, "level": "run", "platforms": [], "title": r.title, "fix": unfilled(r.fix.text), "docs": r.docs},
         )
         e["platforms"].extend(p for p in ([r.platform] if r.platform else PLATFORM_NAMES) if p not in e["platforms"])
     jobs = [
@@ -182,7 +186,8 @@ def rule_catalogue() -> list[dict[str, Any]]:
             # chosen by what the job shows (the straggler's cause, the leading collective kind): named, not listed
             "fix": (r.fix.text + " " if r.fix.text else "")
             + (
-                f"(one fix for each {r.fix_by.replace('_', ' ')}: {', '.join(k.replace('_', ' ') for k, _ in r.fixes)})"
+                f"(one fix for each {CHOSEN_BY.get(r.fix_by, 'case')}: "
+                f"{', '.join(VALUE_WORDS.get(k, k.replace('_', ' ')) for k, _ in r.fixes)})"
                 if r.fixes and r.fix_by
                 else ""
             ),
