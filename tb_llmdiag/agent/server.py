@@ -5,7 +5,7 @@ Tools (each with a JSON schema from its signature, each answer compact JSON with
 ``comparison``). Resources: ``llmdiag://registry`` (every number's unit and definition) and ``llmdiag://findings``
 (every finding the engine can report), so an agent can cite definitions. A user error (an unknown run, a path
 outside the logdir, a trace that cannot be read) is a tool error carrying the CLI's one-line message; a bug is the
-SDK's generic tool error, its traceback on stderr. The SDK (``pip install 'tb-llmdiag[agent]'``) is imported only here,
+SDK's generic tool error, its traceback on stderr. The SDK (``pip install '.[agent]'`` in a clone) is imported only here,
 through ``extras.require``. docs/agents.md registers the server in agent clients.
 """
 

@@ -190,4 +190,4 @@ def test_without_the_sdk_the_command_says_so_in_one_line() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == ("llmdiag: llmdiag mcp needs the Python package 'mcp', which is not installed: "
-                           "pip install 'tb-llmdiag[agent]'\n")
+                           "pip install '.[agent]' in a clone of the repository (the package's [agent] extra)\n")
