@@ -174,7 +174,14 @@ def rule_catalogue() -> list[dict[str, Any]]:
     for r in RULES:
         e = by_id.setdefault(
             r.id,
-            {"id": r.id, "level": "run", "platforms": [], "title": r.title, "fix": unfilled(r.fix.text), "docs": r.docs},
+            {
+                "id": r.id,
+                "level": "run",
+                "platforms": [],
+                "title": r.title,
+                "fix": unfilled(r.fix.text),
+                "docs": r.docs,
+            },
         )
         e["platforms"].extend(p for p in ([r.platform] if r.platform else PLATFORM_NAMES) if p not in e["platforms"])
     jobs = [

@@ -135,7 +135,9 @@ def slowest_step(rep: Mapping[str, Any]) -> dict[str, Any] | None:
         "duration_ns": slow["duration_ns"],
         "over_median_ns": int(slow["duration_ns"]) - int(med["duration_ns"]) if med is not None else None,
     }
-    outlier = next((o for o in (metrics.get("outliers") or {}).get("steps") or [] if o.get("index") == slow["index"]), None)
+    outlier = next(
+        (o for o in (metrics.get("outliers") or {}).get("steps") or [] if o.get("index") == slow["index"]), None
+    )
     if outlier is not None and outlier.get("holder"):
         out["holder"] = outlier["holder"]
     return out
