@@ -250,7 +250,8 @@ VALUE_WORDS: dict[str, str] = {
     "xplane_step": "XPlane steps",
 }
 
-#: operator or autograd node -> its words, first match wins; a name no pattern matches keeps its own name
+#: operator or autograd node -> its words, first match wins; a name no pattern matches keeps its own name (a plain
+#: aten op such as ``aten::add_`` reads as itself: words would say less than its name)
 OP_WORDS: tuple[tuple[str, str], ...] = (
     (r"autograd::engine::evaluate_function: ScaledDotProduct(Cudnn)?AttentionBackward\d*", "attention backward{cudnn}"),
     (r"autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward\d*", "attention backward (flash)"),
@@ -277,18 +278,9 @@ OP_WORDS: tuple[tuple[str, str], ...] = (
     (r"aten::(mm|addmm|bmm|matmul)", "matmul"),
     (r"aten::(is_nonzero|_is_all_true|_is_any_true)", "a Python truth test on a tensor"),
     (r"aten::(_local_scalar_dense|item)", "reading a value back to the host (.item())"),
-    (r"aten::(to|_to_copy|copy_)", "copy or dtype cast"),
     (r"aten::index", "tensor indexing"),
     (r"aten::nonzero", "nonzero (data-dependent shape)"),
     (r"aten::masked_select", "masked select (data-dependent shape)"),
-    (r"aten::mul_?", "multiply"),
-    (r"aten::add_?", "add"),
-    (r"aten::dropout", "dropout"),
-    (r"aten::linalg_vector_norm", "vector norm"),
-    (r"aten::isfinite", "finiteness check"),
-    (r"aten::stack", "stack"),
-    (r"aten::std", "standard deviation"),
-    (r"aten::empty", "tensor allocation"),
     (r"Optimizer\.step#(\w+)\.step", "optimizer step ({opt})"),
     (r"Optimizer\.zero_grad#(\w+)\.zero_grad", "zeroing gradients ({opt})"),
     (r"FSDP::pre_forward", "FSDP pre-forward"),
