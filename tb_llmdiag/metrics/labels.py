@@ -287,8 +287,6 @@ OP_WORDS: tuple[tuple[str, str], ...] = (
     (r"FSDP::post_forward", "FSDP post-forward"),
     (r"FSDP::pre_backward", "FSDP pre-backward"),
     (r"FSDP::post_backward\w*", "FSDP post-backward"),
-    (r"cudaMalloc|cudaFree", "{raw} (allocator)"),
-    (r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize", "{raw} (sync)"),
     (r"record_param_comms", "collective launch"),
 )
 # fmt: on
@@ -312,7 +310,6 @@ def op_words(name: str) -> str:
             cudnn=" (cuDNN)" if "Cudnn" in name else "",
             node=_camel_words(groups[-1]) if groups else name,
             opt=groups[-1] if groups else "",
-            raw=name,
         )
     return name
 
@@ -356,6 +353,6 @@ def words_of(value: object) -> object:
         return value
     if value in VALUE_WORDS:
         return VALUE_WORDS[value]
-    if "::" in value or " > " in value or re.match(r"(Optimizer|FSDP)[.:]", value):
+    if _CHAIN.fullmatch(value):  # an op or an op chain
         return chain_words(value)
     return text_words(value)
