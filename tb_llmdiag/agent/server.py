@@ -6,7 +6,7 @@ Tools (each with a JSON schema from its signature, each answer compact JSON with
 (every finding the engine can report), so an agent can cite definitions. A user error (an unknown run, a path
 outside the logdir, a trace that cannot be read, an argument of the wrong type or out of its schema's range) is a
 tool error of one line within the answers' bound (``fit.error_line``); a bug is the SDK's generic tool error, its
-traceback on stderr. The SDK (``pip install 'tb-llmdiag[agent]'``) is imported only here,
+traceback on stderr. The SDK (``pip install '.[agent]'`` in a clone) is imported only here,
 through ``extras.require``. docs/agents.md registers the server in agent clients.
 """
 

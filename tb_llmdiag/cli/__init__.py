@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         default=None,
         help="analyse the ranks on a Dask cluster: a scheduler tcp://host:8786, or local[:N] (a "
-        "LocalCluster of N workers on this machine); needs pip install 'tb-llmdiag[dask]'",
+        "LocalCluster of N workers on this machine); needs the [dask] extra: pip install '.[dask]'",
     )
     rep.add_argument(
         "--workers", type=int, default=1, metavar="N", help="analyse on N local processes (default 1: this process)"
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp = sub.add_parser(
         "mcp",
         help="serve LOGDIR to coding agents: a Model Context Protocol server over stdio, read-only "
-        "(docs/agents.md; needs pip install 'tb-llmdiag[agent]')",
+        "(docs/agents.md; needs the [agent] extra: pip install '.[agent]')",
     )
     mcp.add_argument("logdir", nargs="?", default=".", help="the logdir to serve (default: the current directory)")
     mcp.set_defaults(func=_mcp)

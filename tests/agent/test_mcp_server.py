@@ -21,6 +21,7 @@ mcp = pytest.importorskip("mcp", reason="the [agent] extra (mcp) is not installe
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 from tb_llmdiag.agent.fit import DEFAULT_BUDGET_BYTES  # noqa: E402
+from tb_llmdiag.metrics.labels import chain_words  # noqa: E402
 
 SEED, FIXED = "seed_lora_qwen1.5b", "fixed_lora_qwen1.5b"
 TOOLS = {"list_runs", "diagnose", "explain_finding", "top_activities", "compare", "check"}
@@ -120,7 +121,7 @@ def test_top_activities_of_the_findings_step_names_its_host_op(answers: dict[str
     run = seed_run(report)
     # host_bound names the activity the attribution finds holding the idle time (issue #23): its innermost name
     host_op = run["metrics"]["attribution"]["top_chain"].split(" > ")[-1]
-    assert host_op in run["findings"][0]["evidence"]["host_is"]
+    assert chain_words(host_op) in run["findings"][0]["evidence"]["host_is"]  # the op in words (#36)
     explained = answers["explain"][2]
     assert explained["culprit"] == host_op and explained["ranges"]
     # the step shown is the median step, the basis of the saving (the lower middle of an even count)
@@ -190,4 +191,4 @@ def test_without_the_sdk_the_command_says_so_in_one_line() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == ("llmdiag: llmdiag mcp needs the Python package 'mcp', which is not installed: "
-                           "pip install 'tb-llmdiag[agent]'\n")
+                           "pip install '.[agent]' in a clone of the repository (the package's [agent] extra)\n")
