@@ -79,6 +79,13 @@ class ScalarSink:
         self._own: Any = None
         self.written: list[tuple[int, str, float]] = []
 
+    def prepare(self) -> None:
+        """Import TensorBoard's event writer now (a fraction of a second the first time), so that the first scalars
+        written from inside a training step do not pay for it."""
+        if self.writer is None and self.scalars_dir is not None:
+            from tensorboard.compat.proto import event_pb2, summary_pb2  # noqa: F401
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: F401
+
     def write(self, step: int, values: dict[str, float]) -> None:
         if not values:
             return

@@ -11,9 +11,10 @@ Every step is timed on the host clock between two `step()` calls (no profiler, n
 
 - **first**: at step `first_step` (default 10: the steps before it are the job before any profiler ran);
 - **periodic**: then at every multiple of `every` (widened by the budget, below);
-- **triggered** (`trigger=share`): after an unprofiled step that ran more than `share` over the median of the last 50
-  unprofiled steps, at most once per `cooldown_steps` steps. The window opens at the next step: it records a slowdown
-  that lasts a few steps (a slow shard, a neighbour, thrashing); the slow step itself is in the window's metadata.
+- **triggered** (`trigger=share`): after `trigger_confirm_steps` (2) unprofiled steps in a row that each ran more
+  than `share` over the median of the last 50 unprofiled steps, at most once per `cooldown_steps` steps. The window
+  opens at the next step: it records a slowdown that lasts a few steps (a slow shard, a neighbour, thrashing); the slow
+  steps themselves are in the window's metadata. One slow step alone opens nothing (a collection, a log flush).
 
 A window is `warmup` (1) steps with the profiler on and discarded, then `active` (3) recorded steps, with low-overhead
 defaults (shapes on; memory and Python stacks off); the device is synchronized where it opens and where it closes.
@@ -48,7 +49,13 @@ import time
 import uuid
 from typing import Any
 
-from tb_llmdiag.capture_budget import DEFAULT_BUDGET_SHARE, Budget, RecentSteps, Trigger
+from tb_llmdiag.capture_budget import (
+    DEFAULT_BUDGET_SHARE,
+    DEFAULT_TRIGGER_CONFIRM_STEPS,
+    Budget,
+    RecentSteps,
+    Trigger,
+)
 from tb_llmdiag.capture_scalars import ScalarSink, helper_scalars, report_scalars
 
 WINDOW_KEY = "llmdiag_window"
@@ -108,6 +115,7 @@ class RunProfiler:
         active: int = 3,
         trigger: float | None = None,
         cooldown_steps: int = DEFAULT_COOLDOWN_STEPS,
+        trigger_confirm_steps: int = DEFAULT_TRIGGER_CONFIRM_STEPS,
         budget: float = DEFAULT_BUDGET_SHARE,
         total_steps: int | None = None,
         start_step: int = 0,
@@ -131,7 +139,9 @@ class RunProfiler:
         self.output_dir = os.path.join(os.fspath(logdir), run) if run not in ("", ".") else os.fspath(logdir)
         self.options = {**LOW_OVERHEAD_OPTIONS, **profiler_options}
         self.every, self.first_step, self.warmup, self.active = every, first_step, warmup, active
-        self.trigger = Trigger(trigger, cooldown_steps) if trigger is not None else None
+        self.trigger = (
+            Trigger(trigger, cooldown_steps, confirm_steps=trigger_confirm_steps) if trigger is not None else None
+        )
         self.budget = Budget(budget, total_steps)
         self.start_step, self.time_steps_after, self.worker = start_step, time_steps_after, worker
         self.use_gzip, self.analyze = use_gzip, analyze
@@ -177,6 +187,8 @@ class RunProfiler:
         self.profiler = torch.profiler.profile(
             activities=acts, schedule=self._action, on_trace_ready=self._trace_ready, **self.options
         )
+        if self.sink is not None:
+            self.sink.prepare()  # TensorBoard's writer imported now, not inside a timed step
         self.profiler.step_num = self.start_step  # ProfilerStep#<global step>
         self.profiler.start()
         atexit.register(self.stop)
@@ -198,7 +210,7 @@ class RunProfiler:
         else:
             fired = self._unprofiled(g, step_ns, now)
             self._maybe_open(g, step_ns, fired, now)
-        self._poll()
+        self._booked(self._poll)
         self.step_num += 1
         self._began_ns = self.clock()
 
@@ -214,7 +226,7 @@ class RunProfiler:
             if len(w.after) >= self.time_steps_after:
                 w.end_ns = now
                 self._waiting = None
-                self._hand_off(w)
+                self._booked(self._hand_off, w)
             return False
         fired = self.trigger is not None and self.trigger.fires(g, step_ns, self.recent)
         self.recent.add(g, step_ns)
@@ -232,7 +244,16 @@ class RunProfiler:
         elapsed, median = now - self._started_ns, self.recent.median_ns()
         if fired and self.trigger is not None and self.budget.fits(1, elapsed, g, median):
             reason = "triggered"
-            trigger = {"step": g, "step_ns": step_ns, "median_ns": median, "threshold_share": self.trigger.share}
+            slow = self.trigger.streak
+            trigger = {
+                "step": slow[0][0],
+                "step_ns": slow[0][1],
+                "median_ns": median,
+                "threshold_share": self.trigger.share,
+                "confirm_steps": self.trigger.confirm_steps,
+                "slow_steps": [s for s, _ in slow],
+                "slow_step_ns": [t for _, t in slow],
+            }
             self.trigger.fired(g)
         elif self._periodic_due(nxt):
             every_eff = self.budget.periodic_every(self.every, elapsed, nxt, median) if self.every else None
@@ -344,7 +365,12 @@ class RunProfiler:
             "analyze": self.analyze,
         }
         self._queue.append((w, spec))
-        self._poll()
+
+    def _booked(self, fn: Any, *args: Any) -> None:
+        """Run a piece of the helper's own work on the training thread and book its time in the budget."""
+        t0 = self.clock()
+        fn(*args)
+        self.budget.add_helper(self.clock() - t0)
 
     def _reference_ns(self, w: _Window) -> int | None:
         """The unprofiled step a window's cost is measured against: the larger of the medians of the steps before
@@ -398,6 +424,7 @@ class RunProfiler:
                 "profiler_stop_export_ns": w.stop_ns,
                 "spent_ns": self.budget.spent_ns,
                 "one_time_ns": self.budget.one_time_ns,
+                "helper_ns": self.budget.helper_ns,
                 "elapsed_ns": elapsed_ns,
                 "spent_share": self.budget.spent_share(elapsed_ns),
                 "budget_share": self.budget.share,

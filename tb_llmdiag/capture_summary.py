@@ -73,6 +73,8 @@ def finish(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(10)  # below the training process when they share cores
     try:
         result = finish(json.load(sys.stdin))
     except Exception as e:  # noqa: BLE001  (the training process reads the error; it never stops training)
