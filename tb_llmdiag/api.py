@@ -38,6 +38,8 @@ from tb_llmdiag.queries import __all__ as queries_names
 from tb_llmdiag.scale.runner import InlineRunner, Runner
 from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
 from tb_llmdiag.scale.session import runner_session, tab_executor
+from tb_llmdiag.series import SERIES_SCHEMA
+from tb_llmdiag.series import build as build_series
 from tb_llmdiag.timeline import TIMELINE_VERSION
 from tb_llmdiag.timeline import build as build_timelines
 from tb_llmdiag.traceview.build import TRACEVIEW_VERSION, Put
@@ -57,11 +59,11 @@ ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERS
 # fmt: off
 __all__ = [
     "BadIndex", "DASK_ENV", "ENGINE_VERSION", "Index", "JobSide", "LinkOutside", "NotRegularFile",
-    "REPORT_SCHEMA", "RULES", "RunSide", "Runner", "Side", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "TraceFile",
+    "REPORT_SCHEMA", "RULES", "RunSide", "Runner", "SERIES_SCHEMA", "Side", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "TraceFile",
     "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index", "analyze_rank_file", "analyze_trace", "compare",
     "discover", "error_report", "is_compare_key", "is_url", "job_for_summaries", "job_groups", "load_analysis",
     "locate_evidence", "names", "open_raw", "preload", "rank_summary", "report", "report_index", "saved_report",
-    "tab_executor", "writing", "writing_report", *queries_names,
+    "tab_executor", "timeline", "timeline_of_runs", "writing", "writing_report", *queries_names,
 ]
 # fmt: on
 
@@ -187,6 +189,9 @@ def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str,
         "findings": findings,
         "what_if": what_if,
     }
+    window = trace.metadata.get("llmdiag_window")
+    if isinstance(window, dict):  # an over-the-run window (docs/report_schema.md): only then, so others keep their form
+        report["window"] = window
     return jsonable(report), analysis
 
 
@@ -395,6 +400,20 @@ def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runn
         return report_index(index, runner)
     with runner_session(dask, workers) as session:
         return report_index(index, session)
+
+
+def timeline_of_runs(runs: list[dict[str, Any]], root: str = "") -> dict[str, Any]:
+    """The over-the-run timeline (docs/timeline.md) of run reports already made (the tab's cached ones)."""
+    return build_series(runs, root)
+
+
+def timeline(path: str, *, dask: str | None = None, workers: int = 1, runner: Runner | None = None) -> dict[str, Any]:
+    """The over-the-run timeline of every trace under ``path``: each window's report (``report``), grouped into
+    series with their change points and what changed at each (``tb_llmdiag.series``, docs/timeline.md)."""
+    rep = report(path, dask=dask, workers=workers, runner=runner)
+    doc = build_series(rep["runs"], rep["root"])
+    doc["tool"] = rep["tool"]
+    return doc
 
 
 def metric_registry() -> dict[str, Any]:

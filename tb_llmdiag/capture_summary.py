@@ -41,6 +41,7 @@ def summary_of(report: dict[str, Any]) -> dict[str, Any] | None:
     return {
         "profiled_step_ns": step_ns,
         "gpu_busy_share": head.get("gpu_busy_share"),
+        "mfu_share": head.get("mfu_share"),
         "tokens_per_step": tokens,
         "savings_share": savings,
         "finding_ids": [str(f.get("id")) for f in run.get("findings") or []],
