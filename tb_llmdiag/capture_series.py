@@ -411,6 +411,8 @@ class RunProfiler:
             "profiled_step_ns": [t for s, t in w.steps_ns if s >= w.first_step],
             "before_steps": [s for s, _ in w.before],
             "before_step_ns": [t for _, t in w.before],
+            "after_steps": [s for s, _ in w.after],
+            "after_step_ns": [t for _, t in w.after],
             "step_ns": ref_ns,
             "tokens_per_step": w.tokens_per_step,
             "every": self.every,

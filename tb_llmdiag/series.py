@@ -8,8 +8,9 @@ document (docs/timeline.md is its schema). Not ``tb_llmdiag.timeline``, which is
   ``torch.profiler`` schedule with ``repeat``: one file per cycle) form a series ordered by their first
   ``ProfilerStep#`` (else by their order on disk).
 - **A window's numbers**: ``step_ns``, the job's step as it ran around the window without the profiler: the median
-  of the unprofiled steps the helper timed before it (a triggered window: its slow steps from the trigger on and its
-  profiled steps, the job while the slowdown lasted), else the profiled steps; ``profiled_step_ns`` the report's
+  of the unprofiled steps the helper timed before it (a triggered window: its slow steps from the trigger on and the
+  unprofiled steps timed after it, the job while the slowdown lasted; without those, its profiled steps), else the
+  profiled steps; ``profiled_step_ns`` the report's
   median step; tokens a step (the helper's count, else the trace's token slots) and tokens/s over ``step_ns``; the
   report's GPU busy and MFU shares; its top findings and their savings.
 - **Noise band**: ``band_share`` = the larger of ``MIN_SHIFT_SHARE`` (5 %) and 3 x the median relative spread of the
@@ -73,7 +74,10 @@ def level_samples(run: Run) -> tuple[list[float], str]:
     trigger = w.get("trigger") or {}
     if w.get("reason") == "triggered" and _num(trigger.get("step")) is not None and len(steps) == len(before):
         slow = [t for s, t in zip(steps, before) if s >= trigger["step"]]
-        return slow + [float(x) for x in w.get("profiled_step_ns") or [] if x > 0], "slowdown"
+        after = [float(x) for x in w.get("after_step_ns") or [] if x > 0]
+        if after:
+            return slow + after, "slowdown"
+        return slow + [float(x) for x in w.get("profiled_step_ns") or [] if x > 0], "slowdown_profiled"
     if before:
         return before, "unprofiled_before"
     return _per_step_ns(run), "profiled"

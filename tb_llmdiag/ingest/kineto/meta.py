@@ -106,7 +106,8 @@ def _ints(v: Any, limit: int = 1000) -> list[int] | None:
 
 
 _WINDOW_INTS = ("schema", "index", "global_step", "step_ns", "every", "every_effective", "first_step", "cooldown_steps")
-_WINDOW_LISTS = ("warmup_steps", "window_steps", "profiled_step_ns", "before_steps", "before_step_ns")
+_WINDOW_LISTS = ("warmup_steps", "window_steps", "profiled_step_ns", "before_steps", "before_step_ns", "after_steps",
+                 "after_step_ns")  # fmt: skip
 _TRIGGER_NUMS = ("step", "step_ns", "median_ns", "threshold_share", "confirm_steps")
 _COST_NUMS = ("window_ns", "profiler_start_ns", "profiler_stop_export_ns", "spent_ns", "one_time_ns", "helper_ns",
               "elapsed_ns", "spent_share", "budget_share", "total_steps")  # fmt: skip
