@@ -13,6 +13,8 @@ document (docs/timeline.md is its schema). Not ``tb_llmdiag.timeline``, which is
   profiled steps; ``profiled_step_ns`` the report's
   median step; tokens a step (the helper's count, else the trace's token slots) and tokens/s over ``step_ns``; the
   report's GPU busy and MFU shares; its top findings and their savings.
+- **Triggered windows** also carry ``slowdown``: the slow steps that opened it against the median they were judged
+  by, and how many of the steps the trace recorded ran over the same threshold (the window holds the slowdown).
 - **Noise band**: ``band_share`` = the larger of ``MIN_SHIFT_SHARE`` (5 %) and 3 x the median relative spread of the
   windows' own samples (``within_share``: 1.4826 x MAD / median, over the windows with 3 samples or more).
 - **Change points**: window ``i`` against the last window before it that is not a transient (``j``): its step moved
@@ -92,6 +94,27 @@ def _findings(run: Run) -> list[dict[str, Any]]:
     return out
 
 
+def slowdown(run: Run) -> dict[str, Any] | None:
+    """A triggered window's slowdown: the slow steps that opened it, the median they were judged against, and how
+    many of the window's recorded steps (in the trace) ran over the same threshold: whether it holds the slowdown."""
+    w = run.get("window") or {}
+    t = w.get("trigger") or {}
+    median, share = _num(t.get("median_ns")), _num(t.get("threshold_share"))
+    if w.get("reason") != "triggered" or median is None or share is None:
+        return None
+    recorded = _per_step_ns(run)
+    slow = t.get("slow_step_ns") or ([t["step_ns"]] if _num(t.get("step_ns")) is not None else [])
+    return {
+        "slow_steps": t.get("slow_steps") or [t.get("step")],
+        "slow_step_ns": slow,
+        "median_ns": median,
+        "threshold_share": share,
+        "excess_share": (_median(slow) or median) / median - 1 if median > 0 else None,
+        "recorded_steps": len(recorded),
+        "recorded_slow_steps": sum(1 for d in recorded if d > (1 + share) * median),
+    }
+
+
 def window_point(run: Run) -> dict[str, Any]:
     """One window's numbers in the series (module docstring)."""
     w = run.get("window") or {}
@@ -127,6 +150,7 @@ def window_point(run: Run) -> dict[str, Any]:
         "mfu_share": _num(head.get("mfu_share")),
         "findings": _findings(run),
         "trigger": w.get("trigger"),
+        "slowdown": slowdown(run),
         "cost_ns": _num(cost.get("window_ns")),
         "cost_share_so_far": _num(cost.get("spent_share")),
     }

@@ -81,9 +81,15 @@ def trigger_line(w: Mapping[str, Any]) -> str:
     slow = t.get("slow_steps") or [t.get("step")]
     times = t.get("slow_step_ns") or [t.get("step_ns")]
     steps = ", ".join(f"{s} ({fmt_ns(ns)})" for s, ns in zip(slow, times))
+    sd = w.get("slowdown") or {}
+    held = (
+        f"; {sd['recorded_slow_steps']} of its {sd['recorded_steps']} recorded steps over the same threshold"
+        if sd.get("recorded_steps")
+        else ""
+    )
     return (
-        f"triggered at step {w.get('global_step')}: slow steps {steps} against a median of {fmt_ns(t.get('median_ns'))};"
-        f" the window's {_label('headline.step_median_ns')} {fmt_ns(w.get('profiled_step_ns'))}"
+        f"triggered at step {w.get('global_step')}: slow steps {steps} against a median of {fmt_ns(t.get('median_ns'))}"
+        f"{held}; the window's {_label('headline.step_median_ns')} {fmt_ns(w.get('profiled_step_ns'))}"
     )
 
 
