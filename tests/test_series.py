@@ -21,6 +21,7 @@ import pytest
 
 from tb_llmdiag import api
 from tb_llmdiag.cli import main as cli_main
+from tb_llmdiag.errors import RunNotFound
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 H200 = os.path.join(HERE, "data", "over_run_h200")
@@ -138,7 +139,7 @@ def test_mcp_timeline_answer_is_brief_and_within_budget():
     assert [w["name"] for w in s["windows"]] == [f"over_run_h200/rank0/{i}" for i in (1, 2, 3, 4)]
     shift = [c for c in s["changes"] if c["kind"] == "shift"][0]
     assert shift["at_step"] == 1101 and "allocator_churn" in shift["what_changed"]["findings_new"]
-    with pytest.raises(api.RunNotFound):
+    with pytest.raises(RunNotFound):
         timeline(Workspace(os.path.dirname(H200)), "no_such_run")
 
 

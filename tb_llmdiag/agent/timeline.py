@@ -12,6 +12,7 @@ from tb_llmdiag import api
 from tb_llmdiag.agent.answers import budget
 from tb_llmdiag.agent.fit import fit
 from tb_llmdiag.agent.workspace import Workspace
+from tb_llmdiag.errors import RunNotFound
 
 _WINDOW_BRIEF = ("index", "name", "reason", "global_step", "step_ns", "profiled_step_ns", "tokens_per_s",
                  "gpu_busy_share", "mfu_share")  # fmt: skip
@@ -55,7 +56,7 @@ def timeline(ws: Workspace, run: str | None = None, detail: bool = False) -> dic
     traces, _ = api.run_names(index)
     picked = [(name, tf) for name, tf in traces if run in (None, "", tf.run)]
     if run and not picked:
-        raise api.RunNotFound(f"no run {run!r} in the logdir (see list_runs: the part of a name before the worker)")
+        raise RunNotFound(f"no run {run!r} in the logdir (see list_runs: the part of a name before the worker)")
     reports = []
     names = {}
     for name, tf in picked:

@@ -9,7 +9,7 @@ with several ranks) splits waiting from transfer and names a straggler or the ex
 
 from __future__ import annotations
 
-from tb_llmdiag.findings.engine import Fix, Metrics, Rule, lookup
+from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 
 
 def top_collective_kind(m: Metrics) -> str | None:
@@ -18,11 +18,27 @@ def top_collective_kind(m: Metrics) -> str | None:
     return str(rows[0]["kind"]) if rows and isinstance(rows[0], dict) else None
 
 
+# its wording on inference runs (a flavour keyed ``"inference"``): tensor-parallel serving
+_EXPOSED_COMMUNICATION_INFERENCE = Flavour(
+    fix=Fix(
+        text="Load every rank's trace of this run together (one folder: the job view) to see whether a "
+        "straggler or the transfer costs the time; to hide it: overlap the tensor-parallel all-reduce "
+        "with compute (fused all-reduce + norm kernels, custom all-reduce), or use fewer "
+        "tensor-parallel ranks when the model fits.",
+        pytorch="# vLLM: LLM(model, tensor_parallel_size=N)  (fewer ranks if the model fits)\n"
+        "# SGLang: --tp N --enable-custom-all-reduce",
+        hf_trainer="# serve with vLLM/SGLang: HF generate() has no tensor-parallel overlap",
+    )
+)
+
+
 COMM_RULES: tuple[Rule, ...] = (
     Rule(
         id="exposed_communication",
         claims="communication",
         platform="cuda",
+        step_part="collective_ns",
+        flavours=(("inference", _EXPOSED_COMMUNICATION_INFERENCE),),
         title="The GPU sits in collectives no compute hides",
         metric="communication.exposed_share",
         above=0.10,
