@@ -20,7 +20,7 @@ document (docs/timeline.md is its schema). Not ``tb_llmdiag.timeline``, which is
 - **Change points**: window ``i`` against the last window before it that is not a transient (``j``): its step moved
   by more than the band, or its tokens a step changed (by more than 1 %). A move that the next window undoes (back
   within the band of ``j``, the same tokens) is a ``transient`` (a slow shard, a neighbour: what a triggered window
-  is for), else a ``shift``. Each carries what changed: ``compare.compare_runs(j, i)``'s verdict, the work change,
+  is for), else a ``shift``. Each carries what changed: ``compare.compare(j, i)``'s verdict, the work change,
   the findings that appeared, grew or went, the bottleneck, and the metrics that moved beyond their noise.
 - **Cost**: the capture's cost over the run from the helper's ledger in the last window (the windows' extra time
   against the unprofiled steps around them, the helper's own time, the share of the run's wall time so far, the
@@ -33,7 +33,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tb_llmdiag.compare import compare_runs
+from tb_llmdiag.compare import compare
 from tb_llmdiag.jsonsafe import jsonable
 
 SERIES_SCHEMA = 1
@@ -240,12 +240,12 @@ def _role(run: Run) -> str:
 
 
 def what_changed(before: Run, after: Run) -> dict[str, Any] | None:
-    """The comparison's account of a change (``compare.compare_runs``), kept short; None when a side has no
+    """The comparison's account of a change (``compare.compare``), kept short; None when a side has no
     analysed steps."""
     if before.get("status") not in ("ok", "partial") or after.get("status") not in ("ok", "partial"):
         return None
     try:
-        doc = compare_runs(before, after, roles=(_role(before), _role(after)))
+        doc = compare(before, after, roles=(_role(before), _role(after)))
     except (ValueError, KeyError, TypeError, ZeroDivisionError):
         return None
     fd = doc.get("findings") or {}
