@@ -4,7 +4,7 @@
 // finding's saving; a window opens its report (and its trace, for download). Hidden for a run of one window.
 // Labels from the metric registry; names and finding texts through textContent only.
 
-import { h, clear } from '../dom.js';
+import { h, clear, append } from '../dom.js';
 import { fmtCount, fmtDuration, fmtShare, isNum } from '../format.js';
 import { labelOf } from '../registry.js';
 import { traceUrl } from '../api.js';
@@ -69,8 +69,8 @@ function chart(series, tab, width) {
     g.addEventListener('click', () => tab.select(selOf(w)));
     el.append(g);
   }
-  for (const x of [x0, x1]) {
-    const t = svg('text', { x: X(x), y: H - 8, 'text-anchor': 'middle', class: 'axis' });
+  for (const [x, anchor] of [[x0, 'start'], [x1, 'end']]) {
+    const t = svg('text', { x: X(x), y: H - 8, 'text-anchor': anchor, class: 'axis' });
     t.textContent = `step ${x}`;
     el.append(t);
   }
@@ -121,17 +121,20 @@ export function renderOverRun(el, doc, sel, tab, width) {
   clear(el);
   if (!series || (series.windows || []).length < 2) return false;
   const band = series.noise && series.noise.band_share;
-  el.append(
+  append(el, [
     h('div', { class: 'muted', text: `${series.windows.length} windows of ${series.run} / ${series.worker}`
       + `${series.series ? ` (series ${series.series})` : ' (profiler schedule)'} · noise band ${fmtShare(band)}` }),
     chart(series, tab, width),
+    h('div', { class: 'hint legend' }, h('span', { class: 'key unprofiled', text: '●' }), ` ${labelOf('capture.unprofiled_step_ns')}  `,
+      h('span', { class: 'key profiled', text: '○' }), ` ${labelOf('headline.step_median_ns')} (profiled)  `,
+      h('span', { class: 'key trigger', text: '▼' }), ' triggered window  ┆ change point'),
     h('ul', { class: 'changes' }, ...(series.changes || []).map((c) => changeItem(c, series, tab))),
     (series.changes || []).length ? null : h('div', { class: 'muted', text: 'No change beyond the noise band.' }),
     h('table', { class: 'over-run-windows' },
       h('thead', {}, h('tr', {}, h('th', { text: 'step' }), h('th', { text: 'why' }),
         ...COLUMNS.map(([key]) => h('th', { text: labelOf(key) })), h('th', { text: 'top finding (saving)' }), h('th', {}))),
       h('tbody', {}, ...series.windows.map((w) => windowRow(w, tab, w.span === sel.span)))),
-    h('div', { class: 'muted cost', text: costText(series.cost) }));
+    h('div', { class: 'muted cost', text: costText(series.cost) })]);
   return true;
 }
 
