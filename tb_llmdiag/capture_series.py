@@ -266,6 +266,9 @@ class RunProfiler:
             else:
                 self._skipped.append(nxt)
             self._next_periodic = self._next_grid(nxt, every_eff or self.every)
+        total = self.budget.total_steps
+        if reason is not None and total is not None and nxt + self.warmup + self.active > total:
+            reason = None  # the run ends before the window could record its steps
         if reason is None:
             self.profiler.step()
             return
@@ -347,6 +350,9 @@ class RunProfiler:
     def _hand_off(self, w: _Window) -> None:
         """The steps after `w` are timed (or the run stops): book its cost, queue its file, write its cheap scalars."""
         ref = self._reference_ns(w)
+        recorded = [t for s, t in self._tokens if w.first_step <= s <= w.last_step]
+        if recorded:  # the tokens of the steps the trace holds (a triggered window follows a change of them)
+            w.tokens_per_step = float(statistics.median(recorded))
         n = len(w.steps_ns) + len(w.after)
         cost = max(0, (w.end_ns - w.opened_ns) - n * ref) if ref else 0
         self.budget.add(cost, one_time_ns=w.start_ns if w.index == 0 else 0)

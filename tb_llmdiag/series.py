@@ -7,7 +7,8 @@ document (docs/timeline.md is its schema). Not ``tb_llmdiag.timeline``, which is
   object): they group by run, worker and series id, in global-step order. Other files of a run and worker (a plain
   ``torch.profiler`` schedule with ``repeat``: one file per cycle) form a series ordered by their first
   ``ProfilerStep#`` (else by their order on disk).
-- **A window's numbers**: ``step_ns``, the job's step as it ran around the window without the profiler: the median
+- **A window's numbers** (tokens a step: the helper's count of the recorded steps; a triggered window's from its
+  trace when it holds token slots, as a count of the steps before it is the job before the change): ``step_ns``, the job's step as it ran around the window without the profiler: the median
   of the unprofiled steps the helper timed before it (a triggered window: its slow steps from the trigger on and the
   unprofiled steps timed after it, the job while the slowdown lasted; without those, its profiled steps), else the
   profiled steps; ``profiled_step_ns`` the report's
@@ -123,6 +124,9 @@ def window_point(run: Run) -> dict[str, Any]:
     samples, source = level_samples(run)
     level = _median(samples)
     tokens = _num(w.get("tokens_per_step")) or _num(steps.get("tokens_per_step_median"))
+    if w.get("reason") == "triggered" and _num(steps.get("tokens_per_step_median")):
+        # the trace's own count: a helper's count of the steps before the window is the job before the change
+        tokens = _num(steps.get("tokens_per_step_median"))
     first = steps.get("first_index")
     count = steps.get("count")
     window_steps = w.get("window_steps") or (
