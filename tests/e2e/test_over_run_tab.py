@@ -1,7 +1,7 @@
 """Over the run (#34) in a real TensorBoard through Debian Chromium: the tab's "Over the run" section and the
 ``llm_diag/*`` scalars in TensorBoard's own Scalars dashboard.
 
-Logdir: ``over_run_h200``, the first H200 run's four windows and the event file the capture helper wrote beside them
+Logdir: ``over_run_h200``, eight windows of the H200 rerun and the event file the capture helper wrote beside them
 while training (``llm_diag/step_ms``, ``tokens_per_s``, ``capture_cost_share``, ``trigger_step_ms``), and
 ``scalars/over_run_h200``, what ``llmdiag scalars`` writes for the same windows (adds the report's
 ``gpu_busy_share``, ``mfu_share``, ``profiled_step_ms`` and the findings' savings).
@@ -50,7 +50,7 @@ def test_over_the_run_section_shows_the_windows_and_the_change(over_run_server, 
     expected = api.timeline(str(SRC))
     assert isinstance(served, dict)
     (s,) = served["series"]
-    assert [w["global_step"] for w in s["windows"]] == [11, 32, 501, 1101]
+    assert [w["global_step"] for w in s["windows"]] == [601, 653, 701, 1001, 1101, 1201, 1237, 1301]
     assert [c["at_step"] for c in s["changes"]] == [c["at_step"] for c in expected["series"][0]["changes"]]
     ctx, page, errors = new_page(browser, requests_seen)
     try:
@@ -59,17 +59,19 @@ def test_over_the_run_section_shows_the_windows_and_the_change(over_run_server, 
         section = f.locator("section.over-run")
         section.locator("table.over-run-windows tbody tr").first.wait_for(timeout=60_000)
         steps = section.locator("table.over-run-windows tbody tr").evaluate_all("els => els.map(e => e.dataset.step)")
-        assert steps == ["11", "32", "501", "1101"]
-        assert section.locator("svg.over-run-chart g.window").count() == 4
-        assert section.locator("svg.over-run-chart g.window.triggered path.trigger").count() == 1
+        assert steps == ["601", "653", "701", "1001", "1101", "1201", "1237", "1301"]
+        assert section.locator("svg.over-run-chart g.window").count() == 8
+        assert section.locator("svg.over-run-chart g.window.triggered path.trigger").count() == 2
         heads = section.locator("li.change .change-head").evaluate_all("els => els.map(e => e.textContent)")
-        assert any(h.startswith("Change at step 1101 (against step 501)") for h in heads), heads
-        shift = section.locator("li.change.shift")
+        assert [h.split(":")[0] for h in heads] == ["Change at step 653 (against step 601)",
+                                                     "Change at step 1101 (against step 1001)",
+                                                     "One-off at step 1237 (against step 1201)"]  # fmt: skip
+        shift = section.locator("li.change.shift[data-at='1101']")
         assert "The host frees and re-allocates GPU memory every step" in shift.inner_text()
         assert "Capture cost:" in section.locator(".cost").inner_text()
         shift.get_by_role("button", name="open step 1101").click()
-        page.wait_for_function("() => decodeURIComponent(window.location.hash).includes('p.llm_diag.span=4')")
-        assert plugin_hash(page)["span"] == "4"
+        page.wait_for_function("() => decodeURIComponent(window.location.hash).includes('p.llm_diag.span=5')")
+        assert plugin_hash(page)["span"] == "5"
         section.locator("table.over-run-windows tbody tr.current[data-step='1101']").wait_for(timeout=30_000)
         assert not errors, errors
         assert not no_foreign(requests_seen)
