@@ -136,7 +136,7 @@ def window_metadata(value: Any) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {"series": value["series"][:64]}
     out.update({k: v for k in _WINDOW_INTS if (v := _int(value.get(k))) is not None})
-    out.update({k: v for k in _WINDOW_LISTS if (v := _ints(value.get(k))) is not None})
+    out.update({k: xs for k in _WINDOW_LISTS if (xs := _ints(value.get(k))) is not None})
     if value.get("reason") in _REASONS:
         out["reason"] = value["reason"]
     tokens = _num(value.get("tokens_per_step"))
@@ -146,14 +146,14 @@ def window_metadata(value: Any) -> dict[str, Any] | None:
     if isinstance(trigger, dict):
         t: dict[str, Any] = dict(_numbers(trigger, _TRIGGER_NUMS))
         for k in ("slow_steps", "slow_step_ns"):
-            if (v := _ints(trigger.get(k), 100)) is not None:
-                t[k] = v
+            if (listed := _ints(trigger.get(k), 100)) is not None:
+                t[k] = listed
         out["trigger"] = t
     cost = value.get("cost")
     if isinstance(cost, dict):
         out["cost"] = dict(_numbers(cost, _COST_NUMS))
-        if (v := _ints(cost.get("skipped_steps"))) is not None:
-            out["cost"]["skipped_steps"] = v
+        if (skipped := _ints(cost.get("skipped_steps"))) is not None:
+            out["cost"]["skipped_steps"] = skipped
     return out
 
 
