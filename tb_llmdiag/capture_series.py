@@ -16,13 +16,14 @@ Every step is timed on the host clock between two `step()` calls (no profiler, n
   opens at the next step: it records a slowdown that lasts a few steps (a slow shard, a neighbour, thrashing); the slow
   steps themselves are in the window's metadata. One slow step alone opens nothing (a collection, a log flush).
 
-A window is `warmup` (1) steps with the profiler on and discarded, then `active` (3) recorded steps, with low-overhead
+A window opens only when the run (`total_steps`, when known) has room for all its steps. It is `warmup` (1) steps
+with the profiler on and discarded, then `active` (3) recorded steps, with low-overhead
 defaults (shapes on; memory and Python stacks off); the device is synchronized where it opens and where it closes.
 Its trace is one `tensorboard_trace_handler`-named file, `<logdir>/<run>/<worker>.<ns>.pt.trace.json.gz`, with
 `ProfilerStep#<global step>` markers, written once the `time_steps_after` (3) steps after it have run unprofiled and
 been timed, with two top-level keys: `llmdiag_unprofiled_step_ns` (the steps before and after it, schema 3 of
 `tb_llmdiag.capture`) and `llmdiag_window` (`WINDOW_SCHEMA`: the series, why the window was taken, the trigger, the
-tokens, the cost so far).
+tokens a step of its recorded steps, the unprofiled steps before and after it, the cost so far).
 
 The training process only exports the profiler's raw JSON; a separate process (`tb_llmdiag.capture_summary`, one at
 a time, started with `subprocess`) gzips it into place and reads it with the report engine; its summary becomes

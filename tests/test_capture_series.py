@@ -282,3 +282,21 @@ def test_hf_callback_captures_over_the_run_with_the_trainers_counts(tmp_path):
     # first at 2 (recorded 3-5, timed after 6-8: the slot at 5 passes), then 10 (timed after 14-16: 15 passes)
     assert [m["window_steps"] for m in meta] == [[3, 5], [11, 13]]
     assert [m["tokens_per_step"] for m in meta] == [32, 32]
+
+
+def test_no_window_past_the_runs_end_and_tokens_of_the_recorded_steps(tmp_path):
+    clock = FakeClock()
+    prof = profile_run(
+        tmp_path, "r", every=10, budget=1.0, total_steps=30, time_steps_after=2, analyze=False, rank=0, clock=clock
+    )
+    model = torch.nn.Linear(4, 4)
+    with prof:
+        for i in range(30):
+            model(torch.ones(2, 4)).sum().backward()
+            clock.now += STEP_NS
+            prof.step(tokens=64 if i < 21 else 128)  # the window at 20 records steps 21-23: 128 tokens each
+    meta = [d[WINDOW_KEY] for d in windows_on_disk(prof)]
+    # slot 30 is the run's end (steps 0-29): no window there; the first at 10, then 20
+    assert [m["window_steps"] for m in meta] == [[11, 13], [21, 23]]
+    assert [m["tokens_per_step"] for m in meta] == [64, 128]
+    assert [w.warmup_step for w in prof.windows] == [10, 20]
