@@ -3,7 +3,7 @@ step order, change points fall at the right windows with what changed, a trigger
 transient, the capture's cost is the helper's ledger; `llmdiag timeline` and `llmdiag scalars`, the MCP answer.
 
 GIVEN eight windows of the H200 rerun (tests/data/over_run_h200, every 100 steps and two triggered ones, out of 18:
-sequence length doubled at step 650, the allocator thrashed from 1050, a slow data shard at 1234-1241; over_run_truth.json says
+sequence length doubled at step 650, the allocator thrashed from 1050, a slow data shard at 1234-1241; helper/over_run_truth.json says
 what was planted and holds the helper's window list), and windows written here by the capture helper on the CPU with
 a fake clock (a step of 20 ms, 30 ms and twice the tokens from step 45, eight slow steps of 250 ms at 70-77).
 THEN the numbers are those of the raw files (read here with gzip + json) and of the planted truth.
@@ -52,7 +52,7 @@ def test_the_report_keeps_the_window_object_as_written():
 
 
 def test_the_h200_windows_form_one_series_in_step_order(h200_doc):
-    truth = json.load(open(os.path.join(H200, "over_run_truth.json")))
+    truth = json.load(open(os.path.join(H200, "helper", "over_run_truth.json")))
     (s,) = h200_doc["series"]
     assert (s["run"], s["worker"], s["source"]) == ("over_run_h200", "rank0", "helper")
     assert s["series"] == raw_window(h200_files()[0])["series"]
@@ -77,7 +77,7 @@ def test_the_h200_windows_form_one_series_in_step_order(h200_doc):
 
 
 def test_the_planted_changes_show_at_the_windows_after_them(h200_doc):
-    planted = json.load(open(os.path.join(H200, "over_run_truth.json")))["planted"]
+    planted = json.load(open(os.path.join(H200, "helper", "over_run_truth.json")))["planted"]
     (s,) = h200_doc["series"]
     got = [(c["kind"], c["from_step"], c["at_step"]) for c in s["changes"]]
     # sequence length doubled at 650: the triggered window at 653 (slow steps 650, 651); the thrash from 1050: the

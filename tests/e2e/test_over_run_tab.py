@@ -33,9 +33,8 @@ def over_run_server(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("e2e_over_run")
     logdir = tmp / "logs"
     (logdir / RUN).mkdir(parents=True)
-    for p in SRC.iterdir():
-        if not p.name.endswith(".json"):
-            shutil.copy(p, logdir / RUN / p.name)
+    for p in [*SRC.glob("*.pt.trace.json.gz"), *(SRC / "helper").glob("events.out.tfevents.*")]:
+        shutil.copy(p, logdir / RUN / p.name)  # the traces and the helper's event file beside them, as it wrote them
     assert cli_main(["scalars", str(SRC), "--out", str(logdir / "scalars")]) == 0
     ARTIFACTS.mkdir(exist_ok=True)
     with tensorboard(logdir, tmp / "cache", ARTIFACTS / "tensorboard_over_run.log") as base:
