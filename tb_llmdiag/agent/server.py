@@ -1,8 +1,8 @@
 """``llmdiag mcp [LOGDIR]``: a Model Context Protocol server over stdio, read-only, on the library's front door.
 
 Tools (each with a JSON schema from its signature, each answer compact JSON within a few KB unless ``detail``):
-``list_runs``, ``diagnose``, ``explain_finding``, ``top_activities``, ``compare``, ``check`` (``answers``,
-``comparison``). Resources: ``llmdiag://registry`` (every number's unit and definition) and ``llmdiag://findings``
+``list_runs``, ``diagnose``, ``explain_finding``, ``top_activities``, ``compare``, ``check``, ``timeline``
+(``answers``, ``comparison``, ``timeline``). Resources: ``llmdiag://registry`` (every number's unit and definition) and ``llmdiag://findings``
 (every finding the engine can report), so an agent can cite definitions. A user error (an unknown run, a path
 outside the logdir, a trace that cannot be read, an argument of the wrong type or out of its schema's range) is a
 tool error of one line within the answers' bound (``fit.error_line``); a bug is the SDK's generic tool error, its
@@ -26,6 +26,7 @@ from pydantic import Field, ValidationError  # noqa: E402
 
 from tb_llmdiag import __version__, api  # noqa: E402
 from tb_llmdiag.agent import answers, comparison  # noqa: E402
+from tb_llmdiag.agent import timeline as timeline_answer  # noqa: E402
 from tb_llmdiag.agent.fit import dumps, error_line  # noqa: E402
 from tb_llmdiag.agent.workspace import Workspace  # noqa: E402
 from tb_llmdiag.errors import LlmDiagError  # noqa: E402
@@ -35,7 +36,8 @@ INSTRUCTIONS = (
     "LLM Diag diagnoses why a PyTorch/JAX training or inference step is slow from profiler traces in one logdir. "
     "Start with list_runs, then diagnose(run); explain_finding(run, finding) says where a finding is in the trace "
     "and which step shows it; top_activities(run, step) lists what the host and the GPU do there. compare and check "
-    "judge two runs with noise bands. Every number's unit and definition: resource llmdiag://registry (keys as in "
+    "judge two runs with noise bands; timeline(run) shows a run's profiler windows over the run (step, tokens/s, GPU "
+    "busy, MFU) and where the job changed. Every number's unit and definition: resource llmdiag://registry (keys as in "
     "the answers). Savings are upper bounds on the median step."
 )
 
@@ -110,6 +112,7 @@ def build(logdir: str) -> Any:
     activities = _tool(answers.top_activities, err, lock)
     compare_ = _tool(comparison.compare, err, lock)
     check_ = _tool(comparison.check, err, lock)
+    timeline_ = _tool(timeline_answer.timeline, err, lock)
 
     @server.tool(annotations=ro)
     def list_runs(detail: Detail = False) -> CallToolResult:
@@ -171,6 +174,19 @@ def build(logdir: str) -> Any:
         regressed beyond its tolerance and beyond noise."""
         return check_(ws, candidate, baseline, max_regression, detail)
 
+    @server.tool(annotations=ro)
+    def timeline(
+        run: Annotated[
+            str | None, Field(description="a run folder's name (list_runs' `run`); none: every run in the logdir")
+        ] = None,
+        detail: Detail = False,
+    ) -> CallToolResult:
+        """A run's profiler windows over the run (captured with profile_run, or a schedule with repeat): per window
+        the step without the profiler, the profiled step, tokens/s, GPU busy, MFU and the top finding; the change
+        points (a shift beyond the windows' noise band, or a one-off) with what changed between the windows around
+        each; the triggered windows; and what the capture cost over the run."""
+        return timeline_(ws, run, detail)
+
     @server.resource("llmdiag://registry", name="metric registry", mime_type="application/json")
     def registry() -> str:
         """Every number's key, unit, direction (better lower/higher), comparison tolerance, label and definition;
@@ -183,7 +199,7 @@ def build(logdir: str) -> Any:
         on, its evidence keys, fix and docs."""
         return dumps(api.finding_catalogue())
 
-    del list_runs, diagnose, explain_finding, top_activities, compare, check, registry, findings
+    del list_runs, diagnose, explain_finding, top_activities, compare, check, timeline, registry, findings
     return server
 
 

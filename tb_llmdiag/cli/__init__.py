@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from tb_llmdiag import __version__, api
 from tb_llmdiag.cli import compare as compare_cli
+from tb_llmdiag.cli import timeline as timeline_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
 from tb_llmdiag.render.canonical_json import dumps
 from tb_llmdiag.render.markdown import render_report_md
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--json", action="store_true")
     rules.set_defaults(func=_rules)
     compare_cli.add_commands(sub)
+    timeline_cli.add_commands(sub)
     mcp = sub.add_parser(
         "mcp",
         help="serve LOGDIR to coding agents: a Model Context Protocol server over stdio, read-only "
