@@ -193,13 +193,14 @@ def unfilled(text: str) -> str:
         return text
 
 
-#: a named value of the report -> its words (the tab reads them as ``value_labels`` of ``./metric_registry``)
+#: a named value of the report -> its words (the tab reads them as ``value_labels`` of ``./metric_registry``); a
+#: value that is also a rule id (the straggler cause ``host_sync``) is not keyed here (rules are keyed only in their
+#: declarations): a surface writes such a value's words with spaces for underscores
 VALUE_WORDS: dict[str, str] = {
     # straggler causes and the parts compared
     "more_tokens": "more tokens per step",
     "longer_gpu_compute": "longer GPU compute",
     "data_loader_stall": "data loader stalls",
-    "host_sync": "host syncs",
     "host_bound_launching": "slow host launches",
     "late_step_start": "late step starts",
     "unexplained": "unexplained",

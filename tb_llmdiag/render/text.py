@@ -3,6 +3,7 @@ each metric in the unit the metric registry gives it (``units.fmt``)."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any
 
@@ -138,7 +139,10 @@ def job_evidence_items(key: str, v: Any) -> list[tuple[str, str]]:
         return []
     if isinstance(v, dict):
         return [pair for k, x in v.items() for pair in job_evidence_items(f"{key}.{k}", x)]
-    return [(label_of("job." + key, key.rsplit(".", 1)[-1]), fmt(unit_of("job." + key), words_of(v)))]
+    shown = words_of(v)
+    if isinstance(shown, str) and re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", shown):  # a named value no table words
+        shown = shown.replace("_", " ")
+    return [(label_of("job." + key, key.rsplit(".", 1)[-1]), fmt(unit_of("job." + key), shown))]
 
 
 def render_job(job: dict[str, Any]) -> str:
