@@ -44,6 +44,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 from tb_llmdiag.capture import profile_run  # noqa: E402
+from overhead_run import cpu_list  # noqa: E402  (the script's folder is on sys.path, as anatomy_run.py uses it)
 
 MODEL = dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=2, num_attention_heads=32,
              num_key_value_heads=8, vocab_size=32000)  # fmt: skip
@@ -77,14 +78,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tiny", action="store_true", help="CPU dry run: a tiny model, fp32")
     return p.parse_args(argv)
-
-
-def cpu_list(spec: str) -> set[int]:
-    out: set[int] = set()
-    for part in spec.split(","):
-        a, _, b = part.partition("-")
-        out.update(range(int(a), int(b or a) + 1))
-    return out
 
 
 def build(args: argparse.Namespace, device: torch.device) -> tuple[Any, Any]:
