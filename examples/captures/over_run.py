@@ -43,8 +43,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
-from tb_llmdiag.capture import profile_run  # noqa: E402
 from overhead_run import cpu_list  # noqa: E402  (the script's folder is on sys.path, as anatomy_run.py uses it)
+
+from tb_llmdiag.capture import profile_run  # noqa: E402
 
 MODEL = dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=2, num_attention_heads=32,
              num_key_value_heads=8, vocab_size=32000)  # fmt: skip
