@@ -29,6 +29,8 @@ Definitions:
   is their median. ``dp_count_per_round`` = count per step / rounds, ``dp_round_bytes`` likewise;
   ``dp_buckets_expected`` = ceil(bytes per round / ``DDP_BUCKET_BYTES``), the all-reduces DDP's default buckets
   would issue for the same bytes.
+- ``dp_after_backward_share``: per step, the device span of the data-parallel collectives issued after backward
+  (first start to last end) / the step window; the median over steps.
 - ``fsdp_backward_all_gathers`` / ``fsdp_prefetched_all_gathers`` per step: FSDP all-gathers issued in backward (or
   under an ``FSDP::pre_backward`` range), and those of them issued by a prefetch (a chain name with ``prefetch``).
 - Layout the collectives imply (``*_group``: the largest group size a purpose's collectives state, null when none
@@ -49,7 +51,7 @@ from tb_llmdiag.intervals import merge
 from tb_llmdiag.metrics.collectives import KIND_CODE, KINDS, Collectives, bus_bandwidth_bytes_per_s
 from tb_llmdiag.metrics.communication import exposed_per_collective, windows
 from tb_llmdiag.metrics.context import Context, RowCache
-from tb_llmdiag.metrics.entry import BYTES, COUNT, FLAG, LOWER, NEITHER, NS, PER_STEP, SHARE, TEXT, Entry, Intro
+from tb_llmdiag.metrics.entry import BYTES, COUNT, FLAG, LOWER, NEITHER, NS, PER_STEP, RATIO, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import Kind, Trace
 
@@ -292,6 +294,19 @@ def _dp_rounds(p: Purposes, coll: Collectives, step: I64, sel: NDArray[np.bool_]
     }
 
 
+def _after_backward_share(p: Purposes, coll: Collectives, step: I64, ws: I64, we: I64) -> float | None:
+    """Median over steps of the device span of the data-parallel collectives issued after backward / the step."""
+    m = (p.purpose == PURPOSE_CODE["data_parallel"]) & (p.phase == PHASE_CODE["after_backward"]) & (step >= 0)
+    if not m.any():
+        return None
+    shares = []
+    for k in np.unique(step[m]).tolist():
+        r = m & (step == k)
+        span = int(coll.end_ns[r].max() - coll.start_ns[r].min())
+        shares.append(span / max(int(we[k] - ws[k]), 1))
+    return float(np.median(shares))
+
+
 def _layout(rows: list[dict[str, Any]]) -> dict[str, Any]:
     g = {r["purpose"]: r["group_size"] for r in rows if r["count"]}
     dp = g.get("data_parallel") or g.get("fsdp")
@@ -319,15 +334,24 @@ def comm_purpose_metrics(ctx: Context) -> dict[str, Any]:
     fsdp_ag = sel & (p.purpose == PURPOSE_CODE["fsdp"]) & (coll.kind == KIND_CODE["all_gather"])
     in_bwd = fsdp_ag & ((p.phase == PHASE_CODE["backward"]) | p.pre_backward)
     top = rows[0] if rows else None
+    dp = _dp_rounds(p, coll, step, sel)
+    per_bucket = (
+        dp["dp_count_per_round"] / dp["dp_buckets_expected"] if dp["dp_buckets_expected"] else None
+    )
+    exposed_by = {r["purpose"]: r["exposed_share"] for r in rows}
     return {
         "available": True,
         "top_purpose": top["purpose"] if top else None,
         "top_exposed_share": top["exposed_share"] if top else None,
         "by_purpose": rows,
         **_layout(rows),
-        **_dp_rounds(p, coll, step, sel),
+        **dp,
+        "dp_collectives_per_bucket": per_bucket,
+        "dp_after_backward_share": _after_backward_share(p, coll, step, ws, we),
+        **{f"{name}_exposed_share": exposed_by.get(name, 0.0) for name in PURPOSES},
         "fsdp_backward_all_gathers": float(in_bwd.sum()) / n_steps,
         "fsdp_prefetched_all_gathers": float((in_bwd & p.prefetch).sum()) / n_steps,
+        "fsdp_unprefetched_share": float((in_bwd & ~p.prefetch).sum()) / float(in_bwd.sum()) if in_bwd.any() else None,
     }
 
 
