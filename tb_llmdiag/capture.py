@@ -49,6 +49,7 @@ from tb_llmdiag.capture_schedule import (
     ProfileSchedule,
     plan_schedule,
 )
+from tb_llmdiag.capture_series import RunProfiler
 
 __all__ = [
     "DEFAULT_SKIP_FIRST",
@@ -58,6 +59,8 @@ __all__ = [
     "detect_rank",
     "worker_name",
     "profile_steps",
+    "profile_run",
+    "RunProfiler",
     "UNPROFILED_STEPS_KEY",
     "DEFAULT_TIME_STEPS_AFTER",
 ]  # ProfilerCallback is left out: star-imports must not need transformers
@@ -408,25 +411,100 @@ def profile_steps(
     )
 
 
+def profile_run(
+    logdir: str | os.PathLike[str],
+    run: str = "run",
+    *,
+    every: int | None = 100,
+    trigger: float | None = None,
+    budget: float = 0.02,
+    total_steps: int | None = None,
+    rank: int | None = None,
+    worker_prefix: str | None = None,
+    scalars_rank: int | None = 0,
+    **options: Any,
+) -> RunProfiler:
+    """A `RunProfiler` (`tb_llmdiag.capture_series`): a window every `every` steps (the first at step 10), one after a
+    step `trigger` (a share, e.g. 0.5) over the recent median, the capture's cost kept under `budget` of the run's
+    wall time (`total_steps`, when known, lets it plan for the whole run). Low-overhead profiler defaults: shapes on,
+    memory and stacks off. Each window's summary is written as TensorBoard scalars (`llm_diag/...`) by rank
+    `scalars_rank` only (None: every rank), through `summary_writer=` (the writer you log the loss with) or into an
+    event file of its own in `scalars_dir` (default: the traces' folder). Other keyword arguments: those of
+    `RunProfiler` (`first_step`, `warmup`, `active`, `cooldown_steps`, `time_steps_after`, `start_step`, `analyze`,
+    `record_shapes`, `profile_memory`, `with_stack`, `with_flops`, `use_gzip`, `write_scalars`)."""
+    if rank is None:
+        dist = None
+        with contextlib.suppress(ImportError):
+            dist = _import_torch().distributed
+        rank = detect_rank(dist=dist)
+    if scalars_rank is not None and (rank or 0) != scalars_rank:
+        options["write_scalars"] = False
+    return RunProfiler(
+        logdir,
+        run,
+        every=every,
+        trigger=trigger,
+        budget=budget,
+        total_steps=total_steps,
+        worker=worker_name(rank, worker_prefix),
+        **options,
+    )
+
+
 # --- Hugging Face Trainer callback (created on first access: transformers is optional) ---------
+
+
+RUN_OPTIONS = frozenset({"every", "trigger", "budget", "cooldown_steps", "first_step", "total_steps", "scalars_dir"})
+"""Keyword arguments that make `ProfilerCallback` capture over the run (`profile_run`) instead of one window."""
+
+
+def _tensorboard_writer(trainer: Any) -> Any:
+    """A writer that forwards `add_scalar` to the Trainer's TensorBoard callback's writer (the run's own event file,
+    beside the loss), or None when the trainer has no TensorBoard callback."""
+    callbacks = getattr(getattr(trainer, "callback_handler", None), "callbacks", None) or []
+    tb = next((c for c in callbacks if type(c).__name__ == "TensorBoardCallback"), None)
+    if tb is None:
+        return None
+
+    class _Forward:
+        def add_scalar(self, tag: str, value: float, step: int) -> None:
+            writer = getattr(tb, "tb_writer", None)
+            if writer is not None:
+                writer.add_scalar(tag, value, step)
+
+        def flush(self) -> None:
+            writer = getattr(tb, "tb_writer", None)
+            if writer is not None:
+                writer.flush()
+
+    return _Forward()
 
 
 def _make_callback_class() -> type:
     from transformers import TrainerCallback
 
     class ProfilerCallback(TrainerCallback):
-        """Profile a `transformers.Trainer` run's steady state, one `prof.step()` per optimizer step.
+        """Profile a `transformers.Trainer` run, one `prof.step()` per optimizer step.
 
+        One window of the steady state (`profile_steps`) by default; with any of `RUN_OPTIONS` (`every=100`,
+        `trigger=0.5`, `budget=0.02`...) windows over the whole run (`profile_run`), `total_steps` from
+        `state.max_steps`, the step's tokens from `state.num_input_tokens_seen` (`include_num_input_tokens_seen`),
+        the scalars through the Trainer's TensorBoard writer when `trainer=` is given (else an event file of their own
+        in `$TENSORBOARD_LOGGING_DIR`, `args.logging_dir` or the traces' folder).
         `logdir` defaults to `args.logging_dir` (beside the TensorBoard events), or `<output_dir>/runs`.
         Every rank writes its own file, named with `args.process_index`. Other keyword arguments are
-        those of `profile_steps` (`with_stack=True` to record Python frames, off by default).
+        those of `profile_steps` / `profile_run` (`with_stack=True` to record Python frames, off by default).
         """
 
-        def __init__(self, logdir: str | None = None, run: str = "profile", **profile_kwargs: Any) -> None:
+        def __init__(
+            self, logdir: str | None = None, run: str = "profile", trainer: Any = None, **profile_kwargs: Any
+        ) -> None:
             self.logdir = logdir
             self.run = run
+            self.trainer = trainer
             self.profile_kwargs = profile_kwargs
-            self.prof: StepProfiler | None = None
+            self.prof: StepProfiler | RunProfiler | None = None
+            self._tokens_seen = 0
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.prof is not None:
@@ -437,11 +515,30 @@ def _make_callback_class() -> type:
             kwargs_ = dict(self.profile_kwargs)
             if kwargs_.get("rank") is None:
                 kwargs_["rank"] = getattr(args, "process_index", None)
-            self.prof = profile_steps(logdir, self.run, **kwargs_)
+            if RUN_OPTIONS & set(kwargs_):
+                self.prof = self._run_profiler(logdir, args, state, kwargs_)
+            else:
+                self.prof = profile_steps(logdir, self.run, **kwargs_)
+            self._tokens_seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
             self.prof.start()
 
+        def _run_profiler(self, logdir: str, args: Any, state: Any, kwargs_: dict[str, Any]) -> RunProfiler:
+            kwargs_.setdefault("total_steps", getattr(state, "max_steps", None) or None)
+            kwargs_.setdefault("start_step", int(getattr(state, "global_step", 0) or 0))
+            if "summary_writer" not in kwargs_ and self.trainer is not None:
+                kwargs_["summary_writer"] = _tensorboard_writer(self.trainer)
+            if kwargs_.get("summary_writer") is None and "scalars_dir" not in kwargs_:
+                env_dir = os.environ.get("TENSORBOARD_LOGGING_DIR") or getattr(args, "logging_dir", None)
+                if env_dir:
+                    kwargs_["scalars_dir"] = env_dir
+            return profile_run(logdir, self.run, **kwargs_)
+
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if self.prof is not None:
+            if isinstance(self.prof, RunProfiler):
+                seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
+                tokens, self._tokens_seen = seen - self._tokens_seen, seen
+                self.prof.step(tokens=tokens if tokens > 0 else None)
+            elif self.prof is not None:
                 self.prof.step()
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

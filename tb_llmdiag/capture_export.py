@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 CHUNK_BYTES = 1 << 20
@@ -30,9 +30,11 @@ def trace_file_name(worker: str, use_gzip: bool, now_ns: int | None = None) -> s
     return name + ".gz" if use_gzip else name
 
 
-def insert_top_level(src: BinaryIO, dst: BinaryIO, key: str, value: Any) -> bool:
-    """Copy the JSON object in `src` to `dst` with `"key": value` as its first member; False (copied unchanged) when
-    `src` does not start with an object (leading white space allowed)."""
+def insert_top_level(
+    src: BinaryIO, dst: BinaryIO, key: str, value: Any, extra: Mapping[str, Any] | None = None
+) -> bool:
+    """Copy the JSON object in `src` to `dst` with `"key": value` as its first member (then `extra`'s members, in
+    order); False (copied unchanged) when `src` does not start with an object (leading white space allowed)."""
     head = src.read(CHUNK_BYTES)
     while head and not head.lstrip(_WS):  # white space only so far: read on to the first character
         more = src.read(CHUNK_BYTES)
@@ -52,7 +54,8 @@ def insert_top_level(src: BinaryIO, dst: BinaryIO, key: str, value: Any) -> bool
             break
         rest += more
     empty = rest.lstrip(_WS).startswith(b"}")
-    member = json.dumps({key: value}, separators=(",", ":"), allow_nan=False)[1:-1].encode()
+    members = {key: value, **(extra or {})}
+    member = json.dumps(members, separators=(",", ":"), allow_nan=False)[1:-1].encode()
     dst.write(head[:at] + b"\n  " + member + (b"" if empty else b","))
     dst.write(rest)
     shutil.copyfileobj(src, dst, CHUNK_BYTES)
@@ -67,9 +70,10 @@ def write_window(
     value: Any,
     *,
     use_gzip: bool = True,
+    extra: Mapping[str, Any] | None = None,
 ) -> str:
     """Export one window (`export(tmp_json_path)`) and write `<out_dir>/<worker>.<ns>.pt.trace.json[.gz]` with `key`
-    at the top level; returns the path written. The temporary files are hidden (a leading dot, no `.pt.trace.json`
+    (and `extra`'s keys) at the top level; returns the path written. The temporary files are hidden (a leading dot, no `.pt.trace.json`
     in the name) and removed whatever happens."""
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, f".{worker}.{os.getpid()}.{time.time_ns()}")
@@ -81,7 +85,7 @@ def write_window(
             # gzip.open's defaults (level 9), as tensorboard_trace_handler's export writes the file
             dst: BinaryIO = gzip.GzipFile(fileobj=out, mode="wb") if use_gzip else out  # type: ignore[assignment]
             with dst if use_gzip else contextlib.nullcontext():
-                insert_top_level(src, dst, key, value)
+                insert_top_level(src, dst, key, value, extra)
         os.replace(partial, final)
         return final
     finally:

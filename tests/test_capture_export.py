@@ -83,3 +83,12 @@ def test_write_window_leaves_nothing_when_the_export_fails(tmp_path):
 def test_file_names_are_the_trace_handlers():
     assert trace_file_name("rank0", True, 12) == "rank0.12.pt.trace.json.gz"
     assert trace_file_name("node_rank1", False, 7) == "node_rank1.7.pt.trace.json"
+
+
+def test_extra_members_follow_the_key_in_order():
+    out = io.BytesIO()
+    assert insert_top_level(io.BytesIO(KINETO_LIKE), out, "k", 1, {"w": {"reason": "periodic"}, "z": [2]})
+    text = out.getvalue()
+    assert text.startswith(b'\n  {\n  "k":1,"w":{"reason":"periodic"},"z":[2],')
+    doc = json.loads(text)
+    assert list(doc) == ["k", "w", "z", "schemaVersion", "deviceProperties", "traceEvents"]
