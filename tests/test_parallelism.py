@@ -140,7 +140,8 @@ def test_balanced_pipeline_is_a_bubble_not_a_straggler() -> None:
     # the measured bubble against the schedule's (p-1)/(m+p-1) and against the unprofiled steps: 1 - stage alone /
     # the pipeline's step, averaged over the stages
     pristine = mean(
-        1 - alone / step for alone, step in zip(t["stage_alone_median_step_ms"], t["pristine_median_step_ms"]["planted"])
+        1 - alone / step
+        for alone, step in zip(t["stage_alone_median_step_ms"], t["pristine_median_step_ms"]["planted"])
     )
     assert abs(m["pipeline_bubble_share"] - 1 / 3) < 0.05
     assert abs(m["pipeline_bubble_share"] - pristine) < 0.08
@@ -170,7 +171,9 @@ def _annotation_ms_per_step(path: Path, name: str) -> float:
     with gzip.open(path, "rt") as fh:
         ev = json.load(fh)["traceEvents"]
     total = sum(e.get("dur", 0) for e in ev if e.get("cat") == "user_annotation" and e.get("name") == name)
-    steps = sum(1 for e in ev if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    steps = sum(
+        1 for e in ev if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
+    )
     return total / 1000 / steps
 
 
@@ -181,7 +184,9 @@ def test_rank_only_work_is_named_by_its_annotation() -> None:
     assert f["id"] == "straggler" and f["evidence"]["straggler_rank"] == t["expected"]["straggler"] == 0
     ev = f["evidence"]["straggler_cause_evidence"]
     assert ev["activity"] == t["expected"]["rank_only_region"] == "rank0_eval"
-    assert ev["activity_ns_per_step"] / 1e6 == pytest.approx(_annotation_ms_per_step(rank0("rank0_eval"), "rank0_eval"), rel=1e-3)
+    assert ev["activity_ns_per_step"] / 1e6 == pytest.approx(
+        _annotation_ms_per_step(rank0("rank0_eval"), "rank0_eval"), rel=1e-3
+    )
     assert "runs rank0_eval for" in f["summary"]
 
 

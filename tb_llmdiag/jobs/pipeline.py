@@ -53,6 +53,10 @@ def _per_rank_p2p(s: RankSummary) -> tuple[float, float]:
     return float(m.sum()) / n, float(c["exposed_ns"][m].sum()) / n
 
 
+def _rank(s: RankSummary, pos: int) -> int:
+    return int(s.rank) if s.rank is not None else pos
+
+
 def pipeline_model(ranks: Sequence[RankSummary], t: JobTables, job_step_ns: float) -> dict[str, Any] | None:
     """The pipeline's figures (module docstring), None when no rank sends or receives."""
     per = [_per_rank_p2p(s) for s in ranks]
@@ -77,7 +81,7 @@ def pipeline_model(ranks: Sequence[RankSummary], t: JobTables, job_step_ns: floa
     bubble = float(np.nanmean(share))
     return {
         "stage_count": p,
-        "stage_ranks": [int(ranks[i].rank) if ranks[i].rank is not None else i for i in stages],
+        "stage_ranks": [_rank(ranks[i], i) for i in stages],
         "micro_batches": m,
         "bubble_share": min(bubble, expected) if is_straggler else bubble,
         "bubble_expected_share": expected,
@@ -85,9 +89,9 @@ def pipeline_model(ranks: Sequence[RankSummary], t: JobTables, job_step_ns: floa
         "stage_wait_shares": [float(x) for x in share],
         "stage_own_ns": [float(x) for x in own],
         "host_bound_stages": [
-            int(ranks[stages[i]].rank or 0) for i in range(p) if step[i] > 0 and idle[i] / step[i] > HOST_IDLE_SHARE
+            _rank(ranks[stages[i]], stages[i]) for i in range(p) if step[i] > 0 and idle[i] / step[i] > HOST_IDLE_SHARE
         ],
-        "straggler_stage_rank": int(ranks[stages[slow]].rank or 0) if is_straggler else None,
+        "straggler_stage_rank": _rank(ranks[stages[slow]], stages[slow]) if is_straggler else None,
         "straggler_stage_pos": stages[slow] if is_straggler else None,
         "straggler_own_ns": float(own[slow]) if is_straggler else None,
         "others_own_ns": others if is_straggler else None,

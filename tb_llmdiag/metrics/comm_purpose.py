@@ -335,9 +335,7 @@ def comm_purpose_metrics(ctx: Context) -> dict[str, Any]:
     in_bwd = fsdp_ag & ((p.phase == PHASE_CODE["backward"]) | p.pre_backward)
     top = rows[0] if rows else None
     dp = _dp_rounds(p, coll, step, sel)
-    per_bucket = (
-        dp["dp_count_per_round"] / dp["dp_buckets_expected"] if dp["dp_buckets_expected"] else None
-    )
+    per_bucket = dp["dp_count_per_round"] / dp["dp_buckets_expected"] if dp["dp_buckets_expected"] else None
     exposed_by = {r["purpose"]: r["exposed_share"] for r in rows}
     return {
         "available": True,
@@ -500,5 +498,41 @@ ENTRIES: tuple[Entry, ...] = (
         0.02,
         "prefetched",
         "per step, those of them issued by a prefetch (a host range named `*prefetch*` around the launch)",
+    ),
+    (
+        "comm_purpose.dp_collectives_per_bucket",
+        RATIO,
+        NEITHER,
+        0.05,
+        "collectives per DDP bucket",
+        "dp_count_per_round / dp_buckets_expected: above 1, smaller collectives than DDP's buckets (per tensor)",
+    ),
+    (
+        "comm_purpose.dp_after_backward_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "gradient sync after backward",
+        "median over steps of the device span from the first start to the last end of the data-parallel collectives "
+        "issued after backward, / the step: the sync no backward compute hides (DDP's buckets run inside backward)",
+    ),
+    *(
+        (
+            f"comm_purpose.{name}_exposed_share",
+            SHARE,
+            LOWER,
+            0.1,
+            f"{name.replace('_', ' ')} exposed share",
+            f"exposed time of the {name.replace('_', '-')} collectives / the step windows' length (0 when none)",
+        )
+        for name in PURPOSES
+    ),
+    (
+        "comm_purpose.fsdp_unprefetched_share",
+        SHARE,
+        NEITHER,
+        0.1,
+        "unprefetched FSDP all-gathers",
+        "of the FSDP all-gathers issued in backward, the share no prefetch issued (null when none)",
     ),
 )
