@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tb_llmdiag.findings.engine import Fix, Metrics, Rule, lookup
+from tb_llmdiag.units import fmt
 
 
 def top_collective_kind(m: Metrics) -> str | None:
@@ -45,6 +46,18 @@ def dp_bucket_bytes(m: Metrics) -> float | None:
     """The data-parallel bytes per sync / DDP's buckets for them: the mean bucket DDP would send."""
     b, n = lookup(m, "comm_purpose.dp_round_bytes"), lookup(m, "comm_purpose.dp_buckets_expected")
     return float(b) / n if isinstance(b, (int, float)) and isinstance(n, int) and n else None
+
+
+def all_to_all_summary(m: Metrics) -> str:
+    """The all-to-all finding's sentence; sizes and group only where the trace states them."""
+    get = {k: _purpose_row("expert", k)(m) for k in ("count_per_step", "step_bytes", "group_size")}
+    known = [f"{fmt('bytes', get['step_bytes'])} per step"] if get["step_bytes"] is not None else []
+    known += [f"group of {get['group_size']}"] if get["group_size"] else []
+    return (
+        f"All-to-all exchanges (MoE expert dispatch and combine, or sharded-embedding lookups; "
+        f"{fmt('count_per_step', get['count_per_step'])} per step{', ' if known else ''}{', '.join(known)}) leave "
+        f"{fmt('share', lookup(m, 'comm_purpose.expert_exposed_share'))} of the step exposed."
+    )
 
 
 def _purpose_row(purpose: str, key: str) -> Any:
@@ -182,7 +195,7 @@ _PURPOSE_RULES: tuple[Rule, ...] = (
         id="expert_all_to_all",
         claims="communication",
         platform="cuda",
-        title="Expert-parallel all-to-alls sit on the critical path",
+        title="All-to-all exchanges sit on the critical path",
         metric="comm_purpose.expert_exposed_share",
         above=0.05,
         saving="comm_purpose.expert_exposed_share",
@@ -194,12 +207,11 @@ _PURPOSE_RULES: tuple[Rule, ...] = (
             ("ep_group", "comm_purpose.ep_group"),
             ("annotation", _purpose_row("expert", "annotation")),
         ),
-        summary="Expert-parallel token dispatch and combine ({count_per_step} all-to-alls per step, {step_bytes} "
-        "per step, group of {ep_group}) leave {exposed_share} of the step exposed.",
+        summary=all_to_all_summary,
         fix=Fix(
-            text="Overlap dispatch and combine with compute (DeepEP's async mode, two micro-batches in flight, "
-            "shared-expert or attention work while tokens travel); keep the expert group within a node; avoid "
-            "reading split sizes on the host (a sync before every dispatch).",
+            text="Overlap the exchanges with compute (MoE: DeepEP's async mode, two micro-batches in flight, "
+            "shared-expert or attention work while tokens travel; embeddings: pipelined lookups); keep the group "
+            "within a node; avoid reading split sizes on the host (a sync before every exchange).",
             pytorch="",
             hf_trainer="",
         ),

@@ -11,7 +11,8 @@ Definitions:
   backward operator started earlier in the same step and none later (the gradients are ready: a sync after
   ``loss.backward()``), else ``forward``. Without a known launch: ``unknown``.
 - ``purpose`` = the first row of ``PURPOSE_RULES`` that matches (a kind set, a regex one of the chain's names must
-  match, a phase set; each optional): ``expert`` (all-to-all: MoE token dispatch/combine, DeepEP), ``pipeline``
+  match, a phase set; each optional): ``expert`` (all-to-all: MoE token dispatch/combine, DeepEP; also a
+  recommender's sharded embeddings, which the kind alone does not tell apart), ``pipeline``
   (send/recv: stage-to-stage activations and gradients), ``other`` (barrier, broadcast), ``fsdp`` (FSDP/ZeRO:
   ``FSDP::`` annotations), ``tensor_parallel`` (DTensor ``Redistribute``, its functional collectives'
   ``_FromTorchTensorBackward``, Megatron's parallel layers; or an all-reduce issued in forward), ``fsdp``
@@ -23,7 +24,7 @@ Definitions:
   ``median_bytes``, per-step figures (÷ step windows), phase counts, ``group_size`` (the largest stated),
   ``busbw_lower_bound_bytes_per_s`` (nccl-tests factor; a lower bound: kernel time includes waiting) and
   ``annotation``: the user annotation (not a ``nccl:``/``c10d::`` one) most of them are issued inside, innermost.
-- Data-parallel rounds: per step, the sizes of the data-parallel collectives in issue order; the step's rounds =
+- Data-parallel rounds (null unless every data-parallel collective states its size): per step, the sizes of the data-parallel collectives in issue order; the step's rounds =
   the largest r such that the sequence is r repeats of one block (DDP issues the same buckets every backward, so
   an all-reduce every micro-batch under accumulation repeats the block once per micro-batch); ``dp_rounds_per_step``
   is their median. ``dp_count_per_round`` = count per step / rounds, ``dp_round_bytes`` likewise;
@@ -276,6 +277,9 @@ def _dp_rounds(p: Purposes, coll: Collectives, step: I64, sel: NDArray[np.bool_]
         return {"dp_rounds_per_step": None, "dp_count_per_round": None, "dp_round_bytes": None,
                 "dp_buckets_expected": None}  # fmt: skip
     rows = np.flatnonzero(m)
+    if (coll.bytes[rows] < 0).any():  # sizes unknown: no block to repeat, nothing guessed
+        return {"dp_rounds_per_step": None, "dp_count_per_round": None, "dp_round_bytes": None,
+                "dp_buckets_expected": None}  # fmt: skip
     order = rows[np.lexsort((coll.start_ns[rows], step[rows]))]
     rounds, counts, sizes = [], [], []
     for k in np.unique(step[order]).tolist():
