@@ -48,16 +48,12 @@ def dp_bucket_bytes(m: Metrics) -> float | None:
     return float(b) / n if isinstance(b, (int, float)) and isinstance(n, int) and n else None
 
 
-def all_to_all_summary(m: Metrics) -> str:
-    """The all-to-all finding's sentence; sizes and group only where the trace states them."""
-    get = {k: _purpose_row("expert", k)(m) for k in ("count_per_step", "step_bytes", "group_size")}
-    known = [f"{fmt('bytes', get['step_bytes'])} per step"] if get["step_bytes"] is not None else []
-    known += [f"group of {get['group_size']}"] if get["group_size"] else []
-    return (
-        f"All-to-all exchanges (MoE expert dispatch and combine, or sharded-embedding lookups; "
-        f"{fmt('count_per_step', get['count_per_step'])} per step{', ' if known else ''}{', '.join(known)}) leave "
-        f"{fmt('share', lookup(m, 'comm_purpose.expert_exposed_share'))} of the step exposed."
-    )
+def all_to_all_sizes(m: Metrics) -> str:
+    """The all-to-alls' bytes per step and group, only where the trace states them (", 442 MiB per step, group of 2")."""
+    row = _purpose_row("expert", "step_bytes")(m), _purpose_row("expert", "group_size")(m)
+    known = [f"{fmt('bytes', row[0])} per step"] if row[0] is not None else []
+    known += [f"group of {row[1]}"] if row[1] else []
+    return "".join(", " + k for k in known)
 
 
 def _purpose_row(purpose: str, key: str) -> Any:
@@ -157,7 +153,8 @@ _PURPOSE_RULES: tuple[Rule, ...] = (
             "parallelism when the model fits.",
             pytorch="parallelize_module(model, tp_mesh, {..., 'norm': SequenceParallel()})  # sequence parallel\n"
             "torch._inductor.config._micro_pipeline_tp = True  # async TP under torch.compile",
-            hf_trainer="",
+            hf_trainer="Serving (vLLM, SGLang): tensor_parallel_size no larger than the GPUs on one NVLink "
+            "domain; a model's TP plan (tp_plan='auto') within a node, data parallel across nodes",
         ),
         docs="https://pytorch.org/docs/stable/distributed.tensor.parallel.html",
     ),
@@ -203,19 +200,22 @@ _PURPOSE_RULES: tuple[Rule, ...] = (
         evidence=(
             ("exposed_share", "comm_purpose.expert_exposed_share"),
             ("count_per_step", _purpose_row("expert", "count_per_step")),
+            ("sizes", all_to_all_sizes),
             ("step_bytes", _purpose_row("expert", "step_bytes")),
             ("ep_group", "comm_purpose.ep_group"),
             ("annotation", _purpose_row("expert", "annotation")),
         ),
-        summary=all_to_all_summary,
+        summary="All-to-all exchanges (MoE expert dispatch and combine, or sharded-embedding lookups; "
+        "{count_per_step} per step{sizes}) leave {exposed_share} of the step exposed.",
         fix=Fix(
-            text="Overlap the exchanges with compute (MoE: DeepEP's async mode, two micro-batches in flight, "
+            text="Overlap the exchanges with compute (MoE: DeepEP's async mode, two batches in flight, "
             "shared-expert or attention work while tokens travel; embeddings: pipelined lookups); keep the group "
             "within a node; avoid reading split sizes on the host (a sync before every exchange).",
-            pytorch="",
-            hf_trainer="",
+            pytorch="buffer.dispatch(x, ..., async_finish=True)  # DeepEP: dispatch while the attention runs",
+            hf_trainer="Serving (vLLM, SGLang): enable_expert_parallel with the DeepEP all-to-all backend; "
+            "expert parallel size within a node",
         ),
-        docs=None,
+        docs="https://github.com/deepseek-ai/DeepEP",
     ),
 )
 

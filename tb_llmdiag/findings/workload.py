@@ -28,6 +28,9 @@ TRAINING_ONLY: frozenset[str] = frozenset(
         "memory_headroom",
         "unfused_optimizer",
         "activation_checkpointing",
+        "per_tensor_collectives",
+        "accumulation_without_no_sync",
+        "fsdp_without_prefetch",
     }
 )
 
