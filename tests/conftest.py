@@ -14,9 +14,8 @@ from tracepaths import GOLDEN, REPO, SHARED_TRACES, TEST_DATA, shared_trace  # n
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--update-golden", action="store_true", default=False, help="rewrite golden JSON files from the current output"
-    )
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite golden JSON files from the current output")
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ def at_middle_value(token: bytes) -> tuple[bytes, int]:
     """TEXT with the value of the "dur" nearest the middle replaced by ``token``, and the token's offset."""
     i = TEXT.find(b'"dur": ', len(TEXT) // 2) + len(b'"dur": ')
     j = i
-    while TEXT[j : j + 1] in b"0123456789.":
+    while TEXT[j:j + 1] in b"0123456789.":
         j += 1
     return TEXT[:i] + token + TEXT[j:], i
 
@@ -60,10 +60,8 @@ def at_middle_value(token: bytes) -> tuple[bytes, int]:
 # ------------------------------------------------------------------------- invalid JSON mid-file
 
 
-@pytest.mark.parametrize(
-    "token,reason",
-    [(b"NaN", "NaN is not JSON"), (b"Infinity", "Infinity is not JSON"), (b"-Infinity", "Infinity is not JSON")],
-)
+@pytest.mark.parametrize("token,reason", [(b"NaN", "NaN is not JSON"), (b"Infinity", "Infinity is not JSON"),
+                                          (b"-Infinity", "Infinity is not JSON")])
 def test_non_json_number_mid_file_is_an_error_at_its_offset(tmp_path, capsys, token, reason) -> None:
     data, at = at_middle_value(token)
     path = put(tmp_path, data)
@@ -93,9 +91,9 @@ def test_invalid_utf8_after_a_type_mismatch(tmp_path, capsys) -> None:
     # a piece with a mistyped value goes the lenient way; a bad byte later in it is still an error at its offset
     i = TEXT.find(b'"tid": ', 1000) + len(b'"tid": ')
     j = TEXT.find(b'"name": "', i) + len(b'"name": "')
-    data = TEXT[:i] + b'true, "x": ' + TEXT[i:j] + b"\xc3\x28" + TEXT[j:]
+    data = TEXT[:i] + b"true, \"x\": " + TEXT[i:j] + b"\xc3\x28" + TEXT[j:]
     code, rep = report_of(capsys, put(tmp_path, data))
-    at = j + len(b'true, "x": ')
+    at = j + len(b"true, \"x\": ")
     assert code == 6
     assert rep["error"] == f"invalid JSON at byte {at:,} ({at / len(data):.0%}): invalid UTF-8 byte 0xc3"
 
@@ -110,7 +108,7 @@ def test_number_beyond_float64_rejects_its_event(tmp_path, capsys) -> None:
 
 def test_deep_nesting_is_refused_at_its_offset(tmp_path, capsys) -> None:
     i = TEXT.find(b'"args": ', len(TEXT) // 2) + len(b'"args": ')
-    data = TEXT[:i] + b"[" * 100_000 + b"]" * 100_000 + b', "a": ' + TEXT[i:]
+    data = TEXT[:i] + b"[" * 100_000 + b"]" * 100_000 + b", \"a\": " + TEXT[i:]
     code, rep = report_of(capsys, put(tmp_path, data))
     # the array is depth 1, the event 2, its args 3: the 255th '[' goes past 256 levels
     at = i + 254
@@ -127,11 +125,9 @@ def test_deep_nesting_in_the_header(tmp_path, capsys) -> None:
 def test_bare_list_of_numbers(tmp_path, capsys) -> None:
     code, _, err = run(capsys, put(tmp_path, b"[1,2,3]"))
     assert code == 4
-    assert err.strip().endswith(
-        "the trace has no timed events ('traceEvents' holds no complete events); 3 events "
-        "of an unexpected shape were skipped (a value of the wrong type, or a number beyond "
-        "float64)"
-    )
+    assert err.strip().endswith("the trace has no timed events ('traceEvents' holds no complete events); 3 events "
+                                "of an unexpected shape were skipped (a value of the wrong type, or a number beyond "
+                                "float64)")
 
 
 # ---------------------------------------------------------------------------------------- cut files
@@ -187,20 +183,13 @@ def _doc(events: list[dict]) -> bytes:
 
 def test_impossible_values_are_rejected_per_event(tmp_path, capsys) -> None:
     good = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "args": {"stream": 7, "device": 0}}
-    events = [
-        dict(good, ts=10, dur=5),
-        dict(good, ts=20, dur=-3),
-        dict(good, ts=30, dur=9.3e18),
-        dict(good, ts=-9.2e18, dur=1),
-        dict(good, ts=40, dur=5),
-    ]
+    events = [dict(good, ts=10, dur=5), dict(good, ts=20, dur=-3), dict(good, ts=30, dur=9.3e18),
+              dict(good, ts=-9.2e18, dur=1), dict(good, ts=40, dur=5)]
     code, rep = report_of(capsys, put(tmp_path, _doc(events)))
     # 3 of 5 events rejected (#27): a partial report that says what was dropped, exit 6
     assert (code, rep["status"]) == (6, "partial")
-    assert rep["error"] == (
-        "3 of 5 events (60%) were rejected for impossible numbers (1 events with a negative duration "
-        "were rejected; 2 events with a time or duration beyond 73 years were rejected)"
-    )
+    assert rep["error"] == ("3 of 5 events (60%) were rejected for impossible numbers (1 events with a negative duration "
+                            "were rejected; 2 events with a time or duration beyond 73 years were rejected)")
     assert "1 events with a negative duration were rejected" in rep["warnings"]
     assert any(w.startswith("2 events with a time or duration beyond") for w in rep["warnings"])
     assert rep["summary"]["counts"]["events"] == 2
@@ -209,33 +198,20 @@ def test_impossible_values_are_rejected_per_event(tmp_path, capsys) -> None:
 
 def test_number_beyond_float64_in_input_dims(tmp_path, capsys) -> None:
     # found by the fuzzer: an infinite dimension crashed the FLOPs topic (OverflowError, logged with its traceback)
-    data = (
-        b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 5, "pid": 1, '
-        b'"tid": 1, "args": {"Input Dims": [[4, 1e400], [8, 16]]}}, {"ph": "X", "cat": "kernel", "name": "k", '
-        b'"ts": 2, "dur": 1, "pid": 0, "tid": 7, "args": {"stream": 7}}]}'
-    )
+    data = (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 5, "pid": 1, '
+            b'"tid": 1, "args": {"Input Dims": [[4, 1e400], [8, 16]]}}, {"ph": "X", "cat": "kernel", "name": "k", '
+            b'"ts": 2, "dur": 1, "pid": 0, "tid": 7, "args": {"stream": 7}}]}')
     code, rep = report_of(capsys, put(tmp_path, data))
     assert code == 0
-    assert rep["warnings"] == [
-        "1 operators' recorded shapes hold a dimension beyond 2^40 (or one that is negative "
-        "or not an integer) and were ignored"
-    ]
+    assert rep["warnings"] == ["1 operators' recorded shapes hold a dimension beyond 2^40 (or one that is negative "
+                               "or not an integer) and were ignored"]
     assert rep["metrics"]["flops"]["available"] is False
 
 
 def test_step_number_beyond_int64(tmp_path, capsys) -> None:
-    ev = [
-        {
-            "ph": "X",
-            "cat": "user_annotation",
-            "name": "ProfilerStep#99999999999999999999",
-            "ts": 0,
-            "dur": 10,
-            "pid": 1,
-            "tid": 1,
-        },
-        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": 0, "tid": 7, "args": {"stream": 7}},
-    ]
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99999999999999999999", "ts": 0, "dur": 10,
+           "pid": 1, "tid": 1},
+          {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": 0, "tid": 7, "args": {"stream": 7}}]
     code, rep = report_of(capsys, put(tmp_path, _doc(ev)))
     assert code == 0
     assert "1 ProfilerStep markers with a step number beyond int64 were ignored" in rep["warnings"]
@@ -244,31 +220,16 @@ def test_step_number_beyond_int64(tmp_path, capsys) -> None:
 
 def test_overlapping_and_duplicate_step_markers_warn(tmp_path, capsys) -> None:
     def step(n: int, ts: int, dur: int) -> dict:
-        return {
-            "ph": "X",
-            "cat": "user_annotation",
-            "name": f"ProfilerStep#{n}",
-            "ts": ts,
-            "dur": dur,
-            "pid": 1,
-            "tid": 1,
-        }
+        return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": ts, "dur": dur, "pid": 1, "tid": 1}
 
-    ev = [
-        step(1, 0, 100),
-        step(2, 50, 100),
-        step(2, 200, 10),
-        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": 0, "tid": 7, "args": {"stream": 7}},
-    ]
+    ev = [step(1, 0, 100), step(2, 50, 100), step(2, 200, 10),
+          {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": 0, "tid": 7, "args": {"stream": 7}}]
     code, rep = report_of(capsys, put(tmp_path, _doc(ev)))
     assert code == 0
-    assert (
-        "1 ProfilerStep markers start before the previous one on their thread ends (overlapping steps: the "
-        "step split may be wrong)"
-    ) in rep["warnings"]
-    assert (
-        "1 step numbers are marked more than once (e.g. ProfilerStep#2): the step split may be wrong" in rep["warnings"]
-    )
+    assert ("1 ProfilerStep markers start before the previous one on their thread ends (overlapping steps: the "
+            "step split may be wrong)") in rep["warnings"]
+    assert "1 step numbers are marked more than once (e.g. ProfilerStep#2): the step split may be wrong" \
+        in rep["warnings"]
 
 
 # ------------------------------------------------------------------------------- layouts and formats
@@ -285,12 +246,8 @@ def test_every_layout_reads_like_kinetos(tmp_path, capsys) -> None:
     meta = {k: v for k, v in DOC.items() if k != "traceEvents"}
     kineto = _summary(capsys, put(tmp_path, TEXT, "a.json"))
     one_line = msgspec.json.encode(DOC)
-    per_line = (
-        b'{"traceEvents": [\n'
-        + b",\n".join(msgspec.json.encode(e) for e in events)
-        + b"\n], "
-        + msgspec.json.encode(meta)[1:]
-    )
+    per_line = (b'{"traceEvents": [\n' + b",\n".join(msgspec.json.encode(e) for e in events) + b"\n], "
+                + msgspec.json.encode(meta)[1:])
     array = msgspec.json.encode(events)
     array_open = b"[\n" + b",\n".join(msgspec.json.encode(e) for e in events) + b",\n"  # no closing ']' (allowed)
     pretty = json.dumps(json.loads(TEXT), indent=7).encode()
@@ -317,14 +274,10 @@ def test_text_after_the_array_format(tmp_path, capsys) -> None:
 EVENT = b'{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1,"pid":0,"tid":7},'
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        b" " * (1 << 20),  # one 1 GiB string
-        EVENT * ((1 << 20) // len(EVENT)),  # 1 GiB of events on one line
-    ],
-    ids=["one-string", "events"],
-)
+@pytest.mark.parametrize("body", [
+    b" " * (1 << 20),  # one 1 GiB string
+    EVENT * ((1 << 20) // len(EVENT)),  # 1 GiB of events on one line
+], ids=["one-string", "events"])
 def test_gzip_bomb_stops_at_the_limit(tmp_path, body: bytes) -> None:
     """Whichever bound comes first (64x the compressed size inflated, or one event over 64 MiB) stops it."""
     bomb = tmp_path / "bomb.pt.trace.json.gz"
@@ -336,19 +289,15 @@ def test_gzip_bomb_stops_at_the_limit(tmp_path, body: bytes) -> None:
     assert bomb.stat().st_size < (1.2e6 if body[:1] == b" " else 4e6)  # events compress ~300x at best
     # the child's own peak: VmHWM belongs to the process's memory map; ru_maxrss would not do, since exec() carries
     # the forking parent's high-water mark into it (pytest's own RSS after a thousand tests read as the bomb's)
-    code = (
-        "import re, sys, time; from tb_llmdiag.cli import main; t = time.perf_counter(); "
-        "c = main(['report', sys.argv[1]]); "
-        "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
-        "print(c, time.perf_counter() - t, hwm)"
-    )
+    code = ("import re, sys, time; from tb_llmdiag.cli import main; t = time.perf_counter(); "
+            "c = main(['report', sys.argv[1]]); "
+            "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
+            "print(c, time.perf_counter() - t, hwm)")
     out = subprocess.run([sys.executable, "-c", code, str(bomb)], capture_output=True, text=True, timeout=120)
     exit_code, _seconds, rss_kib = out.stdout.split()[-3:]
     assert int(exit_code) == 4
-    assert (
-        "refused as a likely decompression bomb" in out.stderr
-        or "one event runs over 64 MiB without ending" in out.stderr
-    ), out.stderr
+    assert ("refused as a likely decompression bomb" in out.stderr
+            or "one event runs over 64 MiB without ending" in out.stderr), out.stderr
     assert int(rss_kib) < 300 * 1024  # bounded memory; the time is bench/bomb_speed.py's (never a timed test)
 
 
@@ -424,9 +373,7 @@ def test_unreadable_trace_as_root_too(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setattr(files.os, "open", refuse)
     code, _, err = run(capsys, p)
     assert code == 4
-    assert err.strip().endswith(
-        "cannot read w.1.pt.trace.json: permission denied (the file is not readable by this user)"
-    )
+    assert err.strip().endswith("cannot read w.1.pt.trace.json: permission denied (the file is not readable by this user)")
     monkeypatch.setattr(files.os, "access", lambda path, mode: not str(path).endswith(".pt.trace.json"))
     code, _, err = run(capsys, tmp_path)
     assert code == 4 and "permission denied" in err  # listed, not skipped silently

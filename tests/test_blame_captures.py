@@ -57,9 +57,7 @@ PLANTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "blame_release_memory": ("unrecorded_host_time", ("release_memory",)),
     # the same with with_stack=True: the frames name gc.collect and the user's line
     "blame_release_memory_stack": (
-        "unrecorded_host_time",
-        ("release_memory", "<built-in function collect>", "capture_run.py:522"),
-    ),
+        "unrecorded_host_time", ("release_memory", "<built-in function collect>", "capture_run.py:522")),
     # PYTORCH_NO_CUDA_MEMORY_CACHING=1: cudaMalloc / cudaFree around every tensor
     "blame_no_cache_alloc": ("allocator_churn", ("cudaMalloc", "cudaFree")),
     # build_masks(): per-document masks in pure Python inside the step, with_stack=True
@@ -129,8 +127,7 @@ def test_the_with_stack_capture_names_the_user_line_in_text_and_evidence() -> No
 
 
 @pytest.mark.parametrize(
-    ("name", "source"),
-    [("blame_host_python", "capture_run.py:251"), ("blame_release_memory_stack", "capture_run.py:522")],
+    ("name", "source"), [("blame_host_python", "capture_run.py:251"), ("blame_release_memory_stack", "capture_run.py:522")]
 )
 def test_the_source_line_is_a_field_of_the_finding_in_json_cli_and_markdown(name: str, source: str) -> None:
     """#23 point 4: the user's file:line is the finding's own ``source`` field (not only inside its text), and the CLI

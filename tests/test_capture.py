@@ -116,9 +116,8 @@ class FakeResults:
         self.steps = steps  # the ProfilerStep numbers recorded into it
 
     def export_chrome_trace(self, path):
-        events = [
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "ts": s, "dur": 1} for s in self.steps
-        ]
+        events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "ts": s, "dur": 1}
+                  for s in self.steps]
         with open(path, "w") as f:  # laid out as Kineto writes it: white space first, the events after the header
             f.write('\n  {\n    "schemaVersion": 1,\n  "traceEvents": ' + json.dumps(events) + "\n}")
 
@@ -365,9 +364,8 @@ def test_timing_can_be_turned_off(tmp_path, fake_torch):
 
 def test_a_window_still_waiting_is_written_at_exit(tmp_path, fake_torch, monkeypatch):
     registered = []
-    monkeypatch.setattr(
-        capture, "atexit", types.SimpleNamespace(register=registered.append, unregister=registered.remove)
-    )
+    monkeypatch.setattr(capture, "atexit", types.SimpleNamespace(register=registered.append,
+                                                                 unregister=registered.remove))
     prof = profile_steps(tmp_path, run="r", skip_first=0, warmup=0, active=1).start()
     prof.step()  # step 0 recorded; its trace waits for steps 1-3, and the loop never calls stop()
     assert registered == [prof.stop] and prof.trace_files() == []
@@ -519,9 +517,7 @@ def test_real_torch_repeated_windows_each_keep_their_own_events(tmp_path, monkey
     for path in prof.trace_files():
         with gzip.open(path, "rt") as f:
             traces.append(json.load(f))
-    steps = [
-        sorted(e["name"] for e in t["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")) for t in traces
-    ]
+    steps = [sorted(e["name"] for e in t["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")) for t in traces]
     assert steps == [["ProfilerStep#3", "ProfilerStep#4"], ["ProfilerStep#7", "ProfilerStep#8"]]
     metas = [t["llmdiag_unprofiled_step_ns"] for t in traces]
     assert [(m["steps"], m["after_steps"]) for m in metas] == [([0, 1], [5]), ([0, 1, 5], [9])]

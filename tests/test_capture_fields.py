@@ -14,39 +14,14 @@ def _write(tmp_path: Path) -> Path:
     ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100}]
     for rep, corr in ((0, 50), (1, 60)):
         base = rep * 40
-        ev.append(
-            {
-                "ph": "X",
-                "cat": "cuda_runtime",
-                "name": "cudaGraphLaunch",
-                "pid": 1,
-                "tid": 1,
-                "ts": base + 1,
-                "dur": 2,
-                "args": {"correlation": corr},
-            }
-        )
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1, "ts": base + 1,
+                   "dur": 2, "args": {"correlation": corr}})
         for i in range(3):  # the file lists a replay's kernels out of time order: the reader sorts them
             j = 2 - i
-            ev.append(
-                {
-                    "ph": "X",
-                    "cat": "kernel",
-                    "name": f"k{j}",
-                    "pid": 0,
-                    "tid": 7,
-                    "ts": base + 5 + 4 * j,
-                    "dur": 2,
-                    "args": {"device": 0, "stream": 7, "correlation": corr, "graph id": 3, "graph node id": 100 + j},
-                }
-            )
-    doc = {
-        "schemaVersion": 1,
-        "traceEvents": ev,
-        "llmdiag_unprofiled_step_ms": [0.05, 0.06, 0.07],
-        "WARNING": ["CUPTI: 4 records were dropped"],
-        "cupti_version": 130001,
-    }
+            ev.append({"ph": "X", "cat": "kernel", "name": f"k{j}", "pid": 0, "tid": 7, "ts": base + 5 + 4 * j, "dur": 2,
+                       "args": {"device": 0, "stream": 7, "correlation": corr, "graph id": 3, "graph node id": 100 + j}})
+    doc = {"schemaVersion": 1, "traceEvents": ev, "llmdiag_unprofiled_step_ms": [0.05, 0.06, 0.07],
+           "WARNING": ["CUPTI: 4 records were dropped"], "cupti_version": 130001}
     path = tmp_path / "g.pt.trace.json"
     path.write_text(json.dumps(doc))
     return path
@@ -87,10 +62,8 @@ def test_hardware_counters_of_a_real_cupti_profiler_trace() -> None:
 
 def test_counter_tracks_are_summed_per_series(tmp_path: Path) -> None:
     ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100}]
-    ev += [
-        {"ph": "C", "name": "GPU 0 Counters", "pid": 9, "ts": 10 * i, "args": {"sm_active": 0.25 * i, "tensor": 1}}
-        for i in range(4)
-    ]
+    ev += [{"ph": "C", "name": "GPU 0 Counters", "pid": 9, "ts": 10 * i, "args": {"sm_active": 0.25 * i, "tensor": 1}}
+           for i in range(4)]
     path = tmp_path / "c.pt.trace.json"
     path.write_text(json.dumps({"traceEvents": ev}))
     cap = analyze(load_trace(str(path))).metrics["capture"]

@@ -178,17 +178,11 @@ def test_helper_metadata_of_schema_2_holds_the_steps_after_the_window(name):
     assert meta["schema"] == 2 and meta["synchronized"] is True
     last_profiled = t["profiled_steps"][-1]
     assert meta["window_steps"] == [t["profiled_steps"][0], last_profiled]
-    assert (
-        meta["after_steps"]
-        == list(range(last_profiled + 1, last_profiled + 1 + n_after))
-        == r["helper_unprofiled"]["after_steps"]
-    )
+    assert meta["after_steps"] == list(range(last_profiled + 1, last_profiled + 1 + n_after)) == r["helper_unprofiled"]["after_steps"]
     assert meta["after_step_ns"] == r["helper_unprofiled"]["after_step_ns"] == t["helper_after_window_step_ns"]
     assert min(meta["after_step_ns"]) > 0
     assert t["helper_after_window_median_ns"] == pytest.approx(statistics.median(meta["after_step_ns"]), abs=1)
-    assert r["reference"]["steps"] == list(
-        range(meta["after_steps"][-1] + 1, meta["after_steps"][-1] + 1 + ref_steps(t))
-    )
+    assert r["reference"]["steps"] == list(range(meta["after_steps"][-1] + 1, meta["after_steps"][-1] + 1 + ref_steps(t)))
 
 
 def runtime_calls_in_steps(name: str, api: str) -> list[int]:

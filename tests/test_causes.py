@@ -55,9 +55,8 @@ def truth(rel: str) -> dict[str, Any] | None:
 EXPECTED: dict[str, set[str]] = {
     "shared/traces/external/ASB1127_HPMLProj/Lora_profile_trace_a100_80g.json.gz": {"fp32_math"},  # ampere_sgemm LoRA
     "shared/traces/external/facebookresearch_param/linear_kineto.json.gz": {"fp32_math"},  # FP32 MLP, 2080 Ti
-    "shared/traces/external/marcalph_kernelforge/192-222-51-72_4336.1774353536539013415.pt.trace.json.gz": {
-        "fp32_math"
-    },  # FP32 nn.Transformer on GH200
+    "shared/traces/external/marcalph_kernelforge/192-222-51-72_4336.1774353536539013415.pt.trace.json.gz":
+        {"fp32_math"},  # FP32 nn.Transformer on GH200
     "shared/traces/hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz": {"fp32_math"},
     "shared/traces/hta/df_index_resolver/df_index_resolver.json.gz": {"fp32_math", "unfused_optimizer"},  # SGD loop
     "shared/traces/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz": {"fp32_math"},
@@ -66,15 +65,11 @@ EXPECTED: dict[str, set[str]] = {
     # launches 2,301 kernels per step from 727 ms of host time per call, one parameter at a time
     "shared/traces/hta/mtia_trace_single_rank/mtia_rank_0.json.gz": {"unfused_optimizer"},
     # ResNet-50 in fp32 on V100 (2021): cuDNN fp32 convolutions, torch 1.8's for-loop SGD (483 launches a step)
-    **{
-        f"shared/traces/kineto_resnet50/{d}/{f}": {"fp32_math", "unfused_optimizer"}
-        for d, f in (
-            ("resnet50_num_workers_0", "worker0.1623143089861.pt.trace.json.gz"),
-            ("resnet50_num_workers_0", "worker0.1623143566756.pt.trace.json.gz"),
-            ("resnet50_num_workers_4", "worker0.1623212756351.pt.trace.json.gz"),
-            ("resnet50_num_workers_4", "worker0.1623213129365.pt.trace.json.gz"),
-        )
-    },
+    **{f"shared/traces/kineto_resnet50/{d}/{f}": {"fp32_math", "unfused_optimizer"} for d, f in (
+        ("resnet50_num_workers_0", "worker0.1623143089861.pt.trace.json.gz"),
+        ("resnet50_num_workers_0", "worker0.1623143566756.pt.trace.json.gz"),
+        ("resnet50_num_workers_4", "worker0.1623212756351.pt.trace.json.gz"),
+        ("resnet50_num_workers_4", "worker0.1623213129365.pt.trace.json.gz"))},
     # the planted captures of examples/captures (truth.json beside each)
     "causes/tests/data/recompile": {"recompilation"},
     "causes/tests/data/fp32_math": {"fp32_math"},
@@ -92,12 +87,8 @@ def expected(rel: str) -> set[str]:
 def test_new_findings_fire_only_where_their_cause_is(rel: str) -> None:
     got = {f["id"] for f in analysed(rel)["findings"]} & set(NEW)
     if rel.endswith(".xplane.pb"):
-        got = {
-            f["id"]
-            for f in analysed(rel)["findings"]
-            if f["id"] in NEW
-            and f.get("metric", "").startswith(("compile.", "precision.", "optimizer.", "checkpointing."))
-        }
+        got = {f["id"] for f in analysed(rel)["findings"] if f["id"] in NEW and f.get("metric", "").startswith(
+            ("compile.", "precision.", "optimizer.", "checkpointing."))}
     assert got == expected(rel)
 
 
@@ -192,9 +183,8 @@ def test_for_loop_sgd_launches_match_a_plain_count() -> None:
     steps = [e for e in ev if e.get("name", "").startswith("ProfilerStep#")]
     opt = [e for e in ev if e.get("name", "").startswith("Optimizer.step#SGD.step")]
     launches = [e for e in ev if e.get("name") == "cudaLaunchKernel"]
-    inside = sum(
-        1 for la in launches for o in opt if o["tid"] == la["tid"] and o["ts"] <= la["ts"] < o["ts"] + o["dur"]
-    )
+    inside = sum(1 for la in launches for o in opt
+                 if o["tid"] == la["tid"] and o["ts"] <= la["ts"] < o["ts"] + o["dur"])
     o = analysed(rel)["metrics"]["optimizer"]
     assert o["implementation"] == "for_loop" and o["optimizer"] == "SGD"
     assert o["launches_per_step"] == pytest.approx(inside / len(steps))
@@ -292,9 +282,7 @@ def test_torch_save_capture_names_what_holds_the_slow_step() -> None:
     assert o["holder_ns"] == pytest.approx(save["host_s"] * 1e9, rel=0.02)
     assert o["dtoh_bytes"] == pytest.approx(save["file_bytes"], rel=0.05)  # the state dict copied to the host
     f = a["findings"][0]
-    assert (
-        f["id"] == "step_variance" and 'inside "save_checkpoint"' in f["summary"] and "device-to-host" in f["summary"]
-    )
+    assert f["id"] == "step_variance" and 'inside "save_checkpoint"' in f["summary"] and "device-to-host" in f["summary"]
 
 
 def test_item_loop_capture_is_a_sync_storm() -> None:

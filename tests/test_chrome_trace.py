@@ -35,14 +35,8 @@ REAL = [
     "hta/trace_filter/sampled_rank-0.json.gz",  # minified JSON (no Kineto line layout)
 ]
 
-DEVICE_CATS = {
-    "kernel": "kernel",
-    "Kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "Memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "Memset": "memset",
-}
+DEVICE_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
+               "gpu_memset": "memset", "Memset": "memset"}
 LAUNCH_CATS = {"cuda_runtime", "Runtime", "cuda_driver"}
 HOST_CATS = {"user_annotation", "cpu_op", "Operator"}  # device-side gpu_user_annotation copies are not steps
 
@@ -66,10 +60,8 @@ def independent(path: Path) -> dict:
         if c is not None:
             end_by_corr[c] = max(end_by_corr.get(c, -1), rel(e)[1])
     steps = []
-    for e in sorted(
-        (e for e in xs if str(e["name"]).startswith("ProfilerStep#") and e["cat"] in HOST_CATS),
-        key=lambda e: Decimal(e["ts"]),
-    ):
+    for e in sorted((e for e in xs if str(e["name"]).startswith("ProfilerStep#") and e["cat"] in HOST_CATS),
+                    key=lambda e: Decimal(e["ts"])):
         s, h = rel(e)
         end = h
         for r in xs:
@@ -97,9 +89,7 @@ def independent(path: Path) -> dict:
     kinds = [DEVICE_CATS[e["cat"]] for e in dev]
     return {
         "steps": steps,
-        "kernels": kinds.count("kernel"),
-        "memcpys": kinds.count("memcpy"),
-        "memsets": kinds.count("memset"),
+        "kernels": kinds.count("kernel"), "memcpys": kinds.count("memcpy"), "memsets": kinds.count("memset"),
         "kernel_ns": sum(rel(e)[1] - rel(e)[0] for e in dev if DEVICE_CATS[e["cat"]] == "kernel"),
         "busy_ns": busy,
         "runtime_calls": sum(1 for e in xs if e.get("cat") in {"cuda_runtime", "Runtime"}),
@@ -113,10 +103,8 @@ def test_summary_matches_independent_computation(rel_path: str) -> None:
     trace = read_kineto(str(path))
     analysis = analyze(trace)
     summary = summarize(analysis.context)
-    got_steps = [
-        (s["index"], s["start_ns"], s["host_end_ns"], s["end_ns"])
-        for s in analysis.metrics["steps"].get("per_step", [])
-    ]
+    got_steps = [(s["index"], s["start_ns"], s["host_end_ns"], s["end_ns"])
+                 for s in analysis.metrics["steps"].get("per_step", [])]
     assert got_steps == expected["steps"]
     assert summary["counts"]["kernels"] == expected["kernels"]
     assert summary["counts"]["memcpys"] == expected["memcpys"]
@@ -167,11 +155,8 @@ def test_distributed_info_and_input_shapes() -> None:
     assert (trace.distributed.rank, trace.distributed.world_size, trace.distributed.backend) == (0, 16, "nccl")
     # Input Dims are kept for the ops analyses read (model.SHAPE_OPS) and dropped for the others
     doc = json.loads(gzip.open(path).read())
-    want = [
-        e["args"]["Input Dims"]
-        for e in doc["traceEvents"]
-        if e.get("cat") == "cpu_op" and e["name"] in ("aten::mm", "aten::addmm") and "Input Dims" in e["args"]
-    ]
+    want = [e["args"]["Input Dims"] for e in doc["traceEvents"]
+            if e.get("cat") == "cpu_op" and e["name"] in ("aten::mm", "aten::addmm") and "Input Dims" in e["args"]]
     cpu = trace.events.of_kind(Kind.CPU_OP)
     is_mm = cpu.name_mask(lambda n: n in ("aten::mm", "aten::addmm"))
     got = [json.loads(cpu.shapes[i]) for i in cpu.shape_id[is_mm]]
@@ -188,18 +173,15 @@ def test_cpu_only_trace_has_no_device_events() -> None:
 
 # --- bad input -----------------------------------------------------------------------------------
 
-
 def _write(tmp_path: Path, name: str, data: bytes) -> str:
     p = tmp_path / name
     p.write_bytes(data)
     return str(p)
 
 
-SMALL = (
-    b'{"schemaVersion": 1, "traceEvents": [\n  {\n    "ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, '
-    b'"tid": 1, "ts": 10.5, "dur": 2\n  },\n  {\n    "ph": "X", "cat": "kernel", "name": "k", "pid": 0, '
-    b'"tid": 7, "ts": 11, "dur": 3.25, "args": {"stream": 7, "device": 0, "correlation": 5}\n  }\n]}'
-)
+SMALL = (b'{"schemaVersion": 1, "traceEvents": [\n  {\n    "ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, '
+         b'"tid": 1, "ts": 10.5, "dur": 2\n  },\n  {\n    "ph": "X", "cat": "kernel", "name": "k", "pid": 0, '
+         b'"tid": 7, "ts": 11, "dur": 3.25, "args": {"stream": 7, "device": 0, "correlation": 5}\n  }\n]}')
 
 
 def test_small_inline_trace_values() -> None:
@@ -214,18 +196,15 @@ def test_small_inline_trace_values() -> None:
     assert trace.origin_ns == 10_000
 
 
-@pytest.mark.parametrize(
-    "data, message",
-    [
-        (b"", "empty"),
-        (b"hello world", "not a Chrome/Kineto trace"),
-        (b'{"schema": "1.0", "nodes": []}', "not a Chrome/Kineto trace"),
-        (b'{"traceEvents": []}', "no timed events"),
-        (b'{"traceEvents": [{"ph": "X", "na', "truncated"),
-        (gzip.compress(SMALL)[:25], "truncated"),
-        (b"\x1f\x8b\x08\x00garbage", ""),
-    ],
-)
+@pytest.mark.parametrize("data, message", [
+    (b"", "empty"),
+    (b"hello world", "not a Chrome/Kineto trace"),
+    (b'{"schema": "1.0", "nodes": []}', "not a Chrome/Kineto trace"),
+    (b'{"traceEvents": []}', "no timed events"),
+    (b'{"traceEvents": [{"ph": "X", "na', "truncated"),
+    (gzip.compress(SMALL)[:25], "truncated"),
+    (b"\x1f\x8b\x08\x00garbage", ""),
+])
 def test_bad_input_gives_one_line_error(tmp_path: Path, data: bytes, message: str) -> None:
     with pytest.raises(TraceFormatError) as exc:
         load_trace(_write(tmp_path, "bad.json.gz" if data[:2] == b"\x1f\x8b" else "bad.json", data))
@@ -262,16 +241,13 @@ def _trace_of(tmp_path: Path, events: list[dict]) -> object:
 
 def test_ids_beyond_int64_are_interned_not_a_crash(tmp_path: Path) -> None:
     huge = 2**63 + 5
-    trace = _trace_of(
-        tmp_path,
-        [
-            {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": huge, "ts": 1, "dur": 1},
-            {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": "99999999999999999999999", "ts": 2, "dur": 1},
-            {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": huge, "ts": 3, "dur": 1},
-            {"ph": "X", "cat": "kernel", "name": "k", "pid": huge, "tid": 7, "ts": 4, "dur": 1, "args": {"stream": 7}},
-            {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 7.0, "ts": 5, "dur": 1},
-        ],
-    )
+    trace = _trace_of(tmp_path, [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": huge, "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": "99999999999999999999999", "ts": 2, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": huge, "ts": 3, "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": huge, "tid": 7, "ts": 4, "dur": 1, "args": {"stream": 7}},
+        {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 7.0, "ts": 5, "dur": 1},
+    ])
     tid = trace.events.tid.tolist()
     # the same huge id is one thread, the other huge one another, both outside the int range of real ids
     assert tid[0] == tid[2] and tid[0] != tid[1] and tid[0] < -(1 << 39) and tid[1] < -(1 << 39)
@@ -279,10 +255,8 @@ def test_ids_beyond_int64_are_interned_not_a_crash(tmp_path: Path) -> None:
 
 
 def test_numbers_too_big_for_a_float_are_unusable_timestamps(tmp_path: Path) -> None:
-    data = (
-        b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2}, '
-        b'{"ph": "X", "cat": "cpu_op", "name": "b", "ts": 1' + b"0" * 400 + b', "dur": 1}]}'
-    )
+    data = (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2}, '
+            b'{"ph": "X", "cat": "cpu_op", "name": "b", "ts": 1' + b"0" * 400 + b', "dur": 1}]}')
     trace = read_kineto(_write(tmp_path, "t.json", data))
     assert trace.events.names[trace.events.name_id[0]] == "a" and len(trace.events) == 1
     assert any("without a usable timestamp" in w for w in trace.warnings)
@@ -291,17 +265,10 @@ def test_numbers_too_big_for_a_float_are_unusable_timestamps(tmp_path: Path) -> 
 def test_epoch_timestamps_with_a_missing_or_odd_ts(tmp_path: Path) -> None:
     base = 1_700_000_000_000_000  # epoch microseconds: read exactly, to the ns of the JSON text
     events = [
-        ("a", f"{base}.5"),
-        ("b", None),
-        ("c", "null"),
-        ("d", '"abc"'),
-        ("e", f'"{base + 2}"'),
-        ("f", f"{base + 3}.251"),
+        ("a", f"{base}.5"), ("b", None), ("c", "null"), ("d", '"abc"'), ("e", f'"{base + 2}"'), ("f", f"{base + 3}.251"),
     ]
-    text = ", ".join(
-        '{"ph": "X", "cat": "cpu_op", "name": "%s", %s"dur": 1}' % (n, "" if t is None else f'"ts": {t}, ')
-        for n, t in events
-    )
+    text = ", ".join('{"ph": "X", "cat": "cpu_op", "name": "%s", %s"dur": 1}' % (n, "" if t is None else f'"ts": {t}, ')
+                     for n, t in events)
     trace = read_kineto(_write(tmp_path, "t.json", ('{"traceEvents": [%s]}' % text).encode()))
     ev = trace.events
     assert [ev.names[i] for i in ev.name_id] == ["a", "e", "f"]
@@ -313,9 +280,8 @@ def test_epoch_timestamps_with_a_missing_or_odd_ts(tmp_path: Path) -> None:
 def test_negative_exact_timestamps_keep_the_sign_of_their_decimals(tmp_path: Path, odd: bool) -> None:
     base = 1_700_000_000_000_000  # |ts| this large is read exactly, negative or not
     stamps = [f"-{base}.5", f"-{base + 3}.25"] + (['"x"'] if odd else [])
-    text = ", ".join(
-        '{"ph": "X", "cat": "cpu_op", "name": "e%d", "ts": %s, "dur": 1}' % (i, t) for i, t in enumerate(stamps)
-    )
+    text = ", ".join('{"ph": "X", "cat": "cpu_op", "name": "e%d", "ts": %s, "dur": 1}' % (i, t)
+                     for i, t in enumerate(stamps))
     trace = read_kineto(_write(tmp_path, "t.json", ('{"traceEvents": [%s]}' % text).encode()))
     ev = trace.events
     assert [ev.names[i] for i in ev.name_id] == ["e1", "e0"]
@@ -325,20 +291,10 @@ def test_negative_exact_timestamps_keep_the_sign_of_their_decimals(tmp_path: Pat
 
 def test_a_mistyped_event_does_not_drop_its_neighbours_input_dims(tmp_path: Path) -> None:
     # "tid": true fits no type, so the piece is converted event by event (the lenient path)
-    trace = _trace_of(
-        tmp_path,
-        [
-            {
-                "ph": "X",
-                "cat": "cpu_op",
-                "name": "aten::mm",
-                "ts": 1,
-                "dur": 1,
-                "args": {"Input Dims": [[1, 2], [2, 3]]},
-            },
-            {"ph": "X", "cat": "cpu_op", "name": "b", "ts": 2, "dur": 1, "tid": True},
-        ],
-    )
+    trace = _trace_of(tmp_path, [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1, "args": {"Input Dims": [[1, 2], [2, 3]]}},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "ts": 2, "dur": 1, "tid": True},
+    ])
     ev = trace.events
     assert [ev.names[i] for i in ev.name_id] == ["aten::mm"]
     assert [json.loads(ev.shapes[i]) for i in ev.shape_id] == [[[1, 2], [2, 3]]]

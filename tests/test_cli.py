@@ -17,9 +17,8 @@ RESNET0 = "kineto_resnet50/resnet50_num_workers_0"
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "tb_llmdiag", *args], capture_output=True, text=True, env=env, timeout=300
-    )
+    return subprocess.run([sys.executable, "-m", "tb_llmdiag", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
 
 
 def test_json_report_is_strict_json_with_schema(tmp_path: Path) -> None:
@@ -28,9 +27,7 @@ def test_json_report_is_strict_json_with_schema(tmp_path: Path) -> None:
     doc = json.loads(proc.stdout, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
     assert doc["schema"] == 3 and doc["tool"]["name"] == "tb_llmdiag"
     assert [(r["run"], r["worker"], r["span"], r["status"]) for r in doc["runs"]] == [
-        ("resnet50_num_workers_0", "worker0", "1", "ok"),
-        ("resnet50_num_workers_0", "worker0", "2", "ok"),
-    ]
+        ("resnet50_num_workers_0", "worker0", "1", "ok"), ("resnet50_num_workers_0", "worker0", "2", "ok")]
     run = doc["runs"][0]
     assert [s["index"] for s in run["metrics"]["steps"]["per_step"]] == [5, 6, 7, 8, 9, 10]
     assert run["findings"][0]["id"] == "dataloader_stall"
@@ -84,9 +81,7 @@ def test_a_job_prints_its_section_before_the_ranks() -> None:
     (job,) = doc["jobs"]
     m = job["metrics"]
     assert m["straggler_rank"] == 1 and m["straggler_cause"] == "more_tokens"
-    assert (
-        "1. The other ranks wait in their collectives for one rank" in text.stdout and "(rule straggler)" in text.stdout
-    )
+    assert "1. The other ranks wait in their collectives for one rank" in text.stdout and "(rule straggler)" in text.stdout
     assert "straggler 1; cause more tokens" in text.stdout  # registry labels and words, never keys (#25)
     assert [f["rank"] for f in job["files"]] == [0, 1] and len(doc["runs"]) == 2
     single = json.loads(run_cli("report", str(shared_trace(RESNET0)), "--json").stdout)

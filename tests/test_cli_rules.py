@@ -14,9 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tb_llmdiag", *args], capture_output=True, text=True, cwd=REPO, timeout=120, check=False
-    )
+    return subprocess.run([sys.executable, "-m", "tb_llmdiag", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120, check=False)
 
 
 def test_rules_lists_each_id_once_with_its_platforms_then_the_job_rules() -> None:
@@ -24,16 +23,12 @@ def test_rules_lists_each_id_once_with_its_platforms_then_the_job_rules() -> Non
     runs = [r for r in doc if r["level"] == "run"]
     jobs = [r for r in doc if r["level"] == "job"]
     assert [r["id"] for r in runs] == list(dict.fromkeys(r.id for r in RULES))  # once each, in table order
-    assert (
-        [r["id"] for r in jobs]
-        == [r.id for r in JOB_RULES]
-        == [
-            "straggler",
-            "exposed_communication",
-            "pipeline_stage_straggler",
-            "pipeline_bubble",
-        ]
-    )
+    assert [r["id"] for r in jobs] == [r.id for r in JOB_RULES] == [
+        "straggler",
+        "exposed_communication",
+        "pipeline_stage_straggler",
+        "pipeline_bubble",
+    ]
     by_id = {r["id"]: r["platforms"] for r in runs}
     # a GPU and an XLA variant under one id: one entry, both platforms; a CUDA-launch rule: the GPU only
     assert by_id["recompilation"] == ["GPU (Kineto)", "XLA (XPlane)"] and by_id["host_bound"] == ["GPU (Kineto)"]

@@ -20,41 +20,19 @@ from crafted import report_seconds  # noqa: E402
 
 MIB = 1 << 20
 #: 16 different 64 KiB kernel names each repeating a fragment some pattern starts with (1 MiB in all)
-FRAGMENTS = (
-    "gemv",
-    "gemmSN_",
-    "DataLoader",
-    "_data: ",
-    "triton_",
-    "compile_id=",
-    "Memcpy ",
-    "(",
-    "<",
-    "::",
-    "_Z",
-    "1",
-    "ncclDevKernel",
-    "torch/_dynamo/convert_frame.py(",
-    "Torch-Compiled Region: ",
-    "size:",
-)
+FRAGMENTS = ("gemv", "gemmSN_", "DataLoader", "_data: ", "triton_", "compile_id=", "Memcpy ", "(", "<", "::",
+             "_Z", "1", "ncclDevKernel", "torch/_dynamo/convert_frame.py(", "Torch-Compiled Region: ", "size:")
 
 
 def _names(unit: str, n: int, size: int) -> list[str]:
     return [(f"{i}{unit}" * (size // (len(unit) + 2) + 1))[:size] for i in range(n)]
 
 
-@pytest.mark.parametrize(
-    "crafted,plain",
-    [
-        pytest.param(["_data: " * 150000], ["a" * (7 * 150000)], id="compile_marker_1MB"),
-        pytest.param(
-            [(f"{i}" + f * (MIB // 16))[: MIB // 16] for i, f in enumerate(FRAGMENTS)],
-            _names("a", 16, MIB // 16),
-            id="16_different_kernel_names_1MiB",
-        ),
-    ],
-)
+@pytest.mark.parametrize("crafted,plain", [
+    pytest.param(["_data: " * 150000], ["a" * (7 * 150000)], id="compile_marker_1MB"),
+    pytest.param([(f"{i}" + f * (MIB // 16))[: MIB // 16] for i, f in enumerate(FRAGMENTS)], _names("a", 16, MIB // 16),
+                 id="16_different_kernel_names_1MiB"),
+])
 def test_crafted_names_cost_at_most_3x_plain_names(crafted: list[str], plain: list[str]) -> None:
     report_seconds(plain)  # warm: imports and first-use caches
     t_plain = report_seconds(plain, runs=3)

@@ -16,12 +16,8 @@ def reports() -> dict[str, dict]:
 def test_the_demo_holds_the_seed_pair_the_jax_run_and_a_two_rank_job() -> None:
     index = discover(str(REPO / "demo_logs"))
     assert sorted((tf.run, tf.rank) for tf in index.files) == [
-        ("ddp_straggler_2gpu", 0),
-        ("ddp_straggler_2gpu", 1),
-        ("fixed_lora_qwen1.5b", 0),
-        ("jax_gpu_xplane", None),
-        ("seed_lora_qwen1.5b", 0),
-    ]
+        ("ddp_straggler_2gpu", 0), ("ddp_straggler_2gpu", 1), ("fixed_lora_qwen1.5b", 0),
+        ("jax_gpu_xplane", None), ("seed_lora_qwen1.5b", 0)]
 
 
 def test_seed_shows_the_seed_causes_and_the_fixed_run_does_not() -> None:
@@ -36,10 +32,8 @@ def test_seed_shows_the_seed_causes_and_the_fixed_run_does_not() -> None:
     assert {"variable_shapes", "pageable_memcpy", "warmup_in_window"} <= set(seed_ids)
     # fixed: packing, pinned memory and a steady-state window remove those; host-bound is reduced
     assert not {"variable_shapes", "pageable_memcpy", "warmup_in_window"} & set(fixed_ids)
-    share = {
-        r: next(f["saving"]["share"] for f in runs[r]["findings"] if f["id"] == "host_bound")
-        for r in ("seed_lora_qwen1.5b", "fixed_lora_qwen1.5b")
-    }
+    share = {r: next(f["saving"]["share"] for f in runs[r]["findings"] if f["id"] == "host_bound")
+             for r in ("seed_lora_qwen1.5b", "fixed_lora_qwen1.5b")}
     assert share["fixed_lora_qwen1.5b"] < share["seed_lora_qwen1.5b"]
     assert fixed["headline"]["gpu_busy_share"] > 4 * seed["headline"]["gpu_busy_share"]
     assert fixed["headline"]["tokens_per_s"] > 4 * seed["headline"]["tokens_per_s"]

@@ -40,9 +40,7 @@ def _median_step_ms(folder: str) -> float:
     (path,) = (REPO / "demo_logs" / folder).glob("*.json.gz")
     with gzip.open(path, "rt") as fh:
         events = json.load(fh)["traceEvents"]
-    durs = [
-        e["dur"] for e in events if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")
-    ]
+    durs = [e["dur"] for e in events if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")]
     return statistics.median(durs) / 1000
 
 

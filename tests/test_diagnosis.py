@@ -11,15 +11,7 @@ def f(id_: str, share: float | None, ns: int | None, severity: str = "low") -> d
 
 
 def test_rank_by_saving_then_severity() -> None:
-    got = rank(
-        [
-            f("a", 0.05, 5),
-            f("b", None, None, "high"),
-            f("c", 0.3, 30),
-            f("d", None, None, "low"),
-            f("e", 0.0, 0, "medium"),
-        ]
-    )
+    got = rank([f("a", 0.05, 5), f("b", None, None, "high"), f("c", 0.3, 30), f("d", None, None, "low"), f("e", 0.0, 0, "medium")])
     assert [x["id"] for x in got] == ["c", "a", "b", "e", "d"]
 
 
@@ -52,16 +44,9 @@ def test_diagnose_end_to_end_on_metrics() -> None:
     assert [x["severity"] for x in findings] == ["high", "low", "low"]
     # idle pool 100 ms: causes first, the loader takes 60 % of it (60 ms), pageable copies 0.2 % of the 40 ms
     # left (80 µs); then the symptom, host-bound, 24 % of the 39.92 ms left (9.5808 ms): in sequence, never added
-    assert findings[0]["saving"] == {
-        "basis": "median_step",
-        "step_ns": 200_000_000,
-        "ns": 60_000_000,
-        "share": 0.30,
-        "step_ns_if_fixed": 140_000_000,
-        "pool": "idle",
-        "bound_by": "cause",
-        "unprofiled_ns": None,
-    }  # no unprofiled steps, no activity the trace places it in
+    assert findings[0]["saving"] == {"basis": "median_step", "step_ns": 200_000_000, "ns": 60_000_000, "share": 0.30,
+                                     "step_ns_if_fixed": 140_000_000, "pool": "idle", "bound_by": "cause",
+                                     "unprofiled_ns": None}  # no unprofiled steps, no activity the trace places it in
     assert findings[1]["saving"]["ns"] == 9_580_800 and findings[1]["saving"]["share"] == 9_580_800 / 200_000_000
     assert findings[2]["saving"]["ns"] == 80_000
     assert (wi["finding_id"], wi["step_ns"], wi["step_ns_if_fixed"]) == ("dataloader_stall", 200_000_000, 140_000_000)
@@ -72,14 +57,10 @@ def test_diagnose_end_to_end_on_metrics() -> None:
 def test_overlapping_idle_causes_never_go_below_the_compute_floor() -> None:
     # GIVEN three causes that each claim nearly all idle time of a GPU busy 10 % of the step
     fix = Fix("t", "p", "h")
-    rules = tuple(
-        Rule(id=k, title=k, metric=f"a.{k}", above=0, fix=fix, claims="idle", saving=f"a.{k}") for k in ("p", "q", "r")
-    )
-    metrics = {
-        "steps": {"mean_ns": 1000, "median_ns": 1000},
-        "idle": {"busy_share": 0.1},
-        "a": {"p": 0.9, "q": 0.8, "r": 0.7},
-    }
+    rules = tuple(Rule(id=k, title=k, metric=f"a.{k}", above=0, fix=fix, claims="idle", saving=f"a.{k}")
+                  for k in ("p", "q", "r"))
+    metrics = {"steps": {"mean_ns": 1000, "median_ns": 1000}, "idle": {"busy_share": 0.1},
+               "a": {"p": 0.9, "q": 0.8, "r": 0.7}}
     findings, wi = diagnose(metrics, rules=rules)
     assert sum(x["saving"]["share"] for x in findings) <= 0.9 + 1e-12
     assert wi["all"]["step_ns_if_fixed"] == 100 == wi["all"]["compute_floor_ns"]

@@ -37,21 +37,9 @@ EXTERNAL_TRACES: dict[str, str] = {
     "external_a100_rsvd_truncated": "ASB1127_HPMLProj/rSVD_profile_trace_truncated.json.gz",
     "external_a100_zoology_no_kernels": "HazyResearch_zoology/trace.json.gz",
     "external_h800_deepseek_train": "deepseek-ai_profile-data/train.json.gz",
-    **{
-        f"external_v100_dlrm_worker{i}": f"facebookresearch_param/dlrm_kineto/worker{i}_step_12.{ts}.pt.trace.json.gz"
-        for i, ts in enumerate(
-            (
-                "1694128201545",
-                "1694128201556",
-                "1694128201554",
-                "1694128201557",
-                "1694128201547",
-                "1694128201549",
-                "1694128201553",
-                "1694128201553",
-            )
-        )
-    },
+    **{f"external_v100_dlrm_worker{i}": f"facebookresearch_param/dlrm_kineto/worker{i}_step_12.{ts}.pt.trace.json.gz"
+       for i, ts in enumerate(("1694128201545", "1694128201556", "1694128201554", "1694128201557",
+                               "1694128201547", "1694128201549", "1694128201553", "1694128201553"))},
     "external_2080ti_linear": "facebookresearch_param/linear_kineto.json.gz",
     "external_gh200_transformer": "marcalph_kernelforge/192-222-51-72_4336.1774353536539013415.pt.trace.json.gz",
     "external_4080_nanovllm_decode": "zhang-yuhui_nano-vllm/decode_gpu_0.json.gz",
@@ -236,18 +224,12 @@ def windows(ev: tuple[dict, ...]) -> list[list[int]]:
     """ProfilerStep windows, each stretched to the end of the device work launched inside it; without steps
     [first device start, last device end]."""
     dev = [e for e in ev if e.get("cat") in DEVICE_CATS]
-    steps = [
-        (_ns(e["ts"]), _ns(e["ts"] + e["dur"]))
-        for e in ev
-        if e["name"].startswith("ProfilerStep#") and e.get("cat") in ("user_annotation", "cpu_op")
-    ]
+    steps = [(_ns(e["ts"]), _ns(e["ts"] + e["dur"])) for e in ev
+             if e["name"].startswith("ProfilerStep#") and e.get("cat") in ("user_annotation", "cpu_op")]
     if not steps:  # Optimizer.step# annotations: a step runs from one optimizer step's end to the next's
         ends: list[int] = []
-        for lo, hi in sorted(
-            (_ns(e["ts"]), _ns(e["ts"] + e["dur"]))
-            for e in ev
-            if e["name"].startswith("Optimizer.step#") and e.get("cat") == "user_annotation"
-        ):
+        for lo, hi in sorted((_ns(e["ts"]), _ns(e["ts"] + e["dur"])) for e in ev
+                             if e["name"].startswith("Optimizer.step#") and e.get("cat") == "user_annotation"):
             if ends and lo < ends[-1]:  # overlapping annotations are one optimizer step
                 ends[-1] = max(ends[-1], hi)
             else:
@@ -262,9 +244,8 @@ def windows(ev: tuple[dict, ...]) -> list[list[int]]:
     runtime = [e for e in ev if e.get("cat") in RUNTIME_CATS]
     out = []
     for lo, hi in steps:
-        gpu_end = max(
-            (end_by_corr.get(r["args"].get("correlation"), 0) for r in runtime if lo <= _ns(r["ts"]) < hi), default=0
-        )
+        gpu_end = max((end_by_corr.get(r["args"].get("correlation"), 0) for r in runtime if lo <= _ns(r["ts"]) < hi),
+                      default=0)
         out.append((lo, max(hi, gpu_end)))
     return _merge(out)
 
@@ -302,18 +283,12 @@ def independent(golden: str) -> dict:
             cat = "memcpy" if "emcpy" in e["cat"] else "memset"
         by_cat[cat] += d
     total = sum(_ns(e["ts"] + e["dur"]) - _ns(e["ts"]) for e in dev)
-    return {
-        "kernels": sum(1 for e in dev if e["cat"] in KERNEL_CATS),
-        "device_time_ns": total,
-        "by_category_ns": dict(by_cat),
-        "unlabelled_ns": unlabelled_ns,
-        "per_name_ns": dict(per_name),
-        "top20": [name for name, _ in whole.most_common(20)],
-        "gemm_share": sum(by_cat[c] for c in MATMUL) / total if total else None,
-        "copy_vs_gemm_ratio": (
-            sum(by_cat[c] for c in COPY) / sum(by_cat[c] for c in MATMUL) if sum(by_cat[c] for c in MATMUL) else None
-        ),
-    }
+    return {"kernels": sum(1 for e in dev if e["cat"] in KERNEL_CATS), "device_time_ns": total,
+            "by_category_ns": dict(by_cat), "unlabelled_ns": unlabelled_ns, "per_name_ns": dict(per_name),
+            "top20": [name for name, _ in whole.most_common(20)],
+            "gemm_share": sum(by_cat[c] for c in MATMUL) / total if total else None,
+            "copy_vs_gemm_ratio": (sum(by_cat[c] for c in COPY) / sum(by_cat[c] for c in MATMUL)
+                                   if sum(by_cat[c] for c in MATMUL) else None)}
 
 
 def top_kernels(golden: str) -> list[str]:
@@ -336,11 +311,8 @@ def test_top20_kernels_are_classified_as_hand_labelled(golden: str) -> None:
     names = top_kernels(golden)
     unlabelled = [n[:120] for n in names if hand_label(golden, n) is None]
     assert not unlabelled, f"label these by hand first: {unlabelled}"
-    wrong = [
-        (n[:120], kernel_category(n), hand_label(golden, n))
-        for n in names
-        if kernel_category(n) != hand_label(golden, n)
-    ]
+    wrong = [(n[:120], kernel_category(n), hand_label(golden, n)) for n in names
+             if kernel_category(n) != hand_label(golden, n)]
     assert not wrong
 
 
@@ -379,15 +351,11 @@ def test_gemm_share_matches_the_hand_labelled_figure(golden: str) -> None:
     assert got == pytest.approx(independent(golden)["gemm_share"], abs=0.02)
 
 
-@pytest.mark.parametrize(
-    ("golden", "gemm_share"),
-    [
-        # the figures issue #15 states for the MI300 traces (hipBLASLt Cijk_ GEMMs + attention)
-        ("external_mi300_qwen_generate", 0.52),
-        ("external_mi300_sglang_prefill", 0.89),
-        ("external_mi300_xdit_flux", 0.72),
-    ],
-)
+@pytest.mark.parametrize(("golden", "gemm_share"), [
+    # the figures issue #15 states for the MI300 traces (hipBLASLt Cijk_ GEMMs + attention)
+    ("external_mi300_qwen_generate", 0.52), ("external_mi300_sglang_prefill", 0.89),
+    ("external_mi300_xdit_flux", 0.72),
+])
 def test_mi300_gemm_share_and_copy_ratio(golden: str, gemm_share: float) -> None:
     ind = independent(golden)
     assert ind["gemm_share"] == pytest.approx(gemm_share, abs=0.01)

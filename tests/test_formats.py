@@ -26,7 +26,9 @@ def _head(path: Path) -> bytes:
 
 def _real_traces() -> list[Path]:
     roots = [TEST_DATA] + ([SHARED_TRACES] if SHARED_TRACES.is_dir() else [])
-    return sorted({Path(tf.path) for root in roots for tf in discover(str(root)).files if Path(tf.path).stat().st_size})
+    return sorted(
+        {Path(tf.path) for root in roots for tf in discover(str(root)).files if Path(tf.path).stat().st_size}
+    )
 
 
 def test_every_real_trace_is_recognised_as_the_format_discovery_names() -> None:
@@ -59,11 +61,8 @@ def test_the_reader_follows_the_content_not_the_name(tmp_path: Path) -> None:
 
 def test_a_file_no_format_recognises_gets_the_error_of_the_format_its_name_claims(tmp_path: Path) -> None:
     # GIVEN garbage under an XPlane name, a Kineto name and no known name
-    cases = {
-        "x.xplane.pb": "not a readable XPlane protobuf (",
-        "x.pt.trace.json": "not a Chrome/Kineto trace",
-        "x.bin": "not a Chrome/Kineto trace",
-    }
+    cases = {"x.xplane.pb": "not a readable XPlane protobuf (", "x.pt.trace.json": "not a Chrome/Kineto trace",
+             "x.bin": "not a Chrome/Kineto trace"}
     for name, words in cases.items():
         path = tmp_path / name
         path.write_bytes(b"\x0b\x0chello")

@@ -54,14 +54,8 @@ def test_host_floor_of_a_hand_built_trace() -> None:
     got = host_floor_metrics(Context.build(trace, find_steps(trace)))
     # per step: span = last launch end 910 us - host start 0; blocked = the sync, 100-820 us (720 us), all of it
     # before the last launch; own = 910 - 720 = 190 us; both steps alike
-    assert got == {
-        "available": True,
-        "median_ns": 190 * US,
-        "span_median_ns": 910 * US,
-        "blocked_median_ns": 720 * US,
-        "steps_count": 2,
-        "threads_count": 1,
-    }
+    assert got == {"available": True, "median_ns": 190 * US, "span_median_ns": 910 * US,
+                   "blocked_median_ns": 720 * US, "steps_count": 2, "threads_count": 1}
 
 
 def test_a_step_that_launches_nothing_has_no_host_floor_of_its_own() -> None:
@@ -70,14 +64,8 @@ def test_a_step_that_launches_nothing_has_no_host_floor_of_its_own() -> None:
     rows = [r for r in _two_steps() if r.ts < 1000 * US] + [step(1, 1000 * US, 1000 * US)]
     trace = make_trace(rows)
     got = host_floor_metrics(Context.build(trace, find_steps(trace)))
-    assert got == {
-        "available": True,
-        "median_ns": 95 * US,
-        "span_median_ns": 455 * US,
-        "blocked_median_ns": 360 * US,
-        "steps_count": 1,
-        "threads_count": 1,
-    }
+    assert got == {"available": True, "median_ns": 95 * US, "span_median_ns": 455 * US,
+                   "blocked_median_ns": 360 * US, "steps_count": 1, "threads_count": 1}
 
 
 def test_host_floor_is_unavailable_without_steps_or_launches() -> None:
@@ -104,16 +92,9 @@ def test_the_host_floor_binds_a_device_side_cut() -> None:
     # the device finding claims 50 % of the step: r = 500 / 800 of the device pool, 500 ns; alone it would take the
     # step to 500 ns, but the host needs 600 ns per step: the step stops at 600 (saves 400), the GPU's work is 300
     findings, wi = diagnose(_metrics(600, dev=0.5), rules=(DEV,))
-    assert findings[0]["saving"] == {
-        "basis": "median_step",
-        "step_ns": 1000,
-        "ns": 400,
-        "share": 0.4,
-        "step_ns_if_fixed": 600,
-        "pool": "device",
-        "bound_by": "host_floor",
-        "unprofiled_ns": None,
-    }
+    assert findings[0]["saving"] == {"basis": "median_step", "step_ns": 1000, "ns": 400, "share": 0.4,
+                                     "step_ns_if_fixed": 600, "pool": "device", "bound_by": "host_floor",
+                                     "unprofiled_ns": None}
     assert (wi["step_ns_if_fixed"], wi["host_floor_ns"], wi["compute_floor_ns"]) == (600, 600, 300)
     assert (wi["pool"], wi["bound_by"], wi["all"]["bound_by"]) == ("device", "host_floor", "host_floor")
     assert wi["all"]["step_ns_if_fixed"] == 600 and wi["all"]["compute_floor_ns"] == 300
@@ -123,20 +104,9 @@ def test_the_host_floor_binds_a_device_side_cut() -> None:
 def test_a_host_floor_below_the_cut_changes_nothing() -> None:
     findings, wi = diagnose(_metrics(400, dev=0.5), rules=(DEV,))
     plain_findings, plain = diagnose(_metrics(None, dev=0.5), rules=(DEV,))
-    assert (
-        findings[0]["saving"]
-        == plain_findings[0]["saving"]
-        == {
-            "basis": "median_step",
-            "step_ns": 1000,
-            "ns": 500,
-            "share": 0.5,
-            "step_ns_if_fixed": 500,
-            "pool": "device",
-            "bound_by": "cause",
-            "unprofiled_ns": None,
-        }
-    )
+    assert findings[0]["saving"] == plain_findings[0]["saving"] == {
+        "basis": "median_step", "step_ns": 1000, "ns": 500, "share": 0.5, "step_ns_if_fixed": 500, "pool": "device",
+        "bound_by": "cause", "unprofiled_ns": None}
     assert wi["step_ns_if_fixed"] == plain["step_ns_if_fixed"] == 500
     assert wi["all"]["step_ns_if_fixed"] == plain["all"]["step_ns_if_fixed"] == 500
     assert (wi["bound_by"], wi["host_floor_ns"], plain["host_floor_ns"]) == ("cause", 400, None)
@@ -150,20 +120,15 @@ def test_a_host_side_cause_lowers_the_floor_before_the_device_cut() -> None:
     by = {f["id"]: f["saving"] for f in findings}
     assert (by["host"]["ns"], by["host"]["bound_by"]) == (100, "cause")
     assert (by["dev"]["ns"], by["dev"]["bound_by"]) == (400, "host_floor")
-    assert (wi["all"]["step_ns_if_fixed"], wi["all"]["host_floor_ns"], wi["all"]["bound_by"]) == (
-        500,
-        500,
-        "host_floor",
-    )
+    assert (wi["all"]["step_ns_if_fixed"], wi["all"]["host_floor_ns"], wi["all"]["bound_by"]) == (500, 500, "host_floor")
     assert sum(f["saving"]["share"] for f in findings) == pytest.approx(0.5)
 
 
 def test_a_launch_overhead_fix_lowers_the_floor_by_its_fraction() -> None:
     # host_bound's fix (fewer, larger launches) shortens the host's own time itself: taking half of the 200 ns idle
     # pool (r = 0.5) lowers the floor to min(600 - 100, 600 x 0.5) = 300; the device cut (500 ns) then fits: 400
-    launch_rule = Rule(
-        id="host_bound", title="h", metric="a.host_bound", above=0, fix=FIX, claims="idle", saving="a.host_bound"
-    )
+    launch_rule = Rule(id="host_bound", title="h", metric="a.host_bound", above=0, fix=FIX, claims="idle",
+                       saving="a.host_bound")
     findings, wi = diagnose(_metrics(600, dev=0.5, host_bound=0.1), rules=(DEV, launch_rule))
     by = {f["id"]: f["saving"] for f in findings}
     assert (wi["all"]["step_ns_if_fixed"], wi["all"]["host_floor_ns"], wi["all"]["bound_by"]) == (400, 300, "causes")
@@ -191,7 +156,8 @@ def test_fp32_to_bf16_is_predicted_within_5_percent_of_the_measured_bf16_step() 
     # them (its own timers: truth.json, active phase); without the floor the bound was 20.0 ms (README, before: +116 %
     # of tokens/s)
     after = json.loads((_folder("noise_a") / "truth.json").read_text())["ranks"][0]["profiled"]
-    measured_ns = 1e6 * statistics.median(ms for ms, ph in zip(after["host_ms"], after["phases"]) if ph == "active")
+    measured_ns = 1e6 * statistics.median(
+        ms for ms, ph in zip(after["host_ms"], after["phases"]) if ph == "active")
     assert wi["all"]["bound_by"] == "host_floor"
     assert wi["all"]["step_ns_if_fixed"] == wi["host_floor_ns"] == metrics["host_floor"]["median_ns"]
     assert abs(wi["all"]["step_ns_if_fixed"] - measured_ns) / measured_ns < 0.05

@@ -6,16 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_llmdiag.intervals import (
-    covered_before,
-    covered_before_each,
-    merge,
-    merge_within,
-    overlap_per_window,
-    subtract,
-    union_ns,
-    union_ns_by_group,
-)
+from tb_llmdiag.intervals import (covered_before, covered_before_each, merge, merge_within, overlap_per_window, subtract,
+                                  union_ns, union_ns_by_group)
 
 LO, HI = -200, 1200
 spans = st.lists(st.tuples(st.integers(LO, 1000), st.integers(-50, 200)), max_size=40)
@@ -30,7 +22,7 @@ def _bitmap(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     covered = np.zeros(HI - LO, dtype=bool)
     for x, y in zip(s.tolist(), e.tolist()):
         if y > x:
-            covered[x - LO : y - LO] = True
+            covered[x - LO:y - LO] = True
     return covered
 
 
@@ -56,14 +48,12 @@ def test_covered_lengths_and_window_overlaps(rows: list[tuple[int, int]], window
     ms, me = merge(s, e)
     bitmap = _bitmap(s, e)
     w_s, w_e = _arrays(sorted(windows))
-    before = [int(bitmap[: max(t - LO, 0)].sum()) for t in w_s.tolist()]
+    before = [int(bitmap[:max(t - LO, 0)].sum()) for t in w_s.tolist()]
     assert covered_before(ms, me, w_s).tolist() == before
     at_start, at_end = covered_before_each(ms, me, w_s, w_e)
     assert at_start.tolist() == before
-    assert at_end.tolist() == [int(bitmap[: max(t - LO, 0)].sum()) for t in w_e.tolist()]
-    expect = [
-        int(bitmap[max(a - LO, 0) : max(b - LO, 0)].sum()) if b > a else 0 for a, b in zip(w_s.tolist(), w_e.tolist())
-    ]
+    assert at_end.tolist() == [int(bitmap[:max(t - LO, 0)].sum()) for t in w_e.tolist()]
+    expect = [int(bitmap[max(a - LO, 0):max(b - LO, 0)].sum()) if b > a else 0 for a, b in zip(w_s.tolist(), w_e.tolist())]
     got = overlap_per_window(s, e, w_s, w_e)
     assert [max(int(x), 0) for x in got] == expect
 
@@ -84,7 +74,8 @@ def test_subtract_is_a_minus_b_as_disjoint_sorted_blocks(a: list[tuple[int, int]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 4), st.integers(LO, 1000), st.integers(-50, 200)), max_size=60), st.booleans())
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(LO, 1000), st.integers(-50, 200)), max_size=60),
+       st.booleans())
 def test_union_ns_by_group_is_the_union_per_group(rows: list[tuple[int, int, int]], by_start: bool) -> None:
     if by_start:  # the sorted fast path as well as the general one
         rows = sorted(rows, key=lambda r: r[1])
@@ -112,5 +103,5 @@ def test_merge_within_fills_only_holes_up_to_tol(rows: list[tuple[int, int]], to
     # the representative is the (first) longest member of its block
     first = np.concatenate(([0], np.cumsum(count)[:-1]))
     for b in range(ms.size):
-        dur = (e - s)[first[b] : first[b] + count[b]]
+        dur = (e - s)[first[b]:first[b] + count[b]]
         assert rep[b] == first[b] + int(np.argmax(dur))

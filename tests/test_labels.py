@@ -42,9 +42,7 @@ def user_text(text: str) -> str:
     return re.sub(r"\(rule [a-z_]+\)", "", "\n".join(lines))
 
 
-@pytest.mark.parametrize(
-    "where", ["demo_logs", "tests/data/gpu_seed", "tests/data/ddp_straggler", "tests/data/recompile"]
-)
+@pytest.mark.parametrize("where", ["demo_logs", "tests/data/gpu_seed", "tests/data/ddp_straggler", "tests/data/recompile"])
 def test_cli_text_shows_no_key(where: str) -> None:
     rep = api.report(str(REPO / where))
     text = user_text(render_report(rep))
@@ -55,6 +53,4 @@ def test_the_check_sees_a_key() -> None:
     """The check is not vacuous: the old evidence line ("straggler_others_wait_step_sd_ns 2.62 ms") fails it."""
     keys = {"straggler_others_wait_step_sd_ns", "gpu_busy_share"}
     assert leaks("evidence: straggler_others_wait_step_sd_ns 2.62 ms", keys) == ["straggler_others_wait_step_sd_ns"]
-    assert leaks("the cause of `host_bound`", set()) == ["`"] and leaks("job step ns job_step_ns", set()) == [
-        "job_step_ns"
-    ]
+    assert leaks("the cause of `host_bound`", set()) == ["`"] and leaks("job step ns job_step_ns", set()) == ["job_step_ns"]

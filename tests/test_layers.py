@@ -147,9 +147,9 @@ def test_the_graph_sees_function_level_and_relative_imports() -> None:
         "tb_llmdiag.findings",
     }
     # a compiled submodule is a module of its own, not an attribute of its package
-    assert _imports_in(
-        "tb_llmdiag.ingest.kineto.scan_ext", "from tb_llmdiag.ingest.kineto import _scan\n", is_pkg=False
-    ) == {"tb_llmdiag.ingest.kineto._scan"}
+    assert _imports_in("tb_llmdiag.ingest.kineto.scan_ext", "from tb_llmdiag.ingest.kineto import _scan\n", is_pkg=False) == {
+        "tb_llmdiag.ingest.kineto._scan"
+    }
 
 
 def test_no_import_cycle_in_the_package() -> None:

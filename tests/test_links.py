@@ -16,7 +16,6 @@ import pytest
 
 from tb_llmdiag import api
 from tb_llmdiag.cli import main
-
 FOLLOW_ENV = "LLMDIAG_FOLLOW_LINKS"  # (a literal: this test also runs against the code before #27)
 from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 from tracepaths import shared_trace
@@ -57,18 +56,9 @@ def test_discovery_lists_links_out_and_walks_no_folder_outside(logs: Path) -> No
     index = api.discover(str(logs))
     got = {(f.run, f.worker) for f in index.files}
     # the folder link is not walked: outside/secret would be run_dir's; chain/hop2.json is not a trace name
-    assert got == {
-        ("run_in", "worker0"),
-        ("run_out", "worker0"),
-        ("chain", "worker0"),
-        ("ok", "worker0"),
-        ("r", "passwd"),
-    }
+    assert got == {("run_in", "worker0"), ("run_out", "worker0"), ("chain", "worker0"), ("ok", "worker0"), ("r", "passwd")}
     assert all(f.inside == os.path.realpath(logs) for f in index.files)
-    assert (
-        "run_dir skipped: a link to a folder outside the logdir (set LLMDIAG_FOLLOW_LINKS=1 to follow links out of it)"
-        in index.warnings
-    )
+    assert "run_dir skipped: a link to a folder outside the logdir (set LLMDIAG_FOLLOW_LINKS=1 to follow links out of it)" in index.warnings
     assert f"chain/hop2.json skipped: hop2.json {REFUSED}" in index.warnings
     # nothing of a target outside was read: not even its size
     out = {f.run: f for f in index.files}
@@ -79,11 +69,7 @@ def test_cli_report_refuses_links_out_with_one_line(logs: Path, capsys: pytest.C
     code = main(["report", str(logs), "--json"])
     runs = {r["run"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
     assert runs["run_in"]["status"] == "ok" and runs["ok"]["status"] == "ok"  # a chain that stays inside is read
-    for run, name in (
-        ("run_out", "worker0.1.pt.trace.json.gz"),
-        ("chain", "worker0.1.pt.trace.json.gz"),
-        ("r", "passwd.pt.trace.json"),
-    ):
+    for run, name in (("run_out", "worker0.1.pt.trace.json.gz"), ("chain", "worker0.1.pt.trace.json.gz"), ("r", "passwd.pt.trace.json")):
         assert (runs[run]["status"], runs[run]["error"]) == ("error", f"{name} {REFUSED}")
     assert code == 4
 
@@ -100,9 +86,7 @@ def test_tab_serves_and_analyses_nothing_outside(logs: Path, tmp_path: Path) -> 
             assert r.get_json()["error"].endswith(REFUSED)
             assert b"root:" not in r.get_data() and b"traceEvents" not in r.get_data()
             rep = wait_ready(c, q["run"], q["worker"], q["span"])
-            assert (rep["status"], rep["summary"], rep["metrics"]) == ("error", None, {}) and rep["error"].endswith(
-                REFUSED
-            )
+            assert (rep["status"], rep["summary"], rep["metrics"]) == ("error", None, {}) and rep["error"].endswith(REFUSED)
         runs = {r["run"]: r for r in c.get(f"{PREFIX}/runs").get_json()["runs"]}
         assert runs["r"]["error"] == f"passwd.pt.trace.json {REFUSED}"
         ok = c.get(f"{PREFIX}/trace", query_string={"run": "ok", "worker": "worker0", "span": "1"})

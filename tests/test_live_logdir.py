@@ -56,9 +56,7 @@ def test_half_written_trace_shows_writing_then_the_full_report(tmp_path: Path) -
         runs = c.get(f"{PREFIX}/runs").get_json()["runs"]
         assert [r["run"] for r in runs] == ["live"] and runs[0]["status"] == "writing"
         span = runs[0]["workers"][0]["spans"][0]
-        assert span["status"] == "writing" and span["error"].startswith(
-            "still being written: the gzip stream has no end"
-        )
+        assert span["status"] == "writing" and span["error"].startswith("still being written: the gzip stream has no end")
         q = {"run": "live", "worker": worker, "span": span["span"]}
         body = _poll(c, q, "writing")
         assert body["error"].startswith("still being written")
@@ -68,11 +66,11 @@ def test_half_written_trace_shows_writing_then_the_full_report(tmp_path: Path) -
         e = p._catalog.lookup(("live", worker, span["span"]))
         assert e.status == "writing" and p._catalog.cache.get(e.cache_key, "report", e.identity()) is None
         # the writer appends more (still no end): growth between scans keeps it "writing"
-        _append(target, data[len(data) // 2 : 3 * len(data) // 4])
+        _append(target, data[len(data) // 2: 3 * len(data) // 4])
         _poll(c, q, "writing")
 
         # the export finishes: the whole file, settled
-        _append(target, data[3 * len(data) // 4 :])
+        _append(target, data[3 * len(data) // 4:])
         rep = wait_ready(c, "live", worker, span["span"], timeout=120)
         assert rep["status"] == "ok" and rep["size_bytes"] == len(data)
         assert not any("truncat" in w for w in rep["warnings"])
@@ -85,7 +83,7 @@ def test_half_written_trace_shows_writing_then_the_full_report(tmp_path: Path) -
 def test_cli_says_still_being_written(tmp_path: Path, capsys) -> None:
     data = DEMO.read_bytes()
     target = tmp_path / NAME
-    target.write_bytes(data[:3_000_000])  # the first 3 MB, just written
+    target.write_bytes(data[: 3_000_000])  # the first 3 MB, just written
     code = cli.main(["report", str(target), "--json"])
     out, err = capsys.readouterr()
     run = json.loads(out)["runs"][0]
@@ -123,10 +121,7 @@ def test_still_being_written_reasons(tmp_path: Path) -> None:
     z.write_bytes(blob[:-8])
     st = z.stat()
     assert "no end marker" in still_being_written(str(z), st.st_size, st.st_mtime_ns)
-    assert (
-        still_being_written(str(z), st.st_size, st.st_mtime_ns, now_ns=st.st_mtime_ns + int((RECENT_S + 1) * 1e9))
-        is None
-    )
+    assert still_being_written(str(z), st.st_size, st.st_mtime_ns, now_ns=st.st_mtime_ns + int((RECENT_S + 1) * 1e9)) is None
 
 
 def test_the_end_marker_check_never_blocks_on_a_fifo(tmp_path: Path) -> None:

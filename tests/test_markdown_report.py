@@ -22,9 +22,8 @@ SEED, FIXED = "demo_logs/seed_lora_qwen1.5b", "demo_logs/fixed_lora_qwen1.5b"
 
 
 def cli(*args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tb_llmdiag.cli", *args], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-m", "tb_llmdiag.cli", *args], capture_output=True, text=True, env=ENV,
+                          cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -134,17 +133,14 @@ def test_the_markdown_report_of_the_demo_renders_with_the_json_numbers(report: d
         # every finding in rank order with its saving
         rows = table_after(body, ["#", "severity", "finding", "title", "saves at most", "share", "of the"])
         assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
-            (str(i), f["severity"], f["id"], f["title"]) for i, f in enumerate(run["findings"], start=1)
-        ]
+            (str(i), f["severity"], f["id"], f["title"]) for i, f in enumerate(run["findings"], start=1)]
         for r, f in zip(rows, run["findings"]):
             s = f["saving"]
             if s is None:
                 assert r[4:] == ["-", "-", "-"]
             else:
                 # the one saving (#25): its time, its share, the step it is of (the median step, or the mean step)
-                assert (
-                    close(r[4], s["ns"]) and close(r[5], s["share"]) and close(" ".join(r[6].split()[:2]), s["step_ns"])
-                )
+                assert close(r[4], s["ns"]) and close(r[5], s["share"]) and close(" ".join(r[6].split()[:2]), s["step_ns"])
                 assert r[6].endswith({"median_step": "median step", "mean_step": "mean step"}[s["basis"]]), (r, s)
         # the what-if statement, whole
         assert ("p", run["what_if"]["statement"].replace("`", "")) in body  # `id` renders as <code>id</code>
@@ -171,8 +167,7 @@ def test_the_markdown_comparison_has_the_json_verdict_and_rows() -> None:
     items = [c for k, c in blocks if k == "li"]
     resolved = next(c for c in items if c.startswith("resolved: "))
     assert [re.match(r"[a-z_]+", p).group(0) for p in resolved.removeprefix("resolved: ").split("; ")] == [  # type: ignore[union-attr]
-        f["id"] for f in doc["findings"]["resolved"]
-    ]
+        f["id"] for f in doc["findings"]["resolved"]]
 
 
 def test_untrusted_names_cannot_break_a_table() -> None:

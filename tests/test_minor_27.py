@@ -27,21 +27,9 @@ def run_json(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[int, dict[
 def steps_trace(durations_us: list[int], numbers: list[int]) -> dict[str, Any]:
     ev, t = [], 0
     for n, d in zip(numbers, durations_us):
-        ev.append(
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": t, "dur": d, "pid": 1, "tid": 1}
-        )
-        ev.append(
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": "k",
-                "ts": t + 1,
-                "dur": d - 2,
-                "pid": 0,
-                "tid": 7,
-                "args": {"device": 0, "stream": 7},
-            }
-        )
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": t, "dur": d, "pid": 1, "tid": 1})
+        ev.append({"ph": "X", "cat": "kernel", "name": "k", "ts": t + 1, "dur": d - 2, "pid": 0, "tid": 7,
+                   "args": {"device": 0, "stream": 7}})
         t += d
     return {"traceEvents": ev}
 
@@ -57,25 +45,14 @@ def test_duplicate_step_number_names_the_slow_step(tmp_path, capsys) -> None:
 
 def _varied_events(n: int) -> list[dict[str, Any]]:
     rng = random.Random(0)
-    return [
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": "k" if i < n // 2 else "k" + "".join(rng.choice("abcdefgh") for _ in range(60)),
-            "ts": i * 10,
-            "dur": 5,
-            "pid": 0,
-            "tid": 7,
-            "args": {"device": 0, "stream": 7},
-        }
-        for i in range(n)
-    ]
+    return [{"ph": "X", "cat": "kernel", "name": "k" if i < n // 2 else "k" + "".join(rng.choice("abcdefgh") for _ in range(60)),
+             "ts": i * 10, "dur": 5, "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7}} for i in range(n)]
 
 
 def test_partial_share_is_the_inflated_position_of_a_gzipped_file(tmp_path, capsys) -> None:
     text = json.dumps({"traceEvents": _varied_events(40_000)})  # first half compresses far better than the second
     at = text.index('"dur": 5', len(text) // 2)
-    bad = text[:at] + '"dur": NaN' + text[at + len('"dur": 5') :]
+    bad = text[:at] + '"dur": NaN' + text[at + len('"dur": 5'):]
     path = tmp_path / "n.pt.trace.json.gz"
     path.write_bytes(gzip.compress(bad.encode()))
     code, doc = run_json(capsys, path)

@@ -58,9 +58,7 @@ def _captures() -> list[tuple[str, Path, float, list[float]]]:
                 continue  # the host runs ahead of the GPU: its host step time is not the step (measured share -1.06)
             p, u = prof["active_median_host_ms"], ref["median_wall_ms"]
             for fn in r["trace_files"]:
-                out.append(
-                    (f"{truth_path.parent.name}/rank{r['rank']}", truth_path.parent / fn, (p - u) / p, ref["wall_ms"])
-                )
+                out.append((f"{truth_path.parent.name}/rank{r['rank']}", truth_path.parent / fn, (p - u) / p, ref["wall_ms"]))
     return out
 
 
@@ -89,25 +87,18 @@ PRISTINE = [c for c in CAPTURES if c[0].startswith("trust5_")]
 
 
 @pytest.mark.parametrize(("name", "path", "measured", "unprofiled_ms"), PRISTINE, ids=[c[0] for c in PRISTINE])
-def test_modelled_overhead_is_within_tolerance_on_the_pristine_captures(
-    name, path, measured, unprofiled_ms, tmp_path
-) -> None:
+def test_modelled_overhead_is_within_tolerance_on_the_pristine_captures(name, path, measured, unprofiled_ms, tmp_path) -> None:
     # GIVEN a host-bound or GPU-bound batch-5 capture without unprofiled step times in its trace
     cap = _modelled(path, tmp_path)
     # THEN the model estimates the profiler's share of the window's step within #24's 0.15 of (window - pristine) /
     # window (errors +0.005 GPU-bound; -0.006 to +0.091 host-bound, the 0.091 on trust5_host_min, whose job itself
     # slowed 28.5 -> 33.9 ms while its pristine blocks ran)
-    assert abs(cap["profiler_overhead_share"] - measured) <= MODEL_TOLERANCE, (
-        name,
-        cap["profiler_overhead_share"],
-        measured,
-    )
+    assert abs(cap["profiler_overhead_share"] - measured) <= MODEL_TOLERANCE, (name, cap["profiler_overhead_share"], measured)
 
 
 def test_modelled_overhead_over_every_capture(tmp_path) -> None:
-    errors = {
-        name: _modelled(path, tmp_path)["profiler_overhead_share"] - measured for name, path, measured, _ in CAPTURES
-    }
+    errors = {name: _modelled(path, tmp_path)["profiler_overhead_share"] - measured
+              for name, path, measured, _ in CAPTURES}
     assert len(TRUST) == 6 and len(PRISTINE) == 5 and len(errors) >= 45
     # batches 1-4 timed their unprofiled reference after the profiler had run in the process: on host-bound jobs that
     # runs 10-45 % slower than the job ever runs unprofiled (docs/captures_5.md), so their measured shares are low and
@@ -120,7 +111,7 @@ def test_modelled_overhead_over_every_capture(tmp_path) -> None:
 
 @pytest.mark.parametrize("name", [c[0] for c in TRUST])
 def test_the_capture_helpers_own_unprofiled_steps(name) -> None:
-    ((_, path, measured, _),) = [c for c in CAPTURES if c[0] == name]
+    (_, path, measured, _), = [c for c in CAPTURES if c[0] == name]
     cap = api.report(str(path))["runs"][0]["metrics"]["capture"]
     assert cap["overhead_basis"] == "unprofiled_steps" and cap["unprofiled_steps"] == 4  # steps 1-4; step 0 left out
     if name.startswith("trust_gpu"):  # the pre-window steps agree with the reference: within 0.05
@@ -136,14 +127,10 @@ def test_the_capture_helpers_own_unprofiled_steps(name) -> None:
 
 @pytest.mark.parametrize("name", ["unfused_adamw/rank0", "fp32_math/rank0", "small_batch/rank0", "grad_ckpt/rank0"])
 def test_measured_overhead_with_the_helpers_metadata(name, tmp_path) -> None:
-    ((_, path, measured, unprofiled_ms),) = [c for c in CAPTURES if c[0] == name]
+    (_, path, measured, unprofiled_ms), = [c for c in CAPTURES if c[0] == name]
     # as tb_llmdiag.capture writes them (llmdiag_unprofiled_step_ns); here the truth's unprofiled reference steps
-    helper = {
-        "schema": 1,
-        "steps": list(range(100, 100 + len(unprofiled_ms))),
-        "step_ns": [int(ms * 1e6) for ms in unprofiled_ms],
-        "synchronized": True,
-    }
+    helper = {"schema": 1, "steps": list(range(100, 100 + len(unprofiled_ms))),
+              "step_ns": [int(ms * 1e6) for ms in unprofiled_ms], "synchronized": True}
     marked = with_top_level(path, tmp_path / "m.pt.trace.json.gz", {"llmdiag_unprofiled_step_ns": helper})
     rep = api.report(str(marked))["runs"][0]
     cap = rep["metrics"]["capture"]
@@ -179,19 +166,15 @@ def _flag_follows(cap: dict, must: bool | None) -> None:
 
 @pytest.mark.parametrize("name", [c[0] for c in TRUST])
 def test_steps_after_the_window_are_compared_with_those_before_it(name, tmp_path) -> None:
-    ((_, path, measured, unprofiled_ms),) = [c for c in CAPTURES if c[0] == name]
+    (_, path, measured, unprofiled_ms), = [c for c in CAPTURES if c[0] == name]
     # GIVEN the helper's object of schema 2 (tb_llmdiag.capture with time_steps_after): its own steps before the
     # window kept (1-4 once step 0 is left out), the steps after the window being the truth's reference steps
     # (timed the same way: after the window, synchronized at both edges)
     with gzip.open(path, "rt") as fh:
         helper = json.load(fh)["llmdiag_unprofiled_step_ns"]
     first = max(helper["steps"]) + 2 + helper["schedule"]["active"]
-    helper = {
-        **helper,
-        "schema": 2,
-        "after_steps": list(range(first, first + len(unprofiled_ms))),
-        "after_step_ns": [int(ms * 1e6) for ms in unprofiled_ms],
-    }
+    helper = {**helper, "schema": 2, "after_steps": list(range(first, first + len(unprofiled_ms))),
+              "after_step_ns": [int(ms * 1e6) for ms in unprofiled_ms]}
     marked = with_top_level(path, tmp_path / "a.pt.trace.json.gz", {"llmdiag_unprofiled_step_ns": helper})
     cap = api.report(str(marked))["runs"][0]["metrics"]["capture"]
     # THEN the four steps before the window stay the basis (the job before any profiler ran), and the method says so
@@ -249,9 +232,7 @@ def test_the_interval_and_slower_steps_after_the_window_show_in_the_report_and_t
     out = _cli(path, capsys)
     assert f"(overhead share 95 % interval {fmt_interval('share', [lo, hi])})" in out
     assert f"slowdown after the window {fmt('share', cap['after_window_slowdown_share'])}" in out
-    assert (
-        "capture warning: The steps after the profiled window ran 59 % slower than those before it (151 ms vs " in out
-    )
+    assert "capture warning: The steps after the profiled window ran 59 % slower than those before it (151 ms vs " in out
     cli_main(["report", str(path), "--format", "md"])  # the Markdown report says the same
     assert "- capture warning: The steps after the profiled window ran 59 % slower" in capsys.readouterr().out
 
@@ -263,9 +244,7 @@ def test_launches_missing_their_kernels_show_in_the_report_and_the_cli(tmp_path,
     assert cap["launches_without_kernels"] + cap["edge_launches_without_kernels"] == removed
     assert cap["launches_without_kernels"] >= removed - 1
     assert [p["kind"] for p in cap["problems"]] == ["launches_without_kernels"]
-    assert f"capture warning: {cap['launches_without_kernels']:,} kernel launches have no kernel in the trace" in _cli(
-        path, capsys
-    )
+    assert f"capture warning: {cap['launches_without_kernels']:,} kernel launches have no kernel in the trace" in _cli(path, capsys)
 
 
 def test_a_jax_trace_cut_at_the_exporters_cap_says_so(tmp_path, capsys) -> None:
@@ -338,11 +317,8 @@ def _batch4(name: str) -> tuple[dict, Path, list[float], list[float], list[float
     (trace_file,) = rank["trace_files"]
     path = folder / trace_file
     with gzip.open(path, "rt") as fh:
-        spans = {
-            e["name"]: e["dur"]
-            for e in json.load(fh)["traceEvents"]
-            if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")
-        }
+        spans = {e["name"]: e["dur"] for e in json.load(fh)["traceEvents"]
+                 if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")}
     span_ms = [spans[f"ProfilerStep#{s}"] / 1e3 for s in truth["profiled_steps"]]
     helper = rank["helper_unprofiled"]
     before_ms = [t / 1e6 for s, t in zip(helper["steps"], helper["step_ns"]) if s != 0]
@@ -380,12 +356,7 @@ def test_the_helpers_steps_before_the_window_are_what_the_report_measures_agains
     prof_ms = [st["duration_ns"] / 1e6 for st in run["metrics"]["steps"]["per_step"]]
     assert len(prof_ms) == len(span_ms)
     lo, hi = cap["profiler_overhead_share_95"]
-    assert (
-        max(0.0, 1 - max(before_ms) / min(prof_ms)) - 1e-9
-        <= lo
-        <= hi
-        <= max(0.0, 1 - min(before_ms) / max(prof_ms)) + 1e-9
-    )
+    assert max(0.0, 1 - max(before_ms) / min(prof_ms)) - 1e-9 <= lo <= hi <= max(0.0, 1 - min(before_ms) / max(prof_ms)) + 1e-9
     est = cap["profiler_overhead_share"]
     if name.startswith("trust4_gpu"):
         # GPU-bound: within #24's 0.05 of the measured share (errors -0.019, -0.015, +0.006 on these)
@@ -448,10 +419,4 @@ def test_batch5_the_steps_before_the_window_measure_against_the_job_before_any_p
 
 
 def test_batch5_has_the_five_captures() -> None:
-    assert BATCH5 == [
-        "trust5_gpu_default",
-        "trust5_gpu_full",
-        "trust5_host_default",
-        "trust5_host_full",
-        "trust5_host_min",
-    ]
+    assert BATCH5 == ["trust5_gpu_default", "trust5_gpu_full", "trust5_host_default", "trust5_host_full", "trust5_host_min"]

@@ -17,17 +17,9 @@ from test_external_traces import EXTERNAL_TRACES
 REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = REPO.parent / "shared" / "traces" / "external"
 #: the external traces of serving / generation / forward-only code (their SOURCES.md): forward passes only
-INFERENCE = {
-    "external_b200_vllm_eager",
-    "external_h100_qwen_generate",
-    "external_mi300_qwen_generate",
-    "external_mi300_sglang_prefill",
-    "external_mi300_vllm_piecewise",
-    "external_mi300_xdit_flux",
-    "external_4080_nanovllm_decode",
-    "external_mi300_torch_compile",
-    "external_gh200_transformer",
-}
+INFERENCE = {"external_b200_vllm_eager", "external_h100_qwen_generate", "external_mi300_qwen_generate",
+             "external_mi300_sglang_prefill", "external_mi300_vllm_piecewise", "external_mi300_xdit_flux",
+             "external_4080_nanovllm_decode", "external_mi300_torch_compile", "external_gh200_transformer"}
 #: SOURCES.md does not say (zoology's run recorded launches but no GPU activity): only agreement is checked
 UNSAID = {"external_a100_zoology_no_kernels"}
 CAPTURES = sorted(p.name for p in (REPO / "tests" / "data").iterdir() if p.is_dir())

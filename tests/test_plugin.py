@@ -36,18 +36,15 @@ def make_logdir(root: Path) -> Path:
     (logdir / "run_b" / "sub").mkdir(parents=True)
     src = shared_trace(RESNET)
     shutil.copy(src, logdir / "run_a" / "worker0.1623143089861.pt.trace.json.gz")
-    (logdir / "run_b" / "sub" / "worker0.1.pt.trace.json.gz").write_bytes(
-        gzip.compress(b'{"traceEvents": [ {"ph": "X", ')
-    )
+    (logdir / "run_b" / "sub" / "worker0.1.pt.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [ {"ph": "X", '))
     (logdir / "secret.txt").write_text("not a trace")
     return logdir
 
 
 def make_plugin(logdir: Path, cache: Path, **kw) -> plugin_mod.LlmDiagPlugin:
     ctx = base_plugin.TBContext(logdir=str(logdir), plugin_name_to_instance={})
-    return plugin_mod.LlmDiagPlugin(
-        ctx, cache_dir=str(cache), scan_interval_s=kw.pop("scan_interval_s", 0.2), processes=False, **kw
-    )
+    return plugin_mod.LlmDiagPlugin(ctx, cache_dir=str(cache), scan_interval_s=kw.pop("scan_interval_s", 0.2),
+                                    processes=False, **kw)
 
 
 def tb_client(p: plugin_mod.LlmDiagPlugin) -> Client:
@@ -190,9 +187,7 @@ def test_steps_breakdown_sums_to_durations(env):
     body = c.get(f"{PREFIX}/steps", query_string={"run": "run_a", "worker": "worker0", "span": "1"}).get_json()
     assert body["steps"]
     for s in body["steps"]:
-        parts = (
-            s["busy_ns"] + s["collective_ns"] + s["host_wait_ns"] + s["sync_ns"] + s["data_loader_ns"] + s["other_ns"]
-        )
+        parts = s["busy_ns"] + s["collective_ns"] + s["host_wait_ns"] + s["sync_ns"] + s["data_loader_ns"] + s["other_ns"]
         assert parts == s["duration_ns"]
     # the same numbers as the report's step rows: one breakdown, not two
     assert body["steps"] == [{k: r[k] for k in body["steps"][0]} for r in rep["metrics"]["steps"]["per_step"]]
@@ -207,21 +202,18 @@ def test_trace_download_is_the_file(env):
 
 
 @pytest.mark.parametrize("route", ["report", "timeline", "trace", "steps"])
-@pytest.mark.parametrize(
-    "query,code",
-    [
-        ({}, 400),
-        ({"run": "run_a", "worker": "worker0"}, 400),
-        ({"run": "nope", "worker": "worker0", "span": "1"}, 404),
-        ({"run": "../run_a", "worker": "worker0", "span": "1"}, 404),
-        ({"run": "run_a/..", "worker": "worker0", "span": "1"}, 404),
-        ({"run": "/etc", "worker": "passwd", "span": "1"}, 404),
-        ({"run": ".", "worker": "secret.txt", "span": "1"}, 404),
-        ({"run": "run_a", "worker": "../../secret.txt", "span": "1"}, 404),
-        ({"run": "run_b%2Fsub", "worker": "worker0", "span": "1"}, 404),
-        ({"run": "run_a", "worker": "worker0", "span": "1\x00"}, 400),
-    ],
-)
+@pytest.mark.parametrize("query,code", [
+    ({}, 400),
+    ({"run": "run_a", "worker": "worker0"}, 400),
+    ({"run": "nope", "worker": "worker0", "span": "1"}, 404),
+    ({"run": "../run_a", "worker": "worker0", "span": "1"}, 404),
+    ({"run": "run_a/..", "worker": "worker0", "span": "1"}, 404),
+    ({"run": "/etc", "worker": "passwd", "span": "1"}, 404),
+    ({"run": ".", "worker": "secret.txt", "span": "1"}, 404),
+    ({"run": "run_a", "worker": "../../secret.txt", "span": "1"}, 404),
+    ({"run": "run_b%2Fsub", "worker": "worker0", "span": "1"}, 404),
+    ({"run": "run_a", "worker": "worker0", "span": "1\x00"}, 400),
+])
 def test_names_are_looked_up_never_joined(env, route, query, code):
     _, c, _, _ = env
     r = c.get(f"{PREFIX}/{route}", query_string=query)
@@ -230,20 +222,10 @@ def test_names_are_looked_up_never_joined(env, route, query, code):
     assert isinstance(body["error"], str) and body["error"]
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        "/../../secret.txt",
-        "/..%2F..%2Fsecret.txt",
-        "/%2E%2E/%2E%2E/secret.txt",
-        "/vendor/../../setup.py",
-        "/vendor%2F..%2F..%2Fsetup.py",
-        "//etc/passwd",
-        "/index.js/../../setup.py",
-        "/views/",
-        "/nonexistent.js",
-    ],
-)
+@pytest.mark.parametrize("path", [
+    "/../../secret.txt", "/..%2F..%2Fsecret.txt", "/%2E%2E/%2E%2E/secret.txt", "/vendor/../../setup.py",
+    "/vendor%2F..%2F..%2Fsetup.py", "//etc/passwd", "/index.js/../../setup.py", "/views/", "/nonexistent.js",
+])
 def test_static_path_tricks_are_404(env, path):
     _, c, _, _ = env
     r = c.get(PREFIX + path)
@@ -264,10 +246,7 @@ def test_static_assets_and_csp(env):
     assert c.get(f"{PREFIX}/vendor/uplot/LICENSE").status_code == 200
     # the iframe page TensorBoard serves for us carries TensorBoard's own CSP, which allows our module
     page = c.get("/data/plugin_entry.html?name=llm_diag")
-    assert (
-        page.status_code == 200
-        and "frame-src 'self' https://ui.perfetto.dev" in page.headers["Content-Security-Policy"]
-    )
+    assert page.status_code == 200 and "frame-src 'self' https://ui.perfetto.dev" in page.headers["Content-Security-Policy"]
 
 
 def test_every_route_is_json_without_nan(env):
@@ -388,9 +367,7 @@ def test_new_trace_is_discovered_without_restart(fresh_env):
     p, c, logdir, _ = fresh_env
     wait_ready(c, "run_a", "worker0", "1")
     (logdir / "run_c").mkdir()
-    shutil.copy(
-        logdir / "run_a" / "worker0.1623143089861.pt.trace.json.gz", logdir / "run_c" / "rank0.1.pt.trace.json.gz"
-    )
+    shutil.copy(logdir / "run_a" / "worker0.1623143089861.pt.trace.json.gz", logdir / "run_c" / "rank0.1.pt.trace.json.gz")
     deadline = time.time() + 10
     while time.time() < deadline:
         names = [r["run"] for r in c.get(f"{PREFIX}/runs").get_json()["runs"]]

@@ -25,11 +25,8 @@ import pytest
 from tb_llmdiag.metrics.overhead import PYTHON_RECORD_NS
 
 DATA = Path(__file__).resolve().parent / "data"
-PAIRS = [
-    ("trust_host_full", "trust_host_default"),
-    ("trust4_host_full", "trust4_host_default"),
-    ("trust5_host_full", "trust5_host_default"),
-]
+PAIRS = [("trust_host_full", "trust_host_default"), ("trust4_host_full", "trust4_host_default"),
+         ("trust5_host_full", "trust5_host_default")]
 #: what the pairs pin: each pair's per-record cost within this range, the constant within 50 ns of their median
 PAIR_RANGE_NS = (0.5e3, 2.0e3)
 
@@ -56,11 +53,8 @@ def _overhead_ms(name: str) -> float:
 
 def _python_records_per_step(name: str) -> float:
     ev = _events(name)
-    steps = [
-        (e["ts"], e["ts"] + e["dur"])
-        for e in ev
-        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
-    ]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in ev
+             if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
     inside = sum(1 for e in ev if e.get("cat") == "python_function" and any(a <= e["ts"] < b for a, b in steps))
     return inside / len(steps)
 
@@ -90,11 +84,8 @@ def test_the_host_python_trace_bounds_its_records_cost() -> None:
     assert len(calls) == 4
     cycles, records = [], []
     for c in calls:
-        inside = sorted(
-            e["ts"]
-            for e in ev
-            if e.get("cat") == "python_function" and e.get("tid") == c["tid"] and c["ts"] < e["ts"] < c["ts"] + c["dur"]
-        )
+        inside = sorted(e["ts"] for e in ev if e.get("cat") == "python_function" and e.get("tid") == c["tid"]
+                        and c["ts"] < e["ts"] < c["ts"] + c["dur"])
         records.append(len(inside))
         cycles += [b - a for a, b in zip(inside, inside[1:])]
     # THEN a quarter of the records start < 1 us after the one before: the record and the code between them included

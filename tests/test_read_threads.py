@@ -160,11 +160,8 @@ def assert_same_finish(threaded: kc._Columns, inline: kc._Columns) -> None:
         assert_same_array(getattr(got[1], name), getattr(want[1], name), f"memory.{name}")
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
-)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                           HealthCheck.function_scoped_fixture])
 @given(piece_lists())
 def test_generated_pieces_same_with_the_thread(counted: list[str], pieces: list[list[Any]]) -> None:
     threaded, inline = kc._Columns(threaded=True), kc._Columns(threaded=False)
@@ -207,9 +204,7 @@ def test_an_error_on_the_thread_is_the_same_one_line_error(monkeypatch: pytest.M
         reports[value] = api.analyze_file(tf)
     assert reports["0"]["status"] == reports["1"]["status"] == "error"
     assert reports["0"]["error"] == reports["1"]["error"]
-    assert (
-        reports["1"]["error"] == "could not read the trace (internal error: ValueError: sorting failed: an odd column)"
-    )
+    assert reports["1"]["error"] == "could not read the trace (internal error: ValueError: sorting failed: an odd column)"
 
 
 def test_an_error_on_the_read_thread_is_the_same_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,9 +232,7 @@ def test_an_error_on_the_read_thread_is_the_same_one_line_error(monkeypatch: pyt
         assert no_thread_left()
         reports[value] = api.analyze_file(tf)
     assert reports["0"]["error"] == reports["1"]["error"]
-    assert (
-        reports["1"]["error"] == "could not read the trace (internal error: ValueError: inflating failed: an odd block)"
-    )
+    assert reports["1"]["error"] == "could not read the trace (internal error: ValueError: inflating failed: an odd block)"
 
 
 def nan_mid_file(tmp_path: Path) -> Path:
@@ -272,6 +265,7 @@ def test_partial_reads_same_with_the_thread(
     assert_same_trace(threaded, inline)
 
 
+
 def plain_copy(param: str, tmp_path: Path) -> Path:
     """A real trace, uncompressed (read by the native thread)."""
     path = tmp_path / "plain.pt.trace.json"
@@ -297,9 +291,7 @@ def require_native() -> None:
     if hasattr(scan_ext.ext, "ReadAhead"):
         return
     if os.environ.get("LLMDIAG_REQUIRE_SCAN_EXT") == "1" and os.name == "posix":
-        pytest.fail(
-            "LLMDIAG_REQUIRE_SCAN_EXT=1 but the compiled extension has no ReadAhead (rebuild: pip install -e .)"
-        )
+        pytest.fail("LLMDIAG_REQUIRE_SCAN_EXT=1 but the compiled extension has no ReadAhead (rebuild: pip install -e .)")
     pytest.skip("the compiled extension (with ReadAhead) was not built")
 
 
@@ -334,14 +326,8 @@ TEXT_BYTES = st.sampled_from([b'"', b"\\", b"[", b"]", b"{", b"}", b",", b" ", b
     stop_after=st.one_of(st.none(), st.integers(0, 8)),
 )
 def test_native_thread_reads_every_byte_and_cuts_as_the_reader_would(
-    tmp_path_factory: pytest.TempPathFactory,
-    body: bytes,
-    block: int,
-    ring: int,
-    cut_after: int,
-    depth: int,
-    in_string: bool,
-    stop_after: int | None,
+    tmp_path_factory: pytest.TempPathFactory, body: bytes, block: int, ring: int, cut_after: int, depth: int,
+    in_string: bool, stop_after: int | None,
 ) -> None:
     """Any text, block size and ring: the blocks handed out are the file, in order, each with the scan of exactly that
     block from the state the scan of the block before left (the state given to start_cut for the first one), until

@@ -23,24 +23,17 @@ from tb_llmdiag.ingest.kineto.reader import read_kineto
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 names = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
-event = st.fixed_dictionaries(
-    {
-        "ph": st.just("X"),
-        "cat": st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "user_annotation"]),
-        "name": names,
-        "ts": st.integers(0, 10**9),
-        "dur": st.integers(0, 10**6),
-        "pid": st.integers(0, 3),
-        "tid": st.integers(0, 3),
-        "args": st.fixed_dictionaries(
-            {
-                "correlation": st.integers(0, 100),
-                "stream": st.integers(0, 9),
-                "note": st.text(alphabet='"\\[]{},:ab \n', max_size=8),
-            }
-        ),
-    }
-)
+event = st.fixed_dictionaries({
+    "ph": st.just("X"),
+    "cat": st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "user_annotation"]),
+    "name": names,
+    "ts": st.integers(0, 10**9),
+    "dur": st.integers(0, 10**6),
+    "pid": st.integers(0, 3),
+    "tid": st.integers(0, 3),
+    "args": st.fixed_dictionaries({"correlation": st.integers(0, 100), "stream": st.integers(0, 9),
+                                   "note": st.text(alphabet='"\\[]{},:ab \n', max_size=8)}),
+})
 events_st = st.lists(event, min_size=1, max_size=40)
 
 
@@ -63,13 +56,8 @@ def layouts(events: list[dict], rng: random.Random) -> list[bytes]:
 
 def columns(trace) -> tuple:
     ev = trace.events
-    return (
-        ev.ts_ns.tolist(),
-        ev.dur_ns.tolist(),
-        ev.kind.tolist(),
-        [ev.names[i] for i in ev.name_id],
-        ev.correlation.tolist(),
-    )
+    return (ev.ts_ns.tolist(), ev.dur_ns.tolist(), ev.kind.tolist(), [ev.names[i] for i in ev.name_id],
+            ev.correlation.tolist())
 
 
 @SETTINGS
@@ -106,11 +94,8 @@ def test_a_cut_document_is_never_complete(tmp_path_factory, events: list[dict], 
 
 
 @SETTINGS
-@given(
-    events=st.lists(event, min_size=2, max_size=40),
-    where=st.integers(0, 10**6),
-    token=st.sampled_from([b"NaN", b"Infinity", b"\xff", b"]", b"@"]),
-)
+@given(events=st.lists(event, min_size=2, max_size=40), where=st.integers(0, 10**6),
+       token=st.sampled_from([b"NaN", b"Infinity", b"\xff", b"]", b"@"]))
 def test_a_fault_is_reported_at_its_offset(tmp_path_factory, events: list[dict], where: int, token: bytes) -> None:
     parts = [json.dumps(e).encode() for e in events]
     k = where % len(parts)
@@ -144,14 +129,9 @@ def test_any_bytes_give_a_trace_or_a_one_line_error(tmp_path_factory, data: byte
 
 
 @settings(max_examples=400, deadline=None)
-@given(
-    data=st.binary(max_size=200).map(lambda b: b.replace(b"x", b'"').replace(b"y", b"\\")),
-    depth=st.integers(1, 4),
-    in_string=st.booleans(),
-    escape=st.booleans(),
-    max_depth=st.integers(1, 6),
-    cut=st.integers(0, 200),
-)
+@given(data=st.binary(max_size=200).map(lambda b: b.replace(b"x", b'"').replace(b"y", b"\\")),
+       depth=st.integers(1, 4), in_string=st.booleans(), escape=st.booleans(), max_depth=st.integers(1, 6),
+       cut=st.integers(0, 200))
 def test_the_splitter_is_resumable_and_the_same_in_c(data, depth, in_string, escape, max_depth, cut) -> None:
     state = SplitState(depth, in_string, escape)
     whole = split_py(data, 0, len(data), state, max_depth)
@@ -166,51 +146,22 @@ def test_the_splitter_is_resumable_and_the_same_in_c(data, depth, in_string, esc
 
 
 def test_impossible_shapes_and_memory_samples_are_rejected(tmp_path: Path) -> None:
-    doc = {
-        "deviceProperties": [{"id": 0, "name": "GPU", "totalGlobalMem": 1000}],
-        "traceEvents": [
-            {
-                "ph": "X",
-                "cat": "cpu_op",
-                "name": "aten::mm",
-                "ts": 1,
-                "dur": 5,
-                "pid": 1,
-                "tid": 1,
-                "args": {"Input Dims": [[4096, 2**41], [2**41, 16]]},
-            },
-            {
-                "ph": "X",
-                "cat": "cpu_op",
-                "name": "aten::mm",
-                "ts": 2,
-                "dur": 5,
-                "pid": 1,
-                "tid": 1,
-                "args": {"Input Dims": [[4, 8], [8, 16]]},
-            },
-            {
-                "ph": "i",
-                "name": "[memory]",
-                "ts": 3,
-                "args": {"Device Type": 1, "Device Id": 0, "Bytes": 10, "Total Allocated": 100, "Total Reserved": 200},
-            },
-            {
-                "ph": "i",
-                "name": "[memory]",
-                "ts": 4,
-                "args": {"Device Type": 1, "Device Id": 0, "Bytes": 10, "Total Allocated": 100, "Total Reserved": 5000},
-            },
-        ],
-    }
+    doc = {"deviceProperties": [{"id": 0, "name": "GPU", "totalGlobalMem": 1000}], "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 5, "pid": 1, "tid": 1,
+         "args": {"Input Dims": [[4096, 2**41], [2**41, 16]]}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 2, "dur": 5, "pid": 1, "tid": 1,
+         "args": {"Input Dims": [[4, 8], [8, 16]]}},
+        {"ph": "i", "name": "[memory]", "ts": 3, "args": {"Device Type": 1, "Device Id": 0, "Bytes": 10,
+                                                         "Total Allocated": 100, "Total Reserved": 200}},
+        {"ph": "i", "name": "[memory]", "ts": 4, "args": {"Device Type": 1, "Device Id": 0, "Bytes": 10,
+                                                         "Total Allocated": 100, "Total Reserved": 5000}},
+    ]}
     trace = read_kineto(write(tmp_path, json.dumps(doc).encode()))
     ev = trace.events
     assert [json.loads(ev.shapes[i]) if i >= 0 else None for i in ev.shape_id] == [None, [[4, 8], [8, 16]]]
     assert trace.memory.total_reserved_bytes.tolist() == [200]
-    assert (
-        "1 operators' recorded shapes hold a dimension beyond 2^40 (or one that is negative or not an "
-        "integer) and were ignored"
-    ) in trace.warnings
+    assert ("1 operators' recorded shapes hold a dimension beyond 2^40 (or one that is negative or not an "
+            "integer) and were ignored") in trace.warnings
     assert "1 allocator samples above their device's memory were rejected" in trace.warnings
 
 
@@ -232,26 +183,10 @@ def test_an_array_trace_with_an_event_named_traceevents_is_read_as_an_array(tmp_
     """Found by the layout property above: in the JSON Array format an event named "traceEvents" (and a "[" in a
     later event's args) must not be taken for the object format's key."""
     events = [
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": "traceEvents",
-            "ts": 1,
-            "dur": 2,
-            "pid": 0,
-            "tid": 0,
-            "args": {"correlation": 1, "stream": 0, "note": ""},
-        },
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": "a",
-            "ts": 3,
-            "dur": 4,
-            "pid": 0,
-            "tid": 0,
-            "args": {"correlation": 2, "stream": 0, "note": "["},
-        },
+        {"ph": "X", "cat": "kernel", "name": "traceEvents", "ts": 1, "dur": 2, "pid": 0, "tid": 0,
+         "args": {"correlation": 1, "stream": 0, "note": ""}},
+        {"ph": "X", "cat": "kernel", "name": "a", "ts": 3, "dur": 4, "pid": 0, "tid": 0,
+         "args": {"correlation": 2, "stream": 0, "note": "["}},
     ]
     trace = read_kineto(write(tmp_path, json.dumps(events).encode()))
     ts = trace.events.ts_ns.tolist()

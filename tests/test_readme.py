@@ -39,7 +39,7 @@ def test_the_test_command_runs_the_lint_first() -> None:
     pytest_at = next(i for i, ln in enumerate(commands) if "-m pytest" in ln)
     assert lint_at < pytest_at
     lint_sh = (REPO / "scripts" / "lint.sh").read_text()
-    for command in ("-m ruff format --check tb_llmdiag", "-m ruff check tb_llmdiag", "-m mypy"):
+    for command in ('-m ruff format --check tb_llmdiag', '-m ruff check tb_llmdiag', '-m mypy'):
         assert command in lint_sh
     assert "files = tb_llmdiag" in (REPO / "mypy.ini").read_text()
     setup = (REPO / "setup.py").read_text()
@@ -54,23 +54,15 @@ def test_the_installed_package_holds_every_module_and_asset() -> None:
     import ast
     import fnmatch
 
-    call = next(
-        n
-        for n in ast.walk(ast.parse((REPO / "setup.py").read_text()))
-        if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup"
-    )
+    call = next(n for n in ast.walk(ast.parse((REPO / "setup.py").read_text())) if isinstance(n, ast.Call)
+                and getattr(n.func, "id", "") == "setup")
     kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in ("packages", "package_data")}
     packages = {".".join(p.relative_to(REPO).parts[:-1]) for p in (REPO / "tb_llmdiag").rglob("__init__.py")}
     assert packages <= set(kw["packages"]), sorted(packages - set(kw["packages"]))
     globs = kw["package_data"]["tb_llmdiag.frontend"]
     front = REPO / "frontend"
-    assets = [
-        p.relative_to(front).as_posix()
-        for p in front.rglob("*")
-        if p.is_file()
-        and p.suffix in (".js", ".css", ".html")
-        and not p.name.endswith(".test.mjs")
-        and p.relative_to(front).parts[0] != "testdata"
-    ]
+    assets = [p.relative_to(front).as_posix() for p in front.rglob("*") if p.is_file()
+              and p.suffix in (".js", ".css", ".html") and not p.name.endswith(".test.mjs")
+              and p.relative_to(front).parts[0] != "testdata"]
     missing = [a for a in assets if not any(fnmatch.fnmatch(a, g.replace("**/", "*")) for g in globs)]
     assert missing == []

@@ -38,7 +38,8 @@ GOLDENS = {
     "hta_amd_trace": "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     # XPlane captures (TPU / XLA): the GPU rules and the XLA rules together
     "xplane_torch_xla_cpu": "xplane/torch_xla_cpu/plugins/profile/2026_11_22_02_43_33/vm.xplane.pb",
-    "xplane_torch_xla_cpu_trace_detached": "xplane/torch_xla_cpu_trace_detached/plugins/profile/2026_11_22_02_44_06/localhost_9012.xplane.pb",
+    "xplane_torch_xla_cpu_trace_detached":
+        "xplane/torch_xla_cpu_trace_detached/plugins/profile/2026_11_22_02_44_06/localhost_9012.xplane.pb",
     "xplane_jax_cpu": "xplane/jax_cpu/plugins/profile/2026_11_22_02_40_34/vm.xplane.pb",
     "xplane_synthetic_tpu": "xplane/synthetic_tpu/plugins/profile/2026_01_01_00_00_00/t1v-n-synthetic-w-0.xplane.pb",
     # traces from other stacks (ROCm, vLLM/SGLang, DeepEP...), cross-checked in tests/test_external_traces.py
@@ -130,20 +131,12 @@ def independent(events: list[dict]) -> dict:
         c = e["args"].get("correlation", -1)
         end_by_corr[c] = max(end_by_corr.get(c, 0), ns(e["ts"] + e["dur"]))
     runtime = sorted((e for e in ev if e.get("cat") in RUNTIME_CATS), key=lambda e: e["ts"])
-    steps = sorted(
-        (
-            e
-            for e in ev
-            if e["name"].startswith("ProfilerStep#") and e.get("cat") in ("user_annotation", "cpu_op", "Operator")
-        ),
-        key=lambda e: e["ts"],
-    )
+    steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")
+                    and e.get("cat") in ("user_annotation", "cpu_op", "Operator")), key=lambda e: e["ts"])
     windows = []
     for s in steps:
         lo, hi = ns(s["ts"]), ns(s["ts"] + s["dur"])
-        gpu_end = max(
-            (end_by_corr.get(r["args"].get("correlation"), 0) for r in runtime if lo <= ns(r["ts"]) < hi), default=0
-        )
+        gpu_end = max((end_by_corr.get(r["args"].get("correlation"), 0) for r in runtime if lo <= ns(r["ts"]) < hi), default=0)
         if windows:  # a step starts no earlier than the earlier steps' device work ends (steps never overlap)
             lo = max(lo, max(w[1] for w in windows))
         windows.append((lo, max(hi, gpu_end, lo)))
@@ -174,12 +167,8 @@ def independent(events: list[dict]) -> dict:
         "device_time_ns": sum(ns(e["ts"] + e["dur"]) - ns(e["ts"]) for e in dev_in),
         "pageable": len(pageable),
         "pageable_bytes": sum(e["args"].get("bytes", 0) for e in pageable),
-        "launches": sum(
-            1
-            for e in runtime
-            if e["name"] in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
-            and in_win(ns(e["ts"]))
-        ),
+        "launches": sum(1 for e in runtime if e["name"] in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+                        and in_win(ns(e["ts"]))),
     }
 
 
@@ -229,13 +218,10 @@ def test_jax_gpu_xplane_golden(update_golden: bool) -> None:
 
 
 def test_odd_traces_never_crash() -> None:
-    for rel in (
-        "hta/mtia_trace_single_rank/mtia_rank_0.json.gz",
-        "hta/rank_non_gpu/rank_non_gpu.json.gz",
-        "hta/distributed_info_unavailable/distributed_info_not_found.json.gz",
-        "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz",
-        "hta/triton_example/triton_example.json.gz",
-    ):
+    for rel in ("hta/mtia_trace_single_rank/mtia_rank_0.json.gz", "hta/rank_non_gpu/rank_non_gpu.json.gz",
+                "hta/distributed_info_unavailable/distributed_info_not_found.json.gz",
+                "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz",
+                "hta/triton_example/triton_example.json.gz"):
         got = analyse(shared(rel))
         json.dumps(got, allow_nan=False)
         for topic, d in got["metrics"].items():
@@ -263,13 +249,10 @@ def _top2(name: str) -> tuple[list[str], dict]:
     return [f["id"] for f in got["findings"]], got
 
 
-@pytest.mark.parametrize(
-    ("name", "planted"),
-    [
-        ("gpu_dataloader_slow", "dataloader_stall"),
-        ("gpu_item_sync", "host_sync"),
-    ],
-)
+@pytest.mark.parametrize(("name", "planted"), [
+    ("gpu_dataloader_slow", "dataloader_stall"),
+    ("gpu_item_sync", "host_sync"),
+])
 def test_planted_cause_is_top_or_second(name: str, planted: str) -> None:
     ids, _ = _top2(name)
     assert planted in ids[:2], ids
@@ -289,15 +272,11 @@ def test_seed_planted_causes() -> None:
 def test_fixed_run_has_none_of_the_fixed_causes() -> None:
     # fixed: pinned memory, packing (one shape), batch 8, 2 workers, steady-state window
     ids, _ = _top2("gpu_fixed")
-    assert not {"pageable_memcpy", "variable_shapes", "dataloader_stall", "warmup_in_window", "slow_host_op"} & set(
-        ids
-    ), ids
+    assert not {"pageable_memcpy", "variable_shapes", "dataloader_stall", "warmup_in_window", "slow_host_op"} & set(ids), ids
 
 
 def test_compiled_run_is_gpu_bound() -> None:
     # compiled: torch.compile, pinned memory, packing, batch 8, 2 workers: the GPU is busy ~97 % of the step
     ids, got = _top2("gpu_compiled")
     assert got["metrics"]["idle"]["busy_share"] > 0.9
-    assert not {"host_bound", "tiny_kernels", "host_sync", "dataloader_stall", "pageable_memcpy", "slow_host_op"} & set(
-        ids
-    ), ids
+    assert not {"host_bound", "tiny_kernels", "host_sync", "dataloader_stall", "pageable_memcpy", "slow_host_op"} & set(ids), ids

@@ -114,10 +114,7 @@ def test_a_new_unregistered_number_is_caught(demo_report: dict[str, Any]) -> Non
     rep["runs"][0]["metrics"]["kernels"]["by_category"]["gemm"]["new_count"] = 1
     rep["runs"][0]["summary"]["counts"]["fresh"] = 2
     assert unregistered(report_leaves(rep)) == {
-        "steps.new_thing_ns": 0,
-        "kernels.by_category.gemm.new_count": 0,
-        "summary.counts.fresh": 0,
-    }
+        "steps.new_thing_ns": 0, "kernels.by_category.gemm.new_count": 0, "summary.counts.fresh": 0}
 
 
 def test_patterns_name_list_items_and_map_keys() -> None:
@@ -132,11 +129,8 @@ def test_every_metric_topic_key_has_an_entry() -> None:
     from minitrace import full_metrics_keys
 
     keys = [m.key for m in METRICS]
-    missing = [
-        k
-        for k in sorted(full_metrics_keys())
-        if not matches(k) and not any(e.startswith((k + "[]", k + ".")) for e in keys)
-    ]
+    missing = [k for k in sorted(full_metrics_keys())
+               if not matches(k) and not any(e.startswith((k + "[]", k + ".")) for e in keys)]
     assert missing == []
 
 
@@ -160,11 +154,7 @@ def test_units_follow_the_key_names() -> None:
     for m in METRICS:
         last = m.key.split(".")[-1].removesuffix("[]")
         for suffix, unit in (("_ns", "ns"), ("_share", "share"), ("_bytes", "bytes"), ("_per_step", "count_per_step")):
-            if (
-                last.endswith(suffix)
-                and m.unit != "as_metric"
-                and not (suffix == "_per_step" and ("flop" in last or last.endswith("_ns_per_step")))
-            ):
+            if last.endswith(suffix) and m.unit != "as_metric" and not (suffix == "_per_step" and ("flop" in last or last.endswith("_ns_per_step"))):
                 assert m.unit == unit, m
 
 
@@ -172,23 +162,9 @@ def test_every_unit_is_used_and_formatted() -> None:
     used = {m.unit for m in METRICS}
     assert used == set(UNITS)
     # the tab's formatValue writes the same (#25; tests/test_saving_text.py runs it)
-    expected = {
-        "ns": "4.42 µs",
-        "bytes": "4.3 KiB",
-        "bytes_per_s": "4.3 KiB/s",
-        "share": "442000.0 %",
-        "ratio": "4420",
-        "count": "4420",
-        "count_per_step": "4420",
-        "per_s": "4420/s",
-        "flop": "4.42 kFLOP",
-        "tflop_per_s": "4.42 PFLOP/s",
-        "index": "4420",
-        "id": "4420",
-        "as_metric": "4420",
-        "text": "4420",
-        "flag": "4420",
-    }
+    expected = {"ns": "4.42 µs", "bytes": "4.3 KiB", "bytes_per_s": "4.3 KiB/s", "share": "442000.0 %", "ratio": "4420", "count": "4420",
+                "count_per_step": "4420", "per_s": "4420/s", "flop": "4.42 kFLOP", "tflop_per_s": "4.42 PFLOP/s",
+                "index": "4420", "id": "4420", "as_metric": "4420", "text": "4420", "flag": "4420"}
     assert {u: fmt(u, 4420.0) for u in UNITS} == expected
     # ids and step numbers are never abbreviated or rounded
     assert fmt("id", 103869) == "103869" and fmt("index", [3, 104000]) == "3, 104000"
@@ -199,14 +175,9 @@ def test_as_json_and_the_api() -> None:
     got = api.metric_registry()
     assert set(got) == {"units", "metrics", "evidence_units", "evidence_labels"}
     assert got["units"] == UNITS and json.loads(json.dumps(got)) == got
-    assert got["metrics"][0] == {
-        "key": METRICS[0].key,
-        "unit": METRICS[0].unit,
-        "better": METRICS[0].better,
-        "tolerance": METRICS[0].tolerance,
-        "label": METRICS[0].label,
-        "definition": METRICS[0].definition,
-    }
+    assert got["metrics"][0] == {"key": METRICS[0].key, "unit": METRICS[0].unit, "better": METRICS[0].better,
+                                 "tolerance": METRICS[0].tolerance, "label": METRICS[0].label,
+                                 "definition": METRICS[0].definition}
     assert len(got["metrics"]) == len(METRICS)
     assert got["evidence_units"]["host_transfer"]["stall_ns"] == "ns"
     assert got["evidence_units"]["recompilation"]["steps"] == "index"
@@ -238,18 +209,9 @@ def test_every_rule_names_registry_keys() -> None:
 
 def test_a_rule_naming_an_unknown_key_fails() -> None:
     fix = Fix("t", "p", "h")
-    bad = (
-        Rule(id="x", title="x", metric="steps.no_such_ns", above=1, fix=fix),
-        Rule(
-            id="y",
-            title="y",
-            metric="steps.cv",
-            above=1,
-            saving="idle.nope_share",
-            fix=fix,
-            evidence=(("a", "memory.peak_used_bytes"), ("b", "xla.missing")),
-        ),
-    )
+    bad = (Rule(id="x", title="x", metric="steps.no_such_ns", above=1, fix=fix),
+           Rule(id="y", title="y", metric="steps.cv", above=1, saving="idle.nope_share", fix=fix,
+                evidence=(("a", "memory.peak_used_bytes"), ("b", "xla.missing"))))
     assert unknown_keys(bad) == [("x", "steps.no_such_ns"), ("y", "idle.nope_share"), ("y", "xla.missing")]
 
 
@@ -270,8 +232,7 @@ def test_evidence_units_agree_across_platforms() -> None:
 
 def test_docs_metrics_md_is_generated_from_the_registry() -> None:
     assert (REPO / "docs" / "metrics.md").read_text() == registry.markdown(), (
-        "regenerate: python -m tb_llmdiag.metrics.registry --markdown > docs/metrics.md"
-    )
+        "regenerate: python -m tb_llmdiag.metrics.registry --markdown > docs/metrics.md")
 
 
 def test_markdown_lists_every_entry_once() -> None:

@@ -14,20 +14,8 @@ from tb_llmdiag.findings import GPU_RULES, RULES, XLA_RULES, Fix, Flavour, Rule,
 from tb_llmdiag.findings.workload import INFERENCE_RULES, by_run_kind
 from tb_llmdiag.findings.engine import applicable, finding, fires
 
-REQUIRED = {
-    "host_bound",
-    "tiny_kernels",
-    "dataloader_stall",
-    "host_sync",
-    "pageable_memcpy",
-    "variable_shapes",
-    "step_variance",
-    "warmup_in_window",
-    "copy_heavy",
-    "gpu_gaps",
-    "memory_headroom",
-    "no_device_activity",
-}
+REQUIRED = {"host_bound", "tiny_kernels", "dataloader_stall", "host_sync", "pageable_memcpy", "variable_shapes",
+            "step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps", "memory_headroom", "no_device_activity"}
 FINDING_KEYS = {"id", "severity", "title", "summary", "evidence", "saving", "fix", "docs"}
 
 
@@ -50,7 +38,6 @@ def test_required_ids_and_unique() -> None:
 
 def test_rules_are_the_gpu_then_the_comm_then_the_xla_table() -> None:
     from tb_llmdiag.findings.comm import COMM_RULES
-
     # with findings/workload.py's run-kind declarations (skip_on, inference wording) applied, then inference's own
     assert RULES == by_run_kind(GPU_RULES + COMM_RULES + XLA_RULES) + INFERENCE_RULES
     assert len(XLA_RULES) == 6 and len(COMM_RULES) == 6
@@ -72,54 +59,29 @@ def test_every_rule_is_complete(rule: Rule) -> None:
 # ---------------------------------------------------------------------------------------------
 # Platforms: XPlane runs (an `xla` topic) get the XLA rules, never the CUDA-launch ones
 
-CUDA_ONLY = {
-    "host_bound",
-    "tiny_kernels",
-    "host_sync",
-    "pageable_memcpy",
-    "dataloader_stall",
-    "slow_host_op",
-    # Kineto-only cause topics (metrics/topics.py): kernel names, torch.optim / autograd / dynamo ranges
-    "recompilation",
-    "fp32_math",
-    "unfused_optimizer",
-    "activation_checkpointing",
-    # the host attribution (metrics/attribution.py): Kineto host events
-    "allocator_churn",
-    "unrecorded_host_time",
-    "host_activity",
-}
+CUDA_ONLY = {"host_bound", "tiny_kernels", "host_sync", "pageable_memcpy", "dataloader_stall", "slow_host_op",
+             # Kineto-only cause topics (metrics/topics.py): kernel names, torch.optim / autograd / dynamo ranges
+             "recompilation", "fp32_math", "unfused_optimizer", "activation_checkpointing",
+             # the host attribution (metrics/attribution.py): Kineto host events
+             "allocator_churn", "unrecorded_host_time", "host_activity"}
 SHARED_IDS = {"step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"}
 
 
 def cuda_everything() -> dict:
     """Metrics on which every CUDA-launch rule and every shared GPU rule fires."""
     return base(
-        dataloader={"stall_share": 0.3},
-        idle={
-            "host_wait_share": 0.3,
-            "host_wait_culprit_share": 0.2,
-            "host_wait_culprit_mean_ns": 5_000_000,
-            "long_gap_count": 2,
-        },
-        host_sync={"saving_share": 0.1, "syncs_per_step": 3.0},
-        sync_storm={"saving_share": 0.1},
+        dataloader={"stall_share": 0.3}, idle={"host_wait_share": 0.3, "host_wait_culprit_share": 0.2,
+                                             "host_wait_culprit_mean_ns": 5_000_000, "long_gap_count": 2},
+        host_sync={"saving_share": 0.1, "syncs_per_step": 3.0}, sync_storm={"saving_share": 0.1},
         memcpy={"htod_pageable_count": 5},
         compile={"share": 0.1, "count": 3, "steps_hit": [2, 3]},
         precision={"fp32_matmul_share": 0.5, "fp32_of_matmul_share": 0.9},
         optimizer={"saving_share": 0.1, "implementation": "for_loop", "launches_per_step": 500.0},
         checkpointing={"on": True, "recompute_share": 0.1},
-        launch={"tiny_kernel_share": 0.9},
-        kernels={"copy_share": 0.5},
-        attribution={
-            "allocator_idle_share": 0.2,
-            "allocator_calls_per_step": 100.0,
-            "unrecorded_share": 0.1,
-            "top_share": 0.3,
-            "top_kind": "cpu_work",
-        },
-        steps={"cv_excluding_first": 0.5, "first_over_rest": 3.0},
-    )
+        launch={"tiny_kernel_share": 0.9}, kernels={"copy_share": 0.5},
+        attribution={"allocator_idle_share": 0.2, "allocator_calls_per_step": 100.0, "unrecorded_share": 0.1,
+                     "top_share": 0.3, "top_kind": "cpu_work"},
+        steps={"cv_excluding_first": 0.5, "first_over_rest": 3.0})
 
 
 def test_the_cuda_launch_rules_are_marked_cuda() -> None:
@@ -149,16 +111,9 @@ def test_on_kineto_runs_the_gpu_rules_fire() -> None:
 def test_on_xla_runs_cuda_rules_never_fire_and_xla_rules_own_the_shared_ids() -> None:
     # GIVEN metrics on which every GPU rule fires, plus an xla topic on which no XLA rule fires
     m = cuda_everything()
-    m["xla"] = {
-        "source": "xplane",
-        "steady_step_cv": 0.01,
-        "steady_step_count": 5,
-        "movement_share": 0.01,
-        "steady_device_duty_cycle_share": 0.9,
-        "recompile_in_loop_count": 0,
-        "transfer_from_device_in_loop_count": 0,
-        "warmup_compile_in_steps_time_ns": 0,
-    }
+    m["xla"] = {"source": "xplane", "steady_step_cv": 0.01, "steady_step_count": 5, "movement_share": 0.01,
+                "steady_device_duty_cycle_share": 0.9, "recompile_in_loop_count": 0,
+                "transfer_from_device_in_loop_count": 0, "warmup_compile_in_steps_time_ns": 0}
     # THEN nothing fires: no CUDA-launch rule, and no GPU version of a shared id
     assert ids(m) == []
     applied = applicable(m, RULES)
@@ -195,40 +150,29 @@ def test_saving_and_evidence_can_be_named_functions() -> None:
     def half(m: dict) -> float:
         return m["a"]["v"] / 2
 
-    r = Rule(
-        id="f",
-        title="f",
-        metric="a.v",
-        above=0,
-        fix=Fix("t", "p", "h"),
-        saving=half,
-        evidence=(("half_share", half),),
-        summary="{half_share}",
-    )
+    r = Rule(id="f", title="f", metric="a.v", above=0, fix=Fix("t", "p", "h"), saving=half,
+             evidence=(("half_share", half),), summary="{half_share}")
     (f,) = evaluate({"a": {"v": 0.5}, "steps": {"mean_ns": 100}}, (r,))
     assert f["saving"] == {"share": 0.25, "ns": 25} and f["evidence"] == {"half_share": 0.25}
     assert f["summary"] == "25.0 %"
 
 
-@pytest.mark.parametrize(
-    ("topic", "key", "value", "rule_id", "fires_"),
-    [
-        ("dataloader", "stall_share", 0.06, "dataloader_stall", True),
-        ("dataloader", "stall_share", 0.04, "dataloader_stall", False),
-        ("idle", "host_wait_share", 0.10, "host_bound", True),
-        ("idle", "host_wait_share", 0.099, "host_bound", False),
-        ("kernels", "copy_share", 0.11, "copy_heavy", True),
-        ("kernels", "copy_share", 0.09, "copy_heavy", False),
-        ("memcpy", "htod_pageable_count", 3, "pageable_memcpy", True),
-        ("memcpy", "htod_pageable_count", 0, "pageable_memcpy", False),
-        ("idle", "long_gap_count", 1, "gpu_gaps", True),
-        ("idle", "long_gap_count", 0, "gpu_gaps", False),
-        ("steps", "cv_excluding_first", 0.2, "step_variance", True),
-        ("steps", "cv_excluding_first", 0.1, "step_variance", False),
-        ("steps", "first_over_rest", 1.6, "warmup_in_window", True),
-        ("steps", "first_over_rest", 1.2, "warmup_in_window", False),
-    ],
-)
+@pytest.mark.parametrize(("topic", "key", "value", "rule_id", "fires_"), [
+    ("dataloader", "stall_share", 0.06, "dataloader_stall", True),
+    ("dataloader", "stall_share", 0.04, "dataloader_stall", False),
+    ("idle", "host_wait_share", 0.10, "host_bound", True),
+    ("idle", "host_wait_share", 0.099, "host_bound", False),
+    ("kernels", "copy_share", 0.11, "copy_heavy", True),
+    ("kernels", "copy_share", 0.09, "copy_heavy", False),
+    ("memcpy", "htod_pageable_count", 3, "pageable_memcpy", True),
+    ("memcpy", "htod_pageable_count", 0, "pageable_memcpy", False),
+    ("idle", "long_gap_count", 1, "gpu_gaps", True),
+    ("idle", "long_gap_count", 0, "gpu_gaps", False),
+    ("steps", "cv_excluding_first", 0.2, "step_variance", True),
+    ("steps", "cv_excluding_first", 0.1, "step_variance", False),
+    ("steps", "first_over_rest", 1.6, "warmup_in_window", True),
+    ("steps", "first_over_rest", 1.2, "warmup_in_window", False),
+])
 def test_single_threshold_rules(topic: str, key: str, value: float, rule_id: str, fires_: bool) -> None:
     assert (rule_id in ids(base(**{topic: {key: value}}))) is fires_
 
@@ -239,24 +183,14 @@ def test_host_sync_needs_a_sync_every_step() -> None:
     assert "host_sync" not in ids(base(host_sync={"syncs_per_step": 0.5}, sync_storm={"saving_share": 0.05}))
     assert "host_sync" not in ids(base(host_sync={"syncs_per_step": 2.0}, sync_storm={"saving_share": 0.01}))
     # a harness's step-edge synchronize alone: the old saving (blocked vs idle) is no longer read
-    assert "host_sync" not in ids(
-        base(host_sync={"saving_share": 0.3, "syncs_per_step": 1.0}, sync_storm={"saving_share": 0.0, "edge_syncs": 10})
-    )
+    assert "host_sync" not in ids(base(host_sync={"saving_share": 0.3, "syncs_per_step": 1.0},
+                                       sync_storm={"saving_share": 0.0, "edge_syncs": 10}))
 
 
 def test_a_sync_loop_is_named_with_its_trigger() -> None:
-    m = base(
-        host_sync={"syncs_per_step": 400.0},
-        sync_storm={
-            "saving_share": 0.3,
-            "storm": True,
-            "loop_syncs_per_step": 392.0,
-            "trigger_op": "aten::item",
-            "after_op": "aten::linalg_vector_norm",
-            "loop_host_ns": 22_000_000,
-            "loop_idle_share": 0.3,
-        },
-    )
+    m = base(host_sync={"syncs_per_step": 400.0}, sync_storm={
+        "saving_share": 0.3, "storm": True, "loop_syncs_per_step": 392.0, "trigger_op": "aten::item",
+        "after_op": "aten::linalg_vector_norm", "loop_host_ns": 22_000_000, "loop_idle_share": 0.3})
     (f,) = [x for x in evaluate(m, RULES) if x["id"] == "host_sync"]
     assert f["title"] == "A loop of host syncs stalls every step"
     assert "aten::item after aten::linalg_vector_norm" in f["summary"] and "22 ms" in f["summary"]
@@ -299,12 +233,8 @@ def test_finding_shape_saving_and_summary() -> None:
     assert FINDING_KEYS <= set(f)
     assert f["id"] == "dataloader_stall" and f["severity"] == "high"
     assert f["saving"] == {"share": 0.3, "ns": 30_000_000}
-    assert f["evidence"] == {
-        "stall_share": 0.3,
-        "stall_ns": 90_000_000,
-        "loader_host_share": 0.4,
-        "iterator": "single_process",
-    }
+    assert f["evidence"] == {"stall_share": 0.3, "stall_ns": 90_000_000, "loader_host_share": 0.4,
+                             "iterator": "single_process"}
     assert "30.0 %" in f["summary"] and "single_process" in f["summary"]
     assert set(f["fix"]) >= {"text", "pytorch", "hf_trainer"} and "num_workers" in f["fix"]["pytorch"]
     assert f["metric"] == "dataloader.stall_share" and f["value"] == 0.3 and f["threshold"] == {"above": 0.05}
@@ -348,10 +278,8 @@ def test_fires_requires_a_number() -> None:
 
 def test_variable_shapes_fires_on_per_shape_host_work_or_on_correlation() -> None:
     rule = next(r for r in GPU_RULES if r.id == "variable_shapes")
-    base = {
-        "steps": {"available": True, "mean_ns": 100, "tokens_cv": 0.5, "tokens_corr": 0.2},
-        "idle": {"host_wait_per_shape_share": 0.136, "host_wait_per_shape_op": "aten::_cudnn_attention_backward"},
-    }
+    base = {"steps": {"available": True, "mean_ns": 100, "tokens_cv": 0.5, "tokens_corr": 0.2},
+            "idle": {"host_wait_per_shape_share": 0.136, "host_wait_per_shape_op": "aten::_cudnn_attention_backward"}}
     assert fires(rule, base)
     f = finding(rule, base)
     assert f["saving"] == {"share": 0.136, "ns": 14}

@@ -33,14 +33,8 @@ process.stdin.on('end', () => {
 
 def _node(payload: dict) -> dict:
     script = SCRIPT % (ROOT / "frontend" / "format.js").as_uri()
-    res = subprocess.run(
-        [NODE, "--input-type=module", "-e", script],
-        input=json.dumps(payload),
-        text=True,
-        capture_output=True,
-        check=True,
-        timeout=60,
-    )
+    res = subprocess.run([NODE, "--input-type=module", "-e", script], input=json.dumps(payload), text=True,
+                         capture_output=True, check=True, timeout=60)
     return json.loads(res.stdout)
 
 
@@ -52,29 +46,10 @@ def _savings() -> list[dict]:
 
 
 VALUES = [
-    (12_345, "ns"),
-    (999_700, "ns"),
-    (1_500, "ns"),
-    (2.15e9, "ns"),
-    (800, "ns"),
-    (0.1234, "share"),
-    (0.00004, "share"),
-    (0.0, "share"),
-    (1.0, "share"),
-    (5816, "count_per_step"),
-    (31_915.2, "count_per_step"),
-    (2_500_000, "count"),
-    (0.333, "count_per_step"),
-    (63_736.2, "per_s"),
-    (1954.3, "per_s"),
-    (0.4963, "ratio"),
-    (12.34, "ratio"),
-    (1234.5, "ratio"),
-    (3 << 30, "bytes"),
-    (1536, "bytes"),
-    (103869, "id"),
-    (104000, "index"),
-    (3.2e14, "flop"),
+    (12_345, "ns"), (999_700, "ns"), (1_500, "ns"), (2.15e9, "ns"), (800, "ns"), (0.1234, "share"), (0.00004, "share"),
+    (0.0, "share"), (1.0, "share"), (5816, "count_per_step"), (31_915.2, "count_per_step"), (2_500_000, "count"),
+    (0.333, "count_per_step"), (63_736.2, "per_s"), (1954.3, "per_s"), (0.4963, "ratio"), (12.34, "ratio"),
+    (1234.5, "ratio"), (3 << 30, "bytes"), (1536, "bytes"), (103869, "id"), (104000, "index"), (3.2e14, "flop"),
 ]
 
 #: the capture topic's 95 % intervals (capture.profiler_overhead_share_95, after_window_slowdown_share_95)

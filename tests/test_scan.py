@@ -51,10 +51,8 @@ def require_scan_ext() -> None:
     if ext_mod.ext is not None:
         return
     if os.environ.get("LLMDIAG_REQUIRE_SCAN_EXT") == "1":
-        pytest.fail(
-            "LLMDIAG_REQUIRE_SCAN_EXT=1 but the C scanner tb_llmdiag.ingest.kineto._scan is not built "
-            "(build it: pip install -e . or python setup.py build_ext --inplace)"
-        )
+        pytest.fail("LLMDIAG_REQUIRE_SCAN_EXT=1 but the C scanner tb_llmdiag.ingest.kineto._scan is not built "
+                    "(build it: pip install -e . or python setup.py build_ext --inplace)")
     pytest.skip("the C scanner tb_llmdiag.ingest.kineto._scan is not built")
 
 
@@ -118,7 +116,7 @@ def assert_same_pieces(pieces: list[list[Any]], may_raise: bool = False) -> tupl
 
 
 def split(events: list[Any], size: int) -> list[list[Any]]:
-    return [events[i : i + size] for i in range(0, len(events), size)] or [[]]
+    return [events[i: i + size] for i in range(0, len(events), size)] or [[]]
 
 
 # -------------------------------------------------------------------------------------- real traces
@@ -133,7 +131,7 @@ def decoded_events(path: Path) -> list[Any]:
 
 
 def real_trace(param: str) -> Path:
-    return shared_trace(param[len("shared:") :]) if param.startswith("shared:") else Path(param)
+    return shared_trace(param[len("shared:"):]) if param.startswith("shared:") else Path(param)
 
 
 REAL_PARAMS = [str(p) for p in GPU_FIXTURES] + [f"shared:{rel}" for rel in SHARED]
@@ -153,19 +151,13 @@ def test_real_trace_pieces(param: str, scan_ext: None) -> None:
 
 
 def test_empty_and_rowless(scan_ext: None) -> None:
-    events = ks._decode_events(
-        msgspec.json.encode(
-            [
-                {"ph": "i", "name": "mark", "ts": 3},
-                {"ph": "I", "name": "[memory]", "ts": 4},  # no args: not a sample
-                {"ph": "s", "id": 1, "ts": 5},
-                {"ph": "f", "id": 1, "ts": 6},
-                {"ph": "M", "name": "process_name", "args": {"name": "python"}},
-                {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "ts": 1, "dur": 9},  # a skipped category
-            ]
-        ),
-        [],
-    )
+    events = ks._decode_events(msgspec.json.encode([
+        {"ph": "i", "name": "mark", "ts": 3},
+        {"ph": "I", "name": "[memory]", "ts": 4},  # no args: not a sample
+        {"ph": "s", "id": 1, "ts": 5}, {"ph": "f", "id": 1, "ts": 6},
+        {"ph": "M", "name": "process_name", "args": {"name": "python"}},
+        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "ts": 1, "dur": 9},  # a skipped category
+    ]), [])
     for piece in ([], events):
         fast, _ = assert_same_pieces([piece])
         assert kc._Columns().scan(piece).kind.size == 0
@@ -174,117 +166,56 @@ def test_empty_and_rowless(scan_ext: None) -> None:
 
 # ------------------------------------------------------------------------------- generated pieces
 
-CATS = st.sampled_from(
-    [
-        "cpu_op",
-        "kernel",
-        "cuda_runtime",
-        "cuda_driver",
-        "gpu_memcpy",
-        "gpu_memset",
-        "python_function",
-        "user_annotation",
-        "gpu_user_annotation",
-        "cuda_sync",
-        "Operator",
-        "Kernel",
-        "Runtime",
-        "Trace",
-        "fwdbwd",
-        "",
-        "ac2g",
-        None,
-    ]
-)
+CATS = st.sampled_from([
+    "cpu_op", "kernel", "cuda_runtime", "cuda_driver", "gpu_memcpy", "gpu_memset", "python_function",
+    "user_annotation", "gpu_user_annotation", "cuda_sync", "Operator", "Kernel", "Runtime",
+    "Trace", "fwdbwd", "", "ac2g", None,
+])
 NAMES = st.one_of(
-    st.sampled_from(
-        [
-            "[memory]",
-            "ProfilerStep#3",
-            "ProfilerStep#",
-            "aten::mm",
-            "aten::linear",
-            "flash_attn::fwd",
-            "cudaLaunchKernel",
-            "1",
-            "0",
-            "",
-        ]
-    ),
-    st.text(max_size=6),
-    st.integers(-3, 3),
-    st.floats(-3, 3, allow_nan=False),
-    st.none(),
+    st.sampled_from(["[memory]", "ProfilerStep#3", "ProfilerStep#", "aten::mm", "aten::linear",
+                     "flash_attn::fwd", "cudaLaunchKernel", "1", "0", ""]),
+    st.text(max_size=6), st.integers(-3, 3), st.floats(-3, 3, allow_nan=False), st.none(),
 )
-NUMBER_TEXT = st.one_of(st.integers(-(10**6), 10**12).map(str), st.floats(-1e6, 1e12, allow_nan=False).map(repr))
+NUMBER_TEXT = st.one_of(st.integers(-10**6, 10**12).map(str), st.floats(-1e6, 1e12, allow_nan=False).map(repr))
 TIMES = st.one_of(
-    st.integers(-(10**6), 2**70),
-    st.floats(-1e6, 1e17, allow_nan=False),
-    NUMBER_TEXT,
-    st.sampled_from(["", "abc", "1e3", " 12 ", "nan", "inf", "0x10"]),
-    st.none(),
+    st.integers(-10**6, 2**70), st.floats(-1e6, 1e17, allow_nan=False), NUMBER_TEXT,
+    st.sampled_from(["", "abc", "1e3", " 12 ", "nan", "inf", "0x10"]), st.none(),
 )
 HUGE = st.integers(2**63, 2**64 + 5)
 IDS = st.one_of(
-    st.integers(-3, 2**40),
-    st.sampled_from(["stream 7", "PyTorch Profiler", "Spans", "0x1f", "7", " 12 ", "stream"]),
-    st.integers(-3, 10**6).map(float),
-    st.none(),  # a whole float decodes to an int
+    st.integers(-3, 2**40), st.sampled_from(["stream 7", "PyTorch Profiler", "Spans", "0x1f", "7", " 12 ", "stream"]),
+    st.integers(-3, 10**6).map(float), st.none(),  # a whole float decodes to an int
     st.floats(-10, 1e6, allow_nan=False),  # not whole: the event is dropped, and whole-list decoding goes lenient
 )
 DIMS = st.recursive(st.lists(st.integers(0, 4096), max_size=3), lambda inner: st.lists(inner, max_size=3), max_leaves=6)
-ARGS = st.one_of(
-    st.none(),
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "correlation": st.one_of(st.integers(-1, 2**40), NUMBER_TEXT, st.just("abc"), st.none()),
-            "stream": st.one_of(st.integers(-1, 100), st.sampled_from(["stream 3", "3", "s", "0x7"]), st.none()),
-            "device": st.one_of(st.integers(-1, 8), st.sampled_from(["0", "cuda:1", "gpu"]), st.none()),
-            "bytes": st.one_of(st.integers(-1, 2**40), st.floats(-1, 1e12, allow_nan=False), NUMBER_TEXT, st.none()),
-            "Input Dims": DIMS,
-            "External id": st.integers(0, 9),
-        },
-    ),
-)
-MEM_VALUE = st.one_of(st.integers(-(2**40), 2**40), st.floats(-1e12, 1e12, allow_nan=False), st.none())
-MEM_ARGS = st.fixed_dictionaries(
-    {},
-    optional={
-        "Bytes": MEM_VALUE,
-        "Total Allocated": MEM_VALUE,
-        "Total Reserved": MEM_VALUE,
-        "Device Type": st.one_of(st.integers(0, 2), st.sampled_from(["0", "cuda"]), st.none()),
-        "Device Id": st.one_of(st.integers(-1, 8), st.sampled_from(["1", "x"]), st.none()),
-    },
-)
+ARGS = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+    "correlation": st.one_of(st.integers(-1, 2**40), NUMBER_TEXT, st.just("abc"), st.none()),
+    "stream": st.one_of(st.integers(-1, 100), st.sampled_from(["stream 3", "3", "s", "0x7"]), st.none()),
+    "device": st.one_of(st.integers(-1, 8), st.sampled_from(["0", "cuda:1", "gpu"]), st.none()),
+    "bytes": st.one_of(st.integers(-1, 2**40), st.floats(-1, 1e12, allow_nan=False), NUMBER_TEXT, st.none()),
+    "Input Dims": DIMS,
+    "External id": st.integers(0, 9),
+}))
+MEM_VALUE = st.one_of(st.integers(-2**40, 2**40), st.floats(-1e12, 1e12, allow_nan=False), st.none())
+MEM_ARGS = st.fixed_dictionaries({}, optional={
+    "Bytes": MEM_VALUE, "Total Allocated": MEM_VALUE, "Total Reserved": MEM_VALUE,
+    "Device Type": st.one_of(st.integers(0, 2), st.sampled_from(["0", "cuda"]), st.none()),
+    "Device Id": st.one_of(st.integers(-1, 8), st.sampled_from(["1", "x"]), st.none()),
+})
 
 
 def event_dicts(ids: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
     """Chrome events of the phases the reader meets, any field odd or absent."""
-    complete = st.fixed_dictionaries(
-        {"ph": st.just("X")},
-        optional={"cat": CATS, "name": NAMES, "ts": TIMES, "dur": TIMES, "tid": ids, "pid": ids, "args": ARGS},
-    )
-    memory = st.fixed_dictionaries(
-        {"ph": st.sampled_from(["i", "I"]), "name": st.just("[memory]"), "ts": TIMES},
-        optional={"args": st.one_of(MEM_ARGS, st.none()), "s": st.just("t")},
-    )
-    other = st.fixed_dictionaries(
-        {"ph": st.sampled_from(["i", "I", "s", "f", "M"])},
-        optional={"name": NAMES, "ts": TIMES, "cat": CATS, "id": st.integers(0, 9), "args": st.one_of(MEM_ARGS, ARGS)},
-    )
-    operator = st.fixed_dictionaries(
-        {  # an operator whose Input Dims are kept (model.SHAPE_OPS)
-            "ph": st.just("X"),
-            "cat": st.sampled_from(["cpu_op", "Operator", "user_annotation"]),
-            "name": st.sampled_from(["aten::mm", "aten::addmm", "flash_attn::fwd", "aten::add"]),
-            "ts": TIMES,
-            "dur": TIMES,
-            "args": st.fixed_dictionaries({"Input Dims": DIMS}),
-        },
-        optional={"tid": ids},
-    )
+    complete = st.fixed_dictionaries({"ph": st.just("X")}, optional={
+        "cat": CATS, "name": NAMES, "ts": TIMES, "dur": TIMES, "tid": ids, "pid": ids, "args": ARGS})
+    memory = st.fixed_dictionaries({"ph": st.sampled_from(["i", "I"]), "name": st.just("[memory]"), "ts": TIMES},
+                                   optional={"args": st.one_of(MEM_ARGS, st.none()), "s": st.just("t")})
+    other = st.fixed_dictionaries({"ph": st.sampled_from(["i", "I", "s", "f", "M"])}, optional={
+        "name": NAMES, "ts": TIMES, "cat": CATS, "id": st.integers(0, 9), "args": st.one_of(MEM_ARGS, ARGS)})
+    operator = st.fixed_dictionaries({  # an operator whose Input Dims are kept (model.SHAPE_OPS)
+        "ph": st.just("X"), "cat": st.sampled_from(["cpu_op", "Operator", "user_annotation"]),
+        "name": st.sampled_from(["aten::mm", "aten::addmm", "flash_attn::fwd", "aten::add"]),
+        "ts": TIMES, "dur": TIMES, "args": st.fixed_dictionaries({"Input Dims": DIMS})}, optional={"tid": ids})
     return st.one_of(complete, complete, operator, memory, other)
 
 
@@ -306,11 +237,8 @@ def piece_lists(draw: st.DrawFn) -> list[list[Any]]:
     return [events[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-@settings(
-    max_examples=200,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
-)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                           HealthCheck.function_scoped_fixture])
 @given(piece_lists())
 def test_generated_pieces(scan_ext: None, pieces: list[list[Any]]) -> None:
     assert_same_pieces(pieces, may_raise=True)
@@ -362,30 +290,14 @@ def assert_same_rows(scans: list[kc._Scan], names: list[str]) -> None:
             assert_same_array(fast.slab[k][: fast.slab_used], slow.slab[k][: slow.slab_used], f"rows.{k}")
 
 
-def hand_scan(
-    kind: list[int],
-    ts: list[float],
-    dur: list[float],
-    name_id: list[int],
-    tid: list[int],
-    pid: list[int],
-    stream: list[int],
-    device: list[int],
-) -> kc._Scan:
+def hand_scan(kind: list[int], ts: list[float], dur: list[float], name_id: list[int], tid: list[int],
+              pid: list[int], stream: list[int], device: list[int]) -> kc._Scan:
     n = len(kind)
     return kc._Scan(
-        xs=[None] * n,
-        kind=np.array(kind, np.uint8),
-        ts=np.array(ts, np.float64),
-        dur=np.array(dur, np.float64),
-        name_id=np.array(name_id, np.int32),
-        tid=np.array(tid, np.int64),
-        pid=np.array(pid, np.int64),
-        correlation=np.arange(n, dtype=np.int64) - 1,
-        stream=np.array(stream, np.int64),
-        device=np.array(device, np.int64),
-        bytes=np.arange(n, dtype=np.int64) * 7,
-        shape_id=np.arange(n, dtype=np.int32),
+        xs=[None] * n, kind=np.array(kind, np.uint8), ts=np.array(ts, np.float64), dur=np.array(dur, np.float64),
+        name_id=np.array(name_id, np.int32), tid=np.array(tid, np.int64), pid=np.array(pid, np.int64),
+        correlation=np.arange(n, dtype=np.int64) - 1, stream=np.array(stream, np.int64),
+        device=np.array(device, np.int64), bytes=np.arange(n, dtype=np.int64) * 7, shape_id=np.arange(n, dtype=np.int32),
         memory={},
     )
 
@@ -395,19 +307,8 @@ def test_rows_match_numpy_on_odd_values(scan_ext: None) -> None:
     fallbacks, values that wrap in the narrower columns, a piece with no row kept and a later earlier one."""
     nan, inf, lim = float("nan"), float("inf"), kc._LIMIT_US
     names = ["aten::mm", "ProfilerStep#3", "ampere_gemm", "ProfilerStep#4"]
-    k = [
-        int(x)
-        for x in (
-            kc.Kind.CPU_OP,
-            kc.Kind.ANNOTATION,
-            kc.Kind.KERNEL,
-            kc.Kind.MEMCPY,
-            kc.Kind.RUNTIME,
-            kc.Kind.GPU_ANNOTATION,
-            kc.Kind.SYNC,
-            kc.Kind.OTHER,
-        )
-    ]
+    k = [int(x) for x in (kc.Kind.CPU_OP, kc.Kind.ANNOTATION, kc.Kind.KERNEL, kc.Kind.MEMCPY, kc.Kind.RUNTIME,
+                          kc.Kind.GPU_ANNOTATION, kc.Kind.SYNC, kc.Kind.OTHER)]
     first = hand_scan(
         kind=[k[0], k[0], k[1], k[2], k[2], k[3], k[4], k[5], k[6], k[7], k[0], k[0], k[0], k[2], k[1]],
         ts=[5.25, 7.0005, 3.1, 9.9999, nan, 2**40 + 0.5, 12.0, -inf, 8.0, 4.4, 1.0, lim * 2, 6.0, 3.0, 2.5],
@@ -418,35 +319,16 @@ def test_rows_match_numpy_on_odd_values(scan_ext: None) -> None:
         stream=[-1, -1, -1, 7, -1, -1, -1, 5, -1, -1, -1, -1, -1, 2**33, -1],
         device=[-1, -1, -1, 0, 1, -1, -1, 2, 40000, -1, -1, -1, -1, -1, -1],
     )
-    rejected = hand_scan(
-        kind=[k[0], k[2]],
-        ts=[nan, 1.0],
-        dur=[1.0, -2.0],
-        name_id=[0, 2],
-        tid=[1, 1],
-        pid=[1, 1],
-        stream=[-1, -1],
-        device=[-1, -1],
-    )
-    earlier = hand_scan(
-        kind=[k[2], k[0]],
-        ts=[0.5, -3.75],
-        dur=[0.1, 0.2],
-        name_id=[2, 1],
-        tid=[7, 11],
-        pid=[0, 1],
-        stream=[7, -1],
-        device=[0, -1],
-    )
+    rejected = hand_scan(kind=[k[0], k[2]], ts=[nan, 1.0], dur=[1.0, -2.0], name_id=[0, 2], tid=[1, 1], pid=[1, 1],
+                         stream=[-1, -1], device=[-1, -1])
+    earlier = hand_scan(kind=[k[2], k[0]], ts=[0.5, -3.75], dur=[0.1, 0.2], name_id=[2, 1], tid=[7, 11], pid=[0, 1],
+                        stream=[7, -1], device=[0, -1])
     assert_same_rows([rejected, first, rejected, earlier], names)
     assert_same_rows([rejected], names)
 
 
-@settings(
-    max_examples=100,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
-)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                           HealthCheck.function_scoped_fixture])
 @given(piece_lists())
 def test_generated_rows(scan_ext: None, pieces: list[list[Any]]) -> None:
     cols = kc._Columns()

@@ -26,23 +26,14 @@ def by_rule(starts: list[int], host_ends: list[int], t: int) -> int:
 
 def ctx_of(starts: list[int], host_ends: list[int]) -> Any:
     a = np.array(starts, dtype=np.int64)
-    steps = Steps(
-        index=np.arange(len(starts), dtype=np.int64),
-        names=tuple(f"s{i}" for i in range(len(starts))),
-        start_ns=a,
-        host_end_ns=np.array(host_ends, dtype=np.int64),
-        end_ns=a + 100,
-        source="test",
-    )
+    steps = Steps(index=np.arange(len(starts), dtype=np.int64), names=tuple(f"s{i}" for i in range(len(starts))),
+                  start_ns=a, host_end_ns=np.array(host_ends, dtype=np.int64), end_ns=a + 100, source="test")
     return SimpleNamespace(steps=steps)
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 60), st.integers(-5, 40)), min_size=1, max_size=8),
-    st.lists(st.integers(-10, 120), max_size=60),
-    st.booleans(),
-)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(-5, 40)), min_size=1, max_size=8),
+       st.lists(st.integers(-10, 120), max_size=60), st.booleans())
 def test_step_of_matches_rule(spans: list[tuple[int, int]], times: list[int], small_limit: bool) -> None:
     starts = [s for s, _ in spans]
     host_ends = [s + d for s, d in spans]

@@ -146,16 +146,8 @@ def test_a_really_dead_process_pool_fails_its_job_and_a_renewed_pool_runs_the_ne
         done[key] = (result, error)
 
     pool, progress = process_pool(1)  # TensorBoard's own pool: spawned processes
-    q = AnalysisQueue(
-        pool,
-        claim=lambda key, token: token,
-        finish=finish,
-        phase=lambda t, ph: None,
-        workers=1,
-        progress_queue=progress,
-        renew=lambda: process_pool(1, progress)[0],
-        task=_die_on_a,
-    )
+    q = AnalysisQueue(pool, claim=lambda key, token: token, finish=finish, phase=lambda t, ph: None, workers=1,
+                 progress_queue=progress, renew=lambda: process_pool(1, progress)[0], task=_die_on_a)
     try:
         q.submit(("r", "w", "1"), "a")
         deadline = time.time() + 60
@@ -175,12 +167,8 @@ def test_a_really_dead_process_pool_fails_its_job_and_a_renewed_pool_runs_the_ne
 
 
 def _index_of(logdir: Path, files: dict[str, Path]) -> api.Index:
-    tfs = tuple(
-        api.TraceFile(
-            run=run, worker="worker0", span="1", path=str(path), source_kind="kineto", size_bytes=0, mtime_ns=0
-        )
-        for run, path in files.items()
-    )
+    tfs = tuple(api.TraceFile(run=run, worker="worker0", span="1", path=str(path), source_kind="kineto",
+                              size_bytes=0, mtime_ns=0) for run, path in files.items())
     return api.Index(root=str(logdir), files=tfs)
 
 
@@ -208,11 +196,9 @@ def test_fifo_device_and_symlink_loop_are_refused_in_every_route_without_blockin
     files = {"fifo": fifo, "loop": loop, "dev": dev}
     p = make_plugin(logdir, tmp_path / "cache", discover=lambda path: _index_of(logdir, files))
     # one check, one vocabulary for the CLI and the tab (ingest/files.py)
-    expect = {
-        "fifo": "cannot read fifo.pt.trace.json: it is a named pipe (FIFO), not a trace file",
-        "loop": "cannot read loop.pt.trace.json: a symlink loop (the link points back to itself)",
-        "dev": "cannot read dev.pt.trace.json: it is a character device, not a trace file",
-    }
+    expect = {"fifo": "cannot read fifo.pt.trace.json: it is a named pipe (FIFO), not a trace file",
+              "loop": "cannot read loop.pt.trace.json: a symlink loop (the link points back to itself)",
+              "dev": "cannot read dev.pt.trace.json: it is a character device, not a trace file"}
     try:
         c = tb_client(p)
         for run, message in expect.items():
@@ -276,9 +262,8 @@ def entry_bytes(header: dict, value: object, nan: bool = False) -> bytes:
     return json.dumps({**header, "bytes": len(body)}).encode() + b"\n" + body
 
 
-@pytest.mark.parametrize(
-    "damage", ["garbage", "not_an_envelope", "other_key", "bad_schema", "truncated", "nan", "other_file"]
-)
+@pytest.mark.parametrize("damage", ["garbage", "not_an_envelope", "other_key", "bad_schema", "truncated",
+                                    "nan", "other_file"])
 def test_corrupt_report_is_recomputed_never_served(tmp_path: Path, damage: str):
     logdir = make_logdir(tmp_path)
     (logdir / "run_b").rename(tmp_path / "run_b")  # one trace, so each cache file is unambiguous
@@ -382,14 +367,9 @@ def test_cache_dir_owned_by_another_user_is_not_used(tmp_path: Path, monkeypatch
     logdir.mkdir()
     c = ResultCache(logdir / ".cache", logdir=str(logdir))
     assert c.root is None
-    assert c.state == {
-        "dir": None,
-        "writable": False,
-        "error": (
-            f"the cache directory {base} belongs to another user (uid 12345); not using it; results are kept "
-            "in memory until TensorBoard stops (analysed again after a restart)"
-        ),
-    }
+    assert c.state == {"dir": None, "writable": False, "error": (
+        f"the cache directory {base} belongs to another user (uid 12345); not using it; results are kept "
+        "in memory until TensorBoard stops (analysed again after a restart)")}
 
 
 def test_unwritable_cache_analyses_in_memory_and_says_so(tmp_path: Path):
@@ -435,14 +415,8 @@ def test_progress_comes_back_from_worker_processes_and_the_parent_gets_the_resul
     phases: list[tuple[str, str]] = []
     done: list[tuple] = []
     pool, progress = process_pool(1)
-    q = AnalysisQueue(
-        pool,
-        claim=lambda key, token: tf,
-        finish=lambda *a: done.append(a),
-        phase=lambda token, ph: phases.append((token, ph)),
-        workers=1,
-        progress_queue=progress,
-    )
+    q = AnalysisQueue(pool, claim=lambda key, token: tf, finish=lambda *a: done.append(a),
+                 phase=lambda token, ph: phases.append((token, ph)), workers=1, progress_queue=progress)
     try:
         q.submit(tf.key, "tok")
         deadline = time.time() + 120

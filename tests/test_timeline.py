@@ -25,16 +25,10 @@ def make_trace(rows: list[tuple[int, int, Kind, str, int, int, int]]) -> Trace:
     n = len(rows)
     col = lambda i, dt: np.array([r[i] for r in rows], dtype=dt)  # noqa: E731
     ev = EventTable(
-        ts_ns=col(0, np.int64),
-        dur_ns=col(1, np.int64),
-        kind=np.array([int(r[2]) for r in rows], np.uint8),
-        name_id=np.array(ids, np.int32),
-        device=col(4, np.int16),
-        stream=col(5, np.int32),
-        tid=np.where(col(4, np.int64) < 0, 1, -1).astype(np.int64),
-        correlation=col(6, np.int64),
-        bytes=np.full(n, -1, np.int64),
-        shape_id=np.full(n, -1, np.int32),
+        ts_ns=col(0, np.int64), dur_ns=col(1, np.int64), kind=np.array([int(r[2]) for r in rows], np.uint8),
+        name_id=np.array(ids, np.int32), device=col(4, np.int16), stream=col(5, np.int32),
+        tid=np.where(col(4, np.int64) < 0, 1, -1).astype(np.int64), correlation=col(6, np.int64),
+        bytes=np.full(n, -1, np.int64), shape_id=np.full(n, -1, np.int32),
         names=tuple(names),
     )
     return Trace(source_kind="kineto", events=ev)
@@ -42,27 +36,17 @@ def make_trace(rows: list[tuple[int, int, Kind, str, int, int, int]]) -> Trace:
 
 def one_step_trace() -> Trace:
     # GIVEN a step of 100 us: two kernels with a launch-bound gap, a sync-bound gap and a data-loader gap
-    return make_trace(
-        [
-            (0, 100_000, Kind.STEP, "ProfilerStep#5", HOST, -1, -1),
-            (1_000, 2_000, Kind.RUNTIME, "cudaLaunchKernel", HOST, -1, 11),
-            (5_000, 10_000, Kind.KERNEL, "sm90_gemm", DEV, 7, 11),
-            (15_000, 20_000, Kind.RUNTIME, "cudaStreamSynchronize", HOST, -1, -1),
-            (30_000, 2_000, Kind.RUNTIME, "cudaMemcpyAsync", HOST, -1, 12),
-            (40_000, 5_000, Kind.MEMCPY, "Memcpy HtoD (Pageable -> Device)", DEV, 8, 12),
-            (
-                50_000,
-                30_000,
-                Kind.ANNOTATION,
-                "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-                HOST,
-                -1,
-                -1,
-            ),
-            (81_000, 1_000, Kind.RUNTIME, "cudaLaunchKernel", HOST, -1, 13),
-            (85_000, 15_000, Kind.KERNEL, "elementwise_kernel", DEV, 7, 13),
-        ]
-    )
+    return make_trace([
+        (0, 100_000, Kind.STEP, "ProfilerStep#5", HOST, -1, -1),
+        (1_000, 2_000, Kind.RUNTIME, "cudaLaunchKernel", HOST, -1, 11),
+        (5_000, 10_000, Kind.KERNEL, "sm90_gemm", DEV, 7, 11),
+        (15_000, 20_000, Kind.RUNTIME, "cudaStreamSynchronize", HOST, -1, -1),
+        (30_000, 2_000, Kind.RUNTIME, "cudaMemcpyAsync", HOST, -1, 12),
+        (40_000, 5_000, Kind.MEMCPY, "Memcpy HtoD (Pageable -> Device)", DEV, 8, 12),
+        (50_000, 30_000, Kind.ANNOTATION, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", HOST, -1, -1),
+        (81_000, 1_000, Kind.RUNTIME, "cudaLaunchKernel", HOST, -1, 13),
+        (85_000, 15_000, Kind.KERNEL, "elementwise_kernel", DEV, 7, 13),
+    ])
 
 
 def timelines(trace: Trace, **kw) -> list[timeline.StepTimeline]:
@@ -120,34 +104,24 @@ def test_empty_trace_has_no_timelines():
 def test_step_breakdown_parts_sum_to_step():
     trace = one_step_trace()
     (row,) = timeline.build(trace, analyze(trace).breakdown)[1]
-    assert row == {
-        "index": 5,
-        "name": "ProfilerStep#5",
-        "duration_ns": 100_000,
-        "busy_ns": 30_000,
-        "collective_ns": 0,
-        "host_wait_ns": 5_000,
-        "sync_ns": 25_000,
-        "data_loader_ns": 40_000,
-        "other_ns": 0,
-    }
+    assert row == {"index": 5, "name": "ProfilerStep#5", "duration_ns": 100_000, "busy_ns": 30_000, "collective_ns": 0,
+                   "host_wait_ns": 5_000, "sync_ns": 25_000, "data_loader_ns": 40_000, "other_ns": 0}
+
 
 
 def two_step_trace() -> Trace:
     # GIVEN two 100 us steps; the GPU runs dry at 80 us and the next kernel is launched at 125-126 us, so the
     # gap [80, 130) us waits on the host (host_wait) and crosses the step boundary at 100 us. A short
     # cudaDeviceSynchronize (90-95 us) returns inside the gap: a gap *starting* at 100 us would read as sync.
-    return make_trace(
-        [
-            (0, 100_000, Kind.STEP, "ProfilerStep#1", HOST, -1, -1),
-            (1_000, 1_000, Kind.RUNTIME, "cudaLaunchKernel", HOST, -1, 1),
-            (10_000, 70_000, Kind.KERNEL, "sm90_gemm", DEV, 7, 1),
-            (90_000, 5_000, Kind.RUNTIME, "cudaDeviceSynchronize", HOST, -1, -1),
-            (100_000, 100_000, Kind.STEP, "ProfilerStep#2", HOST, -1, -1),
-            (125_000, 1_000, Kind.RUNTIME, "cudaLaunchKernel", HOST, -1, 2),
-            (130_000, 60_000, Kind.KERNEL, "elementwise_kernel", DEV, 7, 2),
-        ]
-    )
+    return make_trace([
+        (0, 100_000, Kind.STEP, "ProfilerStep#1", HOST, -1, -1),
+        (1_000, 1_000, Kind.RUNTIME, "cudaLaunchKernel", HOST, -1, 1),
+        (10_000, 70_000, Kind.KERNEL, "sm90_gemm", DEV, 7, 1),
+        (90_000, 5_000, Kind.RUNTIME, "cudaDeviceSynchronize", HOST, -1, -1),
+        (100_000, 100_000, Kind.STEP, "ProfilerStep#2", HOST, -1, -1),
+        (125_000, 1_000, Kind.RUNTIME, "cudaLaunchKernel", HOST, -1, 2),
+        (130_000, 60_000, Kind.KERNEL, "elementwise_kernel", DEV, 7, 2),
+    ])
 
 
 def test_a_gap_across_a_step_boundary_keeps_its_cause_in_report_steps_and_timeline():
@@ -155,45 +129,22 @@ def test_a_gap_across_a_step_boundary_keeps_its_cause_in_report_steps_and_timeli
     analysis = analyze(trace)
     # THEN by hand: step 1 = busy 70 + host_wait [0,10) + [80,100); step 2 = busy 60 + host_wait [100,130) + [190,200)
     expect = [
-        {
-            "index": 1,
-            "name": "ProfilerStep#1",
-            "duration_ns": 100_000,
-            "busy_ns": 70_000,
-            "collective_ns": 0,
-            "host_wait_ns": 30_000,
-            "sync_ns": 0,
-            "data_loader_ns": 0,
-            "other_ns": 0,
-        },
-        {
-            "index": 2,
-            "name": "ProfilerStep#2",
-            "duration_ns": 100_000,
-            "busy_ns": 60_000,
-            "collective_ns": 0,
-            "host_wait_ns": 40_000,
-            "sync_ns": 0,
-            "data_loader_ns": 0,
-            "other_ns": 0,
-        },
+        {"index": 1, "name": "ProfilerStep#1", "duration_ns": 100_000, "busy_ns": 70_000, "collective_ns": 0,
+         "host_wait_ns": 30_000, "sync_ns": 0, "data_loader_ns": 0, "other_ns": 0},
+        {"index": 2, "name": "ProfilerStep#2", "duration_ns": 100_000, "busy_ns": 60_000, "collective_ns": 0,
+         "host_wait_ns": 40_000, "sync_ns": 0, "data_loader_ns": 0, "other_ns": 0},
     ]
     # the report's one step list
     per_step = analysis.metrics["steps"]["per_step"]
     assert [{k: r[k] for k in expect[0]} for r in per_step] == expect
-    assert [(r["start_ns"], r["end_ns"], r["busy_share"]) for r in per_step] == [
-        (0, 100_000, 0.7),
-        (100_000, 200_000, 0.6),
-    ]
+    assert [(r["start_ns"], r["end_ns"], r["busy_share"]) for r in per_step] == [(0, 100_000, 0.7), (100_000, 200_000, 0.6)]
     idle = analysis.metrics["idle"]
     assert (idle["host_wait_ns"], idle["sync_ns"], idle["gap_count"]) == (70_000, 0, 3)
     # the tab's /steps rows
     tls, rows = timeline.build(trace, analysis.breakdown)
     assert rows == expect
     # the step timelines draw the same gaps with the same cause, clipped at the boundary
-    assert [
-        (t["gaps"]["start_ns"], t["gaps"]["dur_ns"], [t["causes"][c] for c in t["gaps"]["cause"]]) for t in tls
-    ] == [
+    assert [(t["gaps"]["start_ns"], t["gaps"]["dur_ns"], [t["causes"][c] for c in t["gaps"]["cause"]]) for t in tls] == [
         ([0, 80_000], [10_000, 20_000], ["host_wait", "host_wait"]),
         ([0, 90_000], [30_000, 10_000], ["host_wait", "host_wait"]),
     ]

@@ -43,10 +43,8 @@ def hand_steps(folder: Path) -> list[tuple[int, int]]:
     (path,) = folder.glob("*.json.gz")
     with gzip.open(path, "rt") as fh:
         events = [e for e in json.load(fh, parse_float=Decimal)["traceEvents"] if e.get("ph") == "X"]
-    markers = sorted(
-        (e for e in events if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")),
-        key=lambda e: e["ts"],
-    )
+    markers = sorted((e for e in events if e.get("cat") == "user_annotation"
+                      and str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
     device_end: dict[int, int] = {}
     for e in events:
         if e.get("cat") in DEVICE_CATS and (c := (e.get("args") or {}).get("correlation")) is not None:
@@ -91,14 +89,8 @@ def fp32() -> tuple[dict[str, Any], list[tuple[int, int]]]:
 def test_the_hand_steps_are_the_reports(fp32) -> None:
     run, steps = fp32
     assert [(r["duration_ns"], r["tokens"]) for r in run["metrics"]["steps"]["per_step"]] == steps
-    assert steps == [
-        (225452891, 4096),
-        (128110910, 4096),
-        (128548170, 4096),
-        (128399783, 4096),
-        (128752495, 4096),
-        (129975043, 4096),
-    ]
+    assert steps == [(225452891, 4096), (128110910, 4096), (128548170, 4096), (128399783, 4096), (128752495, 4096),
+                     (129975043, 4096)]
 
 
 def test_fp32_math_tokens_per_s_is_the_median_steps(fp32) -> None:
@@ -123,10 +115,8 @@ def test_fp32_math_fixed_steps_hold_the_median_steps_tokens(fp32) -> None:
     run, steps = fp32
     wi = run["what_if"]
     assert wi["step_ns"] == 128650332 and wi["basis"] == "median_step"
-    for fixed_ns, tps in (
-        (wi["step_ns_if_fixed"], wi["tokens_per_s_if_fixed"]),
-        (wi["all"]["step_ns_if_fixed"], wi["all"]["tokens_per_s_if_fixed"]),
-    ):
+    for fixed_ns, tps in ((wi["step_ns_if_fixed"], wi["tokens_per_s_if_fixed"]),
+                          (wi["all"]["step_ns_if_fixed"], wi["all"]["tokens_per_s_if_fixed"])):
         assert tps == pytest.approx(4096 * 1e9 / fixed_ns, rel=1e-6)  # the fixed step is rounded to whole ns
     old = run["metrics"]["flops"]["tokens_per_s"] * wi["step_ns"] / 1e9  # the mean step's tokens/s x the median step
     assert round(old) == 3637
@@ -148,10 +138,7 @@ def test_gpu_seed_median_tokens_are_not_the_mean(tmp_path) -> None:
     median_ns = int(statistics.median(d for d, _ in steps))
     expected = 1320 * 1e9 / median_ns
     run = cli_json(["report", str(TEST_DATA / "gpu_seed"), "--json"])["runs"][0]
-    assert (run["metrics"]["steps"]["tokens_per_step_median"], run["metrics"]["steps"]["median_ns"]) == (
-        1320,
-        median_ns,
-    )
+    assert (run["metrics"]["steps"]["tokens_per_step_median"], run["metrics"]["steps"]["median_ns"]) == (1320, median_ns)
     assert run["headline"]["tokens_per_s"] == pytest.approx(expected, rel=1e-12)
     assert run["what_if"]["tokens_per_s"] == pytest.approx(expected, rel=1e-12)
     wi = run["what_if"]

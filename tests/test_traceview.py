@@ -48,7 +48,6 @@ def random_flame(rng: np.random.Generator, n_roots: int) -> list[tuple[int, int]
             b = min(e, a + int(rng.integers(1, max(2, (e - a) // 2))))
             grow(a, b, depth + 1)
             t = b
-
     t = 0
     for _ in range(n_roots):
         a = t + int(rng.integers(0, 50))
@@ -153,24 +152,13 @@ def test_lanes_and_flow_against_the_raw_json():
     gpu_lanes = {ln["id"] for ln in meta["lanes"] if ln["kind"] == "gpu"}
     mem_streams = {e["tid"] for e in raw if e.get("cat") in ("gpu_memcpy", "gpu_memset")}
     assert gpu_lanes == {f"gpu0.s{t}" for t in streams | mem_streams}
-    host_tids = {
-        e["tid"] for e in raw if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "python_function")
-    }
-    assert {ln["tid"] for ln in meta["lanes"] if ln["kind"] == "host"} >= {
-        int(t) for t in host_tids if isinstance(t, int)
-    }
+    host_tids = {e["tid"] for e in raw if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "python_function")}
+    assert {ln["tid"] for ln in meta["lanes"] if ln["kind"] == "host"} >= {int(t) for t in host_tids if isinstance(t, int)}
     k = kernels[len(kernels) // 2]
-    launch = next(
-        e
-        for e in raw
-        if e.get("cat") == "cuda_runtime" and e.get("args", {}).get("correlation") == k["args"]["correlation"]
-    )
+    launch = next(e for e in raw if e.get("cat") == "cuda_runtime" and e.get("args", {}).get("correlation") == k["args"]["correlation"])
     found = ix.search(k["name"][:60], limit=100_000)
-    ev = next(
-        e
-        for e in found["events"]
-        if e["category"] != "runtime" and abs(e["dur_ns"] - round(k["dur"] * 1000)) <= 1 and e["name"] == k["name"]
-    )
+    ev = next(e for e in found["events"] if e["category"] != "runtime" and abs(e["dur_ns"] - round(k["dur"] * 1000)) <= 1
+              and e["name"] == k["name"])
     detail = ix.event(ev["ev"])
     assert detail["correlation"] == k["args"]["correlation"]
     assert [f["name"] for f in detail["flow"]] == [launch["name"]]
@@ -233,9 +221,7 @@ def test_seed_findings_point_at_the_culprit_and_xla_recompile_at_its_compile():
     raw = json.load(gzip.open(SEED))["traceEvents"]
     calls = [e for e in raw if e.get("name") == located["host_bound"]["culprit"] and e.get("ph") == "X"]
     assert len(located["host_bound"]["ranges"]) == len(calls)
-    assert [b - a for a, b in located["host_bound"]["ranges"]] == [
-        round(e["dur"] * 1000) for e in sorted(calls, key=lambda e: e["ts"])
-    ]
+    assert [b - a for a, b in located["host_bound"]["ranges"]] == [round(e["dur"] * 1000) for e in sorted(calls, key=lambda e: e["ts"])]
     # steps come from the engine (the metrics hold their windows)
     per = {p["index"]: p for p in rep["metrics"]["steps"]["per_step"]}
     w = next(f for f in rep["findings"] if f["id"] == "warmup_in_window")

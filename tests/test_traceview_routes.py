@@ -45,8 +45,7 @@ def test_whole_window_answer(env):
     kinds = {ln["kind"] for ln in body["lanes"]}
     assert {"steps", "host", "gpu", "memory"} <= kinds
     assert body["intervals"] == sum(len(r["start_ns"]) for ln in body["lanes"] for r in ln.get("rows", [])) + sum(
-        len(ln["ts_ns"]) for ln in body["lanes"] if ln["kind"] == "memory"
-    )
+        len(ln["ts_ns"]) for ln in body["lanes"] if ln["kind"] == "memory")
     steps = next(ln for ln in body["lanes"] if ln["kind"] == "steps")
     names = [body["names"][i] for i in steps["rows"][0]["name"]]
     assert names == [p["name"] for p in report["metrics"]["steps"]["per_step"]]
@@ -84,21 +83,12 @@ def test_search_finds_the_culprit(env):
     assert [e["ts_ns"] for e in body["events"]] == sorted(e["ts_ns"] for e in body["events"])
 
 
-@pytest.mark.parametrize(
-    "route,args,code",
-    [
-        ("trace_view", {"px": "abc"}, 400),
-        ("trace_view", {"px": "0"}, 400),
-        ("trace_view", {"start_ns": "5", "end_ns": "5"}, 400),
-        ("trace_view", {"depth": "99"}, 400),
-        ("trace_event", {}, 400),
-        ("trace_event", {"ev": "-1"}, 400),
-        ("trace_event", {"ev": str(10**12)}, 404),
-        ("trace_search", {"q": ""}, 400),
-        ("trace_search", {"q": "x" * 300}, 400),
-        ("trace_view", {"run": "../seed"}, 404),
-    ],
-)
+@pytest.mark.parametrize("route,args,code", [
+    ("trace_view", {"px": "abc"}, 400), ("trace_view", {"px": "0"}, 400), ("trace_view", {"start_ns": "5", "end_ns": "5"}, 400),
+    ("trace_view", {"depth": "99"}, 400), ("trace_event", {}, 400), ("trace_event", {"ev": "-1"}, 400),
+    ("trace_event", {"ev": str(10**12)}, 404), ("trace_search", {"q": ""}, 400), ("trace_search", {"q": "x" * 300}, 400),
+    ("trace_view", {"run": "../seed"}, 404),
+])
 def test_bad_arguments(env, route, args, code):
     _, c, _, _ = env
     got, body = get(c, route, **args)
@@ -123,7 +113,7 @@ def test_damaged_index_is_analysed_again_never_served(tmp_path: Path):
         (binf,) = (tmp_path / "cache").rglob("*.traceview.bin")
         data = bytearray(binf.read_bytes())
         head_len = data.index(b"\n") + 1
-        data[head_len + 8 : head_len + 16] = b"\xff" * 8  # the second event's start: far in the future
+        data[head_len + 8: head_len + 16] = b"\xff" * 8  # the second event's start: far in the future
         binf.write_bytes(bytes(data))
         # a plugin that has not loaded the index yet (the first one keeps it in memory)
         p2 = make_plugin(tmp_path / "logs", tmp_path / "cache")

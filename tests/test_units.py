@@ -7,13 +7,7 @@ from tb_llmdiag.units import fmt, fmt_bytes, fmt_ns, fmt_share, fmt_value
 
 def test_each_unit() -> None:
     assert [fmt_ns(v) for v in (800, 1_500, 4_420, 2_500_000, 3e9, None)] == [
-        "800 ns",
-        "1.5 µs",
-        "4.42 µs",
-        "2.5 ms",
-        "3 s",
-        "n/a",
-    ]
+        "800 ns", "1.5 µs", "4.42 µs", "2.5 ms", "3 s", "n/a"]
     assert [fmt_share(v) for v in (0.123, 0.0, 1.0, None)] == ["12.3 %", "0.0 %", "100.0 %", "n/a"]
     assert [fmt_bytes(v) for v in (512, 1536, 3 << 30, 5 << 40)] == ["512 B", "1.5 KiB", "3.0 GiB", "5.0 TiB"]
 
@@ -30,12 +24,7 @@ def test_values_by_registry_unit() -> None:
     """``fmt`` takes the registry's unit: ids and step numbers whole, never "104 k" or 1.04e+05."""
     assert fmt("id", 103869) == "103869" and fmt("index", 104000) == "104000" and fmt("index", 3.0) == "3"
     assert fmt("ns", 12_300) == "12.3 µs" and fmt("share", 0.5) == "50.0 %" and fmt("bytes", 1536) == "1.5 KiB"
-    assert (
-        fmt("ratio", 0.4963) == "0.5"
-        and fmt("ratio", 12.34) == "12.3"
-        and fmt("count", 7) == "7"
-        and fmt("text", "jit_step") == "jit_step"
-    )
+    assert fmt("ratio", 0.4963) == "0.5" and fmt("ratio", 12.34) == "12.3" and fmt("count", 7) == "7" and fmt("text", "jit_step") == "jit_step"
     assert fmt("index", [3, 7]) == "3, 7" and fmt("ns", None) == "n/a" and fmt("flag", False) == "no"
 
 

@@ -35,35 +35,13 @@ def kineto(kernel_dur: Any, kernel_ts: Any = None) -> dict[str, Any]:
     ev: list[dict[str, Any]] = []
     for s in range(3):
         t0 = s * 1000
-        ev.append(
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "ts": t0, "dur": 900, "pid": 1, "tid": 1}
-        )
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "ts": t0, "dur": 900, "pid": 1, "tid": 1})
         for k in range(6):
             corr = s * 100 + k
-            ev.append(
-                {
-                    "ph": "X",
-                    "cat": "cuda_runtime",
-                    "name": "cudaLaunchKernel",
-                    "ts": t0 + 10 + k * 100,
-                    "dur": 5,
-                    "pid": 1,
-                    "tid": 1,
-                    "args": {"correlation": corr},
-                }
-            )
-            ev.append(
-                {
-                    "ph": "X",
-                    "cat": "kernel",
-                    "name": f"k{k}",
-                    "ts": t0 + 20 + k * 100 if kernel_ts is None else kernel_ts,
-                    "dur": kernel_dur,
-                    "pid": 0,
-                    "tid": 7,
-                    "args": {"device": 0, "stream": 7, "correlation": corr},
-                }
-            )
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t0 + 10 + k * 100, "dur": 5,
+                       "pid": 1, "tid": 1, "args": {"correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": f"k{k}", "ts": t0 + 20 + k * 100 if kernel_ts is None else kernel_ts,
+                       "dur": kernel_dur, "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7, "correlation": corr}})
     return {"traceEvents": ev}
 
 
@@ -73,16 +51,13 @@ def cli_report(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[int, dic
     return code, run
 
 
-@pytest.mark.parametrize(
-    "dur,ts,what",
-    [
-        ("x", None, "18 device events (kernels, copies) without a usable duration were rejected"),
-        (None, None, "18 device events (kernels, copies) without a usable duration were rejected"),
-        (-5, None, "18 events with a negative duration were rejected"),
-        (1e300, None, "18 events with a time or duration beyond 73 years were rejected"),
-        (20, 1e19, "18 events with a time or duration beyond 73 years were rejected"),
-    ],
-)
+@pytest.mark.parametrize("dur,ts,what", [
+    ("x", None, "18 device events (kernels, copies) without a usable duration were rejected"),
+    (None, None, "18 device events (kernels, copies) without a usable duration were rejected"),
+    (-5, None, "18 events with a negative duration were rejected"),
+    (1e300, None, "18 events with a time or duration beyond 73 years were rejected"),
+    (20, 1e19, "18 events with a time or duration beyond 73 years were rejected"),
+])
 def test_every_kernel_rejected_is_partial_never_no_device_activity(tmp_path, capsys, dur, ts, what) -> None:
     path = tmp_path / "k.pt.trace.json"
     path.write_text(json.dumps(kineto(dur, ts)))
@@ -127,9 +102,7 @@ def test_xplane_times_near_int64_limits_do_not_wrap(tmp_path, capsys, line_ts) -
     code, run = cli_report(capsys, folder / "h.xplane.pb")
     # every device event beyond the range is rejected: partial, says so, and the window is the host events' (to 15 us)
     assert (code, run["status"]) == (6, "partial")
-    assert run["error"].startswith(
-        "all 3 device events were rejected (3 events with a time or duration beyond 73 years"
-    )
+    assert run["error"].startswith("all 3 device events were rejected (3 events with a time or duration beyond 73 years")
     assert run["summary"]["window_ns"] == 15_000
     assert impossible(run, dumps(run)) is None
     built = api.analyze_for_tab(api.discover(str(folder / "h.xplane.pb")).files[0])  # the trace view builds

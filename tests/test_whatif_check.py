@@ -61,9 +61,8 @@ def test_reference_numbers_from_the_raw_steps(folder) -> None:
     (trace,) = (REPO / folder).glob("*.json.gz")
     with gzip.open(trace, "rt") as fh:
         doc = json.load(fh)
-    profiled = sorted(
-        {int(e["name"].split("#")[1]) for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")}
-    )
+    profiled = sorted({int(e["name"].split("#")[1]) for e in doc["traceEvents"]
+                       if str(e.get("name", "")).startswith("ProfilerStep#")})
     if "seed" in folder:  # padded batches: the same steps as the trace (the step time follows the batch)
         assert r["steps"] == profiled == [0, 1, 2, 3]
         assert r["token_slots"][:4] == [1812, 828, 2048, 512]  # docs/captures.md: the same batches as the capture
@@ -74,16 +73,11 @@ def test_reference_numbers_from_the_raw_steps(folder) -> None:
 
 def test_the_unprofiled_all_fixed_step_keeps_the_lowered_compute_floor(tmp_path) -> None:
     r = REFS["tests/data/gpu_seed"]
-    helper = {
-        "schema": 1,
-        "steps": r["steps"],
-        "step_ns": [int(r["gpu_event_ms"][i] * 1e6) for i in r["steps"]],
-        "synchronized": False,
-    }
+    helper = {"schema": 1, "steps": r["steps"], "step_ns": [int(r["gpu_event_ms"][i] * 1e6) for i in r["steps"]],
+              "synchronized": False}
     (src,) = (REPO / "tests" / "data" / "gpu_seed").glob("*.json.gz")
-    wi = api.report(str(with_top_level(src, tmp_path / "s.pt.trace.json.gz", {"llmdiag_unprofiled_step_ns": helper})))[
-        "runs"
-    ][0]["what_if"]
+    wi = api.report(str(with_top_level(src, tmp_path / "s.pt.trace.json.gz",
+                                       {"llmdiag_unprofiled_step_ns": helper})))["runs"][0]["what_if"]
     assert wi["all"]["bound_by"] == "compute_floor" and wi["all"]["compute_floor_ns"] < wi["compute_floor_ns"]
     assert wi["unprofiled"]["step_ns"] < wi["step_ns"]
     assert wi["unprofiled"]["all_step_ns_if_fixed"] == wi["all"]["step_ns_if_fixed"]

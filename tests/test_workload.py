@@ -22,29 +22,27 @@ from tracepaths import SHARED_TRACES, shared_trace
 
 #: golden name -> workload, from each run's description in ../shared/traces/external/SOURCES.md
 WORKLOAD: dict[str, str] = {
-    "external_b200_vllm_eager": "inference",  # vLLM v1 eager
-    "external_h100_qwen_generate": "inference",  # HF generate
+    "external_b200_vllm_eager": "inference",          # vLLM v1 eager
+    "external_h100_qwen_generate": "inference",       # HF generate
     "external_mi300_qwen_generate": "inference",
-    "external_mi300_sglang_prefill": "inference",  # SGLang prefill
-    "external_mi300_torch_compile": "inference",  # a compiled transformer block's forward
-    "external_mi300_vllm_piecewise": "inference",  # vLLM piecewise graphs
-    "external_mi300_xdit_flux": "inference",  # diffusion transformer inference
-    "external_gh200_transformer": "inference",  # nn.Transformer forward only
-    "external_4080_nanovllm_decode": "inference",  # a nano-vllm decode step
+    "external_mi300_sglang_prefill": "inference",     # SGLang prefill
+    "external_mi300_torch_compile": "inference",      # a compiled transformer block's forward
+    "external_mi300_vllm_piecewise": "inference",     # vLLM piecewise graphs
+    "external_mi300_xdit_flux": "inference",          # diffusion transformer inference
+    "external_gh200_transformer": "inference",        # nn.Transformer forward only
+    "external_4080_nanovllm_decode": "inference",     # a nano-vllm decode step
     "external_a100_zoology_no_kernels": "inference",  # forward launches only (no backward op, no optimizer)
-    "external_a100_lora": "training",  # LoRA fine-tuning step
-    "external_a100_rsvd_truncated": "training",  # fine-tuning (the cut part holds an Optimizer.step)
-    "external_h800_deepseek_train": "training",  # DualPipe fwd+bwd
-    "external_2080ti_linear": "training",  # MLP training, SGD
+    "external_a100_lora": "training",                 # LoRA fine-tuning step
+    "external_a100_rsvd_truncated": "training",       # fine-tuning (the cut part holds an Optimizer.step)
+    "external_h800_deepseek_train": "training",       # DualPipe fwd+bwd
+    "external_2080ti_linear": "training",             # MLP training, SGD
     **{f"external_v100_dlrm_worker{i}": "training" for i in range(8)},  # DLRM training
 }
 INFERENCE = sorted(k for k, v in WORKLOAD.items() if v == "inference")
 
 #: words of training advice (what an inference run must never be told)
-TRAINING_WORDS = re.compile(
-    r"(?i)gradient|TrainingArguments|TrainerCallback|DataLoader|num_workers|optimi[sz]er|"
-    r"AdamW|micro-batch|accumulation|checkpointing|training|SFTConfig|packing|warm-?up"
-)
+TRAINING_WORDS = re.compile(r"(?i)gradient|TrainingArguments|TrainerCallback|DataLoader|num_workers|optimi[sz]er|"
+                            r"AdamW|micro-batch|accumulation|checkpointing|training|SFTConfig|packing|warm-?up")
 
 
 @lru_cache(maxsize=None)
@@ -68,14 +66,8 @@ def test_workload_matches_the_hand_label(name: str) -> None:
 
 
 def _texts(f: dict[str, Any]) -> list[str]:
-    return [
-        f["title"],
-        f["summary"],
-        f["fix"]["text"],
-        f["fix"]["pytorch"],
-        f["fix"]["hf_trainer"],
-        f["fix"].get("stack_text") or "",
-    ]
+    return [f["title"], f["summary"], f["fix"]["text"], f["fix"]["pytorch"], f["fix"]["hf_trainer"],
+            f["fix"].get("stack_text") or ""]
 
 
 @pytest.mark.parametrize("name", INFERENCE)
@@ -106,21 +98,12 @@ def test_run_traits_select_rules() -> None:
     assert run_traits({"run": {**base, "workload": "inference", "read_complete": False}}) == {"inference", "partial"}
     assert run_traits({"run": {**base, "workload": None}}) == frozenset()  # XPlane: unknown, every rule applies
     ids = lambda m: {r.id for r in applicable(m, RULES)}  # noqa: E731
-    training, inference = (
-        ids({"run": {**base, "workload": "training"}}),
-        ids({"run": {**base, "workload": "inference"}}),
-    )
+    training, inference = ids({"run": {**base, "workload": "training"}}), ids({"run": {**base, "workload": "inference"}})
     assert training - inference == TRAINING_ONLY & training
     assert ids({"run": {**base, "workload": "training", "read_complete": False}}) == training - WHOLE_FILE
     # memory_headroom fires on a training run and is skipped on the same metrics labelled inference
-    m = {
-        "memory": {
-            "peak_used_share": 0.2,
-            "total_bytes": 80 << 30,
-            "peak_used_bytes": 16 << 30,
-            "headroom_bytes": 64 << 30,
-        }
-    }
+    m = {"memory": {"peak_used_share": 0.2, "total_bytes": 80 << 30, "peak_used_bytes": 16 << 30,
+                    "headroom_bytes": 64 << 30}}
     assert [f["id"] for f in evaluate({**m, "run": {**base, "workload": "training"}}, RULES)] == ["memory_headroom"]
     assert evaluate({**m, "run": {**base, "workload": "inference"}}, RULES) == []
 
@@ -133,11 +116,8 @@ def _raw_events(rel: str) -> list[dict[str, Any]]:
 def test_the_sglang_stall_is_attributed_to_the_blocking_copy() -> None:
     rep = report("external_mi300_sglang_prefill")
     # independent: the longest hipMemcpyWithStream in the raw JSON (plain json, no tb_llmdiag)
-    copies = [
-        e
-        for e in _raw_events(EXTERNAL_TRACES["external_mi300_sglang_prefill"])
-        if e.get("ph") == "X" and e.get("name") == "hipMemcpyWithStream"
-    ]
+    copies = [e for e in _raw_events(EXTERNAL_TRACES["external_mi300_sglang_prefill"])
+              if e.get("ph") == "X" and e.get("name") == "hipMemcpyWithStream"]
     longest_ns = round(max(float(e["dur"]) for e in copies) * 1000)
     assert longest_ns > 490_000_000  # the 493 ms stall SOURCES.md describes
     assert rep["metrics"]["steps"]["count"] == 0  # no ProfilerStep: host_sync cannot count syncs per step
@@ -152,17 +132,12 @@ def test_the_sglang_stall_is_attributed_to_the_blocking_copy() -> None:
     assert rep["findings"][0]["id"] == "host_sync" and f["severity"] == "high"
 
 
-@pytest.mark.parametrize(
-    "name, shown",
-    [
-        ("external_h100_qwen_generate", True),
-        ("external_mi300_sglang_prefill", True),
-        ("external_a100_lora", True),
-        ("external_mi300_xdit_flux", False),  # a T5/CLIP text encoder beside a diffusion transformer
-        ("external_a100_zoology_no_kernels", False),  # no device activity
-        ("external_a100_rsvd_truncated", False),  # no device activity in the part that was read
-    ],
-)
+@pytest.mark.parametrize("name, shown", [
+    ("external_h100_qwen_generate", True), ("external_mi300_sglang_prefill", True), ("external_a100_lora", True),
+    ("external_mi300_xdit_flux", False),          # a T5/CLIP text encoder beside a diffusion transformer
+    ("external_a100_zoology_no_kernels", False),  # no device activity
+    ("external_a100_rsvd_truncated", False),      # no device activity in the part that was read
+])
 def test_mfu_and_tokens_only_on_an_llm_token_batch(name: str, shown: bool) -> None:
     rep = report(name)
     fl, head = rep["metrics"]["flops"], rep["headline"]
@@ -171,22 +146,17 @@ def test_mfu_and_tokens_only_on_an_llm_token_batch(name: str, shown: bool) -> No
     else:
         assert fl["mfu_withheld"] and head["mfu_share"] is None and head["tokens_per_s"] is None
     if name == "external_mi300_xdit_flux":
-        assert (
-            fl["token_batch_share"] < 0.01 and fl["mfu_withheld"] == "the recorded shapes are not an LLM's token batch"
-        )
+        assert fl["token_batch_share"] < 0.01 and fl["mfu_withheld"] == "the recorded shapes are not an LLM's token batch"
         assert rep["metrics"]["steps"]["per_step"][0]["tokens"] == 77  # CLIP's 77 tokens: not what the GEMMs run on
 
 
-@pytest.mark.parametrize(
-    "rel, kind",
-    [
-        ("hta/mtia_trace_single_rank/mtia_rank_0.json.gz", "MTIA"),
-        ("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "CPU"),
-        ("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "GPU"),
-        ("xplane/synthetic_tpu/plugins/profile/2026_01_01_00_00_00/t1v-n-synthetic-w-0.xplane.pb", "TPU"),
-        ("xplane/jax_cpu/plugins/profile/2026_11_22_02_40_34/vm.xplane.pb", "CPU"),
-    ],
-)
+@pytest.mark.parametrize("rel, kind", [
+    ("hta/mtia_trace_single_rank/mtia_rank_0.json.gz", "MTIA"),
+    ("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "CPU"),
+    ("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "GPU"),
+    ("xplane/synthetic_tpu/plugins/profile/2026_01_01_00_00_00/t1v-n-synthetic-w-0.xplane.pb", "TPU"),
+    ("xplane/jax_cpu/plugins/profile/2026_11_22_02_40_34/vm.xplane.pb", "CPU"),
+])
 def test_device_kind_names_the_device_the_trace_reports(rel: str, kind: str) -> None:
     from tb_llmdiag.ingest import load_trace
     from tb_llmdiag.metrics import analyze
@@ -214,18 +184,11 @@ def test_a_partial_read_gets_only_what_the_read_part_supports() -> None:
     from tb_llmdiag.findings import diagnose
     from tb_llmdiag.metrics import analyze
 
-    cpu_only = make_trace(
-        [
-            step(1, 0, 1_000_000),
-            op("aten::mm", 10, 5, "[[128, 256], [256, 512]]"),
-            op("Optimizer.step#AdamW.step", 20, 5),
-        ]
-    )
+    cpu_only = make_trace([step(1, 0, 1_000_000), op("aten::mm", 10, 5, "[[128, 256], [256, 512]]"),
+                           op("Optimizer.step#AdamW.step", 20, 5)])
     whole = analyze(cpu_only).metrics
     assert [f["id"] for f in diagnose(whole)[0]] == ["no_device_activity"]
-    cut = dataclasses.replace(
-        cpu_only, read_state={"complete": False, "read_share": 0.31, "reason": "the JSON ends early"}
-    )
+    cut = dataclasses.replace(cpu_only, read_state={"complete": False, "read_share": 0.31, "reason": "the JSON ends early"})
     m = analyze(cut).metrics
     assert (m["run"]["read_complete"], m["run"]["read_share"], m["run"]["workload"]) == (False, 0.31, "training")
     assert whole["run"]["device_kind"] == "CPU" and m["run"]["device_kind"] is None  # absent in the read part: unknown
@@ -247,9 +210,7 @@ def test_truncated_traces_report_what_was_read_and_no_absence(which: str, tmp_pa
     if which == "rsvd":
         path = shared_trace("external/" + EXTERNAL_TRACES["external_a100_rsvd_truncated"])
     else:
-        demo = next(
-            (Path(__file__).resolve().parents[1] / "demo_logs" / "seed_lora_qwen1.5b").glob("*.pt.trace.json.gz")
-        )
+        demo = next((Path(__file__).resolve().parents[1] / "demo_logs" / "seed_lora_qwen1.5b").glob("*.pt.trace.json.gz"))
         path = tmp_path / demo.name
         path.write_bytes(demo.read_bytes()[:3_000_000])
         old = os.stat(path).st_mtime - 3600
@@ -272,12 +233,8 @@ def test_gemm_bound_forward_is_inferences_own_view() -> None:
     GEMMs (vLLM piecewise graphs on MI300X: 93 % GEMM, busy 99.8 %), never on training traces with the same mix."""
     fired = {name for name in WORKLOAD if "gemm_bound_forward" in [f["id"] for f in report(name)["findings"]]}
     assert fired == {"external_mi300_vllm_piecewise", "external_mi300_torch_compile", "external_mi300_xdit_flux"}
-    m = {
-        "run": {"platform": "cuda", "workload": "training"},
-        "kernels": {"gemm_share": 0.9, "gemm_ns": 10},
-        "idle": {"busy_share": 0.95},
-    }
+    m = {"run": {"platform": "cuda", "workload": "training"}, "kernels": {"gemm_share": 0.9, "gemm_ns": 10},
+         "idle": {"busy_share": 0.95}}
     assert evaluate(m, RULES) == []
     assert [f["id"] for f in evaluate({**m, "run": {"platform": "cuda", "workload": "inference"}}, RULES)] == [
-        "gemm_bound_forward"
-    ]
+        "gemm_bound_forward"]

@@ -51,12 +51,12 @@ def _fields(b: bytes) -> list[tuple[int, Any]]:
         if wt == 0:
             v, i = _varint(b, i)
         elif wt == 1:
-            v, i = b[i : i + 8], i + 8
+            v, i = b[i:i + 8], i + 8
         elif wt == 5:
-            v, i = b[i : i + 4], i + 4
+            v, i = b[i:i + 4], i + 4
         else:
             n, i = _varint(b, i)
-            v, i = b[i : i + n], i + n
+            v, i = b[i:i + n], i + n
         out.append((num, v))
     return out
 
@@ -98,7 +98,8 @@ def raw_planes(path: Path) -> list[dict[str, Any]]:
             if n == 4:
                 entry = dict(_fields(v))
                 mf = _fields(entry[2])
-                md[entry[1]] = (dict(mf).get(2, b"").decode(), dict(_stat(s, stat_names) for k, s in mf if k == 5))
+                md[entry[1]] = (dict(mf).get(2, b"").decode(),
+                                dict(_stat(s, stat_names) for k, s in mf if k == 5))
         name, events = "", []
         for n, v in fields:
             if n == 2:
@@ -113,16 +114,9 @@ def raw_planes(path: Path) -> list[dict[str, Any]]:
                     ef = _fields(ev)
                     d = {kk: vv for kk, vv in ef if kk != 4}
                     mname, mstats = md.get(d.get(1, 0), ("", {}))
-                    events.append(
-                        {
-                            "line": lname,
-                            "name": mname,
-                            "start_ps": ts_ns * 1000 + _signed(d.get(2, 0)),
-                            "dur_ps": _signed(d.get(3, 0)),
-                            "md_stats": mstats,
-                            "stats": dict(_stat(s, stat_names) for kk, s in ef if kk == 4),
-                        }
-                    )
+                    events.append({"line": lname, "name": mname, "start_ps": ts_ns * 1000 + _signed(d.get(2, 0)),
+                                   "dur_ps": _signed(d.get(3, 0)), "md_stats": mstats,
+                                   "stats": dict(_stat(s, stat_names) for kk, s in ef if kk == 4)})
         planes.append({"name": name, "events": events})
     return planes
 
@@ -137,18 +131,14 @@ def torch_xla() -> dict[str, Any]:
 
 
 def test_torch_xla_recompile_at_step_3_with_graph_hash_and_time(torch_xla: dict[str, Any]) -> None:
-    raw = [
-        e for p in raw_planes(_one("torch_xla_cpu")) for e in p["events"] if e["name"] == "XLAGraphExecutor::Compile"
-    ]
+    raw = [e for p in raw_planes(_one("torch_xla_cpu")) for e in p["events"] if e["name"] == "XLAGraphExecutor::Compile"]
     raw.sort(key=lambda e: e["start_ps"])
     assert len(raw) == 2
     assert torch_xla["compile_count"] == 2
     assert torch_xla["warmup_compile_count"] == 1 and torch_xla["warmup_compile_in_steps"] is True
     assert torch_xla["recompile_count"] == 1
     assert torch_xla["recompile_steps"] == [3]
-    assert (
-        torch_xla["recompile_graph_hashes"] == [raw[1]["stats"]["graph_hash"]] == ["552965b651067c2157a20921c5dae229"]
-    )
+    assert torch_xla["recompile_graph_hashes"] == [raw[1]["stats"]["graph_hash"]] == ["552965b651067c2157a20921c5dae229"]
     assert torch_xla["recompile_time_ns"] == raw[1]["dur_ps"] // 1000
     assert torch_xla["compiles"][0]["graph_hash"] == raw[0]["stats"]["graph_hash"]
     assert torch_xla["compiles"][1]["position"] == "in_step"
@@ -202,7 +192,7 @@ def test_synthetic_tpu_shares_match_an_independent_sum() -> None:
     assert m["matmul_share"] == pytest.approx(9600 / 14655)
     # FLOP utilization: steady steps only, independently: flops per step / (step time x 197 TFLOP/s)
     flops_per_step = sum(e["md_stats"]["flops"] for e in ops) / 6
-    steady_time_s = 5 * 3.15e-3 + 0.075e-3
+    steady_time_s = (5 * 3.15e-3 + 0.075e-3)
     assert m["steady_flop_utilization_share"] == pytest.approx(5 * flops_per_step / (steady_time_s * 197e12), rel=1e-9)
     assert m["recompile_steps"] == [3] and m["recompile_graph_hashes"] == ["552965b651067c2157a20921c5dae229"]
     assert m["device_type"] == "TPU" and m["peak_tflops_per_s"] == 197.0
@@ -218,39 +208,22 @@ def test_synthetic_tpu_duty_cycle() -> None:
 # ---------------------------------------------------------------- mini traces
 
 
-def _trace(
-    rows: list[tuple[int, int, Kind, str, int]],
-    extra: dict[str, list[int]] | None = None,
-    extra_names: dict[str, tuple[str, ...]] | None = None,
-    peak: float | None = None,
-) -> Trace:
+def _trace(rows: list[tuple[int, int, Kind, str, int]], extra: dict[str, list[int]] | None = None,
+           extra_names: dict[str, tuple[str, ...]] | None = None, peak: float | None = None) -> Trace:
     """rows: (ts_ns, dur_ns, kind, name, device)."""
     rows = sorted(rows, key=lambda r: r[0])
     names = tuple(dict.fromkeys(r[3] for r in rows))
     n = len(rows)
     ev = EventTable(
-        ts_ns=np.array([r[0] for r in rows], np.int64),
-        dur_ns=np.array([r[1] for r in rows], np.int64),
-        kind=np.array([r[2] for r in rows], np.uint8),
-        name_id=np.array([names.index(r[3]) for r in rows], np.int32),
-        device=np.array([r[4] for r in rows], np.int16),
-        stream=np.full(n, -1, np.int32),
-        tid=np.zeros(n, np.int64),
-        correlation=np.full(n, -1, np.int64),
-        bytes=np.full(n, -1, np.int64),
-        shape_id=np.full(n, -1, np.int32),
-        names=names,
-    )
+        ts_ns=np.array([r[0] for r in rows], np.int64), dur_ns=np.array([r[1] for r in rows], np.int64),
+        kind=np.array([r[2] for r in rows], np.uint8), name_id=np.array([names.index(r[3]) for r in rows], np.int32),
+        device=np.array([r[4] for r in rows], np.int16), stream=np.full(n, -1, np.int32), tid=np.zeros(n, np.int64),
+        correlation=np.full(n, -1, np.int64), bytes=np.full(n, -1, np.int64),
+        shape_id=np.full(n, -1, np.int32), names=names)
     cols = {k: np.array(v) for k, v in (extra or {}).items()}
     devices = (DeviceInfo(index=0, name="TPU", peak_tflops=peak),) if peak else ()
-    return Trace(
-        source_kind="xplane",
-        events=ev,
-        extra=cols,
-        extra_names=extra_names or {},
-        devices=devices,
-        metadata={"planes": ["/host:CPU", "/device:TPU:0"]},
-    )
+    return Trace(source_kind="xplane", events=ev, extra=cols, extra_names=extra_names or {}, devices=devices,
+                 metadata={"planes": ["/host:CPU", "/device:TPU:0"]})
 
 
 def test_mini_trace_duty_cycle_flops_recompile_and_transfer() -> None:
@@ -268,18 +241,12 @@ def test_mini_trace_duty_cycle_flops_recompile_and_transfer() -> None:
     ]
     role = {"XLAGraphExecutor::Compile": 1, "PjRtComputationClient::TransferFromDevice": 3}
     srt = sorted(rows, key=lambda r: r[0])
-    extra = {
-        "xla_role": [role.get(r[3], 0) for r in srt],
-        "hlo_op_id": [{"dot.1": 0, "transpose.2": 1, "copy.3": 2}.get(r[3], -1) for r in srt],
-        "flops": [{"dot.1": 1_000_000}.get(r[3], -1) for r in srt],
-        "graph_hash_id": [{"XLAGraphExecutor::Compile": 0}.get(r[3], -1) for r in srt],
-    }
-    tr = _trace(
-        rows,
-        extra,
-        {"hlo_op_id": ("dot.1", "transpose.2", "copy.3"), "xla_role": XLA_ROLES, "graph_hash_id": ("abc",)},
-        peak=1.0,
-    )
+    extra = {"xla_role": [role.get(r[3], 0) for r in srt],
+             "hlo_op_id": [{"dot.1": 0, "transpose.2": 1, "copy.3": 2}.get(r[3], -1) for r in srt],
+             "flops": [{"dot.1": 1_000_000}.get(r[3], -1) for r in srt],
+             "graph_hash_id": [{"XLAGraphExecutor::Compile": 0}.get(r[3], -1) for r in srt]}
+    tr = _trace(rows, extra, {"hlo_op_id": ("dot.1", "transpose.2", "copy.3"), "xla_role": XLA_ROLES,
+                              "graph_hash_id": ("abc",)}, peak=1.0)
     steps = find_steps(tr)
     m = compute_xla(tr, steps)
     # THEN
@@ -305,32 +272,27 @@ def test_mini_trace_without_device_or_steps_gives_nulls() -> None:
 
 
 def test_nested_compiles_count_once() -> None:
-    rows = [
-        (0, 100, Kind.CPU_OP, "XLAGraphExecutor::Compile", -1),
-        (10, 80, Kind.CPU_OP, "PjRtComputationClient::Compile", -1),
-        (20, 50, Kind.CPU_OP, "PjRtCpuClient::Compile", -1),
-    ]
+    rows = [(0, 100, Kind.CPU_OP, "XLAGraphExecutor::Compile", -1),
+            (10, 80, Kind.CPU_OP, "PjRtComputationClient::Compile", -1),
+            (20, 50, Kind.CPU_OP, "PjRtCpuClient::Compile", -1)]
     tr = _trace(rows, {"xla_role": [1, 1, 1]}, {"xla_role": XLA_ROLES})
     m = compute_xla(tr, find_steps(tr))
     assert m["compile_count"] == 1 and m["compile_time_ns"] == 100
 
 
-@pytest.mark.parametrize(
-    ("category", "op", "kernel", "kind", "bucket"),
-    [
-        ("convolution fusion", None, "", Kind.KERNEL, "matmul"),
-        ("output fusion", None, "", Kind.KERNEL, "matmul"),
-        ("data formatting", None, "", Kind.KERNEL, "data_formatting"),
-        ("loop fusion", None, "", Kind.KERNEL, "other"),
-        (None, "dot.3", "", Kind.KERNEL, "matmul"),
-        (None, "transpose_copy_fusion.3", "", Kind.KERNEL, "data_formatting"),
-        (None, "copy.94", "", Kind.KERNEL, "copy"),
-        (None, "custom-call.2", "sm90_xmma_gemm_bf16bf16_bf16f32", Kind.KERNEL, "matmul"),
-        (None, "loop_multiply_fusion", "loop_multiply_fusion", Kind.KERNEL, "other"),
-        (None, "all-reduce.1", "", Kind.KERNEL, "communication"),
-        (None, None, "MemcpyD2H", Kind.MEMCPY, "copy"),
-    ],
-)
+@pytest.mark.parametrize(("category", "op", "kernel", "kind", "bucket"), [
+    ("convolution fusion", None, "", Kind.KERNEL, "matmul"),
+    ("output fusion", None, "", Kind.KERNEL, "matmul"),
+    ("data formatting", None, "", Kind.KERNEL, "data_formatting"),
+    ("loop fusion", None, "", Kind.KERNEL, "other"),
+    (None, "dot.3", "", Kind.KERNEL, "matmul"),
+    (None, "transpose_copy_fusion.3", "", Kind.KERNEL, "data_formatting"),
+    (None, "copy.94", "", Kind.KERNEL, "copy"),
+    (None, "custom-call.2", "sm90_xmma_gemm_bf16bf16_bf16f32", Kind.KERNEL, "matmul"),
+    (None, "loop_multiply_fusion", "loop_multiply_fusion", Kind.KERNEL, "other"),
+    (None, "all-reduce.1", "", Kind.KERNEL, "communication"),
+    (None, None, "MemcpyD2H", Kind.MEMCPY, "copy"),
+])
 def test_op_bucket(category: str | None, op: str | None, kernel: str, kind: Kind, bucket: str) -> None:
     assert op_bucket(category, op, kernel, kind) == bucket
 
@@ -344,10 +306,7 @@ def _xla_findings(folder: str) -> dict[str, dict[str, Any]]:
 
     tr = read_xplane(str(_one(folder)))
     steps = find_steps(tr)
-    metrics = {
-        "xla": with_step_split(compute_xla(tr, steps), steps),
-        "steps": {"median_ns": int(np.median(steps.duration_ns))},
-    }
+    metrics = {"xla": with_step_split(compute_xla(tr, steps), steps), "steps": {"median_ns": int(np.median(steps.duration_ns))}}
     return {f["id"]: f for f in evaluate(metrics, XLA_RULES)}
 
 
@@ -432,12 +391,8 @@ def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
     host = space.planes.add(id=0, name="/host:CPU")
     host.stat_metadata[1].name = "step_num"
     host.stat_metadata[2].name = "correlation_id"
-    for mid, name in (
-        (1, "train"),
-        (2, "cuLaunchKernel"),
-        (3, "backend_compile_and_load"),
-        (4, "PjRtStreamExecutorBuffer::ToLiteral"),
-    ):
+    for mid, name in ((1, "train"), (2, "cuLaunchKernel"), (3, "backend_compile_and_load"),
+                      (4, "PjRtStreamExecutorBuffer::ToLiteral")):
         host.event_metadata[mid].name = name
     py = host.lines.add(id=1, name="python", timestamp_ns=0)
     gpu = space.planes.add(id=1, name="/device:GPU:0")
@@ -463,9 +418,7 @@ def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
     m = compute_xla(tr, steps)
     assert m["device_type"] == "GPU" and m["recompile_steps"] == [3] and m["warmup_compile_count"] == 0
     assert m["transfer_from_device_steps"] == [4] and m["transfers_from_device"][0]["position"] == "between_steps"
-    found = {
-        f["id"]: f for f in evaluate({"xla": with_step_split(m, steps), "steps": {"median_ns": 6_100_000}}, XLA_RULES)
-    }
+    found = {f["id"]: f for f in evaluate({"xla": with_step_split(m, steps), "steps": {"median_ns": 6_100_000}}, XLA_RULES)}
     assert {"recompilation", "host_transfer"} <= set(found)
     assert found["recompilation"]["evidence"]["recompile_ns"] == 50_000_000
 
@@ -480,7 +433,6 @@ def _diagnosed(path: Path) -> dict[str, Any]:
     from tb_llmdiag.ingest import load_trace
     from tb_llmdiag.metrics import compute_metrics
     from tb_llmdiag.metrics.headline import headline
-
     tr = load_trace(str(path))
     metrics = compute_metrics(tr, find_steps(tr))
     run = metrics["run"]
@@ -492,13 +444,8 @@ def _diagnosed(path: Path) -> dict[str, Any]:
     for f in findings:  # a shared id is the XLA rule's finding, never the GPU rule's
         if f["id"] in {"step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"}:
             assert f["metric"].startswith("xla."), f["id"]
-    return {
-        "metrics": metrics,
-        "findings": {f["id"]: f for f in findings},
-        "ids": ids,
-        "what_if": what_if,
-        "headline": headline(metrics),
-    }
+    return {"metrics": metrics, "findings": {f["id"]: f for f in findings}, "ids": ids, "what_if": what_if,
+            "headline": headline(metrics)}
 
 
 @pytest.mark.parametrize("folder", ["torch_xla_cpu", "torch_xla_cpu_trace_detached"])
@@ -511,11 +458,8 @@ def test_torch_xla_cpu_diagnosis_puts_the_recompile_first(folder: str) -> None:
     wi = got["what_if"]
     rc = got["findings"]["recompilation"]
     assert rc["saving"]["basis"] == "mean_step" and rc["saving"]["step_ns"] == got["metrics"]["steps"]["mean_ns"]
-    assert (wi["finding_id"], wi["basis"], wi["step_ns_if_fixed"]) == (
-        "recompilation",
-        "mean_step",
-        rc["saving"]["step_ns_if_fixed"],
-    )
+    assert (wi["finding_id"], wi["basis"], wi["step_ns_if_fixed"]) == ("recompilation", "mean_step",
+                                                                       rc["saving"]["step_ns_if_fixed"])
     assert wi["all"]["step_ns_if_fixed"] <= wi["all"]["step_ns"] == got["metrics"]["steps"]["median_ns"]
     assert got["findings"]["host_transfer"]["evidence"]["after_steps"] == [4]
     # no device plane: said in XLA words
@@ -543,9 +487,7 @@ def test_synthetic_tpu_diagnosis_has_no_cuda_rules_and_xla_shares_in_the_headlin
     h = got["headline"]
     assert h["gemm_share"] == pytest.approx(9600 / 14655)  # matmul by HLO category, not by kernel name
     x = got["metrics"]["xla"]
-    assert h["copy_share"] == x["movement_share"] and h["copy_vs_gemm_ratio"] == pytest.approx(
-        x["movement_share"] / (9600 / 14655)
-    )
+    assert h["copy_share"] == x["movement_share"] and h["copy_vs_gemm_ratio"] == pytest.approx(x["movement_share"] / (9600 / 14655))
     assert h["gpu_busy_share"] == x["device_duty_cycle_share"] and h["mfu_share"] == x["flop_utilization_share"]
 
 
@@ -553,14 +495,8 @@ def _steps(durations: list[int]) -> Steps:
     """Back-to-back steps 0..n-1 of these durations."""
     d = np.asarray(durations, dtype=np.int64)
     start = np.concatenate(([0], np.cumsum(d)[:-1])).astype(np.int64)
-    return Steps(
-        index=np.arange(d.size, dtype=np.int64),
-        names=tuple(f"step {i}" for i in range(d.size)),
-        start_ns=start,
-        host_end_ns=start + d,
-        end_ns=start + d,
-        source="xplane_step",
-    )
+    return Steps(index=np.arange(d.size, dtype=np.int64), names=tuple(f"step {i}" for i in range(d.size)),
+                 start_ns=start, host_end_ns=start + d, end_ns=start + d, source="xplane_step")
 
 
 def _split(x: dict[str, Any], durations: list[int]) -> dict[str, Any]:
@@ -569,15 +505,9 @@ def _split(x: dict[str, Any], durations: list[int]) -> dict[str, Any]:
 
 
 def _xla(durations: list[int], **kw: Any) -> dict[str, Any]:
-    x = {
-        "recompile_steps": [],
-        "warmup_compile_in_steps": False,
-        "transfers_from_device": [],
-        "steady_step_count": len(durations),
-        "steady_device_duty_cycle_share": None,
-        "host_transfer_share": 0.0,
-        "movement_step_share": None,
-    }
+    x = {"recompile_steps": [],
+         "warmup_compile_in_steps": False, "transfers_from_device": [], "steady_step_count": len(durations),
+         "steady_device_duty_cycle_share": None, "host_transfer_share": 0.0, "movement_step_share": None}
     x.update(kw)
     return x
 
@@ -585,26 +515,20 @@ def _xla(durations: list[int], **kw: Any) -> dict[str, Any]:
 def test_each_step_is_charged_to_one_cause() -> None:
     # GIVEN steps of 10 ms, one compiling (step 1: 1000 ms) and one reading a value back inside it (step 3: 30 ms)
     ms = 1_000_000
-    x = _xla(
-        [10 * ms, 1000 * ms, 10 * ms, 30 * ms, 10 * ms, 14 * ms],
-        recompile_steps=[1],
-        transfers_from_device=[{"step": 3, "position": "in_step"}],
-        steady_device_duty_cycle_share=0.5,
-        movement_step_share=0.1,
-    )
+    x = _xla([10 * ms, 1000 * ms, 10 * ms, 30 * ms, 10 * ms, 14 * ms], recompile_steps=[1],
+             transfers_from_device=[{"step": 3, "position": "in_step"}], steady_device_duty_cycle_share=0.5,
+             movement_step_share=0.1)
     total = 1074 * ms
     got = _split(x, [10 * ms, 1000 * ms, 10 * ms, 30 * ms, 10 * ms, 14 * ms])
     assert got == {
         # THEN the read-back's stall is step 3's excess over the median clean step (10 ms)
-        "transfer_stall_ns": 20 * ms,
-        "host_transfer_saving_share": pytest.approx(20 / 1074),
+        "transfer_stall_ns": 20 * ms, "host_transfer_saving_share": pytest.approx(20 / 1074),
         # the device idle of steady steps (half of 74 ms) less that stall
         "steady_device_idle_saving_share": pytest.approx((0.5 * 74 * ms - 20 * ms) / total),
         # variance only over the clean steps 10, 10, 10, 14 ms: n x (mean - median) = 4 x (11 - 10) ms
         "clean_step_cv": pytest.approx(float(np.std([10, 10, 10, 14]) / 11)),
         "clean_step_excess_share": pytest.approx(4 / 1074),
-        "movement_saving_share": pytest.approx(0.1 * 74 / 1074),
-    }
+        "movement_saving_share": pytest.approx(0.1 * 74 / 1074)}
 
 
 def test_a_read_back_in_every_step_leaves_the_steady_steps_to_step_variance() -> None:
@@ -612,7 +536,8 @@ def test_a_read_back_in_every_step_leaves_the_steady_steps_to_step_variance() ->
 
     ms = 1_000_000
     d = [10 * ms, 20 * ms, 10 * ms, 30 * ms]
-    x = _xla(d, transfers_from_device=[{"step": i, "position": "in_step"} for i in range(4)], host_transfer_share=0.01)
+    x = _xla(d, transfers_from_device=[{"step": i, "position": "in_step"} for i in range(4)],
+             host_transfer_share=0.01)
     got = _split(x, d)
     # no clean step to compare with: no stall, and the variance is over every steady step
     assert got["transfer_stall_ns"] == 0 and got["host_transfer_saving_share"] == 0.01
@@ -625,7 +550,8 @@ def test_xla_split_without_steps_gives_none_and_the_rules_do_not_fire() -> None:
 
     assert with_step_split({"available": False, "reason": "x"}, _steps([])) == {"available": False, "reason": "x"}
     assert _split({}, []) == dict.fromkeys(SPLIT_KEYS)
-    for m in ({"xla": {"available": False, "reason": "x"}}, {"xla": with_step_split({}, _steps([]))}):
+    for m in ({"xla": {"available": False, "reason": "x"}},
+              {"xla": with_step_split({}, _steps([]))}):
         for r in XLA_RULES:
             if callable(r.when):
                 assert r.when(m) is False

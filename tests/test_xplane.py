@@ -54,9 +54,8 @@ def test_every_shared_capture_loads(path: Path) -> None:
     # every event of every line is there: count them through the message classes, not the reader
     space = message_classes()["XSpace"].FromString(path.read_bytes())
     assert len(tr.events) == sum(len(line.events) for p in space.planes for line in p.lines)
-    assert tr.origin_ns == min(
-        line.timestamp_ns + e.offset_ps // 1000 for p in space.planes for line in p.lines for e in line.events
-    )
+    assert tr.origin_ns == min(line.timestamp_ns + e.offset_ps // 1000
+                               for p in space.planes for line in p.lines for e in line.events)
 
 
 def test_torch_xla_steps_compiles_and_transfers_are_mapped() -> None:
@@ -75,10 +74,8 @@ def test_torch_xla_steps_compiles_and_transfers_are_mapped() -> None:
     assert hashes == ["9c77b7b6e8973960a2c6690dbbb3fb91", "552965b651067c2157a20921c5dae229"]
     assert (role == 2).sum() == 18
     # the .item() after step 4: TransferFromDevice and the ToLiteral calls nested in it (metrics count it once)
-    assert {ev.names[i] for i in ev.name_id[role == 3]} == {
-        "PjRtComputationClient::TransferFromDevice",
-        "CommonPjRtBuffer::ToLiteral",
-    }
+    assert {ev.names[i] for i in ev.name_id[role == 3]} == {"PjRtComputationClient::TransferFromDevice",
+                                                            "CommonPjRtBuffer::ToLiteral"}
     assert (ev.device == -1).all() and tr.devices == ()
     # host-executed HLO ops keep their op and module names
     assert "SyncTensorsGraph.1074" in tr.extra_names["hlo_module_id"]
@@ -153,15 +150,9 @@ def test_gpu_plane_mapping() -> None:
     ev = tr.events
     _check_columns(ev)
     kinds = {ev.name_of(i): Kind(int(ev.kind[i])) for i in range(len(ev)) if ev.stream[i] != 1000}
-    assert kinds == {
-        "train#0": Kind.STEP,
-        "train#1": Kind.STEP,
-        "cuLaunchKernelEx": Kind.DRIVER,
-        "cudaMemcpyAsync": Kind.RUNTIME,
-        "backend_compile_and_load": Kind.CPU_OP,
-        "sm90_xmma_gemm_bf16": Kind.KERNEL,
-        "MemcpyD2H": Kind.MEMCPY,
-    }
+    assert kinds == {"train#0": Kind.STEP, "train#1": Kind.STEP, "cuLaunchKernelEx": Kind.DRIVER,
+                     "cudaMemcpyAsync": Kind.RUNTIME, "backend_compile_and_load": Kind.CPU_OP,
+                     "sm90_xmma_gemm_bf16": Kind.KERNEL, "MemcpyD2H": Kind.MEMCPY}
     gemm = int(np.flatnonzero((ev.kind == Kind.KERNEL) & (ev.stream == 7))[0])
     assert (ev.device[gemm], ev.correlation[gemm]) == (0, 5)
     assert tr.extra_names["hlo_op_id"][tr.extra["hlo_op_id"][gemm]] == "dot.1"
@@ -188,10 +179,8 @@ def test_a_1_5_mb_capture_loads_well_under_a_second() -> None:
 # ---------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize(
-    "data",
-    [b"", b"\x00", b"garbage garbage", b'{"traceEvents": []}', b"\x0a\xff\xff\xff\xff\x0f", b"\x08\x01", b"\x0b\x0c"],
-)
+@pytest.mark.parametrize("data", [b"", b"\x00", b"garbage garbage", b"{\"traceEvents\": []}", b"\x0a\xff\xff\xff\xff\x0f",
+                                  b"\x08\x01", b"\x0b\x0c"])
 def test_bad_bytes_raise_trace_format_error(data: bytes) -> None:
     with pytest.raises(TraceFormatError):
         parse_xspace(data, "x.xplane.pb")
@@ -241,7 +230,7 @@ def test_random_truncations_never_raise_anything_else(which: int, cut: float) ->
 def test_random_corruption_never_raises_anything_else(which: int, pos: float, junk: bytes) -> None:
     data = _SMALL[which]
     i = int(len(data) * pos)
-    _parse_or_format_error(data[:i] + junk + data[i + len(junk) :])
+    _parse_or_format_error(data[:i] + junk + data[i + len(junk):])
 
 
 @settings(max_examples=300, deadline=None)
@@ -281,9 +270,7 @@ def test_jax_gpu_capture_diagnosis_puts_the_planted_causes_on_top() -> None:
     ids = [f["id"] for f in findings]
     # planted: a recompile in step 3 (batch 512 -> 384) and float(loss) inside step 4
     assert ids[:2] == ["recompilation", "host_transfer"], ids
-    assert not {"host_bound", "slow_host_op", "tiny_kernels", "host_sync", "pageable_memcpy", "dataloader_stall"} & set(
-        ids
-    )
+    assert not {"host_bound", "slow_host_op", "tiny_kernels", "host_sync", "pageable_memcpy", "dataloader_stall"} & set(ids)
     # the recompile is step 3's alone: it leaves the median step as it is and takes the mean step near it (the
     # what-if is the top finding's own, on the mean step: #25)
     assert what_if is not None and what_if["all"]["step_ns"] == int(np.median(steps.duration_ns))

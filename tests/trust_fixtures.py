@@ -42,17 +42,11 @@ def with_top_level(src: Path, dst: Path, fields: dict[str, Any]) -> Path:
 
 def slower_after(src: Path, dst: Path, before_ms: list[float], after_ms: list[float]) -> Path:
     n = len(before_ms)
-    helper = {
-        "schema": 2,
-        "steps": list(range(n + 1)),
-        "step_ns": [2_000_000_000, *(int(ms * 1e6) for ms in before_ms)],
-        "after_steps": list(range(n + 6, n + 6 + len(after_ms))),
-        "after_step_ns": [int(ms * 1e6) for ms in after_ms],
-        "window_steps": [n + 2, n + 5],
-        "synchronized": True,
-        "schedule": {"skip_first": n + 1, "wait": 0, "warmup": 1, "active": 4, "repeat": 1},
-        "steps_after_window": len(after_ms),
-    }
+    helper = {"schema": 2, "steps": list(range(n + 1)), "step_ns": [2_000_000_000, *(int(ms * 1e6) for ms in before_ms)],
+              "after_steps": list(range(n + 6, n + 6 + len(after_ms))), "after_step_ns": [int(ms * 1e6) for ms in after_ms],
+              "window_steps": [n + 2, n + 5], "synchronized": True,
+              "schedule": {"skip_first": n + 1, "wait": 0, "warmup": 1, "active": 4, "repeat": 1},
+              "steps_after_window": len(after_ms)}
     return with_top_level(src, dst, {"llmdiag_unprofiled_step_ns": helper})
 
 

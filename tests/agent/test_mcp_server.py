@@ -28,9 +28,8 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tb_llmdiag.cli", *args], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=300
-    )
+    return subprocess.run([sys.executable, "-m", "tb_llmdiag.cli", *args], capture_output=True, text=True, env=ENV,
+                          cwd=REPO, timeout=300)
 
 
 def cli_json(*args: str) -> Any:
@@ -41,12 +40,8 @@ def cli_json(*args: str) -> Any:
 
 async def session_answers() -> dict[str, Any]:
     """One MCP session over stdio: every call the test judges, recorded as (is_error, text, structured)."""
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "tb_llmdiag.cli", "mcp", "demo_logs"],
-        env={"PYTHONPATH": str(REPO)},
-        cwd=str(REPO),
-    )
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tb_llmdiag.cli", "mcp", "demo_logs"],
+                                   env={"PYTHONPATH": str(REPO)}, cwd=str(REPO))
     got: dict[str, Any] = {}
     with open(os.devnull, "w") as devnull:
         async with stdio_client(params, errlog=devnull) as (read, write):
@@ -148,8 +143,7 @@ def test_compare_and_check_give_the_clis_verdict(answers: dict[str, Any]) -> Non
     assert got["verdict"] == doc["verdict"]
     assert got["findings"]["resolved"] == [
         {k: f.get(k) for k in ("id", "saving_share_before", "saving_share_after", "note")}
-        for f in doc["findings"]["resolved"]
-    ]
+        for f in doc["findings"]["resolved"]]
     kept = {r["key"]: r for r in got["metrics"]}
     for row in doc["metrics"]:
         if row["key"] in kept:
@@ -196,11 +190,9 @@ def test_the_registry_and_finding_catalogue_are_resources(answers: dict[str, Any
 
 
 def test_without_the_sdk_the_command_says_so_in_one_line() -> None:
-    code = (
-        "import sys; sys.modules['mcp'] = None\nfrom tb_llmdiag.cli import main; sys.exit(main(['mcp', 'demo_logs']))"
-    )
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "from tb_llmdiag.cli import main; sys.exit(main(['mcp', 'demo_logs']))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == (
-        "llmdiag: llmdiag mcp needs the Python package 'mcp', which is not installed: pip install 'tb-llmdiag[agent]'\n"
-    )
+    assert proc.stderr == ("llmdiag: llmdiag mcp needs the Python package 'mcp', which is not installed: "
+                           "pip install 'tb-llmdiag[agent]'\n")

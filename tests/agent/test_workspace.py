@@ -64,23 +64,16 @@ def test_fit_keeps_what_fits_and_says_what_it_left_out() -> None:
     small = {"a": [1, 2, 3]}
     assert fit(small, 100, "h") is small
     # GIVEN 50 ranked items of ~100 bytes and a name of 1000 characters, over a 2000-byte budget
-    big = {
-        "verdict": "v" * 300,
-        "rows": [{"name": f"r{i}", "pad": "x" * 90} for i in range(50)],
-        "top": [{"name": "k" * 1000}, {"name": "short"}],
-    }
+    big = {"verdict": "v" * 300, "rows": [{"name": f"r{i}", "pad": "x" * 90} for i in range(50)],
+           "top": [{"name": "k" * 1000}, {"name": "short"}]}
     got = fit(big, 2000, "ask with detail=true")
     assert size(got) <= 2000
     assert got["verdict"] == "v" * 300  # sentences are never cut
     assert got["top"][0]["name"] == "k" * 239 + "…" and got["top"][1]["name"] == "short"
     kept = len(got["rows"])
     assert [r["name"] for r in got["rows"]] == [f"r{i}" for i in range(kept)]  # the first (most important) kept
-    assert got["truncated"] == {
-        "budget_bytes": 2000,
-        "omitted": {"rows": 50 - kept},
-        "strings_cut": 1,
-        "hint": "ask with detail=true",
-    }
+    assert got["truncated"] == {"budget_bytes": 2000, "omitted": {"rows": 50 - kept}, "strings_cut": 1,
+                                "hint": "ask with detail=true"}
     assert json.loads(dumps(got)) == got
     assert dumps({"x": float("nan")}) == '{"x":null}'
 
@@ -98,11 +91,8 @@ def test_a_finding_on_a_trace_with_python_stacks_names_its_source_line(tmp_path:
     # THEN the longest sync's Python stack is given, innermost first, and the line is the first frame of the
     # program's own code (past the built-in and torch/ frames)
     assert got["culprit"] == "cudaDeviceSynchronize"
-    assert got["source"]["frames"][:3] == [
-        "<built-in function _cuda_synchronize>",
-        "torch/cuda/__init__.py(975): synchronize",
-        "moca/library/profiling/profile.py(34): run_torch_profiler",
-    ]
+    assert got["source"]["frames"][:3] == ["<built-in function _cuda_synchronize>", "torch/cuda/__init__.py(975): synchronize",
+                                           "moca/library/profiling/profile.py(34): run_torch_profiler"]
     assert got["source"]["line"] == "moca/library/profiling/profile.py(34): run_torch_profiler"
 
 

@@ -76,7 +76,7 @@ def test_reports_agree_with_the_capture_records(saved: dict[str, Path]) -> None:
 
 @pytest.mark.parametrize("candidate,baseline", [("noise_b", "noise_a"), ("noise_a", "noise_b")])
 def test_noise_only_pair_passes(saved: dict[str, Path], candidate: str, baseline: str) -> None:
-    assert truth(candidate)["argv"][4:] == truth(baseline)["argv"][4:]  # same switches, only the name differs
+    assert truth(candidate)["argv"][4:] == truth(baseline)["argv"][4:]   # same switches, only the name differs
     code, doc = check(saved, candidate, baseline)
     assert code == 0 and doc["passed"] and doc["regressions"] == []
     assert doc["compare"]["verdict"].startswith("no change in tokens/s beyond noise")
@@ -106,10 +106,8 @@ def test_compile_off_is_a_slower_step(saved: dict[str, Path]) -> None:
     r = regression(doc, "headline.step_median_ns")
     on, off = run_of(saved, "compile_on"), run_of(saved, "compile_off")
     assert (r["before"], r["after"]) == (on["headline"]["step_median_ns"], off["headline"]["step_median_ns"])
-    want = (
-        truth("compile_off")["ranks"][0]["profiled"]["active_median_gpu_event_ms"]
-        / truth("compile_on")["ranks"][0]["profiled"]["active_median_gpu_event_ms"]
-    )
+    want = truth("compile_off")["ranks"][0]["profiled"]["active_median_gpu_event_ms"] / \
+        truth("compile_on")["ranks"][0]["profiled"]["active_median_gpu_event_ms"]
     assert r["after"] / r["before"] == pytest.approx(want, rel=0.05)
     assert doc["compare"]["verdict"].startswith("CANDIDATE is 2.0x slower per step")
 
@@ -123,7 +121,6 @@ def test_smaller_batch_with_a_faster_step_fails_on_tokens_per_s(saved: dict[str,
     step = rows["headline.step_median_ns"]
     assert step["after"] < step["before"] and step["comparable"] is False and not step["regressed"]
     r = regression(doc, "headline.tokens_per_s")
-
     # tokens/s from the capture records, on the median step as the report's: tokens per step over the median
     # CUDA-event time of the profiled steps
     def tps(t: dict[str, Any]) -> float:
@@ -131,7 +128,6 @@ def test_smaller_batch_with_a_faster_step_fails_on_tokens_per_s(saved: dict[str,
         prof = rank["profiled"]
         ms = [m for m, ph in zip(prof["gpu_event_ms"], prof["phases"]) if ph == "active"]
         return statistics.median(rank["tokens_per_step"]) / (statistics.median(ms) / 1e3)
-
     assert r["after"] / r["before"] == pytest.approx(tps(t_small) / tps(t_base), rel=0.05)
     assert r["after"] < 0.95 * r["before"]
     assert doc["compare"]["work"]["ratio"] == pytest.approx(0.5)
@@ -153,10 +149,5 @@ def test_captures_of_one_configuration_pass_each_other_at_15_percent(saved: dict
         code, doc = check(saved, a, b, "--max-regression", "15%")
         assert code == 0, (a, b, [r["line"] for r in doc["regressions"]])
     # and every planted regression still fails there
-    for cand, base in (
-        ("pageable", "pinned"),
-        ("compile_off", "compile_on"),
-        ("small_batch", "noise_a"),
-        ("item_loop", "noise_a"),
-    ):
+    for cand, base in (("pageable", "pinned"), ("compile_off", "compile_on"), ("small_batch", "noise_a"), ("item_loop", "noise_a")):
         assert check(saved, cand, base, "--max-regression", "15%")[0] == 1, cand

@@ -21,10 +21,8 @@ def test_a_logdir_side_needs_run_and_says_which(capsys: pytest.CaptureFixture[st
     err = capsys.readouterr().err
     # a run with several traces (the 2-rank DDP job) is listed as run/worker/span
     runs = "ddp_straggler_2gpu/rank0/1, ddp_straggler_2gpu/rank1/1, fixed_lora_qwen1.5b, jax_gpu_xplane, seed_lora_qwen1.5b"
-    assert err == (
-        f"llmdiag: BEFORE {DEMO} holds 5 runs ({runs}); pick one with --run NAME "
-        "(a whole job: --run ddp_straggler_2gpu)\n"
-    )
+    assert err == (f"llmdiag: BEFORE {DEMO} holds 5 runs ({runs}); pick one with --run NAME "
+                   "(a whole job: --run ddp_straggler_2gpu)\n")
     assert main(["compare", str(DEMO), str(DEMO), "--before-run", "nope"]) == 5
     assert f"no run named 'nope' (runs: {runs})" in capsys.readouterr().err
     # the run of a job names the job: it compares as a job (tests/compare/test_job_compare.py)
@@ -34,21 +32,8 @@ def test_a_logdir_side_needs_run_and_says_which(capsys: pytest.CaptureFixture[st
 
 
 def test_run_selectors_pick_one_run_each(capsys: pytest.CaptureFixture[str]) -> None:
-    assert (
-        main(
-            [
-                "compare",
-                str(DEMO),
-                str(DEMO),
-                "--before-run",
-                "seed_lora_qwen1.5b",
-                "--after-run",
-                "fixed_lora_qwen1.5b/rank0",
-                "--json",
-            ]
-        )
-        == 0
-    )
+    assert main(["compare", str(DEMO), str(DEMO), "--before-run", "seed_lora_qwen1.5b",
+                 "--after-run", "fixed_lora_qwen1.5b/rank0", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["before"]["run"], doc["after"]["run"]) == ("seed_lora_qwen1.5b", "fixed_lora_qwen1.5b")
     assert doc["verdict"].startswith("AFTER is 4.9x faster in tokens/s")
@@ -79,22 +64,9 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_json_is_strict_and_check_exit_code_in_a_real_process(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tb_llmdiag",
-            "check",
-            str(DEMO / "seed_lora_qwen1.5b"),
-            "--baseline",
-            str(DEMO / "fixed_lora_qwen1.5b"),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    proc = subprocess.run([sys.executable, "-m", "tb_llmdiag", "check", str(DEMO / "seed_lora_qwen1.5b"),
+                           "--baseline", str(DEMO / "fixed_lora_qwen1.5b"), "--json"],
+                          capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
     assert doc["kind"] == "check" and doc["passed"] is False

@@ -29,7 +29,6 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         with pytest.MonkeyPatch.context() as mp:
             import io
             import sys
-
             buf = io.StringIO()
             mp.setattr(sys, "stdout", buf)
             assert main(["report", str(path), "--json"]) == 0
@@ -44,10 +43,7 @@ def steps_of(run: dict[str, Any]) -> dict[str, list[int]]:
     parallel lists `steps.durations_ns` / `steps.tokens` (schema 1)."""
     st = run["metrics"]["steps"]
     if "per_step" in st:
-        return {
-            "durations_ns": [r["duration_ns"] for r in st["per_step"]],
-            "tokens": [r["tokens"] for r in st["per_step"]],
-        }
+        return {"durations_ns": [r["duration_ns"] for r in st["per_step"]], "tokens": [r["tokens"] for r in st["per_step"]]}
     return {"durations_ns": st["durations_ns"], "tokens": st["tokens"]}
 
 
@@ -69,12 +65,10 @@ def expected_verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     top_b = next(f for f in before["findings"] if own(f) > 0)
     top_a = next(f for f in after["findings"] if own(f) > 0)
     assert top_b["id"] == top_a["id"]
-    return (
-        f"AFTER is {tps_a / tps_b:.1f}x faster in tokens/s ({per_s(tps_b)} -> {per_s(tps_a)}; "
-        f"step {med_b / 1e6:.0f} ms -> {med_a / 1e6:.0f} ms at {work:.1f}x the tokens per step); "
-        f'{", ".join(gone[:-1])} and {gone[-1]} are gone; the bottleneck is still "{top_a["title"]}", '
-        f"now {100 * own(top_a):.1f} % of the step (was {100 * own(top_b):.1f} %)."
-    )
+    return (f"AFTER is {tps_a / tps_b:.1f}x faster in tokens/s ({per_s(tps_b)} -> {per_s(tps_a)}; "
+            f"step {med_b / 1e6:.0f} ms -> {med_a / 1e6:.0f} ms at {work:.1f}x the tokens per step); "
+            f"{', '.join(gone[:-1])} and {gone[-1]} are gone; the bottleneck is still \"{top_a['title']}\", "
+            f"now {100 * own(top_a):.1f} % of the step (was {100 * own(top_b):.1f} %).")
 
 
 def test_verdict_matches_the_two_reports(reports: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,13 +76,10 @@ def test_verdict_matches_the_two_reports(reports: dict[str, Any], capsys: pytest
     want = expected_verdict(before, after)
     # the figures the issue quotes, as a reader would check them
     assert want.startswith("AFTER is 4.9x faster in tokens/s (2296/s -> 11.2 k/s; step 575 ms -> 365 ms at 3.1x")
-    assert (
-        '"Every new batch shape costs host work while the GPU waits", "Host-to-device copies use pageable memory" '
-        'and "The profiled window includes warm-up" are gone'
-    ) in want
-    assert want.endswith(
-        'the bottleneck is still "The GPU waits for the host to launch work", now 64.4 % of the step (was 75.5 %).'
-    )
+    assert ('"Every new batch shape costs host work while the GPU waits", "Host-to-device copies use pageable memory" '
+            'and "The profiled window includes warm-up" are gone') in want
+    assert want.endswith('the bottleneck is still "The GPU waits for the host to launch work", now 64.4 % of the step '
+                         '(was 75.5 %).')
     assert main(["compare", str(SEED), str(FIXED)]) == 0
     text = capsys.readouterr().out
     assert want in text.splitlines()
@@ -122,7 +113,7 @@ def test_json_rows_hold_the_reports_numbers(reports: dict[str, Any], capsys: pyt
     assert tps["beyond_noise"] is True and tps["noise"]["band_lo"] > 0 and tps["direction"] == "better"
     # 4 vs 3 steps: the rank test's smallest two-sided p is 2 / C(7, 3)
     assert doc["noise_model"]["min_two_sided_rank_p"] == pytest.approx(2 / 35)
-    assert tps["noise"]["rank_p"] == pytest.approx(1 / 35)  # complete separation, one-sided
+    assert tps["noise"]["rank_p"] == pytest.approx(1 / 35)       # complete separation, one-sided
     # different work per step: the step time is shown, not judged
     assert doc["work"]["differs"] is True
     assert doc["work"]["ratio"] == pytest.approx(statistics.median(sa["tokens"]) / statistics.median(sb["tokens"]))
@@ -138,13 +129,9 @@ def test_json_rows_hold_the_reports_numbers(reports: dict[str, Any], capsys: pyt
     hb = next(f for f in before["findings"] if f["id"] == "host_bound")
     ha = next(f for f in after["findings"] if f["id"] == "host_bound")
     assert (both["host_bound"]["saving_share_before"], both["host_bound"]["saving_share_after"]) == (
-        hb["saving"]["share"],
-        ha["saving"]["share"],
-    )
+        hb["saving"]["share"], ha["saving"]["share"])
     assert (both["host_bound"]["saving_ns_before"], both["host_bound"]["saving_ns_after"]) == (
-        hb["saving"]["ns"],
-        ha["saving"]["ns"],
-    )
+        hb["saving"]["ns"], ha["saving"]["ns"])
     assert doc["verdict"] == expected_verdict(before, after)
 
 

@@ -10,38 +10,21 @@ import pytest
 from tb_llmdiag.compare import check, compare_runs
 
 
-def run(
-    durations_ms: list[float],
-    tokens: list[int] | None,
-    findings: list[dict[str, Any]] | None = None,
-    syncs_per_step: float | None = None,
-) -> dict[str, Any]:
+def run(durations_ms: list[float], tokens: list[int] | None, findings: list[dict[str, Any]] | None = None,
+        syncs_per_step: float | None = None) -> dict[str, Any]:
     """A run report holding only what the comparison reads, its figures computed here by plain arithmetic."""
     d = [int(x * 1e6) for x in durations_ms]
     mean = sum(d) / len(d)
     cv = statistics.pstdev(d) / mean
     tps = sum(tokens) / (sum(d) / 1e9) if tokens else None
-    metrics: dict[str, Any] = {
-        "steps": {
-            "available": True,
-            "durations_ns": d,
-            "indexes": list(range(len(d))),
-            "tokens": tokens,
-            "median_ns": int(statistics.median(d)),
-            "tokens_per_step_median": int(statistics.median(tokens)) if tokens else None,
-        }
-    }
+    metrics: dict[str, Any] = {"steps": {"available": True, "durations_ns": d, "indexes": list(range(len(d))),
+                                         "tokens": tokens, "median_ns": int(statistics.median(d)),
+                                         "tokens_per_step_median": int(statistics.median(tokens)) if tokens else None}}
     if syncs_per_step is not None:
         metrics["host_sync"] = {"available": True, "syncs_per_step": syncs_per_step}
-    return {
-        "run": "r",
-        "worker": "w",
-        "span": "1",
-        "status": "ok",
-        "metrics": metrics,
-        "headline": {"step_median_ns": int(statistics.median(d)), "step_cv": cv, "tokens_per_s": tps},
-        "findings": findings or [],
-    }
+    return {"run": "r", "worker": "w", "span": "1", "status": "ok", "metrics": metrics,
+            "headline": {"step_median_ns": int(statistics.median(d)), "step_cv": cv, "tokens_per_s": tps},
+            "findings": findings or []}
 
 
 def regressed(result: dict[str, Any]) -> list[str]:
@@ -65,33 +48,27 @@ def test_faster_step_with_smaller_batch_is_a_throughput_regression() -> None:
     assert not result["passed"]
     assert regressed(result) == ["headline.tokens_per_s"]
     tps = next(r for r in doc["metrics"] if r["key"] == "headline.tokens_per_s")
-    assert tps["change"] == pytest.approx((2048 / 0.8) / 4096 - 1)  # -0.375
+    assert tps["change"] == pytest.approx((2048 / 0.8) / 4096 - 1)         # -0.375
     step = next(r for r in doc["metrics"] if r["key"] == "headline.step_median_ns")
     assert step["comparable"] is False and step["direction"] == "better" and not step["regressed"]
     assert doc["work"]["differs"] and doc["work"]["ratio"] == pytest.approx(0.5)
-    assert result["regressions"][0]["line"].startswith(
-        "tokens/s (headline.tokens_per_s) regressed: 41 k/s -> 25.6 k/s (-37.5 %"
-    )
+    assert result["regressions"][0]["line"].startswith("tokens/s (headline.tokens_per_s) regressed: 41 k/s -> 25.6 k/s (-37.5 %")
     # 40960 / 25600 tokens/s = 1.6: a ratio from 1.5 on reads as a factor
-    assert doc["verdict"].startswith(
-        "AFTER is 1.6x slower in tokens/s (41 k/s -> 25.6 k/s; step 100 ms -> 80 ms at 0.5x the tokens per step)"
-    )
+    assert doc["verdict"].startswith("AFTER is 1.6x slower in tokens/s (41 k/s -> 25.6 k/s; "
+                                     "step 100 ms -> 80 ms at 0.5x the tokens per step)")
 
 
 def test_change_within_tolerance_passes_even_beyond_noise() -> None:
-    after = run([x * 1.03 for x in BASE_MS], [4096] * 6)  # 3 % slower, every step: beyond noise, within 5 %
+    after = run([x * 1.03 for x in BASE_MS], [4096] * 6)        # 3 % slower, every step: beyond noise, within 5 %
     doc = compare_runs(run(BASE_MS, [4096] * 6), after)
     tps = next(r for r in doc["metrics"] if r["key"] == "headline.tokens_per_s")
     assert tps["beyond_noise"] is True and tps["beyond_tolerance"] is False
     assert check(doc)["passed"]
     # a tighter tolerance on that metric, or for every gated metric, fails it
-    assert regressed(
-        check(compare_runs(run(BASE_MS, [4096] * 6), after, tolerances={"headline.tokens_per_s": 0.02}))
-    ) == ["headline.tokens_per_s"]
+    assert regressed(check(compare_runs(run(BASE_MS, [4096] * 6), after,
+                                        tolerances={"headline.tokens_per_s": 0.02}))) == ["headline.tokens_per_s"]
     assert set(regressed(check(compare_runs(run(BASE_MS, [4096] * 6), after, max_regression=0.02)))) == {
-        "headline.tokens_per_s",
-        "headline.step_median_ns",
-    }
+        "headline.tokens_per_s", "headline.step_median_ns"}
 
 
 def test_change_beyond_tolerance_but_within_noise_passes() -> None:
@@ -125,27 +102,21 @@ def test_findings_diff_and_bottleneck() -> None:
     fd = doc["findings"]
     assert [x["id"] for x in fd["resolved"]] == ["pageable_memcpy"]
     assert [x["id"] for x in fd["new"]] == ["dataloader_stall"]
-    assert [(x["id"], x["saving_share_before"], x["saving_share_after"]) for x in fd["changed"]] == [
-        ("host_bound", 0.6, 0.2)
-    ]
-    assert [x["id"] for x in fd["unchanged"]] == ["tiny_kernels"]  # 0.5 points: under the 1-point floor
-    assert doc["bottleneck"] == {
-        "before": {"id": "host_bound", "title": "host_bound", "share": 0.6},
-        "after": {"id": "dataloader_stall", "title": "dataloader_stall", "share": 0.3},
-    }
+    assert [(x["id"], x["saving_share_before"], x["saving_share_after"]) for x in fd["changed"]] == [("host_bound", 0.6, 0.2)]
+    assert [x["id"] for x in fd["unchanged"]] == ["tiny_kernels"]       # 0.5 points: under the 1-point floor
+    assert doc["bottleneck"] == {"before": {"id": "host_bound", "title": "host_bound", "share": 0.6},
+                                 "after": {"id": "dataloader_stall", "title": "dataloader_stall", "share": 0.3}}
     # findings named by their titles in quotes (these test findings' titles are their ids), never in backticks (#25)
-    assert doc["verdict"].endswith(
-        '"pageable_memcpy" is gone; "dataloader_stall" is new; the bottleneck moved from '
-        '"host_bound" (60.0 % of the step) to "dataloader_stall" (30.0 %).'
-    )
+    assert doc["verdict"].endswith('"pageable_memcpy" is gone; "dataloader_stall" is new; the bottleneck moved from '
+                                   '"host_bound" (60.0 % of the step) to "dataloader_stall" (30.0 %).')
 
 
 def test_tolerance_floors() -> None:
     from tb_llmdiag.compare.table import beyond_tolerance
 
     assert beyond_tolerance("ns", 100.0, 106.0, 0.05) and not beyond_tolerance("ns", 100.0, 104.0, 0.05)
-    assert beyond_tolerance("count_per_step", 0.0, 3.0, 0.05)  # from 0: any change
-    assert not beyond_tolerance("share", 0.0002, 0.0005, 0.1)  # +150 % but 0.03 points
+    assert beyond_tolerance("count_per_step", 0.0, 3.0, 0.05)                  # from 0: any change
+    assert not beyond_tolerance("share", 0.0002, 0.0005, 0.1)                  # +150 % but 0.03 points
     assert beyond_tolerance("share", 0.02, 0.04, 0.1)
     assert not beyond_tolerance("ratio", 0.01, 0.02, 0.1, "headline.step_cv")  # +100 % of a steady step
     assert beyond_tolerance("ratio", 0.01, 0.08, 0.1, "headline.step_cv")
@@ -155,9 +126,7 @@ def as_step_rows(run_report: dict[str, Any]) -> dict[str, Any]:
     """The same run in schema 2's layout: one `steps.per_step` row per step instead of parallel lists."""
     st = dict(run_report["metrics"]["steps"])
     d, t, idx = st.pop("durations_ns"), st.pop("tokens"), st.pop("indexes")
-    st["per_step"] = [
-        {"index": i, "duration_ns": x, "tokens": (t[k] if t else None)} for k, (i, x) in enumerate(zip(idx, d))
-    ]
+    st["per_step"] = [{"index": i, "duration_ns": x, "tokens": (t[k] if t else None)} for k, (i, x) in enumerate(zip(idx, d))]
     return {**run_report, "metrics": {**run_report["metrics"], "steps": st}}
 
 

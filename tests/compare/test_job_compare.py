@@ -96,17 +96,12 @@ def test_slow_to_fast_transport_verdict_and_numbers(saved: dict[str, Any]) -> No
     xb, xa = slow["metrics"]["exposed_transfer_share"], fast["metrics"]["exposed_transfer_share"]
     expected = (
         f"AFTER's job step is {sb / sa:.1f}x faster ({ms(sb)} -> {ms(sa)}; job tokens/s "
-        f'{per_s(tokens * 1e9 / sb)} -> {per_s(tokens * 1e9 / sa)}); "Collective transfers no compute hides" is gone (was {pct(xb)} of the job step, '
+        f"{per_s(tokens * 1e9 / sb)} -> {per_s(tokens * 1e9 / sa)}); \"Collective transfers no compute hides\" is gone (was {pct(xb)} of the job step, "
         f"now {pct(xa)}); no job bottleneck finding remains."
     )
     assert doc["verdict"] == expected
     assert doc["verdict"].startswith("AFTER's job step is 2.8x faster (65.2 ms -> 23.2 ms; ")
-    assert (doc["schema"], doc["level"], doc["before"]["rank_count"], doc["after"]["ranks"]) == (
-        2,
-        "job",
-        2,
-        ["0", "1"],
-    )
+    assert (doc["schema"], doc["level"], doc["before"]["rank_count"], doc["after"]["ranks"]) == (2, "job", 2, ["0", "1"])
     step = row(doc, "job.job_step_ns")
     assert step["before"] == pytest.approx(sb, rel=1e-12) and step["after"] == pytest.approx(sa, rel=1e-12)
     assert step["direction"] == "better" and step["beyond_noise"] is True
@@ -158,9 +153,7 @@ def test_check_passes_a_job_against_itself_and_fails_fast_to_slow(saved: dict[st
         f"REGRESSION job tokens/s (job.tokens_per_s) regressed: {per_s(tb)} -> {per_s(ta)} ({100 * (ta / tb - 1):+.1f} %; "
         "better higher; tolerance 5 %; noise band "
     )
-    rc, text, _ = _run(
-        ["check", saved["ddp_slow_transport_path"], "--baseline", saved["ddp_fast_transport_path"], "--json"]
-    )
+    rc, text, _ = _run(["check", saved["ddp_slow_transport_path"], "--baseline", saved["ddp_fast_transport_path"], "--json"])
     result = json.loads(text)
     assert result["passed"] is False and result["compare"]["level"] == "job"
 
@@ -181,10 +174,7 @@ def test_straggler_resolved_against_an_equal_token_job(saved: dict[str, Any]) ->
     assert resolved["saving_share_before"] == finding["value"]
     assert resolved["saving_ns_before"] == pytest.approx(before["metrics"]["straggler_others_wait_ns_per_step"])
     wait_after = saved["fsdp"]["jobs"][0]["metrics"]["straggler_others_wait_share"]
-    assert (
-        f"{STRAGGLER} (rank 1, more tokens) is gone (was {pct(finding['value'])} of the job step, now {pct(wait_after)})"
-        in doc["verdict"]
-    )
+    assert f"{STRAGGLER} (rank 1, more tokens) is gone (was {pct(finding['value'])} of the job step, now {pct(wait_after)})" in doc["verdict"]
     # tokens per job step differ (2048 + 4096 against 4096 + 4096): judged by job tokens/s, the step not judged
     assert truth_tokens("ddp_straggler") == 6144 and doc["work"]["differs"] is True
     assert row(doc, "job.job_step_ns")["comparable"] is False
@@ -211,16 +201,8 @@ def test_a_job_against_a_single_run_is_a_usage_error(saved: dict[str, Any]) -> N
         "llmdiag: BEFORE is a job (ddp_slow_transport, 2 ranks) and AFTER a single run: compare one rank with "
         "--before-run ddp_slow_transport/rank0/1, or give AFTER a job too\n"
     )
-    rc, text, _ = _run(
-        [
-            "compare",
-            saved["ddp_slow_transport_path"],
-            str(DATA / "gpu_seed"),
-            "--before-run",
-            "ddp_slow_transport/rank0/1",
-            "--json",
-        ]
-    )
+    rc, text, _ = _run(["compare", saved["ddp_slow_transport_path"], str(DATA / "gpu_seed"), "--before-run",
+                        "ddp_slow_transport/rank0/1", "--json"])
     assert rc == 0 and json.loads(text)["level"] == "run"
 
 
@@ -258,8 +240,7 @@ def test_run_names_a_job_or_one_of_its_ranks(saved: dict[str, Any]) -> None:
     result = json.loads(text)
     assert result["passed"] is True and result["compare"]["level"] == "job" and result["judged"] == 3
     assert result["compare"]["before"]["step_durations_ns"] == [
-        pytest.approx(statistics.median(col))
-        for col in zip(*saved["ddp_straggler"]["jobs"][0]["view"]["heatmap"]["step_ns"])
+        pytest.approx(statistics.median(col)) for col in zip(*saved["ddp_straggler"]["jobs"][0]["view"]["heatmap"]["step_ns"])
     ]
     rc, text, _ = _run(["compare", demo, demo, "--run", "ddp_straggler_2gpu/rank1/1", "--json"])
     assert rc == 0 and json.loads(text)["level"] == "run" and json.loads(text)["before"]["worker"] == "rank1"
@@ -274,33 +255,20 @@ def test_noise_only_job_twin_passes_the_readme_gate_both_ways(saved: dict[str, A
     assert truth_tokens("ddp_fast_transport") == truth_tokens("ddp_fast_transport_b") == 8192
     assert 0.05 < abs(change) < 0.15
     for cand, base in (("ddp_fast_transport_b", "ddp_fast_transport"), ("ddp_fast_transport", "ddp_fast_transport_b")):
-        rc, text, _ = _run(
-            ["check", saved[f"{cand}_path"], "--baseline", saved[f"{base}_path"], "--max-regression", "15%"]
-        )
+        rc, text, _ = _run(["check", saved[f"{cand}_path"], "--baseline", saved[f"{base}_path"], "--max-regression", "15%"])
         assert rc == 0 and "PASS: no metric regressed beyond its tolerance and beyond noise (3 judged)" in text, text
     rc, text, _ = _run(["check", saved["ddp_fast_transport_b_path"], "--baseline", saved["ddp_fast_transport_path"]])
     assert rc == 1
     tb, ta = 8192e9 / job_step(a), 8192e9 / job_step(b)
-    assert (
-        f"REGRESSION job tokens/s (job.tokens_per_s) regressed: {per_s(tb)} -> {per_s(ta)} ({100 * (ta / tb - 1):+.1f} %;"
-        in text
-    )
+    assert f"REGRESSION job tokens/s (job.tokens_per_s) regressed: {per_s(tb)} -> {per_s(ta)} ({100 * (ta / tb - 1):+.1f} %;" in text
     # nothing planted: neither side has a job finding, so the diff lists none (ddp_fast_transport_b's rank 0 makes
     # the other wait 5.9 % of the step on average, within its step-to-step spread: a job note, not a finding)
     rc, text, _ = _run(["compare", saved["ddp_fast_transport_path"], saved["ddp_fast_transport_b_path"], "--json"])
     assert rc == 0 and json.loads(text)["findings"] == {"resolved": [], "new": [], "changed": [], "unchanged": []}
     assert a["findings"] == b["findings"] == []
     # the planted regression still fails under the README's 15 %
-    rc, text, _ = _run(
-        [
-            "check",
-            saved["ddp_slow_transport_path"],
-            "--baseline",
-            saved["ddp_fast_transport_b_path"],
-            "--max-regression",
-            "15%",
-        ]
-    )
+    rc, text, _ = _run(["check", saved["ddp_slow_transport_path"], "--baseline", saved["ddp_fast_transport_b_path"],
+                        "--max-regression", "15%"])
     assert rc == 1 and "REGRESSION job tokens/s (job.tokens_per_s)" in text
 
 
@@ -319,32 +287,25 @@ def test_balancing_the_straggler_s_tokens(saved: dict[str, Any]) -> None:
         f"AFTER's job step is {100 * (sb / sa - 1):.1f} % faster ({sb / 1e6:.3g} ms -> {sa / 1e6:.3g} ms; "
         f"job tokens/s {per_s(6144e9 / sb)} -> {per_s(6144e9 / sa)})"
     )
-    assert (
-        row(doc, "job.tokens_per_s")["beyond_noise"] is True and row(doc, "job.tokens_per_s")["direction"] == "better"
-    )
+    assert row(doc, "job.tokens_per_s")["beyond_noise"] is True and row(doc, "job.tokens_per_s")["direction"] == "better"
     imb = row(doc, "job.imbalance_share")  # (max - min) of the ranks' mean compute per step, over the job step
     for side, job in (("before", s), ("after", b)):
         compute = [bar["compute_ns"] for bar in job["view"]["bars"]]
         assert imb[side] == pytest.approx((max(compute) - min(compute)) / job_step(job))
     assert imb["after"] < 0.05 < 0.2 < imb["before"]
-    causes = {
-        side: next((f for f in job["findings"] if f["id"] == "straggler"), None)
-        for side, job in (("before", s), ("after", b))
-    }
+    causes = {side: next((f for f in job["findings"] if f["id"] == "straggler"), None)
+              for side, job in (("before", s), ("after", b))}
     assert causes["before"] is not None and s["metrics"]["straggler_cause"] == "more_tokens"
     assert b["metrics"].get("straggler_cause") != "more_tokens"
     # what rank 1 of the balanced job still makes rank 0 wait (11 % of the step on average) is not beyond its
     # step-to-step spread (1.1 % at the lower 95 % bound): no straggler finding, so the straggler is gone
     assert causes["after"] is None and b["metrics"]["straggler_significance"] == "within_noise"
     wait_after = b["metrics"]["straggler_others_wait_share"]
-    assert (
-        f"{STRAGGLER} (rank 1, more tokens) is gone (was {pct(causes['before']['value'])} of the job step, "
-        f"now {pct(wait_after)}, held back by the rule's floors: AFTER's notes say why); no job bottleneck finding "
-        "remains."
-    ) in doc["verdict"]
+    assert (f"{STRAGGLER} (rank 1, more tokens) is gone (was {pct(causes['before']['value'])} of the job step, "
+            f"now {pct(wait_after)}, held back by the rule's floors: AFTER's notes say why); no job bottleneck finding "
+            "remains.") in doc["verdict"]
     assert wait_after > 0.05  # above the rule's threshold: only the floors hold it back, which the verdict says
     assert any("within the step-to-step noise" in n for n in doc["after"]["notes"])
-    rc, text, _ = _run(
-        ["check", saved["ddp_straggler_path"], "--baseline", saved["ddp_balanced_path"], "--max-regression", "15%"]
-    )
+    rc, text, _ = _run(["check", saved["ddp_straggler_path"], "--baseline", saved["ddp_balanced_path"],
+                        "--max-regression", "15%"])
     assert rc == 1 and "REGRESSION job tokens/s (job.tokens_per_s)" in text

@@ -61,9 +61,7 @@ def test_job_compare_errors(env) -> None:
     assert r.status_code == 404
     assert r.get_json() == {"error": "Not found: run 'single' span '1' is not a job (fewer than two ranks)"}
     r = c.get(f"{PREFIX}/compare", query_string={k: v for k, v in q(FAST, SLOW).items() if k != "base_span"})
-    assert r.status_code == 400 and r.get_json() == {
-        "error": "Invalid argument: missing or bad query parameter 'base_span'"
-    }
+    assert r.status_code == 400 and r.get_json() == {"error": "Invalid argument: missing or bad query parameter 'base_span'"}
     r = c.get(f"{PREFIX}/compare", query_string={**q(FAST, SLOW), "level": "rack"})
     assert r.status_code == 400 and r.get_json() == {"error": "Invalid argument: 'level' must be run or job"}
     r = c.get(f"{PREFIX}/compare", query_string=q(FAST, "../etc"))

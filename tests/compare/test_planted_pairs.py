@@ -35,33 +35,15 @@ def report(name: str) -> dict[str, Any]:
 
 #: (baseline, candidate, the planted change, metrics check must name: (registry key, where the report holds it))
 PLANTED = [
-    (
-        "gpu_fixed",
-        "gpu_item_sync",
-        "per-step logging through .item() (--log-item)",
-        [
-            ("host_sync.syncs_per_step", ("metrics", "host_sync", "syncs_per_step")),
-            ("headline.tokens_per_s", ("headline", "tokens_per_s")),
-        ],
-    ),
-    (
-        "gpu_fixed",
-        "gpu_dataloader_slow",
-        "150 ms of collate work per batch in the main process, batch 4 instead of 8",
-        [
-            ("headline.tokens_per_s", ("headline", "tokens_per_s")),
-            ("headline.gpu_busy_share", ("headline", "gpu_busy_share")),
-        ],
-    ),
-    (
-        "gpu_compiled",
-        "gpu_fixed",
-        "torch.compile turned off",
-        [
-            ("headline.step_median_ns", ("headline", "step_median_ns")),
-            ("headline.gpu_busy_share", ("headline", "gpu_busy_share")),
-        ],
-    ),
+    ("gpu_fixed", "gpu_item_sync", "per-step logging through .item() (--log-item)",
+     [("host_sync.syncs_per_step", ("metrics", "host_sync", "syncs_per_step")),
+      ("headline.tokens_per_s", ("headline", "tokens_per_s"))]),
+    ("gpu_fixed", "gpu_dataloader_slow", "150 ms of collate work per batch in the main process, batch 4 instead of 8",
+     [("headline.tokens_per_s", ("headline", "tokens_per_s")),
+      ("headline.gpu_busy_share", ("headline", "gpu_busy_share"))]),
+    ("gpu_compiled", "gpu_fixed", "torch.compile turned off",
+     [("headline.step_median_ns", ("headline", "step_median_ns")),
+      ("headline.gpu_busy_share", ("headline", "gpu_busy_share"))]),
 ]
 
 
@@ -72,9 +54,8 @@ def at(run: dict[str, Any], path: tuple[str, ...]) -> Any:
 
 
 @pytest.mark.parametrize("baseline,candidate,change,expected", PLANTED, ids=[p[1] for p in PLANTED])
-def test_planted_regression_fails_naming_the_metric(
-    baseline: str, candidate: str, change: str, expected: list[tuple[str, tuple[str, ...]]]
-) -> None:
+def test_planted_regression_fails_naming_the_metric(baseline: str, candidate: str, change: str,
+                                                    expected: list[tuple[str, tuple[str, ...]]]) -> None:
     code, doc = run_json(["check", str(TEST_DATA / candidate), "--baseline", str(TEST_DATA / baseline), "--json"])
     assert code == 1 and doc["passed"] is False, change
     regressions = {r["key"]: r for r in doc["regressions"]}

@@ -61,9 +61,8 @@ def test_fifo_as_a_saved_report_side_is_refused_without_opening(tmp_path: Path, 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for argv in (["compare", str(fifo), str(saved)], ["check", str(saved), "--baseline", str(fifo)]):
         start = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-m", "tb_llmdiag", *argv], capture_output=True, text=True, env=env, timeout=120
-        )
+        proc = subprocess.run([sys.executable, "-m", "tb_llmdiag", *argv], capture_output=True, text=True, env=env,
+                              timeout=120)
         assert time.perf_counter() - start < 120
         assert (proc.returncode, proc.stdout) == (4, ""), proc.stderr
         assert proc.stderr == "llmdiag: cannot read report.json: it is a named pipe (FIFO), not a trace file\n"
@@ -73,15 +72,11 @@ def test_symlink_loop_and_device_as_a_saved_report_side(tmp_path: Path, saved: P
     loop = tmp_path / "loop.json"
     loop.symlink_to(loop)
     assert run(capsys, "compare", str(loop), str(saved)) == (
-        4,
-        "llmdiag: cannot read loop.json: a symlink loop (the link points back to itself)",
-    )
+        4, "llmdiag: cannot read loop.json: a symlink loop (the link points back to itself)")
     zero = tmp_path / "zero.json"
     zero.symlink_to("/dev/zero")
     assert run(capsys, "check", str(saved), "--baseline", str(zero)) == (
-        4,
-        "llmdiag: cannot read zero.json: it is a character device, not a trace file",
-    )
+        4, "llmdiag: cannot read zero.json: it is a character device, not a trace file")
 
 
 def test_a_directory_side_is_a_logdir_never_a_saved_report(tmp_path: Path, saved: Path, capsys) -> None:
@@ -91,9 +86,7 @@ def test_a_directory_side_is_a_logdir_never_a_saved_report(tmp_path: Path, saved
     (folder / "inner.json").write_bytes(saved.read_bytes())
     assert api.saved_report(str(folder)) is None
     assert run(capsys, "compare", str(folder), str(saved)) == (
-        3,
-        f"llmdiag: BEFORE {folder}: no profiler traces or runs found",
-    )
+        3, f"llmdiag: BEFORE {folder}: no profiler traces or runs found")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod-000 file")
@@ -102,9 +95,7 @@ def test_unreadable_saved_report(tmp_path: Path, saved: Path, capsys) -> None:
     p.write_bytes(saved.read_bytes())
     p.chmod(0)
     assert run(capsys, "compare", str(p), str(saved)) == (
-        4,
-        "llmdiag: cannot read old.json: permission denied (the file is not readable by this user)",
-    )
+        4, "llmdiag: cannot read old.json: permission denied (the file is not readable by this user)")
 
 
 def test_unreadable_saved_report_as_root_too(tmp_path: Path, saved: Path, capsys, monkeypatch) -> None:
@@ -124,9 +115,7 @@ def test_unreadable_saved_report_as_root_too(tmp_path: Path, saved: Path, capsys
     monkeypatch.setattr(files.os, "open", refuse)
     for argv in (["compare", str(p), str(saved)], ["check", str(saved), "--baseline", str(p)]):
         assert run(capsys, *argv) == (
-            4,
-            "llmdiag: cannot read old.json: permission denied (the file is not readable by this user)",
-        )
+            4, "llmdiag: cannot read old.json: permission denied (the file is not readable by this user)")
 
 
 # ------------------------------------------------------------------------------ cut and malformed reports
@@ -140,13 +129,9 @@ def test_cut_and_nested_saved_reports_and_a_small_cut_trace(tmp_path: Path, save
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(whole[: len(whole) // 2])
     assert run(capsys, "compare", str(cut), str(saved)) == (
-        4,
-        f"llmdiag: {cut}: looks like a saved llmdiag report but its gzip stream ends early (file truncated?)",
-    )
+        4, f"llmdiag: {cut}: looks like a saved llmdiag report but its gzip stream ends early (file truncated?)")
     deep = tmp_path / "deep.json"
-    deep.write_text(
-        '{"tool": {"name": "tb_llmdiag"}, "schema": 3, "runs": [], "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
-    )
+    deep.write_text('{"tool": {"name": "tb_llmdiag"}, "schema": 3, "runs": [], "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
     code, err = run(capsys, "compare", str(deep), str(saved))
     assert code == 4 and err.startswith(f"llmdiag: {deep}: looks like a saved llmdiag report but is not valid JSON (")
     # a gzipped trace cut before 64 KiB of text: not a saved report, so the reader reads what is there
@@ -158,10 +143,8 @@ def test_cut_and_nested_saved_reports_and_a_small_cut_trace(tmp_path: Path, save
     code = main(["compare", str(trace), str(saved)])
     out = capsys.readouterr()
     assert code == 0 and "Traceback" not in out.err + out.out
-    assert (
-        f"warning: BEFORE {trace} (run {tmp_path.name}): analysed from a partial trace (the gzip stream ends early "
+    assert f"warning: BEFORE {trace} (run {tmp_path.name}): analysed from a partial trace (the gzip stream ends early " \
         "(file truncated?), at byte " in out.out
-    )
 
 
 # ------------------------------------------------------------------------------ links out of a logdir
@@ -195,9 +178,8 @@ def test_a_saved_report_linked_from_outside_a_logdir(tmp_path: Path, saved: Path
     assert api.saved_report(str(link)) == json.loads(target.read_text())
 
 
-def test_the_tab_reads_and_serves_nothing_of_a_saved_report_linked_from_outside(
-    tmp_path: Path, saved: Path, monkeypatch
-) -> None:
+def test_the_tab_reads_and_serves_nothing_of_a_saved_report_linked_from_outside(tmp_path: Path, saved: Path,
+                                                                                monkeypatch) -> None:
     """The tab reads saved reports nowhere: the plain link is a warning, the trace-named one a refused trace
     (422 / an error report), and no route answers with the report's bytes."""
     monkeypatch.delenv("LLMDIAG_FOLLOW_LINKS", raising=False)
@@ -222,12 +204,8 @@ def test_the_tab_reads_and_serves_nothing_of_a_saved_report_linked_from_outside(
         rep = wait_ready(c, "run_s", "w", "1")
         assert (rep["status"], rep["error"]) == ("error", f"w.1.pt.trace.json {LINK_REFUSED}")
         wait_ready(c, "run_a", "worker0", "1")
-        r = c.get(
-            f"{PREFIX}/compare", query_string={**q, "base_run": "run_a", "base_worker": "worker0", "base_span": "1"}
-        )
-        assert r.status_code == 422 and r.get_json()["error"].endswith(
-            f"could not be analysed: w.1.pt.trace.json {LINK_REFUSED}"
-        )
+        r = c.get(f"{PREFIX}/compare", query_string={**q, "base_run": "run_a", "base_worker": "worker0", "base_span": "1"})
+        assert r.status_code == 422 and r.get_json()["error"].endswith(f"could not be analysed: w.1.pt.trace.json {LINK_REFUSED}")
         r = c.get(f"{PREFIX}/report", query_string={"run": "run_s", "worker": "report", "span": "default"})
         assert r.status_code == 404
         for route in ("runs", "report?run=run_s&worker=w&span=1", "trace?run=run_s&worker=w&span=1"):

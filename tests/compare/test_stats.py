@@ -47,7 +47,7 @@ def test_rank_p_by_hand() -> None:
 
 def test_min_two_sided_p_states_the_power() -> None:
     assert stats.min_two_sided_p(3, 3) == pytest.approx(0.1)
-    assert stats.min_two_sided_p(4, 3) == pytest.approx(2 / 35)  # 0.057: never below 5 %
+    assert stats.min_two_sided_p(4, 3) == pytest.approx(2 / 35)      # 0.057: never below 5 %
     assert stats.min_two_sided_p(5, 5) == pytest.approx(2 / 252)
     assert stats.min_two_sided_p(10, 10) == pytest.approx(2 / 184756)
     assert stats.min_two_sided_p(0, 3) is None
@@ -98,12 +98,10 @@ def test_three_steps_each_beyond_noise_only_without_overlap() -> None:
     idx_b = stats.resample_indexes(3, stats.RESAMPLES, rng)
     idx_a = stats.resample_indexes(3, stats.RESAMPLES, rng)
     fn = STATISTICS["median_duration"].fn
-    apart = stats.bootstrap_band(
-        fn, {"duration_ns": np.array([[1.0, 2, 3]])}, {"duration_ns": np.array([[3.1, 4, 5]])}, idx_b, idx_a
-    )
-    overlap = stats.bootstrap_band(
-        fn, {"duration_ns": np.array([[1.0, 2, 3.5]])}, {"duration_ns": np.array([[3.0, 4, 5]])}, idx_b, idx_a
-    )
+    apart = stats.bootstrap_band(fn, {"duration_ns": np.array([[1.0, 2, 3]])},
+                                 {"duration_ns": np.array([[3.1, 4, 5]])}, idx_b, idx_a)
+    overlap = stats.bootstrap_band(fn, {"duration_ns": np.array([[1.0, 2, 3.5]])},
+                                   {"duration_ns": np.array([[3.0, 4, 5]])}, idx_b, idx_a)
     assert apart is not None and overlap is not None
     assert apart.beyond_noise and apart.lo == pytest.approx(3.1 - 3.0)
     assert not overlap.beyond_noise and overlap.lo == pytest.approx(3.0 - 3.5)

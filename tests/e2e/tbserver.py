@@ -17,15 +17,8 @@ from pathlib import Path
 from typing import Iterator
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 IFRAME = 'iframe[src*="plugin_entry.html?name=llm_diag"]'
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,24 +43,9 @@ def tensorboard(logdir: Path, cache_dir: Path, log_path: Path | None = None) -> 
     env = {**os.environ, "LLMDIAG_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(REPO)}
     log = open(log_path or os.devnull, "wb")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tensorboard.main",
-            "--logdir",
-            str(logdir),
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-            "--load_fast",
-            "false",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd=str(REPO),
-    )
+        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--port", str(port),
+         "--host", "127.0.0.1", "--load_fast", "false"],
+        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 60

@@ -14,23 +14,13 @@ import pytest
 
 from tb_llmdiag.units import fmt
 from tbserver import REPO, get_json, tensorboard, wait_all_analysed
-from test_tab import (
-    ARTIFACTS,
-    browser,
-    new_page,
-    no_foreign,
-    open_tab,
-    plugin_hash,  # noqa: F401
-    requests_seen,
-    wait_panel,
-)
+from test_tab import (ARTIFACTS, browser, new_page, no_foreign, open_tab, plugin_hash,  # noqa: F401
+                      requests_seen, wait_panel)
 
 pytestmark = pytest.mark.e2e
 SLOW, FAST = "ddp_slow_transport", "ddp_fast_transport"
-HASH = (
-    f"#llm_diag&p.llm_diag.run={FAST}&p.llm_diag.worker=rank0&p.llm_diag.span=1"
-    f"&p.llm_diag.base_run={SLOW}&p.llm_diag.base_span=1&p.llm_diag.base_level=job"
-)
+HASH = (f"#llm_diag&p.llm_diag.run={FAST}&p.llm_diag.worker=rank0&p.llm_diag.span=1"
+        f"&p.llm_diag.base_run={SLOW}&p.llm_diag.base_span=1&p.llm_diag.base_level=job")
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +64,7 @@ def test_compare_job_with_job_deep_link_ranks_and_overlay(server, browser, reque
         assert step.locator(".card-value").inner_text() == fmt("ns", rows["job.job_step_ns"]["after"])
         assert f"{100 * abs(rows['job.job_step_ns']['change']):.1f} %" in step.locator(".card-sub").inner_text()
         assert "good" in (step.get_attribute("class") or "")
-        assert f.locator(".fd.resolved .fd-item").evaluate_all("els => els.map(e => e.dataset.id)") == [
-            "exposed_communication"
-        ]
+        assert f.locator(".fd.resolved .fd-item").evaluate_all("els => els.map(e => e.dataset.id)") == ["exposed_communication"]
         # per rank: each rank's own step median from its /report, baseline then this job
         texts = f.locator(".compare-ranks .rank-row .rank-value").all_inner_texts()
         assert f.locator(".compare-ranks .rank-row").evaluate_all("els => els.map(e => e.dataset.rank)") == ["0", "1"]

@@ -19,24 +19,14 @@ import pytest
 from ratetext import duration, per_s, share
 from tb_llmdiag import api
 from tbserver import CHROMIUM, REPO, get_json, tensorboard, wait_all_analysed
-from test_tab import (
-    ARTIFACTS,
-    browser,
-    new_page,
-    no_foreign,
-    open_tab,
-    plugin_hash,  # noqa: F401
-    requests_seen,
-    wait_panel,
-)
+from test_tab import (ARTIFACTS, browser, new_page, no_foreign, open_tab, plugin_hash,  # noqa: F401
+                      requests_seen, wait_panel)
 
 pytestmark = pytest.mark.e2e
 SEED = "seed_lora_qwen1.5b"
 FIXED = "fixed_lora_qwen1.5b"
-HASH = (
-    f"#llm_diag&p.llm_diag.run={FIXED}&p.llm_diag.worker=rank0&p.llm_diag.span=1"
-    f"&p.llm_diag.base_run={SEED}&p.llm_diag.base_worker=rank0&p.llm_diag.base_span=1"
-)
+HASH = (f"#llm_diag&p.llm_diag.run={FIXED}&p.llm_diag.worker=rank0&p.llm_diag.span=1"
+        f"&p.llm_diag.base_run={SEED}&p.llm_diag.base_worker=rank0&p.llm_diag.base_span=1")
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 
 
 def served_report(base: str, run: str) -> dict:
-    body = get_json(
-        f"{base}/data/plugin/llm_diag/report?{urlencode({'run': run, 'worker': 'rank0', 'span': '1'})}", timeout=30
-    )
+    body = get_json(f"{base}/data/plugin/llm_diag/report?{urlencode({'run': run, 'worker': 'rank0', 'span': '1'})}", timeout=30)
     assert isinstance(body, dict) and body["status"] == "ok"
     return body
 
@@ -77,25 +65,13 @@ def test_compare_mode_deep_link_cards_findings_and_overlay(server, browser, requ
         # cards: this run's value, the baseline's and the change, for each card row both sides have
         rows = {r["key"]: r for r in doc["metrics"]}
         keys = f.locator(".compare-cards .card").evaluate_all("els => els.map(e => e.dataset.key)")
-        assert keys == [
-            k
-            for k in (
-                "headline.tokens_per_s",
-                "work.ns_per_token",
-                "headline.step_median_ns",
-                "headline.gpu_busy_share",
-                "headline.mfu_share",
-            )
-            if k in rows
-        ]
+        assert keys == [k for k in ("headline.tokens_per_s", "work.ns_per_token", "headline.step_median_ns",
+                                    "headline.gpu_busy_share", "headline.mfu_share") if k in rows]
         tps = f.locator(".compare-cards .card[data-key='headline.tokens_per_s']")
         assert tps.locator(".card-sub").inner_text().startswith("baseline ")
         assert f"{100 * rows['headline.tokens_per_s']['change']:.1f} %" in tps.locator(".card-sub").inner_text()
         assert "good" in (tps.get_attribute("class") or "")
-        assert (
-            "not compared"
-            in f.locator(".compare-cards .card[data-key='headline.step_median_ns'] .card-sub").inner_text()
-        )
+        assert "not compared" in f.locator(".compare-cards .card[data-key='headline.step_median_ns'] .card-sub").inner_text()
         # the finding diff, in the document's order
         for kind in ("resolved", "new", "changed", "unchanged"):
             ids = f.locator(f".fd.{kind} .fd-item").evaluate_all("els => els.map(e => e.dataset.id)")
@@ -122,22 +98,9 @@ def test_compare_mode_deep_link_cards_findings_and_overlay(server, browser, requ
 
 
 def _compare_cli(*args: str) -> str:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tb_llmdiag",
-            "compare",
-            str(REPO / "demo_logs" / SEED),
-            str(REPO / "demo_logs" / FIXED),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=180,
-        check=True,
-    )
+    out = subprocess.run([sys.executable, "-m", "tb_llmdiag", "compare", str(REPO / "demo_logs" / SEED),
+                          str(REPO / "demo_logs" / FIXED), *args], capture_output=True, text=True, cwd=REPO,
+                         timeout=180, check=True)
     return out.stdout
 
 
@@ -157,10 +120,8 @@ def test_compare_figures_read_the_same_in_cards_verdict_cli_and_json(server, bro
     text, md = _compare_cli(), _compare_cli("--format", "md")
     rows = {r["key"]: r for r in doc["metrics"]}
     tps, step = rows["headline.tokens_per_s"], rows["headline.step_median_ns"]
-    want = {
-        "tokens/s": (per_s(tps["before"]), per_s(tps["after"])),
-        "median step": (duration(step["before"]), duration(step["after"])),
-    }
+    want = {"tokens/s": (per_s(tps["before"]), per_s(tps["after"])),
+            "median step": (duration(step["before"]), duration(step["after"]))}
     # on the median step, as the step beside it: 1,320 / 575 ms and 4,096 / 365 ms (the mean steps' 1954/s, 11.6 k/s
     # were the figures of #25)
     assert want == {"tokens/s": ("2296/s", "11.2 k/s"), "median step": ("575 ms", "365 ms")}
@@ -168,10 +129,8 @@ def test_compare_figures_read_the_same_in_cards_verdict_cli_and_json(server, bro
     assert bn["before"]["id"] == bn["after"]["id"]
     was, now = share(bn["before"]["share"]), share(bn["after"]["share"])
     verdict = doc["verdict"]
-    assert (
-        f"({want['tokens/s'][0]} -> {want['tokens/s'][1]}; step {want['median step'][0]} -> "
-        f"{want['median step'][1]} at "
-    ) in verdict
+    assert (f"({want['tokens/s'][0]} -> {want['tokens/s'][1]}; step {want['median step'][0]} -> "
+            f"{want['median step'][1]} at ") in verdict
     assert f"now {now} of the step (was {was})." in verdict
     # the CLI: the same verdict, and the table's rows in the same text (Markdown: bold verdict, pipe rows)
     assert verdict in text.splitlines() and f"**{verdict}**" in md.splitlines()

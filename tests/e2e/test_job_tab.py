@@ -37,9 +37,7 @@ def job_server(tmp_path_factory: pytest.TempPathFactory):
 
 def test_job_view_shows_the_job_and_opens_a_rank(job_server, browser, requests_seen):
     base = job_server
-    job = get_json(
-        f"{base}/data/plugin/llm_diag/job?{urlencode({'run': 'ddp_straggler_2gpu', 'span': '1'})}", timeout=30
-    )
+    job = get_json(f"{base}/data/plugin/llm_diag/job?{urlencode({'run': 'ddp_straggler_2gpu', 'span': '1'})}", timeout=30)
     assert isinstance(job, dict) and job["status"] == "ok"
     assert [f["id"] for f in job["findings"]] == ["straggler"] and job["metrics"]["straggler_rank"] == 1
     ctx, page, errors = new_page(browser, requests_seen)
@@ -56,19 +54,15 @@ def test_job_view_shows_the_job_and_opens_a_rank(job_server, browser, requests_s
         # heatmap: ranks x common steps, each cell the document's step time in the registry's unit
         view = job["view"]
         cells = sec.locator(".job-heatmap tbody tr").evaluate_all(
-            "rows => rows.map(r => [...r.querySelectorAll('td')].map(td => td.textContent))"
-        )
+            "rows => rows.map(r => [...r.querySelectorAll('td')].map(td => td.textContent))")
         assert cells == [[fmt("ns", v) for v in row] for row in view["heatmap"]["step_ns"]]
         sec.locator("button.tab[data-key=waiting_ns]").click()
         cells = sec.locator(".job-heatmap tbody tr").evaluate_all(
-            "rows => rows.map(r => [...r.querySelectorAll('td')].map(td => td.textContent))"
-        )
+            "rows => rows.map(r => [...r.querySelectorAll('td')].map(td => td.textContent))")
         assert cells == [[fmt("ns", v) for v in row] for row in view["heatmap"]["waiting_ns"]]
         # one stacked bar per rank; the waiting rank (0) has the longer waiting part
         assert sec.locator(".job-bar").count() == 2
-        widths = sec.locator(".job-bar [data-part=waiting_ns]").evaluate_all(
-            "els => els.map(e => e.getBoundingClientRect().width)"
-        )
+        widths = sec.locator(".job-bar [data-part=waiting_ns]").evaluate_all("els => els.map(e => e.getBoundingClientRect().width)")
         by_rank = {b["rank"]: b["waiting_ns"] for b in view["bars"]}
         assert (widths[0] > widths[1]) == (by_rank[0] > by_rank[1])
         sec.scroll_into_view_if_needed()
@@ -98,26 +92,17 @@ def test_job_step_share_and_what_if_read_the_same_in_the_view_the_cli_and_json(j
     import sys
 
     base = job_server
-    job = get_json(
-        f"{base}/data/plugin/llm_diag/job?{urlencode({'run': 'ddp_straggler_2gpu', 'span': '1'})}", timeout=30
-    )
+    job = get_json(f"{base}/data/plugin/llm_diag/job?{urlencode({'run': 'ddp_straggler_2gpu', 'span': '1'})}", timeout=30)
 
     def cli(*args: str) -> str:
-        return subprocess.run(
-            [sys.executable, "-m", "tb_llmdiag", "report", str(JOB), *args],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=120,
-            check=True,
-        ).stdout
+        return subprocess.run([sys.executable, "-m", "tb_llmdiag", "report", str(JOB), *args], capture_output=True,
+                              text=True, cwd=REPO, timeout=120, check=True).stdout
 
     (cli_job,) = json.loads(cli("--json"))["jobs"]
     text = cli()
     assert cli_job["metrics"]["job_step_ns"] == job["metrics"]["job_step_ns"]
     assert [(f["id"], f["value"], f["what_if"]) for f in cli_job["findings"]] == [
-        (f["id"], f["value"], f["what_if"]) for f in job["findings"]
-    ]
+        (f["id"], f["value"], f["what_if"]) for f in job["findings"]]
     step = fmt("ns", job["metrics"]["job_step_ns"])
     ctx, page, errors = new_page(browser, requests_seen)
     try:

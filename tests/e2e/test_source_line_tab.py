@@ -70,8 +70,7 @@ def test_the_card_and_the_trace_view_show_the_source_line(source_server, browser
             btn.click()
             f.locator(".tv-details:not([hidden])").wait_for(timeout=30_000)
             rows = f.locator(".tv-details tr").evaluate_all(
-                "rs => rs.map(r => [r.querySelector('th').textContent, r.querySelector('td').textContent])"
-            )
+                "rs => rs.map(r => [r.querySelector('th').textContent, r.querySelector('td').textContent])")
             assert [label, source] in rows, rows
             page.screenshot(path=str(ARTIFACTS / f"source-line-{run}.png"))
         assert not errors, errors

@@ -31,12 +31,8 @@ ARTIFACTS = REPO / "test-artifacts"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 RESNET_E2E = "kineto_resnet50/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
 DEMO = REPO / "demo_logs"
-DEMO_RUNS = {
-    "seed_lora_qwen1.5b": "kineto",
-    "fixed_lora_qwen1.5b": "kineto",
-    "jax_gpu_xplane": "xplane",
-    "ddp_straggler_2gpu": "kineto",
-}
+DEMO_RUNS = {"seed_lora_qwen1.5b": "kineto", "fixed_lora_qwen1.5b": "kineto", "jax_gpu_xplane": "xplane",
+             "ddp_straggler_2gpu": "kineto"}
 SEED = "seed_lora_qwen1.5b"
 XPLANE = "jax_gpu_xplane"
 
@@ -119,13 +115,11 @@ def plugin_hash(page) -> dict[str, str]:
     from urllib.parse import unquote
 
     h = page.evaluate("window.location.hash")
-    return {unquote(k)[len("p.llm_diag.") :]: unquote(v) for k, v in re.findall(r"(p\.llm_diag\.[^=&]+)=([^&]*)", h)}
+    return {unquote(k)[len("p.llm_diag."):]: unquote(v) for k, v in re.findall(r"(p\.llm_diag\.[^=&]+)=([^&]*)", h)}
 
 
 def no_foreign(requests_seen: list[str]) -> list[str]:
-    return [
-        u for u in requests_seen if not u.startswith(("data:", "blob:")) and urlparse(u).hostname not in LOCAL_HOSTS
-    ]
+    return [u for u in requests_seen if not u.startswith(("data:", "blob:")) and urlparse(u).hostname not in LOCAL_HOSTS]
 
 
 def test_tab_appears_and_findings_render_for_each_run(server, browser, requests_seen):
@@ -408,14 +402,8 @@ def _cli(*args: str) -> str:
     import subprocess
     import sys
 
-    out = subprocess.run(
-        [sys.executable, "-m", "tb_llmdiag", "report", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
+    out = subprocess.run([sys.executable, "-m", "tb_llmdiag", "report", *args], capture_output=True, text=True,
+                         cwd=REPO, timeout=120, check=False)
     return out.stdout
 
 
@@ -439,9 +427,7 @@ def test_one_saving_tokens_and_step_time_in_every_place(server, browser, request
     rep = report_of(base, r)
     worker = r["workers"][0]["worker"]
     text = _cli_section(_cli(str(DEMO)), run, worker)
-    cli_json = next(
-        x for x in json.loads(_cli(str(DEMO), "--json"))["runs"] if x["run"] == run and x["worker"] == worker
-    )
+    cli_json = next(x for x in json.loads(_cli(str(DEMO), "--json"))["runs"] if x["run"] == run and x["worker"] == worker)
     top = rep["findings"][0]
     s = top["saving"]
     assert cli_json["findings"][0]["saving"] == s and cli_json["what_if"] == rep["what_if"]  # --json: the same numbers
@@ -499,17 +485,11 @@ def test_no_key_or_backtick_in_any_rendered_label(server, browser, requests_seen
             f.locator(f".finding[data-id='{rep['findings'][0]['id']}']").first.wait_for()
             if len(r["workers"]) > 1:
                 f.locator("section.job .job-finding").first.wait_for(timeout=30_000)
-                keys |= _keys(
-                    get_json(
-                        f"{base}/data/plugin/llm_diag/job?"
-                        + urlencode({"run": r["run"], "span": r["workers"][0]["spans"][-1]["span"]})
-                    )
-                )
+                keys |= _keys(get_json(f"{base}/data/plugin/llm_diag/job?" + urlencode({"run": r["run"], "span": r["workers"][0]["spans"][-1]["span"]})))
             f.locator(".finding details:not([open]) summary").evaluate_all("els => els.forEach(e => e.click())")
             shown = f.locator(".panel").evaluate(
                 "p => { const c = p.cloneNode(true); c.querySelectorAll('pre, code, .fix, .fix-body').forEach(e => e.remove());"
-                " return c.innerText; }"
-            )
+                " return c.innerText; }")
             words = re.findall(r"[A-Za-z0-9_.:]+", shown)
             leaked = sorted({w for w in words if w in keys or re.fullmatch(r"[a-z_]+_ns", w)})
             assert leaked == [] and "`" not in shown, (r["run"], leaked)
@@ -532,11 +512,8 @@ VIEWS = {
     "fixed": ("#llm_diag&p.llm_diag.run=fixed_lora_qwen1.5b", ".finding"),
     "jax": (f"#llm_diag&p.llm_diag.run={XPLANE}", ".finding"),
     "job": ("#llm_diag&p.llm_diag.run=ddp_straggler_2gpu", "section.job .job-finding"),
-    "compare": (
-        "#llm_diag&p.llm_diag.run=fixed_lora_qwen1.5b&p.llm_diag.worker=rank0&p.llm_diag.span=1"
-        f"&p.llm_diag.base_run={SEED}&p.llm_diag.base_worker=rank0&p.llm_diag.base_span=1",
-        ".compare-verdict",
-    ),
+    "compare": ("#llm_diag&p.llm_diag.run=fixed_lora_qwen1.5b&p.llm_diag.worker=rank0&p.llm_diag.span=1"
+                f"&p.llm_diag.base_run={SEED}&p.llm_diag.base_worker=rank0&p.llm_diag.base_span=1", ".compare-verdict"),
 }
 
 
@@ -701,7 +678,7 @@ def test_a_trace_still_being_written_then_complete_and_an_mtia_run(tmp_path, bro
             assert "gzip stream has no end marker" in f.locator(".status .state.writing .hint").inner_text()
             assert f.locator(".panel:not([hidden])").count() == 0
             with open(target, "ab") as out:  # the export finishes
-                out.write(data[len(data) // 2 :])
+                out.write(data[len(data) // 2:])
             f.locator(".panel:not([hidden]) .cards .card").first.wait_for(timeout=120_000)
             f.locator(".finding").first.wait_for(timeout=30_000)
             assert f.locator(".status .state.writing").count() == 0

@@ -64,9 +64,7 @@ def test_truncated_traceview_cache_under_a_running_tensorboard(tmp_path: Path) -
     shutil.copy(shared_trace(RESNET), logdir / "run_a" / "worker0.1623143089861.pt.trace.json.gz")
     cache = tmp_path / "cache"
     with tensorboard(logdir, cache, tmp_path / "tb.log") as base:
-        proc_pid = next(
-            p for p in _children(os.getpid()) if b"tensorboard" in (Path("/proc") / str(p) / "cmdline").read_bytes()
-        )
+        proc_pid = next(p for p in _children(os.getpid()) if b"tensorboard" in (Path("/proc") / str(p) / "cmdline").read_bytes())
         wait_all_analysed(base)
         first = get_json(base + VIEW)
         assert isinstance(first, dict) and first["traceview_version"] >= 1

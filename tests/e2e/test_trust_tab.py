@@ -73,13 +73,8 @@ def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, r
             # the problems, in the report's order and words
             texts = card.locator(".trust-problem").evaluate_all("els => els.map(e => e.textContent)")
             assert texts == [p["text"] for p in cap["problems"]]
-            kinds = {
-                "dropped": ["dropped_records", "kernels_without_launches"],
-                "missing": ["launches_without_kernels"],
-                JAX_RUN: ["event_cap"],
-                "unprofiled": [],
-                "slower": ["slower_after_profiling"],
-            }
+            kinds = {"dropped": ["dropped_records", "kernels_without_launches"], "missing": ["launches_without_kernels"],
+                     JAX_RUN: ["event_cap"], "unprofiled": [], "slower": ["slower_after_profiling"]}
             assert [p["kind"] for p in cap["problems"]] == kinds[run]
             if run == JAX_RUN:  # not a Kineto capture: no overhead estimate, no host-time finding to carry a caveat
                 assert cap["profiler_overhead_share"] is None and "warn" in card.get_attribute("class").split()
@@ -91,9 +86,7 @@ def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, r
             if run in ("unprofiled", "slower"):  # measured: the share's 95 % interval beside it, in the CLI's format
                 ci = card.locator("[data-key='capture.profiler_overhead_share_95']")
                 assert ci.locator(".trust-label").inner_text() == _label("capture.profiler_overhead_share_95[]")
-                assert ci.locator(".trust-value").inner_text() == fmt_interval(
-                    "share", cap["profiler_overhead_share_95"]
-                )
+                assert ci.locator(".trust-value").inner_text() == fmt_interval("share", cap["profiler_overhead_share_95"])
             slow = card.locator("[data-key='capture.after_window_slowdown_share']")
             if run == "slower":  # the steps after the window against those before it, and the warning
                 assert slow.locator(".trust-label").inner_text() == _label("capture.after_window_slowdown_share")
@@ -116,15 +109,12 @@ def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, r
                 wcard = f.locator(".card", has_text="At most, if the top finding were fixed")
                 assert wcard.locator(".card-value").inner_text() == fmt("ns", wi["step_ns_if_fixed"])
                 sub = wcard.locator(".card-sub").inner_text()
-                assert f"unprofiled {fmt('ns', up['step_ns'])} → at most {fmt('ns', up['step_ns_if_fixed'])}" in sub, (
-                    sub
-                )
+                assert f"unprofiled {fmt('ns', up['step_ns'])} → at most {fmt('ns', up['step_ns_if_fixed'])}" in sub, sub
             # host-time findings say the profiler's cost could account for much of them
             with_caveat = [x["id"] for x in rep["findings"] if x.get("caveat")]
             assert with_caveat, rep["findings"]
             shown = f.locator(".finding").evaluate_all(
-                "els => els.filter(e => e.querySelector('.finding-caveat')).map(e => e.dataset.id)"
-            )
+                "els => els.filter(e => e.querySelector('.finding-caveat')).map(e => e.dataset.id)")
             assert shown == with_caveat
         assert not errors, errors
         assert not no_foreign(requests_seen), no_foreign(requests_seen)

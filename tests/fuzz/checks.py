@@ -14,22 +14,9 @@ from typing import Any
 #: the exit code the CLI gives a report of each status (README: 0 ok, 6 partial, 7 writing, 4 error)
 EXIT_OF_STATUS = {"ok": 0, "partial": 6, "writing": 7, "error": 4}
 #: *_ns keys that are positions on the time axis, not durations
-POSITIONS = frozenset(
-    {
-        "ts_ns",
-        "start_ns",
-        "end_ns",
-        "host_start_ns",
-        "host_end_ns",
-        "origin_ns",
-        "member_end_ns",
-        "start_offset_ns",
-        "offset_ns",
-        "profile_start_time_ns",
-        "profile_stop_time_ns",
-        "base_time_ns",
-    }
-)
+POSITIONS = frozenset({"ts_ns", "start_ns", "end_ns", "host_start_ns", "host_end_ns", "origin_ns", "member_end_ns",
+                       "start_offset_ns", "offset_ns", "profile_start_time_ns", "profile_stop_time_ns",
+                       "base_time_ns"})
 _EPS = 1e-9
 
 
@@ -48,9 +35,7 @@ def impossible(report: dict[str, Any], text: str | None = None) -> str | None:
             json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
         except ValueError:
             return "NaN or infinity in the report JSON"
-    stack: list[tuple[Any, str]] = [
-        (report.get(k), k) for k in ("summary", "headline", "metrics", "findings", "what_if")
-    ]
+    stack: list[tuple[Any, str]] = [(report.get(k), k) for k in ("summary", "headline", "metrics", "findings", "what_if")]
     while stack:
         v, key = stack.pop()
         if isinstance(v, dict):

@@ -19,9 +19,7 @@ import msgspec
 SRC = next((Path(__file__).resolve().parents[1] / "data" / "gpu_compiled").glob("*.pt.trace.json.gz"))
 
 
-def trace_with_names(
-    names: Sequence[str], out: Path, *, kinds: Sequence[str] = ("cpu_op", "user_annotation", "cuda_runtime", "kernel")
-) -> Path:
+def trace_with_names(names: Sequence[str], out: Path, *, kinds: Sequence[str] = ("cpu_op", "user_annotation", "cuda_runtime", "kernel")) -> Path:
     doc = msgspec.json.decode(gzip.decompress(SRC.read_bytes()))
     events = doc["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]

@@ -93,16 +93,10 @@ def superlinear(p: re.Pattern[Any], kib: int) -> list[str]:
     flagged = []
     for name in names(p.pattern.decode("latin-1") if isinstance(p.pattern, bytes) else p.pattern, kib * 1024):
         short = name[: len(name) // 4]
-        s, ln = (
-            (short.encode("latin-1", "replace"), name.encode("latin-1", "replace"))
-            if isinstance(p.pattern, bytes)
-            else (short, name)
-        )
+        s, ln = (short.encode("latin-1", "replace"), name.encode("latin-1", "replace")) if isinstance(p.pattern, bytes) else (short, name)
         t_long = best(p, ln)
         if t_long > 0.002 and t_long > 8 * max(best(p, s), 1e-6):
-            flagged.append(
-                f"{name[:24]!r}... {len(short)} chars {best(p, s) * 1e3:.2f} ms, {len(name)} chars {t_long * 1e3:.2f} ms"
-            )
+            flagged.append(f"{name[:24]!r}... {len(short)} chars {best(p, s) * 1e3:.2f} ms, {len(name)} chars {t_long * 1e3:.2f} ms")
     return flagged
 
 
@@ -125,10 +119,8 @@ def main() -> int:
         plain = report_seconds("a" * (1 << 20), runs=3)
         units = sorted({lit for p in pats.values() if isinstance(p.pattern, str) for lit in literals(p.pattern)})
         times = sorted(((report_seconds((u * ((1 << 20) // len(u) + 1))[: 1 << 20]), u) for u in units), reverse=True)
-        print(
-            f"report with a plain 1 MiB name: {plain:.2f} s; {len(units)} crafted 1 MiB names (each literal of every "
-            f"pattern, repeated), slowest:"
-        )
+        print(f"report with a plain 1 MiB name: {plain:.2f} s; {len(units)} crafted 1 MiB names (each literal of every "
+              f"pattern, repeated), slowest:")
         for t, u in times[:5]:
             print(f"  {t:.2f} s ({t / plain:.2f}x) {u!r} repeated")
         bad += times[0][0] > 3 * plain

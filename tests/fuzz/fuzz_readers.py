@@ -57,43 +57,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from checks import EXIT_OF_STATUS, impossible  # noqa: E402
 
 SEED_TRACE = next((Path(__file__).resolve().parents[1] / "data" / "gpu_compiled").glob("*.pt.trace.json.gz"))
-TOKENS = [
-    b"NaN",
-    b"Infinity",
-    b"-Infinity",
-    b"1e400",
-    b"-1e400",
-    b"99999999999999999999",
-    b"-9223372036854775809",
-    b"9223372036854775807",
-    b"\xff",
-    b"\xc3\x28",
-    b"\xed\xa0\x80",
-    b'"ProfilerStep#99999999999999999999"',
-    b'"ProfilerStep#1"',
-    b"-1",
-    b"-5.5",
-    b"1e300",
-    b"null",
-    b"true",
-    b"[]",
-    b"{}",
-    b'"\\u0000"',
-    b'"\\"',
-    b"[" * 300,
-    b"]" * 5,
-    b"}" * 5,
-    b",",
-    b'"',
-    b"\\",
-    b"\x00",
-    b"0.000000000001",
-    b'"9e18"',
-    b'"ts"',
-    b'"dur"',
-    b'{"ph":"X","cat":"kernel","name":"k","ts":1e18,"dur":9e18,"pid":0,"tid":7}',
-    b'{"ph":"X","cat":"user_annotation","name":"ProfilerStep#3","ts":5,"dur":-100,"pid":1,"tid":1}',
-]
+TOKENS = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"99999999999999999999", b"-9223372036854775809",
+          b"9223372036854775807", b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b'"ProfilerStep#99999999999999999999"',
+          b'"ProfilerStep#1"', b"-1", b"-5.5", b"1e300", b"null", b"true", b"[]", b"{}", b'"\\u0000"', b'"\\"',
+          b"[" * 300, b"]" * 5, b"}" * 5, b",", b'"', b"\\", b"\x00", b"0.000000000001", b'"9e18"', b'"ts"', b'"dur"',
+          b'{"ph":"X","cat":"kernel","name":"k","ts":1e18,"dur":9e18,"pid":0,"tid":7}',
+          b'{"ph":"X","cat":"user_annotation","name":"ProfilerStep#3","ts":5,"dur":-100,"pid":1,"tid":1}']
 
 
 def seeds() -> list[tuple[str, bytes]]:
@@ -103,13 +72,8 @@ def seeds() -> list[tuple[str, bytes]]:
     out = []
     for n in (40, 400, 1500):
         evs = events[:n]
-        kineto = (
-            b'{\n  "schemaVersion": 1,\n  "deviceProperties": '
-            + msgspec.json.encode(head.get("deviceProperties", []))
-            + b',\n  "traceEvents": [\n  '
-            + b",\n  ".join(msgspec.json.encode(e) for e in evs)
-            + b"\n  ]\n}"
-        )
+        kineto = (b'{\n  "schemaVersion": 1,\n  "deviceProperties": ' + msgspec.json.encode(head.get("deviceProperties", []))
+                  + b',\n  "traceEvents": [\n  ' + b",\n  ".join(msgspec.json.encode(e) for e in evs) + b"\n  ]\n}")
         lines = b'{"traceEvents": [\n' + b",\n".join(msgspec.json.encode(e) for e in evs) + b"\n]}\n"
         one = msgspec.json.encode({**head, "traceEvents": evs})
         array = msgspec.json.encode(evs)
@@ -150,7 +114,7 @@ def mutate_xspace(rng: random.Random, data: bytes) -> bytes:
             if rng.random() < 0.7:
                 b[i] = rng.randrange(256)
             else:
-                del b[i : i + rng.randrange(1, 16)]
+                del b[i:i + rng.randrange(1, 16)]
         return bytes(b)
     c = message_classes()
     space = c["XSpace"]()
@@ -193,13 +157,13 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
             j = b.find(b":", i)
             if j > 0:
                 k = j + 1
-                while k < len(b) and b[k : k + 1] in b"-+.0123456789eE":
+                while k < len(b) and b[k:k + 1] in b"-+.0123456789eE":
                     k += 1
-                b[j + 1 : k] = rng.choice(TOKENS)
+                b[j + 1:k] = rng.choice(TOKENS)
         elif op == 3:  # cut
             del b[i:]
         elif op == 4:  # delete a span
-            del b[i : i + rng.randrange(1, 64)]
+            del b[i:i + rng.randrange(1, 64)]
         elif op == 5:  # duplicate a span
             j = min(len(b), i + rng.randrange(1, 400))
             b[j:j] = b[i:j]
@@ -208,7 +172,7 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
         else:  # swap a digit run for a huge one
             j = b.find(b'"ts": ', i)
             if j > 0:
-                b[j + 6 : j + 6] = b"9" * rng.randrange(1, 25)
+                b[j + 6:j + 6] = b"9" * rng.randrange(1, 25)
     return bytes(b)
 
 
@@ -305,18 +269,8 @@ def main() -> int:
     logging.getLogger("tb_llmdiag").addHandler(logged)
     logging.getLogger("tb_llmdiag").propagate = False
     warnings.simplefilter("error", RuntimeWarning)
-    stats: dict[str, Any] = {
-        "cases": 0,
-        "kineto": 0,
-        "xplane": 0,
-        "tab_builds": 0,
-        "errors_clean": 0,
-        "partial": 0,
-        "ok": 0,
-        "error_reports": 0,
-        "findings": {},
-        "sites": {},
-    }
+    stats: dict[str, Any] = {"cases": 0, "kineto": 0, "xplane": 0, "tab_builds": 0, "errors_clean": 0, "partial": 0,
+                             "ok": 0, "error_reports": 0, "findings": {}, "sites": {}}
     start = time.time()
     end = start + args.minutes * 60
     case = out / "case.pt.trace.json"

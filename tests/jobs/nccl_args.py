@@ -20,11 +20,8 @@ KEYS = {"comm_in_nelems": "In msg nelems", "comm_out_nelems": "Out msg nelems", 
 def load_with_nccl_args(path: Path) -> Trace:
     with gzip.open(path, "rt") as fh:
         doc = json.load(fh)
-    args = {
-        e["args"]["correlation"]: e["args"]
-        for e in doc["traceEvents"]
-        if e.get("cat") == "kernel" and "In msg nelems" in e.get("args", {})
-    }
+    args = {e["args"]["correlation"]: e["args"] for e in doc["traceEvents"]
+            if e.get("cat") == "kernel" and "In msg nelems" in e.get("args", {})}
     trace = load_trace(str(path))
     ev = trace.events
     cols = {k: np.full(len(ev), -1, np.int64) for k in (*KEYS, "comm_dtype_id", "comm_pg_id")}

@@ -31,9 +31,7 @@ def capture(name: str) -> tuple[list[RankSummary], dict, list[Path]]:
     files = sorted(folder.glob("rank*.pt.trace.json.gz"))
     summaries = []
     for f in files:
-        t = load_trace(
-            str(f)
-        )  # the reader keeps the NCCL args (ingest/kineto/comm_args.py; tests/jobs/test_comm_args.py)
+        t = load_trace(str(f))  # the reader keeps the NCCL args (ingest/kineto/comm_args.py; tests/jobs/test_comm_args.py)
         summaries.append(summarize_rank(t, find_steps(t), label=f.name))
     return summaries, json.loads((folder / "truth.json").read_text()), files
 
@@ -60,10 +58,8 @@ def test_ddp_straggler_is_named_with_its_cause() -> None:
     assert "tokens per rank" in found[0]["fix"]
     # the sentence a user reads names the straggler, what the others wait and the cause, with the numbers
     assert found[0]["summary"].startswith(f"Rank {slow} is the straggler: the other ranks wait for it ")
-    assert (
-        f"Cause: it processes more tokens per step ({tokens[slow]} against {tokens[waiter]} for the median rank)"
-        in found[0]["summary"]
-    )
+    assert (f"Cause: it processes more tokens per step ({tokens[slow]} against {tokens[waiter]} for the median rank)"
+            in found[0]["summary"])
 
 
 T4 = 2.132  # Student's t, one-sided 95 %, 4 degrees of freedom (a printed table): 5 profiled steps
@@ -149,9 +145,8 @@ def test_slow_transport_top_finding_is_exposed_communication() -> None:
     # its twin on NCCL's default transport: 190 vs 215 GB/s alone (in training the transfers share the GPU)
     fast, fast_truth, _ = capture("ddp_fast_transport")
     far = next(r for r in job_report(fast)["metrics"]["collective_by_kind"] if r["kind"] == "all_reduce")
-    assert far["busbw_bytes_per_s"] == pytest.approx(
-        fast_truth["ranks"][0]["ddp"]["allreduce_alone_busbw_GBps"] * 1e9, rel=0.2
-    )
+    assert far["busbw_bytes_per_s"] == pytest.approx(fast_truth["ranks"][0]["ddp"]["allreduce_alone_busbw_GBps"] * 1e9,
+                                                     rel=0.2)
 
 
 def independent_span_us(path: Path) -> float:

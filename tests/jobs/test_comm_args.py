@@ -17,10 +17,7 @@ from tb_llmdiag.ingest.kineto.comm_args import CommArgs
 from tb_llmdiag.model import Kind
 
 CAPTURES = sorted(TEST_DATA.glob("*/rank*.pt.trace.json.gz"))
-CAPTURES = [
-    p for p in CAPTURES if p.parent.name in ("ddp_straggler", "ddp_slow_transport", "ddp_fast_transport", "fsdp")
-]
-
+CAPTURES = [p for p in CAPTURES if p.parent.name in ("ddp_straggler", "ddp_slow_transport", "ddp_fast_transport", "fsdp")]
 
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name[:5]}")
 def test_same_columns_as_plain_json(path: Path) -> None:
@@ -35,9 +32,8 @@ def test_same_columns_as_plain_json(path: Path) -> None:
     ref = load_with_nccl_args(path)
     for col in ("comm_in_nelems", "comm_out_nelems", "comm_group_size"):
         assert np.array_equal(extra[col], ref.extra[col]), col
-    assert [names["comm_dtype"][i] if i >= 0 else None for i in extra["comm_dtype_id"]] == [
-        ref.extra_names["comm_dtype"][i] if i >= 0 else None for i in ref.extra["comm_dtype_id"]
-    ]
+    assert [names["comm_dtype"][i] if i >= 0 else None for i in extra["comm_dtype_id"]] == \
+        [ref.extra_names["comm_dtype"][i] if i >= 0 else None for i in ref.extra["comm_dtype_id"]]
     # the process group: its name and ranks ("0" and "[0, 1]" on these 2-GPU captures)
     pgs = {names["comm_pg"][i] for i in extra["comm_pg_id"] if i >= 0}
     assert pgs == {f"{ref.extra_names['comm_pg'][0]}|[0, 1]"}
@@ -45,16 +41,13 @@ def test_same_columns_as_plain_json(path: Path) -> None:
     sized = extra["comm_in_nelems"] >= 0
     assert sized.sum() == len(args) and (trace.events.kind[sized] == Kind.KERNEL).all()
 
-
 def test_hand_written_args() -> None:
-    text = (
-        b'[{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "args": {"In msg nelems": 7, "dtype": "Float"}},'
-        b'{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "args": {"correlation": 5, "grid": [1, 1, 1], '
-        b'"In msg nelems": 1024, "Out msg nelems": 1024, "Group size": 4, "dtype": "BFloat16", "Seq": 17, '
-        b'"Process Group Name": "3", "Process Group Ranks": "[0, 1, 2, 3]"}},'
-        b'{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather", "args": {"correlation": 9, '
-        b'"In msg nelems": "x", "Out msg nelems": 4096, "dtype": "Float"}}]'
-    )
+    text = (b'[{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "args": {"In msg nelems": 7, "dtype": "Float"}},'
+            b'{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "args": {"correlation": 5, "grid": [1, 1, 1], '
+            b'"In msg nelems": 1024, "Out msg nelems": 1024, "Group size": 4, "dtype": "BFloat16", "Seq": 17, '
+            b'"Process Group Name": "3", "Process Group Ranks": "[0, 1, 2, 3]"}},'
+            b'{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather", "args": {"correlation": 9, '
+            b'"In msg nelems": "x", "Out msg nelems": 4096, "dtype": "Float"}}]')
     args = CommArgs()
     args.scan(text, len(text))
     assert len(args) == 2  # the CPU row carries no correlation
@@ -62,7 +55,6 @@ def test_hand_written_args() -> None:
     assert args.ints["comm_group_size"] == [4, -1] and args.ints["comm_seq"] == [17, -1]
     assert list(args.dtype_names) == ["BFloat16", "Float"] and list(args.pg_names) == ["3|[0, 1, 2, 3]"]
     assert args.pg == [0, -1]
-
 
 def test_no_args_no_columns() -> None:
     args = CommArgs()

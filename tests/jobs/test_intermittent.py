@@ -28,17 +28,14 @@ def test_two_spike_steps_of_400_ms_are_an_intermittent_straggler() -> None:
     assert got["typical_step_ns"] == typical and got["spike_share"] == pytest.approx(792.0 * MS / (6 * typical))
 
 
-@pytest.mark.parametrize(
-    ("name", "wait_ms", "step_ms"),
-    [
-        # the noise-only twin: rank 0 late in every step by 4-12 ms of a 34 ms step (no step by half a step)
-        ("ddp_intermittent_noise", [3.62, 5.72, 9.7, 9.83, 10.87, 12.12], 34.2),
-        # ddp_balanced: rank 1's waits, 0 to 6.2 ms of a 26 ms step
-        ("ddp_balanced", [0.0, 1.57, 1.27, 6.21, 5.26, 0.0], 26.0),
-        # ddp_straggler: a consistent straggler (the rule's own case), never a spike
-        ("ddp_straggler", [5.51, 5.23, 7.39, 6.4, 11.67, 6.0], 31.5),
-    ],
-)
+@pytest.mark.parametrize(("name", "wait_ms", "step_ms"), [
+    # the noise-only twin: rank 0 late in every step by 4-12 ms of a 34 ms step (no step by half a step)
+    ("ddp_intermittent_noise", [3.62, 5.72, 9.7, 9.83, 10.87, 12.12], 34.2),
+    # ddp_balanced: rank 1's waits, 0 to 6.2 ms of a 26 ms step
+    ("ddp_balanced", [0.0, 1.57, 1.27, 6.21, 5.26, 0.0], 26.0),
+    # ddp_straggler: a consistent straggler (the rule's own case), never a spike
+    ("ddp_straggler", [5.51, 5.23, 7.39, 6.4, 11.67, 6.0], 31.5),
+])
 def test_waits_small_against_the_step_or_the_noise_are_no_spike(name: str, wait_ms: list, step_ms: float) -> None:
     got = spikes(np.array(wait_ms) * MS, _steps(step_ms), STEPS, 0.05)
     assert not got["intermittent"] and got["spike_steps"] == [], name

@@ -77,11 +77,8 @@ def test_more_tokens_names_the_cause() -> None:
         ranks.append(summarize_rank(t, find_steps(t), label=f"r{r}"))
     m = job_metrics(analyze_job(ranks))
     assert m["straggler_rank"] == 2 and m["straggler_cause"] == "more_tokens"
-    assert m["straggler_tokens"] == {
-        "straggler_tokens_per_step": 2048.0,
-        "median_rank_tokens_per_step": 1024.0,
-        "excess_share": 1.0,
-    }
+    assert m["straggler_tokens"] == {"straggler_tokens_per_step": 2048.0, "median_rank_tokens_per_step": 1024.0,
+                                     "excess_share": 1.0}
     assert "tokens per rank" in job_findings(m)[0]["fix"]
 
 
@@ -109,10 +106,8 @@ def test_duplicates_missing_and_names() -> None:
     four = [x.replace(world_size=4) for x in (s[0], dup, s[2])]
     ranks, notes = resolve_ranks(four)
     assert [r.rank for r in ranks] == [0, 2]
-    assert notes == [
-        "rank 0 appears twice (rank0.pt.trace.json, again.json): the second is ignored",
-        "2 of 4 ranks missing: 1, 3",
-    ]
+    assert notes == ["rank 0 appears twice (rank0.pt.trace.json, again.json): the second is ignored",
+                     "2 of 4 ranks missing: 1, 3"]
     assert rank_from_name("/logs/run/host_rank12.1694.pt.trace.json") == 12
     assert rank_from_name("worker3_step_12.1694128201557.pt.trace.json.gz") == 3
     assert rank_from_name("trace.json") is None
@@ -163,11 +158,8 @@ def test_waiting_hidden_under_compute_costs_nothing() -> None:
     from minijob import AR, GEMM, kern, make_rank, step
 
     def rank(r: int, compute_us: int, launch_us: int) -> RankSummary:
-        rows = [
-            step(1, 0, 1000 * US),
-            kern(GEMM, 0, compute_us * US),
-            kern(AR, launch_us * US, (700 - launch_us) * US, stream=20),
-        ]
+        rows = [step(1, 0, 1000 * US), kern(GEMM, 0, compute_us * US),
+                kern(AR, launch_us * US, (700 - launch_us) * US, stream=20)]
         t = make_rank(rows, rank=r, world=2)
         return summarize_rank(t, find_steps(t), label=f"r{r}")
 
@@ -192,13 +184,9 @@ def test_job_report_bars_sum_to_the_step_and_are_json() -> None:
     assert [f["id"] for f in rep["findings"]] == ["straggler", "exposed_communication"]
     bars = {b["rank"]: b for b in rep["view"]["bars"]}
     # rank 0 per step: compute 300 + 100, exposed transfer 150, waiting 200, idle 250 (by hand, module docstring)
-    assert {k: bars[0][k] for k in ("compute_ns", "exposed_transfer_ns", "waiting_ns", "idle_ns", "other_ns")} == {
-        "compute_ns": 400 * US,
-        "exposed_transfer_ns": 150 * US,
-        "waiting_ns": 200 * US,
-        "idle_ns": 250 * US,
-        "other_ns": 0,
-    }
+    assert {k: bars[0][k] for k in ("compute_ns", "exposed_transfer_ns", "waiting_ns", "idle_ns", "other_ns")} == \
+        {"compute_ns": 400 * US, "exposed_transfer_ns": 150 * US, "waiting_ns": 200 * US, "idle_ns": 250 * US,
+         "other_ns": 0}
     for b in bars.values():
         parts = b["compute_ns"] + b["exposed_transfer_ns"] + b["waiting_ns"] + b["idle_ns"] + b["other_ns"]
         assert parts == b["step_ns"] == 1000 * US
@@ -224,13 +212,10 @@ def test_odd_jobs_never_crash(case: str) -> None:
         for r, c in enumerate((300, 500)):
             t = dp_rank(r, c, world=2)
             keep = t.events.kind != 2  # drop the ProfilerStep rows
-            ss.append(
-                summarize_rank(
-                    t.__class__(source_kind="kineto", events=t.events.select(keep), distributed=t.distributed),
-                    find_steps(t.__class__(source_kind="kineto", events=t.events.select(keep))),
-                    label=f"r{r}",
-                )
-            )
+            ss.append(summarize_rank(t.__class__(source_kind="kineto", events=t.events.select(keep),
+                                                 distributed=t.distributed), find_steps(t.__class__(
+                                                     source_kind="kineto", events=t.events.select(keep))),
+                                     label=f"r{r}"))
     rep = job_report(ss)
     json.dumps(rep, allow_nan=False)
     if case == "one_rank":

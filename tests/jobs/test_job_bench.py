@@ -31,12 +31,8 @@ def test_generated_job_keeps_the_physics_and_finds_the_planted_straggler() -> No
 
 def test_job_speed_bench_runs_and_prints_its_figures() -> None:
     shared_trace("external/facebookresearch_param/dlrm_kineto")
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "job_speed.py"), "--ranks", "50", "--steps", "2", "--plant", "7"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "job_speed.py"), "--ranks", "50", "--steps", "2",
+                           "--plant", "7"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r"^straggler found: rank 7 \(planted 7\)", proc.stdout, flags=re.M), proc.stdout
     m = re.search(r"^RESULT total=([\d.]+)s traced_peak=(\d+)MB peak_rss=(\d+)MB$", proc.stdout, flags=re.M)

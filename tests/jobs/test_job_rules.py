@@ -71,18 +71,8 @@ def test_job_findings_come_out_of_the_engine_whole() -> None:
         "metric": "exposed_transfer_share",
         "value": 0.3,
         "threshold": 0.10,
-        "evidence": {
-            k: m[k]
-            for k in (
-                "exposed_transfer_ns_per_step",
-                "exposed_share",
-                "overlap_share",
-                "top_collective_kind",
-                "collective_by_kind",
-                "waiting_known",
-                "job_step_ns",
-            )
-        },
+        "evidence": {k: m[k] for k in ("exposed_transfer_ns_per_step", "exposed_share", "overlap_share",
+                                       "top_collective_kind", "collective_by_kind", "waiting_known", "job_step_ns")},
         "fix": EXPOSED_FIXES["all_gather"],
         "what_if": EXPOSED_WHAT_IF,
     }
@@ -91,9 +81,8 @@ def test_job_findings_come_out_of_the_engine_whole() -> None:
     assert straggler["threshold"] == 0.05 and straggler["value"] == 0.2
     assert straggler["summary"].startswith("Rank 1 is the straggler: the other ranks wait for it 200 ns per step")
     assert "At least 120 ns per step (12.0 %) at 95 % confidence over the 5 steps." in straggler["summary"]
-    assert straggler["summary"].endswith(
-        "Cause: its host blocks longer in syncs per step (300 ns against 100 ns for the median rank)."
-    )
+    assert straggler["summary"].endswith("Cause: its host blocks longer in syncs per step (300 ns against 100 ns "
+                                         "for the median rank).")
 
 
 def test_a_job_fix_without_its_own_text_takes_the_rule_fix() -> None:

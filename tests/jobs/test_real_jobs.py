@@ -53,14 +53,9 @@ def independent_exposed_us(path: Path) -> tuple[float, float, float]:
     return u_comm, u_comp, union(comm + comp) - u_comp
 
 
-@pytest.mark.parametrize(
-    "rel",
-    [
-        "hta/nccl_parser_config/nccl_data.json.gz",
-        DLRM + "/worker0_step_12.1694128201545.pt.trace.json.gz",
-        DLRM + "/worker4_step_12.1694128201547.pt.trace.json.gz",
-    ],
-)
+@pytest.mark.parametrize("rel", ["hta/nccl_parser_config/nccl_data.json.gz",
+                                 DLRM + "/worker0_step_12.1694128201545.pt.trace.json.gz",
+                                 DLRM + "/worker4_step_12.1694128201547.pt.trace.json.gz"])
 def test_exposed_matches_independent_computation(rel: str) -> None:
     path = shared_trace(rel)
     trace = load_trace(str(path))
@@ -123,18 +118,13 @@ def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
     path = shared_trace("hta/nccl_parser_config/nccl_data.json.gz")
     with gzip.open(path, "rt") as fh:
         doc = json.load(fh)
-    args = {
-        e["args"]["correlation"]: e["args"]
-        for e in doc["traceEvents"]
-        if e.get("cat") == "kernel" and "In msg nelems" in e.get("args", {})
-    }
+    args = {e["args"]["correlation"]: e["args"] for e in doc["traceEvents"]
+            if e.get("cat") == "kernel" and "In msg nelems" in e.get("args", {})}
     trace = load_trace(str(path))
     ev = trace.events
     dtypes, pgs = ["Float"], ["0"]
-    cols = {
-        k: np.full(len(ev), -1, np.int64)
-        for k in ("comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype_id", "comm_pg_id")
-    }
+    cols = {k: np.full(len(ev), -1, np.int64) for k in ("comm_in_nelems", "comm_out_nelems", "comm_group_size",
+                                                        "comm_dtype_id", "comm_pg_id")}
     for i in np.flatnonzero(ev.kind == Kind.KERNEL):
         a = args.get(int(ev.correlation[i]))
         if a:
@@ -147,12 +137,10 @@ def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
     # the reader keeps the same args itself (ingest/kineto/comm_args.py)
     for k in ("comm_in_nelems", "comm_out_nelems", "comm_group_size"):
         assert np.array_equal(trace.extra[k], cols[k]), k
-    assert [trace.extra_names["comm_dtype"][i] if i >= 0 else None for i in trace.extra["comm_dtype_id"]] == [
-        dtypes[i] if i >= 0 else None for i in cols["comm_dtype_id"]
-    ]
-    trace = trace.__class__(
-        **{**trace.__dict__, "extra": cols, "extra_names": {"comm_dtype": tuple(dtypes), "comm_pg": tuple(pgs)}}
-    )
+    assert [trace.extra_names["comm_dtype"][i] if i >= 0 else None for i in trace.extra["comm_dtype_id"]] == \
+        [dtypes[i] if i >= 0 else None for i in cols["comm_dtype_id"]]
+    trace = trace.__class__(**{**trace.__dict__, "extra": cols, "extra_names": {"comm_dtype": tuple(dtypes),
+                                                                                "comm_pg": tuple(pgs)}})
     coll = find_collectives(trace)
     assert len(coll) == len(args) == 21
     assert coll.pg_names == ("0",) and set(coll.pg_id.tolist()) == {0} and set(coll.group_size.tolist()) == {2}

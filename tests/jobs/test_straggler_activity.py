@@ -14,12 +14,8 @@ def test_the_activity_with_the_largest_excess_over_the_median_rank() -> None:
     ]
     # WHEN rank 2 is the straggler THEN release_memory: 5 ms against the median of (1, 0) = 0.5 ms
     got = straggler_activity(acts, 2, "idle", min_difference_ns=1_000)
-    assert got == {
-        "activity": "release_memory",
-        "activity_kind": "idle",
-        "activity_ns_per_step": 5e6,
-        "activity_difference_ns_per_step": 4.5e6,
-    }
+    assert got == {"activity": "release_memory", "activity_kind": "idle", "activity_ns_per_step": 5e6,
+                   "activity_difference_ns_per_step": 4.5e6}
     # busy activities are compared only with busy ones; nothing above the floor names nothing
     assert straggler_activity(acts, 2, "busy", min_difference_ns=1_000)["activity"] == "aten::mm"
     assert straggler_activity(acts, 0, "idle", min_difference_ns=1e6) is None

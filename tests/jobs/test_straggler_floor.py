@@ -101,10 +101,7 @@ def test_one_step_fires_on_its_threshold_and_says_the_noise_is_unknown() -> None
     assert m["straggler_others_wait_step_sd_ns"] is None and m["straggler_others_wait_low_share"] is None
     assert m["straggler_significance"] == "noise_unknown"
     (f,) = [f for f in job_findings(m) if f["id"] == "straggler"]
-    assert (
-        "With fewer than two common steps the wait's step-to-step spread is unknown: it is not tested against it."
-        in f["summary"]
-    )
+    assert "With fewer than two common steps the wait's step-to-step spread is unknown: it is not tested against it." in f["summary"]
 
 
 def test_below_the_threshold_is_decided_first() -> None:
@@ -130,19 +127,12 @@ def test_floors_are_declared_data_checked_in_order() -> None:
     }
     assert verdict(STRAGGLER_RULE, base) == "significant"
     assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_low_share": 0.05}) == "within_noise"  # not above
-    assert (
-        verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_beyond_profiler_share": 0.05}) == "within_profiler_cost"
-    )
+    assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_beyond_profiler_share": 0.05}) == "within_profiler_cost"
     # an intermittent straggler passes the profiler floor as it passes the noise floor (its steps are named instead)
-    assert (
-        verdict(
-            STRAGGLER_RULE, {**base, "straggler_others_wait_beyond_profiler_share": 0, "straggler_intermittent": True}
-        )
-        == "intermittent"
+    assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_beyond_profiler_share": 0, "straggler_intermittent": True}) == "intermittent"
+    assert verdict(STRAGGLER_RULE, {**base, "straggler_last_step_share": 0.5, "straggler_others_wait_low_share": 0}) == (
+        "not_most_steps"
     )
-    assert verdict(
-        STRAGGLER_RULE, {**base, "straggler_last_step_share": 0.5, "straggler_others_wait_low_share": 0}
-    ) == ("not_most_steps")
     assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_low_share": None}) == "noise_unknown"
     assert verdict(STRAGGLER_RULE, {**base, "straggler_last_step_share": None}) == "noise_unknown"  # no common step
     assert verdict(STRAGGLER_RULE, {**base, "straggler_others_wait_share": 0.05}) == "below_threshold"

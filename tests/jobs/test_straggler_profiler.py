@@ -72,20 +72,10 @@ def hand_waits_ms(folder: Path) -> tuple[list[float], int]:
     collectives rank 0 is the shortest in (it arrives last)."""
     docs = {d["distributedInfo"]["rank"]: d for d in map(_read, sorted(folder.glob("rank*.pt.trace.json.gz")))}
     ev = {r: [e for e in d["traceEvents"] if e.get("ph") == "X"] for r, d in docs.items()}
-    nccl = {
-        r: sorted(
-            (e for e in ev[r] if e.get("cat") == "kernel" and e["name"].startswith("nccl")), key=lambda e: e["ts"]
-        )
-        for r in ev
-    }
+    nccl = {r: sorted((e for e in ev[r] if e.get("cat") == "kernel" and e["name"].startswith("nccl")), key=lambda e: e["ts"]) for r in ev}
     assert len(nccl[0]) == len(nccl[1]) == 19
-    compute1 = _union(
-        [(e["ts"], e["ts"] + e["dur"]) for e in ev[1] if e.get("cat") == "kernel" and not e["name"].startswith("nccl")]
-    )
-    steps0 = sorted(
-        (e for e in ev[0] if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")),
-        key=lambda e: e["ts"],
-    )
+    compute1 = _union([(e["ts"], e["ts"] + e["dur"]) for e in ev[1] if e.get("cat") == "kernel" and not e["name"].startswith("nccl")])
+    steps0 = sorted((e for e in ev[0] if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
     launch0 = {e["args"].get("correlation"): e["ts"] for e in ev[0] if e.get("cat") in ("cuda_runtime", "cuda_driver")}
     waits = {s["name"]: 0.0 for s in steps0}
     last = 0
@@ -174,18 +164,13 @@ def test_the_intermittent_straggler_is_still_named_with_its_steps() -> None:
     assert "#5 (" in f["summary"] and "#8 (" in f["summary"]
 
 
-def ranks(
-    rank0_us: list[int], rank1_us: list[int], profiler_us: tuple[float | None, float | None], basis: str = "model"
-) -> list[RankSummary]:
+def ranks(rank0_us: list[int], rank1_us: list[int], profiler_us: tuple[float | None, float | None],
+          basis: str = "model") -> list[RankSummary]:
     out = []
     for r, (c, p) in enumerate(zip((rank0_us, rank1_us), profiler_us)):
         t = dp_rank(r, c, world=2)
         s = summarize_rank(t, find_steps(t), label=f"rank{r}.pt.trace.json")
-        out.append(
-            s.replace(
-                profiler_overhead_ns=None if p is None else p * US, overhead_basis=basis if p is not None else "none"
-            )
-        )
+        out.append(s.replace(profiler_overhead_ns=None if p is None else p * US, overhead_basis=basis if p is not None else "none"))
     return out
 
 
@@ -209,19 +194,16 @@ def test_a_real_straggler_far_beyond_the_profilers_extra_cost_keeps_its_finding_
     ) in f["summary"]
 
 
-@pytest.mark.parametrize(
-    ("profiler_us", "verdict_", "said"),
-    [
-        # 100 us wait (10 %); rank 1's profiler cost 60 us above rank 0's: 40 us beyond it (4 %), not above 5 %
-        ((0, 60), "within_profiler_cost", True),
-        # 40 us above: 60 us beyond (6 %): a straggler, with the net said
-        ((0, 40), "significant", True),
-        # the profiler costs the waiting rank more: nothing to discount, nothing said
-        ((80, 0), "significant", False),
-        # one rank's cost unknown: nothing discounted (the noise floor alone decides), nothing said
-        ((None, 60), "significant", False),
-    ],
-)
+@pytest.mark.parametrize(("profiler_us", "verdict_", "said"), [
+    # 100 us wait (10 %); rank 1's profiler cost 60 us above rank 0's: 40 us beyond it (4 %), not above 5 %
+    ((0, 60), "within_profiler_cost", True),
+    # 40 us above: 60 us beyond (6 %): a straggler, with the net said
+    ((0, 40), "significant", True),
+    # the profiler costs the waiting rank more: nothing to discount, nothing said
+    ((80, 0), "significant", False),
+    # one rank's cost unknown: nothing discounted (the noise floor alone decides), nothing said
+    ((None, 60), "significant", False),
+])
 def test_the_floor_at_its_boundary(profiler_us: tuple[float | None, float | None], verdict_: str, said: bool) -> None:
     job = job_report(ranks([300] * 5, [400] * 5, profiler_us))
     m = job["metrics"]
@@ -250,10 +232,7 @@ def test_one_common_step_discounts_the_mean_wait() -> None:
     job = job_report(ranks([300], [400], (0, 20)))
     assert job["metrics"]["straggler_significance"] == "noise_unknown"
     (f,) = [f for f in job["findings"] if f["id"] == "straggler"]
-    assert (
-        "(modelled from what each rank's capture recorded): 80 µs per step (8.0 %) of the wait is beyond it."
-        in f["summary"]
-    )
+    assert "(modelled from what each rank's capture recorded): 80 µs per step (8.0 %) of the wait is beyond it." in f["summary"]
 
 
 def test_the_rank_summary_carries_the_profilers_cost_through_json() -> None:
@@ -261,7 +240,4 @@ def test_the_rank_summary_carries_the_profilers_cost_through_json() -> None:
     back = RankSummary.from_dict(json.loads(json.dumps(s.to_dict())))
     assert (back.profiler_overhead_ns, back.overhead_basis) == (12.5 * US, "unprofiled_steps")
     old = {k: v for k, v in s.to_dict().items() if k not in ("profiler_overhead_ns", "overhead_basis")}
-    assert (RankSummary.from_dict(old).profiler_overhead_ns, RankSummary.from_dict(old).overhead_basis) == (
-        None,
-        "none",
-    )
+    assert (RankSummary.from_dict(old).profiler_overhead_ns, RankSummary.from_dict(old).overhead_basis) == (None, "none")

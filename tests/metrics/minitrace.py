@@ -41,13 +41,8 @@ def op(name: str, ts: int, dur: int, shape: str | None = None) -> E:
     return E(Kind.CPU_OP, name, ts, dur, shape=shape)
 
 
-def make_trace(
-    rows: Sequence[E],
-    *,
-    devices: tuple[DeviceInfo, ...] = (),
-    memory: MemoryTable | None = None,
-    source_kind: str = "kineto",
-) -> Trace:
+def make_trace(rows: Sequence[E], *, devices: tuple[DeviceInfo, ...] = (), memory: MemoryTable | None = None,
+               source_kind: str = "kineto") -> Trace:
     rows = sorted(rows, key=lambda r: r.ts)
     names: dict[str, int] = {}
     shapes: dict[str, int] = {}
@@ -62,15 +57,12 @@ def make_trace(
         tid=np.where(dev, -1, 1).astype(np.int64),
         correlation=np.array([r.corr for r in rows], np.int64),
         bytes=np.array([r.nbytes for r in rows], np.int64),
-        shape_id=np.array(
-            [shapes.setdefault(r.shape, len(shapes)) if r.shape is not None else -1 for r in rows], np.int32
-        ),
+        shape_id=np.array([shapes.setdefault(r.shape, len(shapes)) if r.shape is not None else -1 for r in rows], np.int32),
         names=tuple(names),
         shapes=tuple(shapes),
     )
-    return Trace(
-        source_kind=source_kind, events=ev, memory=memory if memory is not None else empty_memory(), devices=devices
-    )
+    return Trace(source_kind=source_kind, events=ev, memory=memory if memory is not None else empty_memory(),
+                 devices=devices)
 
 
 def with_steps(trace: Trace) -> tuple[Trace, object]:
@@ -85,21 +77,15 @@ LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 def idle_scenario() -> Trace:
     """One 100 us step with one idle gap of each cause (see tests/metrics/test_idle.py)."""
-    return make_trace(
-        [
-            step(1, 0, 100 * US),
-            launch(1 * US, 2 * US, corr=1),
-            kernel(GEMM, 5 * US, 10 * US, corr=1),
-            op(LOADER, 15 * US, 20 * US),
-            launch(36 * US, 2 * US, corr=2),
-            kernel(COPY, 40 * US, 10 * US, corr=2),
-            E(Kind.RUNTIME, "cudaStreamSynchronize", 41 * US, 9_500),
-            launch(60 * US, 2 * US, corr=3),
-            kernel(GEMM, 65 * US, 5 * US, corr=3),
-            launch(62 * US, 1 * US, corr=4),
-            kernel(ADD, 72 * US, 8 * US, corr=4),
-        ]
-    )
+    return make_trace([
+        step(1, 0, 100 * US),
+        launch(1 * US, 2 * US, corr=1), kernel(GEMM, 5 * US, 10 * US, corr=1),
+        op(LOADER, 15 * US, 20 * US),
+        launch(36 * US, 2 * US, corr=2), kernel(COPY, 40 * US, 10 * US, corr=2),
+        E(Kind.RUNTIME, "cudaStreamSynchronize", 41 * US, 9_500),
+        launch(60 * US, 2 * US, corr=3), kernel(GEMM, 65 * US, 5 * US, corr=3),
+        launch(62 * US, 1 * US, corr=4), kernel(ADD, 72 * US, 8 * US, corr=4),
+    ])
 
 
 def full_metrics_keys() -> set[str]:
@@ -112,22 +98,12 @@ def full_metrics_keys() -> set[str]:
     rows = []
     for i in range(4):
         t = i * 100 * US
-        rows += [
-            step(i, t, 100 * US),
-            launch(t + 1, US, i + 1),
-            kernel(GEMM, t + 2 * US, 50 * US, i + 1),
-            op(LOADER, t + 60 * US, 5 * US),
-            op("aten::embedding", t + 70 * US, US, f"[[100, 8], [2, {10 + i}]]"),
-            op("aten::mm", t + 72 * US, US, "[[8, 8], [8, 8]]"),
-            E(Kind.MEMCPY, "Memcpy HtoD (Pageable -> Device)", t + 80 * US, US),
-        ]
-    mem = MemoryTable(
-        ts_ns=np.array([0], np.int64),
-        device=np.array([0], np.int16),
-        bytes=np.array([1], np.int64),
-        total_allocated_bytes=np.array([1], np.int64),
-        total_reserved_bytes=np.array([2], np.int64),
-    )
+        rows += [step(i, t, 100 * US), launch(t + 1, US, i + 1), kernel(GEMM, t + 2 * US, 50 * US, i + 1),
+                 op(LOADER, t + 60 * US, 5 * US), op("aten::embedding", t + 70 * US, US, f"[[100, 8], [2, {10 + i}]]"),
+                 op("aten::mm", t + 72 * US, US, "[[8, 8], [8, 8]]"),
+                 E(Kind.MEMCPY, "Memcpy HtoD (Pageable -> Device)", t + 80 * US, US)]
+    mem = MemoryTable(ts_ns=np.array([0], np.int64), device=np.array([0], np.int16), bytes=np.array([1], np.int64),
+                      total_allocated_bytes=np.array([1], np.int64), total_reserved_bytes=np.array([2], np.int64))
     trace = make_trace(rows, memory=mem, devices=(DeviceInfo(0, "NVIDIA H100 80GB HBM3", total_memory_bytes=80 << 30),))
     m = compute_metrics(trace, find_steps(trace))
     return {f"{topic}.{key}" for topic, d in m.items() for key in d}

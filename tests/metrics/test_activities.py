@@ -15,20 +15,14 @@ def scenario():  # type: ignore[no-untyped-def]
     # GIVEN one 100 us step: aten::mm 0-20 us with a nested aten::mm 10-15 us, aten::add 30-40 us; two launches
     # (3-5 us, 31-33 us) of a GEMM at 20-30 us and an add kernel at 45-50 us. The GPU idles 0-20, 30-45 and
     # 50-100 us, each gap ended by work launched after it began (or by nothing): all host_wait.
-    return make_trace(
-        [
-            step(0, 0, 100 * US),
-            op("aten::mm", 0, 20 * US),
-            op("aten::mm", 10 * US, 5 * US),
-            op("aten::add", 30 * US, 10 * US),
-            launch(3 * US, 2 * US, corr=1),
-            kernel(GEMM, 20 * US, 10 * US, corr=1),
-            launch(31 * US, 2 * US, corr=2),
-            kernel(ADD, 45 * US, 5 * US, corr=2),
-            E(Kind.PYTHON, "train.py(42): train_step", 0, 50 * US),
-            E(Kind.PYTHON, "torch/nn/modules/linear.py(116): forward", 0, 25 * US),
-        ]
-    )
+    return make_trace([
+        step(0, 0, 100 * US),
+        op("aten::mm", 0, 20 * US), op("aten::mm", 10 * US, 5 * US), op("aten::add", 30 * US, 10 * US),
+        launch(3 * US, 2 * US, corr=1), kernel(GEMM, 20 * US, 10 * US, corr=1),
+        launch(31 * US, 2 * US, corr=2), kernel(ADD, 45 * US, 5 * US, corr=2),
+        E(Kind.PYTHON, "train.py(42): train_step", 0, 50 * US),
+        E(Kind.PYTHON, "torch/nn/modules/linear.py(116): forward", 0, 25 * US),
+    ])
 
 
 def test_a_whole_step() -> None:
@@ -37,34 +31,20 @@ def test_a_whole_step() -> None:
     assert (got["start_ns"], got["end_ns"], got["duration_ns"], got["step"]) == (0, 100 * US, 100 * US, 0)
     g = got["gpu"]
     assert (g["busy_ns"], g["collective_ns"], g["host_wait_ns"], g["sync_ns"], g["data_loader_ns"], g["other_ns"]) == (
-        15 * US,
-        0,
-        85 * US,
-        0,
-        0,
-        0,
-    )
+        15 * US, 0, 85 * US, 0, 0, 0)
     assert g["busy_share"] == 0.15
-    assert g["by_category"] == {
-        "gemm": {"time_ns": 10 * US, "share": 0.1},
-        "elementwise": {"time_ns": 5 * US, "share": 0.05},
-    }
-    assert g["top"] == [
-        {"name": GEMM, "category": "gemm", "time_ns": 10 * US, "share": 0.1, "count": 1},
-        {"name": ADD, "category": "elementwise", "time_ns": 5 * US, "share": 0.05, "count": 1},
-    ]
+    assert g["by_category"] == {"gemm": {"time_ns": 10 * US, "share": 0.1},
+                                "elementwise": {"time_ns": 5 * US, "share": 0.05}}
+    assert g["top"] == [{"name": GEMM, "category": "gemm", "time_ns": 10 * US, "share": 0.1, "count": 1},
+                        {"name": ADD, "category": "elementwise", "time_ns": 5 * US, "share": 0.05, "count": 1}]
     # nested calls of one name count once; all of it while the GPU waited for the host
     assert got["host"]["cpu_op"] == [
         {"name": "aten::mm", "time_ns": 20 * US, "share": 0.2, "count": 2, "gpu_host_wait_ns": 20 * US},
-        {"name": "aten::add", "time_ns": 10 * US, "share": 0.1, "count": 1, "gpu_host_wait_ns": 10 * US},
-    ]
+        {"name": "aten::add", "time_ns": 10 * US, "share": 0.1, "count": 1, "gpu_host_wait_ns": 10 * US}]
     assert got["host"]["runtime"] == [
-        {"name": "cudaLaunchKernel", "time_ns": 4 * US, "share": 0.04, "count": 2, "gpu_host_wait_ns": 4 * US}
-    ]
-    assert [a["name"] for a in got["host"]["python"]] == [
-        "train.py(42): train_step",
-        "torch/nn/modules/linear.py(116): forward",
-    ]
+        {"name": "cudaLaunchKernel", "time_ns": 4 * US, "share": 0.04, "count": 2, "gpu_host_wait_ns": 4 * US}]
+    assert [a["name"] for a in got["host"]["python"]] == ["train.py(42): train_step",
+                                                          "torch/nn/modules/linear.py(116): forward"]
     assert "step" not in got["host"]  # the step marker is the range itself
 
 
@@ -76,11 +56,9 @@ def test_a_range_counts_the_part_inside_it() -> None:
     assert (got["gpu"]["busy_ns"], got["gpu"]["host_wait_ns"]) == (10 * US, 15 * US)
     assert got["gpu"]["top"] == [{"name": GEMM, "category": "gemm", "time_ns": 10 * US, "share": 0.4, "count": 1}]
     assert got["host"]["cpu_op"] == [  # top=1: the longest name only
-        {"name": "aten::mm", "time_ns": 10 * US, "share": 0.4, "count": 2, "gpu_host_wait_ns": 10 * US}
-    ]
+        {"name": "aten::mm", "time_ns": 10 * US, "share": 0.4, "count": 2, "gpu_host_wait_ns": 10 * US}]
     assert got["host"]["runtime"] == [
-        {"name": "cudaLaunchKernel", "time_ns": 2 * US, "share": 0.08, "count": 1, "gpu_host_wait_ns": 2 * US}
-    ]
+        {"name": "cudaLaunchKernel", "time_ns": 2 * US, "share": 0.08, "count": 1, "gpu_host_wait_ns": 2 * US}]
 
 
 def leaves(doc: object, path: str = "activities"):  # type: ignore[no-untyped-def]
@@ -104,13 +82,10 @@ def test_the_source_line_is_the_innermost_frame_of_the_users_code() -> None:
     trace = scenario()
     assert source_of(trace, "aten::mm", (0, 20 * US)) == {
         "line": "train.py(42): train_step",
-        "frames": ["torch/nn/modules/linear.py(116): forward", "train.py(42): train_step"],
-    }
+        "frames": ["torch/nn/modules/linear.py(116): forward", "train.py(42): train_step"]}
     # aten::add (30-40 us) is past linear.py's frame (0-25 us), inside train.py's only
     assert source_of(trace, "aten::add", (30 * US, 40 * US)) == {
-        "line": "train.py(42): train_step",
-        "frames": ["train.py(42): train_step"],
-    }
+        "line": "train.py(42): train_step", "frames": ["train.py(42): train_step"]}
     assert source_of(trace, "aten::mm", (1, 2)) is None  # no event there
     no_python = make_trace([step(0, 0, 10 * US), op("aten::mm", 0, 5 * US)])
     assert source_of(no_python, "aten::mm", (0, 5 * US)) is None

@@ -41,44 +41,28 @@ def parent_names(trace: Trace) -> dict[str, str | None]:
 def release_memory() -> Trace:
     """One 100 us step: K1 (launched at 1-3 us) runs 5-15 us; the range ``release_memory`` (20-60 us) holds three
     cudaFree calls (22-30, 32-40, 42-50 us); aten::mm (62-70 us) launches K2 (64-66 us), which runs 70-90 us."""
-    return make_trace(
-        [
-            step(1, 0, 100 * US),
-            launch(1 * US, 2 * US, corr=1),
-            kernel(GEMM, 5 * US, 10 * US, corr=1),
-            E(Kind.ANNOTATION, "release_memory", 20 * US, 40 * US),
-            E(Kind.RUNTIME, "cudaFree", 22 * US, 8 * US),
-            E(Kind.RUNTIME, "cudaFree", 32 * US, 8 * US),
-            E(Kind.RUNTIME, "cudaFree", 42 * US, 8 * US),
-            op("aten::mm", 62 * US, 8 * US),
-            launch(64 * US, 2 * US, corr=2),
-            kernel(GEMM, 70 * US, 20 * US, corr=2),
-        ]
-    )
+    return make_trace([
+        step(1, 0, 100 * US),
+        launch(1 * US, 2 * US, corr=1), kernel(GEMM, 5 * US, 10 * US, corr=1),
+        E(Kind.ANNOTATION, "release_memory", 20 * US, 40 * US),
+        E(Kind.RUNTIME, "cudaFree", 22 * US, 8 * US), E(Kind.RUNTIME, "cudaFree", 32 * US, 8 * US),
+        E(Kind.RUNTIME, "cudaFree", 42 * US, 8 * US),
+        op("aten::mm", 62 * US, 8 * US), launch(64 * US, 2 * US, corr=2), kernel(GEMM, 70 * US, 20 * US, corr=2),
+    ])
 
 
 def test_parents_nest_the_host_events() -> None:
     # GIVEN the release_memory step WHEN its forest is built THEN each event hangs under the one enclosing it
     assert parents(release_memory()) == [
-        ("cudaLaunchKernel", None),
-        ("release_memory", None),
-        ("cudaFree", "release_memory"),
-        ("cudaFree", "release_memory"),
-        ("cudaFree", "release_memory"),
-        ("aten::mm", None),
-        ("cudaLaunchKernel", "aten::mm"),
-    ]
+        ("cudaLaunchKernel", None), ("release_memory", None), ("cudaFree", "release_memory"),
+        ("cudaFree", "release_memory"), ("cudaFree", "release_memory"), ("aten::mm", None),
+        ("cudaLaunchKernel", "aten::mm")]
     f = HostForest.build(release_memory())
     names = release_memory().events.names
     # cudaLaunchKernel at the root and under aten::mm are two nodes; the three cudaFree calls one
     chains = sorted(" > ".join(names[int(f.node_name[n])] for n in f.path(i)) for i in range(f.n_nodes))
-    assert chains == [
-        "aten::mm",
-        "aten::mm > cudaLaunchKernel",
-        "cudaLaunchKernel",
-        "release_memory",
-        "release_memory > cudaFree",
-    ]
+    assert chains == ["aten::mm", "aten::mm > cudaLaunchKernel", "cudaLaunchKernel", "release_memory",
+                      "release_memory > cudaFree"]
 
 
 def test_idle_time_goes_to_the_innermost_open_event() -> None:
@@ -88,9 +72,8 @@ def test_idle_time_goes_to_the_innermost_open_event() -> None:
     at = attribute(a.context, a.breakdown)
     assert at is not None
     names = trace.events.names
-    by_chain = {
-        " > ".join(names[int(at.forest.node_name[n])] for n in at.forest.path(i)): i for i in range(at.forest.n_nodes)
-    }
+    by_chain = {" > ".join(names[int(at.forest.node_name[n])] for n in at.forest.path(i)): i
+                for i in range(at.forest.n_nodes)}
     # THEN by hand: the root launch call holds 1-3 us; release_memory 20-60 us, 24 us of it in cudaFree;
     # aten::mm 62-70 us, 2 us in its launch; nothing is open 0-1, 3-5, 15-20, 60-62 and 90-100 us (20 us)
     assert at.idle_ns == 70 * US and at.outside_ns == 20 * US
@@ -123,19 +106,15 @@ def test_a_range_opened_inside_python_frames_still_nests() -> None:
     # GIVEN with_stack frames: train.py's step (0-100 us) calls helpers.open_range (5-8 us), inside which the
     # range "fwd" starts (6 us); fwd ends at 50 us inside helpers.close_range (49-52 us); inside fwd, torch's
     # Module._call_impl frame (9-21 us) runs aten::mm (10-20 us), which launches K (12-14 us, runs 60-70 us)
-    trace = make_trace(
-        [
-            step(1, 0, 100 * US),
-            E(Kind.PYTHON, "train.py(10): step", 0, 100 * US),
-            E(Kind.PYTHON, "helpers.py(5): open_range", 5 * US, 3 * US),
-            E(Kind.ANNOTATION, "fwd", 6 * US, 44 * US),
-            E(Kind.PYTHON, "torch/nn/modules/module.py(1783): _call_impl", 9 * US, 12 * US),
-            op("aten::mm", 10 * US, 10 * US),
-            launch(12 * US, 2 * US, corr=1),
-            kernel(GEMM, 60 * US, 10 * US, corr=1),
-            E(Kind.PYTHON, "helpers.py(9): close_range", 49 * US, 3 * US),
-        ]
-    )
+    trace = make_trace([
+        step(1, 0, 100 * US),
+        E(Kind.PYTHON, "train.py(10): step", 0, 100 * US),
+        E(Kind.PYTHON, "helpers.py(5): open_range", 5 * US, 3 * US),
+        E(Kind.ANNOTATION, "fwd", 6 * US, 44 * US),
+        E(Kind.PYTHON, "torch/nn/modules/module.py(1783): _call_impl", 9 * US, 12 * US),
+        op("aten::mm", 10 * US, 10 * US), launch(12 * US, 2 * US, corr=1), kernel(GEMM, 60 * US, 10 * US, corr=1),
+        E(Kind.PYTHON, "helpers.py(9): close_range", 49 * US, 3 * US),
+    ])
     # WHEN the forest is built THEN open_range (which fwd outlives) is left out, fwd hangs under train.py's frame
     # and close_range under fwd, cut at fwd's end; torch's own frame is left out (its op hangs under fwd)
     got = parent_names(trace)
@@ -158,20 +137,12 @@ def test_a_range_opened_inside_python_frames_still_nests() -> None:
 def test_a_gap_goes_to_the_thread_that_launches_the_work_ending_it() -> None:
     # GIVEN the main thread (tid 1) in "forward" 0-40 us launching K1 (2-4 us, runs 10-20 us), and the backward
     # thread (tid 2) in "MmBackward0" 30-60 us launching K2 at 50-52 us (runs 60-80 us)
-    trace = on_threads(
-        make_trace(
-            [
-                step(1, 0, 100 * US),
-                E(Kind.ANNOTATION, "forward", 0, 40 * US),
-                launch(2 * US, 2 * US, corr=1),
-                kernel(GEMM, 10 * US, 10 * US, corr=1),
-                op("MmBackward0", 30 * US, 30 * US),
-                launch(50 * US, 2 * US, corr=2, name="cudaLaunchKernelExC"),
-                kernel(GEMM, 60 * US, 20 * US, corr=2),
-            ]
-        ),
-        {"MmBackward0": 2, "cudaLaunchKernelExC": 2},
-    )
+    trace = on_threads(make_trace([
+        step(1, 0, 100 * US),
+        E(Kind.ANNOTATION, "forward", 0, 40 * US), launch(2 * US, 2 * US, corr=1), kernel(GEMM, 10 * US, 10 * US, corr=1),
+        op("MmBackward0", 30 * US, 30 * US), launch(50 * US, 2 * US, corr=2, name="cudaLaunchKernelExC"),
+        kernel(GEMM, 60 * US, 20 * US, corr=2),
+    ]), {"MmBackward0": 2, "cudaLaunchKernelExC": 2})
     a = analyze(trace)
     at = attribute(a.context, a.breakdown)
     assert at is not None
@@ -185,24 +156,15 @@ def test_a_gap_goes_to_the_thread_that_launches_the_work_ending_it() -> None:
 
 
 def test_equal_starts_put_the_longer_event_outside() -> None:
-    trace = make_trace(
-        [
-            step(1, 0, 10 * US),
-            op("aten::linear", 0, 5 * US),
-            op("aten::matmul", 0, 4 * US),
-            op("aten::mm", 1 * US, 2 * US),
-            kernel(GEMM, 6 * US, 1 * US),
-        ]
-    )
+    trace = make_trace([step(1, 0, 10 * US), op("aten::linear", 0, 5 * US), op("aten::matmul", 0, 4 * US),
+                        op("aten::mm", 1 * US, 2 * US), kernel(GEMM, 6 * US, 1 * US)])
     assert parent_names(trace) == {"aten::linear": None, "aten::matmul": "aten::linear", "aten::mm": "aten::matmul"}
 
 
 def test_without_host_events_or_device_work_it_is_unavailable() -> None:
     only_gpu = make_trace([step(1, 0, 10 * US), kernel(GEMM, 1 * US, 5 * US)])  # a step marker is not a host event
     assert analyze(only_gpu).metrics["attribution"] == {
-        "available": False,
-        "reason": "no device activity or no host events in the trace",
-    }
+        "available": False, "reason": "no device activity or no host events in the trace"}
     no_gpu = make_trace([step(1, 0, 10 * US), op("aten::mm", 1 * US, 5 * US)])
     assert analyze(no_gpu).metrics["attribution"]["available"] is False
 
@@ -215,23 +177,11 @@ def test_the_profiler_cost_inside_an_unrecorded_activity_is_its_records() -> Non
     from tb_llmdiag.findings.trust import unprofiled_saving_ns
 
     def one(inside: int, views: int = 0, apart_ns: int = 7 * US) -> dict:
-        rows = [
-            step(1, 0, 10_000 * US),
-            launch(1 * US, 2 * US, corr=1),
-            kernel(GEMM, 5 * US, 10 * US, corr=1),
-            E(Kind.PYTHON, "train.py(12): build_masks", 100 * US, 4_000 * US),
-            launch(4_200 * US, 2 * US, corr=2),
-            kernel(GEMM, 4_210 * US, 5_700 * US, corr=2),
-        ]
-        rows += [
-            E(
-                Kind.PYTHON,
-                "<built-in method append of list object>",
-                110 * US + apart_ns * i,
-                min(1 * US, apart_ns // 2),
-            )
-            for i in range(inside)
-        ]
+        rows = [step(1, 0, 10_000 * US), launch(1 * US, 2 * US, corr=1), kernel(GEMM, 5 * US, 10 * US, corr=1),
+                E(Kind.PYTHON, "train.py(12): build_masks", 100 * US, 4_000 * US),
+                launch(4_200 * US, 2 * US, corr=2), kernel(GEMM, 4_210 * US, 5_700 * US, corr=2)]
+        rows += [E(Kind.PYTHON, "<built-in method append of list object>", 110 * US + apart_ns * i,
+                   min(1 * US, apart_ns // 2)) for i in range(inside)]
         # recorded aten::view ops of 5 us after the frame: the host's speed scale (5 / 2.5) ** 2 = 4
         rows += [op("aten::view", 4_300 * US + 10 * US * i, 5 * US) for i in range(views)]
         return analyze(make_trace(rows)).metrics

@@ -22,10 +22,8 @@ def _replay_trace() -> Trace:
     rows: list[E] = [step(1, 0, 100 * US), step(2, 100 * US, 100 * US)]
     for base, corr in ((0, 10), (100 * US, 20)):
         rows.append(launch(base + 1 * US, 2 * US, corr, name="cudaGraphLaunch"))
-        rows += [
-            kernel(GEMM if i % 2 else "triton_poi_fused_add_0", base + 5 * US + 3 * i * US, 2 * US, corr)
-            for i in range(20)
-        ]
+        rows += [kernel(GEMM if i % 2 else "triton_poi_fused_add_0", base + 5 * US + 3 * i * US, 2 * US, corr)
+                 for i in range(20)]
     return make_trace(rows)
 
 
@@ -43,7 +41,7 @@ def test_graph_replays_are_grouped_busy_and_never_launch_gaps() -> None:
     # replay's first kernel (the host launching the graph) and after its last are
     assert m["idle"]["busy_ns"] == 80 * US
     gaps = a.breakdown.gaps
-    inner = gaps.dur_ns == US
+    inner = (gaps.dur_ns == US)
     assert int(inner.sum()) == 38 and {CAUSES[c] for c in gaps.cause[inner]} == {"other"}
     assert m["idle"]["host_wait_ns"] == 2 * (5 + 100 - 64) * US
     # replayed kernels are not launched one by one: no tiny-kernel share, no tiny_kernels finding
@@ -68,17 +66,14 @@ def test_unmatched_launches_and_kernels_inside_and_at_the_edges() -> None:
     # GIVEN a kernel whose launch preceded the capture (corr 1, at the start), a launch answered (2), a launch
     # with no kernel inside the recorded device span (3), a kernel with no launch inside it (4), and a last launch
     # after the last device event started (5: it may have run after the profiler stopped)
-    t = make_trace(
-        [
-            step(1, 0, 100 * US),
-            kernel(GEMM, 0, 2 * US, 1),
-            launch(10 * US, 2 * US, 2),
-            kernel(GEMM, 13 * US, 2 * US, 2),
-            launch(20 * US, 2 * US, 3),
-            kernel(GEMM, 40 * US, 2 * US, 4),
-            launch(90 * US, 2 * US, 5),
-        ]
-    )
+    t = make_trace([
+        step(1, 0, 100 * US),
+        kernel(GEMM, 0, 2 * US, 1),
+        launch(10 * US, 2 * US, 2), kernel(GEMM, 13 * US, 2 * US, 2),
+        launch(20 * US, 2 * US, 3),
+        kernel(GEMM, 40 * US, 2 * US, 4),
+        launch(90 * US, 2 * US, 5),
+    ])
     cap = analyze(t).metrics["capture"]
     assert (cap["launches_without_kernels"], cap["edge_launches_without_kernels"]) == (1, 1)
     assert (cap["kernels_without_launches"], cap["edge_kernels_without_launches"]) == (1, 1)
@@ -88,19 +83,11 @@ def test_unmatched_launches_and_kernels_inside_and_at_the_edges() -> None:
 
 def test_overhead_is_measured_from_unprofiled_steps_when_the_trace_holds_them() -> None:
     # GIVEN two 100 us steps and unprofiled steps of 60, 70 and 80 us in the metadata
-    rows = [
-        step(1, 0, 100 * US),
-        step(2, 100 * US, 100 * US),
-        op("aten::mm", 1 * US, 90 * US),
-        launch(2 * US, 1 * US, 1),
-        kernel(GEMM, 95 * US, 4 * US, 1),
-    ]
+    rows = [step(1, 0, 100 * US), step(2, 100 * US, 100 * US), op("aten::mm", 1 * US, 90 * US),
+            launch(2 * US, 1 * US, 1), kernel(GEMM, 95 * US, 4 * US, 1)]
     t = make_trace(rows)
-    t = Trace(
-        source_kind="kineto",
-        events=t.events,
-        metadata={"unprofiled_step_ns": [60 * US, 70 * US, 80 * US], "unprofiled_source": "x_unprofiled_ms"},
-    )
+    t = Trace(source_kind="kineto", events=t.events,
+              metadata={"unprofiled_step_ns": [60 * US, 70 * US, 80 * US], "unprofiled_source": "x_unprofiled_ms"})
     cap = analyze(t).metrics["capture"]
     assert (cap["profiled_step_ns"], cap["unprofiled_step_ns"], cap["unprofiled_steps"]) == (100 * US, 70 * US, 3)
     assert cap["profiler_overhead_ns"] == 30 * US and cap["profiler_overhead_share"] == 0.3
@@ -108,18 +95,11 @@ def test_overhead_is_measured_from_unprofiled_steps_when_the_trace_holds_them() 
 
 
 def test_metadata_reader_takes_unprofiled_times_in_the_unit_the_name_gives() -> None:
-    text = (
-        b'{"traceEvents": [], "llmdiag_unprofiled_step_ms": [95.5, 100], "WARNING": ["CUPTI: 12 records were '
-        b'dropped"], "cupti_version": 130001, "with_flops": true, "other": 1}'
-    )
+    text = (b'{"traceEvents": [], "llmdiag_unprofiled_step_ms": [95.5, 100], "WARNING": ["CUPTI: 12 records were '
+            b'dropped"], "cupti_version": 130001, "with_flops": true, "other": 1}')
     meta = extra_metadata(text)
-    assert meta == {
-        "unprofiled_step_ns": [95_500_000, 100_000_000],
-        "unprofiled_source": "llmdiag_unprofiled_step_ms",
-        "WARNING": ["CUPTI: 12 records were dropped"],
-        "cupti_version": 130001,
-        "with_flops": 1,
-    }
+    assert meta == {"unprofiled_step_ns": [95_500_000, 100_000_000], "unprofiled_source": "llmdiag_unprofiled_step_ms",
+                    "WARNING": ["CUPTI: 12 records were dropped"], "cupti_version": 130001, "with_flops": 1}
     assert unprofiled_steps_ns("unprofiled", {"median_ms": 9.0, "wall_us": [5, 6]}) == [5_000, 6_000]
     assert unprofiled_steps_ns("unprofiled_step_s", "[0.5]") == [500_000_000]
     assert unprofiled_steps_ns("unprofiled_step_ms", [True, -1, "x"]) == []
@@ -128,11 +108,9 @@ def test_metadata_reader_takes_unprofiled_times_in_the_unit_the_name_gives() -> 
 
 def test_metadata_reader_takes_the_capture_helpers_object() -> None:
     # GIVEN what tb_llmdiag.capture writes (prof.add_metadata_json): the skipped steps' indices and times in ns
-    text = (
-        b'{"traceEvents": [], "llmdiag_unprofiled_step_ns": {"schema": 1, "steps": [0, 1, 2], '
-        b'"step_ns": [2308000000, 72000000, 89000000], "synchronized": true, '
-        b'"profiler_options": {"record_shapes": true}, "schedule": {"skip_first": 3, "warmup": 1}}}'
-    )
+    text = (b'{"traceEvents": [], "llmdiag_unprofiled_step_ns": {"schema": 1, "steps": [0, 1, 2], '
+            b'"step_ns": [2308000000, 72000000, 89000000], "synchronized": true, '
+            b'"profiler_options": {"record_shapes": true}, "schedule": {"skip_first": 3, "warmup": 1}}}')
     # THEN the times are read in ns, step 0 (one-time costs) left out, the indices and the schedule never taken
     assert extra_metadata(text)["unprofiled_step_ns"] == [72_000_000, 89_000_000]
     assert unprofiled_steps_ns("u_ns", {"steps": [0, 1], "schedule": {"skip_first": 3}}) == []
@@ -140,17 +118,9 @@ def test_metadata_reader_takes_the_capture_helpers_object() -> None:
 
 
 def _helper_object(**fields: object) -> bytes:
-    value = {
-        "schema": 2,
-        "steps": [0, 1, 2],
-        "step_ns": [2_308_000_000, 72_000_000, 89_000_000],
-        "after_steps": [10, 11],
-        "after_step_ns": [95_000_000, 97_000_000],
-        "window_steps": [4, 9],
-        "synchronized": True,
-        "steps_after_window": 3,
-        **fields,
-    }
+    value = {"schema": 2, "steps": [0, 1, 2], "step_ns": [2_308_000_000, 72_000_000, 89_000_000], "after_steps": [10, 11],
+             "after_step_ns": [95_000_000, 97_000_000], "window_steps": [4, 9], "synchronized": True,
+             "steps_after_window": 3, **fields}
     return json.dumps({"llmdiag_unprofiled_step_ns": value, "traceEvents": []}).encode()
 
 
@@ -174,13 +144,8 @@ def test_metadata_reader_takes_the_steps_after_the_window_when_too_few_come_befo
 
 
 def test_the_method_says_which_unprofiled_steps_it_measured_against() -> None:
-    rows = [
-        step(1, 0, 100 * US),
-        step(2, 100 * US, 100 * US),
-        op("aten::mm", 1 * US, 90 * US),
-        launch(2 * US, 1 * US, 1),
-        kernel(GEMM, 95 * US, 4 * US, 1),
-    ]
+    rows = [step(1, 0, 100 * US), step(2, 100 * US, 100 * US), op("aten::mm", 1 * US, 90 * US),
+            launch(2 * US, 1 * US, 1), kernel(GEMM, 95 * US, 4 * US, 1)]
     t = make_trace(rows)
     base = {"unprofiled_step_ns": [70 * US], "unprofiled_source": "llmdiag_unprofiled_step_ns"}
     methods = {}
@@ -188,20 +153,15 @@ def test_the_method_says_which_unprofiled_steps_it_measured_against() -> None:
         meta = {**base, "unprofiled_when": when} if when else base
         cap = analyze(Trace(source_kind="kineto", events=t.events, metadata=meta)).metrics["capture"]
         methods[when] = cap["overhead_method"]
-    assert methods["after_window"] == (
-        "measured: the profiled median step less the median of 1 unprofiled steps the "
-        "capture helper timed after the profiled window (llmdiag_unprofiled_step_ns); "
-        "no interval: fewer than 3 unprofiled steps"
-    )
+    assert methods["after_window"] == ("measured: the profiled median step less the median of 1 unprofiled steps the "
+                                       "capture helper timed after the profiled window (llmdiag_unprofiled_step_ns); "
+                                       "no interval: fewer than 3 unprofiled steps")
     assert "timed before the profiled window (llmdiag_unprofiled_step_ns); no interval" in methods["before_window"]
     assert "unprofiled steps the trace's metadata holds (" in methods[None]
 
 
-FIVE_BEFORE = {
-    "steps": [0, 1, 2, 3, 4],
-    "step_ns": [900_000_000, 30_000_000, 31_000_000, 29_000_000, 32_000_000],
-    "schedule": {"skip_first": 5, "wait": 0, "warmup": 1, "active": 3, "repeat": 1},
-}
+FIVE_BEFORE = {"steps": [0, 1, 2, 3, 4], "step_ns": [900_000_000, 30_000_000, 31_000_000, 29_000_000, 32_000_000],
+               "schedule": {"skip_first": 5, "wait": 0, "warmup": 1, "active": 3, "repeat": 1}}
 
 
 @pytest.mark.parametrize("schema", [1, 2, 3])
@@ -211,13 +171,8 @@ def test_metadata_reader_takes_the_steps_before_the_window_when_three_remain(sch
     if schema == 1:  # batch 3's helper: the steps before the window only
         text = json.dumps({"llmdiag_unprofiled_step_ns": {"schema": 1, "synchronized": True, **FIVE_BEFORE}}).encode()
     else:
-        text = _helper_object(
-            schema=schema,
-            synchronized="run_edges" if schema == 3 else True,
-            **FIVE_BEFORE,
-            after_steps=[9, 10, 11],
-            after_step_ns=[40_000_000, 41_000_000, 39_000_000],
-        )
+        text = _helper_object(schema=schema, synchronized="run_edges" if schema == 3 else True, **FIVE_BEFORE,
+                              after_steps=[9, 10, 11], after_step_ns=[40_000_000, 41_000_000, 39_000_000])
     meta = extra_metadata(text)
     # THEN steps 1-4 are the basis (the job before any profiler ran), both lists are kept for the metrics
     assert meta["unprofiled_step_ns"] == [30_000_000, 31_000_000, 29_000_000, 32_000_000]
@@ -232,15 +187,9 @@ def test_metadata_reader_takes_the_steps_before_the_window_when_three_remain(sch
 def test_metadata_reader_leaves_out_steps_before_a_later_window_that_ran_after_an_earlier_one() -> None:
     # GIVEN the second window of a repeat=2 schedule (skip_first 2, wait 2): its steps before it are 0-3 and the wait
     # steps 7-8 of the second cycle, which ran after the first window's profiler
-    meta = extra_metadata(
-        _helper_object(
-            steps=[0, 1, 2, 3, 7, 8],
-            step_ns=[900, 30, 31, 29, 50, 51],
-            after_steps=[12],
-            after_step_ns=[60],
-            schedule={"skip_first": 2, "wait": 2, "warmup": 1, "active": 2, "repeat": 2},
-        )
-    )
+    meta = extra_metadata(_helper_object(
+        steps=[0, 1, 2, 3, 7, 8], step_ns=[900, 30, 31, 29, 50, 51], after_steps=[12], after_step_ns=[60],
+        schedule={"skip_first": 2, "wait": 2, "warmup": 1, "active": 2, "repeat": 2}))
     # THEN the pristine ones are steps 1-3 only (before the first cycle's warm-up at step 4), and they are the basis
     assert (meta["unprofiled_step_ns"], meta["unprofiled_when"]) == ([30, 31, 29], "before_window")
     assert meta["unprofiled_after_step_ns"] == [60]
@@ -258,10 +207,8 @@ def test_another_writers_unprofiled_field_is_read_as_before() -> None:
     # GIVEN a field another tool wrote: an object without a schema, with step indices and times in ms
     text = b'{"traceEvents": [], "their_unprofiled": {"steps": [0, 1, 2, 3], "wall_ms": [900, 30, 31, 29]}}'
     # THEN its times (step 0 left out), where they were timed unknown, and no before/after lists
-    assert extra_metadata(text) == {
-        "unprofiled_step_ns": [30_000_000, 31_000_000, 29_000_000],
-        "unprofiled_source": "their_unprofiled",
-    }
+    assert extra_metadata(text) == {"unprofiled_step_ns": [30_000_000, 31_000_000, 29_000_000],
+                                    "unprofiled_source": "their_unprofiled"}
 
 
 def _measured(profiled_us: list[int], meta: dict) -> dict:
@@ -269,12 +216,8 @@ def _measured(profiled_us: list[int], meta: dict) -> dict:
     rows: list[E] = []
     t0 = 0
     for i, d in enumerate(profiled_us):
-        rows += [
-            step(i + 1, t0 * US, d * US),
-            op("aten::mm", (t0 + 1) * US, 5 * US),
-            launch((t0 + 2) * US, US, i + 1),
-            kernel(GEMM, (t0 + 4) * US, 2 * US, i + 1),
-        ]
+        rows += [step(i + 1, t0 * US, d * US), op("aten::mm", (t0 + 1) * US, 5 * US), launch((t0 + 2) * US, US, i + 1),
+                 kernel(GEMM, (t0 + 4) * US, 2 * US, i + 1)]
         t0 += d
     t = make_trace(rows)
     return analyze(Trace(source_kind="kineto", events=t.events, metadata=meta)).metrics["capture"]
@@ -282,18 +225,15 @@ def _measured(profiled_us: list[int], meta: dict) -> dict:
 
 def test_the_measured_share_has_a_95_percent_interval_from_resampling_the_unprofiled_steps() -> None:
     # GIVEN three 100 us profiled steps and unprofiled steps of 60, 70 and 80 us
-    cap = _measured(
-        [100, 100, 100], {"unprofiled_step_ns": [60 * US, 70 * US, 80 * US], "unprofiled_when": "before_window"}
-    )
+    cap = _measured([100, 100, 100], {"unprofiled_step_ns": [60 * US, 70 * US, 80 * US], "unprofiled_when": "before_window"})
     assert cap["profiler_overhead_share"] == 0.3
     # THEN by hand: the profiled step is the trace's own 100 us; a resample's unprofiled median is 60 us with probability
     # P(at least 2 of 3 draws are 60) = 3 (1/3)^2 (2/3) + (1/3)^3 = 7/27 (26 %), 80 us likewise, else 70 us; so the
     # share is 0.4 or 0.2 in 26 % of the resamples each: both 2.5 % tails sit on them
     assert cap["profiler_overhead_share_95"] == pytest.approx([0.2, 0.4], abs=1e-12)
-    assert (
-        "95 % interval from 1000 resamples of the 3 unprofiled steps (the profiled step is this trace's own)"
-        in cap["overhead_method"]
-    )
+    assert "95 % interval from 1000 resamples of the 3 unprofiled steps (the profiled step is this trace's own)" in cap[
+        "overhead_method"
+    ]
     # the profiled steps are not resampled: a slow first one (the window's first step) moves the median, not the
     # interval's width
     cap = _measured([300, 100, 100, 100, 100, 100], {"unprofiled_step_ns": [70 * US] * 3})
@@ -311,15 +251,9 @@ def test_the_measured_share_has_a_95_percent_interval_from_resampling_the_unprof
 
 def _slow(before_ms: list[float], after_ms: list[float]) -> dict:
     basis = [int(x * 1e6) for x in before_ms]
-    return _measured(
-        [100, 100, 100],
-        {
-            "unprofiled_step_ns": basis,
-            "unprofiled_when": "before_window",
-            "unprofiled_before_step_ns": basis,
-            "unprofiled_after_step_ns": [int(x * 1e6) for x in after_ms],
-        },
-    )
+    return _measured([100, 100, 100], {"unprofiled_step_ns": basis, "unprofiled_when": "before_window",
+                                       "unprofiled_before_step_ns": basis,
+                                       "unprofiled_after_step_ns": [int(x * 1e6) for x in after_ms]})
 
 
 def test_steps_after_the_window_slower_than_before_it_are_a_capture_problem() -> None:
@@ -329,19 +263,11 @@ def test_steps_after_the_window_slower_than_before_it_are_a_capture_problem() ->
     assert cap["after_window_slowdown_share"] == pytest.approx(0.2)
     assert cap["after_window_slowdown_share_95"] == pytest.approx([0.2, 0.2])
     slower = [p for p in cap["problems"] if p["kind"] == "slower_after_profiling"]
-    assert slower == [
-        {
-            "kind": "slower_after_profiling",
-            "count": None,
-            "severity": "warning",
-            "text": (
-                "The steps after the profiled window ran 20 % slower than those before it (12 ms vs 10 ms, median of 3 and 3"
-                " unprofiled steps; 95 % interval 20.0 % – 20.0 %): a profiler's state can outlive its window (Kineto keeps "
-                "CUPTI attached unless TEARDOWN_CUPTI=1) or the job itself slowed; the trace cannot tell which. The "
-                "profiler's share uses the steps before the window."
-            ),
-        }
-    ]
+    assert slower == [{"kind": "slower_after_profiling", "count": None, "severity": "warning", "text": (
+        "The steps after the profiled window ran 20 % slower than those before it (12 ms vs 10 ms, median of 3 and 3"
+        " unprofiled steps; 95 % interval 20.0 % – 20.0 %): a profiler's state can outlive its window (Kineto keeps "
+        "CUPTI attached unless TEARDOWN_CUPTI=1) or the job itself slowed; the trace cannot tell which. The "
+        "profiler's share uses the steps before the window.")}]
     assert cap["problem_count"] == sum(p["severity"] == "warning" for p in cap["problems"])
 
 

@@ -29,21 +29,14 @@ def steps_with(culprit: str, inside: str | None = None, tokens: tuple[int, ...] 
     for i in range(4):
         t = i * 10 * MS
         c = 100 + 10 * i
-        rows += [
-            step(i + 1, t, 10 * MS),
-            launch(t + 100 * US, 10 * US, corr=c),
-            kernel(GEMM, t + 200 * US, MS, corr=c),
-            op(culprit, t + 2 * MS, 4 * MS),
-            launch(t + 7 * MS, 10 * US, corr=c + 1),
-            kernel(GEMM, t + 7 * MS + 50 * US, 2 * MS, corr=c + 1),
-        ]
+        rows += [step(i + 1, t, 10 * MS), launch(t + 100 * US, 10 * US, corr=c), kernel(GEMM, t + 200 * US, MS, corr=c),
+                 op(culprit, t + 2 * MS, 4 * MS),
+                 launch(t + 7 * MS, 10 * US, corr=c + 1), kernel(GEMM, t + 7 * MS + 50 * US, 2 * MS, corr=c + 1)]
         if inside == "compile":
             rows.append(op("compile_fx_inner", t + 2 * MS + 10 * US, 3 * MS))
         if inside == "copy":
-            rows += [
-                E(Kind.RUNTIME, "cudaMemcpyAsync", t + 5 * MS, 100 * US, corr=c + 2),
-                E(Kind.MEMCPY, copy, t + 5 * MS + 10 * US, 50 * US, corr=c + 2),
-            ]
+            rows += [E(Kind.RUNTIME, "cudaMemcpyAsync", t + 5 * MS, 100 * US, corr=c + 2),
+                     E(Kind.MEMCPY, copy, t + 5 * MS + 10 * US, 50 * US, corr=c + 2)]
         if tokens is not None:
             rows.append(op("aten::embedding", t + 50 * US, 10 * US, f"[[1000, 64], [1, {tokens[i]}]]"))
     return make_trace(rows)
@@ -74,10 +67,7 @@ def test_the_recompile_hint_needs_compile_ranges_inside_the_calls(culprit: str) 
     assert idle["host_wait_culprit"] == culprit
     assert idle["host_wait_culprit_hint"] == RECOMPILE_HINT
     assert idle["host_wait_culprit_hint_events"] == "4 compile ranges start inside its calls"
-    assert (
-        f"Likely cause, from the events inside it (4 compile ranges start inside its calls): {RECOMPILE_HINT}."
-        in f["summary"]
-    )
+    assert f"Likely cause, from the events inside it (4 compile ranges start inside its calls): {RECOMPILE_HINT}." in f["summary"]
     assert f["fix"]["text"].startswith(f"Stop torch.compile recompiling inside {culprit}")
     # AND the same calls with no compile inside (a compiled graph running: torch.compile's steady state) get none
     assert_no_hint(*slow_host_op(steps_with(culprit)))
@@ -104,8 +94,7 @@ def test_the_plan_build_hint_needs_new_input_shapes_at_the_slow_calls(culprit: s
     assert idle["host_wait_culprit_hint"] == hint
     assert idle["host_wait_culprit_hint_events"] == (
         "3 of the 4 steps holding its slow calls have an input shape no earlier step had "
-        "(token slots per step: 3 distinct values over 4 steps)"
-    )
+        "(token slots per step: 3 distinct values over 4 steps)")
     assert f["fix"]["text"].startswith(f"Give {culprit} fixed input shapes")
     # AND its per-shape work is counted (variable_shapes reads it)
     assert idle["host_wait_per_shape_op"] == culprit and idle["host_wait_per_shape_share"] == pytest.approx(0.4)

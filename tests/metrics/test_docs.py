@@ -16,11 +16,8 @@ def test_every_metric_key_is_defined_in_metrics_md() -> None:
     every key compute_metrics writes is in one of its tables, under its own key or its list items' / fields'."""
     text = (DOCS / "metrics.md").read_text()
     rows = re.findall(r"^\| `([^`]+)` \|", text, flags=re.M)
-    missing = [
-        k
-        for k in sorted(full_metrics_keys())
-        if not any(r == k or r.startswith((k + "[]", k + ".")) or r == "*." + k.split(".", 1)[1] for r in rows)
-    ]
+    missing = [k for k in sorted(full_metrics_keys())
+               if not any(r == k or r.startswith((k + "[]", k + ".")) or r == "*." + k.split(".", 1)[1] for r in rows)]
     assert rows and not missing, missing
 
 

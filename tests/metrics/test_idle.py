@@ -29,12 +29,7 @@ def test_gaps_and_causes_of_the_scenario() -> None:
     assert [CAUSES[c] for c in gaps.cause] == ["host_wait", "data_loader", "sync", "other", "host_wait"]
     host = Context.build(trace, find_steps(trace)).host
     assert [CAUSES[c] for c in gap_causes(gaps.start_ns, gaps.end_ns, host)] == [
-        "host_wait",
-        "data_loader",
-        "sync",
-        "other",
-        "host_wait",
-    ]
+        "host_wait", "data_loader", "sync", "other", "host_wait"]
 
 
 def test_idle_topic_totals() -> None:
@@ -51,15 +46,8 @@ def test_idle_topic_totals() -> None:
 
 
 def test_long_gaps_over_500ms() -> None:
-    trace = make_trace(
-        [
-            step(1, 0, 2_100_000_000),
-            launch(0, 1000, 1),
-            kernel(GEMM, 1000, 1000, 1),
-            launch(1_500_000_000, 1000, 2),
-            kernel(GEMM, 1_500_002_000, 1000, 2),
-        ]
-    )
+    trace = make_trace([step(1, 0, 2_100_000_000), launch(0, 1000, 1), kernel(GEMM, 1000, 1000, 1),
+                        launch(1_500_000_000, 1000, 2), kernel(GEMM, 1_500_002_000, 1000, 2)])
     m = compute_metrics(trace, find_steps(trace))["idle"]
     assert m["long_gap_count"] == 2
     assert m["long_gap_max_ns"] == 1_500_002_000 - 2000

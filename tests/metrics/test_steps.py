@@ -16,16 +16,8 @@ def opt(ts: int, dur: int, name: str = "Optimizer.step#AdamW.step") -> E:
 
 
 def test_profiler_steps_extend_to_the_device_work_they_launched() -> None:
-    s = find_steps(
-        make_trace(
-            [
-                step(3, 0, 100 * US),
-                launch(90 * US, 5 * US, corr=1),
-                kernel("k", 95 * US, 30 * US, corr=1),
-                step(4, 110 * US, 50 * US),
-            ]
-        )
-    )
+    s = find_steps(make_trace([step(3, 0, 100 * US), launch(90 * US, 5 * US, corr=1),
+                               kernel("k", 95 * US, 30 * US, corr=1), step(4, 110 * US, 50 * US)]))
     assert s.source == "profiler_step" and s.index.tolist() == [3, 4]
     assert s.end_ns.tolist() == [125 * US, 160 * US] and s.host_end_ns.tolist() == [100 * US, 160 * US]
     # step 4's marker starts at 110 us while step 3's kernel runs until 125 us: step 4 starts at 125 us
@@ -38,11 +30,8 @@ def test_a_gpu_bound_loop_reads_as_its_gpu_period_not_the_queue_lag() -> None:
     # back to back, so step k's kernel ends at 80 us * (k + 1) while its marker spans [20k, 20k + 10) us
     rows = []
     for k in range(4):
-        rows += [
-            step(k, 20 * k * US, 10 * US),
-            launch(20 * k * US + 2 * US, 5 * US, corr=k + 1),
-            kernel("k", 80 * k * US, 80 * US, corr=k + 1),
-        ]
+        rows += [step(k, 20 * k * US, 10 * US), launch(20 * k * US + 2 * US, 5 * US, corr=k + 1),
+                 kernel("k", 80 * k * US, 80 * US, corr=k + 1)]
     s = find_steps(make_trace(rows))
     # THEN every step lasts one GPU period (80 us) and the steps tile the window without overlapping;
     # extending markers to their GPU tail alone would give 80, 140, 200, 260 us
@@ -63,10 +52,8 @@ def test_overlapping_optimizer_annotations_count_as_one_optimizer_step() -> None
     rows = []
     for k in range(3):
         t = k * 100 * US
-        rows += [
-            opt(t + 50 * US, 20 * US, "Optimizer.step#AdamW.step"),
-            opt(t + 55 * US, 5 * US, "Optimizer.step#SGD.step"),
-        ]
+        rows += [opt(t + 50 * US, 20 * US, "Optimizer.step#AdamW.step"),
+                 opt(t + 55 * US, 5 * US, "Optimizer.step#SGD.step")]
     # and one pair that only partly overlaps: the later end wins
     rows += [opt(350 * US, 10 * US), opt(355 * US, 15 * US)]
     s = find_steps(make_trace(rows))

@@ -68,22 +68,17 @@ def test_a_topic_that_raises_is_unavailable_and_the_others_are_computed(
 
 def test_a_topic_reads_only_the_topics_it_needs(scenario: tuple[Context, Any, dict[str, Any]]) -> None:
     ctx, bd, run = scenario
-    topics = (
-        TOPICS[0],
-        Topic("alone", lambda i: dict(i.topics), ()),
-        Topic("one", lambda i: dict(i.topics), (), needs=("steps",)),
-    )
+    topics = (TOPICS[0], Topic("alone", lambda i: dict(i.topics), ()), Topic("one", lambda i: dict(i.topics), (),
+                                                                             needs=("steps",)))
     out = compute_topics(ctx, bd, run, topics)
     assert out["alone"] == {} and out["one"] == {"steps": out["steps"]}
 
 
 def test_a_topic_runs_only_on_its_platforms(scenario: tuple[Context, Any, dict[str, Any]]) -> None:
     ctx, bd, run = scenario
-    topics = (
-        Topic("xla_only", lambda i: {"ran": True}, (), platforms=("xla",)),
-        Topic("cuda_only", lambda i: {"ran": True}, (), platforms=("cuda",)),
-        Topic("both", lambda i: {"ran": True}, ()),
-    )
+    topics = (Topic("xla_only", lambda i: {"ran": True}, (), platforms=("xla",)),
+              Topic("cuda_only", lambda i: {"ran": True}, (), platforms=("cuda",)),
+              Topic("both", lambda i: {"ran": True}, ()))
     assert run["platform"] == "cuda"
     assert list(compute_topics(ctx, bd, run, topics)) == ["run", "cuda_only", "both"]
     assert list(compute_topics(ctx, bd, {**run, "platform": "xla"}, topics)) == ["run", "xla_only", "both"]

@@ -25,7 +25,8 @@ PY = sys.executable
 
 def _cli(*args: str, env: dict[str, str] | None = None, code: str | None = None) -> subprocess.CompletedProcess[str]:
     cmd = [PY, "-c", code, *args] if code else [PY, "-m", "tb_llmdiag", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=240, env={**os.environ, **(env or {})})
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=240,
+                          env={**os.environ, **(env or {})})
 
 
 def test_dask_threads_report_equals_the_local_report(job16: Path, threads_client: object) -> None:
@@ -51,43 +52,32 @@ def test_cli_dask_local2_json_equals_the_plain_json(job16: Path) -> None:
 
 
 def test_plain_report_imports_no_dask_and_no_fsspec(job16: Path) -> None:
-    code = (
-        "import sys; from tb_llmdiag import cli; rc = cli.main(sys.argv[1:]); "
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed', 'fsspec')); "
-        "print('IMPORTED', bad); sys.exit(rc)"
-    )
+    code = ("import sys; from tb_llmdiag import cli; rc = cli.main(sys.argv[1:]); "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed', 'fsspec')); "
+            "print('IMPORTED', bad); sys.exit(rc)")
     out = _cli("report", str(job16), "--json", code=code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.rstrip().endswith("IMPORTED []")
 
 
 def test_dask_missing_is_one_line_and_exit_code_2(job16: Path) -> None:
-    code = "import sys; sys.modules['distributed'] = None; from tb_llmdiag import cli; sys.exit(cli.main(sys.argv[1:]))"
+    code = ("import sys; sys.modules['distributed'] = None; from tb_llmdiag import cli; sys.exit(cli.main(sys.argv[1:]))")
     out = _cli("report", str(job16), "--dask", "local:1", code=code)
     assert out.returncode == 2
-    assert out.stderr == (
-        "llmdiag: --dask needs the Python package 'distributed', which is not installed: "
-        "pip install 'tb-llmdiag[dask]'\n"
-    )
+    assert out.stderr == ("llmdiag: --dask needs the Python package 'distributed', which is not installed: "
+                          "pip install 'tb-llmdiag[dask]'\n")
 
 
-@pytest.mark.parametrize(
-    "address, says",
-    [
-        ("local:0", "at least 1 worker"),
-        ("host:8786", "expected a scheduler address"),
-        ("tcp://127.0.0.1:9", "cannot reach the Dask scheduler"),
-    ],
-)
+@pytest.mark.parametrize("address, says", [("local:0", "at least 1 worker"), ("host:8786", "expected a scheduler address"),
+                                           ("tcp://127.0.0.1:9", "cannot reach the Dask scheduler")])
 def test_bad_scheduler_address_is_one_line_and_exit_code_2(job16: Path, address: str, says: str) -> None:
     out = _cli("report", str(job16), "--dask", address, env={"LLMDIAG_DASK_CONNECT_TIMEOUT_S": "2"})
     assert out.returncode == 2, out.stderr
     assert says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
-def test_unreadable_and_vanished_ranks_are_error_entries_of_the_job(
-    job16: Path, tmp_path: Path, threads_client: object
-) -> None:
+def test_unreadable_and_vanished_ranks_are_error_entries_of_the_job(job16: Path, tmp_path: Path,
+                                                                    threads_client: object) -> None:
     job = tmp_path / "ddp16"
     shutil.copytree(job16, job)
     index = api.discover(str(job))
@@ -113,11 +103,8 @@ def _boom(x: int) -> int:
 def test_runners_hand_back_every_outcome(make: str, threads_client: object) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    runner = {
-        "inline": InlineRunner,
-        "threads": lambda: ExecutorRunner(ThreadPoolExecutor(2)),
-        "dask": lambda: DaskRunner(threads_client),
-    }[make]()
+    runner = {"inline": InlineRunner, "threads": lambda: ExecutorRunner(ThreadPoolExecutor(2)),
+              "dask": lambda: DaskRunner(threads_client)}[make]()
     out = sorted(runner.map_unordered(_boom, [0, 1, 2, 3], ["a", "b", "c", "d"]), key=lambda o: o[0])
     assert [(i, r) for i, r, _ in out] == [(0, 0), (1, 10), (2, None), (3, 30)]
     assert [str(e) if e else None for _, _, e in out] == [None, None, "bug on item 2", None]
@@ -134,12 +121,8 @@ def test_a_killed_worker_loses_no_rank(tmp_path: Path) -> None:
     write_job(job, 6, seed=2)  # whole captures: ~0.3-1 s per rank, long enough to be caught mid-task
     index = api.discover(str(job))
     local = api.report_index(index)
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         pids = client.run(os.getpid)
         box: dict[str, object] = {}
         t = threading.Thread(target=lambda: box.update(rep=api.report_index(index, DaskRunner(client))))

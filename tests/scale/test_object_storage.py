@@ -44,10 +44,8 @@ def test_memory_logdir_report_equals_the_local_report(job16: Path, memjob: str, 
     local = dumps(api.report(str(job16)))
     remote = api.report(memjob)
     assert remote["root"] == "memory:///jobs/ddp16"
-    assert [r["path"] for r in remote["runs"]][:2] == [
-        "memory:///jobs/ddp16/rank0.1000000000.pt.trace.json.gz",
-        "memory:///jobs/ddp16/rank1.1000000000.pt.trace.json.gz",
-    ]
+    assert [r["path"] for r in remote["runs"]][:2] == ["memory:///jobs/ddp16/rank0.1000000000.pt.trace.json.gz",
+                                                       "memory:///jobs/ddp16/rank1.1000000000.pt.trace.json.gz"]
     assert dumps(remote) == local.replace(str(job16), "memory:///jobs/ddp16")
     # Dask workers (threads here) read the objects themselves
     assert dumps(api.report(memjob, runner=DaskRunner(threads_client))) == dumps(remote)
@@ -62,9 +60,8 @@ def test_object_versions_make_cache_keys(memjob: str) -> None:
     fs.pipe(name, fs.cat(name))  # rewritten in place, same size
     after = {t.path: t for t in api.discover(memjob).files}[tf.path]
     assert after.size_bytes == tf.size_bytes and after.version != tf.version
-    assert ResultCache.key(tf.path, tf.size_bytes, tf.mtime_ns, tf.version) != ResultCache.key(
-        after.path, after.size_bytes, after.mtime_ns, after.version
-    )
+    assert ResultCache.key(tf.path, tf.size_bytes, tf.mtime_ns, tf.version) != \
+        ResultCache.key(after.path, after.size_bytes, after.mtime_ns, after.version)
     assert ResultCache.key(tf.path, 1, 2, "etag-a") == ResultCache.key(tf.path, 1, 2, "etag-a")
     assert ResultCache.key(tf.path, 1, 2, "etag-a") != ResultCache.key(tf.path, 1, 2, "etag-b")
 
@@ -79,12 +76,8 @@ def test_missing_objects_and_backends_are_one_line(memjob: str) -> None:
     rep = api.report_index(index)
     bad = [r for r in rep["runs"] if r["status"] != "ok"]
     assert [(r["rank"], r["error"]) for r in bad] == [
-        (
-            7,
-            "cannot read rank7.1000000000.pt.trace.json.gz: no such object "
-            "(memory:///jobs/ddp16/rank7.1000000000.pt.trace.json.gz)",
-        )
-    ]
+        (7, "cannot read rank7.1000000000.pt.trace.json.gz: no such object "
+            "(memory:///jobs/ddp16/rank7.1000000000.pt.trace.json.gz)")]
     assert [f["rank"] for f in rep["jobs"][0]["files"] if f["status"] != "ok"] == [7]
 
 
@@ -105,11 +98,8 @@ def test_s3_logdir_on_a_local_moto_server(job16: Path, tmp_path: Path, monkeypat
     pytest.importorskip("moto")
     s3fs = pytest.importorskip("s3fs")
     port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         endpoint = f"http://127.0.0.1:{port}"
         for _ in range(200):
@@ -118,13 +108,8 @@ def test_s3_logdir_on_a_local_moto_server(job16: Path, tmp_path: Path, monkeypat
                 break
             except OSError:
                 time.sleep(0.1)
-        for k, v in {
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL_S3": endpoint,
-            "AWS_ENDPOINT_URL": endpoint,
-        }.items():
+        for k, v in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+                     "AWS_ENDPOINT_URL_S3": endpoint, "AWS_ENDPOINT_URL": endpoint}.items():
             monkeypatch.setenv(k, v)
         monkeypatch.setitem(fsspec.config.conf, "s3", {"client_kwargs": {"endpoint_url": endpoint}})
         s3fs.S3FileSystem.clear_instance_cache()

@@ -12,21 +12,9 @@ from tracepaths import REPO
 
 
 def test_thousand_rank_reduce_peak_rss_under_500_mb(job16: Path) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "multirank_speed.py"),
-            "--reduce-only",
-            "--reduce-ranks",
-            "1000",
-            "--dir",
-            str(job16),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "multirank_speed.py"), "--reduce-only",
+                          "--reduce-ranks", "1000", "--dir", str(job16)], capture_output=True, text=True, timeout=300,
+                         check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["reduce_ranks"] == 1000
     assert got["client_peak_rss_mb"] < 500, got

@@ -23,9 +23,8 @@ def _two_ranks(job16: Path, dest: Path) -> Path:
     return dest / "logs"
 
 
-def test_tab_analyses_on_the_cluster_named_by_llmdiag_dask(
-    job16: Path, tmp_path: Path, threads_client: object, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_tab_analyses_on_the_cluster_named_by_llmdiag_dask(job16: Path, tmp_path: Path, threads_client: object,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     logdir = _two_ranks(job16, tmp_path)
     monkeypatch.setenv("LLMDIAG_DASK", threads_client.scheduler.address)  # type: ignore[attr-defined]
     p = make_plugin(logdir, tmp_path / "cache")
@@ -36,16 +35,14 @@ def test_tab_analyses_on_the_cluster_named_by_llmdiag_dask(
         (tf,) = [f for f in api.discover(str(logdir)).files if f.worker == "rank1"]
         assert got == api.analyze_for_tab(tf)["report"]
         prefixes = threads_client.run_on_scheduler(  # type: ignore[attr-defined]
-            lambda dask_scheduler: sorted(dask_scheduler.task_prefixes)
-        )
+            lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
         assert "analyse_task" in prefixes  # the tab's task ran on the cluster's workers
     finally:
         p.close()
 
 
-def test_a_bad_llmdiag_dask_falls_back_to_local_analysis(
-    job16: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_bad_llmdiag_dask_falls_back_to_local_analysis(job16: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
     logdir = _two_ranks(job16, tmp_path)
     monkeypatch.setenv("LLMDIAG_DASK", "not-an-address")
     with caplog.at_level(logging.WARNING):
@@ -61,10 +58,8 @@ def test_a_bad_llmdiag_dask_falls_back_to_local_analysis(
 def test_tab_over_a_memory_logdir(job16: Path, tmp_path: Path) -> None:
     fs = fsspec.filesystem("memory")
     for r in (0, 1):
-        fs.pipe(
-            f"/tablogs/ddp/rank{r}.1000000000.pt.trace.json.gz",
-            (job16 / f"rank{r}.1000000000.pt.trace.json.gz").read_bytes(),
-        )
+        fs.pipe(f"/tablogs/ddp/rank{r}.1000000000.pt.trace.json.gz",
+                (job16 / f"rank{r}.1000000000.pt.trace.json.gz").read_bytes())
     p = make_plugin("memory://tablogs", tmp_path / "cache")  # type: ignore[arg-type]
     try:
         c = tb_client(p)

@@ -46,9 +46,8 @@ def _rank(logdir: Path, worker: str) -> api.TraceFile:
     return tf
 
 
-def test_phases_from_cluster_worker_processes_reach_the_catalog(
-    job16: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_phases_from_cluster_worker_processes_reach_the_catalog(job16: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """local:1: the task runs in a worker process (the sink is pickled there); every phase the registry is told
     for a token, in order, is reading -> analysing -> timeline, and the result is the local analysis'."""
     logdir = _two_ranks(job16, tmp_path)
@@ -82,9 +81,8 @@ def test_phases_from_cluster_worker_processes_reach_the_catalog(
         p.close()
 
 
-def test_the_202_body_shows_each_phase_of_a_cluster_analysis(
-    job16: Path, tmp_path: Path, threads_client: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_202_body_shows_each_phase_of_a_cluster_analysis(job16: Path, tmp_path: Path, threads_client: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The real analysis on the cluster, held at the start of each phase until /report's 202 body has shown it
     (the worker threads run in this process, so the hold can wrap ``api.analyze_for_tab``)."""
     logdir = tmp_path / "logs"
@@ -163,8 +161,7 @@ def test_a_phase_nobody_hears_never_fails_the_analysis(job16: Path, tmp_path: Pa
     """Best effort: with no subscriber on the topic, and off a worker, publishing is a no-op."""
     logdir = _two_ranks(job16, tmp_path)
     tf = _rank(logdir, "rank0")
-    got = threads_client.submit(
-        analysis_queue.analyse_task, tf, "tok", PhaseEvents("llmdiag-progress-nobody"), pure=False
-    ).result()
+    got = threads_client.submit(analysis_queue.analyse_task, tf, "tok", PhaseEvents("llmdiag-progress-nobody"),
+                                pure=False).result()
     assert got["report"] == api.analyze_for_tab(tf)["report"]
     PhaseEvents("llmdiag-progress-nobody")(("tok", "reading"))  # in the client process: no worker, dropped
