@@ -140,6 +140,14 @@ export function evidenceLabelOf(findingId, key) {
   return typeof l === 'string' && l ? l : words(key);
 }
 
+/** Whether the registry gives a finding's evidence key a label of its own (not just the key's words). A tab
+ *  that shows words(key) marks the row, and the e2e tests fail on it. */
+export function evidenceLabelKnown(findingId, key) {
+  const byKey = evidenceNames[findingId];
+  const l = byKey && typeof byKey === 'object' ? byKey[key] : null;
+  return typeof l === 'string' && l !== '' && l !== words(key) && !l.includes('_');
+}
+
 /** The one-line definition of a key (for tooltips), or null. */
 export function definitionOf(key) {
   const e = entryOf(key);

@@ -3,16 +3,36 @@
 from __future__ import annotations
 
 from tb_llmdiag.findings import GPU_RULES, Fix, Rule, diagnose, rank, what_if
+from tb_llmdiag.findings.whatif import apply_in_sequence
 
 
-def f(id_: str, share: float | None, ns: int | None, severity: str = "low") -> dict:
+def f(id_: str, share: float | None, ns: int | None, severity: str | None = None) -> dict:
     saving = None if share is None else {"share": share, "ns": ns}
     return {"id": id_, "severity": severity, "saving": saving}
 
 
-def test_rank_by_saving_then_severity() -> None:
-    got = rank([f("a", 0.05, 5), f("b", None, None, "high"), f("c", 0.3, 30), f("d", None, None, "low"), f("e", 0.0, 0, "medium")])
-    assert [x["id"] for x in got] == ["c", "a", "b", "e", "d"]
+def test_the_sequence_decides_severity_and_rank() -> None:
+    # GIVEN findings as the engine gives them (each one's own saving; severity not decided yet) on a 100 ns step,
+    # half of it busy: the idle pool is 50 ns, the device pool 50 ns
+    fix = Fix("t", "p", "h")
+    rules = (Rule(id="a", title="a", metric=None, fix=fix, claims="idle"),
+             Rule(id="b", title="b", metric=None, fix=fix, severity="high"),
+             Rule(id="c", title="c", metric=None, fix=fix, claims="idle"),
+             Rule(id="d", title="d", metric=None, fix=fix),
+             Rule(id="e", title="e", metric=None, fix=fix, claims="device"))
+    metrics = {"steps": {"mean_ns": 100, "median_ns": 100}, "idle": {"busy_share": 0.5}}
+    found = [f("a", 0.05, 5), f("b", None, None, "high"), f("c", 0.3, 30), f("d", None, None), f("e", 0.0, 0)]
+    got, _ = apply_in_sequence(found, metrics, rules)
+    # THEN c applies first (the larger own saving): 0.3 x 100 / 50 = 60 % of the idle pool, 30 ns: high; a then
+    # takes 0.05 x 100 / 50 = 10 % of the 20 ns left, 2 ns: low (5 % alone); e takes nothing: low; b and d have no
+    # saving: their rule's fixed severity, else low; ranked by severity, then saving, no saving last in its severity
+    assert [(x["id"], x["severity"], (x["saving"] or {}).get("ns")) for x in got] == [
+        ("c", "high", 30), ("b", "high", None), ("a", "low", 2), ("e", "low", 0), ("d", "low", None)]
+
+
+def test_rank_orders_job_findings_by_value() -> None:
+    got = rank([{"id": "a", "value": 0.1}, {"id": "b", "value": 0.3}, {"id": "c", "value": None}, {"id": "d", "value": 0.3}])
+    assert [x["id"] for x in got] == ["b", "d", "a", "c"]
 
 
 def test_what_if_uses_the_first_finding_with_a_saving_in_the_median_step() -> None:

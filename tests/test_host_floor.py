@@ -125,10 +125,11 @@ def test_a_host_side_cause_lowers_the_floor_before_the_device_cut() -> None:
 
 
 def test_a_launch_overhead_fix_lowers_the_floor_by_its_fraction() -> None:
-    # host_bound's fix (fewer, larger launches) shortens the host's own time itself: taking half of the 200 ns idle
-    # pool (r = 0.5) lowers the floor to min(600 - 100, 600 x 0.5) = 300; the device cut (500 ns) then fits: 400
+    # a launch-overhead fix (fewer, larger launches: ``host_floor="fraction"``, as host_bound declares) shortens the
+    # host's own time itself: taking half of the 200 ns idle pool (r = 0.5) lowers the floor to
+    # min(600 - 100, 600 x 0.5) = 300; the device cut (500 ns) then fits: 400
     launch_rule = Rule(id="host_bound", title="h", metric="a.host_bound", above=0, fix=FIX, claims="idle",
-                       saving="a.host_bound")
+                       saving="a.host_bound", host_floor="fraction")
     findings, wi = diagnose(_metrics(600, dev=0.5, host_bound=0.1), rules=(DEV, launch_rule))
     by = {f["id"]: f["saving"] for f in findings}
     assert (wi["all"]["step_ns_if_fixed"], wi["all"]["host_floor_ns"], wi["all"]["bound_by"]) == (400, 300, "causes")

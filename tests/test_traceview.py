@@ -72,11 +72,14 @@ def test_depth_is_the_nesting_level():
 
 
 def brute_merge(iv: list[tuple[int, int, int]], tol: float) -> list[tuple[int, int, int, int]]:
-    """(start, end, longest member's id, count) of a row's intervals merged when the gap to the running end <= tol."""
+    """(start, end, longest member's id, count) of a row's intervals merged when the gap to the running end <= tol;
+    an event longer than tol (wider than a pixel) stands alone (docs/http_api.md /trace_view)."""
     out: list[list[int]] = []
     best: list[int] = []
+    wide_before = False
     for s, e, i in iv:
-        if out and s <= out[-1][1] + tol:
+        wide = e - s > tol
+        if out and s <= out[-1][1] + tol and not wide and not wide_before:
             g = out[-1]
             g[1] = max(g[1], e)
             g[3] += 1
@@ -85,7 +88,38 @@ def brute_merge(iv: list[tuple[int, int, int]], tol: float) -> list[tuple[int, i
         else:
             out.append([s, e, i, 1])
             best.append(e - s)
+        wide_before = wide
     return [tuple(g) for g in out]  # type: ignore[misc]
+
+
+def test_an_event_wider_than_a_pixel_stands_alone():
+    """#36: four back-to-back steps of 0.6 s on a host thread drawn at ~1 ms per pixel came back as one interval
+    "ProfilerStep#0 (+3)". Each is hundreds of pixels wide: each stands alone, at every level of the pyramid;
+    the narrow events between two of them still merge with each other (and only with each other)."""
+    ms = 1_000_000
+    # 4 contiguous wide events (1 ns apart), then a cluster of 50 narrow ones 2 us apart, then 2 more wide ones
+    wide = [(k * 600 * ms + k, (k + 1) * 600 * ms + k) for k in range(4)]
+    t0 = wide[-1][1] + 1_000
+    narrow = [(t0 + 3_000 * j, t0 + 3_000 * j + 1_000) for j in range(50)]
+    t1 = narrow[-1][1] + 10
+    wide2 = [(t1, t1 + 300 * ms), (t1 + 300 * ms, t1 + 700 * ms)]
+    iv = wide + narrow + wide2
+    s = np.array([a for a, _ in iv], np.int64)
+    e = np.array([b for _, b in iv], np.int64)
+    ev = np.arange(len(iv), dtype=np.int64)
+    levels = build_levels(np.zeros(len(iv), np.int64), s, e, ev, 1, int(e[-1]))
+    assert [lv.start.shape[0] for lv in levels] == [56, 7, 1]  # as recorded; the narrow ones merged; all merged
+    span = int(e[-1])
+    for px in (1440, 200):
+        res = span / px  # ~2 ms and ~16 ms per pixel: every wide event is wider than a pixel
+        got = query(levels, 0, 0, span, res, e - s)
+        rows = list(zip(got.start.tolist(), got.end.tolist(), got.ev.tolist(), got.n.tolist()))
+        assert rows == [(a, b, k, 1) for k, (a, b) in enumerate(wide)] + [
+            (narrow[0][0], narrow[-1][1], 4, 50)
+        ] + [(a, b, 54 + k, 1) for k, (a, b) in enumerate(wide2)], px
+    # zoomed out past the events' widths, they merge as before
+    got = query(levels, 0, 0, span, 1_000 * ms, e - s)
+    assert (got.n.tolist(), got.ev.tolist()) == ([len(iv)], [0])
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -136,9 +170,13 @@ def test_answers_stay_small_at_any_zoom():
             if lane["kind"] == "steps":  # step boundaries are never merged
                 continue
             for row in lane.get("rows", []):
-                # merged at one pixel: two intervals never sit closer than a pixel
-                st, du = np.array(row["start_ns"]), np.array(row["dur_ns"])
-                assert np.all(st[1:] > (st + du)[:-1] + v["resolution_ns"] - 1) or v["resolution_ns"] < 1_000
+                # merged at one pixel: two intervals never sit closer than a pixel, unless one of them is an
+                # event wider than a pixel (it stands alone)
+                st, du, n = np.array(row["start_ns"]), np.array(row["dur_ns"]), np.array(row["n"])
+                res = v["resolution_ns"]
+                alone = (du > res) & (n == 1)
+                apart = st[1:] > (st + du)[:-1] + res - 1
+                assert np.all(apart | alone[1:] | alone[:-1]) or res < 1_000
 
 
 def test_lanes_and_flow_against_the_raw_json():
@@ -228,8 +266,30 @@ def test_seed_findings_point_at_the_culprit_and_xla_recompile_at_its_compile():
     first = per[rep["metrics"]["steps"]["first_index"]]
     assert w["ranges"] == [[first["start_ns"], first["end_ns"]]]
 
-    x = api.analyze_file(api.discover(str(TEST_DATA / "xplane_jax_gpu")).files[0])
+    x = api.analyze(api.discover(str(TEST_DATA / "xplane_jax_gpu")).files[0]).report
     rec = next(f for f in x["findings"] if f["id"] == "recompilation")
     comp = [c for c in x["metrics"]["xla"]["compiles"] if c["step"] in x["metrics"]["xla"]["recompile_steps"]]
     assert rec["ranges"] == [[c["start_ns"], c["start_ns"] + c["duration_ns"]] for c in comp]
     assert rec["culprit"] == comp[0]["name"]
+
+
+def test_every_rules_trace_view_search_is_one_the_trace_view_runs() -> None:
+    """A rule's ``locate`` (findings/engine.py ``Locate``) names a search of traceview/evidence.py ``SEARCHES`` with
+    an argument it can use: a registry key for a chain or an op, a name family for ``family``, none otherwise; a
+    rule with ``ranges`` of its own needs none."""
+    from tb_llmdiag.findings import RULES
+    from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS
+    from tb_llmdiag.metrics.registry import metric
+    from tb_llmdiag.traceview.evidence import SEARCHES
+
+    located = [r for r in RULES if r.locate is not None]
+    assert len(located) == 11
+    for r in located:
+        assert r.locate is not None and r.ranges is None, r.id
+        assert r.locate.how in SEARCHES, r.id
+        if r.locate.how in ("chain", "op"):
+            assert metric(r.locate.at) is not None, r.id
+        elif r.locate.how == "family":
+            assert r.locate.at in NAME_PATTERNS and r.locate.at in HOST_KINDS_FOR, r.id
+        else:
+            assert r.locate.at == "", r.id

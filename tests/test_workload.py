@@ -16,7 +16,6 @@ import pytest
 from tb_llmdiag import api
 from tb_llmdiag.findings import RULES, evaluate
 from tb_llmdiag.findings.engine import applicable, flavour_of, run_traits
-from tb_llmdiag.findings.workload import TRAINING_ONLY, WHOLE_FILE
 from test_external_traces import EXTERNAL_TRACES
 from tracepaths import SHARED_TRACES, shared_trace
 
@@ -39,6 +38,29 @@ WORKLOAD: dict[str, str] = {
     **{f"external_v100_dlrm_worker{i}": "training" for i in range(8)},  # DLRM training
 }
 INFERENCE = sorted(k for k, v in WORKLOAD.items() if v == "inference")
+
+#: advice that only means something while training (data loader, gradient accumulation and checkpointing, optimizer,
+#: packing the training set, steady-state training steps): never on inference runs
+TRAINING_ONLY = frozenset({"dataloader_stall", "warmup_in_window", "step_variance", "variable_shapes",
+                           "memory_headroom", "unfused_optimizer", "activation_checkpointing",
+                           "per_tensor_collectives", "accumulation_without_no_sync", "fsdp_without_prefetch"})
+#: claims about the whole run, an absence or a maximum, which the read part of a cut file cannot support
+WHOLE_FILE = frozenset({"no_device_activity", "memory_headroom"})
+#: rules with their own wording on inference runs (a flavour keyed "inference"; not the XLA rules, whose runs have no
+#: workload)
+WORDED_FOR_INFERENCE = frozenset({"no_device_activity", "host_bound", "host_sync", "recompilation", "fp32_math",
+                                  "exposed_communication", "pageable_memcpy", "copy_heavy", "tiny_kernels", "gpu_gaps"})
+
+
+def test_each_rule_declares_the_runs_it_skips_and_its_inference_wording() -> None:
+    """What each rule's own entry declares (``skip_on``, a flavour keyed ``inference``), against the lists above."""
+    assert {r.id for r in RULES if "inference" in r.skip_on} == TRAINING_ONLY
+    assert all("inference" in r.skip_on for r in RULES if r.id in TRAINING_ONLY)  # the XLA rule of an id too
+    assert {r.id for r in RULES if "partial" in r.skip_on} == WHOLE_FILE
+    assert {r.id for r in RULES if "training" in r.skip_on} == {"gemm_bound_forward"}
+    worded = {r.id for r in RULES if "inference" in dict(r.flavours)}
+    assert worded == WORDED_FOR_INFERENCE
+    assert all(r.platform != "xla" for r in RULES if "inference" in dict(r.flavours))
 
 #: words of training advice (what an inference run must never be told)
 TRAINING_WORDS = re.compile(r"(?i)gradient|TrainingArguments|TrainerCallback|DataLoader|num_workers|optimi[sz]er|"

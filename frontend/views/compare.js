@@ -130,3 +130,21 @@ export function mountCompare(el) {
     destroy() { reset(); },
   };
 }
+
+/** The compare section as a view of the tab's state: hidden without a baseline. */
+export function compareView(el, tab, section) {
+  const view = mountCompare(el);
+  section.hidden = true;
+  return {
+    render(s) {
+      const d = s.compare;
+      section.hidden = d.status === 'off';
+      if (d.status === 'off') view.destroy();
+      else if (d.status === 'loading') view.loading(s.base ? s.base.run : 'the baseline');
+      else if (d.status === 'ok') view.update(d.body);
+      else if (d.status === 'error') view.message(d.body && d.body.error ? d.body.error : `The comparison failed (HTTP ${d.code}).`);
+    },
+    redraw: view.rebuild,
+    destroy: view.destroy,
+  };
+}

@@ -3,12 +3,12 @@
 
 import { h, clear } from '../dom.js';
 import { formatValue, fmtSaving, fmtWhatIf, isNum } from '../format.js';
-import { evidenceLabelOf, evidenceUnitOf, labelOf, unitOf } from '../registry.js';
+import { evidenceLabelKnown, evidenceLabelOf, evidenceUnitOf, labelOf, unitOf } from '../registry.js';
 import { codeBlock } from './status.js';
 import { busyIsBad, deviceKind, workload } from './data.js';
 import { unprofiledText } from './cards.js';
 
-function fixTabs(fix, inference) {
+export function fixTabs(fix, inference) {
   if (!fix) return null;
   // the second snippet is Hugging Face code: the Trainer's when training, transformers' (generate) when serving
   const variants = [['pytorch', 'PyTorch'], ['hf_trainer', inference ? 'Hugging Face' : 'HF Trainer']].filter(([k]) => fix[k]);
@@ -32,7 +32,8 @@ function evidenceTable(f) {
   const entries = Object.entries(f.evidence || {});
   if (!entries.length) return null;
   return h('table', { class: 'evidence' },
-    h('tbody', {}, entries.map(([k, v]) => h('tr', {}, h('th', { text: evidenceLabelOf(f.id, k) }), h('td', { text: formatValue(v, evidenceUnitOf(f.id, k)) })))));
+    h('tbody', {}, entries.map(([k, v]) => h('tr', { dataset: { key: k, label: evidenceLabelKnown(f.id, k) ? 'registry' : 'missing' } },
+      h('th', { text: evidenceLabelOf(f.id, k) }), h('td', { text: formatValue(v, evidenceUnitOf(f.id, k)) })))));
 }
 
 function findingCard(f, whatIf, rank, onShow, inference) {
@@ -65,6 +66,17 @@ function findingCard(f, whatIf, rank, onShow, inference) {
     details);
 }
 
+/** What the tab says when no check fired: never "healthy" beside a card the tab colours red. */
+export function noFindingsNote(report) {
+  return busyIsBad(report)
+    ? h('div', { class: 'nofindings' },
+      h('b', { text: 'No check fired, but the run is not healthy. ' }),
+      `The ${deviceKind(report)} is busy only ${formatValue(report.headline.gpu_busy_share, unitOf('headline.gpu_busy_share'))} of the time and no rule explains the rest: look at the step timeline for what the host does in the gaps.`)
+    : h('div', { class: 'nofindings' },
+      h('b', { text: 'No problems found. ' }),
+      'None of the checks fired on this trace: the step looks healthy for what the profiler recorded.');
+}
+
 /** onShowInTrace(id): the finding's "Show in trace" button (shown once markLocated names the finding). */
 export function mountFindings(el, { onShowInTrace } = {}) {
   return {
@@ -77,19 +89,27 @@ export function mountFindings(el, { onShowInTrace } = {}) {
       const fs = Array.isArray(report.findings) ? report.findings : []; // the engine's order, as given
       clear(el);
       if (!fs.length) {
-        // never "healthy" beside a card the tab colours red: say what the checks could not explain
-        el.append(busyIsBad(report)
-          ? h('div', { class: 'nofindings' },
-            h('b', { text: 'No check fired, but the run is not healthy. ' }),
-            `The ${deviceKind(report)} is busy only ${formatValue(report.headline.gpu_busy_share, unitOf('headline.gpu_busy_share'))} of the time and no rule explains the rest: look at the step timeline for what the host does in the gaps.`)
-          : h('div', { class: 'nofindings' },
-            h('b', { text: 'No problems found. ' }),
-            'None of the checks fired on this trace: the step looks healthy for what the profiler recorded.'));
+        el.append(noFindingsNote(report));
         return;
       }
       const inference = workload(report) === 'inference';
       fs.forEach((f, i) => el.append(findingCard(f, report.what_if, i, onShowInTrace, inference)));
     },
     destroy() { clear(el); },
+  };
+}
+
+/** The findings as a view of the tab's state: each new report, and which findings the trace view can show. */
+export function findingsView(el, tab) {
+  const view = mountFindings(el, { onShowInTrace: (id) => tab.views.trace.showFinding(id) });
+  let shown = null;
+  return {
+    render(s) {
+      const r = s.report.status === 'ok' ? s.report.body : null;
+      if (r && r !== shown) view.update(r);
+      shown = r;
+      view.markLocated(s.located || []);
+    },
+    destroy: view.destroy,
   };
 }

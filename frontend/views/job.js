@@ -25,6 +25,14 @@ export function workersByRow(job) {
   return ((job.view && job.view.labels) || []).map((label) => byFile.get(label) ?? null);
 }
 
+/** An evidence value as a user reads it: a code word in words; an extra cost or excess below zero is none (a
+ *  negative cost is not a cost: the straggler's profiler cost below the other ranks' adds no delay). */
+export function evidenceText(k, v) {
+  if (/^[a-z0-9]+(_[a-z0-9]+)+$/.test(String(v))) return words(v);
+  if (isNum(v) && v < 0 && /cost|excess|extra/i.test(labelOf(`job.${k}`))) return `none (${fmt(`job.${k}`, -v)} less than the other ranks)`;
+  return fmt(`job.${k}`, v);
+}
+
 function findingCard(f) {
   const ev = Object.entries(f.evidence || {}).filter(([, v]) => v !== null && typeof v !== 'object');
   const wi = f.what_if && isNum(f.what_if.step_ns) && isNum(f.what_if.step_after_ns)
@@ -35,7 +43,7 @@ function findingCard(f) {
     h('header', {}, h('b', { text: f.title || f.id }),
       h('span', { class: 'saving', text: ` · ${fmt('job.findings[].value', f.value)} of the step` })),
     f.summary ? h('p', { class: 'summary', text: f.summary }) : null,
-    h('table', { class: 'evidence' }, h('tbody', {}, ev.map(([k, v]) => h('tr', {}, h('th', { text: labelOf(`job.${k}`) }), h('td', { text: /^[a-z0-9]+(_[a-z0-9]+)+$/.test(String(v)) ? words(v) : fmt(`job.${k}`, v) }))))),
+    h('table', { class: 'evidence' }, h('tbody', {}, ev.map(([k, v]) => h('tr', {}, h('th', { text: labelOf(`job.${k}`) }), h('td', { text: evidenceText(k, v) }))))),
     f.fix ? h('p', { class: 'fix-text', text: f.fix }) : null,
     wi);
 }
@@ -103,5 +111,34 @@ export function mountJob(el, { onRank } = {}) {
     update(job) { last = job; render(); },
     message(text) { last = null; clear(el).append(h('p', { class: 'muted', text })); },
     destroy() { last = null; clear(el); },
+  };
+}
+
+/** The job section as a view of the tab's state: hidden unless the selection is a rank of a job. */
+export function jobView(el, tab, section) {
+  const view = mountJob(el, { onRank: (worker) => { tab.select({ ...tab.state.sel, worker }); window.scrollTo({ top: 0 }); } });
+  section.hidden = true;
+  return {
+    render(s) {
+      const d = s.job;
+      section.hidden = d.status === 'off';
+      if (d.status === 'off') view.destroy();
+      else if (d.status === 'wait') view.message(`Analysing the ranks of this run (${d.body.ranks_ready} of ${d.body.rank_count} done)…`);
+      else if (d.status === 'ok') view.update(d.body);
+      else if (d.status === 'error') view.message(d.body && d.body.error ? d.body.error : `The job could not be analysed (HTTP ${d.code}).`);
+    },
+    destroy: view.destroy,
+  };
+}
+
+/** Between the job (every rank) and the rank below it: which rank the cards and findings are of. */
+export function rankHeadView(el, tab) {
+  el.hidden = true;
+  return {
+    render(s) {
+      el.hidden = !s.sel || !tab.isJob();
+      if (s.sel) el.textContent = `This rank: ${s.sel.worker} (its own report: its median step, its findings)`;
+    },
+    destroy() { el.textContent = ''; },
   };
 }

@@ -58,3 +58,15 @@ export function mountSelectors(el, { onChange }) {
     destroy() { clear(el); },
   };
 }
+
+/** The selectors as a view of the tab's state (app.js VIEWS): a choice selects through the tab. */
+export function selectorsView(el, tab) {
+  const view = mountSelectors(el, { onChange: (s) => tab.select(s) });
+  return {
+    render(s) {
+      el.hidden = !s.runs.length;
+      if (s.sel) view.update(s.runs, s.sel);
+    },
+    destroy: view.destroy,
+  };
+}

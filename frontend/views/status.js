@@ -126,3 +126,49 @@ export function showProgress(el, st) {
         h('div', { class: 'steps' }, ORDER.slice(1).map((p, k) => h('span', { class: k + 1 < i ? 'done' : k + 1 === i ? 'now' : '', text: PHASES[p] }))),
         h('div', { class: 'hint', text: `${fmtBytes(st.size_bytes)} trace. The result is cached: next time this run opens at once.` }))));
 }
+
+let firstPaintMarked = false;
+/** The first paint of something final (a report, an error, the empty logdir): a mark the bench and tests read. */
+export function markFirstPaint() {
+  if (firstPaintMarked) return;
+  firstPaintMarked = true;
+  requestAnimationFrame(() => {
+    performance.mark('llmdiag-first-paint');
+    document.body.dataset.firstPaint = '1';
+  });
+}
+
+/** The page's status line as a view of the tab's state: looking for runs, none, analysing, failed, or nothing. */
+export function statusView(el) {
+  showLoading(el);
+  return {
+    render(s) {
+      const rep = s.report;
+      if (s.runsError && !s.sel) showError(el, s.runsError, 'The LLM Diag plugin did not answer. Check the TensorBoard console.');
+      else if (s.runsBody && !s.runs.length) { showEmpty(el, s.runsBody.logdir, s.runsBody.scan_error); markFirstPaint(); }
+      else if (s.waiting) showLoading(el, s.waiting);
+      else if (rep.status === 'loading') showLoading(el, 'Loading the diagnosis…');
+      else if (rep.status === 'wait') showProgress(el, rep.body);
+      else if (rep.status === 'error') {
+        showError(el, rep.error, rep.code === 404 ? 'This run is no longer in the logdir: pick another one.' : undefined);
+        markFirstPaint();
+      } else if (rep.status === 'ok') { clear(el); markFirstPaint(); }
+    },
+    destroy() { clear(el); },
+  };
+}
+
+/** Server-wide notices (showNotices) as a view of the tab's state. */
+export function noticesView(el) {
+  return { render(s) { showNotices(el, s.runsBody); }, destroy() { clear(el); } };
+}
+
+/** A deep link to a run this logdir lacks: the tab says which one it shows instead. */
+export function linkNoteView(el) {
+  el.hidden = true;
+  el.setAttribute('role', 'status');
+  return {
+    render(s) { el.hidden = !s.linkNote; el.textContent = s.linkNote || ''; },
+    destroy() { clear(el); },
+  };
+}

@@ -86,3 +86,19 @@ export function mountSteps(el, { onPick } = {}) {
     destroy() { if (chart) chart.destroy(); clear(el); },
   };
 }
+
+/** The per-step chart as a view of the tab's state: drawn once the report's /steps answer settles. */
+export function stepsView(el, tab) {
+  const view = mountSteps(el, { onPick: (idx) => tab.pickStep(idx) });
+  let shown = null;
+  return {
+    render(s) {
+      const d = s.steps;
+      if (s.report.status !== 'ok' || (d.status !== 'ok' && d.status !== 'error') || d === shown) return;
+      shown = d;
+      view.update(s.report.body, d.status === 'ok' ? d.body : null);
+    },
+    redraw: view.rebuild,
+    destroy: view.destroy,
+  };
+}

@@ -2,17 +2,16 @@
 // by postMessage, the method its docs give for embedding), and a plain download.
 
 import { h, clear } from '../dom.js';
-import * as api from '../api.js';
 import { openTab } from '../state.js';
 
 const PERFETTO = 'https://ui.perfetto.dev';
 
-export function openInPerfetto(sel, fileName, onStatus) {
+export function openInPerfetto(sel, fileName, onStatus, traceBytes) {
   // window.open must run inside the click handler, before any await, or the popup is blocked
   const win = window.open(`${PERFETTO}/#!/`, '_blank');
   if (!win) { onStatus('The browser blocked the Perfetto window: allow pop-ups for TensorBoard, or download the trace and open it at ui.perfetto.dev.'); return; }
   onStatus('Sending the trace to Perfetto…');
-  api.traceBytes(sel).then((buffer) => {
+  traceBytes(sel).then((buffer) => {
     let tries = 0;
     const onMsg = (e) => {
       if (e.origin !== PERFETTO || e.data !== 'PONG') return;
@@ -29,7 +28,8 @@ export function openInPerfetto(sel, fileName, onStatus) {
   }, (err) => onStatus(`Could not read the trace: ${err.message}`));
 }
 
-export function mountTraceView(el) {
+/** trace: {bytes(sel) -> Promise of the file's bytes, url(sel) -> its download URL} (the tab's data functions). */
+export function mountTraceView(el, trace) {
   const note = h('span', { class: 'muted tv-note' });
   return {
     update({ sel, span, viewers }) {
@@ -47,10 +47,19 @@ export function mountTraceView(el) {
         }
       }
       if (span.source_kind === 'kineto') {
-        el.append(h('button', { type: 'button', class: 'btn', text: 'Open in Perfetto', title: 'Opens ui.perfetto.dev in a new window and hands it this trace (it stays in your browser)', onclick: () => openInPerfetto(sel, fileName, (t) => { note.textContent = t; }) }));
+        el.append(h('button', { type: 'button', class: 'btn', text: 'Open in Perfetto', title: 'Opens ui.perfetto.dev in a new window and hands it this trace (it stays in your browser)', onclick: () => openInPerfetto(sel, fileName, (t) => { note.textContent = t; }, trace.bytes) }));
       }
-      el.append(h('a', { class: 'btn', href: api.traceUrl(sel), download: '', text: 'Download trace' }), note);
+      el.append(h('a', { class: 'btn', href: trace.url(sel), download: '', text: 'Download trace' }), note);
     },
     destroy() { clear(el); },
+  };
+}
+
+/** The trace links as a view of the tab's state (app.js VIEWS). */
+export function traceLinksView(el, tab) {
+  const view = mountTraceView(el, tab.trace);
+  return {
+    render(s) { view.update({ sel: s.sel, span: s.sel && tab.spanOf(), viewers: s.viewers }); },
+    destroy: view.destroy,
   };
 }

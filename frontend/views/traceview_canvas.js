@@ -3,13 +3,14 @@
 // Wheel zooms at the cursor (shift+wheel pans), drag pans, W/S zoom, A/D pan, double-click shows all;
 // hover shows an event, click selects it (details + launch -> kernel flow); search by name; each finding's
 // evidence ranges are drawn on the Findings row and "show in trace" zooms there and outlines the culprit op.
+// The view fetches nothing itself: the tab hands it its data functions (`data`: window, event, search).
+// Its state is one object (S below); each step of the view is a function of it.
 
 import { h, clear, append } from '../dom.js';
-import * as api from '../api.js';
 import { formatValue } from '../format.js';
 import { labelOf } from '../registry.js';
 import { LABEL_W, colorOf, draw, layout, rowAt } from '../traceview/draw.js';
-import { clampView, covers, fetchWindow, findingView, hitInterval, panBy, zoomAt } from '../traceview/view_math.js';
+import { clampView, covers, fetchWindow, findingView, formatRange, hitInterval, panBy, parseRange, zoomAt } from '../traceview/view_math.js';
 
 const ns = (v) => formatValue(v, 'ns');
 const FETCH_DEBOUNCE_MS = 40;
@@ -28,379 +29,382 @@ function prepare(body) {
   return body;
 }
 
-export function mountTraceCanvas(el, { onRange } = {}) {
-  const search = h('input', { type: 'search', class: 'tv-search', placeholder: 'Search by name', 'aria-label': 'Search events by name' });
-  const found = h('span', { class: 'muted tv-found' });
-  const prev = h('button', { type: 'button', title: 'Previous match', text: '‹' });
-  const next = h('button', { type: 'button', title: 'Next match', text: '›' });
-  const allBtn = h('button', { type: 'button', title: 'Show the whole profiled window (double-click)', text: 'All' });
-  const info = h('span', { class: 'muted tv-info' });
-  const canvas = h('canvas', { class: 'tv-canvas', tabindex: '0', 'aria-label': 'Trace view: wheel or W/S to zoom, drag or A/D to pan' });
-  const tip = h('div', { class: 'tv-tip', hidden: true });
-  const box = h('div', { class: 'tv-box' }, canvas, tip);
-  const details = h('div', { class: 'tv-details', hidden: true });
-  const note = h('p', { class: 'muted tv-note' });
-  clear(el).append(h('div', { class: 'tl-toolbar' }, search, prev, next, found, allBtn,
-    h('span', { class: 'muted hint', text: 'wheel/W S zoom · drag/A D pan' }), info), note, box, details);
-
-  let sel = null;
-  let span = 1;
-  let view = [0, 1];
-  let data = null; // the prepared answer drawn now
-  let lay = layout(null);
-  let findings = []; // [{id, severity, title, ranges, culprit}]
-  let activeFinding = null;
-  let highlight = null; // a name to outline (a finding's culprit, a search)
-  let highlightIdx = -1;
-  let selected = null; // {ev, lane, depth, ts_ns}
-  let flow = [];
-  let expand = new Set();
-  let collapsed = null; // host lanes shown as one row: those with no launch call (no step work), set at the first answer
-  let revealOnPaint = false; // a deep link's range: bring the trace into view once drawn
-  let matches = [];
-  let matchAt = -1;
-  let fetchTimer = null;
-  let dirty = false;
-  let drag = null;
-  let painted = false;
-  let gen = 0;
-  let frames = 0;
-  let drawMs = 0; // time spent drawing, all frames (the bench reads it)
-  let unset = true; // no range yet: the first answer is the whole window
-
-  const width = () => Math.max(LABEL_W + 50, Math.floor(box.clientWidth));
-  const plotW = () => width() - LABEL_W;
-  const tOf = (x) => view[0] + ((x - LABEL_W) / plotW()) * (view[1] - view[0]);
-  const theme = () => {
-    const cs = getComputedStyle(document.documentElement);
-    const v = (k, d) => cs.getPropertyValue(k).trim() || d;
-    return { fg: v('--fg', '#222'), muted: v('--fg-muted', '#666'), grid: v('--grid', '#ddd'), bg: v('--card', '#fff') };
+function buildDom(el) {
+  const d = {
+    search: h('input', { type: 'search', class: 'tv-search', placeholder: 'Search by name', 'aria-label': 'Search events by name' }),
+    found: h('span', { class: 'muted tv-found' }),
+    prev: h('button', { type: 'button', title: 'Previous match', text: '‹' }),
+    next: h('button', { type: 'button', title: 'Next match', text: '›' }),
+    allBtn: h('button', { type: 'button', title: 'Show the whole profiled window (double-click)', text: 'All' }),
+    info: h('span', { class: 'muted tv-info' }),
+    canvas: h('canvas', { class: 'tv-canvas', tabindex: '0', 'aria-label': 'Trace view: wheel or W/S to zoom, drag or A/D to pan' }),
+    tip: h('div', { class: 'tv-tip', hidden: true }),
+    details: h('div', { class: 'tv-details', hidden: true }),
+    note: h('p', { class: 'muted tv-note' }),
   };
-  let th = null;
+  d.box = h('div', { class: 'tv-box' }, d.canvas, d.tip);
+  clear(el).append(h('div', { class: 'tl-toolbar' }, d.search, d.prev, d.next, d.found, d.allBtn,
+    h('span', { class: 'muted hint', text: 'wheel/W S zoom · drag/A D pan' }), d.info), d.note, d.box, d.details);
+  return d;
+}
 
-  function frame() {
-    dirty = false;
-    const w = width();
-    const dpr = window.devicePixelRatio || 1;
-    if (canvas.width !== Math.floor(w * dpr) || canvas.height !== Math.floor(lay.height * dpr)) {
-      canvas.width = Math.floor(w * dpr);
-      canvas.height = Math.floor(lay.height * dpr);
-      canvas.style.width = `${w}px`;
-      canvas.style.height = `${lay.height}px`;
+/** The view's state on a fresh selection (`sel` null: nothing shown yet). */
+function fresh(S, sel, report, range) {
+  Object.assign(S, {
+    sel, data: null, lay: layout(null), selected: null, flow: [], expand: new Set(), collapsed: null, revealOnPaint: !!range,
+    activeFinding: null, highlight: null, highlightIdx: -1, painted: false, findings: [],
+    reportFindings: (report && report.findings) || [],
+    span: Math.max(1, (report && report.summary && report.summary.window_ns) || 1),
+    view: range ? [range[0], range[1]] : [0, 1], unset: !range, matches: [], matchAt: -1,
+  });
+  if (range) S.span = Math.max(S.span, range[1]);
+}
+
+const width = (S) => Math.max(LABEL_W + 50, Math.floor(S.dom.box.clientWidth));
+const plotW = (S) => width(S) - LABEL_W;
+const tOf = (S, x) => S.view[0] + ((x - LABEL_W) / plotW(S)) * (S.view[1] - S.view[0]);
+function theme() {
+  const cs = getComputedStyle(document.documentElement);
+  const v = (k, d) => cs.getPropertyValue(k).trim() || d;
+  return { fg: v('--fg', '#222'), muted: v('--fg-muted', '#666'), grid: v('--grid', '#ddd'), bg: v('--card', '#fff') };
+}
+
+function frame(S) {
+  S.dirty = false;
+  const { canvas } = S.dom;
+  const w = width(S);
+  const dpr = window.devicePixelRatio || 1;
+  if (canvas.width !== Math.floor(w * dpr) || canvas.height !== Math.floor(S.lay.height * dpr)) {
+    canvas.width = Math.floor(w * dpr);
+    canvas.height = Math.floor(S.lay.height * dpr);
+    canvas.style.width = `${w}px`;
+    canvas.style.height = `${S.lay.height}px`;
+  }
+  const ctx = canvas.getContext('2d');
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  const frameState = { ctx, w, view: S.view, data: S.data, lay: S.lay, theme: S.th || (S.th = theme()), findings: S.findings,
+    activeFinding: S.activeFinding, highlightName: S.highlightIdx, selected: S.selected, flow: S.flow };
+  const t0 = performance.now();
+  draw(frameState);
+  S.drawMs += performance.now() - t0;
+  // what the last frame showed, for tests and the bench (never read by the tab itself)
+  const ds = S.el.dataset;
+  const hl = String(frameState.stats ? frameState.stats.highlighted : 0);
+  if (ds.highlighted !== hl) ds.highlighted = hl;
+  if (ds.highlight !== (S.highlight || '')) ds.highlight = S.highlight || '';
+  S.frames += 1;
+  ds.frames = String(S.frames);
+  ds.drawMs = S.drawMs.toFixed(1);
+}
+
+function redraw(S) {
+  if (S.dirty) return;
+  S.dirty = true;
+  requestAnimationFrame(() => frame(S));
+}
+
+function setView(S, v, { fetchNow = false } = {}) {
+  S.unset = false;
+  S.view = clampView(v[0], v[1], S.span);
+  redraw(S);
+  if (S.onRange) S.onRange(S.view);
+  // throttled, not debounced: a long pan fetches as it goes, at most every FETCH_DEBOUNCE_MS
+  if (fetchNow) { clearTimeout(S.fetchTimer); S.fetchTimer = null; load(S); return; }
+  if (S.fetchTimer === null) S.fetchTimer = setTimeout(() => { S.fetchTimer = null; load(S); }, FETCH_DEBOUNCE_MS);
+}
+
+const expandKey = (S) => [...S.expand].sort().join(',');
+
+async function load(S, force) {
+  if (!S.sel) return;
+  if (!force && S.data && covers(S.data, S.view, plotW(S)) && S.data.expandKey === expandKey(S)) return;
+  const want = S.sel;
+  const my = ++S.gen;
+  const win = S.unset ? { px: plotW(S) } : fetchWindow(S.view, plotW(S), S.span);
+  const res = await S.source.window(want, { ...win, expand: [...S.expand].join(',') || undefined });
+  if (res.aborted || want !== S.sel || my !== S.gen) return;
+  if (res.code === 202) { setTimeout(() => load(S, true), 1000); S.dom.note.textContent = 'The trace view is being prepared…'; return; }
+  if (res.code !== 200 || !res.body || !res.body.lanes) {
+    S.dom.note.textContent = (res.body && res.body.error) || 'No trace view for this run.';
+    return;
+  }
+  applyAnswer(S, prepare(res.body));
+}
+
+function applyAnswer(S, body) {
+  body.expandKey = expandKey(S);
+  S.data = body;
+  S.span = Math.max(1, body.span_ns);
+  if (S.unset) { S.unset = false; S.view = [0, S.span]; }
+  setFindingRanges(S, body.findings || []);
+  S.highlightIdx = S.highlight ? body.names.indexOf(S.highlight) : -1;
+  if (S.collapsed === null) {
+    // host threads that launch no device work (data loader workers, XLA's compiler threads) start collapsed when
+    // another thread does launch: the step's own threads and the GPU lanes come first on screen
+    const host = body.lanes.filter((ln) => ln.kind === 'host' && Number.isFinite(ln.launches));
+    S.collapsed = new Set(host.some((ln) => ln.launches > 0) ? host.filter((ln) => ln.launches === 0).map((ln) => ln.id) : []);
+  }
+  S.lay = layout(body, S.collapsed);
+  S.dom.note.textContent = '';
+  S.dom.info.textContent = `${formatValue(body.intervals, 'count')} intervals at ${ns(body.resolution_ns)} per pixel`;
+  redraw(S);
+  if (!S.painted) {
+    S.painted = true;
+    requestAnimationFrame(() => {
+      performance.mark('llmdiag-traceview-paint');
+      S.el.dataset.painted = '1';
+      if (S.revealOnPaint) { S.revealOnPaint = false; reveal(S, true); }
+    });
+  }
+  S.el.dataset.loads = String(Number(S.el.dataset.loads || 0) + 1);
+}
+
+/** Scroll the trace (its toolbar first) into view below the tab's sticky header; with ``always`` false, only when
+ * it is out of sight (beside the findings it already is). */
+function reveal(S, always) {
+  const bar = document.querySelector('.topbar');
+  const below = bar ? bar.getBoundingClientRect().bottom : 0;
+  const top = S.el.getBoundingClientRect().top;
+  if (always || top < below || top > window.innerHeight * 0.6) window.scrollBy({ top: top - below - 8, behavior: 'auto' });
+}
+
+function setFindingRanges(S, located) {
+  const byId = new Map(located.map((f) => [f.id, f]));
+  S.findings = S.reportFindings.map((f) => {
+    const loc = f.ranges && f.ranges.length ? f : byId.get(f.id);
+    return { id: f.id, severity: f.severity, title: f.title, ranges: (loc && loc.ranges) || [], culprit: (loc && loc.culprit) || null,
+      source: f.source || null };
+  }).filter((f) => f.ranges.length);
+  if (S.onLocated) S.onLocated(S.findings.map((f) => f.id));
+}
+
+async function showFinding(S, id) {
+  const f = S.findings.find((x) => x.id === id);
+  if (!f) return false;
+  S.activeFinding = id;
+  const target = findingView(f.ranges, S.span);
+  S.highlight = f.culprit;
+  S.highlightIdx = S.data && S.highlight ? S.data.names.indexOf(S.highlight) : -1;
+  if (f.culprit) {
+    // the culprit may sit deeper than the lanes show: expand its lane, and select the instance in the range
+    const res = await S.source.search(S.sel, f.culprit);
+    if (res.code === 200) {
+      const hits = res.body.events.filter((e) => e.name === f.culprit);
+      const inRange = hits.filter((e) => e.ts_ns < target.range[1] && e.ts_ns + e.dur_ns > target.range[0]);
+      const pick = (inRange.length ? inRange : hits).sort((a, b) => b.dur_ns - a.dur_ns)[0];
+      if (pick && pick.lane && pick.depth >= 6) S.expand.add(pick.lane);
+      if (pick) selectEvent(S, pick.ev, false, f.source); // the finding's file:line beside the op it blames
     }
-    const ctx = canvas.getContext('2d');
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    const frameState = { ctx, w, view, data, lay, theme: th || (th = theme()), findings, activeFinding, highlightName: highlightIdx,
-      selected, flow };
-    const t0 = performance.now();
-    draw(frameState);
-    drawMs += performance.now() - t0;
-    // what the last frame showed, for tests and the bench (never read by the tab itself)
-    const hl = String(frameState.stats ? frameState.stats.highlighted : 0);
-    if (el.dataset.highlighted !== hl) el.dataset.highlighted = hl;
-    if (el.dataset.highlight !== (highlight || '')) el.dataset.highlight = highlight || '';
-    frames += 1;
-    el.dataset.frames = String(frames);
-    el.dataset.drawMs = drawMs.toFixed(1);
   }
-  function redraw() {
-    if (dirty) return;
-    dirty = true;
-    requestAnimationFrame(frame);
-  }
+  setView(S, target.view, { fetchNow: true });
+  reveal(S, false);
+  return true;
+}
 
-  function setView(v, { fetchNow = false } = {}) {
-    unset = false;
-    view = clampView(v[0], v[1], span);
-    redraw();
-    if (onRange) onRange(view);
-    // throttled, not debounced: a long pan fetches as it goes, at most every FETCH_DEBOUNCE_MS
-    if (fetchNow) { clearTimeout(fetchTimer); fetchTimer = null; load(); return; }
-    if (fetchTimer === null) fetchTimer = setTimeout(() => { fetchTimer = null; load(); }, FETCH_DEBOUNCE_MS);
-  }
+async function selectEvent(S, ev, move, source) {
+  const res = await S.source.event(S.sel, ev);
+  if (res.code !== 200) return;
+  const e = res.body;
+  S.selected = { ev: e.ev, lane: e.lane, depth: e.depth, ts_ns: e.ts_ns };
+  S.flow = e.flow || [];
+  if (move) setView(S, [e.ts_ns - e.dur_ns * 2 - 5000, e.ts_ns + e.dur_ns * 3 + 5000]);
+  renderDetails(S, e, source);
+  redraw(S);
+}
 
-  async function load(force) {
-    if (!sel) return;
-    if (!force && data && covers(data, view, plotW()) && data.expandKey === [...expand].sort().join(',')) return;
-    const want = sel;
-    const my = ++gen;
-    const win = unset ? { px: plotW() } : fetchWindow(view, plotW(), span);
-    const res = await api.traceView(want, { ...win, expand: [...expand].join(',') || undefined });
-    if (res.aborted || want !== sel || my !== gen) return;
-    if (res.code === 202) { setTimeout(() => load(true), 1000); note.textContent = 'The trace view is being prepared…'; return; }
-    if (res.code !== 200 || !res.body || !res.body.lanes) {
-      note.textContent = (res.body && res.body.error) || 'No trace view for this run.';
-      return;
-    }
-    const body = prepare(res.body);
-    body.expandKey = [...expand].sort().join(',');
-    data = body;
-    span = Math.max(1, body.span_ns);
-    if (unset) { unset = false; view = [0, span]; }
-    setFindingRanges(body.findings || []);
-    highlightIdx = highlight ? data.names.indexOf(highlight) : -1;
-    if (collapsed === null) {
-      // host threads that launch no device work (data loader workers, XLA's compiler threads) start collapsed when
-      // another thread does launch: the step's own threads and the GPU lanes come first on screen
-      const host = data.lanes.filter((ln) => ln.kind === 'host' && Number.isFinite(ln.launches));
-      collapsed = new Set(host.some((ln) => ln.launches > 0) ? host.filter((ln) => ln.launches === 0).map((ln) => ln.id) : []);
-    }
-    lay = layout(data, collapsed);
-    note.textContent = '';
-    info.textContent = `${formatValue(body.intervals, 'count')} intervals at ${ns(body.resolution_ns)} per pixel`;
-    redraw();
-    if (!painted) {
-      painted = true;
-      requestAnimationFrame(() => {
-        performance.mark('llmdiag-traceview-paint');
-        el.dataset.painted = '1';
-        if (revealOnPaint) { revealOnPaint = false; reveal(true); }
-      });
-    }
-    el.dataset.loads = String(Number(el.dataset.loads || 0) + 1);
+function renderDetails(S, e, source) {
+  const { details } = S.dom;
+  const rows = [['Name', e.name], ['Category', `${e.category} (${e.kind})`], ['Start', `+${ns(e.ts_ns)}`], ['Duration', ns(e.dur_ns)],
+    [e.tid !== undefined ? 'Thread' : 'Stream', e.tid !== undefined ? String(e.tid) : `GPU ${e.device} · stream ${e.stream}`]];
+  if (source) rows.push([labelOf('findings[].source'), source]);
+  if (e.shapes) rows.push(['Input shapes', e.shapes]);
+  if (e.bytes !== null && e.bytes !== undefined) rows.push(['Bytes', formatValue(e.bytes, 'bytes')]);
+  if (e.correlation !== null) rows.push(['Correlation', String(e.correlation)]);
+  clear(details).append(h('table', { class: 'evidence' }, h('tbody', {}, rows.map(([k, v]) => h('tr', {}, h('th', { text: k }), h('td', { text: v }))))));
+  if (e.flow && e.flow.length) {
+    details.append(h('div', { class: 'tv-flow' }, h('b', { text: e.kind === 'kernel' || e.kind === 'memcpy' || e.kind === 'memset' ? 'Launched by' : 'Launches' }),
+      e.flow.map((f) => h('button', { type: 'button', class: 'btn tv-flow-item', text: `${f.name} · ${ns(f.dur_ns)} · ${f.lane || ''}`,
+        onclick: () => selectEvent(S, f.ev, true) }))));
   }
+  details.hidden = false;
+}
 
-  /** Scroll the trace (its toolbar first) into view below the tab's sticky header; with ``always`` false, only when
-   * it is out of sight (beside the findings it already is). */
-  function reveal(always) {
-    const bar = document.querySelector('.topbar');
-    const below = bar ? bar.getBoundingClientRect().bottom : 0;
-    const top = el.getBoundingClientRect().top;
-    if (always || top < below || top > window.innerHeight * 0.6) window.scrollBy({ top: top - below - 8, behavior: 'auto' });
-  }
+function hitAt(S, x, y) {
+  const r = rowAt(S.lay, y);
+  if (!r || x < LABEL_W) return { r };
+  const t = tOf(S, x);
+  const slop = ((S.view[1] - S.view[0]) / plotW(S)) * 2;
+  if (r.kind === 'findings') return { r, finding: S.findings.find((ff) => ff.ranges.some(([a, b]) => a - slop <= t && t <= b + slop)) };
+  if (r.kind !== 'row' || !r.row) return { r };
+  return { r, i: hitInterval(r.row.s, r.row.d, t, slop) };
+}
 
-  // -- findings
-  let reportFindings = [];
-  function setFindingRanges(located) {
-    const byId = new Map(located.map((f) => [f.id, f]));
-    findings = reportFindings.map((f) => {
-      const loc = f.ranges && f.ranges.length ? f : byId.get(f.id);
-      return { id: f.id, severity: f.severity, title: f.title, ranges: (loc && loc.ranges) || [], culprit: (loc && loc.culprit) || null,
-        source: f.source || null };
-    }).filter((f) => f.ranges.length);
-    el.dispatchEvent(new CustomEvent('tv-located', { detail: findings.map((f) => f.id) }));
-  }
-
-  async function showFinding(id) {
-    const f = findings.find((x) => x.id === id);
-    if (!f) return false;
-    activeFinding = id;
-    const target = findingView(f.ranges, span);
-    highlight = f.culprit;
-    highlightIdx = data && highlight ? data.names.indexOf(highlight) : -1;
-    if (f.culprit) {
-      // the culprit may sit deeper than the lanes show: expand its lane, and select the instance in the range
-      const res = await api.traceSearch(sel, f.culprit);
-      if (res.code === 200) {
-        const hits = res.body.events.filter((e) => e.name === f.culprit);
-        const inRange = hits.filter((e) => e.ts_ns < target.range[1] && e.ts_ns + e.dur_ns > target.range[0]);
-        const pick = (inRange.length ? inRange : hits).sort((a, b) => b.dur_ns - a.dur_ns)[0];
-        if (pick && pick.lane && pick.depth >= 6) expand.add(pick.lane);
-        if (pick) selectEvent(pick.ev, false, f.source); // the finding's file:line beside the op it blames
-      }
-    }
-    setView(target.view, { fetchNow: true });
-    reveal(false);
-    return true;
-  }
-
-  // -- selection and details
-  async function selectEvent(ev, move, source) {
-    const res = await api.traceEvent(sel, ev);
-    if (res.code !== 200) return;
+/** The hovered event's recorded details, once the pointer rests on it. */
+function hoverDetails(S, evId) {
+  S.hoverTimer = setTimeout(async () => {
+    const { tip } = S.dom;
+    const res = await S.source.event(S.sel, evId, 'trace_event_hover');
+    if (res.code !== 200 || tip.hidden) return;
     const e = res.body;
-    selected = { ev: e.ev, lane: e.lane, depth: e.depth, ts_ns: e.ts_ns };
-    flow = e.flow || [];
-    if (move) setView([e.ts_ns - e.dur_ns * 2 - 5000, e.ts_ns + e.dur_ns * 3 + 5000]);
-    renderDetails(e, source);
-    redraw();
-  }
+    if (e.shapes) tip.append(h('div', { class: 'tip-full', text: `shapes: ${e.shapes}` }));
+    if (e.bytes !== null && e.bytes !== undefined) tip.append(h('div', { text: `bytes: ${formatValue(e.bytes, 'bytes')}` }));
+    if (e.correlation !== null) tip.append(h('div', { class: 'muted', text: `correlation ${e.correlation}${e.flow.length ? ` → ${e.flow[0].name}` : ''}` }));
+  }, 200);
+}
 
-  function renderDetails(e, source) {
-    const rows = [['Name', e.name], ['Category', `${e.category} (${e.kind})`], ['Start', `+${ns(e.ts_ns)}`], ['Duration', ns(e.dur_ns)],
-      [e.tid !== undefined ? 'Thread' : 'Stream', e.tid !== undefined ? String(e.tid) : `GPU ${e.device} · stream ${e.stream}`]];
-    if (source) rows.push([labelOf('findings[].source'), source]);
-    if (e.shapes) rows.push(['Input shapes', e.shapes]);
-    if (e.bytes !== null && e.bytes !== undefined) rows.push(['Bytes', formatValue(e.bytes, 'bytes')]);
-    if (e.correlation !== null) rows.push(['Correlation', String(e.correlation)]);
-    clear(details).append(h('table', { class: 'evidence' }, h('tbody', {}, rows.map(([k, v]) => h('tr', {}, h('th', { text: k }), h('td', { text: v }))))));
-    if (e.flow && e.flow.length) {
-      details.append(h('div', { class: 'tv-flow' }, h('b', { text: e.kind === 'kernel' || e.kind === 'memcpy' || e.kind === 'memset' ? 'Launched by' : 'Launches' }),
-        e.flow.map((f) => h('button', { type: 'button', class: 'btn tv-flow-item', text: `${f.name} · ${ns(f.dur_ns)} · ${f.lane || ''}`,
-          onclick: () => selectEvent(f.ev, true) }))));
-    }
-    details.hidden = false;
-  }
+function showTip(S, ev) {
+  const { canvas, tip, box } = S.dom;
+  const rect = canvas.getBoundingClientRect();
+  const x = ev.clientX - rect.left;
+  const y = ev.clientY - rect.top;
+  const hit = hitAt(S, x, y);
+  clearTimeout(S.hoverTimer);
+  if (hit.finding) {
+    clear(tip).append(h('b', { text: hit.finding.title || hit.finding.id }), h('div', { class: 'muted', text: 'click: show this evidence' }));
+  } else if (hit.i !== undefined && hit.i >= 0) {
+    const R = hit.r.row;
+    const i = hit.i;
+    append(clear(tip), [h('b', { class: 'tip-name', text: S.data.names[R.name[i]] }),
+      h('div', { text: `${ns(R.d[i])} · ${S.data.categories[R.cat[i]]}` }),
+      R.n[i] > 1 ? h('div', { class: 'muted', text: `${formatValue(R.n[i], 'count')} events merged at this zoom (longest named)` }) : null,
+      h('div', { class: 'muted', text: `at +${ns(R.s[i])}` })]);
+    if (R.n[i] === 1) hoverDetails(S, R.ev[i]);
+  } else { tip.hidden = true; return; }
+  tip.hidden = false;
+  tip.style.left = `${Math.max(0, Math.min(x + 12, box.clientWidth - 380))}px`;
+  tip.style.top = `${y + 14}px`;
+}
 
-  // -- hover
-  let hoverTimer = null;
-  function hitAt(x, y) {
-    const r = rowAt(lay, y);
-    if (!r || x < LABEL_W) return { r };
-    const t = tOf(x);
-    const slop = ((view[1] - view[0]) / plotW()) * 2;
-    if (r.kind === 'findings') {
-      const f = findings.find((ff) => ff.ranges.some(([a, b]) => a - slop <= t && t <= b + slop));
-      return { r, finding: f };
-    }
-    if (r.kind !== 'row' || !r.row) return { r };
-    const i = hitInterval(r.row.s, r.row.d, t, slop);
-    return { r, i };
+/** A click (a press and release without a drag): open a collapsed lane, expand a deep one, show a finding, select an event. */
+function clickAt(S, x, y) {
+  const hit = hitAt(S, x, y);
+  const lane = hit.r && hit.r.kind === 'row' ? hit.r.lane : null;
+  if (x < LABEL_W && lane && S.collapsed && S.collapsed.has(lane.id)) {
+    S.collapsed.delete(lane.id); // a collapsed lane opens to its rows
+    S.lay = layout(S.data, S.collapsed);
+    redraw(S);
+  } else if (x < LABEL_W && lane && lane.depth > 1) {
+    if (S.expand.has(lane.id)) S.expand.delete(lane.id); else S.expand.add(lane.id);
+    load(S, true);
+  } else if (hit.finding) {
+    showFinding(S, hit.finding.id);
+  } else if (hit.i !== undefined && hit.i >= 0) {
+    selectEvent(S, hit.r.row.ev[hit.i], false);
   }
-  function showTip(ev) {
-    const rect = canvas.getBoundingClientRect();
-    const x = ev.clientX - rect.left;
-    const y = ev.clientY - rect.top;
-    const hit = hitAt(x, y);
-    clearTimeout(hoverTimer);
-    if (hit.finding) {
-      clear(tip).append(h('b', { text: hit.finding.title || hit.finding.id }), h('div', { class: 'muted', text: 'click: show this evidence' }));
-    } else if (hit.i !== undefined && hit.i >= 0) {
-      const R = hit.r.row;
-      const i = hit.i;
-      clear(tip);
-      append(tip, [h('b', { class: 'tip-name', text: data.names[R.name[i]] }),
-        h('div', { text: `${ns(R.d[i])} · ${data.categories[R.cat[i]]}` }),
-        R.n[i] > 1 ? h('div', { class: 'muted', text: `${formatValue(R.n[i], 'count')} events merged at this zoom (longest named)` }) : null,
-        h('div', { class: 'muted', text: `at +${ns(R.s[i])}` })]);
-      if (R.n[i] === 1) {
-        const evId = R.ev[i];
-        hoverTimer = setTimeout(async () => {
-          const res = await api.traceEvent(sel, evId, 'trace_event_hover');
-          if (res.code !== 200 || tip.hidden) return;
-          const e = res.body;
-          if (e.shapes) tip.append(h('div', { class: 'tip-full', text: `shapes: ${e.shapes}` }));
-          if (e.bytes !== null && e.bytes !== undefined) tip.append(h('div', { text: `bytes: ${formatValue(e.bytes, 'bytes')}` }));
-          if (e.correlation !== null) tip.append(h('div', { class: 'muted', text: `correlation ${e.correlation}${e.flow.length ? ` → ${e.flow[0].name}` : ''}` }));
-        }, 200);
-      }
-    } else { tip.hidden = true; return; }
-    tip.hidden = false;
-    tip.style.left = `${Math.max(0, Math.min(x + 12, box.clientWidth - 380))}px`;
-    tip.style.top = `${y + 14}px`;
-  }
+}
 
-  // -- input
+function bindPointer(S) {
+  const { canvas, tip } = S.dom;
+  const xy = (ev) => { const rect = canvas.getBoundingClientRect(); return [ev.clientX - rect.left, ev.clientY - rect.top]; };
   canvas.addEventListener('wheel', (ev) => {
     ev.preventDefault();
-    const rect = canvas.getBoundingClientRect();
-    const x = ev.clientX - rect.left;
-    const w = view[1] - view[0];
-    if (ev.shiftKey || Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) {
-      setView(panBy(view, ((ev.shiftKey ? ev.deltaY : ev.deltaX) / plotW()) * w, span));
-    } else {
-      setView(zoomAt(view, x < LABEL_W ? (view[0] + view[1]) / 2 : tOf(x), ev.deltaY > 0 ? 1.2 : 1 / 1.2, span));
-    }
+    const [x] = xy(ev);
+    const w = S.view[1] - S.view[0];
+    if (ev.shiftKey || Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) setView(S, panBy(S.view, ((ev.shiftKey ? ev.deltaY : ev.deltaX) / plotW(S)) * w, S.span));
+    else setView(S, zoomAt(S.view, x < LABEL_W ? (S.view[0] + S.view[1]) / 2 : tOf(S, x), ev.deltaY > 0 ? 1.2 : 1 / 1.2, S.span));
   }, { passive: false });
-  canvas.addEventListener('mousedown', (ev) => { drag = { x: ev.clientX, y: ev.clientY, view, moved: false }; canvas.focus(); });
+  canvas.addEventListener('mousedown', (ev) => { S.drag = { x: ev.clientX, y: ev.clientY, view: S.view, moved: false }; canvas.focus(); });
   window.addEventListener('mouseup', (ev) => {
-    if (!drag) return;
-    const d = drag;
-    drag = null;
+    if (!S.drag) return;
+    const d = S.drag;
+    S.drag = null;
     canvas.classList.remove('dragging');
-    if (d.moved) return;
-    const rect = canvas.getBoundingClientRect();
-    const x = ev.clientX - rect.left;
-    const y = ev.clientY - rect.top;
-    const hit = hitAt(x, y);
-    if (x < LABEL_W && hit.r && hit.r.kind === 'row' && collapsed && collapsed.has(hit.r.lane.id)) {
-      collapsed.delete(hit.r.lane.id); // a collapsed lane opens to its rows
-      lay = layout(data, collapsed);
-      redraw();
-    } else if (x < LABEL_W && hit.r && hit.r.kind === 'row' && hit.r.lane.depth > 1) {
-      if (expand.has(hit.r.lane.id)) expand.delete(hit.r.lane.id); else expand.add(hit.r.lane.id);
-      load(true);
-    } else if (hit.finding) {
-      showFinding(hit.finding.id);
-    } else if (hit.i !== undefined && hit.i >= 0) {
-      selectEvent(hit.r.row.ev[hit.i], false);
-    }
+    if (!d.moved) clickAt(S, ...xy(ev));
   });
   canvas.addEventListener('mousemove', (ev) => {
-    if (drag) {
-      const dx = ev.clientX - drag.x;
-      if (Math.abs(dx) > 3) { drag.moved = true; canvas.classList.add('dragging'); }
-      if (drag.moved) {
-        const dt = (dx / plotW()) * (drag.view[1] - drag.view[0]);
-        setView([drag.view[0] - dt, drag.view[1] - dt]);
-        tip.hidden = true;
-      }
-      return;
+    if (!S.drag) { showTip(S, ev); return; }
+    const dx = ev.clientX - S.drag.x;
+    if (Math.abs(dx) > 3) { S.drag.moved = true; canvas.classList.add('dragging'); }
+    if (S.drag.moved) {
+      const dt = (dx / plotW(S)) * (S.drag.view[1] - S.drag.view[0]);
+      setView(S, [S.drag.view[0] - dt, S.drag.view[1] - dt]);
+      tip.hidden = true;
     }
-    showTip(ev);
   });
-  canvas.addEventListener('mouseleave', () => { tip.hidden = true; clearTimeout(hoverTimer); });
-  canvas.addEventListener('dblclick', () => setView([0, span]));
-  canvas.addEventListener('keydown', (ev) => {
-    const w = view[1] - view[0];
-    const c = (view[0] + view[1]) / 2;
+  canvas.addEventListener('mouseleave', () => { tip.hidden = true; clearTimeout(S.hoverTimer); });
+  canvas.addEventListener('dblclick', () => setView(S, [0, S.span]));
+}
+
+function bindKeys(S) {
+  S.dom.canvas.addEventListener('keydown', (ev) => {
+    const v = S.view;
+    const w = v[1] - v[0];
+    const c = (v[0] + v[1]) / 2;
     const key = ev.key.toLowerCase();
-    if (key === 'w') setView(zoomAt(view, c, 0.8, span));
-    else if (key === 's') setView(zoomAt(view, c, 1.25, span));
-    else if (key === 'a') setView(panBy(view, -0.15 * w, span));
-    else if (key === 'd') setView(panBy(view, 0.15 * w, span));
+    if (key === 'w') setView(S, zoomAt(v, c, 0.8, S.span));
+    else if (key === 's') setView(S, zoomAt(v, c, 1.25, S.span));
+    else if (key === 'a') setView(S, panBy(v, -0.15 * w, S.span));
+    else if (key === 'd') setView(S, panBy(v, 0.15 * w, S.span));
     else return;
     ev.preventDefault();
   });
-  allBtn.addEventListener('click', () => setView([0, span]));
+  S.dom.allBtn.addEventListener('click', () => setView(S, [0, S.span]));
+}
 
-  async function runSearch() {
-    const q = search.value.trim();
-    if (!q || !sel) return;
-    const res = await api.traceSearch(sel, q);
-    if (res.code !== 200) { found.textContent = (res.body && res.body.error) || 'search failed'; return; }
-    matches = res.body.events;
-    matchAt = -1;
-    found.textContent = `${formatValue(res.body.count, 'count')} events${res.body.count > matches.length ? ` (first ${matches.length})` : ''}`;
-    step(1);
-  }
-  function step(dir) {
-    if (!matches.length) return;
-    matchAt = (matchAt + dir + matches.length) % matches.length;
-    const m = matches[matchAt];
-    highlight = m.name;
-    highlightIdx = data ? data.names.indexOf(highlight) : -1;
-    if (m.lane && m.depth >= 6) expand.add(m.lane);
-    if (m.lane && collapsed) collapsed.delete(m.lane);
-    selectEvent(m.ev, true);
-    reveal(false);
-  }
-  search.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') runSearch(); });
-  next.addEventListener('click', () => step(1));
-  prev.addEventListener('click', () => step(-1));
-  const ro = new ResizeObserver(() => redraw());
-  ro.observe(box);
+async function runSearch(S) {
+  const q = S.dom.search.value.trim();
+  if (!q || !S.sel) return;
+  const res = await S.source.search(S.sel, q);
+  if (res.code !== 200) { S.dom.found.textContent = (res.body && res.body.error) || 'search failed'; return; }
+  S.matches = res.body.events;
+  S.matchAt = -1;
+  S.dom.found.textContent = `${formatValue(res.body.count, 'count')} events${res.body.count > S.matches.length ? ` (first ${S.matches.length})` : ''}`;
+  stepMatch(S, 1);
+}
 
+function stepMatch(S, dir) {
+  if (!S.matches.length) return;
+  S.matchAt = (S.matchAt + dir + S.matches.length) % S.matches.length;
+  const m = S.matches[S.matchAt];
+  S.highlight = m.name;
+  S.highlightIdx = S.data ? S.data.names.indexOf(S.highlight) : -1;
+  if (m.lane && m.depth >= 6) S.expand.add(m.lane);
+  if (m.lane && S.collapsed) S.collapsed.delete(m.lane);
+  selectEvent(S, m.ev, true);
+  reveal(S, false);
+}
+
+/** source: {window(sel, params), event(sel, ev, kind), search(sel, q)}: the tab's data functions (api.js). */
+export function mountTraceCanvas(el, { onRange, onLocated, source } = {}) {
+  const S = { el, dom: buildDom(el), onRange, onLocated, source, th: null, dirty: false, drag: null, gen: 0, frames: 0, drawMs: 0,
+    fetchTimer: null, hoverTimer: null };
+  fresh(S, null, null, null);
+  bindPointer(S);
+  bindKeys(S);
+  S.dom.search.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') runSearch(S); });
+  S.dom.next.addEventListener('click', () => stepMatch(S, 1));
+  S.dom.prev.addEventListener('click', () => stepMatch(S, -1));
+  const ro = new ResizeObserver(() => redraw(S));
+  ro.observe(S.dom.box);
   return {
     /** A run to show (its report's findings, a range from the URL or null for the whole window). */
-    show(newSel, report, range) {
-      sel = newSel;
-      data = null;
-      lay = layout(null);
-      selected = null;
-      flow = [];
-      expand = new Set();
-      collapsed = null;
-      revealOnPaint = !!range;
-      activeFinding = null;
-      highlight = null;
-      highlightIdx = -1;
-      details.hidden = true;
-      painted = false;
+    show(sel, report, range) {
+      fresh(S, sel, report, range);
+      S.dom.details.hidden = true;
       delete el.dataset.painted;
-      reportFindings = (report && report.findings) || [];
-      findings = [];
-      span = Math.max(1, (report && report.summary && report.summary.window_ns) || 1);
-      view = range ? [range[0], range[1]] : [0, 1];
-      unset = !range;
-      if (range) span = Math.max(span, range[1]);
-      note.textContent = 'Loading the trace view…';
-      load(true);
+      S.dom.note.textContent = 'Loading the trace view…';
+      load(S, true);
     },
-    showFinding,
-    hasFinding: (id) => findings.some((f) => f.id === id),
-    redraw: () => { th = null; redraw(); },
-    get view() { return view; },
+    showFinding: (id) => showFinding(S, id),
+    hasFinding: (id) => S.findings.some((f) => f.id === id),
+    redraw: () => { S.th = null; redraw(S); },
+    get view() { return S.view; },
     destroy() { ro.disconnect(); clear(el); },
+  };
+}
+
+/** The trace view as a view of the tab's state: each new report opens its trace at the URL's range, if any. */
+export function traceCanvasView(el, tab) {
+  const view = mountTraceCanvas(el, { onRange: (v) => tab.setRange(formatRange(v)), onLocated: (ids) => tab.located(ids), source: tab.trace });
+  let shown = null;
+  return {
+    render(s) {
+      const r = s.report.status === 'ok' ? s.report.body : null;
+      if (r && r !== shown) view.show(s.sel, r, parseRange(s.range));
+      shown = r;
+    },
+    showFinding: view.showFinding,
+    redraw: view.redraw,
+    destroy: view.destroy,
   };
 }

@@ -54,3 +54,24 @@ export function mountTrust(el) {
     destroy() { clear(el); },
   };
 }
+
+/** The trust card as a view of the tab's state: folded under one summary line (the first screen carries the
+ *  line that matters, verdict.js); open, it is the whole card. Open stays open across runs. */
+export function trustView(el) {
+  const body = h('div', { class: 'trust-body' });
+  const details = h('details', { class: 'trust-details' }, h('summary', { text: 'Capture: what the profiler recorded, lost and cost' }), body);
+  el.append(details);
+  const view = mountTrust(body);
+  let shown = null;
+  return {
+    render(s) {
+      const r = s.report.status === 'ok' ? s.report.body : null;
+      if (!r || r === shown) return;
+      shown = r;
+      view.update(r);
+      el.hidden = body.hidden;
+      body.hidden = false;
+    },
+    destroy: view.destroy,
+  };
+}

@@ -1,10 +1,11 @@
 """Findings: declared rule tables evaluated on a run's metrics, ranked, with a what-if.
 
-- ``engine``: ``Rule``, ``Floor``, ``Fix``, ``Flavour``, ``lookup``, ``run_platform``, ``fires``, ``verdict``,
-  ``finding``, ``evaluate``, ``rank``: one engine for runs and jobs;
-- ``gpu``: ``GPU_RULES`` (Kineto runs); ``comm``: ``COMM_RULES``; ``xla``: ``XLA_RULES`` (XPlane runs);
+- ``engine``: ``Rule`` (parts ``Floor``, ``Fix``, ``Flavour``, ``Locate``, ``ProfilerCost``), ``lookup``,
+  ``run_platform``, ``fires``, ``verdict``, ``finding``, ``evaluate``, ``rule_of``, ``rank``: one engine for runs and
+  jobs;
+- ``gpu``: ``GPU_RULES`` (Kineto runs), ``INFERENCE_RULES``; ``comm``: ``COMM_RULES``; ``xla``: ``XLA_RULES`` (XPlane runs);
   ``table``: ``RULES``, all of them; ``job``: ``JOB_RULES`` (a job's metrics) and ``held_back``;
-- ``diagnosis``: ``diagnose`` (evaluate + rank) and ``what_if``.
+- ``diagnosis``: ``diagnose`` (evaluate, then the savings sequence: severity and rank) and ``what_if``.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from tb_llmdiag.findings.engine import (
     Fix,
     Flavour,
     Floor,
+    Locate,
+    ProfilerCost,
     Rule,
     evaluate,
     finding,
     fires,
     lookup,
     rank,
+    rule_of,
     run_platform,
     verdict,
 )
@@ -36,6 +40,8 @@ __all__ = [
     "Floor",
     "GPU_RULES",
     "JOB_RULES",
+    "Locate",
+    "ProfilerCost",
     "RULES",
     "Rule",
     "XLA_RULES",
@@ -46,6 +52,7 @@ __all__ = [
     "held_back",
     "lookup",
     "rank",
+    "rule_of",
     "run_platform",
     "verdict",
     "what_if",

@@ -10,7 +10,7 @@ the trace cannot tell why the time goes there, the finding says so and how to se
 
 from __future__ import annotations
 
-from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
+from tb_llmdiag.findings.engine import Fix, Flavour, Locate, Metrics, ProfilerCost, Rule, lookup
 from tb_llmdiag.metrics.overhead import PYTHON_RECORD_NS
 from tb_llmdiag.units import fmt, fmt_ns
 
@@ -159,6 +159,7 @@ _PROFILER_INSIDE = (
 ATTRIBUTION_RULES: tuple[Rule, ...] = (
     Rule(
         id="allocator_churn", claims="idle", platform="cuda", source="attribution.allocator_source",
+        locate=Locate("chain", "attribution.allocator_chain"),
         title="The host frees and re-allocates GPU memory every step",
         metric="attribution.allocator_idle_share", above=0.05, when=allocator_churns,
         saving="attribution.allocator_idle_share",
@@ -180,6 +181,8 @@ ATTRIBUTION_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="unrecorded_host_time", claims="idle", platform="cuda", source="attribution.unrecorded_source",
+        locate=Locate("chain", "attribution.unrecorded_chain"),
+        profiler=ProfilerCost(records_inside=("attribution.unrecorded_ns", "attribution.unrecorded_profiler_ns")),
         title="The GPU waits while the host runs code the trace does not record",
         metric="attribution.unrecorded_share", above=0.05,
         saving="attribution.unrecorded_share",
@@ -199,6 +202,7 @@ ATTRIBUTION_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="host_activity", claims="idle", platform="cuda", source="attribution.top_source",
+        locate=Locate("chain", "attribution.top_chain"),
         title="The GPU waits while the host is in one activity",
         metric="attribution.top_share", above=0.10, when=unexplained,
         saving="attribution.top_share",

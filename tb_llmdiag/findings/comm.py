@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tb_llmdiag.findings.engine import Fix, Metrics, Rule, lookup
+from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
 from tb_llmdiag.units import fmt
 
 
@@ -68,6 +68,7 @@ def _purpose_row(purpose: str, key: str) -> Any:
 _PURPOSE_RULES: tuple[Rule, ...] = (
     Rule(
         id="per_tensor_collectives",
+        skip_on=("inference",),
         # the per-tensor loop's cost is mostly the GPU waiting for the host to launch hundreds of collectives
         claims="idle",
         platform="cuda",
@@ -100,8 +101,10 @@ _PURPOSE_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="accumulation_without_no_sync",
+        skip_on=("inference",),
         claims="communication",
         platform="cuda",
+        step_part="collective_ns",
         title="Gradients are all-reduced on every accumulation micro-batch",
         metric="comm_purpose.dp_rounds_per_step",
         above=2,
@@ -130,6 +133,7 @@ _PURPOSE_RULES: tuple[Rule, ...] = (
         id="tensor_parallel_communication",
         claims="communication",
         platform="cuda",
+        step_part="collective_ns",
         title="Tensor-parallel collectives sit on the critical path",
         metric="comm_purpose.tensor_parallel_exposed_share",
         above=0.05,
@@ -160,8 +164,10 @@ _PURPOSE_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="fsdp_without_prefetch",
+        skip_on=("inference",),
         claims="communication",
         platform="cuda",
+        step_part="collective_ns",
         title="FSDP gathers parameters in backward without prefetch",
         metric="comm_purpose.fsdp_unprefetched_share",
         above=0.5,
@@ -192,6 +198,7 @@ _PURPOSE_RULES: tuple[Rule, ...] = (
         id="expert_all_to_all",
         claims="communication",
         platform="cuda",
+        step_part="collective_ns",
         title="All-to-all exchanges sit on the critical path",
         metric="comm_purpose.expert_exposed_share",
         above=0.05,
@@ -219,11 +226,27 @@ _PURPOSE_RULES: tuple[Rule, ...] = (
     ),
 )
 
+# its wording on inference runs (a flavour keyed ``"inference"``): tensor-parallel serving
+_EXPOSED_COMMUNICATION_INFERENCE = Flavour(
+    fix=Fix(
+        text="Load every rank's trace of this run together (one folder: the job view) to see whether a "
+        "straggler or the transfer costs the time; to hide it: overlap the tensor-parallel all-reduce "
+        "with compute (fused all-reduce + norm kernels, custom all-reduce), or use fewer "
+        "tensor-parallel ranks when the model fits.",
+        pytorch="# vLLM: LLM(model, tensor_parallel_size=N)  (fewer ranks if the model fits)\n"
+        "# SGLang: --tp N --enable-custom-all-reduce",
+        hf_trainer="# serve with vLLM/SGLang: HF generate() has no tensor-parallel overlap",
+    )
+)
+
+
 COMM_RULES: tuple[Rule, ...] = (
     Rule(
         id="exposed_communication",
         claims="communication",
         platform="cuda",
+        step_part="collective_ns",
+        flavours=(("inference", _EXPOSED_COMMUNICATION_INFERENCE),),
         title="The GPU sits in collectives no compute hides",
         metric="communication.exposed_share",
         above=0.10,

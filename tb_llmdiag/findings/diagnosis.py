@@ -1,11 +1,10 @@
 """Diagnosis: the ranked findings of a run and what fixing them would give.
 
 Contract:
-- ``diagnose(metrics, rules=RULES) -> (findings, what_if)``: ``evaluate`` then ``rank``
-  (``findings/engine.py``: by each rule's own share, the order the sequence applies them in), then
+- ``diagnose(metrics, rules=RULES) -> (findings, what_if)``: ``evaluate`` (``findings/engine.py``), then
   ``whatif.apply_in_sequence``: each finding's one ``saving`` (#25): what it takes off the median step (the mean
-  step for causes only slower steps have) in sequence, never more than fixing it alone; findings re-ranked by
-  severity then that saving, severity from it.
+  step for causes only slower steps have) in sequence (applied by each rule's own share), never more than fixing it
+  alone; findings ranked by severity then that saving, severity from it: both decided there only.
 - ``what_if``: the top finding's own saving as a what-if, and all findings' causes removed, as bounds
   that never go below the GPU's compute floor, nor, for a fix of GPU time, the host floor; tokens/s beside step time (``findings/whatif.py``,
   ``docs/whatif.md``). Null without steps.
@@ -18,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tb_llmdiag.findings.engine import Rule, evaluate, rank
+from tb_llmdiag.findings.engine import Rule, evaluate
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.findings.trust import with_caveats, with_unprofiled
 from tb_llmdiag.findings.whatif import apply_in_sequence
@@ -35,5 +34,5 @@ def diagnose(
     metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Ranked findings with in-sequence savings, and the what-if (see the module docstring)."""
-    findings, what = apply_in_sequence(rank(evaluate(metrics, rules)), metrics, rules)
-    return with_caveats(findings, metrics, what), with_unprofiled(what, metrics)
+    findings, what = apply_in_sequence(evaluate(metrics, rules), metrics, rules)
+    return with_caveats(findings, metrics, what, rules), with_unprofiled(what, metrics)

@@ -1,5 +1,12 @@
-"""The rule engine, for runs and jobs: ``Rule`` / ``Floor`` / ``Fix`` / ``Flavour``, ``lookup``, ``fires``,
-``verdict``, ``finding``, ``evaluate(metrics, rules)``, ``rank``.
+"""The rule engine, for runs and jobs: ``Rule`` (with its parts ``Fix``, ``Flavour``, ``Floor``, ``ProfilerCost``,
+``Locate``), ``lookup``, ``fires``, ``verdict``, ``finding``, ``evaluate(metrics, rules)``, ``rule_of`` /
+``rules_of``, ``rank``.
+
+A rule is one declaration: its ``Rule`` entry in its table holds everything done for it (what it matches, its
+wording per platform and run trait, its saving's pool and role in the sequence of savings, what the profiler's
+cost does to it, where the trace view and the agent find its evidence). Code elsewhere reads the rule's fields,
+finding it by id through ``rule_of`` (``rules_of``) only; no module but the tables keys anything by a rule id
+(``tests/test_rule_declaration.py``).
 
 Contract:
 - A ``Rule`` reads one observed value from the metrics by a dotted path (``"dataloader.stall_share"``) and
@@ -15,8 +22,8 @@ Contract:
   ``fix_by`` (else the rule's fix text), its ``what_if`` the metric ``what_if`` names; no severity or saving.
 - Its saving is another dotted path holding a share of step time, or a named function of the metrics
   returning one (``None``: not estimable); saving ns = share x mean step. Evidence values are dotted paths
-  or named functions too. Severity: the rule's fixed ``severity``, else from the saving share
-  (>= 0.20 high, >= 0.05 medium, else low: traceml's 5/20 % bands).
+  or named functions too. A run finding's severity and rank are decided once, by the savings sequence
+  (``findings/whatif.py``): from the saving it shows there, else the rule's fixed ``severity`` (else low).
 - Platforms (``run_platform``, the one place that decides): ``metrics["run"]["platform"]`` (``"cuda"`` |
   ``"xla"``) when the metrics carry it, else ``"xla"`` when they hold the ``xla`` topic (XPlane traces: TPU,
   torch_xla, JAX), else ``"cuda"`` (Kineto: PyTorch eager on CUDA/ROCm, or CPU only). A rule with
@@ -39,14 +46,16 @@ Contract:
   ``MAX_RANGES`` longest, in time order, ns on the trace's clock) and ``culprit`` (the op it blames, from
   ``culprit``, or null) to its finding; the tab's trace view zooms there.
   Every run finding carries ``source``: the user's ``file:line`` where its cause runs (the rule's ``source`` path, an
-  ``attribution.*_source``), or null.
-- ``rank`` orders findings by estimated saving (ns, then share), highest first; an unknown saving counts
-  as 0; a job finding (no saving) by its value, a share of the job step; ties go by severity (high, medium,
-  low), then table order.
+  ``attribution.*_source``), or null. A rule whose metrics hold no ranges may name the search the trace view runs
+  for them (``locate``: ``traceview/evidence.py``), and the per-step column that holds its time (``step_part``:
+  the agent's ``explain_finding``).
+- ``rank`` orders job findings by their value, a share of the job step, highest first, ties in table order.
+- ``rule_of(id, metrics, rules)``: the rule behind a finding on this run (the applicable one with that id);
+  ``rules_of`` for several.
 
-The tables are data beside this module: ``findings/gpu.py`` (``GPU_RULES``), ``findings/comm.py``
-(``COMM_RULES``), ``findings/xla.py`` (``XLA_RULES``), combined in ``findings/table.py`` (``RULES``);
-``findings/job.py`` (``JOB_RULES``) for jobs.
+The tables are data beside this module: ``findings/gpu.py`` (``GPU_RULES``, with ``gpu_causes.py`` and
+``attribution_rules.py``; ``INFERENCE_RULES``), ``findings/comm.py`` (``COMM_RULES``), ``findings/xla.py``
+(``XLA_RULES``), combined in ``findings/table.py`` (``RULES``); ``findings/job.py`` (``JOB_RULES``) for jobs.
 """
 
 from __future__ import annotations
@@ -55,12 +64,20 @@ import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any, Literal, TypeAlias, TypeGuard
 
 from tb_llmdiag.metrics.registry import metric
 from tb_llmdiag.units import fmt, unit_from_name
 
-Metrics = Mapping[str, Any]
+Metrics: TypeAlias = Mapping[str, Any]
+#: a value a rule reads: a dotted path into the metrics (a registry key), or a named function of the metrics
+Read: TypeAlias = "str | Callable[[Metrics], Any]"
+#: the time a finding's saving comes out of (``findings/whatif.py``)
+Pool: TypeAlias = Literal["idle", "device", "communication", "excess"]
+Severity: TypeAlias = Literal["high", "medium", "low"]
+Platform: TypeAlias = Literal["cuda", "xla"]
+#: a run finding or a job finding, as the report holds it (docs/report_schema.md, docs/jobs.md)
+Finding: TypeAlias = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -96,7 +113,39 @@ class Floor:
 
 
 @dataclass(frozen=True)
+class ProfilerCost:
+    """What the profiler's own cost does to a rule's finding (``findings/trust.py``).
+
+    ``host_time``: its evidence is host time the profiler's per-op recording inflates: the finding carries the
+    overhead, and a caveat when it could account for a large part of the saving. ``spread_over_idle``: its saving is
+    the host relaunching recorded operators after the GPU drained, so on an unprofiled run the profiler's cost is
+    spread over it as over the rest of the idle pool. ``records_inside``: (dotted path of the time the finding holds,
+    of the profiler's modelled cost inside it): on an unprofiled run the saving is less that part of it."""
+
+    host_time: bool = False
+    spread_over_idle: bool = False
+    records_inside: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Locate:
+    """Where the trace view finds a finding's evidence when its metrics hold no time ranges (``traceview/evidence.py``
+    runs the search ``how`` names over the trace, with ``at``): ``chain``: the host events named by the innermost
+    activity of the chain at the dotted path ``at`` (``a > b > c``: ``c``); ``op``: the host operator named at the
+    dotted path ``at``; ``family``: the host events of the name family ``at`` (``metrics/context.py``
+    ``NAME_PATTERNS``), the longest one named; ``long_gaps``: the device's long idle gaps; ``pageable_htod``: the
+    pageable host-to-device copies. It draws what the report decided; it measures nothing new."""
+
+    how: Literal["chain", "op", "family", "long_gaps", "pageable_htod"]
+    at: str = ""
+
+
+@dataclass(frozen=True)
 class Rule:
+    """One finding, declared once: everything the engine, the savings sequence, the trust caveats, the trace view and
+    the agent do for it is a field here (module docstring); no other module keys anything by its id."""
+
+    # what it matches
     id: str
     title: str
     metric: str | None  # dotted path of the observed value (None: predicate only)
@@ -104,35 +153,44 @@ class Rule:
     above: float | None = None  # fires when value >= above
     below: float | None = None  # fires when value < below
     when: Callable[[Metrics], bool] | None = None  # extra condition, a named function beside the table
-    saving: Any = None  # dotted path (or named function) of a share of step time saved if fixed
-    severity: str | None = None  # fixed severity; else derived from the saving share
-    evidence: tuple[tuple[str, Any], ...] = ()  # (label, dotted path or named function)
+    platform: Platform | None = None  # only runs of that platform; None: every run
+    skip_on: tuple[str, ...] = ()  # run traits (run_traits) on which the rule does not apply
+    level: Literal["run", "job"] = "run"  # whose metrics the rule reads, and the finding's shape (module docstring)
+    # its wording
     summary: str | Callable[[Metrics], str] = ""  # str.format template over evidence labels, or a named function
     docs: str | None = None
     stack_fix: tuple[tuple[str, str], ...] = field(default=())  # (stack, fix text in that stack's words)
-    platform: str | None = None  # "cuda" | "xla": only runs of that platform; None: every run
-    flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (platform or run trait, wording there)
-    skip_on: tuple[str, ...] = ()  # run traits (run_traits) on which the rule does not apply
-    # the time its saving comes out of: "idle" | "device" | "communication" | "excess", or a named function of the metrics
-    # returning one (findings/whatif.py)
-    claims: Any = None
+    flavours: tuple[tuple[str, Flavour], ...] = field(default=())  # (run trait or platform, wording there)
     # wording chosen by the evidence: the first (named predicate, Flavour) whose predicate holds replaces the
     # title, summary, fix and docs it gives (after the platform's flavour): a title claims only what holds
     variants: tuple[tuple[Callable[[Metrics], bool], Flavour], ...] = field(default=())
+    # its saving, in the sequence of savings (findings/whatif.py)
+    saving: Read | None = None  # dotted path (or named function) of a share of step time saved if fixed
+    severity: Severity | None = None  # fixed severity when there is no saving; else decided by the savings sequence
+    # the time its saving comes out of, or a named function of the metrics returning one
+    claims: Pool | Callable[[Metrics], str] | None = None
     # a symptom (the GPU waits for the host, long gaps, step variance) rather than a cause: in the sequence of
-    # savings it comes after the causes, so it keeps only the time they leave (findings/whatif.py)
+    # savings it comes after the causes, so it keeps only the time they leave
     symptom: bool = False
-    ranges: Any = None  # dotted path (or named function) of the evidence's time ranges
-    culprit: Any = None  # dotted path (or named function) of the op the finding blames
+    # how its fix (an ``idle`` cut) moves the host floor: ``cut``: down by what it takes off the step; ``fraction``:
+    # launch overhead, whose fix shortens the host's own time itself: to floor x (1 - r) when that is lower
+    host_floor: Literal["cut", "fraction"] = "cut"
+    profiler: ProfilerCost = ProfilerCost()  # what the profiler's own cost does to it (findings/trust.py)
+    # where its evidence is
+    evidence: tuple[tuple[str, Read], ...] = ()  # (label, dotted path or named function)
+    ranges: Read | None = None  # dotted path (or named function) of the evidence's time ranges
+    culprit: Read | None = None  # dotted path (or named function) of the op the finding blames
     source: str | None = None  # dotted path of the user's file:line where its cause runs (``source`` of the finding)
-    level: str = "run"  # "run" | "job": whose metrics the rule reads, and the finding's shape (module docstring)
+    locate: Locate | None = None  # without ``ranges``: where the trace view finds its evidence
+    step_part: str | None = None  # the column of ``steps.per_step`` that holds its time in each step (the agent)
+    # a job rule's checks and words
     floors: tuple[Floor, ...] = ()  # checked in order after the threshold; the first that fails decides
     fix_by: str | None = None  # dotted path whose value picks the fix text from ``fixes`` (else the fix's own)
     fixes: tuple[tuple[str, str], ...] = ()  # (value of fix_by, fix text)
     what_if: str | None = None  # dotted path of a job finding's what-if
 
 
-def lookup(metrics: Metrics, path: Any) -> Any:
+def lookup(metrics: Metrics, path: Read | None) -> Any:
     """The value at a dotted path (or of a named function of the metrics), or None when any part is missing."""
     if path is None:
         return None
@@ -146,7 +204,7 @@ def lookup(metrics: Metrics, path: Any) -> Any:
     return cur
 
 
-def evidence_unit(label: str, path: Any) -> str:
+def evidence_unit(label: str, path: Read) -> str:
     """The unit of an evidence value: its metric's registry unit; for a named function's value, the unit its label
     names (``_ns``, ``_share``, ``_bytes``), else ``text`` (such functions return names: what was recompiled)."""
     m = metric(path) if isinstance(path, str) else None
@@ -231,14 +289,6 @@ def fires(rule: Rule, metrics: Metrics) -> bool:
     return rule.metric is not None or rule.when is not None
 
 
-def severity_of(share: float | None, fixed: str | None) -> str:
-    if fixed is not None:
-        return fixed
-    if share is None:
-        return "low"
-    return "high" if share >= 0.20 else "medium" if share >= 0.05 else "low"
-
-
 #: At most this many evidence ranges per finding (the longest ones).
 MAX_RANGES = 50
 
@@ -301,7 +351,7 @@ def fix_of(rule: Rule, fix_: Fix, metrics: Metrics) -> dict[str, Any]:
     return fix
 
 
-def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
+def finding(rule: Rule, metrics: Metrics) -> Finding:
     """The finding dict of a rule that fired: a run's (docs/report_schema.md Finding), worded for the run, or a
     job's (docs/jobs.md; module docstring)."""
     words = wording(rule, metrics)
@@ -341,7 +391,7 @@ def finding(rule: Rule, metrics: Metrics) -> dict[str, Any]:
         }
     return {
         "id": rule.id,
-        "severity": severity_of(saving["share"] if saving else None, rule.severity),
+        "severity": rule.severity,  # the savings sequence decides it (findings/whatif.py ``severity_of``)
         "title": title,
         "summary": summary,
         # the summary may name any evidence; the finding keeps the lists that hold something (an empty list
@@ -369,35 +419,41 @@ def applicable(metrics: Metrics, rules: Sequence[Rule]) -> list[Rule]:
     return [r for r in mine if r.platform == platform or r.id not in owned]
 
 
-def evaluate(metrics: Metrics, rules: Sequence[Rule]) -> list[dict[str, Any]]:
+def evaluate(metrics: Metrics, rules: Sequence[Rule]) -> list[Finding]:
     """Findings of every applicable rule of ``rules`` (``RULES``: every rule) that fires, in table order
     (``rank`` orders them).
 
     Ids are unique in the result: when two applicable rules with one id fire, the later rule's finding
     replaces the earlier one, in the earlier one's place.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Finding] = {}
     for r in applicable(metrics, rules):
         if fires(r, metrics):
             out[r.id] = finding(r, metrics)
     return list(out.values())
 
 
-_SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+def rule_of(finding_id: str, metrics: Metrics, rules: Sequence[Rule]) -> Rule | None:
+    """The rule of ``rules`` that reports ``finding_id`` on this run: the applicable one with that id (the run's
+    platform's own when it has one; the later one when two apply, as ``evaluate`` keeps), else the first rule with
+    that id (a finding read back from a report whose metrics do not say the run's kind); None: no rule has it.
+    The one lookup by id: the savings sequence, the trust caveats, the trace view and the agent ask it."""
+    return rules_of([finding_id], metrics, rules)[0]
 
 
-def rank(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Findings by estimated saving (module docstring); a stable order for equal keys."""
+def rules_of(finding_ids: Sequence[str], metrics: Metrics, rules: Sequence[Rule]) -> list[Rule | None]:
+    """``rule_of`` for each of several findings of one run, deciding what applies to the run once."""
+    mine = {r.id: r for r in applicable(metrics, rules)}
+    return [mine.get(i) or next((r for r in rules if r.id == i), None) for i in finding_ids]
 
-    def key(item: tuple[int, dict[str, Any]]) -> tuple[float, float, int, int]:
+
+def rank(findings: list[Finding]) -> list[Finding]:
+    """Job findings by their value (a share of the job step), highest first; a stable order for equal values.
+    Run findings are ranked by the savings sequence alone (``findings/whatif.py``), which decides their severity."""
+
+    def key(item: tuple[int, Finding]) -> tuple[float, int]:
         i, f = item
-        s = f.get("saving") or {}
-        share = s.get("share") if "saving" in f else f.get("value")  # a job finding: its share of the job step
-        return (
-            -float(s.get("ns") or 0),
-            -float(share or 0),
-            _SEVERITY_ORDER.get(f.get("severity", "low"), 3),
-            i,
-        )
+        v = f.get("value")
+        return (-float(v) if finite(v) else 0.0, i)
 
     return [f for _, f in sorted(enumerate(findings), key=key)]

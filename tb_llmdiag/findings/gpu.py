@@ -1,8 +1,14 @@
-"""The GPU rule table: ``GPU_RULES`` and the named predicates / savings functions its rules use.
+"""The GPU rule table: ``GPU_RULES`` and the named predicates / savings functions its rules use; and
+``INFERENCE_RULES``, inference's own rules over the same metrics (``gemm_bound_forward``: prefill-heavy forward
+passes spend the device's time in GEMMs), skipped on training runs.
 
 Kineto (torch.profiler) runs on CUDA/ROCm or CPU only; mechanics in ``findings/engine.py``. Rules marked
 ``platform="cuda"`` never apply to XPlane runs; the others apply to every run unless an XLA rule owns
-their id (``findings/xla.py``). docs/findings.md lists every rule.
+their id (``findings/xla.py``). Which kind of run a rule skips is its ``skip_on``: training-only advice (data
+loader, gradient accumulation and checkpointing, optimizer, packing the training set, steady-state training steps)
+``("inference",)``; claims about the whole run, an absence or a maximum ("no device activity", "peak memory"),
+``("partial",)``. Its wording on inference runs (a launch-bound decode, host stalls between forward calls, pinned
+input buffers, weights in the serving dtype) is its flavour keyed ``"inference"``. docs/findings.md lists every rule.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from tb_llmdiag.findings.attribution_rules import (
     sync_where,
     top_is_launch,
 )
-from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
+from tb_llmdiag.findings.engine import Fix, Flavour, Locate, Metrics, ProfilerCost, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
 from tb_llmdiag.metrics.idle import HOST_COPY_HINT, PER_SHAPE_HINTS, RECOMPILE_HINT
 
@@ -47,7 +53,7 @@ def syncs_every_step(m: Metrics) -> bool:
     per_step = lookup(m, "host_sync.syncs_per_step")
     if per_step is None:
         return (lookup(m, "host_sync.idle_after_sync_share") or 0.0) >= 0.05
-    return per_step >= 1.0
+    return bool(per_step >= 1.0)
 
 
 def follows_tokens(m: Metrics) -> bool:
@@ -142,13 +148,99 @@ def first_step_range(m: Metrics) -> list[Any]:
 # ---------------------------------------------------------------------------------------------
 
 _TORCH_PROFILER = "https://pytorch.org/docs/stable/profiler.html"
+_VLLM = "https://docs.vllm.ai/en/latest/configuration/optimization.html"
+
+# Each rule's wording on inference runs (a flavour keyed ``"inference"``, ``engine.run_traits``): the same metrics
+# seen from an inference server or ``generate`` loop.
+_NO_DEVICE_ACTIVITY_INFERENCE = Flavour(
+    fix=Fix(
+        text="Profile the device too: add ProfilerActivity.CUDA to the profiler's activities.",
+        pytorch="from torch.profiler import profile, ProfilerActivity\n"
+        "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:\n"
+        "    out = model(**inputs)",
+        hf_trainer="with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):\n"
+        "    model.generate(**inputs, max_new_tokens=32)",
+    )
+)
+_HOST_BOUND_INFERENCE = Flavour(
+    title="The GPU waits for the host to launch work (launch-bound forward passes)",
+    summary="For {host_wait_share} of the time the GPU has run out of queued work and waits for the host "
+    "to launch more (GPU busy {gpu_busy_share}; median kernel {kernel_median_ns}, launch call "
+    "{launch_api_median_ns}); the host is busiest in {host_op} ({host_op_share}). Small decode "
+    "batches make every forward pass launch-bound.",
+    fix=Fix(
+        text="Capture the forward pass in CUDA/HIP graphs so one launch replays it (vLLM/SGLang do so "
+        "unless eager mode is forced), compile the model, and batch more requests per forward pass.",
+        pytorch="model = torch.compile(model, mode='reduce-overhead')  # CUDA graphs\n"
+        "# vLLM: LLM(model, enforce_eager=False); SGLang: do not pass --disable-cuda-graph",
+        hf_trainer="model.generation_config.cache_implementation = 'static'\n"
+        "model.forward = torch.compile(model.forward, mode='reduce-overhead')",
+    ),
+    docs=_VLLM,
+)
+_HOST_SYNC_INFERENCE = Flavour(
+    title="The host blocks between forward calls",
+    summary="The host blocks in {longest_call} ({longest_call_kind}) for up to {longest_ns}: "
+    "{blocked_share} of the time, while the GPU idles {idle_after_sync_share} after syncs; "
+    "removing the wait could save up to {saving_share}.",
+    fix=Fix(
+        text="Do not read device values on the host between forward calls: keep sampled token ids on the "
+        "GPU and copy them asynchronously (pinned buffer, non_blocking=True) one step behind, and "
+        "check stop conditions on the device.",
+        pytorch="out = torch.empty(n, dtype=torch.long, pin_memory=True)\n"
+        "out.copy_(next_tokens, non_blocking=True); ev = torch.cuda.Event(); ev.record()\n"
+        "# ... launch the next forward pass, then ev.synchronize() before reading out",
+        hf_trainer="# generate(): avoid per-token stopping criteria that call .item();\n"
+        "# serve with vLLM/SGLang, whose schedulers overlap the copy with the next step",
+    ),
+    docs="https://pytorch.org/docs/stable/generated/torch.cuda.set_sync_debug_mode.html",
+)
+_PAGEABLE_MEMCPY_INFERENCE = Flavour(
+    fix=Fix(
+        text="Copy request inputs from pinned host buffers, asynchronously: allocate the input buffers "
+        "once with pin_memory=True and reuse them.",
+        pytorch="buf = torch.empty(max_tokens, dtype=torch.long, pin_memory=True)\n"
+        "buf[:n].copy_(ids); ids_gpu = buf[:n].to(dev, non_blocking=True)",
+        hf_trainer="inputs = {k: v.pin_memory().to(dev, non_blocking=True) for k, v in inputs.items()}",
+    )
+)
+_COPY_HEAVY_INFERENCE = Flavour(
+    fix=Fix(
+        text="Find the casts: load the weights in the serving dtype (bf16, or a quantised format the "
+        "kernels read directly) instead of casting per forward pass, avoid .contiguous()/cat in the "
+        "decode loop, and let torch.compile fuse the remaining casts.",
+        pytorch="model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)\n"
+        "model = torch.compile(model)",
+        hf_trainer="AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)",
+    )
+)
+_TINY_KERNELS_INFERENCE = Flavour(
+    fix=Fix(
+        text="Fuse small ops and replay them: torch.compile, CUDA graphs for the decode step, fused "
+        "norm/rotary/activation kernels; a larger decode batch makes each kernel longer.",
+        pytorch="model = torch.compile(model, mode='reduce-overhead')",
+        hf_trainer="model.forward = torch.compile(model.forward, mode='reduce-overhead')",
+    )
+)
+_GPU_GAPS_INFERENCE = Flavour(
+    summary="{long_gaps} GPU idle gaps of 500 ms or more ({long_gap_ns} in all, longest {longest_gap_ns}) "
+    "between forward calls.",
+    fix=Fix(
+        text="Look at what the host does in the gap (timeline): request scheduling, tokenization, "
+        "detokenization or a blocking copy. Overlap it with the next forward pass or move it to "
+        "another process.",
+        pytorch="# keep tokenization / detokenization off the thread that launches the model",
+        hf_trainer="# batch requests (pipeline(..., batch_size=N)) rather than one generate() per prompt",
+    ),
+)
+
 
 # a declared table, one entry per row: left as laid out
 # fmt: off
 GPU_RULES: tuple[Rule, ...] = (
     Rule(
         id="no_device_activity", title="No GPU activity in the trace",
-        metric=None, when=no_device, severity="high",
+        metric=None, when=no_device, severity="high", skip_on=("partial",),
         evidence=(("device_events", "kernels.device_events"), ("steps", "steps.count")),
         summary="The trace holds no kernels, copies or memsets: it is CPU-only or CUDA activity was not recorded.",
         fix=Fix(text="Profile the device too: add ProfilerActivity.CUDA to the profiler's activities.",
@@ -171,10 +263,11 @@ GPU_RULES: tuple[Rule, ...] = (
                             "import jax; print(jax.devices())  # [CpuDevice(id=0)] means no accelerator",
                     hf_trainer="# launch with the accelerator selected: PJRT_DEVICE=TPU python train.py ...\n"
                                "# Trainer on TPU picks the XLA device; print(trainer.args.device) to check"),
-            docs="https://pytorch.org/xla/master/learn/pjrt.html")),),
+            docs="https://pytorch.org/xla/master/learn/pjrt.html")), ("inference", _NO_DEVICE_ACTIVITY_INFERENCE)),
     ),
     Rule(
         id="dataloader_stall", claims="idle", platform="cuda", title="The GPU waits for the data loader",
+        skip_on=("inference",), locate=Locate("family", "dataloader"), step_part="data_loader_ns",
         metric="dataloader.stall_share", above=0.05, saving="dataloader.stall_share",
         evidence=(("stall_share", "dataloader.stall_share"), ("stall_ns", "dataloader.stall_ns"),
                   ("loader_host_share", "dataloader.host_share"), ("iterator", "dataloader.iterator")),
@@ -194,7 +287,9 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="host_bound", claims="idle", symptom=True, platform="cuda", title="The GPU waits for the host to launch work",
-        source="attribution.top_source",
+        source="attribution.top_source", host_floor="fraction", profiler=ProfilerCost(host_time=True),
+        locate=Locate("chain", "attribution.top_chain"), step_part="host_wait_ns",
+        flavours=(("inference", _HOST_BOUND_INFERENCE),),
         metric="idle.host_wait_share", above=0.10, saving="idle.host_wait_share",
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
@@ -219,7 +314,8 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="host_sync", claims="idle", platform="cuda", title="Host syncs drain the GPU queue every step",
-        source="attribution.sync_source",
+        source="attribution.sync_source", profiler=ProfilerCost(spread_over_idle=True),
+        locate=Locate("family", "sync_api"), step_part="sync_ns", flavours=(("inference", _HOST_SYNC_INFERENCE),),
         metric="sync_storm.saving_share", above=0.02, when=syncs_every_step,
         saving="sync_storm.saving_share",
         evidence=(("saving_share", "sync_storm.saving_share"), ("syncs_per_step", "host_sync.syncs_per_step"),
@@ -260,6 +356,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="slow_host_op", claims="idle", platform="cuda", title="One host operation keeps the GPU waiting",
+        profiler=ProfilerCost(host_time=True), locate=Locate("op", "idle.host_wait_culprit"), step_part="host_wait_ns",
         metric="idle.host_wait_culprit_share", above=0.10, when=slow_calls, saving="idle.host_wait_culprit_share",
         evidence=(("host_op", "idle.host_wait_culprit"), ("host_op_share", "idle.host_wait_culprit_share"),
                   ("host_op_ns", "idle.host_wait_culprit_ns"), ("mean_call_ns", "idle.host_wait_culprit_mean_ns"),
@@ -299,6 +396,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="pageable_memcpy", claims="idle", platform="cuda", title="Host-to-device copies use pageable memory",
+        locate=Locate("pageable_htod"), flavours=(("inference", _PAGEABLE_MEMCPY_INFERENCE),),
         metric="memcpy.htod_pageable_count", above=1, saving="memcpy.pageable_htod_share",
         evidence=(("pageable_copies", "memcpy.htod_pageable_count"), ("pageable_per_step", "memcpy.htod_pageable_per_step"),
                   ("pageable_bytes", "memcpy.htod_pageable_bytes"), ("pageable_host_ns", "memcpy.htod_pageable_host_ns"),
@@ -314,6 +412,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="copy_heavy", claims=copy_claims, title="Copies and dtype casts take a large share of GPU time",
+        flavours=(("inference", _COPY_HEAVY_INFERENCE),),
         metric="kernels.copy_share", above=0.10, saving="kernels.copy_step_share",
         evidence=(("copy_share", "kernels.copy_share"), ("gemm_share", "kernels.gemm_share"),
                   ("copy_vs_gemm_ratio", "kernels.copy_vs_gemm_ratio"), ("copy_ns", "kernels.copy_ns")),
@@ -330,6 +429,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="tiny_kernels", claims="idle", symptom=True, platform="cuda", title="Most kernels are too small to keep the GPU busy",
+        host_floor="fraction", profiler=ProfilerCost(host_time=True), flavours=(("inference", _TINY_KERNELS_INFERENCE),),
         metric="launch.tiny_kernel_share", above=0.5, when=host_waits, saving="launch.tiny_kernel_saving_share",
         evidence=(("tiny_kernel_share", "launch.tiny_kernel_share"), ("tiny_kernels_per_step", "launch.tiny_kernels_per_step"),
                   ("kernel_median_ns", "launch.kernel_median_ns"), ("launch_api_median_ns", "launch.launch_api_median_ns")),
@@ -343,6 +443,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="gpu_gaps", claims="excess", symptom=True, title="The GPU sits idle for long stretches",
+        locate=Locate("long_gaps"), flavours=(("inference", _GPU_GAPS_INFERENCE),),
         metric="idle.long_gap_count", above=1, saving="idle.long_gap_share",
         evidence=(("long_gaps", "idle.long_gap_count"), ("long_gap_ns", "idle.long_gap_ns"),
                   ("longest_gap_ns", "idle.long_gap_max_ns"), ("long_gap_share", "idle.long_gap_share")),
@@ -356,6 +457,7 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="step_variance", claims="excess", symptom=True, title="Step time varies from step to step",
+        skip_on=("inference",),
         metric="steps.cv_excluding_first", above=0.15, saving="steps.mean_excess_share",
         ranges=outlier_step_ranges,
         evidence=(("cv", "steps.cv_excluding_first"), ("median_ns", "steps.median_ns"), ("max_ns", "steps.max_ns"),
@@ -373,6 +475,8 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="variable_shapes", claims="idle", title="Every new batch shape costs host work while the GPU waits",
+        skip_on=("inference",), profiler=ProfilerCost(host_time=True),
+        locate=Locate("op", "idle.host_wait_per_shape_op"), step_part="host_wait_ns",
         metric="steps.tokens_cv", above=0.1, when=shapes_cost_time,
         saving=per_shape_saving,
         severity="medium",
@@ -399,7 +503,7 @@ GPU_RULES: tuple[Rule, ...] = (
                    ("lightning", "Pack or bucket sequences in your DataModule's collate_fn.")),
     ),
     Rule(
-        id="warmup_in_window", title="The profiled window includes warm-up",
+        id="warmup_in_window", title="The profiled window includes warm-up", skip_on=("inference",),
         metric="steps.first_over_rest", above=1.5, severity="low", ranges=first_step_range,
         evidence=(("first_over_rest", "steps.first_over_rest"), ("first_step", "steps.first_index"),
                   ("warmup_excess_share", "steps.warmup_excess_share"), ("first_step_holds", first_step_holds)),
@@ -413,7 +517,7 @@ GPU_RULES: tuple[Rule, ...] = (
         docs=_TORCH_PROFILER,
     ),
     Rule(
-        id="memory_headroom", title="GPU memory is mostly unused",
+        id="memory_headroom", title="GPU memory is mostly unused", skip_on=("inference", "partial"),
         metric="memory.peak_used_share", below=0.5, when=has_device_memory, severity="low",
         evidence=(("peak_used_share", "memory.peak_used_share"), ("peak_used_bytes", "memory.peak_used_bytes"),
                   ("headroom_bytes", "memory.headroom_bytes"), ("total_bytes", "memory.total_bytes")),
@@ -427,3 +531,40 @@ GPU_RULES: tuple[Rule, ...] = (
     ),
 ) + CAUSE_RULES + ATTRIBUTION_RULES
 # fmt: on
+
+
+def busy_device(m: Metrics) -> bool:
+    """The device is busy >= 80 % of the window: the forward passes, not the host, set the pace."""
+    return (lookup(m, "idle.busy_share") or 0.0) >= 0.8
+
+
+#: Inference's own view of the same metrics: rules only inference runs get (``skip_on`` training).
+INFERENCE_RULES: tuple[Rule, ...] = (
+    Rule(
+        id="gemm_bound_forward",
+        platform="cuda",
+        skip_on=("training",),
+        severity="low",
+        title="The forward passes are GEMM-bound",
+        metric="kernels.gemm_share",
+        above=0.6,
+        when=busy_device,
+        evidence=(
+            ("gemm_share", "kernels.gemm_share"),
+            ("busy_share", "idle.busy_share"),
+            ("gemm_ns", "kernels.gemm_ns"),
+        ),
+        summary="GEMMs and attention take {gemm_share} of device time ({gemm_ns}) and the GPU is busy {busy_share}: "
+        "prefill-heavy forward passes are compute-bound, so the time is in the math itself.",
+        fix=Fix(
+            text="Make each GEMM cheaper: FP8 (H100, MI300) or INT8/INT4 weight quantisation with kernels that read "
+            "it directly, FP8 KV cache for long contexts, or more tensor-parallel GPUs; check that the GEMMs "
+            "run the tuned library kernels (hipBLASLt / cuBLASLt), not a fallback.",
+            pytorch="# vLLM: LLM(model, quantization='fp8', kv_cache_dtype='fp8')\n"
+            "# SGLang: --quantization fp8 --kv-cache-dtype fp8_e5m2",
+            hf_trainer="from transformers import BitsAndBytesConfig\n"
+            "AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_8bit=True))",
+        ),
+        docs="https://docs.vllm.ai/en/latest/features/quantization/fp8.html",
+    ),
+)

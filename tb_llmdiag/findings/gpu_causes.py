@@ -7,7 +7,7 @@ docs/findings.md lists them.
 
 from __future__ import annotations
 
-from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, Rule, lookup
+from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, ProfilerCost, Rule, lookup
 
 
 def compiles_in_loop(m: Metrics) -> bool:
@@ -50,11 +50,37 @@ def ample_memory(m: Metrics) -> bool:
     return (lookup(m, "memory.peak_used_share") or 1.0) < 0.5
 
 
+# their wording on inference runs (a flavour keyed ``"inference"``)
+_RECOMPILATION_INFERENCE = Flavour(
+    title="torch.compile compiles between forward calls",
+    fix=Fix(
+        text="Stop recompiling for every new shape: compile with dynamic shapes (dynamic=True, or "
+        "torch._dynamo.mark_dynamic on the sequence dimension), or pad requests to a few bucket lengths "
+        "(vLLM/SGLang capture graphs per batch size). Raising torch._dynamo.config.cache_size_limit only "
+        "hides the limit being hit.",
+        pytorch="model = torch.compile(model, dynamic=True)\n"
+        "# or: torch._dynamo.mark_dynamic(input_ids, 1)  before each call",
+        hf_trainer="model.forward = torch.compile(model.forward, dynamic=True)\n"
+        "tok(prompts, padding=True, pad_to_multiple_of=128, return_tensors='pt')  # few shapes",
+    ),
+)
+_FP32_MATH_INFERENCE = Flavour(
+    fix=Fix(
+        text="Run the matmuls on tensor cores: load the weights in bf16 (or a quantised format), or at least "
+        "allow TF32 for fp32 matmuls (Ampere and later).",
+        pytorch="model = model.to(torch.bfloat16)\n"
+        "# at least: torch.backends.cuda.matmul.allow_tf32 = True; torch.set_float32_matmul_precision('high')",
+        hf_trainer="AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)",
+    )
+)
+
+
 CAUSE_RULES: tuple[Rule, ...] = (
     Rule(
         id="recompilation",
         platform="cuda",
         claims=compile_claims,
+        flavours=(("inference", _RECOMPILATION_INFERENCE),),
         title="torch.compile compiles inside the training loop",
         metric="compile.share",
         above=0.02,
@@ -92,6 +118,7 @@ CAUSE_RULES: tuple[Rule, ...] = (
         id="fp32_math",
         platform="cuda",
         claims="device",
+        flavours=(("inference", _FP32_MATH_INFERENCE),),
         title="GEMMs run in plain fp32 (no TF32, no bf16)",
         metric="precision.fp32_matmul_share",
         above=0.10,
@@ -124,6 +151,8 @@ CAUSE_RULES: tuple[Rule, ...] = (
         id="unfused_optimizer",
         platform="cuda",
         claims="idle",
+        skip_on=("inference",),
+        profiler=ProfilerCost(host_time=True),
         title="The optimizer updates one parameter at a time (for-loop)",
         metric="optimizer.saving_share",
         above=0.02,
@@ -152,6 +181,7 @@ CAUSE_RULES: tuple[Rule, ...] = (
         id="activation_checkpointing",
         platform="cuda",
         claims=recompute_claims,
+        skip_on=("inference",),
         title="Activation checkpointing recomputes the forward pass in backward",
         metric="checkpointing.recompute_share",
         above=0.0,

@@ -1,18 +1,16 @@
-"""Every rule: ``RULES = GPU_RULES + COMM_RULES + XLA_RULES`` with the run-kind declarations of
-``findings/workload.py`` applied (training-only, whole-file, inference wording), then the inference-only
-rules; a static table (docs/findings.md lists each one;
-``llmdiag rules`` prints it; tests iterate it)."""
+"""Every rule: ``RULES = GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES``, each rule as its table declares
+it (which runs it skips, its wording per platform and run trait: ``Rule.skip_on``, ``Rule.flavours``); a static
+table (docs/findings.md lists each one; ``llmdiag rules`` prints it; tests iterate it)."""
 
 from __future__ import annotations
 
 from tb_llmdiag.findings.comm import COMM_RULES
-from tb_llmdiag.findings.engine import Rule, evidence_unit
-from tb_llmdiag.findings.gpu import GPU_RULES
-from tb_llmdiag.findings.workload import INFERENCE_RULES, by_run_kind
+from tb_llmdiag.findings.engine import Read, Rule, evidence_unit
+from tb_llmdiag.findings.gpu import GPU_RULES, INFERENCE_RULES
 from tb_llmdiag.findings.xla import XLA_RULES
 from tb_llmdiag.metrics.registry import metric
 
-RULES: tuple[Rule, ...] = by_run_kind(GPU_RULES + COMM_RULES + XLA_RULES) + INFERENCE_RULES
+RULES: tuple[Rule, ...] = GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES
 
 
 def _evidence_units(rules: tuple[Rule, ...]) -> dict[str, dict[str, str]]:
@@ -34,7 +32,7 @@ def label_from_key(key: str) -> str:
     return key.replace("_", " ")
 
 
-def evidence_label(label: str, path: object) -> str:
+def evidence_label(label: str, path: Read) -> str:
     """The label a user reads for an evidence value: the registry label of the metric the rule reads it from,
     else the key's own words (``label_from_key``)."""
     m = metric(path) if isinstance(path, str) else None

@@ -1,16 +1,17 @@
 """What the profiler's own cost does to the findings and the what-if (``capture`` topic, ``metrics/overhead.py``).
 
 Contract:
-- ``with_caveats(findings, metrics)``: a finding whose evidence is host time (``HOST_TIME_RULES``) gets
+- ``with_caveats(findings, metrics, what, rules)``: a finding whose evidence is host time (its rule's
+  ``profiler.host_time``, ``engine.ProfilerCost``) gets
   ``profiler_overhead_share`` (``capture.profiler_overhead_share``) and, when that overhead could account for a large
   part of its saving (overhead >= ``LARGE_PART`` x the finding's own saving share, and >= ``MIN_OVERHEAD_SHARE``),
   a ``caveat`` saying so; every other finding gets ``caveat`` null.
   Each finding's ``saving.unprofiled_ns`` is its saving restated on an unprofiled run where the trace places the
-  profiler's cost in it, else null: ``unrecorded_host_time`` less the modelled cost of the records inside the
-  activity that holds the time (``attribution.unrecorded_profiler_ns``: the Python tracer's records inside a pure
-  Python function; none inside a sleep or a stretch with nothing open), scaled to the saving; ``host_sync``
-  (``UNPROFILED_SPREAD``: the idle after a sync is the host relaunching recorded operators) on the unprofiled step
-  U when the capture holds it, with the measured cost O = M - U spread over the idle pool I as in the what-if:
+  profiler's cost in it, else null: a rule with ``profiler.records_inside`` (``unrecorded_host_time``) less the
+  modelled cost of the records inside the activity that holds the time (``attribution.unrecorded_profiler_ns``: the
+  Python tracer's records inside a pure Python function; none inside a sleep or a stretch with nothing open), scaled
+  to the saving; a rule with ``profiler.spread_over_idle`` (``host_sync``: the idle after a sync is the host
+  relaunching recorded operators) on the unprofiled step U when the capture holds it, with the measured cost O = M - U spread over the idle pool I as in the what-if:
   U - max(M - saving - O x (I - saving) / I, the GPU's own work).
 - ``with_unprofiled(what_if, metrics)``: when the capture holds unprofiled step times, ``what_if.unprofiled`` restates
   the what-if on the unprofiled median step U: the profiled step M carries the profiler's cost O = M - U in its idle
@@ -25,40 +26,37 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tb_llmdiag.findings.engine import finite, lookup
-from tb_llmdiag.findings.whatif import statement
+from tb_llmdiag.findings.engine import Finding, Rule, finite, lookup, rules_of
+from tb_llmdiag.findings.whatif_text import statement
 from tb_llmdiag.units import fmt_ns
 
-#: rules whose evidence is host time the profiler inflates (per-op recording cost lands in host time)
-HOST_TIME_RULES = frozenset({"host_bound", "tiny_kernels", "slow_host_op", "variable_shapes", "unfused_optimizer"})
-#: findings whose saving is the host relaunching recorded operators after the GPU drained: the profiler's per-op cost
-#: is spread over that time as over the rest of the idle pool (``saving.unprofiled_ns``)
-UNPROFILED_SPREAD = frozenset({"host_sync"})
 #: the overhead "could account for a large part" of a finding's saving from this ratio on
 LARGE_PART = 1 / 3
 MIN_OVERHEAD_SHARE = 0.05
 
 
 def unprofiled_saving_ns(
-    f: Mapping[str, Any], metrics: Mapping[str, Any], what: Mapping[str, Any] | None
+    f: Mapping[str, Any], rule: Rule | None, metrics: Mapping[str, Any], what: Mapping[str, Any] | None
 ) -> int | None:
     """The finding's saving restated on an unprofiled run, where the trace places the profiler's cost in it (module
-    docstring: ``saving.unprofiled_ns``); None elsewhere."""
+    docstring: ``saving.unprofiled_ns``; ``rule``: the finding's, whose ``profiler`` says how); None elsewhere."""
     saving = f.get("saving") or {}
     ns, step = saving.get("ns"), saving.get("step_ns")
-    if not finite(ns) or not finite(step) or step <= 0:
+    if rule is None or not finite(ns) or not finite(step) or step <= 0:
         return None
-    if f.get("id") == "unrecorded_host_time":
-        held, cost = lookup(metrics, "attribution.unrecorded_ns"), lookup(metrics, "attribution.unrecorded_profiler_ns")
+    if rule.profiler.records_inside is not None:
+        held_at, cost_at = rule.profiler.records_inside
+        held, cost = lookup(metrics, held_at), lookup(metrics, cost_at)
         if not finite(held) or not finite(cost) or held <= 0:
             return None
         return int(round(float(ns) * max(0.0, 1.0 - float(cost) / float(held))))
     u = lookup(metrics, "capture.unprofiled_step_ns")
     idle0 = float((what or {}).get("median_idle_ns") or 0.0)
-    if f.get("id") not in UNPROFILED_SPREAD or not finite(u) or u <= 0 or saving.get("pool") != "idle" or idle0 <= 0:
+    spread = rule.profiler.spread_over_idle
+    if not spread or not finite(u) or u <= 0 or saving.get("pool") != "idle" or idle0 <= 0:
         return None
     over = min(max(0.0, float(step) - float(u)), idle0)
     floor = float(((what or {}).get("all") or {}).get("compute_floor_ns") or 0.0)
@@ -68,18 +66,19 @@ def unprofiled_saving_ns(
 
 
 def with_caveats(
-    findings: list[dict[str, Any]], metrics: Mapping[str, Any], what: Mapping[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """The findings with their overhead caveat and unprofiled saving (module docstring; ``what``: their what-if)."""
+    findings: list[Finding], metrics: Mapping[str, Any], what: Mapping[str, Any] | None, rules: Sequence[Rule]
+) -> list[Finding]:
+    """The findings with their overhead caveat and unprofiled saving (module docstring; ``what``: their what-if;
+    ``rules``: the table they come from)."""
     share = lookup(metrics, "capture.profiler_overhead_share")
     basis = lookup(metrics, "capture.overhead_basis")
     out = []
-    for f in findings:
+    for f, rule in zip(findings, rules_of([str(f.get("id")) for f in findings], metrics, rules)):
         f = dict(f)
         if isinstance(f.get("saving"), dict):
-            f["saving"] = {**f["saving"], "unprofiled_ns": unprofiled_saving_ns(f, metrics, what)}
+            f["saving"] = {**f["saving"], "unprofiled_ns": unprofiled_saving_ns(f, rule, metrics, what)}
         f["caveat"] = None
-        if f.get("id") in HOST_TIME_RULES and finite(share):
+        if rule is not None and rule.profiler.host_time and finite(share):
             f["profiler_overhead_share"] = share
             saving = (f.get("saving") or {}).get("alone_share") or (f.get("saving") or {}).get("share")
             if share >= MIN_OVERHEAD_SHARE and (not finite(saving) or share >= LARGE_PART * saving):

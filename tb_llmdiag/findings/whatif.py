@@ -11,8 +11,8 @@ The model (docs/whatif.md is the prose):
   its proportion C_M / M (communication pool) and idle otherwise (idle pool), plus the excess max(0, T - M)
   (excess pool; when it is 0, excess findings take from the idle pool). The four pools add up to T. Host-side findings first, then device-side ones (the host floor below); in each,
   causes first, then symptoms (``Rule.symptom``: host-bound, tiny kernels, long
-  gaps, step variance: what the causes' time shows up as), each group in rank order, each finding removes the
-  fraction r = min(1, share x T / its pool's initial size) of what is *left* of its pool: savings are applied in
+  gaps, step variance: what the causes' time shows up as), each group by its own saving (highest first), each
+  finding removes the fraction r = min(1, share x T / its pool's initial size) of what is *left* of its pool: savings are applied in
   sequence on the remaining time, never added, so causes that claim the same idle time (host-bound, a slow host
   op, syncs) do not count it twice, and the shares shown (``saving.share``, each finding's cut / T) add up to at
   most 1. The finding's own bound, alone, stays in ``saving.alone_share`` / ``alone_ns``. Findings are then
@@ -26,7 +26,7 @@ The model (docs/whatif.md is the prose):
   the step only down to H; the rest is time the GPU would then wait for the host, which no finding claims (no
   finding measured it: a symptom's share is of the idle time the trace shows). An ``idle`` (host-side) cut
   lowers H by what it takes off the step, a launch-overhead one to H x (1 - r) when that is lower
-  (``HOST_FLOOR_EFFECT``); no cut takes the step below the floor its fix leaves. Host-side findings come before device-side ones, so the floor they leave is the one that binds;
+  (``Rule.host_floor``); no cut takes the step below the floor its fix leaves. Host-side findings come before device-side ones, so the floor they leave is the one that binds;
   without a host floor (XPlane, no launch calls) nothing changes. On the mean step the same floor applies, scaled to its regular part
   (H x min(M, T) / M). ``saving.bound_by`` / ``what_if.bound_by`` say what bounded each cut: ``cause`` (its own
   share), ``pool`` (all that is left of its pool), ``host_floor``.
@@ -48,15 +48,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tb_llmdiag.findings.engine import Rule, applicable, finite, lookup
+from tb_llmdiag.findings.engine import Finding, Pool, Rule, Severity, finite, lookup, rules_of
 from tb_llmdiag.findings.whatif_text import statement
 
 #: the what-if names the first finding that takes at least this share off the median step (less reads as noise)
 MIN_CUT_SHARE = 0.005
 
 
-def _pool_of(claims: str | None) -> str | None:
-    return {"idle": "idle", "excess": "excess", "device": "device", "communication": "communication"}.get(claims or "")
+_POOLS: dict[str, Pool] = {"idle": "idle", "excess": "excess", "device": "device", "communication": "communication"}
+
+
+def _pool_of(rule: Rule | None, metrics: Mapping[str, Any]) -> Pool | None:
+    """The pool the rule claims on this run (``Rule.claims``: a fixed pool, or a named function of the metrics)."""
+    claims = None if rule is None else rule.claims(metrics) if callable(rule.claims) else rule.claims
+    return _POOLS.get(claims or "")
 
 
 def _busy_share(m: Mapping[str, Any]) -> float | None:
@@ -98,12 +103,6 @@ def _median_collective_ns(m: Mapping[str, Any], median: int) -> int:
     return int(round(float(c) * median)) if finite(c) else 0
 
 
-def _claims(rules: Sequence[Rule], metrics: Mapping[str, Any]) -> dict[str, str | None]:
-    """Rule id -> the pool it claims on this run (a named function of the metrics, or a fixed pool); a rule
-    of the run's platform wins over a neutral one of the same id (``engine.applicable``)."""
-    return {r.id: (r.claims(metrics) if callable(r.claims) else r.claims) for r in applicable(metrics, rules)}
-
-
 #: the run's one tokens/s (module docstring; ``headline.tokens_per_s`` reads it too): the median step's token slots
 #: over the median step
 TOKENS_PER_S_SOURCE = "flops.median_step_tokens_per_s"
@@ -124,13 +123,12 @@ def _saving_share(f: Mapping[str, Any]) -> float:
 
 #: the pools whose cuts shrink device-side time: the host's own time per step bounds them (the host floor)
 FLOORED = ("device", "communication")
-#: how a host-side (``idle``) finding's fix moves the host floor, by rule id; any other lowers it by its cut (``cut``:
-#: the host does that much less waiting or work; syncs too: the code that issues them is host work of its own, the
-#: per-parameter ``.item()`` loop's dispatch and copies);
-#: ``fraction``: launch overhead: the fix (fewer, larger launches: a larger batch, fusion, CUDA graphs) shortens the
-#: host's own time itself, so removing the fraction r of the waits it causes is taken to remove the fraction r of
-#: the floor too, when that is more than the cut (generous, so the what-if stays a bound).
-HOST_FLOOR_EFFECT: dict[str, str] = {"host_bound": "fraction", "tiny_kernels": "fraction"}
+# How a host-side (``idle``) finding's fix moves the host floor is its rule's ``host_floor``: ``cut`` (the default)
+# lowers it by its cut: the host does that much less waiting or work (syncs too: the code that issues them is host
+# work of its own, the per-parameter ``.item()`` loop's dispatch and copies); ``fraction``: launch overhead: the fix
+# (fewer, larger launches: a larger batch, fusion, CUDA graphs) shortens the host's own time itself, so removing the
+# fraction r of the waits it causes is taken to remove the fraction r of the floor too, when that is more than the
+# cut (generous, so the what-if stays a bound).
 
 
 def _host_floor_ns(m: Mapping[str, Any], median: float) -> float | None:
@@ -149,7 +147,7 @@ def _take(
     """Remove the fraction r of what is left of ``pool`` (in place), and say what bound the cut.
 
     A host-side (``idle``) cut first moves the host floor ``host[key]`` as its rule's ``effect`` says
-    (``HOST_FLOOR_EFFECT``): down by as much as it takes off the step (``cut``), or to floor x (1 - r) when that is
+    (``Rule.host_floor``): down by as much as it takes off the step (``cut``), or to floor x (1 - r) when that is
     lower (``fraction``), so it never binds a host-side cut. Then no cut takes the step below the floor: a
     device-side one (``FLOORED``) still shrinks the GPU's work by r x its pool, but the rest of the step it cannot take becomes
     ``host_wait``, time the GPU would then wait for the host, which no finding claims (none measured it)."""
@@ -178,14 +176,17 @@ def _all_bound(host_floor: bool, fixed_all: float, floor: float | None) -> str:
 
 
 #: severity by the share of the median step a finding's saving takes off (at least): high, medium, else low
-SEVERITY_SHARES = (("high", 0.20), ("medium", 0.05))
+SEVERITY_SHARES: tuple[tuple[Severity, float], ...] = (("high", 0.20), ("medium", 0.05))
 
 
-def severity_of_saving(saving: Mapping[str, Any], median: Any) -> str:
-    """A finding's severity from the number it is ranked by (``saving.ns`` over the median step; on a run
-    without steps ``saving.share`` of the window), so a finding never outranks one of a higher severity."""
+def severity_of(rule: Rule | None, saving: Any, median: float | None) -> Severity:
+    """A run finding's severity, decided here only: from the number it is ranked by (``saving.ns`` over the median
+    step; on a run without steps ``saving.share`` of the window), so a finding never outranks one of a higher
+    severity; a finding without a saving has its rule's fixed ``severity``, else low."""
+    if not isinstance(saving, Mapping):
+        return (rule.severity if rule is not None else None) or "low"
     ns = saving.get("ns")
-    share = float(ns) / float(median) if finite(ns) and finite(median) and median > 0 else saving.get("share")
+    share = float(ns) / float(median) if finite(ns) and median is not None and median > 0 else saving.get("share")
     share = float(share) if finite(share) else 0.0
     return next((sev for sev, at in SEVERITY_SHARES if share >= at), "low")
 
@@ -199,6 +200,13 @@ def _rank_key(f: Mapping[str, Any]) -> tuple[int, float]:
     s = f.get("saving")
     v = (s.get("ns") if finite(s.get("ns")) else s.get("share")) if isinstance(s, dict) else None
     return (_SEVERITY_ORDER.get(str(f.get("severity")), 3), -float(v) if finite(v) else 1.0)
+
+
+def _alone_key(f: Mapping[str, Any]) -> tuple[float, float]:
+    """The order the sequence applies the findings in, within each group (``_order``): by each finding's own saving,
+    alone (ns, then share), highest first; an unknown saving counts as 0."""
+    s = f.get("saving") or {}
+    return (-float(s.get("ns") or 0), -float(s.get("share") or 0))
 
 
 def _shows_a_cut(s: Mapping[str, Any]) -> bool:
@@ -338,14 +346,13 @@ class _Sequence:
     gpu_cut: dict[str, float] = field(default_factory=dict)  # finding id -> what it takes off the GPU's own work
 
 
-def _order(
-    out: list[dict[str, Any]], pools: list[str | None], metrics: Mapping[str, Any], rules: Sequence[Rule]
-) -> list[int]:
-    """The order the findings are applied in: host-side cuts first (they lower the host floor), then device-side ones
-    (the floor bounds them): the pools are apart but for the floor, so without it this order changes nothing; in
-    each, causes first, then symptoms (each group in rank order): a symptom keeps only the time the causes leave."""
-    symptom = {r.id for r in applicable(metrics, rules) if r.symptom}
-    return sorted(range(len(out)), key=lambda i: (pools[i] in FLOORED, out[i]["id"] in symptom, i))
+def _order(pools: list[Pool | None], rules: list[Rule | None]) -> list[int]:
+    """The order the findings (in ``_alone_key`` order) are applied in: host-side cuts first (they lower the host
+    floor), then device-side ones (the floor bounds them): the pools are apart but for the floor, so without it this
+    order changes nothing; in each, causes first, then symptoms (``Rule.symptom``; each group by its own saving): a
+    symptom keeps only the time the causes leave."""
+    symptom = [r is not None and r.symptom for r in rules]
+    return sorted(range(len(pools)), key=lambda i: (pools[i] in FLOORED, symptom[i], i))
 
 
 def _cut_median(seq: _Sequence, start: _Start, i: int, fid: str, pool: str, r: float, effect: str) -> tuple[float, str]:
@@ -366,14 +373,14 @@ def _cut_median(seq: _Sequence, start: _Start, i: int, fid: str, pool: str, r: f
 
 
 def _apply_one(
-    f: dict[str, Any], i: int, pool: str | None, claimed: str | None, start: _Start, seq: _Sequence
+    f: Finding, i: int, pool: Pool | None, claimed: Pool | None, effect: str, start: _Start, seq: _Sequence
 ) -> dict[str, Any]:
-    """Finding ``i``'s saving in sequence: what it takes from what the findings before it left, on its basis."""
+    """Finding ``i``'s saving in sequence: what it takes from what the findings before it left, on its basis
+    (``effect``: how its fix moves the host floor, ``Rule.host_floor``)."""
     alone = _saving_share(f)
     excess = claimed == "excess" or pool == "excess"
     pool0 = start.pool0
     r = min(1.0, alone * start.mean / pool0[pool]) if pool is not None and alone > 0 and pool0[pool] > 0 else 0.0
-    effect = HOST_FLOOR_EFFECT.get(f["id"], "cut")
     cut, med_cut, by = 0.0, 0.0, None
     if r > 0 and pool is not None:
         cut, by = _take(seq.left, pool, r, seq.host, "mean", effect)
@@ -411,35 +418,24 @@ def _all_fixed(
 
 
 def apply_in_sequence(
-    findings: list[dict[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule]
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """Ranked findings with in-sequence savings (module docstring), and the what-if on the median step."""
-    out = [dict(f) for f in findings]
+    findings: list[Finding], metrics: Mapping[str, Any], rules: Sequence[Rule]
+) -> tuple[list[Finding], dict[str, Any] | None]:
+    """Ranked findings with in-sequence savings (module docstring), and the what-if on the median step: the one
+    place a run finding's severity (``severity_of``) and rank (``_rank_key``) are decided."""
+    alone = sorted(range(len(findings)), key=lambda i: (*_alone_key(findings[i]), i))
+    out = [dict(findings[i]) for i in alone]
+    of = rules_of([str(f["id"]) for f in out], metrics, rules)
     start = _start(metrics)
-    if start is None:
-        return out, None
-    claims = _claims(rules, metrics)
-    pools = [_pool_of(claims.get(f["id"])) for f in out]
-    # no step adds time over the median (or no steps): the excess is idle time
-    pools = ["idle" if p == "excess" and start.pool0["excess"] <= 0 else p for p in pools]
-    seq = _Sequence(
-        left={**start.pool0, "host_wait": 0.0},
-        med_left={**start.med0, "host_wait": 0.0},
-        host={"median": start.host0, "mean": start.host_mean},
-    )
-    for i in _order(out, pools, metrics, rules):
-        f = out[i]
-        if isinstance(f.get("saving"), dict):
-            f["saving"] = _apply_one(f, i, pools[i], claims.get(f["id"]), start, seq)
-    # ranked by the saving each shows, then severity from the same number (``severity_of_saving``)
-    for f in out:
-        if isinstance(f.get("saving"), dict):
-            f["severity"] = severity_of_saving(f["saving"], start.median)
+    seq = None if start is None else _in_sequence(out, of, metrics, start)
+    median = start.median if start is not None else None
+    # ranked by the saving each shows, then severity from the same number
+    for f, rule in zip(out, of):
+        f["severity"] = severity_of(rule, f.get("saving"), median)
     ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
     out = [out[i] for i in ranked]
-    top = out[0] if out and isinstance(out[0].get("saving"), dict) else None  # the what-if is the top finding's
-    if start.median is None:
+    if start is None or seq is None or start.median is None:
         return out, None
+    top = out[0] if out and isinstance(out[0].get("saving"), dict) else None  # the what-if is the top finding's
     tokens_per_s = lookup(metrics, TOKENS_PER_S_SOURCE)
     busy = start.med0["device"] if start.med_busy is not None else None
     what = {
@@ -451,3 +447,21 @@ def apply_in_sequence(
     }
     what["statement"] = statement(what)
     return out, what
+
+
+def _in_sequence(out: list[Finding], of: list[Rule | None], metrics: Mapping[str, Any], start: _Start) -> _Sequence:
+    """Each finding's saving in sequence (``_order``), in place in ``out``; what the sequence left."""
+    claimed = [_pool_of(rule, metrics) for rule in of]
+    # no step adds time over the median (or no steps): the excess is idle time
+    pools: list[Pool | None] = ["idle" if p == "excess" and start.pool0["excess"] <= 0 else p for p in claimed]
+    seq = _Sequence(
+        left={**start.pool0, "host_wait": 0.0},
+        med_left={**start.med0, "host_wait": 0.0},
+        host={"median": start.host0, "mean": start.host_mean},
+    )
+    for i in _order(pools, of):
+        f, rule = out[i], of[i]
+        if isinstance(f.get("saving"), dict):
+            effect = rule.host_floor if rule is not None else "cut"
+            f["saving"] = _apply_one(f, i, pools[i], claimed[i], effect, start, seq)
+    return seq

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tb_llmdiag.findings.engine import Fix, Metrics, Rule, lookup
+from tb_llmdiag.findings.engine import Fix, Locate, Metrics, Rule, lookup
 from tb_llmdiag.findings.gpu import first_step_range, outlier_step_ranges
 
 _TORCH_XLA_RECOMPILE = "https://pytorch.org/xla/master/perf/recompilation.html"
@@ -184,6 +184,7 @@ XLA_RULES: tuple[Rule, ...] = (
     Rule(
         id="warmup_in_window",
         platform="xla",
+        skip_on=("inference",),
         title="The profiled window includes XLA's first compile",
         metric="xla.warmup_compile_in_steps_time_ns",
         above=1,
@@ -212,6 +213,7 @@ XLA_RULES: tuple[Rule, ...] = (
         claims="excess",
         symptom=True,
         platform="xla",
+        skip_on=("inference",),
         title="Step time varies from step to step",
         metric="xla.steady_step_cv",
         above=0.20,
@@ -267,6 +269,7 @@ XLA_RULES: tuple[Rule, ...] = (
         claims="idle",
         symptom=True,
         platform="xla",
+        locate=Locate("long_gaps"),
         title="The device sits idle during steps",
         metric="xla.steady_device_duty_cycle_share",
         below=0.50,

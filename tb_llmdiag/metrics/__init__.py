@@ -64,7 +64,7 @@ def run_topic(trace: Trace) -> dict[str, Any]:
         "device_kind": device_kind(trace),
         **workload_fields(trace),
         # the reader's read state (``Trace.read_state``): false when it stopped early (a cut file); rules
-        # that need the whole file are skipped then (``findings/workload.py``), and so are MFU and tokens/s
+        # that need the whole file are skipped then (their ``skip_on``), and so are MFU and tokens/s
         "read_complete": bool(read.get("complete", True)),
         "read_share": float(share) if isinstance(share, (int, float)) else 1.0 if read.get("complete", True) else None,
     }

@@ -25,7 +25,7 @@ from tb_llmdiag.metrics.entry import (
 _WHAT_IF = "an upper bound on the gain, from durations only"
 _CAUSE = (
     "`straggler_cause_evidence`: the straggler's largest positive difference per step against the median of "
-    "the other ranks (`jobs.attribution`)"
+    "the other ranks (`jobs.straggler`)"
 )
 
 #: docs/metrics.md: the section's title and the prose before its table
@@ -71,7 +71,7 @@ _PIPELINE_ENTRIES: tuple[Entry, ...] = (
      "the slowest stage's own time / the others' median " + _PIPE),
     ("job.pipeline_balance_saving_share", SHARE, NEITHER, 0.1, "balancing saving",
      "(slow stage own time - the stages' mean own time) / job_step_ns " + _PIPE),
-    ("job.pipeline_straggler_cause", TEXT, NEITHER, 0, "slow stage cause", "its largest difference (`jobs.attribution`) " + _PIPE),
+    ("job.pipeline_straggler_cause", TEXT, NEITHER, 0, "slow stage cause", "its largest difference (`jobs.straggler`) " + _PIPE),
 )  # fmt: skip
 
 ENTRIES: tuple[Entry, ...] = (
@@ -527,7 +527,7 @@ ENTRIES: tuple[Entry, ...] = (
     *_PIPELINE_ENTRIES,
 )
 
-#: the pipeline stage straggler's cause evidence: the same fields as the straggler's (``jobs.attribution``)
+#: the pipeline stage straggler's cause evidence: the same fields as the straggler's (``jobs.straggler``)
 ENTRIES = ENTRIES + tuple(
     (k.replace("job.straggler_cause_evidence.", "job.pipeline_straggler_cause_evidence."), u, b, t, label,
      d.replace("the straggler", "the slow pipeline stage"))

@@ -117,7 +117,8 @@ RUN: tuple[Entry, ...] = (
      "`training` when the trace holds backward or optimizer activity (`backward_op_count`, `optimizer_step_count`, "
      "`optimizer_kernel_count`), else `inference` (vLLM, SGLang, HF generate, diffusion pipelines); null on XPlane "
      "traces, which do not name them. Selects the rules (training-only advice is skipped on inference) and their "
-     "wording (findings/workload.py). Not the report's `phase`, which the file name gives"),
+     "wording (each rule's `skip_on` and inference flavour, findings/). Not the report's `phase`, which the file name "
+     "gives"),
     ("run.device_kind", TEXT, NEITHER, 0, "device kind",
      "what the trace's device is, for labels: `GPU` (CUDA, ROCm), `MTIA` (MTIA runtime calls), `TPU` (an XPlane "
      "device named TPU), or `CPU` (no device events / no device plane); null when a cut file's read part holds no "

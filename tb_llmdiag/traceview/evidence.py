@@ -5,9 +5,10 @@ Contract:
   file:line | null}]`` (``source``: the finding's own, shown beside the op it blames) for the
   report's findings that the engine did not already locate (``finding["ranges"]``, engine.py's ``Rule.ranges``,
   filled where the metrics hold the ranges: outlier and first steps, XLA recompiles and transfers).
-  Each locator is a row of ``LOCATORS`` (finding id -> what to look for) and reads only what the report
-  already decided (the culprit op the metrics named, the outlier steps, the long-gap threshold): it draws
-  the report's evidence, it does not measure anything new.
+  What to look for is the finding's rule's ``locate`` (``findings.engine.Locate``, found through
+  ``findings.engine.rules_of``); each kind of search is a row of ``SEARCHES`` and reads only what the report already
+  decided (the culprit op the metrics named, the long-gap threshold): it draws the report's evidence, it does not
+  measure anything new.
 - At most ``MAX_RANGES`` ranges per finding, the longest, in time order.
 """
 
@@ -19,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.findings.engine import MAX_RANGES
+from tb_llmdiag.findings.engine import MAX_RANGES, rules_of
+from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.intervals import gaps as complement
 from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS
 from tb_llmdiag.metrics.idle import LONG_GAP_NS
@@ -64,11 +66,21 @@ def _family(trace: Trace, family: str) -> Located:
     return _longest(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]), ev.name_of(int(longest))
 
 
-def _op(path: str) -> Callable[[Trace, Mapping[str, Any], list[Any]], Located]:
-    return lambda t, m, s: _named(t, _path(m, path), (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON))
+_ACTIVITY = (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON, Kind.RUNTIME, Kind.DRIVER)
 
 
-def _long_gaps(trace: Trace, m: Mapping[str, Any], steps: list[Any]) -> Located:
+def _op(trace: Trace, m: Mapping[str, Any], path: str) -> Located:
+    """The host operator the metrics name at ``path``."""
+    return _named(trace, _path(m, path), (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON))
+
+
+def _chain(trace: Trace, m: Mapping[str, Any], path: str) -> Located:
+    """The innermost activity of a chain the attribution named at ``path`` (``a > b > c``: ``c``)."""
+    chain = _path(m, path)
+    return _named(trace, chain.split(" > ")[-1] if isinstance(chain, str) else None, _ACTIVITY)
+
+
+def _long_gaps(trace: Trace, m: Mapping[str, Any], at: str) -> Located:
     ev = trace.events
     dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.device >= 0))
     if dev.size < 2:
@@ -79,7 +91,7 @@ def _long_gaps(trace: Trace, m: Mapping[str, Any], steps: list[Any]) -> Located:
     return _longest(gs[long], ge[long]), None
 
 
-def _pageable(trace: Trace, m: Mapping[str, Any], steps: list[Any]) -> Located:
+def _pageable(trace: Trace, m: Mapping[str, Any], at: str) -> Located:
     ev = trace.events
     rows = np.flatnonzero(ev.name_mask(lambda n: "HtoD" in n and "Pageable" in n) & (ev.kind == int(Kind.MEMCPY)))
     if not rows.size:
@@ -87,42 +99,24 @@ def _pageable(trace: Trace, m: Mapping[str, Any], steps: list[Any]) -> Located:
     return _longest(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]), ev.name_of(int(rows[0]))
 
 
-_ACTIVITY = (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON, Kind.RUNTIME, Kind.DRIVER)
-
-
-def _activity(path: str) -> Callable[[Trace, Mapping[str, Any], list[Any]], Located]:
-    """The innermost activity of a chain the attribution named (``a > b > c``: ``c``)."""
-
-    def locate_chain(t: Trace, m: Mapping[str, Any], s: list[Any]) -> Located:
-        chain = _path(m, path)
-        return _named(t, chain.split(" > ")[-1] if isinstance(chain, str) else None, _ACTIVITY)
-
-    return locate_chain
-
-
-#: finding id -> locator(trace, metrics, summary steps) -> (ranges, culprit)
-LOCATORS: dict[str, Callable[[Trace, Mapping[str, Any], list[Any]], Located]] = {
-    "host_bound": _activity("attribution.top_chain"),
-    "allocator_churn": _activity("attribution.allocator_chain"),
-    "unrecorded_host_time": _activity("attribution.unrecorded_chain"),
-    "host_activity": _activity("attribution.top_chain"),
-    "slow_host_op": _op("idle.host_wait_culprit"),
-    "variable_shapes": _op("idle.host_wait_per_shape_op"),
-    "gpu_gaps": _long_gaps,
-    "host_sync": lambda t, m, s: _family(t, "sync_api"),
-    "dataloader_stall": lambda t, m, s: _family(t, "dataloader"),
-    "pageable_memcpy": _pageable,
+#: ``Locate.how`` -> search(trace, metrics, ``Locate.at``) -> (ranges, culprit)
+SEARCHES: dict[str, Callable[[Trace, Mapping[str, Any], str], Located]] = {
+    "chain": _chain,
+    "op": _op,
+    "family": lambda t, m, family: _family(t, family),
+    "long_gaps": _long_gaps,
+    "pageable_htod": _pageable,
 }
 
 
 def locate(trace: Trace, report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Evidence ranges of the report's findings (module docstring)."""
     metrics = report.get("metrics") or {}
-    steps = list(_path(metrics, "steps.per_step") or [])
+    findings = [f for f in report.get("findings") or [] if isinstance(f, Mapping) and not f.get("ranges")]
     out = []
-    for f in report.get("findings") or []:
-        if not isinstance(f, Mapping) or f.get("ranges") or f.get("id") not in LOCATORS:
+    for f, rule in zip(findings, rules_of([str(f.get("id")) for f in findings], metrics, RULES)):
+        if rule is None or rule.locate is None:
             continue
-        ranges, culprit = LOCATORS[str(f["id"])](trace, metrics, steps)
+        ranges, culprit = SEARCHES[rule.locate.how](trace, metrics, rule.locate.at)
         out.append({"id": f["id"], "ranges": ranges, "culprit": culprit, "source": f.get("source")})
     return out

@@ -6,7 +6,8 @@ Contract:
 - ``cmax`` is the running maximum of ``end`` within a row: sorted even where intervals overlap, so the first
   interval reaching past ``t`` is ``searchsorted(cmax, t, "right")`` and a query never scans.
 - A pyramid level merges a row's neighbours whose gap to the running end is at most the level's tolerance
-  into one interval carrying ``n`` source events and the event id (``ev``) of its longest recorded event. Level 0 is
+  into one interval carrying ``n`` source events and the event id (``ev``) of its longest recorded event; an event
+  longer than the tolerance (wider than a pixel) is never merged: it stands alone, whatever its neighbours. Level 0 is
   the rows as recorded (tolerance 0). Tolerances grow by ``LEVEL_FACTOR``; a level is kept only when it has
   at most ``KEEP_RATIO`` of the last kept level's intervals (sparse rows do not multiply storage).
 - ``query`` picks the coarsest level whose tolerance is <= the requested resolution, slices the range by
@@ -72,8 +73,8 @@ def row_cummax(row: I64, end: I64) -> I64:
 def merge_rows(
     row: I64, start: I64, end: I64, ev: Ints, n: Ints, tol: int, ev_dur: I64
 ) -> tuple[I64, I64, I64, Ints, Ints]:
-    """One pyramid step: merge neighbours of a row closer than ``tol`` (gap to the running end <= tol).
-    Returns (row, start, end, ev of the longest recorded event among the members, n summed); ``ev_dur`` is
+    """One pyramid step: merge neighbours of a row closer than ``tol`` (gap to the running end <= tol), except
+    that an interval whose longest event is longer than ``tol`` stays on its own. Returns (row, start, end, ev of the longest recorded event among the members, n summed); ``ev_dur`` is
     every event's recorded duration (indexed by ``ev``)."""
     return merge_step(row, start, end, ev, n, ev_dur[ev], tol)[:5]
 
@@ -93,6 +94,11 @@ def merge_step(
     np.greater(start[1:], reach, out=new[1:])
     del reach
     new[1:] |= row[1:] != row[:-1]
+    # an event wider than the tolerance stands alone: it opens a group and so does whatever follows it
+    wide = dur > tol
+    new |= wide
+    new[1:] |= wide[:-1]
+    del wide
     first = np.flatnonzero(new)
     gid = np.cumsum(new, dtype=np.int32 if k < 2**31 else np.int64)
     del new

@@ -68,6 +68,9 @@ def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, r
             cap = rep["metrics"]["capture"]
             f = open_tab(page, base, f"#llm_diag&{urlencode({'p.llm_diag.run': run})}")
             wait_panel(f)
+            # the first screen carries the capture in one line; the card is one click away, folded under it
+            f.locator(".verdict-trust").wait_for(timeout=30_000)
+            f.locator(".verdict-trust-more").click()
             card = f.locator(".trust-card")
             card.wait_for(timeout=30_000)
             # the problems, in the report's order and words

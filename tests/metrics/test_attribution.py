@@ -174,6 +174,7 @@ def test_the_profiler_cost_inside_an_unrecorded_activity_is_its_records() -> Non
     it (the Python tracer's records: ``with_stack``): the profiler's modelled cost there is 500 x 800 ns (the measured
     cost per Python-tracer record, not scaled by the host's speed; less where the records start closer together); a
     4 ms sleep in a range with nothing inside costs nothing."""
+    from tb_llmdiag.findings import RULES, rule_of
     from tb_llmdiag.findings.trust import unprofiled_saving_ns
 
     def one(inside: int, views: int = 0, apart_ns: int = 7 * US) -> dict:
@@ -191,8 +192,9 @@ def test_the_profiler_cost_inside_an_unrecorded_activity_is_its_records() -> Non
     assert m["unrecorded_profiler_ns"] == 500 * 800
     # THEN the finding's saving restated unprofiled keeps the share of its time that is not recording
     f = {"id": "unrecorded_host_time", "saving": {"ns": 3_000_000, "step_ns": 10_000_000}}
+    rule = rule_of(f["id"], {}, RULES)
     held = m["unrecorded_ns"]
-    assert unprofiled_saving_ns(f, {"attribution": m}, None) == round(3_000_000 * (1 - 500 * 800 / held))
+    assert unprofiled_saving_ns(f, rule, {"attribution": m}, None) == round(3_000_000 * (1 - 500 * 800 / held))
     # AND on a host the views make slow (speed scale 4), the Python tracer's records cost the same: measured per record
     assert one(500, views=3)["attribution"]["unrecorded_profiler_ns"] == 500 * 800
     # AND where the trace's records start 500 ns apart, each one's whole cost is at most that: 500 x 500 ns
@@ -200,4 +202,4 @@ def test_the_profiler_cost_inside_an_unrecorded_activity_is_its_records() -> Non
     # AND with nothing recorded inside, nothing is taken off
     m0 = one(0)["attribution"]
     assert m0["unrecorded_profiler_ns"] == 0
-    assert unprofiled_saving_ns(f, {"attribution": m0}, None) == 3_000_000
+    assert unprofiled_saving_ns(f, rule, {"attribution": m0}, None) == 3_000_000
