@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.jobs.straggler import JobTables, per_rank_mean
 from tb_llmdiag.jobs.rank_summary import RankSummary
+from tb_llmdiag.jobs.straggler import JobTables, per_rank_mean
 from tb_llmdiag.metrics.comm_purpose import PURPOSE_CODE
 
 STAGE_RATIO = 1.5
