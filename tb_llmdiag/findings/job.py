@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tb_llmdiag.findings.engine import Fix, Floor, Metrics, Rule, fires, verdict
+from tb_llmdiag.metrics.labels import words_of
 from tb_llmdiag.units import fmt
 
 STRAGGLER_FIXES: dict[str, str] = {
@@ -113,7 +114,7 @@ CAUSE_PHRASES: Mapping[str, str] = {
     "data_loader_stall": "its data loader stalls longer per step ({s} against {m} for the median rank)",
     "host_sync": "its host blocks longer in syncs per step ({s} against {m} for the median rank)",
     "host_bound_launching": "its GPU waits longer for host launches per step ({s} against {m} for the median rank)",
-    "late_step_start": "it starts each step later ({s} against {m} for the median rank)",
+    "late_step_start": "it starts each step {d} later than the median rank",
     "unexplained": "no per-rank quantity the trace records explains it",
 }
 
@@ -146,6 +147,7 @@ def straggler_summary(m: Metrics) -> str:
     phrase = CAUSE_PHRASES.get(cause, CAUSE_PHRASES["unexplained"]).format(
         s=fmt("ns", ev.get("straggler_ns_per_step")),
         m=fmt("ns", ev.get("median_rank_ns_per_step")),
+        d=fmt("ns", ev.get("difference_ns_per_step")),
         ts=tok.get("straggler_tokens_per_step") or 0.0,
         tm=tok.get("median_rank_tokens_per_step") or 0.0,
     )
@@ -206,7 +208,7 @@ def exposed_summary(m: Metrics) -> str:
     return (
         f"Collective transfers no compute hides take {fmt('ns', m.get('exposed_transfer_ns_per_step'))} per step "
         f"({fmt('share', m.get('exposed_transfer_share'))} of the {fmt('ns', m.get('job_step_ns'))} step; "
-        f"{m.get('top_collective_kind')} leads; {fmt('share', m.get('overlap_share'))} of collective time is "
+        f"{words_of(m.get('top_collective_kind'))} leads; {fmt('share', m.get('overlap_share'))} of collective time is "
         f"hidden under compute)."
     )
 
@@ -265,9 +267,32 @@ def stage_straggler_summary(m: Metrics) -> str:
     )
 
 
-def _same(*keys: str) -> tuple[tuple[str, str], ...]:
-    """Evidence labelled by the job metric's own key."""
-    return tuple((k, k) for k in keys)
+def _same(*keys: str) -> tuple[tuple[str, Any], ...]:
+    """Evidence labelled by the job metric's own key (read by the named function ``SHOWN`` gives it, if any)."""
+    return tuple((k, SHOWN.get(k, k)) for k in keys)
+
+
+def profiler_extra_ns(m: Metrics) -> float | None:
+    """The profiler's extra cost on the straggler as evidence: none when it costs the straggler less than the
+    median rank (the metric is then negative: no extra cost)."""
+    v = m.get("straggler_profiler_excess_ns_per_step")
+    return max(0.0, float(v)) if isinstance(v, (int, float)) else None
+
+
+def cause_evidence(m: Metrics) -> Any:
+    """The straggler's cause evidence; step start times measured from the median rank's (offsets from the job's
+    mean start would read as negative times)."""
+    ev = m.get("straggler_cause_evidence")
+    if isinstance(ev, Mapping) and ev.get("quantity") == "start_offset_ns":
+        return {**ev, "straggler_ns_per_step": ev.get("difference_ns_per_step"), "median_rank_ns_per_step": 0}
+    return ev
+
+
+#: job evidence shown through a named function rather than as the metric holds it
+SHOWN: Mapping[str, Any] = {
+    "straggler_profiler_excess_ns_per_step": profiler_extra_ns,
+    "straggler_cause_evidence": cause_evidence,
+}
 
 
 JOB_RULES: tuple[Rule, ...] = (

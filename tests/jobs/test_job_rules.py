@@ -67,7 +67,7 @@ def test_job_findings_come_out_of_the_engine_whole() -> None:
         "id": "exposed_communication",
         "title": "Collective transfers no compute hides",
         "summary": "Collective transfers no compute hides take 300 ns per step (30.0 % of the 1 µs step; "
-        "all_gather leads; 25.0 % of collective time is hidden under compute).",
+        "all-gather leads; 25.0 % of collective time is hidden under compute).",
         "metric": "exposed_transfer_share",
         "value": 0.3,
         "threshold": 0.10,
