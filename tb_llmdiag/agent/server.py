@@ -98,6 +98,27 @@ def _tool(fn: Callable[..., dict[str, Any]], tool_error: type[Exception], lock: 
     return call
 
 
+def add_timeline_tool(server: Any, ws: Workspace, ro: ToolAnnotations, tool_error: type[Exception], lock: Any) -> Any:
+    """``server`` with the ``timeline`` tool (``agent/timeline.py``)."""
+    timeline_ = _tool(timeline_answer.timeline, tool_error, lock)
+
+    @server.tool(annotations=ro)
+    def timeline(
+        run: Annotated[
+            str | None, Field(description="a run folder's name (list_runs' `run`); none: every run in the logdir")
+        ] = None,
+        detail: Detail = False,
+    ) -> CallToolResult:
+        """A run's profiler windows over the run (captured with profile_run, or a schedule with repeat): per window
+        the step without the profiler, the profiled step, tokens/s, GPU busy, MFU and the top finding; the change
+        points (a shift beyond the windows' noise band, or a one-off) with what changed between the windows around
+        each; the triggered windows; and what the capture cost over the run."""
+        return timeline_(ws, run, detail)
+
+    del timeline
+    return server
+
+
 def build(logdir: str) -> Any:
     """The MCPServer of one logdir (not started). Raises NoTracesFound when it is not a directory."""
     ws = Workspace(logdir)
@@ -112,7 +133,6 @@ def build(logdir: str) -> Any:
     activities = _tool(answers.top_activities, err, lock)
     compare_ = _tool(comparison.compare, err, lock)
     check_ = _tool(comparison.check, err, lock)
-    timeline_ = _tool(timeline_answer.timeline, err, lock)
 
     @server.tool(annotations=ro)
     def list_runs(detail: Detail = False) -> CallToolResult:
@@ -174,19 +194,6 @@ def build(logdir: str) -> Any:
         regressed beyond its tolerance and beyond noise."""
         return check_(ws, candidate, baseline, max_regression, detail)
 
-    @server.tool(annotations=ro)
-    def timeline(
-        run: Annotated[
-            str | None, Field(description="a run folder's name (list_runs' `run`); none: every run in the logdir")
-        ] = None,
-        detail: Detail = False,
-    ) -> CallToolResult:
-        """A run's profiler windows over the run (captured with profile_run, or a schedule with repeat): per window
-        the step without the profiler, the profiled step, tokens/s, GPU busy, MFU and the top finding; the change
-        points (a shift beyond the windows' noise band, or a one-off) with what changed between the windows around
-        each; the triggered windows; and what the capture cost over the run."""
-        return timeline_(ws, run, detail)
-
     @server.resource("llmdiag://registry", name="metric registry", mime_type="application/json")
     def registry() -> str:
         """Every number's key, unit, direction (better lower/higher), comparison tolerance, label and definition;
@@ -199,8 +206,8 @@ def build(logdir: str) -> Any:
         on, its evidence keys, fix and docs."""
         return dumps(api.finding_catalogue())
 
-    del list_runs, diagnose, explain_finding, top_activities, compare, check, timeline, registry, findings
-    return server
+    del list_runs, diagnose, explain_finding, top_activities, compare, check, registry, findings
+    return add_timeline_tool(server, ws, ro, err, lock)
 
 
 def serve(logdir: str) -> int:
