@@ -40,7 +40,7 @@ def test_rules_are_the_gpu_then_the_comm_then_the_xla_table() -> None:
     from tb_llmdiag.findings.comm import COMM_RULES
     # each rule as its table declares it (skip_on and inference wording in its own entry), then inference's own
     assert RULES == GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES
-    assert len(XLA_RULES) == 6 and len(COMM_RULES) == 1
+    assert len(XLA_RULES) == 6 and len(COMM_RULES) == 6
     assert [r.id for r in INFERENCE_RULES] == ["gemm_bound_forward"]
 
 

@@ -195,7 +195,12 @@ def test_the_registry_and_finding_catalogue_are_resources(answers: dict[str, Any
     assert {"findings[].saving.share", "activities.host.*[].time_ns", "steps.per_step[].host_wait_ns"} <= keys
     ids = {f["id"] for f in answers["llmdiag://findings"]["runs"]}
     assert {"host_bound", "dataloader_stall"} <= ids
-    assert {f["id"] for f in answers["llmdiag://findings"]["jobs"]} == {"straggler", "exposed_communication"}
+    assert {f["id"] for f in answers["llmdiag://findings"]["jobs"]} == {
+        "straggler",
+        "exposed_communication",
+        "pipeline_stage_straggler",
+        "pipeline_bubble",
+    }
 
 
 def test_without_the_sdk_the_command_says_so_in_one_line() -> None:

@@ -115,7 +115,9 @@ def test_each_findings_step_column_is_a_per_step_column() -> None:
     parts = {r.id: r.step_part for r in RULES if r.step_part is not None}
     assert parts == {"host_bound": "host_wait_ns", "slow_host_op": "host_wait_ns", "variable_shapes": "host_wait_ns",
                      "host_sync": "sync_ns", "dataloader_stall": "data_loader_ns",
-                     "exposed_communication": "collective_ns"}
+                     "exposed_communication": "collective_ns", "accumulation_without_no_sync": "collective_ns",
+                     "tensor_parallel_communication": "collective_ns", "fsdp_without_prefetch": "collective_ns",
+                     "expert_all_to_all": "collective_ns"}
     assert all(metric(f"steps.per_step[].{col}") is not None for col in parts.values())
     # the agent finds a finding's rule through the front door: the run's platform picks it
     assert api.finding_rule("host_sync", {"run": {"platform": "cuda"}}).step_part == "sync_ns"

@@ -48,7 +48,12 @@ def job(**over: object) -> dict:
 
 def test_job_rules_and_run_rules_are_one_rule_type() -> None:
     assert all(type(r) is Rule for r in JOB_RULES + RULES)
-    assert [(r.id, r.level) for r in JOB_RULES] == [("straggler", "job"), ("exposed_communication", "job")]
+    assert [(r.id, r.level) for r in JOB_RULES] == [
+        ("straggler", "job"),
+        ("exposed_communication", "job"),
+        ("pipeline_stage_straggler", "job"),
+        ("pipeline_bubble", "job"),
+    ]
     assert {r.level for r in RULES} == {"run"}
 
 
