@@ -28,7 +28,7 @@ from tb_llmdiag.findings.attribution_rules import (
 )
 from tb_llmdiag.findings.engine import Fix, Flavour, Locate, Metrics, ProfilerCost, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
-from tb_llmdiag.findings.parts import casts_not_weights, knows, part_evidence
+from tb_llmdiag.findings.parts import casts_not_weights, knows, knows_launches_and_tokens, part_evidence
 from tb_llmdiag.metrics.idle import HOST_COPY_HINT, PER_SHAPE_HINTS, RECOMPILE_HINT
 
 # Named predicates (a rule that needs more than one comparison)
@@ -300,11 +300,15 @@ GPU_RULES: tuple[Rule, ...] = (
         summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
                 "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
                 "{kernel_median_ns}); while it waits the host is {host_is}.",
-        variants=((not_launch_bound, HOST_BOUND_NOT_LAUNCH), (knows("launches"), Flavour(
+        variants=((not_launch_bound, HOST_BOUND_NOT_LAUNCH), (knows_launches_and_tokens, Flavour(
             summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
                     "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
                     "{kernel_median_ns}, {tokens_per_step} tokens a step); most launches come from {launches_part} "
-                    "({launches_part_share}); while it waits the host is {host_is}."))),
+                    "({launches_part_share}); while it waits the host is {host_is}.")), (knows("launches"), Flavour(
+            summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
+                    "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
+                    "{kernel_median_ns}); most launches come from {launches_part} ({launches_part_share}); while it "
+                    "waits the host is {host_is}."))),
         fix=Fix(text="Give the GPU more work per launch and fewer launches: a larger micro-batch (with fewer "
                      "gradient-accumulation steps), torch.compile to fuse small ops, fused kernels (Liger, fused "
                      "AdamW), CUDA graphs when shapes are static.",

@@ -82,6 +82,11 @@ def knows(kind: str) -> Callable[[Metrics], bool]:
     return pred
 
 
+def knows_launches_and_tokens(m: Metrics) -> bool:
+    """The anatomy names the part making the most launches, and the steps' token count is known."""
+    return knows("launches")(m) and lookup(m, "steps.tokens_per_step_median") is not None
+
+
 def part_evidence(kind: str) -> tuple[tuple[str, str], ...]:
     """The evidence a rule adds to name the part leading ``kind``: ``{kind}_part`` and ``{kind}_part_share``."""
     return (
