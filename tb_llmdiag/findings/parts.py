@@ -106,8 +106,9 @@ _ATTENTION_FIX = Fix(
 )
 _EAGER_ATTENTION = Flavour(
     summary="The core attention runs eagerly (softmax and batched GEMMs in the attention module, the score matrix "
-    "materialised): {core_per_step_ns} a step, {core_share} of GPU time; a fused kernel doing the same GEMMs at "
-    "this trace's GEMM speed ({reference_tflops}) would take {fused_ns} of its {core_ns}.",
+    "materialised): {core_per_step_ns} a step, {core_share} of GPU time. In the profiled steps it took {core_ns}, "
+    "where a fused kernel doing the same GEMMs at this trace's GEMM speed ({reference_tflops}) would take about "
+    "{fused_ns}.",
     fix=Fix(
         text="Use a fused attention implementation: scaled_dot_product_attention (flash / cuDNN kernels) instead of "
         "the model's eager attention.",
@@ -118,10 +119,10 @@ _EAGER_ATTENTION = Flavour(
 
 # their wording on inference runs (a flavour keyed ``"inference"``): forward passes only, no training loop
 _ATTENTION_INFERENCE = Flavour(
-    summary="The core attention (scaled dot-product attention) runs on the {backend} backend: {core_per_step_ns} a "
-    "step, {core_share} of GPU time, the score matrix materialised and its GEMMs upcast ({attention_fp32_gemm_ns} of "
-    "fp32 GEMMs); a fused kernel doing the same GEMMs at this trace's GEMM speed ({reference_tflops}) would take "
-    "{fused_ns} of its {core_ns}.",
+    summary="The core attention (scaled dot-product attention) runs on the {backend} backend, the score matrix "
+    "materialised: {core_per_step_ns} a step, {core_share} of GPU time. In the profiled steps it took {core_ns} "
+    "({attention_fp32_gemm_ns} of it in fp32 GEMMs), where a fused kernel doing the same GEMMs at this trace's GEMM "
+    "speed ({reference_tflops}) would take about {fused_ns}.",
 )
 _FP32_PART_INFERENCE = Flavour(
     fix=Fix(
@@ -162,10 +163,11 @@ PART_RULES: tuple[Rule, ...] = (
                   ("reference_tflops", "anatomy.reference_tflops"),
                   ("fallback", "anatomy.parts.attention.fallback"),
                   ("saving_share", "anatomy.parts.attention.core_saving_share")),
-        summary="The core attention (scaled dot-product attention, forward and backward) runs on the {backend} backend: "
-                "{core_per_step_ns} a step, {core_share} of GPU time, the score matrix materialised and its GEMMs "
-                "upcast ({attention_fp32_gemm_ns} of fp32 GEMMs); a fused kernel doing the same GEMMs at this trace's "
-                "GEMM speed ({reference_tflops}) would take {fused_ns} of its {core_ns}.",
+        summary="The core attention (scaled dot-product attention, forward and backward) runs on the {backend} "
+                "backend, the score matrix materialised: {core_per_step_ns} a step, {core_share} of GPU time. In the "
+                "profiled steps it took {core_ns} ({attention_fp32_gemm_ns} of it in fp32 GEMMs), where a fused "
+                "kernel doing the same GEMMs at this trace's GEMM speed ({reference_tflops}) would take about "
+                "{fused_ns}.",
         variants=((eager_attention, _EAGER_ATTENTION),), flavours=(("inference", _ATTENTION_INFERENCE),),
         fix=_ATTENTION_FIX,
         docs=_SDPA_DOCS,
@@ -200,8 +202,8 @@ PART_RULES: tuple[Rule, ...] = (
         saving="anatomy.weight_casts_share",
         evidence=(("weight_casts_ns", "anatomy.weight_casts_ns"), ("weight_casts_share", "anatomy.weight_casts_share"),
                   *part_evidence("casts")),
-        summary="Casts launched inside GEMM operators (aten::linear > aten::to: a weight stored in another dtype, cast "
-                "on every call, as autocast does over fp32 weights) take {weight_casts_ns} in the profiled steps "
+        summary="Casts launched inside the linear layers' matmuls (a weight stored in another dtype, cast on every "
+                "call, as autocast does over fp32 weights) take {weight_casts_ns} in the profiled steps "
                 "({weight_casts_share} of their time), most in {casts_part} ({casts_part_share} of cast time).",
         fix=Fix(text="Store the frozen weights in the compute dtype so autocast has nothing to cast: load the base model "
                      "in bf16 and keep only trainable parameters (LoRA adapters) in fp32.",
