@@ -182,7 +182,7 @@ PART_RULES: tuple[Rule, ...] = (
                   ("of_fp32_share", "anatomy.fp32_gemm_part_share"),
                   ("part_tflops", "anatomy.fp32_gemm_part_tflops"),
                   ("reference_tflops", "anatomy.reference_tflops"),
-                  ("reference_part", "anatomy.reference_part"),
+                  ("reference_part", "anatomy.reference_part_words"),
                   ("saving_share", "anatomy.fp32_gemm_part_saving_share")),
         summary="GEMMs in fp32 without tensor cores take {fp32_gemm_share} of GPU time in {part} ({of_fp32_share} of "
                 "the fp32 GEMM time), at {part_tflops}, while the GEMMs of {reference_part} in the same step reach "

@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.classify import CATEGORIES, CATEGORY_CODE
 from tb_llmdiag.metrics.anatomy_causes import (
-    LEADER_KINDS,
+    LEADER_WORDS,
     attention_core,
     core_flops,
     efficiency_whatif,
@@ -622,36 +622,17 @@ def _describe(
 #: the leading part per kind of time (anatomy_causes.leaders): three keys per kind
 LEADER_ENTRIES: tuple[Entry, ...] = tuple(
     entry
-    for kind in LEADER_KINDS
+    for kind, what in LEADER_WORDS.items()
     for entry in (
-        (
-            f"anatomy.{kind}_part",
-            TEXT,
-            NEITHER,
-            0,
-            f"part leading {kind.replace('_', ' ')} time" if kind != "launches" else "part making the most launches",
-            f"the named part (`other` left out) with the most `{kind}` (anatomy_causes.py); null when none",
-        ),
-        (
-            f"anatomy.{kind}_part_words",
-            TEXT,
-            NEITHER,
-            0,
-            f"part leading {kind.replace('_', ' ')} in words"
-            if kind != "launches"
-            else "part making the most launches in words",
-            "that part as a sentence names it (`the LoRA adapters`, `the MLP`)",
-        ),
-        (
-            f"anatomy.{kind}_part_share",
-            SHARE,
-            NEITHER,
-            0.1,
-            f"leading part's share of {kind.replace('_', ' ')}",
-            f"its share of the `{kind}` total over every part",
-        ),
+        (f"anatomy.{kind}_part", TEXT, NEITHER, 0, f"part with the most {what} (name)",
+         f"the named part (`other` left out) with the most {what} (anatomy_causes.py); null when none"),
+        (f"anatomy.{kind}_part_words", TEXT, NEITHER, 0, f"part with the most {what}",
+         "that part as a sentence names it (`the LoRA adapters`, `the MLP`)"),
+        (f"anatomy.{kind}_part_share", SHARE, NEITHER, 0.1, f"its share of the {what}",
+         f"the share of all parts' {what} that part holds"),
     )
-)
+)  # fmt: skip
+
 
 # The registry's entries of the `anatomy` topic: one row per key (metrics/entry.py); metrics/registry.py collects them
 # through the topic table (metrics/topics.py), docs/metrics.md is generated from them.
@@ -716,7 +697,8 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.parts.*.core_saving_share", SHARE, LOWER, 0.1, "fused attention what-if", "`attention` only: (`core_ns` - `core_fused_ns`) / the analysis window; null without FLOPs or a reference"),
     ("anatomy.parts.*.fallback", TEXT, NEITHER, 0, "why not flash attention", "`attention` on the math backend only: what the recorded SDPA call's shapes say about the flash kernel (head dim, explicit mask), else that nothing recorded excludes it"),
     ("anatomy.reference_tflops", TFLOP_PER_S, HIGHER, 0.05, "reference GEMM speed", "the fastest `achieved_tflops` of a part holding >= 5 % of the counted FLOPs in a data type other than fp32: the speed this trace's own GEMMs reach; null when none"),
-    ("anatomy.reference_part", TEXT, NEITHER, 0, "reference part", "the part that reaches `reference_tflops`"),
+    ("anatomy.reference_part", TEXT, NEITHER, 0, "reference part (name)", "the part that reaches `reference_tflops`"),
+    ("anatomy.reference_part_words", TEXT, NEITHER, 0, "reference part", "that part as a sentence names it"),
     ("anatomy.weight_casts_ns", NS, LOWER, 0.05, "casts inside GEMM operators", "casts launched inside a GEMM operator (`aten::linear > aten::to`: a weight stored in another dtype cast on every call, as autocast does); placed in the GEMM's part"),
     ("anatomy.weight_casts_share", SHARE, LOWER, 0.1, "casts inside GEMM operators share", "`weight_casts_ns` / the analysis window"),
     *LEADER_ENTRIES,

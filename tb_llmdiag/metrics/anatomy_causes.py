@@ -53,7 +53,16 @@ REFERENCE_MIN_SHARE = 0.05
 FLASH_MAX_HEAD_DIM = 256
 MATH_SDPA = "aten::_scaled_dot_product_attention_math"
 _BMM = ("aten::bmm", "aten::baddbmm")
-LEADER_KINDS = ("time", "gemm", "fp32_gemm", "casts", "copy", "launches")
+#: the kinds of time a leading part is found for, and how a label names each
+LEADER_WORDS = {
+    "time": "GPU time",
+    "gemm": "GEMM time",
+    "fp32_gemm": "fp32 GEMM time",
+    "casts": "cast time",
+    "copy": "copy time",
+    "launches": "launches",
+}
+LEADER_KINDS = tuple(LEADER_WORDS)
 
 
 def _math_calls(ev: Any) -> list[list[list[int]]]:
@@ -162,7 +171,11 @@ def efficiency_whatif(parts: dict[str, Any], window_ns: int) -> dict[str, Any]:
             gap = int(max(0.0, p["flop_kernel_ns"] - p["flops"] / (ref * 1e3)))
         p["efficiency_saving_ns"] = gap
         p["efficiency_saving_share"] = gap / window_ns if gap is not None and window_ns > 0 else None
-    return {"reference_tflops": ref, "reference_part": ref_part}
+    return {
+        "reference_tflops": ref,
+        "reference_part": ref_part,
+        "reference_part_words": part_words(ref_part) if ref_part else None,
+    }
 
 
 def attention_core(
@@ -190,7 +203,7 @@ PART_WORDS: dict[str, str] = {
     "norms": "the norms",
     "lora": "the LoRA adapters",
     "moe": "the MoE experts",
-    "lm_head": "the lm_head",
+    "lm_head": "the LM head",
     "loss": "the loss",
     "optimizer": "the optimizer",
     "communication": "communication",
