@@ -107,7 +107,7 @@ STRUCTURE_RULES: tuple[Rule, ...] = (
             ("saving_share", "anatomy.logits.saving_share"),
         ),
         summary="The loss is computed over the full logits of a {vocab}-token vocabulary: {logits_elements} logits in "
-        "{logits_dtype} ({logits_bytes} a copy). Outside the lm_head GEMM ({lm_head_per_step_ns} per step), the "
+        "{logits_dtype} ({logits_bytes} a copy). Outside the LM head's GEMM ({lm_head_per_step_ns} per step), the "
         "passes over them (log-softmax forward and backward, NLL, {casts_per_step_ns} of casts and copies) take "
         "{vocab_work_per_step_ns} per step (the loss part: {loss_per_step_ns}). A fused chunked linear + "
         "cross-entropy keeps one pass ({softmax_pass_per_step_ns}) and never materialises them: up to "
