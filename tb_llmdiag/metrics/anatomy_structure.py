@@ -40,12 +40,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tb_llmdiag.intervals import covered_before, merge
 from tb_llmdiag.metrics.anatomy_parts import label_of
 from tb_llmdiag.metrics.attribution_view import source_line
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.entry import BYTES, COUNT, LOWER, NEITHER, NS, PER_STEP, RATIO, SHARE, TEXT, Entry
 from tb_llmdiag.metrics.host_tree import HostForest
-from tb_llmdiag.intervals import covered_before, merge
 from tb_llmdiag.metrics.shapes import per_pair
 from tb_llmdiag.model import Kind
 
@@ -298,7 +298,9 @@ def _index_in(calls: IDX, picked: IDX) -> IDX:
     return order[np.searchsorted(calls[order], picked)]
 
 
-def _covered(s: NDArray[np.int64], e: NDArray[np.int64], a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
+def _covered(
+    s: NDArray[np.int64], e: NDArray[np.int64], a: NDArray[np.int64], b: NDArray[np.int64]
+) -> NDArray[np.int64]:
     """Per interval [a, b): its length covered by the sorted, disjoint blocks [s, e)."""
     out: NDArray[np.int64] = covered_before(s, e, b) - covered_before(s, e, a)
     return out
