@@ -52,7 +52,7 @@ def _ids(findings: list[dict[str, Any]]) -> list[str]:
     [
         ("moe_uneven", "moe_imbalance", ("MoE", "busiest", "padded", "router")),
         ("big_vocab_loss", "full_logits_loss", ("full logits", "152 k-token vocabulary", "fp32", "fused chunked")),
-        ("compile_breaks", "graph_breaks", ("graph breaks", "aten::item", "anatomy_run.py:598")),
+        ("compile_breaks", "graph_breaks", ("graph breaks", ".item()", "anatomy_run.py:598")),
         ("decode", "decode_launch_bound", ("decode step", "launches 1030 kernels", "CUDA graph")),
     ],
 )

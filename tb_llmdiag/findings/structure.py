@@ -113,7 +113,7 @@ STRUCTURE_RULES: tuple[Rule, ...] = (
         "cross-entropy keeps one pass ({softmax_pass_per_step_ns}) and never materialises them: up to "
         "{saving_share} of step time.",
         fix=Fix(
-            text="Fuse lm_head and the cross-entropy and compute them in chunks of tokens (Liger Kernel's fused linear "
+            text="Fuse the LM head (the output projection) and the cross-entropy and compute them in chunks of tokens (Liger Kernel's fused linear "
             "cross-entropy, or a chunked loss under torch.compile): the full logits and their fp32 copy are never "
             "materialised and the gradient is computed in the forward pass.",
             pytorch="from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss\n"

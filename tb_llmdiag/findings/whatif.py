@@ -393,6 +393,7 @@ class _Sequence:
     med_left: dict[str, float]
     host: dict[str, float | None]  # the host floor in the median step and in the mean step, lowered by host-side cuts
     ids: set[int] = field(default_factory=set)  # the findings that take something off the median step
+    on_mean: dict[int, dict[str, Any]] = field(default_factory=dict)  # each finding's saving of the mean step
     host_floor: bool = False  # a device-side cut of the sequence stopped at the host floor
     gpu_cut: dict[str, float] = field(default_factory=dict)  # finding id -> what it takes off the GPU's own work
 
@@ -435,10 +436,17 @@ def _apply_one(
     mean0 = start.claim_mean if start.claim_mean is not None else start.mean
     r = min(1.0, alone * mean0 / pool0[pool]) if pool is not None and alone > 0 and pool0[pool] > 0 else 0.0
     cut, med_cut, by = 0.0, 0.0, None
+    by_mean: str | None = None
     if r > 0 and pool is not None:
         cut, by = _take(seq.left, pool, r, seq.host, "mean", effect)
+        by_mean = by
         if start.median is not None and not excess:
             med_cut, by = _cut_median(seq, start, i, f["id"], pool, r, effect)
+    if start.has_steps and r > 0 and pool is not None:  # the run's basis may be the mean step (``_one_basis``)
+        seq.on_mean[i] = {
+            **_saving("mean_step", float(start.mean), cut, float(start.mean), pool, by_mean),
+            "step_basis": start.step_basis,
+        }
     if not start.has_steps:  # no steps: a share of the analysis window
         basis, step, ns = "window", None, cut
     elif excess or start.median is None:  # steps slower than the median: the median step has none of it
@@ -470,11 +478,45 @@ def _all_fixed(
     }
 
 
-def _rank(out: list[Finding], of: list[Rule | None], median: float | None) -> list[int]:
-    """Each finding's severity (``severity_of``, in place) and the ranked order (``_rank_key``)."""
+def _on_mean(f: Mapping[str, Any]) -> bool:
+    """The finding's saving is of the mean step: its cause is in slower steps only, not in the median step."""
+    s = f.get("saving")
+    return isinstance(s, dict) and s.get("basis") == "mean_step" and _shows_a_cut(s)
+
+
+def _all_on_mean(out: list[dict[str, Any]], seq: _Sequence, start: _Start) -> dict[str, Any]:
+    """The what-if's ``all`` part on the mean step, the run's basis when its top finding's cause is in slower steps
+    only: the mean step with every finding of the sequence applied (the median step's floors are not its own)."""
+    mean = float(start.mean)
+    fixed_all = sum(seq.left.values())
+    return {
+        "finding_ids": [f["id"] for f in out if isinstance(f.get("saving"), dict) and (f["saving"].get("ns") or 0) > 0],
+        "step_ns": int(mean),
+        "step_ns_if_fixed": int(round(fixed_all)),
+        "saving_share": 1.0 - fixed_all / mean if mean > 0 else 0.0,
+        "compute_floor_ns": None,
+        "host_floor_ns": None,
+        "bound_by": None,
+        "tokens_per_s_if_fixed": None,
+        "idle_left_ns": int(round(seq.left["idle"])),
+    }
+
+
+def _rank(out: list[Finding], of: list[Rule | None], start: _Start | None, seq: _Sequence | None) -> list[int]:
+    """Each finding's severity (``severity_of``, in place) and the ranked order (``_rank_key``); when the top
+    finding's saving is of the mean step, every saving of the mean step (one basis per run, #36), ranked again."""
+    median = start.median if start is not None else None
     for f, rule in zip(out, of):
         f["severity"] = severity_of(rule, f.get("saving"), median)
-    return sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
+    ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
+    if seq is not None and start is not None and ranked and _on_mean(out[ranked[0]]):
+        for i, (f, rule) in enumerate(zip(out, of)):
+            if isinstance(f.get("saving"), dict):
+                none = {**_saving("mean_step", float(start.mean), 0.0, 0.0, None, None), "step_basis": start.step_basis}
+                f["saving"] = seq.on_mean.get(i, none)
+                f["severity"] = severity_of(rule, f["saving"], median)
+        ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
+    return ranked
 
 
 #: the saving's fields kept under ``saving.profiled``: the same saving on the profiled step
@@ -487,9 +529,11 @@ def _what_if(out: list[Finding], ranked: list[int], start: _Start, seq: _Sequenc
     top = out[ranked[0]] if out and isinstance(out[ranked[0]].get("saving"), dict) else None
     busy = start.med0["device"] if start.med_busy is not None else None
     ordered = [out[i] for i in ranked]
+    top_part = _top_what_if(top, float(start.median), busy, start.host0, seq.gpu_cut, tokens_per_s)
+    on_mean = top_part["basis"] == "mean_step"
     return {
-        **_top_what_if(top, float(start.median), busy, start.host0, seq.gpu_cut, tokens_per_s),
-        "all": _all_fixed(ordered, ranked, start, seq, tokens_per_s),
+        **top_part,
+        "all": _all_on_mean(ordered, seq, start) if on_mean else _all_fixed(ordered, ranked, start, seq, tokens_per_s),
         "median_idle_ns": int(round(start.med0["idle"])),
         "mean_step_ns": int(start.mean),
         "mean_step_ns_if_all_fixed": int(round(sum(seq.left.values()))),
@@ -528,10 +572,11 @@ def apply_in_sequence(
     basis = bare if bare is not None else start
     profiled = [dict(f) for f in out]
     seq = None if basis is None else _in_sequence(out, of, metrics, basis)
-    ranked = _rank(out, of, basis.median if basis is not None else None)
+    ranked = _rank(out, of, basis, seq)
     prof = None
     if bare is not None and start is not None:
-        prof = (_in_sequence(profiled, of, metrics, start), _rank(profiled, of, start.median))
+        prof_seq = _in_sequence(profiled, of, metrics, start)
+        prof = (prof_seq, _rank(profiled, of, start, prof_seq))
     for f, p in zip(out, profiled):
         if isinstance(f.get("saving"), dict):
             keep = bare is not None and isinstance(p.get("saving"), dict)
