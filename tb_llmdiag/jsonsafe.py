@@ -8,11 +8,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import msgspec
 import numpy as np
 
 
 def jsonable(obj: Any, *, float_digits: int | None = None) -> Any:
     """A copy of ``obj`` made of dict/list/str/int/float/bool/None only; NaN and Inf become None."""
+    if isinstance(obj, msgspec.Struct):  # a typed report part: its fields in order, the UNSET ones left out
+        return {
+            k: jsonable(v, float_digits=float_digits)
+            for k in obj.__struct_fields__
+            if (v := getattr(obj, k)) is not msgspec.UNSET
+        }
     if isinstance(obj, dict):
         return {str(k): jsonable(v, float_digits=float_digits) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

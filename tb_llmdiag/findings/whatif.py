@@ -48,7 +48,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tb_llmdiag.findings.engine import Finding, Pool, Rule, Severity, finite, lookup, rules_of
+from tb_llmdiag.findings.engine import Pool, Rule, finite, lookup, rules_of
+from tb_llmdiag.findings.structs import Finding, Saving, Severity, WhatIf, WhatIfAll, replace
 from tb_llmdiag.findings.whatif_text import statement
 
 #: the what-if names the first finding that takes at least this share off the median step (less reads as noise)
@@ -115,9 +116,8 @@ def _tokens_per_s(tokens_per_s: Any, step_ratio: float) -> float | None:
     return float(tokens_per_s) / step_ratio if ok else None
 
 
-def _saving_share(f: Mapping[str, Any]) -> float:
-    s = f.get("saving") or {}
-    v = s.get("share")
+def _saving_share(f: Finding) -> float:
+    v = f.saving.share if f.saving is not None else None
     return float(v) if finite(v) else 0.0
 
 
@@ -179,14 +179,18 @@ def _all_bound(host_floor: bool, fixed_all: float, floor: float | None) -> str:
 SEVERITY_SHARES: tuple[tuple[Severity, float], ...] = (("high", 0.20), ("medium", 0.05))
 
 
-def severity_of(rule: Rule | None, saving: Any, median: float | None) -> Severity:
+def severity_of(rule: Rule | None, saving: Saving | None, median: float | None) -> Severity:
     """A run finding's severity, decided here only: from the number it is ranked by (``saving.ns`` over the median
     step; on a run without steps ``saving.share`` of the window), so a finding never outranks one of a higher
     severity; a finding without a saving has its rule's fixed ``severity``, else low."""
-    if not isinstance(saving, Mapping):
+    if saving is None:
         return (rule.severity if rule is not None else None) or "low"
-    ns = saving.get("ns")
-    share = float(ns) / float(median) if finite(ns) and median is not None and median > 0 else saving.get("share")
+    ns = saving.ns
+    share = (
+        float(ns) / float(median)
+        if ns is not None and finite(ns) and median is not None and median > 0
+        else saving.share
+    )
     share = float(share) if finite(share) else 0.0
     return next((sev for sev, at in SEVERITY_SHARES if share >= at), "low")
 
@@ -194,55 +198,57 @@ def severity_of(rule: Rule | None, saving: Any, median: float | None) -> Severit
 _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
-def _rank_key(f: Mapping[str, Any]) -> tuple[int, float]:
+def _rank_key(f: Finding) -> tuple[int, float]:
     """Severity (from the saving where there is one), then the saving in ns per step (the share of the window
     without steps); a finding with no saving sits last in its severity."""
-    s = f.get("saving")
-    v = (s.get("ns") if finite(s.get("ns")) else s.get("share")) if isinstance(s, dict) else None
-    return (_SEVERITY_ORDER.get(str(f.get("severity")), 3), -float(v) if finite(v) else 1.0)
+    s = f.saving
+    v = (s.ns if finite(s.ns) else s.share) if s is not None else None
+    return (_SEVERITY_ORDER.get(str(f.severity), 3), -float(v) if v is not None and finite(v) else 1.0)
 
 
-def _alone_key(f: Mapping[str, Any]) -> tuple[float, float]:
+def _alone_key(f: Finding) -> tuple[float, float]:
     """The order the sequence applies the findings in, within each group (``_order``): by each finding's own saving,
     alone (ns, then share), highest first; an unknown saving counts as 0."""
-    s = f.get("saving") or {}
-    return (-float(s.get("ns") or 0), -float(s.get("share") or 0))
+    s = f.saving
+    return (-float(s.ns or 0), -float(s.share or 0)) if s is not None else (0.0, 0.0)
 
 
-def _shows_a_cut(s: Mapping[str, Any]) -> bool:
+def _shows_a_cut(s: Saving | None) -> bool:
     """A saving with a what-if of its own: a step basis and a cut of at least ``MIN_CUT_SHARE`` of it."""
-    return finite(s.get("ns")) and finite(s.get("step_ns")) and s["ns"] >= MIN_CUT_SHARE * s["step_ns"] > 0
+    if s is None or not isinstance(s.ns, int) or not isinstance(s.step_ns, int):
+        return False
+    return finite(s.ns) and finite(s.step_ns) and s.ns >= MIN_CUT_SHARE * s.step_ns > 0
 
 
 def _saving(
     basis: str, step: float | None, cut: float, window: float, pool: str | None, bound_by: str | None
-) -> dict[str, Any]:
+) -> Saving:
     """A finding's one saving (module docstring): what it takes off ``step`` in sequence, after the findings
     applied before it; ``step_ns_if_fixed`` is that step less it. On ``window`` (no steps): a share only."""
     if step is None:
-        return {
-            "basis": basis,
-            "step_ns": None,
-            "ns": None,
-            "share": cut / window if window > 0 else 0.0,
-            "step_ns_if_fixed": None,
-            "pool": pool,
-            "bound_by": bound_by,
-        }
+        return Saving(
+            basis=basis,
+            step_ns=None,
+            ns=None,
+            share=cut / window if window > 0 else 0.0,
+            step_ns_if_fixed=None,
+            pool=pool,
+            bound_by=bound_by,
+        )
     ns = int(round(cut))
-    return {
-        "basis": basis,
-        "step_ns": int(round(step)),
-        "ns": ns,
-        "share": ns / step if step > 0 else 0.0,
-        "step_ns_if_fixed": int(round(step)) - ns,
-        "pool": pool,
-        "bound_by": bound_by,
-    }
+    return Saving(
+        basis=basis,
+        step_ns=int(round(step)),
+        ns=ns,
+        share=ns / step if step > 0 else 0.0,
+        step_ns_if_fixed=int(round(step)) - ns,
+        pool=pool,
+        bound_by=bound_by,
+    )
 
 
 def _top_what_if(
-    top: Mapping[str, Any] | None,
+    top: Finding | None,
     median: float,
     busy: float | None,
     host0: float | None,
@@ -252,23 +258,23 @@ def _top_what_if(
     """The what-if's top part: the top finding's own saving (its step, the step with its cause removed) when it takes
     at least ``MIN_CUT_SHARE`` off its step, else the median step unchanged; the median step's floors beside it (the
     GPU's own work less the top finding's cut of it, the host's own time), for a top finding on the median step."""
-    s_top = top["saving"] if top is not None and _shows_a_cut(top["saving"]) else None
-    step = float(s_top["step_ns"]) if s_top else median
-    fixed = float(s_top["step_ns_if_fixed"]) if s_top else step
-    on_median = s_top is None or s_top["basis"] == "median_step"
-    device_cut = gpu_cut.get(top["id"], 0.0) if s_top and top else 0.0
+    s_top = top.saving if top is not None and _shows_a_cut(top.saving) else None
+    step = float(s_top.step_ns or 0) if s_top else median
+    fixed = float(s_top.step_ns_if_fixed or 0) if s_top else step
+    on_median = s_top is None or s_top.basis == "median_step"
+    device_cut = gpu_cut.get(top.id, 0.0) if s_top and top else 0.0
     return {
-        "basis": s_top["basis"] if s_top else "median_step",
+        "basis": s_top.basis if s_top else "median_step",
         "bound": True,
-        "finding_id": top["id"] if s_top and top else None,
-        "finding_title": top.get("title") if s_top and top else None,
+        "finding_id": top.id if s_top and top else None,
+        "finding_title": top.title if s_top and top else None,
         "step_ns": int(step),
         "step_ns_if_fixed": int(round(fixed)),
         "saving_share": 1.0 - fixed / step,
         "compute_floor_ns": int(round(busy - device_cut)) if busy is not None and on_median else None,
         "host_floor_ns": int(round(host0)) if host0 is not None and on_median else None,
-        "pool": s_top.get("pool") if s_top else None,
-        "bound_by": s_top["bound_by"] if s_top else None,
+        "pool": s_top.pool if s_top else None,
+        "bound_by": s_top.bound_by if s_top else None,
         "tokens_per_s": _tokens_per_s(tokens_per_s, 1.0),
         # the tokens are the median step's: a saving of the mean step leaves the median step, and its tokens/s, alone
         "tokens_per_s_if_fixed": _tokens_per_s(tokens_per_s, fixed / step) if on_median else None,
@@ -374,7 +380,7 @@ def _cut_median(seq: _Sequence, start: _Start, i: int, fid: str, pool: str, r: f
 
 def _apply_one(
     f: Finding, i: int, pool: Pool | None, claimed: Pool | None, effect: str, start: _Start, seq: _Sequence
-) -> dict[str, Any]:
+) -> Saving:
     """Finding ``i``'s saving in sequence: what it takes from what the findings before it left, on its basis
     (``effect``: how its fix moves the host floor, ``Rule.host_floor``)."""
     alone = _saving_share(f)
@@ -385,7 +391,7 @@ def _apply_one(
     if r > 0 and pool is not None:
         cut, by = _take(seq.left, pool, r, seq.host, "mean", effect)
         if start.median is not None and not excess:
-            med_cut, by = _cut_median(seq, start, i, f["id"], pool, r, effect)
+            med_cut, by = _cut_median(seq, start, i, f.id, pool, r, effect)
     if not start.has_steps:  # no steps: a share of the analysis window
         basis, step, ns = "window", None, cut
     elif excess or start.median is None:  # steps slower than the median: the median step has none of it
@@ -395,57 +401,55 @@ def _apply_one(
     return _saving(basis, step, ns, float(start.mean), pool, by)
 
 
-def _all_fixed(
-    out: list[dict[str, Any]], ranked: list[int], start: _Start, seq: _Sequence, tokens: Any
-) -> dict[str, Any]:
+def _all_fixed(out: list[Finding], ranked: list[int], start: _Start, seq: _Sequence, tokens: Any) -> WhatIfAll:
     """The what-if's ``all`` part: the median step with every finding of the sequence applied."""
     assert start.median is not None
     median = start.median
     med_left = seq.med_left
     fixed_all = med_left["idle"] + med_left["device"] + med_left["communication"] + med_left["host_wait"]
     floor = med_left["device"]
-    return {
-        "finding_ids": [out[j]["id"] for j in range(len(out)) if ranked[j] in seq.ids],
-        "step_ns": int(median),
-        "step_ns_if_fixed": int(round(fixed_all)),
-        "saving_share": 1.0 - fixed_all / median,
-        "compute_floor_ns": int(round(floor)) if start.med_busy is not None else None,
-        "host_floor_ns": int(round(seq.host["median"])) if seq.host["median"] is not None else None,
-        "bound_by": _all_bound(seq.host_floor, fixed_all, floor if start.med_busy is not None else None),
-        "tokens_per_s_if_fixed": _tokens_per_s(tokens, fixed_all / median),
-        "idle_left_ns": int(round(med_left["idle"])),
-    }
+    host_floor = seq.host["median"]
+    return WhatIfAll(
+        finding_ids=[out[j].id for j in range(len(out)) if ranked[j] in seq.ids],
+        step_ns=int(median),
+        step_ns_if_fixed=int(round(fixed_all)),
+        saving_share=1.0 - fixed_all / median,
+        compute_floor_ns=int(round(floor)) if start.med_busy is not None else None,
+        host_floor_ns=int(round(host_floor)) if host_floor is not None else None,
+        bound_by=_all_bound(seq.host_floor, fixed_all, floor if start.med_busy is not None else None),
+        tokens_per_s_if_fixed=_tokens_per_s(tokens, fixed_all / median),
+        idle_left_ns=int(round(med_left["idle"])),
+    )
 
 
 def apply_in_sequence(
     findings: list[Finding], metrics: Mapping[str, Any], rules: Sequence[Rule]
-) -> tuple[list[Finding], dict[str, Any] | None]:
+) -> tuple[list[Finding], WhatIf | None]:
     """Ranked findings with in-sequence savings (module docstring), and the what-if on the median step: the one
     place a run finding's severity (``severity_of``) and rank (``_rank_key``) are decided."""
     alone = sorted(range(len(findings)), key=lambda i: (*_alone_key(findings[i]), i))
-    out = [dict(findings[i]) for i in alone]
-    of = rules_of([str(f["id"]) for f in out], metrics, rules)
+    out = [findings[i] for i in alone]
+    of = rules_of([f.id for f in out], metrics, rules)
     start = _start(metrics)
     seq = None if start is None else _in_sequence(out, of, metrics, start)
     median = start.median if start is not None else None
     # ranked by the saving each shows, then severity from the same number
-    for f, rule in zip(out, of):
-        f["severity"] = severity_of(rule, f.get("saving"), median)
+    out = [replace(f, severity=severity_of(rule, f.saving, median)) for f, rule in zip(out, of)]
     ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
     out = [out[i] for i in ranked]
     if start is None or seq is None or start.median is None:
         return out, None
-    top = out[0] if out and isinstance(out[0].get("saving"), dict) else None  # the what-if is the top finding's
+    top = out[0] if out and out[0].saving is not None else None  # the what-if is the top finding's
     tokens_per_s = lookup(metrics, TOKENS_PER_S_SOURCE)
     busy = start.med0["device"] if start.med_busy is not None else None
-    what = {
+    what = WhatIf(
         **_top_what_if(top, float(start.median), busy, start.host0, seq.gpu_cut, tokens_per_s),
-        "all": _all_fixed(out, ranked, start, seq, tokens_per_s),
-        "median_idle_ns": int(round(start.med0["idle"])),
-        "mean_step_ns": int(start.mean),
-        "mean_step_ns_if_all_fixed": int(round(sum(seq.left.values()))),
-    }
-    what["statement"] = statement(what)
+        all=_all_fixed(out, ranked, start, seq, tokens_per_s),
+        median_idle_ns=int(round(start.med0["idle"])),
+        mean_step_ns=int(start.mean),
+        mean_step_ns_if_all_fixed=int(round(sum(seq.left.values()))),
+    )
+    what.statement = statement(what)
     return out, what
 
 
@@ -461,7 +465,7 @@ def _in_sequence(out: list[Finding], of: list[Rule | None], metrics: Mapping[str
     )
     for i in _order(pools, of):
         f, rule = out[i], of[i]
-        if isinstance(f.get("saving"), dict):
+        if f.saving is not None:
             effect = rule.host_floor if rule is not None else "cut"
-            f["saving"] = _apply_one(f, i, pools[i], claimed[i], effect, start, seq)
+            out[i] = replace(f, saving=_apply_one(f, i, pools[i], claimed[i], effect, start, seq))
     return seq

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.findings.engine import Metrics, evaluate, rank, verdict
+from tb_llmdiag.findings.engine import Metrics, job_findings_of, rank, verdict
 from tb_llmdiag.findings.job import JOB_RULES, STRAGGLER_RULE, held_back
 from tb_llmdiag.jobs.attribution import per_rank_mean
 from tb_llmdiag.jobs.cross_rank import JobAnalysis, analyze_job
@@ -175,7 +175,7 @@ def _spike_metrics(a: JobAnalysis) -> dict[str, Any]:
 
 def job_findings(metrics: Metrics) -> list[dict[str, Any]]:
     """The job rules that fire (``findings/job.py``), largest share of the job step first."""
-    return jsonable(rank(evaluate(metrics, JOB_RULES)))
+    return jsonable(rank(job_findings_of(metrics, JOB_RULES)))
 
 
 def _bars(a: JobAnalysis) -> list[dict[str, Any]]:
