@@ -3,7 +3,7 @@
     python bench/attribution_speed.py [TRACE] [--repeat 5]
 
 Two jobs, interleaved, each in a fresh process (peak RSS is that job's own: VmHWM, bench/peak_rss.py):
-  report     tb_llmdiag.api.analyze_file as the CLI runs it (attribution included); the attribution's own
+  report     tb_llmdiag.api.analyze(tf).report as the CLI runs it (attribution included); the attribution's own
              time inside it is timed too (the topic function, wrapped)
   without    the same with the attribution topic replaced by an unavailable one
 Prints the medians, the ratio report / without, the attribution's share of the report's time (both from the
@@ -40,7 +40,7 @@ def timed(*a, **k):
         spent[0] += time.perf_counter() - t
 M.attribution_metrics = timed
 t = time.perf_counter()
-rep = api.analyze_file(tf)
+rep = api.analyze(tf).report
 RESULT = {"seconds": time.perf_counter() - t, "attribution_seconds": spent[0], "status": rep["status"],
           "findings": [f["id"] for f in rep["findings"]]}
 """

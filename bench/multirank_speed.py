@@ -6,7 +6,7 @@
   once into ``--dir`` by a separate process.
 - Per worker count: ``--dask local:N``'s LocalCluster (``scale.dask.local_cluster``), started in its own
   process (so this process is only the client: its peak RSS is the client's), workers warmed with
-  ``api.preload``; timed: ``api.report_index(index, DaskRunner(client))`` (submit, analyse, gather, job
+  ``api.preload``; timed: ``api.report(index, runner=DaskRunner(client))`` (submit, analyse, gather, job
   reduce). Before each round, the speedup 2 processes get over 1 on pure CPU work right then (the machine
   is shared: that is the ceiling for the Dask speedup). Printed: wall s, ranks/s, MB/s (compressed and inflated JSON), speedup over the first count,
   each worker's peak RSS; the JSON of every run must be identical.
@@ -37,6 +37,7 @@ import peak_rss  # noqa: E402
 from peak_rss import peak_rss_mb  # noqa: E402
 
 from tb_llmdiag import api  # noqa: E402
+from tb_llmdiag.ingest.discover import Index, TraceFile  # noqa: E402
 from tb_llmdiag.render.canonical_json import dumps  # noqa: E402
 
 CLUSTER = """
@@ -83,7 +84,7 @@ def machine_speedup() -> float:
     return walls[1] / walls[2]
 
 
-def run_on(n: int, index: api.Index) -> dict[str, Any]:
+def run_on(n: int, index: Index) -> dict[str, Any]:
     import cloudpickle
     from distributed import Client
 
@@ -98,10 +99,10 @@ def run_on(n: int, index: api.Index) -> dict[str, Any]:
         with Client(address) as client:
             client.wait_for_workers(n)
             client.run(api.preload)
-            api.report_index(api.Index(root=index.root, files=index.files[:n]), DaskRunner(client))  # warm-up
+            api.report(Index(root=index.root, files=index.files[:n]), runner=DaskRunner(client))  # warm-up
             cpu0, sched0, me0 = client.run(cpu_s), client.run_on_scheduler(cpu_s), cpu_s()
             t0 = time.perf_counter()
-            rep = api.report_index(index, DaskRunner(client))
+            rep = api.report(index, runner=DaskRunner(client))
             wall = time.perf_counter() - t0
             me = cpu_s() - me0
             sched = client.run_on_scheduler(cpu_s) - sched0  # the cluster process: scheduler (+ the nannies' loop)
@@ -120,9 +121,9 @@ def reduce_only(ranks: int, job_dir: Path) -> None:
 
 
     index = api.discover(str(job_dir))
-    real = [api.analyze_rank_file(tf) for tf in index.files[:2]]
+    real = [(lambda a: (a.report, a.rank_summary))(api.analyze(tf, summary=True)) for tf in index.files[:2]]
     summaries = generate([r[1] for r in real if r[1] is not None], ranks, steps=1, plant=ranks // 2)
-    files = [api.TraceFile(run="job", worker=f"rank{i}", span="1", path=f"/logdir/job/rank{i}.pt.trace.json.gz",
+    files = [TraceFile(run="job", worker=f"rank{i}", span="1", path=f"/logdir/job/rank{i}.pt.trace.json.gz",
                            source_kind="kineto", size_bytes=1, mtime_ns=0, rank=i) for i in range(ranks)]
     results = []
     for i, s in enumerate(summaries):
@@ -137,7 +138,7 @@ def reduce_only(ranks: int, job_dir: Path) -> None:
         def map_unordered(self, fn: Any, items: Sequence[Any], keys: Sequence[str]) -> Any:
             return ((i, r, None) for i, r in enumerate(results))
 
-    rep = api.report_index(api.Index(root="/logdir", files=tuple(files)), Given())
+    rep = api.report(Index(root="/logdir", files=tuple(files)), runner=Given())
     text = dumps(rep)
     wall = time.perf_counter() - t0
     print(json.dumps({"reduce_ranks": ranks, "reduce_wall_s": round(wall, 2), "json_mb": round(len(text) / 1e6, 1),

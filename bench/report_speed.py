@@ -8,7 +8,7 @@ median and the best wall and CPU times are reported. Measured:
           reader needs, into the same Structs the reader uses. The floor is the faster of decoding
           the whole document at once and decoding it in event pieces, so it is the least work that
           reading the file takes, not our own pipeline.
-  report  tb_llmdiag.api.analyze_file: read into columns + metrics + diagnosis (everything the
+  report  tb_llmdiag.api.analyze(tf).report: read into columns + metrics + diagnosis (everything the
           CLI and the tab show), without the on-disk cache. Like the floor's, its imports are done
           before the clock starts (api.preload()).
   imports importing the whole engine, once per process (a CLI run pays it; not in the ratio).
@@ -39,7 +39,7 @@ t, c0 = time.perf_counter(), time.process_time()
 raw = open(PATH, "rb").read()
 data = source._zlib.decompress(raw, 16 + source._zlib.MAX_WBITS) if raw[:2] == b"\\x1f\\x8b" else raw
 del raw
-env = ks._DECODERS[ks._needs_exact_ts(data, 1 << 20)].envelope.decode(data)
+env = ks._DECODERS[ks.needs_exact_ts(data, 1 << 20)].envelope.decode(data)
 n = len(env.traceEvents)
 RESULT = {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - c0, "events": n, "json_bytes": len(data)}
 """,
@@ -68,7 +68,7 @@ for block in src.blocks():  # the same blocks and the same layout-independent cu
     if cut <= 0:
         continue
     if exact is None:
-        exact = ks._needs_exact_ts(buf, cut)
+        exact = ks.needs_exact_ts(buf, cut)
     buf[cut] = 0x5D
     with memoryview(buf) as view:
         events = ks._DECODERS[exact].events.decode(view[: cut + 1])
@@ -88,7 +88,7 @@ from tb_llmdiag.ingest.discover import discover
 tf = discover(PATH).files[0]
 api.preload()  # imports are timed by the "imports" job, as the floor's are not timed at all
 t, c0 = time.perf_counter(), time.process_time()
-rep = api.analyze_file(tf)
+rep = api.analyze(tf).report
 RESULT = {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - c0, "status": rep["status"], "error": rep["error"],
           "events": rep["summary"]["counts"]["events"] if rep["summary"] else None,
           "findings": [f["id"] for f in rep["findings"]]}

@@ -8,7 +8,7 @@ returns its dict to the TensorBoard process (pickled through the pool) and that 
 (``ResultCache.store``). Three fresh subprocesses per repeat:
 
   phases   the calls ``api.analyze_for_tab`` makes, one by one, timed (its breakdown):
-             read+report  ``api.load`` + ``api.analyze_trace_with_breakdown`` (what ``llmdiag report`` computes)
+             read+report  ``api.load`` + ``metrics.analyze`` + ``api.run_report`` (what ``llmdiag report`` computes)
              timelines    ``timeline.build`` (the step timelines and the ``/steps`` rows)
              summary      the RankSummary (ranks of a job only)
              traceview    evidence ranges + ``traceview.build_into`` (the trace view's index and level-of-detail
@@ -16,7 +16,7 @@ returns its dict to the TensorBoard process (pickled through the pool) and that 
   worker   exactly the worker's task (``analysis_queue.init_worker`` + ``analysis_queue.analyse_task``), then
              transfer     pickling its result (worker) and unpickling it (TensorBoard process)
              cache write  ``ResultCache.store`` into a temporary cache directory (TensorBoard process)
-  report   the report alone (``api.analyze_file``, what ``llmdiag report FILE`` computes), the reference.
+  report   the report alone (``api.analyze(tf).report``, what ``llmdiag report FILE`` computes), the reference.
 
 For each: wall and CPU seconds (best of ``--repeat``) and the process's peak resident memory (``VmHWM`` of
 /proc/self/status, the process's own peak, not ``ru_maxrss``). The worker's peak is read right after its task,
@@ -74,6 +74,7 @@ class phase:
 
 _TAB = """
 from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.metrics import analyze as analyze_trace
 from tb_llmdiag.tab import analysis_queue
 from tb_llmdiag.timeline import build as build_timelines
 from tb_llmdiag.traceview import build as tv
@@ -81,7 +82,8 @@ from tb_llmdiag.traceview.evidence import locate as locate_evidence
 # the calls of api.analyze_for_tab, in its order
 with phase("read+report"):
     trace = api.load(tf)
-    rep, analysis = api.analyze_trace_with_breakdown(tf, trace)
+    analysis = analyze_trace(trace)
+    rep = api.run_report(tf, trace, analysis)
 with phase("timelines"):
     timelines, breakdown = build_timelines(trace, analysis.breakdown)
 with phase("summary"):
@@ -107,7 +109,7 @@ from tb_llmdiag.tab import analysis_queue
 from tb_llmdiag.tab.cache import ResultCache
 with tempfile.TemporaryDirectory() as d:
     cache = ResultCache(d)
-    key = ResultCache.key(tf.path, tf.size_bytes, tf.mtime_ns)
+    key = ResultCache.key(tf)
     try:
         analysis_queue.init_worker(None, str(cache.root))
     except TypeError:  # the code before the arrays were streamed: one argument
@@ -131,7 +133,7 @@ print("@@" + json.dumps(OUT))
 
 _REPORT = """
 with phase("report"):
-    rep = api.analyze_file(tf)
+    rep = api.analyze(tf).report
 OUT["peak_mb"] = hwm_mb()
 print("@@" + json.dumps(OUT))
 """

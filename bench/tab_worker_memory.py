@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tb_llmdiag import api  # noqa: E402
+from tb_llmdiag.ingest.discover import TraceFile  # noqa: E402
 from tb_llmdiag.tab import analysis_queue  # noqa: E402
 from tb_llmdiag.tab.cache import ResultCache  # noqa: E402
 from tb_llmdiag.tab.plugin import WORKERS  # noqa: E402
@@ -79,7 +80,7 @@ def measured_task(tf: Any, token: str, put: Any) -> dict[str, Any]:
     return result
 
 
-def run_sequence(traces: list[api.TraceFile], tasks: int, workers: int) -> list[dict[str, Any]]:
+def run_sequence(traces: list[TraceFile], tasks: int, workers: int) -> list[dict[str, Any]]:
     """``tasks`` analyses (traces cycled) through one AnalysisQueue over the tab's process pool, one at a time."""
     with tempfile.TemporaryDirectory() as d:
         cache = ResultCache(d)
@@ -87,7 +88,7 @@ def run_sequence(traces: list[api.TraceFile], tasks: int, workers: int) -> list[
         done: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
         phases: dict[str, list[str]] = {}
         ready = threading.Condition()
-        by_token: dict[str, api.TraceFile] = {}
+        by_token: dict[str, TraceFile] = {}
 
         def finish(key: Any, token: str, result: dict[str, Any] | None, error: str | None) -> None:
             with ready:

@@ -1,7 +1,21 @@
-"""The library's front door: discover -> load -> metrics -> diagnosis, as report dicts.
+"""The library's front door: a trace file through the pipeline (discover -> load -> metrics -> diagnosis) to its
+result, a logdir to its report, two sides to their comparison. The surfaces (CLI, tab, agent) use these names only.
 
-Thin by design: each step lives in its own layer; this module only composes them and turns user
-errors into per-run error entries, so one bad file never stops the others.
+- ``discover(path) -> Index``; ``analyze(tf) -> Analysed``: one file's RunReport and, when it could be read, its
+  trace, analysis and (a rank of a job) RankSummary; what an agent asks of one run is asked of that result
+  (``Analysed.activities``, ``.evidence``, ``.source_of``). ``analyze_for_tab(tf)``: the same pipeline and the
+  tab's payloads (step timelines, trace-view index). ``report(path | index)``: every file's RunReport and the
+  ``jobs[]`` entries; ``job_for_summaries``: one job from its ranks' cached RankSummaries.
+- ``resolve`` / ``run_names``: what a run name picks (``compare/names.py``); ``compare(before, after)`` (each side
+  a run report or a ``(job, runs)`` pair), ``check``, ``is_compare_key``; ``saved_report``: a saved
+  ``llmdiag report --json`` document.
+- ``metric_registry``, ``finding_catalogue``, ``rule_catalogue``: what the engine can report (``finding_rule``: the
+  rule behind one finding); ``ENGINE_VERSION``
+  (what a cached result depends on), ``TraceIndex`` (a stored trace-view index), ``tab_executor``, ``preload``.
+
+Thin by design: each step lives in its own layer; this module composes them and turns user errors into per-run
+error entries, so one bad file never stops the others. The types the surfaces annotate with are their layers'
+(``Index``, ``TraceFile``: ``ingest.discover``; ``Target``: ``compare.names``), imported for type checking only.
 """
 
 from __future__ import annotations
@@ -9,41 +23,39 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from tb_llmdiag import __version__
-from tb_llmdiag.compare import compare, is_compare_key, names
-from tb_llmdiag.compare.side import JobSide, RunSide, Side
-from tb_llmdiag.errors import LlmDiagError, NoTracesFound, TraceFormatError
-from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS, RULES, diagnose
-from tb_llmdiag.ingest import discover as discover_local
+from tb_llmdiag.compare import check, compare, is_compare_key
+from tb_llmdiag.compare.names import resolve, run_names
+from tb_llmdiag.errors import LlmDiagError, NoTracesFound
+from tb_llmdiag.findings import diagnose
+from tb_llmdiag.findings.catalogue import finding_catalogue, finding_rule, metric_registry, rule_catalogue
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.ingest.discover import Index, TraceFile, discover_url
-from tb_llmdiag.ingest.files import NotRegularFile, file_refusal, open_regular
+from tb_llmdiag.ingest.discover import Index, TraceFile, discover
 from tb_llmdiag.ingest.formats import READER_MODULES
-from tb_llmdiag.ingest.fs import is_url, local_copy, open_object, strip_file_url
-from tb_llmdiag.ingest.links import LinkOutside, outside
+from tb_llmdiag.ingest.fs import local_copy
 from tb_llmdiag.ingest.saved_report import saved_report
-from tb_llmdiag.ingest.written import still_being_written
 from tb_llmdiag.jobs.build import job_entry, job_groups, rank_label
 from tb_llmdiag.jobs.rank_summary import RankSummary, rank_activities, rank_profiler, summarize_rank
 from tb_llmdiag.jsonsafe import jsonable
-from tb_llmdiag.metrics import Analysis, analyze, registry
+from tb_llmdiag.metrics import Analysis
+from tb_llmdiag.metrics import analyze as analyze_metrics
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.metrics.workload import run_phase
 from tb_llmdiag.model import MODEL_VERSION, Trace
-from tb_llmdiag.queries import *  # noqa: F403  (the front door's queries: queries.__all__, re-exported whole)
-from tb_llmdiag.queries import __all__ as queries_names
 from tb_llmdiag.scale.runner import InlineRunner, Runner
-from tb_llmdiag.scale.session import TAB_ENV as DASK_ENV
 from tb_llmdiag.scale.session import runner_session, tab_executor
 from tb_llmdiag.timeline import TIMELINE_VERSION
 from tb_llmdiag.timeline import build as build_timelines
+from tb_llmdiag.traceview.activities import DEFAULT_TOP, asked_range, top_activities
 from tb_llmdiag.traceview.build import TRACEVIEW_VERSION, Put
 from tb_llmdiag.traceview.build import build_for as build_traceview
 from tb_llmdiag.traceview.evidence import locate as locate_evidence
-from tb_llmdiag.traceview.index import BadIndex, TraceIndex
+from tb_llmdiag.traceview.index import TraceIndex
+from tb_llmdiag.traceview.source import source_of
 
 logger = logging.getLogger(__name__)
 
@@ -51,17 +63,23 @@ logger = logging.getLogger(__name__)
 #: collectives no longer count as GPU busy.
 REPORT_SCHEMA = 3
 
-#: Everything a cached result depends on besides the file itself (the tab's cache key includes it).
-ENGINE_VERSION = (MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERSION)
+
+class EngineVersion(NamedTuple):
+    """Everything a cached result depends on besides the file itself (the tab's cache key includes it, as a list)."""
+
+    model: int
+    report: int
+    timeline: int
+    traceview: int
+
+
+ENGINE_VERSION = EngineVersion(MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, TRACEVIEW_VERSION)
 
 # fmt: off
 __all__ = [
-    "BadIndex", "DASK_ENV", "ENGINE_VERSION", "Index", "JobSide", "LinkOutside", "NotRegularFile",
-    "REPORT_SCHEMA", "RULES", "RunSide", "Runner", "Side", "TIMELINE_VERSION", "TRACEVIEW_VERSION", "TraceFile",
-    "TraceIndex", "analyze_file", "analyze_for_tab", "analyze_index", "analyze_rank_file", "analyze_trace", "compare",
-    "discover", "error_report", "is_compare_key", "is_url", "job_for_summaries", "job_groups", "load_analysis",
-    "locate_evidence", "names", "open_raw", "preload", "rank_summary", "report", "report_index", "saved_report",
-    "tab_executor", "writing", "writing_report", *queries_names,
+    "ENGINE_VERSION", "Analysed", "TraceIndex", "analyze", "analyze_for_tab", "check", "compare", "discover",
+    "finding_catalogue", "finding_rule", "is_compare_key", "job_for_summaries", "metric_registry", "preload", "report",
+    "resolve", "rule_catalogue", "run_names", "saved_report", "tab_executor",
 ]
 # fmt: on
 
@@ -84,15 +102,7 @@ def preload() -> None:
         importlib.import_module(name)
 
 
-def discover(path: str) -> Index:
-    """Every trace under ``path``: a local logdir, run folder or file (``file://`` too), or an fsspec URL
-    (``s3://bucket/runs``, ``gs://...``, ``memory://...``) when fsspec and the protocol's backend are installed.
-
-    Raises:
-        NoTracesFound: nothing recognisable at ``path``.
-        MissingExtra: a URL whose fsspec backend is not installed.
-    """
-    return discover_url(path) if is_url(path) else discover_local.discover(strip_file_url(path))
+# ------------------------------------------------------------------------------------------- one trace file
 
 
 def _base(tf: TraceFile) -> dict[str, Any]:
@@ -124,51 +134,39 @@ def error_report(tf: TraceFile, message: str) -> dict[str, Any]:
     }
 
 
-def writing_report(tf: TraceFile, reason: str) -> dict[str, Any]:
-    """The RunReport of a file still being written (``ingest/written.py``): status ``writing``, ``error`` says
-    so in one line; it is read once it stops changing, and never kept as its final report."""
-    return {**error_report(tf, reason), "status": "writing"}
+def not_ready(tf: TraceFile) -> dict[str, Any] | None:
+    """The one readiness check before a file is read: the error RunReport of a file nothing of which may be read
+    (``TraceFile.refusal``: a link out of the logdir, not a regular file), the ``writing`` RunReport of a file still
+    being written (``TraceFile.writing``: read once it stops changing, never kept as its final report), or None."""
+    refusal = tf.refusal()
+    if refusal is not None:
+        return error_report(tf, refusal)
+    reason = tf.writing()
+    return None if reason is None else {**error_report(tf, reason), "status": "writing"}
 
 
-def writing(tf: TraceFile) -> str | None:
-    """Why ``tf`` is still being written (``ingest/written.py``: its size or mtime moved since discovery, or a
-    recent gzip file has no end marker yet), or None. Objects (URLs) are written whole, links out are refused: never."""
-    return (
-        None
-        if is_url(tf.path) or outside(tf.path, tf.inside)
-        else still_being_written(tf.path, tf.size_bytes, tf.mtime_ns)
-    )
+def load(tf: TraceFile) -> Trace | dict[str, Any]:
+    """The file's Trace, or the error RunReport saying in one line why it cannot be read.
+
+    Unexpected reader exceptions (bugs on odd input) are logged and reported the same way, so one bad
+    file never takes the others down.
+    """
+    try:
+        if tf.is_object:  # an object: the readers read a private local copy of it
+            with local_copy(tf.path) as local:
+                return load_trace(local)
+        return load_trace(tf.path, tf.inside)
+    except LlmDiagError as exc:
+        return error_report(tf, str(exc))
+    except MemoryError:
+        return error_report(tf, "out of memory while reading the trace; profile fewer steps")
+    except Exception as exc:  # noqa: BLE001
+        logger.exception("reading %s failed", tf.path)
+        return error_report(tf, f"could not read the trace (internal error: {type(exc).__name__}: {exc})")
 
 
-def analyze_trace(tf: TraceFile, trace: Trace) -> dict[str, Any]:
-    """The RunReport of an already loaded trace."""
-    return analyze_trace_with_breakdown(tf, trace)[0]
-
-
-#: How many of a rank's top findings its RankSummary keeps (the job view lists them per rank).
-TOP_FINDINGS_PER_RANK = 3
-
-
-def is_rank(trace: Trace, analysis: Analysis) -> bool:
-    """Whether the trace is one rank of a distributed run: it holds collectives, or its distributedInfo states a
-    world of several ranks. Only those get a RankSummary (a job's other files are listed as not ranks)."""
-    dist = trace.distributed
-    return bool(len(analysis.context.coll)) or (dist is not None and (dist.world_size or 0) > 1)
-
-
-def rank_summary(tf: TraceFile, trace: Trace, report: dict[str, Any], analysis: Analysis) -> RankSummary:
-    """The compact per-rank record the job level reads (``jobs.rank_summary``), from an analysed trace."""
-    ids = [f["id"] for f in report.get("findings") or []][:TOP_FINDINGS_PER_RANK]
-    ctx = analysis.context
-    s = summarize_rank(trace, ctx.steps, label=rank_label(tf), top_finding_ids=ids, collectives=ctx.coll)
-    metrics = report.get("metrics") or {}
-    return s.replace(activities=tuple(rank_activities(metrics)), **rank_profiler(metrics))
-
-
-def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str, Any], Analysis]:
-    """The RunReport of an already loaded trace and the analysis behind it, whose ``breakdown`` the tab's
-    step timelines and ``/steps`` rows are built from (``timeline.build(trace, analysis.breakdown)``)."""
-    analysis = analyze(trace)
+def run_report(tf: TraceFile, trace: Trace, analysis: Analysis) -> dict[str, Any]:
+    """The RunReport of an analysed trace (docs/report_schema.md)."""
     metrics = analysis.metrics
     findings, what_if = diagnose(metrics)
     read_state = {"complete": True, "read_share": 1.0, "reason": None, **trace.read_state}
@@ -187,59 +185,111 @@ def analyze_trace_with_breakdown(tf: TraceFile, trace: Trace) -> tuple[dict[str,
         "findings": findings,
         "what_if": what_if,
     }
-    return jsonable(report), analysis
+    return jsonable(report)
 
 
-def load(tf: TraceFile) -> Trace | dict[str, Any]:
-    """The file's Trace, or the error RunReport saying in one line why it cannot be read.
-
-    Unexpected reader exceptions (bugs on odd input) are logged and reported the same way, so one bad
-    file never takes the others down.
-    """
-    try:
-        if is_url(tf.path):  # an object: the readers read a private local copy of it
-            with local_copy(tf.path) as local:
-                return load_trace(local)
-        return load_trace(tf.path, tf.inside)
-    except LlmDiagError as exc:
-        return error_report(tf, str(exc))
-    except MemoryError:
-        return error_report(tf, "out of memory while reading the trace; profile fewer steps")
-    except Exception as exc:  # noqa: BLE001
-        logger.exception("reading %s failed", tf.path)
-        return error_report(tf, f"could not read the trace (internal error: {type(exc).__name__}: {exc})")
+#: How many of a rank's top findings its RankSummary keeps (the job view lists them per rank).
+TOP_FINDINGS_PER_RANK = 3
 
 
-def analyze_file(tf: TraceFile) -> dict[str, Any]:
-    """Load and analyse one trace file. Never raises for bad input: returns an error RunReport (or a
-    ``writing`` one for a file still being written)."""
-    return analyze_rank_file(tf, summary=False)[0]
+def is_rank(trace: Trace, analysis: Analysis) -> bool:
+    """Whether the trace is one rank of a distributed run: it holds collectives, or its distributedInfo states a
+    world of several ranks. Only those get a RankSummary (a job's other files are listed as not ranks)."""
+    dist = trace.distributed
+    return bool(len(analysis.context.coll)) or (dist is not None and (dist.world_size or 0) > 1)
 
 
-def analyze_rank_file(tf: TraceFile, *, summary: bool = True) -> tuple[dict[str, Any], RankSummary | None]:
-    """``analyze_file`` and, when ``summary`` and the trace could be analysed, its RankSummary (one read). A file
-    still being written gives a ``writing`` RunReport (``writing``) and no summary."""
-    refusal = outside(tf.path, tf.inside)  # a link out of the logdir (ingest/links.py): nothing of it is read
-    if refusal is not None:
-        return error_report(tf, refusal), None
-    reason = writing(tf)
-    if reason is not None:
-        return writing_report(tf, reason), None
+def rank_summary(tf: TraceFile, trace: Trace, report: dict[str, Any], analysis: Analysis) -> RankSummary:
+    """The compact per-rank record the job level reads (``jobs.rank_summary``), from an analysed trace: its step
+    windows and breakdown are the ``communication`` topic's (kept in the analysis's cache), not computed again."""
+    ids = [f["id"] for f in report.get("findings") or []][:TOP_FINDINGS_PER_RANK]
+    ctx = analysis.context
+    s = summarize_rank(
+        trace, ctx.steps, label=rank_label(tf), top_finding_ids=ids, collectives=ctx.coll, cache=ctx.cache
+    )
+    metrics = report.get("metrics") or {}
+    return s.replace(activities=tuple(rank_activities(metrics)), **rank_profiler(metrics))
+
+
+@dataclass
+class Analysed:
+    """One trace file through the pipeline (``analyze``): its RunReport; when it could be read and analysed, its
+    Trace and Analysis; for a rank of a job (``analyze(tf, summary=True)``), its RankSummary."""
+
+    report: dict[str, Any]
+    trace: Trace | None = None
+    analysis: Analysis | None = None
+    rank_summary: RankSummary | None = None
+
+    def _trace(self) -> Trace:
+        if self.trace is None:
+            raise LlmDiagError(f"run {self.report.get('run')} was not read: {self.report.get('error')}")
+        return self.trace
+
+    def activities(
+        self,
+        *,
+        step: int | None = None,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+        top: int = DEFAULT_TOP,
+    ) -> dict[str, Any]:
+        """What the host and the GPU do in step ``step``, or in [start_ns, end_ns) (the whole window when neither is
+        given): the ``activities`` answer (``traceview/activities.py``; keys in the metric registry).
+
+        Raises:
+            BadRange: an unknown step, both a step and times, or a range that is empty or outside the trace.
+        """
+        trace = self._trace()
+        if self.analysis is None:
+            raise LlmDiagError(f"run {self.report.get('run')} was not analysed: {self.report.get('error')}")
+        lo, hi = asked_range(self.report, step, start_ns, end_ns)
+        return top_activities(trace, self.analysis, lo, hi, top=top, step=step)
+
+    def evidence(self) -> list[dict[str, Any]]:
+        """Each finding's ranges and culprit located in the trace (``traceview/evidence.py``), as the tab shows them."""
+        return jsonable(locate_evidence(self._trace(), self.report))
+
+    def source_of(self, name: str | None, rng: list[int] | tuple[int, int]) -> dict[str, Any] | None:
+        """The Python frames around the trace range ``rng`` (``traceview/source.py``)."""
+        return source_of(self._trace(), name, rng)
+
+
+def analyze(
+    tf: TraceFile, *, summary: bool = False, progress: Callable[[str], None] | None = None, strict: bool = False
+) -> Analysed:
+    """One trace file through the pipeline: its RunReport, trace and analysis, and, when ``summary`` and the trace
+    is a rank of a job (``is_rank``), its RankSummary. Never raises for bad input: a file that is refused, still
+    being written (``not_ready``) or cannot be read gives its error (or ``writing``) RunReport and no trace.
+
+    ``progress`` is told each phase as it starts (``reading``, ``analysing``). A bug in the analysis becomes the
+    run's error RunReport, or raises when ``strict`` (the tab shows it and keeps nothing). A failed summary leaves
+    the rank's own report standing (its job states it lacks this rank)."""
+    early = not_ready(tf)
+    if early is not None:
+        return Analysed(early)
+    if progress is not None:
+        progress("reading")
     trace = load(tf)
     if not isinstance(trace, Trace):
-        return trace, None
+        return Analysed(trace)
+    if progress is not None:
+        progress("analysing")
     try:
-        rep, analysis = analyze_trace_with_breakdown(tf, trace)
+        analysis = analyze_metrics(trace)
+        rep = run_report(tf, trace, analysis)
     except Exception as exc:  # noqa: BLE001
+        if strict:
+            raise
         logger.exception("analysing %s failed", tf.path)
-        return error_report(tf, f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})"), None
-    if not summary or not is_rank(trace, analysis):
-        return rep, None
+        return Analysed(error_report(tf, f"could not analyse the trace (internal error: {type(exc).__name__}: {exc})"))
+    got = Analysed(rep, trace, analysis)
     try:
-        return rep, rank_summary(tf, trace, rep, analysis)
-    except Exception:  # noqa: BLE001  (the rank's own report stands; the job states it lacks this rank)
+        if summary and is_rank(trace, analysis):
+            got.rank_summary = rank_summary(tf, trace, rep, analysis)
+    except Exception:  # noqa: BLE001
         logger.exception("summarising rank %s failed", tf.path)
-        return rep, None
+    return got
 
 
 def analyze_for_tab(
@@ -248,50 +298,33 @@ def analyze_for_tab(
     """What the tab shows for one trace: ``{"report": RunReport, "timelines": [StepTimeline, ...],
     "steps": {"steps": [per-step breakdown]}, "traceview": {"meta": {...}, "arrays": {name: ndarray}} | None,
     "rank_summary": {"summary": RankSummary dict | None}}`` (docs/http_api.md; the trace view's index is
-    ``tb_llmdiag/traceview``; the job view reads the rank summaries, ``job_for_summaries``), from one read of the file.
+    ``tb_llmdiag/traceview``; the job view reads the rank summaries, ``job_for_summaries``), from one read of the file
+    (``analyze``, strict: a bug in the analysis raises, and the caller shows it and does not keep it).
 
     A file that cannot be read (not a regular file, not a trace, truncated) gives its error RunReport
-    and no timelines. A bug in the analysis raises: the caller shows it and does not keep it.
-    ``progress`` is told each phase as it starts: ``reading``, ``analysing``, ``timeline``. ``put_array`` (a file
-    writer: ``tab/analysis_queue.py``) is given the trace view's arrays one at a time; ``traceview["arrays"]`` is then None.
+    and no timelines. ``progress`` is told each phase as it starts: ``reading``, ``analysing``, ``timeline``.
+    ``put_array`` (a file writer: ``tab/analysis_queue.py``) is given the trace view's arrays one at a time;
+    ``traceview["arrays"]`` is then None.
     """
-
-    def say(phase: str) -> None:
-        if progress is not None:
-            progress(phase)
-
-    nothing: dict[str, Any] = dict(timelines=[], steps={"steps": []}, traceview=None, rank_summary={"summary": None})
-    refusal = None if is_url(tf.path) else (outside(tf.path, tf.inside) or file_refusal(tf.path))
-    if refusal is not None:
-        return {"report": error_report(tf, refusal), **nothing}
-    reason = writing(tf)  # it may have started growing again since it was queued
-    if reason is not None:
-        return {"report": writing_report(tf, reason), **nothing}
-    say("reading")
-    trace = load(tf)
-    if not isinstance(trace, Trace):
-        return {"report": trace, **nothing}
-    say("analysing")
-    rep, analysis = analyze_trace_with_breakdown(tf, trace)
-    if rep.get("status") not in ("ok", "partial"):  # a partial report's timelines cover what was read
-        return {"report": rep, **nothing}
-    say("timeline")
+    got = analyze(tf, summary=True, progress=progress, strict=True)
+    if got.trace is None or got.analysis is None or got.report.get("status") not in ("ok", "partial"):
+        # a partial report's timelines cover what was read
+        return dict(
+            report=got.report, timelines=[], steps={"steps": []}, traceview=None, rank_summary={"summary": None}
+        )
+    if progress is not None:
+        progress("timeline")
     # the timelines and /steps rows read the analysis's one step breakdown (what the report counts)
-    timelines, breakdown = build_timelines(trace, analysis.breakdown)
-    summary: dict[str, Any] | None = None
-    try:  # what the job view reads when this trace is one rank of a job (KBs)
-        if is_rank(trace, analysis):
-            summary = rank_summary(tf, trace, rep, analysis).to_dict()
-    except Exception:  # noqa: BLE001  (the rank's own report stands; its job states it lacks this rank)
-        logger.exception("summarising rank %s failed", tf.path)
-    del analysis  # the trace view needs only the trace
-    findings = jsonable(locate_evidence(trace, rep))
-    handed = [trace]  # handed over: the build frees the trace once its columns are written (the worker's peak)
-    del trace
+    timelines, breakdown = build_timelines(got.trace, got.analysis.breakdown)
+    summary = got.rank_summary.to_dict() if got.rank_summary is not None else None  # the job view's (KBs)
+    got.analysis = None  # the trace view needs only the trace
+    findings = got.evidence()
+    handed = [got.trace]  # handed over: the build frees the trace once its columns are written (the worker's peak)
+    got.trace = None
     meta, arrays = build_traceview(handed, put_array)
     meta["findings"] = findings
     return {
-        "report": rep,
+        "report": got.report,
         "timelines": list(timelines),
         "steps": {"steps": breakdown},
         "traceview": {"meta": meta, "arrays": arrays},
@@ -299,35 +332,14 @@ def analyze_for_tab(
     }
 
 
-def open_raw(tf: TraceFile) -> tuple[BinaryIO, int]:
-    """The trace file as recorded, open for reading, and its size (regular files only).
-
-    Raises:
-        NotRegularFile: a FIFO, device, socket, directory or symlink loop named like a trace.
-        LinkOutside: a link to a file outside the logdir (``ingest/links.py``).
-        OSError: the file is gone or unreadable.
-        TraceFormatError: an object (URL) that is gone or unreadable.
-    """
-    return open_object(tf.path) if is_url(tf.path) else open_regular(tf.path, tf.inside)
-
-
-def report_for_index(
-    index: Index, runs: list[dict[str, Any]], jobs: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    return {
-        "schema": REPORT_SCHEMA,
-        "tool": {"name": "tb_llmdiag", "version": __version__},
-        "root": index.root,
-        "warnings": list(index.warnings),
-        "jobs": jobs or [],
-        "runs": runs,
-    }
+# ------------------------------------------------------------------------------------------- a logdir
 
 
 def rank_task(task: tuple[TraceFile, bool]) -> tuple[dict[str, Any], RankSummary | None]:
-    """``analyze_rank_file(tf, summary=in_job)`` for ``(tf, in_job)``: the per-rank task a Runner runs where
-    the data is (a Dask worker reads the file itself); only the report and the KB-sized summary come back."""
-    return analyze_rank_file(task[0], summary=task[1])
+    """``analyze(tf, summary=in_job)`` for ``(tf, in_job)``: the per-rank task a Runner runs where the data is (a
+    Dask worker reads the file itself); only the report and the KB-sized summary come back."""
+    got = analyze(task[0], summary=task[1])
+    return got.report, got.rank_summary
 
 
 def task_key(tf: TraceFile) -> str:
@@ -370,45 +382,34 @@ def job_for_summaries(run: str, span: str, members: list[tuple[TraceFile, dict[s
     )
 
 
-def report_index(index: Index, runner: Runner | None = None) -> dict[str, Any]:
-    """The whole report of a discovered index, its per-file analyses on ``runner`` (``analyze_index``)."""
-    return report_for_index(index, *analyze_index(index, runner))
-
-
-def report(path: str, *, dask: str | None = None, workers: int = 1, runner: Runner | None = None) -> dict[str, Any]:
-    """The whole report for a logdir, run folder or trace file (local or an fsspec URL). The per-file analyses
-    run on ``runner`` if given, else on the Dask scheduler ``dask`` (``tcp://host:8786`` or ``local[:N]``),
-    else on ``workers`` local processes (> 1), else in this process; the job reduce runs here. The report is
-    the same wherever they ran.
+def report(
+    path: str | Index, *, dask: str | None = None, workers: int = 1, runner: Runner | None = None
+) -> dict[str, Any]:
+    """The whole report for a logdir, run folder or trace file (local or an fsspec URL), or for an index already
+    discovered (``discover``; its files only). The per-file analyses run on ``runner`` if given, else on the Dask
+    scheduler ``dask`` (``tcp://host:8786`` or ``local[:N]``), else on ``workers`` local processes (> 1), else in
+    this process; the job reduce runs here. The report is the same wherever they ran.
 
     Raises:
         NoTracesFound: nothing recognisable at ``path``.
         MissingExtra: ``dask`` given without Dask installed, or a URL without its fsspec backend.
         DaskUnavailable: the scheduler does not answer.
     """
-    index = discover(path)
-    if not index.files:
+    index = path if isinstance(path, Index) else discover(path)
+    if not index.files and not isinstance(path, Index):
         raise NoTracesFound(
             f"{path}: no profiler traces found (looked for Kineto *.json[.gz] and plugins/profile/*/*.xplane.pb)"
         )
-    if runner is not None:
-        return report_index(index, runner)
-    with runner_session(dask, workers) as session:
-        return report_index(index, session)
-
-
-def metric_registry() -> dict[str, Any]:
-    """Every report number's unit, direction, tolerance and definition (``tb_llmdiag/metrics/registry.py``):
-    ``{"units", "metrics", "evidence_units", "evidence_labels"}``: a finding id and evidence key to the unit and the
-    label of the metric the rule reads it from."""
-    return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS, "evidence_labels": EVIDENCE_LABELS}
-
-
-def load_analysis(tf: TraceFile) -> tuple[dict[str, Any], Trace, Analysis]:
-    """The RunReport of one file, its trace and analysis (for ``top_activities``, ``locate_evidence``).
-    Raises TraceFormatError with the error RunReport's one line when it cannot be read."""
-    trace = load(tf)
-    if not isinstance(trace, Trace):
-        raise TraceFormatError(f"{tf.path}: {trace['error']}")
-    rep, analysis = analyze_trace_with_breakdown(tf, trace)
-    return rep, trace, analysis
+    if runner is None:
+        with runner_session(dask, workers) as session:
+            runs, jobs = analyze_index(index, session)
+    else:
+        runs, jobs = analyze_index(index, runner)
+    return {
+        "schema": REPORT_SCHEMA,
+        "tool": {"name": "tb_llmdiag", "version": __version__},
+        "root": index.root,
+        "warnings": list(index.warnings),
+        "jobs": jobs,
+        "runs": runs,
+    }

@@ -29,3 +29,19 @@ class RunNotFound(LlmDiagError):
     """A run/worker/span name that is not in the discovered index."""
 
     exit_code = 5
+
+
+class BadRange(LlmDiagError):
+    """A step or time range the trace does not have (a bad argument: exit code 2, like a bad command line)."""
+
+    exit_code = 2
+
+
+class BadIndex(ValueError):
+    """A stored trace-view index is not usable (one line): a bug or a damaged cache entry, not the user's input."""
+
+
+class AmbiguousSide(LlmDiagError):
+    """A side resolves to several runs and no ``--run`` picks one (a command-line problem: exit 2)."""
+
+    exit_code = 2

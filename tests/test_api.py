@@ -17,7 +17,7 @@ def test_preload_leaves_nothing_of_ours_to_import_on_first_analysis() -> None:
         "from tb_llmdiag.ingest.discover import discover\n"
         "api.preload()\n"
         "before = set(sys.modules)\n"
-        f"assert api.analyze_file(discover({str(trace)!r}).files[0])['status'] == 'ok'\n"
+        f"assert api.analyze(discover({str(trace)!r}).files[0]).report['status'] == 'ok'\n"
         "print(sorted(m for m in set(sys.modules) - before if m.startswith(('tb_llmdiag', 'msgspec', 'numpy'))))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)

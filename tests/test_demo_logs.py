@@ -10,7 +10,7 @@ from tracepaths import REPO
 def reports() -> dict[str, dict]:
     """One report per demo run (a multi-rank run: its rank 0)."""
     index = discover(str(REPO / "demo_logs"))
-    return {tf.run: api.analyze_file(tf) for tf in index.files if tf.rank in (0, None)}
+    return {tf.run: api.analyze(tf).report for tf in index.files if tf.rank in (0, None)}
 
 
 def test_the_demo_holds_the_seed_pair_the_jax_run_and_a_two_rank_job() -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from tb_llmdiag import api
 from tb_llmdiag.cli import main
+from tb_llmdiag.ingest.links import LinkOutside
 FOLLOW_ENV = "LLMDIAG_FOLLOW_LINKS"  # (a literal: this test also runs against the code before #27)
 from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 from tracepaths import shared_trace
@@ -100,8 +101,8 @@ def test_a_link_swapped_in_after_discovery_is_refused_when_opened(logs: Path) ->
     tf = next(f for f in index.files if f.run == "run_in")
     os.replace(logs / "run_in" / "worker0.1.pt.trace.json.gz", logs / "run_in" / "moved")
     os.symlink(logs.parent / "outside" / "secret.pt.trace.json.gz", tf.path)
-    with pytest.raises(api.LinkOutside, match="outside the logdir"):
-        api.open_raw(tf)
+    with pytest.raises(LinkOutside, match="outside the logdir"):
+        tf.open()
     rep = api.load(tf)
     assert isinstance(rep, dict) and rep["error"] == f"worker0.1.pt.trace.json.gz {REFUSED}"
 
@@ -113,7 +114,7 @@ def test_opting_in_follows_links_and_walks_linked_folders(logs: Path, monkeypatc
     got = {(f.run, f.worker) for f in index.files}
     assert {("run_out", "worker0"), ("chain", "worker0"), ("run_dir", "secret")} <= got
     tf = next(f for f in index.files if f.run == "run_out")
-    f, size = api.open_raw(tf)
+    f, size = tf.open()
     with f:
         assert f.read() == (logs.parent / "outside" / "secret.pt.trace.json.gz").read_bytes()
-    assert api.analyze_file(tf)["status"] == "ok"
+    assert api.analyze(tf).report["status"] == "ok"

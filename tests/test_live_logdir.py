@@ -93,10 +93,10 @@ def test_cli_says_still_being_written(tmp_path: Path, capsys) -> None:
     # the same bytes, left alone for longer than RECENT_S: a cut file, not one being written
     _age(target, RECENT_S + 10)
     tf = api.discover(str(target)).files[0]
-    assert api.writing(tf) is None and api.analyze_file(tf)["status"] != "writing"
+    assert tf.writing() is None and api.analyze(tf).report["status"] != "writing"
     # a complete copy, settled: no end problem
     target.write_bytes(data)
-    assert api.writing(api.discover(str(target)).files[0]) is None
+    assert api.discover(str(target)).files[0].writing() is None
 
 
 def test_still_being_written_reasons(tmp_path: Path) -> None:

@@ -150,7 +150,7 @@ def test_threads_wanted_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -
     assert source.threads_wanted()
 
 
-def assert_same_finish(threaded: kc._Columns, inline: kc._Columns) -> None:
+def assert_same_finish(threaded: kc.Columns, inline: kc.Columns) -> None:
     got, want = threaded.finish(), inline.finish()
     for col in EventTable.COLUMNS:
         assert_same_array(getattr(got[0], col), getattr(want[0], col), f"events.{col}")
@@ -164,7 +164,7 @@ def assert_same_finish(threaded: kc._Columns, inline: kc._Columns) -> None:
                                                            HealthCheck.function_scoped_fixture])
 @given(piece_lists())
 def test_generated_pieces_same_with_the_thread(counted: list[str], pieces: list[list[Any]]) -> None:
-    threaded, inline = kc._Columns(threaded=True), kc._Columns(threaded=False)
+    threaded, inline = kc.Columns(threaded=True), kc.Columns(threaded=False)
     try:
         for piece in pieces:
             inline.add(piece)
@@ -201,7 +201,7 @@ def test_an_error_on_the_thread_is_the_same_one_line_error(monkeypatch: pytest.M
         with pytest.raises(ValueError, match="^sorting failed: an odd column$"):
             c.read_kineto(str(tf.path))
         assert on_a_thread(threads) is (value == "1"), threads
-        reports[value] = api.analyze_file(tf)
+        reports[value] = api.analyze(tf).report
     assert reports["0"]["status"] == reports["1"]["status"] == "error"
     assert reports["0"]["error"] == reports["1"]["error"]
     assert reports["1"]["error"] == "could not read the trace (internal error: ValueError: sorting failed: an odd column)"
@@ -230,7 +230,7 @@ def test_an_error_on_the_read_thread_is_the_same_one_line_error(monkeypatch: pyt
             c.read_kineto(str(tf.path))
         assert on_a_thread(threads, "llmdiag-read") is (value == "1"), threads
         assert no_thread_left()
-        reports[value] = api.analyze_file(tf)
+        reports[value] = api.analyze(tf).report
     assert reports["0"]["error"] == reports["1"]["error"]
     assert reports["1"]["error"] == "could not read the trace (internal error: ValueError: inflating failed: an odd block)"
 

@@ -34,7 +34,7 @@ DECLARATION_TABLES = frozenset(
 OTHER_MEANINGS = {
     ("metrics/topics.py", "host_sync"): "the host_sync metric topic (metrics/host_sync.py), which sync_storm needs",
     ("metrics/launch.py", "tiny_kernels"): "a key of the launch topic's per-step counts",
-    ("jobs/attribution.py", "host_sync"): "a straggler cause (job.straggler_cause), compared across ranks",
+    ("jobs/straggler.py", "host_sync"): "a straggler cause (job.straggler_cause), compared across ranks",
 }
 
 RULE_IDS = frozenset(r.id for r in RULES + JOB_RULES)

@@ -1,6 +1,6 @@
-"""The compiled scanner (tb_llmdiag/ingest/kineto/_scan.c) against the pure-Python one, ``_Columns.scan_py``.
+"""The compiled scanner (tb_llmdiag/ingest/kineto/_scan.c) against the pure-Python one, ``Columns.scan_py``.
 
-``_Columns.scan`` must give the same ``_Scan`` as ``scan_py`` for any decoded piece: every column
+``Columns.scan`` must give the same ``Scan`` as ``scan_py`` for any decoded piece: every column
 (values, NaNs and dtypes), the same row events, and the same names, shapes and string ids interned
 in the same order. Checked on real traces fed piece by piece, on generated pieces with odd values
 (hypothesis), and on the whole reader with and without the extension.
@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from tb_llmdiag.ingest.kineto import reader as c
 from tb_llmdiag.ingest.kineto import columns as kc
+from tb_llmdiag.ingest.validate import LIMIT_US
 from tb_llmdiag.ingest.kineto import structs as ks
 from tb_llmdiag.ingest.kineto import scan_ext as ext_mod
 from tb_llmdiag.model import EventTable, MemoryTable
@@ -70,11 +71,11 @@ def assert_same_array(fast: np.ndarray, slow: np.ndarray, what: str) -> None:
     np.testing.assert_array_equal(fast, slow, err_msg=f"{what}: scan != scan_py")  # NaN == NaN here
 
 
-def assert_same_scan(fast: kc._Scan, slow: kc._Scan) -> None:
-    """Two _Scan results field by field: the same row events (by identity), columns and memory samples."""
+def assert_same_scan(fast: kc.Scan, slow: kc.Scan) -> None:
+    """Two Scan results field by field: the same row events (by identity), columns and memory samples."""
     assert len(fast.xs) == len(slow.xs), f"xs: {len(fast.xs)} rows (scan) != {len(slow.xs)} (scan_py)"
     assert all(a is b for a, b in zip(fast.xs, slow.xs)), "xs: not the same events"
-    for name in kc._Scan._fields:
+    for name in kc.Scan._fields:
         if name not in ("xs", "memory"):
             assert_same_array(getattr(fast, name), getattr(slow, name), name)
     assert fast.memory.keys() == slow.memory.keys()
@@ -82,8 +83,8 @@ def assert_same_scan(fast: kc._Scan, slow: kc._Scan) -> None:
         assert_same_array(fast.memory[name], slow.memory[name], f"memory.{name}")
 
 
-def assert_same_interning(fast: kc._Columns, slow: kc._Columns) -> None:
-    """What the two _Columns interned, in the same order: names (and their flags), shapes, string ids."""
+def assert_same_interning(fast: kc.Columns, slow: kc.Columns) -> None:
+    """What the two Columns interned, in the same order: names (and their flags), shapes, string ids."""
     assert fast.names.texts == slow.names.texts
     assert fast.names.flags == slow.names.flags
     assert list(fast.names.items()) == list(slow.names.items())
@@ -92,7 +93,7 @@ def assert_same_interning(fast: kc._Columns, slow: kc._Columns) -> None:
     assert dict(fast.kind_of) == dict(slow.kind_of)
 
 
-def outcome(fn: Callable[..., kc._Scan], events: list[Any]) -> kc._Scan | type[BaseException]:
+def outcome(fn: Callable[..., kc.Scan], events: list[Any]) -> kc.Scan | type[BaseException]:
     """fn(events), or the type of what it raised (both scanners must then raise the same)."""
     try:
         return fn(events)
@@ -100,10 +101,10 @@ def outcome(fn: Callable[..., kc._Scan], events: list[Any]) -> kc._Scan | type[B
         return type(exc)
 
 
-def assert_same_pieces(pieces: list[list[Any]], may_raise: bool = False) -> tuple[kc._Columns, kc._Columns]:
-    """Feed the same pieces, in order, to two fresh _Columns (scan / scan_py) and compare each result.
+def assert_same_pieces(pieces: list[list[Any]], may_raise: bool = False) -> tuple[kc.Columns, kc.Columns]:
+    """Feed the same pieces, in order, to two fresh Columns (scan / scan_py) and compare each result.
     ``may_raise``: both raising the same exception type counts as agreeing (generated odd values)."""
-    fast, slow = kc._Columns(), kc._Columns()
+    fast, slow = kc.Columns(), kc.Columns()
     for i, piece in enumerate(pieces):
         got, want = outcome(fast.scan, piece), outcome(slow.scan_py, piece)
         if isinstance(got, type) or isinstance(want, type):
@@ -126,8 +127,8 @@ def decoded_events(path: Path) -> list[Any]:
     """The file's traceEvents decoded as the reader decodes them (exact timestamps where it would)."""
     with gzip.open(path, "rb") as f:
         data = f.read()
-    exact = ks._needs_exact_ts(data, len(data))
-    return ks._decode_envelope(data, [], exact).traceEvents
+    exact = ks.needs_exact_ts(data, len(data))
+    return ks.decode_envelope(data, [], exact).traceEvents
 
 
 def real_trace(param: str) -> Path:
@@ -151,7 +152,7 @@ def test_real_trace_pieces(param: str, scan_ext: None) -> None:
 
 
 def test_empty_and_rowless(scan_ext: None) -> None:
-    events = ks._decode_events(msgspec.json.encode([
+    events = ks.decode_events(msgspec.json.encode([
         {"ph": "i", "name": "mark", "ts": 3},
         {"ph": "I", "name": "[memory]", "ts": 4},  # no args: not a sample
         {"ph": "s", "id": 1, "ts": 5}, {"ph": "f", "id": 1, "ts": 6},
@@ -160,7 +161,7 @@ def test_empty_and_rowless(scan_ext: None) -> None:
     ]), [])
     for piece in ([], events):
         fast, _ = assert_same_pieces([piece])
-        assert kc._Columns().scan(piece).kind.size == 0
+        assert kc.Columns().scan(piece).kind.size == 0
         assert not fast.names.texts
 
 
@@ -229,9 +230,9 @@ def piece_lists(draw: st.DrawFn) -> list[list[Any]]:
     dicts = draw(st.lists(event_dicts(ids), min_size=size, max_size=size))
     warnings: list[str] = []
     if draw(st.booleans()):
-        events = ks._decode_events(msgspec.json.encode(dicts), warnings, False)
+        events = ks.decode_events(msgspec.json.encode(dicts), warnings, False)
     else:
-        events = [e for d in dicts for e in ks._decode_events(msgspec.json.encode([d]), warnings, False)]
+        events = [e for d in dicts for e in ks.decode_events(msgspec.json.encode([d]), warnings, False)]
     cuts = sorted(draw(st.lists(st.integers(0, len(events)), max_size=2)))
     bounds = [0, *cuts, len(events)]
     return [events[a:b] for a, b in itertools.pairwise(bounds)]
@@ -273,10 +274,10 @@ def test_reader_same_without_extension(param: str, scan_ext: None, monkeypatch: 
 # ------------------------------------------------------------------- rows: _rows.c against numpy
 
 
-def assert_same_rows(scans: list[kc._Scan], names: list[str]) -> None:
+def assert_same_rows(scans: list[kc.Scan], names: list[str]) -> None:
     """The same scans appended by the compiled ``_append_rows`` and by ``append_rows_py``: the same rows,
     origin, earliest time and rejection counts."""
-    fast, slow = kc._Columns(), kc._Columns()
+    fast, slow = kc.Columns(), kc.Columns()
     for cols in (fast, slow):
         for name in names:
             cols.names[name]  # interned in order: ids 0.. as the scans use them
@@ -286,14 +287,14 @@ def assert_same_rows(scans: list[kc._Scan], names: list[str]) -> None:
     for attr in ("origin_us", "ts_min", "rejected", "slab_used"):
         assert getattr(fast, attr) == getattr(slow, attr), attr
     if slow.slab_used:
-        for k in kc._ROW_DTYPES:
+        for k in kc.ROW_DTYPES:
             assert_same_array(fast.slab[k][: fast.slab_used], slow.slab[k][: slow.slab_used], f"rows.{k}")
 
 
 def hand_scan(kind: list[int], ts: list[float], dur: list[float], name_id: list[int], tid: list[int],
-              pid: list[int], stream: list[int], device: list[int]) -> kc._Scan:
+              pid: list[int], stream: list[int], device: list[int]) -> kc.Scan:
     n = len(kind)
-    return kc._Scan(
+    return kc.Scan(
         xs=[None] * n, kind=np.array(kind, np.uint8), ts=np.array(ts, np.float64), dur=np.array(dur, np.float64),
         name_id=np.array(name_id, np.int32), tid=np.array(tid, np.int64), pid=np.array(pid, np.int64),
         correlation=np.arange(n, dtype=np.int64) - 1, stream=np.array(stream, np.int64),
@@ -305,7 +306,7 @@ def hand_scan(kind: list[int], ts: list[float], dur: list[float], name_id: list[
 def test_rows_match_numpy_on_odd_values(scan_ext: None) -> None:
     """NaN/infinite times, negative/NaN/huge durations, ProfilerStep names on each kind, device and stream
     fallbacks, values that wrap in the narrower columns, a piece with no row kept and a later earlier one."""
-    nan, inf, lim = float("nan"), float("inf"), kc._LIMIT_US
+    nan, inf, lim = float("nan"), float("inf"), LIMIT_US
     names = ["aten::mm", "ProfilerStep#3", "ampere_gemm", "ProfilerStep#4"]
     k = [int(x) for x in (kc.Kind.CPU_OP, kc.Kind.ANNOTATION, kc.Kind.KERNEL, kc.Kind.MEMCPY, kc.Kind.RUNTIME,
                           kc.Kind.GPU_ANNOTATION, kc.Kind.SYNC, kc.Kind.OTHER)]
@@ -331,7 +332,7 @@ def test_rows_match_numpy_on_odd_values(scan_ext: None) -> None:
                                                            HealthCheck.function_scoped_fixture])
 @given(piece_lists())
 def test_generated_rows(scan_ext: None, pieces: list[list[Any]]) -> None:
-    cols = kc._Columns()
+    cols = kc.Columns()
     scans = []
     for piece in pieces:
         try:

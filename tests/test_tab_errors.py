@@ -21,6 +21,7 @@ import pytest
 from werkzeug.test import Client
 
 from tb_llmdiag import api
+from tb_llmdiag.ingest.discover import Index, TraceFile
 from tb_llmdiag.tab import cache as cache_mod
 from tb_llmdiag.tab.cache import ResultCache
 from tb_llmdiag.tab.analysis_queue import AnalysisQueue, process_pool
@@ -62,7 +63,7 @@ def test_is_active_answers_at_once_while_the_scan_is_slow(tmp_path: Path):
     logdir = make_logdir(tmp_path)
     release = threading.Event()
 
-    def slow_discover(path: str) -> api.Index:
+    def slow_discover(path: str) -> Index:
         assert release.wait(30)
         return api.discover(path)
 
@@ -166,10 +167,10 @@ def test_a_really_dead_process_pool_fails_its_job_and_a_renewed_pool_runs_the_ne
 # -- only regular files are opened (#17 item 5) ------------------------------------------------------------
 
 
-def _index_of(logdir: Path, files: dict[str, Path]) -> api.Index:
-    tfs = tuple(api.TraceFile(run=run, worker="worker0", span="1", path=str(path), source_kind="kineto",
+def _index_of(logdir: Path, files: dict[str, Path]) -> Index:
+    tfs = tuple(TraceFile(run=run, worker="worker0", span="1", path=str(path), source_kind="kineto",
                               size_bytes=0, mtime_ns=0) for run, path in files.items())
-    return api.Index(root=str(logdir), files=tfs)
+    return Index(root=str(logdir), files=tfs)
 
 
 def _get_within(c: Client, route: str, q: dict, seconds: float):
@@ -426,6 +427,6 @@ def test_progress_comes_back_from_worker_processes_and_the_parent_gets_the_resul
         q.stop()
     ((key, token, result, error),) = done
     assert (key, token, error) == (tf.key, "tok", None)
-    assert result["report"] == api.analyze_file(tf)  # the worker's result is the library's report
+    assert result["report"] == api.analyze(tf).report  # the worker's result is the library's report
     assert len(result["timelines"]) == len(result["report"]["metrics"]["steps"]["per_step"])
     assert phases == [("tok", "reading"), ("tok", "analysing"), ("tok", "timeline")]

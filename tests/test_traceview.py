@@ -266,7 +266,7 @@ def test_seed_findings_point_at_the_culprit_and_xla_recompile_at_its_compile():
     first = per[rep["metrics"]["steps"]["first_index"]]
     assert w["ranges"] == [[first["start_ns"], first["end_ns"]]]
 
-    x = api.analyze_file(api.discover(str(TEST_DATA / "xplane_jax_gpu")).files[0])
+    x = api.analyze(api.discover(str(TEST_DATA / "xplane_jax_gpu")).files[0]).report
     rec = next(f for f in x["findings"] if f["id"] == "recompilation")
     comp = [c for c in x["metrics"]["xla"]["compiles"] if c["step"] in x["metrics"]["xla"]["recompile_steps"]]
     assert rec["ranges"] == [[c["start_ns"], c["start_ns"] + c["duration_ns"]] for c in comp]

@@ -9,12 +9,15 @@ comparison the ``compare`` document's rows), so every number is defined in the m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tb_llmdiag import api
 from tb_llmdiag.agent.fit import DEFAULT_BUDGET_BYTES, DETAIL_BUDGET_BYTES, fit
 from tb_llmdiag.agent.workspace import Workspace
-from tb_llmdiag.errors import LlmDiagError, TraceFormatError
+from tb_llmdiag.errors import LlmDiagError, RunNotFound, TraceFormatError
+
+if TYPE_CHECKING:
+    from tb_llmdiag.compare.names import Target
 
 
 class UnknownFinding(LlmDiagError):
@@ -39,7 +42,7 @@ def list_runs(ws: Workspace, detail: bool = False) -> dict[str, Any]:
     """Every trace and job of the logdir: names (what the other tools take), status, the top finding and saving."""
     index = ws.index()
     traces, jobs = api.run_names(index)
-    in_job = {tf.path for *_, files in jobs for tf in files}
+    in_job = {tf.path for job in jobs for tf in job.files}
     runs = []
     for name, tf in traces:
         rep, _ = ws.report(tf, in_job=tf.path in in_job)
@@ -55,14 +58,14 @@ def list_runs(ws: Workspace, detail: bool = False) -> dict[str, Any]:
             entry["headline"] = rep.get("headline")
         runs.append(entry)
     job_entries = []
-    for name, run, span, files in jobs:
-        entry_, _ = ws.job(api.Target("job", name, tuple(files), run, span))
+    for job in jobs:
+        entry_, _ = ws.job(job)
         job_entries.append(
             {
-                "name": name,
-                "run": run,
-                "span": span,
-                "ranks": [n for n, tf in traces if tf in files],
+                "name": job.name,
+                "run": job.run,
+                "span": job.span,
+                "ranks": [n for n, tf in traces if tf in job.files],
                 "status": entry_.get("status"),
                 "error": entry_.get("error"),
                 "top_finding": _top(entry_.get("findings") or []),
@@ -116,7 +119,7 @@ def _run_diagnosis(name: str, rep: Mapping[str, Any], detail: bool) -> dict[str,
     return answer
 
 
-def _job_diagnosis(ws: Workspace, target: api.Target, detail: bool) -> dict[str, Any]:
+def _job_diagnosis(ws: Workspace, target: Target, detail: bool) -> dict[str, Any]:
     job, reports = ws.job(target)
     traces, _ = api.run_names(ws.index())
     names = {tf.path: n for n, tf in traces}
@@ -193,14 +196,15 @@ def explain_finding(ws: Workspace, run: str, finding: str, detail: bool = False)
             raise UnknownFinding(f"job {target.name} has no finding {finding!r} (its findings: {ids})")
         answer = {"name": target.name, "level": "job", "finding": found[0]}
         return fit(answer, budget(detail), "explain_finding(..., detail=true)")
-    rep, trace, _ = ws.loaded(target)
+    got = ws.loaded(target)
+    rep = got.report
     if rep.get("status") not in ("ok", "partial"):
         raise TraceFormatError(f"run {target.name} could not be analysed: {rep.get('error')}")
     f = next((x for x in rep.get("findings") or [] if x.get("id") == finding), None)
     if f is None:
         ids = ", ".join(x["id"] for x in rep.get("findings") or []) or "none"
         raise UnknownFinding(f"run {target.name} has no finding {finding!r} (its findings: {ids})")
-    located = next((x for x in api.locate_evidence(trace, rep) if x["id"] == finding), None)
+    located = next((x for x in got.evidence() if x["id"] == finding), None)
     ranges = [list(r) for r in (f.get("ranges") or (located or {}).get("ranges") or [])]
     culprit = f.get("culprit") or (located or {}).get("culprit")
     rows = list(((rep.get("metrics") or {}).get("steps") or {}).get("per_step") or [])
@@ -229,7 +233,7 @@ def explain_finding(ws: Workspace, run: str, finding: str, detail: bool = False)
         "ranges": [
             {"start_ns": s, "end_ns": e, "duration_ns": e - s, "step": _step_of(rows, (s + e) // 2)} for s, e in ranges
         ],
-        "source": api.source_of(trace, culprit, longest) if longest is not None else None,
+        "source": got.source_of(culprit, longest) if longest is not None else None,
         "next": "top_activities(run, step=focus_step) for what the host and GPU do in that step",
     }
     return fit(answer, budget(detail), "explain_finding(..., detail=true) for every step and range")
@@ -244,11 +248,10 @@ def top_activities(
     top: int = 5,
     detail: bool = False,
 ) -> dict[str, Any]:
-    """What the host and the GPU do in a step or time range of one run (``api.top_activities``)."""
+    """What the host and the GPU do in a step or time range of one run (``api.Analysed.activities``)."""
     target = ws.target(run)
     if target.level == "job":
-        raise api.RunNotFound(f"{target.name} is a job: name one of its ranks (run/worker/span; see list_runs)")
-    rep, trace, analysis = ws.loaded(target)
-    got = api.top_activities(trace, analysis, rep, step=step, start_ns=start_ns, end_ns=end_ns, top=top)
+        raise RunNotFound(f"{target.name} is a job: name one of its ranks (run/worker/span; see list_runs)")
+    got = ws.loaded(target).activities(step=step, start_ns=start_ns, end_ns=end_ns, top=top)
     answer = {"name": target.name, "activities": got}
     return fit(answer, budget(detail), "top_activities(..., top=N, detail=true); or a narrower range")

@@ -1,6 +1,6 @@
 """The ``compare`` and ``check`` tools: two runs (or two jobs) of the logdir, as ``llmdiag compare`` / ``check``.
 
-The document is the front door's (``api.compare_reports`` / ``api.compare_job_reports``, then ``api.check``) from the
+The document is the front door's (``api.compare``, then ``api.check``) from the
 same reports the CLI reads, so the verdict and every row equal ``llmdiag compare BEFORE AFTER --json``. By default the
 answer keeps the verdict, the work and noise model, each metric row's judgement and the finding diff, cut to a few
 KB; ``detail`` gives the whole document.
@@ -9,13 +9,16 @@ KB; ``detail`` gives the whole document.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tb_llmdiag import api
 from tb_llmdiag.agent.answers import budget
 from tb_llmdiag.agent.fit import fit
 from tb_llmdiag.agent.workspace import Workspace
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
+
+if TYPE_CHECKING:
+    from tb_llmdiag.compare.names import Target
 
 _ROW = ("key", "label", "unit", "before", "after", "change", "direction", "beyond_tolerance", "beyond_noise")
 _FINDING = ("id", "saving_share_before", "saving_share_after", "note")
@@ -27,7 +30,7 @@ class MixedLevels(LlmDiagError):
     exit_code = 2
 
 
-def _side(ws: Workspace, name: str, role: str) -> tuple[api.Target, Any, list[str]]:
+def _side(ws: Workspace, name: str, role: str) -> tuple[Target, Any, list[str]]:
     target = ws.target(name, role)
     if target.level == "job":
         job, runs = ws.job(target)
@@ -40,7 +43,7 @@ def _side(ws: Workspace, name: str, role: str) -> tuple[api.Target, Any, list[st
 
 
 def document(ws: Workspace, before: str, after: str, roles: tuple[str, str], **kw: Any) -> dict[str, Any]:
-    """The comparison document of two names (``roles[0]`` is the baseline); ``kw`` as ``api.compare_reports``."""
+    """The comparison document of two names (``roles[0]`` is the baseline); ``kw`` as ``api.compare``."""
     bt, b, bw = _side(ws, before, roles[0])
     at, a, aw = _side(ws, after, roles[1])
     if bt.level != at.level:
@@ -50,11 +53,7 @@ def document(ws: Workspace, before: str, after: str, roles: tuple[str, str], **k
             f"{role} is a job ({job.name}, {len(job.files)} ranks) and {other} a single run: compare one rank "
             f"(run/worker/span, see list_runs), or give {other} a job too"
         )
-    sources = (before, after)
-    if bt.level == "job":
-        doc = api.compare_job_reports(b[0], b[1], a[0], a[1], sources=sources, roles=roles, **kw)
-    else:
-        doc = api.compare_reports(b, a, sources=sources, roles=roles, **kw)
+    doc = api.compare(b, a, sources=(before, after), roles=roles, **kw)
     doc["warnings"] = bw + aw + list(doc.get("warnings") or [])
     return doc
 

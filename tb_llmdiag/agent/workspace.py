@@ -5,7 +5,7 @@ Contract:
   (``..``, an absolute path, a symlink leading out) is refused with ``OutsideLogdir``, before anything is opened.
 - A run argument is a name as ``list_runs`` gives it (``compare``'s ``--run`` rules: ``api.resolve``) or a path
   inside the logdir to a trace file or run folder; a wrong one is the CLI's one-line error.
-- Reports come from the front door (``api.analyze_rank_file``, jobs from ``api.job_for_summaries``), cached by
+- Reports come from the front door (``api.analyze``, jobs from ``api.job_for_summaries``), cached by
   (path, size, mtime_ns): a file that changes is analysed again. The last ``KEEP_TRACES`` loaded traces are kept
   for ``top_activities`` and ``explain_finding``'s ranges. Read-only: nothing is written anywhere.
 """
@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tb_llmdiag import api
-from tb_llmdiag.errors import LlmDiagError, NoTracesFound, TraceFormatError
+from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError
+
+if TYPE_CHECKING:
+    from tb_llmdiag.compare.names import Target
+    from tb_llmdiag.ingest.discover import Index, TraceFile
 
 #: traces kept loaded (with their analysis) for the questions that read events
 KEEP_TRACES = 2
@@ -31,7 +35,7 @@ class OutsideLogdir(LlmDiagError):
     exit_code = 2
 
 
-def _identity(tf: api.TraceFile) -> Identity:
+def _identity(tf: TraceFile) -> Identity:
     return (tf.path, tf.size_bytes, tf.mtime_ns)
 
 
@@ -45,11 +49,11 @@ class Workspace:
         if not os.path.isdir(self.root):
             raise NoTracesFound(f"{logdir}: not a directory (llmdiag mcp serves one logdir)")
         self._reports: dict[str, tuple[Identity, bool, dict[str, Any], dict[str, Any] | None]] = {}
-        self._loaded: OrderedDict[Identity, tuple[dict[str, Any], Any, Any]] = OrderedDict()
+        self._loaded: OrderedDict[Identity, api.Analysed] = OrderedDict()
 
     # ------------------------------------------------------------------------------------------- names
 
-    def index(self) -> api.Index:
+    def index(self) -> Index:
         """The logdir discovered now (files come and go while a job runs)."""
         return api.discover(self.root)
 
@@ -66,53 +70,54 @@ class Workspace:
             )
         return real
 
-    def target(self, name: str, role: str = "run") -> api.Target:
+    def target(self, name: str, role: str = "run") -> Target:
         """The trace or job ``name`` picks: a run name, or a path inside the logdir (module docstring)."""
         index = self.index()
         looks_like_path = os.path.isabs(name) or name.startswith("~") or ".." in name.replace("\\", "/").split("/")
         if not looks_like_path:
             try:
                 return api.resolve(index, name, self.given, role)
-            except api.RunNotFound:
+            except RunNotFound:
                 if not os.path.exists(os.path.join(self.root, name)):
                     raise
         return self._by_path(index, name, role)
 
-    def _by_path(self, index: api.Index, path: str, role: str) -> api.Target:
+    def _by_path(self, index: Index, path: str, role: str) -> Target:
         real = self.inside(path)
         traces, jobs = api.run_names(index)
         under = [n for n, tf in traces if os.path.realpath(tf.path) == real or tf.path.startswith(real + os.sep)]
         if len(under) == 1:
             return api.resolve(index, under[0], self.given, role)
-        for name, _, _, files in jobs:
-            if sorted(n for n, tf in traces if tf in files) == sorted(under):
-                return api.resolve(index, name, self.given, role)
+        for job in jobs:
+            if sorted(n for n, tf in traces if tf in job.files) == sorted(under):
+                return api.resolve(index, job.name, self.given, role)
         if not under:
             raise NoTracesFound(f"{path}: no profiler traces found there (see list_runs)")
-        raise api.RunNotFound(f"{path} holds {len(under)} runs ({', '.join(under)}); name one of them")
+        raise RunNotFound(f"{path} holds {len(under)} runs ({', '.join(under)}); name one of them")
 
     # ------------------------------------------------------------------------------------------- reports
 
-    def report(self, tf: api.TraceFile, *, in_job: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def report(self, tf: TraceFile, *, in_job: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The RunReport of one file and, for a rank of a job, its RankSummary as a dict (cached)."""
         self.inside(tf.path)  # a discovered file that is a link leading out of the logdir is not read either
         key = _identity(tf)
         got = self._reports.get(tf.path)
         if got is None or got[0] != key or (in_job and not got[1]):
-            rep, summary = api.analyze_rank_file(tf, summary=in_job)
+            done = api.analyze(tf, summary=in_job)
+            rep, summary = done.report, done.rank_summary
             got = (key, in_job, rep, summary.to_dict() if summary is not None else None)
             if rep.get("status") != "writing":  # a file still being written is read again next time
                 self._reports[tf.path] = got
         return got[2], got[3]
 
-    def run_report(self, target: api.Target) -> dict[str, Any]:
+    def run_report(self, target: Target) -> dict[str, Any]:
         """The RunReport of a one-trace target. Raises TraceFormatError when it could not be analysed."""
         rep, _ = self.report(target.files[0])
         if rep.get("status") not in ("ok", "partial"):
             raise TraceFormatError(f"run {target.name} could not be analysed: {rep.get('error') or 'no report'}")
         return rep
 
-    def job(self, target: api.Target) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def job(self, target: Target) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A job's ``jobs[]`` entry and its ranks' RunReports (as ``llmdiag report`` builds them)."""
         members, reports = [], []
         for tf in target.files:
@@ -121,15 +126,18 @@ class Workspace:
             reports.append(rep)
         return api.job_for_summaries(target.run, target.span, members), reports
 
-    def loaded(self, target: api.Target) -> tuple[dict[str, Any], Any, Any]:
-        """``(report, trace, analysis)`` of a one-trace target, the last ``KEEP_TRACES`` kept in memory."""
+    def loaded(self, target: Target) -> api.Analysed:
+        """A one-trace target analysed, with its trace and analysis (``api.Analysed``), the last ``KEEP_TRACES`` kept
+        in memory. Raises TraceFormatError with its error RunReport's one line when it cannot be read."""
         tf = target.files[0]
         self.inside(tf.path)
         key = _identity(tf)
         if key in self._loaded:
             self._loaded.move_to_end(key)
             return self._loaded[key]
-        got = api.load_analysis(tf)
+        got = api.analyze(tf)
+        if got.trace is None:
+            raise TraceFormatError(f"{tf.path}: {got.report['error']}")
         self._loaded[key] = got
         while len(self._loaded) > KEEP_TRACES:
             self._loaded.popitem(last=False)

@@ -24,7 +24,7 @@ from tb_llmdiag.render.text import render_report
 
 #: A trace was read only in part: its report covers the events before an invalid byte or a cut.
 PARTIAL_EXIT_CODE = 6
-#: A trace is still being written (``api.writing``): nothing was analysed for it yet.
+#: A trace is still being written (``TraceFile.writing``): nothing was analysed for it yet.
 WRITING_EXIT_CODE = 7
 
 

@@ -50,8 +50,8 @@ def _compare_doc(
     run is a usage error naming the flag that picks one rank (``flags``: the --run option of each side)."""
     b = load(before, before_run, roles[0])
     a = load(after, after_run, roles[1])
-    if b.side.level != a.side.level:
-        raise mixed_error(b.side, a.side, roles, flags)
+    if b.level != a.level:
+        raise mixed_error(b, a, roles, flags)
     doc = api.compare(b.side, a.side, sources=(before, after), roles=roles, **kw)
     doc["warnings"] = b.warnings + a.warnings + list(doc.get("warnings") or [])
     return doc

@@ -8,12 +8,12 @@ takes them from its cache, both through ``api``.
 - ``table``: the declared metric rows, the per-step statistics and how each row is judged;
 - ``findings_diff``: resolved / new / changed findings, the bottleneck;
 - ``verdict``: the one-line verdict and the regression lines; ``core``: ``compare`` (two sides in, the
-  document out), ``compare_runs``, ``compare_jobs``; ``gate``: ``check`` (pass / fail).
+  document out: two run reports, or two jobs as ``(job, runs)``); ``gate``: ``check`` (pass / fail).
 """
 
 from __future__ import annotations
 
-from tb_llmdiag.compare.core import COMPARE_SCHEMA, compare, compare_jobs, compare_runs
+from tb_llmdiag.compare.core import COMPARE_SCHEMA, compare
 from tb_llmdiag.compare.gate import check
 from tb_llmdiag.compare.table import entry
 
@@ -23,4 +23,4 @@ def is_compare_key(key: str) -> bool:
     return entry(key) is not None
 
 
-__all__ = ["COMPARE_SCHEMA", "check", "compare", "compare_jobs", "compare_runs", "is_compare_key"]
+__all__ = ["COMPARE_SCHEMA", "check", "compare", "is_compare_key"]

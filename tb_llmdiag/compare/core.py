@@ -2,14 +2,13 @@
 document out (docs/compare.md is its schema). Pure: reads report dicts only, so saved ``report --json``
 documents, fresh analyses and the tab's cached reports compare the same way.
 
-``compare_runs(before, after)`` compares two run reports (``level: "run"``); ``compare_jobs(before_job, after_job,
-before_runs, after_runs)`` two distributed jobs (the report's ``jobs[]`` entries and their ranks' run reports,
-``level: "job"``): the same fields (so ``gate.check`` and the renderers read both) plus ``ranks`` (per rank:
-its step before and after) and ``rank_counts``."""
+Two run reports compare at ``level: "run"``; two distributed jobs (each the report's ``jobs[]`` entry and its ranks'
+run reports, a ``(job, runs)`` pair) at ``level: "job"``: the same fields (so ``gate.check`` and the renderers read
+both) plus ``ranks`` (per rank: its step before and after) and ``rank_counts``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -17,7 +16,7 @@ import numpy as np
 from tb_llmdiag import __version__
 from tb_llmdiag.compare import stats
 from tb_llmdiag.compare.findings_diff import bottleneck, findings_diff
-from tb_llmdiag.compare.side import JobSide, RunSide, Side, job_ranks, rank_reports, value_at
+from tb_llmdiag.compare.side import JobSide, RunSide, Side, SideDoc, job_ranks, rank_reports, side_of, value_at
 from tb_llmdiag.compare.table import ROWS, STATISTICS, Row, beyond_tolerance, direction, expand, gated, lookup
 from tb_llmdiag.compare.verdict import verdict
 from tb_llmdiag.jsonsafe import jsonable
@@ -220,8 +219,8 @@ def rank_rows(before: JobSide, after: JobSide, seed: int, resamples: int) -> lis
 
 
 def compare(
-    before: Side,
-    after: Side,
+    before: RunSide | JobSide | SideDoc,
+    after: RunSide | JobSide | SideDoc,
     *,
     sources: tuple[str, str] = ("", ""),
     roles: tuple[str, str] = ("BEFORE", "AFTER"),
@@ -232,7 +231,10 @@ def compare(
 ) -> dict[str, Any]:
     """The comparison document (docs/compare.md) of two sides of one level. ``tolerances`` overrides per key;
     ``max_regression`` replaces the registry tolerance of every gated metric (a per-key override still wins).
-    ``roles`` name the two sides in the verdict (``check``: BASELINE and CANDIDATE)."""
+    ``roles`` name the two sides in the verdict (``check``: BASELINE and CANDIDATE). A side is a run report, a
+    ``(job, runs)`` pair (a report's ``jobs[]`` entry and the run reports holding its ranks: others are ignored,
+    ranks are matched by file name) or a Side (``side.side_of``). Pure: reads the two sides only."""
+    before, after = side_of(before), side_of(after)
     if before.level != after.level:
         raise ValueError(f"a {before.level} compares with a {after.level} only through one of its ranks")
     tolerances = dict(tolerances or {})
@@ -272,20 +274,3 @@ def compare(
     doc["warnings"] = warnings
     doc["verdict"] = verdict(doc)
     return jsonable(doc)
-
-
-def compare_runs(before: Mapping[str, Any], after: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
-    """Two run reports compared (``compare``'s keywords)."""
-    return compare(RunSide(before), RunSide(after), **kw)
-
-
-def compare_jobs(
-    before_job: Mapping[str, Any],
-    after_job: Mapping[str, Any],
-    before_runs: Sequence[Mapping[str, Any]],
-    after_runs: Sequence[Mapping[str, Any]],
-    **kw: Any,
-) -> dict[str, Any]:
-    """Two jobs compared (``compare``'s keywords). ``*_runs``: run reports holding each job's ranks (others are
-    ignored; ranks are matched by file name)."""
-    return compare(JobSide(before_job, before_runs), JobSide(after_job, after_runs), **kw)

@@ -4,6 +4,11 @@ A name is a run (``run``), one trace of it (``run/worker``, ``run/worker/span``)
 and span, two or more (``run``, or ``run/span`` when its run has several). ``compare``/``check`` (``sides``,
 ``job_sides``) and the front door (``api.resolve``: the agent's run names) both pick with these functions, so a
 name means the same everywhere and a wrong one gets the same one-line error.
+
+Over a discovered index or a saved report (``api.resolve``, ``api.run_names``: the CLI's sides, the agent's run names):
+- ``resolve(source, name, where)``: the trace or job a run name picks (a ``Target``), by the rules above: ``run``,
+  ``run/worker``, ``run/worker/span``, a job's ``run`` or ``run/span``; a wrong name is the CLI's one-line error.
+- ``run_names(index)``: every trace's shortest name and every job's name, run, span and files.
 """
 
 from __future__ import annotations
@@ -12,14 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound
-from tb_llmdiag.ingest.discover import TraceFile
-
-
-class AmbiguousSide(LlmDiagError):
-    """A side resolves to several runs and no ``--run`` picks one (a command-line problem: exit 2)."""
-
-    exit_code = 2
+from tb_llmdiag.errors import AmbiguousSide, NoTracesFound, RunNotFound
+from tb_llmdiag.ingest.discover import Index, TraceFile
 
 
 @dataclass(frozen=True)
@@ -91,3 +90,66 @@ def pick_job(found: Sequence[Candidate], run: str | None) -> tuple[str, str] | N
         spans = ", ".join(f"{r}/{s}" for r, s in named)
         raise AmbiguousSide(f"--run {run!r} names {len(named)} jobs ({spans}); name one as run/span")
     return named[0] if named else None
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a run name picks: one trace (``level == "run"``) or a job (its ranks): their files in a discovered
+    index, or their run reports in a saved report (``reports``)."""
+
+    level: str
+    name: str
+    files: tuple[TraceFile, ...]
+    run: str
+    span: str
+    reports: tuple[Mapping[str, Any], ...] = ()
+
+
+def _candidates(source: Index | Mapping[str, Any]) -> list[Candidate]:
+    """The runs a discovered index (their files) or a saved report (their run reports) holds."""
+    if isinstance(source, Index):
+        return [Candidate(tf.run, tf.worker, tf.span, trace_file=tf) for tf in source.files]
+    return [
+        Candidate(str(r.get("run")), str(r.get("worker")), str(r.get("span")), report=r)
+        for r in source["runs"]
+        if isinstance(r, dict)
+    ]
+
+
+def run_names(index: Index) -> tuple[list[tuple[str, TraceFile]], list[Target]]:
+    """Every trace's name (its shortest: ``label``) and every job (its ``Target``: name, run, span, files)."""
+    found = _candidates(index)
+    traces = [(label(c, found), tf) for c, tf in zip(found, index.files)]
+    jobs = [
+        Target("job", job_name(r, s, found), tuple(tf for tf in index.files if (tf.run, tf.span) == (r, s)), r, s)
+        for r, s, _ in jobs_of(found)
+    ]
+    return traces, jobs
+
+
+def resolve(source: Index | Mapping[str, Any], name: str | None, where: str, role: str = "run") -> Target:
+    """The trace or job ``name`` picks in ``source``, a discovered index or a saved report (module docstring);
+    ``where`` and ``role`` word the error. Without a name, a side of several runs that are not one job is
+    ambiguous: the error names the jobs it holds, if any (``--run JOB`` picks a whole job).
+
+    Raises:
+        RunNotFound / AmbiguousSide / NoTracesFound: as ``compare``'s ``--run`` (one line, listing the runs).
+    """
+    found = _candidates(source)
+    job = pick_job(found, name)
+    if job is not None:
+        run, span = job
+        ranks = [c for c in found if (c.run, c.span) == (run, span)]
+        files = tuple(c.trace_file for c in ranks if c.trace_file is not None)
+        reports = tuple(c.report for c in ranks if c.report is not None)
+        return Target("job", job_name(run, span, found), files, run, span, reports)
+    try:
+        c = select(found, name, role, where)
+    except AmbiguousSide as exc:
+        jobs = [job_name(r, s, found) for r, s, _ in jobs_of(found)]
+        if name is not None or not jobs:
+            raise
+        raise AmbiguousSide(f"{exc} (a whole job: --run {' or '.join(jobs)})") from None
+    files = (c.trace_file,) if c.trace_file is not None else ()
+    reports = (c.report,) if c.report is not None else ()
+    return Target("run", label(c, found), files, c.run, c.span, reports)

@@ -240,7 +240,7 @@ def job_matrices(job: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def rank_means(m: np.ndarray) -> np.ndarray:
-    """Mean over steps per rank (NaN where a rank has no known step), as ``jobs.attribution.per_rank_mean``."""
+    """Mean over steps per rank (NaN where a rank has no known step), as ``jobs.straggler.per_rank_mean``."""
     with np.errstate(invalid="ignore", divide="ignore"):
         cnt = np.sum(~np.isnan(m), axis=-1)
         return np.where(cnt > 0, np.nansum(m, axis=-1) / np.maximum(cnt, 1), np.nan)
@@ -398,3 +398,17 @@ class JobSide:
             "step_durations_ns": [float(x) if np.isfinite(x) else None for x in per_step],
             "notes": list(job.get("notes") or []),
         }
+
+
+#: A side as ``compare`` takes it: a run report, or a job as its ``jobs[]`` entry and the run reports of its ranks.
+SideDoc = Mapping[str, Any] | tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]
+
+
+def side_of(side: RunSide | JobSide | SideDoc) -> RunSide | JobSide:
+    """``side`` as a Side: a run report is a ``RunSide``, a ``(job, runs)`` pair a ``JobSide``; a Side is itself."""
+    if isinstance(side, (RunSide, JobSide)):
+        return side
+    if isinstance(side, tuple):
+        job, runs = side
+        return JobSide(job, runs)
+    return RunSide(side)

@@ -185,7 +185,7 @@ def profiler_part(m: Metrics) -> str:
 
 
 def straggler_activity(ev: Mapping[str, Any]) -> str:
-    """What the straggler does that the others do not, from the ranks' attributions (``jobs.attribution``)."""
+    """What the straggler does that the others do not, from the ranks' attributions (``jobs.straggler``)."""
     chain = ev.get("activity")
     if not isinstance(chain, str):
         return ""

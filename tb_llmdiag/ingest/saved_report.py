@@ -16,7 +16,7 @@ from typing import Any
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.files import open_regular, os_error_message
-from tb_llmdiag.ingest.kineto import sniff as is_kineto_head
+from tb_llmdiag.ingest.formats import recognised
 
 #: report schemas the comparison reads (1: per-step parallel lists; 2: ``steps.per_step`` rows; 3: as 2, plus
 #: ``jobs``; collectives no longer count as busy, so busy shares of a schema-2 side include collective time)
@@ -63,7 +63,7 @@ def _read(path: str, inside: str) -> tuple[bytes, bool] | None:
         gzipped = f.peek(2)[:2] == b"\x1f\x8b"
         src: io.BufferedIOBase = gzip.GzipFile(fileobj=f, mode="rb") if gzipped else f
         head, cut = _read_up_to(src, _SNIFF)
-        if head.lstrip()[:1] != b"{" or is_kineto_head(head):
+        if head.lstrip()[:1] != b"{" or recognised(head) is not None:  # a trace of some format (formats.py)
             return None
         if cut or len(head) < _SNIFF:
             return head, cut

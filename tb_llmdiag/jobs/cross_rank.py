@@ -22,7 +22,7 @@ Definitions:
   last arrival come with the second-last.
 - The straggler is the rank that caused the most waiting, when it caused at least ``consistency_share`` of
   all caused waiting and itself waited no more than the median rank: the rank everyone waits for, never the
-  rank that waits longest. Its cause: ``jobs.attribution``.
+  rank that waits longest. Its cause: ``jobs.straggler``.
 - Its step-to-step noise (what the straggler rule's floors read, ``findings/job.py``): ``caused_wait_by_step_ns``
   = per rank and common step, the exposed waiting it caused the others in that step's collectives it arrived
   last to (a collective's step: the last arrival's); its mean over the steps is ``caused_wait_ns``.
@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.jobs.attribution import JobTables, attribute, per_rank_mean, what_if
 from tb_llmdiag.jobs.matching import Matched, busbw_by_kind, group_starts, match_collectives
 from tb_llmdiag.jobs.rank_summary import RankSummary
+from tb_llmdiag.jobs.straggler import JobTables, attribute, per_rank_mean, what_if
 from tb_llmdiag.metrics.collectives import KINDS
 
 I64 = NDArray[np.int64]

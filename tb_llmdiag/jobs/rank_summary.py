@@ -2,7 +2,7 @@
 
 Contract:
 - Built once per rank from its Trace and steps (``summarize_rank``); holds numpy columns only, per step
-  (``StepBreakdown`` of ``jobs.comm``) and per collective (kind, start, end, bytes, group size, process group,
+  (``CommBreakdown`` of ``metrics.communication``) and per collective (kind, start, end, bytes, group size, process group,
   sequence number, step). Times are absolute ns (``Trace.origin_ns`` + ts), so ranks that share a clock
   compare directly; the job analysis itself needs only durations (see ``jobs.cross_rank``).
 - ``to_dict`` / ``from_dict`` round-trip through JSON-safe dicts (lists of ints, strings); ``nbytes`` is the
@@ -19,7 +19,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.collectives import KINDS, Collectives, find_collectives
-from tb_llmdiag.metrics.communication import StepWindows, exposed_per_collective, launch_step, step_breakdown, windows
+from tb_llmdiag.metrics.communication import StepWindows, comm_breakdown, exposed_per_collective, launch_step, windows
+from tb_llmdiag.metrics.context import RowCache
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import Trace
 
@@ -158,13 +159,15 @@ def _step_of(t: NDArray[np.int64], ws: NDArray[np.int64], we: NDArray[np.int64])
     return np.where(ok, i, -1).astype(np.int32)
 
 
-def _collective_step(trace: Trace, coll: Collectives, w: StepWindows, has_steps: bool) -> NDArray[np.int32]:
+def _collective_step(
+    trace: Trace, coll: Collectives, w: StepWindows, has_steps: bool, cache: RowCache | None
+) -> NDArray[np.int32]:
     """The step that launched each collective (-1: launched outside every step); by its start's device window
     when the launch is unknown (or when the trace has no steps: the one window over all device activity)."""
     by_time = _step_of(coll.start_ns, w.start_ns, w.end_ns)
     if not has_steps:
         return by_time
-    by_launch = launch_step(trace, coll.row, w.host_start_ns, w.host_end_ns)
+    by_launch = launch_step(trace, coll.row, w.host_start_ns, w.host_end_ns, cache)
     return np.where(by_launch == -1, by_time, np.maximum(by_launch, -1)).astype(np.int32)
 
 
@@ -178,12 +181,15 @@ def summarize_rank(
     top_finding_ids: Sequence[str] = (),
     collectives: Collectives | None = None,
     activities: Sequence[tuple[str, str, float]] = (),
+    cache: RowCache | None = None,
 ) -> RankSummary:
-    """The RankSummary of one rank. ``rank`` defaults to the trace's ``distributedInfo`` rank."""
+    """The RankSummary of one rank. ``rank`` defaults to the trace's ``distributedInfo`` rank. ``cache``: the
+    analysis's (``Context.cache``; with its ``collectives``), whose step windows and breakdown the ``communication``
+    topic computed: they are read, not computed again."""
     coll = collectives if collectives is not None else find_collectives(trace)
-    w = windows(trace, steps)
+    w = windows(trace, steps, cache)
     ws, we = w.start_ns, w.end_ns
-    b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns)
+    b = comm_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns, cache)
     origin = int(trace.origin_ns)
     index = steps.index.astype(np.int64) if len(steps) else np.arange(ws.size, dtype=np.int64)
     step_cols = {
@@ -203,7 +209,7 @@ def summarize_rank(
         "group_size": coll.group_size,
         "pg_id": coll.pg_id,
         "seq": coll.seq,
-        "step": _collective_step(trace, coll, w, len(steps) > 0),
+        "step": _collective_step(trace, coll, w, len(steps) > 0, cache),
         "exposed_ns": exposed_per_collective(trace, coll),
     }
     coll_cols = {k: np.ascontiguousarray(v, dtype=COLLECTIVE_COLUMNS[k]) for k, v in coll_cols.items()}

@@ -12,7 +12,7 @@
     ``waiting_known`` is false when no collective could be matched across ranks (one rank alone): then the
     waiting part is unknown and counted as transfer.
   - ``exposed_share`` likewise with waiting left in; ``overlap_share`` = 1 - exposed / collective (median rank).
-  - What-ifs are upper bounds: removing the straggler's delay (``jobs.attribution.what_if``), or hiding all
+  - What-ifs are upper bounds: removing the straggler's delay (``jobs.straggler.what_if``), or hiding all
     exposed transfer behind compute (step - exposed transfer).
   - What the straggler's floors read (``findings/job.py``): ``straggler_last_step_share``,
     ``straggler_others_wait_low_share``, ``straggler_others_wait_beyond_profiler_share``, and
@@ -47,10 +47,10 @@ import numpy as np
 
 from tb_llmdiag.findings.engine import Metrics, job_findings_of, rank, verdict
 from tb_llmdiag.findings.job import JOB_RULES, STRAGGLER_RULE, held_back
-from tb_llmdiag.jobs.attribution import per_rank_mean
 from tb_llmdiag.jobs.cross_rank import JobAnalysis, analyze_job
 from tb_llmdiag.jobs.intermittent import spikes
 from tb_llmdiag.jobs.rank_summary import RankSummary
+from tb_llmdiag.jobs.straggler import per_rank_mean
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.collectives import KINDS
 

@@ -1,5 +1,5 @@
 """Registry entries of ``activities``: what the host and the GPU do in a time range (``traceview/activities.py``,
-``api.top_activities``, the agent's ``top_activities`` tool; not part of the run report; ``registry.py`` explains the
+``api.Analysed.activities``, the agent's ``top_activities`` tool; not part of the run report; ``registry.py`` explains the
 fields). Computed above the metrics layer, which the registry may not import: declared here."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ _UNION = (
 
 #: docs/metrics.md: the section's title and the prose before its table
 INTRO: Intro = (
-    "`activities` (traceview/activities.py; `api.top_activities`, not part of the run report)",
+    "`activities` (traceview/activities.py; `api.analyze(tf).activities`, not part of the run report)",
     "What the host and the GPU do in one time range or step: the top activities by time, with the numbers the "
     "trace view draws. The agent's `top_activities` tool answers with it (docs/agents.md).",
 )

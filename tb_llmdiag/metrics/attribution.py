@@ -233,7 +233,7 @@ def attribution_metrics(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> dic
 
 
 # The registry's entries of the `attribution` topic; the job level's view of it (`job.straggler_activity*`,
-# jobs/attribution.py) sits here too: one row per key (metrics/entry.py); metrics/registry.py collects them through
+# jobs/straggler.py) sits here too: one row per key (metrics/entry.py); metrics/registry.py collects them through
 # the topic table (metrics/topics.py), docs/metrics.md is generated from them.
 #: docs/metrics.md: the section's title and the prose before its table
 INTRO: Intro = (
@@ -309,7 +309,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("attribution.busy[].busy_ns", NS, NEITHER, 0.05, "launched GPU time", "`busy_ns` of " + _B + "summed durations of the device events it launches"),
     ("attribution.busy[].busy_share", SHARE, NEITHER, 0.1, "launched GPU time share", "`busy_share` of " + _B + "of all launched device time"),
     ("attribution.busy[].calls", COUNT, NEITHER, 0.05, "launching op calls", "`calls` of " + _B + "its calls"),
-    # the job level: what the straggler does that the others do not (jobs/attribution.py straggler_activity)
+    # the job level: what the straggler does that the others do not (jobs/straggler.py straggler_activity)
     ("job.straggler_cause_evidence.activity", TEXT, NEITHER, 0, "straggler activity", _S + "what the straggler does that the others do not: the chain of its attribution (host activity the GPU waits in, or that launches the GPU's work) with the largest excess over the median rank"),
     ("job.straggler_cause_evidence.activity_kind", TEXT, NEITHER, 0, "straggler activity kind", _S + "`idle` (GPU idle time inside it) or `busy` (GPU time launched from it)"),
     ("job.straggler_cause_evidence.activity_ns_per_step", NS, NEITHER, 0.05, "straggler activity per step", _S + "the straggler's time in that activity per step"),

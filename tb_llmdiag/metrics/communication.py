@@ -42,7 +42,7 @@ I64 = NDArray[np.int64]
 
 
 @dataclass(frozen=True)
-class StepBreakdown:
+class CommBreakdown:
     """Per step (one row per window), ns. See the module docstring."""
 
     start_ns: I64
@@ -98,7 +98,13 @@ def launch_step(
 
 def windows(trace: Trace, steps: Steps, cache: RowCache | None = None) -> StepWindows:
     """The step windows (see StepWindows), or one window over all device activity without steps (``cache``: as
-    ``launch_step``'s)."""
+    ``launch_step``'s; the windows are kept in it, computed once per analysis)."""
+    if cache is None:
+        return _windows(trace, steps, None)
+    return cache.derived("communication.windows", (steps,), lambda: _windows(trace, steps, cache))
+
+
+def _windows(trace: Trace, steps: Steps, cache: RowCache | None) -> StepWindows:
     ev = trace.events
     dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
     if not len(steps):
@@ -142,7 +148,7 @@ def exposed_per_collective(trace: Trace, coll: Collectives) -> I64:
     return (coll.dur_ns - overlap_per_window(ks, ke, coll.start_ns, coll.end_ns)).astype(np.int64)
 
 
-def step_breakdown(
+def comm_breakdown(
     trace: Trace,
     coll: Collectives,
     ws: I64,
@@ -150,10 +156,22 @@ def step_breakdown(
     host_ws: I64 | None = None,
     host_we: I64 | None = None,
     cache: RowCache | None = None,
-) -> StepBreakdown:
+) -> CommBreakdown:
     """Per-window communication, compute, idle (on the device windows [ws, we)) and host signals and tokens
     (on the host windows, by default the same); definitions in the module docstring. ``cache``: as
-    ``launch_step``'s."""
+    ``launch_step``'s; the breakdown is kept in it, computed once per analysis for the same windows."""
+    if cache is None:
+        return _comm_breakdown(trace, coll, ws, we, host_ws, host_we, RowCache(trace))
+    return cache.derived(
+        "communication.comm_breakdown",
+        (coll, ws, we, host_ws, host_we),
+        lambda: _comm_breakdown(trace, coll, ws, we, host_ws, host_we, cache),
+    )
+
+
+def _comm_breakdown(
+    trace: Trace, coll: Collectives, ws: I64, we: I64, host_ws: I64 | None, host_we: I64 | None, cache: RowCache
+) -> CommBreakdown:
     ev = trace.events
     ws, we = np.asarray(ws, dtype=np.int64), np.asarray(we, dtype=np.int64)
     hws = ws if host_ws is None else np.asarray(host_ws, dtype=np.int64)
@@ -165,7 +183,6 @@ def step_breakdown(
     compute = _covered(ks, ke, ws, we)
     both = _covered(np.concatenate((cs, ks)), np.concatenate((ce, ke)), ws, we)
     busy = _covered(ev.ts_ns[dev], ev.end_ns[dev], ws, we)
-    cache = cache or RowCache(trace)
 
     def host(family: str) -> I64:
         rows = cache.family(family)
@@ -181,7 +198,7 @@ def step_breakdown(
     )
 
     tokens = tokens_per_window(ev, hws, hwe)
-    return StepBreakdown(
+    return CommBreakdown(
         start_ns=ws,
         end_ns=we,
         collective_ns=collective,
@@ -248,7 +265,7 @@ def communication_metrics(
             "reason": "no collective kernels (NCCL/RCCL, DeepEP, XLA) in the trace",
             "collective_count": 0,
         }
-    b = step_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns, cache)
+    b = comm_breakdown(trace, coll, ws, we, w.host_start_ns, w.host_end_ns, cache)
     window = int((we - ws).sum())
     coll_ns, exposed = int(b.collective_ns.sum()), int(b.exposed_ns.sum())
     ranks = trace.distributed.world_size if trace.distributed else None

@@ -18,7 +18,9 @@ Contract:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -88,6 +90,9 @@ def _family_rows(cache: RowCache, family: str) -> IDX:
     return rows
 
 
+_T = TypeVar("_T")
+
+
 @dataclass(frozen=True)
 class RowCache:
     """Row selections of one trace that several topics need, each computed on first use and kept, so a kind
@@ -97,6 +102,19 @@ class RowCache:
     _memo: dict[tuple[str, object], IDX] = field(default_factory=dict, repr=False, compare=False)
     _names: dict[tuple[int, ...], IDX] = field(default_factory=dict, repr=False, compare=False)
     _launchers: dict[int, tuple[IDX, IDX]] = field(default_factory=dict, repr=False, compare=False)
+    _derived: dict[str, tuple[tuple[object, ...], Any]] = field(default_factory=dict, repr=False, compare=False)
+
+    def derived(self, name: str, inputs: tuple[object, ...], compute: Callable[[], _T]) -> _T:
+        """``compute()``, kept under ``name`` while it is asked for the same ``inputs`` (the same objects: they are
+        held, so their ids are not reused), so that a value two consumers derive from the same inputs is computed once
+        per trace: the step windows and communication breakdown of the ``communication`` topic, which the rank's
+        summary (``jobs.rank_summary``) reads too."""
+        got = self._derived.get(name)
+        if got is not None and len(got[0]) == len(inputs) and all(a is b for a, b in zip(got[0], inputs)):
+            return got[1]
+        value = compute()
+        self._derived[name] = (inputs, value)
+        return value
 
     def kinds(self, *kinds: int) -> IDX:
         """Rows whose kind is one of ``kinds``."""

@@ -25,7 +25,7 @@ from tb_llmdiag.metrics.entry import (
 _WHAT_IF = "an upper bound on the gain, from durations only"
 _CAUSE = (
     "`straggler_cause_evidence`: the straggler's largest positive difference per step against the median of "
-    "the other ranks (`jobs.attribution`)"
+    "the other ranks (`jobs.straggler`)"
 )
 
 #: docs/metrics.md: the section's title and the prose before its table

@@ -7,12 +7,14 @@ what the tab uses (``LLMDIAG_DASK``). Dask is imported here only when an address
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from tb_llmdiag.errors import LlmDiagError
 from tb_llmdiag.extras import require
 from tb_llmdiag.scale.runner import InlineRunner, Runner, process_runner
 
@@ -58,17 +60,25 @@ class TabExecutor(NamedTuple):
     task_put: Callable[[tuple[str, str]], None]
 
 
-def tab_executor(address: str) -> TabExecutor:
-    """The tab's executor on the Dask scheduler ``address`` with its progress queue and task sink; the executor's
-    ``shutdown`` closes the client (and the LocalCluster for ``local[:N]``).
+def tab_executor(address: str | None = None) -> TabExecutor | None:
+    """The tab's executor on the Dask scheduler ``address`` (by default the one ``LLMDIAG_DASK`` names: None when it
+    names none) with its progress queue and task sink; the executor's ``shutdown`` closes the client (and the
+    LocalCluster for ``local[:N]``).
 
     Raises:
         MissingExtra: Dask is not installed.
         DaskUnavailable: ``address`` is malformed or does not answer.
     """
-    backend = dask_backend(TAB_ENV)
-    ctx = backend.dask_client(address)
-    client = ctx.__enter__()
+    address = os.environ.get(TAB_ENV, "").strip() if address is None else address
+    if not address:
+        return None
+    try:
+        backend = dask_backend(TAB_ENV)
+        ctx = backend.dask_client(address)
+        client = ctx.__enter__()
+    except LlmDiagError as exc:  # said where the address came from: "LLMDIAG_DASK=<address>: <why>"
+        exc.args = (f"{TAB_ENV}={address}: {exc}",)
+        raise
     ex = backend.executor(client, lambda: ctx.__exit__(None, None, None))
     return TabExecutor(ex, ex.progress_queue, ex.task_put)
 

@@ -50,13 +50,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from tb_llmdiag import api
 from tb_llmdiag.tab import arrays as array_file
 from tb_llmdiag.tab.cache import CACHE_LAYOUT, arrays_path
+
+if TYPE_CHECKING:
+    from tb_llmdiag.ingest.discover import TraceFile
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +162,7 @@ class Spill:
             self.writer.abort()
 
 
-def analyse_task(tf: api.TraceFile, token: str, put: Put | None) -> dict[str, Any]:
+def analyse_task(tf: TraceFile, token: str, put: Put | None) -> dict[str, Any]:
     """One analysis, run by the executor: the tab's result for ``tf`` (nothing is written anywhere)."""
     sink = put if put is not None else (_WORKER_PROGRESS.put if _WORKER_PROGRESS is not None else None)
 
@@ -204,13 +207,13 @@ class AnalysisQueue:
         self,
         executor: Executor,
         *,
-        claim: Callable[[Key, str], api.TraceFile | None],
+        claim: Callable[[Key, str], TraceFile | None],
         finish: Callable[[Key, str, dict[str, Any] | None, str | None], None],
         phase: Callable[[str, str], None],
         workers: int = 2,
         progress_queue: Any = None,
         renew: Callable[[], Executor] | None = None,
-        task: Callable[[api.TraceFile, str, Put | None], dict[str, Any]] = analyse_task,
+        task: Callable[[TraceFile, str, Put | None], dict[str, Any]] = analyse_task,
         retire_bytes: int | Literal["env"] | None = "env",
         task_put: Put | None = None,
     ) -> None:
@@ -274,7 +277,7 @@ class AnalysisQueue:
             if tf is not None:
                 self._run(key, token, tf)  # never raises: every outcome goes to finish()
 
-    def _run(self, key: Key, token: str, tf: api.TraceFile) -> None:
+    def _run(self, key: Key, token: str, tf: TraceFile) -> None:
         try:
             with self._cond:  # never submitted to a pool that _retire_after has just shut down
                 executor = self._executor
@@ -298,7 +301,7 @@ class AnalysisQueue:
             self._retire_after(executor, tf, result)
             self._finish(key, token, result, None)
 
-    def _retire_after(self, executor: Executor, tf: api.TraceFile, result: dict[str, Any] | None) -> None:
+    def _retire_after(self, executor: Executor, tf: TraceFile, result: dict[str, Any] | None) -> None:
         """Move to a fresh pool when this task's trace was big (module docstring); the old one finishes what it runs."""
         if self._renew is None or self._retire_bytes is None or task_bytes(tf, result) < self._retire_bytes:
             return

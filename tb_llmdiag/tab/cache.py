@@ -32,7 +32,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -41,6 +41,9 @@ import tb_llmdiag
 from tb_llmdiag import api
 from tb_llmdiag.tab import arrays as array_file
 from tb_llmdiag.tab.schema import VALIDATORS
+
+if TYPE_CHECKING:
+    from tb_llmdiag.ingest.discover import TraceFile
 
 logger = logging.getLogger(__name__)
 
@@ -152,14 +155,21 @@ class ResultCache:
         }
 
     @staticmethod
-    def key(abs_path: str, size_bytes: int, mtime_ns: int, version: str = "") -> str:
+    def key(tf: TraceFile) -> str:
         """The entry key of one file version: its path (an object's URL as it is), size, mtime and, for objects,
-        ``version`` (the ETag or generation: ``TraceFile.version``), with the package and engine versions and the
+        its version (the ETag or generation: ``TraceFile.version``), with the package and engine versions and the
         layout."""
-        where = abs_path if api.is_url(abs_path) else os.path.abspath(abs_path)
+        where = tf.path if tf.is_object else os.path.abspath(tf.path)
         ident = json.dumps(
-            [where, int(size_bytes), int(mtime_ns), tb_llmdiag.__version__, list(api.ENGINE_VERSION), CACHE_LAYOUT]
-            + ([version] if version else [])
+            [
+                where,
+                int(tf.size_bytes),
+                int(tf.mtime_ns),
+                tb_llmdiag.__version__,
+                list(api.ENGINE_VERSION),
+                CACHE_LAYOUT,
+            ]
+            + ([tf.version] if tf.version else [])
         )
         return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:40]
 

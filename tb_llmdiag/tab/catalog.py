@@ -10,7 +10,7 @@ Contract:
   in the cache; its report may be an error RunReport: the file is not a usable trace), ``failed`` (the
   analysis itself did not finish: a bug or a dead worker process; ``error`` says why in one line).
 - ``writing``: the file is still being written: its size or mtime changed since the previous scan (it is
-  growing), or ``api.writing`` says so (it moved while looked at, or a recent gzip has no end marker). It is not
+  growing), or ``TraceFile.writing`` says so (it moved while looked at, or a recent gzip has no end marker). It is not
   queued and its result is never cached: each scan looks again, and once one scan finds it unchanged and
   complete it is analysed like a new file.
 - Results come back from the job queue to ``_finish``, which stores them in the cache (this process).
@@ -24,18 +24,21 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tb_llmdiag import api
 from tb_llmdiag.tab.analysis_queue import AnalysisQueue, Key
 from tb_llmdiag.tab.cache import ResultCache
+
+if TYPE_CHECKING:
+    from tb_llmdiag.ingest.discover import Index, TraceFile
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class Entry:
-    tf: api.TraceFile
+    tf: TraceFile
     cache_key: str
     status: str = "pending"  # pending | analysing | ready | failed | writing
     error: str | None = None
@@ -82,7 +85,7 @@ class Catalog:
         progress_queue: Any = None,
         renew: Callable[[], Executor] | None = None,
         task_put: Callable[[tuple[str, str]], None] | None = None,
-        discover: Callable[[str], api.Index] = api.discover,
+        discover: Callable[[str], Index] = api.discover,
     ) -> None:
         self.logdir = logdir
         self.cache = cache
@@ -134,21 +137,21 @@ class Catalog:
             return
         fresh: list[Entry] = []
         for tf in index.files:
-            ck = self.cache.key(tf.path, tf.size_bytes, tf.mtime_ns, tf.version)
+            ck = self.cache.key(tf)
             with self.lock:
                 old = self.entries.get(tf.key)
                 if old is not None and old.cache_key == ck and old.status != "writing":
                     old.tf = tf
                     continue
             entry = Entry(tf=tf, cache_key=ck)
-            # never cached, never queued while it changes: growth since the previous scan, or api.writing
+            # never cached, never queued while it changes: growth since the previous scan, or tf.writing()
             writing = (
                 (
                     f"still being written: it changed since the last scan ({old.tf.size_bytes:,} -> "
                     f"{tf.size_bytes:,} bytes)"
                 )
                 if old is not None and old.cache_key != ck
-                else api.writing(tf)
+                else tf.writing()
             )
             if writing is not None:
                 entry.status, entry.error = "writing", writing
@@ -171,7 +174,7 @@ class Catalog:
             self.active = bool(self.entries)
 
     # -- queue callbacks
-    def _claim(self, key: Key, token: str) -> api.TraceFile | None:
+    def _claim(self, key: Key, token: str) -> TraceFile | None:
         with self.lock:
             e = self.entries.get(key)
             if e is None or e.cache_key != token or e.status != "pending":

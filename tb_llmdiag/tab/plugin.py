@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensorboard import errors as tb_errors
 from tensorboard.backend import http_util
@@ -32,6 +32,9 @@ from tb_llmdiag.tab.assets import Assets
 from tb_llmdiag.tab.cache import ResultCache
 from tb_llmdiag.tab.catalog import Catalog
 from tb_llmdiag.tab.traceviews import TraceViews
+
+if TYPE_CHECKING:
+    from tb_llmdiag.ingest.discover import Index
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +70,7 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
         workers: int | None = None,
         processes: bool | None = None,
         executor: Executor | None = None,
-        discover: Callable[[str], api.Index] | None = None,
+        discover: Callable[[str], Index] | None = None,
     ) -> None:
         self._context = context
         self._logdir = os.path.expanduser(context.logdir) if getattr(context, "logdir", None) else ""
@@ -77,12 +80,14 @@ class LlmDiagPlugin(base_plugin.TBPlugin):
         progress_queue: Any = None
         renew: Callable[[], Executor] | None = None
         task_put: Callable[[tuple[str, str]], None] | None = None
-        address = os.environ.get(api.DASK_ENV, "").strip()
-        if executor is None and address:
-            try:  # cluster tasks publish their phases as events; the client's handler puts them on progress_queue
-                executor, progress_queue, task_put = api.tab_executor(address)
+        if executor is None:
+            try:  # LLMDIAG_DASK: cluster tasks publish their phases as events, the client puts them on progress_queue
+                cluster = api.tab_executor()
             except LlmDiagError as e:
-                logger.warning("llm_diag: %s=%s: %s; analysing in local processes instead", api.DASK_ENV, address, e)
+                logger.warning("llm_diag: %s; analysing in local processes instead", e)
+                cluster = None
+            if cluster is not None:
+                executor, progress_queue, task_put = cluster
         cache = ResultCache(cache_dir, logdir=self._logdir or None)
         if (
             executor is None and processes

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 from tensorboard import errors as tb_errors
 
 from tb_llmdiag import api
+from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.tab.analysis_queue import Key
 from tb_llmdiag.tab.catalog import Catalog, Entry
 from tb_llmdiag.tab.traceviews import TraceViews
@@ -251,8 +252,8 @@ def trace_impl(cat: Catalog, args: Mapping[str, str]) -> tuple[BinaryIO, int, li
     """``/trace``: the open file (regular files only, opened by ``ingest``), its size, headers, type."""
     _, e = entry_for(cat, args)
     try:
-        f, size = api.open_raw(e.tf)  # the path comes from the index, never from the request
-    except (api.NotRegularFile, api.LinkOutside) as err:
+        f, size = e.tf.open()  # the path comes from the index, never from the request
+    except TraceFormatError as err:  # not a regular file, a link out of the logdir, an object gone
         raise Unprocessable(str(err)) from None
     except OSError as err:
         raise tb_errors.NotFoundError(f"the trace file is gone: {err.strerror}") from None
@@ -357,7 +358,7 @@ def _base_key(args: Mapping[str, str]) -> dict[str, str]:
 
 
 def run_compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
-    """``/compare``: the run against a baseline run (``api.compare_reports``): 202 / 422 while either is not
+    """``/compare``: the run against a baseline run (``api.compare``): 202 / 422 while either is not
     ready or failed (as ``/report``), 422 when either report is an error RunReport, else the comparison."""
     pairs = [entry_for(cat, _base_key(args)), entry_for(cat, args)]
     for key, e in pairs:
@@ -377,7 +378,7 @@ def run_compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
             )
             return Answer(FAILED, body)
         reports.append(rep)
-    return Answer(200, api.compare_reports(reports[0], reports[1]))
+    return Answer(200, api.compare(reports[0], reports[1]))
 
 
 def job_compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
@@ -392,8 +393,7 @@ def job_compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
             error = f"job {run} (span {span}) could not be analysed: {got[0].get('error')}"
             return Answer(FAILED, {"run": run, "span": span, "status": "error", "error": error})
         sides.append(got)
-    (bj, br), (aj, ar) = sides
-    return Answer(200, api.compare_job_reports(bj, br, aj, ar))
+    return Answer(200, api.compare(sides[0], sides[1]))
 
 
 def compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:

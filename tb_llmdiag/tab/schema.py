@@ -67,7 +67,7 @@ def timelines(v: Any) -> str | None:
 
 
 def timeline(v: Any) -> str | None:
-    if not isinstance(v, dict) or v.get("timeline_version") != api.TIMELINE_VERSION:
+    if not isinstance(v, dict) or v.get("timeline_version") != api.ENGINE_VERSION.timeline:
         return "not a timeline of this version"
     step = v.get("step")
     if not (isinstance(step, dict) and _int(step.get("index")) and _int(step.get("duration_ns"))):
@@ -103,7 +103,7 @@ def rank_summary(v: Any) -> str | None:
 
 def traceview(v: Any) -> str | None:
     """The trace view's meta (``traceview/build.py``); its arrays are checked by ``TraceIndex.load``."""
-    if not isinstance(v, dict) or v.get("traceview_version") != api.TRACEVIEW_VERSION:
+    if not isinstance(v, dict) or v.get("traceview_version") != api.ENGINE_VERSION.traceview:
         return "not a trace-view index of this version"
     if not (
         isinstance(v.get("lanes"), list)

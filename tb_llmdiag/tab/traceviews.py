@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 
 from tb_llmdiag import api
+from tb_llmdiag.errors import BadIndex
 from tb_llmdiag.tab.cache import ResultCache
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class TraceViews:
             return None
         try:
             index = api.TraceIndex.load(meta, arrays)
-        except api.BadIndex as e:
+        except BadIndex as e:
             logger.warning("llm_diag: ignoring the trace-view index %s: %s", cache_key, e)
             return None
         with self._lock:

@@ -23,11 +23,13 @@ of time to activities (``metrics/attribution*``) can replace the per-name unions
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from tb_llmdiag.errors import BadRange
 from tb_llmdiag.intervals import clip, covered_before_each, merge, overlap_per_window, union_ns_by_group
 from tb_llmdiag.metrics import Analysis
 from tb_llmdiag.metrics.gaps import CAUSES, HOST_WAIT
@@ -124,3 +126,38 @@ def top_activities(
             for i in order
         ]
     return {"start_ns": lo, "end_ns": hi, "duration_ns": dur, "step": step, "gpu": gpu, "host": host}
+
+
+def step_range(report: Mapping[str, Any], step: int) -> tuple[int, int]:
+    """``(start_ns, end_ns)`` of step ``step`` (its ``index``, as the report and the profiler number it).
+
+    Raises:
+        BadRange: the report has no such step (the message lists the ones it has).
+    """
+    rows = ((report.get("metrics") or {}).get("steps") or {}).get("per_step") or []
+    for r in rows:
+        if r.get("index") == step:
+            return int(r["start_ns"]), int(r["end_ns"])
+    have = ", ".join(str(r.get("index")) for r in rows) or "none: the trace has no step markers"
+    raise BadRange(f"no step {step} in run {report.get('run')} (steps: {have})")
+
+
+def asked_range(
+    report: Mapping[str, Any], step: int | None, start_ns: int | None, end_ns: int | None
+) -> tuple[int, int]:
+    """The range a question names: step ``step``'s window, or [start_ns, end_ns) (the whole window when neither is
+    given), checked against the run's report.
+
+    Raises:
+        BadRange: an unknown step, both a step and times, or a range that is empty or outside the trace.
+    """
+    if step is not None and (start_ns is not None or end_ns is not None):
+        raise BadRange("give a step or a time range (start_ns, end_ns), not both")
+    if step is not None:
+        return step_range(report, step)
+    window = int(((report.get("summary") or {}).get("window_ns")) or 0)
+    lo = 0 if start_ns is None else int(start_ns)
+    hi = window if end_ns is None else int(end_ns)
+    if not 0 <= lo < hi or lo >= window:
+        raise BadRange(f"empty range or outside the trace: [{lo}, {hi}) ns; the trace covers [0, {window}) ns")
+    return lo, hi

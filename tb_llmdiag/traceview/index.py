@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_llmdiag.errors import BadIndex
 from tb_llmdiag.model import Kind
 from tb_llmdiag.traceview.build import TRACEVIEW_VERSION
 from tb_llmdiag.traceview.lod import Level, query
@@ -52,10 +53,6 @@ _OTHER = {
     "mem_alloc": np.int64,
     "mem_reserved": np.int64,
 }
-
-
-class BadIndex(ValueError):
-    """The stored index is not usable (one line)."""
 
 
 def expected_arrays(meta: Mapping[str, Any]) -> dict[str, type]:

@@ -98,9 +98,10 @@ def test_a_finding_on_a_trace_with_python_stacks_names_its_source_line(tmp_path:
 
 def test_each_findings_step_column_is_a_per_step_column() -> None:
     from tb_llmdiag import api
+    from tb_llmdiag.findings import RULES
     from tb_llmdiag.metrics.registry import metric
 
-    parts = {r.id: r.step_part for r in api.RULES if r.step_part is not None}
+    parts = {r.id: r.step_part for r in RULES if r.step_part is not None}
     assert parts == {"host_bound": "host_wait_ns", "slow_host_op": "host_wait_ns", "variable_shapes": "host_wait_ns",
                      "host_sync": "sync_ns", "dataloader_stall": "data_loader_ns",
                      "exposed_communication": "collective_ns"}

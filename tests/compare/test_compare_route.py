@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tb_llmdiag import api
-from tb_llmdiag.compare import compare_runs
 from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 from tracepaths import REPO
 
@@ -42,7 +41,7 @@ def test_compare_is_the_librarys_comparison_of_the_two_reports(env) -> None:
     r = c.get(f"{PREFIX}/compare", query_string=q(FIXED, SEED))
     assert r.status_code == 200
     body = json.loads(r.get_data(as_text=True), parse_constant=lambda x: (_ for _ in ()).throw(ValueError(x)))
-    assert body == compare_runs(reports[SEED], reports[FIXED]) == api.compare_reports(reports[SEED], reports[FIXED])
+    assert body == api.compare(reports[SEED], reports[FIXED])
     assert body["before"]["run"] == SEED and body["after"]["run"] == FIXED
     assert body["verdict"].startswith("AFTER is 4.9x faster in tokens/s")
 

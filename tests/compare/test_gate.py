@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tb_llmdiag.compare import check, compare_runs
+from tb_llmdiag.compare import check, compare
 
 
 def run(durations_ms: list[float], tokens: list[int] | None, findings: list[dict[str, Any]] | None = None,
@@ -35,7 +35,7 @@ BASE_MS = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0]
 
 
 def test_noise_only_passes() -> None:
-    result = check(compare_runs(run(BASE_MS, [4096] * 6), run([100.4, 99.2, 100.9, 100.1, 99.8, 100.3], [4096] * 6)))
+    result = check(compare(run(BASE_MS, [4096] * 6), run([100.4, 99.2, 100.9, 100.1, 99.8, 100.3], [4096] * 6)))
     assert result["passed"] and result["regressions"] == [] and result["unjudged"] is None
 
 
@@ -43,7 +43,7 @@ def test_faster_step_with_smaller_batch_is_a_throughput_regression() -> None:
     """The candidate's step is 20 % faster, but it does half the work: tokens/s fell by 37.5 %."""
     before = run(BASE_MS, [4096] * 6)
     after = run([x * 0.8 for x in BASE_MS], [2048] * 6)
-    doc = compare_runs(before, after)
+    doc = compare(before, after)
     result = check(doc)
     assert not result["passed"]
     assert regressed(result) == ["headline.tokens_per_s"]
@@ -60,14 +60,14 @@ def test_faster_step_with_smaller_batch_is_a_throughput_regression() -> None:
 
 def test_change_within_tolerance_passes_even_beyond_noise() -> None:
     after = run([x * 1.03 for x in BASE_MS], [4096] * 6)        # 3 % slower, every step: beyond noise, within 5 %
-    doc = compare_runs(run(BASE_MS, [4096] * 6), after)
+    doc = compare(run(BASE_MS, [4096] * 6), after)
     tps = next(r for r in doc["metrics"] if r["key"] == "headline.tokens_per_s")
     assert tps["beyond_noise"] is True and tps["beyond_tolerance"] is False
     assert check(doc)["passed"]
     # a tighter tolerance on that metric, or for every gated metric, fails it
-    assert regressed(check(compare_runs(run(BASE_MS, [4096] * 6), after,
+    assert regressed(check(compare(run(BASE_MS, [4096] * 6), after,
                                         tolerances={"headline.tokens_per_s": 0.02}))) == ["headline.tokens_per_s"]
-    assert set(regressed(check(compare_runs(run(BASE_MS, [4096] * 6), after, max_regression=0.02)))) == {
+    assert set(regressed(check(compare(run(BASE_MS, [4096] * 6), after, max_regression=0.02)))) == {
         "headline.tokens_per_s", "headline.step_median_ns"}
 
 
@@ -75,14 +75,14 @@ def test_change_beyond_tolerance_but_within_noise_passes() -> None:
     """Median 8 % up, but the steps are so spread that the band holds no change: not a regression."""
     before = run([60.0, 140.0, 100.0, 70.0, 130.0], [4096] * 5)
     after = run([65.0, 150.0, 108.0, 72.0, 141.0], [4096] * 5)
-    doc = compare_runs(before, after)
+    doc = compare(before, after)
     step = next(r for r in doc["metrics"] if r["key"] == "headline.step_median_ns")
     assert step["beyond_tolerance"] and step["beyond_noise"] is False and not step["regressed"]
     assert check(doc)["passed"]
 
 
 def test_counts_without_per_step_values_are_judged_on_tolerance() -> None:
-    doc = compare_runs(run(BASE_MS, [4096] * 6, syncs_per_step=1.0), run(BASE_MS, [4096] * 6, syncs_per_step=5.0))
+    doc = compare(run(BASE_MS, [4096] * 6, syncs_per_step=1.0), run(BASE_MS, [4096] * 6, syncs_per_step=5.0))
     row = next(r for r in doc["metrics"] if r["key"] == "host_sync.syncs_per_step")
     assert row["noise"] is None and row["beyond_noise"] is None and row["regressed"]
     assert regressed(check(doc)) == ["host_sync.syncs_per_step"]
@@ -90,7 +90,7 @@ def test_counts_without_per_step_values_are_judged_on_tolerance() -> None:
 
 def test_without_steps_check_cannot_judge_and_fails() -> None:
     empty = {"run": "r", "status": "ok", "metrics": {"steps": {"available": False}}, "headline": {}, "findings": []}
-    result = check(compare_runs(empty, empty))
+    result = check(compare(empty, empty))
     assert not result["passed"] and "not known on both sides" in result["unjudged"]
 
 
@@ -98,7 +98,7 @@ def test_findings_diff_and_bottleneck() -> None:
     f = lambda i, share, sev="high": {"id": i, "severity": sev, "title": i, "saving": {"share": share, "ns": 1}}  # noqa: E731
     before = run(BASE_MS, [4096] * 6, [f("host_bound", 0.6), f("pageable_memcpy", 0.1), f("tiny_kernels", 0.05)])
     after = run(BASE_MS, [4096] * 6, [f("dataloader_stall", 0.3), f("host_bound", 0.2), f("tiny_kernels", 0.055)])
-    doc = compare_runs(before, after)
+    doc = compare(before, after)
     fd = doc["findings"]
     assert [x["id"] for x in fd["resolved"]] == ["pageable_memcpy"]
     assert [x["id"] for x in fd["new"]] == ["dataloader_stall"]
@@ -132,8 +132,8 @@ def as_step_rows(run_report: dict[str, Any]) -> dict[str, Any]:
 
 def test_both_report_layouts_compare_the_same() -> None:
     before, after = run(BASE_MS, [4096] * 6), run([x * 0.8 for x in BASE_MS], [2048] * 6)
-    old = compare_runs(before, after)
-    new = compare_runs(as_step_rows(before), as_step_rows(after))
+    old = compare(before, after)
+    new = compare(as_step_rows(before), as_step_rows(after))
     assert new == old
     assert new["before"]["step_durations_ns"] == [int(x * 1e6) for x in BASE_MS]
     assert next(r for r in new["metrics"] if r["key"] == "headline.tokens_per_s")["noise"] is not None

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tb_llmdiag.cli import main
-from tb_llmdiag.compare import compare_jobs
+from tb_llmdiag.compare import compare
 from ratetext import per_s
 from tracepaths import REPO
 
@@ -187,7 +187,7 @@ def test_a_straggler_on_another_rank_is_changed(saved: dict[str, Any]) -> None:
     moved = copy.deepcopy(job)
     moved["findings"][0]["evidence"]["straggler_rank"] = 0
     runs = saved["ddp_straggler"]["runs"]
-    doc = compare_jobs(job, moved, runs, runs)
+    doc = compare((job, runs), (moved, runs))
     (changed,) = doc["findings"]["changed"]
     assert (changed["id"], changed["note"]) == ("straggler", "now rank 0 (was rank 1)")
     assert f"{STRAGGLER} changed: now rank 0 (was rank 1)" in doc["verdict"]
@@ -221,7 +221,7 @@ def test_different_rank_counts_compare_with_a_warning(saved: dict[str, Any]) -> 
         lst.append(copy.deepcopy(lst[1]))
     runs3 = list(saved["ddp_fast_transport"]["runs"])
     runs3.append({**runs3[1], "worker": "rank2", "path": "/x/rank2.copy.pt.trace.json.gz"})
-    doc = compare_jobs(saved["ddp_slow_transport"]["jobs"][0], three, saved["ddp_slow_transport"]["runs"], runs3)
+    doc = compare((saved["ddp_slow_transport"]["jobs"][0], saved["ddp_slow_transport"]["runs"]), (three, runs3))
     assert doc["rank_counts"] == {"before": 2, "after": 3}
     assert [r["rank"] for r in doc["ranks"]] == ["0", "1"]
     assert doc["warnings"] == [

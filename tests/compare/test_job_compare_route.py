@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tb_llmdiag import api
-from tb_llmdiag.compare import compare_jobs
+from tb_llmdiag.compare import compare
 from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 from tracepaths import REPO
 
@@ -50,7 +50,7 @@ def test_job_compare_is_the_librarys_comparison_of_the_saved_jobs(env) -> None:
     assert r.status_code == 200, r.get_data(as_text=True)
     body = json.loads(r.get_data(as_text=True), parse_constant=lambda x: (_ for _ in ()).throw(ValueError(x)))
     saved = {run: api.report(str(logdir / run)) for run in (SLOW, FAST)}
-    expected = compare_jobs(saved[SLOW]["jobs"][0], saved[FAST]["jobs"][0], saved[SLOW]["runs"], saved[FAST]["runs"])
+    expected = compare((saved[SLOW]["jobs"][0], saved[SLOW]["runs"]), (saved[FAST]["jobs"][0], saved[FAST]["runs"]))
     assert body == expected
     assert body["level"] == "job" and body["verdict"].startswith("AFTER's job step is 2.8x faster (65.2 ms -> 23.2 ms")
 

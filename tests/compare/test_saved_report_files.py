@@ -22,6 +22,7 @@ import pytest
 
 from tb_llmdiag import api
 from tb_llmdiag.cli import main
+from tb_llmdiag.ingest.links import LinkOutside
 from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 from tracepaths import REPO, TEST_DATA
 
@@ -172,7 +173,7 @@ def test_a_saved_report_linked_from_outside_a_logdir(tmp_path: Path, saved: Path
     monkeypatch.delenv("LLMDIAG_FOLLOW_LINKS", raising=False)
     logs, target = _logdir_with_links_out(tmp_path, saved)
     link = logs / "run_s" / "report.json"
-    with pytest.raises(api.LinkOutside) as exc:
+    with pytest.raises(LinkOutside) as exc:
         api.saved_report(str(link), inside=os.path.realpath(logs))
     assert str(exc.value) == f"report.json {LINK_REFUSED}"
     assert api.saved_report(str(link)) == json.loads(target.read_text())

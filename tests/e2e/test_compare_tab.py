@@ -1,5 +1,5 @@
 """The tab's compare mode in a real TensorBoard and Debian Chromium: the fixed demo run against the seed run as
-its baseline, deep-linked through the URL hash. What the page shows is held to ``api.compare_reports`` of the
+its baseline, deep-linked through the URL hash. What the page shows is held to ``api.compare`` of the
 two reports the server serves. The screenshot goes to test-artifacts/ and, with LLMDIAG_UPDATE_SCREENSHOT=1,
 to docs/screenshot-compare.png."""
 
@@ -53,7 +53,7 @@ def served_report(base: str, run: str) -> dict:
 
 def test_compare_mode_deep_link_cards_findings_and_overlay(server, browser, requests_seen):  # noqa: F811
     base, _ = server
-    doc = api.compare_reports(served_report(base, SEED), served_report(base, FIXED))
+    doc = api.compare(served_report(base, SEED), served_report(base, FIXED))
     ctx, page, errors = new_page(browser, requests_seen)
     try:
         f = open_tab(page, base, HASH)

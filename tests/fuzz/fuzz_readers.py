@@ -50,7 +50,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tb_llmdiag import api  # noqa: E402
 from tb_llmdiag.ingest.xplane.schema import message_classes  # noqa: E402
 from tb_llmdiag.errors import LlmDiagError  # noqa: E402
+from tb_llmdiag.ingest import load_trace  # noqa: E402
 from tb_llmdiag.ingest.discover import discover  # noqa: E402
+from tb_llmdiag.metrics import analyze  # noqa: E402
 from tb_llmdiag.render.canonical_json import dumps  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -236,8 +238,8 @@ def run_case(path: Path, tab: bool) -> dict[str, Any]:
     tf = index.files[0]
     if tab:
         return api.analyze_for_tab(tf)["report"]
-    trace = api.load_trace(tf.path)
-    return api.analyze_trace(tf, trace)
+    trace = load_trace(tf.path)  # not api.analyze: a reader's exception is what the fuzzer looks for
+    return api.run_report(tf, trace, analyze(trace))
 
 
 def site_of(exc: BaseException) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from minijob import AR, GEMM, SR, US, host, kern, make_rank, step
 from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s, collective_kind, find_collectives
-from tb_llmdiag.metrics.communication import communication_metrics, step_breakdown
+from tb_llmdiag.metrics.communication import communication_metrics, comm_breakdown
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.model import Kind
 
@@ -71,7 +71,7 @@ def test_exposed_is_collective_time_no_compute_overlaps() -> None:
     ], rank=0, world=2)
     c = find_collectives(t)
     st = find_steps(t)
-    b = step_breakdown(t, c, st.start_ns, st.end_ns)
+    b = comm_breakdown(t, c, st.start_ns, st.end_ns)
     assert (b.collective_ns[0], b.compute_ns[0], b.exposed_ns[0]) == (400 * US, 250 * US, 250 * US)
     assert b.idle_ns[0] == 1000 * US - 500 * US
     m = communication_metrics(t, c, st)
@@ -84,7 +84,7 @@ def test_no_collectives_is_stated() -> None:
     c = find_collectives(t)
     assert len(c) == 0
     assert communication_metrics(t, c, find_steps(t))["available"] is False
-    assert np.all(step_breakdown(t, c, np.array([0]), np.array([100 * US])).exposed_ns == 0)
+    assert np.all(comm_breakdown(t, c, np.array([0]), np.array([100 * US])).exposed_ns == 0)
 
 
 def test_sync_blocked_during_a_collective() -> None:
@@ -93,5 +93,5 @@ def test_sync_blocked_during_a_collective() -> None:
     t = make_rank([step(1, 0, 1000 * US), kern(AR, 100 * US, 400 * US, stream=20),
                    host(Kind.RUNTIME, "cudaStreamSynchronize", 300 * US, 400 * US)], rank=0, world=2)
     c = find_collectives(t)
-    b = step_breakdown(t, c, np.array([0]), np.array([1000 * US]))
+    b = comm_breakdown(t, c, np.array([0]), np.array([1000 * US]))
     assert (b.sync_ns[0], b.sync_in_collective_ns[0]) == (400 * US, 200 * US)

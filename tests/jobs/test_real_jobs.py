@@ -13,7 +13,7 @@ from tracepaths import SHARED_TRACES, shared_trace
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jobs.cross_rank import analyze_job
 from tb_llmdiag.metrics.collectives import find_collectives
-from tb_llmdiag.metrics.communication import step_breakdown
+from tb_llmdiag.metrics.communication import comm_breakdown
 from tb_llmdiag.jobs.report import job_findings, job_metrics
 from tb_llmdiag.jobs.rank_summary import summarize_rank
 from tb_llmdiag.metrics.steps import find_steps
@@ -60,7 +60,7 @@ def test_exposed_matches_independent_computation(rel: str) -> None:
     path = shared_trace(rel)
     trace = load_trace(str(path))
     coll = find_collectives(trace)
-    whole = step_breakdown(trace, coll, [0], [int(trace.events.end_ns.max()) + 1])
+    whole = comm_breakdown(trace, coll, [0], [int(trace.events.end_ns.max()) + 1])
     comm_us, comp_us, exposed_us = independent_exposed_us(path)
     assert comm_us > 0
     assert whole.collective_ns[0] / 1e3 == pytest.approx(comm_us, rel=0.05)

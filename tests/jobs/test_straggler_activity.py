@@ -1,8 +1,8 @@
-"""What the straggler does that the others do not (jobs/attribution.straggler_activity, issue #23), by hand."""
+"""What the straggler does that the others do not (jobs/straggler.straggler_activity, issue #23), by hand."""
 
 from __future__ import annotations
 
-from tb_llmdiag.jobs.attribution import straggler_activity
+from tb_llmdiag.jobs.straggler import straggler_activity
 
 
 def test_the_activity_with_the_largest_excess_over_the_median_rank() -> None:

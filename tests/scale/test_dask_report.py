@@ -83,8 +83,8 @@ def test_unreadable_and_vanished_ranks_are_error_entries_of_the_job(job16: Path,
     index = api.discover(str(job))
     (job / "rank3.1000000000.pt.trace.json.gz").write_bytes(b"garbage, not a trace")  # rewritten after discovery
     os.unlink(job / "rank5.1000000000.pt.trace.json.gz")  # gone between discovery and analysis
-    local = api.report_index(index)
-    assert dumps(api.report_index(index, DaskRunner(threads_client))) == dumps(local)
+    local = api.report(index)
+    assert dumps(api.report(index, runner=DaskRunner(threads_client))) == dumps(local)
     status = {r["rank"]: r["status"] for r in local["runs"]}
     assert [r for r, s in status.items() if s != "ok"] == [3, 5]
     (j,) = local["jobs"]
@@ -120,12 +120,12 @@ def test_a_killed_worker_loses_no_rank(tmp_path: Path) -> None:
     job = tmp_path / "ddp6"
     write_job(job, 6, seed=2)  # whole captures: ~0.3-1 s per rank, long enough to be caught mid-task
     index = api.discover(str(job))
-    local = api.report_index(index)
+    local = api.report(index)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         pids = client.run(os.getpid)
         box: dict[str, object] = {}
-        t = threading.Thread(target=lambda: box.update(rep=api.report_index(index, DaskRunner(client))))
+        t = threading.Thread(target=lambda: box.update(rep=api.report(index, runner=DaskRunner(client))))
         t.start()
         victim, deadline = None, time.monotonic() + 60
         while victim is None and time.monotonic() < deadline:

@@ -4,6 +4,8 @@ installed), with the same report as from local files."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import shutil
 import socket
 import subprocess
@@ -60,10 +62,10 @@ def test_object_versions_make_cache_keys(memjob: str) -> None:
     fs.pipe(name, fs.cat(name))  # rewritten in place, same size
     after = {t.path: t for t in api.discover(memjob).files}[tf.path]
     assert after.size_bytes == tf.size_bytes and after.version != tf.version
-    assert ResultCache.key(tf.path, tf.size_bytes, tf.mtime_ns, tf.version) != \
-        ResultCache.key(after.path, after.size_bytes, after.mtime_ns, after.version)
-    assert ResultCache.key(tf.path, 1, 2, "etag-a") == ResultCache.key(tf.path, 1, 2, "etag-a")
-    assert ResultCache.key(tf.path, 1, 2, "etag-a") != ResultCache.key(tf.path, 1, 2, "etag-b")
+    assert ResultCache.key(tf) != ResultCache.key(after)
+    a, b = (dataclasses.replace(tf, size_bytes=1, mtime_ns=2, version=v) for v in ("etag-a", "etag-b"))
+    assert ResultCache.key(a) == ResultCache.key(dataclasses.replace(a))
+    assert ResultCache.key(a) != ResultCache.key(b)
 
 
 def test_missing_objects_and_backends_are_one_line(memjob: str) -> None:
@@ -73,7 +75,7 @@ def test_missing_objects_and_backends_are_one_line(memjob: str) -> None:
         api.discover("nosuch://x/y")
     index = api.discover(memjob)
     fsspec.filesystem("memory").rm("/jobs/ddp16/rank7.1000000000.pt.trace.json.gz")
-    rep = api.report_index(index)
+    rep = api.report(index)
     bad = [r for r in rep["runs"] if r["status"] != "ok"]
     assert [(r["rank"], r["error"]) for r in bad] == [
         (7, "cannot read rank7.1000000000.pt.trace.json.gz: no such object "

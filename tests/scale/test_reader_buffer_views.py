@@ -18,7 +18,7 @@ TRACE = REPO / "tests" / "data" / "ddp_straggler" / "rank0.1795411851201244640.p
 
 def test_a_view_held_outside_the_reader_gives_the_same_report(monkeypatch: pytest.MonkeyPatch) -> None:
     (tf,) = api.discover(str(TRACE)).files
-    expected = dumps(api.analyze_file(tf))
+    expected = dumps(api.analyze(tf).report)
     original = ct._Reader._decode_upto
     pieces = []
 
@@ -31,7 +31,7 @@ def test_a_view_held_outside_the_reader_gives_the_same_report(monkeypatch: pytes
             view.release()
 
     monkeypatch.setattr(ct._Reader, "_decode_upto", holding)
-    got = api.analyze_file(tf)
+    got = api.analyze(tf).report
     assert got["status"] == "ok"
     assert dumps(got) == expected
     assert pieces and all(pieces)

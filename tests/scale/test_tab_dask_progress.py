@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tb_llmdiag import api
+from tb_llmdiag.ingest.discover import TraceFile
 from tb_llmdiag.scale.dask import PROGRESS_TOPIC, ClusterExecutor, PhaseEvents
 from tb_llmdiag.tab import analysis_queue
 from tb_llmdiag.tab.catalog import Catalog
@@ -41,7 +42,7 @@ def _until(cond: Callable[[], bool], timeout_s: float = 30.0) -> bool:
     return cond()
 
 
-def _rank(logdir: Path, worker: str) -> api.TraceFile:
+def _rank(logdir: Path, worker: str) -> TraceFile:
     (tf,) = [f for f in api.discover(str(logdir)).files if f.worker == worker]
     return tf
 
@@ -92,7 +93,7 @@ def test_the_202_body_shows_each_phase_of_a_cluster_analysis(job16: Path, tmp_pa
     reached = {ph: threading.Event() for ph in PHASES}
     release = {ph: threading.Event() for ph in PHASES}
 
-    def held(tf: api.TraceFile, *, progress: Callable[[str], None] | None = None, **kw: Any) -> dict[str, Any]:
+    def held(tf: TraceFile, *, progress: Callable[[str], None] | None = None, **kw: Any) -> dict[str, Any]:
         def hold(phase: str) -> None:
             assert progress is not None
             progress(phase)  # published to the tab first, then held

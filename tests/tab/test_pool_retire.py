@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tb_llmdiag import api
+from tb_llmdiag.ingest.discover import TraceFile
 from tb_llmdiag.tab import analysis_queue
 from tracepaths import TEST_DATA
 
@@ -52,7 +53,7 @@ class Queue:
     def __init__(self, workers: int, task: Any, retire_bytes: int | None, renew: Any = "pool") -> None:
         self.done: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
         self.phases: dict[str, list[str]] = {}
-        self.files: dict[str, api.TraceFile] = {}
+        self.files: dict[str, TraceFile] = {}
         self.cond = threading.Condition()
         pool, progress = analysis_queue.process_pool(workers)
         self.renewed = 0
@@ -115,8 +116,8 @@ def test_the_worker_is_retired_after_a_big_trace_and_kept_after_small_ones() -> 
     assert labels([results[t]["pid"] for t, _ in seq]) == [0, 0, 0, 1, 1, 1, 2]
     assert q.renewed == 2
     expected = {
-        SMALL: api.analyze_file(api.discover(str(SMALL)).files[0]),
-        BIG: api.analyze_file(api.discover(str(BIG)).files[0]),
+        SMALL: api.analyze(api.discover(str(SMALL)).files[0]).report,
+        BIG: api.analyze(api.discover(str(BIG)).files[0]).report,
     }
     for token, path in seq:  # every task's result is the library's, its phases all reported
         assert results[token]["report"] == expected[path]
@@ -185,5 +186,5 @@ def test_a_task_running_in_a_retired_pool_finishes_and_is_reported(tmp_path: Pat
     ],
 )
 def test_task_bytes(result: dict[str, Any] | None, size: int, expected: int) -> None:
-    tf = api.TraceFile(run="r", worker="w", span="1", path="/x", source_kind="kineto", size_bytes=size, mtime_ns=0)
+    tf = TraceFile(run="r", worker="w", span="1", path="/x", source_kind="kineto", size_bytes=size, mtime_ns=0)
     assert analysis_queue.task_bytes(tf, result) == expected

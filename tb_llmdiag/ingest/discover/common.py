@@ -13,10 +13,14 @@ import os
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import BinaryIO
 
 from tb_llmdiag.errors import RunNotFound
-from tb_llmdiag.ingest.files import HEAD_BYTES
+from tb_llmdiag.ingest.files import HEAD_BYTES, file_refusal, open_regular
 from tb_llmdiag.ingest.formats import FORMATS, Format, format_of, inflated, recognised
+from tb_llmdiag.ingest.fs import is_url, open_object
+from tb_llmdiag.ingest.links import outside
+from tb_llmdiag.ingest.written import still_being_written
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,34 @@ class TraceFile:
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.run, self.worker, self.span)
+
+    @property
+    def is_object(self) -> bool:
+        """An object of a store (an fsspec URL), not a local file."""
+        return is_url(self.path)
+
+    def refusal(self) -> str | None:
+        """Why nothing of the file may be read, in one line: a link out of the logdir (``links.py``), not a regular
+        file or unreadable (``files.py``); None for an object, which the readers read from a private copy."""
+        return None if self.is_object else outside(self.path, self.inside) or file_refusal(self.path)
+
+    def writing(self) -> str | None:
+        """Why the file is still being written (``written.py``: its size or mtime moved since discovery, or a recent
+        gzip file has no end marker yet), or None. Objects (URLs) are written whole, links out are refused: never."""
+        if self.is_object or outside(self.path, self.inside):
+            return None
+        return still_being_written(self.path, self.size_bytes, self.mtime_ns)
+
+    def open(self) -> tuple[BinaryIO, int]:
+        """The file as recorded, open for reading, and its size (regular files only).
+
+        Raises:
+            NotRegularFile: a FIFO, device, socket, directory or symlink loop named like a trace.
+            LinkOutside: a link to a file outside the logdir (``links.py``).
+            OSError: the file is gone or unreadable.
+            TraceFormatError: an object (URL) that is gone or unreadable.
+        """
+        return open_object(self.path) if self.is_object else open_regular(self.path, self.inside)
 
 
 @dataclass(frozen=True)

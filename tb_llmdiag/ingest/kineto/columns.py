@@ -1,6 +1,6 @@
 """Decoded events -> numpy columns, piece by piece: kinds, names, ids, times in ns, memory samples.
 
-``_Columns.scan`` uses the compiled one-pass scanner (_scan.c) when it was built and ``scan_py``
+``Columns.scan`` uses the compiled one-pass scanner (_scan.c) when it was built and ``scan_py``
 otherwise; both give the same result (tests/test_scan.py).
 """
 
@@ -17,55 +17,54 @@ from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.kineto import scan_ext
 from tb_llmdiag.ingest.kineto.in_order import put_in_order
 from tb_llmdiag.ingest.kineto.layout import (
-    _DEVICE_ROW,
-    _DEVICE_SIDE,
-    _DIGITS,
-    _INT64_MAX,
-    _INT64_MIN,
-    _LAUNCH_ROW,
-    _LIMIT_US,
-    _MEMORY_DTYPES,
-    _ROW_ARGS,
-    _ROW_DTYPES,
-    _SCAN_DTYPES,
-    _SKIP,
-    _SKIPPED_CATEGORIES,
-    _SLAB_ROWS,
-    _STR_ID_BASE,
+    DEVICE_ROW,
+    DEVICE_SIDE,
+    DIGITS,
+    INT64_MAX,
+    INT64_MIN,
     KIND_OF_CATEGORY,
-    _Scan,
+    LAUNCH_ROW,
+    MEMORY_DTYPES,
+    ROW_ARGS,
+    ROW_DTYPES,
+    SCAN_DTYPES,
+    SKIP,
+    SKIPPED_CATEGORIES,
+    SLAB_ROWS,
+    STR_ID_BASE,
+    Scan,
 )
-from tb_llmdiag.ingest.kineto.structs import _COMPLETE, _INSTANTS, _NO_ARGS, _Args, _EventExactTs, _MemoryArgs
+from tb_llmdiag.ingest.kineto.structs import COMPLETE, INSTANTS, NO_ARGS, Args, EventExactTs, MemoryArgs
 from tb_llmdiag.ingest.kineto.values import (
-    _SHAPE_NAME,
-    _STEP_NAME,
-    _float_column,
-    _int_column,
-    _Interner,
-    _memory_column,
-    _memory_table,
-    _plausible_shape,
-    _step_warnings,
+    SHAPE_NAME,
+    STEP_NAME,
+    Interner,
+    float_column,
+    int_column,
     is_oversized_step,
+    memory_column,
+    memory_table,
+    plausible_shape,
     relative_us,
+    step_warnings,
 )
 from tb_llmdiag.ingest.source import threads_wanted
-from tb_llmdiag.ingest.validate import Rejected, check_event_count
+from tb_llmdiag.ingest.validate import LIMIT_US, Rejected, check_event_count
 from tb_llmdiag.model import EventTable, Kind, MemoryTable, kind_mask
 
-#: _Scan's columns in the order _rows.c reads them
+#: Scan's columns in the order _rows.c reads them
 _ROWS_IN = ("kind", "ts", "dur", "name_id", "tid", "pid", "correlation", "stream", "device", "bytes", "shape_id")
-#: by kind code, for _rows.c: 1 = a device-side kind (_DEVICE_SIDE), 2 = a kind a ProfilerStep marker can have
+#: by kind code, for _rows.c: 1 = a device-side kind (DEVICE_SIDE), 2 = a kind a ProfilerStep marker can have
 _KIND_BITS = bytes(
-    (1 if k in _DEVICE_SIDE else 0) | (2 if k in (Kind.ANNOTATION, Kind.CPU_OP) else 0) for k in range(256)
+    (1 if k in DEVICE_SIDE else 0) | (2 if k in (Kind.ANNOTATION, Kind.CPU_OP) else 0) for k in range(256)
 )
 
 
-class _Columns:
+class Columns:
     """Accumulates columns piece by piece; interns names, shapes and string thread/stream ids."""
 
     def __init__(self, threaded: bool | None = None) -> None:
-        self.names = _Interner()
+        self.names = Interner()
         self.threaded = threaded  # finish() sorts on two threads (None: unless LLMDIAG_READ_THREADS=0)
         self.shapes: dict[bytes, int] = {}
         self.str_ids: dict[str, int] = {}
@@ -73,10 +72,10 @@ class _Columns:
         self.slab: dict[str, np.ndarray] = {}  # the slab being filled, and its used rows
         self.slab_used = 0
         self.mem_parts: list[dict[str, np.ndarray]] = []
-        # category -> Kind code; categories never seen before are OTHER (the profiler's own span: _SKIP)
+        # category -> Kind code; categories never seen before are OTHER (the profiler's own span: SKIP)
         self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
             lambda: int(Kind.OTHER),
-            {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()}, **{c: _SKIP for c in _SKIPPED_CATEGORIES}},
+            {**{c: int(k) for c, k in KIND_OF_CATEGORY.items()}, **{c: SKIP for c in SKIPPED_CATEGORIES}},
         )
         self.origin_us: float | None = None  # the first piece's whole-us origin of ts_ns
         self.ts_min = float("inf")  # the earliest timestamp (us) of all rows
@@ -86,7 +85,7 @@ class _Columns:
 
     def _id(self, value: Any) -> int:
         """A pid/tid/stream value that is not an int64: "stream 7" -> 7, "0x0" -> 0, 7.0 -> 7; others
-        (names, numbers beyond int64) are interned at _STR_ID_BASE - k."""
+        (names, numbers beyond int64) are interned at STR_ID_BASE - k."""
         if value is None:
             return -1
         number: int | None = None
@@ -96,15 +95,15 @@ class _Columns:
             number = value
         else:
             text = str(value)
-            m = _DIGITS.search(text)
+            m = DIGITS.search(text)
             if m and (m.group(0) == text.strip() or text.startswith("stream")):
                 number = int(m.group(0))
             elif text.startswith("0x"):
                 with contextlib.suppress(ValueError):
                     number = int(text, 16)
-        if number is not None and _INT64_MIN <= number <= _INT64_MAX:
+        if number is not None and INT64_MIN <= number <= INT64_MAX:
             return number
-        return _STR_ID_BASE - self.str_ids.setdefault(str(value), len(self.str_ids))
+        return STR_ID_BASE - self.str_ids.setdefault(str(value), len(self.str_ids))
 
     def _ids(self, values: list[Any]) -> np.ndarray:
         """Column of pid/tid/stream values: ints kept, missing -1, other values converted once per unique value."""
@@ -118,7 +117,7 @@ class _Columns:
             conv = {v: self._id(v) for v in set(values)}
             return np.array([conv[v] for v in values], dtype=np.int64)
 
-    def scan(self, events: list[Any], has_memory: bool = True) -> _Scan:
+    def scan(self, events: list[Any], has_memory: bool = True) -> Scan:
         """The rows of one decoded piece (its complete events, skipped categories dropped) with their
         per-row columns, and its ``[memory]`` samples. Uses the compiled one-pass scanner when it was
         built, else scan_py; both give the same result."""
@@ -127,62 +126,62 @@ class _Columns:
             return self.scan_py(events, has_memory)
         xs, found, mem, mem_found = ext.scan(
             events,
-            _COMPLETE,
-            _INSTANTS,
-            _Args,
-            _MemoryArgs,
+            COMPLETE,
+            INSTANTS,
+            Args,
+            MemoryArgs,
             self.kind_of,
             self.names,
             self.names.flags,
             self.shapes,
-            _ROW_ARGS,
+            ROW_ARGS,
         )
         kind = np.frombuffer(found["kind"], dtype=np.uint8)
         # the scanner leaves a column to Python when its values are not all plain numbers
         cols: dict[str, np.ndarray] = {}
-        for name, dtype in _SCAN_DTYPES.items():
+        for name, dtype in SCAN_DTYPES.items():
             cols[name] = (
                 np.frombuffer(found[name], dtype=dtype) if name in found else self._column(name, xs, kind, cols)
             )
         mem_cols = {
-            name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found else _memory_column(name, mem)
-            for name, dtype in _MEMORY_DTYPES.items()
+            name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found else memory_column(name, mem)
+            for name, dtype in MEMORY_DTYPES.items()
         }
-        return _Scan(xs=xs, kind=kind, memory=mem_cols, **cols)
+        return Scan(xs=xs, kind=kind, memory=mem_cols, **cols)
 
-    def scan_py(self, events: list[Any], has_memory: bool = True) -> _Scan:
+    def scan_py(self, events: list[Any], has_memory: bool = True) -> Scan:
         """scan in Python: one list comprehension per field. ``has_memory=False`` skips looking for
         ``[memory]`` samples (the caller knows the piece has none)."""
-        xs = [e for e in events if e.__class__ in _COMPLETE]
+        xs = [e for e in events if e.__class__ in COMPLETE]
         mem = (
-            [e for e in events if e.__class__ in _INSTANTS and e.name == "[memory]" and e.args is not None]
+            [e for e in events if e.__class__ in INSTANTS and e.name == "[memory]" and e.args is not None]
             if has_memory
             else []
         )
         kind_of = self.kind_of
         kind = np.array([kind_of[e.cat] for e in xs], dtype=np.uint8)
-        skip = kind == _SKIP
+        skip = kind == SKIP
         if skip.any():  # the profiler's own "PyTorch Profiler (0)" span is not an event of the run
             keep = np.flatnonzero(~skip)
             xs = [xs[i] for i in keep.tolist()]
             kind = kind[keep]
         cols: dict[str, np.ndarray] = {}
-        for name in _SCAN_DTYPES:
+        for name in SCAN_DTYPES:
             cols[name] = self._column(name, xs, kind, cols)
-        return _Scan(xs=xs, kind=kind, memory={name: _memory_column(name, mem) for name in _MEMORY_DTYPES}, **cols)
+        return Scan(xs=xs, kind=kind, memory={name: memory_column(name, mem) for name in MEMORY_DTYPES}, **cols)
 
     def _column(self, name: str, xs: list[Any], kind: np.ndarray, done: dict[str, np.ndarray]) -> np.ndarray:
-        """One per-row column in Python (``done``: the columns before it in _SCAN_DTYPES). The args fields
+        """One per-row column in Python (``done``: the columns before it in SCAN_DTYPES). The args fields
         and pid are read only for the rows that carry them (device rows; launch rows too for the
         correlation id) and are -1 elsewhere; Input Dims only for SHAPE_OPS operators."""
         if name == "ts":
             ts_list = [e.ts for e in xs]
-            if xs and xs[0].__class__ is _EventExactTs:
+            if xs and xs[0].__class__ is EventExactTs:
                 out, self.ts_base_us = relative_us(ts_list, self.ts_base_us)
                 return out
-            return _float_column(ts_list)
+            return float_column(ts_list)
         if name == "dur":
-            return _float_column([e.dur for e in xs])  # a missing "dur" is NaN here and 0 in finish()
+            return float_column([e.dur for e in xs])  # a missing "dur" is NaN here and 0 in finish()
         if name == "name_id":
             names = self.names
             return np.array([names[e.name] for e in xs], dtype=np.int32)
@@ -191,23 +190,23 @@ class _Columns:
         if name == "shape_id":  # Input Dims only for the operators analyses read (model.SHAPE_OPS)
             out32 = np.full(len(xs), -1, dtype=np.int32)
             flags = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)
-            rows = np.flatnonzero((kind == Kind.CPU_OP) & (flags[done["name_id"]] & _SHAPE_NAME > 0))
+            rows = np.flatnonzero((kind == Kind.CPU_OP) & (flags[done["name_id"]] & SHAPE_NAME > 0))
             if rows.size:
                 shapes = self.shapes
-                dims = [(xs[i].args or _NO_ARGS).input_dims for i in rows.tolist()]
+                dims = [(xs[i].args or NO_ARGS).input_dims for i in rows.tolist()]
                 out32[rows] = [shapes.setdefault(bytes(d), len(shapes)) if len(d) else -1 for d in dims]
             return out32
         out = np.full(len(xs), -1, dtype=np.int64)
-        mask = np.frombuffer(_ROW_ARGS, dtype=np.uint8)[kind] & (
-            _DEVICE_ROW | (_LAUNCH_ROW if name == "correlation" else 0)
+        mask = np.frombuffer(ROW_ARGS, dtype=np.uint8)[kind] & (
+            DEVICE_ROW | (LAUNCH_ROW if name == "correlation" else 0)
         )
         rows = np.flatnonzero(mask).tolist()
         if rows:
             if name == "pid":
                 out[rows] = self._ids([xs[i].pid for i in rows])
             else:
-                values = [getattr(xs[i].args or _NO_ARGS, name) for i in rows]
-                out[rows] = _int_column(values) if name in ("correlation", "bytes") else self._ids(values)
+                values = [getattr(xs[i].args or NO_ARGS, name) for i in rows]
+                out[rows] = int_column(values) if name in ("correlation", "bytes") else self._ids(values)
         return out
 
     def add(self, events: list[Any], has_memory: bool = True) -> None:
@@ -220,7 +219,7 @@ class _Columns:
         if s.xs:
             self._append_rows(s)
 
-    def _append_rows(self, s: _Scan) -> None:
+    def _append_rows(self, s: Scan) -> None:
         """Turn one piece's scan into the model's columns (while its arrays are small and in cache) and
         keep them for finish(): ns times relative to the first piece's whole-us origin, durations
         cleaned, ProfilerStep ranges marked, device/stream on device rows and tid on host rows. In one
@@ -233,12 +232,12 @@ class _Columns:
         out = self._reserve(n)  # at most n rows: the unused ones are handed back below
         kept, lowest, no_ts, no_dur, negative, outside, device = ext.rows(
             tuple(getattr(s, k) for k in _ROWS_IN),
-            tuple(out[k] for k in _ROW_DTYPES),
+            tuple(out[k] for k in ROW_DTYPES),
             bytes(self.names.flags),
             _KIND_BITS,
             int(Kind.STEP),
             math.nan if self.origin_us is None else self.origin_us,
-            _LIMIT_US,
+            LIMIT_US,
         )
         self.slab_used -= n - kept
         self.rejected.add(no_ts, no_dur, negative, outside, device)
@@ -247,7 +246,7 @@ class _Columns:
                 self.origin_us = float(np.floor(lowest))
             self.ts_min = min(self.ts_min, lowest)
 
-    def append_rows_py(self, s: _Scan) -> None:
+    def append_rows_py(self, s: Scan) -> None:
         """_append_rows in numpy."""
         cols = {
             "ts": s.ts,
@@ -264,15 +263,15 @@ class _Columns:
         }
         # rows no trace can mean are rejected and counted (validate.py): no usable timestamp (NaN), a device
         # row without a duration, a negative duration, a time or duration beyond what int64 ns can hold once
-        # relative to the origin (_LIMIT_US). One combined test in the common case where every row is fine;
+        # relative to the origin (LIMIT_US). One combined test in the common case where every row is fine;
         # NaN fails every comparison.
         ts, dur = s.ts, s.dur
         device_side = np.frombuffer(_KIND_BITS, dtype=np.uint8)[s.kind] & 1 > 0
-        if not ((np.abs(ts) <= _LIMIT_US) & ~(dur < 0) & ~(dur > _LIMIT_US) & ~(device_side & np.isnan(dur))).all():
+        if not ((np.abs(ts) <= LIMIT_US) & ~(dur < 0) & ~(dur > LIMIT_US) & ~(device_side & np.isnan(dur))).all():
             finite = np.isfinite(ts)
             no_dur = finite & device_side & np.isnan(dur)
             negative = finite & ~no_dur & (dur < 0)
-            outside = finite & ~no_dur & ~negative & ((np.abs(ts) > _LIMIT_US) | (dur > _LIMIT_US))
+            outside = finite & ~no_dur & ~negative & ((np.abs(ts) > LIMIT_US) | (dur > LIMIT_US))
             keep = finite & ~no_dur & ~negative & ~outside
             self.rejected.add(
                 int((~finite).sum()),
@@ -297,9 +296,9 @@ class _Columns:
         out["dur_ns"][...] = np.fmax(np.rint(tmp, out=tmp), 0.0, out=tmp)  # a missing duration (NaN) is 0
         kind = out["kind"]
         kind[...] = cols["kind"]
-        step_name = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)[cols["name_id"]] & _STEP_NAME > 0
+        step_name = np.frombuffer(bytes(self.names.flags), dtype=np.uint8)[cols["name_id"]] & STEP_NAME > 0
         kind[kind_mask(kind, (Kind.ANNOTATION, Kind.CPU_OP)) & step_name] = Kind.STEP
-        host_side = ~kind_mask(kind, _DEVICE_SIDE)
+        host_side = ~kind_mask(kind, DEVICE_SIDE)
         loc = cols["tid"]  # the tid, which is the stream on device rows
         out["device"][...] = np.where(cols["device"] >= 0, cols["device"], cols["pid"])
         out["device"][host_side] = -1
@@ -319,8 +318,8 @@ class _Columns:
         column, whose freed memory the allocator keeps in holes finish() cannot reuse."""
         if not self.slab or self.slab_used + n > len(self.slab["ts_ns"]):
             self._flush_slab()
-            size = max(_SLAB_ROWS, n)
-            self.slab = {k: np.empty(size, dtype=dtype) for k, dtype in _ROW_DTYPES.items()}
+            size = max(SLAB_ROWS, n)
+            self.slab = {k: np.empty(size, dtype=dtype) for k, dtype in ROW_DTYPES.items()}
         rows = {k: v[self.slab_used : self.slab_used + n] for k, v in self.slab.items()}
         self.slab_used += n
         return rows
@@ -347,7 +346,7 @@ class _Columns:
         # column by column, each piece's array dropped as it is copied: the peak is the columns plus one
         # column, not twice the columns (the 1 GB bench trace: 453 -> see README)
         parts, self.parts = self.parts, []
-        single = len(parts) == 1  # one slab (up to _SLAB_ROWS rows): its views are sorted below, not copied first
+        single = len(parts) == 1  # one slab (up to SLAB_ROWS rows): its views are sorted below, not copied first
         col = parts[0] if single else {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
         del parts
         assert self.origin_us is not None
@@ -356,7 +355,7 @@ class _Columns:
         if origin_us != self.origin_us:  # an earlier event came in a later piece: whole us, so exact
             ts_ns -= int(origin_us - self.origin_us) * 1000
         shapes = tuple(s.decode("utf-8", "replace") for s in self.shapes)
-        huge = [i for i, text in enumerate(shapes) if not _plausible_shape(text)]
+        huge = [i for i, text in enumerate(shapes) if not plausible_shape(text)]
         if huge:  # a dimension beyond 2^40, negative or not an integer is no real shape: its FLOPs would be nonsense
             bad_rows = np.isin(col["shape_id"], huge)
             col["shape_id"][bad_rows] = -1
@@ -387,7 +386,7 @@ class _Columns:
         )
         base = self.ts_base_us or 0
         origin_ns = (int(origin_us) + base) * 1000
-        if not _INT64_MIN < origin_ns < _INT64_MAX:
+        if not INT64_MIN < origin_ns < INT64_MAX:
             raise TraceFormatError("the trace's timestamps are beyond what int64 nanoseconds can hold")
-        memory = _memory_table(self.mem_parts, origin_us + base)
-        return table, memory, origin_ns, tuple(warnings) + _step_warnings(table)
+        memory = memory_table(self.mem_parts, origin_us + base)
+        return table, memory, origin_ns, tuple(warnings) + step_warnings(table)

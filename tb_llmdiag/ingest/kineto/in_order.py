@@ -11,7 +11,7 @@ each hand-off waits for the GIL) than it saved (see the commit that removed it).
 Measured (the 191 MB bench trace, 11 interleaved runs, medians, 2 shared cores): finish() on one thread 1.02x the floor
 (plain file) and 0.98x (gzipped), on two 0.98x and 0.95x; a small gain, kept (the 1 GB trace: 0.13-0.15 s -> 0.08-0.1 s).
 
-``LLMDIAG_READ_THREADS=0`` (source.threads_wanted; or ``_Columns(threaded=False)``) sorts every column on the
+``LLMDIAG_READ_THREADS=0`` (source.threads_wanted; or ``Columns(threaded=False)``) sorts every column on the
 calling thread: the same table (tests/test_read_threads.py).
 """
 

@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tb_llmdiag.ingest.validate import LIMIT_US
 from tb_llmdiag.model import DEVICE_KINDS, Kind
 
 #: source category -> Kind (unknown categories are OTHER; host/device is decided from the kind)
@@ -34,23 +33,23 @@ KIND_OF_CATEGORY: dict[str, Kind] = {
     "cuda_sync": Kind.SYNC,
 }
 #: Kinds of rows on a device lane (they have a stream and a device, not a host thread)
-_DEVICE_SIDE = (*DEVICE_KINDS, Kind.GPU_ANNOTATION, Kind.SYNC)
-_DEVICE_ROW, _LAUNCH_ROW = 1, 2
+DEVICE_SIDE = (*DEVICE_KINDS, Kind.GPU_ANNOTATION, Kind.SYNC)
+DEVICE_ROW, LAUNCH_ROW = 1, 2
 #: by kind code: which args fields a row carries (device rows: correlation, stream, device, bytes and
 #: pid; launch rows: correlation). Shared with the C scanner.
-_ROW_ARGS = bytes(
-    _DEVICE_ROW if k in _DEVICE_SIDE else _LAUNCH_ROW if k in (Kind.RUNTIME, Kind.DRIVER) else 0 for k in range(256)
+ROW_ARGS = bytes(
+    DEVICE_ROW if k in DEVICE_SIDE else LAUNCH_ROW if k in (Kind.RUNTIME, Kind.DRIVER) else 0 for k in range(256)
 )
-_SKIP = 255  # pseudo-kind of skipped categories
-_STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
-_SKIPPED_CATEGORIES = {"Trace"}  # the profiler's own "PyTorch Profiler (0)" span
-_DIGITS = re.compile(r"-?\d+")
-_PLAIN_DECIMAL = re.compile(rb"(-?\d+)(?:\.(\d*))?")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-#: rows per slab of columns (_Columns._store): 4 Mi rows, ~230 MB of address space, committed only as filled
-_SLAB_ROWS = 4 << 20
-#: the model's columns as _Columns keeps them (EventTable's dtypes)
-_ROW_DTYPES = {
+SKIP = 255  # pseudo-kind of skipped categories
+STR_ID_BASE = -(1 << 40)  # string pid/tid values ("Spans", "PyTorch Profiler") are interned below this
+SKIPPED_CATEGORIES = {"Trace"}  # the profiler's own "PyTorch Profiler (0)" span
+DIGITS = re.compile(r"-?\d+")
+PLAIN_DECIMAL = re.compile(rb"(-?\d+)(?:\.(\d*))?")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: rows per slab of columns (Columns._store): 4 Mi rows, ~230 MB of address space, committed only as filled
+SLAB_ROWS = 4 << 20
+#: the model's columns as Columns keeps them (EventTable's dtypes)
+ROW_DTYPES = {
     "ts_ns": np.int64,
     "dur_ns": np.int64,
     "kind": np.uint8,
@@ -62,30 +61,28 @@ _ROW_DTYPES = {
     "bytes": np.int64,
     "shape_id": np.int32,
 }
-#: |ts| and dur beyond this many us are rejected: relative times and ends then stay within int64 ns (validate.py)
-_LIMIT_US = LIMIT_US
 
 
-class _Scan(NamedTuple):
-    """What _Columns.scan finds in one decoded piece."""
+class Scan(NamedTuple):
+    """What Columns.scan finds in one decoded piece."""
 
     xs: list[Any]  # the complete events that become rows
     kind: np.ndarray  # uint8 Kind codes
     ts: np.ndarray  # float64 us
     dur: np.ndarray  # float64 us; NaN where missing
-    name_id: np.ndarray  # int32 ids into _Columns.names
-    tid: np.ndarray  # int64 thread ids (streams on device rows); see _Columns._ids
+    name_id: np.ndarray  # int32 ids into Columns.names
+    tid: np.ndarray  # int64 thread ids (streams on device rows); see Columns._ids
     pid: np.ndarray  # int64, device rows only (-1 elsewhere)
     correlation: np.ndarray  # int64 launch/kernel correlation id, device and launch rows only
     stream: np.ndarray  # int64 args.stream, device rows only
     device: np.ndarray  # int64 args.device, device rows only
     bytes: np.ndarray  # int64 args.bytes, device rows only
-    shape_id: np.ndarray  # int32 ids into _Columns.shapes: recorded Input Dims of SHAPE_OPS operators, else -1
-    memory: dict[str, np.ndarray]  # the "[memory]" samples' columns (_MEMORY_DTYPES)
+    shape_id: np.ndarray  # int32 ids into Columns.shapes: recorded Input Dims of SHAPE_OPS operators, else -1
+    memory: dict[str, np.ndarray]  # the "[memory]" samples' columns (MEMORY_DTYPES)
 
 
-#: _Scan's numeric columns besides kind, and their dtypes
-_MEMORY_DTYPES = {
+#: Scan's numeric columns besides kind, and their dtypes
+MEMORY_DTYPES = {
     "ts": np.float64,
     "device_type": np.int64,
     "device_id": np.int64,
@@ -93,7 +90,7 @@ _MEMORY_DTYPES = {
     "total_allocated": np.int64,
     "total_reserved": np.int64,
 }
-_SCAN_DTYPES = {
+SCAN_DTYPES = {
     "ts": np.float64,
     "dur": np.float64,
     "name_id": np.int32,

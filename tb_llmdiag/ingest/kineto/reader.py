@@ -27,7 +27,7 @@ import msgspec
 
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.kineto import scan_ext
-from tb_llmdiag.ingest.kineto.columns import _Columns
+from tb_llmdiag.ingest.kineto.columns import Columns
 from tb_llmdiag.ingest.kineto.comm_args import CommArgs
 from tb_llmdiag.ingest.kineto.counter_args import CounterArgs
 from tb_llmdiag.ingest.kineto.graph_args import GraphArgs
@@ -35,8 +35,8 @@ from tb_llmdiag.ingest.kineto.layout import KIND_OF_CATEGORY
 from tb_llmdiag.ingest.kineto.meta import extra_metadata
 from tb_llmdiag.ingest.kineto.read_ahead import ReadAhead, native_available
 from tb_llmdiag.ingest.kineto.split import MAX_DEPTH, SplitResult, SplitState, events_start, split_with
-from tb_llmdiag.ingest.kineto.structs import _decode_envelope, _decode_events, _Envelope, _needs_exact_ts
-from tb_llmdiag.ingest.kineto.trace import _make_trace
+from tb_llmdiag.ingest.kineto.structs import Envelope, decode_envelope, decode_events, needs_exact_ts
+from tb_llmdiag.ingest.kineto.trace import make_trace
 from tb_llmdiag.ingest.source import Source, Truncated, drain, release_free_memory, threads_wanted
 from tb_llmdiag.ingest.validate import read_state_with
 from tb_llmdiag.model import DEVICE_KINDS, Trace, kind_mask
@@ -119,7 +119,7 @@ class _Reader:
         self.native: ReadAhead | None = ReadAhead(src) if threads_wanted() and native_available(src) else None
         self.src: Source | ReadAhead = self.native or src
         self.gzipped = src.gzipped
-        self.cols = _Columns()
+        self.cols = Columns()
         self.warnings: list[str] = []
         self.buf = bytearray()
         self.base = 0  # absolute offset of buf[0] in the decompressed text
@@ -212,7 +212,7 @@ class _Reader:
             self.warnings.insert(0, f"partial result: {read_state['reason']}")
         if len(self.counters):
             self.meta["hardware_counters"] = {k: list(v) for k, v in self.counters.summary().items()}
-        return _make_trace(
+        return make_trace(
             events, memory, origin_ns, envs, tuple(self.warnings), read_state, self.comm, self.graph, self.meta
         )
 
@@ -282,7 +282,7 @@ class _Reader:
             return False
         buf = self.buf
         if self.exact_ts is None:
-            self.exact_ts = _needs_exact_ts(buf, cut)
+            self.exact_ts = needs_exact_ts(buf, cut)
         saved = buf[cut]
         buf[cut] = 0x5D  # ']' in place of the ',' after the piece's last event
         try:
@@ -292,7 +292,7 @@ class _Reader:
                     # at an ASCII byte, never inside a character); all-ASCII text (most traces) is valid
                     if not buf.isascii():
                         codecs.utf_8_decode(view[: cut + 1], "strict", True)
-                    events = _decode_events(view[: cut + 1], self.warnings, self.exact_ts)
+                    events = decode_events(view[: cut + 1], self.warnings, self.exact_ts)
                 except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                     at = _error_at(exc, view[: cut + 1])
                     if at > 0 and view[at - 1] == 0x2D:  # msgspec points past the sign of "-Infinity"
@@ -355,11 +355,11 @@ class _Reader:
             self.closed = len(self.buf)
         return complete
 
-    def _envelope(self, text: bytes, what: str) -> _Envelope:
+    def _envelope(self, text: bytes, what: str) -> Envelope:
         try:
             if len(text) > 64:  # the header and metadata are checked for invalid UTF-8 too (see _decode_upto)
                 codecs.utf_8_decode(text, "strict", True)
-            env = _decode_envelope(text, self.warnings)
+            env = decode_envelope(text, self.warnings)
             self.meta.update(extra_metadata(text))
             return env
         except RecursionError:

@@ -14,7 +14,7 @@ import msgspec
 from tb_llmdiag.errors import TraceFormatError
 
 
-class _Args(msgspec.Struct, gc=False):
+class Args(msgspec.Struct, gc=False):
     """The args of a complete event, only the keys we read (fewer fields: faster decode and free)."""
 
     correlation: int | str | None = None
@@ -24,7 +24,7 @@ class _Args(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
 
 
-class _MemoryArgs(msgspec.Struct, gc=False):
+class MemoryArgs(msgspec.Struct, gc=False):
     """The args of a ``[memory]`` instant event."""
 
     mem_bytes: int | float | None = msgspec.field(default=None, name="Bytes")
@@ -34,7 +34,7 @@ class _MemoryArgs(msgspec.Struct, gc=False):
     device_id: int | str | None = msgspec.field(default=None, name="Device Id")
 
 
-_NO_ARGS = _Args()
+NO_ARGS = Args()
 
 
 class _Event(msgspec.Struct, tag="X", tag_field="ph", gc=False):
@@ -46,17 +46,17 @@ class _Event(msgspec.Struct, tag="X", tag_field="ph", gc=False):
     dur: float | int | str | None = None
     pid: int | float | str | None = None
     tid: int | float | str | None = None
-    args: _Args | None = None
+    args: Args | None = None
 
 
-class _EventExactTs(_Event, tag="X"):
+class EventExactTs(_Event, tag="X"):
     """A complete event whose timestamp is kept as its JSON text: used when timestamps are so large
     (epoch microseconds) that a float64 cannot hold their nanosecond decimals."""
 
     ts: msgspec.Raw = msgspec.Raw(b"")  # type: ignore[assignment]
 
 
-_COMPLETE = (_Event, _EventExactTs)
+COMPLETE = (_Event, EventExactTs)
 #: Timestamps at or above this many us are read exactly. Below it a float64's spacing is < 1 ns
 #: (2**-10 us in [2**42, 2**43)), so rounding recovers Kineto's whole-ns decimals exactly; above it
 #: (epoch-based clocks) it would not.
@@ -68,14 +68,14 @@ class _Instant(msgspec.Struct, tag="i", tag_field="ph", gc=False):
 
     name: str | int | float | None = ""
     ts: float | int | str | None = None
-    args: _MemoryArgs | None = None
+    args: MemoryArgs | None = None
 
 
 class _InstantUpper(_Instant, tag="I"):
     pass
 
 
-_INSTANTS = (_Instant, _InstantUpper)
+INSTANTS = (_Instant, _InstantUpper)
 
 
 # Every other Chrome phase (flows, metadata, counters, async...) decodes to an empty struct: its
@@ -84,7 +84,7 @@ _OTHER_PHASES = tuple(
     msgspec.defstruct(f"_Phase_{ord(ph)}", [], tag=ph, tag_field="ph", gc=False) for ph in "BECbnestfPNODMVvRcST"
 )
 _AnyEvent = Union[(_Event, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
-_AnyEventExactTs = Union[(_EventExactTs, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
+_AnyEventExactTs = Union[(EventExactTs, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
 
 
 class _DeviceProps(msgspec.Struct, gc=False):
@@ -102,7 +102,7 @@ class _DistInfo(msgspec.Struct, gc=False):
     backend: str | None = None
 
 
-class _Envelope(msgspec.Struct, gc=False):
+class Envelope(msgspec.Struct, gc=False):
     traceEvents: list[_AnyEvent] = []  # type: ignore[valid-type]
     schemaVersion: int | str | None = None
     deviceProperties: list[_DeviceProps] | None = None
@@ -116,7 +116,7 @@ class _Envelope(msgspec.Struct, gc=False):
     Framework: str | None = None  # Lightning writes "pytorch-lightning"
 
 
-class _EnvelopeExactTs(_Envelope):
+class _EnvelopeExactTs(Envelope):
     traceEvents: list[_AnyEventExactTs] = []  # type: ignore[valid-type]
 
 
@@ -132,7 +132,7 @@ _DECODERS = {  # by exact_ts
     False: _Decoders(
         msgspec.json.Decoder(list[_AnyEvent]),  # type: ignore[valid-type]
         msgspec.json.Decoder(_AnyEvent),
-        msgspec.json.Decoder(_Envelope),
+        msgspec.json.Decoder(Envelope),
         _AnyEvent,
     ),
     True: _Decoders(
@@ -160,7 +160,7 @@ def _typed_decode(decoder: msgspec.json.Decoder, data: Any) -> Any:
         raise msgspec.DecodeError(f"invalid UTF-8 ({exc.reason})") from None
 
 
-def _decode_events(data: Any, warnings: list[str], exact_ts: bool = False) -> list[Any]:
+def decode_events(data: Any, warnings: list[str], exact_ts: bool = False) -> list[Any]:
     """Typed decode of a JSON array of events; on a type mismatch, each event is decoded on its own
     and the ones that do not convert (a wrong type, a number beyond float64 like 1e400, not an object)
     are skipped and counted in ``warnings``.
@@ -213,8 +213,8 @@ def _convert_one(raw: msgspec.Raw, event_type: Any, exact_ts: bool) -> Any:
         return None
 
 
-def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -> _Envelope:
-    """Like _decode_events, for a whole document (header or tail)."""
+def decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -> Envelope:
+    """Like decode_events, for a whole document (header or tail)."""
     typed = _typed_decode(_DECODERS[exact_ts].envelope, data)
     if typed is not None:
         return typed
@@ -226,21 +226,19 @@ def _decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -
         raise TraceFormatError("not a Chrome/Kineto trace (the document is not a JSON object)")
     events = doc.pop("traceEvents", [])
     fields: dict[str, Any] = {}
-    for key in _Envelope.__struct_fields__:
+    for key in Envelope.__struct_fields__:
         if key in doc:
             try:
-                msgspec.convert({key: doc[key]}, _Envelope, strict=False)
+                msgspec.convert({key: doc[key]}, Envelope, strict=False)
                 fields[key] = doc[key]
             except msgspec.ValidationError:
                 warnings.append(f"ignored the malformed trace field '{key}'")
-    env = msgspec.convert(fields, _Envelope, strict=False)
-    env.traceEvents = _decode_events(
-        msgspec.json.encode(events if isinstance(events, list) else []), warnings, exact_ts
-    )
+    env = msgspec.convert(fields, Envelope, strict=False)
+    env.traceEvents = decode_events(msgspec.json.encode(events if isinstance(events, list) else []), warnings, exact_ts)
     return env
 
 
-def _needs_exact_ts(data: bytes | bytearray | memoryview, end: int) -> bool:
+def needs_exact_ts(data: bytes | bytearray | memoryview, end: int) -> bool:
     """Are the timestamps epoch-sized (see _EXACT_TS_ABOVE_US)? Judged from the first one before ``end``."""
     m = _FIRST_TS.search(data, 0, end)
     return m is not None and abs(int(m.group(1))) >= _EXACT_TS_ABOVE_US

@@ -9,15 +9,15 @@ import numpy as np
 
 from tb_llmdiag.ingest.kineto.comm_args import CommArgs
 from tb_llmdiag.ingest.kineto.graph_args import GraphArgs
-from tb_llmdiag.ingest.kineto.structs import _Envelope
+from tb_llmdiag.ingest.kineto.structs import Envelope
 from tb_llmdiag.model import DeviceInfo, DistributedInfo, EventTable, MemoryTable, Trace
 
 
-def _make_trace(
+def make_trace(
     events: EventTable,
     memory: MemoryTable,
     origin_ns: int,
-    envs: list[_Envelope],
+    envs: list[Envelope],
     warnings: tuple[str, ...],
     read_state: dict[str, Any],
     comm: CommArgs | None = None,

@@ -8,20 +8,21 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.ingest.kineto.layout import _LIMIT_US, _MEMORY_DTYPES, _PLAIN_DECIMAL
+from tb_llmdiag.ingest.kineto.layout import MEMORY_DTYPES, PLAIN_DECIMAL
+from tb_llmdiag.ingest.validate import LIMIT_US
 from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind, MemoryTable, empty_memory
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 
 #: Interner flags of a name: its operator's Input Dims are kept (model.SHAPE_OPS); a ProfilerStep#N range
-_SHAPE_NAME, _STEP_NAME = 1, 2
+SHAPE_NAME, STEP_NAME = 1, 2
 
 
 def _name_flags(text: str) -> int:
     """A ProfilerStep#N name is a step marker only when N fits an int64 (a larger N is no real step)."""
     step = _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#") :]) < 2**63
-    return (_SHAPE_NAME if SHAPE_OPS.match(text) else 0) | (_STEP_NAME if step else 0)
+    return (SHAPE_NAME if SHAPE_OPS.match(text) else 0) | (STEP_NAME if step else 0)
 
 
 def is_oversized_step(text: str) -> bool:
@@ -29,10 +30,10 @@ def is_oversized_step(text: str) -> bool:
     return _PROFILER_STEP.match(text) is not None and int(text[len("ProfilerStep#") :]) >= 2**63
 
 
-class _Interner(dict):
+class Interner(dict):
     """Event name -> id, numbered in order of first appearance. ``__missing__`` runs once per distinct
     name, so the per-event lookup is a plain dict subscript. Non-string names (a number) share the id
-    of their text. ``flags[id]`` holds the name's _SHAPE_NAME/_STEP_NAME bits."""
+    of their text. ``flags[id]`` holds the name's SHAPE_NAME/STEP_NAME bits."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -51,15 +52,15 @@ class _Interner(dict):
         return ident
 
 
-def _memory_column(name: str, mem: list[Any]) -> np.ndarray:
+def memory_column(name: str, mem: list[Any]) -> np.ndarray:
     """One column of memory samples (instant events with _MemoryArgs) in Python."""
     if name == "ts":
-        return _float_column([e.ts for e in mem])
+        return float_column([e.ts for e in mem])
     attr = "mem_bytes" if name == "bytes" else name
-    return _int_column([getattr(e.args, attr) for e in mem])
+    return int_column([getattr(e.args, attr) for e in mem])
 
 
-def _float_column(values: Any) -> np.ndarray:
+def float_column(values: Any) -> np.ndarray:
     """Numbers -> float64; a missing value (None) is NaN, and strings are parsed (NaN if they do not)."""
     try:
         return np.array(values, dtype=np.float64)
@@ -74,7 +75,7 @@ def _to_float(v: Any) -> float:
         return float("nan")
 
 
-def _int_column(values: list[Any]) -> np.ndarray:
+def int_column(values: list[Any]) -> np.ndarray:
     """Optional ints -> int64 with -1 for missing; strings and floats are parsed (-1 if they do not)."""
     try:
         return np.array(values, dtype=np.int64)  # the common case: every value present
@@ -92,12 +93,12 @@ def _int_column(values: list[Any]) -> np.ndarray:
         return out
 
 
-def _plausible_shape(text: str) -> bool:
+def plausible_shape(text: str) -> bool:
     """Every number in an Input Dims text is a whole dimension in [0, 2^40)."""
     return all(n.isdigit() and (len(n) < 13 or int(n) < 2**40) for n in _NUMBER.findall(text))
 
 
-def _step_warnings(table: EventTable) -> tuple[str, ...]:
+def step_warnings(table: EventTable) -> tuple[str, ...]:
     """Step markers of one thread that overlap, or one step number marked twice: the step split is then
     doubtful, and the report says so."""
     rows = np.flatnonzero(table.kind == Kind.STEP)
@@ -122,12 +123,12 @@ def _step_warnings(table: EventTable) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _memory_table(parts: list[dict[str, np.ndarray]], origin_us: float) -> MemoryTable:
+def memory_table(parts: list[dict[str, np.ndarray]], origin_us: float) -> MemoryTable:
     """The "[memory]" samples of all pieces, within the time limit, relative to the origin, in time order."""
     if not parts:
         return empty_memory()
-    col = {k: np.concatenate([p[k] for p in parts]) for k in _MEMORY_DTYPES}
-    keep = np.isfinite(col["ts"]) & (np.abs(col["ts"] - origin_us) <= _LIMIT_US)
+    col = {k: np.concatenate([p[k] for p in parts]) for k in MEMORY_DTYPES}
+    keep = np.isfinite(col["ts"]) & (np.abs(col["ts"] - origin_us) <= LIMIT_US)
     if not keep.all():
         col = {k: v[keep] for k, v in col.items()}
     ts_ns = np.rint((col["ts"] - origin_us) * 1000.0).astype(np.int64)
@@ -164,7 +165,7 @@ def relative_us(raws: list[Any], base_us: int | None) -> tuple[np.ndarray, int |
 def _relative_us_slow(texts: list[bytes], base_us: int | None) -> tuple[np.ndarray, int | None]:
     out = np.full(len(texts), np.nan)
     for i, t in enumerate(texts):
-        m = _PLAIN_DECIMAL.fullmatch(t.strip(b'"'))
+        m = PLAIN_DECIMAL.fullmatch(t.strip(b'"'))
         if m:
             whole, frac = int(m.group(1)), int((m.group(2) or b"").ljust(3, b"0")[:3])
             if base_us is None:

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 XLA_ROLES: tuple[str, ...] = ("", "compile", "transfer_to_device", "transfer_from_device")
 ROLE_COMPILE, ROLE_TO_DEVICE, ROLE_FROM_DEVICE = 1, 2, 3
 
-_ROLE_PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
+ROLE_PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
     # torch_xla: XLAGraphExecutor::Compile > PjRtComputationClient::Compile > PjRt<Backend>Client::Compile;
     # JAX: backend_compile / backend_compile_and_load (+ <Backend>Client::Compile on a compiler thread).
     (ROLE_COMPILE, re.compile(r"^(XLAGraphExecutor::Compile|\w*Client::Compile\w*|backend_compile\w*)$")),
@@ -42,8 +42,8 @@ _ROLE_PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
     ),
 )
 
-_DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU|CUSTOM):(\d+)$")
-_DERIVED_LINES = frozenset(
+DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU|CUSTOM):(\d+)$")
+DERIVED_LINES = frozenset(
     {
         "XLA Modules",
         "XLA Ops",
@@ -58,19 +58,19 @@ _DERIVED_LINES = frozenset(
         "Async XLA Ops",
     }
 )
-_MEMCPY = re.compile(r"^(Memcpy|memcpy|MEMCPY)")
-_MEMSET = re.compile(r"^(Memset|memset|MEMSET)")
-_MEMCPY_SIZE = re.compile(r"(?:num_bytes|size|bytes)[:=\s]+(\d+)")
-_COMPILER_EVENT = re.compile(r"Compiler::|Compile")
+MEMCPY = re.compile(r"^(Memcpy|memcpy|MEMCPY)")
+MEMSET = re.compile(r"^(Memset|memset|MEMSET)")
+MEMCPY_SIZE = re.compile(r"(?:num_bytes|size|bytes)[:=\s]+(\d+)")
+COMPILER_EVENT = re.compile(r"Compiler::|Compile")
 # a compile call that names its module: JAX's ``PjRtCApiClient::CompileAndLoad(jit_train_step)``
-_COMPILE_OF_MODULE = re.compile(r"^\w+::Compile\w*\s*\(([\w.\-]+)\)$")
+COMPILE_OF_MODULE = re.compile(r"^\w+::Compile\w*\s*\(([\w.\-]+)\)$")
 # xprof's program label ``<module>(<program_id>)`` on /host:metadata
-_PROGRAM_LABEL = re.compile(r"^(.*)\((\d+)\)$")
+PROGRAM_LABEL = re.compile(r"^(.*)\((\d+)\)$")
 #: device plane stats that name the device, most specific first
 _DEVICE_NAME_STATS = ("device_type_string", "gpu_device_name", "device_name", "gpu_model", "device_vendor")
 
 # Per-event stats we read, by stat name -> slot. Int slots, then string slots.
-_INT_STATS = {
+INT_STATS = {
     "step_num": "step_num",
     "correlation_id": "correlation",
     "program_id": "program_id",
@@ -79,7 +79,7 @@ _INT_STATS = {
     "_p": "producer",
     "_c": "consumer",
 }
-_STR_STATS = {
+STR_STATS = {
     "hlo_op": "hlo_op_id",
     "hlo_module": "hlo_module_id",
     "graph_hash": "graph_hash_id",
@@ -87,10 +87,10 @@ _STR_STATS = {
     "name": "name_stat",
     "memcpy_details": "memcpy_details",
 }
-_META_STATS = ("hlo_category", "flops", "bytes_accessed", "program_id")
+META_STATS = ("hlo_category", "flops", "bytes_accessed", "program_id")
 
-_STR_COLUMNS = ("hlo_category_id", "hlo_op_id", "hlo_module_id", "graph_hash_id")
-_INT_COLUMNS = ("step_num", "program_id", "flops", "bytes_accessed")
+STR_COLUMNS = ("hlo_category_id", "hlo_op_id", "hlo_module_id", "graph_hash_id")
+INT_COLUMNS = ("step_num", "program_id", "flops", "bytes_accessed")
 
 _I64_MAX = np.iinfo(np.int64).max
 
@@ -111,7 +111,7 @@ class _Interner:
 
 
 @dataclass
-class _Chunk:
+class Chunk:
     """Columns of one XLine (absolute ns times)."""
 
     start: NDArray[np.int64]
@@ -121,18 +121,18 @@ class _Chunk:
     device: int
     stream: int
     tid: int
-    ints: dict[str, NDArray[np.int64]]  # _INT_COLUMNS + correlation, producer, consumer, bytes
-    strs: dict[str, NDArray[np.int32]]  # _STR_COLUMNS (global ids)
+    ints: dict[str, NDArray[np.int64]]  # INT_COLUMNS + correlation, producer, consumer, bytes
+    strs: dict[str, NDArray[np.int32]]  # STR_COLUMNS (global ids)
     role: NDArray[np.uint8]
     device_step: NDArray[np.bool_]  # device "Steps" line rows (step fallback)
 
 
 @dataclass
-class _Builder:
+class Builder:
     path: str
     names: _Interner = field(default_factory=_Interner)
-    strs: dict[str, _Interner] = field(default_factory=lambda: {c: _Interner() for c in _STR_COLUMNS})
-    chunks: list[_Chunk] = field(default_factory=list)
+    strs: dict[str, _Interner] = field(default_factory=lambda: {c: _Interner() for c in STR_COLUMNS})
+    chunks: list[Chunk] = field(default_factory=list)
     devices: list[DeviceInfo] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -154,7 +154,7 @@ def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def _split_xspace(data: bytes) -> tuple[list[tuple[int, int]], dict[int, list[str]]]:
+def split_xspace(data: bytes) -> tuple[list[tuple[int, int]], dict[int, list[str]]]:
     """Top-level fields of an XSpace: plane byte ranges (field 1) and the repeated strings (2, 3, 4).
 
     Raises TraceFormatError on anything that is not well-formed protobuf framing.
@@ -192,7 +192,7 @@ def _split_xspace(data: bytes) -> tuple[list[tuple[int, int]], dict[int, list[st
     return planes, strings
 
 
-def _stat_value(stat: Any, stat_names: dict[int, str]) -> Any:
+def stat_value(stat: Any, stat_names: dict[int, str]) -> Any:
     which = stat.WhichOneof("value")
     if which is None or which == "bytes_value":
         return None
@@ -201,7 +201,7 @@ def _stat_value(stat: Any, stat_names: dict[int, str]) -> Any:
     return getattr(stat, which)
 
 
-def _as_int(v: Any) -> int:
+def as_int(v: Any) -> int:
     """A stat value as an int64 column value (-1 when not a number)."""
     if isinstance(v, bool):
         return int(v)
@@ -211,22 +211,22 @@ def _as_int(v: Any) -> int:
         return int(v) if np.isfinite(v) and abs(v) < 9e18 else -1
     if isinstance(v, str):
         try:
-            return _as_int(int(v))
+            return as_int(int(v))
         except ValueError:
             return -1
     return -1
 
 
-def _plane_stats(plane: Any, stat_names: dict[int, str]) -> dict[str, Any]:
+def plane_stats(plane: Any, stat_names: dict[int, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for st in plane.stats:
-        v = _stat_value(st, stat_names)
+        v = stat_value(st, stat_names)
         if v is not None:
             out[stat_names.get(st.metadata_id, str(st.metadata_id))] = v
     return out
 
 
-def _device_info(index: int, kind: str, stats: dict[str, Any]) -> DeviceInfo:
+def device_info(index: int, kind: str, stats: dict[str, Any]) -> DeviceInfo:
     def num(key: str) -> float | None:
         v = stats.get(key)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) else None

@@ -11,22 +11,22 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.ingest.validate import check_event_count, screen_ns
 from tb_llmdiag.ingest.xplane.base import (
-    _COMPILE_OF_MODULE,
-    _COMPILER_EVENT,
-    _DERIVED_LINES,
-    _INT_COLUMNS,
-    _INT_STATS,
-    _MEMCPY,
-    _MEMCPY_SIZE,
-    _MEMSET,
-    _META_STATS,
-    _ROLE_PATTERNS,
-    _STR_COLUMNS,
-    _STR_STATS,
-    _as_int,
-    _Builder,
-    _Chunk,
-    _stat_value,
+    COMPILE_OF_MODULE,
+    COMPILER_EVENT,
+    DERIVED_LINES,
+    INT_COLUMNS,
+    INT_STATS,
+    MEMCPY,
+    MEMCPY_SIZE,
+    MEMSET,
+    META_STATS,
+    ROLE_PATTERNS,
+    STR_COLUMNS,
+    STR_STATS,
+    Builder,
+    Chunk,
+    as_int,
+    stat_value,
 )
 from tb_llmdiag.model import DEVICE_KINDS, Kind, kind_mask
 
@@ -42,7 +42,7 @@ class _OpTable:
     kind_dev: NDArray[np.uint8]
     role: NDArray[np.uint8]
     compiler: NDArray[np.bool_]
-    meta: dict[str, NDArray[np.int64]]  # _META_STATS (hlo_category as a global id) + module
+    meta: dict[str, NDArray[np.int64]]  # META_STATS (hlo_category as a global id) + module
 
     def rows(self, mid: NDArray[np.int64]) -> NDArray[np.intp]:
         """The row of each metadata id (the spare row when the id is not in the map)."""
@@ -53,34 +53,34 @@ class _OpTable:
         return np.where(found, pos, self.ids.size)
 
 
-def _op_table(plane: Any, b: _Builder, stat_names: dict[int, str]) -> _OpTable:
+def op_table(plane: Any, b: Builder, stat_names: dict[int, str]) -> _OpTable:
     ids: list[int] = []
     name_ids: list[int] = []
     kind_host: list[int] = []
     kind_dev: list[int] = []
     roles: list[int] = []
     compiler: list[bool] = []
-    meta: dict[str, list[int]] = {k: [] for k in (*_META_STATS, "module")}
+    meta: dict[str, list[int]] = {k: [] for k in (*META_STATS, "module")}
     for mid, md in plane.event_metadata.items():
         name = md.name or md.display_name
         ids.append(int(mid))
         name_ids.append(b.names(name))
         kind_host.append(_host_kind(name))
-        kind_dev.append(Kind.MEMCPY if _MEMCPY.match(name) else Kind.MEMSET if _MEMSET.match(name) else Kind.KERNEL)
+        kind_dev.append(Kind.MEMCPY if MEMCPY.match(name) else Kind.MEMSET if MEMSET.match(name) else Kind.KERNEL)
         python = name.startswith("$")
-        roles.append(0 if python else next((r for r, pat in _ROLE_PATTERNS if pat.match(name)), 0))
-        compiler.append(_COMPILER_EVENT.search(name) is not None)
+        roles.append(0 if python else next((r for r, pat in ROLE_PATTERNS if pat.match(name)), 0))
+        compiler.append(COMPILER_EVENT.search(name) is not None)
         vals: dict[str, Any] = {}
         for st in md.stats:
             key = stat_names.get(st.metadata_id)
             if key in meta:
-                vals[key] = _stat_value(st, stat_names)
+                vals[key] = stat_value(st, stat_names)
         meta["hlo_category"].append(
             b.strs["hlo_category_id"](vals["hlo_category"]) if isinstance(vals.get("hlo_category"), str) else -1
         )
         for key in ("flops", "bytes_accessed", "program_id"):
-            meta[key].append(_as_int(vals[key]) if key in vals else -1)
-        cm = None if python else _COMPILE_OF_MODULE.match(name)
+            meta[key].append(as_int(vals[key]) if key in vals else -1)
+        cm = None if python else COMPILE_OF_MODULE.match(name)
         meta["module"].append(b.strs["hlo_module_id"](cm.group(1)) if cm else -1)
     order = np.argsort(np.array(ids, dtype=np.int64), kind="stable")
 
@@ -108,7 +108,7 @@ def _host_kind(name: str) -> int:
     return Kind.CPU_OP
 
 
-def _screened(line: Any, b: _Builder, device: bool) -> tuple[list[Any], NDArray[np.int64]] | None:
+def _screened(line: Any, b: Builder, device: bool) -> tuple[list[Any], NDArray[np.int64]] | None:
     """The line's events and their (metadata id, offset ps, duration ps, stat count) rows, less the rows
     ``validate.screen_ns`` rejects (counted on ``b``); None when none is left. Counts events against the bound."""
     evs = list(line.events)
@@ -123,7 +123,7 @@ def _screened(line: Any, b: _Builder, device: bool) -> tuple[list[Any], NDArray[
     return (evs, rows) if evs else None
 
 
-def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, is_tpu: bool, ops: _OpTable) -> None:
+def add_line(line: Any, b: Builder, stat_names: dict[int, str], device: int, is_tpu: bool, ops: _OpTable) -> None:
     got = _screened(line, b, device >= 0)
     if got is None:
         return
@@ -136,8 +136,8 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
     start = base + off_ps // 1000
     end = start + dur_ps // 1000 + (off_ps % 1000 + dur_ps % 1000) // 1000
 
-    ints = {k: np.full(n, -1, dtype=np.int64) for k in (*_INT_COLUMNS, "correlation", "producer", "consumer", "bytes")}
-    strs = {k: np.full(n, -1, dtype=np.int32) for k in _STR_COLUMNS}
+    ints = {k: np.full(n, -1, dtype=np.int64) for k in (*INT_COLUMNS, "correlation", "producer", "consumer", "bytes")}
+    strs = {k: np.full(n, -1, dtype=np.int32) for k in STR_COLUMNS}
     for key in ("flops", "bytes_accessed", "program_id"):
         ints[key] = ops.meta[key][md_idx]
     strs["hlo_category_id"] = ops.meta["hlo_category"][md_idx].astype(np.int32)
@@ -147,7 +147,7 @@ def _add_line(line: Any, b: _Builder, stat_names: dict[int, str], device: int, i
         _store_stats(_gather_stats(evs, has, stat_names), ints, strs, b, ops.compiler[md_idx])
     kind, role, device_step, stream, tid = _line_kinds(line, b, device, is_tpu, ops, md_idx, ints["step_num"])
     b.chunks.append(
-        _Chunk(
+        Chunk(
             start=start,
             end=end,
             kind=kind,
@@ -168,9 +168,7 @@ def _gather_stats(
 ) -> dict[str, tuple[list[int], list[Any]]]:
     """Per-event stats we read, by slot: (rows, values); only events that have any (``has``) are visited."""
     slots = {
-        sid: _INT_STATS.get(nm) or _STR_STATS[nm]
-        for sid, nm in stat_names.items()
-        if nm in _INT_STATS or nm in _STR_STATS
+        sid: INT_STATS.get(nm) or STR_STATS[nm] for sid, nm in stat_names.items() if nm in INT_STATS or nm in STR_STATS
     }
     found: dict[str, tuple[list[int], list[Any]]] = {slot: ([], []) for slot in set(slots.values())}
     get_slot, get_name = slots.get, stat_names.get
@@ -192,7 +190,7 @@ def _store_stats(
     found: dict[str, tuple[list[int], list[Any]]],
     ints: dict[str, NDArray[np.int64]],
     strs: dict[str, NDArray[np.int32]],
-    b: _Builder,
+    b: Builder,
     compiler: NDArray[np.bool_],
 ) -> None:
     """The gathered stats into the line's columns (``compiler``: per row, whether its op is a compiler event)."""
@@ -201,12 +199,12 @@ def _store_stats(
             continue
         at = np.array(rows_i, dtype=np.intp)
         if slot in ints:
-            ints[slot][at] = np.array([_as_int(v) for v in vals], dtype=np.int64)
+            ints[slot][at] = np.array([as_int(v) for v in vals], dtype=np.int64)
             continue
         texts = [v if isinstance(v, str) else str(v) for v in vals]
         if slot == "memcpy_details":
-            sizes = [_MEMCPY_SIZE.search(t) for t in texts]
-            ints["bytes"][at] = np.array([_as_int(int(m.group(1))) if m else -1 for m in sizes], dtype=np.int64)
+            sizes = [MEMCPY_SIZE.search(t) for t in texts]
+            ints["bytes"][at] = np.array([as_int(int(m.group(1))) if m else -1 for m in sizes], dtype=np.int64)
         elif slot == "name_stat":
             # the `name` stat of compiler events names the module being compiled (JAX, torch_xla on CPU/GPU)
             # (the first such stat of an event; an hlo_module stat or a module in the name wins)
@@ -222,7 +220,7 @@ def _store_stats(
 
 def _line_kinds(
     line: Any,
-    b: _Builder,
+    b: Builder,
     device: int,
     is_tpu: bool,
     ops: _OpTable,
@@ -240,7 +238,7 @@ def _line_kinds(
     lname = line.name
     if is_tpu:
         kind = np.full(n, Kind.KERNEL if lname == "XLA Ops" else Kind.GPU_ANNOTATION, dtype=np.uint8)
-    elif lname in _DERIVED_LINES:
+    elif lname in DERIVED_LINES:
         kind = np.full(n, Kind.GPU_ANNOTATION, dtype=np.uint8)
     else:
         kind = ops.kind_dev[md_idx]
@@ -251,7 +249,7 @@ def _line_kinds(
     return kind, np.zeros(n, dtype=np.uint8), device_step, stream, -1
 
 
-def _link_device_flows(b: _Builder, device: int) -> None:
+def link_device_flows(b: Builder, device: int) -> None:
     """TPU: ops inherit the ``_c`` flow id of the enclosing ``XLA Modules`` event as their correlation."""
     chunks = [c for c in b.chunks if c.device == device]
     mods = [

@@ -43,46 +43,46 @@ from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.files import open_trace
 from tb_llmdiag.ingest.validate import read_state_with
 from tb_llmdiag.ingest.xplane.base import (
-    _DEVICE_PLANE,
-    _INT_COLUMNS,
-    _PROGRAM_LABEL,
-    _STR_COLUMNS,
+    DEVICE_PLANE,
+    INT_COLUMNS,
+    PROGRAM_LABEL,
+    STR_COLUMNS,
     XLA_ROLES,
-    _as_int,
-    _Builder,
-    _device_info,
-    _plane_stats,
-    _split_xspace,
-    _stat_value,
+    Builder,
+    as_int,
+    device_info,
+    plane_stats,
+    split_xspace,
+    stat_value,
 )
-from tb_llmdiag.ingest.xplane.lines import _add_line, _link_device_flows, _op_table
+from tb_llmdiag.ingest.xplane.lines import add_line, link_device_flows, op_table
 from tb_llmdiag.ingest.xplane.schema import message_classes
 from tb_llmdiag.model import DEVICE_KINDS, EventTable, Kind, Trace, empty_events, kind_mask
 
 log = logging.getLogger(__name__)
 
 
-def _read_programs(plane: Any, b: _Builder, stat_names: dict[int, str]) -> None:
+def _read_programs(plane: Any, b: Builder, stat_names: dict[int, str]) -> None:
     programs = []
     for md in plane.event_metadata.values():
         pid = None
         for st in md.stats:
             if stat_names.get(st.metadata_id) == "program_id":
-                pid = _as_int(_stat_value(st, stat_names))
+                pid = as_int(stat_value(st, stat_names))
         # xprof names programs "<module>(<program_id>)"; torch_xla writes no program_id stat, only the name
-        m = _PROGRAM_LABEL.match(md.name)
+        m = PROGRAM_LABEL.match(md.name)
         name = m.group(1) if m else md.name
         if (pid is None or pid < 0) and m:
-            pid = _as_int(int(m.group(2)))
+            pid = as_int(int(m.group(2)))
         programs.append({"name": name, "program_id": pid if pid is not None and pid >= 0 else None, "label": md.name})
     programs.sort(key=lambda p: (p["program_id"] is None, p["program_id"] or 0, p["name"]))
     b.metadata["xla_programs"] = programs
     b.metadata.update(
-        {f"host_{k}": v for k, v in _plane_stats(plane, stat_names).items() if isinstance(v, (int, float, str))}
+        {f"host_{k}": v for k, v in plane_stats(plane, stat_names).items() if isinstance(v, (int, float, str))}
     )
 
 
-def _add_plane(plane: Any, b: _Builder) -> None:
+def _add_plane(plane: Any, b: Builder) -> None:
     pname: str = plane.name
     b.metadata.setdefault("planes", []).append(pname)
     stat_names = {int(k): v.name for k, v in plane.stat_metadata.items()}
@@ -90,32 +90,32 @@ def _add_plane(plane: Any, b: _Builder) -> None:
         _read_programs(plane, b, stat_names)
         return
     if pname == "Task Environment":
-        st = _plane_stats(plane, stat_names)
+        st = plane_stats(plane, stat_names)
         for key in ("profile_start_time", "profile_stop_time"):
             if isinstance(st.get(key), int):
                 b.metadata[f"{key}_ns"] = st[key]
         return
-    m = _DEVICE_PLANE.match(pname)
+    m = DEVICE_PLANE.match(pname)
     device = int(m.group(2)) if m and int(m.group(2)) < 32767 else -1
     is_tpu = bool(m and m.group(1) == "TPU")
     if m:
-        stats = _plane_stats(plane, stat_names)
-        b.devices.append(_device_info(device, m.group(1), stats))
+        stats = plane_stats(plane, stat_names)
+        b.devices.append(device_info(device, m.group(1), stats))
         b.metadata.setdefault("device_stats", {})[str(device)] = {
             k: v for k, v in stats.items() if isinstance(v, (int, float, str))
         }
     if not len(plane.lines):
         return
 
-    ops = _op_table(plane, b, stat_names)
+    ops = op_table(plane, b, stat_names)
     for line in plane.lines:
-        _add_line(line, b, stat_names, device, is_tpu, ops)
+        add_line(line, b, stat_names, device, is_tpu, ops)
 
     if m:
-        _link_device_flows(b, device)
+        link_device_flows(b, device)
 
 
-def _empty(b: _Builder, hostnames: list[str]) -> Trace:
+def _empty(b: Builder, hostnames: list[str]) -> Trace:
     """The trace of an XSpace without events; an error when every event was rejected (validate.py)."""
     if b.rejected.total:
         raise TraceFormatError(
@@ -131,7 +131,7 @@ def _empty(b: _Builder, hostnames: list[str]) -> Trace:
     )
 
 
-def _validated(b: _Builder, kind: NDArray[np.uint8]) -> dict[str, Any]:
+def _validated(b: Builder, kind: NDArray[np.uint8]) -> dict[str, Any]:
     """validate.py's verdict on the rows rejected while reading: their warnings on ``b``, and the read state (partial
     when they are many, or every device row)."""
     b.warnings[:0] = b.rejected.warnings()
@@ -172,7 +172,7 @@ def _concatenated(chunks: list[Any]) -> _Rows:
         stream=np.repeat(np.array([c.stream for c in chunks], dtype=np.int32), lens),
         tid=np.repeat(np.array([c.tid for c in chunks], dtype=np.int64), lens),
         ints={k: cat(lambda c, k=k: c.ints[k], np.int64) for k in chunks[0].ints},
-        strs={k: cat(lambda c, k=k: c.strs[k], np.int32) for k in _STR_COLUMNS},
+        strs={k: cat(lambda c, k=k: c.strs[k], np.int32) for k in STR_COLUMNS},
         role=cat(lambda c: c.role, np.uint8),
         device_step=cat(lambda c: c.device_step, bool),
     )
@@ -189,7 +189,7 @@ def _mark_launches(r: _Rows) -> None:
         r.kind[launch & (r.kind == Kind.CPU_OP)] = Kind.RUNTIME
 
 
-def _mark_steps(r: _Rows, b: _Builder) -> None:
+def _mark_steps(r: _Rows, b: Builder) -> None:
     """One STEP row per step number (the longest); without host steps, the first device's Steps line. Steps are
     named "<name>#<step_num>" so that step numbering follows the profiler's step_num."""
     kind, step_num = r.kind, r.ints["step_num"]
@@ -210,7 +210,7 @@ def _mark_steps(r: _Rows, b: _Builder) -> None:
         r.name_id[i] = b.names(f"{names[r.name_id[i]]}#{step_num[i]}")
 
 
-def _finish(b: _Builder, hostnames: list[str]) -> Trace:
+def _finish(b: Builder, hostnames: list[str]) -> Trace:
     if not b.chunks:
         return _empty(b, hostnames)
     r = _concatenated(b.chunks)
@@ -233,10 +233,10 @@ def _finish(b: _Builder, hostnames: list[str]) -> Trace:
         shape_id=np.full(ts.size, -1, dtype=np.int32),
         names=b.names.values,
     )
-    extra: dict[str, NDArray[Any]] = {k: r.ints[k][order] for k in _INT_COLUMNS}
-    extra.update({k: r.strs[k][order] for k in _STR_COLUMNS})
+    extra: dict[str, NDArray[Any]] = {k: r.ints[k][order] for k in INT_COLUMNS}
+    extra.update({k: r.strs[k][order] for k in STR_COLUMNS})
     extra["xla_role"] = r.role[order]
-    extra_names: dict[str, tuple[str, ...]] = {k: b.strs[k].values for k in _STR_COLUMNS}
+    extra_names: dict[str, tuple[str, ...]] = {k: b.strs[k].values for k in STR_COLUMNS}
     extra_names["xla_role"] = XLA_ROLES
     metadata = {**b.metadata, "hostnames": hostnames}
     start_ns = metadata.get("profile_start_time_ns")
@@ -278,13 +278,13 @@ def parse_xspace(data: bytes, path: str = "<bytes>") -> Trace:
     if not data:
         raise TraceFormatError("empty file, not an XPlane profile")
     try:
-        plane_ranges, strings = _split_xspace(data)
+        plane_ranges, strings = split_xspace(data)
     except TraceFormatError as e:
         raise TraceFormatError(f"not a readable XPlane protobuf ({e})") from None
     if not plane_ranges:
         raise TraceFormatError("not an XPlane profile (no planes in the file)")
     XPlane = message_classes()["XPlane"]
-    b = _Builder(path=path)
+    b = Builder(path=path)
     b.warnings.extend(f"profiler error: {s}" for s in strings[2])
     b.warnings.extend(f"profiler warning: {s}" for s in strings[3])
     view = memoryview(data)
