@@ -36,3 +36,19 @@ def jsonable(obj: Any, *, float_digits: int | None = None) -> Any:
     if isinstance(obj, np.ndarray):
         return jsonable(obj.tolist(), float_digits=float_digits)
     return obj
+
+
+def json_object(obj: Any, *, float_digits: int | None = None) -> dict[str, Any]:
+    """``jsonable`` of a mapping or a Struct: a JSON object."""
+    out = jsonable(obj, float_digits=float_digits)
+    if not isinstance(out, dict):
+        raise TypeError(f"not a JSON object: {type(obj).__name__}")
+    return out
+
+
+def json_array(obj: Any, *, float_digits: int | None = None) -> list[Any]:
+    """``jsonable`` of a list or tuple: a JSON array."""
+    out = jsonable(obj, float_digits=float_digits)
+    if not isinstance(out, list):
+        raise TypeError(f"not a JSON array: {type(obj).__name__}")
+    return out

@@ -43,7 +43,7 @@ Run = Annotated[str, Field(description="a run name from list_runs (run, run/work
 Detail = Annotated[bool, Field(description="answer with every field (up to ~60 KB) instead of a few KB")]
 
 
-def _tool(fn: Callable[..., dict[str, Any]], tool_error: type[Exception], lock: Any) -> Callable[..., Any]:
+def _tool(fn: Callable[..., dict[str, Any]], tool_error: type[Exception], lock: Any) -> Callable[..., CallToolResult]:
     """Call an answer under the server's lock (the SDK runs each call on a worker thread; the workspace's caches
     are not shared between threads); a user error (LlmDiagError) becomes a tool error with its one line."""
 
