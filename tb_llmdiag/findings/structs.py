@@ -15,6 +15,8 @@ from typing import Any, Literal, TypeAlias, TypeVar
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from tb_llmdiag.jsonsafe import json_object
+
 Severity: TypeAlias = Literal["high", "medium", "low"]
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "Finding",
     "FindingFix",
     "JobFinding",
+    "RunReport",
     "Saving",
     "Severity",
     "Unprofiled",
@@ -143,6 +146,34 @@ class WhatIf(Struct, kw_only=True):
     mean_step_ns_if_all_fixed: int
     statement: str = ""
     unprofiled: Unprofiled | UnsetType = UNSET
+
+
+class RunReport(Struct, kw_only=True):
+    """One trace file's report (docs/report_schema.md RunReport), built once by the front door (``api``): where the
+    file is, its status, what was read, the summary, headline and metric topics (plain mappings, as the topics give
+    them), its typed findings and what-if. ``json()`` is its JSON, made once where it leaves the front door."""
+
+    run: str
+    worker: Any
+    span: Any
+    source_kind: Any
+    path: str
+    size_bytes: Any
+    rank: Any
+    phase: Any = None
+    status: str
+    error: str | None
+    read_state: dict[str, Any] | None
+    warnings: list[str]
+    summary: dict[str, Any] | None
+    headline: dict[str, Any] | None
+    metrics: dict[str, Any]
+    findings: list[Finding]
+    what_if: WhatIf | None
+
+    def json(self) -> dict[str, Any]:
+        """The report's JSON (no NaN, plain numbers), keys in the schema's order: the one conversion of it."""
+        return json_object(self)
 
 
 S = TypeVar("S", bound=Struct)
