@@ -86,7 +86,7 @@ def attribute(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> Attribution |
     again for their own events only (``_step_idle``)."""
     if not bd.available:
         return None
-    forest = HostForest.build(ctx.trace)
+    forest = ctx.cache.forest()  # shared with the anatomy topic, which releases it (metrics/context.py)
     if len(forest) == 0:
         return None
     gs, ge = bd.gaps.start_ns, bd.gaps.end_ns

@@ -29,6 +29,7 @@ from tb_llmdiag.classify import category_codes
 from tb_llmdiag.intervals import merge
 from tb_llmdiag.metrics.collectives import Collectives, find_collectives
 from tb_llmdiag.metrics.graphs import GRAPH_LAUNCH, GraphReplays, graph_replays, replay_queued_end
+from tb_llmdiag.metrics.host_tree import HostForest
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
@@ -115,6 +116,18 @@ class RowCache:
         value = compute()
         self._derived[name] = (inputs, value)
         return value
+
+    _forest: list[HostForest] = field(default_factory=list, repr=False, compare=False)
+
+    def forest(self) -> HostForest:
+        """The host call forest (``metrics.host_tree``), built on first use and kept until ``release_forest``: the
+        early topics that read it (``attribution``, ``anatomy``) build it once, and the last of them releases it."""
+        if not self._forest:
+            self._forest.append(HostForest.build(self.trace))
+        return self._forest[0]
+
+    def release_forest(self) -> None:
+        self._forest.clear()
 
     def kinds(self, *kinds: int) -> IDX:
         """Rows whose kind is one of ``kinds``."""

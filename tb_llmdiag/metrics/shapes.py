@@ -90,7 +90,7 @@ FLOP_FORMULAS: dict[str, Callable[[Dims], float]] = {
 MATMUL_OPS = frozenset(n for n in FLOP_FORMULAS if "attn" not in n and "attention" not in n)
 
 
-def _per_pair(
+def per_pair(
     ev: EventTable, rows: NDArray[np.intp], fn: Callable[[str, list[list[int]]], float]
 ) -> NDArray[np.float64]:
     """fn(name, dims) per row, evaluated once per unique (name_id, shape_id)."""
@@ -119,7 +119,7 @@ def op_rows(ev: EventTable, names: Any) -> NDArray[np.intp]:
 def op_flops(ev: EventTable) -> tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.bool_]]:
     """Rows of FLOP-counted CPU ops with recorded shapes, their FLOPs, and whether each is a matmul."""
     rows = op_rows(ev, FLOP_FORMULAS)
-    flops = _per_pair(ev, rows, lambda name, dims: FLOP_FORMULAS[name](dims))
+    flops = per_pair(ev, rows, lambda name, dims: FLOP_FORMULAS[name](dims))
     is_mm = (
         np.fromiter((n in MATMUL_OPS for n in ev.names), dtype=bool, count=len(ev.names))[ev.name_id[rows]]
         if rows.size
@@ -134,8 +134,8 @@ def token_embedding_calls(ev: EventTable) -> tuple[NDArray[np.intp], NDArray[np.
     rows = op_rows(ev, ("aten::embedding",))
     if rows.size == 0:
         return None
-    vocab = _per_pair(ev, rows, lambda _n, d: float(d[0][0]) if d and len(d[0]) == 2 else 0.0)
-    slots = _per_pair(ev, rows, lambda _n, d: float(_prod(d[1])) if len(d) > 1 else 0.0)
+    vocab = per_pair(ev, rows, lambda _n, d: float(d[0][0]) if d and len(d[0]) == 2 else 0.0)
+    slots = per_pair(ev, rows, lambda _n, d: float(_prod(d[1])) if len(d) > 1 else 0.0)
     if vocab.size == 0 or vocab.max() <= 0:
         return None
     keep = vocab == vocab.max()
@@ -148,8 +148,8 @@ def per_call_batch_length(ev: EventTable, rows: NDArray[np.intp]) -> tuple[NDArr
     def dim(d: list[list[int]], i: int) -> float:
         return float(d[1][i]) if len(d) > 1 and len(d[1]) == 2 else 0.0
 
-    b = _per_pair(ev, rows, lambda _n, d: dim(d, 0))
-    n = _per_pair(ev, rows, lambda _n, d: dim(d, 1))
+    b = per_pair(ev, rows, lambda _n, d: dim(d, 0))
+    n = per_pair(ev, rows, lambda _n, d: dim(d, 1))
     return b.astype(np.int64), n.astype(np.int64)
 
 
@@ -171,7 +171,7 @@ def token_batch_share(
     total = float(flops[is_mm].sum()) if rows.size else 0.0
     if calls is None or total <= 0:
         return None
-    m = _per_pair(ev, rows, _gemm_rows)
+    m = per_pair(ev, rows, _gemm_rows)
     return float(flops[is_mm & np.isin(m, np.unique(calls[1]))].sum()) / total
 
 

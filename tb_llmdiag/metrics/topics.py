@@ -20,6 +20,7 @@ from typing import Any
 # by its path, under another name: `annotations` is __future__'s, in this module and in the package
 import tb_llmdiag.metrics.annotations as user_annotations
 from tb_llmdiag.metrics import (
+    anatomy,
     attribution,
     capture,
     checkpointing,
@@ -119,6 +120,9 @@ TOPICS: tuple[Topic, ...] = (
           sync_storm.ENTRIES, sync_storm.INTRO, needs=("host_sync", "idle"), platforms=CUDA),
     Topic("attribution", lambda i: attribution.attribution_metrics(i.ctx, i.breakdown), attribution.ENTRIES,
           attribution.INTRO, early=True),
+    # the model's parts: early too, right after the attribution, whose host call forest it reads and then releases
+    Topic("anatomy", lambda i: anatomy.anatomy_metrics(i.ctx), anatomy.ENTRIES, anatomy.INTRO, platforms=CUDA,
+          early=True),
     Topic("communication",
           lambda i: communication.communication_metrics(i.ctx.trace, i.ctx.coll, i.ctx.steps, i.ctx.cache),
           communication.ENTRIES, communication.INTRO),
