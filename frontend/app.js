@@ -27,6 +27,7 @@ import { timelineView } from './views/timeline.js';
 import { traceCanvasView } from './views/traceview_canvas.js';
 import { compareView } from './views/compare.js';
 import { jobView, rankHeadView } from './views/job.js';
+import { overRunView } from './views/over_run.js';
 
 export { initialSelection } from './tab.js';
 
@@ -52,6 +53,7 @@ export const VIEWS = [
   { id: 'steps', place: 'grid', title: 'Per-step time: busy vs idle', cls: 'steps', uses: ['report', 'steps'], mount: stepsView },
   { id: 'tokens', place: 'grid', title: 'Step time vs tokens per step', cls: 'tokens', uses: ['report'], mount: fromReport(mountTokens) },
   { id: 'timeline', place: 'main', title: 'Step timeline', cls: 'timeline', uses: ['report', 'timeline'], mount: timelineView },
+  { id: 'overrun', place: 'main', title: 'Over the run', cls: 'over-run', uses: ['overRun', 'sel'], mount: overRunView },
 ];
 
 /** A view's element: a plain container, or a titled panel section whose body the view fills. */

@@ -21,12 +21,24 @@ const openedAt = Date.now();
 const reportOk = (s) => s.report.status === 'ok';
 const busyRun = (r) => r.status === 'pending' || r.status === 'analysing';
 
+/** How many traces the selected run and worker hold (a new window of a live run reloads its timeline). */
+function windowCount(s) {
+  const run = findRun(s.runs, s.sel.run);
+  const w = run && run.workers.find((x) => x.worker === s.sel.worker);
+  return w ? w.spans.length : 0;
+}
+
 /** Each data source: its key (a new key reloads it, null turns it off) and its request. */
 export const SOURCES = {
   report: { key: (s) => selKey(s.sel), load: (s) => api.report(s.sel) },
   steps: { key: (s) => (reportOk(s) ? selKey(s.sel) : null), load: (s) => api.steps(s.sel) },
   timeline: { key: (s) => (reportOk(s) ? `${selKey(s.sel)}#${s.step}` : null), load: (s) => api.timeline(s.sel, s.step) },
   job: { key: (s) => (inJob(s.runs, s.sel) ? JSON.stringify([s.sel.run, s.sel.span]) : null), load: (s) => api.job(s.sel) },
+  /** the windows of the selected run and worker over the run (docs/http_api.md /over_run) */
+  overRun: {
+    key: (s) => (reportOk(s) ? JSON.stringify([s.sel.run, s.sel.worker, windowCount(s)]) : null),
+    load: (s) => api.route('over_run', { run: s.sel.run, worker: s.sel.worker }),
+  },
   compare: {
     key: (s) => (reportOk(s) && s.base ? `${selKey(s.sel)}|${selKey(s.base)}` : null),
     load: (s) => (s.base.level === 'job' ? api.compareJob(s.sel, s.base) : api.compare(s.sel, s.base)),

@@ -96,6 +96,25 @@ def captures_table(rep: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def straggler_text(rep: dict[str, Any]) -> str:
+    """demo_logs/README.md: what the job's straggler finding measures (its wait, of the job step), in one sentence."""
+    out = []
+    for j in rep.get("jobs") or []:
+        m = j.get("metrics") or {}
+        if not any(f["id"] == "straggler" for f in j.get("findings") or []):
+            continue
+        tok = m.get("straggler_tokens") or {}
+        out.append(
+            f"`{j['run']}/`: the other ranks wait for rank {m.get('straggler_rank')} "
+            f"{_v('job.straggler_others_wait_ns_per_step', m.get('straggler_others_wait_ns_per_step'))} per step in "
+            f"their collectives, {_v('job.straggler_others_wait_share', m.get('straggler_others_wait_share'))} of the "
+            f"{_v('job.job_step_ns', m.get('job_step_ns'))} job step (its tokens per step "
+            f"{fmt('count', tok.get('straggler_tokens_per_step'))} against "
+            f"{fmt('count', tok.get('median_rank_tokens_per_step'))} for the median rank)."
+        )
+    return "\n".join(out) or "No job has a straggler finding."
+
+
 def _evidence(f: dict[str, Any]) -> str:
     units, labels = EVIDENCE_UNITS.get(f["id"], {}), EVIDENCE_LABELS.get(f["id"], {})
     return "; ".join(f"{labels.get(k) or label_from_key(k)} {fmt(units.get(k) or 'ratio', v)}"
@@ -127,7 +146,7 @@ def numbers_doc(rep: dict[str, Any]) -> str:
 #: file -> generated part name -> its generator
 PARTS = {
     REPO / "README.md": {"runs": runs_table},
-    DEMO / "README.md": {"captures": captures_table},
+    DEMO / "README.md": {"captures": captures_table, "straggler": straggler_text},
     REPO / "docs" / "demo_numbers.md": {"numbers": numbers_doc},
 }
 

@@ -9,6 +9,8 @@ result, a logdir to its report, two sides to their comparison. The surfaces (CLI
 - ``resolve`` / ``run_names``: what a run name picks (``compare/names.py``); ``compare(before, after)`` (each side
   a run report or a ``(job, runs)`` pair), ``check``, ``is_compare_key``; ``saved_report``: a saved
   ``llmdiag report --json`` document.
+- ``timeline(path)`` / ``timeline_of_runs(runs)``: the windows of each run over the run as series, their change
+  points and what changed (``tb_llmdiag.series``, docs/timeline.md).
 - ``metric_registry``, ``finding_catalogue``, ``rule_catalogue``: what the engine can report (``finding_rule``: the
   rule behind one finding); ``ENGINE_VERSION``
   (what a cached result depends on), ``TraceIndex`` (a stored trace-view index), ``tab_executor``, ``preload``.
@@ -32,7 +34,7 @@ from tb_llmdiag.compare.names import resolve, run_names
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.findings import diagnose
 from tb_llmdiag.findings.catalogue import finding_catalogue, finding_rule, metric_registry, rule_catalogue
-from tb_llmdiag.findings.structs import RunReport
+from tb_llmdiag.findings.structs import UNSET, RunReport
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover
 from tb_llmdiag.ingest.formats import READER_MODULES
@@ -49,6 +51,7 @@ from tb_llmdiag.metrics.workload import run_phase
 from tb_llmdiag.model import MODEL_VERSION, Trace
 from tb_llmdiag.scale.runner import InlineRunner, Runner
 from tb_llmdiag.scale.session import runner_session, tab_executor
+from tb_llmdiag.series import build as build_series
 from tb_llmdiag.timeline import TIMELINE_VERSION
 from tb_llmdiag.timeline import build as build_timelines
 from tb_llmdiag.traceview.activities import DEFAULT_TOP, asked_range, top_activities
@@ -80,7 +83,8 @@ ENGINE_VERSION = EngineVersion(MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, T
 __all__ = [
     "ENGINE_VERSION", "Analysed", "TraceIndex", "analyze", "analyze_for_tab", "check", "compare", "discover",
     "finding_catalogue", "finding_rule", "is_compare_key", "job_for_summaries", "metric_registry", "preload", "report",
-    "resolve", "rule_catalogue", "run_names", "saved_report", "tab_executor", "RunReport",
+    "resolve", "rule_catalogue", "run_names", "saved_report", "tab_executor", "timeline", "timeline_of_runs",
+    "RunReport",
 ]
 # fmt: on
 
@@ -166,6 +170,7 @@ def run_report(tf: TraceFile, trace: Trace, analysis: Analysis) -> RunReport:
     findings, what_if = diagnose(metrics)
     read_state = {"complete": True, "read_share": 1.0, "reason": None, **trace.read_state}
     complete = bool(read_state["complete"])
+    window = trace.metadata.get("llmdiag_window")
     return RunReport(
         run=tf.run,
         worker=tf.worker,
@@ -185,6 +190,8 @@ def run_report(tf: TraceFile, trace: Trace, analysis: Analysis) -> RunReport:
         metrics=dict(metrics),
         findings=findings,
         what_if=what_if,
+        # an over-the-run window (docs/report_schema.md): only then, so others keep their form
+        window=window if isinstance(window, dict) else UNSET,
     )
 
 
@@ -422,3 +429,22 @@ def report(
         "jobs": jobs,
         "runs": runs,
     }
+
+
+# ------------------------------------------------------------------------------------------- over the run
+
+
+def timeline_of_runs(runs: list[dict[str, Any]], root: str = "") -> dict[str, Any]:
+    """The over-the-run timeline (docs/timeline.md) of run reports already made (the tab's cached ones)."""
+    return build_series(runs, root)
+
+
+def timeline(
+    path: str | Index, *, dask: str | None = None, workers: int = 1, runner: Runner | None = None
+) -> dict[str, Any]:
+    """The over-the-run timeline of every trace under ``path``: each window's report (``report``), grouped into
+    series with their change points and what changed at each (``tb_llmdiag.series``, docs/timeline.md)."""
+    rep = report(path, dask=dask, workers=workers, runner=runner)
+    doc = build_series(rep["runs"], rep["root"])
+    doc["tool"] = rep["tool"]
+    return doc

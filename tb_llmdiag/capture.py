@@ -430,8 +430,8 @@ def profile_run(
     memory and stacks off. Each window's summary is written as TensorBoard scalars (`llm_diag/...`) by rank
     `scalars_rank` only (None: every rank), through `summary_writer=` (the writer you log the loss with) or into an
     event file of its own in `scalars_dir` (default: the traces' folder). Other keyword arguments: those of
-    `RunProfiler` (`first_step`, `warmup`, `active`, `cooldown_steps`, `time_steps_after`, `start_step`, `analyze`,
-    `record_shapes`, `profile_memory`, `with_stack`, `with_flops`, `use_gzip`, `write_scalars`)."""
+    `RunProfiler` (`first_step`, `warmup`, `active`, `cooldown_steps`, `trigger_confirm_steps`, `time_steps_after`,
+    `start_step`, `analyze`, `record_shapes`, `profile_memory`, `with_stack`, `with_flops`, `use_gzip`, `write_scalars`)."""
     if rank is None:
         dist = None
         with contextlib.suppress(ImportError):
@@ -454,7 +454,18 @@ def profile_run(
 # --- Hugging Face Trainer callback (created on first access: transformers is optional) ---------
 
 
-RUN_OPTIONS = frozenset({"every", "trigger", "budget", "cooldown_steps", "first_step", "total_steps", "scalars_dir"})
+RUN_OPTIONS = frozenset(
+    {
+        "every",
+        "trigger",
+        "budget",
+        "cooldown_steps",
+        "trigger_confirm_steps",
+        "first_step",
+        "total_steps",
+        "scalars_dir",
+    }
+)
 """Keyword arguments that make `ProfilerCallback` capture over the run (`profile_run`) instead of one window."""
 
 

@@ -3,8 +3,10 @@
 Pure Python (no torch), so the rules are tested without a profiler.
 
 - `RecentSteps` keeps the last `size` unprofiled step times (host clock, ns) and answers their median.
-- `Trigger`: a step that ran more than `share` over the recent median (at least `min_samples` of them) opens a window,
-  at most once per `cooldown_steps` steps.
+- `Trigger`: `confirm_steps` (2) consecutive steps that each ran more than `share` over the recent median (at least
+  `min_samples` of them) open a window, at most once per `cooldown_steps` steps. One slow step alone (a collection, a
+  neighbour's burst, a log flush) does not: on the device a single 83 ms step among 43 ms ones opened a window that
+  held nothing and used the cooldown; a slowdown worth a window lasts (a slow shard, thrashing, a throttled GPU).
 - `Budget`: the capture's cost so far against the run's wall time. A window's cost is the wall time of the span from the
   `step()` call that opens it to the end of the unprofiled steps timed after it, less that many steps at the median of
   the unprofiled steps before it (so it holds the profiled steps' extra time, the profiler's start, stop and export,
@@ -31,6 +33,7 @@ import statistics
 DEFAULT_BUDGET_SHARE = 0.02
 DEFAULT_RECENT_STEPS = 50
 DEFAULT_TRIGGER_MIN_SAMPLES = 10
+DEFAULT_TRIGGER_CONFIRM_STEPS = 2
 
 
 class RecentSteps:
@@ -57,31 +60,41 @@ class RecentSteps:
 
 @dataclasses.dataclass
 class Trigger:
-    """Opens a window after a step that ran more than `share` over the recent median (docstring of the module)."""
+    """Opens a window after `confirm_steps` consecutive steps each more than `share` over the recent median (docstring
+    of the module); `streak` holds the slow steps seen in a row (step, ns), the first of them the trigger's step."""
 
     share: float
     cooldown_steps: int
     min_samples: int = DEFAULT_TRIGGER_MIN_SAMPLES
+    confirm_steps: int = DEFAULT_TRIGGER_CONFIRM_STEPS
     last_fired_step: int | None = None
+    streak: list[tuple[int, int]] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not (self.share > 0 and math.isfinite(self.share)):
             raise ValueError(f"trigger share must be > 0, got {self.share}")
         if self.cooldown_steps < 0:
             raise ValueError(f"cooldown_steps must be >= 0, got {self.cooldown_steps}")
+        if self.confirm_steps < 1:
+            raise ValueError(f"confirm_steps must be >= 1, got {self.confirm_steps}")
 
     def fires(self, step: int, step_ns: int, recent: RecentSteps) -> bool:
-        """Whether step `step` (unprofiled, `step_ns` long) is a slow one the cooldown lets through (not recorded as
-        fired: `fired` does that once the window is allowed)."""
+        """Book unprofiled step `step` (`step_ns` long, `recent` not holding it yet); whether it is the last of
+        `confirm_steps` slow ones in a row that the cooldown lets through (not recorded as fired: `fired` does that
+        once the window is allowed). A step that is not slow, or one after a gap, starts the count again."""
         median = recent.median_ns()
-        if median is None or len(recent) < self.min_samples:
+        cooling = self.last_fired_step is not None and step - self.last_fired_step < self.cooldown_steps
+        if median is None or len(recent) < self.min_samples or cooling or step_ns <= (1.0 + self.share) * median:
+            self.streak = []
             return False
-        if self.last_fired_step is not None and step - self.last_fired_step < self.cooldown_steps:
-            return False
-        return step_ns > (1.0 + self.share) * median
+        if self.streak and self.streak[-1][0] != step - 1:
+            self.streak = []
+        self.streak.append((step, step_ns))
+        return len(self.streak) >= self.confirm_steps
 
     def fired(self, step: int) -> None:
-        self.last_fired_step = step
+        self.last_fired_step = self.streak[0][0] if self.streak else step
+        self.streak = []
 
 
 @dataclasses.dataclass
@@ -92,6 +105,7 @@ class Budget:
     total_steps: int | None = None
     spent_ns: int = 0
     one_time_ns: int = 0
+    helper_ns: int = 0
     costs_ns: list[int] = dataclasses.field(default_factory=list)
     skipped_steps: list[int] = dataclasses.field(default_factory=list)
 
@@ -104,6 +118,12 @@ class Budget:
         self.spent_ns += cost_ns
         self.one_time_ns += one_time_ns
         self.costs_ns.append(cost_ns - one_time_ns)
+
+    def add_helper(self, ns: int) -> None:
+        """Book the helper's own time outside the windows (handing a window to its summary process, collecting the
+        summary, writing scalars): spent, but no window's cost."""
+        self.spent_ns += max(0, ns)
+        self.helper_ns += max(0, ns)
 
     def expected_ns(self) -> int:
         """The next window's expected cost: the median of the costs so far (0 before any)."""

@@ -16,6 +16,7 @@ Tags (units in the names, as everywhere in the project):
 | `llm_diag/trigger_step_ms` | triggered windows only: the slow step that opened the window |
 | `llm_diag/profiled_step_ms` | the report's median step (the profiled steps) |
 | `llm_diag/gpu_busy_share` | the report's GPU-busy share |
+| `llm_diag/mfu_share` | the report's MFU (model FLOPs over the device's peak) |
 | `llm_diag/finding/<id>_saving_share` | each finding's estimated saving, a share of the step |
 """
 
@@ -58,6 +59,8 @@ def report_scalars(window: dict[str, Any], summary: dict[str, Any]) -> dict[str,
         out[PREFIX + "profiled_step_ms"] = summary["profiled_step_ns"] / 1e6
     if _finite(summary.get("gpu_busy_share")):
         out[PREFIX + "gpu_busy_share"] = float(summary["gpu_busy_share"])
+    if _finite(summary.get("mfu_share")):
+        out[PREFIX + "mfu_share"] = float(summary["mfu_share"])
     step_ns = window.get("step_ns")
     tokens = summary.get("tokens_per_step")
     if not _finite(window.get("tokens_per_step")) and _finite(tokens) and _finite(step_ns) and step_ns > 0:
@@ -78,6 +81,13 @@ class ScalarSink:
         self.writer = writer
         self._own: Any = None
         self.written: list[tuple[int, str, float]] = []
+
+    def prepare(self) -> None:
+        """Import TensorBoard's event writer now (a fraction of a second the first time), so that the first scalars
+        written from inside a training step do not pay for it."""
+        if self.writer is None and self.scalars_dir is not None:
+            from tensorboard.compat.proto import event_pb2, summary_pb2  # noqa: F401
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: F401
 
     def write(self, step: int, values: dict[str, float]) -> None:
         if not values:

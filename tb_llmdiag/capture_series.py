@@ -11,17 +11,19 @@ Every step is timed on the host clock between two `step()` calls (no profiler, n
 
 - **first**: at step `first_step` (default 10: the steps before it are the job before any profiler ran);
 - **periodic**: then at every multiple of `every` (widened by the budget, below);
-- **triggered** (`trigger=share`): after an unprofiled step that ran more than `share` over the median of the last 50
-  unprofiled steps, at most once per `cooldown_steps` steps. The window opens at the next step: it records a slowdown
-  that lasts a few steps (a slow shard, a neighbour, thrashing); the slow step itself is in the window's metadata.
+- **triggered** (`trigger=share`): after `trigger_confirm_steps` (2) unprofiled steps in a row that each ran more
+  than `share` over the median of the last 50 unprofiled steps, at most once per `cooldown_steps` steps. The window
+  opens at the next step: it records a slowdown that lasts a few steps (a slow shard, a neighbour, thrashing); the slow
+  steps themselves are in the window's metadata. One slow step alone opens nothing (a collection, a log flush).
 
-A window is `warmup` (1) steps with the profiler on and discarded, then `active` (3) recorded steps, with low-overhead
+A window opens only when the run (`total_steps`, when known) has room for all its steps. It is `warmup` (1) steps
+with the profiler on and discarded, then `active` (3) recorded steps, with low-overhead
 defaults (shapes on; memory and Python stacks off); the device is synchronized where it opens and where it closes.
 Its trace is one `tensorboard_trace_handler`-named file, `<logdir>/<run>/<worker>.<ns>.pt.trace.json.gz`, with
 `ProfilerStep#<global step>` markers, written once the `time_steps_after` (3) steps after it have run unprofiled and
 been timed, with two top-level keys: `llmdiag_unprofiled_step_ns` (the steps before and after it, schema 3 of
 `tb_llmdiag.capture`) and `llmdiag_window` (`WINDOW_SCHEMA`: the series, why the window was taken, the trigger, the
-tokens, the cost so far).
+tokens a step of its recorded steps, the unprofiled steps before and after it, the cost so far).
 
 The training process only exports the profiler's raw JSON; a separate process (`tb_llmdiag.capture_summary`, one at
 a time, started with `subprocess`) gzips it into place and reads it with the report engine; its summary becomes
@@ -48,7 +50,13 @@ import time
 import uuid
 from typing import Any
 
-from tb_llmdiag.capture_budget import DEFAULT_BUDGET_SHARE, Budget, RecentSteps, Trigger
+from tb_llmdiag.capture_budget import (
+    DEFAULT_BUDGET_SHARE,
+    DEFAULT_TRIGGER_CONFIRM_STEPS,
+    Budget,
+    RecentSteps,
+    Trigger,
+)
 from tb_llmdiag.capture_scalars import ScalarSink, helper_scalars, report_scalars
 
 WINDOW_KEY = "llmdiag_window"
@@ -108,6 +116,7 @@ class RunProfiler:
         active: int = 3,
         trigger: float | None = None,
         cooldown_steps: int = DEFAULT_COOLDOWN_STEPS,
+        trigger_confirm_steps: int = DEFAULT_TRIGGER_CONFIRM_STEPS,
         budget: float = DEFAULT_BUDGET_SHARE,
         total_steps: int | None = None,
         start_step: int = 0,
@@ -131,7 +140,9 @@ class RunProfiler:
         self.output_dir = os.path.join(os.fspath(logdir), run) if run not in ("", ".") else os.fspath(logdir)
         self.options = {**LOW_OVERHEAD_OPTIONS, **profiler_options}
         self.every, self.first_step, self.warmup, self.active = every, first_step, warmup, active
-        self.trigger = Trigger(trigger, cooldown_steps) if trigger is not None else None
+        self.trigger = (
+            Trigger(trigger, cooldown_steps, confirm_steps=trigger_confirm_steps) if trigger is not None else None
+        )
         self.budget = Budget(budget, total_steps)
         self.start_step, self.time_steps_after, self.worker = start_step, time_steps_after, worker
         self.use_gzip, self.analyze = use_gzip, analyze
@@ -177,6 +188,8 @@ class RunProfiler:
         self.profiler = torch.profiler.profile(
             activities=acts, schedule=self._action, on_trace_ready=self._trace_ready, **self.options
         )
+        if self.sink is not None:
+            self.sink.prepare()  # TensorBoard's writer imported now, not inside a timed step
         self.profiler.step_num = self.start_step  # ProfilerStep#<global step>
         self.profiler.start()
         atexit.register(self.stop)
@@ -198,7 +211,7 @@ class RunProfiler:
         else:
             fired = self._unprofiled(g, step_ns, now)
             self._maybe_open(g, step_ns, fired, now)
-        self._poll()
+        self._booked(self._poll)
         self.step_num += 1
         self._began_ns = self.clock()
 
@@ -214,7 +227,7 @@ class RunProfiler:
             if len(w.after) >= self.time_steps_after:
                 w.end_ns = now
                 self._waiting = None
-                self._hand_off(w)
+                self._booked(self._hand_off, w)
             return False
         fired = self.trigger is not None and self.trigger.fires(g, step_ns, self.recent)
         self.recent.add(g, step_ns)
@@ -232,7 +245,16 @@ class RunProfiler:
         elapsed, median = now - self._started_ns, self.recent.median_ns()
         if fired and self.trigger is not None and self.budget.fits(1, elapsed, g, median):
             reason = "triggered"
-            trigger = {"step": g, "step_ns": step_ns, "median_ns": median, "threshold_share": self.trigger.share}
+            slow = self.trigger.streak
+            trigger = {
+                "step": slow[0][0],
+                "step_ns": slow[0][1],
+                "median_ns": median,
+                "threshold_share": self.trigger.share,
+                "confirm_steps": self.trigger.confirm_steps,
+                "slow_steps": [s for s, _ in slow],
+                "slow_step_ns": [t for _, t in slow],
+            }
             self.trigger.fired(g)
         elif self._periodic_due(nxt):
             every_eff = self.budget.periodic_every(self.every, elapsed, nxt, median) if self.every else None
@@ -245,6 +267,9 @@ class RunProfiler:
             else:
                 self._skipped.append(nxt)
             self._next_periodic = self._next_grid(nxt, every_eff or self.every)
+        total = self.budget.total_steps
+        if reason is not None and total is not None and nxt + self.warmup + self.active > total:
+            reason = None  # the run ends before the window could record its steps
         if reason is None:
             self.profiler.step()
             return
@@ -326,6 +351,9 @@ class RunProfiler:
     def _hand_off(self, w: _Window) -> None:
         """The steps after `w` are timed (or the run stops): book its cost, queue its file, write its cheap scalars."""
         ref = self._reference_ns(w)
+        recorded = [t for s, t in self._tokens if w.first_step <= s <= w.last_step]
+        if recorded:  # the tokens of the steps the trace holds (a triggered window follows a change of them)
+            w.tokens_per_step = float(statistics.median(recorded))
         n = len(w.steps_ns) + len(w.after)
         cost = max(0, (w.end_ns - w.opened_ns) - n * ref) if ref else 0
         self.budget.add(cost, one_time_ns=w.start_ns if w.index == 0 else 0)
@@ -344,7 +372,12 @@ class RunProfiler:
             "analyze": self.analyze,
         }
         self._queue.append((w, spec))
-        self._poll()
+
+    def _booked(self, fn: Any, *args: Any) -> None:
+        """Run a piece of the helper's own work on the training thread and book its time in the budget."""
+        t0 = self.clock()
+        fn(*args)
+        self.budget.add_helper(self.clock() - t0)
 
     def _reference_ns(self, w: _Window) -> int | None:
         """The unprofiled step a window's cost is measured against: the larger of the medians of the steps before
@@ -385,6 +418,8 @@ class RunProfiler:
             "profiled_step_ns": [t for s, t in w.steps_ns if s >= w.first_step],
             "before_steps": [s for s, _ in w.before],
             "before_step_ns": [t for _, t in w.before],
+            "after_steps": [s for s, _ in w.after],
+            "after_step_ns": [t for _, t in w.after],
             "step_ns": ref_ns,
             "tokens_per_step": w.tokens_per_step,
             "every": self.every,
@@ -398,6 +433,7 @@ class RunProfiler:
                 "profiler_stop_export_ns": w.stop_ns,
                 "spent_ns": self.budget.spent_ns,
                 "one_time_ns": self.budget.one_time_ns,
+                "helper_ns": self.budget.helper_ns,
                 "elapsed_ns": elapsed_ns,
                 "spent_share": self.budget.spent_share(elapsed_ns),
                 "budget_share": self.budget.share,

@@ -41,6 +41,7 @@ def summary_of(report: dict[str, Any]) -> dict[str, Any] | None:
     return {
         "profiled_step_ns": step_ns,
         "gpu_busy_share": head.get("gpu_busy_share"),
+        "mfu_share": head.get("mfu_share"),
         "tokens_per_step": tokens,
         "savings_share": savings,
         "finding_ids": [str(f.get("id")) for f in run.get("findings") or []],
@@ -73,6 +74,8 @@ def finish(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(10)  # below the training process when they share cores
     try:
         result = finish(json.load(sys.stdin))
     except Exception as e:  # noqa: BLE001  (the training process reads the error; it never stops training)

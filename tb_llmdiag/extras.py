@@ -1,6 +1,6 @@
 """Optional extras: the one place that imports a module an extra installs, with a one-line message when absent.
 
-``pip install 'tb-llmdiag[dask]'`` brings ``dask[distributed]`` and ``fsspec``; ``[remote]`` brings ``fsspec``
+``pip install '.[dask]'`` (in a clone) brings ``dask[distributed]`` and ``fsspec``; ``[remote]`` brings ``fsspec``
 alone (object stores need their backend too: ``s3fs``, ``gcsfs``, ``adlfs``). The plain paths (a local
 logdir, no ``--dask``) never call ``require``, so they never import Dask or fsspec (a test checks
 ``sys.modules``).
@@ -34,7 +34,8 @@ def require(module: str, *, extra: str, needs: tuple[str, ...], what: str) -> Mo
         if root not in needs:
             raise
         raise MissingExtra(
-            f"{what} needs the Python package {root!r}, which is not installed: pip install 'tb-llmdiag[{extra}]'"
+            f"{what} needs the Python package {root!r}, which is not installed: pip install '.[{extra}]' in a clone of "
+            f"the repository (the package's [{extra}] extra)"
         ) from None
 
 

@@ -19,11 +19,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 #: Version of the model and of every derived result; part of every cache key.
-MODEL_VERSION = 8  # 2: savings and what-if per mean step; 3: no external_id column; 4: per-shape host work;
+MODEL_VERSION = 9  # 2: savings and what-if per mean step; 3: no external_id column; 4: per-shape host work;
 # 5: odd values read instead of dropped (ids beyond int64, float tids, Input Dims on the lenient path);
 # 6: steps never overlap (a step starts no earlier than the earlier steps' device work ends);
 # 7: one saving per finding on the median step, the inference topic, the report's phase (#25);
-# 8: a rank summary carries the profiler's own cost (the straggler's profiler floor, #25)
+# 8: a rank summary carries the profiler's own cost (the straggler's profiler floor, #25);
+# 9: an over-the-run window's own metadata kept (llmdiag_window, the report's runs[].window, #34)
 
 
 class Kind(IntEnum):

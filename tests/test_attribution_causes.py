@@ -21,6 +21,7 @@ from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
+from tb_llmdiag.metrics.labels import text_words
 from tb_llmdiag.metrics.steps import find_steps
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,22 +56,24 @@ def check(path: Path) -> int:
         if chain is None:  # a pause with nothing recorded: it says so and names nothing
             assert f["id"] == "unrecorded_host_time" and text == "no recorded event (between operators)"
             continue
-        named = [chain]
+        # the text names each chain in words (#36: metrics/labels.py); each words back to the chains it stands for
+        raw = {text_words(n["chain_text"]): n["chain_text"] for n in att["nodes"]} | {text_words(chain): chain}
+        named = [text_words(chain)]
         if f["id"] == "host_bound" and "the largest: " in text:  # spread: the largest subtrees of the nodes
             named = ITEM.findall(text.split("the largest: ", 1)[1])
-            assert named and set(named) <= {n["chain_text"] for n in att["nodes"]}, (text, att["nodes"])
-            if f"the most in its own time: {chain}" in text:  # and the attribution's top chain, by its own time
-                named.append(chain)
+            assert named and set(named) <= set(raw), (text, att["nodes"])
+            if f"the most in its own time: {text_words(chain)}" in text:  # and the top chain, by its own time
+                named.append(text_words(chain))
         assert all(c in text for c in named), (f["id"], named, text)
-        for activity in (a for c in named for a in c.split(" > ")):
+        for activity in (a for c in named for a in raw[c].split(" > ")):
             assert activity in names, (f["id"], activity)
         source = att.get(key.replace("chain", "source"))
         if source is not None:  # a source line comes from a recorded frame of the chain's activity
             assert any(n.startswith(source.rsplit(":", 1)[0]) or f"/{source.rsplit(':', 1)[0]}" in n for n in names)
         if f["id"] == "host_bound":
             culprit = (metrics.get("idle") or {}).get("host_wait_culprit")
-            if culprit and not any(culprit in c for c in named):
-                assert culprit not in f["summary"], (culprit, f["summary"])
+            if culprit and not any(culprit in raw[c] for c in named):  # not named as an activity of its own
+                assert text_words(culprit) not in named and culprit not in f["summary"], (culprit, f["summary"])
         checked += 1
     return checked
 

@@ -382,3 +382,50 @@ def test_unreadable_trace_as_root_too(tmp_path, capsys, monkeypatch) -> None:
 def test_missing_path(tmp_path, capsys) -> None:
     code, _, err = run(capsys, tmp_path / "nope")
     assert code == 3 and err.strip().endswith("no such file or directory")
+
+
+# ------------------------------------------------------------------------- the third audit (#35)
+
+_AUDIT_STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 100, "pid": 1, "tid": 1}
+_AUDIT_LAUNCH = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 110, "dur": 5, "pid": 1, "tid": 1,
+                 "args": {"correlation": 5}}
+_AUDIT_KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "ts": 120, "pid": 0, "tid": 7,
+                 "args": {"device": 0, "stream": 7, "correlation": 5}}
+
+
+def cli_subprocess(path: Path) -> tuple[int, dict, str]:
+    """``llmdiag report PATH --json`` in its own process: what a user sees on stderr, logged tracebacks included."""
+    proc = subprocess.run([sys.executable, "-m", "tb_llmdiag.cli", "report", str(path), "--json"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    return proc.returncode, json.loads(proc.stdout)["runs"][0], proc.stderr
+
+
+def test_a_trace_of_zero_duration_events_has_no_traceback(tmp_path) -> None:
+    # GIVEN a step, a launch and a kernel, every duration 0: no step window at all (#35)
+    events = [dict(_AUDIT_STEP, ts=100, dur=0), dict(_AUDIT_LAUNCH, ts=100, dur=0), dict(_AUDIT_KERNEL, ts=100, dur=0)]
+    code, rep, err = cli_subprocess(put(tmp_path, _doc(events)))
+    # THEN the capture topic is computed (nothing failed), the kernel counted outside the (empty) window, exit 0
+    assert "Traceback" not in err and "failed" not in err
+    assert (code, rep["status"], rep["warnings"]) == (0, "ok", [])
+    capture = rep["metrics"]["capture"]
+    assert capture["available"] is True and capture.get("reason") is None
+    assert (capture["out_of_window_events"], capture["out_of_window_ns"]) == (1, 0)
+
+
+@pytest.mark.parametrize("dur", [b"1e400", b"[5]", b'{"us": 5}'])
+def test_a_trace_whose_only_kernel_was_rejected_is_partial_with_no_finding_on_its_absence(tmp_path, dur) -> None:
+    # GIVEN a step and a launch, and one kernel whose duration no event may have (beyond float64, or not a number)
+    events = [dict(_AUDIT_STEP, dur=50), _AUDIT_LAUNCH, dict(_AUDIT_KERNEL, dur=0)]
+    text = _doc(events)
+    at = text.rindex(b'"dur":0') + len(b'"dur":')
+    code, rep, err = cli_subprocess(put(tmp_path, text[:at] + dur + text[at + 1:]))
+    # THEN the report is partial (exit 6), says every device event was rejected, and no finding rests on the
+    # missing kernel ("no GPU activity": add ProfilerActivity.CUDA would be a confident wrong answer)
+    assert "Traceback" not in err
+    assert (code, rep["status"]) == (6, "partial")
+    assert rep["error"] == ("all 1 device events were rejected (1 events of an unexpected shape were skipped); the report "
+                            "covers the host events only")
+    assert rep["read_state"]["complete"] is False and rep["read_state"]["rejected_events"] == 1
+    assert [f["id"] for f in rep["findings"]] == []
+    kinds = [p["kind"] for p in rep["metrics"]["capture"]["problems"]]
+    assert "rejected" in kinds and "truncated" not in kinds  # read to its end: the file is not said to end early

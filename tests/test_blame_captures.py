@@ -65,7 +65,7 @@ PLANTED: dict[str, tuple[str, tuple[str, ...]]] = {
     # log_metrics(): a JSON line + fsync + time.sleep(0.1) after every step, nothing recorded around it
     "blame_host_pause": ("unrecorded_host_time", ("no recorded event",)),
     # the loss on logits[labels != -100]: boolean-mask indexing, aten::nonzero syncs every step
-    "blame_masked_select": ("host_sync", ("aten::nonzero", "data-dependent")),
+    "blame_masked_select": ("host_sync", ("nonzero (data-dependent shape)", "data-dependent")),  # aten::nonzero (#36)
     # a forward hook on every module computing mean / std / abs-max of its output: many more small operators
     "blame_module_hooks": ("host_bound", ("aten::std",)),
 }

@@ -131,8 +131,9 @@ def test_periodic_windows_are_the_planned_steps_with_their_metadata(tmp_path):
     assert sorted(n for n in names if ".pt.trace.json.gz" in n) == sorted(os.path.basename(p) for p in prof.written)
 
 
-def test_a_slow_step_opens_a_window_that_records_the_slowdown_once_per_cooldown(tmp_path):
-    slow = {i: 0.25 for i in (25, 26, 27, 28, 32, 50, 51, 52, 53)}
+def test_slow_steps_in_a_row_open_a_window_that_records_the_slowdown_once_per_cooldown(tmp_path):
+    # 25-28 slow (a slowdown that lasts), 32 within the cooldown, 46 alone past it (one slow step: no window), 50-53
+    slow = {i: 0.25 for i in (25, 26, 27, 28, 32, 46, 50, 51, 52, 53)}
     clock = FakeClock()
     prof = profile_run(
         tmp_path, "r", every=None, first_step=None, trigger=3.0, cooldown_steps=20, budget=1.0, analyze=False, rank=0,
@@ -141,20 +142,26 @@ def test_a_slow_step_opens_a_window_that_records_the_slowdown_once_per_cooldown(
     train(prof, 60, slow, clock=clock)
     docs = windows_on_disk(prof)
     meta = [d[WINDOW_KEY] for d in docs]
-    assert [m["reason"] for m in meta] == ["triggered", "triggered"]  # step 32 is within the cooldown of step 25
+    assert [m["reason"] for m in meta] == ["triggered", "triggered"]
     assert [m["trigger"]["step"] for m in meta] == [25, 50]
-    assert [m["window_steps"] for m in meta] == [[27, 29], [52, 54]]
-    # the median of the last 50 unprofiled steps: 20 ms (step 50's has 5 planted ones of 45: still 20 ms)
+    # confirmed by the second slow step in a row (26, 51): the window opens after it, warm-up then 3 recorded steps
+    assert [m["warmup_steps"] for m in meta] == [[27, 27], [52, 52]]
+    assert [m["window_steps"] for m in meta] == [[28, 30], [53, 55]]
+    # the median of the last 50 unprofiled steps: 20 ms (step 51's holds 4 + 1 + 1 planted ones among 47)
     assert [m["trigger"] for m in meta] == [
-        {"step": s, "step_ns": 250_000_000, "median_ns": STEP_NS, "threshold_share": 3.0} for s in (25, 50)
-    ]
-    assert meta[0]["before_steps"] == list(range(6, 26))  # the last 20
-    assert meta[0]["profiled_step_ns"] == [250_000_000, 250_000_000, STEP_NS]
+        {
+            "step": s, "step_ns": 250_000_000, "median_ns": STEP_NS, "threshold_share": 3.0, "confirm_steps": 2,
+            "slow_steps": [s, s + 1], "slow_step_ns": [250_000_000, 250_000_000],
+        }
+        for s in (25, 50)
+    ]  # fmt: skip
+    assert meta[0]["before_steps"] == list(range(7, 27))  # the last 20
+    assert meta[0]["profiled_step_ns"] == [250_000_000, STEP_NS, STEP_NS]
     steps = profiler_steps(docs[0])
-    assert steps[27] >= 250 and steps[28] >= 250  # the trace holds the planted slow steps (real sleeps)
-    # the reader's basis: the steps from the trigger on (one), so the steps after the window
-    assert docs[0][UNPROFILED_STEPS_KEY]["steps"] == [25]
-    assert docs[0][UNPROFILED_STEPS_KEY]["after_steps"] == [30, 31, 32]
+    assert steps[28] >= 250  # the trace holds a planted slow step (a real sleep)
+    # the reader's basis: the steps from the trigger on (two), so the steps after the window
+    assert docs[0][UNPROFILED_STEPS_KEY]["steps"] == [25, 26]
+    assert docs[0][UNPROFILED_STEPS_KEY]["after_steps"] == [31, 32, 33]
 
 
 def test_budget_arithmetic():
@@ -175,16 +182,26 @@ def test_budget_arithmetic():
         Budget(share=0)
 
 
-def test_trigger_needs_samples_and_respects_the_cooldown():
+def test_trigger_needs_samples_slow_steps_in_a_row_and_respects_the_cooldown():
     recent = RecentSteps(5)
     t = Trigger(share=0.5, cooldown_steps=10, min_samples=3)
     for s, ns in enumerate([100, 100]):
         recent.add(s, ns)
     assert not t.fires(2, 1000, recent)  # two samples only
     recent.add(2, 100)
-    assert recent.median_ns() == 100 and not t.fires(3, 150, recent) and t.fires(3, 151, recent)
-    t.fired(3)
-    assert not t.fires(12, 1000, recent) and t.fires(13, 1000, recent)
+    assert recent.median_ns() == 100 and not t.fires(3, 150, recent)  # 150 is not over 1.5 x 100
+    assert not t.fires(4, 151, recent) and t.streak == [(4, 151)]  # slow, but alone so far
+    assert not t.fires(5, 100, recent) and t.streak == []  # the next one is not: no window
+    assert not t.fires(6, 151, recent) and not t.fires(8, 151, recent)  # not in a row (7 was inside a window)
+    assert t.fires(9, 2000, recent) and t.streak == [(8, 151), (9, 2000)]
+    t.fired(9)
+    assert t.last_fired_step == 8 and t.streak == []  # the cooldown counts from the first slow step
+    assert not t.fires(17, 1000, recent) and not t.fires(18, 1000, recent)  # 17 inside the cooldown: not counted
+    assert t.fires(19, 1000, recent) and t.streak == [(18, 1000), (19, 1000)]
+    one = Trigger(share=0.5, cooldown_steps=0, min_samples=3, confirm_steps=1)
+    assert one.fires(3, 151, recent)
+    with pytest.raises(ValueError):
+        Trigger(share=0.5, cooldown_steps=0, confirm_steps=0)
 
 
 def test_the_budget_widens_the_interval_and_holds(tmp_path):
@@ -265,3 +282,21 @@ def test_hf_callback_captures_over_the_run_with_the_trainers_counts(tmp_path):
     # first at 2 (recorded 3-5, timed after 6-8: the slot at 5 passes), then 10 (timed after 14-16: 15 passes)
     assert [m["window_steps"] for m in meta] == [[3, 5], [11, 13]]
     assert [m["tokens_per_step"] for m in meta] == [32, 32]
+
+
+def test_no_window_past_the_runs_end_and_tokens_of_the_recorded_steps(tmp_path):
+    clock = FakeClock()
+    prof = profile_run(
+        tmp_path, "r", every=10, budget=1.0, total_steps=30, time_steps_after=2, analyze=False, rank=0, clock=clock
+    )
+    model = torch.nn.Linear(4, 4)
+    with prof:
+        for i in range(30):
+            model(torch.ones(2, 4)).sum().backward()
+            clock.now += STEP_NS
+            prof.step(tokens=64 if i < 21 else 128)  # the window at 20 records steps 21-23: 128 tokens each
+    meta = [d[WINDOW_KEY] for d in windows_on_disk(prof)]
+    # slot 30 is the run's end (steps 0-29): no window there; the first at 10, then 20
+    assert [m["window_steps"] for m in meta] == [[11, 13], [21, 23]]
+    assert [m["tokens_per_step"] for m in meta] == [64, 128]
+    assert [w.warmup_step for w in prof.windows] == [10, 20]

@@ -36,7 +36,7 @@ def test_json_report_is_strict_json_with_schema(tmp_path: Path) -> None:
 def test_text_report_lists_steps_and_findings() -> None:
     proc = run_cli("report", str(shared_trace(RESNET0)))
     assert proc.returncode == 0
-    assert "steps: 6 (profiler_step)" in proc.stdout and "dataloader_stall" in proc.stdout
+    assert "steps: 6 (ProfilerStep markers)" in proc.stdout and "dataloader_stall" in proc.stdout
 
 
 def test_exit_codes(tmp_path: Path, capsys) -> None:
@@ -82,7 +82,7 @@ def test_a_job_prints_its_section_before_the_ranks() -> None:
     m = job["metrics"]
     assert m["straggler_rank"] == 1 and m["straggler_cause"] == "more_tokens"
     assert "1. The other ranks wait in their collectives for one rank" in text.stdout and "(rule straggler)" in text.stdout
-    assert "straggler 1; cause more tokens" in text.stdout  # registry labels and words, never keys (#25)
+    assert "straggler rank 1; cause more tokens per step" in text.stdout  # labels and words, never keys (#25, #36)
     assert [f["rank"] for f in job["files"]] == [0, 1] and len(doc["runs"]) == 2
     single = json.loads(run_cli("report", str(shared_trace(RESNET0)), "--json").stdout)
     assert single["jobs"] == []  # two spans of one worker are not ranks

@@ -23,7 +23,12 @@ def test_rules_lists_each_id_once_with_its_platforms_then_the_job_rules() -> Non
     runs = [r for r in doc if r["level"] == "run"]
     jobs = [r for r in doc if r["level"] == "job"]
     assert [r["id"] for r in runs] == list(dict.fromkeys(r.id for r in RULES))  # once each, in table order
-    assert [r["id"] for r in jobs] == [r.id for r in JOB_RULES] == ["straggler", "exposed_communication"]
+    assert [r["id"] for r in jobs] == [r.id for r in JOB_RULES] == [
+        "straggler",
+        "exposed_communication",
+        "pipeline_stage_straggler",
+        "pipeline_bubble",
+    ]
     by_id = {r["id"]: r["platforms"] for r in runs}
     # a GPU and an XLA variant under one id: one entry, both platforms; a CUDA-launch rule: the GPU only
     assert by_id["recompilation"] == ["GPU (Kineto)", "XLA (XPlane)"] and by_id["host_bound"] == ["GPU (Kineto)"]

@@ -21,9 +21,9 @@ PKG = REPO / "tb_llmdiag"
 #: inner function is also held to the limit on its own)
 MAX_FUNCTION_LINES = 80
 #: functions still over the limit, with their length today; the list may only shrink, and a listed function that
-#: grows or is split fails until updated. agent/server.py's build() is 91 lines with its tool functions (#32:
+#: grows or is split fails until updated. agent/server.py's build() is 89 lines with its tool functions (#32:
 #: counted with inner functions since; not split here)
-SPLIT_LATER: dict[str, int] = {"tb_llmdiag/agent/server.py:build": 91}
+SPLIT_LATER: dict[str, int] = {"tb_llmdiag/agent/server.py:build": 89}
 
 
 def _module_name(path: Path) -> str:

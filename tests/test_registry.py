@@ -173,7 +173,7 @@ def test_every_unit_is_used_and_formatted() -> None:
 
 def test_as_json_and_the_api() -> None:
     got = api.metric_registry()
-    assert set(got) == {"units", "metrics", "evidence_units", "evidence_labels"}
+    assert set(got) == {"units", "metrics", "evidence_units", "evidence_labels", "value_labels"}
     assert got["units"] == UNITS and json.loads(json.dumps(got)) == got
     assert got["metrics"][0] == {"key": METRICS[0].key, "unit": METRICS[0].unit, "better": METRICS[0].better,
                                  "tolerance": METRICS[0].tolerance, "label": METRICS[0].label,
@@ -182,7 +182,8 @@ def test_as_json_and_the_api() -> None:
     assert got["evidence_units"]["host_transfer"]["stall_ns"] == "ns"
     assert got["evidence_units"]["recompilation"]["steps"] == "index"
     # evidence reads by its metric's label, never by its key (#25)
-    assert got["evidence_labels"]["host_bound"]["launches_per_step"] == "launches per step"
+    assert got["evidence_labels"]["host_bound"]["launches_per_step"] == "kernel launches per step"
+    assert got["value_labels"]["more_tokens"] == "more tokens per step"  # a named value in words (#36)
     assert all("_" not in label for labels in got["evidence_labels"].values() for label in labels.values())
 
 

@@ -41,7 +41,7 @@ def test_rules_are_the_gpu_then_the_comm_then_the_xla_table() -> None:
     from tb_llmdiag.findings.comm import COMM_RULES
     # each rule as its table declares it (skip_on and inference wording in its own entry), then inference's own
     assert RULES == GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES
-    assert len(XLA_RULES) == 6 and len(COMM_RULES) == 1
+    assert len(XLA_RULES) == 6 and len(COMM_RULES) == 6
     assert [r.id for r in INFERENCE_RULES] == ["gemm_bound_forward"]
 
 
@@ -194,7 +194,8 @@ def test_a_sync_loop_is_named_with_its_trigger() -> None:
         "after_op": "aten::linalg_vector_norm", "loop_host_ns": 22_000_000, "loop_idle_share": 0.3})
     (f,) = [x for x in jsonable(evaluate(m, RULES)) if x["id"] == "host_sync"]
     assert f["title"] == "A loop of host syncs stalls every step"
-    assert "aten::item after aten::linalg_vector_norm" in f["summary"] and "22 ms" in f["summary"]
+    # aten::item in words (#36); a plain aten op keeps its name
+    assert "reading a value back to the host (.item()) after aten::linalg_vector_norm" in f["summary"] and "22 ms" in f["summary"]
 
 
 def test_slow_host_op_needs_long_calls() -> None:
@@ -235,8 +236,8 @@ def test_finding_shape_saving_and_summary() -> None:
     assert f["id"] == "dataloader_stall" and f["severity"] is None  # the savings sequence decides it
     assert f["saving"] == {"share": 0.3, "ns": 30_000_000}
     assert f["evidence"] == {"stall_share": 0.3, "stall_ns": 90_000_000, "loader_host_share": 0.4,
-                             "iterator": "single_process"}
-    assert "30.0 %" in f["summary"] and "single_process" in f["summary"]
+                             "iterator": "in the training process"}  # a named value in words (#36)
+    assert "30.0 %" in f["summary"] and "batches built in the training process" in f["summary"]
     assert set(f["fix"]) >= {"text", "pytorch", "hf_trainer"} and "num_workers" in f["fix"]["pytorch"]
     assert f["metric"] == "dataloader.stall_share" and f["value"] == 0.3 and f["threshold"] == {"above": 0.05}
     json.dumps(f, allow_nan=False)
@@ -286,7 +287,7 @@ def test_variable_shapes_fires_on_per_shape_host_work_or_on_correlation() -> Non
     assert fires(rule, base)
     f = jsonable(finding(rule, base))
     assert f["saving"] == {"share": 0.136, "ns": 14}
-    assert "aten::_cudnn_attention_backward" in f["summary"]
+    assert "attention backward (cuDNN)" in f["summary"]  # aten::_cudnn_attention_backward in words (#36)
     # step time tracking tokens fires too, with no saving estimate
     assert f["title"] == "Every new batch shape costs host work while the GPU waits"
     corr_only = {"steps": {**base["steps"], "tokens_corr": 0.9, "count": 6}, "idle": {"host_wait_per_shape_share": 0.0}}

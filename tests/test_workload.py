@@ -43,7 +43,8 @@ INFERENCE = sorted(k for k, v in WORKLOAD.items() if v == "inference")
 #: advice that only means something while training (data loader, gradient accumulation and checkpointing, optimizer,
 #: packing the training set, steady-state training steps): never on inference runs
 TRAINING_ONLY = frozenset({"dataloader_stall", "warmup_in_window", "step_variance", "variable_shapes",
-                           "memory_headroom", "unfused_optimizer", "activation_checkpointing"})
+                           "memory_headroom", "unfused_optimizer", "activation_checkpointing",
+                           "per_tensor_collectives", "accumulation_without_no_sync", "fsdp_without_prefetch"})
 #: claims about the whole run, an absence or a maximum, which the read part of a cut file cannot support
 WHOLE_FILE = frozenset({"no_device_activity", "memory_headroom"})
 #: rules with their own wording on inference runs (a flavour keyed "inference"; not the XLA rules, whose runs have no

@@ -19,6 +19,9 @@ time (host clock between the ends of two steps, the loss read in each), the loop
 synchronizes, where each change was planted, tokens a step, the allocator's counters every step, and (profiled) the
 windows taken with their metadata and summaries.
 
+`--batch 0` calibrates the batch (`--target-step-ms`, printed and in truth.json): over_run.sh lets the first process
+choose it and passes it to the others, so every process runs the same job.
+
 Usage: over_run.py --out DIR --name NAME --mode profiled|none [--steps 1500 --every 100 ...]
 CPU dry run: over_run.py --out /tmp/o --name p --mode profiled --tiny --steps 60 --every 10 --seq-change 20
   --thrash 35 --slow 47 --slow-steps 4
@@ -40,10 +43,15 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+from overhead_run import cpu_list  # noqa: E402  (the script's folder is on sys.path, as anatomy_run.py uses it)
+
 from tb_llmdiag.capture import profile_run  # noqa: E402
 
-MODEL = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8, num_attention_heads=16,
-             num_key_value_heads=4, vocab_size=32000)  # fmt: skip
+MODEL = dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=2, num_attention_heads=32,
+             num_key_value_heads=8, vocab_size=32000)  # fmt: skip
+# Two wide layers: a quarter of the operators a step of the first device run's 8 layers of 2,048 (there a window's
+# profiler stop and export took 0.3-0.45 s, so at 43 ms steps the 2 % budget allowed a window every 500 steps, not
+# 100); the profiler's cost follows the operators it records, not the FLOPs. Large models' steps run for seconds.
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=1000)  # fmt: skip
 
@@ -54,7 +62,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--name", required=True)
     p.add_argument("--mode", choices=("profiled", "none"), required=True)
     p.add_argument("--steps", type=int, default=1500)
-    p.add_argument("--batch", type=int, default=10)
+    p.add_argument("--batch", type=int, default=10, help="sequences a step; 0: calibrated to --target-step-ms")
+    p.add_argument("--target-step-ms", type=float, default=70.0,
+                   help="with --batch 0: the batch whose step before --seq-change takes about this long")  # fmt: skip
     p.add_argument("--length", type=int, default=512, help="sequence length before --seq-change (doubled after)")
     p.add_argument("--seq-change", type=int, default=650)
     p.add_argument("--thrash", type=int, default=1050)
@@ -69,14 +79,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tiny", action="store_true", help="CPU dry run: a tiny model, fp32")
     return p.parse_args(argv)
-
-
-def cpu_list(spec: str) -> set[int]:
-    out: set[int] = set()
-    for part in spec.split(","):
-        a, _, b = part.partition("-")
-        out.update(range(int(a), int(b or a) + 1))
-    return out
 
 
 def build(args: argparse.Namespace, device: torch.device) -> tuple[Any, Any]:
@@ -101,10 +103,15 @@ class Job:
         self.args, self.device = args, device
         self.model, self.opt = build(args, device)
         self.cuda = device.type == "cuda"
+        self.make_batches(args.batch or 1)
+
+    def make_batches(self, batch: int) -> None:
+        args = self.args
+        args.batch = batch
         vocab = (TINY if args.tiny else MODEL)["vocab_size"]
         g = torch.Generator(device="cpu").manual_seed(args.seed)
         self.batches = {
-            L: [torch.randint(0, vocab, (args.batch, L), generator=g).to(device) for _ in range(2)]
+            L: [torch.randint(0, vocab, (batch, L), generator=g).to(self.device) for _ in range(2)]
             for L in (args.length, 2 * args.length)
         }
 
@@ -141,6 +148,29 @@ class Job:
             return 0, 0
         s = torch.cuda.memory_stats()
         return int(s.get("num_device_alloc", 0)), int(s.get("num_device_free", 0))
+
+
+def calibrate(job: Job, target_ms: float) -> dict[str, Any]:
+    """The batch whose step before the sequence change takes about `target_ms`: steps timed at two batch sizes, a
+    line through them (a fixed part and a part per sequence)."""
+    timed = {}
+    for b in (4, 12):
+        job.make_batches(b)
+        for _ in range(2):
+            job.step(0)
+        job.sync()
+        t = time.perf_counter()
+        for _ in range(4):
+            job.step(0)
+        job.sync()
+        timed[b] = 1000 * (time.perf_counter() - t) / 4
+    # a noisy pair cannot make the line flat: at least half the per-sequence time of the larger batch
+    per_seq_ms = max((timed[12] - timed[4]) / 8, 0.5 * timed[12] / 12)
+    fixed_ms = max(0.0, timed[12] - 12 * per_seq_ms)
+    batch = int(min(40, max(1, round((target_ms - fixed_ms) / per_seq_ms))))
+    job.make_batches(batch)
+    return {"target_step_ms": target_ms, "step_ms_at_batch": {str(b): round(v, 3) for b, v in timed.items()},
+            "batch": batch}  # fmt: skip
 
 
 def run_loop(job: Job, args: argparse.Namespace, prof: Any) -> dict[str, Any]:
@@ -195,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpus:
         os.sched_setaffinity(0, cpu_list(args.cpus))
     device = torch.device("cuda" if torch.cuda.is_available() and not args.tiny else "cpu")
+    calibrating = args.batch == 0
     job = Job(args, device)
+    calibration = calibrate(job, args.target_step_ms) if calibrating else None
     for s in range(3):  # cuBLAS, allocator and optimizer state, both lengths, before anything is timed
         job.step(args.seq_change + s if s else 0)
     job.sync()
@@ -233,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             "slow_steps": list(range(args.slow, args.slow + args.slow_steps)),
             "slow_host_sleep_ms": args.slow_ms,
         },  # fmt: skip
+        "calibration": calibration,
         **loop,
         "stop_s": stop_s,
     }
@@ -244,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(out_dir, "truth.json"), "w") as f:
         json.dump(truth, f, indent=1, allow_nan=False)
     n_win = len(truth.get("windows", []))
-    print(f"TRUTH {args.name} mode={args.mode} loop_wall_s={loop['loop_wall_s']} windows={n_win} stop_s={stop_s}")
+    print(f"TRUTH {args.name} mode={args.mode} loop_wall_s={loop['loop_wall_s']} windows={n_win} stop_s={stop_s} "
+          f"batch={args.batch}")  # fmt: skip
     return 0
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tb_llmdiag import api
 from tb_llmdiag.agent.fit import DEFAULT_BUDGET_BYTES, DETAIL_BUDGET_BYTES, fit
 from tb_llmdiag.agent.workspace import Workspace
-from tb_llmdiag.errors import LlmDiagError, RunNotFound, TraceFormatError
+from tb_llmdiag.errors import LlmDiagError, RunNotFound, TraceFormatError, quoted
 
 if TYPE_CHECKING:
     from tb_llmdiag.compare.names import Target
@@ -24,7 +24,10 @@ class UnknownFinding(LlmDiagError):
     exit_code = 2
 
 
-_FINDING_BRIEF = ("id", "severity", "title", "summary", "evidence", "saving", "docs")
+#: a finding's fields in a default answer: what it claims, its evidence and saving, and why it may overstate (#36)
+_FINDING_BRIEF = ("id", "severity", "title", "summary", "caveat", "evidence", "saving", "docs")
+#: the capture's fields every run answer carries: how much of the profiled step is the profiler's own cost
+_PROFILER_KEYS = ("profiler_overhead_share", "profiled_step_ns", "unprofiled_step_ns", "overhead_basis")
 
 
 def budget(detail: bool) -> int:
@@ -78,17 +81,64 @@ def list_runs(ws: Workspace, detail: bool = False) -> dict[str, Any]:
 def _finding(f: Mapping[str, Any], detail: bool) -> dict[str, Any]:
     if detail:
         return dict(f)
-    out = {k: f[k] for k in _FINDING_BRIEF if k in f}
+    out = {k: f[k] for k in _FINDING_BRIEF if f.get(k) is not None}  # a brief answer leaves out what is unknown
     out["fix"] = {"text": (f.get("fix") or {}).get("text")} if isinstance(f.get("fix"), Mapping) else f.get("fix")
     return out
 
 
+def _once(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings whose caveat repeats an earlier finding's say so by its id instead of repeating the text (the
+    profiler's caveat is the same on every host-time finding; an answer has a budget)."""
+    first: dict[str, str] = {}
+    for f in findings:
+        c = f.get("caveat")
+        if isinstance(c, str) and c:
+            if c in first:
+                f["caveat"] = f"as for {first[c]}"
+            else:
+                first[c] = str(f.get("id"))
+    return findings
+
+
 def _trust(rep: Mapping[str, Any]) -> dict[str, Any]:
-    """What the capture lets one trust: the read state, the reader's warnings, and the ``trust`` topic if any."""
+    """What the capture lets one trust: the read state, the reader's warnings, the profiler's own share of the
+    profiled step (``capture.*``) with the capture's problems, and the ``trust`` topic if any."""
     out: dict[str, Any] = {"read_state": rep.get("read_state"), "warnings": list(rep.get("warnings") or [])}
+    capture = (rep.get("metrics") or {}).get("capture") or {}
+    out["profiler"] = {k: capture.get(k) for k in _PROFILER_KEYS if capture.get(k) is not None} or None
+    problems = [p.get("text") for p in capture.get("problems") or [] if isinstance(p, Mapping) and p.get("text")]
+    if problems:
+        out["capture_problems"] = problems
     trust = (rep.get("metrics") or {}).get("trust")
     if trust is not None:
         out["trust"] = trust
+    return out
+
+
+def run_state(rep: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's status (``partial``: only part of the trace was read) and trust notes, for the answers that read
+    its events: their numbers hold only as far as these say."""
+    return {"status": rep.get("status"), "error": rep.get("error"), "trust": _trust(rep)}
+
+
+def slowest_step(rep: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The slowest profiled step: its index and duration, what it adds over the median step, and what holds its
+    extra time when the ``outliers`` topic names it (the step's activity, ``holder``)."""
+    metrics = rep.get("metrics") or {}
+    rows = list((metrics.get("steps") or {}).get("per_step") or [])
+    if not rows:
+        return None
+    slow, med = max(rows, key=lambda r: int(r["duration_ns"])), median_step(rows)
+    out = {
+        "index": slow["index"],
+        "duration_ns": slow["duration_ns"],
+        "over_median_ns": int(slow["duration_ns"]) - int(med["duration_ns"]) if med is not None else None,
+    }
+    outlier = next(
+        (o for o in (metrics.get("outliers") or {}).get("steps") or [] if o.get("index") == slow["index"]), None
+    )
+    if outlier is not None and outlier.get("holder"):
+        out["holder"] = outlier["holder"]
     return out
 
 
@@ -104,9 +154,12 @@ def _run_diagnosis(name: str, rep: Mapping[str, Any], detail: bool) -> dict[str,
             "device": {k: (s.get("device") or {}).get(k) for k in ("name", "count")} if s.get("device") else None,
             **{k: s.get(k) for k in ("distributed", "window_ns", "step_source")},
         },
-        "steps": {k: steps.get(k) for k in ("count", "median_ns", "min_ns", "max_ns", "cv")},
+        "steps": {
+            **{k: steps.get(k) for k in ("count", "median_ns", "min_ns", "max_ns", "cv")},
+            "slowest": slowest_step(rep),
+        },
         "headline": rep.get("headline"),
-        "findings": [_finding(f, detail) for f in rep.get("findings") or []],
+        "findings": _once([_finding(f, detail) for f in rep.get("findings") or []]),
         "what_if": wi
         if detail
         else {k: wi.get(k) for k in ("statement", "step_ns", "step_ns_if_fixed", "saving_share", "finding_id")},
@@ -193,7 +246,7 @@ def explain_finding(ws: Workspace, run: str, finding: str, detail: bool = False)
         found = [f for f in job.get("findings") or [] if f.get("id") == finding]
         if not found:
             ids = ", ".join(f.get("id", "?") for f in job.get("findings") or []) or "none"
-            raise UnknownFinding(f"job {target.name} has no finding {finding!r} (its findings: {ids})")
+            raise UnknownFinding(f"job {target.name} has no finding {quoted(finding)} (its findings: {ids})")
         answer = {"name": target.name, "level": "job", "finding": found[0]}
         return fit(answer, budget(detail), "explain_finding(..., detail=true)")
     got = ws.loaded(target)
@@ -203,7 +256,7 @@ def explain_finding(ws: Workspace, run: str, finding: str, detail: bool = False)
     f = next((x for x in rep.get("findings") or [] if x.get("id") == finding), None)
     if f is None:
         ids = ", ".join(x["id"] for x in rep.get("findings") or []) or "none"
-        raise UnknownFinding(f"run {target.name} has no finding {finding!r} (its findings: {ids})")
+        raise UnknownFinding(f"run {target.name} has no finding {quoted(finding)} (its findings: {ids})")
     located = next((x for x in got.evidence() if x["id"] == finding), None)
     ranges = [list(r) for r in (f.get("ranges") or (located or {}).get("ranges") or [])]
     culprit = f.get("culprit") or (located or {}).get("culprit")
@@ -225,7 +278,9 @@ def explain_finding(ws: Workspace, run: str, finding: str, detail: bool = False)
     answer = {
         "name": target.name,
         "level": "run",
+        **run_state(rep),
         "finding": dict(f) if detail else {**_finding(f, False), "fix": f.get("fix"), "metric": f.get("metric")},
+        "profiler": _trust(rep)["profiler"],
         "steps": steps,
         "step_part": part,
         "focus_step": focus(rows, part, ranges),
@@ -252,6 +307,7 @@ def top_activities(
     target = ws.target(run)
     if target.level == "job":
         raise RunNotFound(f"{target.name} is a job: name one of its ranks (run/worker/span; see list_runs)")
-    got = ws.loaded(target).activities(step=step, start_ns=start_ns, end_ns=end_ns, top=top)
-    answer = {"name": target.name, "activities": got}
+    loaded = ws.loaded(target)
+    got = loaded.activities(step=step, start_ns=start_ns, end_ns=end_ns, top=top)
+    answer = {"name": target.name, **run_state(loaded.report), "activities": got}
     return fit(answer, budget(detail), "top_activities(..., top=N, detail=true); or a narrower range")

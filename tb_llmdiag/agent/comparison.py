@@ -15,7 +15,7 @@ from tb_llmdiag import api
 from tb_llmdiag.agent.answers import budget
 from tb_llmdiag.agent.fit import fit
 from tb_llmdiag.agent.workspace import Workspace
-from tb_llmdiag.errors import LlmDiagError, TraceFormatError
+from tb_llmdiag.errors import LlmDiagError, TraceFormatError, cut
 
 if TYPE_CHECKING:
     from tb_llmdiag.compare.names import Target
@@ -35,11 +35,11 @@ def _side(ws: Workspace, name: str, role: str) -> tuple[Target, Any, list[str]]:
     if target.level == "job":
         job, runs = ws.job(target)
         if job.get("status") != "ok":
-            raise TraceFormatError(f"{role} {name} could not be analysed as a job: {job.get('error')}")
+            raise TraceFormatError(f"{role} {cut(name)} could not be analysed as a job: {job.get('error')}")
         return target, (job, [r for r in runs if r.get("status") in ("ok", "partial")]), []
     rep = ws.run_report(target)
     partial = rep.get("status") == "partial"
-    return target, rep, [f"{role} {name}: analysed from a partial trace ({rep.get('error')})"] if partial else []
+    return target, rep, [f"{role} {cut(name)}: analysed from a partial trace ({rep.get('error')})"] if partial else []
 
 
 def document(ws: Workspace, before: str, after: str, roles: tuple[str, str], **kw: Any) -> dict[str, Any]:

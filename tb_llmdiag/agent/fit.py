@@ -4,14 +4,20 @@ An agent reads every byte of an answer into its context, so each tool answer has
 ``DETAIL_BUDGET_BYTES`` with ``detail``). ``fit`` keeps an answer whole when it fits; else it shortens very long
 names (kernel names of several hundred characters) and then drops items from the end of the longest lists (every
 list here is ranked, most important first) until it fits, and records what it left out under ``truncated``.
+
+A tool error is one line within the same bound (``error_line``): the messages quote arguments and list runs cut
+already (``errors.quoted``, ``errors.listed``); this is the last guard, and the words for arguments that fail the
+tool's schema (the SDK's are several lines quoting the value whole).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tb_llmdiag.errors import cut
 from tb_llmdiag.jsonsafe import jsonable
 
 DEFAULT_BUDGET_BYTES = 8_000
@@ -20,6 +26,8 @@ DETAIL_BUDGET_BYTES = 60_000
 LONG_STRING = 240
 CUT_KEYS = ("name",)
 _NOTE_BYTES = 400  # room kept for the ``truncated`` note itself
+#: characters of a tool error: at most 4 bytes each in UTF-8, so the line stays within DEFAULT_BUDGET_BYTES
+ERROR_CHARS = 1_900
 
 
 def dumps(doc: Any) -> str:
@@ -84,3 +92,18 @@ def fit(answer: dict[str, Any], budget: int, hint: str) -> dict[str, Any]:
         omitted[path] = omitted.get(path, 0) + n
     doc["truncated"] = {"budget_bytes": budget, "omitted": omitted, "strings_cut": cut, "hint": hint}
     return dict(doc)
+
+
+def _problem(p: Mapping[str, Any]) -> str:
+    where = ".".join(str(x) for x in p.get("loc") or ()) or "arguments"
+    if p.get("type") == "missing":
+        return f"argument {where}: {p.get('msg')}"
+    return f"argument {where}: {p.get('msg')} (got {cut(repr(p.get('input')), 60)})"
+
+
+def error_line(tool: str, text: str, problems: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """A tool error as the agent gets it: one line of at most ERROR_CHARS characters. ``problems``: the validation
+    errors of arguments that failed the tool's schema (pydantic's ``errors()``), each said in a few words."""
+    if problems is not None:
+        text = f"Error executing tool {cut(tool)}: " + "; ".join(_problem(p) for p in problems[:10])
+    return cut(text, ERROR_CHARS)

@@ -5,6 +5,8 @@ Contract:
   (``..``, an absolute path, a symlink leading out) is refused with ``OutsideLogdir``, before anything is opened.
 - A run argument is a name as ``list_runs`` gives it (``compare``'s ``--run`` rules: ``api.resolve``) or a path
   inside the logdir to a trace file or run folder; a wrong one is the CLI's one-line error.
+- A discovered file whose real path leaves the logdir (a link out of it) is listed as a report of status
+  ``error`` saying so, as the tab lists it; nothing of it is read, whatever ``LLMDIAG_FOLLOW_LINKS`` says.
 - Reports come from the front door (``api.analyze``, jobs from ``api.job_for_summaries``), cached by
   (path, size, mtime_ns): a file that changes is analysed again. The last ``KEEP_TRACES`` loaded traces are kept
   for ``top_activities`` and ``explain_finding``'s ranges. Read-only: nothing is written anywhere.
@@ -12,12 +14,13 @@ Contract:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from tb_llmdiag import api
-from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError
+from tb_llmdiag.errors import LlmDiagError, NoTracesFound, RunNotFound, TraceFormatError, cut, listed
 
 if TYPE_CHECKING:
     from tb_llmdiag.compare.names import Target
@@ -27,6 +30,12 @@ if TYPE_CHECKING:
 KEEP_TRACES = 2
 
 Identity = tuple[str, int, int]
+
+
+class BadName(LlmDiagError):
+    """A name argument no file can have (a NUL byte): a bad argument, exit code 2."""
+
+    exit_code = 2
 
 
 class OutsideLogdir(LlmDiagError):
@@ -62,13 +71,20 @@ class Workspace:
 
         Raises:
             OutsideLogdir: it resolves outside.
+            BadName: it holds a NUL byte (no path can).
         """
+        if "\x00" in path:
+            raise BadName(f"{cut(path)}: a name or path cannot hold a NUL byte")
         real = os.path.realpath(os.path.join(self.root, os.path.expanduser(path)))
-        if real != self.root and not real.startswith(self.root.rstrip(os.sep) + os.sep):
+        if not self.holds(real):
             raise OutsideLogdir(
-                f"{path}: outside the logdir {self.root} this server was started on; it reads only files inside it"
+                f"{cut(path)}: outside the logdir {self.root} this server was started on; it reads only files inside it"
             )
         return real
+
+    def holds(self, real: str) -> bool:
+        """Whether the real path ``real`` is the logdir or lies under it."""
+        return real == self.root or real.startswith(self.root.rstrip(os.sep) + os.sep)
 
     def target(self, name: str, role: str = "run") -> Target:
         """The trace or job ``name`` picks: a run name, or a path inside the logdir (module docstring)."""
@@ -92,14 +108,23 @@ class Workspace:
             if sorted(n for n, tf in traces if tf in job.files) == sorted(under):
                 return api.resolve(index, job.name, self.given, role)
         if not under:
-            raise NoTracesFound(f"{path}: no profiler traces found there (see list_runs)")
-        raise RunNotFound(f"{path} holds {len(under)} runs ({', '.join(under)}); name one of them")
+            raise NoTracesFound(f"{cut(path)}: no profiler traces found there (see list_runs)")
+        raise RunNotFound(f"{cut(path)} holds {len(under)} runs ({listed(under)}); name one of them")
 
     # ------------------------------------------------------------------------------------------- reports
 
     def report(self, tf: TraceFile, *, in_job: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """The RunReport of one file and, for a rank of a job, its RankSummary as a dict (cached)."""
-        self.inside(tf.path)  # a discovered file that is a link leading out of the logdir is not read either
+        """The RunReport of one file and, for a rank of a job, its RankSummary as a dict (cached); a file that is a
+        link out of the logdir gets an error report saying so (module docstring), nothing of it read."""
+        if not self.holds(os.path.realpath(tf.path)):
+            # the front door refuses a file outside ``inside`` before reading anything (TraceFile.refusal); held to
+            # this logdir even where discovery followed links (LLMDIAG_FOLLOW_LINKS), and said in this server's words
+            refused = api.analyze(dataclasses.replace(tf, inside=self.root)).report
+            why = "this server reads only files inside the logdir it was started on"
+            return {
+                **refused,
+                "error": f"{os.path.basename(tf.path)} is a link to a file outside the logdir; not read ({why})",
+            }, None
         key = _identity(tf)
         got = self._reports.get(tf.path)
         if got is None or got[0] != key or (in_job and not got[1]):

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from tb_llmdiag import __version__, api
 from tb_llmdiag.cli import compare as compare_cli
+from tb_llmdiag.cli import timeline as timeline_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
 from tb_llmdiag.render.canonical_json import dump_json, dumps
 from tb_llmdiag.render.markdown import render_report_md
@@ -99,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         default=None,
         help="analyse the ranks on a Dask cluster: a scheduler tcp://host:8786, or local[:N] (a "
-        "LocalCluster of N workers on this machine); needs pip install 'tb-llmdiag[dask]'",
+        "LocalCluster of N workers on this machine); needs the [dask] extra: pip install '.[dask]'",
     )
     rep.add_argument(
         "--workers", type=int, default=1, metavar="N", help="analyse on N local processes (default 1: this process)"
@@ -109,10 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--json", action="store_true")
     rules.set_defaults(func=_rules)
     compare_cli.add_commands(sub)
+    timeline_cli.add_commands(sub)
     mcp = sub.add_parser(
         "mcp",
         help="serve LOGDIR to coding agents: a Model Context Protocol server over stdio, read-only "
-        "(docs/agents.md; needs pip install 'tb-llmdiag[agent]')",
+        "(docs/agents.md; needs the [agent] extra: pip install '.[agent]')",
     )
     mcp.add_argument("logdir", nargs="?", default=".", help="the logdir to serve (default: the current directory)")
     mcp.set_defaults(func=_mcp)

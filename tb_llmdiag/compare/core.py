@@ -19,6 +19,7 @@ from tb_llmdiag.compare.findings_diff import bottleneck, findings_diff
 from tb_llmdiag.compare.side import JobSide, RunSide, Side, SideDoc, job_ranks, rank_reports, side_of, value_at
 from tb_llmdiag.compare.table import ROWS, STATISTICS, Row, beyond_tolerance, direction, expand, gated, lookup
 from tb_llmdiag.compare.verdict import verdict
+from tb_llmdiag.errors import LlmDiagError, cut
 from tb_llmdiag.jsonsafe import json_object
 
 #: version of the compare / check JSON (docs/compare.md). 2: ``level`` (``run`` or ``job``) and the job comparison
@@ -218,6 +219,23 @@ def rank_rows(before: JobSide, after: JobSide, seed: int, resamples: int) -> lis
     return out
 
 
+class BadTolerance(LlmDiagError):
+    """A tolerance that is not a number in [0, 100) (NaN, infinite, negative): a bad argument, exit code 2."""
+
+    exit_code = 2
+
+
+def check_tolerances(max_regression: float | None, tolerances: Mapping[str, float]) -> None:
+    """Raise BadTolerance unless every tolerance given is a finite number in [0, 100) (``--max-regression``'s
+    range): a NaN would judge nothing as regressed and pass every gate."""
+    for what, v in (("max_regression", max_regression), *((f"tolerance of {k}", t) for k, t in tolerances.items())):
+        if v is None and what == "max_regression":
+            continue
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 100  # NaN fails both
+        if not ok:
+            raise BadTolerance(f"{cut(what)} must be a fraction in [0, 100) (0.05 = 5 %), not {cut(repr(v))}")
+
+
 def compare(
     before: RunSide | JobSide | SideDoc,
     after: RunSide | JobSide | SideDoc,
@@ -238,6 +256,7 @@ def compare(
     if before.level != after.level:
         raise ValueError(f"a {before.level} compares with a {after.level} only through one of its ranks")
     tolerances = dict(tolerances or {})
+    check_tolerances(max_regression, tolerances)
     cols = before.columns(), after.columns()
     steps = before.step_count(), after.step_count()
     idx = stats.paired_indexes(*steps, seed, resamples)

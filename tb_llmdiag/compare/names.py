@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tb_llmdiag.errors import AmbiguousSide, NoTracesFound, RunNotFound
+from tb_llmdiag.errors import AmbiguousSide, NoTracesFound, RunNotFound, listed, quoted
 from tb_llmdiag.ingest.discover import Index, TraceFile
 
 
@@ -49,14 +49,14 @@ def select(found: Sequence[Candidate], run: str | None, role: str, path: str) ->
     if run is None:
         if len(found) == 1:
             return found[0]
-        raise AmbiguousSide(f"{role} {path} holds {len(found)} runs ({', '.join(labels)}); pick one with --run NAME")
+        raise AmbiguousSide(f"{role} {path} holds {len(found)} runs ({listed(labels)}); pick one with --run NAME")
     picked = [c for c in found if run in c.names()]
     if not picked:
-        raise RunNotFound(f"{role} {path}: no run named {run!r} (runs: {', '.join(labels)})")
+        raise RunNotFound(f"{role} {path}: no run named {quoted(run)} (runs: {listed(labels)})")
     if len(picked) > 1:
-        names = ", ".join(label(c, found) for c in picked)
+        names = listed(label(c, found) for c in picked)
         raise AmbiguousSide(
-            f"{role} {path}: --run {run!r} matches {len(picked)} traces ({names}); name one as run/worker/span"
+            f"{role} {path}: --run {quoted(run)} matches {len(picked)} traces ({names}); name one as run/worker/span"
         )
     return picked[0]
 
@@ -87,8 +87,8 @@ def pick_job(found: Sequence[Candidate], run: str | None) -> tuple[str, str] | N
         return None
     named = [(r, s) for r, s, _ in jobs if run in (r, f"{r}/{s}")]
     if len(named) > 1:
-        spans = ", ".join(f"{r}/{s}" for r, s in named)
-        raise AmbiguousSide(f"--run {run!r} names {len(named)} jobs ({spans}); name one as run/span")
+        spans = listed(f"{r}/{s}" for r, s in named)
+        raise AmbiguousSide(f"--run {quoted(run)} names {len(named)} jobs ({spans}); name one as run/span")
     return named[0] if named else None
 
 

@@ -149,7 +149,7 @@ _UNRECORDED = (
 _PROFILER_INSIDE = (
     " About {profiler_ns} of that time is the profiler recording the frames and calls inside it ("
     + fmt_ns(PYTHON_RECORD_NS)
-    + " a Python-tracer record as measured on captures with and without with_stack, less where the trace shows its "
+    + " a Python-tracer record as measured on captures with and without Python stacks, less where the trace shows its "
     "records closer together), which an unprofiled run does not spend; the rest is the code's own time as the "
     "profiled steps ran it, which the trace does not time without the profiler."
 )

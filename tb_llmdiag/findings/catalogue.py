@@ -11,12 +11,13 @@ from tb_llmdiag.findings.engine import Rule, rule_of
 from tb_llmdiag.findings.job import JOB_RULES
 from tb_llmdiag.findings.table import EVIDENCE_LABELS, EVIDENCE_UNITS, RULES
 from tb_llmdiag.metrics import registry
+from tb_llmdiag.metrics.labels import VALUE_WORDS, unfilled
 
 
 def metric_registry() -> dict[str, Any]:
     """Every report number's unit, direction, tolerance and definition (``tb_llmdiag/metrics/registry.py``):
-    ``{"units", "metrics", "evidence_units", "evidence_labels"}``: a finding id and evidence key to the unit and the
-    label of the metric the rule reads it from."""
+    ``{"units", "metrics", "value_labels", "evidence_units", "evidence_labels"}``: a finding id and evidence key to
+    the unit and the label of the metric the rule reads it from; ``value_labels``: the words of named values."""
     return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS, "evidence_labels": EVIDENCE_LABELS}
 
 
@@ -44,12 +45,15 @@ def finding_catalogue() -> dict[str, Any]:
             "title": r.title,
             "metric": f"job.{r.metric}",
             "above": r.above,
-            "evidence": [path for _, path in r.evidence],
+            "evidence": [label for label, _ in r.evidence],
         }
         for r in JOB_RULES
     ]
     return {"runs": runs, "jobs": jobs}
 
+
+#: what picks a job rule's fix, in words (``Rule.fix_by``)
+CHOSEN_BY = {"straggler_cause": "cause of the straggler", "top_collective_kind": "leading collective kind"}
 
 #: how ``llmdiag rules`` names a platform (``Rule.platform``; a rule without one applies to both)
 PLATFORM_NAMES = {"cuda": "GPU (Kineto)", "xla": "XLA (XPlane)"}
@@ -62,7 +66,14 @@ def rule_catalogue() -> list[dict[str, Any]]:
     for r in RULES:
         e = by_id.setdefault(
             r.id,
-            {"id": r.id, "level": "run", "platforms": [], "title": r.title, "fix": r.fix.text, "docs": r.docs},
+            {
+                "id": r.id,
+                "level": "run",
+                "platforms": [],
+                "title": r.title,
+                "fix": unfilled(r.fix.text),
+                "docs": r.docs,
+            },
         )
         e["platforms"].extend(p for p in ([r.platform] if r.platform else PLATFORM_NAMES) if p not in e["platforms"])
     jobs = [
@@ -74,7 +85,8 @@ def rule_catalogue() -> list[dict[str, Any]]:
             # chosen by what the job shows (the straggler's cause, the leading collective kind): named, not listed
             "fix": (r.fix.text + " " if r.fix.text else "")
             + (
-                f"(one fix for each {r.fix_by.replace('_', ' ')}: {', '.join(k.replace('_', ' ') for k, _ in r.fixes)})"
+                f"(one fix for each {CHOSEN_BY.get(r.fix_by, 'case')}: "
+                f"{', '.join(VALUE_WORDS.get(k, k.replace('_', ' ')) for k, _ in r.fixes)})"
                 if r.fixes and r.fix_by
                 else ""
             ),

@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeGuard
 
 from tb_llmdiag.findings.structs import Finding, FindingFix, JobFinding, Saving, Severity
+from tb_llmdiag.metrics.labels import text_words, words_of
 from tb_llmdiag.metrics.registry import metric
 from tb_llmdiag.units import fmt, unit_from_name
 
@@ -356,15 +357,18 @@ def finding(rule: Rule, metrics: Metrics) -> Finding | JobFinding:
     title = words.title or rule.title
     evidence = {label: lookup(metrics, path) for label, path in rule.evidence}
     template = words.summary or rule.summary
-    shown_text = {label: fmt(evidence_unit(label, path), evidence[label]) for label, path in rule.evidence}
+    # named values and op chains in words (metrics/labels.py): the metrics keep the trace's own names
+    shown_text = {label: fmt(evidence_unit(label, path), words_of(evidence[label])) for label, path in rule.evidence}
     try:
         summary = template(metrics) if callable(template) else template.format(**shown_text)
     except (KeyError, IndexError, ValueError):
         summary = title
+    summary = text_words(summary)
     fix = fix_of(rule, words.fix or rule.fix, metrics)
     if "{" in fix.text:  # a fix may name the evidence too (the activity that holds the time)
         with contextlib.suppress(KeyError, IndexError, ValueError):
             fix.text = fix.text.format(**shown_text)
+    fix.text = text_words(fix.text)
     value = lookup(metrics, rule.metric)
     if rule.level == "job":
         return JobFinding(
@@ -386,7 +390,7 @@ def finding(rule: Rule, metrics: Metrics) -> Finding | JobFinding:
         summary=summary,
         # the summary may name any evidence; the finding keeps the lists that hold something (an empty list
         # means the trace does not record it: torch_xla graph hashes on a JAX run)
-        evidence={k: v for k, v in evidence.items() if not (isinstance(v, (list, tuple)) and not v)},
+        evidence={k: words_of(v) for k, v in evidence.items() if not (isinstance(v, (list, tuple)) and not v)},
         source=source if isinstance(source := lookup(metrics, rule.source), str) and source else None,
         saving=saving_of(rule, metrics),
         fix=fix,

@@ -272,7 +272,7 @@ GPU_RULES: tuple[Rule, ...] = (
         evidence=(("stall_share", "dataloader.stall_share"), ("stall_ns", "dataloader.stall_ns"),
                   ("loader_host_share", "dataloader.host_share"), ("iterator", "dataloader.iterator")),
         summary="The GPU sits idle in the data loader for {stall_share} of step time "
-                "({loader_host_share} of step time is spent fetching batches; iterator: {iterator}).",
+                "({loader_host_share} of step time is spent fetching batches; batches built {iterator}).",
         fix=Fix(text="Build batches in worker processes and overlap them with compute: raise num_workers, keep "
                      "workers alive, pin memory; move tokenization/augmentation out of the training loop "
                      "(pre-tokenize the dataset).",

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tb_llmdiag.findings.engine import Fix, Floor, Metrics, Rule, fires, verdict
+from tb_llmdiag.metrics.labels import words_of
 from tb_llmdiag.units import fmt
 
 STRAGGLER_FIXES: dict[str, str] = {
@@ -113,7 +114,7 @@ CAUSE_PHRASES: Mapping[str, str] = {
     "data_loader_stall": "its data loader stalls longer per step ({s} against {m} for the median rank)",
     "host_sync": "its host blocks longer in syncs per step ({s} against {m} for the median rank)",
     "host_bound_launching": "its GPU waits longer for host launches per step ({s} against {m} for the median rank)",
-    "late_step_start": "it starts each step later ({s} against {m} for the median rank)",
+    "late_step_start": "it starts each step {d} later than the median rank",
     "unexplained": "no per-rank quantity the trace records explains it",
 }
 
@@ -146,6 +147,7 @@ def straggler_summary(m: Metrics) -> str:
     phrase = CAUSE_PHRASES.get(cause, CAUSE_PHRASES["unexplained"]).format(
         s=fmt("ns", ev.get("straggler_ns_per_step")),
         m=fmt("ns", ev.get("median_rank_ns_per_step")),
+        d=fmt("ns", ev.get("difference_ns_per_step")),
         ts=tok.get("straggler_tokens_per_step") or 0.0,
         tm=tok.get("median_rank_tokens_per_step") or 0.0,
     )
@@ -189,6 +191,11 @@ def straggler_activity(ev: Mapping[str, Any]) -> str:
     chain = ev.get("activity")
     if not isinstance(chain, str):
         return ""
+    if ev.get("activity_kind") == "annotation":  # a record_function range only this rank runs (or runs longer)
+        return (
+            f" What it does that the others do not: it runs {chain} for {fmt('ns', ev.get('activity_ns_per_step'))} "
+            f"per step, {fmt('ns', ev.get('activity_difference_ns_per_step'))} more than the median rank."
+        )
     what = "the GPU waits in" if ev.get("activity_kind") == "idle" else "its GPU work comes from"
     return (
         f" What it does that the others do not: {what} {chain} "
@@ -201,14 +208,91 @@ def exposed_summary(m: Metrics) -> str:
     return (
         f"Collective transfers no compute hides take {fmt('ns', m.get('exposed_transfer_ns_per_step'))} per step "
         f"({fmt('share', m.get('exposed_transfer_share'))} of the {fmt('ns', m.get('job_step_ns'))} step; "
-        f"{m.get('top_collective_kind')} leads; {fmt('share', m.get('overlap_share'))} of collective time is "
+        f"{words_of(m.get('top_collective_kind'))} leads; {fmt('share', m.get('overlap_share'))} of collective time is "
         f"hidden under compute)."
     )
 
 
-def _same(*keys: str) -> tuple[tuple[str, str], ...]:
-    """Evidence labelled by the job metric's own key."""
-    return tuple((k, k) for k in keys)
+def exposed_purpose_summary(m: Metrics) -> str:
+    """The exposed-communication sentence with the purpose that leads it (``jobs.purposes``)."""
+    purpose = m.get("top_purpose")
+    base = exposed_summary(m)
+    if not purpose:
+        return base
+    return (
+        f"{base[:-2]}; by purpose, {str(purpose).replace('_', '-')} communication leads with "
+        f"{fmt('share', m.get('top_purpose_exposed_share'))} of the step exposed on the median rank)."
+    )
+
+
+def not_pipeline_led(m: Metrics) -> bool:
+    """The exposed communication is not led by pipeline send/recv: those waits are the bubble's and the stage
+    straggler's (``PIPELINE_RULES``), not a transfer to hide."""
+    return m.get("top_purpose") != "pipeline"
+
+
+def bubble_summary(m: Metrics) -> str:
+    """The pipeline bubble: each stage's wait for the others against the schedule's expectation."""
+    host = m.get("pipeline_host_bound_stages") or []
+    caveat = (
+        f" Stage rank(s) {', '.join(map(str, host))} are host-bound (the GPU waits for launches): there, more and "
+        "smaller micro-batches add launches per step, so cut launches first (CUDA graphs, torch.compile) or prefer "
+        "an interleaved schedule."
+        if host
+        else ""
+    )
+    shares = ", ".join(fmt("share", x) for x in m.get("pipeline_stage_wait_shares") or [])
+    return (
+        f"Pipeline of {m.get('pipeline_stage_count')} stages with {m.get('pipeline_micro_batches')} micro-batches per "
+        f"step: the stages wait for each other's activations and gradients (send/recv) {shares} of their steps "
+        f"({fmt('share', m.get('pipeline_bubble_share'))} on average): the pipeline bubble, the schedule's own "
+        f"dependency, not a straggler. GPipe / 1F1B leave (p-1)/(m+p-1) = "
+        f"{fmt('share', m.get('pipeline_bubble_expected_share'))} idle; with 4x the micro-batches "
+        f"{fmt('share', m.get('pipeline_bubble_at_4m_share'))}.{caveat}"
+    )
+
+
+def stage_straggler_summary(m: Metrics) -> str:
+    """The pipeline stage that takes longer than the others, with its cause."""
+    ev = m.get("pipeline_straggler_cause_evidence") or {}
+    return (
+        f"Pipeline stage on rank {m.get('pipeline_straggler_stage_rank')} takes "
+        f"{fmt('ns', m.get('pipeline_straggler_own_ns'))} of its own per step against "
+        f"{fmt('ns', m.get('pipeline_others_own_ns'))} for the other stages "
+        f"({fmt('ratio', m.get('pipeline_straggler_own_ratio'))}x; its own time = its step less its send/recv "
+        f"wait): the others wait for it on top of the bubble. Its largest difference: "
+        f"{CAUSE_PHRASES.get(str(m.get('pipeline_straggler_cause')), CAUSE_PHRASES['unexplained']).format(s=fmt('ns', ev.get('straggler_ns_per_step')), m=fmt('ns', ev.get('median_rank_ns_per_step')), ts=0.0, tm=0.0)}."
+        f"{straggler_activity(ev)} Balancing the stages (layers, tokens, the head and loss on the last stage) "
+        "takes at most its excess over the stages' mean off the step."
+    )
+
+
+def _same(*keys: str) -> tuple[tuple[str, Any], ...]:
+    """Evidence labelled by the job metric's own key (read by the named function ``SHOWN`` gives it, if any)."""
+    return tuple((k, SHOWN.get(k, k)) for k in keys)
+
+
+def profiler_extra_ns(m: Metrics) -> float | None:
+    """The profiler's extra cost on the straggler as evidence: none when it costs the straggler less than the
+    median rank (the metric is then negative: no extra cost)."""
+    v = m.get("straggler_profiler_excess_ns_per_step")
+    return max(0.0, float(v)) if isinstance(v, (int, float)) else None
+
+
+def cause_evidence(m: Metrics) -> Any:
+    """The straggler's cause evidence; step start times measured from the median rank's (offsets from the job's
+    mean start would read as negative times)."""
+    ev = m.get("straggler_cause_evidence")
+    if isinstance(ev, Mapping) and ev.get("quantity") == "start_offset_ns":
+        return {**ev, "straggler_ns_per_step": ev.get("difference_ns_per_step"), "median_rank_ns_per_step": 0}
+    return ev
+
+
+#: job evidence shown through a named function rather than as the metric holds it
+SHOWN: Mapping[str, Any] = {
+    "straggler_profiler_excess_ns_per_step": profiler_extra_ns,
+    "straggler_cause_evidence": cause_evidence,
+}
 
 
 JOB_RULES: tuple[Rule, ...] = (
@@ -260,7 +344,8 @@ JOB_RULES: tuple[Rule, ...] = (
             "waiting_known",
             "job_step_ns",
         ),
-        summary=exposed_summary,
+        summary=exposed_purpose_summary,
+        when=not_pipeline_led,
         fix=Fix(
             text="Overlap communication with compute or shrink it (compression); check the transport: NCCL_P2P_DISABLE "
             "or NCCL_SHM_DISABLE set, or NCCL on sockets instead of NVLink/InfiniBand, cuts bus bandwidth.",
@@ -272,6 +357,62 @@ JOB_RULES: tuple[Rule, ...] = (
         what_if="exposed_what_if",
     ),
 )
+
+PIPELINE_RULES: tuple[Rule, ...] = (
+    Rule(
+        id="pipeline_stage_straggler",
+        level="job",
+        title="One pipeline stage takes longer than the others",
+        metric="pipeline_balance_saving_share",
+        above=0.05,
+        evidence=_same(
+            "pipeline_straggler_stage_rank",
+            "pipeline_straggler_own_ns",
+            "pipeline_others_own_ns",
+            "pipeline_straggler_own_ratio",
+            "pipeline_stage_own_ns",
+            "pipeline_straggler_cause",
+            "pipeline_straggler_cause_evidence",
+            "pipeline_balance_saving_share",
+            "job_step_ns",
+        ),
+        summary=stage_straggler_summary,
+        fix=Fix(
+            text="Balance the stages: move layers from the slow stage to the others (count the embedding, the "
+            "final norm, the head and the loss as layers: the last stage carries them), or split by measured time "
+            "per layer rather than by layer count.",
+            pytorch="",
+            hf_trainer="",
+        ),
+    ),
+    Rule(
+        id="pipeline_bubble",
+        level="job",
+        title="Pipeline stages wait for each other (the bubble)",
+        metric="pipeline_bubble_share",
+        above=0.05,
+        evidence=_same(
+            "pipeline_stage_count",
+            "pipeline_micro_batches",
+            "pipeline_bubble_share",
+            "pipeline_bubble_expected_share",
+            "pipeline_bubble_at_4m_share",
+            "pipeline_stage_wait_shares",
+            "pipeline_host_bound_stages",
+            "pipeline_bubble_saving_share",
+            "job_step_ns",
+        ),
+        summary=bubble_summary,
+        fix=Fix(
+            text="More micro-batches per step (the bubble is (p-1)/(m+p-1)), an interleaved schedule (virtual "
+            "stages: the bubble divided by their number) or a zero-bubble schedule (torch.distributed.pipelining "
+            "ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble).",
+            pytorch="schedule = ScheduleInterleaved1F1B(stages, n_microbatches=4 * pp_degree, loss_fn=loss_fn)",
+            hf_trainer="",
+        ),
+    ),
+)
+JOB_RULES = JOB_RULES + PIPELINE_RULES
 
 STRAGGLER_RULE: Rule = next(r for r in JOB_RULES if r.id == "straggler")
 

@@ -101,7 +101,8 @@ class JobFinding(Struct, kw_only=True):
 
 
 class WhatIfAll(Struct, kw_only=True):
-    """The what-if's ``all`` part: the median step with every finding of the sequence applied."""
+    """The what-if's ``all`` part: the run's step (the median step; the mean step when the run's basis is) with every
+    finding of the sequence applied."""
 
     finding_ids: list[str]
     step_ns: int
@@ -109,7 +110,7 @@ class WhatIfAll(Struct, kw_only=True):
     saving_share: float
     compute_floor_ns: int | None
     host_floor_ns: int | None
-    bound_by: str
+    bound_by: str | None
     tokens_per_s_if_fixed: float | None
     idle_left_ns: int
 
@@ -151,7 +152,8 @@ class WhatIf(Struct, kw_only=True):
 class RunReport(Struct, kw_only=True):
     """One trace file's report (docs/report_schema.md RunReport), built once by the front door (``api``): where the
     file is, its status, what was read, the summary, headline and metric topics (plain mappings, as the topics give
-    them), its typed findings and what-if. ``json()`` is its JSON, made once where it leaves the front door."""
+    them), its typed findings and what-if, and, on an over-the-run window only, its place (``window``). ``json()``
+    is its JSON, made once where it leaves the front door."""
 
     run: str
     worker: Any
@@ -170,6 +172,7 @@ class RunReport(Struct, kw_only=True):
     metrics: dict[str, Any]
     findings: list[Finding]
     what_if: WhatIf | None
+    window: dict[str, Any] | UnsetType = UNSET
 
     def json(self) -> dict[str, Any]:
         """The report's JSON (no NaN, plain numbers), keys in the schema's order: the one conversion of it."""

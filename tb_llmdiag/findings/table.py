@@ -8,6 +8,7 @@ from tb_llmdiag.findings.comm import COMM_RULES
 from tb_llmdiag.findings.engine import Read, Rule, evidence_unit
 from tb_llmdiag.findings.gpu import GPU_RULES, INFERENCE_RULES
 from tb_llmdiag.findings.xla import XLA_RULES
+from tb_llmdiag.metrics.labels import EVIDENCE_KEY_LABELS
 from tb_llmdiag.metrics.registry import metric
 
 RULES: tuple[Rule, ...] = GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES
@@ -34,9 +35,9 @@ def label_from_key(key: str) -> str:
 
 def evidence_label(label: str, path: Read) -> str:
     """The label a user reads for an evidence value: the registry label of the metric the rule reads it from,
-    else the key's own words (``label_from_key``)."""
+    else the label ``metrics/labels.py`` gives its key, else the key's own words (``label_from_key``)."""
     m = metric(path) if isinstance(path, str) else None
-    return m.label if m is not None else label_from_key(label)
+    return m.label if m is not None else EVIDENCE_KEY_LABELS.get(label) or label_from_key(label)
 
 
 def _evidence_labels(rules: tuple[Rule, ...]) -> dict[str, dict[str, str]]:

@@ -348,6 +348,7 @@ class _Sequence:
     med_left: dict[str, float]
     host: dict[str, float | None]  # the host floor in the median step and in the mean step, lowered by host-side cuts
     ids: set[int] = field(default_factory=set)  # the findings that take something off the median step
+    on_mean: dict[int, Saving] = field(default_factory=dict)  # each finding's saving of the mean step
     host_floor: bool = False  # a device-side cut of the sequence stopped at the host floor
     gpu_cut: dict[str, float] = field(default_factory=dict)  # finding id -> what it takes off the GPU's own work
 
@@ -388,10 +389,14 @@ def _apply_one(
     pool0 = start.pool0
     r = min(1.0, alone * start.mean / pool0[pool]) if pool is not None and alone > 0 and pool0[pool] > 0 else 0.0
     cut, med_cut, by = 0.0, 0.0, None
+    by_mean: str | None = None
     if r > 0 and pool is not None:
         cut, by = _take(seq.left, pool, r, seq.host, "mean", effect)
+        by_mean = by
         if start.median is not None and not excess:
             med_cut, by = _cut_median(seq, start, i, f.id, pool, r, effect)
+    if start.has_steps and r > 0 and pool is not None:  # the run's basis may be the mean step (``_one_basis``)
+        seq.on_mean[i] = _saving("mean_step", float(start.mean), cut, float(start.mean), pool, by_mean)
     if not start.has_steps:  # no steps: a share of the analysis window
         basis, step, ns = "window", None, cut
     elif excess or start.median is None:  # steps slower than the median: the median step has none of it
@@ -422,6 +427,29 @@ def _all_fixed(out: list[Finding], ranked: list[int], start: _Start, seq: _Seque
     )
 
 
+def _on_mean(f: Finding) -> bool:
+    """The finding's saving is of the mean step: its cause is in slower steps only, not in the median step."""
+    return f.saving is not None and f.saving.basis == "mean_step" and _shows_a_cut(f.saving)
+
+
+def _all_on_mean(out: list[Finding], seq: _Sequence, start: _Start) -> WhatIfAll:
+    """The what-if's ``all`` part on the mean step, the run's basis when its top finding's cause is in slower steps
+    only: the mean step with every finding of the sequence applied (the median step's floors are not its own)."""
+    mean = float(start.mean)
+    fixed_all = sum(seq.left.values())
+    return WhatIfAll(
+        finding_ids=[f.id for f in out if f.saving is not None and (f.saving.ns or 0) > 0],
+        step_ns=int(mean),
+        step_ns_if_fixed=int(round(fixed_all)),
+        saving_share=1.0 - fixed_all / mean if mean > 0 else 0.0,
+        compute_floor_ns=None,
+        host_floor_ns=None,
+        bound_by=None,
+        tokens_per_s_if_fixed=None,
+        idle_left_ns=int(round(seq.left["idle"])),
+    )
+
+
 def apply_in_sequence(
     findings: list[Finding], metrics: Mapping[str, Any], rules: Sequence[Rule]
 ) -> tuple[list[Finding], WhatIf | None]:
@@ -436,15 +464,25 @@ def apply_in_sequence(
     # ranked by the saving each shows, then severity from the same number
     out = [replace(f, severity=severity_of(rule, f.saving, median)) for f, rule in zip(out, of)]
     ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
+    if seq is not None and start is not None and ranked and _on_mean(out[ranked[0]]):
+        # one basis per run (#36): every saving of the mean step, as the top finding's is
+        for i, (f, rule) in enumerate(zip(out, of)):
+            if f.saving is not None:
+                on_mean = seq.on_mean.get(i, _saving("mean_step", float(start.mean), 0.0, 0.0, None, None))
+                out[i] = replace(f, saving=on_mean, severity=severity_of(rule, on_mean, median))
+        ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
     out = [out[i] for i in ranked]
     if start is None or seq is None or start.median is None:
         return out, None
     top = out[0] if out and out[0].saving is not None else None  # the what-if is the top finding's
     tokens_per_s = lookup(metrics, TOKENS_PER_S_SOURCE)
     busy = start.med0["device"] if start.med_busy is not None else None
+    top_part = _top_what_if(top, float(start.median), busy, start.host0, seq.gpu_cut, tokens_per_s)
     what = WhatIf(
-        **_top_what_if(top, float(start.median), busy, start.host0, seq.gpu_cut, tokens_per_s),
-        all=_all_fixed(out, ranked, start, seq, tokens_per_s),
+        **top_part,
+        all=_all_on_mean(out, seq, start)
+        if top_part["basis"] == "mean_step"
+        else _all_fixed(out, ranked, start, seq, tokens_per_s),
         median_idle_ns=int(round(start.med0["idle"])),
         mean_step_ns=int(start.mean),
         mean_step_ns_if_all_fixed=int(round(sum(seq.left.values()))),

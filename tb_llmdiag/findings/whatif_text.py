@@ -39,9 +39,10 @@ def statement(w: WhatIf) -> str:
         )
     else:
         parts.append(f"median step {fmt_ns(a.step_ns)}: no finding's cause is in the median step")
+    basis = BASIS_WORDS.get(w.basis, "median step") if w.finding_id else "median step"
     if len(a.finding_ids) > 1 or (a.finding_ids and w.basis != "median_step"):
         parts.append(
-            f"median step {fmt_ns(a.step_ns)} → at most {fmt_ns(a.step_ns_if_fixed)} "
+            f"{basis} {fmt_ns(a.step_ns)} → at most {fmt_ns(a.step_ns_if_fixed)} "
             f"(−{fmt_share(a.saving_share)}) with all {len(a.finding_ids)} findings' causes removed, applied in "
             f"sequence" + (", bounded by the host's own time per step" if a.bound_by == "host_floor" else "")
         )

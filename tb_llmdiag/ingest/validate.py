@@ -50,25 +50,36 @@ def check_event_count(n: int) -> None:
 
 @dataclass
 class Rejected:
-    """Rows rejected so far, by reason; ``device``: how many of them were device rows (kernels, copies)."""
+    """Rows rejected so far, by reason; ``device``: how many of them were device rows (kernels, copies).
+    ``unreadable``: events the Kineto decoder skipped before any row was made (a value of the wrong type, a number
+    beyond float64 such as ``"dur": 1e400``); the decoder words their warning itself, they count in the verdict."""
 
     no_ts: int = 0
     no_dur: int = 0
     negative_dur: int = 0
     out_of_range: int = 0
     device: int = 0
+    unreadable: int = 0
 
     def add(
-        self, no_ts: int = 0, no_dur: int = 0, negative_dur: int = 0, out_of_range: int = 0, device: int = 0
+        self,
+        no_ts: int = 0,
+        no_dur: int = 0,
+        negative_dur: int = 0,
+        out_of_range: int = 0,
+        device: int = 0,
+        unreadable: int = 0,
     ) -> None:
         self.no_ts += no_ts
         self.no_dur += no_dur
         self.negative_dur += negative_dur
         self.out_of_range += out_of_range
         self.device += device
+        self.unreadable += unreadable
 
     @property
     def total(self) -> int:
+        """Rows the time and duration tests rejected (``unreadable`` events not counted)."""
         return self.no_ts + self.no_dur + self.negative_dur + self.out_of_range
 
     def warnings(self) -> list[str]:
@@ -82,16 +93,17 @@ class Rejected:
         return [f"{n} {what}" for n, what in lines if n]
 
     def verdict(self, kept_rows: int, kept_device_rows: int) -> str | None:
-        """The reason the read counts as partial, or None: the rejected rows are PARTIAL_SHARE or more of all
-        rows, or device rows were rejected and none is left."""
-        total = self.total
+        """The reason the read counts as partial, or None: the rejected rows (unreadable events included) are
+        PARTIAL_SHARE or more of all rows, or device rows were rejected and none is left."""
+        total = self.total + self.unreadable
         if not total:
             return None
         share = total / (total + kept_rows)
         every_device = self.device > 0 and kept_device_rows == 0
         if share < PARTIAL_SHARE and not every_device:
             return None
-        what = "; ".join(self.warnings())
+        unreadable = [f"{self.unreadable} events of an unexpected shape were skipped"] if self.unreadable else []
+        what = "; ".join(self.warnings() + unreadable)
         if every_device:
             return f"all {self.device:,} device events were rejected ({what}); the report covers the host events only"
         return f"{total:,} of {total + kept_rows:,} events ({share:.0%}) were rejected for impossible numbers ({what})"
@@ -120,9 +132,10 @@ def screen_ns(
 def read_state_with(
     read_state: dict[str, Any], rejected: Rejected, kept_rows: int, kept_device_rows: int
 ) -> dict[str, Any]:
-    """``read_state`` made partial (complete false, the reason) when ``rejected.verdict`` says so; a read that
-    already stopped early keeps its own reason (the rejections are in the warnings)."""
+    """``read_state`` made partial (complete false, the reason, ``rejected_events``: how many) when
+    ``rejected.verdict`` says so; a read that already stopped early keeps its own reason (the rejections are in the
+    warnings)."""
     reason = rejected.verdict(kept_rows, kept_device_rows)
     if reason is None or not read_state.get("complete", True):
         return read_state
-    return {**read_state, "complete": False, "reason": reason}
+    return {**read_state, "complete": False, "reason": reason, "rejected_events": rejected.total + rejected.unreadable}

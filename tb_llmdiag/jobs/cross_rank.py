@@ -45,6 +45,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.jobs.matching import Matched, busbw_by_kind, group_starts, match_collectives
+from tb_llmdiag.jobs.pipeline import pipeline_model
+from tb_llmdiag.jobs.purposes import purposes_of_job
 from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.straggler import JobTables, attribute, per_rank_mean, what_if
 from tb_llmdiag.metrics.collectives import KINDS
@@ -200,6 +202,11 @@ class JobAnalysis:
     #: and how it was estimated
     profiler_overhead_ns: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     overhead_basis: tuple[str, ...] = ()
+    #: the pipeline's figures (``jobs.pipeline``), None without send/recv; the stage straggler's attribution
+    pipeline: dict[str, Any] | None = None
+    pipeline_attribution: dict[str, Any] | None = None
+    #: communication by purpose over the ranks (``jobs.purposes``)
+    purposes: list[dict[str, Any]] = field(default_factory=list)
 
 
 #: Student's t, one-sided 95 % quantile, by degrees of freedom 1..30 (the textbook table); beyond, ``t95``
@@ -283,7 +290,16 @@ def analyze_job(summaries: Sequence[RankSummary], *, consistency_share: float = 
             others = np.delete(by_step, cand, axis=0).max(axis=0, initial=0.0)
             last_steps = int(np.sum((by_step[cand] > others) & (by_step[cand] > 0))) if common.size else None
             sd, low = wait_floor(by_step[cand])
+    pipe = pipeline_model(ranks, t, job_step)
+    pipe_attr = None
+    if pipe is not None and pipe["straggler_stage_pos"] is not None:
+        pipe_attr = attribute(
+            t, pipe["straggler_stage_pos"], clock_aligned=clock, activities=[s.activities for s in ranks]
+        )
     return JobAnalysis(
+        pipeline=pipe,
+        pipeline_attribution=pipe_attr,
+        purposes=purposes_of_job(ranks, job_step),
         ranks=tuple(int(s.rank) for s in ranks if s.rank is not None),
         labels=tuple(s.label for s in ranks),
         notes=tuple(notes),

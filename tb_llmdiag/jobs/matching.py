@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s
+from tb_llmdiag.metrics.comm_purpose import PURPOSE_CODE
 
 I64 = NDArray[np.int64]
 
@@ -46,7 +47,10 @@ def _flatten(ranks: Sequence[RankSummary]) -> tuple[dict[str, NDArray[Any]], lis
         k: [] for k in ("rank_pos", "kind", "start", "dur", "bytes", "group_size", "pg", "seq", "step", "exposed")
     }
     for pos, s in enumerate(ranks):
-        c = s.collectives
+        # pipeline send/recv are one rank waiting for one other (the schedule's dependency): not matched as
+        # collectives whose members should arrive together (``jobs.pipeline`` reads them)
+        keep = s.collectives["purpose"] != PURPOSE_CODE["pipeline"]
+        c = {k: v[keep] for k, v in s.collectives.items()}
         n = int(c["kind"].shape[0])
         local = np.array(
             [pg_codes.setdefault(name, len(pg_codes)) for name in s.pg_names]

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.collectives import KINDS, Collectives, find_collectives
+from tb_llmdiag.metrics.comm_purpose import PURPOSE_CODE, classify_purposes
 from tb_llmdiag.metrics.communication import StepWindows, comm_breakdown, exposed_per_collective, launch_step, windows
 from tb_llmdiag.metrics.context import RowCache
 from tb_llmdiag.metrics.steps import Steps
@@ -44,7 +45,7 @@ STEP_COLUMNS: dict[str, type] = {
 }
 #: Per-collective columns (``kind`` indexes ``collectives.KINDS``, ``pg_id`` the summary's ``pg_names``,
 #: ``step`` the summary's step rows; -1 = unknown or outside every step; ``exposed_ns``: the part of the
-#: collective no compute kernel overlaps).
+#: collective no compute kernel overlaps; ``purpose`` indexes ``comm_purpose.PURPOSES``).
 COLLECTIVE_COLUMNS: dict[str, type] = {
     "kind": np.uint8,
     "start_ns": np.int64,
@@ -55,6 +56,7 @@ COLLECTIVE_COLUMNS: dict[str, type] = {
     "seq": np.int64,
     "step": np.int32,
     "exposed_ns": np.int64,
+    "purpose": np.uint8,
 }
 
 
@@ -117,8 +119,10 @@ class RankSummary:
         if d.get("schema") != SUMMARY_SCHEMA:
             raise ValueError(f"rank summary schema {d.get('schema')!r} is not {SUMMARY_SCHEMA}")
         steps: dict[str, np.ndarray] = {k: np.asarray(d["steps"][k], dtype=t) for k, t in STEP_COLUMNS.items()}
+        n = len(d["collectives"]["kind"])
+        other = [PURPOSE_CODE["other"]] * n  # a summary written before purposes: every collective "other"
         coll: dict[str, np.ndarray] = {
-            k: np.asarray(d["collectives"][k], dtype=t) for k, t in COLLECTIVE_COLUMNS.items()
+            k: np.asarray(d["collectives"].get(k, other), dtype=t) for k, t in COLLECTIVE_COLUMNS.items()
         }
         theirs = list(d.get("kinds", KINDS))
         if theirs != list(KINDS):
@@ -211,6 +215,7 @@ def summarize_rank(
         "seq": coll.seq,
         "step": _collective_step(trace, coll, w, len(steps) > 0, cache),
         "exposed_ns": exposed_per_collective(trace, coll),
+        "purpose": classify_purposes(trace, coll, steps, cache).purpose,
     }
     coll_cols = {k: np.ascontiguousarray(v, dtype=COLLECTIVE_COLUMNS[k]) for k, v in coll_cols.items()}
     dist = trace.distributed
@@ -230,11 +235,18 @@ def summarize_rank(
 
 
 def rank_activities(metrics: dict[str, Any]) -> list[tuple[str, str, float]]:
-    """What a rank's host and GPU do, per step, from its attribution (``RankSummary.activities``)."""
+    """What a rank's host and GPU do, per step, from its attribution (``RankSummary.activities``), and its user
+    annotations' host time (``annotation``: the ``annotations`` topic's top ones, not the collectives' own)."""
     att = metrics.get("attribution") or {}
     steps = max(int((metrics.get("steps") or {}).get("count") or 1), 1)
     idle = [("idle", n["chain_text"], n["idle_ns"] / steps) for n in att.get("nodes") or []]
-    return idle + [("busy", b["chain_text"], b["busy_ns"] / steps) for b in att.get("busy") or []]
+    busy = [("busy", b["chain_text"], b["busy_ns"] / steps) for b in att.get("busy") or []]
+    ann = [
+        ("annotation", str(a["name"]), float(a["total_ns"]) / steps)
+        for a in (metrics.get("annotations") or {}).get("top") or []
+        if isinstance(a.get("total_ns"), (int, float)) and not str(a.get("name", "")).startswith(("nccl:", "c10d::"))
+    ]
+    return idle + busy + ann
 
 
 def rank_profiler(metrics: dict[str, Any]) -> dict[str, Any]:

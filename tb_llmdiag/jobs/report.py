@@ -112,12 +112,55 @@ def job_metrics(a: JobAnalysis) -> dict[str, Any]:
             "straggler_what_if": attr.get("what_if"),
         }
     )
+    out.update(_purpose_metrics(a))
+    out.update(_pipeline_metrics(a))
     out.update(_floor_metrics(a))
     low = out["straggler_others_wait_low_ns_per_step"]
     out.update(_profiler_metrics(a, low if low is not None else out["straggler_others_wait_ns_per_step"]))
     out.update(_spike_metrics(a))
     out["straggler_significance"] = verdict(STRAGGLER_RULE, out) if s is not None else None
     return json_object(out)
+
+
+def _purpose_metrics(a: JobAnalysis) -> dict[str, Any]:
+    """Communication by purpose over the ranks (``jobs.purposes``) and the leading one."""
+    top = a.purposes[0] if a.purposes else None
+    return {
+        "purposes": a.purposes,
+        "top_purpose": top["purpose"] if top else None,
+        "top_purpose_exposed_share": top["exposed_share"] if top else None,
+    }
+
+
+_PIPELINE_KEYS = (
+    "stage_count",
+    "micro_batches",
+    "bubble_share",
+    "bubble_expected_share",
+    "bubble_at_4m_share",
+    "stage_ranks",
+    "stage_wait_shares",
+    "stage_own_ns",
+    "host_bound_stages",
+    "straggler_stage_rank",
+    "straggler_own_ns",
+    "others_own_ns",
+    "straggler_own_ratio",
+)
+
+
+def _pipeline_metrics(a: JobAnalysis) -> dict[str, Any]:
+    """The pipeline's figures (``jobs.pipeline``) as ``pipeline_*`` keys; null without send/recv."""
+    p, step = a.pipeline or {}, a.job_step_ns
+    out: dict[str, Any] = {f"pipeline_{k}": p.get(k) for k in _PIPELINE_KEYS}
+    bubble, at4m = p.get("bubble_share"), p.get("bubble_at_4m_share")
+    out["pipeline_bubble_saving_share"] = max(bubble - at4m, 0.0) if bubble is not None and at4m is not None else None
+    bal = p.get("balance_saving_ns")
+    out["pipeline_balance_saving_share"] = bal / step if bal is not None and step > 0 else None
+    attr = a.pipeline_attribution or {}
+    out["pipeline_straggler_cause"] = attr.get("cause")
+    out["pipeline_straggler_cause_evidence"] = attr.get("evidence")
+    return out
 
 
 def _floor_metrics(a: JobAnalysis) -> dict[str, Any]:

@@ -133,6 +133,8 @@ ACTIVITY_KIND: dict[str, str] = {
     "data_loader_stall": "idle",
     "host_sync": "idle",
     "host_bound_launching": "idle",
+    # a late start: the user annotation (record_function) that holds the time only this rank spends
+    "late_step_start": "annotation",
 }
 
 

@@ -22,7 +22,10 @@ Definitions (counts over the whole trace unless a window is named):
 - ``dropped_records``: what Kineto's logged warnings (``WARNING`` / ``ERROR`` metadata) say it dropped (the sum of the
   numbers they give), null when they say nothing of it.
 - ``out_of_window_events`` / ``out_of_window_ns``: device events wholly outside the step windows (with steps only).
-- ``truncated``: the reader stopped early (``read_state``); ``read_share``: the share of the file read.
+- ``truncated``: the reader stopped early (``read_state``), or read to the end but rejected enough events for impossible
+  values to make the read partial (``read_state.rejected_events``: the problem is then ``rejected``, not the file's
+  end); ``read_share``: the share of the file read. With no step window (every step of zero duration), every device
+  event is out of the window.
 - ``event_cap``: the number of events when it equals a known exporter cap (``EVENT_CAPS``: XProf/TensorBoard's
   ``trace.json.gz`` keeps at most 1,000,000 events): the capture was most likely cut there.
 - ``rocm_queue_streams``: a roctracer-era ROCm capture whose kernels all sit on streams 0..3: such captures name the
@@ -158,7 +161,7 @@ def problems(ctx: Context, held: dict[str, Any]) -> dict[str, Any]:
     out["read_share"] = float(share) if isinstance(share, (int, float)) else (None if out["truncated"] else 1.0)
     out["event_cap"] = len(ev) if len(ev) in EVENT_CAPS else None
     out["rocm_queue_streams"] = _rocm_queues(ctx)
-    out["problems"] = _problem_list(out, held)
+    out["problems"] = _problem_list(out, held, read.get("rejected_events"))
     out["problem_count"] = sum(1 for p in out["problems"] if p["severity"] == "warning")
     return out
 
@@ -216,8 +219,12 @@ def _out_of_window(ctx: Context) -> dict[str, Any]:
     s, e = ev.ts_ns[ctx.dev], ev.ts_ns[ctx.dev] + ev.dur_ns[ctx.dev]
     # wholly outside: it starts outside every window and no window starts inside it
     starts_out = ~ctx.dev_in_win
-    k = np.searchsorted(ctx.win_s, s, side="right")  # first window starting after s
-    nxt = np.where(k < ctx.win_s.size, ctx.win_s[np.minimum(k, ctx.win_s.size - 1)], np.iinfo(np.int64).max)
+    never = np.iinfo(np.int64).max
+    if ctx.win_s.size == 0:  # steps of zero duration only: no window, every device event lies outside it
+        nxt = np.full(s.shape, never, np.int64)
+    else:
+        k = np.searchsorted(ctx.win_s, s, side="right")  # first window starting after s
+        nxt = np.where(k < ctx.win_s.size, ctx.win_s[np.minimum(k, ctx.win_s.size - 1)], never)
     out = starts_out & (nxt >= e)
     return {"out_of_window_events": int(out.sum()), "out_of_window_ns": int((e - s)[out].sum())}
 
@@ -234,13 +241,21 @@ def _rocm_queues(ctx: Context) -> bool | None:
     return bool("roctracer_version" in meta and streams.size and streams.min() >= 0 and streams.max() <= 3)
 
 
-def _problem_list(p: dict[str, Any], held: dict[str, Any]) -> list[dict[str, Any]]:
+def _problem_list(p: dict[str, Any], held: dict[str, Any], rejected: int | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
     def add(kind: str, count: int | None, severity: str, text: str) -> None:
         out.append({"kind": kind, "count": count, "severity": severity, "text": text})
 
-    if p["truncated"]:
+    if p["truncated"] and rejected:  # read to the end, but the events rejected make it partial (ingest/validate.py)
+        add(
+            "rejected",
+            int(rejected),
+            "warning",
+            f"{int(rejected):,} events were rejected for impossible or unreadable values: the figures cover the rest, and "
+            "nothing is said about what is missing.",
+        )
+    elif p["truncated"]:
         share = p["read_share"]
         add(
             "truncated",
@@ -366,7 +381,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("capture.read_share", SHARE, HIGHER, 0, "share read", "share of the file read"),
     ("capture.event_cap", COUNT, NEITHER, 0, "event cap", "the number of events when it equals a known exporter cap (1,000,000: XProf's trace.json.gz); else null"),
     ("capture.rocm_queue_streams", FLAG, NEITHER, 0, "ROCm queues as streams", "a roctracer-era ROCm capture with every kernel on streams 0..3 (hardware queues); null when not ROCm"),
-    ("capture.problems[].kind", TEXT, NEITHER, 0, "problem", "truncated, event_cap, dropped_records, launches_without_kernels, kernels_without_launches, out_of_window, rocm_queue_streams, graph_replays, unprofiled_disagrees, slower_after_profiling"),
+    ("capture.problems[].kind", TEXT, NEITHER, 0, "problem", "truncated, rejected, event_cap, dropped_records, launches_without_kernels, kernels_without_launches, out_of_window, rocm_queue_streams, graph_replays, unprofiled_disagrees, slower_after_profiling"),
     ("capture.problems[].count", COUNT, NEITHER, 0, "count", "how many records the problem concerns; null when it is not a count"),
     ("capture.problems[].severity", TEXT, NEITHER, 0, "severity", "`warning`: it can change the verdict; `info`: worth knowing"),
     ("capture.problems[].text", TEXT, NEITHER, 0, "what", "the problem in words"),

@@ -35,6 +35,45 @@ INTRO: Intro = (
     "matched by their collectives, never by timestamps across files (clocks may differ).",
 )
 
+_PP = "per purpose over the ranks (`jobs.purposes`; purposes: `metrics.comm_purpose`)"
+_PURPOSE_ENTRIES: tuple[Entry, ...] = (
+    ("job.purposes[].purpose", TEXT, NEITHER, 0, "purpose", _PP),
+    ("job.purposes[].count_per_step", PER_STEP, NEITHER, 0.02, "per step", "collectives per step, the median rank's; " + _PP),
+    ("job.purposes[].step_bytes", BYTES, NEITHER, 0.02, "bytes per step", "known bytes per step, the median rank's; " + _PP),
+    ("job.purposes[].median_bytes", BYTES, NEITHER, 0.02, "median message", "median known message over all ranks; " + _PP),
+    ("job.purposes[].exposed_ns_per_step", NS, LOWER, 0.05, "exposed per step",
+     "per-collective time no compute of its rank overlaps, summed per step, the median rank's; " + _PP),
+    ("job.purposes[].exposed_share", SHARE, LOWER, 0.1, "exposed share", "exposed_ns_per_step / job_step_ns"),
+    ("job.purposes[].group_size", COUNT, NEITHER, 0, "group size", "largest group size stated; " + _PP),
+    ("job.top_purpose", TEXT, NEITHER, 0, "top purpose", "the purpose with the most exposed time per step"),
+    ("job.top_purpose_exposed_share", SHARE, LOWER, 0.1, "top purpose exposed share", "its exposed_share"),
+)  # fmt: skip
+_PIPE = "(`jobs.pipeline`; null without send/recv)"
+_PIPELINE_ENTRIES: tuple[Entry, ...] = (
+    ("job.pipeline_stage_count", COUNT, NEITHER, 0, "stages", "ranks with pipeline send/recv " + _PIPE),
+    ("job.pipeline_micro_batches", COUNT, NEITHER, 0, "micro-batches", "the fewest send/recv per step on a rank, halved " + _PIPE),
+    ("job.pipeline_bubble_share", SHARE, LOWER, 0.1, "pipeline bubble",
+     "mean over stages of their send/recv wait / their step; with a slow stage at most the expectation " + _PIPE),
+    ("job.pipeline_bubble_expected_share", SHARE, NEITHER, 0, "expected bubble", "(p-1)/(m+p-1) " + _PIPE),
+    ("job.pipeline_bubble_at_4m_share", SHARE, NEITHER, 0, "bubble at 4x micro-batches", "(p-1)/(4m+p-1) " + _PIPE),
+    ("job.pipeline_bubble_saving_share", SHARE, NEITHER, 0.1, "bubble saving",
+     "pipeline_bubble_share - pipeline_bubble_at_4m_share, at least 0: an upper bound " + _PIPE),
+    ("job.pipeline_stage_ranks[]", INDEX, NEITHER, 0, "stage ranks", "the ranks of the stages " + _PIPE),
+    ("job.pipeline_stage_wait_shares[]", SHARE, NEITHER, 0.1, "stage waits", "per stage, its send/recv wait / its step " + _PIPE),
+    ("job.pipeline_stage_own_ns[]", NS, NEITHER, 0.05, "stage own time", "per stage, its step less its send/recv wait " + _PIPE),
+    ("job.pipeline_host_bound_stages[]", INDEX, NEITHER, 0, "host-bound stages",
+     "ranks of stages whose GPU idles > 20 % of their step " + _PIPE),
+    ("job.pipeline_straggler_stage_rank", INDEX, NEITHER, 0, "slow stage",
+     "the stage whose own time is >= 1.5x the others' median and exceeds it by >= 25 % of the job step " + _PIPE),
+    ("job.pipeline_straggler_own_ns", NS, NEITHER, 0.05, "slow stage own time", "its own time " + _PIPE),
+    ("job.pipeline_others_own_ns", NS, NEITHER, 0.05, "other stages own time", "the other stages' median own time " + _PIPE),
+    ("job.pipeline_straggler_own_ratio", "ratio", NEITHER, 0.05, "own time ratio",
+     "the slowest stage's own time / the others' median " + _PIPE),
+    ("job.pipeline_balance_saving_share", SHARE, NEITHER, 0.1, "balancing saving",
+     "(slow stage own time - the stages' mean own time) / job_step_ns " + _PIPE),
+    ("job.pipeline_straggler_cause", TEXT, NEITHER, 0, "slow stage cause", "its largest difference (`jobs.straggler`) " + _PIPE),
+)  # fmt: skip
+
 ENTRIES: tuple[Entry, ...] = (
     (
         "job.rank_count",
@@ -484,4 +523,14 @@ ENTRIES: tuple[Entry, ...] = (
         "typical step",
         "the median of every rank's step times over the common steps: the step without the spikes",
     ),
+    *_PURPOSE_ENTRIES,
+    *_PIPELINE_ENTRIES,
 )
+
+#: the pipeline stage straggler's cause evidence: the same fields as the straggler's (``jobs.straggler``)
+ENTRIES = ENTRIES + tuple(
+    (k.replace("job.straggler_cause_evidence.", "job.pipeline_straggler_cause_evidence."), u, b, t, label,
+     d.replace("the straggler", "the slow pipeline stage"))
+    for k, u, b, t, label, d in ENTRIES
+    if k.startswith("job.straggler_cause_evidence.")
+)  # fmt: skip

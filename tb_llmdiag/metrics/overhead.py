@@ -243,7 +243,7 @@ def overhead_fields(ctx: Context, bd: StepBreakdown, record_shapes: bool | None)
             "profiler_overhead_share_95": ci,
             "overhead_basis": "unprofiled_steps",
             "overhead_method": f"measured: the profiled median step less the median of {out['unprofiled_steps']} "
-            f"unprofiled steps {_timed_where(ctx.trace.metadata)} ({ctx.trace.metadata.get('unprofiled_source')}); "
+            f"unprofiled steps {_timed_where(ctx.trace.metadata)}{_field(ctx.trace.metadata)}; "
             + (
                 f"95 % interval from {BOOT_RESAMPLES} resamples of the {out['unprofiled_steps']} unprofiled steps "
                 "(the profiled step is this trace's own)"
@@ -293,6 +293,12 @@ TIMED_WHERE = {
     "after_window": "the capture helper timed after the profiled window",
     "before_window": "the capture helper timed before the profiled window",
 }
+
+
+def _field(meta: Mapping[str, Any]) -> str:
+    """Where the trace holds the unprofiled steps, when a field other than the capture helper's own holds them."""
+    key = str(meta.get("unprofiled_source") or "")
+    return "" if not key or key.startswith("llmdiag_") else f" (the trace's metadata field {key})"
 
 
 def _timed_where(meta: Mapping[str, Any]) -> str:

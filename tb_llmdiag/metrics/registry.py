@@ -16,7 +16,9 @@ its module, collected in the order of the topic table (``metrics/topics.py`` ``T
 ``headline`` in ``metrics/summary.py`` and ``metrics/headline.py``. Keys computed above this layer, which it may
 not import, are declared here in the layer: the report's own sections (``report_entries.py``), the job level
 (``job_entries.py``: ``job.*``) and a time range's top activities (``activity_entries.py``: ``activities.*``, the
-agent's answer).
+agent's answer). ``metrics/labels.py`` ``LABELS`` gives the label a user reads for the keys findings show as
+evidence where an entry's own label would be the key's words; ``value_labels`` (its ``VALUE_WORDS``) the words of
+the named values the report holds.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from tb_llmdiag.metrics import activity_entries, headline, job_entries, report_entries, summary
 from tb_llmdiag.metrics.entry import Entry, Intro
+from tb_llmdiag.metrics.labels import LABELS, VALUE_WORDS
 from tb_llmdiag.metrics.topics import TOPICS
 
 #: unit -> what it means (and how ``tb_llmdiag.units.fmt`` prints it)
@@ -66,7 +69,7 @@ class Metric:
 
 def _metric(e: Entry) -> Metric:
     key, unit, better, tolerance, label, definition = e
-    return Metric(key, unit, better, float(tolerance), label, definition)
+    return Metric(key, unit, better, float(tolerance), LABELS.get(key, label), definition)
 
 
 #: every entry: the report's sections in report order, the topics in ``TOPICS`` order, the job level, activities
@@ -122,8 +125,9 @@ def unit_of(path: str, default: str = "ratio") -> str:
 
 
 def as_json() -> dict[str, Any]:
-    """``{"units": {unit: meaning}, "metrics": [{key, unit, better, tolerance, label, definition}, ...]}``."""
-    return {"units": dict(UNITS), "metrics": [asdict(m) for m in METRICS]}
+    """``{"units": {unit: meaning}, "metrics": [{key, unit, better, tolerance, label, definition}, ...],
+    "value_labels": {named value: its words}}`` (``metrics/labels.py``)."""
+    return {"units": dict(UNITS), "metrics": [asdict(m) for m in METRICS], "value_labels": dict(VALUE_WORDS)}
 
 
 def _topic(key: str) -> str:

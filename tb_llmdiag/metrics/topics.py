@@ -24,6 +24,7 @@ from tb_llmdiag.metrics import (
     attribution,
     capture,
     checkpointing,
+    comm_purpose,
     communication,
     dataloader,
     flops,
@@ -126,6 +127,8 @@ TOPICS: tuple[Topic, ...] = (
     Topic("communication",
           lambda i: communication.communication_metrics(i.ctx.trace, i.ctx.coll, i.ctx.steps, i.ctx.cache),
           communication.ENTRIES, communication.INTRO),
+    Topic("comm_purpose", lambda i: comm_purpose.comm_purpose_metrics(i.ctx), comm_purpose.ENTRIES,
+          comm_purpose.INTRO, platforms=CUDA),
     # what the capture holds and lost (metrics/capture.py) and the profiler's own cost (metrics/overhead.py)
     Topic("capture", lambda i: overhead.capture_topic(i.ctx, i.breakdown), capture.ENTRIES, capture.INTRO),
     Topic("xla", _xla, xla.ENTRIES, xla.INTRO, platforms=("xla",)),

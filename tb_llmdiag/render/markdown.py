@@ -13,9 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
+from tb_llmdiag.findings.table import label_from_key
 from tb_llmdiag.findings.whatif_text import BASIS_WORDS
+from tb_llmdiag.metrics.labels import words_of
 from tb_llmdiag.metrics.registry import metric, unit_of
-from tb_llmdiag.render.text import capture_sentences, label_of
+from tb_llmdiag.render.text import capture_sentences, job_evidence_items, label_of
 from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
 
 _ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_[]<|"})
@@ -43,13 +45,6 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """A GitHub table; cells are already escaped."""
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     return out + ["| " + " | ".join(r) + " |" for r in rows]
-
-
-def _job_value(key: str, v: Any) -> str:
-    """A job evidence value by its registry unit (a dict item as its parts), as the text report prints it."""
-    if isinstance(v, dict):
-        return "; ".join(f"{k} {fmt(unit_of(f'job.{key}.{k}'), x)}" for k, x in v.items())
-    return fmt(unit_of("job." + key), v)
 
 
 def _label(key: str) -> str:
@@ -80,7 +75,7 @@ def _findings(findings: Sequence[Mapping[str, Any]]) -> list[str]:
         if f.get("source"):
             out.append(f"- {esc(label_of('findings[].source', 'source line'))}: {code(f['source'])}")
         for k, v in (f.get("evidence") or {}).items():
-            out.append(f"- {esc(labels.get(k) or k)}: {esc(fmt(units.get(k) or unit_from_name(k), v))}")
+            out.append(f"- {esc(labels.get(k) or label_from_key(k))}: {esc(fmt(units.get(k) or unit_from_name(k), v))}")
         fix = f.get("fix") or {}
         if fix.get("text"):
             out.append(f"- fix: {esc(fix['text'])}")
@@ -105,7 +100,7 @@ def render_run_md(run: Mapping[str, Any]) -> list[str]:
     steps = ((run.get("metrics") or {}).get("steps") or {}).get("per_step") or []
     if steps:
         durs = [st["duration_ns"] for st in steps]
-        out += [f"Steps: {len(steps)} ({esc(s['step_source'])}), median {fmt_ns(statistics.median(durs))}, "
+        out += [f"Steps: {len(steps)} ({esc(words_of(s['step_source']))}), median {fmt_ns(statistics.median(durs))}, "
                 f"min {fmt_ns(min(durs))}, max {fmt_ns(max(durs))}", ""]  # fmt: skip
         out += table(("step", "duration"), [[f"#{st['index']}", fmt_ns(st["duration_ns"])] for st in steps[:12]])
         out += ["", f"({len(steps) - 12} more steps)"] if len(steps) > 12 else []
@@ -161,8 +156,7 @@ def render_job_md(job: Mapping[str, Any]) -> list[str]:
         if f.get("summary"):
             out += [esc(f["summary"]), ""]
         for k, v in (f.get("evidence") or {}).items():
-            if v is not None and not isinstance(v, list):
-                out.append(f"- {esc(k)}: {esc(_job_value(k, v))}")
+            out += [f"- {esc(label)}: {esc(value)}" for label, value in job_evidence_items(k, v)]
         if f.get("fix"):
             out.append(f"- fix: {esc(f['fix'])}")
         wi = f.get("what_if")

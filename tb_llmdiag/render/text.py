@@ -10,6 +10,7 @@ from typing import Any
 from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
 from tb_llmdiag.findings.table import label_from_key
 from tb_llmdiag.findings.whatif_text import saving_text
+from tb_llmdiag.metrics.labels import words_of
 from tb_llmdiag.metrics.registry import metric, unit_of
 from tb_llmdiag.units import fmt, fmt_interval, fmt_ns, fmt_share, unit_from_name
 
@@ -43,7 +44,7 @@ def _step_lines(s: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:
         return ["   steps: none found (no ProfilerStep#N markers; call prof.step() each step)"]
     durs = [st["duration_ns"] for st in steps]
     return [
-        f"   steps: {len(steps)} ({s['step_source']}), median {fmt_ns(statistics.median(durs))}, "
+        f"   steps: {len(steps)} ({words_of(s['step_source'])}), median {fmt_ns(statistics.median(durs))}, "
         f"min {fmt_ns(min(durs))}, max {fmt_ns(max(durs))}",
         "     "
         + "  ".join(f"#{st['index']}: {fmt_ns(st['duration_ns'])}" for st in steps[:12])
@@ -131,15 +132,17 @@ def render_run(run: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _job_evidence(key: str, v: Any) -> str:
-    """One job evidence item with its registry label; a dict item as its parts, each labelled."""
+def job_evidence_items(key: str, v: Any) -> list[tuple[str, str]]:
+    """One job evidence item as (label, value) pairs, by the registry's label and unit: a dict item as its parts,
+    a named value (``more_tokens``) in its words; nothing for an unknown value or a list. Shared with Markdown."""
+    if v is None or isinstance(v, list):
+        return []
     if isinstance(v, dict):
-        return "; ".join(
-            _job_evidence(f"{key}.{k}", x) for k, x in v.items() if x is not None and not isinstance(x, list)
-        )
-    if isinstance(v, str) and re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", v):  # a named value (more_tokens): its words
-        v = label_from_key(v)
-    return f"{label_of('job.' + key, key.rsplit('.', 1)[-1])} {fmt(unit_of('job.' + key), v)}"
+        return [pair for k, x in v.items() for pair in job_evidence_items(f"{key}.{k}", x)]
+    shown = words_of(v)
+    if isinstance(shown, str) and re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", shown):  # a named value no table words
+        shown = shown.replace("_", " ")
+    return [(label_of("job." + key, key.rsplit(".", 1)[-1]), fmt(unit_of("job." + key), shown))]
 
 
 def render_job(job: dict[str, Any]) -> str:
@@ -165,7 +168,7 @@ def render_job(job: dict[str, Any]) -> str:
     for i, f in enumerate(findings, start=1):
         lines.append(f"   {i}. {f['title']} ({fmt_share(f['value'])} of the job step)  (rule {f['id']})")
         ev = f.get("evidence") or {}
-        items = [_job_evidence(k, v) for k, v in ev.items() if v is not None and not isinstance(v, list)]
+        items = [f"{label} {value}" for k, v in ev.items() for label, value in job_evidence_items(k, v)]
         lines += _told(f, items if ev else None)
         if f.get("fix"):
             lines.append(f"      fix: {f['fix']}")

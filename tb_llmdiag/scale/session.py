@@ -2,7 +2,7 @@
 
 ``runner_session(dask=None, workers=1)`` is what ``api.report`` and the CLI use; ``tab_executor(address)`` is
 what the tab uses (``LLMDIAG_DASK``). Dask is imported here only when an address is given, through
-``extras.require`` (MissingExtra, exit code 2, when ``tb-llmdiag[dask]`` is not installed).
+``extras.require`` (MissingExtra, exit code 2, when the ``[dask]`` extra is not installed).
 """
 
 from __future__ import annotations

@@ -405,6 +405,33 @@ def compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
     return job_compare_impl(cat, args) if level == "job" else run_compare_impl(cat, args)
 
 
+def over_run_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
+    """``/over_run?run=&worker=``: the over-the-run timeline (docs/timeline.md) of one run and worker, every span's
+    window from its cached report (``api.timeline_of_runs``); 202 with the count ready while some are not analysed
+    yet (they move to the front of the queue); a file still being written is left out until it is whole. Windows
+    whose analysis failed are points without numbers."""
+    run, worker = name_arg(args, "run"), name_arg(args, "worker")
+    members = [(k, e) for k, e in cat.snapshot() if k[0] == run and k[1] == worker]
+    if not members:
+        raise tb_errors.NotFoundError(f"no run {run!r} worker {worker!r}")
+    waiting = [(k, e) for k, e in members if e.status in ("pending", "analysing")]
+    for k, _ in waiting:
+        cat.prioritise(k)
+    reports = []
+    for k, e in members:
+        rep = cat.cache.get(e.cache_key, "report", e.identity()) if e.status == "ready" else None
+        if e.status == "ready" and rep is None:  # the cache entry vanished: analyse it again
+            cat.requeue(k)
+            waiting.append((k, e))
+        elif rep is not None:
+            reports.append(rep)
+    if waiting:
+        body = {"run": run, "worker": worker, "status": "analysing", "error": None,
+                "windows_ready": len(members) - len(waiting), "window_count": len(members)}  # fmt: skip
+        return Answer(202, body)
+    return Answer(200, api.timeline_of_runs(reports))
+
+
 #: The JSON routes over the catalog alone, by path: ``impl(catalog, args) -> Answer`` (``tab/plugin.py`` serves
 #: each; a new one is an entry here and its ``*_impl``).
 CATALOG_ROUTES: dict[str, CatalogImpl] = {
@@ -413,4 +440,5 @@ CATALOG_ROUTES: dict[str, CatalogImpl] = {
     "/timeline": timeline_impl,
     "/compare": compare_impl,
     "/job": job_impl,
+    "/over_run": over_run_impl,
 }

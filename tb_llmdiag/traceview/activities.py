@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.errors import BadRange
+from tb_llmdiag.errors import BadRange, cut, listed
 from tb_llmdiag.intervals import clip, covered_before_each, merge, overlap_per_window, union_ns_by_group
 from tb_llmdiag.metrics import Analysis
 from tb_llmdiag.metrics.gaps import CAUSES, HOST_WAIT
@@ -75,7 +75,10 @@ def _ranked(
 def top_activities(
     trace: Trace, analysis: Analysis, start_ns: int, end_ns: int, *, top: int = DEFAULT_TOP, step: int | None = None
 ) -> dict[str, Any]:
-    """The ``activities`` answer for [start_ns, end_ns) (module docstring); ``step`` is recorded as given."""
+    """The ``activities`` answer for [start_ns, end_ns) (module docstring); ``step`` is recorded as given. Raises
+    BadRange when ``top`` is below 1."""
+    if top < 1:
+        raise BadRange(f"top must be 1 or more, not {cut(str(top))}")
     lo, hi = int(start_ns), int(end_ns)
     dur = max(hi - lo, 0)
     ev = trace.events
@@ -128,6 +131,10 @@ def top_activities(
     return {"start_ns": lo, "end_ns": hi, "duration_ns": dur, "step": step, "gpu": gpu, "host": host}
 
 
+#: times a range may give: int64 ns (the columns' type; beyond it numpy overflows)
+INT64_LIMIT = 2**63
+
+
 def step_range(report: Mapping[str, Any], step: int) -> tuple[int, int]:
     """``(start_ns, end_ns)`` of step ``step`` (its ``index``, as the report and the profiler number it).
 
@@ -138,8 +145,8 @@ def step_range(report: Mapping[str, Any], step: int) -> tuple[int, int]:
     for r in rows:
         if r.get("index") == step:
             return int(r["start_ns"]), int(r["end_ns"])
-    have = ", ".join(str(r.get("index")) for r in rows) or "none: the trace has no step markers"
-    raise BadRange(f"no step {step} in run {report.get('run')} (steps: {have})")
+    have = listed(r.get("index") for r in rows) or "none: the trace has no step markers"
+    raise BadRange(f"no step {cut(str(step))} in run {report.get('run')} (steps: {have})")
 
 
 def asked_range(
@@ -149,8 +156,12 @@ def asked_range(
     given), checked against the run's report.
 
     Raises:
-        BadRange: an unknown step, both a step and times, or a range that is empty or outside the trace.
+        BadRange: an unknown step, both a step and times, a range that is empty or outside the trace, or a time
+            beyond int64 ns.
     """
+    for what, v in (("start_ns", start_ns), ("end_ns", end_ns)):
+        if v is not None and not -INT64_LIMIT <= v < INT64_LIMIT:
+            raise BadRange(f"{what} {cut(str(v))} is beyond int64 ns (times are ns since the trace start, < 2^63)")
     if step is not None and (start_ns is not None or end_ns is not None):
         raise BadRange("give a step or a time range (start_ns, end_ns), not both")
     if step is not None:

@@ -21,9 +21,10 @@ mcp = pytest.importorskip("mcp", reason="the [agent] extra (mcp) is not installe
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 from tb_llmdiag.agent.fit import DEFAULT_BUDGET_BYTES  # noqa: E402
+from tb_llmdiag.metrics.labels import chain_words  # noqa: E402
 
 SEED, FIXED = "seed_lora_qwen1.5b", "fixed_lora_qwen1.5b"
-TOOLS = {"list_runs", "diagnose", "explain_finding", "top_activities", "compare", "check"}
+TOOLS = {"list_runs", "diagnose", "explain_finding", "top_activities", "compare", "check", "timeline"}
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
@@ -66,6 +67,8 @@ async def session_answers() -> dict[str, Any]:
                 await call("outside", "diagnose", run="../README.md")
                 await call("outside_abs", "top_activities", run=str(REPO / "tests"))
                 await call("bad_step", "top_activities", run=SEED, step=99)
+                await call("timeline", "timeline", run=SEED)
+                await call("timeline_unknown", "timeline", run="nope")
                 resources = (await s.list_resources()).resources
                 got["resources"] = {str(r.uri) for r in resources}
                 for uri in ("llmdiag://registry", "llmdiag://findings"):
@@ -97,11 +100,22 @@ def test_the_tools_are_listed_with_json_schemas(answers: dict[str, Any]) -> None
 
 
 def test_every_answer_is_json_under_its_bound(answers: dict[str, Any]) -> None:
-    for key in ("list_runs", "diagnose", "explain", "activities", "compare", "check", "job"):
+    for key in ("list_runs", "diagnose", "explain", "activities", "compare", "check", "job", "timeline"):
         is_error, text, structured = answers[key]
         assert not is_error, (key, text)
         assert len(text.encode("utf-8")) <= DEFAULT_BUDGET_BYTES, key
         assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{key}: {c} in JSON")) == structured
+
+
+def test_the_timeline_of_a_one_trace_run_is_its_report(answers: dict[str, Any], report: dict[str, Any]) -> None:
+    (series,) = answers["timeline"][2]["series"]
+    assert (series["run"], series["source"], series["changes"], series["cost"]) == (SEED, "schedule", [], None)
+    (w,) = series["windows"]
+    run = seed_run(report)
+    assert w["profiled_step_ns"] == run["headline"]["step_median_ns"]
+    assert w["top_finding"]["id"] == run["findings"][0]["id"] and w["name"] == SEED
+    is_error, text, _ = answers["timeline_unknown"]
+    assert is_error and "no run 'nope'" in text
 
 
 def test_the_seed_runs_top_finding_and_saving_equal_the_clis(answers: dict[str, Any], report: dict[str, Any]) -> None:
@@ -120,7 +134,7 @@ def test_top_activities_of_the_findings_step_names_its_host_op(answers: dict[str
     run = seed_run(report)
     # host_bound names the activity the attribution finds holding the idle time (issue #23): its innermost name
     host_op = run["metrics"]["attribution"]["top_chain"].split(" > ")[-1]
-    assert host_op in run["findings"][0]["evidence"]["host_is"]
+    assert chain_words(host_op) in run["findings"][0]["evidence"]["host_is"]  # the op in words (#36)
     explained = answers["explain"][2]
     assert explained["culprit"] == host_op and explained["ranges"]
     # the step shown is the median step, the basis of the saving (the lower middle of an even count)
@@ -181,7 +195,12 @@ def test_the_registry_and_finding_catalogue_are_resources(answers: dict[str, Any
     assert {"findings[].saving.share", "activities.host.*[].time_ns", "steps.per_step[].host_wait_ns"} <= keys
     ids = {f["id"] for f in answers["llmdiag://findings"]["runs"]}
     assert {"host_bound", "dataloader_stall"} <= ids
-    assert {f["id"] for f in answers["llmdiag://findings"]["jobs"]} == {"straggler", "exposed_communication"}
+    assert {f["id"] for f in answers["llmdiag://findings"]["jobs"]} == {
+        "straggler",
+        "exposed_communication",
+        "pipeline_stage_straggler",
+        "pipeline_bubble",
+    }
 
 
 def test_without_the_sdk_the_command_says_so_in_one_line() -> None:
@@ -190,4 +209,4 @@ def test_without_the_sdk_the_command_says_so_in_one_line() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == ("llmdiag: llmdiag mcp needs the Python package 'mcp', which is not installed: "
-                           "pip install 'tb-llmdiag[agent]'\n")
+                           "pip install '.[agent]' in a clone of the repository (the package's [agent] extra)\n")

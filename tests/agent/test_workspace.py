@@ -44,15 +44,26 @@ def test_paths_resolve_inside_the_logdir_only(logdir: Path) -> None:
         ws.target("nope")
 
 
-def test_a_discovered_link_out_of_the_logdir_is_never_read(logdir: Path) -> None:
+@pytest.mark.parametrize("follow", ["0", "1"])
+def test_a_discovered_link_out_of_the_logdir_is_never_read(logdir: Path, monkeypatch, follow: str) -> None:
+    # GIVEN a trace-named link out of the logdir; the user's opt-in to following links (the tab's) or not
+    monkeypatch.setenv("LLMDIAG_FOLLOW_LINKS", follow)
     os.symlink(logdir.parent / "outside" / "secret.pt.trace.json", logdir / SEED / "escape.pt.trace.json")
     ws = Workspace(str(logdir))
     linked = [tf for tf in ws.index().files if "escape" in tf.path]
-    for tf in linked:  # whether or not discovery lists it, reading it is refused
-        with pytest.raises(OutsideLogdir):
-            ws.report(tf)
+    # discovery lists it (as the tab does; following links, the linked folder's trace too)
+    assert {tf.path.split("/logs/")[1] for tf in linked} == (
+        {f"{SEED}/escape.pt.trace.json"} | ({"escape/secret.pt.trace.json"} if follow == "1" else set()))
+    # THEN each report is an error entry saying why, with nothing of the target in it; a path to it is refused
+    for tf in linked:
+        rep, summary = ws.report(tf)
+        assert summary is None and (rep["status"], rep["read_state"], rep["summary"]) == ("error", None, None)
+        assert rep["error"] == (f"{os.path.basename(tf.path)} is a link to a file outside the logdir; not read (this "
+                                "server reads only files inside the logdir it was started on)")
     with pytest.raises(OutsideLogdir):
         ws.inside(f"{SEED}/escape.pt.trace.json")
+    with pytest.raises(OutsideLogdir):
+        ws.loaded(ws.target(f"{SEED}/escape.pt.trace.json"))
 
 
 def test_a_logdir_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
@@ -104,7 +115,9 @@ def test_each_findings_step_column_is_a_per_step_column() -> None:
     parts = {r.id: r.step_part for r in RULES if r.step_part is not None}
     assert parts == {"host_bound": "host_wait_ns", "slow_host_op": "host_wait_ns", "variable_shapes": "host_wait_ns",
                      "host_sync": "sync_ns", "dataloader_stall": "data_loader_ns",
-                     "exposed_communication": "collective_ns"}
+                     "exposed_communication": "collective_ns", "accumulation_without_no_sync": "collective_ns",
+                     "tensor_parallel_communication": "collective_ns", "fsdp_without_prefetch": "collective_ns",
+                     "expert_all_to_all": "collective_ns"}
     assert all(metric(f"steps.per_step[].{col}") is not None for col in parts.values())
     # the agent finds a finding's rule through the front door: the run's platform picks it
     assert api.finding_rule("host_sync", {"run": {"platform": "cuda"}}).step_part == "sync_ns"

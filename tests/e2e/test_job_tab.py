@@ -50,7 +50,7 @@ def test_job_view_shows_the_job_and_opens_a_rank(job_server, browser, requests_s
         assert sec.locator(".job-finding").evaluate_all("els => els.map(e => e.dataset.id)") == ["straggler"]
         ev = sec.locator(".job-finding .evidence").first.inner_text()
         # registry labels and named values in words (#25: no key, no snake_case value)
-        assert "straggler\t1" in ev and "cause\tmore tokens" in ev and "_" not in ev
+        assert "straggler rank\t1" in ev and "cause\tmore tokens" in ev and "_" not in ev
         # heatmap: ranks x common steps, each cell the document's step time in the registry's unit
         view = job["view"]
         cells = sec.locator(".job-heatmap tbody tr").evaluate_all(

@@ -20,6 +20,7 @@ from test_real_jobs import independent_exposed_us
 from tracepaths import TEST_DATA
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jobs.cross_rank import analyze_job
+from tb_llmdiag.metrics.labels import chain_words
 from tb_llmdiag.jobs.report import job_findings, job_metrics
 from tb_llmdiag.jobs.report import job_report
 from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank
@@ -205,4 +206,4 @@ def test_ddp_straggler_names_what_it_does_that_the_other_rank_does_not() -> None
     assert ev["activity_difference_ns_per_step"] == per_rank[slow][chain] - per_rank[other].get(chain, 0.0) > 0
     # and the job finding's sentence names it
     straggler = next(f for f in job["findings"] if f["id"] == "straggler")
-    assert f"What it does that the others do not: its GPU work comes from {chain} " in straggler["summary"]
+    assert f"What it does that the others do not: its GPU work comes from {chain_words(chain)} " in straggler["summary"]

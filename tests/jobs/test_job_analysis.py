@@ -126,7 +126,7 @@ def test_summary_round_trip_and_size() -> None:
         np.testing.assert_array_equal(back.collectives[k], v)
     assert (back.rank, back.label, back.world_size) == (2, "rank2.pt.trace.json", 3)
     # 2 steps x 13 int64 columns + 4 collectives x 45 bytes + strings
-    assert s.nbytes == 2 * 13 * 8 + 4 * (1 + 8 + 8 + 8 + 4 + 4 + 8 + 4 + 8) + len("rank2.pt.trace.json") + 64
+    assert s.nbytes == 2 * 13 * 8 + 4 * (1 + 8 + 8 + 8 + 4 + 4 + 8 + 4 + 8 + 1) + len("rank2.pt.trace.json") + 64
 
 
 def test_sequence_numbers_match_across_different_orders() -> None:

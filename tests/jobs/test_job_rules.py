@@ -49,7 +49,12 @@ def job(**over: object) -> dict:
 
 def test_job_rules_and_run_rules_are_one_rule_type() -> None:
     assert all(type(r) is Rule for r in JOB_RULES + RULES)
-    assert [(r.id, r.level) for r in JOB_RULES] == [("straggler", "job"), ("exposed_communication", "job")]
+    assert [(r.id, r.level) for r in JOB_RULES] == [
+        ("straggler", "job"),
+        ("exposed_communication", "job"),
+        ("pipeline_stage_straggler", "job"),
+        ("pipeline_bubble", "job"),
+    ]
     assert {r.level for r in RULES} == {"run"}
 
 
@@ -63,7 +68,7 @@ def test_job_findings_come_out_of_the_engine_whole() -> None:
         "id": "exposed_communication",
         "title": "Collective transfers no compute hides",
         "summary": "Collective transfers no compute hides take 300 ns per step (30.0 % of the 1 µs step; "
-        "all_gather leads; 25.0 % of collective time is hidden under compute).",
+        "all-gather leads; 25.0 % of collective time is hidden under compute).",
         "metric": "exposed_transfer_share",
         "value": 0.3,
         "threshold": 0.10,

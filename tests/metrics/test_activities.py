@@ -89,3 +89,32 @@ def test_the_source_line_is_the_innermost_frame_of_the_users_code() -> None:
     assert source_of(trace, "aten::mm", (1, 2)) is None  # no event there
     no_python = make_trace([step(0, 0, 10 * US), op("aten::mm", 0, 5 * US)])
     assert source_of(no_python, "aten::mm", (0, 5 * US)) is None
+
+
+def test_a_range_refuses_times_beyond_int64_and_lists_steps_cut() -> None:
+    # GIVEN the scenario's trace and a report of 45 steps (as the front door's activities read it) (#35)
+    import pytest
+
+    from tb_llmdiag.errors import BadRange
+    from tb_llmdiag.traceview.activities import asked_range
+
+    trace = scenario()
+    rows = [{"index": i, "start_ns": 0, "end_ns": 100 * US} for i in range(45)]
+    report = {"run": "r", "summary": {"window_ns": 100 * US}, "metrics": {"steps": {"per_step": rows}}}
+    # WHEN a time is beyond int64 ns (it overflowed numpy before), top is below 1, or the step is unknown
+    # THEN each is one line, BadRange (a bad argument: exit code 2)
+    with pytest.raises(BadRange, match=r"^end_ns 9223372036854775808 is beyond int64 ns \(times are ns since "
+                                       r"the trace start, < 2\^63\)$"):
+        asked_range(report, None, 0, 2**63)
+    with pytest.raises(BadRange, match=r"^start_ns -9223372036854775809 is beyond int64 ns"):
+        asked_range(report, None, -(2**63) - 1, None)
+    with pytest.raises(BadRange, match=r"^top must be 1 or more, not 0$"):
+        top_activities(trace, analyze(trace), 0, 100 * US, top=0)
+    steps = ", ".join(str(i) for i in range(20))
+    with pytest.raises(BadRange) as exc:
+        asked_range(report, 99, None, None)
+    assert str(exc.value) == f"no step 99 in run r (steps: {steps} and 25 more)" and exc.value.exit_code == 2
+    # a range ending at the last int64 ns is a range, answered over the part the trace has
+    lo, hi = asked_range(report, None, 0, 2**63 - 1)
+    got = top_activities(trace, analyze(trace), lo, hi)
+    assert (got["start_ns"], got["end_ns"], got["gpu"]["busy_ns"]) == (0, 2**63 - 1, 15 * US)

@@ -14,6 +14,7 @@ from tb_llmdiag.findings import RULES, evaluate
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.idle import CUDNN_ATTENTION_HINT, CUDNN_CONVOLUTION_HINT, HOST_COPY_HINT, RECOMPILE_HINT
+from tb_llmdiag.metrics.labels import chain_words
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.model import Kind
 
@@ -55,7 +56,7 @@ def assert_no_hint(idle: dict, f: dict) -> None:
     assert "Likely cause" not in f["summary"]
     assert "No event inside its calls says why it is slow" in f["summary"]
     # the fix is how to see more, not a remedy for a cause the trace does not show
-    assert f["fix"]["text"].startswith(f"Find out what {idle['host_wait_culprit']} does on the host: ")
+    assert f["fix"]["text"].startswith(f"Find out what {chain_words(idle['host_wait_culprit'])} does on the host: ")
     for word in ("plan", "autotun", "compil", "pin"):
         assert word not in f["fix"]["text"], word
 
@@ -96,7 +97,7 @@ def test_the_plan_build_hint_needs_new_input_shapes_at_the_slow_calls(culprit: s
     assert idle["host_wait_culprit_hint_events"] == (
         "3 of the 4 steps holding its slow calls have an input shape no earlier step had "
         "(token slots per step: 3 distinct values over 4 steps)")
-    assert f["fix"]["text"].startswith(f"Give {culprit} fixed input shapes")
+    assert f["fix"]["text"].startswith(f"Give {chain_words(culprit)} fixed input shapes")  # the op in words (#36)
     # AND its per-shape work is counted (variable_shapes reads it)
     assert idle["host_wait_per_shape_op"] == culprit and idle["host_wait_per_shape_share"] == pytest.approx(0.4)
     # THEN the same slow calls with one shape all along, with shapes new in only 1 of 4 steps, or without

@@ -65,7 +65,7 @@ def test_dask_missing_is_one_line_and_exit_code_2(job16: Path) -> None:
     out = _cli("report", str(job16), "--dask", "local:1", code=code)
     assert out.returncode == 2
     assert out.stderr == ("llmdiag: --dask needs the Python package 'distributed', which is not installed: "
-                          "pip install 'tb-llmdiag[dask]'\n")
+                          "pip install '.[dask]' in a clone of the repository (the package's [dask] extra)\n")
 
 
 @pytest.mark.parametrize("address, says", [("local:0", "at least 1 worker"), ("host:8786", "expected a scheduler address"),

@@ -32,6 +32,8 @@ KIND_OF_CATEGORY: dict[str, Kind] = {
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
     "cuda_sync": Kind.SYNC,
 }
+#: categories of device work (kernels, copies, memsets): an event of one that could not be read is device work lost
+DEVICE_CATEGORIES = frozenset(c for c, k in KIND_OF_CATEGORY.items() if k in DEVICE_KINDS)
 #: Kinds of rows on a device lane (they have a stream and a device, not a host thread)
 DEVICE_SIDE = (*DEVICE_KINDS, Kind.GPU_ANNOTATION, Kind.SYNC)
 DEVICE_ROW, LAUNCH_ROW = 1, 2

@@ -22,19 +22,30 @@ Read from the small texts around the events (the header and the metadata after t
   Schema 3 (``synchronized: "run_edges"``: the times on the host clock, a sync only at the edges of each run of them)
   reads as schema 2.
 
+- the over-the-run window's own object (``llmdiag_window``, written by ``tb_llmdiag.capture_series``): kept as
+  ``llmdiag_window`` with only its known fields of the right types (``window_metadata``): the series id, the
+  window's index, why it was taken, its global step and steps, the unprofiled step it is measured against and the
+  steps before it, tokens a step, the trigger and the capture's cost so far. A field of another type is dropped,
+  an object without a series id or a global step is not kept at all.
+
 ``extra_metadata(text)`` never raises: a text that is not a JSON object, or a field that does not decode, gives
 nothing.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 import msgspec
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_WANTED = re.compile(r"unprofiled|^(?:WARNING|ERROR)$|_version$|^with_(?:flops|modules)$", re.IGNORECASE)
+_WANTED = re.compile(
+    r"unprofiled|^(?:WARNING|ERROR)$|_version$|^with_(?:flops|modules)$|^llmdiag_window$", re.IGNORECASE
+)
+WINDOW_KEY = "llmdiag_window"
+_REASONS = frozenset({"first", "periodic", "triggered", "final"})
 _UNIT_NS = (("_ns", 1.0), ("_us", 1e3), ("_ms", 1e6), ("_s", 1e9))
 _MAX_FIELD_BYTES = 1 << 16
 _MAX_MESSAGES = 50
@@ -57,7 +68,11 @@ def extra_metadata(text: bytes) -> dict[str, Any]:
             value = msgspec.json.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
-        if "unprofiled" in key.lower():
+        if key == WINDOW_KEY:
+            window = window_metadata(value)
+            if window is not None:
+                out[WINDOW_KEY] = window
+        elif "unprofiled" in key.lower():
             helper = _helper_steps_ns(value)
             if helper is None:
                 helper = {"unprofiled_step_ns": unprofiled_steps_ns(key, value)}
@@ -71,6 +86,74 @@ def extra_metadata(text: bytes) -> dict[str, Any]:
             out[key] = value
         elif isinstance(value, bool):
             out[key] = int(value)
+    return out
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**62 else None
+
+
+def _num(v: Any) -> float | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 1e18
+    return float(v) if ok else None
+
+
+def _ints(v: Any, limit: int = 1000) -> list[int] | None:
+    if not isinstance(v, list):
+        return None
+    got = [_int(x) for x in v[:limit]]
+    return [x for x in got if x is not None] if all(x is not None for x in got) else None
+
+
+_WINDOW_INTS = ("schema", "index", "global_step", "step_ns", "every", "every_effective", "first_step", "cooldown_steps")
+_WINDOW_LISTS = ("warmup_steps", "window_steps", "profiled_step_ns", "before_steps", "before_step_ns", "after_steps",
+                 "after_step_ns")  # fmt: skip
+_TRIGGER_NUMS = ("step", "step_ns", "median_ns", "threshold_share", "confirm_steps")
+_COST_NUMS = ("window_ns", "profiler_start_ns", "profiler_stop_export_ns", "spent_ns", "one_time_ns", "helper_ns",
+              "elapsed_ns", "spent_share", "budget_share", "total_steps")  # fmt: skip
+
+
+def _numbers(obj: Any, names: tuple[str, ...]) -> dict[str, float | int]:
+    out: dict[str, float | int] = {}
+    for name in names:
+        v = obj.get(name)
+        i, x = _int(v), _num(v)
+        if i is not None:
+            out[name] = i
+        elif x is not None:
+            out[name] = x
+    return out
+
+
+def window_metadata(value: Any) -> dict[str, Any] | None:
+    """The known fields of an over-the-run window's object (module docstring), or None without a series id and a
+    global step."""
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("series"), str)
+        or _int(value.get("global_step")) is None
+    ):
+        return None
+    out: dict[str, Any] = {"series": value["series"][:64]}
+    out.update({k: v for k in _WINDOW_INTS if (v := _int(value.get(k))) is not None})
+    out.update({k: xs for k in _WINDOW_LISTS if (xs := _ints(value.get(k))) is not None})
+    if value.get("reason") in _REASONS:
+        out["reason"] = value["reason"]
+    tokens = _num(value.get("tokens_per_step"))
+    if tokens is not None and tokens > 0:
+        out["tokens_per_step"] = tokens
+    trigger = value.get("trigger")
+    if isinstance(trigger, dict):
+        t: dict[str, Any] = dict(_numbers(trigger, _TRIGGER_NUMS))
+        for k in ("slow_steps", "slow_step_ns"):
+            if (listed := _ints(trigger.get(k), 100)) is not None:
+                t[k] = listed
+        out["trigger"] = t
+    cost = value.get("cost")
+    if isinstance(cost, dict):
+        out["cost"] = dict(_numbers(cost, _COST_NUMS))
+        if (skipped := _ints(cost.get("skipped_steps"))) is not None:
+            out["cost"]["skipped_steps"] = skipped
     return out
 
 

@@ -292,7 +292,7 @@ class _Reader:
                     # at an ASCII byte, never inside a character); all-ASCII text (most traces) is valid
                     if not buf.isascii():
                         codecs.utf_8_decode(view[: cut + 1], "strict", True)
-                    events = decode_events(view[: cut + 1], self.warnings, self.exact_ts)
+                    events = decode_events(view[: cut + 1], self.warnings, self.exact_ts, self.cols.rejected)
                 except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                     at = _error_at(exc, view[: cut + 1])
                     if at > 0 and view[at - 1] == 0x2D:  # msgspec points past the sign of "-Infinity"
@@ -359,7 +359,7 @@ class _Reader:
         try:
             if len(text) > 64:  # the header and metadata are checked for invalid UTF-8 too (see _decode_upto)
                 codecs.utf_8_decode(text, "strict", True)
-            env = decode_envelope(text, self.warnings)
+            env = decode_envelope(text, self.warnings, rejected=self.cols.rejected)
             self.meta.update(extra_metadata(text))
             return env
         except RecursionError:

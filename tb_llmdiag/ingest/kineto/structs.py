@@ -12,6 +12,8 @@ from typing import Any, NamedTuple, Union
 import msgspec
 
 from tb_llmdiag.errors import TraceFormatError
+from tb_llmdiag.ingest.kineto.layout import DEVICE_CATEGORIES
+from tb_llmdiag.ingest.validate import Rejected
 
 
 class Args(msgspec.Struct, gc=False):
@@ -160,10 +162,33 @@ def _typed_decode(decoder: msgspec.json.Decoder, data: Any) -> Any:
         raise msgspec.DecodeError(f"invalid UTF-8 ({exc.reason})") from None
 
 
-def decode_events(data: Any, warnings: list[str], exact_ts: bool = False) -> list[Any]:
+class _Category(msgspec.Struct, gc=False):
+    """What an event that did not convert still says: its phase and category (every other field is skipped
+    unread, a 1e400 included)."""
+
+    ph: str | None = None
+    cat: str | None = None
+
+
+_CATEGORY = msgspec.json.Decoder(_Category)
+
+
+def _is_device_event(raw: msgspec.Raw) -> bool:
+    """Whether an event that did not convert is a complete event of a device category (a kernel, a copy)."""
+    try:
+        head = _CATEGORY.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return False
+    return head.ph == "X" and head.cat in DEVICE_CATEGORIES
+
+
+def decode_events(
+    data: Any, warnings: list[str], exact_ts: bool = False, rejected: Rejected | None = None
+) -> list[Any]:
     """Typed decode of a JSON array of events; on a type mismatch, each event is decoded on its own
     and the ones that do not convert (a wrong type, a number beyond float64 like 1e400, not an object)
-    are skipped and counted in ``warnings``.
+    are skipped and counted in ``warnings`` and, with how many were device events, in ``rejected`` (whose
+    verdict then reads a trace whose every kernel was skipped as partial: validate.py).
 
     Raises msgspec.DecodeError for malformed JSON (invalid UTF-8 included: UnicodeDecodeError).
     """
@@ -176,15 +201,18 @@ def decode_events(data: Any, warnings: list[str], exact_ts: bool = False) -> lis
     except msgspec.ValidationError:  # not an array at all
         raws = []
     out: list[Any] = []
-    bad = 0
+    bad = bad_device = 0
     for raw in raws:
         event = _typed_decode(decoders.event, raw)
         if event is None:
             event = _convert_one(raw, decoders.event_type, exact_ts)
         if event is None:
             bad += 1
+            bad_device += _is_device_event(raw)
         else:
             out.append(event)
+    if bad and rejected is not None:
+        rejected.add(unreadable=bad, device=bad_device)
     if bad:
         warnings.append(
             f"{bad} events of an unexpected shape were skipped (a value of the wrong type, or a number beyond float64)"
@@ -213,7 +241,9 @@ def _convert_one(raw: msgspec.Raw, event_type: Any, exact_ts: bool) -> Any:
         return None
 
 
-def decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) -> Envelope:
+def decode_envelope(
+    data: bytes, warnings: list[str], exact_ts: bool = False, rejected: Rejected | None = None
+) -> Envelope:
     """Like decode_events, for a whole document (header or tail)."""
     typed = _typed_decode(_DECODERS[exact_ts].envelope, data)
     if typed is not None:
@@ -234,7 +264,9 @@ def decode_envelope(data: bytes, warnings: list[str], exact_ts: bool = False) ->
             except msgspec.ValidationError:
                 warnings.append(f"ignored the malformed trace field '{key}'")
     env = msgspec.convert(fields, Envelope, strict=False)
-    env.traceEvents = decode_events(msgspec.json.encode(events if isinstance(events, list) else []), warnings, exact_ts)
+    env.traceEvents = decode_events(
+        msgspec.json.encode(events if isinstance(events, list) else []), warnings, exact_ts, rejected
+    )
     return env
 
 
