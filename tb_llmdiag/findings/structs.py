@@ -24,6 +24,8 @@ __all__ = [
     "Finding",
     "FindingFix",
     "JobFinding",
+    "ProfiledSaving",
+    "ProfiledWhatIf",
     "RunReport",
     "Saving",
     "Severity",
@@ -36,11 +38,24 @@ __all__ = [
 ]
 
 
+class ProfiledSaving(Struct, kw_only=True):
+    """A saving on the step without the profiler's own cost: the same finding's saving on the profiled step
+    (``saving.profiled``, ``whatif.PROFILED_FIELDS``)."""
+
+    basis: str
+    step_ns: int | None
+    ns: int | None
+    share: float
+    step_ns_if_fixed: int | None
+    bound_by: str | None
+
+
 class Saving(Struct, kw_only=True):
     """A finding's one saving (``findings/whatif.py``). Before the savings sequence, the rule's own bound: ``share``
     (of the summed step time) and ``ns`` (of the mean step) only; in sequence, what it takes off its ``basis``
-    (``median_step``, ``mean_step``, ``window``), its pool and what bounded it, and on an unprofiled run
-    (``unprofiled_ns``, ``findings/trust.py``)."""
+    (``median_step``, ``mean_step``, ``window``), its pool and what bounded it, on which step (``step_basis``:
+    ``profiled`` or ``without_profiler``), the profiled step's saving beside one without the profiler
+    (``profiled``, else null), and on an unprofiled run (``unprofiled_ns``, ``findings/trust.py``)."""
 
     basis: str | UnsetType = UNSET
     step_ns: int | None | UnsetType = UNSET
@@ -49,6 +64,8 @@ class Saving(Struct, kw_only=True):
     step_ns_if_fixed: int | None | UnsetType = UNSET
     pool: str | None | UnsetType = UNSET
     bound_by: str | None | UnsetType = UNSET
+    step_basis: str | UnsetType = UNSET
+    profiled: ProfiledSaving | None | UnsetType = UNSET
     unprofiled_ns: int | None | UnsetType = UNSET
 
 
@@ -125,8 +142,24 @@ class Unprofiled(Struct, kw_only=True):
     all_saving_share: float
 
 
+class ProfiledWhatIf(Struct, kw_only=True):
+    """The what-if on the profiled step, beside one on the step without the profiler: which finding leads there,
+    what its fix and all of them give, and whether the profiler's cost changes the leader."""
+
+    step_ns: int
+    finding_id: str | None
+    finding_title: str | None
+    step_ns_if_fixed: int
+    saving_share: float
+    all_step_ns_if_fixed: int
+    all_saving_share: float
+    host_floor_ns: int | None
+    leader_changes: bool
+
+
 class WhatIf(Struct, kw_only=True):
-    """The what-if (docs/whatif.md): the top finding's own saving, every finding's, and the steps beside them."""
+    """The what-if (docs/whatif.md): the top finding's own saving, every finding's, and the steps beside them, on the
+    step ``step_basis`` says (the profiled step's beside one without the profiler: ``profiled``)."""
 
     basis: str
     bound: bool
@@ -145,6 +178,8 @@ class WhatIf(Struct, kw_only=True):
     median_idle_ns: int
     mean_step_ns: int
     mean_step_ns_if_all_fixed: int
+    step_basis: str
+    profiled: ProfiledWhatIf | None = None
     statement: str = ""
     unprofiled: Unprofiled | UnsetType = UNSET
 

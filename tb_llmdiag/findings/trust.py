@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tb_llmdiag.findings.engine import Rule, finite, lookup, rules_of
-from tb_llmdiag.findings.structs import Finding, Unprofiled, WhatIf, replace
+from tb_llmdiag.findings.structs import Finding, ProfiledSaving, Unprofiled, WhatIf, replace
 from tb_llmdiag.findings.whatif_text import statement
 from tb_llmdiag.units import fmt_ns
 
@@ -43,9 +43,16 @@ def unprofiled_saving_ns(f: Finding, rule: Rule | None, metrics: Mapping[str, An
     """The finding's saving restated on an unprofiled run, where the trace places the profiler's cost in it (module
     docstring: ``saving.unprofiled_ns``; ``rule``: the finding's, whose ``profiler`` says how); None elsewhere."""
     saving = f.saving
-    ns, step = (saving.ns, saving.step_ns) if saving is not None else (None, None)
-    if saving is None or rule is None or not isinstance(ns, int) or not isinstance(step, int) or step <= 0:
+    if saving is None or rule is None:
         return None
+    bare = saving.step_basis == "without_profiler"
+    # the profiled step's saving, beside one without the profiler: the trace's own numbers
+    held_by = saving.profiled if isinstance(saving.profiled, ProfiledSaving) else saving
+    ns, step = held_by.ns, held_by.step_ns
+    if not isinstance(ns, int) or not isinstance(step, int) or step <= 0:
+        return None
+    if bare and rule.profiler.spread_over_idle and saving.pool == "idle":
+        return saving.ns  # the saving is already on the step without the profiler, its cost spread so
     if rule.profiler.records_inside is not None:
         held_at, cost_at = rule.profiler.records_inside
         held, cost = lookup(metrics, held_at), lookup(metrics, cost_at)
@@ -95,6 +102,9 @@ def with_unprofiled(what: WhatIf | None, metrics: Mapping[str, Any]) -> WhatIf |
     u = lookup(metrics, "capture.unprofiled_step_ns")
     if what is None or not finite(u) or u <= 0:
         return what
+    if what.step_basis == "without_profiler":
+        # the what-if is already on the step without the profiler (``whatif._without_profiler``): the same numbers
+        return replace(what, unprofiled=_own_unprofiled(what))
     m = float(what.step_ns)
     idle0 = float(what.median_idle_ns or 0.0)
     over = min(max(0.0, m - float(u)), idle0)
@@ -131,6 +141,17 @@ def with_unprofiled(what: WhatIf | None, metrics: Mapping[str, Any]) -> WhatIf |
     )
     what.statement = unprofiled_statement(what)
     return what
+
+
+def _own_unprofiled(w: WhatIf) -> Unprofiled:
+    """``what_if.unprofiled`` of a what-if already on the step without the profiler: its own numbers."""
+    return Unprofiled(
+        step_ns=w.step_ns,
+        step_ns_if_fixed=w.step_ns_if_fixed,
+        saving_share=w.saving_share,
+        all_step_ns_if_fixed=w.all.step_ns_if_fixed,
+        all_saving_share=w.all.saving_share,
+    )
 
 
 def unprofiled_statement(w: WhatIf) -> str:
