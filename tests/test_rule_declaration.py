@@ -28,6 +28,7 @@ DECLARATION_TABLES = frozenset(
         "findings/comm.py",
         "findings/xla.py",
         "findings/job.py",
+        "findings/structure.py",
     }
 )
 

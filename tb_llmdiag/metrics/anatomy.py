@@ -78,6 +78,8 @@ from tb_llmdiag.metrics.anatomy_parts import (
     part_of_names,
     peaks_for,
 )
+from tb_llmdiag.metrics.anatomy_structure import ENTRIES as STRUCTURE_ENTRIES
+from tb_llmdiag.metrics.anatomy_structure import graph_figures, logits_figures, moe_figures
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.entry import (
     BYTES,
@@ -170,6 +172,8 @@ def _model(ctx: Context) -> Model:
 def _gemm_dims(name: str, d: list[list[int]], training: bool) -> list[int]:
     """The dimensions of a 2-D GEMM's operands that can name its layer: a Linear's weight [out, in]; a matmul's
     operands in training (in inference its rows are the tokens, which may be few)."""
+    if CAST_OPS_RX.match(name):  # a cast's input: read only for casts inside a GEMM operator (a weight [out, in])
+        return list(d[0]) if d and len(d[0]) == 2 else []
     if name not in _GEMM_OPS:
         return []
     if name == "aten::linear":
@@ -191,7 +195,7 @@ def _gemm_facts(ev: Any, rows: IDX, model: Model) -> tuple[F64, F64, F64]:
         return float(bool(xs) and min(xs) <= RANK_MAX and min(xs) * RANK_RATIO <= max(xs))
 
     def vocab_hit(name: str, d: list[list[int]]) -> float:
-        if not model.vocab or name not in _GEMM_OPS:
+        if not model.vocab or not (name in _GEMM_OPS or CAST_OPS_RX.match(name)):
             return 0.0
         return float(any(x == model.vocab for op in d for x in op[-2:]))
 
@@ -228,10 +232,17 @@ def _operand_elements(name: str, d: list[list[int]]) -> float:
 
 
 def _classify(
-    ctx: Context, rows: IDX, ch: Chains, f: NodeFeatures, shape_facts: tuple[F64, F64, F64], core: NDArray[np.bool_]
+    ctx: Context,
+    rows: IDX,
+    ch: Chains,
+    f: NodeFeatures,
+    shape_facts: tuple[F64, F64, F64],
+    moe_rows: NDArray[np.bool_],
+    core: NDArray[np.bool_],
 ) -> tuple[NDArray[np.int32], NDArray[np.int8], list[str]]:
     """Per device row: its part code (``PARTS``, then compiled graphs, -1 for ``other``), the evidence code that
-    placed it, and the compiled graphs' entry names (codes ``len(PARTS) + i``)."""
+    placed it, and the compiled graphs' entry names (codes ``len(PARTS) + i``); ``moe_rows``: the MoE's router,
+    dispatch and expert GEMMs by their shapes (``anatomy_structure.moe_figures``)."""
     ev = ctx.trace.events
     n = rows.size
     part = np.full(n, -1, np.int32)
@@ -278,7 +289,8 @@ def _classify(
     assign(np.ones(n, bool), at(f.ann_part, node, -1).astype(np.int32), "annotation")
     assign(np.ones(n, bool), at(f.ann_part, fwd, -1).astype(np.int32), "backward_link")
     assign(core, PART_CODE["attention"], "op")  # the math SDPA's core: its score GEMMs are not a LoRA rank
-    gemm |= weight_casts(ev, ch)  # a cast inside a GEMM operator (autocast's weight cast) goes to the GEMM's layer
+    assign(moe_rows, PART_CODE["moe"], "shape")
+    gemm |= weight_casts(ev, ch, f)  # a cast inside a GEMM operator (autocast's weight cast) goes to the GEMM's layer
     assign(gemm & (rank > 0), PART_CODE["lora"], "shape")
     assign(gemm & (vocab > 0), PART_CODE["lm_head"], "shape")
     assign(gemm, layer.astype(np.int32), "shape")
@@ -303,11 +315,10 @@ def _casts(ev: Any, op: IDX) -> NDArray[np.bool_]:
     return out
 
 
-def weight_casts(ev: Any, ch: Chains) -> NDArray[np.bool_]:
-    """Per device row: a cast launched inside a GEMM operator (its innermost shaped operator is one)."""
-    sr = ch.shape_row
-    is_gemm = np.array([n in _GEMM_OPS for n in ev.names], bool) if len(ev.names) else np.zeros(0, bool)
-    inside = (sr >= 0) & is_gemm[ev.name_id[np.maximum(sr, 0)]] if is_gemm.size else np.zeros(sr.size, bool)
+def weight_casts(ev: Any, ch: Chains, f: NodeFeatures) -> NDArray[np.bool_]:
+    """Per device row: a cast launched inside a GEMM operator (``aten::linear > aten::to``)."""
+    node = ch.node
+    inside = np.where(node >= 0, f.gemm_op[np.maximum(node, 0)], False)
     out: NDArray[np.bool_] = _casts(ev, ch.op_row) & inside
     return out
 
@@ -444,13 +455,15 @@ def _backends(
     return {names[i]: float(t) for i, t in enumerate(tot) if t > 0}
 
 
-def _evidence(ctx: Context, rows: IDX) -> tuple[Chains, NodeFeatures]:
-    """The launch chains of ``rows`` through the host call forest, which this topic, the last early one to read it,
-    releases (``RowCache.forest``)."""
+def _evidence(ctx: Context, rows: IDX) -> tuple[Chains, NodeFeatures, dict[str, Any] | None]:
+    """The launch chains of ``rows`` through the host call forest, and the compiled graphs' figures
+    (``anatomy_structure.graph_figures``), before this topic, the last early one to read the forest, releases it
+    (``RowCache.forest``)."""
     try:
         forest = ctx.cache.forest()
         feats = node_features(forest, ctx.trace.events.names)
-        return launch_chains(ctx, forest, feats, rows), feats
+        ch = launch_chains(ctx, forest, feats, rows)
+        return ch, feats, graph_figures(ctx, forest, rows, ch.launch)
     finally:
         ctx.cache.release_forest()
 
@@ -466,26 +479,33 @@ def anatomy_metrics(ctx: Context) -> dict[str, Any]:
     if busy <= 0:
         ctx.cache.release_forest()
         return {"available": False, "reason": "no device activity in the analysis window"}
-    ch, feats = _evidence(ctx, rows)
+    ch, feats, graph_fig = _evidence(ctx, rows)
     sr = ch.shape_row
     facts = (np.zeros(rows.size), np.zeros(rows.size), np.full(rows.size, -1.0))
+    model = _model(ctx)
     if (sr >= 0).any():
         u, inv = np.unique(sr[sr >= 0], return_inverse=True)
-        for col, vals in zip(facts, _gemm_facts(ev, u, _model(ctx))):
+        for col, vals in zip(facts, _gemm_facts(ev, u, model)):
             col[sr >= 0] = vals[inv]
+    moe_rows, moe = moe_figures(ctx, sr, w, model.hidden, model.tokens)
     core = math_core(ctx, rows, ch, feats)
-    part, evid, graphs = _classify(ctx, rows, ch, feats, facts, core)
+    part, evid, graphs = _classify(ctx, rows, ch, feats, facts, moe_rows, core)
     labels = list(PARTS) + graphs + ["other"]
     n = len(labels)
     code = np.where(part >= 0, part, n - 1).astype(np.int32)
     out = _describe(ctx, rows, ch, core, code, evid, w, labels)
+    # the structure figures (metrics/anatomy_structure.py): a MoE's load, the loss over full logits, compiled graphs
+    out["moe"] = moe
+    out["logits"] = logits_figures(ctx, rows, sr, w, model.vocab, model.training)
+    out["graphs"] = graph_fig
+    # the part rules' figures (metrics/anatomy_causes.py): efficiency, the core attention, leaders, weight casts
     parts = out["parts"]
     out.update(efficiency_whatif(parts, ctx.window_ns))
     if "attention" in parts:
         flops = core_flops(ctx, rows, ch, core & (code == PART_CODE["attention"]))
         attention_core(parts["attention"], flops, out["reference_tflops"], ctx.window_ns, out["steps"], fallback(ev))
     out.update(leaders(parts, out["busy_ns"], out["steps"]))
-    wc = float((w * weight_casts(ev, ch)).sum())
+    wc = float((w * weight_casts(ev, ch, feats)).sum())
     out["weight_casts_ns"] = int(round(wc))
     out["weight_casts_share"] = wc / ctx.window_ns if ctx.window_ns > 0 else None
     return out
@@ -706,5 +726,5 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.fp32_gemm_part_dtype", TEXT, NEITHER, 0, "fp32 part's data type", "`fp32_gemm_part`'s `dtype`"),
     ("anatomy.fp32_gemm_part_tflops", TFLOP_PER_S, HIGHER, 0.05, "fp32 part's achieved tflops", "`fp32_gemm_part`'s `achieved_tflops`"),
     ("anatomy.fp32_gemm_part_saving_share", SHARE, LOWER, 0.1, "fp32 part's efficiency what-if", "`fp32_gemm_part`'s `efficiency_saving_share`"),
-)
+) + STRUCTURE_ENTRIES
 # fmt: on
