@@ -20,6 +20,7 @@ from tb_llmdiag.findings import diagnose
 from tb_llmdiag.findings.engine import finding, fires
 from tb_llmdiag.findings.parts import PART_RULES
 from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.jsonsafe import json_array, json_object, jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.anatomy_causes import fallback
 from tb_llmdiag.metrics.steps import find_steps
@@ -35,7 +36,8 @@ def _report(name: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, 
     metrics = compute_metrics(trace, find_steps(trace))
     findings, what = diagnose(metrics)
     assert what is not None
-    return metrics, findings, what
+    # the report's JSON of them (the typed findings become JSON at the surface)
+    return metrics, json_array(findings), json_object(what)
 
 
 def _measured_share(name: str) -> float:
@@ -131,7 +133,7 @@ def test_lora_adapters_time_against_their_flop_share() -> None:
     }
     rule = _lora_rule()
     assert fires(rule, m)
-    f = finding(rule, m)
+    f = jsonable(finding(rule, m))
     assert f["summary"] == (
         "The LoRA adapters take 37.1 % of GPU time for 2.5 % of the FLOPs: 1702 launches per step of small "
         "rank-sized GEMMs at 1.82 TFLOP/s, over 256 tokens a step."
