@@ -238,6 +238,8 @@ def _classify(
         evid[m] = EVIDENCE_CODE[evidence]
 
     def at(col: NDArray[Any], idx: IDX, empty: Any) -> NDArray[Any]:
+        if col.size == 0:  # no operator nodes (a trace of kernels alone)
+            return np.full(idx.shape, empty)
         return np.where(idx >= 0, col[np.maximum(idx, 0)], empty)
 
     node, fwd = ch.node, ch.fwd_node
