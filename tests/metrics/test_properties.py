@@ -28,16 +28,9 @@ NAMES = {
 SHAPES = [None, "[[8, 16], [16, 4]]", "[[100, 8], [2, 7]]", "garbage", "[[], []]"]
 
 event = st.builds(
-    lambda kind, i, ts, dur, corr, nbytes, shape: E(
-        kind, NAMES[kind][i % len(NAMES[kind])], ts, dur, corr, nbytes, shape
-    ),
-    st.sampled_from(list(NAMES)),
-    st.integers(0, 10),
-    st.integers(0, 10_000),
-    st.integers(0, 3_000),
-    st.integers(-1, 6),
-    st.integers(-1, 10_000),
-    st.sampled_from(SHAPES),
+    lambda kind, i, ts, dur, corr, nbytes, shape: E(kind, NAMES[kind][i % len(NAMES[kind])], ts, dur, corr, nbytes, shape),
+    st.sampled_from(list(NAMES)), st.integers(0, 10), st.integers(0, 10_000), st.integers(0, 3_000),
+    st.integers(-1, 6), st.integers(-1, 10_000), st.sampled_from(SHAPES),
 )
 
 
