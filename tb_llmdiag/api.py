@@ -263,16 +263,39 @@ class Analysed:
             raise LlmDiagError(f"no model parts for this run: {anatomy.get('reason') or 'the anatomy topic is absent'}")
         return pr
 
-    def anatomy_in(self, *, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:
-        """The device-busy time in [start_ns, end_ns) by model part (``traceview/anatomy.py``): ``{"start_ns",
-        "end_ns", "busy_ns", "parts": {name: time_ns}}``; the whole window when neither is given.
+    def anatomy_in(
+        self, *, step: int | None = None, start_ns: int | None = None, end_ns: int | None = None
+    ) -> dict[str, Any]:
+        """The model parts' device time in step ``step`` (the report's ``anatomy.parts.*.step_time_ns``, what the
+        tab's bar draws) or in [start_ns, end_ns) (the busy union there split as the topic splits the window,
+        ``traceview/anatomy.py``); the whole window when neither is given: ``{"step", "start_ns", "end_ns",
+        "duration_ns", "parts_busy_ns", "parts": [{"name", "time_ns", "share"}, ...]}`` (``activities.*`` in the
+        registry), the parts largest first.
 
         Raises:
-            BadRange: a range that is empty or outside the trace.
+            BadRange: an unknown step, both a step and times, a range that is empty or outside the trace.
             LlmDiagError: a run without the ``anatomy`` topic (an XLA trace, no device time).
         """
-        lo, hi = asked_range(self.report, None, start_ns, end_ns)
-        return {"start_ns": lo, "end_ns": hi, **parts_in_range(self._trace(), self._part_rows(), lo, hi)}
+        lo, hi = asked_range(self.report, step, start_ns, end_ns)
+        pr = self._part_rows()
+        if step is None:
+            got = parts_in_range(self._trace(), pr, lo, hi)
+            busy, times = got["busy_ns"], got["parts"]
+        else:
+            a = self.report["metrics"]["anatomy"]
+            at = list(a.get("step_index") or []).index(step)
+            times = {n: f["step_time_ns"][at] for n, f in a["parts"].items() if f["step_time_ns"][at] > 0}
+            busy = sum(times.values())
+        ranked = sorted(times.items(), key=lambda kv: -kv[1])
+        parts = [{"name": n, "time_ns": t, "share": t / busy if busy else None} for n, t in ranked]
+        return {
+            "step": step,
+            "start_ns": lo,
+            "end_ns": hi,
+            "duration_ns": hi - lo,
+            "parts_busy_ns": busy,
+            "parts": parts,
+        }
 
     def part_locations(self) -> list[dict[str, Any]]:
         """Where each model part's kernels run in the trace (``traceview/anatomy.py``), as the tab's trace view opens

@@ -10,7 +10,7 @@ import re
 
 from test_markdown_report import FIXED, SEED, cli, render
 
-from tb_llmdiag.metrics.registry import metric
+from tb_llmdiag.metrics.registry import as_json, metric
 
 XLA = "demo_logs/jax_gpu_xplane"
 
@@ -40,6 +40,14 @@ def _tflops(x: float | None) -> str:
     return f"{_sig(x)} TFLOP/s" if x < 1000 else f"{_sig(x / 1000)} PFLOP/s"
 
 
+WORDS = as_json()["value_labels"]  # the registry's words of named values (a part, an evidence level)
+
+
+def _words(name: str) -> str:
+    kind, sep, rest = name.partition(":")
+    return f"{WORDS.get(kind, kind)} {rest}" if sep else WORDS.get(kind, kind)
+
+
 def _expected(run: str) -> tuple[dict, list[list[str]], list[str]]:
     """The section's rows from the JSON: [part, per step, share, TFLOP/s, efficiency, evidence], and the rest."""
     doc = json.loads(cli("report", run, "--json"))
@@ -50,10 +58,10 @@ def _expected(run: str) -> tuple[dict, list[list[str]], list[str]]:
     rows = []
     for p in shown:
         f = parts[p]
-        ident = "-" if f["identified_by"] is None else f"{f['identified_by']} ({_share(f['identified_share'])})"
+        ident = "-" if f["identified_by"] is None else f"{_words(f['identified_by'])} ({_share(f['identified_share'])})"
         eff = "-" if f["efficiency_share"] is None else _share(f["efficiency_share"])
-        rows.append([p, _ns(f["per_step_time_ns"]), _share(f["share"]), _tflops(f["achieved_tflops"]), eff, ident])
-    small = [f"{p} {_share(parts[p]['share'])}" for p in named if p not in shown]
+        rows.append([_words(p), _ns(f["per_step_time_ns"]), _share(f["share"]), _tflops(f["achieved_tflops"]), eff, ident])
+    small = [f"{_words(p)} {_share(parts[p]['share'])}" for p in named if p not in shown]
     return a, rows, small
 
 

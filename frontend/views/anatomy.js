@@ -6,10 +6,12 @@
 import { h, clear } from '../dom.js';
 import { mountChart, outlierClip, stackedStepBars } from '../charts.js';
 import { formatValue, isNum } from '../format.js';
-import { definitionOf, labelOf, unitOf } from '../registry.js';
+import { definitionOf, labelOf, partLabel, unitOf, valueLabelOf } from '../registry.js';
 import { partColor } from '../palette.js';
 
 const P = 'anatomy.parts.*.';
+/** why an XLA run has no model parts (the agent's anatomy tool says the same) */
+const XLA_NO_PARTS = "the model's parts are read from PyTorch (Kineto) traces' host call chains; this is an XLA trace";
 const fmt = (key, v) => formatValue(v, unitOf(key));
 
 /** The report's parts, largest first, `other` last, each with its colour; null when the topic is unavailable. */
@@ -24,7 +26,7 @@ export function anatomyParts(report) {
 function legendOf(parts) {
   return h('div', { class: 'legend chart-legend anatomy-legend' },
     parts.map((p) => h('span', { class: 'lg', dataset: { part: p.name, stepTimes: JSON.stringify(p.step_time_ns || []) } },
-      h('i', { style: { background: p.color } }), h('span', { text: p.name }))));
+      h('i', { style: { background: p.color } }), h('span', { text: partLabel(p.name) }))));
 }
 
 /** The stacked bar per step by part (bottom: the largest part), its legend and a hover readout. */
@@ -34,7 +36,7 @@ function stepBars(el, a, parts, onPick) {
     el.append(h('p', { class: 'muted', text: 'No step markers: call prof.step() once per step to split the parts by step.' }));
     return null;
   }
-  const series = parts.map((p) => ({ key: p.name, label: p.name, color: p.color, values: p.step_time_ns || [] }));
+  const series = parts.map((p) => ({ key: p.name, label: partLabel(p.name), color: p.color, values: p.step_time_ns || [] }));
   const totals = steps.map((_, i) => series.reduce((s, p) => s + (p.values[i] || 0), 0));
   const clipAt = outlierClip(totals);
   const readout = h('div', { class: 'hint readout anatomy-readout' });
@@ -64,12 +66,13 @@ const COLUMNS = [
 
 function identified(p) {
   if (!p.identified_by) return '—';
-  return isNum(p.identified_share) ? `${p.identified_by} (${fmt(`${P}identified_share`, p.identified_share)})` : p.identified_by;
+  const by = valueLabelOf(p.identified_by);
+  return isNum(p.identified_share) ? `${by} (${fmt(`${P}identified_share`, p.identified_share)})` : by;
 }
 
 function partRow(p, onShow) {
   const ops = (p.top_ops || []).map((o) => `${o.name} ${fmt(`${P}top_ops[].time_ns`, o.time_ns)}`).join(' · ');
-  const name = h('td', { class: 'part-name' }, h('i', { class: 'swatch', style: { background: p.color } }), h('span', { text: p.name }),
+  const name = h('td', { class: 'part-name' }, h('i', { class: 'swatch', style: { background: p.color } }), h('span', { text: partLabel(p.name) }),
     p.name === 'other' && ops ? h('div', { class: 'muted part-ops', text: ops }) : null,
     p.name === 'attention' && p.backend ? h('div', { class: 'muted part-ops', text: `${labelOf(`${P}backend`)}: ${p.backend}` }) : null);
   const cells = COLUMNS.map(([k, get]) => {
@@ -77,7 +80,7 @@ function partRow(p, onShow) {
     return h('td', { class: 'num', dataset: { key: k }, title: withheld || null, text: fmt(P + k, get(p)) });
   });
   const show = onShow ? h('button', { type: 'button', class: 'btn show-part', hidden: true, dataset: { part: p.name }, text: 'Show in trace',
-    title: "Zoom the trace view to this part's longest run of kernels and select its longest kernel", onclick: () => onShow(p.name) }) : null;
+    title: "Zoom the trace view to the run of this part's kernels holding most of its time and select its longest kernel", onclick: () => onShow(p.name) }) : null;
   return h('tr', { dataset: { part: p.name, timeNs: String(p.time_ns) } }, name, ...cells,
     h('td', { dataset: { key: 'identified_by' }, text: identified(p) }), h('td', {}, show));
 }
@@ -101,7 +104,9 @@ export function mountAnatomy(el, { onShowPart, onPick } = {}) {
       const a = report.metrics && report.metrics.anatomy;
       const parts = anatomyParts(report);
       if (!parts) {
-        el.append(h('p', { class: 'muted', text: `No model parts for this run${a && a.reason ? `: ${a.reason}` : '.'}` }));
+        const xla = report.metrics && report.metrics.run && report.metrics.run.platform === 'xla';
+        const why = a && a.reason ? a.reason : xla ? XLA_NO_PARTS : null;
+        el.append(h('p', { class: 'muted', text: `No model parts for this run${why ? `: ${why}.` : '.'}` }));
         return;
       }
       el.append(h('p', { class: 'muted anatomy-summary', text: `${labelOf('anatomy.busy_ns')} ${fmt('anatomy.busy_ns', a.busy_ns)} · `

@@ -90,9 +90,9 @@ def _anatomy_md(a: dict[str, Any]) -> list[str]:
     if t is None:
         return []
     out = ["### Step anatomy", "", f"{esc(t['intro'])}; parts over {fmt_share(ANATOMY_MIN_SHARE)} of it:", ""]
-    out += table(["part", *map(esc, t["header"])], [[code(r[0]), *map(esc, r[1:])] for r in t["rows"]])
+    out += table(["part", *map(esc, t["header"])], [list(map(esc, r)) for r in t["rows"]])
     if t["other_ops"]:
-        out += ["", f"`other`'s top operators: {esc(t['other_ops'])}"]
+        out += ["", f"other's top operators: {esc(t['other_ops'])}"]
     if t["small"]:
         out += ["", f"Under {fmt_share(ANATOMY_MIN_SHARE)}: {esc(t['small'])}"]
     return out + [""]

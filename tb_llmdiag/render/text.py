@@ -10,7 +10,7 @@ from typing import Any
 from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
 from tb_llmdiag.findings.table import label_from_key
 from tb_llmdiag.findings.whatif_text import saving_text
-from tb_llmdiag.metrics.labels import words_of
+from tb_llmdiag.metrics.labels import part_words, words_of
 from tb_llmdiag.metrics.registry import metric, unit_of
 from tb_llmdiag.units import fmt, fmt_interval, fmt_ns, fmt_share, unit_from_name
 
@@ -123,7 +123,9 @@ def _anatomy_cell(key: str, fig: dict[str, Any]) -> str:
         return fmt("ns", fig.get("time_ns"))  # no steps: the window's time
     if key == "identified_by":
         by, share = fig.get("identified_by"), fig.get("identified_share")
-        return "-" if by is None else f"{by} ({fmt_share(share)})" if share is not None else str(by)
+        if by is None:
+            return "-"
+        return f"{words_of(by)} ({fmt_share(share)})" if share is not None else str(words_of(by))
     v = fig.get(key)
     return "-" if v is None else fmt(unit_of(path), v)
 
@@ -145,9 +147,9 @@ def anatomy_table(a: dict[str, Any]) -> dict[str, Any] | None:
         "intro": f"{label_of('anatomy.busy_ns', 'busy_ns')} {fmt_ns(a.get('busy_ns'))}; "
         f"{label_of('anatomy.assigned_share', 'assigned_share')} {fmt_share(a.get('assigned_share'))}",
         "header": [label_of(f"anatomy.parts.*.{k}", k) for k in ANATOMY_COLUMNS],
-        "rows": [[p, *(_anatomy_cell(k, parts[p]) for k in ANATOMY_COLUMNS)] for p in shown],
+        "rows": [[part_words(p), *(_anatomy_cell(k, parts[p]) for k in ANATOMY_COLUMNS)] for p in shown],
         "other_ops": ", ".join(f"{o['name']} {fmt_ns(o['time_ns'])}" for o in ops),
-        "small": ", ".join(f"{p} {fmt_share(parts[p].get('share'))}" for p in small),
+        "small": ", ".join(f"{part_words(p)} {fmt_share(parts[p].get('share'))}" for p in small),
     }
 
 

@@ -90,6 +90,12 @@ def _tflops(x: float | None) -> str:
     return f"{_sig(v)} {['', 'k', 'M', 'G', 'T', 'P', 'E'][i]}FLOP/s"
 
 
+def _words(name: str, words: dict[str, str]) -> str:
+    """A part or evidence level in the registry's words (``value_labels``)."""
+    kind, sep, rest = name.partition(":")
+    return f"{words.get(kind, kind)} {rest}" if sep else words.get(kind, kind)
+
+
 def _order(parts: dict) -> list[str]:
     named = sorted((p for p in parts if p != "other"), key=lambda p: -parts[p]["time_ns"])
     return named + (["other"] if "other" in parts else [])
@@ -120,7 +126,8 @@ def test_bar_and_table_are_the_reports_anatomy(server, browser, requests_seen):
     rep = report_of(base, next(r for r in runs if r["run"] == SEED))
     a = rep["metrics"]["anatomy"]
     order = _order(a["parts"])
-    registry = {m["key"]: m for m in get_json(f"{base}/data/plugin/llm_diag/metric_registry", timeout=30)["metrics"]}
+    doc = get_json(f"{base}/data/plugin/llm_diag/metric_registry", timeout=30)
+    registry, words = {m["key"]: m for m in doc["metrics"]}, doc["value_labels"]
     ctx, page, errors, f = _open(browser, requests_seen, base, SEED)
     try:
         sec = f.locator(SECTION)
@@ -129,6 +136,7 @@ def test_bar_and_table_are_the_reports_anatomy(server, browser, requests_seen):
         # the bar: one series per part, in the table's order, each with its per-step times
         legend = sec.locator(".anatomy-legend .lg")
         assert legend.evaluate_all("els => els.map(e => e.dataset.part)") == order
+        assert legend.all_inner_texts() == [_words(p, words) for p in order]
         got = legend.evaluate_all("els => els.map(e => JSON.parse(e.dataset.stepTimes))")
         assert got == [a["parts"][p]["step_time_ns"] for p in order]
         assert [sum(v) for v in got] == pytest.approx([a["parts"][p]["time_ns"] for p in order], abs=a["steps"])
@@ -141,7 +149,9 @@ def test_bar_and_table_are_the_reports_anatomy(server, browser, requests_seen):
         total = sum(a["parts"][p]["step_time_ns"][0] for p in order)
         step_label = registry["anatomy.step_index[]"]["label"]
         want = f"{step_label} #{a['step_index'][0]} · {_ns(total)}: " + " · ".join(
-            f"{p} {_ns(a['parts'][p]['step_time_ns'][0])}" for p in order if a["parts"][p]["step_time_ns"][0] > 0
+            f"{_words(p, words)} {_ns(a['parts'][p]['step_time_ns'][0])}"
+            for p in order
+            if a["parts"][p]["step_time_ns"][0] > 0
         )
         sec.locator(".anatomy-readout", has_text=want).wait_for(timeout=5_000)
         # the table: the parts in the same order, every figure as the JSON has it
@@ -155,7 +165,9 @@ def test_bar_and_table_are_the_reports_anatomy(server, browser, requests_seen):
             fig = a["parts"][p]
             cells = sec.locator(f".anatomy-table tr[data-part='{p}'] td")
             texts = cells.all_inner_texts()
-            ident = "—" if fig["identified_by"] is None else f"{fig['identified_by']} ({_share(fig['identified_share'])})"
+            by = fig["identified_by"]
+            ident = "—" if by is None else f"{_words(by, words)} ({_share(fig['identified_share'])})"
+            assert texts[0].splitlines()[0] == _words(p, words)
             assert texts[1:6] == [
                 _ns(fig["per_step_time_ns"]),
                 _share(fig["share"]),
@@ -235,7 +247,10 @@ def test_dark_theme_and_an_xla_run(server, browser, requests_seen):
     try:
         note = f.locator(f"{SECTION} p.muted")
         note.wait_for()
-        assert note.inner_text().startswith("No model parts for this run")
+        assert note.inner_text() == (
+            "No model parts for this run: the model's parts are read from PyTorch (Kineto) traces' host call chains; "
+            "this is an XLA trace."
+        )
         assert f.locator(f"{SECTION} .anatomy-table").count() == 0
         assert not errors, errors
     finally:
