@@ -6,13 +6,14 @@ table's rows are the parts in order of time with their time per step, share, TFL
 the JSON has them (formatted here by a formatter written for this test, not the tab's); a part's "Show in trace"
 zooms the trace view to the run of that part's kernels holding most of its time and selects its longest kernel
 there, a kernel of the raw trace; the dark theme draws the table in the dark palette; an XLA run says it has no model parts and why.
-Screenshot: test-artifacts/anatomy-*.png.
+Pictures: test-artifacts/views/anatomy-1440(-dark).png (docs/views/ with LLMDIAG_UPDATE_SCREENSHOT=1).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 from urllib.parse import urlencode
 
@@ -113,6 +114,17 @@ def _kernels_of_raw_trace(logdir) -> dict[str, list[tuple[float, float]]]:
     return out
 
 
+def _shot(page, section, name: str) -> None:
+    """The view alone at 1440 px: test-artifacts/views/; docs/views/ with LLMDIAG_UPDATE_SCREENSHOT=1."""
+    page.set_viewport_size({"width": 1440, "height": 1400})
+    section.locator(".uplot").wait_for()
+    page.wait_for_timeout(400)
+    (ARTIFACTS / "views").mkdir(parents=True, exist_ok=True)
+    section.screenshot(path=str(ARTIFACTS / "views" / name))
+    if os.environ.get("LLMDIAG_UPDATE_SCREENSHOT") == "1":
+        shutil.copy(ARTIFACTS / "views" / name, REPO / "docs" / "views" / name)
+
+
 def _open(browser, requests_seen, base: str, run: str, dark: bool = False):
     ctx, page, errors = new_page(browser, requests_seen, dark=dark)
     page.set_viewport_size({"width": 1600, "height": 1400})
@@ -180,7 +192,11 @@ def test_bar_and_table_are_the_reports_anatomy(server, browser, requests_seen):
                 assert title == fig["efficiency_withheld"]
         other_ops = sec.locator("tr[data-part='other'] .part-ops").inner_text()
         assert other_ops == " · ".join(f"{o['name']} {_ns(o['time_ns'])}" for o in a["parts"]["other"]["top_ops"])
-        page.screenshot(path=str(ARTIFACTS / "anatomy-seed.png"), full_page=True)
+        _shot(page, sec, "anatomy-1440.png")
+        # at 1024 px nothing overflows sideways (long operator names wrap)
+        page.set_viewport_size({"width": 1024, "height": 768})
+        page.wait_for_timeout(500)
+        assert f.locator("body").evaluate("b => b.scrollWidth - b.clientWidth") <= 1
         assert not errors, errors
         assert not no_foreign(requests_seen), no_foreign(requests_seen)
     finally:
@@ -237,7 +253,7 @@ def test_dark_theme_and_an_xla_run(server, browser, requests_seen):
             cell.wait_for()
             colours[dark] = cell.evaluate("e => getComputedStyle(e).color")
             if dark:
-                page.screenshot(path=str(ARTIFACTS / "anatomy-seed-dark.png"), full_page=True)
+                _shot(page, f.locator(SECTION), "anatomy-1440-dark.png")
             assert not errors, errors
         finally:
             ctx.close()
