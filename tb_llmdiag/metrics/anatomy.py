@@ -633,7 +633,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.reason", TEXT, NEITHER, 0, "anatomy reason", "why the topic is unavailable"),
     ("anatomy.busy_ns", NS, NEITHER, 0.05, "anatomy busy time", "the device-busy union (all devices and streams) within the analysis window: what the parts' `time_ns` add up to"),
     ("anatomy.steps", COUNT, NEITHER, 0, "anatomy steps", "profiled steps `per_step_time_ns` divides by"),
-    ("anatomy.step_index[]", INDEX, NEITHER, 0, "anatomy step", "the profiled steps' indices (`steps.per_step[].index`), in time order: what each part's `step_time_ns` list follows"),
+    ("anatomy.step_index[]", INDEX, NEITHER, 0, "step", "the profiled steps' indices (`steps.per_step[].index`), in time order: what each part's `step_time_ns` list follows"),
     ("anatomy.assigned_share", SHARE, HIGHER, 0.05, "busy time in a named part", "1 - `other_share`"),
     ("anatomy.other_share", SHARE, LOWER, 0.1, "busy time in no part", "`parts.other.time_ns` / `busy_ns`: device time no evidence places in a part"),
     ("anatomy.device", TEXT, NEITHER, 0, "anatomy device", "the device name the peaks are looked up for"),
