@@ -45,6 +45,7 @@ from tb_llmdiag.jobs.rank_summary import RankSummary, rank_activities, rank_prof
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import Analysis
 from tb_llmdiag.metrics import analyze as analyze_metrics
+from tb_llmdiag.metrics.anatomy import PartRows, kept_part_rows
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.metrics.workload import run_phase
@@ -55,6 +56,7 @@ from tb_llmdiag.series import build as build_series
 from tb_llmdiag.timeline import TIMELINE_VERSION
 from tb_llmdiag.timeline import build as build_timelines
 from tb_llmdiag.traceview.activities import DEFAULT_TOP, asked_range, top_activities
+from tb_llmdiag.traceview.anatomy import part_locations, parts_in_range
 from tb_llmdiag.traceview.build import TRACEVIEW_VERSION, Put
 from tb_llmdiag.traceview.build import build_for as build_traceview
 from tb_llmdiag.traceview.evidence import locate as locate_evidence
@@ -262,6 +264,56 @@ class Analysed:
         lo, hi = asked_range(self.report, step, start_ns, end_ns)
         return top_activities(trace, self.analysis, lo, hi, top=top, step=step)
 
+    def _part_rows(self) -> PartRows:
+        if self.analysis is None:
+            raise LlmDiagError(f"run {self.report.get('run')} was not analysed: {self.report.get('error')}")
+        pr = kept_part_rows(self.analysis.context)
+        if pr is None:
+            anatomy = (self.report.get("metrics") or {}).get("anatomy") or {}
+            raise LlmDiagError(f"no model parts for this run: {anatomy.get('reason') or 'the anatomy topic is absent'}")
+        return pr
+
+    def anatomy_in(
+        self, *, step: int | None = None, start_ns: int | None = None, end_ns: int | None = None
+    ) -> dict[str, Any]:
+        """The model parts' device time in step ``step`` (the report's ``anatomy.parts.*.step_time_ns``, what the
+        tab's bar draws) or in [start_ns, end_ns) (the busy union there split as the topic splits the window,
+        ``traceview/anatomy.py``); the whole window when neither is given: ``{"step", "start_ns", "end_ns",
+        "duration_ns", "parts_busy_ns", "parts": [{"name", "time_ns", "share"}, ...]}`` (``activities.*`` in the
+        registry), the parts largest first.
+
+        Raises:
+            BadRange: an unknown step, both a step and times, a range that is empty or outside the trace.
+            LlmDiagError: a run without the ``anatomy`` topic (an XLA trace, no device time).
+        """
+        lo, hi = asked_range(self.report, step, start_ns, end_ns)
+        pr = self._part_rows()
+        if step is None:
+            got = parts_in_range(self._trace(), pr, lo, hi)
+            busy, times = got["busy_ns"], got["parts"]
+        else:
+            a = self.report["metrics"]["anatomy"]
+            at = list(a.get("step_index") or []).index(step)
+            times = {n: f["step_time_ns"][at] for n, f in a["parts"].items() if f["step_time_ns"][at] > 0}
+            busy = sum(times.values())
+        ranked = sorted(times.items(), key=lambda kv: -kv[1])
+        parts = [{"name": n, "time_ns": t, "share": t / busy if busy else None} for n, t in ranked]
+        return {
+            "step": step,
+            "start_ns": lo,
+            "end_ns": hi,
+            "duration_ns": hi - lo,
+            "parts_busy_ns": busy,
+            "parts": parts,
+        }
+
+    def part_locations(self) -> list[dict[str, Any]]:
+        """Where each model part's kernels run in the trace (``traceview/anatomy.py``), as the tab's trace view opens
+        them; empty without the ``anatomy`` topic."""
+        if self.analysis is None or kept_part_rows(self.analysis.context) is None:
+            return []
+        return jsonable(part_locations(self._trace(), self._part_rows()))
+
     def evidence(self) -> list[dict[str, Any]]:
         """Each finding's ranges and culprit located in the trace (``traceview/evidence.py``), as the tab shows them."""
         return jsonable(locate_evidence(self._trace(), self.report))
@@ -333,12 +385,14 @@ def analyze_for_tab(
     # the timelines and /steps rows read the analysis's one step breakdown (what the report counts)
     timelines, breakdown = build_timelines(got.trace, got.analysis.breakdown)
     summary = got.rank_summary.to_dict() if got.rank_summary is not None else None  # the job view's (KBs)
+    parts = got.part_locations()
     got.analysis = None  # the trace view needs only the trace
     findings = got.evidence()
     handed = [got.trace]  # handed over: the build frees the trace once its columns are written (the worker's peak)
     got.trace = None
     meta, arrays = build_traceview(handed, put_array)
     meta["findings"] = findings
+    meta["parts"] = parts
     return {
         "report": got.report,
         "timelines": list(timelines),

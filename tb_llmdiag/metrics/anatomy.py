@@ -21,6 +21,9 @@ Definitions (Kineto traces; ns; the analysis window of ``metrics.context``):
   kernel family under ``mlp`` evidence is ``moe``. Nothing else is forced into a part: it is ``other``, named by its
   top operators.
 - Per part: ``time_ns``, ``share`` (of ``busy_ns``), ``per_step_time_ns`` (time / steps; null without steps),
+  ``step_time_ns`` (its time in each step of ``step_index``: a device event's allocated time counts in the step whose
+  start is the last at or before the event's start, the first step for an event starting before it; so each part's
+  list adds up to its ``time_ns``; empty without steps),
   ``kernels`` (device events starting in the window), ``launches`` and ``host_dispatch_ns`` (the distinct runtime or
   driver calls that launched them, and their summed durations), ``casts_ns`` (time of kernels launched by
   ``aten::to`` / ``_to_copy`` / ``copy_`` / ``contiguous`` / ``clone``), ``categories`` (time by ``classify.py``
@@ -87,6 +90,7 @@ from tb_llmdiag.metrics.entry import (
     FLAG,
     FLOP,
     HIGHER,
+    INDEX,
     LOWER,
     NEITHER,
     NS,
@@ -137,6 +141,28 @@ def busy_shares(s: I64, e: I64, win_s: I64, win_e: I64) -> F64:
     weight = np.where((open_n > 0) & inwin, seg / np.maximum(open_n, 1), 0.0)
     cum = np.concatenate(([0.0], np.cumsum(weight)))
     return cum[ei] - cum[si]
+
+
+@dataclass(frozen=True)
+class PartRows:
+    """What the topic decided per device row, kept in the analysis (``RowCache.keep``, name ``PART_ROWS``) for the
+    views that draw a part's kernels or a range's parts (``traceview/anatomy.py``): ``rows`` (``Context.dev``), the
+    part ``code`` of each (an index into ``labels``, whose last is ``other``), its allocated busy time ``w_ns``."""
+
+    rows: IDX
+    code: NDArray[np.int32]
+    labels: tuple[str, ...]
+    w_ns: F64
+
+
+#: the name the topic keeps its ``PartRows`` under in the context's cache
+PART_ROWS = "anatomy.part_rows"
+
+
+def kept_part_rows(ctx: Context) -> PartRows | None:
+    """The topic's ``PartRows`` of this analysis, or None when it was not computed (XLA traces, no device time)."""
+    got = ctx.cache.kept(PART_ROWS)
+    return got if isinstance(got, PartRows) else None
 
 
 @dataclass(frozen=True)
@@ -258,6 +284,8 @@ def _classify(
         evid[m] = EVIDENCE_CODE[evidence]
 
     def at(col: NDArray[Any], idx: IDX, empty: Any) -> NDArray[Any]:
+        if col.size == 0:  # no operator nodes (a trace of kernels alone)
+            return np.full(idx.shape, empty)
         return np.where(idx >= 0, col[np.maximum(idx, 0)], empty)
 
     node, fwd = ch.node, ch.fwd_node
@@ -493,6 +521,7 @@ def anatomy_metrics(ctx: Context) -> dict[str, Any]:
     labels = list(PARTS) + graphs + ["other"]
     n = len(labels)
     code = np.where(part >= 0, part, n - 1).astype(np.int32)
+    ctx.cache.keep(PART_ROWS, PartRows(rows, code, tuple(labels), w))
     out = _describe(ctx, rows, ch, core, code, evid, w, labels)
     # the structure figures (metrics/anatomy_structure.py): a MoE's load, the loss over full logits, compiled graphs
     out["moe"] = moe
@@ -509,6 +538,16 @@ def anatomy_metrics(ctx: Context) -> dict[str, Any]:
     out["weight_casts_ns"] = int(round(wc))
     out["weight_casts_share"] = wc / ctx.window_ns if ctx.window_ns > 0 else None
     return out
+
+
+def _step_times(ctx: Context, rows: IDX, code: NDArray[np.int32], w: F64, n: int) -> NDArray[np.int64]:
+    """[part code, step]: the allocated time of the device events starting in each step (module docstring)."""
+    ns = len(ctx.steps)
+    if ns == 0:
+        return np.zeros((n, 0), np.int64)
+    at = np.clip(np.searchsorted(ctx.steps.start_ns, ctx.trace.events.ts_ns[rows], side="right") - 1, 0, ns - 1)
+    tot = np.bincount(code.astype(np.int64) * ns + at, weights=w, minlength=n * ns)[: n * ns]
+    return np.rint(tot.reshape(n, ns)).astype(np.int64)
 
 
 def _part_figures(ctx: Context, rows: IDX, ch: Chains, code: NDArray[np.int32], w: F64, n: int) -> dict[str, Any]:
@@ -589,6 +628,7 @@ def _describe(
     ).reshape(n, ne)
     device = _device(ctx)
     peaks = peaks_for(device)
+    by_step = _step_times(ctx, rows, code, w, n)
     parts: dict[str, Any] = {}
     for c, name in enumerate(labels):
         t = fig["time"][c]
@@ -604,6 +644,7 @@ def _describe(
             "time_ns": int(round(t)),
             "share": t / busy,
             "per_step_time_ns": int(round(t / steps)) if steps else None,
+            "step_time_ns": by_step[c].tolist(),
             "kernel_ns": int(fig["kernel_ns"][c]),
             "kernels": int(fig["kernels"][c]),
             "launches": int(fig["launches"][c]),
@@ -630,6 +671,7 @@ def _describe(
         "available": True,
         "busy_ns": int(round(busy)),
         "steps": steps,
+        "step_index": ctx.steps.index.tolist(),
         "assigned_share": 1.0 - other / busy,
         "other_share": other / busy,
         "device": device,
@@ -676,6 +718,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.reason", TEXT, NEITHER, 0, "anatomy reason", "why the topic is unavailable"),
     ("anatomy.busy_ns", NS, NEITHER, 0.05, "anatomy busy time", "the device-busy union (all devices and streams) within the analysis window: what the parts' `time_ns` add up to"),
     ("anatomy.steps", COUNT, NEITHER, 0, "anatomy steps", "profiled steps `per_step_time_ns` divides by"),
+    ("anatomy.step_index[]", INDEX, NEITHER, 0, "step", "the profiled steps' indices (`steps.per_step[].index`), in time order: what each part's `step_time_ns` list follows"),
     ("anatomy.assigned_share", SHARE, HIGHER, 0.05, "busy time in a named part", "1 - `other_share`"),
     ("anatomy.other_share", SHARE, LOWER, 0.1, "busy time in no part", "`parts.other.time_ns` / `busy_ns`: device time no evidence places in a part"),
     ("anatomy.device", TEXT, NEITHER, 0, "anatomy device", "the device name the peaks are looked up for"),
@@ -684,6 +727,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.parts.*.time_ns", NS, NEITHER, 0.05, "part time", _P + "its allocated share of the busy union (overlapping events split each instant equally)"),
     ("anatomy.parts.*.share", SHARE, NEITHER, 0.1, "part share", _P + "`time_ns` / `busy_ns`"),
     ("anatomy.parts.*.per_step_time_ns", NS, NEITHER, 0.05, "part time per step", _P + "`time_ns` / steps; null without steps"),
+    ("anatomy.parts.*.step_time_ns[]", NS, NEITHER, 0.05, "part time in the step", _P + "its time in each step of `step_index` (a device event's allocated time counts in the step it starts in; before the first step, in the first): the list adds up to `time_ns`"),
     ("anatomy.parts.*.kernel_ns", NS, NEITHER, 0.05, "part device time", _P + "plain sum of its device events' durations (overlap counted on each stream)"),
     ("anatomy.parts.*.kernels", COUNT, NEITHER, 0.05, "part device events", _P + "its kernels, memcpys and memsets starting in the window"),
     ("anatomy.parts.*.launches", COUNT, NEITHER, 0.05, "part launches", _P + "distinct runtime/driver calls that launched them (a graph launch counts once)"),

@@ -69,3 +69,14 @@ def test_random_traces(rows: list[E]) -> None:
         assert f["severity"] in ("high", "medium", "low")
         if f["saving"] is not None:
             assert 0 <= f["saving"]["share"] <= 1
+
+
+def test_overlapping_collectives_count_once_and_kernels_alone_have_an_anatomy() -> None:
+    """Two identical all-reduces on two streams over the same 10 ns (a case the random traces found): their purpose is
+    exposed 10 ns of a 10 ns window, not 20; a trace of kernels alone (no operator) still gets its anatomy."""
+    rows = [E(Kind.KERNEL, NAMES[Kind.KERNEL][3], 0, 10, -1, -1, None)] * 2
+    trace = make_trace(rows)
+    m = compute_metrics(trace, find_steps(trace))
+    (row,) = m["comm_purpose"]["by_purpose"]
+    assert (row["count"], row["kernel_ns"], row["exposed_ns"], row["exposed_share"]) == (2, 20, 10, 1.0)
+    assert m["anatomy"]["available"] is True and set(m["anatomy"]["parts"]) == {"communication"}
