@@ -76,9 +76,8 @@ EXPECTED: dict[str, set[str]] = {
     "causes/tests/data/fp32_math": {"fp32_math"},
     "causes/tests/data/unfused_adamw": {"unfused_optimizer"},
     "causes/tests/data/grad_ckpt": {"activation_checkpointing"},
-    # batch 6 (docs/captures_6.md): the SDPA math backend's fp32 score GEMMs, the MLPs kept in fp32
-    "causes/tests/data/anatomy_attn_math": {"fp32_math"},
-    "causes/tests/data/anatomy_fp32_part": {"fp32_math"},
+    # batch 6 (docs/captures_6.md): the SDPA math backend's fp32 score GEMMs are attention_backend's, the MLPs kept
+    # in fp32 fp32_part's (findings/parts.py): fp32_math does not blame the model's dtype for either
 }
 
 

@@ -39,11 +39,14 @@ def test_required_ids_and_unique() -> None:
 
 def test_rules_are_the_gpu_then_the_comm_then_the_xla_table() -> None:
     from tb_llmdiag.findings.comm import COMM_RULES
+    from tb_llmdiag.findings.parts import PART_RULES
     from tb_llmdiag.findings.structure import STRUCTURE_RULES
     # each rule as its table declares it (skip_on and inference wording in its own entry), then inference's own, then
-    # the structure rules of #37 (the anatomy's MoE, logits and compiled-graph figures; a launch-bound decode loop)
-    assert RULES == GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES + STRUCTURE_RULES
+    # the structure rules of #37 (the anatomy's MoE, logits and compiled-graph figures; a launch-bound decode loop);
+    # the part rules of #37 (findings/parts.py) after the GPU table
+    assert RULES == GPU_RULES + PART_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES + STRUCTURE_RULES
     assert len(XLA_RULES) == 6 and len(COMM_RULES) == 6
+    assert [r.id for r in PART_RULES] == ["attention_backend", "fp32_part", "weight_casts", "lora_adapters"]
     assert [r.id for r in STRUCTURE_RULES] == ["moe_imbalance", "full_logits_loss", "graph_breaks", "decode_launch_bound"]
     assert [r.id for r in INFERENCE_RULES] == ["gemm_bound_forward"]
 
@@ -271,11 +274,17 @@ def test_every_path_names_a_metric_key() -> None:
     """Each rule's metric, saving and evidence path resolves in real compute_metrics output (no typos)."""
     from minitrace import full_metrics_keys
 
+    from tb_llmdiag.findings.parts import PART_RULES
+    from tb_llmdiag.metrics.registry import metric
+
     known = full_metrics_keys()
-    for r in GPU_RULES:
+    for r in GPU_RULES + PART_RULES:
         for path in [r.metric, r.saving, *(p for _, p in r.evidence)]:
             if path is not None and not callable(path):  # named functions are tested on their own
-                assert path in known, (r.id, path)
+                # a path into a per-part dict (anatomy.parts.<part>.<key>): its topic key exists and the registry
+                # names its figure (the mini trace has no parts)
+                deep = path.count(".") > 1 and ".".join(path.split(".")[:2]) in known and metric(path) is not None
+                assert path in known or deep, (r.id, path)
 
 
 def test_fires_requires_a_number() -> None:

@@ -50,7 +50,8 @@ WHOLE_FILE = frozenset({"no_device_activity", "memory_headroom"})
 #: rules with their own wording on inference runs (a flavour keyed "inference"; not the XLA rules, whose runs have no
 #: workload)
 WORDED_FOR_INFERENCE = frozenset({"no_device_activity", "host_bound", "host_sync", "recompilation", "fp32_math",
-                                  "exposed_communication", "pageable_memcpy", "copy_heavy", "tiny_kernels", "gpu_gaps"})
+                                  "exposed_communication", "pageable_memcpy", "copy_heavy", "tiny_kernels", "gpu_gaps",
+                                  "attention_backend", "fp32_part", "lora_adapters"})
 
 
 def test_each_rule_declares_the_runs_it_skips_and_its_inference_wording() -> None:
