@@ -44,14 +44,16 @@ INFERENCE = sorted(k for k, v in WORKLOAD.items() if v == "inference")
 #: packing the training set, steady-state training steps): never on inference runs
 TRAINING_ONLY = frozenset({"dataloader_stall", "warmup_in_window", "step_variance", "variable_shapes",
                            "memory_headroom", "unfused_optimizer", "activation_checkpointing",
-                           "per_tensor_collectives", "accumulation_without_no_sync", "fsdp_without_prefetch"})
+                           "per_tensor_collectives", "accumulation_without_no_sync", "fsdp_without_prefetch",
+                           "full_logits_loss"})
 #: claims about the whole run, an absence or a maximum, which the read part of a cut file cannot support
-WHOLE_FILE = frozenset({"no_device_activity", "memory_headroom"})
+WHOLE_FILE = frozenset({"no_device_activity", "memory_headroom", "moe_imbalance", "full_logits_loss", "graph_breaks",
+                        "decode_launch_bound"})
 #: rules with their own wording on inference runs (a flavour keyed "inference"; not the XLA rules, whose runs have no
 #: workload)
 WORDED_FOR_INFERENCE = frozenset({"no_device_activity", "host_bound", "host_sync", "recompilation", "fp32_math",
                                   "exposed_communication", "pageable_memcpy", "copy_heavy", "tiny_kernels", "gpu_gaps",
-                                  "attention_backend", "fp32_part", "lora_adapters"})
+                                  "attention_backend", "fp32_part", "lora_adapters", "graph_breaks"})
 
 
 def test_each_rule_declares_the_runs_it_skips_and_its_inference_wording() -> None:
@@ -59,7 +61,7 @@ def test_each_rule_declares_the_runs_it_skips_and_its_inference_wording() -> Non
     assert {r.id for r in RULES if "inference" in r.skip_on} == TRAINING_ONLY
     assert all("inference" in r.skip_on for r in RULES if r.id in TRAINING_ONLY)  # the XLA rule of an id too
     assert {r.id for r in RULES if "partial" in r.skip_on} == WHOLE_FILE
-    assert {r.id for r in RULES if "training" in r.skip_on} == {"gemm_bound_forward"}
+    assert {r.id for r in RULES if "training" in r.skip_on} == {"gemm_bound_forward", "decode_launch_bound"}
     worded = {r.id for r in RULES if "inference" in dict(r.flavours)}
     assert worded == WORDED_FOR_INFERENCE
     assert all(r.platform != "xla" for r in RULES if "inference" in dict(r.flavours))

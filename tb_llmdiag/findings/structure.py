@@ -11,7 +11,7 @@ docs/findings.md lists them.
 
 from __future__ import annotations
 
-from tb_llmdiag.findings.engine import Fix, Locate, Metrics, ProfilerCost, Rule, lookup
+from tb_llmdiag.findings.engine import Fix, Flavour, Locate, Metrics, ProfilerCost, Rule, lookup
 
 #: experts padded at least this much above the mean load: a capacity factor well above what balancing gives (1.25)
 IMBALANCE_MIN = 1.5
@@ -41,6 +41,21 @@ def eager_decode(m: Metrics) -> bool:
         and launches >= DECODE_LAUNCHES_MIN
         and graph_kernels <= 0.1 * kernels
     )
+
+
+#: graph_breaks on a serving run: the same fix, the serving engine's words (no Trainer)
+_GRAPH_BREAKS_INFERENCE = Flavour(
+    fix=Fix(
+        text="Remove the graph break: keep the data-dependent read ({break_op}) out of the compiled model (check "
+        "values after the forward, or on a tensor without .item(): torch._check, torch.cond), or let dynamo trace "
+        "scalar reads (torch._dynamo.config.capture_scalar_outputs = True). List every break with "
+        "TORCH_LOGS=graph_breaks or torch._dynamo.explain.",
+        pytorch="explanation = torch._dynamo.explain(model)(**inputs)\nprint(explanation.break_reasons)\n"
+        "# e.g. a NaN watchdog: flag = torch.isnan(h).any()  (a tensor, no .item()); check flag after the forward",
+        hf_trainer="TORCH_LOGS=graph_breaks python serve.py  # lists each break and its source line\n"
+        "model = torch.compile(model)  # with no .item() in forward hooks or the model",
+    ),
+)
 
 
 STRUCTURE_RULES: tuple[Rule, ...] = (
@@ -166,6 +181,7 @@ STRUCTURE_RULES: tuple[Rule, ...] = (
             "TrainingArguments(..., torch_compile=True)  # with no .item() in forward hooks or the model",
         ),
         docs="https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html#graph-breaks",
+        flavours=(("inference", _GRAPH_BREAKS_INFERENCE),),
     ),
     Rule(
         id="decode_launch_bound",
