@@ -131,7 +131,8 @@ def test_compare_figures_read_the_same_in_cards_verdict_cli_and_json(server, bro
     verdict = doc["verdict"]
     assert (f"({want['tokens/s'][0]} -> {want['tokens/s'][1]}; step {want['median step'][0]} -> "
             f"{want['median step'][1]} at ") in verdict
-    assert f"now {now} of the step (was {was})." in verdict
+    of_step = "of the step without the profiler" if bn["after"]["step_basis"] == "without_profiler" else "of the step"
+    assert f"now {now} {of_step} (was {was})." in verdict
     # the CLI: the same verdict, and the table's rows in the same text (Markdown: bold verdict, pipe rows)
     assert verdict in text.splitlines() and f"**{verdict}**" in md.splitlines()
     for label, (b, a) in want.items():
