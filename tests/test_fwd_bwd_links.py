@@ -1,4 +1,4 @@
-"""The reader's forward-backward links (``Trace.extra["fwd_row"]``, ``ingest/kineto/links.py``) against a second parse.
+"""The reader's forward-backward links (``Trace.extra["fwd_links"]``, ``ingest/kineto/links.py``) against a second parse.
 
 The expectation is read here from the JSON text with ``json`` alone (timestamps as exact decimals, nothing of
 ``tb_llmdiag``): each ``fwdbwd`` flow pair names a thread and a time at each end; the operator there is the ``cpu_op``
@@ -54,13 +54,14 @@ def expected_pairs(path: Path) -> set[tuple[Op, Op]]:
 
 def product_pairs(path: Path) -> set[tuple[Op, Op]]:
     trace = load_trace(str(path))
-    ev, col = trace.events, trace.extra["fwd_row"]
-    assert col.dtype == np.int32 and col.shape == ev.ts_ns.shape
+    ev, links = trace.events, trace.extra["fwd_links"]
+    assert links.dtype == np.int32 and links.shape[0] == 2
+    assert (np.diff(links[0]) > 0).all()  # the backward rows ascending, each once
 
     def op(r: int) -> Op:
         return ev.names[ev.name_id[r]], int(ev.tid[r]), int(ev.ts_ns[r]) + trace.origin_ns
 
-    return {(op(b), op(int(col[b]))) for b in np.flatnonzero(col >= 0).tolist()}
+    return {(op(b), op(f)) for b, f in links.T.tolist()}
 
 
 CASES = {
@@ -124,12 +125,12 @@ def test_odd_flows(tmp_path: Path) -> None:
         _flow("s", None, 10, 110.5), _flow("f", None, 20, 340.0),  # no id
     ])
     trace = load_trace(str(path))
-    ev, col = trace.events, trace.extra["fwd_row"]
+    ev = trace.events
     name = {r: ev.names[ev.name_id[r]] for r in range(len(ev))}
-    got = {name[b]: name[int(col[b])] for b in np.flatnonzero(col >= 0).tolist()}
+    got = {name[b]: name[f] for b, f in trace.extra["fwd_links"].T.tolist()}
     assert got == {"TBackward0": "aten::t", "MmBackward0": "aten::mm", "AddBackward0": "aten::add"}
 
 
 def test_no_flows_no_column(tmp_path: Path) -> None:
     path = _write(tmp_path, [_op("aten::mm", 1, 1.0, 1.0), _flow("s", 1, 1, 1.0, cat="ac2g"), _flow("f", 1, 1, 1.0)])
-    assert "fwd_row" not in load_trace(str(path)).extra
+    assert "fwd_links" not in load_trace(str(path)).extra

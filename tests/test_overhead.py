@@ -56,6 +56,8 @@ def _captures() -> list[tuple[str, Path, float, list[float]]]:
                 continue
             if truth_path.parent.name == "trust_reduce_overhead":
                 continue  # the host runs ahead of the GPU: its host step time is not the step (measured share -1.06)
+            if truth_path.parent.name.startswith("anatomy_"):
+                continue  # batch 6 (docs/captures_6.md): not in the model's fit; tests/test_anatomy_whatif.py reads them
             p, u = prof["active_median_host_ms"], ref["median_wall_ms"]
             for fn in r["trace_files"]:
                 out.append((f"{truth_path.parent.name}/rank{r['rank']}", truth_path.parent / fn, (p - u) / p, ref["wall_ms"]))

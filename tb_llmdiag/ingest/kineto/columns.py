@@ -35,7 +35,7 @@ from tb_llmdiag.ingest.kineto.layout import (
     STR_ID_BASE,
     Scan,
 )
-from tb_llmdiag.ingest.kineto.links import fwd_rows
+from tb_llmdiag.ingest.kineto.links import fwd_links
 from tb_llmdiag.ingest.kineto.structs import (
     COMPLETE,
     FLOW_TYPES,
@@ -85,7 +85,7 @@ class Columns:
         self.slab_used = 0
         self.mem_parts: list[dict[str, np.ndarray]] = []
         self.flow_parts: list[dict[str, np.ndarray]] = []  # the fwdbwd flows' columns, piece by piece (FLOW_DTYPES)
-        self.fwd_row: np.ndarray | None = None  # set by finish(): links.fwd_rows of the flows
+        self.fwd_links: np.ndarray | None = None  # set by finish(): links.fwd_links of the flows
         # category -> Kind code; categories never seen before are OTHER (the profiler's own span: SKIP)
         self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
             lambda: int(Kind.OTHER),
@@ -373,7 +373,7 @@ class Columns:
         self.slab, self.slab_used = {}, 0
 
     def _links(self, table: EventTable, shift_ns: int) -> np.ndarray | None:
-        """The flows' forward-backward links (``links.fwd_rows``), their times in ns as the rows' are (relative to
+        """The flows' forward-backward links (``links.fwd_links``), their times in ns as the rows' are (relative to
         the first piece's origin, then shifted to the final one); the flows are dropped."""
         parts, self.flow_parts = self.flow_parts, []
         if not parts or self.origin_us is None:
@@ -383,7 +383,7 @@ class Columns:
         ts = flows["ts"]
         ok = np.isfinite(ts) & (np.abs(ts) <= LIMIT_US)
         ts_ns = np.rint((ts[ok] - self.origin_us) * 1000.0).astype(np.int64) - shift_ns
-        return fwd_rows(table, ts_ns, flows["tid"][ok], flows["id"][ok], flows["end"][ok] > 0)
+        return fwd_links(table, ts_ns, flows["tid"][ok], flows["id"][ok], flows["end"][ok] > 0)
 
     def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
         """The pieces' rows as one EventTable sorted by time, the memory samples, the origin (ns) and warnings."""
@@ -440,7 +440,7 @@ class Columns:
             names=tuple(self.names.texts),
             shapes=shapes,
         )
-        self.fwd_row = self._links(table, int(origin_us - self.origin_us) * 1000)
+        self.fwd_links = self._links(table, int(origin_us - self.origin_us) * 1000)
         base = self.ts_base_us or 0
         origin_ns = (int(origin_us) + base) * 1000
         if not INT64_MIN < origin_ns < INT64_MAX:

@@ -1,4 +1,4 @@
-"""Kineto's forward-backward flows -> ``Trace.extra["fwd_row"]``: the forward operator each backward operator runs for.
+"""Kineto's forward-backward flows -> ``Trace.extra["fwd_links"]``: the forward operator each backward operator runs for.
 
 PyTorch's profiler links the operator that recorded an autograd node (``aten::mm``, ``aten::_log_softmax``...) to the
 backward operator autograd later runs for it (``MmBackward0``, ``LogSoftmaxBackward0``) by a pair of flow events with
@@ -8,8 +8,9 @@ its one pass over each piece's decoded events (``_scan.c``, ``layout.FLOW_DTYPES
 dropped there by their category); this resolves them once the rows are in time order.
 
 Contract:
-- ``fwd_rows(events, ts_ns, tid, ids, end)``: an int32 column aligned with the events: on each backward operator's
-  row, its forward operator's row; -1 elsewhere; None when no pair links two operators. A flow's operator is the CPU
+- ``fwd_links(events, ts_ns, tid, ids, end)``: the links as an int32 array of two rows: the backward operators' rows
+  (ascending, each once) and, below each, its forward operator's row; None when no pair links two operators (a
+  sparse pair of rows, not a column aligned with the events: a training trace links one operator in ten). A flow's operator is the CPU
   operator of the flow's thread that starts at exactly its time (the profiler writes both from one timestamp, and
   the reader reads both the same way, to the ns); where several start then (operators nested in the same ns), the
   innermost, i.e. the shortest (then the first row). A flow with no operator there, or without a thread or an id
@@ -41,15 +42,29 @@ def _rows_at(events: EventTable, tid: I64, ts_ns: I64) -> I64:
         q = ts_ns[sel]
         lo = np.searchsorted(starts, q, side="left")
         hi = np.searchsorted(starts, q, side="right")
-        if (hi - lo > 1).any():  # operators opened in the same ns: order each such group shortest first
-            mine = mine[np.lexsort((events.dur_ns[mine], starts))]
         at = hi > lo
         out[sel[at]] = mine[lo[at]]
+        tie = np.flatnonzero(hi - lo > 1)
+        if tie.size:  # operators opened in the same ns: the shortest of each group (the first on a tie)
+            n = (hi - lo)[tie]
+            if int(n.sum()) <= 4 * mine.size:
+                out[sel[tie]] = _shortest(events.dur_ns, mine, lo[tie], n)
+            else:  # many flows on a few crowded instants: order the thread's operators once instead
+                out[sel[tie]] = mine[np.lexsort((events.dur_ns[mine], starts))][lo[tie]]
     return out
 
 
-def fwd_rows(events: EventTable, ts_ns: I64, tid: I64, ids: I64, end: NDArray[np.bool_]) -> NDArray[np.int32] | None:
-    """The ``fwd_row`` column (module docstring)."""
+def _shortest(dur: I64, rows: NDArray[np.intp], lo: NDArray[np.intp], n: NDArray[np.intp]) -> NDArray[np.intp]:
+    """Per range ``rows[lo:lo + n]``, its row of the shortest duration (the first on a tie)."""
+    first = np.concatenate(([0], np.cumsum(n)[:-1]))
+    seg = np.repeat(np.arange(n.size), n)
+    pos = np.repeat(lo - first, n) + np.arange(seg.size)
+    order = np.lexsort((dur[rows[pos]], seg))
+    return rows[pos[order[first]]]
+
+
+def fwd_links(events: EventTable, ts_ns: I64, tid: I64, ids: I64, end: NDArray[np.bool_]) -> NDArray[np.int32] | None:
+    """The links (module docstring)."""
     ok = (tid != -1) & (ids != -1)
     row = np.where(ok, _rows_at(events, tid, ts_ns), -1)
     s = (row >= 0) & ~end
@@ -63,6 +78,5 @@ def fwd_rows(events: EventTable, ts_ns: I64, tid: I64, ids: I64, end: NDArray[np
     hit = (s_id[at] == f_id) & (s_row[at] != f_row)
     if not hit.any():
         return None
-    out = np.full(len(events), -1, np.int32)
-    out[f_row[hit]] = s_row[at[hit]]
-    return out
+    bwd, first = np.unique(f_row[hit], return_index=True)  # a backward operator ending two flows: the first
+    return np.stack((bwd, s_row[at[hit]][first])).astype(np.int32)

@@ -212,7 +212,7 @@ class _Reader:
             self.warnings.insert(0, f"partial result: {read_state['reason']}")
         if len(self.counters):
             self.meta["hardware_counters"] = {k: list(v) for k, v in self.counters.summary().items()}
-        side = (self.comm, self.graph, self.cols.fwd_row)  # the second passes' columns and the flows' links
+        side = (self.comm, self.graph, self.cols.fwd_links)  # the second passes' columns and the flows' links
         return make_trace(events, memory, origin_ns, envs, tuple(self.warnings), read_state, side, self.meta)
 
     # ------------------------------------------------------------------------------------ the text

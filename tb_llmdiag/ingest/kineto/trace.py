@@ -52,11 +52,11 @@ def make_trace(
     extra: dict[str, Any] = {}
     extra_names: dict[str, Any] = {}
     if side is not None:  # the reader's second passes (NCCL args, CUDA graph ids) and forward-backward links
-        comm, graph, fwd_row = side
+        comm, graph, links = side
         extra, extra_names = comm.columns(events)
         extra.update(graph.columns(events))
-        if fwd_row is not None:
-            extra["fwd_row"] = fwd_row
+        if links is not None:  # not a column: two rows, backward operators and their forward ones (links.py)
+            extra["fwd_links"] = links
     metadata: dict[str, Any] = {
         k: v
         for k in (
