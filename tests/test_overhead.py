@@ -141,7 +141,8 @@ def test_measured_overhead_with_the_helpers_metadata(name, tmp_path) -> None:
     # the what-if leads with the unprofiled step
     wi = rep["what_if"]
     assert wi["unprofiled"]["step_ns"] == cap["unprofiled_step_ns"]
-    assert wi["statement"].startswith("unprofiled median step ")
+    assert wi["statement"].startswith("median step without the profiler ") and wi["step_basis"] == "without_profiler"
+    assert wi["all"]["step_ns"] == cap["unprofiled_step_ns"]  # the what-if is on it (#37), the profiled step beside it
     assert wi["unprofiled"]["step_ns_if_fixed"] <= wi["unprofiled"]["step_ns"]
 
 

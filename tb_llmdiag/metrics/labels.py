@@ -229,6 +229,12 @@ VALUE_WORDS: dict[str, str] = {
     "all_to_all": "all-to-all",
     "send_recv": "send/receive",
     "broadcast": "broadcast",
+    # what a collective is for (metrics.comm_purpose)
+    "data_parallel": "data-parallel",
+    "fsdp": "FSDP",
+    "tensor_parallel": "tensor-parallel",
+    "pipeline": "pipeline",
+    "expert": "expert-parallel",
     # data loader, optimizer, step causes, activity kinds
     "multi_process": "in worker processes",
     "single_process": "in the training process",
