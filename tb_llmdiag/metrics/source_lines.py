@@ -57,7 +57,8 @@ def under_backward(names: Iterable[str]) -> bool:
     return any(BACKWARD.search(n) is not None for n in names)
 
 
-ByThread = dict[int, tuple[IDX, NDArray[np.int64], NDArray[np.int64]]]  # tid -> rows, starts, ends (by start)
+#: tid -> rows, starts, ends (by start), and whether any of them nest (else the latest started is the only one around)
+ByThread = dict[int, tuple[IDX, NDArray[np.int64], NDArray[np.int64], bool]]
 
 
 def _by_thread(ev: EventTable, rows: IDX) -> ByThread:
@@ -69,7 +70,8 @@ def _by_thread(ev: EventTable, rows: IDX) -> ByThread:
     for part in np.split(order, cut) if order.size else []:
         r = rows[part]
         ts = ev.ts_ns[r]
-        out[int(tid[part[0]])] = (r, ts, ts + ev.dur_ns[r])
+        end = ts + ev.dur_ns[r]
+        out[int(tid[part[0]])] = (r, ts, end, bool((end[:-1] > ts[1:]).any()))
     return out
 
 
@@ -96,14 +98,14 @@ def _around(ev: EventTable, cands: ByThread, rows: IDX, inside: bool = False) ->
     for t in np.unique(r_tid).tolist():
         if t not in cands:
             continue
-        mine, c_ts, c_end = cands[t]
+        mine, c_ts, c_end, nest = cands[t]
         sel = np.flatnonzero(r_tid == t)
         q_ts = ev.ts_ns[rows[sel]]
         q_end = q_ts + ev.dur_ns[rows[sel]]
         pred = np.searchsorted(c_ts, q_ts, side="right") - 1
         hit = (pred >= 0) & (c_end[np.maximum(pred, 0)] >= q_end)
         out[sel[hit]] = mine[pred[hit]]
-        for lo in range(0, int((~hit).sum()), _CHUNK):  # the latest started one is not around it: scan its thread's
+        for lo in range(0, int((~hit).sum()) if nest else 0, _CHUNK):  # the latest started is not around it: scan
             miss = np.flatnonzero(~hit)[lo : lo + _CHUNK]
             ok = (c_ts[None, :] <= q_ts[miss, None]) & (c_end[None, :] >= q_end[miss, None])
             last = c_ts.size - 1 - np.argmax(ok[:, ::-1], axis=1)
@@ -137,10 +139,13 @@ def rows_source(ctx: Context, rows: IDX) -> str | None:
         i for i in np.flatnonzero(ev.kind[start] == Kind.PYTHON).tolist() if user_frame(ev.names[ev.name_id[start[i]]])
     ]
     src[own] = start[own]  # a frame of the user's code is its own source
+    ok = src >= 0
+    ids, inv = np.unique(ev.name_id[src[ok]], return_inverse=True)  # each frame's name read once
+    per = np.bincount(inv.reshape(-1), weights=ev.dur_ns[rows[ok]], minlength=ids.size)
     weight: dict[str, float] = {}
-    for r, w in zip(src[src >= 0].tolist(), ev.dur_ns[rows[src >= 0]].tolist()):
-        f = user_frame(ev.names[ev.name_id[r]])
+    for i, w in zip(ids.tolist(), per.tolist()):
+        f = user_frame(ev.names[i])
         if f is not None:
             text = f"{f[0]}:{f[1]}"
-            weight[text] = weight.get(text, 0.0) + float(w)
+            weight[text] = weight.get(text, 0.0) + w
     return min(weight, key=lambda t: (-weight[t], t)) if weight else None

@@ -15,7 +15,8 @@ Contract:
   the reader reads both the same way, to the ns); where several start then (operators nested in the same ns), the
   innermost, i.e. the shortest (then the first row). A flow with no operator there, or without a thread or an id
   (-1), and an id without both ends, link nothing; an id with several starts links from the first in file order.
-Cost: one pass over the event kinds, and per thread the flows name (two, usually) one mask and two binary searches.
+Cost: two binary searches per flow over the rows (in time order), then the few rows starting at each flow's time (at
+most 64 read per flow: a crowded instant, which no profiler writes, links nothing beyond them).
 """
 
 from __future__ import annotations
@@ -29,38 +30,28 @@ I64 = NDArray[np.int64]
 
 
 def _rows_at(events: EventTable, tid: I64, ts_ns: I64) -> I64:
-    """Per flow (thread, time): the CPU operator row of that thread starting at that time (the innermost), else -1."""
-    out = np.full(tid.size, -1, np.int64)
-    ops = np.flatnonzero(events.kind == Kind.CPU_OP)
-    op_tid = events.tid[ops]
-    for t in np.unique(tid).tolist():  # the threads the flows name: the forward thread(s) and autograd's
-        mine = ops[op_tid == t]
-        if mine.size == 0:
-            continue
-        sel = np.flatnonzero(tid == t)
-        starts = events.ts_ns[mine]  # rows are in time order
-        q = ts_ns[sel]
-        lo = np.searchsorted(starts, q, side="left")
-        hi = np.searchsorted(starts, q, side="right")
-        at = hi > lo
-        out[sel[at]] = mine[lo[at]]
-        tie = np.flatnonzero(hi - lo > 1)
-        if tie.size:  # operators opened in the same ns: the shortest of each group (the first on a tie)
-            n = (hi - lo)[tie]
-            if int(n.sum()) <= 4 * mine.size:
-                out[sel[tie]] = _shortest(events.dur_ns, mine, lo[tie], n)
-            else:  # many flows on a few crowded instants: order the thread's operators once instead
-                out[sel[tie]] = mine[np.lexsort((events.dur_ns[mine], starts))][lo[tie]]
-    return out
-
-
-def _shortest(dur: I64, rows: NDArray[np.intp], lo: NDArray[np.intp], n: NDArray[np.intp]) -> NDArray[np.intp]:
-    """Per range ``rows[lo:lo + n]``, its row of the shortest duration (the first on a tie)."""
+    """Per flow (thread, time): the CPU operator row of that thread starting at that time (the innermost), else -1.
+    The rows are in time order: the rows starting at that time are found by two binary searches over all of them."""
+    lo = np.searchsorted(events.ts_ns, ts_ns, side="left")
+    n = np.searchsorted(events.ts_ns, ts_ns, side="right") - lo
+    if int(n.sum()) > 64 * max(ts_ns.size, 1):  # crowded instants (not a profiler's trace): bounded work instead
+        n = np.minimum(n, 64)
     first = np.concatenate(([0], np.cumsum(n)[:-1]))
-    seg = np.repeat(np.arange(n.size), n)
-    pos = np.repeat(lo - first, n) + np.arange(seg.size)
-    order = np.lexsort((dur[rows[pos]], seg))
-    return rows[pos[order[first]]]
+    flow = np.repeat(np.arange(n.size), n)  # one entry per (flow, row starting at its time)
+    row = np.repeat(lo - first, n) + np.arange(flow.size)
+    ok = (events.kind[row] == Kind.CPU_OP) & (events.tid[row] == tid[flow])
+    flow, row = flow[ok], row[ok]
+    out = np.full(tid.size, -1, np.int64)
+    out[flow] = row
+    many = np.bincount(flow, minlength=tid.size)[flow] > 1
+    if many.any():  # operators nested in the same ns: per flow, the shortest (then the first row)
+        flow, row = flow[many], row[many]
+        order = np.lexsort((events.dur_ns[row], flow))
+        flow, row = flow[order], row[order]
+        head = np.ones(flow.size, bool)
+        head[1:] = flow[1:] != flow[:-1]
+        out[flow[head]] = row[head]
+    return out
 
 
 def fwd_links(events: EventTable, ts_ns: I64, tid: I64, ids: I64, end: NDArray[np.bool_]) -> NDArray[np.int32] | None:
