@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.metrics.context import Context, name_in, used_names
+from tb_llmdiag.metrics.context import Context, used_names
 from tb_llmdiag.metrics.host_tree import user_frame
 from tb_llmdiag.model import EventTable, Kind
 
@@ -57,8 +57,8 @@ def under_backward(names: Iterable[str]) -> bool:
     return any(BACKWARD.search(n) is not None for n in names)
 
 
-#: tid -> rows, starts, ends (by start), and whether any of them nest (else the latest started is the only one around)
-ByThread = dict[int, tuple[IDX, NDArray[np.int64], NDArray[np.int64], bool]]
+#: tid -> rows (by start), and whether any of them nest (else the latest started is the only one around them)
+ByThread = dict[int, tuple[NDArray[np.int32], bool]]
 
 
 def _by_thread(ev: EventTable, rows: IDX) -> ByThread:
@@ -70,8 +70,8 @@ def _by_thread(ev: EventTable, rows: IDX) -> ByThread:
     for part in np.split(order, cut) if order.size else []:
         r = rows[part]
         ts = ev.ts_ns[r]
-        end = ts + ev.dur_ns[r]
-        out[int(tid[part[0]])] = (r, ts, end, bool((end[:-1] > ts[1:]).any()))
+        nest = bool(((ts + ev.dur_ns[r])[:-1] > ts[1:]).any())
+        out[int(tid[part[0]])] = (r.astype(np.int32), nest)
     return out
 
 
@@ -81,10 +81,14 @@ def user_frames(ctx: Context) -> ByThread:
 
     def compute() -> ByThread:
         ev = ctx.trace.events
-        py = np.flatnonzero(ev.kind == Kind.PYTHON)
-        ids = used_names(ev.name_id[py], len(ev.names))
+        py = ev.kind == Kind.PYTHON
+        ids = used_names(ev.name_id[py], len(ev.names))  # no per-row array kept: a mask and the rows found
         mine = np.fromiter((user_frame(ev.names[i]) is not None for i in ids.tolist()), bool, count=ids.size)
-        rows = py[name_in(ev.name_id[py], ids[mine], len(ev.names))] if mine.any() else py[:0]
+        flag = np.zeros(len(ev.names), bool)
+        flag[ids[mine]] = True
+        py &= flag[ev.name_id]
+        rows = np.flatnonzero(py)
+        del py
         return _by_thread(ev, rows[np.lexsort((-ev.dur_ns[rows], ev.ts_ns[rows]))])
 
     return ctx.cache.derived("user_frames", (ctx.trace.events,), compute)
@@ -98,7 +102,9 @@ def _around(ev: EventTable, cands: ByThread, rows: IDX, inside: bool = False) ->
     for t in np.unique(r_tid).tolist():
         if t not in cands:
             continue
-        mine, c_ts, c_end, nest = cands[t]
+        mine, nest = cands[t]
+        c_ts = ev.ts_ns[mine]
+        c_end = c_ts + ev.dur_ns[mine]
         sel = np.flatnonzero(r_tid == t)
         q_ts = ev.ts_ns[rows[sel]]
         q_end = q_ts + ev.dur_ns[rows[sel]]

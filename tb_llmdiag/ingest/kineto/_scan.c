@@ -9,7 +9,8 @@
  *                rows; they must keep their fields at the same offsets (a subclass retyping a field)
  * instant_types  tuple of instant Struct types: those named "[memory]" with args are returned in mem
  * flow_types     tuple of flow Struct types, (start, end) pairs (structs.FLOW_TYPES): those whose cat is
- *                "fwdbwd" are returned in flows, in order; a type at an odd index is a flow's end
+ *                "fwdbwd" are kept, in order (flows lists them only when a column is left to Python, else
+ *                it is empty); a type at an odd index is a flow's end
  * args_type      the Struct type of a complete event's args (structs._Args)
  * mem_args_type  the Struct type of a memory sample's args (structs._MemoryArgs)
  * kind_of        category -> kind code (a defaultdict: unseen categories go through __missing__)
@@ -214,6 +215,7 @@ static int32_t shape_id(PyObject *shapes, PyObject *dims) {
 
 enum { F_TS, F_TID, F_ID, F_END, N_FLOW };
 static const char *const FLOW_NAMES[N_FLOW] = {"ts", "tid", "id", "end"};
+static const Py_ssize_t FLOW_SIZE[N_FLOW] = {8, 8, 8, 1};
 #define FWDBWD "fwdbwd"
 
 /* Whether a flow's category is exactly "fwdbwd" (Kineto's forward-backward link; its launch flows are "ac2g"). */
@@ -310,10 +312,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         mok[c] = 1;
     }
     for (int c = 0; c < N_FLOW; c++) {
-        fcol[c] = PyByteArray_FromStringAndSize(NULL, 0);
+        fcol[c] = PyByteArray_FromStringAndSize(NULL, n * FLOW_SIZE[c]);
         if (fcol[c] == NULL) goto done;
         fok[c] = 1;
     }
+    double *fts_p = (double *)PyByteArray_AS_STRING(fcol[F_TS]);
+    int64_t *ftid_p = (int64_t *)PyByteArray_AS_STRING(fcol[F_TID]), *fid_p = (int64_t *)PyByteArray_AS_STRING(fcol[F_ID]);
+    uint8_t *fend_p = (uint8_t *)PyByteArray_AS_STRING(fcol[F_END]);
+    Py_ssize_t n_flows = 0;
     uint8_t *kind_p = p[C_KIND];
     double *ts_p = p[C_TS], *dur_p = p[C_DUR];
     int32_t *name_p = p[C_NAME];
@@ -338,13 +344,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             if (t == f_type[k]) flow = (int)k;
         if (flow >= 0) {
             if (!is_fwdbwd(field(e, fo[0]))) continue; /* a launch flow (ac2g) */
-            if (PyList_Append(flows, e) < 0) goto done;
-            double ts = as_double(field(e, fo[1]), &fok[F_TS]);
-            int64_t tid = as_int(field(e, fo[2]), &fok[F_TID]), id = as_int(field(e, fo[3]), &fok[F_ID]);
-            uint8_t end = flow & 1;
-            if (append(fcol[F_TS], &ts, 8) < 0 || append(fcol[F_TID], &tid, 8) < 0 || append(fcol[F_ID], &id, 8) < 0 ||
-                append(fcol[F_END], &end, 1) < 0)
-                goto done;
+            fts_p[n_flows] = as_double(field(e, fo[1]), &fok[F_TS]);
+            ftid_p[n_flows] = as_int(field(e, fo[2]), &fok[F_TID]);
+            fid_p[n_flows] = as_int(field(e, fo[3]), &fok[F_ID]);
+            fend_p[n_flows++] = flow & 1;
             continue;
         }
         if (!is_x) {
@@ -423,6 +426,15 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     for (int c = 0; c < N_COLS; c++)
         if (PyByteArray_Resize(col[c], rows * COL_SIZE[c]) < 0) goto done;
+    for (int c = 0; c < N_FLOW; c++)
+        if (PyByteArray_Resize(fcol[c], n_flows * FLOW_SIZE[c]) < 0) goto done;
+    if (n_flows && !(fok[F_TS] && fok[F_TID] && fok[F_ID])) { /* Python reads those columns: list the flows */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *e = PyList_GET_ITEM(events, i);
+            for (Py_ssize_t k = 0; k < n_flow; k++)
+                if (Py_TYPE(e) == f_type[k] && is_fwdbwd(field(e, fo[0])) && PyList_Append(flows, e) < 0) goto done;
+        }
+    }
     columns = column_dict(col, ok, COL_NAMES, N_COLS);
     mem_columns = column_dict(mcol, mok, MEM_NAMES, N_MEM);
     flow_columns = column_dict(fcol, fok, FLOW_NAMES, N_FLOW);

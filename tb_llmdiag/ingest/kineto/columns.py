@@ -162,11 +162,12 @@ class Columns:
             name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found else memory_column(name, mem)
             for name, dtype in MEMORY_DTYPES.items()
         }
+        # the flows are listed only when a column is left to Python
         flow_cols = {
             name: np.frombuffer(flow_found[name], dtype=dtype) if name in flow_found else self._flow_column(name, flows)
             for name, dtype in FLOW_DTYPES.items()
         }
-        return Scan(xs=xs, kind=kind, memory=mem_cols, flows=flow_cols if flows else {}, **cols)
+        return Scan(xs=xs, kind=kind, memory=mem_cols, flows=flow_cols if flow_cols["end"].size else {}, **cols)
 
     def scan_py(self, events: list[Any], has_memory: bool = True) -> Scan:
         """scan in Python: one list comprehension per field. ``has_memory=False`` skips looking for
