@@ -38,9 +38,12 @@ def test_required_ids_and_unique() -> None:
 
 def test_rules_are_the_gpu_then_the_comm_then_the_xla_table() -> None:
     from tb_llmdiag.findings.comm import COMM_RULES
-    # each rule as its table declares it (skip_on and inference wording in its own entry), then inference's own
-    assert RULES == GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES
+    from tb_llmdiag.findings.structure import STRUCTURE_RULES
+    # each rule as its table declares it (skip_on and inference wording in its own entry), then inference's own, then
+    # the structure rules of #37 (the anatomy's MoE, logits and compiled-graph figures; a launch-bound decode loop)
+    assert RULES == GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES + STRUCTURE_RULES
     assert len(XLA_RULES) == 6 and len(COMM_RULES) == 6
+    assert [r.id for r in STRUCTURE_RULES] == ["moe_imbalance", "full_logits_loss", "graph_breaks", "decode_launch_bound"]
     assert [r.id for r in INFERENCE_RULES] == ["gemm_bound_forward"]
 
 
