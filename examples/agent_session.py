@@ -59,6 +59,15 @@ def said_activities(a: dict[str, Any]) -> str:
             f"{ms(op['gpu_host_wait_ns'])} of it while the GPU waited).")
 
 
+def said_anatomy(a: dict[str, Any]) -> str:
+    parts = a["anatomy"]["parts"]
+    top = ", ".join(f"`{p['name']}` {pct(p['share'])}" for p in parts[:4])
+    rated = [p for p in parts if p.get("achieved_tflops") is not None]
+    speed = ", ".join(f"`{p['name']}` {p['achieved_tflops']:.0f} TFLOP/s" for p in rated[:3])
+    return (f"The GPU's busy time by part: {top}; {pct(a['anatomy']['assigned_share'])} of it in a named part. "
+            f"Achieved speed of the parts with counted FLOPs: {speed}.")
+
+
 def said_compare(a: dict[str, Any]) -> str:
     return f"Verdict: {a['verdict']}"
 
@@ -77,6 +86,7 @@ STEPS: tuple[tuple[str, str, dict[str, Any], Any], ...] = (
     (f"Why is `{SEED}` slow?", "diagnose", {"run": SEED}, said_diagnose),
     ("Where is `host_bound` in the trace?", "explain_finding", {"run": SEED, "finding": "host_bound"}, said_explain),
     ("What do the host and the GPU do in that step?", "top_activities", {"run": SEED, "step": None}, said_activities),
+    ("Which part of the model holds the GPU's time?", "anatomy", {"run": SEED}, said_anatomy),
     ("Did my fix help?", "compare", {"before": SEED, "after": FIXED}, said_compare),
     ("Would CI pass the fixed run against the seed?", "check", {"candidate": FIXED, "baseline": SEED}, said_check),
     ("And a file outside the logdir?", "diagnose", {"run": "../README.md"}, said_error),

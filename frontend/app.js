@@ -28,6 +28,7 @@ import { traceCanvasView } from './views/traceview_canvas.js';
 import { compareView } from './views/compare.js';
 import { jobView, rankHeadView } from './views/job.js';
 import { overRunView } from './views/over_run.js';
+import { anatomyView } from './views/anatomy.js';
 
 export { initialSelection } from './tab.js';
 
@@ -52,6 +53,7 @@ export const VIEWS = [
   { id: 'kernels', place: 'grid', title: 'Device time by kernel category', cls: 'kernels', uses: ['report'], mount: fromReport(mountKernels) },
   { id: 'steps', place: 'grid', title: 'Per-step time: busy vs idle', cls: 'steps', uses: ['report', 'steps'], mount: stepsView },
   { id: 'tokens', place: 'grid', title: 'Step time vs tokens per step', cls: 'tokens', uses: ['report'], mount: fromReport(mountTokens) },
+  { id: 'anatomy', place: 'main', title: 'Step anatomy: GPU time by model part', cls: 'anatomy', uses: ['report', 'partsLocated'], mount: anatomyView },
   { id: 'timeline', place: 'main', title: 'Step timeline', cls: 'timeline', uses: ['report', 'timeline'], mount: timelineView },
   { id: 'overrun', place: 'main', title: 'Over the run', cls: 'over-run', uses: ['overRun', 'sel'], mount: overRunView },
 ];

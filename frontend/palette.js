@@ -25,6 +25,24 @@ export const IDLE_COLORS = Object.freeze({
   host_wait: '#ffd23f', sync: '#ff9eb5', data_loader: '#a9c8f0', other: '#d9d4c7',
 });
 
+/** The model's parts (metrics/anatomy_parts.py PARTS, then `other`), each the colour of the kernel category that
+ *  does most of such a part's work, so every part keeps a colour distinct from the others. */
+export const PART_COLORS = Object.freeze({
+  embedding: CATEGORY_COLORS.index, attention: CATEGORY_COLORS.attention, mlp: CATEGORY_COLORS.gemm,
+  norms: CATEGORY_COLORS.norm, lora: CATEGORY_COLORS.quant, moe: CATEGORY_COLORS.moe, lm_head: CATEGORY_COLORS.conv,
+  loss: CATEGORY_COLORS.softmax, optimizer: CATEGORY_COLORS.optimizer, communication: CATEGORY_COLORS.communication,
+  data_movement: CATEGORY_COLORS.copy, other: CATEGORY_COLORS.other,
+});
+/** Compiled graphs (`compiled_graph:<id>` parts) take these in turn: colours no named part uses. */
+const GRAPH_COLORS = [CATEGORY_COLORS.reduce, CATEGORY_COLORS.elementwise, CATEGORY_COLORS.autotune, CATEGORY_COLORS.memset,
+  CATEGORY_COLORS.memcpy, LANE_COLORS.launch, LANE_COLORS.data_loader, LANE_COLORS.runtime];
+
+/** The colour of a model part; the i-th compiled graph of a report (`graphIndex`) cycles through GRAPH_COLORS. */
+export function partColor(name, graphIndex = 0) {
+  if (PART_COLORS[name]) return PART_COLORS[name];
+  return String(name).startsWith('compiled_graph:') ? GRAPH_COLORS[graphIndex % GRAPH_COLORS.length] : CATEGORY_COLORS.other;
+}
+
 // Names that mean the same thing as a category above.
 const CATEGORY_ALIASES = { kernel: 'other', collective: 'communication' };
 

@@ -5,7 +5,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { CATEGORY_COLORS, LANE_COLORS, IDLE_COLORS, BUSY_COLOR, categoryColor, idleColor, contrast, textOn } from './palette.js';
+import { CATEGORY_COLORS, LANE_COLORS, IDLE_COLORS, BUSY_COLOR, PART_COLORS, categoryColor, idleColor, partColor, contrast, textOn } from './palette.js';
 
 const KERNEL_CATEGORIES = ['gemm', 'attention', 'conv', 'copy', 'elementwise', 'norm', 'softmax', 'reduce', 'optimizer',
   'quant', 'index', 'moe', 'communication', 'autotune', 'memcpy', 'memset', 'other'];
@@ -80,4 +80,16 @@ test('labels on a colour: black on light fills, white on dark ones', () => {
   assert.equal(textOn(CATEGORY_COLORS.norm), '#000000');
   assert.equal(textOn(CATEGORY_COLORS.attention), '#ffffff');
   assert.equal(textOn(LANE_COLORS.busy), '#ffffff');
+});
+
+test('every model part has its own colour; compiled graphs take colours no named part uses', () => {
+  const PARTS = ['embedding', 'attention', 'mlp', 'norms', 'lora', 'moe', 'lm_head', 'loss', 'optimizer', 'communication',
+    'data_movement', 'other'];
+  assert.deepEqual(Object.keys(PART_COLORS).sort(), [...PARTS].sort());
+  const named = PARTS.map((p) => partColor(p).toLowerCase());
+  assert.equal(new Set(named).size, PARTS.length);
+  const graphs = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => partColor(`compiled_graph:${i}`, i).toLowerCase());
+  assert.equal(new Set(graphs).size, 8);
+  for (const g of graphs) assert.ok(!named.includes(g), g);
+  assert.equal(partColor('no such part'), CATEGORY_COLORS.other);
 });

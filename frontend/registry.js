@@ -20,6 +20,7 @@ let wild = []; // [{tokens, entry}] for patterns with "*"
 let units = {};
 let evidence = {}; // finding id -> evidence label -> unit
 let evidenceNames = {}; // finding id -> evidence key -> the label a user reads
+let valueWords = {}; // named value -> its words (value_labels)
 let loaded = null;
 
 /** "a.b[3].c" / "a.b[].c" -> ["a", "b", "[]", "c"]; a leading "metrics." is dropped. */
@@ -38,6 +39,7 @@ export function setRegistry(doc) {
   units = (doc && typeof doc.units === 'object' && doc.units) || {};
   evidence = (doc && typeof doc.evidence_units === 'object' && doc.evidence_units) || {};
   evidenceNames = (doc && typeof doc.evidence_labels === 'object' && doc.evidence_labels) || {};
+  valueWords = (doc && typeof doc.value_labels === 'object' && doc.value_labels) || {};
   const list = doc && Array.isArray(doc.metrics) ? doc.metrics : [];
   for (const e of list) {
     if (!e || typeof e.key !== 'string') continue;
@@ -146,6 +148,18 @@ export function evidenceLabelKnown(findingId, key) {
   const byKey = evidenceNames[findingId];
   const l = byKey && typeof byKey === 'object' ? byKey[key] : null;
   return typeof l === 'string' && l !== '' && l !== words(key) && !l.includes('_');
+}
+
+/** A named value of the report in words (the registry's value_labels: "lm_head" -> "LM head"), else as it is. */
+export function valueLabelOf(v) {
+  return typeof v === 'string' && typeof valueWords[v] === 'string' ? valueWords[v] : v;
+}
+
+/** A model part's name in words (tb_llmdiag/metrics/labels.py part_words): "compiled_graph:0/1" -> "compiled graph 0/1". */
+export function partLabel(name) {
+  const s = String(name);
+  const at = s.indexOf(':');
+  return at < 0 ? valueLabelOf(s) : `${valueLabelOf(s.slice(0, at))} ${s.slice(at + 1)}`;
 }
 
 /** The one-line definition of a key (for tooltips), or null. */

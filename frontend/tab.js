@@ -133,7 +133,7 @@ async function refreshRuns(T, first) {
 export function createTab({ early, render }) {
   const T = { earlyRuns: early && early.runs };
   const { state, set, poller } = createState({
-    sources: SOURCES, pollMs: REPORT_POLL_MS, initial: { runsError: null, waiting: null, linkNote: null, located: [] },
+    sources: SOURCES, pollMs: REPORT_POLL_MS, initial: { runsError: null, waiting: null, linkNote: null, located: [], partsLocated: [] },
     onChange: (s, changed) => { persist(T, changed); render(s, changed); },
   });
   Object.assign(T, {
@@ -143,6 +143,9 @@ export function createTab({ early, render }) {
     setBase: (base) => set({ base }),
     setRange: (range) => set({ range }),
     located: (ids) => set({ located: ids }),
+    /** the model parts the trace view can open (its /trace_view `parts`); showPart(name) opens one there */
+    partsLocated: (names) => { if (names.join('\n') !== state.partsLocated.join('\n')) set({ partsLocated: names }); },
+    showPart: (name) => T.views.trace.showPart(name),
     isJob: () => inJob(state.runs, state.sel),
     spanOf: () => {
       const run = findRun(state.runs, state.sel && state.sel.run);

@@ -27,3 +27,13 @@ def test_palette_names_every_kernel_category_lane_and_idle_cause() -> None:
     # timeline lanes: "kernel" takes its classify category; the rest are categories or lanes of their own
     assert set(TIMELINE_CATEGORIES) - {"kernel"} <= _keys("CATEGORY_COLORS") | _keys("LANE_COLORS")
     assert "busy" in _keys("LANE_COLORS")
+
+
+def test_palette_names_every_model_part() -> None:
+    # GIVEN the anatomy topic's parts (and `other`); THEN PART_COLORS names exactly them
+    from tb_llmdiag.metrics.anatomy_parts import PARTS
+
+    src = PALETTE.read_text(encoding="utf-8")
+    m = re.search(r"export const PART_COLORS = Object\.freeze\(\{(.*?)\}\);", src, re.S)
+    assert m
+    assert set(re.findall(r"(\w+):\s*CATEGORY_COLORS\.\w+", m.group(1))) == {*PARTS, "other"}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tb_llmdiag.findings import diagnose
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.headline import headline
@@ -57,7 +58,8 @@ def analyse(path: Path) -> dict:
     trace = load_trace(str(path))
     metrics = compute_metrics(trace, find_steps(trace))
     findings, what_if = diagnose(metrics)
-    return {"metrics": metrics, "headline": headline(metrics), "findings": findings, "what_if": what_if}
+    # the report's JSON of them (the typed findings become JSON at the surface)
+    return {"metrics": metrics, "headline": headline(metrics), "findings": jsonable(findings), "what_if": jsonable(what_if)}
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ DECLARATION_TABLES = frozenset(
     {
         "findings/gpu.py",
         "findings/gpu_causes.py",
+        "findings/parts.py",
         "findings/attribution_rules.py",
         "findings/comm.py",
         "findings/xla.py",

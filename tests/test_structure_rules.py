@@ -17,6 +17,7 @@ import pytest
 
 from tb_llmdiag.findings import diagnose
 from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.jsonsafe import json_array, json_object
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.steps import find_steps
 
@@ -31,7 +32,9 @@ def _report(name: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, 
     trace = load_trace(str(path))
     metrics = compute_metrics(trace, find_steps(trace))
     findings, what = diagnose(metrics)
-    return metrics, findings, what
+    assert what is not None
+    # the report's JSON of them (the typed findings become JSON at the surface)
+    return metrics, json_array(findings), json_object(what)
 
 
 def _truth(name: str) -> dict[str, Any]:

@@ -52,7 +52,7 @@ function buildDom(el) {
 function fresh(S, sel, report, range) {
   Object.assign(S, {
     sel, data: null, lay: layout(null), selected: null, flow: [], expand: new Set(), collapsed: null, revealOnPaint: !!range,
-    activeFinding: null, highlight: null, highlightIdx: -1, painted: false, findings: [],
+    activeFinding: null, highlight: null, highlightIdx: -1, painted: false, findings: [], parts: [],
     reportFindings: (report && report.findings) || [],
     span: Math.max(1, (report && report.summary && report.summary.window_ns) || 1),
     view: range ? [range[0], range[1]] : [0, 1], unset: !range, matches: [], matchAt: -1,
@@ -137,6 +137,8 @@ function applyAnswer(S, body) {
   S.span = Math.max(1, body.span_ns);
   if (S.unset) { S.unset = false; S.view = [0, S.span]; }
   setFindingRanges(S, body.findings || []);
+  S.parts = body.parts || [];
+  if (S.onParts) S.onParts(S.parts.map((p) => p.part));
   S.highlightIdx = S.highlight ? body.names.indexOf(S.highlight) : -1;
   if (S.collapsed === null) {
     // host threads that launch no device work (data loader workers, XLA's compiler threads) start collapsed when
@@ -182,6 +184,21 @@ async function showFinding(S, id) {
   const f = S.findings.find((x) => x.id === id);
   if (!f) return false;
   S.activeFinding = id;
+  return showRanges(S, f);
+}
+
+/** A model part's kernels (/trace_view `parts`): zoom to the run holding most of its time, outline and select the
+ *  longest kernel there. */
+async function showPart(S, name) {
+  const p = S.parts.find((x) => x.part === name);
+  if (!p) return false;
+  S.activeFinding = null;
+  S.el.dataset.part = name;
+  return showRanges(S, { ranges: [p.focus], culprit: p.culprit, source: null });
+}
+
+/** Zoom to the longest of `f.ranges`, outline `f.culprit` and select its instance there. */
+async function showRanges(S, f) {
   const target = findingView(f.ranges, S.span);
   S.highlight = f.culprit;
   S.highlightIdx = S.data && S.highlight ? S.data.names.indexOf(S.highlight) : -1;
@@ -365,8 +382,8 @@ function stepMatch(S, dir) {
 }
 
 /** source: {window(sel, params), event(sel, ev, kind), search(sel, q)}: the tab's data functions (api.js). */
-export function mountTraceCanvas(el, { onRange, onLocated, source } = {}) {
-  const S = { el, dom: buildDom(el), onRange, onLocated, source, th: null, dirty: false, drag: null, gen: 0, frames: 0, drawMs: 0,
+export function mountTraceCanvas(el, { onRange, onLocated, onParts, source } = {}) {
+  const S = { el, dom: buildDom(el), onRange, onLocated, onParts, source, th: null, dirty: false, drag: null, gen: 0, frames: 0, drawMs: 0,
     fetchTimer: null, hoverTimer: null };
   fresh(S, null, null, null);
   bindPointer(S);
@@ -386,6 +403,7 @@ export function mountTraceCanvas(el, { onRange, onLocated, source } = {}) {
       load(S, true);
     },
     showFinding: (id) => showFinding(S, id),
+    showPart: (name) => showPart(S, name),
     hasFinding: (id) => S.findings.some((f) => f.id === id),
     redraw: () => { S.th = null; redraw(S); },
     get view() { return S.view; },
@@ -395,7 +413,8 @@ export function mountTraceCanvas(el, { onRange, onLocated, source } = {}) {
 
 /** The trace view as a view of the tab's state: each new report opens its trace at the URL's range, if any. */
 export function traceCanvasView(el, tab) {
-  const view = mountTraceCanvas(el, { onRange: (v) => tab.setRange(formatRange(v)), onLocated: (ids) => tab.located(ids), source: tab.trace });
+  const view = mountTraceCanvas(el, { onRange: (v) => tab.setRange(formatRange(v)), onLocated: (ids) => tab.located(ids),
+    onParts: (names) => tab.partsLocated(names), source: tab.trace });
   let shown = null;
   return {
     render(s) {
@@ -404,6 +423,7 @@ export function traceCanvasView(el, tab) {
       shown = r;
     },
     showFinding: view.showFinding,
+    showPart: view.showPart,
     redraw: view.redraw,
     destroy: view.destroy,
   };

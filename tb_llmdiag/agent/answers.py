@@ -325,3 +325,47 @@ def top_activities(
     got = loaded.activities(step=step, start_ns=start_ns, end_ns=end_ns, top=top)
     answer = {"name": target.name, **run_state(loaded.report), "activities": got}
     return fit(answer, budget(detail), "top_activities(..., top=N, detail=true); or a narrower range")
+
+
+#: a part's fields in a default ``anatomy`` answer (the report's ``anatomy.parts.*`` keys); ``detail``: every field
+_PART_BRIEF = (
+    "time_ns", "share", "per_step_time_ns", "launches", "host_dispatch_ns", "dtype", "achieved_tflops", "peak_tflops",
+    "efficiency_share", "efficiency_withheld", "identified_by", "identified_share", "top_ops", "backend",
+)  # fmt: skip
+
+
+#: why an XLA run has no model parts (the topic runs on Kineto traces only; the tab says the same)
+XLA_NO_PARTS = "the model's parts are read from PyTorch (Kineto) traces' host call chains; this is an XLA trace"
+
+
+class NoAnatomy(LlmDiagError):
+    exit_code = 2
+
+
+def anatomy(
+    ws: Workspace,
+    run: str,
+    step: int | None = None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    detail: bool = False,
+) -> dict[str, Any]:
+    """The GPU's time by part of the model (the report's ``metrics.anatomy``, its parts as a list largest first,
+    each with its name), and with a step or a range, the parts' time there (``api.Analysed.anatomy_in``)."""
+    target = ws.target(run)
+    if target.level == "job":
+        raise RunNotFound(f"{target.name} is a job: name one of its ranks (run/worker/span; see list_runs)")
+    loaded = ws.loaded(target)
+    a = (loaded.report.get("metrics") or {}).get("anatomy") or {}
+    if not a.get("available"):
+        xla = ((loaded.report.get("metrics") or {}).get("run") or {}).get("platform") == "xla"
+        why = a.get("reason") or loaded.report.get("error") or (XLA_NO_PARTS if xla else "the run has no anatomy topic")
+        raise NoAnatomy(f"no model parts for run {target.name}: {why}")
+    ranked = sorted(a["parts"].items(), key=lambda kv: -kv[1]["time_ns"])
+    parts = [{"name": n, **{k: v for k, v in f.items() if detail or k in _PART_BRIEF}} for n, f in ranked]
+    head = {k: v for k, v in a.items() if k != "parts" and (detail or k != "step_index")}
+    answer: dict[str, Any] = {"name": target.name, **run_state(loaded.report), "anatomy": {**head, "parts": parts}}
+    if step is not None or start_ns is not None or end_ns is not None:
+        answer["activities"] = loaded.anatomy_in(step=step, start_ns=start_ns, end_ns=end_ns)
+    answer["next"] = "top_activities(run, step) for the kernels and host ops of a step; explain_finding for a cause"
+    return fit(answer, budget(detail), "anatomy(..., detail=true) for every field; or a step or a narrower range")

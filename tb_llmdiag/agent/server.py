@@ -1,7 +1,7 @@
 """``llmdiag mcp [LOGDIR]``: a Model Context Protocol server over stdio, read-only, on the library's front door.
 
 Tools (each with a JSON schema from its signature, each answer compact JSON within a few KB unless ``detail``):
-``list_runs``, ``diagnose``, ``explain_finding``, ``top_activities``, ``compare``, ``check``, ``timeline``
+``list_runs``, ``diagnose``, ``explain_finding``, ``top_activities``, ``anatomy``, ``compare``, ``check``, ``timeline``
 (``answers``, ``comparison``, ``timeline``). Resources: ``llmdiag://registry`` (every number's unit and definition) and ``llmdiag://findings``
 (every finding the engine can report), so an agent can cite definitions. A user error (an unknown run, a path
 outside the logdir, a trace that cannot be read, an argument of the wrong type or out of its schema's range) is a
@@ -35,7 +35,9 @@ from tb_llmdiag.jsonsafe import jsonable  # noqa: E402
 INSTRUCTIONS = (
     "LLM Diag diagnoses why a PyTorch/JAX training or inference step is slow from profiler traces in one logdir. "
     "Start with list_runs, then diagnose(run); explain_finding(run, finding) says where a finding is in the trace "
-    "and which step shows it; top_activities(run, step) lists what the host and the GPU do there. compare and check "
+    "and which step shows it; top_activities(run, step) lists what the host and the GPU do there; anatomy(run) splits "
+    "the GPU's time by part of the model (attention, MLP, LoRA, lm_head, loss, optimizer...) with each part's "
+    "efficiency. compare and check "
     "judge two runs with noise bands; timeline(run) shows a run's profiler windows over the run (step, tokens/s, GPU "
     "busy, MFU) and where the job changed. Every number's unit and definition: resource llmdiag://registry (keys as in "
     "the answers). Savings are upper bounds on the median step."
@@ -82,7 +84,7 @@ class Server(_SdkServer):
             raise errors.ToolError(error_line(name, str(exc), problems)) from cause
 
 
-def _tool(fn: Callable[..., dict[str, Any]], tool_error: type[Exception], lock: Any) -> Callable[..., Any]:
+def _tool(fn: Callable[..., dict[str, Any]], tool_error: type[Exception], lock: Any) -> Callable[..., CallToolResult]:
     """Call an answer under the server's lock (the SDK runs each call on a worker thread; the workspace's caches
     are not shared between threads); a user error (LlmDiagError) becomes a tool error with its one line."""
 
@@ -116,6 +118,29 @@ def add_timeline_tool(server: Any, ws: Workspace, ro: ToolAnnotations, tool_erro
         return timeline_(ws, run, detail)
 
     del timeline
+    return server
+
+
+def add_anatomy_tool(server: Any, ws: Workspace, ro: ToolAnnotations, tool_error: type[Exception], lock: Any) -> Any:
+    """``server`` with the ``anatomy`` tool (``answers.anatomy``)."""
+    anatomy_ = _tool(answers.anatomy, tool_error, lock)
+
+    @server.tool(annotations=ro)
+    def anatomy(
+        run: Run,
+        step: Step = None,
+        start_ns: StartNs = None,
+        end_ns: EndNs = None,
+        detail: Detail = False,
+    ) -> CallToolResult:
+        """The GPU's busy time by part of the model (embedding, attention, MLP, norms, LoRA adapters, MoE, lm_head,
+        loss, optimizer, communication, data movement, each compiled graph, and `other` with its top operators):
+        per part its time, share, time per step, launches and host dispatch time, achieved TFLOP/s and efficiency
+        against the device's peak, and how it was identified. With a step (or a time range): each part's time
+        there."""
+        return anatomy_(ws, run, step, start_ns, end_ns, detail)
+
+    del anatomy
     return server
 
 
@@ -207,7 +232,7 @@ def build(logdir: str) -> Any:
         return dumps(api.finding_catalogue())
 
     del list_runs, diagnose, explain_finding, top_activities, compare, check, registry, findings
-    return add_timeline_tool(server, ws, ro, err, lock)
+    return add_timeline_tool(add_anatomy_tool(server, ws, ro, err, lock), ws, ro, err, lock)
 
 
 def serve(logdir: str) -> int:

@@ -28,6 +28,7 @@ from tb_llmdiag.findings.attribution_rules import (
 )
 from tb_llmdiag.findings.engine import Fix, Flavour, Locate, Metrics, ProfilerCost, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
+from tb_llmdiag.findings.parts import casts_not_weights, knows, knows_launches_and_tokens, part_evidence
 from tb_llmdiag.metrics.idle import HOST_COPY_HINT, PER_SHAPE_HINTS, RECOMPILE_HINT
 
 # Named predicates (a rule that needs more than one comparison)
@@ -294,11 +295,19 @@ GPU_RULES: tuple[Rule, ...] = (
         evidence=(("host_wait_share", "idle.host_wait_share"), ("gpu_busy_share", "idle.busy_share"),
                   ("launches_per_step", "launch.launches_per_step"), ("kernel_median_ns", "launch.kernel_median_ns"),
                   ("launch_api_median_ns", "launch.launch_api_median_ns"), ("host_is", host_spread),
-                  ("top_share", "attribution.top_share")),
+                  ("top_share", "attribution.top_share"), ("launches_part", "anatomy.launches_part_words"),
+                  ("tokens_per_step", "steps.tokens_per_step_median")),
         summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
                 "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
                 "{kernel_median_ns}); while it waits the host is {host_is}.",
-        variants=((not_launch_bound, HOST_BOUND_NOT_LAUNCH),),
+        variants=((not_launch_bound, HOST_BOUND_NOT_LAUNCH), (knows_launches_and_tokens, Flavour(
+            summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
+                    "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
+                    "{kernel_median_ns}, {tokens_per_step} tokens a step; most launches from {launches_part}); while it "
+                    "waits the host is {host_is}.")), (knows("launches"), Flavour(
+            summary="For {host_wait_share} of step time the GPU has run out of queued work and waits for the host to "
+                    "launch more (GPU busy {gpu_busy_share}; {launches_per_step} launches per step, median kernel "
+                    "{kernel_median_ns}; most launches from {launches_part}); while it waits the host is {host_is}."))),
         fix=Fix(text="Give the GPU more work per launch and fewer launches: a larger micro-batch (with fewer "
                      "gradient-accumulation steps), torch.compile to fuse small ops, fused kernels (Liger, fused "
                      "AdamW), CUDA graphs when shapes are static.",
@@ -414,11 +423,16 @@ GPU_RULES: tuple[Rule, ...] = (
     Rule(
         id="copy_heavy", claims=copy_claims, title="Copies and dtype casts take a large share of GPU time",
         flavours=(("inference", _COPY_HEAVY_INFERENCE),),
-        metric="kernels.copy_share", above=0.10, saving="kernels.copy_step_share",
+        metric="kernels.copy_share", above=0.10, saving="kernels.copy_step_share", when=casts_not_weights,
         evidence=(("copy_share", "kernels.copy_share"), ("gemm_share", "kernels.gemm_share"),
-                  ("copy_vs_gemm_ratio", "kernels.copy_vs_gemm_ratio"), ("copy_ns", "kernels.copy_ns")),
+                  ("copy_vs_gemm_ratio", "kernels.copy_vs_gemm_ratio"), ("copy_ns", "kernels.copy_ns"),
+                  *part_evidence("copy")),
         summary="Copy/convert kernels and memcpys take {copy_share} of device time against {gemm_share} for "
                 "GEMMs and attention (ratio {copy_vs_gemm_ratio}).",
+        variants=((knows("copy"), Flavour(
+            summary="Copy/convert kernels and memcpys take {copy_share} of device time against {gemm_share} for "
+                    "GEMMs and attention (ratio {copy_vs_gemm_ratio}), most in {copy_part} ({copy_part_share} of "
+                    "it).")),),
         fix=Fix(text="Find the casts: load the model in the training dtype (bf16) instead of casting per step, "
                      "use autocast rather than manual .to(dtype), avoid .contiguous()/cat in the hot loop, and let "
                      "torch.compile fuse the remaining casts into neighbouring kernels.",
@@ -434,6 +448,8 @@ GPU_RULES: tuple[Rule, ...] = (
         metric="launch.tiny_kernel_share", above=0.5, when=host_waits, saving="launch.tiny_kernel_saving_share",
         evidence=(("tiny_kernel_share", "launch.tiny_kernel_share"), ("tiny_kernels_per_step", "launch.tiny_kernels_per_step"),
                   ("kernel_median_ns", "launch.kernel_median_ns"), ("launch_api_median_ns", "launch.launch_api_median_ns")),
+        # the part making the most launches is named by host_bound, which this symptom accompanies (host_waits): the
+        # diagnosis an agent reads stays within its budget without saying it twice
         summary="{tiny_kernel_share} of kernels run under 10 µs ({tiny_kernels_per_step} per step, median "
                 "{kernel_median_ns}), about as long as launching them ({launch_api_median_ns} per launch call).",
         fix=Fix(text="Fuse small ops: torch.compile, fused optimizers (foreach/fused AdamW), fused LoRA/Liger "
@@ -554,9 +570,20 @@ INFERENCE_RULES: tuple[Rule, ...] = (
             ("gemm_share", "kernels.gemm_share"),
             ("busy_share", "idle.busy_share"),
             ("gemm_ns", "kernels.gemm_ns"),
+            *part_evidence("gemm"),
         ),
         summary="GEMMs and attention take {gemm_share} of device time ({gemm_ns}) and the GPU is busy {busy_share}: "
         "prefill-heavy forward passes are compute-bound, so the time is in the math itself.",
+        variants=(
+            (
+                knows("gemm"),
+                Flavour(
+                    summary="GEMMs and attention take {gemm_share} of device time ({gemm_ns}), most in {gemm_part} "
+                    "({gemm_part_share} of GEMM time), and the GPU is busy {busy_share}: prefill-heavy forward passes "
+                    "are compute-bound, so the time is in the math itself."
+                ),
+            ),
+        ),
         fix=Fix(
             text="Make each GEMM cheaper: FP8 (H100, MI300) or INT8/INT4 weight quantisation with kernels that read "
             "it directly, FP8 KV cache for long contexts, or more tensor-parallel GPUs; check that the GEMMs "

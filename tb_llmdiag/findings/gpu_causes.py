@@ -8,6 +8,7 @@ docs/findings.md lists them.
 from __future__ import annotations
 
 from tb_llmdiag.findings.engine import Fix, Flavour, Metrics, ProfilerCost, Rule, lookup
+from tb_llmdiag.findings.parts import fp32_elsewhere, knows, part_evidence
 
 
 def compiles_in_loop(m: Metrics) -> bool:
@@ -33,7 +34,9 @@ def recompute_claims(m: Metrics) -> str:
 
 
 def mostly_fp32(m: Metrics) -> bool:
-    return (lookup(m, "precision.fp32_of_matmul_share") or 0.0) >= 0.5
+    """Most matmul time is fp32, and no part rule explains it (a slow attention backend's upcast, one fp32 part:
+    ``findings/parts.py``)."""
+    return (lookup(m, "precision.fp32_of_matmul_share") or 0.0) >= 0.5 and fp32_elsewhere(m)
 
 
 def for_loop_optimizer(m: Metrics) -> bool:
@@ -132,10 +135,31 @@ CAUSE_RULES: tuple[Rule, ...] = (
             ("device", "precision.device"),
             ("speedup_ratio", "precision.speedup_ratio"),
             ("saving_share", "precision.saving_share"),
+            *part_evidence("fp32_gemm"),
         ),
         summary="{fp32_share} of GPU time is GEMMs / convolutions in fp32 without tensor cores ({fp32_of_matmul_share} "
         "of matmul time; top kernel {top_kernel}); on {device} bf16 tensor cores have {speedup_ratio}x the "
         "fp32 peak, so mixed precision could save up to {saving_share} of step time.",
+        variants=(
+            (
+                knows("fp32_gemm"),
+                Flavour(
+                    summary="{fp32_share} of GPU time is GEMMs / convolutions in fp32 without tensor cores "
+                    "({fp32_of_matmul_share} of matmul time), most in {fp32_gemm_part} ({fp32_gemm_part_share} of "
+                    "it; top kernel {top_kernel}); on {device} bf16 tensor cores have {speedup_ratio}x the fp32 "
+                    "peak, so mixed precision could save up to {saving_share} of step time.",
+                    fix=Fix(
+                        text="Run the matmuls on tensor cores, {fp32_gemm_part}'s first: bf16 autocast (or load the "
+                        "model in bf16), or at least allow TF32 for fp32 matmuls (Ampere and later).",
+                        pytorch="with torch.autocast('cuda', dtype=torch.bfloat16):\n    loss = model(**batch).loss\n"
+                        "# at least: torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = True\n"
+                        "# or: torch.set_float32_matmul_precision('high')",
+                        hf_trainer="TrainingArguments(..., bf16=True)  # fp16=True before Ampere\n"
+                        "TrainingArguments(..., tf32=True)   # at least",
+                    ),
+                ),
+            ),
+        ),
         fix=Fix(
             text="Run the matmuls on tensor cores: bf16 autocast (or load the model in bf16), or at least allow "
             "TF32 for fp32 matmuls (Ampere and later).",

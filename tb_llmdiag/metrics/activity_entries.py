@@ -45,6 +45,15 @@ ENTRIES: tuple[Entry, ...] = (
     ("activities.gpu.top[].time_ns", NS, NEITHER, 0.05, "time", "of the top device names by time: " + _UNION),
     ("activities.gpu.top[].share", SHARE, NEITHER, 0.05, "share of the range", "time_ns / duration_ns"),
     ("activities.gpu.top[].count", COUNT, NEITHER, 0.05, "events", "its events overlapping the range"),
+    ("activities.parts_busy_ns", NS, NEITHER, 0.05, "GPU busy in the range (by part)",
+     "the agent's `anatomy` tool with a step or range: for a step, the sum of its parts' `anatomy.parts.*.step_time_ns` "
+     "(device events counted in the step they start in); for a range given by times, the device-busy union within "
+     "it (all devices and streams, collectives included)"),
+    ("activities.parts[].name", TEXT, NEITHER, 0, "model part",
+     "a part of the model (`anatomy.parts`) with device time in the range, largest first"),
+    ("activities.parts[].time_ns", NS, NEITHER, 0.05, "part time in the range",
+     "its share of `parts_busy_ns`, each instant split equally among the device events running then"),
+    ("activities.parts[].share", SHARE, NEITHER, 0.05, "part share of the range's busy time", "time_ns / parts_busy_ns"),
     ("activities.host.*[].name", TEXT, NEITHER, 0, "host activity",
      "per host category of the trace view (`cpu_op`, `annotation`, `python`, `runtime`, `driver`, `host_other`), "
      "the top names by time"),

@@ -12,13 +12,18 @@ Definitions (Kineto traces; ns; the analysis window of ``metrics.context``):
   dimension) is ``lora``; then the innermost ``nn.Module`` naming a part (``module``); the same through a backward
   operator's forward operator (``backward_link``: only where the reader links them, ``Trace.extra["fwd_links"]``:
   Kineto's ``fwdbwd`` flows, docs/performance.md); a compiled graph's annotation (``compiled_graph``: one entry per
-  graph); the innermost annotation naming a part, directly or through the forward operator; the recorded shapes
-  (``shape``: a Linear weight, or in training any GEMM operand, with a dimension of at most 128 and at most 1/8 of the
+  graph); the innermost annotation naming a part, directly or through the forward operator; the math SDPA's core
+  (``op``: ``anatomy_causes.math_core``, its score GEMMs are no LoRA rank) is ``attention``; the recorded shapes
+  (``shape``, for a GEMM, or a cast launched inside a GEMM operator: autocast's weight cast goes to the GEMM's part;
+  a Linear weight, or in training any GEMM operand, with a dimension of at most 128 and at most 1/8 of the
   largest, is a LoRA rank; a GEMM with a dimension equal to the token embedding's vocabulary is ``lm_head``); the
   outermost operator naming a part (``op``); the kernel's name or ``classify.py`` category (``kernel``). A GEMM of a MoE
   kernel family under ``mlp`` evidence is ``moe``. Nothing else is forced into a part: it is ``other``, named by its
   top operators.
 - Per part: ``time_ns``, ``share`` (of ``busy_ns``), ``per_step_time_ns`` (time / steps; null without steps),
+  ``step_time_ns`` (its time in each step of ``step_index``: a device event's allocated time counts in the step whose
+  start is the last at or before the event's start, the first step for an event starting before it; so each part's
+  list adds up to its ``time_ns``; empty without steps),
   ``kernels`` (device events starting in the window), ``launches`` and ``host_dispatch_ns`` (the distinct runtime or
   driver calls that launched them, and their summed durations), ``casts_ns`` (time of kernels launched by
   ``aten::to`` / ``_to_copy`` / ``copy_`` / ``contiguous`` / ``clone``), ``categories`` (time by ``classify.py``
@@ -32,8 +37,12 @@ Definitions (Kineto traces; ns; the analysis window of ``metrics.context``):
   ``moved_bytes``: memcpy/memset payloads plus the counted operators' operand elements (inputs and output) times
   the data type's size (when known).
 - ``attention`` adds ``backends`` (time by backend: ``flash``, ``cudnn``, ``efficient``, ``triton`` from kernel names,
-  ``math`` under ``aten::_scaled_dot_product_attention_math``, ``eager`` for softmax and batched-GEMM kernels of an
-  attention module) and ``backend`` (the one with the most).
+  ``math`` for the math SDPA's core, ``eager`` for softmax and batched-GEMM kernels of an attention module) and
+  ``backend`` (the one with the most).
+- The figures the part rules read (``anatomy_causes.py``): per part ``fp32_gemm_ns``, ``flop_share``,
+  ``launches_per_step``, ``efficiency_saving_ns`` / ``_share`` (the efficiency what-if at ``reference_tflops``, the
+  trace's own GEMM speed), attention's ``core_*`` and ``fallback``; ``weight_casts_ns`` / ``_share``; the part leading
+  each kind of time (``<kind>_part``, ``_words``, ``_share``).
 """
 
 from __future__ import annotations
@@ -46,6 +55,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.classify import CATEGORIES, CATEGORY_CODE
+from tb_llmdiag.metrics.anatomy_causes import (
+    LEADER_WORDS,
+    attention_core,
+    core_flops,
+    efficiency_whatif,
+    fallback,
+    fp32_gemm_weights,
+    leaders,
+    math_core,
+)
 from tb_llmdiag.metrics.anatomy_chain import Chains, NodeFeatures, launch_chains, node_features
 from tb_llmdiag.metrics.anatomy_parts import (
     BACKENDS,
@@ -71,9 +90,11 @@ from tb_llmdiag.metrics.entry import (
     FLAG,
     FLOP,
     HIGHER,
+    INDEX,
     LOWER,
     NEITHER,
     NS,
+    PER_STEP,
     SHARE,
     TEXT,
     TFLOP_PER_S,
@@ -123,6 +144,28 @@ def busy_shares(s: I64, e: I64, win_s: I64, win_e: I64) -> F64:
 
 
 @dataclass(frozen=True)
+class PartRows:
+    """What the topic decided per device row, kept in the analysis (``RowCache.keep``, name ``PART_ROWS``) for the
+    views that draw a part's kernels or a range's parts (``traceview/anatomy.py``): ``rows`` (``Context.dev``), the
+    part ``code`` of each (an index into ``labels``, whose last is ``other``), its allocated busy time ``w_ns``."""
+
+    rows: IDX
+    code: NDArray[np.int32]
+    labels: tuple[str, ...]
+    w_ns: F64
+
+
+#: the name the topic keeps its ``PartRows`` under in the context's cache
+PART_ROWS = "anatomy.part_rows"
+
+
+def kept_part_rows(ctx: Context) -> PartRows | None:
+    """The topic's ``PartRows`` of this analysis, or None when it was not computed (XLA traces, no device time)."""
+    got = ctx.cache.kept(PART_ROWS)
+    return got if isinstance(got, PartRows) else None
+
+
+@dataclass(frozen=True)
 class Model:
     """What the recorded shapes say about the model: the token embedding's vocabulary and width, the tokens of one
     forward pass, whether the run trains, whether it has MoE kernels (then a GEMM narrower than the hidden size may be
@@ -155,6 +198,8 @@ def _model(ctx: Context) -> Model:
 def _gemm_dims(name: str, d: list[list[int]], training: bool) -> list[int]:
     """The dimensions of a 2-D GEMM's operands that can name its layer: a Linear's weight [out, in]; a matmul's
     operands in training (in inference its rows are the tokens, which may be few)."""
+    if CAST_OPS_RX.match(name):  # a cast's input: read only for casts inside a GEMM operator (a weight [out, in])
+        return list(d[0]) if d and len(d[0]) == 2 else []
     if name not in _GEMM_OPS:
         return []
     if name == "aten::linear":
@@ -176,7 +221,7 @@ def _gemm_facts(ev: Any, rows: IDX, model: Model) -> tuple[F64, F64, F64]:
         return float(bool(xs) and min(xs) <= RANK_MAX and min(xs) * RANK_RATIO <= max(xs))
 
     def vocab_hit(name: str, d: list[list[int]]) -> float:
-        if not model.vocab or name not in _GEMM_OPS:
+        if not model.vocab or not (name in _GEMM_OPS or CAST_OPS_RX.match(name)):
             return 0.0
         return float(any(x == model.vocab for op in d for x in op[-2:]))
 
@@ -219,6 +264,7 @@ def _classify(
     f: NodeFeatures,
     shape_facts: tuple[F64, F64, F64],
     moe_rows: NDArray[np.bool_],
+    core: NDArray[np.bool_],
 ) -> tuple[NDArray[np.int32], NDArray[np.int8], list[str]]:
     """Per device row: its part code (``PARTS``, then compiled graphs, -1 for ``other``), the evidence code that
     placed it, and the compiled graphs' entry names (codes ``len(PARTS) + i``); ``moe_rows``: the MoE's router,
@@ -238,6 +284,8 @@ def _classify(
         evid[m] = EVIDENCE_CODE[evidence]
 
     def at(col: NDArray[Any], idx: IDX, empty: Any) -> NDArray[Any]:
+        if col.size == 0:  # no operator nodes (a trace of kernels alone)
+            return np.full(idx.shape, empty)
         return np.where(idx >= 0, col[np.maximum(idx, 0)], empty)
 
     node, fwd = ch.node, ch.fwd_node
@@ -268,7 +316,9 @@ def _classify(
         assign(graphs == gid, code, "compiled_graph")
     assign(np.ones(n, bool), at(f.ann_part, node, -1).astype(np.int32), "annotation")
     assign(np.ones(n, bool), at(f.ann_part, fwd, -1).astype(np.int32), "backward_link")
+    assign(core, PART_CODE["attention"], "op")  # the math SDPA's core: its score GEMMs are not a LoRA rank
     assign(moe_rows, PART_CODE["moe"], "shape")
+    gemm |= weight_casts(ev, ch, f)  # a cast inside a GEMM operator (autocast's weight cast) goes to the GEMM's layer
     assign(gemm & (rank > 0), PART_CODE["lora"], "shape")
     assign(gemm & (vocab > 0), PART_CODE["lm_head"], "shape")
     assign(gemm, layer.astype(np.int32), "shape")
@@ -282,6 +332,23 @@ def _classify(
     _by_neighbours(ev, rows, part, evid, ch.launch)
     part[(part == PART_CODE["mlp"]) & (kernel_part == PART_CODE["moe"])] = PART_CODE["moe"]  # a MoE's experts
     return part, evid, labels
+
+
+def _casts(ev: Any, op: IDX) -> NDArray[np.bool_]:
+    """Per device row: launched by a cast operator (``CAST_OPS``)."""
+    cast_op = np.zeros(len(ev.names), bool)
+    used = np.unique(ev.name_id[op[op >= 0]])
+    cast_op[used] = [CAST_OPS_RX.match(ev.names[i]) is not None for i in used.tolist()]
+    out: NDArray[np.bool_] = (op >= 0) & cast_op[ev.name_id[np.maximum(op, 0)]]
+    return out
+
+
+def weight_casts(ev: Any, ch: Chains, f: NodeFeatures) -> NDArray[np.bool_]:
+    """Per device row: a cast launched inside a GEMM operator (``aten::linear > aten::to``)."""
+    node = ch.node
+    inside = np.where(node >= 0, f.gemm_op[np.maximum(node, 0)], False)
+    out: NDArray[np.bool_] = _casts(ev, ch.op_row) & inside
+    return out
 
 
 #: a kernel without a recorded launch takes the part its (previous, own, next) kernel names have elsewhere when at
@@ -389,9 +456,10 @@ def _flops(
 
 
 def _backends(
-    ctx: Context, rows: IDX, part: NDArray[np.int32], ch: Chains, f: NodeFeatures, w: F64
+    ctx: Context, rows: IDX, part: NDArray[np.int32], ch: Chains, core: NDArray[np.bool_], w: F64
 ) -> dict[str, float]:
-    """The attention part's time by backend (module docstring)."""
+    """The attention part's time by backend (module docstring); marks the eager backend's rows in ``core`` too (in
+    place), so the core attention's FLOPs count them."""
     ev = ctx.trace.events
     att = np.flatnonzero(part == PART_CODE["attention"])
     if att.size == 0:
@@ -401,8 +469,7 @@ def _backends(
     lab = np.full(att.size, -1, np.int16)
     is_att = cat == CATEGORY_CODE["attention"]
     lab[is_att] = _name_labels(ev.names, ev.name_id[rows[att[is_att]]], BACKENDS)
-    node = ch.node[att]
-    math = np.where(node >= 0, f.math_sdpa[np.maximum(node, 0)], False)
+    math = core[att]
     sr = ch.shape_row[att]
     bmm = np.zeros(att.size, bool)
     if (sr >= 0).any():
@@ -411,6 +478,7 @@ def _backends(
     eager = ((cat == CATEGORY_CODE["softmax"]) | ((cat == CATEGORY_CODE["gemm"]) & bmm)) & ~is_att
     lab[math & (lab < 0)] = len(BACKENDS)
     lab[eager & ~math & (lab < 0)] = len(BACKENDS) + 1
+    core[att[lab == len(BACKENDS) + 1]] = True
     tot = np.bincount(lab[lab >= 0], weights=w[att][lab >= 0], minlength=len(names))
     return {names[i]: float(t) for i, t in enumerate(tot) if t > 0}
 
@@ -448,16 +516,38 @@ def anatomy_metrics(ctx: Context) -> dict[str, Any]:
         for col, vals in zip(facts, _gemm_facts(ev, u, model)):
             col[sr >= 0] = vals[inv]
     moe_rows, moe = moe_figures(ctx, sr, w, model.hidden, model.tokens)
-    part, evid, graphs = _classify(ctx, rows, ch, feats, facts, moe_rows)
+    core = math_core(ctx, rows, ch, feats)
+    part, evid, graphs = _classify(ctx, rows, ch, feats, facts, moe_rows, core)
     labels = list(PARTS) + graphs + ["other"]
     n = len(labels)
     code = np.where(part >= 0, part, n - 1).astype(np.int32)
-    out = _describe(ctx, rows, ch, feats, code, evid, w, labels)
+    ctx.cache.keep(PART_ROWS, PartRows(rows, code, tuple(labels), w))
+    out = _describe(ctx, rows, ch, core, code, evid, w, labels)
     # the structure figures (metrics/anatomy_structure.py): a MoE's load, the loss over full logits, compiled graphs
     out["moe"] = moe
     out["logits"] = logits_figures(ctx, rows, sr, w, model.vocab, model.training)
     out["graphs"] = graph_fig
+    # the part rules' figures (metrics/anatomy_causes.py): efficiency, the core attention, leaders, weight casts
+    parts = out["parts"]
+    out.update(efficiency_whatif(parts, ctx.window_ns))
+    if "attention" in parts:
+        flops = core_flops(ctx, rows, ch, core & (code == PART_CODE["attention"]))
+        attention_core(parts["attention"], flops, out["reference_tflops"], ctx.window_ns, out["steps"], fallback(ev))
+    out.update(leaders(parts, out["busy_ns"], out["steps"]))
+    wc = float((w * weight_casts(ev, ch, feats)).sum())
+    out["weight_casts_ns"] = int(round(wc))
+    out["weight_casts_share"] = wc / ctx.window_ns if ctx.window_ns > 0 else None
     return out
+
+
+def _step_times(ctx: Context, rows: IDX, code: NDArray[np.int32], w: F64, n: int) -> NDArray[np.int64]:
+    """[part code, step]: the allocated time of the device events starting in each step (module docstring)."""
+    ns = len(ctx.steps)
+    if ns == 0:
+        return np.zeros((n, 0), np.int64)
+    at = np.clip(np.searchsorted(ctx.steps.start_ns, ctx.trace.events.ts_ns[rows], side="right") - 1, 0, ns - 1)
+    tot = np.bincount(code.astype(np.int64) * ns + at, weights=w, minlength=n * ns)[: n * ns]
+    return np.rint(tot.reshape(n, ns)).astype(np.int64)
 
 
 def _part_figures(ctx: Context, rows: IDX, ch: Chains, code: NDArray[np.int32], w: F64, n: int) -> dict[str, Any]:
@@ -469,10 +559,7 @@ def _part_figures(ctx: Context, rows: IDX, ch: Chains, code: NDArray[np.int32], 
     pairs = np.unique(code[has].astype(np.int64) * (len(ev) + 1) + lrows[has])
     p_code, p_row = np.divmod(pairs, len(ev) + 1)
     op = ch.op_row
-    cast_op = np.zeros(len(ev.names), bool)
-    used = np.unique(ev.name_id[op[op >= 0]])
-    cast_op[used] = [CAST_OPS_RX.match(ev.names[i]) is not None for i in used.tolist()]
-    is_cast = (op >= 0) & cast_op[ev.name_id[np.maximum(op, 0)]]
+    is_cast = _casts(ev, op)
     cat = ctx.dev_cat if rows is ctx.dev else ctx.dev_cat[np.searchsorted(ctx.dev, rows)]
     nc = len(CATEGORIES)
     by_cat = np.bincount(code.astype(np.int64) * nc + cat, weights=w, minlength=n * nc).reshape(n, nc)
@@ -484,6 +571,7 @@ def _part_figures(ctx: Context, rows: IDX, ch: Chains, code: NDArray[np.int32], 
         "launches": _per_code(p_code.astype(np.int32), n),
         "dispatch": _per_code(p_code.astype(np.int32), n, ev.dur_ns[p_row]),
         "casts": _per_code(code, n, np.where(is_cast, w, 0.0)),
+        "fp32_gemm": _per_code(code, n, fp32_gemm_weights(ctx, rows, w)),
         "moved": _per_code(
             code[inwin], n, np.maximum(ev.bytes[rows[inwin]], 0) * (ev.kind[rows[inwin]] != Kind.KERNEL)
         ),
@@ -522,7 +610,7 @@ def _describe(
     ctx: Context,
     rows: IDX,
     ch: Chains,
-    feats: NodeFeatures,
+    core: NDArray[np.bool_],
     code: NDArray[np.int32],
     evid: NDArray[np.int8],
     w: F64,
@@ -540,6 +628,7 @@ def _describe(
     ).reshape(n, ne)
     device = _device(ctx)
     peaks = peaks_for(device)
+    by_step = _step_times(ctx, rows, code, w, n)
     parts: dict[str, Any] = {}
     for c, name in enumerate(labels):
         t = fig["time"][c]
@@ -555,11 +644,13 @@ def _describe(
             "time_ns": int(round(t)),
             "share": t / busy,
             "per_step_time_ns": int(round(t / steps)) if steps else None,
+            "step_time_ns": by_step[c].tolist(),
             "kernel_ns": int(fig["kernel_ns"][c]),
             "kernels": int(fig["kernels"][c]),
             "launches": int(fig["launches"][c]),
             "host_dispatch_ns": int(fig["dispatch"][c]),
             "casts_ns": int(round(fig["casts"][c])),
+            "fp32_gemm_ns": int(round(fig["fp32_gemm"][c])),
             "flops": float(fl["flops"][c]) if fl["flops"][c] > 0 else None,
             "flop_kernel_ns": int(fl["flop_kernel_ns"][c]),
             "dtype": dtype,
@@ -571,7 +662,7 @@ def _describe(
             "top_ops": fig["top"][c],
         }
     if "attention" in parts:
-        backends = _backends(ctx, rows, np.where(code < len(PARTS), code, -1), ch, feats, w)
+        backends = _backends(ctx, rows, np.where(code < len(PARTS), code, -1), ch, core, w)
         parts["attention"]["backends"] = {k: int(round(v)) for k, v in backends.items()}
         parts["attention"]["backend"] = max(backends, key=lambda k: backends[k]) if backends else None
     other = float(fig["time"][n - 1])
@@ -580,6 +671,7 @@ def _describe(
         "available": True,
         "busy_ns": int(round(busy)),
         "steps": steps,
+        "step_index": ctx.steps.index.tolist(),
         "assigned_share": 1.0 - other / busy,
         "other_share": other / busy,
         "device": device,
@@ -587,6 +679,21 @@ def _describe(
         "by_evidence": {EVIDENCE[k]: float(v / busy) for k, v in enumerate(by_level) if v > 0},
         "parts": parts,
     }
+
+
+#: the leading part per kind of time (anatomy_causes.leaders): three keys per kind
+LEADER_ENTRIES: tuple[Entry, ...] = tuple(
+    entry
+    for kind, what in LEADER_WORDS.items()
+    for entry in (
+        (f"anatomy.{kind}_part", TEXT, NEITHER, 0, f"part with the most {what} (name)",
+         f"the named part (`other` left out) with the most {what} (anatomy_causes.py); null when none"),
+        (f"anatomy.{kind}_part_words", TEXT, NEITHER, 0, f"part with the most {what}",
+         "that part as a sentence names it (`the LoRA adapters`, `the MLP`)"),
+        (f"anatomy.{kind}_part_share", SHARE, NEITHER, 0.1, f"its share of the {what}",
+         f"the share of all parts' {what} that part holds"),
+    )
+)  # fmt: skip
 
 
 # The registry's entries of the `anatomy` topic: one row per key (metrics/entry.py); metrics/registry.py collects them
@@ -611,6 +718,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.reason", TEXT, NEITHER, 0, "anatomy reason", "why the topic is unavailable"),
     ("anatomy.busy_ns", NS, NEITHER, 0.05, "anatomy busy time", "the device-busy union (all devices and streams) within the analysis window: what the parts' `time_ns` add up to"),
     ("anatomy.steps", COUNT, NEITHER, 0, "anatomy steps", "profiled steps `per_step_time_ns` divides by"),
+    ("anatomy.step_index[]", INDEX, NEITHER, 0, "step", "the profiled steps' indices (`steps.per_step[].index`), in time order: what each part's `step_time_ns` list follows"),
     ("anatomy.assigned_share", SHARE, HIGHER, 0.05, "busy time in a named part", "1 - `other_share`"),
     ("anatomy.other_share", SHARE, LOWER, 0.1, "busy time in no part", "`parts.other.time_ns` / `busy_ns`: device time no evidence places in a part"),
     ("anatomy.device", TEXT, NEITHER, 0, "anatomy device", "the device name the peaks are looked up for"),
@@ -619,6 +727,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.parts.*.time_ns", NS, NEITHER, 0.05, "part time", _P + "its allocated share of the busy union (overlapping events split each instant equally)"),
     ("anatomy.parts.*.share", SHARE, NEITHER, 0.1, "part share", _P + "`time_ns` / `busy_ns`"),
     ("anatomy.parts.*.per_step_time_ns", NS, NEITHER, 0.05, "part time per step", _P + "`time_ns` / steps; null without steps"),
+    ("anatomy.parts.*.step_time_ns[]", NS, NEITHER, 0.05, "part time in the step", _P + "its time in each step of `step_index` (a device event's allocated time counts in the step it starts in; before the first step, in the first): the list adds up to `time_ns`"),
     ("anatomy.parts.*.kernel_ns", NS, NEITHER, 0.05, "part device time", _P + "plain sum of its device events' durations (overlap counted on each stream)"),
     ("anatomy.parts.*.kernels", COUNT, NEITHER, 0.05, "part device events", _P + "its kernels, memcpys and memsets starting in the window"),
     ("anatomy.parts.*.launches", COUNT, NEITHER, 0.05, "part launches", _P + "distinct runtime/driver calls that launched them (a graph launch counts once)"),
@@ -639,5 +748,27 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.parts.*.top_ops[].time_ns", NS, NEITHER, 0.05, "part top operator time", _P + "that operator's share of the part's time"),
     ("anatomy.parts.*.backends.*", NS, NEITHER, 0.05, "attention time by backend", "`attention` only: time by backend: `flash`, `cudnn`, `efficient`, `triton` (kernel names), `math` (`aten::_scaled_dot_product_attention_math`), `eager` (softmax and batched GEMMs of an attention module)"),
     ("anatomy.parts.*.backend", TEXT, NEITHER, 0, "attention backend", "`attention` only: the backend with the most time; null when none is recognised"),
+    ("anatomy.parts.*.fp32_gemm_ns", NS, LOWER, 0.05, "part fp32 GEMM time", _P + "its time in fp32 GEMM kernels without tensor cores (`precision.is_fp32_math`)"),
+    ("anatomy.parts.*.flop_share", SHARE, NEITHER, 0.1, "part FLOP share", _P + "its counted FLOPs over all counted FLOPs; null without any"),
+    ("anatomy.parts.*.launches_per_step", PER_STEP, LOWER, 0.05, "part launches per step", _P + "`launches` / steps; null without steps"),
+    ("anatomy.parts.*.efficiency_saving_ns", NS, LOWER, 0.05, "part time over the reference speed", _P + "its counted GEMM time less its FLOPs at `reference_tflops` (0 when faster); null without FLOPs or a reference"),
+    ("anatomy.parts.*.efficiency_saving_share", SHARE, LOWER, 0.1, "part efficiency what-if", _P + "`efficiency_saving_ns` / the analysis window: the saving of running the part as fast as the trace's best GEMMs"),
+    ("anatomy.parts.*.core_ns", NS, LOWER, 0.05, "core attention on a slow backend", "`attention` only: its time on the `math` and `eager` backends (score matrices materialised)"),
+    ("anatomy.parts.*.core_per_step_ns", NS, LOWER, 0.05, "core attention on a slow backend per step", "`attention` only: `core_ns` / steps"),
+    ("anatomy.parts.*.core_share", SHARE, LOWER, 0.1, "core attention share", "`attention` only: `core_ns` / `busy_ns`"),
+    ("anatomy.parts.*.core_flops", FLOP, NEITHER, 0.02, "core attention flops", "`attention` only: FLOPs of the slow backend's score GEMMs, forward and backward; null when none are recorded"),
+    ("anatomy.parts.*.core_fused_ns", NS, NEITHER, 0.05, "fused attention estimate", "`attention` only: `core_flops` at `reference_tflops`: what a fused kernel doing the same GEMMs would take (a causal one skips about half: errs long)"),
+    ("anatomy.parts.*.core_saving_share", SHARE, LOWER, 0.1, "fused attention what-if", "`attention` only: (`core_ns` - `core_fused_ns`) / the analysis window; null without FLOPs or a reference"),
+    ("anatomy.parts.*.fallback", TEXT, NEITHER, 0, "why not flash attention", "`attention` on the math backend only: what the recorded SDPA call's shapes say about the flash kernel (head dim, explicit mask), else that nothing recorded excludes it"),
+    ("anatomy.reference_tflops", TFLOP_PER_S, HIGHER, 0.05, "reference GEMM speed", "the fastest `achieved_tflops` of a part holding >= 5 % of the counted FLOPs in a data type other than fp32: the speed this trace's own GEMMs reach; null when none"),
+    ("anatomy.reference_part", TEXT, NEITHER, 0, "reference part (name)", "the part that reaches `reference_tflops`"),
+    ("anatomy.reference_part_words", TEXT, NEITHER, 0, "reference part", "that part as a sentence names it"),
+    ("anatomy.weight_casts_ns", NS, LOWER, 0.05, "casts inside GEMM operators", "casts launched inside a GEMM operator (`aten::linear > aten::to`: a weight stored in another dtype cast on every call, as autocast does); placed in the GEMM's part"),
+    ("anatomy.weight_casts_share", SHARE, LOWER, 0.1, "casts inside GEMM operators share", "`weight_casts_ns` / the analysis window"),
+    *LEADER_ENTRIES,
+    ("anatomy.fp32_gemm_part_busy_share", SHARE, LOWER, 0.1, "fp32 part's share of busy time", "the fp32 GEMM time of `fp32_gemm_part` over `busy_ns`"),
+    ("anatomy.fp32_gemm_part_dtype", TEXT, NEITHER, 0, "fp32 part's data type", "`fp32_gemm_part`'s `dtype`"),
+    ("anatomy.fp32_gemm_part_tflops", TFLOP_PER_S, HIGHER, 0.05, "fp32 part's achieved tflops", "`fp32_gemm_part`'s `achieved_tflops`"),
+    ("anatomy.fp32_gemm_part_saving_share", SHARE, LOWER, 0.1, "fp32 part's efficiency what-if", "`fp32_gemm_part`'s `efficiency_saving_share`"),
 ) + STRUCTURE_ENTRIES
 # fmt: on

@@ -7,7 +7,8 @@ Contract (no I/O, no per-event Python):
   ``base_layer``, ``lora_A``, ``lora_B``) encloses it, the part of the innermost annotation naming one, the innermost
   compiled graph's annotation, the part of the *outermost* operator naming one (``aten::cross_entropy_loss`` decides for
   the ``aten::to`` inside it), whether a backward operator encloses it, and whether an operator with recorded shapes or
-  ``aten::_scaled_dot_product_attention_math`` does.
+  ``aten::_scaled_dot_product_attention_math`` (or the backward of its softmax, ``SafeSoftmaxBackward``) does, and
+  whether a GEMM operator does.
 - ``launch_chains(ctx, forest, rows)``: per device row, its launch call (by correlation id), that call's node, and by
   walking up the launch call's own ancestors (events, not nodes: one node holds every ``MmBackward0`` of a step): the
   innermost operator, the innermost operator with recorded shapes, and, under a backward operator, the node of the
@@ -33,6 +34,12 @@ from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind
 IDX = NDArray[np.intp]
 I16 = NDArray[np.int16]
 _MATH_SDPA = "aten::_scaled_dot_product_attention_math"
+#: the operators whose kernels are GEMMs (a cast inside one is the weight's or the input's)
+GEMM_OPS = frozenset(
+    ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::_scaled_mm", "aten::bmm", "aten::baddbmm")
+)
+#: the math SDPA's own softmax (``aten::_safe_softmax``) has this backward: only the math path runs it
+_MATH_SOFTMAX_BACKWARD = "SafeSoftmaxBackward"
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,8 @@ class NodeFeatures:
     op_part: I16  # the outermost operator part, -1
     backward: NDArray[np.bool_]  # inside a backward operator
     shaped: NDArray[np.bool_]  # inside an operator whose shapes the reader keeps
-    math_sdpa: NDArray[np.bool_]  # inside aten::_scaled_dot_product_attention_math
+    math_sdpa: NDArray[np.bool_]  # inside aten::_scaled_dot_product_attention_math or its SafeSoftmaxBackward
+    gemm_op: NDArray[np.bool_]  # inside a GEMM operator (``GEMM_OPS``: a cast there is a weight's, as autocast does)
 
 
 def _per_name(names: tuple[str, ...], ids: IDX, kinds: NDArray[np.uint8]) -> dict[str, NDArray[Any]]:
@@ -75,7 +83,8 @@ def _per_name(names: tuple[str, ...], ids: IDX, kinds: NDArray[np.uint8]) -> dic
     for key, test in (
         ("bwd", lambda s: BACKWARD.search(s) is not None),
         ("shaped", lambda s: SHAPE_OPS.search(s) is not None),
-        ("math", lambda s: s == _MATH_SDPA),
+        ("math", lambda s: s == _MATH_SDPA or _MATH_SOFTMAX_BACKWARD in s),
+        ("gemm", lambda s: s in GEMM_OPS),
     ):
         full_b = np.zeros(n, bool)
         full_b[uniq] = np.fromiter((test(s) for _, s in text), bool, count=len(text))
@@ -98,6 +107,7 @@ def node_features(forest: HostForest, names: tuple[str, ...]) -> NodeFeatures:
         np.full(nn, -1, np.int16),
         np.full(nn, -1, np.int32),
         np.full(nn, -1, np.int16),
+        np.zeros(nn, bool),
         np.zeros(nn, bool),
         np.zeros(nn, bool),
         np.zeros(nn, bool),
@@ -129,6 +139,7 @@ def node_features(forest: HostForest, names: tuple[str, ...]) -> NodeFeatures:
         f.backward[lvl] = up(f.backward, False) | own["bwd"][lvl]
         f.shaped[lvl] = up(f.shaped, False) | (own["shaped"][lvl] & (kind[lvl] == Kind.CPU_OP))
         f.math_sdpa[lvl] = up(f.math_sdpa, False) | own["math"][lvl]
+        f.gemm_op[lvl] = up(f.gemm_op, False) | (own["gemm"][lvl] & (kind[lvl] == Kind.CPU_OP))
     return f
 
 

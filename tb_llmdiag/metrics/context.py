@@ -117,6 +117,17 @@ class RowCache:
         self._derived[name] = (inputs, value)
         return value
 
+    _kept: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
+
+    def keep(self, name: str, value: object) -> None:
+        """Keep a topic's per-row result for the views above the metrics (the ``anatomy`` topic's part of each
+        device row, ``metrics.anatomy.PartRows``): held as long as the analysis is."""
+        self._kept[name] = value
+
+    def kept(self, name: str) -> object | None:
+        """What a topic kept under ``name`` (``keep``), or None."""
+        return self._kept.get(name)
+
     _forest: list[HostForest] = field(default_factory=list, repr=False, compare=False)
 
     def forest(self) -> HostForest:

@@ -255,6 +255,14 @@ VALUE_WORDS: dict[str, str] = {
     # where steps come from
     "profiler_step": "ProfilerStep markers",
     "xplane_step": "XPlane steps",
+    # the model's parts (``anatomy.parts``; ``part_words``) and how a part was identified (``identified_by``)
+    "mlp": "MLP",
+    "lora": "LoRA adapters",
+    "moe": "MoE experts",
+    "lm_head": "LM head",
+    "data_movement": "data movement",
+    "compiled_graph": "compiled graph",
+    "backward_link": "backward link",
 }
 
 #: operator or autograd node -> its words, first match wins; a name no pattern matches keeps its own name (a plain
@@ -351,6 +359,14 @@ def _chain_or_word(m: re.Match[str]) -> str:
 def text_words(text: str) -> str:
     """Free text with every op chain it quotes (``aten::linear > aten::mm``) in words; other words as they are."""
     return _CHAIN.sub(_chain_or_word, text)
+
+
+def part_words(name: str) -> str:
+    """A model part's name in words (``anatomy.parts`` keys): ``lm_head`` -> "LM head", ``compiled_graph:0/1`` ->
+    "compiled graph 0/1"; ``frontend/registry.js`` ``partLabel`` says the same from ``value_labels``."""
+    kind, sep, rest = name.partition(":")
+    words = VALUE_WORDS.get(kind, kind)
+    return f"{words} {rest}" if sep else words
 
 
 def words_of(value: object) -> object:

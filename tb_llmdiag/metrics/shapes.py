@@ -38,6 +38,11 @@ def _parse(shape: str) -> list[list[int]] | None:
     return [[int(x) for x in d if isinstance(x, (int, float))] if isinstance(d, list) else [] for d in v]
 
 
+def parse_dims(shape: str) -> list[list[int]] | None:
+    """A recorded ``Input Dims`` string as lists of ints (None when it is not a list)."""
+    return _parse(shape)
+
+
 def _prod(d: Sequence[int]) -> int:
     return math.prod(d) if d else 0
 

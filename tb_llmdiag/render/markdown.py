@@ -17,7 +17,7 @@ from tb_llmdiag.findings.table import label_from_key
 from tb_llmdiag.findings.whatif_text import BASIS_WORDS
 from tb_llmdiag.metrics.labels import words_of
 from tb_llmdiag.metrics.registry import metric, unit_of
-from tb_llmdiag.render.text import capture_sentences, job_evidence_items, label_of
+from tb_llmdiag.render.text import ANATOMY_MIN_SHARE, anatomy_table, capture_sentences, job_evidence_items, label_of
 from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
 
 _ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_[]<|"})
@@ -84,6 +84,20 @@ def _findings(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     return out + [""]
 
 
+def _anatomy_md(a: dict[str, Any]) -> list[str]:
+    """The model's parts as a table (the text report's rows: parts over 1 % of GPU busy time, then ``other``)."""
+    t = anatomy_table(a)
+    if t is None:
+        return []
+    out = ["### Step anatomy", "", f"{esc(t['intro'])}; parts over {fmt_share(ANATOMY_MIN_SHARE)} of it:", ""]
+    out += table(["part", *map(esc, t["header"])], [list(map(esc, r)) for r in t["rows"]])
+    if t["other_ops"]:
+        out += ["", f"other's top operators: {esc(t['other_ops'])}"]
+    if t["small"]:
+        out += ["", f"Under {fmt_share(ANATOMY_MIN_SHARE)}: {esc(t['small'])}"]
+    return out + [""]
+
+
 def render_run_md(run: Mapping[str, Any]) -> list[str]:
     out = [f"## {esc(run['run'])} (worker {esc(run['worker'])}, span {esc(run['span'])}, {esc(run['source_kind'])})",
            ""]  # fmt: skip
@@ -122,6 +136,7 @@ def render_run_md(run: Mapping[str, Any]) -> list[str]:
     if head:
         rows = [[esc(_label("headline." + k)), fmt(unit_of("headline." + k), v)] for k, v in head.items()]
         out += ["### Headline", "", *table(("metric", "value"), rows), ""]
+    out += _anatomy_md((run.get("metrics") or {}).get("anatomy") or {})
     out += _findings(run.get("findings") or [])
     wi = run.get("what_if")
     if wi:

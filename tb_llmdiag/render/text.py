@@ -10,7 +10,7 @@ from typing import Any
 from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
 from tb_llmdiag.findings.table import label_from_key
 from tb_llmdiag.findings.whatif_text import saving_text
-from tb_llmdiag.metrics.labels import words_of
+from tb_llmdiag.metrics.labels import part_words, words_of
 from tb_llmdiag.metrics.registry import metric, unit_of
 from tb_llmdiag.units import fmt, fmt_interval, fmt_ns, fmt_share, unit_from_name
 
@@ -111,6 +111,66 @@ def _finding_lines(i: int, f: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: the anatomy section lists the parts holding at least this share of the GPU's busy time (`other` always)
+ANATOMY_MIN_SHARE = 0.01
+#: its columns: registry keys under ``anatomy.parts.*``
+ANATOMY_COLUMNS = ("per_step_time_ns", "share", "achieved_tflops", "efficiency_share", "identified_by")
+
+
+def _anatomy_cell(key: str, fig: dict[str, Any]) -> str:
+    path = f"anatomy.parts.*.{key}"
+    if key == "per_step_time_ns" and fig.get(key) is None:
+        return fmt("ns", fig.get("time_ns"))  # no steps: the window's time
+    if key == "identified_by":
+        by, share = fig.get("identified_by"), fig.get("identified_share")
+        if by is None:
+            return "-"
+        return f"{words_of(by)} ({fmt_share(share)})" if share is not None else str(words_of(by))
+    v = fig.get(key)
+    return "-" if v is None else fmt(unit_of(path), v)
+
+
+def anatomy_table(a: dict[str, Any]) -> dict[str, Any] | None:
+    """The anatomy section of a run (``metrics.anatomy``), shared by the text and Markdown renderers, or None when
+    the topic is unavailable: ``intro`` (the busy time and the share in named parts), ``header`` (registry labels),
+    ``rows`` ([part, cells...], the parts at or over ``ANATOMY_MIN_SHARE`` largest first, then ``other``),
+    ``other_ops`` (``other``'s top operators in words), ``small`` (the parts under the threshold, in words)."""
+    parts = a.get("parts") if a.get("available") else None
+    if not parts:
+        return None
+    named = sorted((p for p in parts if p != "other"), key=lambda p: -parts[p]["time_ns"])
+    shown = [p for p in named if (parts[p].get("share") or 0) >= ANATOMY_MIN_SHARE]
+    shown += ["other"] if "other" in parts else []
+    small = [p for p in named if p not in shown]
+    ops = (parts.get("other") or {}).get("top_ops") or []
+    return {
+        "intro": f"{label_of('anatomy.busy_ns', 'busy_ns')} {fmt_ns(a.get('busy_ns'))}; "
+        f"{label_of('anatomy.assigned_share', 'assigned_share')} {fmt_share(a.get('assigned_share'))}",
+        "header": [label_of(f"anatomy.parts.*.{k}", k) for k in ANATOMY_COLUMNS],
+        "rows": [[part_words(p), *(_anatomy_cell(k, parts[p]) for k in ANATOMY_COLUMNS)] for p in shown],
+        "other_ops": ", ".join(f"{o['name']} {fmt_ns(o['time_ns'])}" for o in ops),
+        "small": ", ".join(f"{part_words(p)} {fmt_share(parts[p].get('share'))}" for p in small),
+    }
+
+
+def _anatomy_lines(a: dict[str, Any]) -> list[str]:
+    """The model's parts: one aligned line each (parts over 1 % of GPU busy time, then ``other`` with its top ops)."""
+    t = anatomy_table(a)
+    if t is None:
+        return []
+    grid = [["part", *t["header"]], *t["rows"]]
+    widths = [max(len(r[i]) for r in grid) for i in range(len(grid[0]))]
+    lines = [f"   anatomy: {t['intro']}; parts over {fmt_share(ANATOMY_MIN_SHARE)} of it:"]
+    for r in grid:
+        cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:-1], widths[1:-1])] + [r[-1]]
+        lines.append("     " + "  ".join(cells).rstrip())
+    if t["other_ops"]:
+        lines.append(f"     other's top operators: {t['other_ops']}")
+    if t["small"]:
+        lines.append(f"     under {fmt_share(ANATOMY_MIN_SHARE)}: {t['small']}")
+    return lines
+
+
 def render_run(run: dict[str, Any]) -> str:
     lines = [f"== {run['run']}  worker {run['worker']}  span {run['span']}  ({run['source_kind']})"]
     lines += _status_lines(run)
@@ -119,6 +179,7 @@ def render_run(run: dict[str, Any]) -> str:
     lines += _summary_lines(run)
     lines += _capture_lines((run.get("metrics") or {}).get("capture") or {})
     lines += _headline_lines(run.get("headline") or {})
+    lines += _anatomy_lines((run.get("metrics") or {}).get("anatomy") or {})
     findings = run.get("findings") or []
     if findings:
         lines.append(f"   findings ({len(findings)}, by what each saves at most):")

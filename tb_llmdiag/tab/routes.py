@@ -319,6 +319,7 @@ def trace_view_impl(cat: Catalog, views: TraceViews, args: Mapping[str, str]) ->
         raise tb_errors.InvalidArgumentError("'end_ns' must be greater than 'start_ns'")
     body = index.view(a, b, int(px or 1440), depth=int(depth or 6), expand=expand)
     body["findings"] = index.meta.get("findings") or []
+    body["parts"] = index.meta.get("parts") or []
     return Answer(200, body)
 
 

@@ -31,7 +31,7 @@ from tb_llmdiag.model import Kind, Trace, kind_mask
 from tb_llmdiag.traceview.lod import Level, depths, iter_levels
 
 #: Bump when the index changes; part of the tab's cache key.
-TRACEVIEW_VERSION = 3  # 2: host lanes say their launch calls (the tab collapses those without); 3: an event wider than a pixel stands alone in every level
+TRACEVIEW_VERSION = 4  # 4: where each model part's kernels run (meta parts); 2: host lanes say their launch calls (the tab collapses those without); 3: an event wider than a pixel stands alone in every level
 #: Deeper nesting is drawn at this depth (rows then overlap; queries stay correct through ``cmax``).
 MAX_DEPTH = 64
 

@@ -38,8 +38,9 @@ def test_every_client_configuration_starts_llmdiag_mcp() -> None:
 def test_the_worked_session_is_the_generated_one() -> None:
     s = session()
     tools = re.findall(r'^    \(f?"[^"]*", "(\w+)", \{', SCRIPT, flags=re.M)  # the tool of each of the script's STEPS
-    assert tools == ["list_runs", "diagnose", "explain_finding", "top_activities", "compare", "check", "diagnose"]
+    assert tools == ["list_runs", "diagnose", "explain_finding", "top_activities", "anatomy", "compare", "check",
+                     "diagnose"]
     assert re.findall(r"Call: `(\w+)\(", s) == tools
     answers = [json.loads(b) for b in blocks("json", s)]
-    assert len(answers) == 6 and answers[0]["logdir"] == "demo_logs"
+    assert len(answers) == 7 and answers[0]["logdir"] == "demo_logs"
     assert "outside the logdir" in s and "/work/" not in s

@@ -24,7 +24,7 @@ from tb_llmdiag.agent.fit import DEFAULT_BUDGET_BYTES  # noqa: E402
 from tb_llmdiag.metrics.labels import chain_words  # noqa: E402
 
 SEED, FIXED = "seed_lora_qwen1.5b", "fixed_lora_qwen1.5b"
-TOOLS = {"list_runs", "diagnose", "explain_finding", "top_activities", "compare", "check", "timeline"}
+TOOLS = {"list_runs", "diagnose", "explain_finding", "top_activities", "anatomy", "compare", "check", "timeline"}
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 

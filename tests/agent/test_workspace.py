@@ -117,7 +117,7 @@ def test_each_findings_step_column_is_a_per_step_column() -> None:
                      "host_sync": "sync_ns", "dataloader_stall": "data_loader_ns",
                      "exposed_communication": "collective_ns", "accumulation_without_no_sync": "collective_ns",
                      "tensor_parallel_communication": "collective_ns", "fsdp_without_prefetch": "collective_ns",
-                     "expert_all_to_all": "collective_ns"}
+                     "expert_all_to_all": "collective_ns", "decode_launch_bound": "host_wait_ns"}
     assert all(metric(f"steps.per_step[].{col}") is not None for col in parts.values())
     # the agent finds a finding's rule through the front door: the run's platform picks it
     assert api.finding_rule("host_sync", {"run": {"platform": "cuda"}}).step_part == "sync_ns"

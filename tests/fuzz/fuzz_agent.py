@@ -73,6 +73,8 @@ TOOLS: dict[str, dict[str, tuple[str, Any]]] = {
     "explain_finding": {"run": ("name", "gpu_seed"), "finding": ("finding", "host_bound"), "detail": ("bool", False)},
     "top_activities": {"run": ("name", "gpu_seed"), "step": ("int", None), "start_ns": ("int", None),
                        "end_ns": ("int", None), "top": ("top", 5), "detail": ("bool", False)},
+    "anatomy": {"run": ("name", "gpu_seed"), "step": ("int", None), "start_ns": ("int", None), "end_ns": ("int", None),
+                "detail": ("bool", False)},
     "compare": {"before": ("name", "gpu_seed"), "after": ("name", "gpu_fixed"), "detail": ("bool", False)},
     "check": {"candidate": ("name", "gpu_fixed"), "baseline": ("name", "gpu_seed"),
               "max_regression": ("fraction", None), "detail": ("bool", False)},
@@ -190,7 +192,7 @@ def random_call(rng: random.Random, names: list[str], findings: list[str]) -> tu
             args[p] = rng.choice(HOSTILE[kind])
         elif r < 0.85 or kind in ("name", "finding"):
             args[p] = _valid(rng, kind, names, findings)
-    if tool == "top_activities" and rng.random() < 0.8:  # mostly a step or a range, as an agent asks
+    if tool in ("top_activities", "anatomy") and rng.random() < 0.8:  # mostly a step or a range, as an agent asks
         keep = ("step",) if rng.random() < 0.5 else ("start_ns", "end_ns")
         for p in {"step", "start_ns", "end_ns"} - set(keep):
             args.pop(p, None)

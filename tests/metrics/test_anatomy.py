@@ -219,3 +219,34 @@ def test_other_names_its_top_ops_and_xla_says_why() -> None:
     trace = load_trace(str(next((TEST_DATA / "xplane_jax_gpu").rglob("*.xplane.pb"))))
     res = anatomy_metrics(Context.build(trace, find_steps(trace)))
     assert res["available"] is False and "Kineto" in res["reason"]
+
+
+@pytest.mark.parametrize("path", _kineto_files(), ids=lambda p: str(p.relative_to(p.parents[2])))
+def test_each_parts_steps_add_up_to_its_time(path: Path) -> None:
+    """On every Kineto trace: ``step_index`` is the steps' indices and each part's ``step_time_ns`` has one entry per
+    step adding up to its ``time_ns`` (up to each entry's rounding; none without steps); per step, the parts add up to the busy union of
+    the device events starting in that step (a plain sweep here), within 1 %."""
+    try:
+        a, ctx = _anatomy(path)
+    except Exception as exc:
+        pytest.skip(f"not readable: {exc}")
+    if ctx.trace.source_kind != "kineto" or not a.get("available"):
+        pytest.skip("no anatomy")
+    steps = ctx.steps
+    assert a["step_index"] == steps.index.tolist()
+    for p in a["parts"].values():
+        assert len(p["step_time_ns"]) == len(steps)
+        if len(steps):
+            assert abs(sum(p["step_time_ns"]) - p["time_ns"]) <= len(steps)
+    if len(steps) < 2:
+        return
+    ev = ctx.trace.events
+    dev = np.flatnonzero(np.isin(ev.kind, [int(k) for k in DEVICE_KINDS]))
+    win = list(zip(ctx.win_s.tolist(), ctx.win_e.tolist()))
+    starts = steps.start_ns.tolist() + [2**62]
+    for i in range(len(steps)):
+        lo = -(2**62) if i == 0 else starts[i]
+        mine = dev[(ev.ts_ns[dev] >= lo) & (ev.ts_ns[dev] < starts[i + 1])]
+        want = _union_in_windows(ev.ts_ns[mine].tolist(), (ev.ts_ns[mine] + ev.dur_ns[mine]).tolist(), win)
+        got = sum(p["step_time_ns"][i] for p in a["parts"].values())
+        assert abs(got - want) <= 0.01 * want + len(a["parts"]), (i, got, want)
