@@ -76,11 +76,12 @@ def assert_same_scan(fast: kc.Scan, slow: kc.Scan) -> None:
     assert len(fast.xs) == len(slow.xs), f"xs: {len(fast.xs)} rows (scan) != {len(slow.xs)} (scan_py)"
     assert all(a is b for a, b in zip(fast.xs, slow.xs)), "xs: not the same events"
     for name in kc.Scan._fields:
-        if name not in ("xs", "memory"):
+        if name not in ("xs", "memory", "flows"):
             assert_same_array(getattr(fast, name), getattr(slow, name), name)
-    assert fast.memory.keys() == slow.memory.keys()
-    for name in fast.memory:
-        assert_same_array(fast.memory[name], slow.memory[name], f"memory.{name}")
+    for part in ("memory", "flows"):  # the memory samples' columns, and the fwdbwd flows' ({} without one)
+        assert getattr(fast, part).keys() == getattr(slow, part).keys(), part
+        for name in getattr(fast, part):
+            assert_same_array(getattr(fast, part)[name], getattr(slow, part)[name], f"{part}.{name}")
 
 
 def assert_same_interning(fast: kc.Columns, slow: kc.Columns) -> None:
@@ -212,12 +213,16 @@ def event_dicts(ids: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]
     memory = st.fixed_dictionaries({"ph": st.sampled_from(["i", "I"]), "name": st.just("[memory]"), "ts": TIMES},
                                    optional={"args": st.one_of(MEM_ARGS, st.none()), "s": st.just("t")})
     other = st.fixed_dictionaries({"ph": st.sampled_from(["i", "I", "s", "f", "M"])}, optional={
-        "name": NAMES, "ts": TIMES, "cat": CATS, "id": st.integers(0, 9), "args": st.one_of(MEM_ARGS, ARGS)})
+        "name": NAMES, "ts": TIMES, "cat": CATS, "id": st.one_of(st.integers(0, 9), ids), "tid": ids,
+        "args": st.one_of(MEM_ARGS, ARGS)})
+    flow = st.fixed_dictionaries({  # a forward-backward flow: its fields odd or absent
+        "ph": st.sampled_from(["s", "f"]), "cat": st.sampled_from(["fwdbwd", "fwdbwd", "ac2g", "fwdbwdx", 7])},
+        optional={"ts": TIMES, "tid": ids, "id": st.one_of(st.integers(0, 9), ids, st.just([1])), "bp": st.just("e")})
     operator = st.fixed_dictionaries({  # an operator whose Input Dims are kept (model.SHAPE_OPS)
         "ph": st.just("X"), "cat": st.sampled_from(["cpu_op", "Operator", "user_annotation"]),
         "name": st.sampled_from(["aten::mm", "aten::addmm", "flash_attn::fwd", "aten::add"]),
         "ts": TIMES, "dur": TIMES, "args": st.fixed_dictionaries({"Input Dims": DIMS})}, optional={"tid": ids})
-    return st.one_of(complete, complete, operator, memory, other)
+    return st.one_of(complete, complete, operator, memory, other, flow)
 
 
 @st.composite
@@ -257,9 +262,16 @@ def assert_same_trace(fast: Any, slow: Any) -> None:
         assert_same_array(getattr(fast.memory, f.name), getattr(slow.memory, f.name), f"memory.{f.name}")
     for attr in ("origin_ns", "warnings", "devices", "distributed", "base_time_ns", "metadata", "source_kind"):
         assert getattr(fast, attr) == getattr(slow, attr), attr
+    assert fast.extra.keys() == slow.extra.keys()
+    for name in fast.extra:  # the reader's side columns: NCCL args, CUDA graph ids, forward-backward links
+        assert_same_array(fast.extra[name], slow.extra[name], f"extra.{name}")
 
 
-@pytest.mark.parametrize("param", [str(TEST_DATA / "gpu_seed"), f"shared:{ROCM}"], ids=["gpu_seed", "rocm"])
+NS_TRACE = "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"  # exact (epoch) timestamps
+
+
+@pytest.mark.parametrize("param", [str(TEST_DATA / "gpu_seed"), f"shared:{ROCM}", f"shared:{NS_TRACE}"],
+                         ids=["gpu_seed", "rocm", "exact_ts"])
 def test_reader_same_without_extension(param: str, scan_ext: None, monkeypatch: pytest.MonkeyPatch) -> None:
     path = real_trace(param)
     if path.is_dir():

@@ -366,6 +366,7 @@ GPU_RULES: tuple[Rule, ...] = (
     Rule(
         id="slow_host_op", claims="idle", platform="cuda", title="One host operation keeps the GPU waiting",
         profiler=ProfilerCost(host_time=True), locate=Locate("op", "idle.host_wait_culprit"), step_part="host_wait_ns",
+        source="idle.host_wait_culprit_source",
         metric="idle.host_wait_culprit_share", above=0.10, when=slow_calls, saving="idle.host_wait_culprit_share",
         evidence=(("host_op", "idle.host_wait_culprit"), ("host_op_share", "idle.host_wait_culprit_share"),
                   ("host_op_ns", "idle.host_wait_culprit_ns"), ("mean_call_ns", "idle.host_wait_culprit_mean_ns"),
@@ -493,7 +494,7 @@ GPU_RULES: tuple[Rule, ...] = (
         id="variable_shapes", claims="idle", title="Every new batch shape costs host work while the GPU waits",
         skip_on=("inference",), profiler=ProfilerCost(host_time=True),
         locate=Locate("op", "idle.host_wait_per_shape_op"), step_part="host_wait_ns",
-        metric="steps.tokens_cv", above=0.1, when=shapes_cost_time,
+        source="idle.host_wait_per_shape_source", metric="steps.tokens_cv", above=0.1, when=shapes_cost_time,
         saving=per_shape_saving,
         severity="medium",
         evidence=(("tokens_cv", "steps.tokens_cv"), ("tokens_corr", "steps.tokens_corr"), ("steps", "steps.count"),

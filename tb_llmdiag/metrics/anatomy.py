@@ -10,8 +10,8 @@ Definitions (Kineto traces; ns; the analysis window of ``metrics.context``):
   the host call forest, ``anatomy_chain.py``): a collective kernel is ``communication`` and a host<->device copy
   ``data_movement``; inside a LoRA module every kernel but the frozen layer's GEMM (a GEMM with no rank-sized
   dimension) is ``lora``; then the innermost ``nn.Module`` naming a part (``module``); the same through a backward
-  operator's forward operator (``backward_link``: only where the reader links them, ``Trace.extra["fwd_row"]``,
-  which the Kineto reader does not fill yet, docs/performance.md); a compiled graph's annotation (``compiled_graph``: one entry per
+  operator's forward operator (``backward_link``: only where the reader links them, ``Trace.extra["fwd_links"]``:
+  Kineto's ``fwdbwd`` flows, docs/performance.md); a compiled graph's annotation (``compiled_graph``: one entry per
   graph); the innermost annotation naming a part, directly or through the forward operator; the math SDPA's core
   (``op``: ``anatomy_causes.math_core``, its score GEMMs are no LoRA rank) is ``attention``; the recorded shapes
   (``shape``, for a GEMM, or a cast launched inside a GEMM operator: autocast's weight cast goes to the GEMM's part;
@@ -191,7 +191,7 @@ def _model(ctx: Context) -> Model:
         hidden = int(h[0]) if h.size and h[0] > 1 else None
         tokens = frozenset(int(x) for x in np.unique(calls[1]).tolist() if x > 0)
     names = ev.names
-    training = "fwd_row" in ctx.trace.extra or any(n.startswith("autograd::engine::evaluate_function") for n in names)
+    training = "fwd_links" in ctx.trace.extra or any(n.startswith("autograd::engine::evaluate_function") for n in names)
     return Model(vocab, hidden, tokens, training, bool((ctx.dev_cat == CATEGORY_CODE["moe"]).any()))
 
 
@@ -722,7 +722,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.assigned_share", SHARE, HIGHER, 0.05, "busy time in a named part", "1 - `other_share`"),
     ("anatomy.other_share", SHARE, LOWER, 0.1, "busy time in no part", "`parts.other.time_ns` / `busy_ns`: device time no evidence places in a part"),
     ("anatomy.device", TEXT, NEITHER, 0, "anatomy device", "the device name the peaks are looked up for"),
-    ("anatomy.backward_links", COUNT, NEITHER, 0.05, "device events linked to a forward operator", "device events launched under a backward operator linked to its forward operator (`Trace.extra['fwd_row']`; 0 while no reader fills it)"),
+    ("anatomy.backward_links", COUNT, NEITHER, 0.05, "device events linked to a forward operator", "device events launched under a backward operator linked to its forward operator (`Trace.extra['fwd_links']`: Kineto's `fwdbwd` flows; 0 without them)"),
     ("anatomy.by_evidence.*", SHARE, NEITHER, 0.1, "busy time by evidence", "the share of `busy_ns` each evidence level placed: `module`, `annotation`, `backward_link`, `compiled_graph`, `shape`, `op`, `kernel`"),
     ("anatomy.parts.*.time_ns", NS, NEITHER, 0.05, "part time", _P + "its allocated share of the busy union (overlapping events split each instant equally)"),
     ("anatomy.parts.*.share", SHARE, NEITHER, 0.1, "part share", _P + "`time_ns` / `busy_ns`"),

@@ -12,13 +12,12 @@ Contract (no I/O, no per-event Python):
 - ``launch_chains(ctx, forest, rows)``: per device row, its launch call (by correlation id), that call's node, and by
   walking up the launch call's own ancestors (events, not nodes: one node holds every ``MmBackward0`` of a step): the
   innermost operator, the innermost operator with recorded shapes, and, under a backward operator, the node of the
-  forward operator a reader linked it to (``Trace.extra["fwd_row"]``: per backward operator row, its forward
-  operator's row; Kineto writes the pair as ``fwdbwd`` flows, which the reader does not keep yet: docs/performance.md).
+  forward operator a reader linked it to (``Trace.extra["fwd_links"]``: the backward operators' rows over their forward
+  operators' rows, from Kineto's ``fwdbwd`` flows; ``source_lines.forward_of``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +28,11 @@ from tb_llmdiag.metrics.anatomy_parts import PART_CODE, STICKY_PARTS, graph_labe
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.host_tree import HostForest
 from tb_llmdiag.metrics.shapes import FLOP_FORMULAS
+from tb_llmdiag.metrics.source_lines import BACKWARD, forward_of
 from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind
 
 IDX = NDArray[np.intp]
 I16 = NDArray[np.int16]
-_BACKWARD = re.compile(r"^autograd::engine::evaluate_function: |Backward\d*$")
 _MATH_SDPA = "aten::_scaled_dot_product_attention_math"
 #: the operators whose kernels are GEMMs (a cast inside one is the weight's or the input's)
 GEMM_OPS = frozenset(
@@ -82,7 +81,7 @@ def _per_name(names: tuple[str, ...], ids: IDX, kinds: NDArray[np.uint8]) -> dic
             graph[i] = i
     out["graph"] = graph[ids]
     for key, test in (
-        ("bwd", lambda s: _BACKWARD.search(s) is not None),
+        ("bwd", lambda s: BACKWARD.search(s) is not None),
         ("shaped", lambda s: SHAPE_OPS.search(s) is not None),
         ("math", lambda s: s == _MATH_SDPA or _MATH_SOFTMAX_BACKWARD in s),
         ("gemm", lambda s: s in GEMM_OPS),
@@ -158,7 +157,7 @@ def _walk(
     forest: HostForest,
     ev: EventTable,
     counted: NDArray[np.bool_],
-    fwd_row: NDArray[np.int32] | None,
+    links: NDArray[np.int32] | None,
     pos: IDX,
     need_shape: NDArray[np.bool_],
     need_fwd: NDArray[np.bool_],
@@ -181,8 +180,8 @@ def _walk(
         shp[live[hit]] = r[hit]
         hit = shaped & (flop[live] < 0) & counted[ev.name_id[r]]
         flop[live[hit]] = r[hit]
-        if fwd_row is not None:
-            link = fwd_row[r]
+        if links is not None:
+            link = forward_of(links, r)
             hit = (link >= 0) & (fwd[live] < 0)
             fwd[live[hit]] = link[hit]
         cur[live] = forest.parent[c]
@@ -209,10 +208,10 @@ def launch_chains(ctx: Context, forest: HostForest, feats: NodeFeatures, rows: I
     u_node = np.where(ok, forest.node[np.maximum(pos, 0)], -1).astype(np.intp)
     safe = np.maximum(u_node, 0)
     need_shape = ok & feats.shaped[safe]
-    fwd_col = ctx.trace.extra.get("fwd_row")
-    need_fwd = ok & feats.backward[safe] & (fwd_col is not None)
+    links = ctx.trace.extra.get("fwd_links")
+    need_fwd = ok & feats.backward[safe] & (links is not None)
     counted = np.fromiter((n in FLOP_FORMULAS for n in ev.names), bool, count=len(ev.names))
-    u_op, u_shape, u_flop, u_fwd = _walk(forest, ev, counted, fwd_col, np.where(ok, pos, -1), need_shape, need_fwd)
+    u_op, u_shape, u_flop, u_fwd = _walk(forest, ev, counted, links, np.where(ok, pos, -1), need_shape, need_fwd)
     f_pos = np.where(u_fwd >= 0, pos_of_row[np.maximum(u_fwd, 0)], -1)
     u_fwd_node = np.where(f_pos >= 0, forest.node[np.maximum(f_pos, 0)], -1).astype(np.intp)
     del pos_of_row

@@ -4,7 +4,9 @@
   deepest Python frame of the user's own code (``file.py(123): fn``), the outermost and the innermost operator,
   and the node itself when it is a runtime/driver call or a frame; at most ``MAX_CHAIN`` names.
 - ``source_line``: the deepest frame of the chain outside torch, transformers and other installed packages
-  (``host_tree.LIBRARY``), as ``file:line``; None without Python frames.
+  (``host_tree.LIBRARY``), as ``file:line``; None without Python frames. ``node_source``: the same, but for a node
+  inside a backward operator whose forward operator the reader linked (``Trace.extra["fwd_links"]``), the source of
+  its calls through that link (``source_lines.rows_source``: the forward operator's user frame), where they have one.
 - ``cause_kind`` of an idle activity (first that applies), from the names and counts in its subtree only:
   ``allocator`` (at least half of its idle time inside allocator calls: cudaMalloc/cudaFree/hipMalloc/...,
   ``empty_cache``); ``sync`` (inside a blocking call or a device value read: ``sync_api`` / ``sync_op``);
@@ -26,6 +28,7 @@ from numpy.typing import NDArray
 from tb_llmdiag.metrics.context import NAME_PATTERNS, Context, share
 from tb_llmdiag.metrics.host_tree import HostForest, user_frame
 from tb_llmdiag.metrics.overhead import MODEL, host_speed_scale, python_record_ns
+from tb_llmdiag.metrics.source_lines import rows_source, under_backward
 from tb_llmdiag.model import Kind, kind_mask
 
 ALLOCATOR = re.compile(
@@ -71,6 +74,16 @@ def source_line(forest: HostForest, names: tuple[str, ...], node: int) -> str | 
             if f is not None:
                 return f"{f[0]}:{f[1]}"
     return None
+
+
+def node_source(ctx: Context, forest: HostForest, node: int) -> str | None:
+    """``source_line``, through the backward link where the node runs inside a backward operator (module docstring)."""
+    names = ctx.trace.events.names
+    if "fwd_links" in ctx.trace.extra and under_backward(names[int(forest.node_name[i])] for i in forest.path(node)):
+        got = rows_source(ctx, forest.rows[forest.node == node].astype(np.intp))
+        if got is not None:
+            return got
+    return source_line(forest, names, node)
 
 
 def chain_names(forest: HostForest, names: tuple[str, ...], node: int) -> list[str]:
@@ -148,7 +161,7 @@ def _node_row(ctx: Context, a: Attribution, node: int, step_idle: np.ndarray | N
         "name": names[int(f.node_name[node])],
         "kind": Kind(int(f.node_kind[node])).name.lower(),
         "chain_text": " > ".join(chain),
-        "source": source_line(f, names, node),
+        "source": node_source(ctx, f, node),
         "idle_ns": int(a.idle[node]),
         "idle_share": share(float(a.idle[node]), ctx.window_ns),
         "self_idle_ns": int(a.self_idle[node]),
@@ -263,18 +276,18 @@ def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
     out["allocator_idle_share"] = share(alloc_ns, ctx.window_ns)
     out["allocator_calls_per_step"] = alloc_calls / n_steps if n_steps else None
     out["allocator_chain"] = " > ".join(chain_names(f, names, alloc_at)) if alloc_at is not None else None
-    out["allocator_source"] = source_line(f, names, alloc_at) if alloc_at is not None else None
+    out["allocator_source"] = node_source(ctx, f, alloc_at) if alloc_at is not None else None
     sync_ns, sync_calls, sync_at = _family_top(ctx, a, _SYNC_CALL)
     out["sync_idle_ns"] = int(sync_ns)
     out["sync_idle_share"] = share(sync_ns, ctx.window_ns)
     out["sync_chain"] = " > ".join(chain_names(f, names, sync_at)) if sync_at is not None else None
-    out["sync_source"] = source_line(f, names, sync_at) if sync_at is not None else None
+    out["sync_source"] = node_source(ctx, f, sync_at) if sync_at is not None else None
     bare = _bare_top(a, names)
     bare_ns = float(a.self_idle[bare]) if bare is not None else 0.0
     # the larger pause of the host in code no operator records: a range's own time, or stretches with none open
     if bare is not None and bare_ns >= a.pause_ns:
         out["unrecorded_ns"], out["unrecorded_chain"] = int(bare_ns), " > ".join(chain_names(f, names, bare))
-        out["unrecorded_source"] = source_line(f, names, bare)
+        out["unrecorded_source"] = node_source(ctx, f, bare)
         out["unrecorded_profiler_ns"] = min(int(bare_ns), int(recording_cost_inside(ctx, a, bare)))
     else:  # stretches with nothing open: nothing is recorded there, so the profiler adds nothing of its own
         out["unrecorded_ns"], out["unrecorded_chain"], out["unrecorded_source"] = a.pause_ns, None, None
@@ -292,7 +305,7 @@ def describe(ctx: Context, a: Attribution, *, top: int) -> dict[str, Any]:
         {
             "name": names[int(f.node_name[i])],
             "chain_text": " > ".join(chain_names(f, names, int(i))),
-            "source": source_line(f, names, int(i)),
+            "source": node_source(ctx, f, int(i)),
             "busy_ns": int(by_op[i]),
             "busy_share": share(float(by_op[i]), busy_total),
             "calls": int(a.calls[i]),

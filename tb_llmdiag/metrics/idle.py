@@ -28,6 +28,7 @@ from tb_llmdiag.metrics.entry import COUNT, HIGHER, INDEX, LOWER, NEITHER, NS, S
 from tb_llmdiag.metrics.gaps import CAUSES, HOST_WAIT, IdleGaps, StepBreakdown
 from tb_llmdiag.metrics.ranges import inside, launched_inside, named_rows
 from tb_llmdiag.metrics.shapes import tokens_per_window
+from tb_llmdiag.metrics.source_lines import rows_source
 from tb_llmdiag.model import Kind
 
 I64 = NDArray[np.int64]
@@ -82,7 +83,9 @@ _NO_CULPRIT: dict[str, Any] = {
     "host_wait_culprit_mean_ns": None,
     "host_wait_culprit_hint": None,
     "host_wait_culprit_hint_events": None,
+    "host_wait_culprit_source": None,
     "host_wait_per_shape_op": None,
+    "host_wait_per_shape_source": None,
     "host_wait_per_shape_ns": 0,
     "host_wait_per_shape_share": 0.0,
 }
@@ -147,7 +150,9 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
     specific of the leaders: among names within 90 % of the largest overlap, the one with the shortest mean
     call (a leaf such as ``aten::_cudnn_attention_backward`` rather than its callers); with its overlap
     (``_ns``, ``_share``), mean call duration, and a hint from ``CULPRIT_HINTS`` when one matches and the events
-    it names are in the trace (``host_wait_culprit_hint_events`` says which).
+    it names are in the trace (``host_wait_culprit_hint_events`` says which), and its user source line
+    (``host_wait_culprit_source``, ``source_lines.rows_source``: the frame around its longest calls, through the
+    forward operator where they run in the backward pass; null without ``with_stack`` frames).
     ``host_wait_per_shape_*``: the same overlap for the leading operator among the per-shape ones
     (``PER_SHAPE_OPS``, mean call >= ``PER_SHAPE_MIN_MEAN_NS``, and the events of its hint in the trace: compiles
     inside its calls or new input shapes at its slow calls): GPU idle time spent building plans or compiling for
@@ -195,7 +200,9 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
         "host_wait_culprit_share": share(int(per[culprit]), ctx.window_ns),
         "host_wait_culprit_mean_ns": int(mean[culprit]),
         **dict(zip(("host_wait_culprit_hint", "host_wait_culprit_hint_events"), culprit_hint(ctx, culprit))),
+        "host_wait_culprit_source": rows_source(ctx, ops[nid == culprit]),
         "host_wait_per_shape_op": ev.names[shape_op] if shape_op is not None else None,
+        "host_wait_per_shape_source": rows_source(ctx, ops[nid == shape_op]) if shape_op is not None else None,
         "host_wait_per_shape_ns": shape_ns,
         "host_wait_per_shape_share": share(shape_ns, ctx.window_ns),
     }
@@ -257,6 +264,11 @@ _TOP_OPS_ENTRY = (
 )
 
 #: the definition shared by `idle.host_wait_per_shape_op`, `_ns` and `_share`
+_CULPRIT_SOURCE = (
+    "`file:line` of the user's code where the operator runs: the innermost user frame (`with_stack=True`) around "
+    "its longest calls, and for calls inside a backward operator its forward operator's (the reader's `fwdbwd` "
+    "link); the line holding most of their time; null without frames"
+)
 _PER_SHAPE = (
     "among CPU operators doing per-shape work (`idle.PER_SHAPE_OPS`: cuDNN attention / convolution, "
     "torch.compile regions) whose mean call is >= 1 ms (so they are building plans or compiling, not just "
@@ -293,10 +305,12 @@ ENTRIES: tuple[Entry, ...] = (
     ("idle.host_wait_culprit_ns", NS, LOWER, 0.05, "host wait culprit",
      "its time within `host_wait` gaps (as `idle_ns` above, so `_share` <= `host_wait_share` <= 1)"),
     ("idle.host_wait_culprit_share", SHARE, LOWER, 0.1, "host wait culprit share", "host_wait_culprit_ns / window_ns"),
+    ("idle.host_wait_culprit_source", TEXT, NEITHER, 0, "host wait culprit source line", _CULPRIT_SOURCE),
     ("idle.host_wait_ns", NS, LOWER, 0.05, "host wait", "idle time in `host_wait` gaps"),
     ("idle.host_wait_per_shape_ns", NS, LOWER, 0.05, "host wait per shape", _PER_SHAPE),
     ("idle.host_wait_per_shape_op", TEXT, NEITHER, 0, "host wait per shape op", _PER_SHAPE),
     ("idle.host_wait_per_shape_share", SHARE, LOWER, 0.1, "host wait per shape share", _PER_SHAPE),
+    ("idle.host_wait_per_shape_source", TEXT, NEITHER, 0, "host wait per shape source line", _CULPRIT_SOURCE),
     ("idle.host_wait_share", SHARE, LOWER, 0.1, "host wait share", "host_wait_ns / window_ns"),
     ("idle.idle_ns", NS, LOWER, 0.05, "idle", "window time without any device event (collectives included): window_ns - busy_ns - collective_ns"),
     ("idle.idle_share", SHARE, LOWER, 0.1, "idle share", "idle_ns / window_ns"),

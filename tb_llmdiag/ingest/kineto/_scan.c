@@ -1,13 +1,16 @@
 /* Optional accelerator for columns._Columns.scan: one pass over a decoded piece of events.
  *
- * scan(events, x_types, instant_types, args_type, mem_args_type, kind_of, names, name_flags, shapes,
+ * scan(events, x_types, instant_types, flow_types, args_type, mem_args_type, kind_of, names, name_flags, shapes,
  *      row_args)
- *     -> (xs, columns, mem, mem_columns)
+ *     -> (xs, columns, mem, mem_columns, flows, flow_columns)
  *
  * events         list of decoded msgspec Structs (structs._AnyEvent)
  * x_types        tuple of complete-event Struct types (structs._COMPLETE): their events become
  *                rows; they must keep their fields at the same offsets (a subclass retyping a field)
  * instant_types  tuple of instant Struct types: those named "[memory]" with args are returned in mem
+ * flow_types     tuple of flow Struct types, (start, end) pairs (structs.FLOW_TYPES): those whose cat is
+ *                "fwdbwd" are kept, in order (flows lists them only when a column is left to Python, else
+ *                it is empty); a type at an odd index is a flow's end
  * args_type      the Struct type of a complete event's args (structs._Args)
  * mem_args_type  the Struct type of a memory sample's args (structs._MemoryArgs)
  * kind_of        category -> kind code (a defaultdict: unseen categories go through __missing__)
@@ -25,7 +28,8 @@
  * and the caller computes it in Python (strings in ts, "stream 7" streams...): the contract of the
  * pure Python _Columns.scan_py, which the tests hold this to. mem_columns does the same for the
  * memory samples in mem: ts (float64), device_type, device_id, bytes, total_allocated and
- * total_reserved (int64, from their args).
+ * total_reserved (int64, from their args). flow_columns does the same for the fwdbwd flows: ts (float64),
+ * tid and id (int64, None -> -1) and end (uint8: 1 for a flow's end).
  *
  * Struct fields are read at their slot offsets, found once per call from the types' member
  * descriptors, so the per-event work is pointer reads, two dict lookups and number conversions.
@@ -209,6 +213,17 @@ static int32_t shape_id(PyObject *shapes, PyObject *dims) {
     return ident < 0 || ident > INT32_MAX ? -2 : (int32_t)ident;
 }
 
+enum { F_TS, F_TID, F_ID, F_END, N_FLOW };
+static const char *const FLOW_NAMES[N_FLOW] = {"ts", "tid", "id", "end"};
+static const Py_ssize_t FLOW_SIZE[N_FLOW] = {8, 8, 8, 1};
+#define FWDBWD "fwdbwd"
+
+/* Whether a flow's category is exactly "fwdbwd" (Kineto's forward-backward link; its launch flows are "ac2g"). */
+static inline int is_fwdbwd(PyObject *cat) {
+    return PyUnicode_CheckExact(cat) && PyUnicode_IS_READY(cat) && PyUnicode_GET_LENGTH(cat) == 6 &&
+           PyUnicode_KIND(cat) == PyUnicode_1BYTE_KIND && memcmp(PyUnicode_DATA(cat), FWDBWD, 6) == 0;
+}
+
 enum { M_TS, M_DEVICE_TYPE, M_DEVICE_ID, M_BYTES, M_ALLOCATED, M_RESERVED, N_MEM };
 static const char *const MEM_NAMES[N_MEM] = {"ts", "device_type", "device_id", "bytes", "total_allocated",
                                              "total_reserved"};
@@ -238,35 +253,40 @@ static PyObject *column_dict(PyObject **cols, const int *ok, const char *const *
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
-    PyObject *events, *x_types, *instant_types, *args_type, *mem_args_type, *kind_of, *names, *name_flags, *shapes;
+    PyObject *events, *x_types, *instant_types, *flow_types, *args_type, *mem_args_type, *kind_of, *names, *name_flags,
+        *shapes;
     Py_buffer row_args;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!y*:scan", &PyList_Type, &events, &PyTuple_Type, &x_types,
-                          &PyTuple_Type, &instant_types, &PyType_Type, &args_type, &PyType_Type, &mem_args_type,
-                          &PyDict_Type, &kind_of, &PyDict_Type, &names, &PyByteArray_Type, &name_flags,
-                          &PyDict_Type, &shapes, &row_args))
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!y*:scan", &PyList_Type, &events, &PyTuple_Type, &x_types,
+                          &PyTuple_Type, &instant_types, &PyTuple_Type, &flow_types, &PyType_Type, &args_type,
+                          &PyType_Type, &mem_args_type, &PyDict_Type, &kind_of, &PyDict_Type, &names,
+                          &PyByteArray_Type, &name_flags, &PyDict_Type, &shapes, &row_args))
         return NULL;
-    PyObject *xs = NULL, *mem = NULL, *columns = NULL, *mem_columns = NULL, *result = NULL;
-    PyObject *col[N_COLS] = {NULL}, *mcol[N_MEM] = {NULL};
+    PyObject *xs = NULL, *mem = NULL, *flows = NULL, *columns = NULL, *mem_columns = NULL, *flow_columns = NULL,
+             *result = NULL;
+    PyObject *col[N_COLS] = {NULL}, *mcol[N_MEM] = {NULL}, *fcol[N_FLOW] = {NULL};
     str_cache *cat_cache = NULL, *name_cache = NULL;
-    int mok[N_MEM];
+    int mok[N_MEM], fok[N_FLOW];
     if (row_args.len != 256) {
         PyErr_SetString(PyExc_ValueError, "row_args must hold 256 bytes");
         goto done;
     }
     const uint8_t *row_flags = (const uint8_t *)row_args.buf;
-    Py_ssize_t n_x = PyTuple_GET_SIZE(x_types), n_inst = PyTuple_GET_SIZE(instant_types);
-    if (n_x < 1 || n_x > MAX_TYPES || n_inst > MAX_TYPES) {
-        PyErr_SetString(PyExc_ValueError, "1 to 4 complete-event types and at most 4 instant types");
+    Py_ssize_t n_x = PyTuple_GET_SIZE(x_types), n_inst = PyTuple_GET_SIZE(instant_types),
+               n_flow = PyTuple_GET_SIZE(flow_types);
+    if (n_x < 1 || n_x > MAX_TYPES || n_inst > MAX_TYPES || n_flow > MAX_TYPES || n_flow % 2) {
+        PyErr_SetString(PyExc_ValueError, "1 to 4 complete-event types, at most 4 instant types and 4 flow types");
         goto done;
     }
     static const char *const x_fields[7] = {"cat", "ts", "dur", "name", "tid", "pid", "args"};
     static const char *const inst_fields[3] = {"name", "args", "ts"};
     static const char *const args_fields[5] = {"correlation", "stream", "device", "bytes", "input_dims"};
-    PyTypeObject *x_type[MAX_TYPES], *inst_type[MAX_TYPES], *a_type[1], *ma_type[1];
-    Py_ssize_t xo[7], io[3] = {0, 0, 0}, ao[5], mo[N_MEM - 1];
+    static const char *const flow_fields[4] = {"cat", "ts", "tid", "id"};
+    PyTypeObject *x_type[MAX_TYPES], *inst_type[MAX_TYPES], *f_type[MAX_TYPES], *a_type[1], *ma_type[1];
+    Py_ssize_t xo[7], io[3] = {0, 0, 0}, fo[4], ao[5], mo[N_MEM - 1];
     PyObject *a_types = PyTuple_Pack(1, args_type), *ma_types = PyTuple_Pack(1, mem_args_type);
     int bad = a_types == NULL || ma_types == NULL || offsets_of(x_types, x_fields, 7, x_type, xo) < 0 ||
               offsets_of(instant_types, inst_fields, 3, inst_type, io) < 0 ||
+              offsets_of(flow_types, flow_fields, 4, f_type, fo) < 0 ||
               offsets_of(a_types, args_fields, 5, a_type, ao) < 0 ||
               offsets_of(ma_types, MEM_ARGS_FIELDS, N_MEM - 1, ma_type, mo) < 0;
     Py_XDECREF(a_types);
@@ -278,7 +298,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     int ok[N_COLS];
     xs = PyList_New(0);
     mem = PyList_New(0);
-    if (!xs || !mem) goto done;
+    flows = PyList_New(0);
+    if (!xs || !mem || !flows) goto done;
     for (int c = 0; c < N_COLS; c++) {
         col[c] = PyByteArray_FromStringAndSize(NULL, n * COL_SIZE[c]);
         if (col[c] == NULL) goto done;
@@ -290,6 +311,15 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (mcol[c] == NULL) goto done;
         mok[c] = 1;
     }
+    for (int c = 0; c < N_FLOW; c++) {
+        fcol[c] = PyByteArray_FromStringAndSize(NULL, n * FLOW_SIZE[c]);
+        if (fcol[c] == NULL) goto done;
+        fok[c] = 1;
+    }
+    double *fts_p = (double *)PyByteArray_AS_STRING(fcol[F_TS]);
+    int64_t *ftid_p = (int64_t *)PyByteArray_AS_STRING(fcol[F_TID]), *fid_p = (int64_t *)PyByteArray_AS_STRING(fcol[F_ID]);
+    uint8_t *fend_p = (uint8_t *)PyByteArray_AS_STRING(fcol[F_END]);
+    Py_ssize_t n_flows = 0;
     uint8_t *kind_p = p[C_KIND];
     double *ts_p = p[C_TS], *dur_p = p[C_DUR];
     int32_t *name_p = p[C_NAME];
@@ -309,6 +339,17 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyTypeObject *t = Py_TYPE(e);
         int is_x = 0;
         for (Py_ssize_t k = 0; k < n_x; k++) is_x |= t == x_type[k];
+        int flow = -1;
+        for (Py_ssize_t k = 0; k < n_flow && !is_x; k++)
+            if (t == f_type[k]) flow = (int)k;
+        if (flow >= 0) {
+            if (!is_fwdbwd(field(e, fo[0]))) continue; /* a launch flow (ac2g) */
+            fts_p[n_flows] = as_double(field(e, fo[1]), &fok[F_TS]);
+            ftid_p[n_flows] = as_int(field(e, fo[2]), &fok[F_TID]);
+            fid_p[n_flows] = as_int(field(e, fo[3]), &fok[F_ID]);
+            fend_p[n_flows++] = flow & 1;
+            continue;
+        }
         if (!is_x) {
             for (Py_ssize_t k = 0; k < n_inst; k++) {
                 if (t != inst_type[k]) continue;
@@ -385,10 +426,20 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     for (int c = 0; c < N_COLS; c++)
         if (PyByteArray_Resize(col[c], rows * COL_SIZE[c]) < 0) goto done;
+    for (int c = 0; c < N_FLOW; c++)
+        if (PyByteArray_Resize(fcol[c], n_flows * FLOW_SIZE[c]) < 0) goto done;
+    if (n_flows && !(fok[F_TS] && fok[F_TID] && fok[F_ID])) { /* Python reads those columns: list the flows */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *e = PyList_GET_ITEM(events, i);
+            for (Py_ssize_t k = 0; k < n_flow; k++)
+                if (Py_TYPE(e) == f_type[k] && is_fwdbwd(field(e, fo[0])) && PyList_Append(flows, e) < 0) goto done;
+        }
+    }
     columns = column_dict(col, ok, COL_NAMES, N_COLS);
     mem_columns = column_dict(mcol, mok, MEM_NAMES, N_MEM);
-    if (columns == NULL || mem_columns == NULL) goto done;
-    result = PyTuple_Pack(4, xs, columns, mem, mem_columns);
+    flow_columns = column_dict(fcol, fok, FLOW_NAMES, N_FLOW);
+    if (columns == NULL || mem_columns == NULL || flow_columns == NULL) goto done;
+    result = PyTuple_Pack(6, xs, columns, mem, mem_columns, flows, flow_columns);
 done:
     PyMem_Free(cat_cache);
     PyMem_Free(name_cache);
@@ -397,8 +448,11 @@ done:
     Py_XDECREF(mem);
     Py_XDECREF(columns);
     Py_XDECREF(mem_columns);
+    Py_XDECREF(flows);
+    Py_XDECREF(flow_columns);
     for (int c = 0; c < N_COLS; c++) Py_XDECREF(col[c]);
     for (int c = 0; c < N_MEM; c++) Py_XDECREF(mcol[c]);
+    for (int c = 0; c < N_FLOW; c++) Py_XDECREF(fcol[c]);
     return result;
 }
 
@@ -520,7 +574,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Optional ac
 
 /* Bumped whenever scan's or rows' arguments or results change; the reader ignores a build of another version
  * (a stale in-place build) and reads in Python instead. */
-#define SCAN_ABI 6
+#define SCAN_ABI 7
 
 PyMODINIT_FUNC PyInit__scan(void) {
     SPLIT_CLASS['"'] = C_QUOTE;

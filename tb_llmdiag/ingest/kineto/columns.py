@@ -20,6 +20,7 @@ from tb_llmdiag.ingest.kineto.layout import (
     DEVICE_ROW,
     DEVICE_SIDE,
     DIGITS,
+    FLOW_DTYPES,
     INT64_MAX,
     INT64_MIN,
     KIND_OF_CATEGORY,
@@ -34,7 +35,18 @@ from tb_llmdiag.ingest.kineto.layout import (
     STR_ID_BASE,
     Scan,
 )
-from tb_llmdiag.ingest.kineto.structs import COMPLETE, INSTANTS, NO_ARGS, Args, EventExactTs, MemoryArgs
+from tb_llmdiag.ingest.kineto.links import fwd_links
+from tb_llmdiag.ingest.kineto.structs import (
+    COMPLETE,
+    FLOW_TYPES,
+    FLOWS,
+    FWDBWD,
+    INSTANTS,
+    NO_ARGS,
+    Args,
+    EventExactTs,
+    MemoryArgs,
+)
 from tb_llmdiag.ingest.kineto.values import (
     SHAPE_NAME,
     STEP_NAME,
@@ -72,6 +84,8 @@ class Columns:
         self.slab: dict[str, np.ndarray] = {}  # the slab being filled, and its used rows
         self.slab_used = 0
         self.mem_parts: list[dict[str, np.ndarray]] = []
+        self.flow_parts: list[dict[str, np.ndarray]] = []  # the fwdbwd flows' columns, piece by piece (FLOW_DTYPES)
+        self.fwd_links: np.ndarray | None = None  # set by finish(): links.fwd_links of the flows
         # category -> Kind code; categories never seen before are OTHER (the profiler's own span: SKIP)
         self.kind_of: collections.defaultdict[Any, int] = collections.defaultdict(
             lambda: int(Kind.OTHER),
@@ -124,10 +138,11 @@ class Columns:
         ext = scan_ext.ext
         if ext is None:
             return self.scan_py(events, has_memory)
-        xs, found, mem, mem_found = ext.scan(
+        xs, found, mem, mem_found, flows, flow_found = ext.scan(
             events,
             COMPLETE,
             INSTANTS,
+            FLOW_TYPES,
             Args,
             MemoryArgs,
             self.kind_of,
@@ -147,7 +162,12 @@ class Columns:
             name: np.frombuffer(mem_found[name], dtype=dtype) if name in mem_found else memory_column(name, mem)
             for name, dtype in MEMORY_DTYPES.items()
         }
-        return Scan(xs=xs, kind=kind, memory=mem_cols, **cols)
+        # the flows are listed only when a column is left to Python
+        flow_cols = {
+            name: np.frombuffer(flow_found[name], dtype=dtype) if name in flow_found else self._flow_column(name, flows)
+            for name, dtype in FLOW_DTYPES.items()
+        }
+        return Scan(xs=xs, kind=kind, memory=mem_cols, flows=flow_cols if flow_cols["end"].size else {}, **cols)
 
     def scan_py(self, events: list[Any], has_memory: bool = True) -> Scan:
         """scan in Python: one list comprehension per field. ``has_memory=False`` skips looking for
@@ -168,7 +188,29 @@ class Columns:
         cols: dict[str, np.ndarray] = {}
         for name in SCAN_DTYPES:
             cols[name] = self._column(name, xs, kind, cols)
-        return Scan(xs=xs, kind=kind, memory={name: memory_column(name, mem) for name in MEMORY_DTYPES}, **cols)
+        flows = [e for e in events if e.__class__ in FLOW_TYPES and e.cat == FWDBWD]
+        return Scan(
+            xs=xs,
+            kind=kind,
+            memory={name: memory_column(name, mem) for name in MEMORY_DTYPES},
+            flows={name: self._flow_column(name, flows) for name in FLOW_DTYPES} if flows else {},
+            **cols,
+        )
+
+    def _flow_column(self, name: str, flows: list[Any]) -> np.ndarray:
+        """One column of the fwdbwd flows in Python: ts as the rows' (exact where they are), tid and id as the rows'
+        thread ids (-1: none), end 1 on a flow's end."""
+        if name == "end":
+            ends = (FLOWS[False][1], FLOWS[True][1])
+            return np.fromiter((e.__class__ in ends for e in flows), np.uint8, count=len(flows))
+        if name == "ts" and flows and flows[0].__class__ in FLOWS[True]:
+            out, self.ts_base_us = relative_us([e.ts for e in flows], self.ts_base_us)
+            return out
+        # any JSON value decodes here (structs.FlowStart): a list or an object is no value at all
+        values = [
+            v if v is None or isinstance(v, (int, float, str)) else None for v in (getattr(e, name) for e in flows)
+        ]
+        return float_column(values) if name == "ts" else self._ids(values)
 
     def _column(self, name: str, xs: list[Any], kind: np.ndarray, done: dict[str, np.ndarray]) -> np.ndarray:
         """One per-row column in Python (``done``: the columns before it in SCAN_DTYPES). The args fields
@@ -216,6 +258,8 @@ class Columns:
         s = self.scan(events, has_memory)
         if s.memory["ts"].size:
             self.mem_parts.append(s.memory)
+        if s.flows:
+            self.flow_parts.append(s.flows)
         if s.xs:
             self._append_rows(s)
 
@@ -329,6 +373,19 @@ class Columns:
             self.parts.append({k: v[: self.slab_used] for k, v in self.slab.items()})
         self.slab, self.slab_used = {}, 0
 
+    def _links(self, table: EventTable, shift_ns: int) -> np.ndarray | None:
+        """The flows' forward-backward links (``links.fwd_links``), their times in ns as the rows' are (relative to
+        the first piece's origin, then shifted to the final one); the flows are dropped."""
+        parts, self.flow_parts = self.flow_parts, []
+        if not parts or self.origin_us is None:
+            return None
+        flows = {k: np.concatenate([p[k] for p in parts]) for k in FLOW_DTYPES}
+        del parts
+        ts = flows["ts"]
+        ok = np.isfinite(ts) & (np.abs(ts) <= LIMIT_US)
+        ts_ns = np.rint((ts[ok] - self.origin_us) * 1000.0).astype(np.int64) - shift_ns
+        return fwd_links(table, ts_ns, flows["tid"][ok], flows["id"][ok], flows["end"][ok] > 0)
+
     def finish(self) -> tuple[EventTable, MemoryTable, int, tuple[str, ...]]:
         """The pieces' rows as one EventTable sorted by time, the memory samples, the origin (ns) and warnings."""
         self._flush_slab()
@@ -384,6 +441,7 @@ class Columns:
             names=tuple(self.names.texts),
             shapes=shapes,
         )
+        self.fwd_links = self._links(table, int(origin_us - self.origin_us) * 1000)
         base = self.ts_base_us or 0
         origin_ns = (int(origin_us) + base) * 1000
         if not INT64_MIN < origin_ns < INT64_MAX:

@@ -81,6 +81,7 @@ class Scan(NamedTuple):
     bytes: np.ndarray  # int64 args.bytes, device rows only
     shape_id: np.ndarray  # int32 ids into Columns.shapes: recorded Input Dims of SHAPE_OPS operators, else -1
     memory: dict[str, np.ndarray]  # the "[memory]" samples' columns (MEMORY_DTYPES)
+    flows: dict[str, np.ndarray] = {}  # the fwdbwd flows' columns (FLOW_DTYPES), in file order; {} without one
 
 
 #: Scan's numeric columns besides kind, and their dtypes
@@ -92,6 +93,9 @@ MEMORY_DTYPES = {
     "total_allocated": np.int64,
     "total_reserved": np.int64,
 }
+#: the columns of the forward-backward flows (``"cat": "fwdbwd"``) a scan keeps: ts (us, as the rows' ts before
+#: they become ns), tid (as the rows' tid), id (-1: none) and end (1: the flow's end, on the backward operator)
+FLOW_DTYPES = {"ts": np.float64, "tid": np.int64, "id": np.int64, "end": np.uint8}
 SCAN_DTYPES = {
     "ts": np.float64,
     "dur": np.float64,

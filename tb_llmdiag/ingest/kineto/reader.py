@@ -212,9 +212,8 @@ class _Reader:
             self.warnings.insert(0, f"partial result: {read_state['reason']}")
         if len(self.counters):
             self.meta["hardware_counters"] = {k: list(v) for k, v in self.counters.summary().items()}
-        return make_trace(
-            events, memory, origin_ns, envs, tuple(self.warnings), read_state, self.comm, self.graph, self.meta
-        )
+        side = (self.comm, self.graph, self.cols.fwd_links)  # the second passes' columns and the flows' links
+        return make_trace(events, memory, origin_ns, envs, tuple(self.warnings), read_state, side, self.meta)
 
     # ------------------------------------------------------------------------------------ the text
 

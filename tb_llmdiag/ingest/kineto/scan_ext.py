@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from types import ModuleType
 
-ABI = 6  # the version of _scan.c's interface the readers call
+ABI = 7  # the version of _scan.c's interface the readers call
 
 ext: ModuleType | None
 try:  # the compiled one-pass scanner (_scan.c), built by setup.py where a C compiler is available

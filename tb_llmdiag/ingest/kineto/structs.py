@@ -80,13 +80,46 @@ class _InstantUpper(_Instant, tag="I"):
 INSTANTS = (_Instant, _InstantUpper)
 
 
-# Every other Chrome phase (flows, metadata, counters, async...) decodes to an empty struct: its
+class FlowStart(msgspec.Struct, tag="s", tag_field="ph", gc=False):
+    """A flow's start ("s"). Kineto's ``fwdbwd`` flows link a forward operator (the start, at its ``ts`` on its
+    thread) to the backward operator autograd ran for it (the end, ``FlowEnd``), by ``id`` (``kineto/links.py``);
+    its launch flows (``ac2g``) decode too and are dropped by their ``cat`` in the scan. Any JSON value is accepted
+    (the scan keeps the numbers and converts the rest): a flow of an odd shape never fails its piece's typed decode."""
+
+    cat: Any = None
+    id: Any = None
+    ts: Any = None
+    tid: Any = None
+
+
+class FlowEnd(FlowStart, tag="f"):
+    """A flow's end ("f")."""
+
+
+class FlowStartExactTs(FlowStart, tag="s"):
+    """A flow's start whose timestamp is kept as its JSON text (``EventExactTs``)."""
+
+    ts: msgspec.Raw = msgspec.Raw(b"")
+
+
+class FlowEndExactTs(FlowStartExactTs, tag="f"):
+    """A flow's end whose timestamp is kept as its JSON text."""
+
+
+#: the flow types, by exact_ts: (start, end)
+FLOWS = {False: (FlowStart, FlowEnd), True: (FlowStartExactTs, FlowEndExactTs)}
+#: every flow type, (start, end) pairs: what the scan looks for (an end at each odd index)
+FLOW_TYPES = FLOWS[False] + FLOWS[True]
+#: the category of the forward-backward flows
+FWDBWD = "fwdbwd"
+
+# Every other Chrome phase (metadata, counters, async...) decodes to an empty struct: its
 # fields are skipped by the decoder instead of being built.
 _OTHER_PHASES = tuple(
-    msgspec.defstruct(f"_Phase_{ord(ph)}", [], tag=ph, tag_field="ph", gc=False) for ph in "BECbnestfPNODMVvRcST"
+    msgspec.defstruct(f"_Phase_{ord(ph)}", [], tag=ph, tag_field="ph", gc=False) for ph in "BECbnetPNODMVvRcST"
 )
-_AnyEvent = Union[(_Event, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
-_AnyEventExactTs = Union[(EventExactTs, _Instant, _InstantUpper) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
+_AnyEvent = Union[(_Event, _Instant, _InstantUpper, *FLOWS[False]) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
+_AnyEventExactTs = Union[(EventExactTs, _Instant, _InstantUpper, *FLOWS[True]) + _OTHER_PHASES]  # type: ignore[valid-type]  # noqa: UP007 (a union of a tuple built at run time)
 
 
 class _DeviceProps(msgspec.Struct, gc=False):

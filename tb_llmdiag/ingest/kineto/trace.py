@@ -20,8 +20,7 @@ def make_trace(
     envs: list[Envelope],
     warnings: tuple[str, ...],
     read_state: dict[str, Any],
-    comm: CommArgs | None = None,
-    graph: GraphArgs | None = None,
+    side: tuple[CommArgs, GraphArgs, np.ndarray | None] | None = None,
     meta: dict[str, Any] | None = None,
 ) -> Trace:
     def first(attr: str) -> Any:
@@ -50,9 +49,14 @@ def make_trace(
         distributed = DistributedInfo(
             rank=_opt_int(dist.rank), world_size=_opt_int(dist.world_size), backend=dist.backend
         )
-    extra, extra_names = comm.columns(events) if comm is not None else ({}, {})
-    if graph is not None:
+    extra: dict[str, Any] = {}
+    extra_names: dict[str, Any] = {}
+    if side is not None:  # the reader's second passes (NCCL args, CUDA graph ids) and forward-backward links
+        comm, graph, links = side
+        extra, extra_names = comm.columns(events)
         extra.update(graph.columns(events))
+        if links is not None:  # not a column: two rows, backward operators and their forward ones (links.py)
+            extra["fwd_links"] = links
     metadata: dict[str, Any] = {
         k: v
         for k in (
