@@ -283,7 +283,7 @@ def test_every_rules_trace_view_search_is_one_the_trace_view_runs() -> None:
     from tb_llmdiag.traceview.evidence import SEARCHES
 
     located = [r for r in RULES if r.locate is not None]
-    assert len(located) == 11
+    assert len(located) == 12  # graph_breaks (#37) locates the op between its graphs
     for r in located:
         assert r.locate is not None and r.ranges is None, r.id
         assert r.locate.how in SEARCHES, r.id
