@@ -1,0 +1,150 @@
+"""A job of many ranks end to end: real trace files of 64 and 1,024 ranks analysed locally and on Dask.
+
+    python bench/job_scale.py [--ranks 64 1024] [--dir /tmp/llmdiag_scale] [--modes local dask] [--floor-files 16]
+
+- The jobs: ``bench/job_files.py --plant P`` (P = 5/8 of the ranks - 3: 37 of 64, 637 of 1,024): every rank a
+  copy of rank 0 of the real 2-GPU DDP straggler capture (tests/data/ddp_straggler), rank P a copy of its rank 1
+  (the real straggler, 2x the tokens), each shifted, time-scaled by 1 +- 2 % and renamed. Written once into
+  ``--dir/job{N}`` (a temp folder outside any logdir; ~1.1 GB for 1,024 ranks) and reused.
+- Per job, in this process, the floor: reading, inflating (isal when installed, as the reader) and decoding (msgspec, into the reader's typed
+  Structs, no columns built: ``bench/report_speed.py``'s ``floor_whole``) ``--floor-files`` of its files spread
+  over the ranks, the median per file; what reading one rank costs before any analysis.
+- Per job and mode, in a fresh process (its peak RSS is the parent's own: it analyses every rank in ``local``
+  and only gathers the ranks' results and reduces the job in ``dask``), ``api.report(dir)``: ``local`` in that
+  process; ``dask``: on a LocalCluster of ``--dask-workers`` processes started by a third process (the parent is
+  only the client). Printed: wall s, per rank ms, per rank / floor per file (the ratio the 64 and 1,024 rows
+  compare), peak RSS of the parent, the straggler named against the planted rank, and the default CLI text's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+CLUSTER = """
+import sys
+from tb_llmdiag.scale.dask import local_cluster
+c = local_cluster(int(sys.argv[1]))
+print(c.scheduler_address, flush=True)
+sys.stdin.read()
+c.close()
+"""
+
+
+def planted(ranks: int) -> int:
+    return ranks * 5 // 8 - 3
+
+
+def ensure_job(root: Path, ranks: int) -> Path:
+    d = root / f"job{ranks}"
+    if len(list(d.glob("rank*.pt.trace.json.gz"))) != ranks:
+        subprocess.run([sys.executable, str(REPO / "bench" / "job_files.py"), str(d), "--ranks", str(ranks),
+                        "--plant", str(planted(ranks))], check=True)
+    return d
+
+
+def floor_per_file_s(d: Path, n: int) -> float:
+    """The median time to read, inflate and decode one of ``n`` of the job's files into the reader's own typed
+    Structs, no columns built (``bench/report_speed.py``'s ``floor_whole``)."""
+    from tb_llmdiag.ingest import source
+    from tb_llmdiag.ingest.kineto import structs as ks
+
+    files = sorted(d.glob("rank*.pt.trace.json.gz"))
+    pick = [files[round(i * (len(files) - 1) / max(n - 1, 1))] for i in range(n)]
+    times = []
+    for p in pick:
+        t0 = time.perf_counter()
+        data = source._zlib.decompress(p.read_bytes(), 16 + source._zlib.MAX_WBITS)  # isal when installed, as read
+        ks._DECODERS[ks.needs_exact_ts(data, 1 << 20)].envelope.decode(data)
+        times.append(time.perf_counter() - t0)
+        del data
+    times.sort()
+    return times[len(times) // 2]
+
+
+def one(mode: str, d: Path, workers: int) -> dict[str, Any]:
+    """(In a fresh process.) The report of ``d`` in ``mode``; its figures."""
+    from peak_rss import peak_rss_mb
+
+    from tb_llmdiag import api
+    from tb_llmdiag.render.text import render_report
+
+    api.preload()
+    index = api.discover(str(d))
+    t0 = time.perf_counter()
+    if mode == "local":
+        rep = api.report(index)
+    else:
+        from distributed import Client
+
+        from tb_llmdiag.scale.dask import DaskRunner
+
+        proc = subprocess.Popen([sys.executable, "-c", CLUSTER, str(workers)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            address = proc.stdout.readline().strip()  # type: ignore[union-attr]
+            with Client(address) as client:
+                client.wait_for_workers(workers)
+                client.run(api.preload)
+                t0 = time.perf_counter()  # the cluster's start-up is not the analysis
+                rep = api.report(index, runner=DaskRunner(client))
+        finally:
+            proc.stdin.close()  # type: ignore[union-attr]
+            proc.wait(timeout=120)
+    wall = time.perf_counter() - t0
+    job = rep["jobs"][0]
+    return {"wall_s": wall, "peak_rss_mb": peak_rss_mb(), "straggler": job["metrics"].get("straggler_rank"),
+            "cause": job["metrics"].get("straggler_cause"), "ok": sum(r["status"] == "ok" for r in rep["runs"]),
+            "text_bytes": len(render_report(rep).encode()), "findings": [f["id"] for f in job["findings"]]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ranks", type=int, nargs="+", default=[64, 1024])
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/llmdiag_scale"))
+    ap.add_argument("--modes", nargs="+", default=["local", "dask"], choices=("local", "dask"))
+    ap.add_argument("--dask-workers", type=int, default=2)
+    ap.add_argument("--floor-files", type=int, default=16)
+    ap.add_argument("--one", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.one:
+        print(json.dumps(one(a.one[0], Path(a.one[1]), a.dask_workers)))
+        return 0
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    per_rank: dict[tuple[str, int], float] = {}
+    for n in a.ranks:
+        d = ensure_job(a.dir, n)
+        floor = floor_per_file_s(d, a.floor_files)
+        print(f"{n} ranks ({sum(p.stat().st_size for p in d.iterdir()) / 1e6:.0f} MB compressed), planted "
+              f"straggler {planted(n)}; floor {floor * 1e3:.0f} ms per file (inflate + decode)", flush=True)
+        for mode in a.modes:
+            out = subprocess.run([sys.executable, __file__, "--one", mode, str(d), "--dask-workers",
+                                  str(a.dask_workers)], check=True, capture_output=True, text=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            ratio = r["wall_s"] / n / floor
+            per_rank[(mode, n)] = ratio
+            where = "local (1 process)" if mode == "local" else f"dask ({a.dask_workers} workers)"
+            print(f"  {where}: {r['wall_s']:.1f} s, {r['wall_s'] / n * 1e3:.0f} ms per rank = {ratio:.2f}x the "
+                  f"floor; parent peak RSS {r['peak_rss_mb']:.0f} MB; ok {r['ok']}/{n}; straggler named "
+                  f"{r['straggler']} ({r['cause']}; planted {planted(n)}); job findings {r['findings']}; "
+                  f"CLI text {r['text_bytes'] / 1e3:.1f} KB; load average {os.getloadavg()[0]:.1f}", flush=True)
+    lo, hi = min(a.ranks), max(a.ranks)
+    for mode in a.modes:
+        if (mode, lo) in per_rank and (mode, hi) in per_rank and lo != hi:
+            print(f"{mode}: per rank at {hi} ranks / at {lo} ranks (each against its own floor): "
+                  f"{per_rank[(mode, hi)] / per_rank[(mode, lo)]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
