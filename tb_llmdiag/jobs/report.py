@@ -51,6 +51,7 @@ from tb_llmdiag.findings.job import JOB_RULES, STRAGGLER_RULE, held_back
 from tb_llmdiag.jobs.cross_rank import JobAnalysis, analyze_job
 from tb_llmdiag.jobs.intermittent import spikes
 from tb_llmdiag.jobs.overview import overview
+from tb_llmdiag.jobs.purposes import link_metrics
 from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.straggler import per_rank_mean
 from tb_llmdiag.jsonsafe import jsonable
@@ -131,6 +132,7 @@ def _purpose_metrics(a: JobAnalysis) -> dict[str, Any]:
         "purposes": a.purposes,
         "top_purpose": top["purpose"] if top else None,
         "top_purpose_exposed_share": top["exposed_share"] if top else None,
+        **link_metrics(a.purposes, a.device_name),
     }
 
 

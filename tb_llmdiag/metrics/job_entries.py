@@ -36,6 +36,22 @@ INTRO: Intro = (
     "matched by their collectives, never by timestamps across files (clocks may differ).",
 )
 
+_LINK = "the link (`jobs.purposes.link_metrics`; the table: `metrics.comm_purpose.LINKS`)"
+_LINK_ENTRIES: tuple[Entry, ...] = (
+    ("job.purposes[].transfer_busbw_bytes_per_s", "bytes_per_s", HIGHER, 0.1, "transfer bus bandwidth",
+     "known bytes of the purpose's matched collectives / their transfer time (no waiting) x the nccl-tests factor"),
+    ("job.link", TEXT, NEITHER, 0, "link", "the fastest link the GPUs' peers on one host can share; " + _LINK),
+    ("job.link_bytes_per_s", "bytes_per_s", NEITHER, 0, "link bandwidth", "its per-GPU bandwidth in one direction"),
+    ("job.link_purpose", TEXT, NEITHER, 0, "purpose on the link",
+     "the purpose with the most exposed time among those with a median message of at least 1 MiB"),
+    ("job.link_busbw_bytes_per_s", "bytes_per_s", HIGHER, 0.1, "transfer bus bandwidth",
+     "that purpose's transfer_busbw_bytes_per_s"),
+    ("job.link_busbw_ratio", RATIO, HIGHER, 0.1, "vs the link", "link_busbw_bytes_per_s / link_bytes_per_s"),
+    ("job.link_network_ratio", RATIO, HIGHER, 0.1, "vs a 400 Gb/s NIC", "link_busbw_bytes_per_s / 50 GB/s"),
+    ("job.link_exposed_share", SHARE, LOWER, 0.1, "exposed share", "that purpose's exposed share of the job step"),
+    ("job.link_median_bytes", BYTES, NEITHER, 0.1, "median message", "that purpose's median message size"),
+)  # fmt: skip
+
 _OV = "the job at a glance (`jobs/overview.py`)"
 _PCT = {"p50": "the median", "p90": "the 90th percentile", "max": "the largest"}
 _PCT_OF = {"step_ns": "step time", "waiting_ns": "exposed waiting", "exposed_ns": "exposed collective time"}
@@ -555,6 +571,7 @@ ENTRIES: tuple[Entry, ...] = (
     *_PURPOSE_ENTRIES,
     *_PIPELINE_ENTRIES,
     *_OVERVIEW_ENTRIES,
+    *_LINK_ENTRIES,
 )
 
 #: the pipeline stage straggler's cause evidence: the same fields as the straggler's (``jobs.straggler``)
