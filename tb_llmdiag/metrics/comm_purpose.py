@@ -98,7 +98,7 @@ DDP_BUCKET_BYTES = 25 * 1024 * 1024
 LINKS: tuple[tuple[str, str, float], ...] = (
     (r"H100 PCIe|H100 NVL|RTX PRO 6000|RTX 5090|L40S?\b|\bL20\b", "PCIe 5.0 x16", 64e9),
     (r"A100.*PCIe|\bA10G?\b|\bA30\b|\bA40\b|\bL4\b|RTX 4090|RTX 6000 Ada|RTX A6000|RTX 3090|\bT4\b", "PCIe 4.0 x16", 32e9),
-    (r"\bGB?200\b|\bB100\b|\bB300\b", "NVLink 5", 900e9),
+    (r"\bG?B(?:100|200|300)\b", "NVLink 5", 900e9),
     (r"\bH800\b|\bA800\b", "NVLink (export part, 8 links)", 200e9),
     (r"\bH100\b|\bH200\b|\bGH200\b|\bH20\b", "NVLink 4", 450e9),
     (r"\bA100\b", "NVLink 3", 300e9),
