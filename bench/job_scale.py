@@ -14,6 +14,10 @@
   process; ``dask``: on a LocalCluster of ``--dask-workers`` processes started by a third process (the parent is
   only the client). Printed: wall s, per rank ms, per rank / floor per file (the ratio the 64 and 1,024 rows
   compare), peak RSS of the parent, the straggler named against the planted rank, and the default CLI text's size.
+- The floor is measured just before and just after each mode's run (their mean: the machine's load drifts over a
+  run of minutes), in wall and CPU seconds; the CPU ratio (the analysing processes' CPU seconds per rank: this
+  process in ``local``, the client's and the workers' in ``dask``, against the floor's CPU per file) is the one
+  the rank counts compare, being the least moved by other work on a shared machine.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import resource
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -53,7 +58,13 @@ def ensure_job(root: Path, ranks: int) -> Path:
     return d
 
 
-def floor_per_file_s(d: Path, n: int) -> float:
+def cpu_s() -> float:
+    """This process's CPU seconds, all its threads (the reader's read-ahead threads too)."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+def floor_per_file_s(d: Path, n: int) -> tuple[float, float]:
     """The median time to read, inflate and decode one of ``n`` of the job's files into the reader's own typed
     Structs, no columns built (``bench/report_speed.py``'s ``floor_whole``)."""
     from tb_llmdiag.ingest import source
@@ -61,15 +72,15 @@ def floor_per_file_s(d: Path, n: int) -> float:
 
     files = sorted(d.glob("rank*.pt.trace.json.gz"))
     pick = [files[round(i * (len(files) - 1) / max(n - 1, 1))] for i in range(n)]
-    times = []
+    times, cpus = [], []
     for p in pick:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_s()
         data = source._zlib.decompress(p.read_bytes(), 16 + source._zlib.MAX_WBITS)  # isal when installed, as read
         ks._DECODERS[ks.needs_exact_ts(data, 1 << 20)].envelope.decode(data)
         times.append(time.perf_counter() - t0)
+        cpus.append(cpu_s() - c0)
         del data
-    times.sort()
-    return times[len(times) // 2]
+    return sorted(times)[len(times) // 2], sorted(cpus)[len(cpus) // 2]
 
 
 def one(mode: str, d: Path, workers: int) -> dict[str, Any]:
@@ -81,9 +92,10 @@ def one(mode: str, d: Path, workers: int) -> dict[str, Any]:
 
     api.preload()
     index = api.discover(str(d))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s()
     if mode == "local":
         rep = api.report(index)
+        cpu = cpu_s() - c0
     else:
         from distributed import Client
 
@@ -96,14 +108,17 @@ def one(mode: str, d: Path, workers: int) -> dict[str, Any]:
             with Client(address) as client:
                 client.wait_for_workers(workers)
                 client.run(api.preload)
-                t0 = time.perf_counter()  # the cluster's start-up is not the analysis
+                before = sum(client.run(cpu_s).values())
+                t0, c0 = time.perf_counter(), cpu_s()  # the cluster's start-up is not the analysis
                 rep = api.report(index, runner=DaskRunner(client))
+                cpu = cpu_s() - c0 + sum(client.run(cpu_s).values()) - before  # the client's and the workers'
+
         finally:
             proc.stdin.close()  # type: ignore[union-attr]
             proc.wait(timeout=120)
     wall = time.perf_counter() - t0
     job = rep["jobs"][0]
-    return {"wall_s": wall, "peak_rss_mb": peak_rss_mb(), "straggler": job["metrics"].get("straggler_rank"),
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak_rss_mb(), "straggler": job["metrics"].get("straggler_rank"),
             "cause": job["metrics"].get("straggler_cause"), "ok": sum(r["status"] == "ok" for r in rep["runs"]),
             "text_bytes": len(render_report(rep).encode()), "findings": [f["id"] for f in job["findings"]]}
 
@@ -124,24 +139,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_rank: dict[tuple[str, int], float] = {}
     for n in a.ranks:
         d = ensure_job(a.dir, n)
-        floor = floor_per_file_s(d, a.floor_files)
         print(f"{n} ranks ({sum(p.stat().st_size for p in d.iterdir()) / 1e6:.0f} MB compressed), planted "
-              f"straggler {planted(n)}; floor {floor * 1e3:.0f} ms per file (inflate + decode)", flush=True)
+              f"straggler {planted(n)}", flush=True)
         for mode in a.modes:
+            f0 = floor_per_file_s(d, a.floor_files)
             out = subprocess.run([sys.executable, __file__, "--one", mode, str(d), "--dask-workers",
                                   str(a.dask_workers)], check=True, capture_output=True, text=True)
+            f1 = floor_per_file_s(d, a.floor_files)
+            floor, floor_cpu = (f0[0] + f1[0]) / 2, (f0[1] + f1[1]) / 2  # before and after: the load drifts
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            ratio = r["wall_s"] / n / floor
-            per_rank[(mode, n)] = ratio
+            ratio, cpu_ratio = r["wall_s"] / n / floor, r["cpu_s"] / n / floor_cpu
+            per_rank[(mode, n)] = cpu_ratio
             where = "local (1 process)" if mode == "local" else f"dask ({a.dask_workers} workers)"
             print(f"  {where}: {r['wall_s']:.1f} s, {r['wall_s'] / n * 1e3:.0f} ms per rank = {ratio:.2f}x the "
-                  f"floor; parent peak RSS {r['peak_rss_mb']:.0f} MB; ok {r['ok']}/{n}; straggler named "
-                  f"{r['straggler']} ({r['cause']}; planted {planted(n)}); job findings {r['findings']}; "
-                  f"CLI text {r['text_bytes'] / 1e3:.1f} KB; load average {os.getloadavg()[0]:.1f}", flush=True)
+                  f"floor ({floor * 1e3:.0f} ms per file); CPU {r['cpu_s'] / n * 1e3:.0f} ms per rank = "
+                  f"{cpu_ratio:.2f}x the floor's CPU ({floor_cpu * 1e3:.0f} ms); parent peak RSS "
+                  f"{r['peak_rss_mb']:.0f} MB; ok {r['ok']}/{n}; straggler named {r['straggler']} ({r['cause']}; "
+                  f"planted {planted(n)}); job findings {r['findings']}; CLI text {r['text_bytes'] / 1e3:.1f} KB; "
+                  f"load average {os.getloadavg()[0]:.1f}", flush=True)
     lo, hi = min(a.ranks), max(a.ranks)
     for mode in a.modes:
         if (mode, lo) in per_rank and (mode, hi) in per_rank and lo != hi:
-            print(f"{mode}: per rank at {hi} ranks / at {lo} ranks (each against its own floor): "
+            print(f"{mode}: CPU per rank at {hi} ranks / at {lo} ranks (each against its floor's CPU): "
                   f"{per_rank[(mode, hi)] / per_rank[(mode, lo)]:.2f}")
     return 0
 

@@ -110,20 +110,20 @@ function percentileTable(job) {
       const x = (((v.percentiles || {})[k] || {})[p] || [])[j];
       return h('td', { text: isNum(x) ? fmt(`job.view.percentiles.${k}.${p}[]`, x) : '—' });
     })));
-  return h('table', { class: 'job-heatmap job-percentiles' }, h('thead', {}, head), h('tbody', {}, rows));
+  return h('div', { class: 'job-scroll' }, h('table', { class: 'job-heatmap job-percentiles' }, h('thead', {}, head), h('tbody', {}, rows)));
 }
 
 function notableList(job, byRank, onRank) {
   const n = job.view.notable || {};
-  return h('div', { class: 'job-notable' }, ROLES.filter((r) => n[r] !== null && n[r] !== undefined).map((role) =>
-    h('span', { class: 'job-notable-rank', dataset: { role } }, h('span', { class: 'muted', text: `${labelOf(`job.view.notable.${role}`)}: ` }),
-      rankButton(n[role], byRank, onRank))));
+  return h('div', { class: 'job-notable' }, ROLES.filter((r) => isNum(n[`${r}_rank`])).map((role) =>
+    h('span', { class: 'job-notable-rank', dataset: { role } }, h('span', { class: 'muted', text: `${labelOf(`job.view.notable.${role}_rank`)}: ` }),
+      rankButton(n[`${role}_rank`], byRank, onRank))));
 }
 
 function outlierTable(job, byRank, onRank) {
   const all = job.view.outliers || [];
   const shown = all.slice(0, OUTLIERS_SHOWN);
-  const head = h('tr', {}, ['rank', 'step', 'step_vs_median_ratio', 'reasons[]'].map((k) =>
+  const head = h('tr', {}, ['rank', 'step_ns', 'step_vs_median_ratio', 'reasons[]'].map((k) =>
     h('th', { text: labelOf(`job.view.outliers[].${k}`) })));
   const rows = shown.map((o) => h('tr', { class: 'job-outlier', dataset: { rank: o.rank } },
     h('td', {}, rankButton(o.rank, byRank, onRank)),

@@ -4,9 +4,9 @@ What the job view draws past a handful of ranks and what the CLI prints instead 
 - ``percentiles``: for ``step_ns``, ``waiting_ns`` (exposed waiting) and ``exposed_ns``, per common step, the
   ``p50``, ``p90`` and ``max`` across the ranks that have that step (numpy's linear percentile; null for a step
   no rank has).
-- ``notable``: ``straggler`` (the job's straggler, null without one), ``slowest`` and ``fastest`` (the largest and
-  smallest mean step over the common steps; ties: the lowest rank), ``typical`` (the mean step nearest the
-  median rank's; ties: the lowest rank); null without a rank with a common step.
+- ``notable``: ``straggler_rank`` (the job's straggler, null without one), ``slowest_rank`` and ``fastest_rank``
+  (the largest and smallest mean step over the common steps; ties: the lowest rank), ``typical_rank`` (the mean
+  step nearest the median rank's; ties: the lowest rank); null without a rank with a common step.
 - ``outliers``: the ranks whose mean step lies outside the median +- ``band`` (``band`` = max(3 robust sd, 2 %
   of the median), robust sd = 1.4826 x the median absolute deviation across ranks): ``slow step`` / ``fast
   step``; whose mean exposed waiting is above its median + max(3 robust sd, 2 % of the median step): ``waits
@@ -54,10 +54,10 @@ def notable(step: F64, ranks: tuple[int, ...], straggler: int | None) -> dict[st
     """The straggler, slowest, fastest and typical rank (module docstring)."""
     med = float(np.nanmedian(step)) if np.isfinite(step).any() else np.nan
     return {
-        "straggler": straggler,
-        "slowest": _pick(step, ranks, -step),
-        "fastest": _pick(step, ranks, step),
-        "typical": _pick(step, ranks, np.abs(step - med)),
+        "straggler_rank": straggler,
+        "slowest_rank": _pick(step, ranks, -step),
+        "fastest_rank": _pick(step, ranks, step),
+        "typical_rank": _pick(step, ranks, np.abs(step - med)),
     }
 
 

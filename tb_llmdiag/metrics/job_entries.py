@@ -63,7 +63,7 @@ _OVERVIEW_ENTRIES: tuple[Entry, ...] = (
         for p, words in _PCT.items()
     ),
     *(
-        (f"job.view.notable.{k}", ID, NEITHER, 0, f"{k} rank", f"{words}; null when none; " + _OV)
+        (f"job.view.notable.{k}_rank", ID, NEITHER, 0, f"{k} rank", f"{words}; null when none; " + _OV)
         for k, words in (
             ("straggler", "the job's straggler (`straggler_rank`)"),
             ("slowest", "the rank with the largest mean step over the common steps"),

@@ -222,10 +222,10 @@ def render_job(job: dict[str, Any]) -> str:
 
 
 def notable_ranks(job: dict[str, Any]) -> dict[int, list[str]]:
-    """The job's notable ranks (``view.notable``: straggler, slowest, fastest, typical) and their roles."""
+    """The job's notable ranks (``view.notable``: ``straggler_rank``, ``slowest_rank``...) and their roles."""
     out: dict[int, list[str]] = {}
     for role in _ROLES:
-        r = ((job.get("view") or {}).get("notable") or {}).get(role)
+        r = ((job.get("view") or {}).get("notable") or {}).get(f"{role}_rank")
         if r is not None:
             out.setdefault(r, []).append(role)
     return out

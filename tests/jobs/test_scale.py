@@ -74,7 +74,7 @@ def test_outliers_and_notable_ranks_by_hand() -> None:
         {"rank": 6, "step_ns": 100.0, "step_vs_median_ratio": 1.0, "reasons": ["waits long"]},
     ]
     # the typical rank: nearest the median, ties to the lowest rank
-    assert notable(np.array(step, np.float64), ranks, 3) == {"straggler": 3, "slowest": 8, "fastest": 5, "typical": 0}
+    assert notable(np.array(step, np.float64), ranks, 3) == {"straggler_rank": 3, "slowest_rank": 8, "fastest_rank": 5, "typical_rank": 0}
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def big_report() -> dict:
 
 def test_the_1024_rank_job_prints_in_under_50_kb_with_a_row_per_rank(big_report: dict) -> None:
     job = big_report["jobs"][0]
-    assert job["metrics"]["straggler_rank"] == 637 and job["view"]["notable"]["straggler"] == 637
+    assert job["metrics"]["straggler_rank"] == 637 and job["view"]["notable"]["straggler_rank"] == 637
     assert job["view"]["outliers"][0]["rank"] == 637 and job["view"]["outliers"][0]["reasons"][0] == "straggler"
     text = render_report(big_report)
     assert len(text.encode()) < 50_000
