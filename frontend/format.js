@@ -134,24 +134,35 @@ export function evidenceLabels(keys) {
 
 const BASIS_WORDS = { median_step: 'median step', mean_step: 'mean step', window: 'profiled window' };
 
+// the words after a step on the step without the profiler's own cost (saving.step_basis), as whatif_text.py BARE_WORDS
+const bare = (s) => (s.step_basis === 'without_profiler' ? ' without the profiler' : '');
+
+// "; profiled: 18 ms of 90 ms": the same saving on the profiled step (whatif_text.py _profiled_words)
+function profiledWords(s) {
+  const p = s.profiled;
+  if (!bare(s) || !p || !isNum(p.ns) || !isNum(p.step_ns)) return '';
+  return `; profiled: ${fmtDuration(p.ns)} of ${fmtDuration(p.step_ns)}`;
+}
+
 /**
- * The saving of a finding in words, the text tb_llmdiag/findings/whatif.py saving_text writes (the CLI prints
+ * The saving of a finding in words, the text tb_llmdiag/findings/whatif_text.py saving_text writes (the CLI prints
  * it; tests/test_saving_text.py holds the two to the same text): "saves at most 12.1 ms of the 32.1 ms median
- * step (37.7 %)": time first, the number findings are ranked by.
+ * step (37.7 %)", on the step without the profiler "... of the 60 ms median step without the profiler (20.2 %;
+ * profiled: 18 ms of 90 ms)": time first, the number findings are ranked by.
  */
 export function fmtSaving(saving) {
   if (!saving || !isNum(saving.share)) return 'saving not estimable';
   const share = fmtShare(saving.share);
   if (saving.basis === 'window' || !isNum(saving.ns) || !isNum(saving.step_ns)) return `saves at most ${share} of the profiled window`;
-  const step = `${fmtDuration(saving.step_ns)} ${BASIS_WORDS[saving.basis] || 'step'}`;
-  if (saving.ns <= 0) return `saves nothing of the ${step} once the findings above it are fixed`;
-  return `saves at most ${fmtDuration(saving.ns)} of the ${step} (${share})`;
+  const step = `${fmtDuration(saving.step_ns)} ${BASIS_WORDS[saving.basis] || 'step'}${bare(saving)}`;
+  if (saving.ns <= 0) return `saves nothing of the ${step} once the findings above it are fixed${profiledWords(saving)}`;
+  return `saves at most ${fmtDuration(saving.ns)} of the ${step} (${share}${profiledWords(saving)})`;
 }
 
-/** A finding's own what-if in words (whatif.py what_if_text): "median step 32.1 ms → at most 20 ms (−37.7 %)". */
+/** A finding's own what-if in words (whatif_text.py what_if_text): "median step 32.1 ms → at most 20 ms (−37.7 %)". */
 export function fmtWhatIf(saving) {
   if (!saving || !isNum(saving.step_ns) || !isNum(saving.step_ns_if_fixed)) return '';
-  return `${BASIS_WORDS[saving.basis] || 'step'} ${fmtDuration(saving.step_ns)} → at most ${fmtDuration(saving.step_ns_if_fixed)} (−${fmtShare(saving.share)})`;
+  return `${BASIS_WORDS[saving.basis] || 'step'}${bare(saving)} ${fmtDuration(saving.step_ns)} → at most ${fmtDuration(saving.step_ns_if_fixed)} (−${fmtShare(saving.share)})`;
 }
 
 /**

@@ -151,16 +151,29 @@ def _what_if(before: dict[str, Any], ids: Sequence[str] | None, unprofiled_ms: f
     fs = [{**f, "saving": {"share": own_share(before, f["id"]), "ns": None}} if f.get("saving") else f for f in fs]
     metrics = before["metrics"]
     if unprofiled_ms is not None:  # as if the capture helper had written the unprofiled step into the trace
-        metrics = {**metrics, "capture": {**metrics.get("capture", {}), "unprofiled_step_ns": int(unprofiled_ms * 1e6)}}
+        u = int(unprofiled_ms * 1e6)
+        over = max(0, int(metrics["steps"]["median_ns"]) - u)  # the capture topic's measured cost
+        metrics = {**metrics, "capture": {**metrics.get("capture", {}), "unprofiled_step_ns": u,
+                                          "profiler_overhead_ns": over}}
     _, wi = apply_in_sequence(fs, metrics, RULES)
     assert wi is not None
     return with_unprofiled(wi, metrics) if unprofiled_ms is not None else wi  # type: ignore[return-value]
 
 
+def on_profiled_step(wi: dict[str, Any], tokens_per_s: float | None) -> tuple[int, int, float | None]:
+    """A what-if on the profiled step, whichever its basis (``what_if.profiled`` beside one without the profiler's
+    cost): the median step, it with every finding's cause removed, and tokens/s there (``tokens_per_s``: the
+    run's, on the profiled median step)."""
+    p = wi.get("profiled")
+    step, fixed = (p["step_ns"], p["all_step_ns_if_fixed"]) if p else (wi["all"]["step_ns"], wi["all"]["step_ns_if_fixed"])
+    return step, fixed, (tokens_per_s * step / fixed if tokens_per_s and fixed else None)
+
+
 def predicted(before: dict[str, Any], ids: Sequence[str] | None) -> tuple[int, float | None, list[str]]:
-    """The before trace's median step with the named findings' causes removed (all when None), and tokens/s."""
+    """The before trace's profiled median step with the named findings' causes removed (all when None), and tokens/s."""
     wi = _what_if(before, ids)
-    return wi["all"]["step_ns_if_fixed"], wi["all"]["tokens_per_s_if_fixed"], wi["all"]["finding_ids"]
+    _, fixed, tps = on_profiled_step(wi, before["metrics"]["flops"].get("median_step_tokens_per_s"))
+    return fixed, tps, wi["all"]["finding_ids"]
 
 
 def predicted_unprofiled(before: dict[str, Any], ids: Sequence[str] | None, unprofiled_ms: float) -> tuple[int, float | None]:
@@ -191,7 +204,7 @@ def unprofiled_table() -> str:
         else:
             err = (ua["median_ms"] * 1e6 - step) / (ua["median_ms"] * 1e6)
             pred, meas = f"{step / 1e6:.1f} ms", f"{ua['median_ms']:.1f} ms"
-        prof = before["what_if"]["step_ns"] / 1e6
+        prof = before["metrics"]["steps"]["median_ns"] / 1e6
         src = "same runs (truth.json)" if ub["source"] == ua["source"] == "truth.json" else "separate runs (unprofiled_refs.json)"
         rows.append(f"| {label} | {', '.join(f'`{i}`' for i in used) or 'none'} | {ub['median_ms']:.1f} ms ({prof:.1f} ms) | "
                     f"{pred} | {meas} | {100 * err:+.0f} % | {src} |")
@@ -206,7 +219,11 @@ def table() -> str:
             continue
         before, after = analysed(b), analysed(a)
         step, tps, used = predicted(before, ids)
-        wb, wa = before["what_if"], after["what_if"]
+        # both sides on the profiled step: the median step and tokens/s the trace shows
+        wb = {"step_ns": before["metrics"]["steps"]["median_ns"],
+              "tokens_per_s": before["metrics"]["flops"].get("median_step_tokens_per_s")}
+        wa = {"step_ns": after["metrics"]["steps"]["median_ns"],
+              "tokens_per_s": after["metrics"]["flops"].get("median_step_tokens_per_s")}
         if tps and wa.get("tokens_per_s"):
             err = (tps - wa["tokens_per_s"]) / wa["tokens_per_s"]
             pred = f"{step / 1e6:.1f} ms, {tps:,.0f} tok/s"

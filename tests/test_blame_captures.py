@@ -108,10 +108,17 @@ def test_top_two_findings_name_the_planted_activity(name: str) -> None:
     # AND its saving, on the basis the report states for it, is within the band around the cause's unprofiled cost
     low, high = cost_range_ns(truth)
     saving = hit[0]["saving"]
-    stated = saving["unprofiled_ns"] if saving["unprofiled_ns"] is not None else saving["ns"]
+    # the activity's cost as the trace measures it: restated where the trace places the profiler's cost in it, else
+    # the saving on the profiled step (on the step without the profiler, ``saving.ns``, the step's idle time left
+    # bounds it: blame_module_hooks' 20 ms of hooks can take at most the 4.5 ms the GPU then waits)
+    stated = saving["unprofiled_ns"] if saving["unprofiled_ns"] is not None else (saving["profiled"] or saving)["ns"]
+    assert saving["ns"] <= run["what_if"]["median_idle_ns"] + 1, (name, saving)
     band_low, band_high = BANDS.get(name, BAND)
     assert low > 0 and band_low * low <= stated <= band_high * high, (name, stated, low, high)
-    assert stated <= saving["ns"] <= run["metrics"]["steps"]["median_ns"], (name, saving)
+    # restated from the profiled step's saving: never above it (#37: ``saving.ns`` is on the step without the
+    # profiler's cost, spread over the idle time; ``unprofiled_ns`` takes out the records inside the activity)
+    profiled = saving["profiled"] or saving
+    assert stated <= profiled["ns"] <= run["metrics"]["steps"]["median_ns"], (name, saving)
 
 
 def test_the_with_stack_capture_names_the_user_line_in_text_and_evidence() -> None:

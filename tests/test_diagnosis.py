@@ -66,7 +66,8 @@ def test_diagnose_end_to_end_on_metrics() -> None:
     # left (80 µs); then the symptom, host-bound, 24 % of the 39.92 ms left (9.5808 ms): in sequence, never added
     assert findings[0]["saving"] == {"basis": "median_step", "step_ns": 200_000_000, "ns": 60_000_000, "share": 0.30,
                                      "step_ns_if_fixed": 140_000_000, "pool": "idle", "bound_by": "cause",
-                                     "unprofiled_ns": None}  # no unprofiled steps, no activity the trace places it in
+                                     "unprofiled_ns": None,  # no unprofiled steps, no activity the trace places it in
+                                     "step_basis": "profiled", "profiled": None}  # no profiler cost known
     assert findings[1]["saving"]["ns"] == 9_580_800 and findings[1]["saving"]["share"] == 9_580_800 / 200_000_000
     assert findings[2]["saving"]["ns"] == 80_000
     assert (wi["finding_id"], wi["step_ns"], wi["step_ns_if_fixed"]) == ("dataloader_stall", 200_000_000, 140_000_000)

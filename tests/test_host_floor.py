@@ -55,7 +55,8 @@ def test_host_floor_of_a_hand_built_trace() -> None:
     # per step: span = last launch end 910 us - host start 0; blocked = the sync, 100-820 us (720 us), all of it
     # before the last launch; own = 910 - 720 = 190 us; both steps alike
     assert got == {"available": True, "median_ns": 190 * US, "span_median_ns": 910 * US,
-                   "blocked_median_ns": 720 * US, "steps_count": 2, "threads_count": 1}
+                   "blocked_median_ns": 720 * US, "queue_blocked_median_ns": 0, "queue_blocked_launches": 0,
+                   "steps_count": 2, "threads_count": 1}
 
 
 def test_a_step_that_launches_nothing_has_no_host_floor_of_its_own() -> None:
@@ -65,7 +66,8 @@ def test_a_step_that_launches_nothing_has_no_host_floor_of_its_own() -> None:
     trace = make_trace(rows)
     got = host_floor_metrics(Context.build(trace, find_steps(trace)))
     assert got == {"available": True, "median_ns": 95 * US, "span_median_ns": 455 * US,
-                   "blocked_median_ns": 360 * US, "steps_count": 1, "threads_count": 1}
+                   "blocked_median_ns": 360 * US, "queue_blocked_median_ns": 0, "queue_blocked_launches": 0,
+                   "steps_count": 1, "threads_count": 1}
 
 
 def test_host_floor_is_unavailable_without_steps_or_launches() -> None:
@@ -73,6 +75,32 @@ def test_host_floor_is_unavailable_without_steps_or_launches() -> None:
     assert host_floor_metrics(Context.build(no_steps, find_steps(no_steps)))["available"] is False
     no_launch = make_trace([r for r in _two_steps() if r.kind != Kind.RUNTIME or r.name != "cudaLaunchKernel"])
     assert host_floor_metrics(Context.build(no_launch, find_steps(no_launch)))["available"] is False
+
+
+def _full_queue_step() -> list[E]:
+    """One 1000 us GPU-bound step: ten 10 us launches at 0, 10, ..., 90 us queue ten 100 us kernels back to back from
+    100 us (they end at 200, 300, ..., 1100 us); the eleventh launch at 100 us finds the queue full and returns 2 us
+    after the first kernel ends (100-202 us: 102 us against a 10 us median), its kernel runs 1100-1200 us; the last
+    launch at 202-212 us is short again. A 50 us launch at 212-262 us ends near no kernel end: slow, not blocked."""
+    rows: list[E] = [step(0, 0, 1300 * US)]
+    for k in range(10):
+        rows += [launch(k * 10 * US, 10 * US, corr=k + 1), kernel(GEMM, (100 + 100 * k) * US, 100 * US, corr=k + 1)]
+    rows += [launch(100 * US, 102 * US, corr=11), kernel(ADD, 1100 * US, 100 * US, corr=11),
+             launch(202 * US, 10 * US, corr=12), kernel(ADD, 1200 * US, 10 * US, corr=12),
+             launch(212 * US, 120 * US, corr=13), kernel(ADD, 1210 * US, 10 * US, corr=13)]
+    return rows
+
+
+def test_launches_blocked_on_a_full_queue_are_not_the_hosts_own_time() -> None:
+    trace = make_trace(_full_queue_step())
+    got = host_floor_metrics(Context.build(trace, find_steps(trace)))
+    # median launch 10 us (13 calls: eleven of 10 us, one of 102 us, one of 120 us); the 102 us call ends at 202 us,
+    # 2 us after the first kernel's end (200 us): blocked from 100 + 10 = 110 us to 202 us, 92 us. The 120 us call
+    # (212-332 us) ends 32 us after the kernel end at 300 us, beyond the 20 us slack: the host's own time.
+    # span = last launch end 332 us; own = 332 - 92 = 240 us
+    assert got == {"available": True, "median_ns": 240 * US, "span_median_ns": 332 * US,
+                   "blocked_median_ns": 92 * US, "queue_blocked_median_ns": 92 * US, "queue_blocked_launches": 1,
+                   "steps_count": 1, "threads_count": 1}
 
 
 FIX = Fix("t", "p", "h")
@@ -94,7 +122,7 @@ def test_the_host_floor_binds_a_device_side_cut() -> None:
     findings, wi = diagnose(_metrics(600, dev=0.5), rules=(DEV,))
     assert findings[0]["saving"] == {"basis": "median_step", "step_ns": 1000, "ns": 400, "share": 0.4,
                                      "step_ns_if_fixed": 600, "pool": "device", "bound_by": "host_floor",
-                                     "unprofiled_ns": None}
+                                     "unprofiled_ns": None, "step_basis": "profiled", "profiled": None}
     assert (wi["step_ns_if_fixed"], wi["host_floor_ns"], wi["compute_floor_ns"]) == (600, 600, 300)
     assert (wi["pool"], wi["bound_by"], wi["all"]["bound_by"]) == ("device", "host_floor", "host_floor")
     assert wi["all"]["step_ns_if_fixed"] == 600 and wi["all"]["compute_floor_ns"] == 300
@@ -106,7 +134,7 @@ def test_a_host_floor_below_the_cut_changes_nothing() -> None:
     plain_findings, plain = diagnose(_metrics(None, dev=0.5), rules=(DEV,))
     assert findings[0]["saving"] == plain_findings[0]["saving"] == {
         "basis": "median_step", "step_ns": 1000, "ns": 500, "share": 0.5, "step_ns_if_fixed": 500, "pool": "device",
-        "bound_by": "cause", "unprofiled_ns": None}
+        "bound_by": "cause", "unprofiled_ns": None, "step_basis": "profiled", "profiled": None}
     assert wi["step_ns_if_fixed"] == plain["step_ns_if_fixed"] == 500
     assert wi["all"]["step_ns_if_fixed"] == plain["all"]["step_ns_if_fixed"] == 500
     assert (wi["bound_by"], wi["host_floor_ns"], plain["host_floor_ns"]) == ("cause", 400, None)
@@ -159,8 +187,9 @@ def test_fp32_to_bf16_is_predicted_within_5_percent_of_the_measured_bf16_step() 
     after = json.loads((_folder("noise_a") / "truth.json").read_text())["ranks"][0]["profiled"]
     measured_ns = 1e6 * statistics.median(
         ms for ms, ph in zip(after["host_ms"], after["phases"]) if ph == "active")
-    assert wi["all"]["bound_by"] == "host_floor"
-    assert wi["all"]["step_ns_if_fixed"] == wi["host_floor_ns"] == metrics["host_floor"]["median_ns"]
-    assert abs(wi["all"]["step_ns_if_fixed"] - measured_ns) / measured_ns < 0.05
+    # (on the profiled step, ``what_if.profiled``: the what-if itself is on the step without the profiler's cost)
+    prof = wi["profiled"]
+    assert prof["all_step_ns_if_fixed"] == prof["host_floor_ns"] == metrics["host_floor"]["median_ns"]
+    assert abs(prof["all_step_ns_if_fixed"] - measured_ns) / measured_ns < 0.05
     # and the floor is far above what the GPU alone would need: the bound without it over-promised 2x
     assert wi["all"]["compute_floor_ns"] < 0.6 * measured_ns

@@ -249,13 +249,23 @@ def _top2(name: str) -> tuple[list[str], dict]:
     return [f["id"] for f in got["findings"]], got
 
 
-@pytest.mark.parametrize(("name", "planted"), [
-    ("gpu_dataloader_slow", "dataloader_stall"),
-    ("gpu_item_sync", "host_sync"),
-])
-def test_planted_cause_is_top_or_second(name: str, planted: str) -> None:
-    ids, _ = _top2(name)
-    assert planted in ids[:2], ids
+def test_planted_cause_is_top_or_second() -> None:
+    ids, _ = _top2("gpu_dataloader_slow")
+    assert "dataloader_stall" in ids[:2], ids
+
+
+def test_planted_sync_saves_what_removing_it_saved() -> None:
+    # gpu_item_sync: a per-step .item() log. On the step without the profiler's modelled cost (30.3 ms; 40.2 profiled)
+    # its saving is 3.1 ms, and removing the .item() saved 3.3 ms unprofiled (29.4 -> 26.1 ms, separate runs:
+    # tests/data/unprofiled_refs.json, docs/whatif.md); on the profiled step it read 7.5 ms. The copies' device time
+    # (3.7 ms) and the host-bound symptom (3.3 ms) rank within 0.7 ms of it: top 3
+    ids, got = _top2("gpu_item_sync")
+    assert ids[:3] == ["copy_heavy", "host_bound", "host_sync"], ids
+    s = next(f["saving"] for f in got["findings"] if f["id"] == "host_sync")
+    refs = json.loads((REPO / "tests" / "data" / "unprofiled_refs.json").read_text())["captures"]
+    measured_ns = 1e6 * (refs["tests/data/gpu_item_sync"]["median_step_ms"] - refs["tests/data/gpu_fixed"]["median_step_ms"])
+    assert s["step_basis"] == "without_profiler" and abs(s["ns"] - measured_ns) / measured_ns < 0.10
+    assert s["profiled"]["ns"] > 2 * measured_ns
 
 
 def test_seed_planted_causes() -> None:

@@ -71,13 +71,22 @@ def test_reference_numbers_from_the_raw_steps(folder) -> None:
         assert r["tokens_real"] == r["token_slots"]
 
 
-def test_the_unprofiled_all_fixed_step_keeps_the_lowered_compute_floor(tmp_path) -> None:
+def test_the_unprofiled_what_if_is_on_one_basis_and_all_fixed_meets_the_profiled(tmp_path) -> None:
     r = REFS["tests/data/gpu_seed"]
     helper = {"schema": 1, "steps": r["steps"], "step_ns": [int(r["gpu_event_ms"][i] * 1e6) for i in r["steps"]],
               "synchronized": False}
     (src,) = (REPO / "tests" / "data" / "gpu_seed").glob("*.json.gz")
     wi = api.report(str(with_top_level(src, tmp_path / "s.pt.trace.json.gz",
                                        {"llmdiag_unprofiled_step_ns": helper})))["runs"][0]["what_if"]
-    assert wi["all"]["bound_by"] == "compute_floor" and wi["all"]["compute_floor_ns"] < wi["compute_floor_ns"]
-    assert wi["unprofiled"]["step_ns"] < wi["step_ns"]
+    # the what-if is on the step without the profiler (#37); its top finding's cause is in the slower steps only, so
+    # the run's one basis is the mean step (#36): every cause removed, the mean step with the sequence applied, no
+    # median-step floor, the same step the profiled sequence reaches (the profiler's cost was idle time)
+    assert (wi["step_basis"], wi["basis"], wi["all"]["bound_by"]) == ("without_profiler", "mean_step", None)
+    assert wi["all"]["step_ns"] == wi["mean_step_ns"] < wi["profiled"]["step_ns"]
+    assert wi["all"]["step_ns_if_fixed"] == wi["profiled"]["all_step_ns_if_fixed"] == wi["mean_step_ns_if_all_fixed"]
     assert wi["unprofiled"]["all_step_ns_if_fixed"] == wi["all"]["step_ns_if_fixed"]
+    # the 1.1 s of the profiler's cost (by these GPU-event timings) was idle time: without it the slow steps' excess
+    # (the mean step's) leads, and the report says the profiler's cost changed the leader
+    assert (wi["finding_id"], wi["profiled"]["finding_id"], wi["profiled"]["leader_changes"]) == (
+        "gpu_gaps", "variable_shapes", True)
+    assert "the profiler's own cost changes which finding leads" in wi["statement"]

@@ -27,6 +27,10 @@ class UnknownFinding(LlmDiagError):
 #: a finding's fields in a default answer: what it claims, its evidence and saving, and why it may overstate (#36)
 _FINDING_BRIEF = ("id", "severity", "title", "summary", "caveat", "evidence", "saving", "docs")
 #: the capture's fields every run answer carries: how much of the profiled step is the profiler's own cost
+#: a saving's fields in a default answer: what it takes off which step; on the step without the profiler, the same
+#: saving on the profiled step beside it (``saving.profiled``: its time and step only)
+_SAVING_BRIEF = ("basis", "step_basis", "step_ns", "ns", "share")
+_PROFILED_BRIEF = ("step_ns", "ns")
 _PROFILER_KEYS = ("profiler_overhead_share", "profiled_step_ns", "unprofiled_step_ns", "overhead_basis")
 
 
@@ -83,6 +87,16 @@ def _finding(f: Mapping[str, Any], detail: bool) -> dict[str, Any]:
         return dict(f)
     out = {k: f[k] for k in _FINDING_BRIEF if f.get(k) is not None}  # a brief answer leaves out what is unknown
     out["fix"] = {"text": (f.get("fix") or {}).get("text")} if isinstance(f.get("fix"), Mapping) else f.get("fix")
+    if isinstance(f.get("saving"), Mapping):
+        out["saving"] = _saving_brief(f["saving"])
+    return out
+
+
+def _saving_brief(s: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: s[k] for k in _SAVING_BRIEF if s.get(k) is not None}
+    p = s.get("profiled")
+    if isinstance(p, Mapping):
+        out["profiled"] = {k: p.get(k) for k in _PROFILED_BRIEF}
     return out
 
 

@@ -91,6 +91,8 @@ def bottleneck(findings: Sequence[FindingView]) -> dict[str, Any] | None:
         share = f.bottleneck_share
         if isinstance(share, (int, float)) and share > 0 and (best is None or share > best["share"]):
             best = {"id": f.id, "title": f.title, "share": float(share)}
+            if f.step_basis is not None:
+                best["step_basis"] = f.step_basis
             if f.subject is not None:
                 best.update(metric=f.metric, rank=f.subject["rank"])
     return best

@@ -86,6 +86,7 @@ class FindingView:
     bottleneck_share: Any
     metric: Any = None
     subject: dict[str, Any] | None = None
+    step_basis: Any = None  # a run finding's ``saving.step_basis``: "without_profiler" or "profiled"
 
 
 class Side(Protocol):
@@ -195,6 +196,7 @@ class RunSide:
                     share=_saving(f, "share"),
                     saving_ns=_saving(f, "ns"),
                     bottleneck_share=alone if alone is not None else _saving(f, "share"),
+                    step_basis=_saving(f, "step_basis"),
                 )
             )
         return out

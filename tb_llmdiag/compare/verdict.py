@@ -145,22 +145,28 @@ def findings_clause(doc: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _of_step(f: Mapping[str, Any]) -> str:
+    """ "of the step", or of the step without the profiler's own cost where the saving is on it (#37)."""
+    return "of the step without the profiler" if f.get("step_basis") == "without_profiler" else "of the step"
+
+
 def bottleneck_clause(doc: Mapping[str, Any]) -> str | None:
     b, a = doc["bottleneck"]["before"], doc["bottleneck"]["after"]
     if a and b and a["id"] == b["id"]:
+        was = "" if _of_step(a) == _of_step(b) else f" {_of_step(b)}"
         return (
-            f"the bottleneck is still {named(a)}, now {fmt('share', a['share'])} of the step "
-            f"(was {fmt('share', b['share'])})"
+            f"the bottleneck is still {named(a)}, now {fmt('share', a['share'])} {_of_step(a)} "
+            f"(was {fmt('share', b['share'])}{was})"
         )
     if a and b:
         return (
-            f"the bottleneck moved from {named(b)} ({fmt('share', b['share'])} of the step) to "
-            f"{named(a)} ({fmt('share', a['share'])})"
+            f"the bottleneck moved from {named(b)} ({fmt('share', b['share'])} {_of_step(b)}) to "
+            f"{named(a)} ({fmt('share', a['share'])}{'' if _of_step(a) == _of_step(b) else ' ' + _of_step(a)})"
         )
     if a:
-        return f"the bottleneck is now {named(a)} ({fmt('share', a['share'])} of the step)"
+        return f"the bottleneck is now {named(a)} ({fmt('share', a['share'])} {_of_step(a)})"
     if b:
-        return f"no bottleneck finding remains (was {named(b)}, {fmt('share', b['share'])} of the step)"
+        return f"no bottleneck finding remains (was {named(b)}, {fmt('share', b['share'])} {_of_step(b)})"
     return None
 
 

@@ -92,7 +92,7 @@ _PURPOSE_RULES: tuple[Rule, ...] = (
         "most of that.",
         fix=Fix(
             text="Wrap the model in DistributedDataParallel (gradients bucketed, 25 MiB by default, all-reduced while "
-            "backward still runs) instead of an all_reduce per parameter; if you must sync by hand, flatten the "
+            "backward still runs) instead of one all-reduce per parameter; if you must sync by hand, flatten the "
             "gradients into a few large buckets (torch._utils._flatten_dense_tensors) and reduce those.",
             pytorch="model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=25)",
             hf_trainer="TrainingArguments(..., ddp_bucket_cap_mb=25)  # the Trainer wraps the model in DDP",

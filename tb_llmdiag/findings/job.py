@@ -220,7 +220,7 @@ def exposed_purpose_summary(m: Metrics) -> str:
     if not purpose:
         return base
     return (
-        f"{base[:-2]}; by purpose, {str(purpose).replace('_', '-')} communication leads with "
+        f"{base[:-2]}; by purpose, {words_of(purpose)} communication leads with "
         f"{fmt('share', m.get('top_purpose_exposed_share'))} of the step exposed on the median rank)."
     )
 

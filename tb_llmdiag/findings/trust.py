@@ -44,9 +44,12 @@ def unprofiled_saving_ns(
     """The finding's saving restated on an unprofiled run, where the trace places the profiler's cost in it (module
     docstring: ``saving.unprofiled_ns``; ``rule``: the finding's, whose ``profiler`` says how); None elsewhere."""
     saving = f.get("saving") or {}
-    ns, step = saving.get("ns"), saving.get("step_ns")
+    bare = saving.get("step_basis") == "without_profiler"
+    ns, step = (saving.get("profiled") or saving).get("ns"), (saving.get("profiled") or saving).get("step_ns")
     if rule is None or not finite(ns) or not finite(step) or step <= 0:
         return None
+    if bare and rule.profiler.spread_over_idle and saving.get("pool") == "idle":
+        return int(saving["ns"])  # the saving is already on the step without the profiler, its cost spread so
     if rule.profiler.records_inside is not None:
         held_at, cost_at = rule.profiler.records_inside
         held, cost = lookup(metrics, held_at), lookup(metrics, cost_at)
@@ -97,6 +100,9 @@ def with_unprofiled(what: dict[str, Any] | None, metrics: Mapping[str, Any]) -> 
     u = lookup(metrics, "capture.unprofiled_step_ns")
     if what is None or not finite(u) or u <= 0:
         return what
+    if what.get("step_basis") == "without_profiler":
+        # the what-if is already on the step without the profiler (``whatif._without_profiler``): the same numbers
+        return {**what, "unprofiled": _own_unprofiled(what)}
     what = dict(what)
     m = float(what["step_ns"])
     idle0 = float(what.get("median_idle_ns") or 0.0)
@@ -131,6 +137,17 @@ def with_unprofiled(what: dict[str, Any] | None, metrics: Mapping[str, Any]) -> 
     }
     what["statement"] = unprofiled_statement(what)
     return what
+
+
+def _own_unprofiled(w: Mapping[str, Any]) -> dict[str, Any]:
+    """``what_if.unprofiled`` of a what-if already on the step without the profiler: its own numbers."""
+    return {
+        "step_ns": w["step_ns"],
+        "step_ns_if_fixed": w["step_ns_if_fixed"],
+        "saving_share": w["saving_share"],
+        "all_step_ns_if_fixed": w["all"]["step_ns_if_fixed"],
+        "all_saving_share": w["all"]["saving_share"],
+    }
 
 
 def unprofiled_statement(w: Mapping[str, Any]) -> str:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tb_llmdiag.findings.engine import Finding, Pool, Rule, Severity, finite, lookup, rules_of
@@ -288,6 +288,12 @@ class _Start:
     med0: dict[str, float]  # the median step: idle, device, communication ({} without a median)
     host0: float | None  # the host floor of the median step
     host_mean: float | None  # its share of the mean step's regular part
+    # the pools the findings' shares are of (the profiled step's: a rule reads the trace), and the mean step they are
+    # shares of; None: these pools themselves
+    claim_pool0: dict[str, float] | None = None
+    claim_mean: float | None = None
+    step_basis: str = "profiled"  # or "without_profiler": the profiler's own cost taken out (``_without_profiler``)
+    profiler_ns: float = 0.0  # what was taken out of the median step
 
 
 def _start(metrics: Mapping[str, Any]) -> _Start | None:
@@ -331,6 +337,51 @@ def _start(metrics: Mapping[str, Any]) -> _Start | None:
     host0 = _host_floor_ns(metrics, float(median)) if have_median else None
     host_mean = host0 * regular / float(median) if host0 is not None else None
     return _Start(has_steps, mean, median if have_median else None, med_busy, pool0, med0, host0, host_mean)
+
+
+def profiler_host_cost_ns(metrics: Mapping[str, Any], over_ns: float) -> float:
+    """The profiler's cost in the host's own time per step (the host floor), given ``over_ns``, its cost in the step
+    (``capture.profiler_overhead_ns``): the modelled recording cost (``capture.overhead_model_ns``; ``over_ns``
+    without a model), never below ``over_ns`` (what lengthened the step was host time) nor above ``over_ns`` plus the
+    time the host sat blocked on the device (``host_floor.blocked_median_ns``: only there can host cost hide)."""
+    model = lookup(metrics, "capture.overhead_model_ns")
+    blocked = lookup(metrics, "host_floor.blocked_median_ns")
+    cost = float(model) if finite(model) else over_ns
+    return min(max(cost, over_ns), over_ns + (float(blocked) if finite(blocked) else 0.0))
+
+
+def _without_profiler(metrics: Mapping[str, Any], start: _Start) -> _Start | None:
+    """The same step with the profiler's own cost taken out (``capture.profiler_overhead_ns``, measured or modelled):
+    the step the user runs, which savings, severity and rank are on; None when the capture shows no such cost.
+
+    The cost O sits in the median step's idle pool I (host time the GPU waits through; at most I), spread evenly:
+    the step is M - O, its idle pool I - O, the GPU's work and collectives as they are; the mean step's regular part
+    loses O in the same proportion. A finding claims the same fraction of its pool as on the profiled step (its share
+    is of the trace). The host floor loses the profiler's cost in the host's own time (``profiler_host_cost_ns``),
+    never above the step."""
+    o = lookup(metrics, "capture.profiler_overhead_ns")
+    if start.median is None or not finite(o) or o <= 0 or start.med0["idle"] <= 0:
+        return None
+    m = float(start.median)
+    o = min(float(o), start.med0["idle"])
+    regular = start.pool0["idle"] + start.pool0["device"] + start.pool0["communication"]
+    o_mean = o * regular / m
+    host0 = None
+    if start.host0 is not None:
+        host0 = min(max(start.host0 - profiler_host_cost_ns(metrics, o), 0.0), m - o)
+    return replace(
+        start,
+        mean=start.mean - o_mean,
+        median=m - o,
+        pool0={**start.pool0, "idle": max(start.pool0["idle"] - o_mean, 0.0)},
+        med0={**start.med0, "idle": start.med0["idle"] - o},
+        host0=host0,
+        host_mean=host0 * (regular - o_mean) / (m - o) if host0 is not None else None,
+        claim_pool0=start.pool0,
+        claim_mean=start.mean,
+        step_basis="without_profiler",
+        profiler_ns=o,
+    )
 
 
 @dataclass
@@ -380,8 +431,10 @@ def _apply_one(
     (``effect``: how its fix moves the host floor, ``Rule.host_floor``)."""
     alone = _saving_share(f)
     excess = claimed == "excess" or pool == "excess"
-    pool0 = start.pool0
-    r = min(1.0, alone * start.mean / pool0[pool]) if pool is not None and alone > 0 and pool0[pool] > 0 else 0.0
+    # the fraction of its pool the finding claims, as the trace shows it (its share is of the profiled mean step)
+    pool0 = start.claim_pool0 if start.claim_pool0 is not None else start.pool0
+    mean0 = start.claim_mean if start.claim_mean is not None else start.mean
+    r = min(1.0, alone * mean0 / pool0[pool]) if pool is not None and alone > 0 and pool0[pool] > 0 else 0.0
     cut, med_cut, by = 0.0, 0.0, None
     by_mean: str | None = None
     if r > 0 and pool is not None:
@@ -390,14 +443,17 @@ def _apply_one(
         if start.median is not None and not excess:
             med_cut, by = _cut_median(seq, start, i, f["id"], pool, r, effect)
     if start.has_steps and r > 0 and pool is not None:  # the run's basis may be the mean step (``_one_basis``)
-        seq.on_mean[i] = _saving("mean_step", float(start.mean), cut, float(start.mean), pool, by_mean)
+        seq.on_mean[i] = {
+            **_saving("mean_step", float(start.mean), cut, float(start.mean), pool, by_mean),
+            "step_basis": start.step_basis,
+        }
     if not start.has_steps:  # no steps: a share of the analysis window
         basis, step, ns = "window", None, cut
     elif excess or start.median is None:  # steps slower than the median: the median step has none of it
         basis, step, ns = "mean_step", float(start.mean), cut
     else:
         basis, step, ns = "median_step", float(start.median), med_cut
-    return _saving(basis, step, ns, float(start.mean), pool, by)
+    return {**_saving(basis, step, ns, float(start.mean), pool, by), "step_basis": start.step_basis}
 
 
 def _all_fixed(
@@ -446,46 +502,96 @@ def _all_on_mean(out: list[dict[str, Any]], seq: _Sequence, start: _Start) -> di
     }
 
 
-def apply_in_sequence(
-    findings: list[Finding], metrics: Mapping[str, Any], rules: Sequence[Rule]
-) -> tuple[list[Finding], dict[str, Any] | None]:
-    """Ranked findings with in-sequence savings (module docstring), and the what-if on the median step: the one
-    place a run finding's severity (``severity_of``) and rank (``_rank_key``) are decided."""
-    alone = sorted(range(len(findings)), key=lambda i: (*_alone_key(findings[i]), i))
-    out = [dict(findings[i]) for i in alone]
-    of = rules_of([str(f["id"]) for f in out], metrics, rules)
-    start = _start(metrics)
-    seq = None if start is None else _in_sequence(out, of, metrics, start)
+def _rank(out: list[Finding], of: list[Rule | None], start: _Start | None, seq: _Sequence | None) -> list[int]:
+    """Each finding's severity (``severity_of``, in place) and the ranked order (``_rank_key``); when the top
+    finding's saving is of the mean step, every saving of the mean step (one basis per run, #36), ranked again."""
     median = start.median if start is not None else None
-    # ranked by the saving each shows, then severity from the same number
     for f, rule in zip(out, of):
         f["severity"] = severity_of(rule, f.get("saving"), median)
     ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
     if seq is not None and start is not None and ranked and _on_mean(out[ranked[0]]):
-        # one basis per run (#36): every saving of the mean step, as the top finding's is
         for i, (f, rule) in enumerate(zip(out, of)):
             if isinstance(f.get("saving"), dict):
-                f["saving"] = seq.on_mean.get(i, _saving("mean_step", float(start.mean), 0.0, 0.0, None, None))
+                none = {**_saving("mean_step", float(start.mean), 0.0, 0.0, None, None), "step_basis": start.step_basis}
+                f["saving"] = seq.on_mean.get(i, none)
                 f["severity"] = severity_of(rule, f["saving"], median)
         ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
-    out = [out[i] for i in ranked]
-    if start is None or seq is None or start.median is None:
-        return out, None
-    top = out[0] if out and isinstance(out[0].get("saving"), dict) else None  # the what-if is the top finding's
-    tokens_per_s = lookup(metrics, TOKENS_PER_S_SOURCE)
+    return ranked
+
+
+#: the saving's fields kept under ``saving.profiled``: the same saving on the profiled step
+PROFILED_FIELDS = ("basis", "step_ns", "ns", "share", "step_ns_if_fixed", "bound_by")
+
+
+def _what_if(out: list[Finding], ranked: list[int], start: _Start, seq: _Sequence, tokens_per_s: Any) -> dict[str, Any]:
+    """The what-if of ranked findings on ``start``'s step (the top finding's own saving, all of them)."""
+    assert start.median is not None
+    top = out[ranked[0]] if out and isinstance(out[ranked[0]].get("saving"), dict) else None
     busy = start.med0["device"] if start.med_busy is not None else None
+    ordered = [out[i] for i in ranked]
     top_part = _top_what_if(top, float(start.median), busy, start.host0, seq.gpu_cut, tokens_per_s)
-    what = {
+    on_mean = top_part["basis"] == "mean_step"
+    return {
         **top_part,
-        "all": _all_on_mean(out, seq, start)
-        if top_part["basis"] == "mean_step"
-        else _all_fixed(out, ranked, start, seq, tokens_per_s),
+        "all": _all_on_mean(ordered, seq, start) if on_mean else _all_fixed(ordered, ranked, start, seq, tokens_per_s),
         "median_idle_ns": int(round(start.med0["idle"])),
         "mean_step_ns": int(start.mean),
         "mean_step_ns_if_all_fixed": int(round(sum(seq.left.values()))),
+        "step_basis": start.step_basis,
     }
+
+
+def _profiled_what_if(w: Mapping[str, Any], lead: Mapping[str, Any]) -> dict[str, Any]:
+    """The what-if on the profiled step, beside one on the step without the profiler (``lead``'s): which finding
+    leads there, what its fix and all of them give, and whether the profiler's cost changes the leader."""
+    return {
+        "step_ns": w["step_ns"],
+        "finding_id": w["finding_id"],
+        "finding_title": w["finding_title"],
+        "step_ns_if_fixed": w["step_ns_if_fixed"],
+        "saving_share": w["saving_share"],
+        "all_step_ns_if_fixed": w["all"]["step_ns_if_fixed"],
+        "all_saving_share": w["all"]["saving_share"],
+        "host_floor_ns": w["all"]["host_floor_ns"] if w["host_floor_ns"] is None else w["host_floor_ns"],
+        "leader_changes": w["finding_id"] != lead["finding_id"],
+    }
+
+
+def apply_in_sequence(
+    findings: list[Finding], metrics: Mapping[str, Any], rules: Sequence[Rule]
+) -> tuple[list[Finding], dict[str, Any] | None]:
+    """Ranked findings with in-sequence savings (module docstring), and the what-if on the median step: the one
+    place a run finding's severity (``severity_of``) and rank (``_rank_key``) are decided. Both on the step without
+    the profiler's own cost when the capture shows one (``_without_profiler``), the profiled step's beside them
+    (``saving.profiled``, ``what_if.profiled``)."""
+    alone = sorted(range(len(findings)), key=lambda i: (*_alone_key(findings[i]), i))
+    out = [dict(findings[i]) for i in alone]
+    of = rules_of([str(f["id"]) for f in out], metrics, rules)
+    start = _start(metrics)
+    bare = _without_profiler(metrics, start) if start is not None else None
+    basis = bare if bare is not None else start
+    profiled = [dict(f) for f in out]
+    seq = None if basis is None else _in_sequence(out, of, metrics, basis)
+    ranked = _rank(out, of, basis, seq)
+    prof = None
+    if bare is not None and start is not None:
+        prof_seq = _in_sequence(profiled, of, metrics, start)
+        prof = (prof_seq, _rank(profiled, of, start, prof_seq))
+    for f, p in zip(out, profiled):
+        if isinstance(f.get("saving"), dict):
+            keep = bare is not None and isinstance(p.get("saving"), dict)
+            f["saving"]["profiled"] = {k: p["saving"][k] for k in PROFILED_FIELDS} if keep else None
+    if basis is None or seq is None or basis.median is None:
+        return [out[i] for i in ranked], None
+    tokens = lookup(metrics, TOKENS_PER_S_SOURCE)
+    prof_median = start.median if bare is not None and start is not None else None
+    tokens_bare = _tokens_per_s(tokens, float(basis.median) / float(prof_median)) if prof_median else tokens
+    what = _what_if(out, ranked, basis, seq, tokens_bare)
+    what["profiled"] = None
+    if prof is not None and start is not None:
+        what["profiled"] = _profiled_what_if(_what_if(profiled, prof[1], start, prof[0], tokens), what)
     what["statement"] = statement(what)
-    return out, what
+    return [out[i] for i in ranked], what
 
 
 def _in_sequence(out: list[Finding], of: list[Rule | None], metrics: Mapping[str, Any], start: _Start) -> _Sequence:

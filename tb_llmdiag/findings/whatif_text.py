@@ -20,16 +20,34 @@ BASIS_WORDS = {"median_step": "median step", "mean_step": "mean step", "window":
 
 
 def statement(w: Mapping[str, Any]) -> str:
-    """The what-if in words, as a bound."""
+    """The what-if in words, as a bound; on the step without the profiler, the profiled step's beside it and, when
+    the profiler's cost changes which finding leads, which one leads there."""
+    body = _statement(w)
+    p = w.get("profiled")
+    if w.get("step_basis") != "without_profiler" or not isinstance(p, Mapping):
+        return body
+    tail = f"profiled: median step {fmt_ns(p['step_ns'])}"
+    if p.get("finding_id"):
+        tail += f" → at most {fmt_ns(p['step_ns_if_fixed'])} (−{fmt_share(p['saving_share'])}) for its top finding"
+    if p.get("leader_changes"):
+        tail += "; the profiler's own cost changes which finding leads: on the profiled step " + (
+            f"{_named(p.get('finding_title'))} would lead" if p.get("finding_id") else "no finding takes 0.5 % off it"
+        )
+    return body[:-1] + f" ({tail})."
+
+
+def _statement(w: Mapping[str, Any]) -> str:
     step = w["step_ns"]
     a = w["all"]
     parts = []
+    bare = _bare(w)
     if w.get("finding_id"):
         top = {
             "basis": w.get("basis"),
             "step_ns": step,
             "step_ns_if_fixed": w["step_ns_if_fixed"],
             "share": w["saving_share"],
+            "step_basis": w.get("step_basis"),
         }
         parts.append(
             f"{what_if_text(top)} if the top finding's cause ({_named(w.get('finding_title'))}) were removed entirely"
@@ -41,11 +59,11 @@ def statement(w: Mapping[str, Any]) -> str:
             )
         )
     else:
-        parts.append(f"median step {fmt_ns(a['step_ns'])}: no finding's cause is in the median step")
+        parts.append(f"median step{bare} {fmt_ns(a['step_ns'])}: no finding's cause is in the median step")
     basis = BASIS_WORDS.get(str(w.get("basis")), "median step") if w.get("finding_id") else "median step"
     if len(a["finding_ids"]) > 1 or (a["finding_ids"] and w.get("basis") != "median_step"):
         parts.append(
-            f"{basis} {fmt_ns(a['step_ns'])} → at most {fmt_ns(a['step_ns_if_fixed'])} "
+            f"{basis}{bare} {fmt_ns(a['step_ns'])} → at most {fmt_ns(a['step_ns_if_fixed'])} "
             f"(−{fmt_share(a['saving_share'])}) with all {len(a['finding_ids'])} findings' causes removed, applied in "
             f"sequence" + (", bounded by the host's own time per step" if a.get("bound_by") == "host_floor" else "")
         )
@@ -71,18 +89,36 @@ def statement(w: Mapping[str, Any]) -> str:
     return "; ".join(parts) + "."
 
 
+#: the words after a step on the step without the profiler's own cost (``saving.step_basis``)
+BARE_WORDS = " without the profiler"
+
+
+def _bare(saving: Mapping[str, Any]) -> str:
+    return BARE_WORDS if saving.get("step_basis") == "without_profiler" else ""
+
+
+def _profiled_words(saving: Mapping[str, Any]) -> str:
+    """The "; profiled: 18 ms of 90 ms" words: the same saving on the profiled step, beside one without the profiler."""
+    p = saving.get("profiled")
+    if not _bare(saving) or not isinstance(p, Mapping) or not finite(p.get("ns")) or not finite(p.get("step_ns")):
+        return ""
+    return f"; profiled: {fmt_ns(p['ns'])} of {fmt_ns(p['step_ns'])}"
+
+
 def saving_text(saving: Mapping[str, Any] | None) -> str:
     """A finding's saving in words, the same text the tab's ``fmtSaving`` (frontend/format.js) writes:
-    "saves at most 12.1 ms of the 32.1 ms median step (37.7 %)"; time first, the number findings are ranked by."""
+    "saves at most 12.1 ms of the 32.1 ms median step (37.7 %)", on the step without the profiler "saves at most
+    12.1 ms of the 60 ms median step without the profiler (20.2 %; profiled: 18 ms of 90 ms)"; time first, the
+    number findings are ranked by."""
     if not saving or not finite(saving.get("share")):
         return "saving not estimable"
     share = fmt_share(saving["share"])
     if saving.get("basis") == "window" or not finite(saving.get("ns")) or not finite(saving.get("step_ns")):
         return f"saves at most {share} of the profiled window"
-    step = f"{fmt_ns(saving['step_ns'])} {BASIS_WORDS.get(str(saving.get('basis')), 'step')}"
+    step = f"{fmt_ns(saving['step_ns'])} {BASIS_WORDS.get(str(saving.get('basis')), 'step')}{_bare(saving)}"
     if saving["ns"] <= 0:
-        return f"saves nothing of the {step} once the findings above it are fixed"
-    return f"saves at most {fmt_ns(saving['ns'])} of the {step} ({share})"
+        return f"saves nothing of the {step} once the findings above it are fixed{_profiled_words(saving)}"
+    return f"saves at most {fmt_ns(saving['ns'])} of the {step} ({share}{_profiled_words(saving)})"
 
 
 def what_if_text(saving: Mapping[str, Any] | None) -> str:
@@ -91,6 +127,6 @@ def what_if_text(saving: Mapping[str, Any] | None) -> str:
     if not saving or not finite(saving.get("step_ns")) or not finite(saving.get("step_ns_if_fixed")):
         return ""
     return (
-        f"{BASIS_WORDS.get(str(saving.get('basis')), 'step')} {fmt_ns(saving['step_ns'])} → at most "
+        f"{BASIS_WORDS.get(str(saving.get('basis')), 'step')}{_bare(saving)} {fmt_ns(saving['step_ns'])} → at most "
         f"{fmt_ns(saving['step_ns_if_fixed'])} (−{fmt_share(saving.get('share'))})"
     )

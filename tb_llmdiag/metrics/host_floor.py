@@ -18,9 +18,15 @@ Definitions (Kineto traces with steps; each step's host window is [host start, h
 - ``median_ns``: the median of own_i over all steps (so it compares with ``steps.median_ns``; ``steps_count``:
   the steps with a launch); ``span_median_ns``, ``blocked_median_ns``: the medians of span_i and blocked_i (each
   its own median: they need not add up).
-Unavailable without steps or without launch calls (XPlane traces, CPU-only traces). A launch call that blocks
-because the device's launch queue is full counts as host time (it is not told apart), which can only raise
-the floor of a GPU-bound step whose host runs a full queue ahead.
+- Launches blocked on a full launch queue (a GPU-bound step whose host runs a full queue ahead: the launch call
+  waits for a slot, which a kernel ending frees): a launch call at least ``QUEUE_BLOCK_FACTOR`` x the median launch
+  call's duration and ``QUEUE_BLOCK_MIN_NS`` longer than it, that ends within ``QUEUE_SLACK_NS`` after a device event
+  of the same device that started before the call ended (the queue moved, then the call returned), the device busy
+  ``QUEUE_BUSY_SHARE`` of the time it waits (a full queue keeps it busy). The part of it
+  beyond the median launch, [start + median, end), is time the host waits for the device, as a sync's is: it joins
+  ``blocked_i`` (``queue_blocked_median_ns``: the median over steps of that part alone; ``queue_blocked_launches``:
+  how many such calls start in the window).
+Unavailable without steps or without launch calls (XPlane traces, CPU-only traces).
 """
 
 from __future__ import annotations
@@ -32,6 +38,43 @@ import numpy as np
 from tb_llmdiag.intervals import merge, overlap_per_window
 from tb_llmdiag.metrics.context import Context, in_windows
 from tb_llmdiag.metrics.entry import COUNT, LOWER, NEITHER, NS, Entry, Intro
+
+#: a launch call this many times the median launch, and at least QUEUE_BLOCK_MIN_NS longer, may be queue-blocked
+QUEUE_BLOCK_FACTOR = 10.0
+QUEUE_BLOCK_MIN_NS = 50_000
+#: ... when it ends this soon after a device event (of its device, started before it ended) ends
+QUEUE_SLACK_NS = 20_000
+#: ... and the device is busy at least this share of the time it waits (a full queue keeps it busy)
+QUEUE_BUSY_SHARE = 0.9
+
+
+def queue_blocked(ctx: Context, launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The launch calls among ``launch`` (rows) blocked on a full launch queue (module docstring): the [start, end)
+    of the part of each beyond the median launch call."""
+    ev = ctx.trace.events
+    d = ev.dur_ns[launch]
+    med = float(np.median(d)) if d.size else 0.0
+    long = launch[(d >= QUEUE_BLOCK_FACTOR * med) & (d >= med + QUEUE_BLOCK_MIN_NS)]
+    dev = ctx.dev
+    if long.size == 0 or dev.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    end = ev.ts_ns[long] + ev.dur_ns[long]
+    dev_end = ev.ts_ns[dev] + ev.dur_ns[dev]
+    order = np.argsort(dev_end, kind="stable")
+    de, ds, dd = dev_end[order], ev.ts_ns[dev][order], ev.device[dev][order]
+    lo = np.searchsorted(de, end - QUEUE_SLACK_NS, side="left")
+    hi = np.searchsorted(de, end, side="right")
+    dev_of = ev.device[long]
+    ok = np.zeros(long.size, bool)
+    for k in np.flatnonzero(hi > lo):  # few: only the long launch calls
+        sel = slice(lo[k], hi[k])
+        ok[k] = bool(((ds[sel] < end[k]) & ((dd[sel] == dev_of[k]) | (dev_of[k] < 0))).any())
+    hit = long[ok]
+    qs, qe = (ev.ts_ns[hit] + int(med)).astype(np.int64), (ev.ts_ns[hit] + ev.dur_ns[hit]).astype(np.int64)
+    # a full queue keeps the device busy the whole time the call waits
+    busy = overlap_per_window(ctx.busy_s, ctx.busy_e, qs, qe) if qs.size else np.zeros(0, np.int64)
+    full = busy >= QUEUE_BUSY_SHARE * (qe - qs)
+    return qs[full], qe[full]
 
 
 def host_floor_metrics(ctx: Context) -> dict[str, Any]:
@@ -58,16 +101,21 @@ def host_floor_metrics(ctx: Context) -> dict[str, Any]:
         return {"available": False, "reason": "no kernel launch call starts inside a step's host window"}
     sync = np.concatenate((ctx.cache.family("sync_api"), ctx.cache.family("sync_op")))
     sync = sync[np.isin(ev.tid[sync], threads)]
-    ss, se = merge(ev.ts_ns[sync], ev.ts_ns[sync] + ev.dur_ns[sync])
+    qs, qe = queue_blocked(ctx, launch)
+    ss, se = merge(np.concatenate((ev.ts_ns[sync], qs)), np.concatenate((ev.ts_ns[sync] + ev.dur_ns[sync], qe)))
     end = np.where(has, last, hs)  # a step that launches nothing: an empty span
     span = end - hs
     blocked = overlap_per_window(ss, se, hs, end)
+    qm_s, qm_e = merge(qs, qe)
+    queue = overlap_per_window(qm_s, qm_e, hs, end)
     own = np.maximum(span - blocked, 0)
     return {
         "available": True,
         "median_ns": int(np.median(own)),
         "span_median_ns": int(np.median(span)),
         "blocked_median_ns": int(np.median(blocked)),
+        "queue_blocked_median_ns": int(np.median(queue)),
+        "queue_blocked_launches": int(qs.size),
         "steps_count": int(has.sum()),
         "threads_count": int(threads.size),
     }
@@ -107,6 +155,25 @@ ENTRIES: tuple[Entry, ...] = (
         0.05,
         "host blocked",
         "median over steps of the time the launching threads are blocked in syncs before the step's last launch",
+    ),
+    (
+        "host_floor.queue_blocked_median_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "blocked on a full launch queue",
+        "median over steps of the time launch calls wait for a slot in a full launch queue (a call 10x the median "
+        "launch and 50 us longer, ending within 20 us of a device event's end, the device busy 90 % of the wait): "
+        "counted as blocked, not as the "
+        "host's own time",
+    ),
+    (
+        "host_floor.queue_blocked_launches",
+        COUNT,
+        NEITHER,
+        0,
+        "queue-blocked launches",
+        "launch calls in the window blocked on a full launch queue",
     ),
     ("host_floor.steps_count", COUNT, NEITHER, 0, "steps", "steps with at least one launch call in their host window"),
     (

@@ -197,10 +197,6 @@ def unfilled(text: str) -> str:
 #: value that is also a rule id (the straggler cause ``host_sync``) is not keyed here (rules are keyed only in their
 #: declarations): a surface writes such a value's words with spaces for underscores
 VALUE_WORDS: dict[str, str] = {
-    # what collectives are for (metrics/comm_purpose.py; "pipeline", "expert" and "other" read as they are)
-    "data_parallel": "data-parallel",
-    "tensor_parallel": "tensor-parallel",
-    "fsdp": "FSDP",
     # straggler causes and the parts compared
     "more_tokens": "more tokens per step",
     "longer_gpu_compute": "longer GPU compute",
@@ -233,6 +229,12 @@ VALUE_WORDS: dict[str, str] = {
     "all_to_all": "all-to-all",
     "send_recv": "send/receive",
     "broadcast": "broadcast",
+    # what a collective is for (metrics.comm_purpose)
+    "data_parallel": "data-parallel",
+    "fsdp": "FSDP",
+    "tensor_parallel": "tensor-parallel",
+    "pipeline": "pipeline",
+    "expert": "expert-parallel",
     # data loader, optimizer, step causes, activity kinds
     "multi_process": "in worker processes",
     "single_process": "in the training process",

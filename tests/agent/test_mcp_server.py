@@ -124,8 +124,17 @@ def test_the_seed_runs_top_finding_and_saving_equal_the_clis(answers: dict[str, 
     listed = next(r for r in answers["list_runs"][2]["runs"] if r["name"] == SEED)
     assert listed["top_finding"]["id"] == "host_bound" and listed["top_finding"]["saving"] == cli_top["saving"]
     diag = answers["diagnose"][2]
+    # every ranked finding, each saving brief: what it takes off which step, and the profiled step's beside it (#37)
     assert [f["id"] for f in diag["findings"]] == [f["id"] for f in seed_run(report)["findings"]]
-    assert diag["findings"][0]["saving"] == cli_top["saving"]
+    s = cli_top["saving"]
+    assert diag["findings"][0]["saving"] == {
+        "basis": s["basis"],
+        "step_basis": "without_profiler",
+        "step_ns": s["step_ns"],
+        "ns": s["ns"],
+        "share": s["share"],
+        "profiled": {"step_ns": s["profiled"]["step_ns"], "ns": s["profiled"]["ns"]},
+    }
     assert diag["findings"][0]["evidence"] == cli_top["evidence"]
     assert diag["what_if"]["statement"] == seed_run(report)["what_if"]["statement"]
 
