@@ -38,7 +38,10 @@ def _report(args: argparse.Namespace) -> int:
             sys.stdout.write(dumps({"error": str(exc), "exit_code": exc.exit_code}) + "\n")
         raise
     sys.stdout.write(
-        dumps(rep) + "\n" if form == "json" else render_report_md(rep, all_ranks=args.all_ranks) if form == "md"
+        dumps(rep) + "\n"
+        if form == "json"
+        else render_report_md(rep, all_ranks=args.all_ranks)
+        if form == "md"
         else render_report(rep, all_ranks=args.all_ranks)
     )
     failed = [r for r in rep["runs"] if r["status"] == "error"]

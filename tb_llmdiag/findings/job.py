@@ -382,16 +382,16 @@ def slow_link_summary(m: Metrics) -> str:
     """The slow-link sentence: the purpose, its transfer bandwidth against the link and a NIC, and what the traces
     cannot say."""
     return (
-            f"The {words_of(m.get('link_purpose'))} collectives (median message {fmt('bytes', m.get('link_median_bytes'))}) "
-            f"move their data at {fmt('bytes_per_s', m.get('link_busbw_bytes_per_s'))} of bus bandwidth, measured on "
-            "the transfer alone (the last rank's arrival to the end, no waiting): "
-            f"{fmt('ratio', m.get('link_busbw_ratio'))} of the {m.get('link')} these GPUs have "
-            f"({fmt('bytes_per_s', m.get('link_bytes_per_s'))} per GPU) and {fmt('ratio', m.get('link_network_ratio'))} "
-            "of a 400 Gb/s network card's; they leave "
-            f"{fmt('share', m.get('link_exposed_share'))} of the step exposed on the median rank. The traces do not "
-            "say which link carried them: ranks on one host should come near the GPUs' link, so NCCL is not using "
-            "it (peer-to-peer or shared memory turned off, a PCIe-only topology, a container without IPC); across "
-            "hosts the network is the limit (TCP sockets instead of InfiniBand or RoCE, one NIC shared by many GPUs)."
+        f"The {words_of(m.get('link_purpose'))} collectives (median message {fmt('bytes', m.get('link_median_bytes'))}) "
+        f"move their data at {fmt('bytes_per_s', m.get('link_busbw_bytes_per_s'))} of bus bandwidth, measured on "
+        "the transfer alone (the last rank's arrival to the end, no waiting): "
+        f"{fmt('ratio', m.get('link_busbw_ratio'))} of the {m.get('link')} these GPUs have "
+        f"({fmt('bytes_per_s', m.get('link_bytes_per_s'))} per GPU) and {fmt('ratio', m.get('link_network_ratio'))} "
+        "of a 400 Gb/s network card's; they leave "
+        f"{fmt('share', m.get('link_exposed_share'))} of the step exposed on the median rank. The traces do not "
+        "say which link carried them: ranks on one host should come near the GPUs' link, so NCCL is not using "
+        "it (peer-to-peer or shared memory turned off, a PCIe-only topology, a container without IPC); across "
+        "hosts the network is the limit (TCP sockets instead of InfiniBand or RoCE, one NIC shared by many GPUs)."
     )
 
 

@@ -119,6 +119,7 @@ def link_of(device_name: str | None) -> tuple[str | None, float | None]:
             return name, bw
     return None, None
 
+
 #: chain-name patterns the rules and phases read (searched on each distinct host name once)
 CHAIN_PATTERNS: dict[str, str] = {
     "backward": r"^autograd::engine::evaluate_function: |Backward\d*$",
@@ -577,7 +578,14 @@ ENTRIES: tuple[Entry, ...] = (
         "vs a 400 Gb/s NIC",
         "link_busbw_bytes_per_s / 50 GB/s (a 400 Gb/s RDMA NIC per GPU)",
     ),
-    ("comm_purpose.link_exposed_share", SHARE, LOWER, 0.1, "exposed share", "that purpose's exposed time / the step windows"),
+    (
+        "comm_purpose.link_exposed_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "exposed share",
+        "that purpose's exposed time / the step windows",
+    ),
     ("comm_purpose.link_median_bytes", BYTES, NEITHER, 0.1, "median message", "that purpose's median message size"),
     (
         "comm_purpose.dp_rounds_per_step",

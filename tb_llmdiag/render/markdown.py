@@ -180,9 +180,11 @@ def _flagged_md(job: Mapping[str, Any]) -> list[str]:
         return []
     flags = rank_flags(dict(job))
     rows = [[str(r), esc(", ".join(fl))] for r, fl in sorted(flags.items())]
-    return ["Flagged ranks (the notable ranks' reports follow; the others are within the band):", ""] + table(
-        ("rank", "flags"), rows
-    ) + [""]
+    return (
+        ["Flagged ranks (the notable ranks' reports follow; the others are within the band):", ""]
+        + table(("rank", "flags"), rows)
+        + [""]
+    )
 
 
 def render_report_md(report: Mapping[str, Any], *, all_ranks: bool = False) -> str:

@@ -9,10 +9,9 @@ capture-folder name for XPlane). Rank comes from the format (Kineto: ``distribut
 
 from __future__ import annotations
 
-import re
-
 import os
 import posixpath
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import BinaryIO
