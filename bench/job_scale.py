@@ -18,6 +18,7 @@
   run of minutes), in wall and CPU seconds; the CPU ratio (the analysing processes' CPU seconds per rank: this
   process in ``local``, the client's and the workers' in ``dask``, against the floor's CPU per file) is the one
   the rank counts compare, being the least moved by other work on a shared machine.
+- ``--control``: whether holding a big job's results costs the analysis of a rank anything (``held_control``).
 """
 
 from __future__ import annotations
@@ -123,6 +124,34 @@ def one(mode: str, d: Path, workers: int) -> dict[str, Any]:
             "text_bytes": len(render_report(rep).encode()), "findings": [f["id"] for f in job["findings"]]}
 
 
+def held_control(d: Path, n: int = 48, held: int = 1000) -> None:
+    """Does a big job cost more per rank? In this process: the CPU per rank of analysing ``n`` of the job's files
+    fresh, then while holding ``held`` copies of their reports (what the parent holds at 1,000 ranks), then fresh
+    again. Prints the three."""
+    import copy
+    import gc
+
+    from tb_llmdiag import api
+
+    api.preload()
+    files = api.discover(str(d)).files[:n]
+
+    def run() -> tuple[float, list[Any]]:
+        c0 = cpu_s()
+        out = [api.analyze(tf, summary=True) for tf in files]
+        return (cpu_s() - c0) / len(files), out
+
+    fresh, out = run()
+    kept = [copy.deepcopy(out[i % len(out)].report) for i in range(held)]
+    gc.collect()
+    loaded, _ = run()
+    kept.clear()
+    gc.collect()
+    again, _ = run()
+    print(f"control: CPU per rank fresh {fresh * 1e3:.1f} ms; holding {held} reports {loaded * 1e3:.1f} ms; "
+          f"fresh again {again * 1e3:.1f} ms")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 1024])
@@ -131,7 +160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dask-workers", type=int, default=2)
     ap.add_argument("--floor-files", type=int, default=16)
     ap.add_argument("--one", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
+    ap.add_argument("--control", action="store_true", help="only the held-reports control (``held_control``) on "
+                    "the smallest job")
     a = ap.parse_args(argv)
+    if a.control:
+        held_control(ensure_job(a.dir, min(a.ranks)))
+        return 0
     if a.one:
         print(json.dumps(one(a.one[0], Path(a.one[1]), a.dask_workers)))
         return 0
