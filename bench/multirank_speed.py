@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import msgspec
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
@@ -38,7 +40,7 @@ from peak_rss import peak_rss_mb  # noqa: E402
 
 from tb_llmdiag import api  # noqa: E402
 from tb_llmdiag.ingest.discover import Index, TraceFile  # noqa: E402
-from tb_llmdiag.render.canonical_json import dumps  # noqa: E402
+from tb_llmdiag.render.canonical_json import dump_json, dumps  # noqa: E402
 
 CLUSTER = """
 import sys
@@ -121,14 +123,14 @@ def reduce_only(ranks: int, job_dir: Path) -> None:
 
 
     index = api.discover(str(job_dir))
-    real = [(lambda a: (a.report, a.rank_summary))(api.analyze(tf, summary=True)) for tf in index.files[:2]]
+    real = [(lambda a: (a.run, a.rank_summary))(api.analyze(tf, summary=True)) for tf in index.files[:2]]
     summaries = generate([r[1] for r in real if r[1] is not None], ranks, steps=1, plant=ranks // 2)
     files = [TraceFile(run="job", worker=f"rank{i}", span="1", path=f"/logdir/job/rank{i}.pt.trace.json.gz",
                            source_kind="kineto", size_bytes=1, mtime_ns=0, rank=i) for i in range(ranks)]
     results = []
     for i, s in enumerate(summaries):
-        rep = copy.deepcopy(real[i % len(real)][0])
-        rep.update(rank=i, worker=f"rank{i}", path=files[i].path)
+        # a runner hands back the typed RunReport (api.rank_task)
+        rep = msgspec.structs.replace(copy.deepcopy(real[i % len(real)][0]), rank=i, worker=f"rank{i}", path=files[i].path)
         results.append((rep, s))
     del real
     before = peak_rss_mb()
@@ -139,7 +141,7 @@ def reduce_only(ranks: int, job_dir: Path) -> None:
             return ((i, r, None) for i, r in enumerate(results))
 
     rep = api.report(Index(root="/logdir", files=tuple(files)), runner=Given())
-    text = dumps(rep)
+    text = dump_json(rep)  # as the CLI writes it: each run's report made JSON once, by the front door
     wall = time.perf_counter() - t0
     print(json.dumps({"reduce_ranks": ranks, "reduce_wall_s": round(wall, 2), "json_mb": round(len(text) / 1e6, 1),
                       "rss_before_reduce_mb": round(before), "client_peak_rss_mb": round(peak_rss_mb()),

@@ -90,7 +90,7 @@ with phase("summary"):
     summary = api.rank_summary(tf, trace, rep, analysis).to_dict() if api.is_rank(trace, analysis) else None
 del analysis
 with tempfile.TemporaryDirectory() as d, phase("traceview"):
-    findings = jsonable(locate_evidence(trace, rep))
+    findings = jsonable(locate_evidence(trace, rep.json()))
     if hasattr(tv, "build_into"):
         spill = analysis_queue.Spill(d, api.task_key(tf))
         handed, trace = [trace], None

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tb_llmdiag.findings import diagnose, lookup
+from tb_llmdiag.findings.structs import Saving, replace
+from tb_llmdiag.jsonsafe import json_object, jsonable
 from tb_llmdiag.findings.engine import applicable
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.findings.trust import with_unprofiled
@@ -142,13 +144,14 @@ def analysed(folder: str) -> dict[str, Any]:
     tr = load_trace(str(_one(folder)))
     m = compute_metrics(tr, find_steps(tr))
     findings, what_if = diagnose(m)
-    return {"metrics": m, "findings": findings, "what_if": what_if}
+    # the typed findings (re-applied below), the what-if as the report's JSON
+    return {"metrics": m, "findings": findings, "what_if": jsonable(what_if)}
 
 
 def _what_if(before: dict[str, Any], ids: Sequence[str] | None, unprofiled_ms: float | None = None) -> dict[str, Any]:
-    fs = [f for f in before["findings"] if ids is None or f["id"] in ids]
+    fs = [f for f in before["findings"] if ids is None or f.id in ids]
     # the chosen findings with their rules' own shares, re-applied in sequence
-    fs = [{**f, "saving": {"share": own_share(before, f["id"]), "ns": None}} if f.get("saving") else f for f in fs]
+    fs = [replace(f, saving=Saving(share=own_share(before, f.id), ns=None)) if f.saving is not None else f for f in fs]
     metrics = before["metrics"]
     if unprofiled_ms is not None:  # as if the capture helper had written the unprofiled step into the trace
         u = int(unprofiled_ms * 1e6)
@@ -157,7 +160,7 @@ def _what_if(before: dict[str, Any], ids: Sequence[str] | None, unprofiled_ms: f
                                           "profiler_overhead_ns": over}}
     _, wi = apply_in_sequence(fs, metrics, RULES)
     assert wi is not None
-    return with_unprofiled(wi, metrics) if unprofiled_ms is not None else wi  # type: ignore[return-value]
+    return json_object(with_unprofiled(wi, metrics) if unprofiled_ms is not None else wi)
 
 
 def on_profiled_step(wi: dict[str, Any], tokens_per_s: float | None) -> tuple[int, int, float | None]:

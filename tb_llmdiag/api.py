@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tb_llmdiag import __version__
@@ -34,6 +34,7 @@ from tb_llmdiag.compare.names import resolve, run_names
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.findings import diagnose
 from tb_llmdiag.findings.catalogue import finding_catalogue, finding_rule, metric_registry, rule_catalogue
+from tb_llmdiag.findings.structs import UNSET, RunReport
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover, name_order
 from tb_llmdiag.ingest.formats import READER_MODULES
@@ -83,6 +84,7 @@ __all__ = [
     "ENGINE_VERSION", "Analysed", "TraceIndex", "analyze", "analyze_for_tab", "check", "compare", "discover",
     "finding_catalogue", "finding_rule", "is_compare_key", "job_for_summaries", "metric_registry", "name_order", "preload", "report",
     "resolve", "rule_catalogue", "run_names", "saved_report", "tab_executor", "timeline", "timeline_of_runs",
+    "RunReport",
 ]
 # fmt: on
 
@@ -108,36 +110,29 @@ def preload() -> None:
 # ------------------------------------------------------------------------------------------- one trace file
 
 
-def _base(tf: TraceFile) -> dict[str, Any]:
-    return {
-        "run": tf.run,
-        "worker": tf.worker,
-        "span": tf.span,
-        "source_kind": tf.source_kind,
-        "path": tf.path,
-        "size_bytes": tf.size_bytes,
-        "rank": tf.rank,
-        "phase": None,
-    }
-
-
-def error_report(tf: TraceFile, message: str) -> dict[str, Any]:
+def error_report(tf: TraceFile, message: str, status: str = "error") -> RunReport:
     """The RunReport of a run that could not be analysed: one line saying why."""
-    return {
-        **_base(tf),
-        "status": "error",
-        "error": message,
-        "read_state": None,
-        "warnings": [],
-        "summary": None,
-        "headline": None,
-        "metrics": {},
-        "findings": [],
-        "what_if": None,
-    }
+    return RunReport(
+        run=tf.run,
+        worker=tf.worker,
+        span=tf.span,
+        source_kind=tf.source_kind,
+        path=tf.path,
+        size_bytes=tf.size_bytes,
+        rank=tf.rank,
+        status=status,
+        error=message,
+        read_state=None,
+        warnings=[],
+        summary=None,
+        headline=None,
+        metrics={},
+        findings=[],
+        what_if=None,
+    )
 
 
-def not_ready(tf: TraceFile) -> dict[str, Any] | None:
+def not_ready(tf: TraceFile) -> RunReport | None:
     """The one readiness check before a file is read: the error RunReport of a file nothing of which may be read
     (``TraceFile.refusal``: a link out of the logdir, not a regular file), the ``writing`` RunReport of a file still
     being written (``TraceFile.writing``: read once it stops changing, never kept as its final report), or None."""
@@ -145,10 +140,10 @@ def not_ready(tf: TraceFile) -> dict[str, Any] | None:
     if refusal is not None:
         return error_report(tf, refusal)
     reason = tf.writing()
-    return None if reason is None else {**error_report(tf, reason), "status": "writing"}
+    return None if reason is None else error_report(tf, reason, "writing")
 
 
-def load(tf: TraceFile) -> Trace | dict[str, Any]:
+def load(tf: TraceFile) -> Trace | RunReport:
     """The file's Trace, or the error RunReport saying in one line why it cannot be read.
 
     Unexpected reader exceptions (bugs on odd input) are logged and reported the same way, so one bad
@@ -168,30 +163,36 @@ def load(tf: TraceFile) -> Trace | dict[str, Any]:
         return error_report(tf, f"could not read the trace (internal error: {type(exc).__name__}: {exc})")
 
 
-def run_report(tf: TraceFile, trace: Trace, analysis: Analysis) -> dict[str, Any]:
-    """The RunReport of an analysed trace (docs/report_schema.md)."""
+def run_report(tf: TraceFile, trace: Trace, analysis: Analysis) -> RunReport:
+    """The RunReport of an analysed trace (docs/report_schema.md), typed: its JSON is made once, where it leaves the
+    front door (``Analysed.report``, ``report``)."""
     metrics = analysis.metrics
     findings, what_if = diagnose(metrics)
     read_state = {"complete": True, "read_share": 1.0, "reason": None, **trace.read_state}
     complete = bool(read_state["complete"])
-    report = {
-        # "partial": the reader stopped early (invalid JSON, a cut file); the report covers what it read
-        **_base(tf),
-        "phase": run_phase(tf.phase, metrics),
-        "status": "ok" if complete else "partial",
-        "error": None if complete else read_state["reason"],
-        "read_state": read_state,
-        "warnings": list(trace.warnings),
-        "summary": summarize(analysis.context),
-        "headline": headline(metrics),
-        "metrics": metrics,
-        "findings": findings,
-        "what_if": what_if,
-    }
     window = trace.metadata.get("llmdiag_window")
-    if isinstance(window, dict):  # an over-the-run window (docs/report_schema.md): only then, so others keep their form
-        report["window"] = window
-    return jsonable(report)
+    return RunReport(
+        run=tf.run,
+        worker=tf.worker,
+        span=tf.span,
+        source_kind=tf.source_kind,
+        path=tf.path,
+        size_bytes=tf.size_bytes,
+        rank=tf.rank,
+        phase=run_phase(tf.phase, metrics),
+        # "partial": the reader stopped early (invalid JSON, a cut file); the report covers what it read
+        status="ok" if complete else "partial",
+        error=None if complete else read_state["reason"],
+        read_state=read_state,
+        warnings=list(trace.warnings),
+        summary=summarize(analysis.context),
+        headline=headline(metrics),
+        metrics=dict(metrics),
+        findings=findings,
+        what_if=what_if,
+        # an over-the-run window (docs/report_schema.md): only then, so others keep their form
+        window=window if isinstance(window, dict) else UNSET,
+    )
 
 
 #: How many of a rank's top findings its RankSummary keeps (the job view lists them per rank).
@@ -205,31 +206,40 @@ def is_rank(trace: Trace, analysis: Analysis) -> bool:
     return bool(len(analysis.context.coll)) or (dist is not None and (dist.world_size or 0) > 1)
 
 
-def rank_summary(tf: TraceFile, trace: Trace, report: dict[str, Any], analysis: Analysis) -> RankSummary:
+def rank_summary(tf: TraceFile, trace: Trace, report: RunReport, analysis: Analysis) -> RankSummary:
     """The compact per-rank record the job level reads (``jobs.rank_summary``), from an analysed trace: its step
     windows and breakdown are the ``communication`` topic's (kept in the analysis's cache), not computed again."""
-    ids = [f["id"] for f in report.get("findings") or []][:TOP_FINDINGS_PER_RANK]
+    ids = [f.id for f in report.findings][:TOP_FINDINGS_PER_RANK]
     ctx = analysis.context
     s = summarize_rank(
         trace, ctx.steps, label=rank_label(tf), top_finding_ids=ids, collectives=ctx.coll, cache=ctx.cache
     )
-    metrics = report.get("metrics") or {}
+    metrics = report.metrics
     return s.replace(activities=tuple(rank_activities(metrics)), **rank_profiler(metrics))
 
 
 @dataclass
 class Analysed:
-    """One trace file through the pipeline (``analyze``): its RunReport; when it could be read and analysed, its
-    Trace and Analysis; for a rank of a job (``analyze(tf, summary=True)``), its RankSummary."""
+    """One trace file through the pipeline (``analyze``): its RunReport (``run``, typed; ``report``: its JSON, made
+    once); when it could be read and analysed, its Trace and Analysis; for a rank of a job
+    (``analyze(tf, summary=True)``), its RankSummary."""
 
-    report: dict[str, Any]
+    run: RunReport
     trace: Trace | None = None
     analysis: Analysis | None = None
     rank_summary: RankSummary | None = None
+    _json: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def report(self) -> dict[str, Any]:
+        """The RunReport's JSON (docs/report_schema.md), made on first use and kept."""
+        if self._json is None:
+            self._json = self.run.json()
+        return self._json
 
     def _trace(self) -> Trace:
         if self.trace is None:
-            raise LlmDiagError(f"run {self.report.get('run')} was not read: {self.report.get('error')}")
+            raise LlmDiagError(f"run {self.run.run} was not read: {self.run.error}")
         return self.trace
 
     def activities(
@@ -248,7 +258,7 @@ class Analysed:
         """
         trace = self._trace()
         if self.analysis is None:
-            raise LlmDiagError(f"run {self.report.get('run')} was not analysed: {self.report.get('error')}")
+            raise LlmDiagError(f"run {self.run.run} was not analysed: {self.run.error}")
         lo, hi = asked_range(self.report, step, start_ns, end_ns)
         return top_activities(trace, self.analysis, lo, hi, top=top, step=step)
 
@@ -313,7 +323,7 @@ def analyze_for_tab(
     ``traceview["arrays"]`` is then None.
     """
     got = analyze(tf, summary=True, progress=progress, strict=True)
-    if got.trace is None or got.analysis is None or got.report.get("status") not in ("ok", "partial"):
+    if got.trace is None or got.analysis is None or got.run.status not in ("ok", "partial"):
         # a partial report's timelines cover what was read
         return dict(
             report=got.report, timelines=[], steps={"steps": []}, traceview=None, rank_summary={"summary": None}
@@ -341,11 +351,11 @@ def analyze_for_tab(
 # ------------------------------------------------------------------------------------------- a logdir
 
 
-def rank_task(task: tuple[TraceFile, bool]) -> tuple[dict[str, Any], RankSummary | None]:
+def rank_task(task: tuple[TraceFile, bool]) -> tuple[RunReport, RankSummary | None]:
     """``analyze(tf, summary=in_job)`` for ``(tf, in_job)``: the per-rank task a Runner runs where the data is (a
     Dask worker reads the file itself); only the report and the KB-sized summary come back."""
     got = analyze(task[0], summary=task[1])
-    return got.report, got.rank_summary
+    return got.run, got.rank_summary
 
 
 def task_key(tf: TraceFile) -> str:
@@ -361,7 +371,7 @@ def analyze_index(index: Index, runner: Runner | None = None) -> tuple[list[dict
     entry; the others are reported."""
     in_job = {tf.path for _, _, fs in job_groups(index.files) for tf in fs}
     files = index.files
-    results: list[tuple[dict[str, Any], RankSummary | None] | None] = [None] * len(files)
+    results: list[tuple[RunReport, RankSummary | None] | None] = [None] * len(files)
     tasks = [(tf, tf.path in in_job) for tf in files]
     for i, res, exc in (runner or InlineRunner()).map_unordered(rank_task, tasks, [task_key(tf) for tf in files]):
         if exc is not None:
@@ -371,7 +381,7 @@ def analyze_index(index: Index, runner: Runner | None = None) -> tuple[list[dict
     runs, summaries = [], {}
     for tf, res in zip(files, results):
         rep, summary = res if res is not None else (error_report(tf, "the analysis task never finished"), None)
-        runs.append(rep)
+        runs.append(rep.json())  # the one conversion of each run's report
         summaries[tf.path] = summary
     jobs = [
         jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))

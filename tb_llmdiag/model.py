@@ -19,12 +19,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 #: Version of the model and of every derived result; part of every cache key.
-MODEL_VERSION = 9  # 2: savings and what-if per mean step; 3: no external_id column; 4: per-shape host work;
+MODEL_VERSION = 10  # 2: savings and what-if per mean step; 3: no external_id column; 4: per-shape host work;
 # 5: odd values read instead of dropped (ids beyond int64, float tids, Input Dims on the lenient path);
 # 6: steps never overlap (a step starts no earlier than the earlier steps' device work ends);
 # 7: one saving per finding on the median step, the inference topic, the report's phase (#25);
 # 8: a rank summary carries the profiler's own cost (the straggler's profiler floor, #25);
 # 9: an over-the-run window's own metadata kept (llmdiag_window, the report's runs[].window, #34)
+# 10: the shapes of a MoE's router/dispatch operators and of casts are kept (the anatomy's structure figures, #37)
 
 
 class Kind(IntEnum):
@@ -48,7 +49,10 @@ class Kind(IntEnum):
 #: shapes); other ops' shapes are dropped to keep reading fast. Analyses may rely on these only.
 SHAPE_OPS = re.compile(
     r"^(?:aten::(?:embedding|mm|addmm|_scaled_mm|bmm|baddbmm|matmul|linear|_?scaled_dot_product\w*|"
-    r"_flash_attention\w*|_efficient_attention\w*|cross_entropy\w*|nll_loss\w*|_?log_softmax\w*)$"
+    r"_flash_attention\w*|_efficient_attention\w*|cross_entropy\w*|nll_loss\w*|_?log_softmax\w*|"
+    # a MoE's router, dispatch and combine (experts and their load: ``metrics/anatomy_structure.py``) and the casts
+    # (the vocabulary-sized copies of a loss over full logits)
+    r"topk|bincount|histc|one_hot|index_add_?|index_copy_?|to|_to_copy|copy_)$"
     r"|flash_attn::)"
 )
 

@@ -17,6 +17,7 @@ import pytest
 
 from tb_llmdiag.findings import diagnose
 from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.jsonsafe import json_array, json_object
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.steps import find_steps
 
@@ -32,7 +33,8 @@ def _report(name: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, 
     metrics = compute_metrics(trace, find_steps(trace))
     findings, what = diagnose(metrics)
     assert what is not None
-    return metrics, findings, what
+    # the report's JSON of them (the typed findings become JSON at the surface)
+    return metrics, json_array(findings), json_object(what)
 
 
 def _pristine_ms(name: str) -> float:
@@ -98,10 +100,10 @@ def test_compile_breaks_what_if_is_within_a_quarter_of_its_twin() -> None:
 
 def test_the_report_says_when_the_profilers_cost_changes_the_leader() -> None:
     # big_vocab_loss: on the profiled step the loss's .item() sync leads (its idle time holds the profiler's cost);
-    # without it the copies lead
+    # without it the loss over the full fp32 logits leads (full_logits_loss, #37; before it: the copies, its casts)
     _, findings, what = _report("big_vocab_loss")
     assert (findings[0]["id"], what["profiled"]["finding_id"], what["profiled"]["leader_changes"]) == (
-        "copy_heavy", "host_sync", True)
+        "full_logits_loss", "host_sync", True)
     assert "the profiler's own cost changes which finding leads: on the profiled step host syncs drain the GPU queue every step would lead" in (
         what["statement"])
     _, _, what = _report("fp32_part")

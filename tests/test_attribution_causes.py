@@ -19,6 +19,7 @@ from test_real_traces import GOLDENS, SHARED
 
 from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.labels import text_words
 from tb_llmdiag.metrics.steps import find_steps
@@ -42,7 +43,7 @@ def check(path: Path) -> int:
     """Checks one trace; returns how many findings named a cause from the attribution."""
     trace = load_trace(str(path))
     metrics = compute_metrics(trace, find_steps(trace))
-    findings, _ = diagnose(metrics)
+    findings, _ = jsonable(diagnose(metrics))
     att = metrics.get("attribution") or {}
     names = set(trace.events.names)
     checked = 0

@@ -18,6 +18,7 @@ import pytest
 from tb_llmdiag.findings import RULES, diagnose, lookup
 from tb_llmdiag.findings.engine import applicable
 from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.steps import find_steps
 
@@ -41,7 +42,7 @@ def real_traces() -> list[str]:
 def analysed(rel: str) -> dict[str, Any]:
     trace = load_trace(str(REPO.parent / rel))
     metrics = compute_metrics(trace, find_steps(trace))
-    findings, what_if = diagnose(metrics)
+    findings, what_if = jsonable(diagnose(metrics))
     return {"metrics": metrics, "findings": findings, "what_if": what_if}
 
 

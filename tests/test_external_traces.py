@@ -334,6 +334,7 @@ def test_every_label_row_is_used() -> None:
 def _analysis(golden: str) -> dict:
     from tb_llmdiag.findings import diagnose
     from tb_llmdiag.ingest import load_trace
+    from tb_llmdiag.jsonsafe import jsonable
     from tb_llmdiag.metrics import compute_metrics
     from tb_llmdiag.metrics.headline import headline
     from tb_llmdiag.metrics.steps import find_steps
@@ -342,7 +343,7 @@ def _analysis(golden: str) -> dict:
     trace = load_trace(str(EXTERNAL / EXTERNAL_TRACES[golden]))
     metrics = compute_metrics(trace, find_steps(trace))
     findings, _ = diagnose(metrics)
-    return {"metrics": metrics, "headline": headline(metrics), "findings": findings}
+    return {"metrics": metrics, "headline": headline(metrics), "findings": jsonable(findings)}
 
 
 @pytest.mark.parametrize("golden", WITH_KERNELS)

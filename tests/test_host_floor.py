@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from tb_llmdiag.findings import Fix, Rule, diagnose
+from tb_llmdiag.findings.structs import Saving, replace
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.findings.whatif import apply_in_sequence
 from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.host_floor import host_floor_metrics
@@ -119,7 +121,7 @@ def _metrics(host_floor_ns: int | None, **shares: float) -> dict[str, Any]:
 def test_the_host_floor_binds_a_device_side_cut() -> None:
     # the device finding claims 50 % of the step: r = 500 / 800 of the device pool, 500 ns; alone it would take the
     # step to 500 ns, but the host needs 600 ns per step: the step stops at 600 (saves 400), the GPU's work is 300
-    findings, wi = diagnose(_metrics(600, dev=0.5), rules=(DEV,))
+    findings, wi = jsonable(diagnose(_metrics(600, dev=0.5), rules=(DEV,)))
     assert findings[0]["saving"] == {"basis": "median_step", "step_ns": 1000, "ns": 400, "share": 0.4,
                                      "step_ns_if_fixed": 600, "pool": "device", "bound_by": "host_floor",
                                      "unprofiled_ns": None, "step_basis": "profiled", "profiled": None}
@@ -130,8 +132,8 @@ def test_the_host_floor_binds_a_device_side_cut() -> None:
 
 
 def test_a_host_floor_below_the_cut_changes_nothing() -> None:
-    findings, wi = diagnose(_metrics(400, dev=0.5), rules=(DEV,))
-    plain_findings, plain = diagnose(_metrics(None, dev=0.5), rules=(DEV,))
+    findings, wi = jsonable(diagnose(_metrics(400, dev=0.5), rules=(DEV,)))
+    plain_findings, plain = jsonable(diagnose(_metrics(None, dev=0.5), rules=(DEV,)))
     assert findings[0]["saving"] == plain_findings[0]["saving"] == {
         "basis": "median_step", "step_ns": 1000, "ns": 500, "share": 0.5, "step_ns_if_fixed": 500, "pool": "device",
         "bound_by": "cause", "unprofiled_ns": None, "step_basis": "profiled", "profiled": None}
@@ -144,7 +146,7 @@ def test_a_host_floor_below_the_cut_changes_nothing() -> None:
 def test_a_host_side_cause_lowers_the_floor_before_the_device_cut() -> None:
     # the host-side cause (10 % of the step: half of the 200 ns idle pool, 100 ns) goes first, whatever the rank:
     # step 900, host floor 600 - 100 = 500; then the device cut (500 ns of GPU work) stops at 500: it saves 400
-    findings, wi = diagnose(_metrics(600, dev=0.5, host=0.1), rules=(DEV, HOST))
+    findings, wi = jsonable(diagnose(_metrics(600, dev=0.5, host=0.1), rules=(DEV, HOST)))
     by = {f["id"]: f["saving"] for f in findings}
     assert (by["host"]["ns"], by["host"]["bound_by"]) == (100, "cause")
     assert (by["dev"]["ns"], by["dev"]["bound_by"]) == (400, "host_floor")
@@ -158,7 +160,7 @@ def test_a_launch_overhead_fix_lowers_the_floor_by_its_fraction() -> None:
     # min(600 - 100, 600 x 0.5) = 300; the device cut (500 ns) then fits: 400
     launch_rule = Rule(id="host_bound", title="h", metric="a.host_bound", above=0, fix=FIX, claims="idle",
                        saving="a.host_bound", host_floor="fraction")
-    findings, wi = diagnose(_metrics(600, dev=0.5, host_bound=0.1), rules=(DEV, launch_rule))
+    findings, wi = jsonable(diagnose(_metrics(600, dev=0.5, host_bound=0.1), rules=(DEV, launch_rule)))
     by = {f["id"]: f["saving"] for f in findings}
     assert (wi["all"]["step_ns_if_fixed"], wi["all"]["host_floor_ns"], wi["all"]["bound_by"]) == (400, 300, "causes")
     # each finding's own saving never exceeds what fixing it alone gives (#25: its what-if is its own): the device
@@ -175,11 +177,11 @@ def test_fp32_to_bf16_is_predicted_within_5_percent_of_the_measured_bf16_step() 
     (path,) = sorted(_folder("fp32_math").glob("*.json.gz"))
     trace = load_trace(str(path))
     metrics = compute_metrics(trace, find_steps(trace))
-    findings, _ = diagnose(metrics)
+    findings, _ = jsonable(diagnose(metrics))
     share = metrics["precision"]["saving_share"]  # the rule's own share of the summed step time
-    fp32 = [{**f, "saving": {"share": share, "ns": None}} for f in findings if f["id"] == "fp32_math"]
+    fp32 = [replace(f, saving=Saving(share=share, ns=None)) for f in diagnose(metrics)[0] if f.id == "fp32_math"]
     # WHEN only fp32_math's cause is removed
-    _, wi = apply_in_sequence(fp32, metrics, RULES)
+    _, wi = jsonable(apply_in_sequence(fp32, metrics, RULES))
     assert wi is not None and wi["all"]["finding_ids"] == ["fp32_math"]
     # THEN the step stops at the host floor, within 5 % of the bf16 run's profiled steps as the capture script timed
     # them (its own timers: truth.json, active phase); without the floor the bound was 20.0 ms (README, before: +116 %

@@ -104,7 +104,7 @@ def test_a_link_swapped_in_after_discovery_is_refused_when_opened(logs: Path) ->
     with pytest.raises(LinkOutside, match="outside the logdir"):
         tf.open()
     rep = api.load(tf)
-    assert isinstance(rep, dict) and rep["error"] == f"worker0.1.pt.trace.json.gz {REFUSED}"
+    assert isinstance(rep, api.RunReport) and rep.error == f"worker0.1.pt.trace.json.gz {REFUSED}"
 
 
 def test_opting_in_follows_links_and_walks_linked_folders(logs: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,6 +27,7 @@ DECLARATION_TABLES = frozenset(
         "findings/comm.py",
         "findings/xla.py",
         "findings/job.py",
+        "findings/structure.py",
     }
 )
 

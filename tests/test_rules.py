@@ -11,8 +11,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "metrics"))
 
 from tb_llmdiag.findings import GPU_RULES, RULES, XLA_RULES, Fix, Flavour, Rule, evaluate, lookup, run_platform
-from tb_llmdiag.findings.gpu import INFERENCE_RULES
 from tb_llmdiag.findings.engine import applicable, finding, fires
+from tb_llmdiag.findings.gpu import INFERENCE_RULES
+from tb_llmdiag.jsonsafe import jsonable
 
 REQUIRED = {"host_bound", "tiny_kernels", "dataloader_stall", "host_sync", "pageable_memcpy", "variable_shapes",
             "step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps", "memory_headroom", "no_device_activity"}
@@ -27,7 +28,7 @@ def base(**topics: dict) -> dict:
 
 
 def ids(m: dict) -> list[str]:
-    return [f["id"] for f in evaluate(m, RULES)]
+    return [f["id"] for f in jsonable(evaluate(m, RULES))]
 
 
 def test_required_ids_and_unique() -> None:
@@ -38,9 +39,12 @@ def test_required_ids_and_unique() -> None:
 
 def test_rules_are_the_gpu_then_the_comm_then_the_xla_table() -> None:
     from tb_llmdiag.findings.comm import COMM_RULES
-    # each rule as its table declares it (skip_on and inference wording in its own entry), then inference's own
-    assert RULES == GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES
+    from tb_llmdiag.findings.structure import STRUCTURE_RULES
+    # each rule as its table declares it (skip_on and inference wording in its own entry), then inference's own, then
+    # the structure rules of #37 (the anatomy's MoE, logits and compiled-graph figures; a launch-bound decode loop)
+    assert RULES == GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES + STRUCTURE_RULES
     assert len(XLA_RULES) == 6 and len(COMM_RULES) == 6
+    assert [r.id for r in STRUCTURE_RULES] == ["moe_imbalance", "full_logits_loss", "graph_breaks", "decode_launch_bound"]
     assert [r.id for r in INFERENCE_RULES] == ["gemm_bound_forward"]
 
 
@@ -129,16 +133,16 @@ def test_a_platform_rule_owns_its_id_only_on_its_platform() -> None:
     fix = Fix("t", "p", "h")
     generic = Rule(id="x", title="generic", metric="a.v", above=0, fix=fix)
     xla = Rule(id="x", title="xla", metric="xla.v", above=1, fix=fix, platform="xla")
-    assert [f["title"] for f in evaluate({"a": {"v": 1}}, (generic, xla))] == ["generic"]
-    assert evaluate({"a": {"v": 1}, "xla": {"v": 0}}, (generic, xla)) == []  # owned, though it does not fire
-    assert [f["title"] for f in evaluate({"a": {"v": 1}, "xla": {"v": 2}}, (generic, xla))] == ["xla"]
+    assert [f["title"] for f in jsonable(evaluate({"a": {"v": 1}}, (generic, xla)))] == ["generic"]
+    assert jsonable(evaluate({"a": {"v": 1}, "xla": {"v": 0}}, (generic, xla))) == []  # owned, though it does not fire
+    assert [f["title"] for f in jsonable(evaluate({"a": {"v": 1}, "xla": {"v": 2}}, (generic, xla)))] == ["xla"]
 
 
 def test_no_device_activity_is_worded_for_xla_runs() -> None:
     m = {"kernels": {"available": False, "reason": "no device activity in the trace"}, "steps": {"count": 3}}
-    (cuda,) = evaluate(m, RULES)
+    (cuda,) = jsonable(evaluate(m, RULES))
     assert "ProfilerActivity.CUDA" in cuda["fix"]["text"] and cuda["title"] == "No GPU activity in the trace"
-    (xla,) = evaluate({**m, "xla": {"device_type": "CPU"}}, RULES)
+    (xla,) = jsonable(evaluate({**m, "xla": {"device_type": "CPU"}}, RULES))
     assert xla["id"] == "no_device_activity" and xla["severity"] == "high"
     text = " ".join([xla["title"], xla["summary"], *xla["fix"].values()])
     assert "CUDA activity" not in text and "ProfilerActivity" not in text
@@ -152,7 +156,7 @@ def test_saving_and_evidence_can_be_named_functions() -> None:
 
     r = Rule(id="f", title="f", metric="a.v", above=0, fix=Fix("t", "p", "h"), saving=half,
              evidence=(("half_share", half),), summary="{half_share}")
-    (f,) = evaluate({"a": {"v": 0.5}, "steps": {"mean_ns": 100}}, (r,))
+    (f,) = jsonable(evaluate({"a": {"v": 0.5}, "steps": {"mean_ns": 100}}, (r,)))
     assert f["saving"] == {"share": 0.25, "ns": 25} and f["evidence"] == {"half_share": 0.25}
     assert f["summary"] == "25.0 %"
 
@@ -191,7 +195,7 @@ def test_a_sync_loop_is_named_with_its_trigger() -> None:
     m = base(host_sync={"syncs_per_step": 400.0}, sync_storm={
         "saving_share": 0.3, "storm": True, "loop_syncs_per_step": 392.0, "trigger_op": "aten::item",
         "after_op": "aten::linalg_vector_norm", "loop_host_ns": 22_000_000, "loop_idle_share": 0.3})
-    (f,) = [x for x in evaluate(m, RULES) if x["id"] == "host_sync"]
+    (f,) = [x for x in jsonable(evaluate(m, RULES)) if x["id"] == "host_sync"]
     assert f["title"] == "A loop of host syncs stalls every step"
     # aten::item in words (#36); a plain aten op keeps its name
     assert "reading a value back to the host (.item()) after aten::linalg_vector_norm" in f["summary"] and "22 ms" in f["summary"]
@@ -230,7 +234,7 @@ def test_no_device_activity() -> None:
 def test_finding_shape_saving_and_summary() -> None:
     # GIVEN a 100 ms median step and a data-loader stall of 30 % of step time
     m = base(dataloader={"stall_share": 0.3, "stall_ns": 90_000_000, "host_share": 0.4, "iterator": "single_process"})
-    (f,) = evaluate(m, RULES)
+    (f,) = jsonable(evaluate(m, RULES))
     assert FINDING_KEYS <= set(f)
     assert f["id"] == "dataloader_stall" and f["severity"] is None  # the savings sequence decides it
     assert f["saving"] == {"share": 0.3, "ns": 30_000_000}
@@ -245,18 +249,18 @@ def test_finding_shape_saving_and_summary() -> None:
 def test_severity_bands() -> None:
     from tb_llmdiag.findings import diagnose
 
-    sev = {s: diagnose(base(dataloader={"stall_share": s}))[0][0]["severity"] for s in (0.06, 0.19, 0.2)}
+    sev = {s: jsonable(diagnose(base(dataloader={"stall_share": s})))[0][0]["severity"] for s in (0.06, 0.19, 0.2)}
     assert sev == {0.06: "medium", 0.19: "medium", 0.2: "high"}
 
 
 def test_stack_aware_fix_wording() -> None:
-    (f,) = evaluate(base(dataloader={"stall_share": 0.3}, annotations={"stack": "lightning"}), RULES)
+    (f,) = jsonable(evaluate(base(dataloader={"stall_share": 0.3}, annotations={"stack": "lightning"}), RULES))
     assert f["fix"]["stack"] == "lightning" and "LightningDataModule" in f["fix"]["stack_text"]
 
 
 def test_missing_or_null_metrics_never_fire() -> None:
-    assert evaluate({}, RULES) == []
-    assert evaluate(base(dataloader={"stall_share": None}, idle={"host_wait_share": float("nan")}), RULES) == []
+    assert jsonable(evaluate({}, RULES)) == []
+    assert jsonable(evaluate(base(dataloader={"stall_share": None}, idle={"host_wait_share": float("nan")}), RULES)) == []
 
 
 def test_lookup() -> None:
@@ -284,14 +288,14 @@ def test_variable_shapes_fires_on_per_shape_host_work_or_on_correlation() -> Non
     base = {"steps": {"available": True, "mean_ns": 100, "tokens_cv": 0.5, "tokens_corr": 0.2},
             "idle": {"host_wait_per_shape_share": 0.136, "host_wait_per_shape_op": "aten::_cudnn_attention_backward"}}
     assert fires(rule, base)
-    f = finding(rule, base)
+    f = jsonable(finding(rule, base))
     assert f["saving"] == {"share": 0.136, "ns": 14}
     assert "attention backward (cuDNN)" in f["summary"]  # aten::_cudnn_attention_backward in words (#36)
     # step time tracking tokens fires too, with no saving estimate
     assert f["title"] == "Every new batch shape costs host work while the GPU waits"
     corr_only = {"steps": {**base["steps"], "tokens_corr": 0.9, "count": 6}, "idle": {"host_wait_per_shape_share": 0.0}}
-    assert fires(rule, corr_only) and finding(rule, corr_only)["saving"] is None
-    assert finding(rule, corr_only)["title"] == "Step time follows the padded sequence length"
+    assert fires(rule, corr_only) and jsonable(finding(rule, corr_only))["saving"] is None
+    assert jsonable(finding(rule, corr_only))["title"] == "Step time follows the padded sequence length"
     # fixed shapes (packing) or shapes that cost nothing: no finding
     assert not fires(rule, {**base, "steps": {**base["steps"], "tokens_cv": 0.0}})
     assert not fires(rule, {"steps": base["steps"], "idle": {"host_wait_per_shape_share": 0.01}})

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_external_traces import EXTERNAL_TRACES
+from tracepaths import SHARED_TRACES, shared_trace
 
 from tb_llmdiag import api
 from tb_llmdiag.findings import RULES, evaluate
 from tb_llmdiag.findings.engine import applicable, flavour_of, run_traits
-from test_external_traces import EXTERNAL_TRACES
-from tracepaths import SHARED_TRACES, shared_trace
+from tb_llmdiag.jsonsafe import jsonable
 
 #: golden name -> workload, from each run's description in ../shared/traces/external/SOURCES.md
 WORKLOAD: dict[str, str] = {
@@ -126,8 +127,8 @@ def test_run_traits_select_rules() -> None:
     # memory_headroom fires on a training run and is skipped on the same metrics labelled inference
     m = {"memory": {"peak_used_share": 0.2, "total_bytes": 80 << 30, "peak_used_bytes": 16 << 30,
                     "headroom_bytes": 64 << 30}}
-    assert [f["id"] for f in evaluate({**m, "run": {**base, "workload": "training"}}, RULES)] == ["memory_headroom"]
-    assert evaluate({**m, "run": {**base, "workload": "inference"}}, RULES) == []
+    assert [f["id"] for f in jsonable(evaluate({**m, "run": {**base, "workload": "training"}}, RULES))] == ["memory_headroom"]
+    assert jsonable(evaluate({**m, "run": {**base, "workload": "inference"}}, RULES)) == []
 
 
 def _raw_events(rel: str) -> list[dict[str, Any]]:
@@ -209,13 +210,13 @@ def test_a_partial_read_gets_only_what_the_read_part_supports() -> None:
     cpu_only = make_trace([step(1, 0, 1_000_000), op("aten::mm", 10, 5, "[[128, 256], [256, 512]]"),
                            op("Optimizer.step#AdamW.step", 20, 5)])
     whole = analyze(cpu_only).metrics
-    assert [f["id"] for f in diagnose(whole)[0]] == ["no_device_activity"]
+    assert [f["id"] for f in jsonable(diagnose(whole))[0]] == ["no_device_activity"]
     cut = dataclasses.replace(cpu_only, read_state={"complete": False, "read_share": 0.31, "reason": "the JSON ends early"})
     m = analyze(cut).metrics
     assert (m["run"]["read_complete"], m["run"]["read_share"], m["run"]["workload"]) == (False, 0.31, "training")
     assert whole["run"]["device_kind"] == "CPU" and m["run"]["device_kind"] is None  # absent in the read part: unknown
     assert run_traits(m) == {"training", "partial"}
-    assert diagnose(m)[0] == []  # the read part holds no device events: that says nothing about the file
+    assert jsonable(diagnose(m))[0] == []  # the read part holds no device events: that says nothing about the file
     assert m["flops"]["mfu_withheld"] == "only part of the file was read" and m["flops"].get("mfu_share") is None
 
 
@@ -257,6 +258,6 @@ def test_gemm_bound_forward_is_inferences_own_view() -> None:
     assert fired == {"external_mi300_vllm_piecewise", "external_mi300_torch_compile", "external_mi300_xdit_flux"}
     m = {"run": {"platform": "cuda", "workload": "training"}, "kernels": {"gemm_share": 0.9, "gemm_ns": 10},
          "idle": {"busy_share": 0.95}}
-    assert evaluate(m, RULES) == []
-    assert [f["id"] for f in evaluate({**m, "run": {"platform": "cuda", "workload": "inference"}}, RULES)] == [
+    assert jsonable(evaluate(m, RULES)) == []
+    assert [f["id"] for f in jsonable(evaluate({**m, "run": {"platform": "cuda", "workload": "inference"}}, RULES))] == [
         "gemm_bound_forward"]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tb_llmdiag.ingest.xplane.reader import XLA_ROLES, read_xplane
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.steps import Steps, find_steps
 from tb_llmdiag.metrics.xla import compute_xla, op_bucket
 from tb_llmdiag.metrics.xla_split import SPLIT_KEYS, step_split_metrics, with_step_split
@@ -307,7 +308,7 @@ def _xla_findings(folder: str) -> dict[str, dict[str, Any]]:
     steps = find_steps(tr)
     metrics = {"xla": with_step_split(compute_xla(tr, steps), steps), "steps": {"median_ns": int(np.median(steps.duration_ns))}}
     # no mean step and no window: the savings stay each rule's own share; the sequence decides severity and rank
-    return {f["id"]: f for f in diagnose(metrics, XLA_RULES)[0]}
+    return {f["id"]: f for f in jsonable(diagnose(metrics, XLA_RULES))[0]}
 
 
 def test_xla_rules_name_only_keys_that_compute_xla_writes() -> None:
@@ -382,10 +383,9 @@ def test_synthetic_tpu_findings() -> None:
 
 def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
     """A JAX-on-GPU-shaped XSpace: 6 `train` steps, a jit compile inside step 3, a ToLiteral after step 4."""
+    from tb_llmdiag.findings import XLA_RULES, evaluate
     from tb_llmdiag.ingest.xplane.reader import parse_xspace
     from tb_llmdiag.ingest.xplane.schema import message_classes
-    from tb_llmdiag.findings import evaluate
-    from tb_llmdiag.findings import XLA_RULES
 
     space = message_classes()["XSpace"]()
     host = space.planes.add(id=0, name="/host:CPU")
@@ -418,7 +418,7 @@ def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
     m = compute_xla(tr, steps)
     assert m["device_type"] == "GPU" and m["recompile_steps"] == [3] and m["warmup_compile_count"] == 0
     assert m["transfer_from_device_steps"] == [4] and m["transfers_from_device"][0]["position"] == "between_steps"
-    found = {f["id"]: f for f in evaluate({"xla": with_step_split(m, steps), "steps": {"median_ns": 6_100_000}}, XLA_RULES)}
+    found = {f["id"]: f for f in jsonable(evaluate({"xla": with_step_split(m, steps), "steps": {"median_ns": 6_100_000}}, XLA_RULES))}
     assert {"recompilation", "host_transfer"} <= set(found)
     assert found["recompilation"]["evidence"]["recompile_ns"] == 50_000_000
 
@@ -438,7 +438,7 @@ def _diagnosed(path: Path) -> dict[str, Any]:
     run = metrics["run"]
     assert (run["platform"], run["source_kind"]) == ("xla", "xplane")  # decided once, from the reader
     assert run["workload"] is None  # XPlane names no backward / optimizer ops: unknown, every rule applies
-    findings, what_if = diagnose(metrics)
+    findings, what_if = jsonable(diagnose(metrics))
     ids = [f["id"] for f in findings]
     assert not CUDA_ONLY & set(ids), ids
     for f in findings:  # a shared id is the XLA rule's finding, never the GPU rule's
@@ -557,4 +557,4 @@ def test_xla_split_without_steps_gives_none_and_the_rules_do_not_fire() -> None:
         for r in XLA_RULES:
             if callable(r.when):
                 assert r.when(m) is False
-        assert evaluate(m, XLA_RULES) == []
+        assert jsonable(evaluate(m, XLA_RULES)) == []

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.xplane.reader import XLA_ROLES, parse_xspace, read_xplane
 from tb_llmdiag.ingest.xplane.schema import message_classes
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.model import EventTable, Kind
 
@@ -266,7 +267,7 @@ def test_jax_gpu_capture_diagnosis_puts_the_planted_causes_on_top() -> None:
     tr = read_xplane(str(path))
     steps = find_steps(tr)
     m = compute_metrics(tr, steps)
-    findings, what_if = diagnose(m)
+    findings, what_if = jsonable(diagnose(m))
     ids = [f["id"] for f in findings]
     # planted: a recompile in step 3 (batch 512 -> 384) and float(loss) inside step 4
     assert ids[:2] == ["recompilation", "host_transfer"], ids
@@ -314,7 +315,7 @@ def test_jax_gpu_capture_names_the_device_and_the_recompiled_program() -> None:
     assert c["module"] == "jit_train_step" and c["program_ids"] == [103869]
     assert {p["program_id"] for p in tr.metadata["xla_programs"] if p["name"] == "jit_train_step"} == {8618, 103869}
     assert x["recompile_modules"] == ["jit_train_step"] and x["recompile_program_ids"] == [103869]
-    findings, _ = diagnose(m)
+    findings, _ = jsonable(diagnose(m))
     rec = next(f for f in findings if f["id"] == "recompilation")
     assert rec["evidence"]["recompiled"] == "jit_train_step (program 103869)"
     assert "graph_hashes" not in rec["evidence"]  # torch_xla's; JAX records none, so it is left out

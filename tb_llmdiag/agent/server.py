@@ -82,7 +82,7 @@ class Server(_SdkServer):
             raise errors.ToolError(error_line(name, str(exc), problems)) from cause
 
 
-def _tool(fn: Callable[..., dict[str, Any]], tool_error: type[Exception], lock: Any) -> Callable[..., Any]:
+def _tool(fn: Callable[..., dict[str, Any]], tool_error: type[Exception], lock: Any) -> Callable[..., CallToolResult]:
     """Call an answer under the server's lock (the SDK runs each call on a worker thread; the workspace's caches
     are not shared between threads); a user error (LlmDiagError) becomes a tool error with its one line."""
 

@@ -19,7 +19,7 @@ from tb_llmdiag import __version__, api
 from tb_llmdiag.cli import compare as compare_cli
 from tb_llmdiag.cli import timeline as timeline_cli
 from tb_llmdiag.errors import LlmDiagError, TraceFormatError
-from tb_llmdiag.render.canonical_json import dumps
+from tb_llmdiag.render.canonical_json import dump_json, dumps
 from tb_llmdiag.render.markdown import render_report_md
 from tb_llmdiag.render.text import render_report
 
@@ -38,7 +38,7 @@ def _report(args: argparse.Namespace) -> int:
             sys.stdout.write(dumps({"error": str(exc), "exit_code": exc.exit_code}) + "\n")
         raise
     sys.stdout.write(
-        dumps(rep) + "\n"
+        dump_json(rep) + "\n"
         if form == "json"
         else render_report_md(rep, all_ranks=args.all_ranks)
         if form == "md"

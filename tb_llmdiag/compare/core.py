@@ -20,7 +20,7 @@ from tb_llmdiag.compare.side import JobSide, RunSide, Side, SideDoc, job_ranks, 
 from tb_llmdiag.compare.table import ROWS, STATISTICS, Row, beyond_tolerance, direction, expand, gated, lookup
 from tb_llmdiag.compare.verdict import verdict
 from tb_llmdiag.errors import LlmDiagError, cut
-from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.jsonsafe import json_object
 
 #: version of the compare / check JSON (docs/compare.md). 2: ``level`` (``run`` or ``job``) and the job comparison
 COMPARE_SCHEMA = 2
@@ -292,4 +292,4 @@ def compare(
         doc["ranks"] = rank_rows(before, after, seed, resamples)
     doc["warnings"] = warnings
     doc["verdict"] = verdict(doc)
-    return jsonable(doc)
+    return json_object(doc)

@@ -301,7 +301,7 @@ def job_step_per_step(mats: Mapping[str, np.ndarray]) -> np.ndarray:
     if m is None or not m.size:
         return np.zeros(0)
     with np.errstate(invalid="ignore"):
-        return np.nanmedian(m, axis=0)
+        return np.asarray(np.nanmedian(m, axis=0))
 
 
 def _finding_num(v: Any) -> float | None:

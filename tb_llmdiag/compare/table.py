@@ -90,13 +90,13 @@ CATEGORY_MIN_SHARE = 0.01
 
 def _take(cols: Columns, name: str, idx: np.ndarray) -> np.ndarray:
     """A run's one rank of column ``name`` on the resample index rows."""
-    return cols[name][0][idx]
+    return np.asarray(cols[name][0][idx])
 
 
 def _ratio_of_sums(num: str, den: str, scale: float = 1.0) -> Callable[[Columns, np.ndarray], np.ndarray]:
     def stat(cols: Columns, idx: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return scale * _take(cols, num, idx).sum(axis=1) / _take(cols, den, idx).sum(axis=1)
+            return np.asarray(scale * _take(cols, num, idx).sum(axis=1) / _take(cols, den, idx).sum(axis=1))
 
     return stat
 
@@ -107,25 +107,27 @@ def _median_ratio(num: str, den: str, scale: float = 1.0) -> Callable[[Columns, 
 
     def stat(cols: Columns, idx: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return scale * np.median(_take(cols, num, idx), axis=1) / np.median(_take(cols, den, idx), axis=1)
+            return np.asarray(
+                scale * np.median(_take(cols, num, idx), axis=1) / np.median(_take(cols, den, idx), axis=1)
+            )
 
     return stat
 
 
 def _median_duration(cols: Columns, idx: np.ndarray) -> np.ndarray:
-    return np.median(_take(cols, "duration_ns", idx), axis=1)
+    return np.asarray(np.median(_take(cols, "duration_ns", idx), axis=1))
 
 
 def _cv_duration(cols: Columns, idx: np.ndarray) -> np.ndarray:
     d = _take(cols, "duration_ns", idx)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return d.std(axis=1) / d.mean(axis=1)
+        return np.asarray(d.std(axis=1) / d.mean(axis=1))
 
 
 def _per_step_ratio(num: str, den: str, scale: float = 1.0) -> Callable[[Columns], np.ndarray]:
     def values(cols: Columns) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return scale * cols[num][0] / cols[den][0]
+            return np.asarray(scale * cols[num][0] / cols[den][0])
 
     return values
 
@@ -155,7 +157,7 @@ def _job_step(cols: Columns, idx: np.ndarray) -> np.ndarray:
 def _share(name: str) -> Callable[[Columns, np.ndarray], np.ndarray]:
     def stat(cols: Columns, idx: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return _median_of_means(cols[name], idx) / _job_step(cols, idx)
+            return np.asarray(_median_of_means(cols[name], idx) / _job_step(cols, idx))
 
     return stat
 
@@ -171,7 +173,7 @@ def _tokens_per_s(cols: Columns, idx: np.ndarray) -> np.ndarray:
     taken = cols["tokens"][:, idx]
     with np.errstate(invalid="ignore", divide="ignore"):
         tokens = np.nanmean(taken, axis=2).sum(axis=0) if taken.size else np.full(idx.shape[0], np.nan)
-        return 1e9 * tokens / _job_step(cols, idx)
+        return np.asarray(1e9 * tokens / _job_step(cols, idx))
 
 
 def step_values(cols: Columns) -> np.ndarray:
@@ -182,14 +184,14 @@ def step_values(cols: Columns) -> np.ndarray:
 def _per_step_share(name: str) -> Callable[[Columns], np.ndarray]:
     def values(cols: Columns) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return _nanmedian(cols[name], 0) / step_values(cols)
+            return np.asarray(_nanmedian(cols[name], 0) / step_values(cols))
 
     return values
 
 
 def _per_step_tokens_per_s(cols: Columns) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
-        return 1e9 * cols["tokens"].sum(axis=0) / step_values(cols)
+        return np.asarray(1e9 * cols["tokens"].sum(axis=0) / step_values(cols))
 
 
 @dataclass(frozen=True)

@@ -17,22 +17,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tb_llmdiag.findings.engine import Rule, evaluate
+from tb_llmdiag.findings.engine import Rule, run_findings
+from tb_llmdiag.findings.structs import Finding, WhatIf
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.findings.trust import with_caveats, with_unprofiled
 from tb_llmdiag.findings.whatif import apply_in_sequence
 
 
-def what_if(
-    findings: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES
-) -> dict[str, Any] | None:
+def what_if(findings: Sequence[Finding], metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> WhatIf | None:
     """The what-if of already ranked findings (``whatif.apply_in_sequence``)."""
-    return with_unprofiled(apply_in_sequence([dict(f) for f in findings], metrics, rules)[1], metrics)
+    return with_unprofiled(apply_in_sequence(list(findings), metrics, rules)[1], metrics)
 
 
-def diagnose(
-    metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def diagnose(metrics: Mapping[str, Any], rules: Sequence[Rule] = RULES) -> tuple[list[Finding], WhatIf | None]:
     """Ranked findings with in-sequence savings, and the what-if (see the module docstring)."""
-    findings, what = apply_in_sequence(evaluate(metrics, rules), metrics, rules)
+    findings, what = apply_in_sequence(run_findings(metrics, rules), metrics, rules)
     return with_caveats(findings, metrics, what, rules), with_unprofiled(what, metrics)

@@ -66,6 +66,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeGuard
 
+from tb_llmdiag.findings.structs import Finding, FindingFix, JobFinding, Saving, Severity
 from tb_llmdiag.metrics.labels import text_words, words_of
 from tb_llmdiag.metrics.registry import metric
 from tb_llmdiag.units import fmt, unit_from_name
@@ -75,10 +76,7 @@ Metrics: TypeAlias = Mapping[str, Any]
 Read: TypeAlias = "str | Callable[[Metrics], Any]"
 #: the time a finding's saving comes out of (``findings/whatif.py``)
 Pool: TypeAlias = Literal["idle", "device", "communication", "excess"]
-Severity: TypeAlias = Literal["high", "medium", "low"]
 Platform: TypeAlias = Literal["cuda", "xla"]
-#: a run finding or a job finding, as the report holds it (docs/report_schema.md, docs/jobs.md)
-Finding: TypeAlias = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -328,32 +326,32 @@ def wording(rule: Rule, metrics: Metrics) -> Flavour:
     )
 
 
-def saving_of(rule: Rule, metrics: Metrics) -> dict[str, Any] | None:
-    """``{"share", "ns"}``: the rule's saving share, clamped to 0..1, and in ns of the mean step; None: unknown."""
+def saving_of(rule: Rule, metrics: Metrics) -> Saving | None:
+    """The rule's own saving: its share, clamped to 0..1, and in ns of the mean step; None: unknown."""
     share = lookup(metrics, rule.saving)
     if not finite(share):
         return None
     share = min(max(float(share), 0.0), 1.0)
     # savings are shares of the summed step time, so in ns they are per average (mean) step
     step = lookup(metrics, "steps.mean_ns")
-    return {"share": share, "ns": int(round(share * step)) if finite(step) else None}
+    return Saving(share=share, ns=int(round(share * step)) if finite(step) else None)
 
 
-def fix_of(rule: Rule, fix_: Fix, metrics: Metrics) -> dict[str, Any]:
+def fix_of(rule: Rule, fix_: Fix, metrics: Metrics) -> FindingFix:
     """The fix: its text (the one ``fixes`` gives for the value of ``fix_by``, else the fix's own) and snippets,
     with advice in the user's stack's words when the trace reveals the stack (``stack_fix``)."""
     text = dict(rule.fixes).get(str(lookup(metrics, rule.fix_by)), fix_.text) if rule.fix_by else fix_.text
-    fix: dict[str, Any] = {"text": text, "pytorch": fix_.pytorch, "hf_trainer": fix_.hf_trainer}
+    fix = FindingFix(text=text, pytorch=fix_.pytorch, hf_trainer=fix_.hf_trainer)
     stack = lookup(metrics, "annotations.stack")
     stack_text = dict(rule.stack_fix).get(stack) if stack else None
     if stack_text:
-        fix["stack"] = stack
-        fix["stack_text"] = stack_text
+        fix.stack = str(stack)
+        fix.stack_text = stack_text
     return fix
 
 
-def finding(rule: Rule, metrics: Metrics) -> Finding:
-    """The finding dict of a rule that fired: a run's (docs/report_schema.md Finding), worded for the run, or a
+def finding(rule: Rule, metrics: Metrics) -> Finding | JobFinding:
+    """The finding of a rule that fired: a run's (docs/report_schema.md Finding), worded for the run, or a
     job's (docs/jobs.md; module docstring)."""
     words = wording(rule, metrics)
     title = words.title or rule.title
@@ -367,49 +365,45 @@ def finding(rule: Rule, metrics: Metrics) -> Finding:
         summary = title
     summary = text_words(summary)
     fix = fix_of(rule, words.fix or rule.fix, metrics)
-    if "{" in fix["text"]:  # a fix may name the evidence too (the activity that holds the time)
+    if "{" in fix.text:  # a fix may name the evidence too (the activity that holds the time)
         with contextlib.suppress(KeyError, IndexError, ValueError):
-            fix["text"] = fix["text"].format(**shown_text)
-    fix["text"] = text_words(fix["text"])
+            fix.text = fix.text.format(**shown_text)
+    fix.text = text_words(fix.text)
     value = lookup(metrics, rule.metric)
     if rule.level == "job":
-        return {
-            "id": rule.id,
-            "title": title,
-            "summary": summary,
-            "metric": rule.metric,
-            "value": value,
-            "threshold": rule.above,
-            "evidence": evidence,
-            "fix": fix["text"],
-            "what_if": lookup(metrics, rule.what_if),
-        }
-    saving = saving_of(rule, metrics)
+        return JobFinding(
+            id=rule.id,
+            title=title,
+            summary=summary,
+            metric=rule.metric,
+            value=value,
+            threshold=rule.above,
+            evidence=evidence,
+            fix=fix.text,
+            what_if=lookup(metrics, rule.what_if),
+        )
     threshold = {k: v for k, v in (("above", rule.above), ("below", rule.below)) if v is not None}
-    located = {}
-    if rule.ranges is not None:  # where the evidence is in the trace (the tab's "show in trace")
-        culprit = lookup(metrics, rule.culprit)
-        located = {
-            "ranges": evidence_ranges(lookup(metrics, rule.ranges)),
-            "culprit": culprit if isinstance(culprit, str) else None,
-        }
-    return {
-        "id": rule.id,
-        "severity": rule.severity,  # the savings sequence decides it (findings/whatif.py ``severity_of``)
-        "title": title,
-        "summary": summary,
+    out = Finding(
+        id=rule.id,
+        severity=rule.severity,  # the savings sequence decides it (findings/whatif.py ``severity_of``)
+        title=title,
+        summary=summary,
         # the summary may name any evidence; the finding keeps the lists that hold something (an empty list
         # means the trace does not record it: torch_xla graph hashes on a JAX run)
-        "evidence": {k: words_of(v) for k, v in evidence.items() if not (isinstance(v, (list, tuple)) and not v)},
-        "source": source if isinstance(source := lookup(metrics, rule.source), str) and source else None,
-        "saving": saving,
-        "fix": fix,
-        "docs": words.docs or rule.docs,
-        "metric": rule.metric,
-        "value": value,
-        "threshold": threshold or None,
-        **located,
-    }
+        evidence={k: words_of(v) for k, v in evidence.items() if not (isinstance(v, (list, tuple)) and not v)},
+        source=source if isinstance(source := lookup(metrics, rule.source), str) and source else None,
+        saving=saving_of(rule, metrics),
+        fix=fix,
+        docs=words.docs or rule.docs,
+        metric=rule.metric,
+        value=value,
+        threshold=threshold or None,
+    )
+    if rule.ranges is not None:  # where the evidence is in the trace (the tab's "show in trace")
+        culprit = lookup(metrics, rule.culprit)
+        out.ranges = evidence_ranges(lookup(metrics, rule.ranges))
+        out.culprit = culprit if isinstance(culprit, str) else None
+    return out
 
 
 def applicable(metrics: Metrics, rules: Sequence[Rule]) -> list[Rule]:
@@ -423,18 +417,28 @@ def applicable(metrics: Metrics, rules: Sequence[Rule]) -> list[Rule]:
     return [r for r in mine if r.platform == platform or r.id not in owned]
 
 
-def evaluate(metrics: Metrics, rules: Sequence[Rule]) -> list[Finding]:
+def evaluate(metrics: Metrics, rules: Sequence[Rule]) -> list[Finding | JobFinding]:
     """Findings of every applicable rule of ``rules`` (``RULES``: every rule) that fires, in table order
-    (``rank`` orders them).
+    (``rank`` orders them): a run's ``Finding``, a job rule's ``JobFinding``.
 
     Ids are unique in the result: when two applicable rules with one id fire, the later rule's finding
     replaces the earlier one, in the earlier one's place.
     """
-    out: dict[str, Finding] = {}
+    out: dict[str, Finding | JobFinding] = {}
     for r in applicable(metrics, rules):
         if fires(r, metrics):
             out[r.id] = finding(r, metrics)
     return list(out.values())
+
+
+def run_findings(metrics: Metrics, rules: Sequence[Rule]) -> list[Finding]:
+    """``evaluate`` over run rules: their findings."""
+    return [f for f in evaluate(metrics, rules) if isinstance(f, Finding)]
+
+
+def job_findings_of(metrics: Metrics, rules: Sequence[Rule]) -> list[JobFinding]:
+    """``evaluate`` over job rules: their findings, in table order."""
+    return [f for f in evaluate(metrics, rules) if isinstance(f, JobFinding)]
 
 
 def rule_of(finding_id: str, metrics: Metrics, rules: Sequence[Rule]) -> Rule | None:
@@ -451,13 +455,13 @@ def rules_of(finding_ids: Sequence[str], metrics: Metrics, rules: Sequence[Rule]
     return [mine.get(i) or next((r for r in rules if r.id == i), None) for i in finding_ids]
 
 
-def rank(findings: list[Finding]) -> list[Finding]:
+def rank(findings: list[JobFinding]) -> list[JobFinding]:
     """Job findings by their value (a share of the job step), highest first; a stable order for equal values.
     Run findings are ranked by the savings sequence alone (``findings/whatif.py``), which decides their severity."""
 
-    def key(item: tuple[int, Finding]) -> tuple[float, int]:
+    def key(item: tuple[int, JobFinding]) -> tuple[float, int]:
         i, f = item
-        v = f.get("value")
+        v = f.value
         return (-float(v) if finite(v) else 0.0, i)
 
     return [f for _, f in sorted(enumerate(findings), key=key)]

@@ -1,4 +1,4 @@
-"""Every rule: ``RULES = GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES``, each rule as its table declares
+"""Every rule: ``RULES = GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES + STRUCTURE_RULES``, each rule as its table declares
 it (which runs it skips, its wording per platform and run trait: ``Rule.skip_on``, ``Rule.flavours``); a static
 table (docs/findings.md lists each one; ``llmdiag rules`` prints it; tests iterate it)."""
 
@@ -7,11 +7,12 @@ from __future__ import annotations
 from tb_llmdiag.findings.comm import COMM_RULES
 from tb_llmdiag.findings.engine import Read, Rule, evidence_unit
 from tb_llmdiag.findings.gpu import GPU_RULES, INFERENCE_RULES
+from tb_llmdiag.findings.structure import STRUCTURE_RULES
 from tb_llmdiag.findings.xla import XLA_RULES
 from tb_llmdiag.metrics.labels import EVIDENCE_KEY_LABELS
 from tb_llmdiag.metrics.registry import metric
 
-RULES: tuple[Rule, ...] = GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES
+RULES: tuple[Rule, ...] = GPU_RULES + COMM_RULES + XLA_RULES + INFERENCE_RULES + STRUCTURE_RULES
 
 
 def _evidence_units(rules: tuple[Rule, ...]) -> dict[str, dict[str, str]]:

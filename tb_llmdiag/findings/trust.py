@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tb_llmdiag.findings.engine import Finding, Rule, finite, lookup, rules_of
+from tb_llmdiag.findings.engine import Rule, finite, lookup, rules_of
+from tb_llmdiag.findings.structs import Finding, ProfiledSaving, Unprofiled, WhatIf, replace
 from tb_llmdiag.findings.whatif_text import statement
 from tb_llmdiag.units import fmt_ns
 
@@ -38,18 +39,20 @@ LARGE_PART = 1 / 3
 MIN_OVERHEAD_SHARE = 0.05
 
 
-def unprofiled_saving_ns(
-    f: Mapping[str, Any], rule: Rule | None, metrics: Mapping[str, Any], what: Mapping[str, Any] | None
-) -> int | None:
+def unprofiled_saving_ns(f: Finding, rule: Rule | None, metrics: Mapping[str, Any], what: WhatIf | None) -> int | None:
     """The finding's saving restated on an unprofiled run, where the trace places the profiler's cost in it (module
     docstring: ``saving.unprofiled_ns``; ``rule``: the finding's, whose ``profiler`` says how); None elsewhere."""
-    saving = f.get("saving") or {}
-    bare = saving.get("step_basis") == "without_profiler"
-    ns, step = (saving.get("profiled") or saving).get("ns"), (saving.get("profiled") or saving).get("step_ns")
-    if rule is None or not finite(ns) or not finite(step) or step <= 0:
+    saving = f.saving
+    if saving is None or rule is None:
         return None
-    if bare and rule.profiler.spread_over_idle and saving.get("pool") == "idle":
-        return int(saving["ns"])  # the saving is already on the step without the profiler, its cost spread so
+    bare = saving.step_basis == "without_profiler"
+    # the profiled step's saving, beside one without the profiler: the trace's own numbers
+    held_by = saving.profiled if isinstance(saving.profiled, ProfiledSaving) else saving
+    ns, step = held_by.ns, held_by.step_ns
+    if not isinstance(ns, int) or not isinstance(step, int) or step <= 0:
+        return None
+    if bare and rule.profiler.spread_over_idle and saving.pool == "idle":
+        return saving.ns  # the saving is already on the step without the profiler, its cost spread so
     if rule.profiler.records_inside is not None:
         held_at, cost_at = rule.profiler.records_inside
         held, cost = lookup(metrics, held_at), lookup(metrics, cost_at)
@@ -57,36 +60,35 @@ def unprofiled_saving_ns(
             return None
         return int(round(float(ns) * max(0.0, 1.0 - float(cost) / float(held))))
     u = lookup(metrics, "capture.unprofiled_step_ns")
-    idle0 = float((what or {}).get("median_idle_ns") or 0.0)
+    idle0 = float(what.median_idle_ns or 0.0) if what is not None else 0.0
     spread = rule.profiler.spread_over_idle
-    if not spread or not finite(u) or u <= 0 or saving.get("pool") != "idle" or idle0 <= 0:
+    if not spread or not finite(u) or u <= 0 or saving.pool != "idle" or idle0 <= 0:
         return None
     over = min(max(0.0, float(step) - float(u)), idle0)
-    floor = float(((what or {}).get("all") or {}).get("compute_floor_ns") or 0.0)
+    floor = float(what.all.compute_floor_ns or 0.0) if what is not None else 0.0
     # the cut leaves idle0 - ns of idle time, and over x (idle0 - ns) / idle0 of the profiler's cost with it
     fixed = float(step) - float(ns) - over * max(idle0 - float(ns), 0.0) / idle0
     return int(round(float(u) - min(float(u), max(fixed, min(floor, float(u))))))
 
 
 def with_caveats(
-    findings: list[Finding], metrics: Mapping[str, Any], what: Mapping[str, Any] | None, rules: Sequence[Rule]
+    findings: list[Finding], metrics: Mapping[str, Any], what: WhatIf | None, rules: Sequence[Rule]
 ) -> list[Finding]:
     """The findings with their overhead caveat and unprofiled saving (module docstring; ``what``: their what-if;
     ``rules``: the table they come from)."""
     share = lookup(metrics, "capture.profiler_overhead_share")
     basis = lookup(metrics, "capture.overhead_basis")
     out = []
-    for f, rule in zip(findings, rules_of([str(f.get("id")) for f in findings], metrics, rules)):
-        f = dict(f)
-        if isinstance(f.get("saving"), dict):
-            f["saving"] = {**f["saving"], "unprofiled_ns": unprofiled_saving_ns(f, rule, metrics, what)}
-        f["caveat"] = None
+    for f, rule in zip(findings, rules_of([f.id for f in findings], metrics, rules)):
+        if f.saving is not None:
+            f = replace(f, saving=replace(f.saving, unprofiled_ns=unprofiled_saving_ns(f, rule, metrics, what)))
+        f = replace(f, caveat=None)
         if rule is not None and rule.profiler.host_time and finite(share):
-            f["profiler_overhead_share"] = share
-            saving = (f.get("saving") or {}).get("alone_share") or (f.get("saving") or {}).get("share")
+            f.profiler_overhead_share = share
+            saving = f.saving.share if f.saving is not None else None
             if share >= MIN_OVERHEAD_SHARE and (not finite(saving) or share >= LARGE_PART * saving):
                 how = "measured against unprofiled steps" if basis == "unprofiled_steps" else "estimated from the trace"
-                f["caveat"] = (
+                f.caveat = (
                     f"The profiler's own cost is {100 * share:.0f} % of the profiled step ({how}): it lands in host "
                     f"time, so it could account for a large part of this finding; check it on an unprofiled run "
                     f"or a capture that records no shapes, memory or stacks."
@@ -95,19 +97,18 @@ def with_caveats(
     return out
 
 
-def with_unprofiled(what: dict[str, Any] | None, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+def with_unprofiled(what: WhatIf | None, metrics: Mapping[str, Any]) -> WhatIf | None:
     """The what-if restated on the unprofiled step when it is known (module docstring)."""
     u = lookup(metrics, "capture.unprofiled_step_ns")
     if what is None or not finite(u) or u <= 0:
         return what
-    if what.get("step_basis") == "without_profiler":
+    if what.step_basis == "without_profiler":
         # the what-if is already on the step without the profiler (``whatif._without_profiler``): the same numbers
-        return {**what, "unprofiled": _own_unprofiled(what)}
-    what = dict(what)
-    m = float(what["step_ns"])
-    idle0 = float(what.get("median_idle_ns") or 0.0)
+        return replace(what, unprofiled=_own_unprofiled(what))
+    m = float(what.step_ns)
+    idle0 = float(what.median_idle_ns or 0.0)
     over = min(max(0.0, m - float(u)), idle0)
-    floor = float(what.get("compute_floor_ns") or 0.0)
+    floor = float(what.compute_floor_ns or 0.0)
     host_cost = lookup(metrics, "capture.overhead_model_ns")
     host_cost = float(host_cost) if finite(host_cost) else over
     longer = max(0.0, float(u) - m)  # an unprofiled step longer than the profiled one: the cut is taken as is
@@ -118,50 +119,54 @@ def with_unprofiled(what: dict[str, Any] | None, metrics: Mapping[str, Any]) -> 
         left = host_cost if bound_by == "host_floor" else over * idle_left / idle0 if idle0 > 0 else 0.0
         return min(float(u), max(fixed + longer - left, min(floor, float(u))))
 
-    top_cut = m - float(what["step_ns_if_fixed"])
-    top_left = idle0 - top_cut if what.get("pool") == "idle" else idle0
-    one = unprofiled(float(what["step_ns_if_fixed"]), max(top_left, 0.0), what.get("bound_by"), floor)
+    top_cut = m - float(what.step_ns_if_fixed)
+    top_left = idle0 - top_cut if what.pool == "idle" else idle0
+    one = unprofiled(float(what.step_ns_if_fixed), max(top_left, 0.0), what.bound_by, floor)
     every = unprofiled(
-        float(what["all"]["step_ns_if_fixed"]),
-        float(what["all"].get("idle_left_ns") or 0.0),
-        what["all"].get("bound_by"),
+        float(what.all.step_ns_if_fixed),
+        float(what.all.idle_left_ns or 0.0),
+        what.all.bound_by,
         # the device-side findings shorten the GPU's own work: every finding removed leaves the lower floor
-        float(what["all"].get("compute_floor_ns") or floor),
+        float(what.all.compute_floor_ns or floor),
     )
-    what["unprofiled"] = {
-        "step_ns": int(u),
-        "step_ns_if_fixed": int(round(one)),
-        "saving_share": 1.0 - one / float(u),
-        "all_step_ns_if_fixed": int(round(every)),
-        "all_saving_share": 1.0 - every / float(u),
-    }
-    what["statement"] = unprofiled_statement(what)
+    what = replace(
+        what,
+        unprofiled=Unprofiled(
+            step_ns=int(u),
+            step_ns_if_fixed=int(round(one)),
+            saving_share=1.0 - one / float(u),
+            all_step_ns_if_fixed=int(round(every)),
+            all_saving_share=1.0 - every / float(u),
+        ),
+    )
+    what.statement = unprofiled_statement(what)
     return what
 
 
-def _own_unprofiled(w: Mapping[str, Any]) -> dict[str, Any]:
+def _own_unprofiled(w: WhatIf) -> Unprofiled:
     """``what_if.unprofiled`` of a what-if already on the step without the profiler: its own numbers."""
-    return {
-        "step_ns": w["step_ns"],
-        "step_ns_if_fixed": w["step_ns_if_fixed"],
-        "saving_share": w["saving_share"],
-        "all_step_ns_if_fixed": w["all"]["step_ns_if_fixed"],
-        "all_saving_share": w["all"]["saving_share"],
-    }
+    return Unprofiled(
+        step_ns=w.step_ns,
+        step_ns_if_fixed=w.step_ns_if_fixed,
+        saving_share=w.saving_share,
+        all_step_ns_if_fixed=w.all.step_ns_if_fixed,
+        all_saving_share=w.all.saving_share,
+    )
 
 
-def unprofiled_statement(w: Mapping[str, Any]) -> str:
+def unprofiled_statement(w: WhatIf) -> str:
     """The what-if's words, led by the unprofiled step."""
-    up = w["unprofiled"]
-    head = f"unprofiled median step {fmt_ns(up['step_ns'])} (profiled {fmt_ns(w['step_ns'])}, the rest is the profiler's own cost)"
-    if w.get("finding_id"):
+    up = w.unprofiled
+    assert isinstance(up, Unprofiled)
+    head = f"unprofiled median step {fmt_ns(up.step_ns)} (profiled {fmt_ns(w.step_ns)}, the rest is the profiler's own cost)"
+    if w.finding_id:
         head += (
-            f": at most {fmt_ns(up['step_ns'])} -> {fmt_ns(up['step_ns_if_fixed'])} (-{100 * up['saving_share']:.0f} %) "
-            f"if the cause of `{w['finding_id']}` were removed entirely"
+            f": at most {fmt_ns(up.step_ns)} -> {fmt_ns(up.step_ns_if_fixed)} (-{100 * up.saving_share:.0f} %) "
+            f"if the cause of `{w.finding_id}` were removed entirely"
         )
-        if len(w["all"]["finding_ids"]) > 1:
+        if len(w.all.finding_ids) > 1:
             head += (
-                f", at most {fmt_ns(up['all_step_ns_if_fixed'])} (-{100 * up['all_saving_share']:.0f} %) with all "
-                f"{len(w['all']['finding_ids'])} findings' causes removed"
+                f", at most {fmt_ns(up.all_step_ns_if_fixed)} (-{100 * up.all_saving_share:.0f} %) with all "
+                f"{len(w.all.finding_ids)} findings' causes removed"
             )
     return head + "; on the profiled step: " + statement(w)

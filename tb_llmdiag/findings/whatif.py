@@ -45,10 +45,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from dataclasses import replace as with_fields
 from typing import Any
 
-from tb_llmdiag.findings.engine import Finding, Pool, Rule, Severity, finite, lookup, rules_of
+from tb_llmdiag.findings.engine import Pool, Rule, finite, lookup, rules_of
+from tb_llmdiag.findings.structs import (
+    Finding,
+    ProfiledSaving,
+    ProfiledWhatIf,
+    Saving,
+    Severity,
+    UnsetType,
+    WhatIf,
+    WhatIfAll,
+    replace,
+)
 from tb_llmdiag.findings.whatif_text import statement
 
 #: the what-if names the first finding that takes at least this share off the median step (less reads as noise)
@@ -115,9 +127,8 @@ def _tokens_per_s(tokens_per_s: Any, step_ratio: float) -> float | None:
     return float(tokens_per_s) / step_ratio if ok else None
 
 
-def _saving_share(f: Mapping[str, Any]) -> float:
-    s = f.get("saving") or {}
-    v = s.get("share")
+def _saving_share(f: Finding) -> float:
+    v = f.saving.share if f.saving is not None else None
     return float(v) if finite(v) else 0.0
 
 
@@ -179,14 +190,18 @@ def _all_bound(host_floor: bool, fixed_all: float, floor: float | None) -> str:
 SEVERITY_SHARES: tuple[tuple[Severity, float], ...] = (("high", 0.20), ("medium", 0.05))
 
 
-def severity_of(rule: Rule | None, saving: Any, median: float | None) -> Severity:
+def severity_of(rule: Rule | None, saving: Saving | None, median: float | None) -> Severity:
     """A run finding's severity, decided here only: from the number it is ranked by (``saving.ns`` over the median
     step; on a run without steps ``saving.share`` of the window), so a finding never outranks one of a higher
     severity; a finding without a saving has its rule's fixed ``severity``, else low."""
-    if not isinstance(saving, Mapping):
+    if saving is None:
         return (rule.severity if rule is not None else None) or "low"
-    ns = saving.get("ns")
-    share = float(ns) / float(median) if finite(ns) and median is not None and median > 0 else saving.get("share")
+    ns = saving.ns
+    share = (
+        float(ns) / float(median)
+        if ns is not None and finite(ns) and median is not None and median > 0
+        else saving.share
+    )
     share = float(share) if finite(share) else 0.0
     return next((sev for sev, at in SEVERITY_SHARES if share >= at), "low")
 
@@ -194,55 +209,66 @@ def severity_of(rule: Rule | None, saving: Any, median: float | None) -> Severit
 _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
-def _rank_key(f: Mapping[str, Any]) -> tuple[int, float]:
+def _rank_key(f: Finding) -> tuple[int, float]:
     """Severity (from the saving where there is one), then the saving in ns per step (the share of the window
     without steps); a finding with no saving sits last in its severity."""
-    s = f.get("saving")
-    v = (s.get("ns") if finite(s.get("ns")) else s.get("share")) if isinstance(s, dict) else None
-    return (_SEVERITY_ORDER.get(str(f.get("severity")), 3), -float(v) if finite(v) else 1.0)
+    s = f.saving
+    v = (s.ns if finite(s.ns) else s.share) if s is not None else None
+    return (_SEVERITY_ORDER.get(str(f.severity), 3), -float(v) if v is not None and finite(v) else 1.0)
 
 
-def _alone_key(f: Mapping[str, Any]) -> tuple[float, float]:
+def _alone_key(f: Finding) -> tuple[float, float]:
     """The order the sequence applies the findings in, within each group (``_order``): by each finding's own saving,
     alone (ns, then share), highest first; an unknown saving counts as 0."""
-    s = f.get("saving") or {}
-    return (-float(s.get("ns") or 0), -float(s.get("share") or 0))
+    s = f.saving
+    return (-float(s.ns or 0), -float(s.share or 0)) if s is not None else (0.0, 0.0)
 
 
-def _shows_a_cut(s: Mapping[str, Any]) -> bool:
+def _shows_a_cut(s: Saving | None) -> bool:
     """A saving with a what-if of its own: a step basis and a cut of at least ``MIN_CUT_SHARE`` of it."""
-    return finite(s.get("ns")) and finite(s.get("step_ns")) and s["ns"] >= MIN_CUT_SHARE * s["step_ns"] > 0
+    if s is None or not isinstance(s.ns, int) or not isinstance(s.step_ns, int):
+        return False
+    return finite(s.ns) and finite(s.step_ns) and s.ns >= MIN_CUT_SHARE * s.step_ns > 0
 
 
 def _saving(
-    basis: str, step: float | None, cut: float, window: float, pool: str | None, bound_by: str | None
-) -> dict[str, Any]:
+    basis: str,
+    step: float | None,
+    cut: float,
+    window: float,
+    pool: str | None,
+    bound_by: str | None,
+    step_basis: str,
+) -> Saving:
     """A finding's one saving (module docstring): what it takes off ``step`` in sequence, after the findings
-    applied before it; ``step_ns_if_fixed`` is that step less it. On ``window`` (no steps): a share only."""
+    applied before it; ``step_ns_if_fixed`` is that step less it. On ``window`` (no steps): a share only.
+    ``step_basis``: the step it is on, the profiled one or the one without the profiler (``_without_profiler``)."""
     if step is None:
-        return {
-            "basis": basis,
-            "step_ns": None,
-            "ns": None,
-            "share": cut / window if window > 0 else 0.0,
-            "step_ns_if_fixed": None,
-            "pool": pool,
-            "bound_by": bound_by,
-        }
+        return Saving(
+            basis=basis,
+            step_ns=None,
+            ns=None,
+            share=cut / window if window > 0 else 0.0,
+            step_ns_if_fixed=None,
+            pool=pool,
+            bound_by=bound_by,
+            step_basis=step_basis,
+        )
     ns = int(round(cut))
-    return {
-        "basis": basis,
-        "step_ns": int(round(step)),
-        "ns": ns,
-        "share": ns / step if step > 0 else 0.0,
-        "step_ns_if_fixed": int(round(step)) - ns,
-        "pool": pool,
-        "bound_by": bound_by,
-    }
+    return Saving(
+        basis=basis,
+        step_ns=int(round(step)),
+        ns=ns,
+        share=ns / step if step > 0 else 0.0,
+        step_ns_if_fixed=int(round(step)) - ns,
+        pool=pool,
+        bound_by=bound_by,
+        step_basis=step_basis,
+    )
 
 
 def _top_what_if(
-    top: Mapping[str, Any] | None,
+    top: Finding | None,
     median: float,
     busy: float | None,
     host0: float | None,
@@ -252,23 +278,23 @@ def _top_what_if(
     """The what-if's top part: the top finding's own saving (its step, the step with its cause removed) when it takes
     at least ``MIN_CUT_SHARE`` off its step, else the median step unchanged; the median step's floors beside it (the
     GPU's own work less the top finding's cut of it, the host's own time), for a top finding on the median step."""
-    s_top = top["saving"] if top is not None and _shows_a_cut(top["saving"]) else None
-    step = float(s_top["step_ns"]) if s_top else median
-    fixed = float(s_top["step_ns_if_fixed"]) if s_top else step
-    on_median = s_top is None or s_top["basis"] == "median_step"
-    device_cut = gpu_cut.get(top["id"], 0.0) if s_top and top else 0.0
+    s_top = top.saving if top is not None and _shows_a_cut(top.saving) else None
+    step = float(s_top.step_ns or 0) if s_top else median
+    fixed = float(s_top.step_ns_if_fixed or 0) if s_top else step
+    on_median = s_top is None or s_top.basis == "median_step"
+    device_cut = gpu_cut.get(top.id, 0.0) if s_top and top else 0.0
     return {
-        "basis": s_top["basis"] if s_top else "median_step",
+        "basis": s_top.basis if s_top else "median_step",
         "bound": True,
-        "finding_id": top["id"] if s_top and top else None,
-        "finding_title": top.get("title") if s_top and top else None,
+        "finding_id": top.id if s_top and top else None,
+        "finding_title": top.title if s_top and top else None,
         "step_ns": int(step),
         "step_ns_if_fixed": int(round(fixed)),
         "saving_share": 1.0 - fixed / step,
         "compute_floor_ns": int(round(busy - device_cut)) if busy is not None and on_median else None,
         "host_floor_ns": int(round(host0)) if host0 is not None and on_median else None,
-        "pool": s_top.get("pool") if s_top else None,
-        "bound_by": s_top["bound_by"] if s_top else None,
+        "pool": s_top.pool if s_top else None,
+        "bound_by": s_top.bound_by if s_top else None,
         "tokens_per_s": _tokens_per_s(tokens_per_s, 1.0),
         # the tokens are the median step's: a saving of the mean step leaves the median step, and its tokens/s, alone
         "tokens_per_s_if_fixed": _tokens_per_s(tokens_per_s, fixed / step) if on_median else None,
@@ -369,7 +395,7 @@ def _without_profiler(metrics: Mapping[str, Any], start: _Start) -> _Start | Non
     host0 = None
     if start.host0 is not None:
         host0 = min(max(start.host0 - profiler_host_cost_ns(metrics, o), 0.0), m - o)
-    return replace(
+    return with_fields(
         start,
         mean=start.mean - o_mean,
         median=m - o,
@@ -393,7 +419,7 @@ class _Sequence:
     med_left: dict[str, float]
     host: dict[str, float | None]  # the host floor in the median step and in the mean step, lowered by host-side cuts
     ids: set[int] = field(default_factory=set)  # the findings that take something off the median step
-    on_mean: dict[int, dict[str, Any]] = field(default_factory=dict)  # each finding's saving of the mean step
+    on_mean: dict[int, Saving] = field(default_factory=dict)  # each finding's saving of the mean step
     host_floor: bool = False  # a device-side cut of the sequence stopped at the host floor
     gpu_cut: dict[str, float] = field(default_factory=dict)  # finding id -> what it takes off the GPU's own work
 
@@ -426,7 +452,7 @@ def _cut_median(seq: _Sequence, start: _Start, i: int, fid: str, pool: str, r: f
 
 def _apply_one(
     f: Finding, i: int, pool: Pool | None, claimed: Pool | None, effect: str, start: _Start, seq: _Sequence
-) -> dict[str, Any]:
+) -> Saving:
     """Finding ``i``'s saving in sequence: what it takes from what the findings before it left, on its basis
     (``effect``: how its fix moves the host floor, ``Rule.host_floor``)."""
     alone = _saving_share(f)
@@ -441,156 +467,168 @@ def _apply_one(
         cut, by = _take(seq.left, pool, r, seq.host, "mean", effect)
         by_mean = by
         if start.median is not None and not excess:
-            med_cut, by = _cut_median(seq, start, i, f["id"], pool, r, effect)
+            med_cut, by = _cut_median(seq, start, i, f.id, pool, r, effect)
     if start.has_steps and r > 0 and pool is not None:  # the run's basis may be the mean step (``_one_basis``)
-        seq.on_mean[i] = {
-            **_saving("mean_step", float(start.mean), cut, float(start.mean), pool, by_mean),
-            "step_basis": start.step_basis,
-        }
+        seq.on_mean[i] = _saving(
+            "mean_step", float(start.mean), cut, float(start.mean), pool, by_mean, start.step_basis
+        )
     if not start.has_steps:  # no steps: a share of the analysis window
         basis, step, ns = "window", None, cut
     elif excess or start.median is None:  # steps slower than the median: the median step has none of it
         basis, step, ns = "mean_step", float(start.mean), cut
     else:
         basis, step, ns = "median_step", float(start.median), med_cut
-    return {**_saving(basis, step, ns, float(start.mean), pool, by), "step_basis": start.step_basis}
+    return _saving(basis, step, ns, float(start.mean), pool, by, start.step_basis)
 
 
-def _all_fixed(
-    out: list[dict[str, Any]], ranked: list[int], start: _Start, seq: _Sequence, tokens: Any
-) -> dict[str, Any]:
+def _all_fixed(out: list[Finding], ranked: list[int], start: _Start, seq: _Sequence, tokens: Any) -> WhatIfAll:
     """The what-if's ``all`` part: the median step with every finding of the sequence applied."""
     assert start.median is not None
     median = start.median
     med_left = seq.med_left
     fixed_all = med_left["idle"] + med_left["device"] + med_left["communication"] + med_left["host_wait"]
     floor = med_left["device"]
-    return {
-        "finding_ids": [out[j]["id"] for j in range(len(out)) if ranked[j] in seq.ids],
-        "step_ns": int(median),
-        "step_ns_if_fixed": int(round(fixed_all)),
-        "saving_share": 1.0 - fixed_all / median,
-        "compute_floor_ns": int(round(floor)) if start.med_busy is not None else None,
-        "host_floor_ns": int(round(seq.host["median"])) if seq.host["median"] is not None else None,
-        "bound_by": _all_bound(seq.host_floor, fixed_all, floor if start.med_busy is not None else None),
-        "tokens_per_s_if_fixed": _tokens_per_s(tokens, fixed_all / median),
-        "idle_left_ns": int(round(med_left["idle"])),
-    }
+    host_floor = seq.host["median"]
+    return WhatIfAll(
+        finding_ids=[out[j].id for j in range(len(out)) if ranked[j] in seq.ids],
+        step_ns=int(median),
+        step_ns_if_fixed=int(round(fixed_all)),
+        saving_share=1.0 - fixed_all / median,
+        compute_floor_ns=int(round(floor)) if start.med_busy is not None else None,
+        host_floor_ns=int(round(host_floor)) if host_floor is not None else None,
+        bound_by=_all_bound(seq.host_floor, fixed_all, floor if start.med_busy is not None else None),
+        tokens_per_s_if_fixed=_tokens_per_s(tokens, fixed_all / median),
+        idle_left_ns=int(round(med_left["idle"])),
+    )
 
 
-def _on_mean(f: Mapping[str, Any]) -> bool:
+def _on_mean(f: Finding) -> bool:
     """The finding's saving is of the mean step: its cause is in slower steps only, not in the median step."""
-    s = f.get("saving")
-    return isinstance(s, dict) and s.get("basis") == "mean_step" and _shows_a_cut(s)
+    return f.saving is not None and f.saving.basis == "mean_step" and _shows_a_cut(f.saving)
 
 
-def _all_on_mean(out: list[dict[str, Any]], seq: _Sequence, start: _Start) -> dict[str, Any]:
+def _all_on_mean(out: list[Finding], seq: _Sequence, start: _Start) -> WhatIfAll:
     """The what-if's ``all`` part on the mean step, the run's basis when its top finding's cause is in slower steps
     only: the mean step with every finding of the sequence applied (the median step's floors are not its own)."""
     mean = float(start.mean)
     fixed_all = sum(seq.left.values())
-    return {
-        "finding_ids": [f["id"] for f in out if isinstance(f.get("saving"), dict) and (f["saving"].get("ns") or 0) > 0],
-        "step_ns": int(mean),
-        "step_ns_if_fixed": int(round(fixed_all)),
-        "saving_share": 1.0 - fixed_all / mean if mean > 0 else 0.0,
-        "compute_floor_ns": None,
-        "host_floor_ns": None,
-        "bound_by": None,
-        "tokens_per_s_if_fixed": None,
-        "idle_left_ns": int(round(seq.left["idle"])),
-    }
+    return WhatIfAll(
+        finding_ids=[f.id for f in out if f.saving is not None and (f.saving.ns or 0) > 0],
+        step_ns=int(mean),
+        step_ns_if_fixed=int(round(fixed_all)),
+        saving_share=1.0 - fixed_all / mean if mean > 0 else 0.0,
+        compute_floor_ns=None,
+        host_floor_ns=None,
+        bound_by=None,
+        tokens_per_s_if_fixed=None,
+        idle_left_ns=int(round(seq.left["idle"])),
+    )
 
 
 def _rank(out: list[Finding], of: list[Rule | None], start: _Start | None, seq: _Sequence | None) -> list[int]:
-    """Each finding's severity (``severity_of``, in place) and the ranked order (``_rank_key``); when the top
-    finding's saving is of the mean step, every saving of the mean step (one basis per run, #36), ranked again."""
+    """Each finding's severity (``severity_of``, its entry of ``out`` replaced) and the ranked order (``_rank_key``);
+    when the top finding's saving is of the mean step, every saving of the mean step (one basis per run, #36), ranked
+    again."""
     median = start.median if start is not None else None
-    for f, rule in zip(out, of):
-        f["severity"] = severity_of(rule, f.get("saving"), median)
+    out[:] = [replace(f, severity=severity_of(rule, f.saving, median)) for f, rule in zip(out, of)]
     ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
     if seq is not None and start is not None and ranked and _on_mean(out[ranked[0]]):
         for i, (f, rule) in enumerate(zip(out, of)):
-            if isinstance(f.get("saving"), dict):
-                none = {**_saving("mean_step", float(start.mean), 0.0, 0.0, None, None), "step_basis": start.step_basis}
-                f["saving"] = seq.on_mean.get(i, none)
-                f["severity"] = severity_of(rule, f["saving"], median)
+            if f.saving is not None:
+                none = _saving("mean_step", float(start.mean), 0.0, 0.0, None, None, start.step_basis)
+                on_mean = seq.on_mean.get(i, none)
+                out[i] = replace(f, saving=on_mean, severity=severity_of(rule, on_mean, median))
         ranked = sorted(range(len(out)), key=lambda i: (*_rank_key(out[i]), i))
     return ranked
 
 
-#: the saving's fields kept under ``saving.profiled``: the same saving on the profiled step
-PROFILED_FIELDS = ("basis", "step_ns", "ns", "share", "step_ns_if_fixed", "bound_by")
+#: the saving's fields kept under ``saving.profiled`` (``structs.ProfiledSaving``): the same saving on the profiled
+#: step
+PROFILED_FIELDS = tuple(ProfiledSaving.__struct_fields__)
 
 
-def _what_if(out: list[Finding], ranked: list[int], start: _Start, seq: _Sequence, tokens_per_s: Any) -> dict[str, Any]:
+def _profiled_saving(s: Saving) -> ProfiledSaving:
+    """The profiled step's saving, kept beside the one without the profiler (``saving.profiled``)."""
+    assert isinstance(s.basis, str)
+    assert not isinstance(s.step_ns, UnsetType) and not isinstance(s.step_ns_if_fixed, UnsetType)
+    assert not isinstance(s.bound_by, UnsetType)
+    return ProfiledSaving(
+        basis=s.basis,
+        step_ns=s.step_ns,
+        ns=s.ns,
+        share=s.share,
+        step_ns_if_fixed=s.step_ns_if_fixed,
+        bound_by=s.bound_by,
+    )
+
+
+def _what_if(out: list[Finding], ranked: list[int], start: _Start, seq: _Sequence, tokens_per_s: Any) -> WhatIf:
     """The what-if of ranked findings on ``start``'s step (the top finding's own saving, all of them)."""
     assert start.median is not None
-    top = out[ranked[0]] if out and isinstance(out[ranked[0]].get("saving"), dict) else None
+    top = out[ranked[0]] if out and out[ranked[0]].saving is not None else None
     busy = start.med0["device"] if start.med_busy is not None else None
     ordered = [out[i] for i in ranked]
     top_part = _top_what_if(top, float(start.median), busy, start.host0, seq.gpu_cut, tokens_per_s)
     on_mean = top_part["basis"] == "mean_step"
-    return {
+    return WhatIf(
         **top_part,
-        "all": _all_on_mean(ordered, seq, start) if on_mean else _all_fixed(ordered, ranked, start, seq, tokens_per_s),
-        "median_idle_ns": int(round(start.med0["idle"])),
-        "mean_step_ns": int(start.mean),
-        "mean_step_ns_if_all_fixed": int(round(sum(seq.left.values()))),
-        "step_basis": start.step_basis,
-    }
+        all=_all_on_mean(ordered, seq, start) if on_mean else _all_fixed(ordered, ranked, start, seq, tokens_per_s),
+        median_idle_ns=int(round(start.med0["idle"])),
+        mean_step_ns=int(start.mean),
+        mean_step_ns_if_all_fixed=int(round(sum(seq.left.values()))),
+        step_basis=start.step_basis,
+    )
 
 
-def _profiled_what_if(w: Mapping[str, Any], lead: Mapping[str, Any]) -> dict[str, Any]:
+def _profiled_what_if(w: WhatIf, lead: WhatIf) -> ProfiledWhatIf:
     """The what-if on the profiled step, beside one on the step without the profiler (``lead``'s): which finding
     leads there, what its fix and all of them give, and whether the profiler's cost changes the leader."""
-    return {
-        "step_ns": w["step_ns"],
-        "finding_id": w["finding_id"],
-        "finding_title": w["finding_title"],
-        "step_ns_if_fixed": w["step_ns_if_fixed"],
-        "saving_share": w["saving_share"],
-        "all_step_ns_if_fixed": w["all"]["step_ns_if_fixed"],
-        "all_saving_share": w["all"]["saving_share"],
-        "host_floor_ns": w["all"]["host_floor_ns"] if w["host_floor_ns"] is None else w["host_floor_ns"],
-        "leader_changes": w["finding_id"] != lead["finding_id"],
-    }
+    return ProfiledWhatIf(
+        step_ns=w.step_ns,
+        finding_id=w.finding_id,
+        finding_title=w.finding_title,
+        step_ns_if_fixed=w.step_ns_if_fixed,
+        saving_share=w.saving_share,
+        all_step_ns_if_fixed=w.all.step_ns_if_fixed,
+        all_saving_share=w.all.saving_share,
+        host_floor_ns=w.all.host_floor_ns if w.host_floor_ns is None else w.host_floor_ns,
+        leader_changes=w.finding_id != lead.finding_id,
+    )
 
 
 def apply_in_sequence(
     findings: list[Finding], metrics: Mapping[str, Any], rules: Sequence[Rule]
-) -> tuple[list[Finding], dict[str, Any] | None]:
+) -> tuple[list[Finding], WhatIf | None]:
     """Ranked findings with in-sequence savings (module docstring), and the what-if on the median step: the one
     place a run finding's severity (``severity_of``) and rank (``_rank_key``) are decided. Both on the step without
     the profiler's own cost when the capture shows one (``_without_profiler``), the profiled step's beside them
     (``saving.profiled``, ``what_if.profiled``)."""
     alone = sorted(range(len(findings)), key=lambda i: (*_alone_key(findings[i]), i))
-    out = [dict(findings[i]) for i in alone]
-    of = rules_of([str(f["id"]) for f in out], metrics, rules)
+    out = [findings[i] for i in alone]
+    of = rules_of([f.id for f in out], metrics, rules)
     start = _start(metrics)
     bare = _without_profiler(metrics, start) if start is not None else None
     basis = bare if bare is not None else start
-    profiled = [dict(f) for f in out]
+    profiled = list(out)
     seq = None if basis is None else _in_sequence(out, of, metrics, basis)
     ranked = _rank(out, of, basis, seq)
     prof = None
     if bare is not None and start is not None:
         prof_seq = _in_sequence(profiled, of, metrics, start)
         prof = (prof_seq, _rank(profiled, of, start, prof_seq))
-    for f, p in zip(out, profiled):
-        if isinstance(f.get("saving"), dict):
-            keep = bare is not None and isinstance(p.get("saving"), dict)
-            f["saving"]["profiled"] = {k: p["saving"][k] for k in PROFILED_FIELDS} if keep else None
+    for i, (f, p) in enumerate(zip(out, profiled)):
+        if f.saving is not None:
+            keep = _profiled_saving(p.saving) if bare is not None and p.saving is not None else None
+            out[i] = replace(f, saving=replace(f.saving, profiled=keep))
     if basis is None or seq is None or basis.median is None:
         return [out[i] for i in ranked], None
     tokens = lookup(metrics, TOKENS_PER_S_SOURCE)
     prof_median = start.median if bare is not None and start is not None else None
     tokens_bare = _tokens_per_s(tokens, float(basis.median) / float(prof_median)) if prof_median else tokens
     what = _what_if(out, ranked, basis, seq, tokens_bare)
-    what["profiled"] = None
     if prof is not None and start is not None:
-        what["profiled"] = _profiled_what_if(_what_if(profiled, prof[1], start, prof[0], tokens), what)
-    what["statement"] = statement(what)
+        what.profiled = _profiled_what_if(_what_if(profiled, prof[1], start, prof[0], tokens), what)
+    what.statement = statement(what)
     return [out[i] for i in ranked], what
 
 
@@ -606,7 +644,7 @@ def _in_sequence(out: list[Finding], of: list[Rule | None], metrics: Mapping[str
     )
     for i in _order(pools, of):
         f, rule = out[i], of[i]
-        if isinstance(f.get("saving"), dict):
+        if f.saving is not None:
             effect = rule.host_floor if rule is not None else "cut"
-            f["saving"] = _apply_one(f, i, pools[i], claimed[i], effect, start, seq)
+            out[i] = replace(f, saving=_apply_one(f, i, pools[i], claimed[i], effect, start, seq))
     return seq

@@ -102,7 +102,7 @@ def _common_steps(ranks: Sequence[RankSummary]) -> I64:
         return np.zeros(0, np.int64)
     idx = np.concatenate([np.unique(s.steps["index"]) for s in ranks])
     values, counts = np.unique(idx, return_counts=True)
-    return values[counts == len(ranks)].astype(np.int64)
+    return np.asarray(values[counts == len(ranks)].astype(np.int64))
 
 
 def _tables(ranks: Sequence[RankSummary], common: I64, m: Matched) -> JobTables:

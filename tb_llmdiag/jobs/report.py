@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.findings.engine import Metrics, evaluate, rank, verdict
+from tb_llmdiag.findings.engine import Metrics, job_findings_of, rank, verdict
 from tb_llmdiag.findings.job import JOB_RULES, STRAGGLER_RULE, held_back
 from tb_llmdiag.jobs.cross_rank import JobAnalysis, analyze_job
 from tb_llmdiag.jobs.intermittent import spikes
@@ -54,7 +54,7 @@ from tb_llmdiag.jobs.overview import overview
 from tb_llmdiag.jobs.purposes import link_metrics
 from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.straggler import per_rank_mean
-from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.jsonsafe import json_array, json_object
 from tb_llmdiag.metrics.collectives import KINDS
 
 JOB_REPORT_SCHEMA = 1
@@ -122,7 +122,7 @@ def job_metrics(a: JobAnalysis) -> dict[str, Any]:
     out.update(_profiler_metrics(a, low if low is not None else out["straggler_others_wait_ns_per_step"]))
     out.update(_spike_metrics(a))
     out["straggler_significance"] = verdict(STRAGGLER_RULE, out) if s is not None else None
-    return jsonable(out)
+    return json_object(out)
 
 
 def _purpose_metrics(a: JobAnalysis) -> dict[str, Any]:
@@ -222,7 +222,7 @@ def _spike_metrics(a: JobAnalysis) -> dict[str, Any]:
 
 def job_findings(metrics: Metrics) -> list[dict[str, Any]]:
     """The job rules that fire (``findings/job.py``), largest share of the job step first."""
-    return jsonable(rank(evaluate(metrics, JOB_RULES)))
+    return json_array(rank(job_findings_of(metrics, JOB_RULES)))
 
 
 def _bars(a: JobAnalysis) -> list[dict[str, Any]]:
@@ -245,7 +245,7 @@ def job_view(a: JobAnalysis) -> dict[str, Any]:
     """What the job view draws (see the module docstring), JSON-safe."""
     t = a.tables
     straggler = a.ranks[a.straggler_pos] if a.straggler_pos is not None else None
-    return jsonable(
+    return json_object(
         {
             "ranks": list(a.ranks),
             "labels": list(a.labels),

@@ -62,6 +62,8 @@ from tb_llmdiag.metrics.anatomy_parts import (
     part_of_names,
     peaks_for,
 )
+from tb_llmdiag.metrics.anatomy_structure import ENTRIES as STRUCTURE_ENTRIES
+from tb_llmdiag.metrics.anatomy_structure import graph_figures, logits_figures, moe_figures
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.entry import (
     BYTES,
@@ -211,10 +213,16 @@ def _operand_elements(name: str, d: list[list[int]]) -> float:
 
 
 def _classify(
-    ctx: Context, rows: IDX, ch: Chains, f: NodeFeatures, shape_facts: tuple[F64, F64, F64]
+    ctx: Context,
+    rows: IDX,
+    ch: Chains,
+    f: NodeFeatures,
+    shape_facts: tuple[F64, F64, F64],
+    moe_rows: NDArray[np.bool_],
 ) -> tuple[NDArray[np.int32], NDArray[np.int8], list[str]]:
     """Per device row: its part code (``PARTS``, then compiled graphs, -1 for ``other``), the evidence code that
-    placed it, and the compiled graphs' entry names (codes ``len(PARTS) + i``)."""
+    placed it, and the compiled graphs' entry names (codes ``len(PARTS) + i``); ``moe_rows``: the MoE's router,
+    dispatch and expert GEMMs by their shapes (``anatomy_structure.moe_figures``)."""
     ev = ctx.trace.events
     n = rows.size
     part = np.full(n, -1, np.int32)
@@ -260,6 +268,7 @@ def _classify(
         assign(graphs == gid, code, "compiled_graph")
     assign(np.ones(n, bool), at(f.ann_part, node, -1).astype(np.int32), "annotation")
     assign(np.ones(n, bool), at(f.ann_part, fwd, -1).astype(np.int32), "backward_link")
+    assign(moe_rows, PART_CODE["moe"], "shape")
     assign(gemm & (rank > 0), PART_CODE["lora"], "shape")
     assign(gemm & (vocab > 0), PART_CODE["lm_head"], "shape")
     assign(gemm, layer.astype(np.int32), "shape")
@@ -406,13 +415,15 @@ def _backends(
     return {names[i]: float(t) for i, t in enumerate(tot) if t > 0}
 
 
-def _evidence(ctx: Context, rows: IDX) -> tuple[Chains, NodeFeatures]:
-    """The launch chains of ``rows`` through the host call forest, which this topic, the last early one to read it,
-    releases (``RowCache.forest``)."""
+def _evidence(ctx: Context, rows: IDX) -> tuple[Chains, NodeFeatures, dict[str, Any] | None]:
+    """The launch chains of ``rows`` through the host call forest, and the compiled graphs' figures
+    (``anatomy_structure.graph_figures``), before this topic, the last early one to read the forest, releases it
+    (``RowCache.forest``)."""
     try:
         forest = ctx.cache.forest()
         feats = node_features(forest, ctx.trace.events.names)
-        return launch_chains(ctx, forest, feats, rows), feats
+        ch = launch_chains(ctx, forest, feats, rows)
+        return ch, feats, graph_figures(ctx, forest, rows, ch.launch)
     finally:
         ctx.cache.release_forest()
 
@@ -428,18 +439,25 @@ def anatomy_metrics(ctx: Context) -> dict[str, Any]:
     if busy <= 0:
         ctx.cache.release_forest()
         return {"available": False, "reason": "no device activity in the analysis window"}
-    ch, feats = _evidence(ctx, rows)
+    ch, feats, graph_fig = _evidence(ctx, rows)
     sr = ch.shape_row
     facts = (np.zeros(rows.size), np.zeros(rows.size), np.full(rows.size, -1.0))
+    model = _model(ctx)
     if (sr >= 0).any():
         u, inv = np.unique(sr[sr >= 0], return_inverse=True)
-        for col, vals in zip(facts, _gemm_facts(ev, u, _model(ctx))):
+        for col, vals in zip(facts, _gemm_facts(ev, u, model)):
             col[sr >= 0] = vals[inv]
-    part, evid, graphs = _classify(ctx, rows, ch, feats, facts)
+    moe_rows, moe = moe_figures(ctx, sr, w, model.hidden, model.tokens)
+    part, evid, graphs = _classify(ctx, rows, ch, feats, facts, moe_rows)
     labels = list(PARTS) + graphs + ["other"]
     n = len(labels)
     code = np.where(part >= 0, part, n - 1).astype(np.int32)
-    return _describe(ctx, rows, ch, feats, code, evid, w, labels)
+    out = _describe(ctx, rows, ch, feats, code, evid, w, labels)
+    # the structure figures (metrics/anatomy_structure.py): a MoE's load, the loss over full logits, compiled graphs
+    out["moe"] = moe
+    out["logits"] = logits_figures(ctx, rows, sr, w, model.vocab, model.training)
+    out["graphs"] = graph_fig
+    return out
 
 
 def _part_figures(ctx: Context, rows: IDX, ch: Chains, code: NDArray[np.int32], w: F64, n: int) -> dict[str, Any]:
@@ -621,5 +639,5 @@ ENTRIES: tuple[Entry, ...] = (
     ("anatomy.parts.*.top_ops[].time_ns", NS, NEITHER, 0.05, "part top operator time", _P + "that operator's share of the part's time"),
     ("anatomy.parts.*.backends.*", NS, NEITHER, 0.05, "attention time by backend", "`attention` only: time by backend: `flash`, `cudnn`, `efficient`, `triton` (kernel names), `math` (`aten::_scaled_dot_product_attention_math`), `eager` (softmax and batched GEMMs of an attention module)"),
     ("anatomy.parts.*.backend", TEXT, NEITHER, 0, "attention backend", "`attention` only: the backend with the most time; null when none is recognised"),
-)
+) + STRUCTURE_ENTRIES
 # fmt: on

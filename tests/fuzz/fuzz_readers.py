@@ -239,7 +239,7 @@ def run_case(path: Path, tab: bool) -> dict[str, Any]:
     if tab:
         return api.analyze_for_tab(tf)["report"]
     trace = load_trace(tf.path)  # not api.analyze: a reader's exception is what the fuzzer looks for
-    return api.run_report(tf, trace, analyze(trace))
+    return api.run_report(tf, trace, analyze(trace)).json()
 
 
 def site_of(exc: BaseException) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tb_llmdiag.findings import JOB_RULES, RULES, Fix, Rule, evaluate, fires, held_back, rank, verdict
 from tb_llmdiag.findings.job import EXPOSED_FIXES, STRAGGLER_FIXES
+from tb_llmdiag.jsonsafe import jsonable
 
 WHAT_IF = {"step_ns": 1000.0, "step_after_ns": 800.0, "bound": "upper", "assumes": "the straggler on time"}
 EXPOSED_WHAT_IF = {"step_ns": 1000.0, "step_after_ns": 700.0, "bound": "upper", "assumes": "all hidden"}
@@ -61,7 +62,7 @@ def test_job_rules_and_run_rules_are_one_rule_type() -> None:
 def test_job_findings_come_out_of_the_engine_whole() -> None:
     # GIVEN a job where both rules pass; THEN the exposed transfer (30 %) ranks above the straggler (20 %)
     m = job()
-    found = rank(evaluate(m, JOB_RULES))
+    found = jsonable(rank(evaluate(m, JOB_RULES)))
     assert [f["id"] for f in found] == ["exposed_communication", "straggler"]
     exposed, straggler = found
     assert exposed == {
@@ -89,7 +90,7 @@ def test_job_findings_come_out_of_the_engine_whole() -> None:
 def test_a_job_fix_without_its_own_text_takes_the_rule_fix() -> None:
     # an unknown kind: the rule's own fix text (EXPOSED_FIXES has no entry for it); no cause: no straggler text
     m = job(top_collective_kind="mystery", straggler_cause=None)
-    by_id = {f["id"]: f for f in evaluate(m, JOB_RULES)}
+    by_id = {f["id"]: f for f in jsonable(evaluate(m, JOB_RULES))}
     exposed_rule = next(r for r in JOB_RULES if r.id == "exposed_communication")
     assert by_id["exposed_communication"]["fix"] == exposed_rule.fix.text
     assert by_id["exposed_communication"]["fix"].startswith("Overlap communication with compute or shrink it")
@@ -109,7 +110,7 @@ def test_a_job_threshold_is_strict_and_a_run_threshold_is_not() -> None:
 def test_a_floor_holds_the_finding_back_and_leaves_a_note() -> None:
     # the lower bound 4 % is not above the 5 % threshold: within the noise; the exposed rule still fires
     m = job(straggler_others_wait_low_share=0.04, straggler_others_wait_low_ns_per_step=40.0)
-    assert [f["id"] for f in evaluate(m, JOB_RULES)] == ["exposed_communication"]
+    assert [f["id"] for f in jsonable(evaluate(m, JOB_RULES))] == ["exposed_communication"]
     assert held_back(m) == [
         "rank 1 makes the others wait 200 ns per step (20.0 % of the job step), but at 95 % confidence over the 5 "
         "steps only 40 ns (4.0 %), not above 5.0 %: within the step-to-step noise of this capture, so no straggler "

@@ -175,6 +175,7 @@ def test_the_profiler_cost_inside_an_unrecorded_activity_is_its_records() -> Non
     cost per Python-tracer record, not scaled by the host's speed; less where the records start closer together); a
     4 ms sleep in a range with nothing inside costs nothing."""
     from tb_llmdiag.findings import RULES, rule_of
+    from tb_llmdiag.findings.structs import Finding, FindingFix, Saving
     from tb_llmdiag.findings.trust import unprofiled_saving_ns
 
     def one(inside: int, views: int = 0, apart_ns: int = 7 * US) -> dict:
@@ -191,8 +192,10 @@ def test_the_profiler_cost_inside_an_unrecorded_activity_is_its_records() -> Non
     assert m["unrecorded_chain"] == "train.py(12): build_masks" and m["unrecorded_source"] == "train.py:12"
     assert m["unrecorded_profiler_ns"] == 500 * 800
     # THEN the finding's saving restated unprofiled keeps the share of its time that is not recording
-    f = {"id": "unrecorded_host_time", "saving": {"ns": 3_000_000, "step_ns": 10_000_000}}
-    rule = rule_of(f["id"], {}, RULES)
+    f = Finding(id="unrecorded_host_time", severity=None, title="", summary="", evidence={}, source=None,
+                saving=Saving(ns=3_000_000, step_ns=10_000_000, share=0.3), fix=FindingFix(text="", pytorch="", hf_trainer=""),
+                docs=None, metric=None, value=None, threshold=None)
+    rule = rule_of(f.id, {}, RULES)
     held = m["unrecorded_ns"]
     assert unprofiled_saving_ns(f, rule, {"attribution": m}, None) == round(3_000_000 * (1 - 500 * 800 / held))
     # AND on a host the views make slow (speed scale 4), the Python tracer's records cost the same: measured per record

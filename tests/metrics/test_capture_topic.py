@@ -7,10 +7,11 @@ import json
 
 import numpy as np
 import pytest
+from minitrace import GEMM, US, E, kernel, launch, make_trace, op, step
 
-from minitrace import US, E, GEMM, kernel, launch, make_trace, op, step
 from tb_llmdiag.findings import diagnose
 from tb_llmdiag.ingest.kineto.meta import extra_metadata, unprofiled_steps_ns
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import analyze
 from tb_llmdiag.metrics.gaps import CAUSES
 from tb_llmdiag.model import Kind, Trace
@@ -46,7 +47,7 @@ def test_graph_replays_are_grouped_busy_and_never_launch_gaps() -> None:
     assert m["idle"]["host_wait_ns"] == 2 * (5 + 100 - 64) * US
     # replayed kernels are not launched one by one: no tiny-kernel share, no tiny_kernels finding
     assert m["launch"]["graph_kernels"] == 40 and m["launch"]["tiny_kernel_share"] is None
-    assert "tiny_kernels" not in [f["id"] for f in diagnose(m)[0]]
+    assert "tiny_kernels" not in [f["id"] for f in jsonable(diagnose(m))[0]]
 
 
 def test_recorded_graph_ids_group_and_count_nodes() -> None:

@@ -11,6 +11,7 @@ import pytest
 from minitrace import GEMM, US, E, kernel, launch, make_trace, op, step
 
 from tb_llmdiag.findings import RULES, evaluate
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.idle import CUDNN_ATTENTION_HINT, CUDNN_CONVOLUTION_HINT, HOST_COPY_HINT, RECOMPILE_HINT
 from tb_llmdiag.metrics.labels import chain_words
@@ -45,8 +46,8 @@ def steps_with(culprit: str, inside: str | None = None, tokens: tuple[int, ...] 
 
 def slow_host_op(trace) -> tuple[dict, dict]:
     m = compute_metrics(trace, find_steps(trace))
-    found = [f for f in evaluate(m, RULES) if f["id"] == "slow_host_op"]
-    assert len(found) == 1, [f["id"] for f in evaluate(m, RULES)]
+    found = [f for f in jsonable(evaluate(m, RULES)) if f["id"] == "slow_host_op"]
+    assert len(found) == 1, [f["id"] for f in jsonable(evaluate(m, RULES))]
     return m["idle"], found[0]
 
 

@@ -7,9 +7,10 @@ import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from minitrace import ADD, COPY, GEMM, LOADER, E, make_trace
 
-from minitrace import ADD, COPY, E, GEMM, LOADER, make_trace
 from tb_llmdiag.findings import diagnose
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.steps import find_steps
@@ -62,7 +63,7 @@ def test_random_traces(rows: list[E]) -> None:
     k = m["kernels"]
     if k.get("available") and k["device_time_ns"] > 0:
         assert abs(sum(c["share"] for c in k["by_category"].values()) - 1) < 1e-9
-    findings, what_if = diagnose(m)
+    findings, what_if = jsonable(diagnose(m))
     json.dumps([findings, what_if, headline(m)], allow_nan=False)
     for f in findings:
         assert f["severity"] in ("high", "medium", "low")
