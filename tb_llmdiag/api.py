@@ -36,7 +36,7 @@ from tb_llmdiag.findings import diagnose
 from tb_llmdiag.findings.catalogue import finding_catalogue, finding_rule, metric_registry, rule_catalogue
 from tb_llmdiag.findings.structs import UNSET, RunReport
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.ingest.discover import Index, TraceFile, discover
+from tb_llmdiag.ingest.discover import Index, TraceFile, discover, name_order
 from tb_llmdiag.ingest.formats import READER_MODULES
 from tb_llmdiag.ingest.fs import local_copy
 from tb_llmdiag.ingest.saved_report import saved_report
@@ -84,7 +84,7 @@ ENGINE_VERSION = EngineVersion(MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, T
 # fmt: off
 __all__ = [
     "ENGINE_VERSION", "Analysed", "TraceIndex", "analyze", "analyze_for_tab", "check", "compare", "discover",
-    "finding_catalogue", "finding_rule", "is_compare_key", "job_for_summaries", "metric_registry", "preload", "report",
+    "finding_catalogue", "finding_rule", "is_compare_key", "job_for_summaries", "metric_registry", "name_order", "preload", "report",
     "resolve", "rule_catalogue", "run_names", "saved_report", "tab_executor", "timeline", "timeline_of_runs",
     "RunReport",
 ]

@@ -99,6 +99,9 @@ _XLA_MOVE = (
 # a declared table, one entry per row: left as laid out
 # fmt: off
 KERNEL_PATTERNS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
+    # DeepEP's layout kernel counts the tokens per rank and per expert on this GPU: local routing work, no
+    # communication, though it sits in the ``ep::`` namespace the next row takes for communication
+    ("moe", ("ep::cuda::get_dispatch_layout", "ep::layout::get_dispatch_layout"), None),
     ("communication", ("nccl", "rccl", "cross_device_reduce", "multimem_all_reduce", "allreduce", "all_reduce",
                        "allgather", "all_gather", "reducescatter", "reduce_scatter", "alltoall", "all_to_all",
                        "sendrecv", "mscclpp", "nvshmem", "deep_ep", "deepep"),

@@ -28,6 +28,7 @@ def test_rules_lists_each_id_once_with_its_platforms_then_the_job_rules() -> Non
         "exposed_communication",
         "pipeline_stage_straggler",
         "pipeline_bubble",
+        "slow_link_collectives",
     ]
     by_id = {r["id"]: r["platforms"] for r in runs}
     # a GPU and an XLA variant under one id: one entry, both platforms; a CUDA-launch rule: the GPU only

@@ -402,6 +402,15 @@ def test_job_route_is_the_cli_job_section(tmp_path: Path):
         assert job == json.loads(json.dumps(expected))
         assert job["metrics"]["straggler_rank"] == 1 and job["findings"][0]["id"] == "straggler"
         assert [f["rank"] for f in job["files"]] == [0, 1]
+        # asked again with the same ranks' entries, the job is answered from memory: no rank's summary is read
+        # again (1,000 ranks are read once, #33)
+        reads = []
+        cache = p._catalog.cache
+        real_get = cache.get
+        cache.get = lambda *a, **k: reads.append(a[1]) or real_get(*a, **k)  # type: ignore[method-assign]
+        again = c.get(f"{PREFIX}/job", query_string={"run": "ddp", "span": "1"})
+        cache.get = real_get  # type: ignore[method-assign]
+        assert again.status_code == 200 and again.get_json() == job and "rank_summary" not in reads
         assert c.get(f"{PREFIX}/job", query_string={"run": "ddp", "span": "nope"}).status_code == 404
         assert c.get(f"{PREFIX}/job", query_string={"run": "ddp"}).status_code == 400
     finally:

@@ -1,6 +1,8 @@
 // The job view: a run with several ranks (docs/http_api.md /job, the report's jobs[] entry). Job findings on
 // top, a ranks x steps heatmap (step time or waiting), per-rank stacked bars (compute, exposed transfer,
-// waiting, idle, other); clicking a rank opens its own report.
+// waiting, idle, other); clicking a rank opens its own report. Past HANDFUL ranks the view aggregates
+// (jobs/overview.py): per-step percentiles across ranks, the notable ranks and the outlier ranks, each a link
+// to its own report.
 
 import { h, clear } from '../dom.js';
 import { formatValue, isNum } from '../format.js';
@@ -15,6 +17,13 @@ const BAR_PARTS = [
   ['other_ns', 'other device work', CATEGORY_COLORS.memcpy],
 ];
 const HEAT = { step_ns: 'step time', waiting_ns: 'waiting' };
+/** More ranks than this: the aggregate view (a heatmap row and a bar per rank no longer read). */
+export const HANDFUL = 16;
+const PCT_OF = ['step_ns', 'waiting_ns', 'exposed_ns'];
+const PCTS = ['p50', 'p90', 'max'];
+const ROLES = ['straggler', 'slowest', 'fastest', 'typical'];
+/** Outlier rows drawn at most (the rest counted). */
+export const OUTLIERS_SHOWN = 50;
 
 const fmt = (key, v) => formatValue(v, unitOf(key));
 const basename = (p) => String(p || '').split(/[\\/]/).pop();
@@ -81,6 +90,63 @@ function bars(job, onRank, workers) {
   return h('div', { class: 'job-bars' }, legend, list);
 }
 
+/** {rank: worker} for the view's ranks (the rows of workersByRow). */
+function workerOfRank(job, workers) {
+  return new Map(((job.view && job.view.ranks) || []).map((r, i) => [r, workers[i]]));
+}
+
+function rankButton(r, byRank, onRank, text) {
+  const w = byRank.get(r);
+  return h('button', { type: 'button', class: 'rank-link', dataset: { rank: r }, text: text || `rank ${r}`, disabled: !w, onclick: () => w && onRank(w) });
+}
+
+/** Per common step: p50 / p90 / max across ranks of step time, waiting and exposed time (registry labels). */
+function percentileTable(job) {
+  const v = job.view;
+  const keys = PCT_OF.flatMap((k) => PCTS.map((p) => [k, p]));
+  const head = h('tr', {}, h('th', { text: 'step' }), keys.map(([k, p]) => h('th', { text: labelOf(`job.view.percentiles.${k}.${p}[]`) })));
+  const rows = v.steps.map((s, j) => h('tr', { dataset: { step: s } }, h('th', { text: `#${s}` }),
+    keys.map(([k, p]) => {
+      const x = (((v.percentiles || {})[k] || {})[p] || [])[j];
+      return h('td', { text: isNum(x) ? fmt(`job.view.percentiles.${k}.${p}[]`, x) : '—' });
+    })));
+  return h('div', { class: 'job-scroll' }, h('table', { class: 'job-heatmap job-percentiles' }, h('thead', {}, head), h('tbody', {}, rows)));
+}
+
+function notableList(job, byRank, onRank) {
+  const n = job.view.notable || {};
+  return h('div', { class: 'job-notable' }, ROLES.filter((r) => isNum(n[`${r}_rank`])).map((role) =>
+    h('span', { class: 'job-notable-rank', dataset: { role } }, h('span', { class: 'muted', text: `${labelOf(`job.view.notable.${role}_rank`)}: ` }),
+      rankButton(n[`${role}_rank`], byRank, onRank))));
+}
+
+function outlierTable(job, byRank, onRank) {
+  const all = job.view.outliers || [];
+  const shown = all.slice(0, OUTLIERS_SHOWN);
+  const head = h('tr', {}, ['rank', 'step_ns', 'step_vs_median_ratio', 'reasons[]'].map((k) =>
+    h('th', { text: labelOf(`job.view.outliers[].${k}`) })));
+  const rows = shown.map((o) => h('tr', { class: 'job-outlier', dataset: { rank: o.rank } },
+    h('td', {}, rankButton(o.rank, byRank, onRank)),
+    h('td', { text: isNum(o.step_ns) ? fmt('job.view.outliers[].step_ns', o.step_ns) : '—' }),
+    h('td', { text: isNum(o.step_vs_median_ratio) ? fmt('job.view.outliers[].step_vs_median_ratio', o.step_vs_median_ratio) : '—' }),
+    h('td', { text: (o.reasons || []).join(', ') })));
+  return [
+    all.length ? h('table', { class: 'job-heatmap job-outliers' }, h('thead', {}, head), h('tbody', {}, rows))
+      : h('p', { class: 'muted job-no-outlier', text: 'No rank stands out: every mean step is within the band around the median rank\'s.' }),
+    all.length > shown.length ? h('p', { class: 'muted', text: `and ${all.length - shown.length} more (the report's jobs[].view.outliers)` }) : null,
+  ];
+}
+
+/** The aggregate view of a job of many ranks (module comment). */
+function aggregate(job, onRank, workers) {
+  const byRank = workerOfRank(job, workers);
+  return h('div', { class: 'job-aggregate' },
+    h('h3', { text: `Per step across ${job.view.ranks.length} ranks` }), percentileTable(job),
+    h('h3', { text: 'Notable ranks' }), notableList(job, byRank, onRank),
+    h('h3', { text: `Outlier ranks (${(job.view.outliers || []).length})` }), ...outlierTable(job, byRank, onRank),
+    h('p', { class: 'hint', text: 'Click a rank to open its own report; the rank selector above lists every rank.' }));
+}
+
 export function mountJob(el, { onRank } = {}) {
   let which = 'step_ns';
   let last = null;
@@ -100,6 +166,10 @@ export function mountJob(el, { onRank } = {}) {
     el.append(f.length ? h('div', { class: 'job-findings' }, f.map(findingCard))
       : h('p', { class: 'job-none', text: "No job finding: no rank keeps the others waiting beyond the step-to-step noise and the profiler's own cost, and the transfers no compute hides are small." }));
     if (!job.view || !job.view.ranks.length) return;
+    if (job.view.ranks.length > HANDFUL) {
+      el.append(aggregate(job, onRank || (() => {}), workers));
+      return;
+    }
     const toggle = h('div', { class: 'tabs', role: 'tablist' }, Object.entries(HEAT).map(([k, label]) =>
       h('button', { type: 'button', role: 'tab', class: 'tab', 'aria-selected': String(k === which), dataset: { key: k }, text: label,
         onclick: () => { which = k; render(); } })));

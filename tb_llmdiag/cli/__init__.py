@@ -38,7 +38,11 @@ def _report(args: argparse.Namespace) -> int:
             sys.stdout.write(dumps({"error": str(exc), "exit_code": exc.exit_code}) + "\n")
         raise
     sys.stdout.write(
-        dump_json(rep) + "\n" if form == "json" else render_report_md(rep) if form == "md" else render_report(rep)
+        dump_json(rep) + "\n"
+        if form == "json"
+        else render_report_md(rep, all_ranks=args.all_ranks)
+        if form == "md"
+        else render_report(rep, all_ranks=args.all_ranks)
     )
     failed = [r for r in rep["runs"] if r["status"] == "error"]
     partial = [r for r in rep["runs"] if r["status"] == "partial"]
@@ -104,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument(
         "--workers", type=int, default=1, metavar="N", help="analyse on N local processes (default 1: this process)"
+    )
+    rep.add_argument(
+        "--all-ranks",
+        action="store_true",
+        help="print every rank's report; by default a job of more than 8 ranks prints its notable ranks' reports "
+        "(straggler, slowest, fastest, a typical one) and one flag row per rank",
     )
     rep.set_defaults(func=_report)
     rules = sub.add_parser("rules", help="list every finding LLM Diag can report, with its fix")

@@ -358,6 +358,74 @@ JOB_RULES: tuple[Rule, ...] = (
     ),
 )
 
+#: the job's slow-link bar: the transfer's bus bandwidth (no waiting in it) below 10 % of the GPU's link and below
+#: 25 % of a 400 Gb/s NIC's, its purpose leaving at least 5 % of the job step exposed (``findings/comm.py`` has the
+#: run's, stricter: one rank cannot tell waiting from transfer)
+JOB_SLOW_LINK_SHARE = 0.1
+JOB_SLOW_LINK_NETWORK_SHARE = 0.25
+JOB_SLOW_LINK_EXPOSED_SHARE = 0.05
+
+
+def job_slow_link(m: Metrics) -> bool:
+    """The transfer's bandwidth far below the link and below a network card's share (the constants above); the
+    rule's metric, the purpose's exposed share of the job step, is its value."""
+    ratio, net = m.get("link_busbw_ratio"), m.get("link_network_ratio")
+    return (
+        isinstance(ratio, (int, float))
+        and ratio < JOB_SLOW_LINK_SHARE
+        and isinstance(net, (int, float))
+        and net < JOB_SLOW_LINK_NETWORK_SHARE
+    )
+
+
+def slow_link_summary(m: Metrics) -> str:
+    """The slow-link sentence: the purpose, its transfer bandwidth against the link and a NIC, and what the traces
+    cannot say."""
+    return (
+        f"The {words_of(m.get('link_purpose'))} collectives (median message {fmt('bytes', m.get('link_median_bytes'))}) "
+        f"move their data at {fmt('bytes_per_s', m.get('link_busbw_bytes_per_s'))} of bus bandwidth, measured on "
+        "the transfer alone (the last rank's arrival to the end, no waiting): "
+        f"{fmt('ratio', m.get('link_busbw_ratio'))} of the {m.get('link')} these GPUs have "
+        f"({fmt('bytes_per_s', m.get('link_bytes_per_s'))} per GPU) and {fmt('ratio', m.get('link_network_ratio'))} "
+        "of a 400 Gb/s network card's; they leave "
+        f"{fmt('share', m.get('link_exposed_share'))} of the step exposed on the median rank. The traces do not "
+        "say which link carried them: ranks on one host should come near the GPUs' link, so NCCL is not using "
+        "it (peer-to-peer or shared memory turned off, a PCIe-only topology, a container without IPC); across "
+        "hosts the network is the limit (TCP sockets instead of InfiniBand or RoCE, one NIC shared by many GPUs)."
+    )
+
+
+LINK_RULES: tuple[Rule, ...] = (
+    Rule(
+        id="slow_link_collectives",
+        level="job",
+        title="Collective transfers run far below the bandwidth of the GPUs' link",
+        metric="link_exposed_share",
+        above=JOB_SLOW_LINK_EXPOSED_SHARE,
+        when=job_slow_link,
+        evidence=_same(
+            "link_purpose",
+            "link_busbw_bytes_per_s",
+            "link_median_bytes",
+            "link",
+            "link_bytes_per_s",
+            "link_busbw_ratio",
+            "link_network_ratio",
+            "link_exposed_share",
+            "job_step_ns",
+        ),
+        summary=slow_link_summary,
+        fix=Fix(
+            text="Run once with NCCL_DEBUG=INFO and read the transport of each channel: 'via P2P/IPC', 'P2P/CUMEM' "
+            "or NVLS within a host, 'NET/IB' across hosts; 'NET/Socket' is TCP. Unset NCCL_P2P_DISABLE, "
+            "NCCL_SHM_DISABLE and NCCL_IB_DISABLE; give containers --ipc=host and the InfiniBand devices; keep the "
+            "bandwidth-heavy groups (tensor parallel, FSDP) within one host and data parallel across hosts.",
+            pytorch="",
+            hf_trainer="",
+        ),
+    ),
+)
+
 PIPELINE_RULES: tuple[Rule, ...] = (
     Rule(
         id="pipeline_stage_straggler",
@@ -412,7 +480,7 @@ PIPELINE_RULES: tuple[Rule, ...] = (
         ),
     ),
 )
-JOB_RULES = JOB_RULES + PIPELINE_RULES
+JOB_RULES = JOB_RULES + PIPELINE_RULES + LINK_RULES
 
 STRAGGLER_RULE: Rule = next(r for r in JOB_RULES if r.id == "straggler")
 

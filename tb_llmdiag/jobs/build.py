@@ -17,7 +17,7 @@ import os
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from tb_llmdiag.ingest.discover import TraceFile
+from tb_llmdiag.ingest.discover import TraceFile, name_order
 from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.report import job_report
 
@@ -41,7 +41,9 @@ def rank_label(tf: TraceFile) -> str:
 
 
 def job_entry(run: str, span: str, members: Sequence[tuple[TraceFile, RankSummary | None]]) -> dict[str, Any]:
-    """The ``jobs[]`` entry of one job (module docstring)."""
+    """The ``jobs[]`` entry of one job (module docstring); its files in rank order (rank 2 before rank 10), files
+    without a rank after them in name order."""
+    members = sorted(members, key=lambda m: (m[0].rank is None, m[0].rank or 0, name_order(m[0].worker)))
     files = [
         {"path": tf.path, "worker": tf.worker, "rank": tf.rank, "status": "ok" if s is not None else "error"}
         for tf, s in members

@@ -207,6 +207,8 @@ class JobAnalysis:
     pipeline_attribution: dict[str, Any] | None = None
     #: communication by purpose over the ranks (``jobs.purposes``)
     purposes: list[dict[str, Any]] = field(default_factory=list)
+    #: the ranks' GPU as their traces name it (the first rank that names one): the link table's key
+    device_name: str | None = None
 
 
 #: Student's t, one-sided 95 % quantile, by degrees of freedom 1..30 (the textbook table); beyond, ``t95``
@@ -299,7 +301,8 @@ def analyze_job(summaries: Sequence[RankSummary], *, consistency_share: float = 
     return JobAnalysis(
         pipeline=pipe,
         pipeline_attribution=pipe_attr,
-        purposes=purposes_of_job(ranks, job_step),
+        purposes=purposes_of_job(ranks, job_step, m),
+        device_name=next((s.device_name for s in ranks if s.device_name), None),
         ranks=tuple(int(s.rank) for s in ranks if s.rank is not None),
         labels=tuple(s.label for s in ranks),
         notes=tuple(notes),

@@ -38,13 +38,16 @@ class Matched:
     member_step: I64 = field(repr=False)  # the member's step number (per its own rank)
     member_end_ns: I64 = field(repr=False)  # absolute end time on the member's clock
     member_exposed_ns: I64 = field(repr=False)  # the member's collective time no compute of its own overlaps
+    #: per match: its purpose (``metrics.comm_purpose.PURPOSES`` code), as the last arrival's rank classified it
+    purpose: I64 = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
 
 def _flatten(ranks: Sequence[RankSummary]) -> tuple[dict[str, NDArray[Any]], list[str]]:
     """All ranks' collectives as flat columns, with a job-wide process-group code and step numbers."""
     pg_codes: dict[str, int] = {}
     cols: dict[str, list[NDArray[Any]]] = {
-        k: [] for k in ("rank_pos", "kind", "start", "dur", "bytes", "group_size", "pg", "seq", "step", "exposed")
+        k: []
+        for k in ("rank_pos", "kind", "start", "dur", "bytes", "group_size", "pg", "seq", "step", "exposed", "purpose")
     }
     for pos, s in enumerate(ranks):
         # pipeline send/recv are one rank waiting for one other (the schedule's dependency): not matched as
@@ -68,6 +71,7 @@ def _flatten(ranks: Sequence[RankSummary]) -> tuple[dict[str, NDArray[Any]], lis
         cols["pg"].append(local[np.where((pid >= 0) & (pid < len(s.pg_names)), pid, len(s.pg_names))])
         cols["seq"].append(c["seq"])
         cols["exposed"].append(c["exposed_ns"])
+        cols["purpose"].append(c["purpose"].astype(np.int64))
         st = c["step"].astype(np.int64)
         cols["step"].append(
             np.where(st >= 0, step_no[np.clip(st, 0, max(step_no.size - 1, 0))] if step_no.size else -1, -1)
@@ -164,6 +168,7 @@ def match_collectives(ranks: Sequence[RankSummary]) -> tuple[Matched, list[str],
         member_step=f["step"][order][keep_member],
         member_end_ns=(f["start"] + f["dur"])[order][keep_member],
         member_exposed_ns=f["exposed"][order][keep_member],
+        purpose=f["purpose"][order][starts][ok] if n else np.zeros(0, np.int64),
     )
     return m, pg_labels, notes
 

@@ -1,6 +1,14 @@
 """Communication by purpose over a job's ranks (#33): per purpose (``metrics.comm_purpose.PURPOSES``), from the
 ranks' summaries: collectives and bytes per step (the median rank's), exposed time per step and its share of the
-job step (the median rank's), the median message and the largest group size stated."""
+job step (the median rank's), the median message and the largest group size stated; and from the collectives
+matched across ranks (``jobs.matching``), ``transfer_busbw_bytes_per_s``: their known bytes / their transfer time
+(the last arrival's duration: no waiting in it) x the nccl-tests factor of the purpose's leading kind (group size
+from the args, else the job's ranks); null without a matched collective of known size.
+
+``link_metrics``: the link of the ranks' GPU (``metrics.comm_purpose.link_of`` on the first rank's device name)
+and, for the purpose with the most exposed time among those with a median message of at least
+``BANDWIDTH_BOUND_BYTES`` and a transfer bandwidth, that bandwidth against the link (``link_busbw_ratio``) and
+against a 400 Gb/s NIC (``link_network_ratio``), its exposed share and median message; null without one."""
 
 from __future__ import annotations
 
@@ -9,11 +17,26 @@ from typing import Any
 
 import numpy as np
 
+from tb_llmdiag.jobs.matching import Matched
 from tb_llmdiag.jobs.rank_summary import RankSummary
-from tb_llmdiag.metrics.comm_purpose import PURPOSES
+from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s
+from tb_llmdiag.metrics.comm_purpose import BANDWIDTH_BOUND_BYTES, NETWORK_BYTES_PER_S, PURPOSES, link_of
 
 
-def purposes_of_job(ranks: Sequence[RankSummary], job_step_ns: float) -> list[dict[str, Any]]:
+def transfer_busbw(m: Matched, code: int, n_ranks: int) -> float | None:
+    """The purpose's bus bandwidth over its matched collectives of known size (module docstring)."""
+    known = (m.purpose == code) & (m.bytes >= 0) & (m.transfer_ns > 0)
+    if not known.any():
+        return None
+    by_kind = np.bincount(m.kind[known], weights=m.transfer_ns[known], minlength=len(KINDS))
+    gs = m.group_size[known]
+    group = int(gs.max()) if gs.max() > 0 else n_ranks
+    return bus_bandwidth_bytes_per_s(
+        KINDS[int(np.argmax(by_kind))], int(m.bytes[known].sum()), int(m.transfer_ns[known].sum()), group
+    )
+
+
+def purposes_of_job(ranks: Sequence[RankSummary], job_step_ns: float, matched: Matched) -> list[dict[str, Any]]:
     """One row per purpose present on some rank, most exposed time first."""
     rows = []
     for code, name in enumerate(PURPOSES):
@@ -42,6 +65,29 @@ def purposes_of_job(ranks: Sequence[RankSummary], job_step_ns: float) -> list[di
                 "exposed_ns_per_step": exp,
                 "exposed_share": exp / job_step_ns if job_step_ns > 0 else None,
                 "group_size": group or None,
+                "transfer_busbw_bytes_per_s": transfer_busbw(matched, code, len(ranks)),
             }
         )
     return sorted(rows, key=lambda r: -r["exposed_ns_per_step"])
+
+
+def link_metrics(rows: list[dict[str, Any]], device_name: str | None) -> dict[str, Any]:
+    """The job's link figures (module docstring), as ``link_*`` job metrics."""
+    link, bw = link_of(device_name)
+    big = [
+        r
+        for r in rows
+        if r["transfer_busbw_bytes_per_s"] is not None and (r["median_bytes"] or 0) >= BANDWIDTH_BOUND_BYTES
+    ]
+    top = max(big, key=lambda r: r["exposed_ns_per_step"]) if big else None
+    busbw = top["transfer_busbw_bytes_per_s"] if top else None
+    return {
+        "link": link,
+        "link_bytes_per_s": bw,
+        "link_purpose": top["purpose"] if top else None,
+        "link_busbw_bytes_per_s": busbw,
+        "link_busbw_ratio": busbw / bw if busbw is not None and bw else None,
+        "link_network_ratio": busbw / NETWORK_BYTES_PER_S if busbw is not None else None,
+        "link_exposed_share": top["exposed_share"] if top else None,
+        "link_median_bytes": top["median_bytes"] if top else None,
+    }

@@ -79,6 +79,8 @@ class RankSummary:
     #: not estimated) and how it was estimated (``capture.overhead_basis``: unprofiled_steps, model or none)
     profiler_overhead_ns: float | None = None
     overhead_basis: str = "none"
+    #: the rank's GPU as the trace names it (``DeviceInfo.name``; None when the trace lists none): the link table's key
+    device_name: str | None = None
 
     @property
     def n_steps(self) -> int:
@@ -109,6 +111,7 @@ class RankSummary:
             "activities": [list(a) for a in self.activities],
             "profiler_overhead_ns": self.profiler_overhead_ns,
             "overhead_basis": self.overhead_basis,
+            "device_name": self.device_name,
             "steps": {k: v.tolist() for k, v in self.steps.items()},
             "collectives": {k: v.tolist() for k, v in self.collectives.items()},
         }
@@ -142,6 +145,7 @@ class RankSummary:
             activities=tuple((str(k), str(c), float(v)) for k, c, v in d.get("activities", ())),
             profiler_overhead_ns=_number(d.get("profiler_overhead_ns")),
             overhead_basis=str(d.get("overhead_basis") or "none"),
+            device_name=d["device_name"] if isinstance(d.get("device_name"), str) else None,
         )
 
     def replace(self, **changes: Any) -> RankSummary:
@@ -222,6 +226,7 @@ def summarize_rank(
     if rank is None and dist is not None and dist.rank is not None:
         rank, rank_source = int(dist.rank), "distributed_info"
     return RankSummary(
+        device_name=trace.devices[0].name if trace.devices else None,
         rank=rank,
         rank_source=rank_source or ("unknown" if rank is None else "file_name"),
         label=label,

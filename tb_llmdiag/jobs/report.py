@@ -35,6 +35,7 @@
   kernels), ``exposed_transfer_ns``, ``waiting_ns`` (exposed waiting), ``idle_ns`` (no device activity) and
   ``other_ns`` (device busy with memcpy/memset only).
 - ``per_rank``: caused waiting per step, how often it arrived last, its top per-rank finding ids.
+- ``percentiles``, ``notable``, ``outliers``: the job at a glance, for many ranks (``jobs/overview.py``).
 Null stands for unknown (a rank without a common step).
 """
 
@@ -49,6 +50,8 @@ from tb_llmdiag.findings.engine import Metrics, job_findings_of, rank, verdict
 from tb_llmdiag.findings.job import JOB_RULES, STRAGGLER_RULE, held_back
 from tb_llmdiag.jobs.cross_rank import JobAnalysis, analyze_job
 from tb_llmdiag.jobs.intermittent import spikes
+from tb_llmdiag.jobs.overview import overview
+from tb_llmdiag.jobs.purposes import link_metrics
 from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.straggler import per_rank_mean
 from tb_llmdiag.jsonsafe import json_array, json_object
@@ -129,6 +132,7 @@ def _purpose_metrics(a: JobAnalysis) -> dict[str, Any]:
         "purposes": a.purposes,
         "top_purpose": top["purpose"] if top else None,
         "top_purpose_exposed_share": top["exposed_share"] if top else None,
+        **link_metrics(a.purposes, a.device_name),
     }
 
 
@@ -240,6 +244,7 @@ def _bars(a: JobAnalysis) -> list[dict[str, Any]]:
 def job_view(a: JobAnalysis) -> dict[str, Any]:
     """What the job view draws (see the module docstring), JSON-safe."""
     t = a.tables
+    straggler = a.ranks[a.straggler_pos] if a.straggler_pos is not None else None
     return json_object(
         {
             "ranks": list(a.ranks),
@@ -257,6 +262,7 @@ def job_view(a: JobAnalysis) -> dict[str, Any]:
                 "last_arrivals": a.last_count,
                 "top_finding_ids": [list(x) for x in a.top_finding_ids],
             },
+            **overview(t, a.ranks, straggler),
         }
     )
 

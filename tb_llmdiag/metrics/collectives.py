@@ -44,8 +44,14 @@ NOT_COLLECTIVE = 255
 
 #: (kind, regex on the kernel name, case-insensitive, searched); first match wins. Specific before broad.
 COLLECTIVE_PATTERNS: tuple[tuple[str, str], ...] = (
-    # DeepEP (deep_ep:: / dpsk::ep::): token dispatch / combine and their count exchange are all-to-all
-    ("all_to_all", r"(?:deep_ep|dpsk::ep)::\w+::(?:notify_)?(?:dispatch|combine)\b"),
+    # DeepEP (deep_ep:: / dpsk::ep::, its intranode / internode / internode_ll kernels): token dispatch / combine,
+    # their count exchange (notify_dispatch) and the cached layout's notify-and-clean (cached_notify,
+    # cached_notify_dispatch / _combine) all move data between the expert-parallel ranks: all-to-all. Its
+    # get_dispatch_layout is local arithmetic (the tokens per rank and per expert), not communication.
+    (
+        "all_to_all",
+        r"(?:deep_ep|dpsk::ep)::\w+::(?:cached_notify(?:_dispatch|_combine)?|(?:notify_)?(?:dispatch|combine))\b",
+    ),
     # NCCL / RCCL device kernels: ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllGather_RING_LL
     ("all_reduce", r"nccl(?:Dev)?Kernel_AllReduce"),
     ("all_gather", r"nccl(?:Dev)?Kernel_AllGather"),

@@ -37,6 +37,16 @@ Definitions:
   under an ``FSDP::pre_backward`` range), and those of them issued by a prefetch (a chain name with ``prefetch``).
 - Layout the collectives imply (``*_group``: the largest group size a purpose's collectives state, null when none
   is stated or the purpose is absent).
+- The link (``LINKS``, a documented table by device name: the trace states the GPU, never which link carried a
+  collective): ``link`` = the fastest link the GPU's peers on one host can share (NVLink / Infinity Fabric for
+  SXM/OAM parts, PCIe for PCIe cards), ``link_bytes_per_s`` its per-GPU bandwidth in one direction (what
+  nccl-tests' bus bandwidth approaches); null for a device the table does not list. Per purpose
+  ``busbw_vs_link_ratio`` = its ``busbw_lower_bound_bytes_per_s`` / ``link_bytes_per_s``.
+- ``link_purpose``: among the purposes whose median message is at least ``BANDWIDTH_BOUND_BYTES`` (smaller ones
+  are latency-bound: their bus bandwidth says little about the link) and whose bandwidth is known, the one with the
+  most exposed time; ``link_busbw_bytes_per_s``, ``link_busbw_ratio`` (/ ``link_bytes_per_s``),
+  ``link_network_ratio`` (/ ``NETWORK_BYTES_PER_S``, a 400 Gb/s RDMA NIC per GPU, the H100/H200 reference
+  design's network), ``link_exposed_share`` and ``link_median_bytes`` are that purpose's; all null without one.
 """
 
 from __future__ import annotations
@@ -53,7 +63,21 @@ from tb_llmdiag.intervals import merge
 from tb_llmdiag.metrics.collectives import KIND_CODE, KINDS, Collectives, bus_bandwidth_bytes_per_s
 from tb_llmdiag.metrics.communication import compute_blocks, exposed_union_ns, windows
 from tb_llmdiag.metrics.context import Context, RowCache
-from tb_llmdiag.metrics.entry import BYTES, COUNT, FLAG, LOWER, NEITHER, NS, PER_STEP, RATIO, SHARE, TEXT, Entry, Intro
+from tb_llmdiag.metrics.entry import (
+    BYTES,
+    COUNT,
+    FLAG,
+    HIGHER,
+    LOWER,
+    NEITHER,
+    NS,
+    PER_STEP,
+    RATIO,
+    SHARE,
+    TEXT,
+    Entry,
+    Intro,
+)
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import Kind, Trace
 
@@ -66,6 +90,36 @@ PHASE_CODE = {p: i for i, p in enumerate(PHASES)}
 
 #: DDP's default bucket (``bucket_cap_mb=25``)
 DDP_BUCKET_BYTES = 25 * 1024 * 1024
+
+#: (device-name regex searched case-insensitively, link, per-GPU bandwidth in one direction, bytes/s): the fastest
+#: link a GPU's peers on one host can share, from the vendors' data sheets; first match wins (PCIe cards before
+#: their SXM namesakes). NVLink 5 (B200, GB200): 18 links x 50 GB/s; NVLink 4 (H100, H200, GH200 SXM): 18 x 25 GB/s;
+#: H800 / A800 (export parts): 8 x 25 GB/s; NVLink 3 (A100 SXM): 12 x 25 GB/s; NVLink 2 (V100 SXM2): 6 x 25 GB/s;
+#: MI300X / MI325X Infinity Fabric: 7 x 64 GB/s; PCIe 5.0 x16 ~64 GB/s, PCIe 4.0 x16 ~32 GB/s.
+LINKS: tuple[tuple[str, str, float], ...] = (
+    (r"H100 PCIe|H100 NVL|RTX PRO 6000|RTX 5090|L40S?\b|\bL20\b", "PCIe 5.0 x16", 64e9),
+    (r"A100.*PCIe|\bA10G?\b|\bA30\b|\bA40\b|\bL4\b|RTX 4090|RTX 6000 Ada|RTX A6000|RTX 3090|\bT4\b", "PCIe 4.0 x16", 32e9),
+    (r"\bG?B(?:100|200|300)\b", "NVLink 5", 900e9),
+    (r"\bH800\b|\bA800\b", "NVLink (export part, 8 links)", 200e9),
+    (r"\bH100\b|\bH200\b|\bGH200\b|\bH20\b", "NVLink 4", 450e9),
+    (r"\bA100\b", "NVLink 3", 300e9),
+    (r"\bV100\b", "NVLink 2", 150e9),
+    (r"MI300X|MI325X", "Infinity Fabric", 448e9),
+)  # fmt: skip
+_LINK_RX = tuple((re.compile(rx, re.IGNORECASE), name, bw) for rx, name, bw in LINKS)
+#: a 400 Gb/s RDMA NIC per GPU (the H100/H200 reference design's network), bytes/s
+NETWORK_BYTES_PER_S = 50e9
+#: median message size from which a collective is bandwidth-bound (its bus bandwidth says something of the link)
+BANDWIDTH_BOUND_BYTES = 1024 * 1024
+
+
+def link_of(device_name: str | None) -> tuple[str | None, float | None]:
+    """(link, per-GPU bandwidth in one direction, bytes/s) of a device by ``LINKS``; (None, None) when unlisted."""
+    for rx, name, bw in _LINK_RX if device_name else ():
+        if rx.search(device_name or ""):
+            return name, bw
+    return None, None
+
 
 #: chain-name patterns the rules and phases read (searched on each distinct host name once)
 CHAIN_PATTERNS: dict[str, str] = {
@@ -320,6 +374,32 @@ def _layout(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "ep_group": g.get("expert")}  # fmt: skip
 
 
+def _link_metrics(rows: list[dict[str, Any]], device_name: str | None) -> dict[str, Any]:
+    """The link and each purpose's bus bandwidth against it (module docstring); adds ``busbw_vs_link_ratio`` to
+    each row."""
+    link, bw = link_of(device_name)
+    for r in rows:
+        b = r["busbw_lower_bound_bytes_per_s"]
+        r["busbw_vs_link_ratio"] = b / bw if b is not None and bw else None
+    big = [
+        r
+        for r in rows
+        if r["busbw_lower_bound_bytes_per_s"] is not None and (r["median_bytes"] or 0) >= BANDWIDTH_BOUND_BYTES
+    ]
+    top = max(big, key=lambda r: r["exposed_ns"]) if big else None
+    busbw = top["busbw_lower_bound_bytes_per_s"] if top else None
+    return {
+        "link": link,
+        "link_bytes_per_s": bw,
+        "link_purpose": top["purpose"] if top else None,
+        "link_busbw_bytes_per_s": busbw,
+        "link_busbw_ratio": top["busbw_vs_link_ratio"] if top else None,
+        "link_network_ratio": busbw / NETWORK_BYTES_PER_S if busbw is not None else None,
+        "link_exposed_share": top["exposed_share"] if top else None,
+        "link_median_bytes": top["median_bytes"] if top else None,
+    }
+
+
 def comm_purpose_metrics(ctx: Context) -> dict[str, Any]:
     """The ``comm_purpose`` topic (see the module docstring)."""
     trace, coll = ctx.trace, ctx.coll
@@ -349,6 +429,7 @@ def comm_purpose_metrics(ctx: Context) -> dict[str, Any]:
         "top_exposed_share": top["exposed_share"] if top else None,
         "by_purpose": rows,
         **_layout(rows),
+        **_link_metrics(rows, trace.devices[0].name if trace.devices else None),
         **dp,
         "dp_collectives_per_bucket": per_bucket,
         "dp_after_backward_share": _after_backward_share(p, coll, step, ws, we),
@@ -457,6 +538,57 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     ("comm_purpose.pp_group", COUNT, NEITHER, 0, "pipeline group", "group of the send/recv (the ranks they may reach)"),
     ("comm_purpose.ep_group", COUNT, NEITHER, 0, "expert-parallel group", "largest group of all-to-alls"),
+    (
+        "comm_purpose.by_purpose[].busbw_vs_link_ratio",
+        RATIO,
+        HIGHER,
+        0.1,
+        "bus bandwidth vs the link",
+        "busbw_lower_bound_bytes_per_s / link_bytes_per_s (null when the device is not in the link table)",
+    ),
+    ("comm_purpose.link", TEXT, NEITHER, 0, "link", "the fastest link the GPU's peers on one host can share (`LINKS`)"),
+    (
+        "comm_purpose.link_bytes_per_s",
+        "bytes_per_s",
+        NEITHER,
+        0,
+        "link bandwidth",
+        "that link's per-GPU bandwidth in one direction, from the vendors' data sheets (`LINKS`)",
+    ),
+    (
+        "comm_purpose.link_purpose",
+        TEXT,
+        NEITHER,
+        0,
+        "purpose on the link",
+        "the purpose with the most exposed time among those with a median message of at least 1 MiB",
+    ),
+    (
+        "comm_purpose.link_busbw_bytes_per_s",
+        "bytes_per_s",
+        HIGHER,
+        0.1,
+        "achieved bus bandwidth",
+        "that purpose's bus bandwidth (a lower bound: kernel time includes waiting for peers)",
+    ),
+    ("comm_purpose.link_busbw_ratio", RATIO, HIGHER, 0.1, "vs the link", "link_busbw_bytes_per_s / link_bytes_per_s"),
+    (
+        "comm_purpose.link_network_ratio",
+        RATIO,
+        HIGHER,
+        0.1,
+        "vs a 400 Gb/s NIC",
+        "link_busbw_bytes_per_s / 50 GB/s (a 400 Gb/s RDMA NIC per GPU)",
+    ),
+    (
+        "comm_purpose.link_exposed_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "exposed share",
+        "that purpose's exposed time / the step windows",
+    ),
+    ("comm_purpose.link_median_bytes", BYTES, NEITHER, 0.1, "median message", "that purpose's median message size"),
     (
         "comm_purpose.dp_rounds_per_step",
         PER_STEP,

@@ -16,6 +16,7 @@ from tb_llmdiag.metrics.entry import (
     NEITHER,
     NS,
     PER_STEP,
+    RATIO,
     SHARE,
     TEXT,
     Entry,
@@ -34,6 +35,50 @@ INTRO: Intro = (
     "`job.*` is `jobs[].metrics.*`; `job.view.*` is `jobs[].view.*`, what the tab's job view draws. Ranks are "
     "matched by their collectives, never by timestamps across files (clocks may differ).",
 )
+
+_LINK = "the link (`jobs.purposes.link_metrics`; the table: `metrics.comm_purpose.LINKS`)"
+_LINK_ENTRIES: tuple[Entry, ...] = (
+    ("job.purposes[].transfer_busbw_bytes_per_s", "bytes_per_s", HIGHER, 0.1, "transfer bus bandwidth",
+     "known bytes of the purpose's matched collectives / their transfer time (no waiting) x the nccl-tests factor"),
+    ("job.link", TEXT, NEITHER, 0, "link", "the fastest link the GPUs' peers on one host can share; " + _LINK),
+    ("job.link_bytes_per_s", "bytes_per_s", NEITHER, 0, "link bandwidth", "its per-GPU bandwidth in one direction"),
+    ("job.link_purpose", TEXT, NEITHER, 0, "purpose on the link",
+     "the purpose with the most exposed time among those with a median message of at least 1 MiB"),
+    ("job.link_busbw_bytes_per_s", "bytes_per_s", HIGHER, 0.1, "transfer bus bandwidth",
+     "that purpose's transfer_busbw_bytes_per_s"),
+    ("job.link_busbw_ratio", RATIO, HIGHER, 0.1, "vs the link", "link_busbw_bytes_per_s / link_bytes_per_s"),
+    ("job.link_network_ratio", RATIO, HIGHER, 0.1, "vs a 400 Gb/s NIC", "link_busbw_bytes_per_s / 50 GB/s"),
+    ("job.link_exposed_share", SHARE, LOWER, 0.1, "exposed share", "that purpose's exposed share of the job step"),
+    ("job.link_median_bytes", BYTES, NEITHER, 0.1, "median message", "that purpose's median message size"),
+)  # fmt: skip
+
+_OV = "the job at a glance (`jobs/overview.py`)"
+_PCT = {"p50": "the median", "p90": "the 90th percentile", "max": "the largest"}
+_PCT_OF = {"step_ns": "step time", "waiting_ns": "exposed waiting", "exposed_ns": "exposed collective time"}
+_OVERVIEW_ENTRIES: tuple[Entry, ...] = (
+    *(
+        (f"job.view.percentiles.{k}.{p}[]", NS, LOWER, 0.05, f"{what} {p}",
+         f"per common step: {words} of the ranks' {what} (null: no rank has the step); " + _OV)
+        for k, what in _PCT_OF.items()
+        for p, words in _PCT.items()
+    ),
+    *(
+        (f"job.view.notable.{k}_rank", ID, NEITHER, 0, f"{k} rank", f"{words}; null when none; " + _OV)
+        for k, words in (
+            ("straggler", "the job's straggler (`straggler_rank`)"),
+            ("slowest", "the rank with the largest mean step over the common steps"),
+            ("fastest", "the rank with the smallest mean step over the common steps"),
+            ("typical", "the rank whose mean step is nearest the median rank's"),
+        )
+    ),
+    ("job.view.outliers[].rank", ID, NEITHER, 0, "outlier rank",
+     "a rank outside the median +- max(3 robust sd, 2 %) in mean step or above it in waiting, or the straggler; " + _OV),
+    ("job.view.outliers[].step_ns", NS, LOWER, 0.05, "mean step", "the outlier's mean step over the common steps"),
+    ("job.view.outliers[].step_vs_median_ratio", RATIO, NEITHER, 0.05, "vs median",
+     "the outlier's mean step / the median rank's mean step"),
+    ("job.view.outliers[].reasons[]", TEXT, NEITHER, 0, "why",
+     "straggler, slow step, fast step, waits long (`jobs/overview.py`)"),
+)  # fmt: skip
 
 _PP = "per purpose over the ranks (`jobs.purposes`; purposes: `metrics.comm_purpose`)"
 _PURPOSE_ENTRIES: tuple[Entry, ...] = (
@@ -525,6 +570,8 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     *_PURPOSE_ENTRIES,
     *_PIPELINE_ENTRIES,
+    *_OVERVIEW_ENTRIES,
+    *_LINK_ENTRIES,
 )
 
 #: the pipeline stage straggler's cause evidence: the same fields as the straggler's (``jobs.straggler``)

@@ -17,7 +17,17 @@ from tb_llmdiag.findings.table import label_from_key
 from tb_llmdiag.findings.whatif_text import BASIS_WORDS
 from tb_llmdiag.metrics.labels import words_of
 from tb_llmdiag.metrics.registry import metric, unit_of
-from tb_llmdiag.render.text import ANATOMY_MIN_SHARE, anatomy_table, capture_sentences, job_evidence_items, label_of
+from tb_llmdiag.render.text import (
+    ANATOMY_MIN_SHARE,
+    FULL_RANKS,
+    anatomy_table,
+    capture_sentences,
+    job_evidence_items,
+    job_ranks_text,
+    label_of,
+    rank_flags,
+    shown_runs,
+)
 from tb_llmdiag.units import fmt, fmt_ns, fmt_share, unit_from_name
 
 _ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_[]<|"})
@@ -146,9 +156,8 @@ def render_run_md(run: Mapping[str, Any]) -> list[str]:
 
 
 def render_job_md(job: Mapping[str, Any]) -> list[str]:
-    ranks = [f["rank"] if f["rank"] is not None else f["worker"] for f in job["files"]]
     out = [f"## Job {esc(job['run'])} (span {esc(job['span'])}, {len(job['files'])} ranks: "
-           f"{esc(', '.join(map(str, ranks)))})", ""]  # fmt: skip
+           f"{esc(job_ranks_text(dict(job)))})", ""]  # fmt: skip
     if job["status"] != "ok":
         return out + [f"> **error**: {esc(job['error'])}", ""]
     m = job.get("metrics") or {}
@@ -178,14 +187,28 @@ def render_job_md(job: Mapping[str, Any]) -> list[str]:
         if wi and wi.get("step_ns") is not None:
             out.append(f"- what if: step {fmt_ns(wi['step_ns'])} -> {fmt_ns(wi['step_after_ns'])} at best")
         out.append("")
-    return out
+    return out + _flagged_md(job)
 
 
-def render_report_md(report: Mapping[str, Any]) -> str:
+def _flagged_md(job: Mapping[str, Any]) -> list[str]:
+    """Past ``FULL_RANKS`` ranks: the flagged ranks (notable, outliers, not analysed) as a table; the others
+    are unremarkable (the text report lists every rank)."""
+    if len(job["files"]) <= FULL_RANKS:
+        return []
+    flags = rank_flags(dict(job))
+    rows = [[str(r), esc(", ".join(fl))] for r, fl in sorted(flags.items())]
+    return (
+        ["Flagged ranks (the notable ranks' reports follow; the others are within the band):", ""]
+        + table(("rank", "flags"), rows)
+        + [""]
+    )
+
+
+def render_report_md(report: Mapping[str, Any], *, all_ranks: bool = False) -> str:
     out = [f"# LLM Diag report for {esc(report['root'])} ({len(report['runs'])} trace(s))", ""]
     out += [f"> warning: {esc(w)}" for w in report.get("warnings", [])]
     for j in report.get("jobs") or []:
         out += render_job_md(j)
-    for r in report["runs"]:
+    for r in report["runs"] if all_ranks else shown_runs(dict(report)):
         out += render_run_md(r)
     return "\n".join(out).rstrip() + "\n"

@@ -193,6 +193,21 @@ def render_run(run: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_run_brief(run: dict[str, Any], roles: list[str]) -> str:
+    """A notable rank of a large job in brief: its summary, headline and one line per finding (its full report:
+    ``llmdiag report`` on its file, or ``--all-ranks``)."""
+    lines = [f"== {run['run']}  worker {run['worker']}  span {run['span']}  ({', '.join(roles)} rank; in brief)"]
+    lines += _status_lines(run)
+    if run["status"] not in ("ok", "partial"):
+        return "\n".join(lines)
+    lines += _summary_lines(run)
+    lines += _headline_lines(run.get("headline") or {})
+    for i, f in enumerate(run.get("findings") or [], start=1):
+        save = f" - {saving_text(f['saving'])}" if f.get("saving") else ""
+        lines.append(f"   {i}. [{f['severity']}] {f['title']}{save}  (rule {f['id']})")
+    return "\n".join(lines)
+
+
 def job_evidence_items(key: str, v: Any) -> list[tuple[str, str]]:
     """One job evidence item as (label, value) pairs, by the registry's label and unit: a dict item as its parts,
     a named value (``more_tokens``) in its words; nothing for an unknown value or a list. Shared with Markdown."""
@@ -206,26 +221,34 @@ def job_evidence_items(key: str, v: Any) -> list[tuple[str, str]]:
     return [(label_of("job." + key, key.rsplit(".", 1)[-1]), fmt(unit_of("job." + key), shown))]
 
 
-def render_job(job: dict[str, Any]) -> str:
-    """The job section of one run with several ranks (``jobs[]`` of the report)."""
-    ranks = [f["rank"] if f["rank"] is not None else f["worker"] for f in job["files"]]
-    lines = [f"== job {job['run']}  span {job['span']}  ({len(job['files'])} ranks: {', '.join(map(str, ranks))})"]
-    if job["status"] != "ok":
-        lines.append(f"   error: {job['error']}")
-        return "\n".join(lines)
-    m = job.get("metrics") or {}
-    lines.append(
-        f"   step {fmt_ns(m.get('job_step_ns'))} (median rank); exposed communication "
-        f"{fmt_share(m.get('exposed_share'))} of it, of which transfer {fmt_share(m.get('exposed_transfer_share'))}; "
-        f"overlap {fmt_share(m.get('overlap_share'))}; {m.get('matched_collective_count')} collectives matched"
-    )
-    for n in job.get("notes") or []:
-        lines.append(f"   note: {n}")
-    findings = job.get("findings") or []
+#: a job of more ranks than this prints its notable ranks' reports and a flag row per rank, not every report
+FULL_RANKS = 8
+_ROLES = ("straggler", "slowest", "fastest", "typical")
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """Ranks with runs of three or more consecutive numbers shortened: ``0-3, 5, 7, 8``."""
+    out: list[list[int]] = []
+    for r in sorted(ranks):
+        if out and out[-1][1] == r - 1:
+            out[-1][1] = r
+        else:
+            out.append([r, r])
+    return ", ".join(f"{a}-{b}" if b > a + 1 else f"{a}, {b}" if b > a else str(a) for a, b in out)
+
+
+def job_ranks_text(job: dict[str, Any]) -> str:
+    ranks = [f["rank"] for f in job["files"] if f["rank"] is not None]
+    unranked = [f["worker"] for f in job["files"] if f["rank"] is None]
+    return ", ".join(([rank_ranges(ranks)] if ranks else []) + unranked)
+
+
+def _job_finding_lines(findings: list[dict[str, Any]]) -> list[str]:
     if not findings:
-        lines.append(
+        return [
             "   no job finding: no rank keeps the others waiting beyond the step-to-step noise and the profiler's own cost, and the transfers no compute hides are small"
-        )
+        ]
+    lines = []
     for i, f in enumerate(findings, start=1):
         lines.append(f"   {i}. {f['title']} ({fmt_share(f['value'])} of the job step)  (rule {f['id']})")
         ev = f.get("evidence") or {}
@@ -236,14 +259,111 @@ def render_job(job: dict[str, Any]) -> str:
         wi = f.get("what_if")
         if wi and wi.get("step_ns") is not None:
             lines.append(f"      what if: step {fmt_ns(wi['step_ns'])} -> {fmt_ns(wi['step_after_ns'])} at best")
+    return lines
+
+
+def render_job(job: dict[str, Any]) -> str:
+    """The job section of one run with several ranks (``jobs[]`` of the report); past ``FULL_RANKS`` ranks, its
+    notable ranks and one flag row per rank (``flag_rows``)."""
+    lines = [f"== job {job['run']}  span {job['span']}  ({len(job['files'])} ranks: {job_ranks_text(job)})"]
+    if job["status"] != "ok":
+        lines.append(f"   error: {job['error']}")
+        return "\n".join(lines)
+    m = job.get("metrics") or {}
+    lines.append(
+        f"   step {fmt_ns(m.get('job_step_ns'))} (median rank); exposed communication "
+        f"{fmt_share(m.get('exposed_share'))} of it, of which transfer {fmt_share(m.get('exposed_transfer_share'))}; "
+        f"overlap {fmt_share(m.get('overlap_share'))}; {m.get('matched_collective_count')} collectives matched"
+    )
+    lines += [f"   note: {n}" for n in job.get("notes") or []]
+    lines += _job_finding_lines(job.get("findings") or [])
+    if len(job["files"]) > FULL_RANKS:
+        lines += flag_rows(job)
     return "\n".join(lines)
 
 
-def render_report(report: dict[str, Any]) -> str:
+def notable_ranks(job: dict[str, Any]) -> dict[int, list[str]]:
+    """The job's notable ranks (``view.notable``: ``straggler_rank``, ``slowest_rank``...) and their roles."""
+    out: dict[int, list[str]] = {}
+    for role in _ROLES:
+        r = ((job.get("view") or {}).get("notable") or {}).get(f"{role}_rank")
+        if r is not None:
+            out.setdefault(r, []).append(role)
+    return out
+
+
+def _rank_flags(job: dict[str, Any], notable: dict[int, list[str]]) -> dict[int, list[str]]:
+    """Per rank: its roles, its outlier reasons, and "not analysed" for a rank whose analysis failed."""
+    flags: dict[int, list[str]] = {r: list(roles) for r, roles in notable.items()}
+    for o in (job.get("view") or {}).get("outliers") or []:
+        mine = flags.setdefault(o["rank"], [])
+        mine.extend(x for x in o["reasons"] if x not in mine)
+    for f in job["files"]:
+        if f["status"] != "ok" and f["rank"] is not None:
+            flags.setdefault(f["rank"], []).append("not analysed")
+    return flags
+
+
+def rank_flags(job: dict[str, Any]) -> dict[int, list[str]]:
+    """Per rank: its roles among the notable ranks, its outlier reasons, "not analysed" for a failed one."""
+    return _rank_flags(job, notable_ranks(job))
+
+
+def flag_rows(job: dict[str, Any]) -> list[str]:
+    """The notable ranks, the outliers' count, then one row per rank in rank order: its mean step, against the
+    median rank's, its mean exposed waiting, and its flags (``_rank_flags``)."""
+    v = job.get("view") or {}
+    notable = notable_ranks(job)
+    flags = _rank_flags(job, notable)
+    bars = {b["rank"]: b for b in v.get("bars") or []}
+    steps = [b["step_ns"] for b in bars.values() if b.get("step_ns") is not None]
+    med = statistics.median(steps) if steps else None
+    shown = ", ".join(f"rank {r} ({', '.join(roles)})" for r, roles in notable.items())
+    lines = [
+        f"   notable ranks: {shown or 'none'}; {len(v.get('outliers') or [])} outlier(s). Every rank below (mean "
+        "step, against the median rank's, mean exposed waiting); the notable ranks in brief after the job "
+        "(--all-ranks: every rank's full report)",
+    ]
+    ranks = sorted({f["rank"] for f in job["files"] if f["rank"] is not None})
+    w = max(len("rank"), len(str(ranks[-1]))) if ranks else 4
+    lines.append(f"   {'rank':>{w}} {'step':>8} {'vs med':>7} {'waiting':>8} flags")
+    for r in ranks:
+        b = bars.get(r) or {}
+        step, wait = b.get("step_ns"), b.get("waiting_ns")
+        vs = f"{(step / med - 1) * 100:+.1f}%" if step is not None and med else "-"
+        row = f"   {r:>{w}} {fmt_ns(step) if step is not None else '-':>8} {vs:>7} "
+        row += f"{fmt_ns(wait) if wait is not None else '-':>8} " + ", ".join(flags.get(r, []))
+        lines.append(row.rstrip())
+    return lines
+
+
+def large_job_roles(report: dict[str, Any]) -> dict[str, list[str] | None]:
+    """Per run path of a rank of a job of more than ``FULL_RANKS`` ranks: its roles (``notable_ranks``), None
+    for a rank that is not notable. Runs of smaller jobs and single runs are not listed (shown in full)."""
+    out: dict[str, list[str] | None] = {}
+    for job in report.get("jobs") or []:
+        if len(job["files"]) > FULL_RANKS:
+            roles = notable_ranks(job)
+            out.update({f["path"]: roles.get(f["rank"]) if f["rank"] is not None else None for f in job["files"]})
+    return out
+
+
+def shown_runs(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs printed: all but the ranks of a job of more than ``FULL_RANKS`` ranks that are not notable."""
+    roles = large_job_roles(report)
+    return [r for r in report["runs"] if r["path"] not in roles or roles[r["path"]]]
+
+
+def render_report(report: dict[str, Any], *, all_ranks: bool = False) -> str:
+    """The report as text: its jobs, then its runs (``all_ranks``: every run in full; else ``shown_runs``, a large
+    job's notable ranks in brief: ``render_run_brief``)."""
     out = [f"LLM Diag report for {report['root']} ({len(report['runs'])} trace(s))"]
     out.extend(f"warning: {w}" for w in report.get("warnings", []))
     out.extend(render_job(j) for j in report.get("jobs") or [])
-    out.extend(render_run(r) for r in report["runs"])
+    roles = {} if all_ranks else large_job_roles(report)
+    for r in report["runs"] if all_ranks else shown_runs(report):
+        mine = roles.get(r["path"])
+        out.append(render_run_brief(r, mine) if mine else render_run(r))
     return "\n".join(out) + "\n"
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -73,6 +74,10 @@ def top_saving_ns(report: dict[str, Any]) -> int | None:
     return best
 
 
+#: jobs kept built in memory (``Catalog.job_memo``)
+JOBS_KEPT = 4
+
+
 class Catalog:
     def __init__(
         self,
@@ -93,6 +98,8 @@ class Catalog:
         self._discover = discover
         self.lock = threading.Lock()
         self.entries: dict[Key, Entry] = {}
+        #: the last jobs built (``routes.job_of``), by (run, span), with the member entries they were built from
+        self._jobs: OrderedDict[tuple[str, str], tuple[tuple[Any, ...], dict[str, Any]]] = OrderedDict()
         self.warnings: tuple[str, ...] = ()
         self.scan_error: str | None = None
         self.active = False
@@ -240,6 +247,24 @@ class Catalog:
         with self.lock:
             return self.entries.get(key)
 
+    def job_memo(self, run: str, span: str, members: tuple[Any, ...]) -> dict[str, Any] | None:
+        """The job last built for (run, span) from exactly these ``members`` (their keys, cache keys and
+        statuses), else None: a job of 1,000 ranks is built once, not on every request."""
+        with self.lock:
+            got = self._jobs.get((run, span))
+            if got is None or got[0] != members:
+                return None
+            self._jobs.move_to_end((run, span))
+            return got[1]
+
+    def keep_job(self, run: str, span: str, members: tuple[Any, ...], job: dict[str, Any]) -> None:
+        """Remember a job built from ``members`` (the last ``JOBS_KEPT``)."""
+        with self.lock:
+            self._jobs[(run, span)] = (members, job)
+            self._jobs.move_to_end((run, span))
+            while len(self._jobs) > JOBS_KEPT:
+                self._jobs.popitem(last=False)
+
     def snapshot(self) -> list[tuple[Key, Entry]]:
         with self.lock:
-            return sorted(self.entries.items(), key=lambda kv: kv[0])
+            return sorted(self.entries.items(), key=lambda kv: tuple(api.name_order(x) for x in kv[0]))

@@ -218,7 +218,7 @@ def job_of(
     of ``/job`` and ``/compare?level=job``, the CLI's: 202 while some rank is not analysed yet (they move to the
     front of the queue); a rank whose analysis failed is listed with ``status: "error"`` and left out of the
     figures (the job is an error when fewer than two ranks remain); 404 when the run has fewer than two traces
-    of that span."""
+    of that span. A job built from the same member entries is answered from memory (``Catalog.job_memo``)."""
     members = [(k, e) for k, e in cat.snapshot() if k[0] == run and k[2] == span]
     if len(members) < 2:
         raise tb_errors.NotFoundError(f"run {run!r} span {span!r} is not a job (fewer than two ranks)")
@@ -227,6 +227,9 @@ def job_of(
         for k, _ in waiting:
             cat.prioritise(k)
         return _job_progress(run, span, len(members) - len(waiting), len(members))
+    signature = tuple((k, e.cache_key, e.status) for k, e in members)
+    if not with_reports and (memo := cat.job_memo(run, span, signature)) is not None:
+        return memo, []
     summaries, reports = [], []
     for k, e in members:
         found = cat.cache.get(e.cache_key, "rank_summary") if e.status == "ready" else None
@@ -239,7 +242,9 @@ def job_of(
         summaries.append((e.tf, found.get("summary") if found else None))
         if rep is not None:
             reports.append(rep)
-    return api.job_for_summaries(run, span, summaries), reports
+    job = api.job_for_summaries(run, span, summaries)
+    cat.keep_job(run, span, signature, job)
+    return job, reports
 
 
 def job_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:

@@ -209,6 +209,7 @@ def test_the_registry_and_finding_catalogue_are_resources(answers: dict[str, Any
         "exposed_communication",
         "pipeline_stage_straggler",
         "pipeline_bubble",
+        "slow_link_collectives",
     }
 
 

@@ -96,7 +96,9 @@ def test_slow_to_fast_transport_verdict_and_numbers(saved: dict[str, Any]) -> No
     xb, xa = slow["metrics"]["exposed_transfer_share"], fast["metrics"]["exposed_transfer_share"]
     expected = (
         f"AFTER's job step is {sb / sa:.1f}x faster ({ms(sb)} -> {ms(sa)}; job tokens/s "
-        f"{per_s(tokens * 1e9 / sb)} -> {per_s(tokens * 1e9 / sa)}); \"Collective transfers no compute hides\" is gone (was {pct(xb)} of the job step, "
+        f"{per_s(tokens * 1e9 / sb)} -> {per_s(tokens * 1e9 / sa)}); \"Collective transfers run far below the "
+        f"bandwidth of the GPUs' link\" is gone (was {pct(slow['metrics']['link_exposed_share'])} of the job step); "
+        f"\"Collective transfers no compute hides\" is gone (was {pct(xb)} of the job step, "
         f"now {pct(xa)}); no job bottleneck finding remains."
     )
     assert doc["verdict"] == expected
@@ -109,8 +111,9 @@ def test_slow_to_fast_transport_verdict_and_numbers(saved: dict[str, Any]) -> No
     assert (tps["before"], tps["after"]) == (pytest.approx(tokens * 1e9 / sb), pytest.approx(tokens * 1e9 / sa))
     exp = row(doc, "job.exposed_transfer_share")
     assert (exp["before"], exp["after"], exp["beyond_noise"]) == (pytest.approx(xb), pytest.approx(xa), True)
-    assert [f["id"] for f in doc["findings"]["resolved"]] == ["exposed_communication"]
-    assert doc["findings"]["resolved"][0]["saving_ns_before"] == pytest.approx(
+    # the slow link (its cause, #33) and the exposed transfer it left are both resolved
+    assert [f["id"] for f in doc["findings"]["resolved"]] == ["slow_link_collectives", "exposed_communication"]
+    assert doc["findings"]["resolved"][1]["saving_ns_before"] == pytest.approx(
         slow["metrics"]["exposed_transfer_ns_per_step"]
     )
     # per-rank rows: each rank's own step median (its run report) before and after

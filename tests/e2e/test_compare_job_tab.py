@@ -64,7 +64,8 @@ def test_compare_job_with_job_deep_link_ranks_and_overlay(server, browser, reque
         assert step.locator(".card-value").inner_text() == fmt("ns", rows["job.job_step_ns"]["after"])
         assert f"{100 * abs(rows['job.job_step_ns']['change']):.1f} %" in step.locator(".card-sub").inner_text()
         assert "good" in (step.get_attribute("class") or "")
-        assert f.locator(".fd.resolved .fd-item").evaluate_all("els => els.map(e => e.dataset.id)") == ["exposed_communication"]
+        assert f.locator(".fd.resolved .fd-item").evaluate_all("els => els.map(e => e.dataset.id)") == [
+            "slow_link_collectives", "exposed_communication"]  # the slow link (#33) and the exposed time it left
         # per rank: each rank's own step median from its /report, baseline then this job
         texts = f.locator(".compare-ranks .rank-row .rank-value").all_inner_texts()
         assert f.locator(".compare-ranks .rank-row").evaluate_all("els => els.map(e => e.dataset.rank)") == ["0", "1"]

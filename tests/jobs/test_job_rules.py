@@ -54,6 +54,7 @@ def test_job_rules_and_run_rules_are_one_rule_type() -> None:
         ("exposed_communication", "job"),
         ("pipeline_stage_straggler", "job"),
         ("pipeline_bubble", "job"),
+        ("slow_link_collectives", "job"),
     ]
     assert {r.level for r in RULES} == {"run"}
 

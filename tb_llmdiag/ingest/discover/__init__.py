@@ -3,7 +3,7 @@ names and content (``formats.FORMATS``, ``common.traces_in``): an ``Index`` of `
 
 from __future__ import annotations
 
-from tb_llmdiag.ingest.discover.common import Index, TraceFile
+from tb_llmdiag.ingest.discover.common import Index, TraceFile, name_order
 from tb_llmdiag.ingest.discover.local import discover as discover_local
 from tb_llmdiag.ingest.discover.remote import discover_url
 from tb_llmdiag.ingest.fs import is_url, strip_file_url
@@ -20,4 +20,4 @@ def discover(path: str) -> Index:
     return discover_url(path) if is_url(path) else discover_local(strip_file_url(path))
 
 
-__all__ = ["Index", "TraceFile", "discover", "discover_url"]
+__all__ = ["Index", "TraceFile", "discover", "discover_url", "name_order"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import BinaryIO
@@ -211,11 +212,21 @@ def number_spans(found: list[Found]) -> list[TraceFile]:
         out.extend(replace(tf, span=str(i)) for i, (tf, _) in enumerate(stamped, start=1))
         unstamped = [tf for tf, ts in items if ts is None]
         out.extend(replace(tf, span="default" if j == 0 else f"default-{j + 1}") for j, tf in enumerate(unstamped))
-    return sorted(out, key=lambda f: (f.run, f.worker, _span_order(f.span)))
+    return sorted(out, key=lambda f: (name_order(f.run), name_order(f.worker), _span_order(f.span)))
 
 
 def _span_order(span: str) -> tuple[int, str]:
     return (int(span), "") if span.isdigit() else (1 << 30, span)
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def name_order(name: str) -> tuple[tuple[int, int | str], ...]:
+    """The key that sorts names as people count: ``rank2`` before ``rank10`` (each run of digits compared as a
+    number, the rest as text; ``rank02`` and ``rank2`` then by their text)."""
+    parts = _DIGITS.split(name)
+    return tuple((1, int(p)) if i % 2 else (0, p) for i, p in enumerate(parts) if p or i == 0) + ((0, name),)
 
 
 def duplicate_rank_warnings(files: list[TraceFile]) -> list[str]:
