@@ -65,7 +65,7 @@ from tb_llmdiag.metrics.anatomy_causes import (
     leaders,
     math_core,
 )
-from tb_llmdiag.metrics.anatomy_chain import Chains, NodeFeatures, launch_chains, node_features
+from tb_llmdiag.metrics.anatomy_chain import Chains, NodeFeatures, gather, launch_chains, node_features
 from tb_llmdiag.metrics.anatomy_parts import (
     BACKENDS,
     CAST_OPS,
@@ -284,9 +284,7 @@ def _classify(
         evid[m] = EVIDENCE_CODE[evidence]
 
     def at(col: NDArray[Any], idx: IDX, empty: Any) -> NDArray[Any]:
-        if col.size == 0:  # no operator nodes (a trace of kernels alone)
-            return np.full(idx.shape, empty)
-        return np.where(idx >= 0, col[np.maximum(idx, 0)], empty)
+        return gather(col, idx, empty)
 
     node, fwd = ch.node, ch.fwd_node
     cat = ctx.dev_cat[np.searchsorted(ctx.dev, rows)] if rows is not ctx.dev else ctx.dev_cat
@@ -346,7 +344,7 @@ def _casts(ev: Any, op: IDX) -> NDArray[np.bool_]:
 def weight_casts(ev: Any, ch: Chains, f: NodeFeatures) -> NDArray[np.bool_]:
     """Per device row: a cast launched inside a GEMM operator (``aten::linear > aten::to``)."""
     node = ch.node
-    inside = np.where(node >= 0, f.gemm_op[np.maximum(node, 0)], False)
+    inside = gather(f.gemm_op, node, False)
     out: NDArray[np.bool_] = _casts(ev, ch.op_row) & inside
     return out
 

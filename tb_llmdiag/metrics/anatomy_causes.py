@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.classify import CATEGORY_CODE
-from tb_llmdiag.metrics.anatomy_chain import Chains, NodeFeatures
+from tb_llmdiag.metrics.anatomy_chain import Chains, NodeFeatures, gather
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.precision import is_fp32_math
 from tb_llmdiag.metrics.shapes import op_rows, parse_dims, per_pair
@@ -79,7 +79,7 @@ def _math_calls(ev: Any) -> list[list[list[int]]]:
 def math_core(ctx: Context, rows: IDX, ch: Chains, f: NodeFeatures) -> NDArray[np.bool_]:
     """Per device row: part of the math backend's core attention (module docstring)."""
     node = ch.node
-    core = np.where(node >= 0, f.math_sdpa[np.maximum(node, 0)], False)
+    core = gather(f.math_sdpa, node, False)
     ev = ctx.trace.events
     calls = _math_calls(ev)
     sr = ch.shape_row

@@ -42,6 +42,15 @@ GEMM_OPS = frozenset(
 _MATH_SOFTMAX_BACKWARD = "SafeSoftmaxBackward"
 
 
+def gather(col: NDArray[Any], idx: NDArray[np.integer], empty: Any) -> NDArray[Any]:
+    """``col[idx]`` where ``idx >= 0``, ``empty`` elsewhere; all ``empty`` when ``col`` has nothing to take (a trace
+    of kernels alone: no operator node)."""
+    if col.size == 0:
+        return np.full(idx.shape, empty)
+    out: NDArray[Any] = np.where(idx >= 0, col[np.maximum(idx, 0)], empty)
+    return out
+
+
 @dataclass(frozen=True)
 class NodeFeatures:
     mod_part: I16  # per node: the innermost module part, -1
@@ -205,7 +214,7 @@ def launch_chains(ctx: Context, forest: HostForest, feats: NodeFeatures, rows: I
     uniq, inv = np.unique(launch[has], return_inverse=True)
     pos = pos_of_row[uniq].astype(np.intp)
     ok = pos >= 0
-    u_node = np.where(ok, forest.node[np.maximum(pos, 0)], -1).astype(np.intp)
+    u_node = gather(forest.node, np.where(ok, pos, -1), -1).astype(np.intp)
     safe = np.maximum(u_node, 0)
     need_shape = ok & feats.shaped[safe]
     links = ctx.trace.extra.get("fwd_links")
@@ -213,7 +222,7 @@ def launch_chains(ctx: Context, forest: HostForest, feats: NodeFeatures, rows: I
     counted = np.fromiter((n in FLOP_FORMULAS for n in ev.names), bool, count=len(ev.names))
     u_op, u_shape, u_flop, u_fwd = _walk(forest, ev, counted, links, np.where(ok, pos, -1), need_shape, need_fwd)
     f_pos = np.where(u_fwd >= 0, pos_of_row[np.maximum(u_fwd, 0)], -1)
-    u_fwd_node = np.where(f_pos >= 0, forest.node[np.maximum(f_pos, 0)], -1).astype(np.intp)
+    u_fwd_node = gather(forest.node, f_pos, -1).astype(np.intp)
     del pos_of_row
     node[has], op_row[has], shape_row[has], fwd_node[has] = u_node[inv], u_op[inv], u_shape[inv], u_fwd_node[inv]
     flop_row[has] = u_flop[inv]
