@@ -144,6 +144,57 @@ def add_anatomy_tool(server: Any, ws: Workspace, ro: ToolAnnotations, tool_error
     return server
 
 
+def add_comparison_tools(
+    server: Any, ws: Workspace, ro: ToolAnnotations, tool_error: type[Exception], lock: Any
+) -> Any:
+    """``server`` with the ``compare`` and ``check`` tools (``agent/comparison.py``)."""
+    compare_ = _tool(comparison.compare, tool_error, lock)
+    check_ = _tool(comparison.check, tool_error, lock)
+
+    @server.tool(annotations=ro)
+    def compare(
+        before: side("the baseline run"),  # type: ignore[valid-type]
+        after: side("the run to judge"),  # type: ignore[valid-type]
+        detail: Detail = False,
+    ) -> CallToolResult:
+        """`llmdiag compare BEFORE AFTER`: the verdict, each metric's change with its noise band and judgement, and
+        which findings were resolved, appeared or changed. Two runs, or two jobs."""
+        return compare_(ws, before, after, detail)
+
+    @server.tool(annotations=ro)
+    def check(
+        candidate: side("the run to gate"),  # type: ignore[valid-type]
+        baseline: side("the baseline run"),  # type: ignore[valid-type]
+        max_regression: Fraction = None,
+        detail: Detail = False,
+    ) -> CallToolResult:
+        """`llmdiag check CANDIDATE --baseline BASELINE`: passed (exit_code 0) or failed (1), with each metric that
+        regressed beyond its tolerance and beyond noise."""
+        return check_(ws, candidate, baseline, max_regression, detail)
+
+    del compare, check
+    return server
+
+
+def add_resources(server: Any) -> Any:
+    """``server`` with the metric registry and the finding catalogue as resources."""
+
+    @server.resource("llmdiag://registry", name="metric registry", mime_type="application/json")
+    def registry() -> str:
+        """Every number's key, unit, direction (better lower/higher), comparison tolerance, label and definition;
+        the answers' keys are these keys (a finding's evidence units under evidence_units)."""
+        return dumps(api.metric_registry())
+
+    @server.resource("llmdiag://findings", name="finding catalogue", mime_type="application/json")
+    def findings() -> str:
+        """Every finding the engine can report (run and job level): id, title, the metric and threshold it fires
+        on, its evidence keys, fix and docs."""
+        return dumps(api.finding_catalogue())
+
+    del registry, findings
+    return server
+
+
 def build(logdir: str) -> Any:
     """The MCPServer of one logdir (not started). Raises NoTracesFound when it is not a directory."""
     ws = Workspace(logdir)
@@ -156,8 +207,6 @@ def build(logdir: str) -> Any:
     diagnose_ = _tool(answers.diagnose, err, lock)
     explain = _tool(answers.explain_finding, err, lock)
     activities = _tool(answers.top_activities, err, lock)
-    compare_ = _tool(comparison.compare, err, lock)
-    check_ = _tool(comparison.check, err, lock)
 
     @server.tool(annotations=ro)
     def list_runs(detail: Detail = False) -> CallToolResult:
@@ -198,40 +247,8 @@ def build(logdir: str) -> Any:
         meanwhile. The numbers of the trace view's events."""
         return activities(ws, run, step, start_ns, end_ns, top, detail)
 
-    @server.tool(annotations=ro)
-    def compare(
-        before: side("the baseline run"),  # type: ignore[valid-type]
-        after: side("the run to judge"),  # type: ignore[valid-type]
-        detail: Detail = False,
-    ) -> CallToolResult:
-        """`llmdiag compare BEFORE AFTER`: the verdict, each metric's change with its noise band and judgement, and
-        which findings were resolved, appeared or changed. Two runs, or two jobs."""
-        return compare_(ws, before, after, detail)
-
-    @server.tool(annotations=ro)
-    def check(
-        candidate: side("the run to gate"),  # type: ignore[valid-type]
-        baseline: side("the baseline run"),  # type: ignore[valid-type]
-        max_regression: Fraction = None,
-        detail: Detail = False,
-    ) -> CallToolResult:
-        """`llmdiag check CANDIDATE --baseline BASELINE`: passed (exit_code 0) or failed (1), with each metric that
-        regressed beyond its tolerance and beyond noise."""
-        return check_(ws, candidate, baseline, max_regression, detail)
-
-    @server.resource("llmdiag://registry", name="metric registry", mime_type="application/json")
-    def registry() -> str:
-        """Every number's key, unit, direction (better lower/higher), comparison tolerance, label and definition;
-        the answers' keys are these keys (a finding's evidence units under evidence_units)."""
-        return dumps(api.metric_registry())
-
-    @server.resource("llmdiag://findings", name="finding catalogue", mime_type="application/json")
-    def findings() -> str:
-        """Every finding the engine can report (run and job level): id, title, the metric and threshold it fires
-        on, its evidence keys, fix and docs."""
-        return dumps(api.finding_catalogue())
-
-    del list_runs, diagnose, explain_finding, top_activities, compare, check, registry, findings
+    del list_runs, diagnose, explain_finding, top_activities
+    add_resources(add_comparison_tools(server, ws, ro, err, lock))
     return add_timeline_tool(add_anatomy_tool(server, ws, ro, err, lock), ws, ro, err, lock)
 
 
