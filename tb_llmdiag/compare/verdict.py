@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tb_llmdiag.findings.job import JOB_RULES
+from tb_llmdiag.findings.whatif_text import BARE_WORDS
 from tb_llmdiag.units import fmt, fmt_ns
 
 #: a ratio at least this far from 1 reads as "N.Nx"; closer ones as a percentage
@@ -147,7 +148,7 @@ def findings_clause(doc: Mapping[str, Any]) -> list[str]:
 
 def _of_step(f: Mapping[str, Any]) -> str:
     """ "of the step", or of the step without the profiler's own cost where the saving is on it (#37)."""
-    return "of the step without the profiler" if f.get("step_basis") == "without_profiler" else "of the step"
+    return "of the step" + (BARE_WORDS if f.get("step_basis") == "without_profiler" else "")
 
 
 def bottleneck_clause(doc: Mapping[str, Any]) -> str | None:

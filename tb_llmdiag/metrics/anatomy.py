@@ -283,9 +283,6 @@ def _classify(
             part[m] = value
         evid[m] = EVIDENCE_CODE[evidence]
 
-    def at(col: NDArray[Any], idx: IDX, empty: Any) -> NDArray[Any]:
-        return gather(col, idx, empty)
-
     node, fwd = ch.node, ch.fwd_node
     cat = ctx.dev_cat[np.searchsorted(ctx.dev, rows)] if rows is not ctx.dev else ctx.dev_cat
     gemm = cat == CATEGORY_CODE["gemm"]
@@ -297,14 +294,14 @@ def _classify(
     hd = np.zeros(len(names), bool)
     hd[uniq] = [("HtoD" in names[i] or "DtoH" in names[i] or "HtoH" in names[i]) for i in uniq.tolist()]
     assign((kind == Kind.MEMCPY) & hd[ev.name_id[rows]], PART_CODE["data_movement"], "kernel")
-    lora_mod = at(f.lora, node, False)
-    lora_fwd = at(f.lora, fwd, False)
+    lora_mod = gather(f.lora, node, False)
+    lora_fwd = gather(f.lora, fwd, False)
     adapter = ~gemm | (rank > 0)
     assign(lora_mod & adapter, PART_CODE["lora"], "module")
     assign(lora_fwd & adapter, PART_CODE["lora"], "backward_link")
-    assign(np.ones(n, bool), at(f.mod_part, node, -1).astype(np.int32), "module")
-    assign(np.ones(n, bool), at(f.mod_part, fwd, -1).astype(np.int32), "backward_link")
-    graphs = at(f.graph, node, -1)
+    assign(np.ones(n, bool), gather(f.mod_part, node, -1).astype(np.int32), "module")
+    assign(np.ones(n, bool), gather(f.mod_part, fwd, -1).astype(np.int32), "backward_link")
+    graphs = gather(f.graph, node, -1)
     labels: list[str] = []
     for gid in np.unique(graphs[graphs >= 0]).tolist():
         label = graph_label(names[gid])
@@ -312,16 +309,16 @@ def _classify(
         if label not in labels:
             labels.append(label)  # type: ignore[arg-type]
         assign(graphs == gid, code, "compiled_graph")
-    assign(np.ones(n, bool), at(f.ann_part, node, -1).astype(np.int32), "annotation")
-    assign(np.ones(n, bool), at(f.ann_part, fwd, -1).astype(np.int32), "backward_link")
+    assign(np.ones(n, bool), gather(f.ann_part, node, -1).astype(np.int32), "annotation")
+    assign(np.ones(n, bool), gather(f.ann_part, fwd, -1).astype(np.int32), "backward_link")
     assign(core, PART_CODE["attention"], "op")  # the math SDPA's core: its score GEMMs are not a LoRA rank
     assign(moe_rows, PART_CODE["moe"], "shape")
     gemm |= weight_casts(ev, ch, f)  # a cast inside a GEMM operator (autocast's weight cast) goes to the GEMM's layer
     assign(gemm & (rank > 0), PART_CODE["lora"], "shape")
     assign(gemm & (vocab > 0), PART_CODE["lm_head"], "shape")
     assign(gemm, layer.astype(np.int32), "shape")
-    assign(np.ones(n, bool), at(f.op_part, node, -1).astype(np.int32), "op")
-    assign(np.ones(n, bool), at(f.op_part, fwd, -1).astype(np.int32), "op")
+    assign(np.ones(n, bool), gather(f.op_part, node, -1).astype(np.int32), "op")
+    assign(np.ones(n, bool), gather(f.op_part, fwd, -1).astype(np.int32), "op")
     k_part = np.full(len(names), -1, np.int32)
     k_part[uniq] = part_of_names(names, uniq, "kernel")
     by_cat = np.array([PART_CODE.get(CATEGORY_PARTS.get(c, ""), -1) for c in CATEGORIES], np.int32)
