@@ -19,9 +19,9 @@ Definitions:
   (all-gather / reduce-scatter otherwise), ``data_parallel`` (an all-reduce in backward or after it: gradient
   sync, DDP buckets or by hand), ``other`` (the rest: metrics, losses, optimizer norms).
 - Per purpose, over the collectives starting inside a step window (``communication.windows``): ``count``,
-  ``kernel_ns`` (summed durations, waiting for peers included), ``exposed_ns`` (the union of the purpose's collectives,
-  less what any compute kernel on any stream overlaps, ``communication.exposed_union_ns``: collectives overlapping
-  each other count once), ``bytes`` (known sizes),
+  ``kernel_ns`` (summed durations, waiting for peers included), ``exposed_ns`` (its collectives' time no compute kernel
+  on any stream overlaps, ``communication.exposed_per_collective``, summed: collectives overlapping each other count
+  once), ``bytes`` (known sizes),
   ``median_bytes``, per-step figures (÷ step windows), phase counts, ``group_size`` (the largest stated),
   ``busbw_lower_bound_bytes_per_s`` (nccl-tests factor; a lower bound: kernel time includes waiting) and
   ``annotation``: the user annotation (not a ``nccl:``/``c10d::`` one) most of them are issued inside, innermost.
@@ -61,7 +61,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import merge
 from tb_llmdiag.metrics.collectives import KIND_CODE, KINDS, Collectives, bus_bandwidth_bytes_per_s
-from tb_llmdiag.metrics.communication import compute_blocks, exposed_union_ns, windows
+from tb_llmdiag.metrics.communication import exposed_per_collective, windows
 from tb_llmdiag.metrics.context import Context, RowCache
 from tb_llmdiag.metrics.entry import (
     BYTES,
@@ -289,7 +289,7 @@ def _one_purpose(
     code: int,
     p: Purposes,
     coll: Collectives,
-    blocks: tuple[I64, I64],
+    exposed_of: I64,
     sel: NDArray[np.bool_],
     n_steps: int,
     window_ns: int,
@@ -306,7 +306,7 @@ def _one_purpose(
     ann = Counter(int(a) for a in p.annotation[m].tolist() if a >= 0)
     top = names[ann.most_common(1)[0][0]] if ann else None
     phases = {f"{ph}_count": int((m & (p.phase == PHASE_CODE[ph])).sum()) for ph in PHASES}
-    exposed = exposed_union_ns(blocks, coll, m)
+    exposed = int(exposed_of[m].sum())
     return {
         "purpose": PURPOSES[code],
         "kinds": ", ".join(by),
@@ -410,12 +410,12 @@ def comm_purpose_metrics(ctx: Context) -> dict[str, Any]:
     if ws.size == 0:
         return {"available": False, "reason": "no device activity"}
     p = classify_purposes(trace, coll, ctx.steps, ctx.cache)
-    blocks = compute_blocks(trace, coll)
+    exposed = exposed_per_collective(trace, coll)
     step = _step_of(coll.start_ns, ws, we)
     sel = step >= 0
     n_steps, window_ns = int(ws.size), int((we - ws).sum())
     names = trace.events.names
-    rows = [_one_purpose(c, p, coll, blocks, sel, n_steps, window_ns, names) for c in range(len(PURPOSES))]
+    rows = [_one_purpose(c, p, coll, exposed, sel, n_steps, window_ns, names) for c in range(len(PURPOSES))]
     rows = sorted((r for r in rows if r["count"]), key=lambda r: -r["exposed_ns"])
     fsdp_ag = sel & (p.purpose == PURPOSE_CODE["fsdp"]) & (coll.kind == KIND_CODE["all_gather"])
     in_bwd = fsdp_ag & ((p.phase == PHASE_CODE["backward"]) | p.pre_backward)

@@ -131,7 +131,7 @@ def _covered(s: I64, e: I64, ws: I64, we: I64) -> I64:
     return overlap_per_window(s, e, ws, we).astype(np.int64)
 
 
-def compute_blocks(trace: Trace, coll: Collectives) -> tuple[I64, I64]:
+def _compute_blocks(trace: Trace, coll: Collectives) -> tuple[I64, I64]:
     """The merged intervals of compute kernels (every kernel on a device stream that is not a collective)."""
     ev = trace.events
     is_coll = np.zeros(len(ev), dtype=bool)
@@ -141,18 +141,20 @@ def compute_blocks(trace: Trace, coll: Collectives) -> tuple[I64, I64]:
 
 
 def exposed_per_collective(trace: Trace, coll: Collectives) -> I64:
-    """Per collective: its duration not overlapped by any compute kernel (on any stream), ns."""
-    ks, ke = compute_blocks(trace, coll)
+    """Per collective: its time not overlapped by any compute kernel (on any stream) nor by a collective that started
+    before it, ns. Collectives that overlap each other count once (the earlier one holds the shared time), so the
+    sum over any set of collectives is never more than the time they span."""
     if len(coll) == 0:
         return np.zeros(0, np.int64)
-    return (coll.dur_ns - overlap_per_window(ks, ke, coll.start_ns, coll.end_ns)).astype(np.int64)
-
-
-def exposed_union_ns(blocks: tuple[I64, I64], coll: Collectives, mask: NDArray[np.bool_]) -> int:
-    """The exposed time of the collectives ``mask`` selects: the union of their intervals not overlapped by the
-    compute ``blocks`` (``compute_blocks``), ns; collectives that overlap each other count once."""
-    s, e = merge(coll.start_ns[mask], coll.end_ns[mask])
-    return int((e - s).sum() - overlap_per_window(blocks[0], blocks[1], s, e).sum())
+    ks, ke = _compute_blocks(trace, coll)
+    order = np.argsort(coll.start_ns, kind="stable")
+    s, e = coll.start_ns[order], coll.end_ns[order]
+    reach = np.maximum.accumulate(np.concatenate(([np.iinfo(np.int64).min], e[:-1])))  # the earlier ones' end
+    own_s = np.maximum(s, reach)
+    own_e = np.maximum(e, own_s)
+    out = np.empty(len(coll), np.int64)
+    out[order] = (own_e - own_s) - overlap_per_window(ks, ke, own_s, own_e)
+    return out
 
 
 def comm_breakdown(
@@ -185,7 +187,7 @@ def _comm_breakdown(
     hwe = we if host_we is None else np.asarray(host_we, dtype=np.int64)
     dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
     cs, ce = merge(coll.start_ns, coll.end_ns)
-    ks, ke = compute_blocks(trace, coll)
+    ks, ke = _compute_blocks(trace, coll)
     collective = _covered(cs, ce, ws, we)
     compute = _covered(ks, ke, ws, we)
     both = _covered(np.concatenate((cs, ks)), np.concatenate((ce, ke)), ws, we)

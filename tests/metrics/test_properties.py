@@ -80,3 +80,17 @@ def test_overlapping_collectives_count_once_and_kernels_alone_have_an_anatomy() 
     (row,) = m["comm_purpose"]["by_purpose"]
     assert (row["count"], row["kernel_ns"], row["exposed_ns"], row["exposed_share"]) == (2, 20, 10, 1.0)
     assert m["anatomy"]["available"] is True and set(m["anatomy"]["parts"]) == {"communication"}
+
+
+def test_each_collectives_exposed_time_counts_shared_time_once() -> None:
+    """``exposed_per_collective`` (what the run topic and the job's purposes both sum): by hand, all-reduces on
+    [0, 10) and [5, 15) and a GEMM on [12, 20): the first holds its 10 ns, the second only [10, 12), 2 ns."""
+    from tb_llmdiag.metrics.collectives import find_collectives
+    from tb_llmdiag.metrics.communication import exposed_per_collective
+
+    ar = NAMES[Kind.KERNEL][3]
+    trace = make_trace([E(Kind.KERNEL, ar, 0, 10, -1, -1, None), E(Kind.KERNEL, ar, 5, 10, -1, -1, None),
+                        E(Kind.KERNEL, GEMM, 12, 8, -1, -1, None)])
+    coll = find_collectives(trace)
+    got = dict(zip(coll.start_ns.tolist(), exposed_per_collective(trace, coll).tolist()))
+    assert got == {0: 10, 5: 2}
