@@ -36,3 +36,16 @@ def test_bomb_bench_runs_and_prints_its_figures() -> None:
         m = re.search(rf"^RESULT bomb={bomb} exit=(\d+) best=([\d.]+)s peak=(\d+)MB floor_best=([\d.]+)s$", proc.stdout,
                       flags=re.M)
         assert m and m.group(1) == "4" and float(m.group(2)) > 0 and int(m.group(3)) > 0, proc.stdout
+
+
+def test_xplane_bench_runs_and_prints_its_figures() -> None:
+    """bench/xplane_speed.py on the small XPlane capture of tests/data (the reader's speed: never a timed test)."""
+    (pb,) = (TEST_DATA / "xplane_jax_gpu").rglob("*.xplane.pb")
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "xplane_speed.py"), str(pb), "--repeat", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = re.search(r"^RESULT read=([\d.]+)s floor=([\d.]+)s best_ratio=([\d.]+) median_ratio=([\d.]+) repeat=1$",
+                  proc.stdout, flags=re.M)
+    assert m and float(m.group(3)) > 0 and m.group(3) == m.group(4), proc.stdout
+    events = re.search(r"^vm\.xplane\.pb: [\d.]+ MB, (\d+) XEvents, (\d+) event rows$", proc.stdout, flags=re.M)
+    assert events and int(events.group(1)) > 0 and int(events.group(2)) > 0, proc.stdout

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -169,12 +168,16 @@ def test_gpu_plane_mapping() -> None:
     assert tr.extra["xla_role"][ev.name_mask(lambda n: n == "backend_compile_and_load")].tolist() == [1]
 
 
-def test_a_1_5_mb_capture_loads_well_under_a_second() -> None:
+def test_a_second_read_of_a_capture_gives_the_same_columns() -> None:
+    """The message classes are built once and kept (the first read pays for them): a second read of the same file
+    gives the same columns. Its speed is bench/xplane_speed.py's (a ratio to the bare protobuf parse; never a
+    timed test)."""
     path = _one("torch_xla_cpu")
-    read_xplane(str(path))  # builds the message classes once
-    t0 = time.perf_counter()
-    read_xplane(str(path))
-    assert time.perf_counter() - t0 < 0.5
+    first, second = read_xplane(str(path)), read_xplane(str(path))
+    assert message_classes() is message_classes()
+    assert len(first.events) == len(second.events) > 10_000
+    for col in ("ts_ns", "dur_ns", "kind", "name_id", "stream", "device", "correlation"):
+        assert np.array_equal(getattr(first.events, col), getattr(second.events, col)), col
 
 
 # ---------------------------------------------------------------- bad input
