@@ -2,12 +2,12 @@
 
     nice python bench/tab_analysis.py [TRACE] [--repeat 3] [--profile PHASE]
 
-The tab's worker runs ``tab.analysis_queue.analyse_task`` -> ``api.analyze_for_tab`` in a spawned process (started by
+The tab's worker runs ``tab.analysis_queue.analyse_task`` -> ``api.analyze(...).tab_result()`` in a spawned process (started by
 ``process_pool`` with the cache's directory: the trace view's arrays are streamed beside their cache entry),
 returns its dict to the TensorBoard process (pickled through the pool) and that process keeps it in the cache
 (``ResultCache.store``). Three fresh subprocesses per repeat:
 
-  phases   the calls ``api.analyze_for_tab`` makes, one by one, timed (its breakdown):
+  phases   the calls ``api.analyze`` and ``Analysed.tab_result`` make, one by one, timed (its breakdown):
              read+report  ``api.load`` + ``metrics.analyze`` + ``api.run_report`` (what ``llmdiag report`` computes)
              timelines    ``timeline.build`` (the step timelines and the ``/steps`` rows)
              summary      the RankSummary (ranks of a job only)
@@ -79,7 +79,7 @@ from tb_llmdiag.tab import analysis_queue
 from tb_llmdiag.timeline import build as build_timelines
 from tb_llmdiag.traceview import build as tv
 from tb_llmdiag.traceview.evidence import locate as locate_evidence
-# the calls of api.analyze_for_tab, in its order
+# the calls of api.analyze and Analysed.tab_result, in their order
 with phase("read+report"):
     trace = api.load(tf)
     analysis = analyze_trace(trace)

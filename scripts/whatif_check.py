@@ -24,14 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tb_llmdiag.findings import diagnose, lookup
+from tb_llmdiag.findings.diagnosis import diagnose
+from tb_llmdiag.findings.engine import applicable, lookup
 from tb_llmdiag.findings.structs import Saving, replace
-from tb_llmdiag.jsonsafe import json_object, jsonable
-from tb_llmdiag.findings.engine import applicable
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.findings.trust import with_unprofiled
 from tb_llmdiag.findings.whatif import apply_in_sequence
 from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.jsonsafe import json_object, jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.steps import find_steps
 

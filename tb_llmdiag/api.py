@@ -1,42 +1,49 @@
 """The library's front door: a trace file through the pipeline (discover -> load -> metrics -> diagnosis) to its
-result, a logdir to its report, two sides to their comparison. The surfaces (CLI, tab, agent) use these names only.
+result, a logdir to its report, two sides to their comparison. The surfaces (CLI, tab, agent) use these names only
+(``__all__``: at most 15, a test holds it):
 
-- ``discover(path) -> Index``; ``analyze(tf) -> Analysed``: one file's RunReport and, when it could be read, its
-  trace, analysis and (a rank of a job) RankSummary; what an agent asks of one run is asked of that result
-  (``Analysed.activities``, ``.evidence``, ``.source_of``). ``analyze_for_tab(tf)``: the same pipeline and the
-  tab's payloads (step timelines, trace-view index). ``report(path | index)``: every file's RunReport and the
-  ``jobs[]`` entries; ``job_for_summaries``: one job from its ranks' cached RankSummaries.
-- ``resolve`` / ``run_names``: what a run name picks (``compare/names.py``); ``compare(before, after)`` (each side
-  a run report or a ``(job, runs)`` pair), ``check``, ``is_compare_key``; ``saved_report``: a saved
-  ``llmdiag report --json`` document.
-- ``timeline(path)`` / ``timeline_of_runs(runs)``: the windows of each run over the run as series, their change
-  points and what changed (``tb_llmdiag.series``, docs/timeline.md).
-- ``metric_registry``, ``finding_catalogue``, ``rule_catalogue``: what the engine can report (``finding_rule``: the
-  rule behind one finding); ``ENGINE_VERSION``
-  (what a cached result depends on), ``TraceIndex`` (a stored trace-view index), ``tab_executor``, ``preload``.
+- ``discover(path) -> Index``; ``analyze(tf) -> Analysed``: the one pipeline from a trace file to its result: its
+  RunReport and, when it could be read, its trace, analysis and (a rank of a job) RankSummary; what a surface asks
+  of one run is asked of that result (``Analysed.activities``, ``.evidence``, ``.source_of``; the tab's payloads:
+  ``.tab_result``). ``report(path | index)``: every file's RunReport and the ``jobs[]`` entries;
+  ``job_for_summaries``: one job from its ranks' cached RankSummaries.
+- ``timeline(path | index | run reports)``: the windows of each run over the run as series, their change points
+  and what changed (``tb_llmdiag.series``, docs/timeline.md).
+- ``compare(before, after)``: two sides (each a run report or a ``(job, runs)`` pair) to their comparison, or
+  with ``gate`` to ``llmdiag check``'s pass / fail; the sides come from ``saved_report`` (a saved
+  ``llmdiag report --json`` document) or ``discover``, a run name picked by ``resolve`` (``run_names``: every
+  name), by the rules of ``compare/names.py``.
+- ``catalogue``: what the engine can report (the metric registry, the findings, the rules, the rule behind a
+  finding, the keys a comparison reads).
+- ``ENGINE_VERSION`` (what a cached result depends on), ``TraceIndex`` (a stored trace-view index),
+  ``tab_executor`` (the tab's Dask executor), ``preload`` (the lazy imports, now).
 
 Thin by design: each step lives in its own layer; this module composes them and turns user errors into per-run
 error entries, so one bad file never stops the others. The types the surfaces annotate with are their layers'
-(``Index``, ``TraceFile``: ``ingest.discover``; ``Target``: ``compare.names``), imported for type checking only.
+(``Index``, ``TraceFile``: ``ingest.discover``; ``Target``: ``compare.names``; ``RunReport``: ``findings.structs``),
+imported for type checking only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tb_llmdiag import __version__
-from tb_llmdiag.compare import check, compare, is_compare_key
+from tb_llmdiag.compare import check, is_compare_key
+from tb_llmdiag.compare import compare as compare_sides
 from tb_llmdiag.compare.names import resolve, run_names
+from tb_llmdiag.compare.side import JobSide, RunSide, SideDoc
+from tb_llmdiag.compare.stats import RESAMPLES, SEED
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
-from tb_llmdiag.findings import diagnose
 from tb_llmdiag.findings.catalogue import finding_catalogue, finding_rule, metric_registry, rule_catalogue
+from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.findings.structs import UNSET, RunReport
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.ingest.discover import Index, TraceFile, discover, name_order
+from tb_llmdiag.ingest.discover import Index, TraceFile, discover
 from tb_llmdiag.ingest.formats import READER_MODULES
 from tb_llmdiag.ingest.fs import local_copy
 from tb_llmdiag.ingest.saved_report import saved_report
@@ -83,10 +90,8 @@ ENGINE_VERSION = EngineVersion(MODEL_VERSION, REPORT_SCHEMA, TIMELINE_VERSION, T
 
 # fmt: off
 __all__ = [
-    "ENGINE_VERSION", "Analysed", "TraceIndex", "analyze", "analyze_for_tab", "check", "compare", "discover",
-    "finding_catalogue", "finding_rule", "is_compare_key", "job_for_summaries", "metric_registry", "name_order", "preload", "report",
-    "resolve", "rule_catalogue", "run_names", "saved_report", "tab_executor", "timeline", "timeline_of_runs",
-    "RunReport",
+    "ENGINE_VERSION", "Analysed", "TraceIndex", "analyze", "catalogue", "compare", "discover", "job_for_summaries",
+    "preload", "report", "resolve", "run_names", "saved_report", "tab_executor", "timeline",
 ]
 # fmt: on
 
@@ -322,6 +327,47 @@ class Analysed:
         """The Python frames around the trace range ``rng`` (``traceview/source.py``)."""
         return source_of(self._trace(), name, rng)
 
+    def tab_result(
+        self, *, progress: Callable[[str], None] | None = None, put_array: Put | None = None
+    ) -> dict[str, Any]:
+        """What the tab shows for the trace (``analyze(tf, summary=True, strict=True)``: a bug in the analysis raises,
+        and the tab shows it and does not keep it): ``{"report": RunReport, "timelines": [StepTimeline, ...],
+        "steps": {"steps": [per-step breakdown]}, "traceview": {"meta": {...}, "arrays": {name: ndarray}} | None,
+        "rank_summary": {"summary": RankSummary dict | None}}`` (docs/http_api.md; the trace view's index is
+        ``tb_llmdiag/traceview``; the job view reads the rank summaries, ``job_for_summaries``). Made once: the trace
+        is handed to the trace view's build, which frees it (``trace`` and ``analysis`` are None after).
+
+        A file that could not be read (not a regular file, not a trace, truncated) gives its error RunReport and no
+        timelines. ``progress`` is told ``timeline`` as that phase starts (``analyze`` told it ``reading`` and
+        ``analysing``). ``put_array`` (a file writer: ``tab/analysis_queue.py``) is given the trace view's arrays one
+        at a time; ``traceview["arrays"]`` is then None.
+        """
+        if self.trace is None or self.analysis is None or self.run.status not in ("ok", "partial"):
+            # a partial report's timelines cover what was read
+            return dict(
+                report=self.report, timelines=[], steps={"steps": []}, traceview=None, rank_summary={"summary": None}
+            )
+        if progress is not None:
+            progress("timeline")
+        # the timelines and /steps rows read the analysis's one step breakdown (what the report counts)
+        timelines, breakdown = build_timelines(self.trace, self.analysis.breakdown)
+        summary = self.rank_summary.to_dict() if self.rank_summary is not None else None  # the job view's (KBs)
+        parts = self.part_locations()
+        self.analysis = None  # the trace view needs only the trace
+        findings = self.evidence()
+        handed = [self.trace]  # handed over: the build frees the trace once its columns are written (the worker's peak)
+        self.trace = None
+        meta, arrays = build_traceview(handed, put_array)
+        meta["findings"] = findings
+        meta["parts"] = parts
+        return {
+            "report": self.report,
+            "timelines": list(timelines),
+            "steps": {"steps": breakdown},
+            "traceview": {"meta": meta, "arrays": arrays},
+            "rank_summary": {"summary": summary},
+        }
+
 
 def analyze(
     tf: TraceFile, *, summary: bool = False, progress: Callable[[str], None] | None = None, strict: bool = False
@@ -358,48 +404,6 @@ def analyze(
     except Exception:  # noqa: BLE001
         logger.exception("summarising rank %s failed", tf.path)
     return got
-
-
-def analyze_for_tab(
-    tf: TraceFile, *, progress: Callable[[str], None] | None = None, put_array: Put | None = None
-) -> dict[str, Any]:
-    """What the tab shows for one trace: ``{"report": RunReport, "timelines": [StepTimeline, ...],
-    "steps": {"steps": [per-step breakdown]}, "traceview": {"meta": {...}, "arrays": {name: ndarray}} | None,
-    "rank_summary": {"summary": RankSummary dict | None}}`` (docs/http_api.md; the trace view's index is
-    ``tb_llmdiag/traceview``; the job view reads the rank summaries, ``job_for_summaries``), from one read of the file
-    (``analyze``, strict: a bug in the analysis raises, and the caller shows it and does not keep it).
-
-    A file that cannot be read (not a regular file, not a trace, truncated) gives its error RunReport
-    and no timelines. ``progress`` is told each phase as it starts: ``reading``, ``analysing``, ``timeline``.
-    ``put_array`` (a file writer: ``tab/analysis_queue.py``) is given the trace view's arrays one at a time;
-    ``traceview["arrays"]`` is then None.
-    """
-    got = analyze(tf, summary=True, progress=progress, strict=True)
-    if got.trace is None or got.analysis is None or got.run.status not in ("ok", "partial"):
-        # a partial report's timelines cover what was read
-        return dict(
-            report=got.report, timelines=[], steps={"steps": []}, traceview=None, rank_summary={"summary": None}
-        )
-    if progress is not None:
-        progress("timeline")
-    # the timelines and /steps rows read the analysis's one step breakdown (what the report counts)
-    timelines, breakdown = build_timelines(got.trace, got.analysis.breakdown)
-    summary = got.rank_summary.to_dict() if got.rank_summary is not None else None  # the job view's (KBs)
-    parts = got.part_locations()
-    got.analysis = None  # the trace view needs only the trace
-    findings = got.evidence()
-    handed = [got.trace]  # handed over: the build frees the trace once its columns are written (the worker's peak)
-    got.trace = None
-    meta, arrays = build_traceview(handed, put_array)
-    meta["findings"] = findings
-    meta["parts"] = parts
-    return {
-        "report": got.report,
-        "timelines": list(timelines),
-        "steps": {"steps": breakdown},
-        "traceview": {"meta": meta, "arrays": arrays},
-        "rank_summary": {"summary": summary},
-    }
 
 
 # ------------------------------------------------------------------------------------------- a logdir
@@ -488,17 +492,82 @@ def report(
 # ------------------------------------------------------------------------------------------- over the run
 
 
-def timeline_of_runs(runs: list[dict[str, Any]], root: str = "") -> dict[str, Any]:
-    """The over-the-run timeline (docs/timeline.md) of run reports already made (the tab's cached ones)."""
-    return build_series(runs, root)
-
-
 def timeline(
-    path: str | Index, *, dask: str | None = None, workers: int = 1, runner: Runner | None = None
+    source: str | Index | Sequence[Mapping[str, Any]],
+    *,
+    root: str = "",
+    dask: str | None = None,
+    workers: int = 1,
+    runner: Runner | None = None,
 ) -> dict[str, Any]:
-    """The over-the-run timeline of every trace under ``path``: each window's report (``report``), grouped into
-    series with their change points and what changed at each (``tb_llmdiag.series``, docs/timeline.md)."""
-    rep = report(path, dask=dask, workers=workers, runner=runner)
+    """The over-the-run timeline (docs/timeline.md): the windows of each run grouped into series, with their change
+    points and what changed at each (``tb_llmdiag.series``). ``source``: a path or a discovered index, whose every
+    trace is reported first (``report``, on ``runner``, ``dask`` or ``workers`` as there; the document then names
+    the tool), or run reports already made (the tab's and the agent's cached ones; ``root``: their logdir)."""
+    if not isinstance(source, (str, Index)):
+        return build_series(source, root)
+    rep = report(source, dask=dask, workers=workers, runner=runner)
     doc = build_series(rep["runs"], rep["root"])
     doc["tool"] = rep["tool"]
     return doc
+
+
+# ------------------------------------------------------------------------------------------- two sides
+
+
+def compare(
+    before: RunSide | JobSide | SideDoc,
+    after: RunSide | JobSide | SideDoc,
+    *,
+    gate: bool = False,
+    warnings: Sequence[str] = (),
+    sources: tuple[str, str] = ("", ""),
+    roles: tuple[str, str] = ("BEFORE", "AFTER"),
+    tolerances: Mapping[str, float] | None = None,
+    max_regression: float | None = None,
+    seed: int = SEED,
+    resamples: int = RESAMPLES,
+) -> dict[str, Any]:
+    """The comparison document (docs/compare.md) of two sides of one level, each a run report or a ``(job, runs)``
+    pair (``compare.core.compare``: ``sources``, ``roles``, ``tolerances``, ``max_regression``, ``seed`` and
+    ``resamples`` as there), the warnings of loading the sides (``warnings``) before its own. With ``gate``, the
+    ``llmdiag check`` document instead (``compare.gate``): pass / fail, the regressions, the comparison under
+    ``compare``.
+
+    Raises:
+        BadTolerance: a tolerance that is not a fraction in [0, 100).
+    """
+    doc = compare_sides(
+        before,
+        after,
+        sources=sources,
+        roles=roles,
+        tolerances=tolerances,
+        max_regression=max_regression,
+        seed=seed,
+        resamples=resamples,
+    )
+    if warnings:
+        doc["warnings"] = [*warnings, *doc["warnings"]]
+    return check(doc) if gate else doc
+
+
+# ------------------------------------------------------------------------------------------- the catalogue
+
+
+class Catalogue:
+    """What the engine can report, from its declared tables (``findings/catalogue.py``, ``compare/table.py``):
+    ``metrics()``: the metric registry with the findings' evidence units and labels (what the tab serves);
+    ``findings()``: every finding rule (what an agent cites); ``rules()``: every rule once by id (``llmdiag rules``);
+    ``rule_of(finding_id, metrics)``: the rule behind one finding on the run of those metrics;
+    ``is_compare_key(key)``: whether the comparison reads a number of that key (``--tolerance KEY=...``)."""
+
+    metrics = staticmethod(metric_registry)
+    findings = staticmethod(finding_catalogue)
+    rules = staticmethod(rule_catalogue)
+    rule_of = staticmethod(finding_rule)
+    is_compare_key = staticmethod(is_compare_key)
+
+
+#: The surfaces' one entry to what the engine can report (``Catalogue``).
+catalogue = Catalogue()

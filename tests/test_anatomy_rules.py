@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from metrics.minitrace import make_trace, op
 
-from tb_llmdiag.findings import diagnose
+from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.findings.engine import finding, fires
 from tb_llmdiag.findings.parts import PART_RULES
 from tb_llmdiag.ingest import load_trace

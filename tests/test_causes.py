@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from tb_llmdiag.findings import RULES, diagnose, lookup
-from tb_llmdiag.findings.engine import applicable
+from tb_llmdiag.findings.diagnosis import diagnose
+from tb_llmdiag.findings.engine import applicable, lookup
+from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tb_llmdiag.findings import JOB_RULES, RULES
+from tb_llmdiag.findings.job import JOB_RULES
+from tb_llmdiag.findings.table import RULES
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tb_llmdiag.findings import GPU_RULES, Fix, Rule, diagnose, rank, what_if
+from tb_llmdiag.findings.diagnosis import diagnose, what_if
+from tb_llmdiag.findings.engine import Fix, Rule, rank
+from tb_llmdiag.findings.gpu import GPU_RULES
 from tb_llmdiag.findings.structs import Finding, JobFinding, from_json
 from tb_llmdiag.findings.whatif import apply_in_sequence
 from tb_llmdiag.jsonsafe import jsonable

@@ -332,7 +332,7 @@ def test_every_label_row_is_used() -> None:
 
 @lru_cache(maxsize=4)
 def _analysis(golden: str) -> dict:
-    from tb_llmdiag.findings import diagnose
+    from tb_llmdiag.findings.diagnosis import diagnose
     from tb_llmdiag.ingest import load_trace
     from tb_llmdiag.jsonsafe import jsonable
     from tb_llmdiag.metrics import compute_metrics

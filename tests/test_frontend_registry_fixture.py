@@ -1,6 +1,6 @@
 """frontend/testdata/metric_registry.json (the node tests' registry, and the e2e browser's while a server has
 no ./metric_registry route) is a faithful excerpt of the real one: every key it lists is in
-``api.metric_registry()`` with the same unit, and so is every evidence unit."""
+``api.catalogue.metrics()`` with the same unit, and so is every evidence unit."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "frontend" / "testdata" / "metri
 
 def test_fixture_registry_is_an_excerpt_of_the_real_one() -> None:
     fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    real = api.metric_registry()
+    real = api.catalogue.metrics()
     units = {m["key"]: m["unit"] for m in real["metrics"]}
     assert {m["key"]: m["unit"] for m in fixture["metrics"]}.items() <= units.items()
     assert set(fixture["units"]) <= set(real["units"])

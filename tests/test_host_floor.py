@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tb_llmdiag.findings import Fix, Rule, diagnose
+from tb_llmdiag.findings.diagnosis import diagnose
+from tb_llmdiag.findings.engine import Fix, Rule
 from tb_llmdiag.findings.structs import Saving, replace
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.findings.whatif import apply_in_sequence

@@ -382,3 +382,66 @@ def test_no_private_name_imported_across_modules() -> None:
     # package, reaches it through a public name
     crossing = [c for mod, path in MODULES.items() for c in _private_imports(mod, path.read_text(encoding="utf-8"))]
     assert crossing == []
+
+
+#: the most names the front door may export (#32: a curated surface; a new name merges with one of its concept or
+#: replaces one)
+MAX_FRONT_DOOR_NAMES = 15
+
+
+def _exported(source: str) -> list[str]:
+    """The names of a module's ``__all__`` (a literal list or tuple), from its source."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    return []
+
+
+def test_the_front_door_exports_at_most_15_names_each_one_it_holds() -> None:
+    from tb_llmdiag import api
+
+    names = _exported((PKG / "api.py").read_text(encoding="utf-8"))
+    assert names == list(api.__all__) and len(set(names)) == len(names)
+    assert len(names) <= MAX_FRONT_DOOR_NAMES, f"api exports {len(names)} names: merge some (#32)"
+    assert [n for n in names if not hasattr(api, n)] == []
+
+
+def only_reexports(source: str) -> bool:
+    """Whether a module's body, past its docstring, is imports and ``__all__`` only, at least one of them importing
+    from the package: a module that exists only to hand on names defined elsewhere."""
+    body = ast.parse(source).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    ours = any(isinstance(n, ast.ImportFrom) and (n.module or "").startswith("tb_llmdiag") for n in body)
+    rest = [
+        n
+        for n in body
+        if not isinstance(n, (ast.Import, ast.ImportFrom))
+        and not (isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["__all__"])
+    ]
+    return ours and not rest
+
+
+def test_the_reexport_check_sees_a_module_that_only_hands_names_on() -> None:
+    # GIVEN a module of imports and __all__, one that defines a function too, and a package marker
+    hands_on = '"""Doc."""\nfrom __future__ import annotations\nfrom tb_llmdiag.x import a, b\n__all__ = ["a", "b"]\n'
+    defines = hands_on + "def c() -> int:\n    return 1\n"
+    # THEN only the first only re-exports
+    assert (only_reexports(hands_on), only_reexports(defines), only_reexports('"""A package."""\n')) == (
+        True,
+        False,
+        False,
+    )
+
+
+#: packages whose ``__init__`` presents its modules' names, and why (each one a reason outside the package)
+PRESENTED = {
+    "tb_llmdiag.tab": "TensorBoard loads the plugin by the entry point tb_llmdiag.tab:LlmDiagPlugin (setup.py)",
+}
+
+
+def test_no_module_exists_only_to_be_reexported() -> None:
+    # #32: each module holds code of its own; a name lives where it is defined and is imported from there (the
+    # front door, api, composes: it defines the pipeline, not only hands names on)
+    found = {m for m, p in MODULES.items() if only_reexports(p.read_text(encoding="utf-8"))}
+    assert found == set(PRESENTED)

@@ -16,7 +16,9 @@ import pytest
 
 from tb_llmdiag import api
 from tb_llmdiag.cli import main
+from tb_llmdiag.findings.structs import RunReport
 from tb_llmdiag.ingest.links import LinkOutside
+
 FOLLOW_ENV = "LLMDIAG_FOLLOW_LINKS"  # (a literal: this test also runs against the code before #27)
 from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 from tracepaths import shared_trace
@@ -104,7 +106,7 @@ def test_a_link_swapped_in_after_discovery_is_refused_when_opened(logs: Path) ->
     with pytest.raises(LinkOutside, match="outside the logdir"):
         tf.open()
     rep = api.load(tf)
-    assert isinstance(rep, api.RunReport) and rep.error == f"worker0.1.pt.trace.json.gz {REFUSED}"
+    assert isinstance(rep, RunReport) and rep.error == f"worker0.1.pt.trace.json.gz {REFUSED}"
 
 
 def test_opting_in_follows_links_and_walks_linked_folders(logs: Path, monkeypatch: pytest.MonkeyPatch) -> None:

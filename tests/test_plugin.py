@@ -1,6 +1,6 @@
 """The TensorBoard plugin's routes, on werkzeug's test Client (issue #4).
 
-The engine is real (``api.analyze_for_tab`` on real Kineto traces, in threads) except where a test needs
+The engine is real (``api.analyze(...).tab_result()`` on real Kineto traces, in threads) except where a test needs
 control over timing ("a run still loading"): there the plugin is given an executor whose tasks wait on an
 event (the executor is a constructor argument of the tab). Failure paths: tests/test_tab_errors.py.
 """
@@ -16,16 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from werkzeug.test import Client
-
 from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
+from tracepaths import shared_trace
+from werkzeug.test import Client
 
 import tb_llmdiag
 from tb_llmdiag import api
 from tb_llmdiag.tab import plugin as plugin_mod
 from tb_llmdiag.tab.cache import ResultCache
-from tracepaths import shared_trace
 
 RESNET = "kineto_resnet50/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 
@@ -100,7 +99,7 @@ def test_metric_registry_route_serves_the_librarys_registry(env):
     _, c, _, _ = env
     r = c.get(f"{PREFIX}/metric_registry")
     assert r.status_code == 200 and r.headers["Cache-Control"] == "private, max-age=3600"
-    assert r.get_json() == json.loads(json.dumps(api.metric_registry()))
+    assert r.get_json() == json.loads(json.dumps(api.catalogue.metrics()))
 
 
 def test_inactive_without_traces(tmp_path: Path):

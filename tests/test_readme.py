@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from importlib.metadata import version
 
-from tb_llmdiag.findings import RULES
 from tracepaths import REPO
+
+from tb_llmdiag.findings.table import RULES
 
 README = (REPO / "README.md").read_text()
 

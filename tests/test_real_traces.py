@@ -13,15 +13,15 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from test_external_traces import EXTERNAL_TRACES
 
-from tb_llmdiag.findings import diagnose
-from tb_llmdiag.jsonsafe import jsonable
+from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.ingest import load_trace
+from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.steps import find_steps
 from tb_llmdiag.render.canonical_json import dumps
-from test_external_traces import EXTERNAL_TRACES
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"

@@ -13,7 +13,8 @@ from typing import Any, Iterator
 import pytest
 
 from tb_llmdiag import api
-from tb_llmdiag.findings import EVIDENCE_UNITS, RULES, Fix, Rule
+from tb_llmdiag.findings.engine import Fix, Rule
+from tb_llmdiag.findings.table import EVIDENCE_UNITS, RULES
 from tb_llmdiag.metrics import registry
 from tb_llmdiag.metrics.registry import BETTER, METRICS, UNITS, matches, metric
 from tb_llmdiag.units import fmt
@@ -172,7 +173,7 @@ def test_every_unit_is_used_and_formatted() -> None:
 
 
 def test_as_json_and_the_api() -> None:
-    got = api.metric_registry()
+    got = api.catalogue.metrics()
     assert set(got) == {"units", "metrics", "evidence_units", "evidence_labels", "value_labels"}
     assert got["units"] == UNITS and json.loads(json.dumps(got)) == got
     assert got["metrics"][0] == {"key": METRICS[0].key, "unit": METRICS[0].unit, "better": METRICS[0].better,

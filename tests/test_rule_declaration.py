@@ -14,7 +14,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from tb_llmdiag.findings import JOB_RULES, RULES
+from tb_llmdiag.findings.job import JOB_RULES
+from tb_llmdiag.findings.table import RULES
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tb_llmdiag"
 

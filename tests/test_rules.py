@@ -10,9 +10,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "metrics"))
 
-from tb_llmdiag.findings import GPU_RULES, RULES, XLA_RULES, Fix, Flavour, Rule, evaluate, lookup, run_platform
-from tb_llmdiag.findings.engine import applicable, finding, fires
-from tb_llmdiag.findings.gpu import INFERENCE_RULES
+from tb_llmdiag.findings.engine import Fix, Flavour, Rule, applicable, evaluate, finding, fires, lookup, run_platform
+from tb_llmdiag.findings.gpu import GPU_RULES, INFERENCE_RULES
+from tb_llmdiag.findings.table import RULES
+from tb_llmdiag.findings.xla import XLA_RULES
 from tb_llmdiag.jsonsafe import jsonable
 
 REQUIRED = {"host_bound", "tiny_kernels", "dataloader_stall", "host_sync", "pageable_memcpy", "variable_shapes",
@@ -250,7 +251,7 @@ def test_finding_shape_saving_and_summary() -> None:
 
 
 def test_severity_bands() -> None:
-    from tb_llmdiag.findings import diagnose
+    from tb_llmdiag.findings.diagnosis import diagnose
 
     sev = {s: jsonable(diagnose(base(dataloader={"stall_share": s})))[0][0]["severity"] for s in (0.06, 0.19, 0.2)}
     assert sev == {0.06: "medium", 0.19: "medium", 0.2: "high"}

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tb_llmdiag.findings import diagnose
+from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jsonsafe import json_array, json_object
 from tb_llmdiag.metrics import compute_metrics

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tracepaths import TEST_DATA
 
 from tb_llmdiag import api
 from tb_llmdiag.findings.engine import evidence_ranges
@@ -17,8 +18,6 @@ from tb_llmdiag.tab import arrays as array_file
 from tb_llmdiag.traceview.build import build
 from tb_llmdiag.traceview.index import BadIndex, TraceIndex
 from tb_llmdiag.traceview.lod import build_levels, depths, query
-
-from tracepaths import TEST_DATA
 
 SEED = next((TEST_DATA / "gpu_seed").glob("*.pt.trace.json.gz"))
 
@@ -249,7 +248,7 @@ def test_evidence_ranges_keep_the_longest_in_time_order():
 
 def test_seed_findings_point_at_the_culprit_and_xla_recompile_at_its_compile():
     tf = api.discover(str(TEST_DATA / "gpu_seed")).files[0]
-    res = api.analyze_for_tab(tf)
+    res = api.analyze(tf, summary=True, strict=True).tab_result()
     rep, meta = res["report"], res["traceview"]["meta"]
     located = {f["id"]: f for f in meta["findings"]}
     # host_bound points at the activity the attribution finds holding the idle time (issue #23)
@@ -277,7 +276,7 @@ def test_every_rules_trace_view_search_is_one_the_trace_view_runs() -> None:
     """A rule's ``locate`` (findings/engine.py ``Locate``) names a search of traceview/evidence.py ``SEARCHES`` with
     an argument it can use: a registry key for a chain or an op, a name family for ``family``, none otherwise; a
     rule with ``ranges`` of its own needs none."""
-    from tb_llmdiag.findings import RULES
+    from tb_llmdiag.findings.table import RULES
     from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS
     from tb_llmdiag.metrics.registry import metric
     from tb_llmdiag.traceview.evidence import SEARCHES

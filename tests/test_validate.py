@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_xplane import _gpu_space
 
 from tb_llmdiag import api
 from tb_llmdiag.cli import main
 from tb_llmdiag.ingest.xplane.schema import message_classes
 from tb_llmdiag.render.canonical_json import dumps
-from test_xplane import _gpu_space
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 from checks import EXIT_OF_STATUS, impossible  # noqa: E402
@@ -105,7 +105,8 @@ def test_xplane_times_near_int64_limits_do_not_wrap(tmp_path, capsys, line_ts) -
     assert run["error"].startswith("all 3 device events were rejected (3 events with a time or duration beyond 73 years")
     assert run["summary"]["window_ns"] == 15_000
     assert impossible(run, dumps(run)) is None
-    built = api.analyze_for_tab(api.discover(str(folder / "h.xplane.pb")).files[0])  # the trace view builds
+    tf = api.discover(str(folder / "h.xplane.pb")).files[0]
+    built = api.analyze(tf, summary=True, strict=True).tab_result()  # the trace view builds
     assert built["report"]["status"] == "partial"
 
 
@@ -117,7 +118,7 @@ def _check_case(tmp: Path, data: bytes, xplane: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     try:
-        report = api.analyze_for_tab(api.discover(str(path)).files[0])["report"]
+        report = api.analyze(api.discover(str(path)).files[0], summary=True, strict=True).tab_result()["report"]
     except api.LlmDiagError:
         return
     bad = impossible(report, dumps(report))

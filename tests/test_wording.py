@@ -59,7 +59,7 @@ def _walk(doc: Any, key: str = "") -> Iterator[tuple[str, Any]]:
 
 def vocabulary(*docs: Any) -> set[str]:
     """The internal words: report keys, registry key segments, and the named values the reports hold."""
-    reg = api.metric_registry()
+    reg = api.catalogue.metrics()
     words = {seg for m in reg["metrics"] for seg in re.split(r"[.\[\]*]+", m["key"]) if "_" in seg}
     words |= {k for k in reg["value_labels"] if "_" in k}
     for doc in docs:
@@ -68,7 +68,7 @@ def vocabulary(*docs: Any) -> set[str]:
                 words.add(key)
             elif isinstance(value, str) and key not in NAME_FIELDS and re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)+", value):
                 words.add(value)
-    return words - {r["id"] for r in api.rule_catalogue()}
+    return words - {r["id"] for r in api.catalogue.rules()}
 
 
 def leaks(text: str, words: set[str]) -> list[str]:
@@ -117,7 +117,7 @@ def agent_text(doc: Any, key: str = "") -> str:
     if isinstance(doc, list):
         return "\n".join(agent_text(v, key) for v in doc)
     if key == "evidence" and isinstance(doc, str):
-        return str(api.metric_registry()["value_labels"].get(doc, doc))
+        return str(api.catalogue.metrics()["value_labels"].get(doc, doc))
     return doc if isinstance(doc, str) and key in PROSE else ""
 
 
@@ -135,7 +135,7 @@ def words(reports: dict[str, dict[str, Any]]) -> set[str]:
 
 @pytest.mark.parametrize("surface", ["text", "markdown", "tab"])
 def test_no_internal_words_in_any_report(surface: str, reports: dict[str, Any], words: set[str]) -> None:
-    reg = api.metric_registry()
+    reg = api.catalogue.metrics()
     render = {"text": render_report, "markdown": render_report_md, "tab": lambda r: tab_text(r, reg)}[surface]
     found = {name: leaks(render(rep), words) for name, rep in reports.items()}
     assert {k: v for k, v in found.items() if v} == {}
@@ -162,7 +162,7 @@ def test_no_internal_words_in_agent_answers(reports: dict[str, Any], words: set[
 def test_every_rule_reads_without_placeholder_or_key(words: set[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["rules"]) == 0
     text = capsys.readouterr().out
-    prose = "\n".join(r["title"] + "\n" + r["fix"] for r in api.rule_catalogue())
+    prose = "\n".join(r["title"] + "\n" + r["fix"] for r in api.catalogue.rules())
     assert leaks(text, words) == [] and leaks(prose, words) == []
 
 

@@ -16,8 +16,8 @@ from test_external_traces import EXTERNAL_TRACES
 from tracepaths import SHARED_TRACES, shared_trace
 
 from tb_llmdiag import api
-from tb_llmdiag.findings import RULES, evaluate
-from tb_llmdiag.findings.engine import applicable, flavour_of, run_traits
+from tb_llmdiag.findings.engine import applicable, evaluate, flavour_of, run_traits
+from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.jsonsafe import jsonable
 
 #: golden name -> workload, from each run's description in ../shared/traces/external/SOURCES.md
@@ -207,7 +207,7 @@ def test_a_partial_read_gets_only_what_the_read_part_supports() -> None:
     sys.path.insert(0, str(Path(__file__).parent / "metrics"))
     from minitrace import make_trace, op, step  # noqa: E402
 
-    from tb_llmdiag.findings import diagnose
+    from tb_llmdiag.findings.diagnosis import diagnose
     from tb_llmdiag.metrics import analyze
 
     cpu_only = make_trace([step(1, 0, 1_000_000), op("aten::mm", 10, 5, "[[128, 256], [256, 512]]"),

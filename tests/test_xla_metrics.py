@@ -302,7 +302,8 @@ def test_op_bucket(category: str | None, op: str | None, kernel: str, kind: Kind
 
 
 def _xla_findings(folder: str) -> dict[str, dict[str, Any]]:
-    from tb_llmdiag.findings import XLA_RULES, diagnose
+    from tb_llmdiag.findings.diagnosis import diagnose
+    from tb_llmdiag.findings.xla import XLA_RULES
 
     tr = read_xplane(str(_one(folder)))
     steps = find_steps(tr)
@@ -312,7 +313,7 @@ def _xla_findings(folder: str) -> dict[str, dict[str, Any]]:
 
 
 def test_xla_rules_name_only_keys_that_compute_xla_writes() -> None:
-    from tb_llmdiag.findings import XLA_RULES
+    from tb_llmdiag.findings.xla import XLA_RULES
 
     tr = read_xplane(str(_one("synthetic_tpu")))
     keys = set(with_step_split(compute_xla(tr, find_steps(tr)), find_steps(tr)))
@@ -349,7 +350,7 @@ class _Recording(dict):
 
 @pytest.mark.parametrize("folder", ["synthetic_tpu", "torch_xla_cpu", "jax_cpu"])
 def test_xla_rule_functions_read_only_keys_that_compute_xla_writes(folder: str) -> None:
-    from tb_llmdiag.findings import XLA_RULES
+    from tb_llmdiag.findings.xla import XLA_RULES
 
     tr = read_xplane(str(_one(folder)))
     x = _Recording(with_step_split(compute_xla(tr, find_steps(tr)), find_steps(tr)))
@@ -383,7 +384,8 @@ def test_synthetic_tpu_findings() -> None:
 
 def test_jax_gpu_like_space_gives_the_planted_findings() -> None:
     """A JAX-on-GPU-shaped XSpace: 6 `train` steps, a jit compile inside step 3, a ToLiteral after step 4."""
-    from tb_llmdiag.findings import XLA_RULES, evaluate
+    from tb_llmdiag.findings.engine import evaluate
+    from tb_llmdiag.findings.xla import XLA_RULES
     from tb_llmdiag.ingest.xplane.reader import parse_xspace
     from tb_llmdiag.ingest.xplane.schema import message_classes
 
@@ -429,7 +431,7 @@ CUDA_ONLY = {"host_bound", "tiny_kernels", "host_sync", "pageable_memcpy", "data
 
 
 def _diagnosed(path: Path) -> dict[str, Any]:
-    from tb_llmdiag.findings import diagnose
+    from tb_llmdiag.findings.diagnosis import diagnose
     from tb_llmdiag.ingest import load_trace
     from tb_llmdiag.metrics import compute_metrics
     from tb_llmdiag.metrics.headline import headline
@@ -548,7 +550,8 @@ def test_a_read_back_in_every_step_leaves_the_steady_steps_to_step_variance() ->
 
 
 def test_xla_split_without_steps_gives_none_and_the_rules_do_not_fire() -> None:
-    from tb_llmdiag.findings import XLA_RULES, evaluate
+    from tb_llmdiag.findings.engine import evaluate
+    from tb_llmdiag.findings.xla import XLA_RULES
 
     assert with_step_split({"available": False, "reason": "x"}, _steps([])) == {"available": False, "reason": "x"}
     assert _split({}, []) == dict.fromkeys(SPLIT_KEYS)

@@ -262,7 +262,7 @@ def test_jax_gpu_capture_gives_the_planted_findings() -> None:
 
 @pytest.mark.skipif(not JAX_GPU, reason="tests/data/xplane_jax_gpu not captured yet")
 def test_jax_gpu_capture_diagnosis_puts_the_planted_causes_on_top() -> None:
-    from tb_llmdiag.findings import diagnose
+    from tb_llmdiag.findings.diagnosis import diagnose
     from tb_llmdiag.metrics import compute_metrics
     from tb_llmdiag.metrics.headline import headline
 
@@ -302,7 +302,7 @@ def test_jax_gpu_capture_diagnosis_puts_the_planted_causes_on_top() -> None:
 
 @pytest.mark.skipif(not JAX_GPU, reason="tests/data/xplane_jax_gpu not captured yet")
 def test_jax_gpu_capture_names_the_device_and_the_recompiled_program() -> None:
-    from tb_llmdiag.findings import diagnose
+    from tb_llmdiag.findings.diagnosis import diagnose
     from tb_llmdiag.metrics import compute_metrics
     from tb_llmdiag.metrics.headline import headline
 

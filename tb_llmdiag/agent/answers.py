@@ -277,7 +277,7 @@ def explain_finding(ws: Workspace, run: str, finding: str, detail: bool = False)
     rows = list(((rep.get("metrics") or {}).get("steps") or {}).get("per_step") or [])
     # the column of ``steps.per_step`` that holds its time in each step (the idle cause or the collective time it
     # claims: its rule's ``step_part``); findings without one are placed by their evidence ranges
-    rule = api.finding_rule(finding, rep.get("metrics") or {})
+    rule = api.catalogue.rule_of(finding, rep.get("metrics") or {})
     part = rule.step_part if rule is not None else None
     steps = [
         {

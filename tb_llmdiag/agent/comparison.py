@@ -1,6 +1,6 @@
 """The ``compare`` and ``check`` tools: two runs (or two jobs) of the logdir, as ``llmdiag compare`` / ``check``.
 
-The document is the front door's (``api.compare``, then ``api.check``) from the
+The document is the front door's (``api.compare``; ``gate`` for ``check``) from the
 same reports the CLI reads, so the verdict and every row equal ``llmdiag compare BEFORE AFTER --json``. By default the
 answer keeps the verdict, the work and noise model, each metric row's judgement and the finding diff, cut to a few
 KB; ``detail`` gives the whole document.
@@ -53,9 +53,7 @@ def document(ws: Workspace, before: str, after: str, roles: tuple[str, str], **k
             f"{role} is a job ({job.name}, {len(job.files)} ranks) and {other} a single run: compare one rank "
             f"(run/worker/span, see list_runs), or give {other} a job too"
         )
-    doc = api.compare(b, a, sources=(before, after), roles=roles, **kw)
-    doc["warnings"] = bw + aw + list(doc.get("warnings") or [])
-    return doc
+    return api.compare(b, a, warnings=bw + aw, sources=(before, after), roles=roles, **kw)
 
 
 def _brief(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,8 +93,8 @@ def check(
     ws: Workspace, candidate: str, baseline: str, max_regression: float | None = None, detail: bool = False
 ) -> dict[str, Any]:
     """``llmdiag check CANDIDATE --baseline BASELINE [--max-regression P]``: pass or fail, the regressions."""
-    doc = document(ws, baseline, candidate, ("BASELINE", "CANDIDATE"), max_regression=max_regression)
-    result = api.check(doc)
+    result = document(ws, baseline, candidate, ("BASELINE", "CANDIDATE"), max_regression=max_regression, gate=True)
+    doc = result["compare"]
     answer = {
         **{k: result[k] for k in ("passed", "judged", "unjudged")},
         "regressions": [r["line"] for r in result["regressions"]] if not detail else result["regressions"],

@@ -183,13 +183,13 @@ def add_resources(server: Any) -> Any:
     def registry() -> str:
         """Every number's key, unit, direction (better lower/higher), comparison tolerance, label and definition;
         the answers' keys are these keys (a finding's evidence units under evidence_units)."""
-        return dumps(api.metric_registry())
+        return dumps(api.catalogue.metrics())
 
     @server.resource("llmdiag://findings", name="finding catalogue", mime_type="application/json")
     def findings() -> str:
         """Every finding the engine can report (run and job level): id, title, the metric and threshold it fires
         on, its evidence keys, fix and docs."""
-        return dumps(api.finding_catalogue())
+        return dumps(api.catalogue.findings())
 
     del registry, findings
     return server

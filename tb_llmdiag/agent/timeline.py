@@ -1,4 +1,4 @@
-"""The MCP ``timeline`` tool's answer: the windows of a run over the run (``api.timeline_of_runs`` over the
+"""The MCP ``timeline`` tool's answer: the windows of a run over the run (``api.timeline`` over the
 workspace's cached reports, docs/timeline.md), the change points with what changed, the triggered windows and the
 capture's cost. Brief by default (each window a few numbers and its top finding, each change its verdict and the
 findings that appeared or grew); ``fit`` to the answer budget like every other tool."""
@@ -63,7 +63,7 @@ def timeline(ws: Workspace, run: str | None = None, detail: bool = False) -> dic
         rep, _ = ws.report(tf)
         reports.append(rep)
         names[rep.get("path")] = name
-    doc = api.timeline_of_runs(reports, ws.root)
+    doc = api.timeline(reports, root=ws.root)
     for s in doc["series"]:
         for w in s["windows"]:
             w["name"] = names.get(w.get("path"))  # what diagnose(run) and the other tools take

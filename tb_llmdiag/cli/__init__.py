@@ -59,7 +59,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _rules(args: argparse.Namespace) -> int:
-    rules = api.rule_catalogue()
+    rules = api.catalogue.rules()
     if args.json:
         sys.stdout.write(dumps(rules) + "\n")
         return 0

@@ -32,7 +32,7 @@ def tolerance_pair(text: str) -> tuple[str, float]:
     key, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. headline.tokens_per_s=3%")
-    if not api.is_compare_key(key):
+    if not api.catalogue.is_compare_key(key):
         raise argparse.ArgumentTypeError(f"{key!r} is not a metric key (see docs/metrics.md)")
     return key, fraction(value)
 
@@ -46,15 +46,14 @@ def _compare_doc(
     flags: tuple[str, str],
     **kw: Any,
 ) -> dict[str, Any]:
-    """Both sides loaded (``sides.load``) and compared: two jobs as jobs, two runs as runs; a job against a
-    run is a usage error naming the flag that picks one rank (``flags``: the --run option of each side)."""
+    """Both sides loaded (``sides.load``) and compared (``kw`` as ``api.compare``'s: ``gate`` for ``check``): two jobs
+    as jobs, two runs as runs; a job against a run is a usage error naming the flag that picks one rank (``flags``:
+    the --run option of each side)."""
     b = load(before, before_run, roles[0])
     a = load(after, after_run, roles[1])
     if b.level != a.level:
         raise mixed_error(b, a, roles, flags)
-    doc = api.compare(b.side, a.side, sources=(before, after), roles=roles, **kw)
-    doc["warnings"] = b.warnings + a.warnings + list(doc.get("warnings") or [])
-    return doc
+    return api.compare(b.side, a.side, warnings=b.warnings + a.warnings, sources=(before, after), roles=roles, **kw)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -74,7 +73,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    doc = _compare_doc(
+    result = _compare_doc(
         args.baseline,
         args.candidate,
         args.baseline_run or args.run,
@@ -83,8 +82,8 @@ def _check(args: argparse.Namespace) -> int:
         ("--baseline-run", "--run"),
         tolerances=dict(args.tolerance or []),
         max_regression=args.max_regression,
+        gate=True,
     )
-    result = api.check(doc)
     sys.stdout.write(dumps(result) + "\n" if args.json else render_check(result))
     return 0 if result["passed"] else 1
 

@@ -20,7 +20,14 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.metrics.collectives import KINDS, Collectives, find_collectives
 from tb_llmdiag.metrics.comm_purpose import PURPOSE_CODE, classify_purposes
-from tb_llmdiag.metrics.communication import StepWindows, comm_breakdown, exposed_per_collective, launch_step, windows
+from tb_llmdiag.metrics.communication import (
+    StepWindows,
+    comm_breakdown,
+    exposed_per_collective,
+    launch_step,
+    window_of,
+    windows,
+)
 from tb_llmdiag.metrics.context import RowCache
 from tb_llmdiag.metrics.steps import Steps
 from tb_llmdiag.model import Trace
@@ -158,23 +165,14 @@ def _number(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) else None
 
 
-def _step_of(t: NDArray[np.int64], ws: NDArray[np.int64], we: NDArray[np.int64]) -> NDArray[np.int32]:
-    """The last window (by start) that contains each time, -1 when none does."""
-    if ws.size == 0:
-        return np.full(t.shape, -1, np.int32)
-    i = np.searchsorted(ws, t, side="right") - 1
-    ok = (i >= 0) & (t < we[np.clip(i, 0, None)])
-    return np.where(ok, i, -1).astype(np.int32)
-
-
 def _collective_step(
     trace: Trace, coll: Collectives, w: StepWindows, has_steps: bool, cache: RowCache | None
 ) -> NDArray[np.int32]:
     """The step that launched each collective (-1: launched outside every step); by its start's device window
     when the launch is unknown (or when the trace has no steps: the one window over all device activity)."""
-    by_time = _step_of(coll.start_ns, w.start_ns, w.end_ns)
+    by_time = window_of(coll.start_ns, w.start_ns, w.end_ns)
     if not has_steps:
-        return by_time
+        return by_time.astype(np.int32)
     by_launch = launch_step(trace, coll.row, w.host_start_ns, w.host_end_ns, cache)
     return np.where(by_launch == -1, by_time, np.maximum(by_launch, -1)).astype(np.int32)
 
@@ -218,7 +216,7 @@ def summarize_rank(
         "pg_id": coll.pg_id,
         "seq": coll.seq,
         "step": _collective_step(trace, coll, w, len(steps) > 0, cache),
-        "exposed_ns": exposed_per_collective(trace, coll),
+        "exposed_ns": exposed_per_collective(trace, coll, cache),
         "purpose": classify_purposes(trace, coll, steps, cache).purpose,
     }
     coll_cols = {k: np.ascontiguousarray(v, dtype=COLLECTIVE_COLUMNS[k]) for k, v in coll_cols.items()}

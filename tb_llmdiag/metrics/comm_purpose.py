@@ -61,7 +61,7 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.intervals import merge
 from tb_llmdiag.metrics.collectives import KIND_CODE, KINDS, Collectives, bus_bandwidth_bytes_per_s
-from tb_llmdiag.metrics.communication import exposed_per_collective, windows
+from tb_llmdiag.metrics.communication import exposed_per_collective, window_of, windows
 from tb_llmdiag.metrics.context import Context, RowCache
 from tb_llmdiag.metrics.entry import (
     BYTES,
@@ -231,8 +231,14 @@ def _phase(
 
 
 def classify_purposes(trace: Trace, coll: Collectives, steps: Steps, cache: RowCache | None = None) -> Purposes:
-    """Each collective's purpose and phase (see the module docstring)."""
-    cache = cache or RowCache(trace)
+    """Each collective's purpose and phase (see the module docstring). ``cache``: the analysis's RowCache
+    (``Context.cache``), in which they are kept, classified once per analysis (the topic and the rank's summary)."""
+    if cache is None:
+        return _classify(trace, coll, steps, RowCache(trace))
+    return cache.derived("comm_purpose.purposes", (coll, steps), lambda: _classify(trace, coll, steps, cache))
+
+
+def _classify(trace: Trace, coll: Collectives, steps: Steps, cache: RowCache) -> Purposes:
     ev = trace.events
     n = len(coll)
     launch = cache.launcher(coll.row) if n else np.zeros(0, np.intp)
@@ -273,12 +279,6 @@ def rounds_of(sizes: list[int]) -> int:
         if n % r == 0 and sizes == sizes[: n // r] * r:
             return r
     return 1
-
-
-def _step_of(t: I64, ws: I64, we: I64) -> I64:
-    i = np.searchsorted(ws, t, side="right") - 1
-    ok = (i >= 0) & (t < we[np.clip(i, 0, None)])
-    return np.where(ok, i, -1).astype(np.int64)
 
 
 def _median(v: I64) -> int | None:
@@ -410,8 +410,8 @@ def comm_purpose_metrics(ctx: Context) -> dict[str, Any]:
     if ws.size == 0:
         return {"available": False, "reason": "no device activity"}
     p = classify_purposes(trace, coll, ctx.steps, ctx.cache)
-    exposed = exposed_per_collective(trace, coll)
-    step = _step_of(coll.start_ns, ws, we)
+    exposed = exposed_per_collective(trace, coll, ctx.cache)
+    step = window_of(coll.start_ns, ws, we)
     sel = step >= 0
     n_steps, window_ns = int(ws.size), int((we - ws).sum())
     names = trace.events.names

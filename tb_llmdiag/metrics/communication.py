@@ -127,12 +127,29 @@ def _windows(trace: Trace, steps: Steps, cache: RowCache | None) -> StepWindows:
     return StepWindows(hs, he, start, end.astype(np.int64))
 
 
+def window_of(t: I64, ws: I64, we: I64) -> I64:
+    """Per time, the last window (by start) that holds it, -1 when none does: the step of a collective by its start
+    (the ``comm_purpose`` topic, a rank's summary)."""
+    if ws.size == 0:
+        return np.full(t.shape, -1, np.int64)
+    i = np.searchsorted(ws, t, side="right") - 1
+    ok = (i >= 0) & (t < we[np.clip(i, 0, None)])
+    return np.where(ok, i, -1).astype(np.int64)
+
+
 def _covered(s: I64, e: I64, ws: I64, we: I64) -> I64:
     return overlap_per_window(s, e, ws, we).astype(np.int64)
 
 
-def _compute_blocks(trace: Trace, coll: Collectives) -> tuple[I64, I64]:
-    """The merged intervals of compute kernels (every kernel on a device stream that is not a collective)."""
+def _compute_blocks(trace: Trace, coll: Collectives, cache: RowCache | None) -> tuple[I64, I64]:
+    """The merged intervals of compute kernels (every kernel on a device stream that is not a collective); kept in
+    ``cache`` (the breakdown and the exposed time per collective both read them)."""
+    if cache is None:
+        return _merged_compute(trace, coll)
+    return cache.derived("communication.compute_blocks", (coll,), lambda: _merged_compute(trace, coll))
+
+
+def _merged_compute(trace: Trace, coll: Collectives) -> tuple[I64, I64]:
     ev = trace.events
     is_coll = np.zeros(len(ev), dtype=bool)
     is_coll[coll.row] = True
@@ -140,13 +157,22 @@ def _compute_blocks(trace: Trace, coll: Collectives) -> tuple[I64, I64]:
     return merge(ev.ts_ns[comp], ev.end_ns[comp])
 
 
-def exposed_per_collective(trace: Trace, coll: Collectives) -> I64:
+def exposed_per_collective(trace: Trace, coll: Collectives, cache: RowCache | None = None) -> I64:
     """Per collective: its time not overlapped by any compute kernel (on any stream) nor by a collective that started
     before it, ns. Collectives that overlap each other count once (the earlier one holds the shared time), so the
-    sum over any set of collectives is never more than the time they span."""
+    sum over any set of collectives is never more than the time they span. ``cache``: as ``launch_step``'s; the
+    figure is kept in it, computed once per analysis (the ``comm_purpose`` topic and the rank's summary read it)."""
+    if cache is None:
+        return _exposed_per_collective(trace, coll, None)
+    return cache.derived(
+        "communication.exposed_per_collective", (coll,), lambda: _exposed_per_collective(trace, coll, cache)
+    )
+
+
+def _exposed_per_collective(trace: Trace, coll: Collectives, cache: RowCache | None) -> I64:
     if len(coll) == 0:
         return np.zeros(0, np.int64)
-    ks, ke = _compute_blocks(trace, coll)
+    ks, ke = _compute_blocks(trace, coll, cache)
     order = np.argsort(coll.start_ns, kind="stable")
     s, e = coll.start_ns[order], coll.end_ns[order]
     reach = np.maximum.accumulate(np.concatenate(([np.iinfo(np.int64).min], e[:-1])))  # the earlier ones' end
@@ -187,7 +213,7 @@ def _comm_breakdown(
     hwe = we if host_we is None else np.asarray(host_we, dtype=np.int64)
     dev = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.stream >= 0))
     cs, ce = merge(coll.start_ns, coll.end_ns)
-    ks, ke = _compute_blocks(trace, coll)
+    ks, ke = _compute_blocks(trace, coll, cache)
     collective = _covered(cs, ce, ws, we)
     compute = _covered(ks, ke, ws, we)
     both = _covered(np.concatenate((cs, ks)), np.concatenate((ce, ke)), ws, we)

@@ -12,8 +12,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
-from tb_llmdiag.findings.table import label_from_key
+from tb_llmdiag.findings.table import EVIDENCE_LABELS, EVIDENCE_UNITS, label_from_key
 from tb_llmdiag.findings.whatif_text import BASIS_WORDS
 from tb_llmdiag.metrics.labels import words_of
 from tb_llmdiag.metrics.registry import metric, unit_of

@@ -7,8 +7,7 @@ import re
 import statistics
 from typing import Any
 
-from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
-from tb_llmdiag.findings.table import label_from_key
+from tb_llmdiag.findings.table import EVIDENCE_LABELS, EVIDENCE_UNITS, label_from_key
 from tb_llmdiag.findings.whatif_text import saving_text
 from tb_llmdiag.metrics.labels import part_words, words_of
 from tb_llmdiag.metrics.registry import metric, unit_of

@@ -3,7 +3,7 @@
 Contract:
 - ``AnalysisQueue(executor, claim=..., finish=..., phase=...)``: the executor is given (a process pool in
   TensorBoard; tests pass a ``ThreadPoolExecutor`` or an inline one). Tasks *return* their result
-  (``api.analyze_for_tab``'s dict); ``finish`` is called in this process with it, and the caller keeps
+  (``api.Analysed.tab_result``'s dict); ``finish`` is called in this process with it, and the caller keeps
   it (the cache's entries are made by the TensorBoard process only, never by a worker).
 - Big arrays do not travel back through the pool: a process worker started with the cache's directory
   (``process_pool(..., cache_root=)``) streams the trace view's arrays into a temporary file beside their
@@ -172,10 +172,12 @@ def analyse_task(tf: TraceFile, token: str, put: Put | None) -> dict[str, Any]:
                 sink((token, phase))
 
     if _WORKER_CACHE is None:
-        return api.analyze_for_tab(tf, progress=progress)
+        return api.analyze(tf, summary=True, progress=progress, strict=True).tab_result(progress=progress)
     spill = Spill(_WORKER_CACHE, token)
     try:
-        result = api.analyze_for_tab(tf, progress=progress, put_array=spill.add)
+        result = api.analyze(tf, summary=True, progress=progress, strict=True).tab_result(
+            progress=progress, put_array=spill.add
+        )
         if result["traceview"] is not None:
             spill.done(result["traceview"])
         else:

@@ -250,7 +250,7 @@ class ResultCache:
 
     # -- writing (the TensorBoard process only)
     def store(self, key: str, result: dict[str, Any]) -> None:
-        """Keep one analysis result (``api.analyze_for_tab``'s shape). Never raises for disk trouble:
+        """Keep one analysis result (``api.Analysed.tab_result``'s shape). Never raises for disk trouble:
         on the first failure the cache turns to memory and ``error`` says why."""
         timelines = list(result.get("timelines") or [])
         index = [

@@ -267,4 +267,4 @@ class Catalog:
 
     def snapshot(self) -> list[tuple[Key, Entry]]:
         with self.lock:
-            return sorted(self.entries.items(), key=lambda kv: tuple(api.name_order(x) for x in kv[0]))
+            return sorted(self.entries.items(), key=lambda kv: kv[1].tf.order)

@@ -94,11 +94,11 @@ def status_payload(cat: Catalog, key: Key, e: Entry) -> dict[str, Any]:
 
 
 def metric_registry_impl() -> Answer:
-    """The metric registry (units, directions, tolerances of every report number), as ``api.metric_registry()``.
+    """The metric registry (units, directions, tolerances of every report number), as ``api.catalogue.metrics()``.
 
     Static for the life of the process, so the browser may cache it.
     """
-    return Answer(200, api.metric_registry(), [("Cache-Control", "private, max-age=3600")])
+    return Answer(200, api.catalogue.metrics(), [("Cache-Control", "private, max-age=3600")])
 
 
 def runs_impl(cat: Catalog, logdir: str, plugins: Mapping[str, Any]) -> Answer:
@@ -413,7 +413,7 @@ def compare_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
 
 def over_run_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
     """``/over_run?run=&worker=``: the over-the-run timeline (docs/timeline.md) of one run and worker, every span's
-    window from its cached report (``api.timeline_of_runs``); 202 with the count ready while some are not analysed
+    window from its cached report (``api.timeline``); 202 with the count ready while some are not analysed
     yet (they move to the front of the queue); a file still being written is left out until it is whole. Windows
     whose analysis failed are points without numbers."""
     run, worker = name_arg(args, "run"), name_arg(args, "worker")
@@ -435,7 +435,7 @@ def over_run_impl(cat: Catalog, args: Mapping[str, str]) -> Answer:
         body = {"run": run, "worker": worker, "status": "analysing", "error": None,
                 "windows_ready": len(members) - len(waiting), "window_count": len(members)}  # fmt: skip
         return Answer(202, body)
-    return Answer(200, api.timeline_of_runs(reports))
+    return Answer(200, api.timeline(reports))
 
 
 #: The JSON routes over the catalog alone, by path: ``impl(catalog, args) -> Answer`` (``tab/plugin.py`` serves

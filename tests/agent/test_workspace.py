@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from tracepaths import REPO
+
 from tb_llmdiag.agent.fit import dumps, fit, size
 from tb_llmdiag.agent.workspace import OutsideLogdir, Workspace
 from tb_llmdiag.errors import NoTracesFound, RunNotFound
@@ -109,7 +109,7 @@ def test_a_finding_on_a_trace_with_python_stacks_names_its_source_line(tmp_path:
 
 def test_each_findings_step_column_is_a_per_step_column() -> None:
     from tb_llmdiag import api
-    from tb_llmdiag.findings import RULES
+    from tb_llmdiag.findings.table import RULES
     from tb_llmdiag.metrics.registry import metric
 
     parts = {r.id: r.step_part for r in RULES if r.step_part is not None}
@@ -120,5 +120,5 @@ def test_each_findings_step_column_is_a_per_step_column() -> None:
                      "expert_all_to_all": "collective_ns", "decode_launch_bound": "host_wait_ns"}
     assert all(metric(f"steps.per_step[].{col}") is not None for col in parts.values())
     # the agent finds a finding's rule through the front door: the run's platform picks it
-    assert api.finding_rule("host_sync", {"run": {"platform": "cuda"}}).step_part == "sync_ns"
-    assert api.finding_rule("no_such_finding", {}) is None
+    assert api.catalogue.rule_of("host_sync", {"run": {"platform": "cuda"}}).step_part == "sync_ns"
+    assert api.catalogue.rule_of("no_such_finding", {}) is None

@@ -13,10 +13,10 @@ import shutil
 from urllib.parse import urlencode
 
 import pytest
-
-from tb_llmdiag import api
 from tbserver import REPO, get_json, tensorboard, wait_all_analysed
 from test_tab import ARTIFACTS, browser, new_page, no_foreign, open_tab, requests_seen, wait_panel  # noqa: F401 (fixtures)
+
+from tb_llmdiag import api
 
 pytestmark = pytest.mark.e2e
 #: run -> the file:line its top finding names (docs/captures_3.md)
@@ -39,7 +39,7 @@ def source_server(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _label(key: str) -> str:
-    return next(m["label"] for m in api.metric_registry()["metrics"] if m["key"] == key)
+    return next(m["label"] for m in api.catalogue.metrics()["metrics"] if m["key"] == key)
 
 
 def test_the_card_and_the_trace_view_show_the_source_line(source_server, browser, requests_seen):

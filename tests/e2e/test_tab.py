@@ -6,7 +6,7 @@ findings in the engine's order), per run. Screenshots go to test-artifacts/; wit
 LLMDIAG_UPDATE_SCREENSHOT=1 the README's pictures (docs/screenshot.png, docs/screenshot-dark.png) too.
 
 The tab fetches ./metric_registry for the unit of every number; the tests check the server answers it (200)
-with the same document as ``api.metric_registry()``.
+with the same document as ``api.catalogue.metrics()``.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pathlib import Path
 from urllib.parse import urlencode, urlparse
 
 import pytest
+from tbserver import CHROMIUM, CHROMIUM_ARGS, IFRAME, REPO, get_json, tensorboard, wait_all_analysed
 
 from tb_llmdiag import api
-from tb_llmdiag.findings import EVIDENCE_LABELS
+from tb_llmdiag.findings.table import EVIDENCE_LABELS
 from tb_llmdiag.findings.whatif_text import saving_text, what_if_text
 from tb_llmdiag.units import fmt, fmt_bytes, fmt_ns
-from tbserver import CHROMIUM, CHROMIUM_ARGS, IFRAME, REPO, get_json, tensorboard, wait_all_analysed
 
 pytestmark = pytest.mark.e2e
 ARTIFACTS = REPO / "test-artifacts"
@@ -222,7 +222,7 @@ def test_numbers_read_in_one_convention(server, browser, requests_seen):
     base, runs = server
     reps = {r["run"]: report_of(base, r) for r in runs}
     # the units come from the server's own registry route, the same document as the library's
-    assert get_json(f"{base}/data/plugin/llm_diag/metric_registry") == json.loads(json.dumps(api.metric_registry()))
+    assert get_json(f"{base}/data/plugin/llm_diag/metric_registry") == json.loads(json.dumps(api.catalogue.metrics()))
     ctx, page, errors = new_page(browser, requests_seen)
     try:
         f = open_tab(page, base, f"#llm_diag&p.llm_diag.run={SEED}")
@@ -512,7 +512,7 @@ EVIDENCE_LABELS_MISSING = {
 
 def test_evidence_reads_the_registry_label_never_a_key(server, browser, requests_seen):
     """#36 item 2: every evidence row of every finding of the demo runs reads the label the registry serves for it
-    (api.metric_registry()["evidence_labels"]), never the key, never an underscore; the rows whose label is only the
+    (api.catalogue.metrics()["evidence_labels"]), never the key, never an underscore; the rows whose label is only the
     key's words are marked by the tab (data-label="missing") and must be exactly EVIDENCE_LABELS_MISSING. The job
     view never shows a negative cost as a cost."""
     base, runs = server
@@ -702,6 +702,7 @@ def test_dead_worker_and_unwritable_cache_are_cards_not_spinners(tmp_path, brows
     """A worker process killed mid-analysis (as the OOM killer would) shows an error card with one line and
     is not polled again; a cache directory that cannot be created shows its own card (issue #17 item 4)."""
     import time
+
     from tracepaths import shared_trace
 
     logdir = tmp_path / "logs"

@@ -16,12 +16,12 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-
-from tb_llmdiag import api
-from tb_llmdiag.units import fmt, fmt_interval
 from tbserver import REPO, get_json, tensorboard, wait_all_analysed
 from test_tab import ARTIFACTS, browser, new_page, no_foreign, open_tab, requests_seen, wait_panel  # noqa: F401 (fixtures)
 from trust_fixtures import jax_capped, launches_missing_kernels, planted_dropped, slower_after, with_top_level
+
+from tb_llmdiag import api
+from tb_llmdiag.units import fmt, fmt_interval
 
 pytestmark = pytest.mark.e2e
 SRC = REPO / "tests" / "data" / "unfused_adamw" / "rank0.1795411313724530492.pt.trace.json.gz"
@@ -55,7 +55,7 @@ def _report(base: str, run: str, worker: str = "rank0", span: str = "1") -> dict
 
 
 def _label(key: str) -> str:
-    return next(m["label"] for m in api.metric_registry()["metrics"] if m["key"] == key)
+    return next(m["label"] for m in api.catalogue.metrics()["metrics"] if m["key"] == key)
 
 
 def test_trust_card_shows_problems_overhead_and_caveats(trust_server, browser, requests_seen):

@@ -7,7 +7,7 @@ four layouts (Kineto's indented one, one event per line, one line, the bare JSON
 gzipped. Each case mutates one seed (byte flips and deletions, cuts, duplicated spans, inserted tokens
 no trace should hold: NaN, 1e400, int64-overflowing numbers, invalid UTF-8, deep nesting, huge step
 numbers, negative durations) and runs load -> analyse -> JSON as the CLI does, or the tab's build
-(``api.analyze_for_tab``: the report, timelines, steps and the trace view's index).
+(``api.Analysed.tab_result``: the report, timelines, steps and the trace view's index).
 
 XPlane seeds (#27) are the shared synthetic TPU capture, the JAX GPU capture of tests/data (each line cut to its
 first 150 events) and test_xplane's tiny GPU XSpace; a case either sets random numeric fields (line timestamps,
@@ -48,10 +48,10 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tb_llmdiag import api  # noqa: E402
-from tb_llmdiag.ingest.xplane.schema import message_classes  # noqa: E402
 from tb_llmdiag.errors import LlmDiagError  # noqa: E402
 from tb_llmdiag.ingest import load_trace  # noqa: E402
 from tb_llmdiag.ingest.discover import discover  # noqa: E402
+from tb_llmdiag.ingest.xplane.schema import message_classes  # noqa: E402
 from tb_llmdiag.metrics import analyze  # noqa: E402
 from tb_llmdiag.render.canonical_json import dumps  # noqa: E402
 
@@ -237,7 +237,7 @@ def run_case(path: Path, tab: bool) -> dict[str, Any]:
     index = discover(str(path))
     tf = index.files[0]
     if tab:
-        return api.analyze_for_tab(tf)["report"]
+        return api.analyze(tf, summary=True, strict=True).tab_result()["report"]
     trace = load_trace(tf.path)  # not api.analyze: a reader's exception is what the fuzzer looks for
     return api.run_report(tf, trace, analyze(trace)).json()
 

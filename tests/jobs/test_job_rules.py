@@ -4,8 +4,9 @@ expected value is read off the dict above it."""
 
 from __future__ import annotations
 
-from tb_llmdiag.findings import JOB_RULES, RULES, Fix, Rule, evaluate, fires, held_back, rank, verdict
-from tb_llmdiag.findings.job import EXPOSED_FIXES, STRAGGLER_FIXES
+from tb_llmdiag.findings.engine import Fix, Rule, evaluate, fires, rank, verdict
+from tb_llmdiag.findings.job import EXPOSED_FIXES, JOB_RULES, STRAGGLER_FIXES, held_back
+from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.jsonsafe import jsonable
 
 WHAT_IF = {"step_ns": 1000.0, "step_after_ns": 800.0, "bound": "upper", "assumes": "the straggler on time"}

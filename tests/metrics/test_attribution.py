@@ -174,8 +174,9 @@ def test_the_profiler_cost_inside_an_unrecorded_activity_is_its_records() -> Non
     it (the Python tracer's records: ``with_stack``): the profiler's modelled cost there is 500 x 800 ns (the measured
     cost per Python-tracer record, not scaled by the host's speed; less where the records start closer together); a
     4 ms sleep in a range with nothing inside costs nothing."""
-    from tb_llmdiag.findings import RULES, rule_of
+    from tb_llmdiag.findings.engine import rule_of
     from tb_llmdiag.findings.structs import Finding, FindingFix, Saving
+    from tb_llmdiag.findings.table import RULES
     from tb_llmdiag.findings.trust import unprofiled_saving_ns
 
     def one(inside: int, views: int = 0, apart_ns: int = 7 * US) -> dict:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from minitrace import GEMM, US, E, kernel, launch, make_trace, op, step
 
-from tb_llmdiag.findings import diagnose
+from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.ingest.kineto.meta import extra_metadata, unprofiled_steps_ns
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import analyze

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from minitrace import GEMM, US, E, kernel, launch, make_trace, op, step
 
-from tb_llmdiag.findings import RULES, evaluate
+from tb_llmdiag.findings.engine import evaluate
+from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.idle import CUDNN_ATTENTION_HINT, CUDNN_CONVOLUTION_HINT, HOST_COPY_HINT, RECOMPILE_HINT

@@ -6,7 +6,9 @@ import re
 from pathlib import Path
 
 from minitrace import full_metrics_keys
-from tb_llmdiag.findings import GPU_RULES, XLA_RULES
+
+from tb_llmdiag.findings.gpu import GPU_RULES
+from tb_llmdiag.findings.xla import XLA_RULES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from minitrace import ADD, COPY, GEMM, LOADER, E, make_trace
 
-from tb_llmdiag.findings import diagnose
+from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.headline import headline

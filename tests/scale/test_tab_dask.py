@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 
 from tb_llmdiag import api
 from tb_llmdiag.scale.dask import ClusterExecutor
-from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 
 fsspec = pytest.importorskip("fsspec")
 
@@ -33,7 +33,7 @@ def test_tab_analyses_on_the_cluster_named_by_llmdiag_dask(job16: Path, tmp_path
         c = tb_client(p)
         got = wait_ready(c, "ddp", "rank1", "1")
         (tf,) = [f for f in api.discover(str(logdir)).files if f.worker == "rank1"]
-        assert got == api.analyze_for_tab(tf)["report"]
+        assert got == api.analyze(tf, summary=True, strict=True).tab_result()["report"]
         prefixes = threads_client.run_on_scheduler(  # type: ignore[attr-defined]
             lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
         assert "analyse_task" in prefixes  # the tab's task ran on the cluster's workers

@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 
 from tb_llmdiag import api
 from tb_llmdiag.ingest.discover import TraceFile
 from tb_llmdiag.scale.dask import PROGRESS_TOPIC, ClusterExecutor, PhaseEvents
 from tb_llmdiag.tab import analysis_queue
 from tb_llmdiag.tab.catalog import Catalog
-from test_plugin import PREFIX, make_plugin, tb_client, wait_ready
 
-PHASES = ["reading", "analysing", "timeline"]  # api.analyze_for_tab's phases, in order
+PHASES = ["reading", "analysing", "timeline"]  # api.analyze's phases, then Analysed.tab_result's, in order
 KEY = ("ddp", "rank1", "1")
 
 
@@ -77,7 +77,7 @@ def test_phases_from_cluster_worker_processes_reach_the_catalog(job16: Path, tmp
             assert {w: seen.get(t) for w, t in tokens.items()} == {"rank0": PHASES, "rank1": PHASES}
             assert set(seen) == set(tokens.values())
         for w, rep in reports.items():
-            assert rep == api.analyze_for_tab(_rank(logdir, w))["report"]
+            assert rep == api.analyze(_rank(logdir, w), summary=True, strict=True).tab_result()["report"]
     finally:
         p.close()
 
@@ -85,24 +85,31 @@ def test_phases_from_cluster_worker_processes_reach_the_catalog(job16: Path, tmp
 def test_the_202_body_shows_each_phase_of_a_cluster_analysis(job16: Path, tmp_path: Path, threads_client: Any,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The real analysis on the cluster, held at the start of each phase until /report's 202 body has shown it
-    (the worker threads run in this process, so the hold can wrap ``api.analyze_for_tab``)."""
+    (the worker threads run in this process, so the hold can wrap ``api.analyze`` and ``Analysed.tab_result``)."""
     logdir = tmp_path / "logs"
     (logdir / "ddp").mkdir(parents=True)
     shutil.copy(job16 / "rank1.1000000000.pt.trace.json.gz", logdir / "ddp")
-    real = api.analyze_for_tab
+    real, real_tab = api.analyze, api.Analysed.tab_result
     reached = {ph: threading.Event() for ph in PHASES}
     release = {ph: threading.Event() for ph in PHASES}
 
-    def held(tf: TraceFile, *, progress: Callable[[str], None] | None = None, **kw: Any) -> dict[str, Any]:
+    def holding(progress: Callable[[str], None] | None) -> Callable[[str], None]:
         def hold(phase: str) -> None:
             assert progress is not None
             progress(phase)  # published to the tab first, then held
             reached[phase].set()
             release[phase].wait(30)
 
-        return real(tf, progress=hold, **kw)
+        return hold
 
-    monkeypatch.setattr(api, "analyze_for_tab", held)
+    def held(tf: TraceFile, *, progress: Callable[[str], None] | None = None, **kw: Any) -> api.Analysed:
+        return real(tf, progress=holding(progress), **kw)
+
+    def held_tab(got: api.Analysed, *, progress: Callable[[str], None] | None = None, **kw: Any) -> dict[str, Any]:
+        return real_tab(got, progress=holding(progress), **kw)
+
+    monkeypatch.setattr(api, "analyze", held)
+    monkeypatch.setattr(api.Analysed, "tab_result", held_tab)
     monkeypatch.setenv("LLMDIAG_DASK", threads_client.scheduler.address)
     p = make_plugin(logdir, tmp_path / "cache")
     try:
@@ -125,7 +132,7 @@ def test_the_202_body_shows_each_phase_of_a_cluster_analysis(job16: Path, tmp_pa
             release[ph].set()
         assert shown == PHASES
         rep = wait_ready(c, *KEY)
-        assert rep == real(_rank(logdir, "rank1"))["report"]
+        assert rep == real(_rank(logdir, "rank1")).report
     finally:
         for ev in release.values():
             ev.set()
@@ -164,5 +171,5 @@ def test_a_phase_nobody_hears_never_fails_the_analysis(job16: Path, tmp_path: Pa
     tf = _rank(logdir, "rank0")
     got = threads_client.submit(analysis_queue.analyse_task, tf, "tok", PhaseEvents("llmdiag-progress-nobody"),
                                 pure=False).result()
-    assert got["report"] == api.analyze_for_tab(tf)["report"]
+    assert got["report"] == api.analyze(tf, summary=True, strict=True).tab_result()["report"]
     PhaseEvents("llmdiag-progress-nobody")(("tok", "reading"))  # in the client process: no worker, dropped

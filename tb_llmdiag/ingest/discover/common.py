@@ -45,6 +45,11 @@ class TraceFile:
         return (self.run, self.worker, self.span)
 
     @property
+    def order(self) -> tuple[tuple[tuple[int, int | str], ...], ...]:
+        """The key that sorts traces as people count: run, worker and span each by ``name_order``."""
+        return tuple(name_order(x) for x in self.key)
+
+    @property
     def is_object(self) -> bool:
         """An object of a store (an fsspec URL), not a local file."""
         return is_url(self.path)
