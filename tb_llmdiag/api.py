@@ -11,8 +11,8 @@ result, a logdir to its report, two sides to their comparison. The surfaces (CLI
   ``llmdiag report --json`` document.
 - ``timeline(path)`` / ``timeline_of_runs(runs)``: the windows of each run over the run as series, their change
   points and what changed (``tb_llmdiag.series``, docs/timeline.md).
-- ``metric_registry``, ``finding_catalogue``, ``rule_catalogue``: what the engine can report (``finding_rule``: the
-  rule behind one finding); ``ENGINE_VERSION``
+- ``metric_registry`` (``tb_llmdiag/registry.py``), ``finding_catalogue``, ``rule_catalogue``: what the engine can
+  report (``finding_rule``: the rule behind one finding); ``ENGINE_VERSION``
   (what a cached result depends on), ``TraceIndex`` (a stored trace-view index), ``tab_executor``, ``preload``.
 
 Thin by design: each step lives in its own layer; this module composes them and turns user errors into per-run
@@ -33,7 +33,7 @@ from tb_llmdiag.compare import check, compare, is_compare_key
 from tb_llmdiag.compare.names import resolve, run_names
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
 from tb_llmdiag.findings import diagnose
-from tb_llmdiag.findings.catalogue import finding_catalogue, finding_rule, metric_registry, rule_catalogue
+from tb_llmdiag.findings.catalogue import finding_catalogue, finding_rule, rule_catalogue
 from tb_llmdiag.findings.structs import UNSET, RunReport
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import Index, TraceFile, discover, name_order
@@ -50,6 +50,7 @@ from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.metrics.workload import run_phase
 from tb_llmdiag.model import MODEL_VERSION, Trace
+from tb_llmdiag.registry import metric_registry
 from tb_llmdiag.scale.runner import InlineRunner, Runner
 from tb_llmdiag.scale.session import runner_session, tab_executor
 from tb_llmdiag.series import build as build_series

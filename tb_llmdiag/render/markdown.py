@@ -16,7 +16,7 @@ from tb_llmdiag.findings import EVIDENCE_LABELS, EVIDENCE_UNITS
 from tb_llmdiag.findings.table import label_from_key
 from tb_llmdiag.findings.whatif_text import BASIS_WORDS
 from tb_llmdiag.metrics.labels import words_of
-from tb_llmdiag.metrics.registry import metric, unit_of
+from tb_llmdiag.registry import metric, unit_of
 from tb_llmdiag.render.text import (
     ANATOMY_MIN_SHARE,
     FULL_RANKS,
