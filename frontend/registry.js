@@ -1,4 +1,4 @@
-// The metric registry (tb_llmdiag/metrics/registry.py, served at ./metric_registry): for every number in a
+// The metric registry (tb_llmdiag/registry.py, served at ./metric_registry): for every number in a
 // RunReport its unit, direction, noise tolerance, label and definition. Loaded once; views ask
 // unitOf(key) and format with formatValue(value, unitOf(key)) (format.js).
 //

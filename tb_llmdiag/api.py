@@ -39,7 +39,7 @@ from tb_llmdiag.compare.names import resolve, run_names
 from tb_llmdiag.compare.side import JobSide, RunSide, SideDoc
 from tb_llmdiag.compare.stats import RESAMPLES, SEED
 from tb_llmdiag.errors import LlmDiagError, NoTracesFound
-from tb_llmdiag.findings.catalogue import finding_catalogue, finding_rule, metric_registry, rule_catalogue
+from tb_llmdiag.findings.catalogue import finding_catalogue, finding_rule, rule_catalogue
 from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.findings.structs import UNSET, RunReport
 from tb_llmdiag.ingest import load_trace
@@ -57,6 +57,7 @@ from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.metrics.workload import run_phase
 from tb_llmdiag.model import MODEL_VERSION, Trace
+from tb_llmdiag.registry import metric_registry
 from tb_llmdiag.scale.runner import InlineRunner, Runner
 from tb_llmdiag.scale.session import runner_session, tab_executor
 from tb_llmdiag.series import build as build_series

@@ -10,7 +10,7 @@ import re
 
 from test_markdown_report import FIXED, SEED, cli, render
 
-from tb_llmdiag.metrics.registry import as_json, metric
+from tb_llmdiag.registry import as_json, metric
 
 XLA = "demo_logs/jax_gpu_xplane"
 

@@ -142,7 +142,7 @@ def test_the_source_line_is_a_field_of_the_finding_in_json_cli_and_markdown(name
     import subprocess
     import sys
 
-    from tb_llmdiag.metrics.registry import metric
+    from tb_llmdiag.registry import metric
 
     folder = DATA / name
     if not folder.is_dir():

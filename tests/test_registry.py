@@ -13,10 +13,11 @@ from typing import Any, Iterator
 import pytest
 
 from tb_llmdiag import api
+from tb_llmdiag import registry
 from tb_llmdiag.findings.engine import Fix, Rule
 from tb_llmdiag.findings.table import EVIDENCE_UNITS, RULES
-from tb_llmdiag.metrics import registry
-from tb_llmdiag.metrics.registry import BETTER, METRICS, UNITS, matches, metric
+from tb_llmdiag.metrics.registry import BETTER, UNITS
+from tb_llmdiag.registry import METRICS, matches, metric
 from tb_llmdiag.units import fmt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -209,6 +210,22 @@ def test_every_rule_names_registry_keys() -> None:
             assert metric(r.metric).unit not in ("text", "flag", "as_metric"), r.id  # type: ignore[union-attr]
 
 
+def test_the_metrics_layer_registry_reads_every_rule_path_as_the_whole_registry_does() -> None:
+    """The findings layer reads rule paths in the metrics layer's registry (``metrics/registry.py``), which lacks the
+    keys computed above it: every run rule's path names the same entry there, and a job rule's (relative to the job's
+    metrics) names none in either (``job.*`` keys are the job level's, read by the renderers in the whole one)."""
+    from tb_llmdiag.findings.job import JOB_RULES
+    from tb_llmdiag.metrics import registry as metrics_registry
+
+    paths = {p for r in RULES for p in rule_paths(r)}
+    paths |= {r.locate.at for r in RULES if r.locate is not None and r.locate.how in ("chain", "op")}
+    assert {p: metrics_registry.metric(p) for p in paths} == {p: metric(p) for p in paths}
+    assert all(metrics_registry.metric(p) is not None for p in paths)
+    job_paths = {p for r in JOB_RULES for _, p in r.evidence if isinstance(p, str)} | {r.metric for r in JOB_RULES if r.metric}
+    assert job_paths and {p: metrics_registry.metric(p) for p in job_paths} == {p: metric(p) for p in job_paths}
+    assert {m.key for m in METRICS} > {m.key for m in metrics_registry.METRICS}
+
+
 def test_a_rule_naming_an_unknown_key_fails() -> None:
     fix = Fix("t", "p", "h")
     bad = (Rule(id="x", title="x", metric="steps.no_such_ns", above=1, fix=fix),
@@ -234,7 +251,7 @@ def test_evidence_units_agree_across_platforms() -> None:
 
 def test_docs_metrics_md_is_generated_from_the_registry() -> None:
     assert (REPO / "docs" / "metrics.md").read_text() == registry.markdown(), (
-        "regenerate: python -m tb_llmdiag.metrics.registry --markdown > docs/metrics.md")
+        "regenerate: python -m tb_llmdiag.registry --markdown > docs/metrics.md")
 
 
 def test_markdown_lists_every_entry_once() -> None:

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_llmdiag import registry
 from tb_llmdiag.compare import stats
 from tb_llmdiag.compare.side import Side
-from tb_llmdiag.metrics import registry
 from tb_llmdiag.metrics.registry import Metric
 
 Columns = Mapping[str, np.ndarray]

@@ -1,6 +1,6 @@
-"""What the engine can report, as JSON: the metric registry with the findings' evidence, every finding rule (what
-an agent cites), every rule once by id (``llmdiag rules``); and the rule behind one finding. Pure over the declared
-tables."""
+"""What the engine can report, as JSON: every finding rule (what an agent cites), every rule once by id
+(``llmdiag rules``); and the rule behind one finding. Pure over the declared tables. The metric registry with the
+findings' evidence units and labels is ``tb_llmdiag/registry.py`` ``metric_registry``."""
 
 from __future__ import annotations
 
@@ -9,16 +9,8 @@ from typing import Any
 
 from tb_llmdiag.findings.engine import Rule, rule_of
 from tb_llmdiag.findings.job import JOB_RULES
-from tb_llmdiag.findings.table import EVIDENCE_LABELS, EVIDENCE_UNITS, RULES
-from tb_llmdiag.metrics import registry
+from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.metrics.labels import VALUE_WORDS, unfilled
-
-
-def metric_registry() -> dict[str, Any]:
-    """Every report number's unit, direction, tolerance and definition (``tb_llmdiag/metrics/registry.py``):
-    ``{"units", "metrics", "value_labels", "evidence_units", "evidence_labels"}``: a finding id and evidence key to
-    the unit and the label of the metric the rule reads it from; ``value_labels``: the words of named values."""
-    return {**registry.as_json(), "evidence_units": EVIDENCE_UNITS, "evidence_labels": EVIDENCE_LABELS}
 
 
 def finding_catalogue() -> dict[str, Any]:

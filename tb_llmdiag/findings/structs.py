@@ -16,6 +16,7 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 from tb_llmdiag.jsonsafe import json_object
+from tb_llmdiag.metrics.entry import BYTES, FLAG, ID, NEITHER, SHARE, TEXT, Entry, Intro
 
 Severity: TypeAlias = Literal["high", "medium", "low"]
 
@@ -29,6 +30,8 @@ __all__ = [
     "RunReport",
     "Saving",
     "Severity",
+    "TRACE_ENTRIES",
+    "TRACE_INTRO",
     "Unprofiled",
     "UnsetType",
     "WhatIf",
@@ -212,6 +215,37 @@ class RunReport(Struct, kw_only=True):
     def json(self) -> dict[str, Any]:
         """The report's JSON (no NaN, plain numbers), keys in the schema's order: the one conversion of it."""
         return json_object(self)
+
+
+# The registry's entries of a run report's own fields (``RunReport``'s, outside its sections: ``trace.*``); one row per
+# key (metrics/entry.py), collected by the whole registry (tb_llmdiag/registry.py)
+TRACE_INTRO: Intro = ("`trace`: a run report's own fields", "")
+
+# a declared table, one entry per row: left as laid out
+# fmt: off
+TRACE_ENTRIES: tuple[Entry, ...] = (
+    ("trace.error", TEXT, NEITHER, 0, "error", "why the trace could not be analysed; null when it was"),
+    ("trace.path", TEXT, NEITHER, 0, "path", "the trace file"),
+    ("trace.phase", TEXT, NEITHER, 0, "phase", "the phase the file name gives (train, eval...), or empty"),
+    ("trace.rank", ID, NEITHER, 0, "rank", "the distributed rank the file name or trace gives; null when unknown"),
+    ("trace.run", TEXT, NEITHER, 0, "run", "the run folder (TensorBoard run)"),
+    ("trace.size_bytes", BYTES, NEITHER, 0.02, "file size", "size of the trace file"),
+    ("trace.source_kind", TEXT, NEITHER, 0, "format", "`kineto` or `xplane`"),
+    ("trace.span", TEXT, NEITHER, 0, "span", "the profiling span (session folder or timestamp)"),
+    ("trace.status", TEXT, NEITHER, 0, "status",
+     "`ok`; `partial` when the reader stopped early (invalid JSON, a cut file) and the report covers what it read; "
+     "`error` when nothing could be analysed"),
+    ("trace.read_state.complete", FLAG, NEITHER, 0, "read in full", "false when the reader stopped before the end"),
+    ("trace.read_state.read_bytes", BYTES, NEITHER, 0, "bytes read", "bytes of the (inflated) JSON read before stopping"),
+    ("trace.read_state.total_bytes", BYTES, NEITHER, 0, "bytes in file",
+     "the file's size as stored (compressed for .gz); null when unknown"),
+    ("trace.read_state.read_share", SHARE, NEITHER, 0, "share read",
+     "how far into the file the read got (1.0 for a file cut short: all of it was read, and it ends early)"),
+    ("trace.read_state.reason", TEXT, NEITHER, 0, "why it stopped", "one line, with the byte offset; null when complete"),
+    ("trace.worker", TEXT, NEITHER, 0, "worker", "the worker (host / process) the trace file names"),
+    ("trace.warnings[]", TEXT, NEITHER, 0, "warning", "a problem the reader met in this trace"),
+)
+# fmt: on
 
 
 S = TypeVar("S", bound=Struct)

@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.jobs.straggler import JobTables, per_rank_mean
+from tb_llmdiag.metrics.entry import ID, LOWER, NEITHER, NS, RATIO, TEXT, Entry
 
 F64 = NDArray[np.float64]
 
@@ -109,3 +110,34 @@ def overview(t: JobTables, ranks: tuple[int, ...], straggler: int | None) -> dic
         "notable": notable(per_rank_mean(t.step_ns), ranks, straggler),
         "outliers": outliers(t, ranks, straggler),
     }
+
+
+# The registry's entries of the job at a glance (``overview``): one row per key (metrics/entry.py); jobs/report.py
+# collects the job level's in registry order (``JOB_ENTRIES``)
+_OV = "the job at a glance (`jobs/overview.py`)"
+_PCT = {"p50": "the median", "p90": "the 90th percentile", "max": "the largest"}
+_PCT_OF = {"step_ns": "step time", "waiting_ns": "exposed waiting", "exposed_ns": "exposed collective time"}
+ENTRIES: tuple[Entry, ...] = (
+    *(
+        (f"job.view.percentiles.{k}.{p}[]", NS, LOWER, 0.05, f"{what} {p}",
+         f"per common step: {words} of the ranks' {what} (null: no rank has the step); " + _OV)
+        for k, what in _PCT_OF.items()
+        for p, words in _PCT.items()
+    ),
+    *(
+        (f"job.view.notable.{k}_rank", ID, NEITHER, 0, f"{k} rank", f"{words}; null when none; " + _OV)
+        for k, words in (
+            ("straggler", "the job's straggler (`straggler_rank`)"),
+            ("slowest", "the rank with the largest mean step over the common steps"),
+            ("fastest", "the rank with the smallest mean step over the common steps"),
+            ("typical", "the rank whose mean step is nearest the median rank's"),
+        )
+    ),
+    ("job.view.outliers[].rank", ID, NEITHER, 0, "outlier rank",
+     "a rank outside the median +- max(3 robust sd, 2 %) in mean step or above it in waiting, or the straggler; " + _OV),
+    ("job.view.outliers[].step_ns", NS, LOWER, 0.05, "mean step", "the outlier's mean step over the common steps"),
+    ("job.view.outliers[].step_vs_median_ratio", RATIO, NEITHER, 0.05, "vs median",
+     "the outlier's mean step / the median rank's mean step"),
+    ("job.view.outliers[].reasons[]", TEXT, NEITHER, 0, "why",
+     "straggler, slow step, fast step, waits long (`jobs/overview.py`)"),
+)  # fmt: skip

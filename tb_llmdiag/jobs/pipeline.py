@@ -26,8 +26,10 @@ from typing import Any
 import numpy as np
 
 from tb_llmdiag.jobs.rank_summary import RankSummary
+from tb_llmdiag.jobs.straggler import ENTRIES as STRAGGLER_ENTRIES
 from tb_llmdiag.jobs.straggler import JobTables, per_rank_mean
 from tb_llmdiag.metrics.comm_purpose import PURPOSE_CODE
+from tb_llmdiag.metrics.entry import COUNT, INDEX, LOWER, NEITHER, NS, SHARE, TEXT, Entry
 
 STAGE_RATIO = 1.5
 STAGE_EXCESS_SHARE = 0.25
@@ -98,3 +100,40 @@ def pipeline_model(ranks: Sequence[RankSummary], t: JobTables, job_step_ns: floa
         "straggler_own_ratio": float(own[slow]) / others if others > 0 else None,
         "balance_saving_ns": saving,
     }
+
+
+# The registry's entries of the pipeline model (``pipeline_model``) and of its slow stage's cause evidence: one row
+# per key (metrics/entry.py); jobs/report.py collects the job level's in registry order (``JOB_ENTRIES``)
+_PIPE = "(`jobs.pipeline`; null without send/recv)"
+ENTRIES: tuple[Entry, ...] = (
+    ("job.pipeline_stage_count", COUNT, NEITHER, 0, "stages", "ranks with pipeline send/recv " + _PIPE),
+    ("job.pipeline_micro_batches", COUNT, NEITHER, 0, "micro-batches", "the fewest send/recv per step on a rank, halved " + _PIPE),
+    ("job.pipeline_bubble_share", SHARE, LOWER, 0.1, "pipeline bubble",
+     "mean over stages of their send/recv wait / their step; with a slow stage at most the expectation " + _PIPE),
+    ("job.pipeline_bubble_expected_share", SHARE, NEITHER, 0, "expected bubble", "(p-1)/(m+p-1) " + _PIPE),
+    ("job.pipeline_bubble_at_4m_share", SHARE, NEITHER, 0, "bubble at 4x micro-batches", "(p-1)/(4m+p-1) " + _PIPE),
+    ("job.pipeline_bubble_saving_share", SHARE, NEITHER, 0.1, "bubble saving",
+     "pipeline_bubble_share - pipeline_bubble_at_4m_share, at least 0: an upper bound " + _PIPE),
+    ("job.pipeline_stage_ranks[]", INDEX, NEITHER, 0, "stage ranks", "the ranks of the stages " + _PIPE),
+    ("job.pipeline_stage_wait_shares[]", SHARE, NEITHER, 0.1, "stage waits", "per stage, its send/recv wait / its step " + _PIPE),
+    ("job.pipeline_stage_own_ns[]", NS, NEITHER, 0.05, "stage own time", "per stage, its step less its send/recv wait " + _PIPE),
+    ("job.pipeline_host_bound_stages[]", INDEX, NEITHER, 0, "host-bound stages",
+     "ranks of stages whose GPU idles > 20 % of their step " + _PIPE),
+    ("job.pipeline_straggler_stage_rank", INDEX, NEITHER, 0, "slow stage",
+     "the stage whose own time is >= 1.5x the others' median and exceeds it by >= 25 % of the job step " + _PIPE),
+    ("job.pipeline_straggler_own_ns", NS, NEITHER, 0.05, "slow stage own time", "its own time " + _PIPE),
+    ("job.pipeline_others_own_ns", NS, NEITHER, 0.05, "other stages own time", "the other stages' median own time " + _PIPE),
+    ("job.pipeline_straggler_own_ratio", "ratio", NEITHER, 0.05, "own time ratio",
+     "the slowest stage's own time / the others' median " + _PIPE),
+    ("job.pipeline_balance_saving_share", SHARE, NEITHER, 0.1, "balancing saving",
+     "(slow stage own time - the stages' mean own time) / job_step_ns " + _PIPE),
+    ("job.pipeline_straggler_cause", TEXT, NEITHER, 0, "slow stage cause", "its largest difference (`jobs.straggler`) " + _PIPE),
+)  # fmt: skip
+
+#: the pipeline stage straggler's cause evidence: the same fields as the straggler's (``jobs.straggler``)
+CAUSE_EVIDENCE_ENTRIES: tuple[Entry, ...] = tuple(
+    (k.replace("job.straggler_cause_evidence.", "job.pipeline_straggler_cause_evidence."), u, b, t, label,
+     d.replace("the straggler", "the slow pipeline stage"))
+    for k, u, b, t, label, d in STRAGGLER_ENTRIES
+    if k.startswith("job.straggler_cause_evidence.")
+)  # fmt: skip

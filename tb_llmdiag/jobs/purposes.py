@@ -21,6 +21,7 @@ from tb_llmdiag.jobs.matching import Matched
 from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s
 from tb_llmdiag.metrics.comm_purpose import BANDWIDTH_BOUND_BYTES, NETWORK_BYTES_PER_S, PURPOSES, link_of
+from tb_llmdiag.metrics.entry import BYTES, COUNT, HIGHER, LOWER, NEITHER, NS, PER_STEP, RATIO, SHARE, TEXT, Entry
 
 
 def transfer_busbw(m: Matched, code: int, n_ranks: int) -> float | None:
@@ -91,3 +92,36 @@ def link_metrics(rows: list[dict[str, Any]], device_name: str | None) -> dict[st
         "link_exposed_share": top["exposed_share"] if top else None,
         "link_median_bytes": top["median_bytes"] if top else None,
     }
+
+
+# The registry's entries of the job's purposes (``purposes_of_job``) and of its link (``link_metrics``): one row per
+# key (metrics/entry.py); jobs/report.py collects the job level's in registry order (``JOB_ENTRIES``)
+_PP = "per purpose over the ranks (`jobs.purposes`; purposes: `metrics.comm_purpose`)"
+ENTRIES: tuple[Entry, ...] = (
+    ("job.purposes[].purpose", TEXT, NEITHER, 0, "purpose", _PP),
+    ("job.purposes[].count_per_step", PER_STEP, NEITHER, 0.02, "per step", "collectives per step, the median rank's; " + _PP),
+    ("job.purposes[].step_bytes", BYTES, NEITHER, 0.02, "bytes per step", "known bytes per step, the median rank's; " + _PP),
+    ("job.purposes[].median_bytes", BYTES, NEITHER, 0.02, "median message", "median known message over all ranks; " + _PP),
+    ("job.purposes[].exposed_ns_per_step", NS, LOWER, 0.05, "exposed per step",
+     "per-collective time no compute of its rank overlaps, summed per step, the median rank's; " + _PP),
+    ("job.purposes[].exposed_share", SHARE, LOWER, 0.1, "exposed share", "exposed_ns_per_step / job_step_ns"),
+    ("job.purposes[].group_size", COUNT, NEITHER, 0, "group size", "largest group size stated; " + _PP),
+    ("job.top_purpose", TEXT, NEITHER, 0, "top purpose", "the purpose with the most exposed time per step"),
+    ("job.top_purpose_exposed_share", SHARE, LOWER, 0.1, "top purpose exposed share", "its exposed_share"),
+)  # fmt: skip
+
+_LINK = "the link (`jobs.purposes.link_metrics`; the table: `metrics.comm_purpose.LINKS`)"
+LINK_ENTRIES: tuple[Entry, ...] = (
+    ("job.purposes[].transfer_busbw_bytes_per_s", "bytes_per_s", HIGHER, 0.1, "transfer bus bandwidth",
+     "known bytes of the purpose's matched collectives / their transfer time (no waiting) x the nccl-tests factor"),
+    ("job.link", TEXT, NEITHER, 0, "link", "the fastest link the GPUs' peers on one host can share; " + _LINK),
+    ("job.link_bytes_per_s", "bytes_per_s", NEITHER, 0, "link bandwidth", "its per-GPU bandwidth in one direction"),
+    ("job.link_purpose", TEXT, NEITHER, 0, "purpose on the link",
+     "the purpose with the most exposed time among those with a median message of at least 1 MiB"),
+    ("job.link_busbw_bytes_per_s", "bytes_per_s", HIGHER, 0.1, "transfer bus bandwidth",
+     "that purpose's transfer_busbw_bytes_per_s"),
+    ("job.link_busbw_ratio", RATIO, HIGHER, 0.1, "vs the link", "link_busbw_bytes_per_s / link_bytes_per_s"),
+    ("job.link_network_ratio", RATIO, HIGHER, 0.1, "vs a 400 Gb/s NIC", "link_busbw_bytes_per_s / 50 GB/s"),
+    ("job.link_exposed_share", SHARE, LOWER, 0.1, "exposed share", "that purpose's exposed share of the job step"),
+    ("job.link_median_bytes", BYTES, NEITHER, 0.1, "median message", "that purpose's median message size"),
+)  # fmt: skip

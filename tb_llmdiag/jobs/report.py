@@ -49,13 +49,34 @@ import numpy as np
 from tb_llmdiag.findings.engine import Metrics, job_findings_of, rank, verdict
 from tb_llmdiag.findings.job import JOB_RULES, STRAGGLER_RULE, held_back
 from tb_llmdiag.jobs.cross_rank import JobAnalysis, analyze_job
+from tb_llmdiag.jobs.intermittent import ENTRIES as INTERMITTENT_ENTRIES
 from tb_llmdiag.jobs.intermittent import spikes
+from tb_llmdiag.jobs.overview import ENTRIES as OVERVIEW_ENTRIES
 from tb_llmdiag.jobs.overview import overview
-from tb_llmdiag.jobs.purposes import link_metrics
+from tb_llmdiag.jobs.pipeline import CAUSE_EVIDENCE_ENTRIES as PIPELINE_CAUSE_EVIDENCE_ENTRIES
+from tb_llmdiag.jobs.pipeline import ENTRIES as PIPELINE_ENTRIES
+from tb_llmdiag.jobs.purposes import ENTRIES as PURPOSE_ENTRIES
+from tb_llmdiag.jobs.purposes import LINK_ENTRIES, link_metrics
 from tb_llmdiag.jobs.rank_summary import RankSummary
-from tb_llmdiag.jobs.straggler import per_rank_mean
+from tb_llmdiag.jobs.straggler import ENTRIES as STRAGGLER_ENTRIES
+from tb_llmdiag.jobs.straggler import WHAT_IF_WORDS, per_rank_mean
 from tb_llmdiag.jsonsafe import json_array, json_object
 from tb_llmdiag.metrics.collectives import KINDS
+from tb_llmdiag.metrics.entry import (
+    BYTES,
+    COUNT,
+    FLAG,
+    HIGHER,
+    ID,
+    INDEX,
+    LOWER,
+    NEITHER,
+    NS,
+    SHARE,
+    TEXT,
+    Entry,
+    Intro,
+)
 
 JOB_REPORT_SCHEMA = 1
 
@@ -278,3 +299,384 @@ def job_report(summaries: Sequence[RankSummary]) -> dict[str, Any]:
         "findings": job_findings(metrics),
         "view": job_view(a),
     }
+
+
+# The registry's entries of the job level (``jobs[]`` of the report as ``job.*``; docs/jobs.md): the job's metrics as
+# ``job_metrics`` assembles them, the job section's own keys and the view it draws; one row per key
+# (metrics/entry.py). ``JOB_ENTRIES`` collects them with those of the modules that compute the rest, in registry
+# order (docs/metrics.md's `job` section); the whole registry (tb_llmdiag/registry.py) reads it
+#: docs/metrics.md: the section's title and the prose before its table
+JOB_INTRO: Intro = (
+    "`job`: a run with several ranks (`jobs[]` of the report; tb_llmdiag/jobs/, docs/jobs.md)",
+    "`job.*` is `jobs[].metrics.*`; `job.view.*` is `jobs[].view.*`, what the tab's job view draws. Ranks are "
+    "matched by their collectives, never by timestamps across files (clocks may differ).",
+)
+
+_METRIC_ENTRIES: tuple[Entry, ...] = (
+    (
+        "job.rank_count",
+        COUNT,
+        NEITHER,
+        0,
+        "ranks",
+        "ranks analysed (one trace each; duplicates and missing ranks are stated in `notes`)",
+    ),
+    ("job.ranks[]", ID, NEITHER, 0, "ranks", "the ranks analysed, from distributedInfo, else the file name"),
+    ("job.common_step_count", COUNT, NEITHER, 0, "common steps", "steps (by ProfilerStep number) every rank recorded"),
+    (
+        "job.job_step_ns",
+        NS,
+        LOWER,
+        0.05,
+        "job step",
+        "the median across ranks of each rank's mean step time over the common steps",
+    ),
+    (
+        "job.matched_collective_count",
+        COUNT,
+        NEITHER,
+        0.02,
+        "matched collectives",
+        "collectives matched across the ranks of their group (by sequence number when stated, else by step, kind and order)",
+    ),
+    (
+        "job.clock_aligned",
+        FLAG,
+        NEITHER,
+        0,
+        "clocks aligned",
+        "whether matched collectives end within a small tolerance on every rank (then step starts compare across ranks)",
+    ),
+    (
+        "job.waiting_known",
+        FLAG,
+        NEITHER,
+        0,
+        "waiting known",
+        "false when no collective could be matched: waiting is then unknown and counted as transfer",
+    ),
+    (
+        "job.exposed_transfer_ns_per_step",
+        NS,
+        LOWER,
+        0.05,
+        "exposed transfer",
+        "median across ranks of the per-step collective time no compute hides, less its waiting part",
+    ),
+    (
+        "job.exposed_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "exposed communication share",
+        "median across ranks of exposed collective time (waiting included) per step / job_step_ns",
+    ),
+    (
+        "job.exposed_transfer_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "exposed transfer share",
+        "exposed_transfer_ns_per_step / job_step_ns",
+    ),
+    ("job.overlap_share", SHARE, HIGHER, 0.1, "overlap share", "1 - exposed / collective time (median rank)"),
+    ("job.top_collective_kind", TEXT, NEITHER, 0, "top collective kind", "the kind with the most transfer time"),
+    ("job.collective_by_kind[].kind", TEXT, NEITHER, 0, "kind", "per collective kind over matched collectives"),
+    ("job.collective_by_kind[].count", COUNT, NEITHER, 0.02, "count", "matched collectives of the kind"),
+    (
+        "job.collective_by_kind[].transfer_ns",
+        NS,
+        LOWER,
+        0.05,
+        "transfer",
+        "summed transfer time (the minimum kernel duration across ranks of each matched collective)",
+    ),
+    (
+        "job.collective_by_kind[].bytes",
+        BYTES,
+        NEITHER,
+        0.02,
+        "bytes",
+        "summed message bytes where the trace states them, else null",
+    ),
+    (
+        "job.collective_by_kind[].busbw_bytes_per_s",
+        "bytes_per_s",
+        HIGHER,
+        0.1,
+        "bus bandwidth",
+        "nccl-tests bus bandwidth over transfer time (waiting stripped); null without sizes",
+    ),
+    ("job.exposed_what_if.step_ns", NS, NEITHER, 0.05, "step", "job_step_ns"),
+    (
+        "job.exposed_what_if.step_after_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "step if hidden",
+        "job_step_ns - exposed_transfer_ns_per_step: all exposed transfer hidden behind compute; " + WHAT_IF_WORDS,
+    ),
+    ("job.exposed_what_if.bound", TEXT, NEITHER, 0, "bound", "`upper`: the what-if bounds the gain from above"),
+    ("job.exposed_what_if.assumes", TEXT, NEITHER, 0, "assumes", "what the what-if assumes"),
+    (
+        "job.straggler_rank",
+        ID,
+        NEITHER,
+        0,
+        "straggler",
+        "the rank whose late arrivals cause at least half of the others' exposed waiting and which itself waits no "
+        "more than the median rank; null when none (the rank that waits longest is never named)",
+    ),
+    (
+        "job.straggler_others_wait_ns_per_step",
+        NS,
+        LOWER,
+        0.05,
+        "others wait",
+        "mean exposed waiting the straggler causes the other ranks per step",
+    ),
+    (
+        "job.straggler_others_wait_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "others wait share",
+        "straggler_others_wait_ns_per_step / job_step_ns",
+    ),
+    (
+        "job.straggler_consistency_share",
+        SHARE,
+        NEITHER,
+        0.1,
+        "consistency",
+        "the straggler's part of all caused exposed waiting",
+    ),
+    (
+        "job.straggler_last_arrivals",
+        COUNT,
+        NEITHER,
+        0.02,
+        "last arrivals",
+        "matched collectives the straggler arrived last to",
+    ),
+    (
+        "job.straggler_last_steps",
+        COUNT,
+        NEITHER,
+        0.02,
+        "steps waited for most",
+        "common steps in which the straggler caused more exposed waiting than any other rank (and some)",
+    ),
+    (
+        "job.straggler_last_step_share",
+        SHARE,
+        NEITHER,
+        0.1,
+        "share of steps waited for most",
+        "straggler_last_steps / common_step_count; the straggler rule needs more than 0.5 (else the ranks take turns)",
+    ),
+    (
+        "job.straggler_others_wait_step_sd_ns",
+        NS,
+        NEITHER,
+        0.1,
+        "wait step-to-step spread",
+        "sample standard deviation over the common steps of the exposed waiting the straggler causes per step "
+        "(the capture's own step-to-step noise); null with one common step",
+    ),
+    (
+        "job.straggler_others_wait_low_ns_per_step",
+        NS,
+        LOWER,
+        0.1,
+        "others wait, 95 % lower bound",
+        "mean - t x sd / sqrt(steps) of the per-step wait the straggler causes, at least 0 (t: Student's one-sided 95 % "
+        "quantile, steps - 1 degrees of freedom): the wait the capture supports given its step-to-step spread; null "
+        "with one common step",
+    ),
+    (
+        "job.straggler_others_wait_low_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "others wait share, 95 % lower bound",
+        "straggler_others_wait_low_ns_per_step / job_step_ns; the straggler rule needs it above its threshold too "
+        "(beyond the step-to-step noise)",
+    ),
+    (
+        "job.profiler_overhead_ns_by_rank[]",
+        NS,
+        NEITHER,
+        0.1,
+        "profiler cost per rank",
+        "each rank's capture.profiler_overhead_ns (the profiler's own cost in its profiled median step), in the order "
+        "of `ranks`; null where not estimated",
+    ),
+    (
+        "job.straggler_profiler_excess_ns_per_step",
+        NS,
+        NEITHER,
+        0.1,
+        "profiler's extra cost on the straggler",
+        "the straggler's profiler cost less the median of the other ranks' (`profiler_overhead_ns_by_rank`): how much "
+        "later the profiler alone can make it arrive each step; null when either is unknown",
+    ),
+    (
+        "job.straggler_profiler_basis",
+        TEXT,
+        NEITHER,
+        0,
+        "profiler cost basis",
+        "unprofiled_steps (every rank measured against the unprofiled steps its capture helper timed), model (every "
+        "rank modelled from what it recorded) or mixed",
+    ),
+    (
+        "job.straggler_others_wait_beyond_profiler_ns_per_step",
+        NS,
+        LOWER,
+        0.1,
+        "others wait beyond the profiler, 95 % lower bound",
+        "max(0, straggler_others_wait_low_ns_per_step - max(0, straggler_profiler_excess_ns_per_step)): the wait the "
+        "capture supports beyond the profiler's extra cost on the straggler (the lower bound itself when that is unknown; "
+        "the mean wait in place of the bound with one common step)",
+    ),
+    (
+        "job.straggler_others_wait_beyond_profiler_share",
+        SHARE,
+        LOWER,
+        0.1,
+        "others wait beyond the profiler, 95 % lower bound share",
+        "straggler_others_wait_beyond_profiler_ns_per_step / job_step_ns; the straggler rule needs it above its "
+        "threshold too (a straggler of the unprofiled run, not of the profiler)",
+    ),
+    (
+        "job.straggler_significance",
+        TEXT,
+        NEITHER,
+        0,
+        "significance",
+        "which check decided the straggler rule: significant, noise_unknown (fires on its threshold alone: fewer than "
+        "two common steps), intermittent (a floor failed but it spikes: fires, named as intermittent), "
+        "below_threshold, not_most_steps, within_noise, within_profiler_cost (the last four: no finding; a job note "
+        "says why)",
+    ),
+    (
+        "job.straggler_cause",
+        TEXT,
+        NEITHER,
+        0,
+        "cause",
+        "more_tokens, longer_gpu_compute, data_loader_stall, host_sync, host_bound_launching, late_step_start, unexplained",
+    ),
+)
+
+#: the job section's own keys (its schema, the ``jobs[]`` entry's files: ``jobs/build.py``, its findings) and the view
+_VIEW_ENTRIES: tuple[Entry, ...] = (
+    (
+        "job.schema",
+        ID,
+        NEITHER,
+        0,
+        "job section schema",
+        "version of the job section (`jobs.report.JOB_REPORT_SCHEMA`)",
+    ),
+    ("job.view.ranks[]", ID, NEITHER, 0, "ranks", "the heatmap's rows and the bars, in rank order"),
+    ("job.files[].rank", ID, NEITHER, 0, "rank", "the rank discovery read from the file's name (null: none)"),
+    ("job.findings[].value", SHARE, LOWER, 0.1, "value", "the share of the job step the finding's metric reports"),
+    ("job.findings[].threshold", SHARE, NEITHER, 0, "threshold", "the share above which the rule fires"),
+    ("job.findings[].what_if.step_ns", NS, NEITHER, 0.05, "step", "job_step_ns"),
+    (
+        "job.findings[].what_if.step_after_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "step after",
+        "the step after the fix; " + WHAT_IF_WORDS,
+    ),
+    ("job.findings[].what_if.saving_ns", NS, NEITHER, 0.05, "saving", "step_ns - step_after_ns"),
+    ("job.findings[].what_if.saving_share", SHARE, NEITHER, 0.1, "saving share", "saving_ns / step_ns"),
+    ("job.view.steps[]", INDEX, NEITHER, 0, "steps", "the common step numbers (heatmap columns)"),
+    (
+        "job.view.heatmap.step_ns[][]",
+        NS,
+        LOWER,
+        0.05,
+        "step time",
+        "ranks x common steps: each rank's step time (device window)",
+    ),
+    (
+        "job.view.heatmap.waiting_ns[][]",
+        NS,
+        LOWER,
+        0.05,
+        "waiting",
+        "ranks x common steps: collective time spent waiting for a peer that no compute hides",
+    ),
+    (
+        "job.view.heatmap.exposed_ns[][]",
+        NS,
+        LOWER,
+        0.05,
+        "exposed",
+        "ranks x common steps: collective time no compute hides (waiting included)",
+    ),
+    (
+        "job.view.heatmap.exposed_transfer_ns[][]",
+        NS,
+        LOWER,
+        0.05,
+        "exposed transfer",
+        "ranks x common steps: exposed collective time that is not waiting for a peer",
+    ),
+    ("job.view.bars[].rank", ID, NEITHER, 0, "rank", "per rank: its mean step split into parts that sum to it"),
+    ("job.view.bars[].step_ns", NS, LOWER, 0.05, "step", "the rank's mean step time over the common steps"),
+    (
+        "job.view.bars[].compute_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "compute",
+        "mean busy compute kernels (collectives excluded) per step",
+    ),
+    ("job.view.bars[].exposed_transfer_ns", NS, LOWER, 0.05, "exposed transfer", "mean exposed transfer per step"),
+    ("job.view.bars[].waiting_ns", NS, LOWER, 0.05, "waiting", "mean exposed waiting per step"),
+    ("job.view.bars[].idle_ns", NS, LOWER, 0.05, "idle", "mean time without device activity per step"),
+    ("job.view.bars[].other_ns", NS, NEITHER, 0.05, "other", "the rest: device busy with memcpy/memset only"),
+    (
+        "job.view.per_rank.caused_wait_ns_per_step[]",
+        NS,
+        LOWER,
+        0.05,
+        "caused waiting",
+        "per rank: exposed waiting it causes the others per step",
+    ),
+    (
+        "job.view.per_rank.last_arrivals[]",
+        COUNT,
+        NEITHER,
+        0.02,
+        "last arrivals",
+        "per rank: matched collectives it arrived last to",
+    ),
+    (
+        "job.view.per_rank.top_finding_ids[][]",
+        TEXT,
+        NEITHER,
+        0,
+        "top findings",
+        "per rank: its top per-rank finding ids",
+    ),
+)
+
+#: the job level in registry order
+JOB_ENTRIES: tuple[Entry, ...] = (
+    *_METRIC_ENTRIES,
+    *STRAGGLER_ENTRIES,
+    *_VIEW_ENTRIES,
+    *INTERMITTENT_ENTRIES,
+    *PURPOSE_ENTRIES,
+    *PIPELINE_ENTRIES,
+    *OVERVIEW_ENTRIES,
+    *LINK_ENTRIES,
+    *PIPELINE_CAUSE_EVIDENCE_ENTRIES,
+)

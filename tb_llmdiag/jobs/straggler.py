@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tb_llmdiag.metrics.entry import NEITHER, NS, PER_STEP, SHARE, TEXT, Entry
+
 F64 = NDArray[np.float64]
 
 #: (cause, the JobTables matrix it compares). Order breaks ties.
@@ -171,3 +173,79 @@ def what_if(job_step_ns: float, saving_ns_per_step: float) -> dict[str, Any]:
         "saving_share": (job_step_ns - after) / job_step_ns if job_step_ns > 0 else None,
         "bound": "upper",
     }
+
+
+#: what every job what-if is, in its registry entries' words
+WHAT_IF_WORDS = "an upper bound on the gain, from durations only"
+
+# The registry's entries of the straggler's cause, its tokens and its what-if (``attribute``, ``what_if``): one row
+# per key (metrics/entry.py); jobs/report.py collects the job level's in registry order (``JOB_ENTRIES``)
+_CAUSE = (
+    "`straggler_cause_evidence`: the straggler's largest positive difference per step against the median of "
+    "the other ranks (`jobs.straggler`)"
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    ("job.straggler_cause_evidence.cause", TEXT, NEITHER, 0, "largest difference", _CAUSE + ": which part"),
+    ("job.straggler_cause_evidence.quantity", TEXT, NEITHER, 0, "quantity", _CAUSE + ": the per-step column compared"),
+    (
+        "job.straggler_cause_evidence.straggler_ns_per_step",
+        NS,
+        NEITHER,
+        0.05,
+        "straggler",
+        _CAUSE + ": the straggler's value",
+    ),
+    (
+        "job.straggler_cause_evidence.median_rank_ns_per_step",
+        NS,
+        NEITHER,
+        0.05,
+        "median rank",
+        _CAUSE + ": the median of the other ranks",
+    ),
+    (
+        "job.straggler_cause_evidence.difference_ns_per_step",
+        NS,
+        NEITHER,
+        0.05,
+        "difference",
+        _CAUSE + ": straggler - median",
+    ),
+    (
+        "job.straggler_tokens.straggler_tokens_per_step",
+        PER_STEP,
+        NEITHER,
+        0.02,
+        "straggler tokens",
+        "token slots per step of the straggler",
+    ),
+    (
+        "job.straggler_tokens.median_rank_tokens_per_step",
+        PER_STEP,
+        NEITHER,
+        0.02,
+        "median tokens",
+        "median of the other ranks' token slots per step",
+    ),
+    (
+        "job.straggler_tokens.excess_share",
+        SHARE,
+        NEITHER,
+        0.1,
+        "token excess",
+        "straggler tokens / median tokens - 1 (above 1 when it has more than twice the tokens)",
+    ),
+    ("job.straggler_what_if.step_ns", NS, NEITHER, 0.05, "step", "job_step_ns"),
+    (
+        "job.straggler_what_if.step_after_ns",
+        NS,
+        NEITHER,
+        0.05,
+        "step if matched",
+        "the step had the straggler arrived with the second-last rank (ByteDance-style); " + WHAT_IF_WORDS,
+    ),
+    ("job.straggler_what_if.saving_ns", NS, NEITHER, 0.05, "saving", "step_ns - step_after_ns"),
+    ("job.straggler_what_if.saving_share", SHARE, NEITHER, 0.1, "saving share", "saving_ns / step_ns"),
+    ("job.straggler_what_if.bound", TEXT, NEITHER, 0, "bound", "`upper`"),
+)

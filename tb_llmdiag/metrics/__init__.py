@@ -23,6 +23,7 @@ from typing import Any
 
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.context import Context
+from tb_llmdiag.metrics.entry import COUNT, FLAG, NEITHER, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.gaps import StepBreakdown, step_breakdown
 from tb_llmdiag.metrics.steps import Steps, find_steps
 from tb_llmdiag.metrics.topics import TOPICS, Inputs, Topic
@@ -98,3 +99,52 @@ def analyze(trace: Trace, steps: Steps | None = None) -> Analysis:
 def compute_metrics(trace: Trace, steps: Steps) -> dict[str, dict[str, Any]]:
     """All metric topics of one trace (see the module docstring)."""
     return analyze(trace, steps).metrics
+
+
+# The registry's entries of the `run` section (``run_topic``) and of the keys every topic has (``_guarded``, and each
+# topic that cannot be computed): one row per key (metrics/entry.py); metrics/registry.py collects them
+RUN_INTRO: Intro = (
+    "`run` (metrics/__init__.py)",
+    "What kind of run this is, decided once from the reader that read the trace; every platform-dependent\n"
+    "consumer (the headline, the rules' `platform`, the tab) reads `run.platform`.",
+)
+EVERY_TOPIC_INTRO: Intro = ("Every topic", "")
+
+# a declared table, one entry per row: left as laid out
+# fmt: off
+RUN_ENTRIES: tuple[Entry, ...] = (
+    ("run.platform", TEXT, NEITHER, 0, "platform",
+     "`cuda` (Kineto traces: torch.profiler on CUDA or ROCm) or `xla` (XPlane traces: TPU, torch_xla, JAX), "
+     "decided once from the reader; an `xla` run also has the `xla` topic, and the headline, the rules and the tab "
+     "read this key"),
+    ("run.source_kind", TEXT, NEITHER, 0, "source kind", "the reader that read the trace: `kineto` or `xplane`"),
+    ("run.workload", TEXT, NEITHER, 0, "workload",
+     "`training` when the trace holds backward or optimizer activity (`backward_op_count`, `optimizer_step_count`, "
+     "`optimizer_kernel_count`), else `inference` (vLLM, SGLang, HF generate, diffusion pipelines); null on XPlane "
+     "traces, which do not name them. Selects the rules (training-only advice is skipped on inference) and their "
+     "wording (each rule's `skip_on` and inference flavour, findings/). Not the report's `phase`, which the file name "
+     "gives"),
+    ("run.device_kind", TEXT, NEITHER, 0, "device kind",
+     "what the trace's device is, for labels: `GPU` (CUDA, ROCm), `MTIA` (MTIA runtime calls), `TPU` (an XPlane "
+     "device named TPU), or `CPU` (no device events / no device plane); null when a cut file's read part holds no "
+     "device event"),
+    ("run.read_complete", FLAG, NEITHER, 0, "read complete",
+     "false when the reader stopped early (a cut file, invalid JSON: `read_state` in the run report); then the "
+     "rules that need the whole file (`no_device_activity`, `memory_headroom`) are skipped and MFU and tokens/s "
+     "are withheld"),
+    ("run.read_share", SHARE, NEITHER, 0, "read share",
+     "the share of the (decompressed) file read before the reader stopped; 1 for a complete read"),
+    ("run.backward_op_count", COUNT, NEITHER, 0, "backward ops",
+     "host operators of autograd's backward pass (`autograd::engine::evaluate_function: *`, `*Backward0`, "
+     "`aten::*_backward`)"),
+    ("run.optimizer_step_count", COUNT, NEITHER, 0, "optimizer steps",
+     "`Optimizer.step#*` / `Optimizer.zero_grad#*` ranges (torch.optim's profiler labels)"),
+    ("run.optimizer_kernel_count", COUNT, NEITHER, 0, "optimizer kernels",
+     "device kernels of optimizers (fused/foreach Adam(W), SGD, LAMB, Lion, Adagrad, RMSprop)"),
+)
+
+EVERY_TOPIC_ENTRIES: tuple[Entry, ...] = (
+    ("*.available", FLAG, NEITHER, 0, "available", "false when the topic cannot be computed; `reason` says why"),
+    ("*.reason", TEXT, NEITHER, 0, "reason", "why the topic is unavailable (only when `available` is false)"),
+)
+# fmt: on

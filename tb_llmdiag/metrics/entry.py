@@ -3,7 +3,8 @@
 An ``Entry`` is one row, ``(key, unit, better, tolerance, label, definition)`` (``metrics/registry.py`` explains the
 fields and holds the units' meanings); an ``Intro`` is a docs/metrics.md section: its title and the prose before its
 table. Each topic module declares its rows as ``ENTRIES`` (and its section as ``INTRO``) beside the function that
-computes its keys; the registry collects them through the topic table (``metrics/topics.py``).
+computes its keys; the registry collects them through the topic table (``metrics/topics.py``). The layers above
+declare the rows of the keys they compute the same way, beside their code; ``tb_llmdiag/registry.py`` collects all.
 """
 
 from __future__ import annotations

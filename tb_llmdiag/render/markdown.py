@@ -15,7 +15,7 @@ from typing import Any
 from tb_llmdiag.findings.table import EVIDENCE_LABELS, EVIDENCE_UNITS, label_from_key
 from tb_llmdiag.findings.whatif_text import BASIS_WORDS
 from tb_llmdiag.metrics.labels import words_of
-from tb_llmdiag.metrics.registry import metric, unit_of
+from tb_llmdiag.registry import metric, unit_of
 from tb_llmdiag.render.text import (
     ANATOMY_MIN_SHARE,
     FULL_RANKS,

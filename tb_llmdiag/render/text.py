@@ -10,7 +10,7 @@ from typing import Any
 from tb_llmdiag.findings.table import EVIDENCE_LABELS, EVIDENCE_UNITS, label_from_key
 from tb_llmdiag.findings.whatif_text import saving_text
 from tb_llmdiag.metrics.labels import part_words, words_of
-from tb_llmdiag.metrics.registry import metric, unit_of
+from tb_llmdiag.registry import metric, unit_of
 from tb_llmdiag.units import fmt, fmt_interval, fmt_ns, fmt_share, unit_from_name
 
 

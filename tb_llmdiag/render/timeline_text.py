@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tb_llmdiag.metrics.registry import metric
+from tb_llmdiag.registry import metric
 from tb_llmdiag.units import fmt_count, fmt_ns, fmt_share
 
 #: the columns of a window's line: (registry key for the label, the window field, its formatter)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from minitrace import ADD, GEMM, US, E, kernel, launch, make_trace, op, step
 from tb_llmdiag.metrics import analyze
-from tb_llmdiag.metrics.registry import matches
+from tb_llmdiag.registry import matches
 from tb_llmdiag.model import Kind
 from tb_llmdiag.traceview.activities import top_activities
 from tb_llmdiag.traceview.source import source_of
