@@ -1,4 +1,4 @@
-"""Benchmark: what the attribution topic (metrics/attribution.py) adds to a report's time and peak memory.
+"""Benchmark: what the attribution topic (metrics/attribution/topic.py) adds to a report's time and peak memory.
 
     python bench/attribution_speed.py [TRACE] [--repeat 5]
 
@@ -26,7 +26,7 @@ DEFAULT_TRACE = REPO / "bench" / "traces" / "lora_qwen1.5b_6steps.pt.trace.json.
 _BODY = """
 import time
 from tb_llmdiag import api
-import tb_llmdiag.metrics.attribution as M  # the TOPICS row calls M.attribution_metrics at run time
+import tb_llmdiag.metrics.attribution.topic as M  # the TOPICS row calls M.attribution_metrics at run time
 from tb_llmdiag.ingest.discover import discover
 tf = discover(PATH).files[0]
 api.preload()

@@ -5,7 +5,7 @@
 Each case adds names to tests/data/gpu_compiled's trace (as a CPU op, an annotation, a runtime call and a
 kernel: tests/fuzz/crafted.py) and times ``api.report`` in this process, the crafted and the plain case
 interleaved round by round; prints the medians and crafted / plain (the issue's bound: 3x). Cases:
-  compile marker   one name ``"_data: " * 150000`` (1 MB): metrics/compile.py's marker regex (66 s before the fix)
+  compile marker   one name ``"_data: " * 150000`` (1 MB): metrics/training/compile.py's marker regex (66 s before the fix)
   kernel names     16 different 64 KiB names (1 MiB), each repeating a fragment some pattern starts with
 ``tests/fuzz/fuzz_names.py --report`` runs every literal of every pattern in the package.
 """

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from tb_llmdiag.ingest import load_trace  # noqa: E402
 from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank  # noqa: E402
-from tb_llmdiag.metrics.steps import find_steps  # noqa: E402
+from tb_llmdiag.metrics.steps.windows import find_steps  # noqa: E402
 
 DLRM = REPO.parent / "shared" / "traces" / "external" / "facebookresearch_param" / "dlrm_kineto"
 

@@ -25,7 +25,7 @@ export const IDLE_COLORS = Object.freeze({
   host_wait: '#ffd23f', sync: '#ff9eb5', data_loader: '#a9c8f0', other: '#d9d4c7',
 });
 
-/** The model's parts (metrics/anatomy_parts.py PARTS, then `other`), each the colour of the kernel category that
+/** The model's parts (metrics/anatomy/parts.py PARTS, then `other`), each the colour of the kernel category that
  *  does most of such a part's work, so every part keeps a colour distinct from the others. */
 export const PART_COLORS = Object.freeze({
   embedding: CATEGORY_COLORS.index, attention: CATEGORY_COLORS.attention, mlp: CATEGORY_COLORS.gemm,

@@ -1,10 +1,10 @@
-"""Fit the profiler-overhead model (tb_llmdiag/metrics/overhead.py MODEL, ROOM_SHARE) on real captures.
+"""Fit the profiler-overhead model (tb_llmdiag/metrics/capture/overhead.py MODEL, ROOM_SHARE) on real captures.
 
     PYTHONPATH=. python scripts/overhead_fit.py [tests/data/*/truth.json ...]
 
 For every capture with a truth.json holding the profiled and unprofiled (``reference``) step times, reads the trace,
 gets the per-step record counts, the host's speed scale, Kineto's overhead rows and the host-wait room from the
-product (the cost is computed as ``metrics/overhead.model_ns`` does), and grid-searches per-record costs that
+product (the cost is computed as ``metrics.capture.overhead.model_ns`` does), and grid-searches per-record costs that
 minimise the largest error of the modelled share against the measured one, (profiled - unprofiled) / profiled
 (profiled: ``active_median_host_ms``, unprofiled: ``reference.median_wall_ms``). Prints the fit and each capture's
 error. The numbers it prints go into MODEL by hand (and tests/test_overhead.py checks them against the captures).
@@ -21,7 +21,7 @@ import numpy as np
 
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.metrics import analyze
-from tb_llmdiag.metrics.overhead import ROOM_CAUSES, model_ns
+from tb_llmdiag.metrics.capture.overhead import ROOM_CAUSES, model_ns
 
 
 def features(truth_path: str) -> list[dict[str, float]]:

@@ -33,7 +33,7 @@ from tb_llmdiag.findings.whatif import apply_in_sequence
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jsonsafe import json_object, jsonable
 from tb_llmdiag.metrics import compute_metrics
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 
 REPO = Path(__file__).resolve().parents[1]
 #: unprofiled runs of the captures without a truth.json reference (examples/captures/refs_json.py says how they are taken)

@@ -52,7 +52,7 @@ from tb_llmdiag.jobs.rank_summary import RankSummary, rank_activities, rank_prof
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import Analysis
 from tb_llmdiag.metrics import analyze as analyze_metrics
-from tb_llmdiag.metrics.anatomy import PartRows, kept_part_rows
+from tb_llmdiag.metrics.anatomy.topic import PartRows, kept_part_rows
 from tb_llmdiag.metrics.headline import headline
 from tb_llmdiag.metrics.summary import summarize
 from tb_llmdiag.metrics.workload import run_phase

@@ -50,7 +50,7 @@ class Kind(IntEnum):
 SHAPE_OPS = re.compile(
     r"^(?:aten::(?:embedding|mm|addmm|_scaled_mm|bmm|baddbmm|matmul|linear|_?scaled_dot_product\w*|"
     r"_flash_attention\w*|_efficient_attention\w*|cross_entropy\w*|nll_loss\w*|_?log_softmax\w*|"
-    # a MoE's router, dispatch and combine (experts and their load: ``metrics/anatomy_structure.py``) and the casts
+    # a MoE's router, dispatch and combine (experts and their load: ``metrics/anatomy/structure.py``) and the casts
     # (the vocabulary-sized copies of a loss over full logits)
     r"topk|bincount|histc|one_hot|index_add_?|index_copy_?|to|_to_copy|copy_)$"
     r"|flash_attn::)"

@@ -48,11 +48,11 @@ registry (tb_llmdiag/registry.py); edit the registry, not this file -->
 `_bytes`, `_share`...) and every key's unit is in its table (the vocabulary is under Units). An unknown value is
 `null`, never NaN or a guess. A topic that cannot be computed is `{"available": false, "reason": "..."}`
 (for example a CPU-only trace, or no `[memory]` samples); otherwise it has `"available": true`.
-The module docstring of each topic (`tb_llmdiag/metrics/<topic>.py`) is the same definition, next to the code.
+The module docstring of each topic (`tb_llmdiag/metrics/<what>/<topic>.py`) is the same definition, next to the code.
 
 ## Common definitions
 
-- **Step**: `metrics/steps.py` (`find_steps`). A step ends at the later of its host marker's end
+- **Step**: `metrics/steps/windows.py` (`find_steps`). A step ends at the later of its host marker's end
   (`ProfilerStep#N`, an XPlane step, or, without markers, an `Optimizer.step#` annotation) and the end of the
   last device event launched from inside the marker (joined by correlation id). It starts where its marker
   starts (without markers: where the previous optimizer step ends) or, when the device still runs earlier

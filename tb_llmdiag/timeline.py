@@ -3,7 +3,7 @@
 Contract:
 - ``build(trace, breakdown)`` returns one ``StepTimeline`` dict per step (a trace without step markers gets
   one pseudo-step, index -1, covering its whole window) and the ``/steps`` rows, both from the analysis's
-  ``metrics.gaps.StepBreakdown`` (``metrics.analyze(trace).breakdown``): nothing here recomputes the busy
+  ``metrics.steps.gaps.StepBreakdown`` (``metrics.analyze(trace).breakdown``): nothing here recomputes the busy
   union or an idle cause. Pure: no I/O.
 - Lanes: one per accelerator stream (kernels, memcpys, memsets, device-side syncs), then host lanes:
   launches (runtime/driver calls that launched device work), syncs (synchronising runtime calls) and
@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from tb_llmdiag.classify import kernel_category
 from tb_llmdiag.intervals import merge_within
 from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS
-from tb_llmdiag.metrics.gaps import CAUSES, IdleGaps, StepBreakdown
+from tb_llmdiag.metrics.steps.gaps import CAUSES, IdleGaps, StepBreakdown
 from tb_llmdiag.metrics.workload import device_kind
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
@@ -268,7 +268,7 @@ def build_timelines(trace: Trace, breakdown: StepBreakdown, max_intervals: int =
 
 def steps_body(breakdown: StepBreakdown) -> list[dict[str, Any]]:
     """The tab's ``/steps`` rows: per step ``index``, ``name``, ``duration_ns``, ``busy_ns`` (collectives
-    excluded), ``collective_ns`` (only collectives) and the idle ns of each cause (``metrics.gaps``; they sum to
+    excluded), ``collective_ns`` (only collectives) and the idle ns of each cause (``metrics.steps.gaps``; they sum to
     the duration); empty without steps or device activity."""
     if not breakdown.available:
         return []

@@ -22,8 +22,8 @@ from tb_llmdiag.findings.parts import PART_RULES
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jsonsafe import json_array, json_object, jsonable
 from tb_llmdiag.metrics import compute_metrics
-from tb_llmdiag.metrics.anatomy_causes import fallback
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.anatomy.causes import fallback
+from tb_llmdiag.metrics.steps.windows import find_steps
 
 DATA = Path(__file__).resolve().parent / "data"
 WITHIN = 0.25

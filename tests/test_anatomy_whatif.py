@@ -19,7 +19,7 @@ from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jsonsafe import json_array, json_object
 from tb_llmdiag.metrics import compute_metrics
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 
 DATA = Path(__file__).resolve().parent / "data"
 #: #37's bar: the what-if within this of the twin's measured saving

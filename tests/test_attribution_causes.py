@@ -22,7 +22,7 @@ from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.labels import text_words
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 
 REPO = Path(__file__).resolve().parents[1]
 ITEM = re.compile(r"(?:^|, )(.+?) \([\d.]+ % of step time\)")

@@ -21,7 +21,7 @@ from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"

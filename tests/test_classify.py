@@ -15,7 +15,7 @@ from tb_llmdiag.classify import CATEGORIES, KERNEL_PATTERNS, categorize, classif
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.context import NAME_PATTERNS
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import EventTable, Kind
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "traces"

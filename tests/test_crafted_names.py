@@ -1,6 +1,6 @@
 """Crafted trace names cost no more than plain ones (#27 item 3): every regex over names is linear.
 
-A second audit found one CPU op named ``"_data: " * 150000`` (1 MB) taking 66 s in metrics/compile.py's marker
+A second audit found one CPU op named ``"_data: " * 150000`` (1 MB) taking 66 s in metrics/training/compile.py's marker
 regex, and long kernel names that all differ spending seconds in name matching. Each case here is the whole
 report over a real trace (tests/data/gpu_compiled) with the crafted names added as a CPU op, an annotation, a
 runtime call and a kernel, against the same trace with plain names of the same length, best of 3 runs each in

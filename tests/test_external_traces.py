@@ -337,7 +337,7 @@ def _analysis(golden: str) -> dict:
     from tb_llmdiag.jsonsafe import jsonable
     from tb_llmdiag.metrics import compute_metrics
     from tb_llmdiag.metrics.headline import headline
-    from tb_llmdiag.metrics.steps import find_steps
+    from tb_llmdiag.metrics.steps.windows import find_steps
 
     raw_events(golden)  # skips without ../shared
     trace = load_trace(str(EXTERNAL / EXTERNAL_TRACES[golden]))

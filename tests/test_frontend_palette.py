@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from tb_llmdiag.classify import CATEGORIES
-from tb_llmdiag.metrics.idle import CAUSES
+from tb_llmdiag.metrics.steps.idle import CAUSES
 from tb_llmdiag.timeline import CATEGORIES as TIMELINE_CATEGORIES
 
 PALETTE = Path(__file__).resolve().parents[1] / "frontend" / "palette.js"
@@ -31,7 +31,7 @@ def test_palette_names_every_kernel_category_lane_and_idle_cause() -> None:
 
 def test_palette_names_every_model_part() -> None:
     # GIVEN the anatomy topic's parts (and `other`); THEN PART_COLORS names exactly them
-    from tb_llmdiag.metrics.anatomy_parts import PARTS
+    from tb_llmdiag.metrics.anatomy.parts import PARTS
 
     src = PALETTE.read_text(encoding="utf-8")
     m = re.search(r"export const PART_COLORS = Object\.freeze\(\{(.*?)\}\);", src, re.S)

@@ -1,4 +1,4 @@
-"""The host floor (metrics/host_floor.py) and the what-if it bounds (findings/whatif.py, docs/whatif.md).
+"""The host floor (metrics/host/floor.py) and the what-if it bounds (findings/whatif.py, docs/whatif.md).
 
 - A hand-built trace whose host span, blocked time and own time per step are computed by hand.
 - The what-if on hand-made metrics: a device-side cut the host floor binds (the saving stops at the floor), one it
@@ -26,8 +26,8 @@ from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.context import Context
-from tb_llmdiag.metrics.host_floor import host_floor_metrics
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.host.floor import host_floor_metrics
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import Kind
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,9 +21,9 @@ from tb_llmdiag import api
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jobs.pipeline import balance_saving_ns, expected_bubble_share
 from tb_llmdiag.metrics import analyze
-from tb_llmdiag.metrics.collectives import find_collectives
-from tb_llmdiag.metrics.comm_purpose import PURPOSE_CODE, classify_purposes, rounds_of
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.comm.collectives import find_collectives
+from tb_llmdiag.metrics.comm.purpose import PURPOSE_CODE, classify_purposes, rounds_of
+from tb_llmdiag.metrics.steps.windows import find_steps
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).parent.parent.parent / "shared" / "traces" / "external" / "deepseek-ai_profile-data"

@@ -1,4 +1,4 @@
-"""The Python tracer's cost per record (``metrics.overhead.PYTHON_RECORD_NS``) against the captures that measure it
+"""The Python tracer's cost per record (``metrics.capture.overhead.PYTHON_RECORD_NS``) against the captures that measure it
 (docs/whatif.md, "The Python tracer's cost per record"; follow-up of issue #23).
 
 Read here from the raw trace JSON and truth.json, sharing no code with the product:
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tb_llmdiag.metrics.overhead import PYTHON_RECORD_NS
+from tb_llmdiag.metrics.capture.overhead import PYTHON_RECORD_NS
 
 DATA = Path(__file__).resolve().parent / "data"
 PAIRS = [("trust_host_full", "trust_host_default"), ("trust4_host_full", "trust4_host_default"),

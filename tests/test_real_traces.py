@@ -20,7 +20,7 @@ from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.headline import headline
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.render.canonical_json import dumps
 
 REPO = Path(__file__).resolve().parents[1]

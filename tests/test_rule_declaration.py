@@ -35,8 +35,8 @@ DECLARATION_TABLES = frozenset(
 
 #: (module, string): the same word in another vocabulary, never a rule's id there; each says which
 OTHER_MEANINGS = {
-    ("metrics/topics.py", "host_sync"): "the host_sync metric topic (metrics/host_sync.py), which sync_storm needs",
-    ("metrics/launch.py", "tiny_kernels"): "a key of the launch topic's per-step counts",
+    ("metrics/topics.py", "host_sync"): "the host_sync metric topic (metrics/host/sync.py), which sync_storm needs",
+    ("metrics/host/launch.py", "tiny_kernels"): "a key of the launch topic's per-step counts",
     ("jobs/straggler.py", "host_sync"): "a straggler cause (job.straggler_cause), compared across ranks",
 }
 

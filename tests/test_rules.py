@@ -70,7 +70,7 @@ def test_every_rule_is_complete(rule: Rule) -> None:
 CUDA_ONLY = {"host_bound", "tiny_kernels", "host_sync", "pageable_memcpy", "dataloader_stall", "slow_host_op",
              # Kineto-only cause topics (metrics/topics.py): kernel names, torch.optim / autograd / dynamo ranges
              "recompilation", "fp32_math", "unfused_optimizer", "activation_checkpointing",
-             # the host attribution (metrics/attribution.py): Kineto host events
+             # the host attribution (metrics/attribution/topic.py): Kineto host events
              "allocator_churn", "unrecorded_host_time", "host_activity"}
 SHARED_IDS = {"step_variance", "warmup_in_window", "copy_heavy", "gpu_gaps"}
 

@@ -1,4 +1,4 @@
-"""metrics.ranges.step_of: its per-step fill (sorted times) against a per-time rule written here, on generated
+"""metrics.host.ranges.step_of: its per-step fill (sorted times) against a per-time rule written here, on generated
 steps that overlap, share starts, end their host part before the next starts or not at all."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_llmdiag.metrics import ranges
-from tb_llmdiag.metrics.steps import Steps
+from tb_llmdiag.metrics.host import ranges
+from tb_llmdiag.metrics.steps.windows import Steps
 
 
 def by_rule(starts: list[int], host_ends: list[int], t: int) -> int:

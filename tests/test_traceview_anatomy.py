@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from metrics.minitrace import US, kernel, make_trace
-from tb_llmdiag.metrics.anatomy import PartRows
+from tb_llmdiag.metrics.anatomy.topic import PartRows
 from tb_llmdiag.model import DEVICE_KINDS
 from tb_llmdiag.traceview.anatomy import part_locations, parts_in_range
 

@@ -15,9 +15,9 @@ import pytest
 
 from tb_llmdiag.ingest.xplane.reader import XLA_ROLES, read_xplane
 from tb_llmdiag.jsonsafe import jsonable
-from tb_llmdiag.metrics.steps import Steps, find_steps
-from tb_llmdiag.metrics.xla import compute_xla, op_bucket
-from tb_llmdiag.metrics.xla_split import SPLIT_KEYS, step_split_metrics, with_step_split
+from tb_llmdiag.metrics.steps.windows import Steps, find_steps
+from tb_llmdiag.metrics.xla.topic import compute_xla, op_bucket
+from tb_llmdiag.metrics.xla.split import SPLIT_KEYS, step_split_metrics, with_step_split
 from tb_llmdiag.model import DeviceInfo, EventTable, Kind, Trace
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "xplane"

@@ -14,7 +14,7 @@ from tb_llmdiag.errors import TraceFormatError
 from tb_llmdiag.ingest.xplane.reader import XLA_ROLES, parse_xspace, read_xplane
 from tb_llmdiag.ingest.xplane.schema import message_classes
 from tb_llmdiag.jsonsafe import jsonable
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import EventTable, Kind
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "xplane"
@@ -248,7 +248,7 @@ def test_random_bytes_never_raise_anything_else(data: bytes) -> None:
 
 @pytest.mark.skipif(not JAX_GPU, reason="tests/data/xplane_jax_gpu not captured yet")
 def test_jax_gpu_capture_gives_the_planted_findings() -> None:
-    from tb_llmdiag.metrics.xla import compute_xla
+    from tb_llmdiag.metrics.xla.topic import compute_xla
 
     (path,) = JAX_GPU
     tr = read_xplane(str(path))

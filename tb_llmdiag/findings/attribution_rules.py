@@ -11,7 +11,7 @@ the trace cannot tell why the time goes there, the finding says so and how to se
 from __future__ import annotations
 
 from tb_llmdiag.findings.engine import Fix, Flavour, Locate, Metrics, ProfilerCost, Rule, lookup
-from tb_llmdiag.metrics.overhead import PYTHON_RECORD_NS
+from tb_llmdiag.metrics.capture.overhead import PYTHON_RECORD_NS
 from tb_llmdiag.units import fmt, fmt_ns
 
 #: top_kind -> the catalogue rule that explains such an activity (``host_activity`` is for the others)

@@ -29,7 +29,7 @@ from tb_llmdiag.findings.attribution_rules import (
 from tb_llmdiag.findings.engine import Fix, Flavour, Locate, Metrics, ProfilerCost, Rule, lookup
 from tb_llmdiag.findings.gpu_causes import CAUSE_RULES
 from tb_llmdiag.findings.parts import casts_not_weights, knows, knows_launches_and_tokens, part_evidence
-from tb_llmdiag.metrics.idle import HOST_COPY_HINT, PER_SHAPE_HINTS, RECOMPILE_HINT
+from tb_llmdiag.metrics.steps.idle import HOST_COPY_HINT, PER_SHAPE_HINTS, RECOMPILE_HINT
 
 # Named predicates (a rule that needs more than one comparison)
 
@@ -93,7 +93,7 @@ def slow_calls(m: Metrics) -> bool:
 
 def hint_is(*hints: str) -> Callable[[Metrics], bool]:
     """A predicate: the slow host operation's hint is one of ``hints`` (given only when its events are in the trace:
-    ``metrics.idle.culprit_hint``)."""
+    ``metrics.steps.idle.culprit_hint``)."""
 
     def pred(m: Metrics) -> bool:
         return lookup(m, "idle.host_wait_culprit_hint") in hints

@@ -1,5 +1,5 @@
-"""Causes named at a model part (#37): ``PART_RULES``, rules that read the ``anatomy`` topic (``metrics/anatomy.py``,
-``metrics/anatomy_causes.py``), and the named predicates and wordings the existing rules use to name the part that
+"""Causes named at a model part (#37): ``PART_RULES``, rules that read the ``anatomy`` topic (``metrics/anatomy/topic.py``,
+``metrics/anatomy/causes.py``), and the named predicates and wordings the existing rules use to name the part that
 holds their time (``names_part``).
 
 - ``attention_backend``: the core attention (scaled dot-product attention) runs on the math backend (or eagerly, as

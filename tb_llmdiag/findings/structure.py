@@ -2,7 +2,7 @@
 decode_launch_bound, with their named predicates. ``findings/table.py`` adds them to ``RULES``.
 
 Each names the part of the model that holds its time and the cause there, from the anatomy's structure figures
-(``metrics/anatomy_structure.py``: ``anatomy.moe``, ``anatomy.logits``, ``anatomy.graphs``) or, for a decode loop,
+(``metrics/anatomy/structure.py``: ``anatomy.moe``, ``anatomy.logits``, ``anatomy.graphs``) or, for a decode loop,
 the launch and idle topics. Their savings join the sequence of savings (``findings/whatif.py``): the MoE's padding
 and the loss's vocabulary-wide passes are device time (``device`` pool), a graph break's and a decode loop's cost is
 the GPU waiting for the host (``idle`` pool, before the ``host_bound`` symptom, which keeps what they leave).

@@ -1,4 +1,4 @@
-"""What the profiler's own cost does to the findings and the what-if (``capture`` topic, ``metrics/overhead.py``).
+"""What the profiler's own cost does to the findings and the what-if (``capture`` topic, ``metrics/capture/overhead.py``).
 
 Contract:
 - ``with_caveats(findings, metrics, what, rules)``: a finding whose evidence is host time (its rule's

@@ -8,7 +8,7 @@ evaluated on XPlane runs even when the XLA version does not fire.
 
 Savings are shares of the summed step time T (the window), as on GPU runs, so findings rank on one scale.
 Each step is charged to one cause, so two findings do not claim the same time; the metrics compute that
-split and its savings (``tb_llmdiag/metrics/xla_split.py``: ``xla.transfer_stall_ns``,
+split and its savings (``tb_llmdiag/metrics/xla/split.py``: ``xla.transfer_stall_ns``,
 ``xla.host_transfer_saving_share``, ``xla.clean_step_cv``, ``xla.clean_step_excess_share``,
 ``xla.steady_device_idle_saving_share``, ``xla.movement_saving_share``): compile steps are
 ``recompilation`` / ``warmup_in_window``'s, the stall of steady steps with a read-back inside is

@@ -1,7 +1,7 @@
 """Jobs: the ranks of one run together.
 
 Per rank, which device events are collectives and communication apart from compute are metric topics
-(``metrics/collectives.py``, ``metrics/communication.py``). Here, one module per stage (dependencies point down
+(``metrics/comm/collectives.py``, ``metrics/comm/communication.py``). Here, one module per stage (dependencies point down
 the list):
 - ``rank_summary``: ``RankSummary``, the compact per-rank record the job level reads (JSON-safe, ~KB per rank).
 - ``matching``: collectives matched across ranks: which rows are one collective, its transfer, who arrived last.

@@ -49,7 +49,7 @@ from tb_llmdiag.jobs.pipeline import pipeline_model
 from tb_llmdiag.jobs.purposes import purposes_of_job
 from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.straggler import JobTables, attribute, per_rank_mean, what_if
-from tb_llmdiag.metrics.collectives import KINDS
+from tb_llmdiag.metrics.comm.collectives import KINDS
 
 I64 = NDArray[np.int64]
 

@@ -12,8 +12,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tb_llmdiag.jobs.rank_summary import RankSummary
-from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s
-from tb_llmdiag.metrics.comm_purpose import PURPOSE_CODE
+from tb_llmdiag.metrics.comm.collectives import KINDS, bus_bandwidth_bytes_per_s
+from tb_llmdiag.metrics.comm.purpose import PURPOSE_CODE
 
 I64 = NDArray[np.int64]
 
@@ -38,7 +38,7 @@ class Matched:
     member_step: I64 = field(repr=False)  # the member's step number (per its own rank)
     member_end_ns: I64 = field(repr=False)  # absolute end time on the member's clock
     member_exposed_ns: I64 = field(repr=False)  # the member's collective time no compute of its own overlaps
-    #: per match: its purpose (``metrics.comm_purpose.PURPOSES`` code), as the last arrival's rank classified it
+    #: per match: its purpose (``metrics.comm.purpose.PURPOSES`` code), as the last arrival's rank classified it
     purpose: I64 = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
 

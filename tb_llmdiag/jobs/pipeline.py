@@ -1,6 +1,6 @@
 """The job as a pipeline: stage-to-stage send/recv read as the schedule's dependency, not as stragglers (#33).
 
-Definitions (ranks whose collectives include ``pipeline`` ones, ``metrics.comm_purpose``: send/recv):
+Definitions (ranks whose collectives include ``pipeline`` ones, ``metrics.comm.purpose``: send/recv):
 - ``stage_count`` p = the ranks with send/recv (one pipeline; a job that also replicates stages counts every
   replica's stages, an over-count the docs state); ``micro_batches`` m = the fewest send/recv per step on one rank,
   halved (an end stage sends m activations and receives m gradients, or the reverse; a middle stage does both).
@@ -28,7 +28,7 @@ import numpy as np
 from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.straggler import ENTRIES as STRAGGLER_ENTRIES
 from tb_llmdiag.jobs.straggler import JobTables, per_rank_mean
-from tb_llmdiag.metrics.comm_purpose import PURPOSE_CODE
+from tb_llmdiag.metrics.comm.purpose import PURPOSE_CODE
 from tb_llmdiag.metrics.entry import COUNT, INDEX, LOWER, NEITHER, NS, SHARE, TEXT, Entry
 
 STAGE_RATIO = 1.5

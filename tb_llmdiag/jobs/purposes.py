@@ -1,11 +1,11 @@
-"""Communication by purpose over a job's ranks (#33): per purpose (``metrics.comm_purpose.PURPOSES``), from the
+"""Communication by purpose over a job's ranks (#33): per purpose (``metrics.comm.purpose.PURPOSES``), from the
 ranks' summaries: collectives and bytes per step (the median rank's), exposed time per step and its share of the
 job step (the median rank's), the median message and the largest group size stated; and from the collectives
 matched across ranks (``jobs.matching``), ``transfer_busbw_bytes_per_s``: their known bytes / their transfer time
 (the last arrival's duration: no waiting in it) x the nccl-tests factor of the purpose's leading kind (group size
 from the args, else the job's ranks); null without a matched collective of known size.
 
-``link_metrics``: the link of the ranks' GPU (``metrics.comm_purpose.link_of`` on the first rank's device name)
+``link_metrics``: the link of the ranks' GPU (``metrics.comm.purpose.link_of`` on the first rank's device name)
 and, for the purpose with the most exposed time among those with a median message of at least
 ``BANDWIDTH_BOUND_BYTES`` and a transfer bandwidth, that bandwidth against the link (``link_busbw_ratio``) and
 against a 400 Gb/s NIC (``link_network_ratio``), its exposed share and median message; null without one."""
@@ -19,8 +19,8 @@ import numpy as np
 
 from tb_llmdiag.jobs.matching import Matched
 from tb_llmdiag.jobs.rank_summary import RankSummary
-from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s
-from tb_llmdiag.metrics.comm_purpose import BANDWIDTH_BOUND_BYTES, NETWORK_BYTES_PER_S, PURPOSES, link_of
+from tb_llmdiag.metrics.comm.collectives import KINDS, bus_bandwidth_bytes_per_s
+from tb_llmdiag.metrics.comm.purpose import BANDWIDTH_BOUND_BYTES, NETWORK_BYTES_PER_S, PURPOSES, link_of
 from tb_llmdiag.metrics.entry import BYTES, COUNT, HIGHER, LOWER, NEITHER, NS, PER_STEP, RATIO, SHARE, TEXT, Entry
 
 
@@ -96,7 +96,7 @@ def link_metrics(rows: list[dict[str, Any]], device_name: str | None) -> dict[st
 
 # The registry's entries of the job's purposes (``purposes_of_job``) and of its link (``link_metrics``): one row per
 # key (metrics/entry.py); jobs/report.py collects the job level's in registry order (``JOB_ENTRIES``)
-_PP = "per purpose over the ranks (`jobs.purposes`; purposes: `metrics.comm_purpose`)"
+_PP = "per purpose over the ranks (`jobs.purposes`; purposes: `metrics.comm.purpose`)"
 ENTRIES: tuple[Entry, ...] = (
     ("job.purposes[].purpose", TEXT, NEITHER, 0, "purpose", _PP),
     ("job.purposes[].count_per_step", PER_STEP, NEITHER, 0.02, "per step", "collectives per step, the median rank's; " + _PP),
@@ -110,7 +110,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("job.top_purpose_exposed_share", SHARE, LOWER, 0.1, "top purpose exposed share", "its exposed_share"),
 )  # fmt: skip
 
-_LINK = "the link (`jobs.purposes.link_metrics`; the table: `metrics.comm_purpose.LINKS`)"
+_LINK = "the link (`jobs.purposes.link_metrics`; the table: `metrics.comm.purpose.LINKS`)"
 LINK_ENTRIES: tuple[Entry, ...] = (
     ("job.purposes[].transfer_busbw_bytes_per_s", "bytes_per_s", HIGHER, 0.1, "transfer bus bandwidth",
      "known bytes of the purpose's matched collectives / their transfer time (no waiting) x the nccl-tests factor"),

@@ -2,7 +2,7 @@
 
 Contract:
 - Built once per rank from its Trace and steps (``summarize_rank``); holds numpy columns only, per step
-  (``CommBreakdown`` of ``metrics.communication``) and per collective (kind, start, end, bytes, group size, process group,
+  (``CommBreakdown`` of ``metrics.comm.communication``) and per collective (kind, start, end, bytes, group size, process group,
   sequence number, step). Times are absolute ns (``Trace.origin_ns`` + ts), so ranks that share a clock
   compare directly; the job analysis itself needs only durations (see ``jobs.cross_rank``).
 - ``to_dict`` / ``from_dict`` round-trip through JSON-safe dicts (lists of ints, strings); ``nbytes`` is the
@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.metrics.collectives import KINDS, Collectives, find_collectives
-from tb_llmdiag.metrics.comm_purpose import PURPOSE_CODE, classify_purposes
-from tb_llmdiag.metrics.communication import (
+from tb_llmdiag.metrics.comm.collectives import KINDS, Collectives, find_collectives
+from tb_llmdiag.metrics.comm.communication import (
     StepWindows,
     comm_breakdown,
     exposed_per_collective,
@@ -28,8 +27,9 @@ from tb_llmdiag.metrics.communication import (
     window_of,
     windows,
 )
+from tb_llmdiag.metrics.comm.purpose import PURPOSE_CODE, classify_purposes
 from tb_llmdiag.metrics.context import RowCache
-from tb_llmdiag.metrics.steps import Steps
+from tb_llmdiag.metrics.steps.windows import Steps
 from tb_llmdiag.model import Trace
 
 SUMMARY_SCHEMA = 1

@@ -61,7 +61,7 @@ from tb_llmdiag.jobs.rank_summary import RankSummary
 from tb_llmdiag.jobs.straggler import ENTRIES as STRAGGLER_ENTRIES
 from tb_llmdiag.jobs.straggler import WHAT_IF_WORDS, per_rank_mean
 from tb_llmdiag.jsonsafe import json_array, json_object
-from tb_llmdiag.metrics.collectives import KINDS
+from tb_llmdiag.metrics.comm.collectives import KINDS
 from tb_llmdiag.metrics.entry import (
     BYTES,
     COUNT,

@@ -1,7 +1,7 @@
 """Metrics: one topic per module, each a pure function over the trace's columns.
 
 ``analyze(trace, steps) -> Analysis``: the topics (``Analysis.metrics``, ``{topic: dict}``) and the per-step
-breakdown behind them (``Analysis.breakdown``, ``metrics.gaps.StepBreakdown``), which the tab's step
+breakdown behind them (``Analysis.breakdown``, ``metrics.steps.gaps.StepBreakdown``), which the tab's step
 timeline and ``/steps`` rows read so they show what the report counts. ``compute_metrics`` returns the topics
 only. Every topic dict holds JSON scalars/lists with units in key names and null (never NaN) for unknowns. A
 topic that cannot be computed says why: ``{"available": false, "reason": "..."}``. Definitions:
@@ -24,8 +24,8 @@ from typing import Any
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.entry import COUNT, FLAG, NEITHER, SHARE, TEXT, Entry, Intro
-from tb_llmdiag.metrics.gaps import StepBreakdown, step_breakdown
-from tb_llmdiag.metrics.steps import Steps, find_steps
+from tb_llmdiag.metrics.steps.gaps import StepBreakdown, step_breakdown
+from tb_llmdiag.metrics.steps.windows import Steps, find_steps
 from tb_llmdiag.metrics.topics import TOPICS, Inputs, Topic
 from tb_llmdiag.metrics.workload import device_kind, workload_fields
 from tb_llmdiag.model import Trace

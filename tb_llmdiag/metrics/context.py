@@ -9,7 +9,7 @@ Contract:
 - Name-dependent flags are computed once per unique name (``NAME_PATTERNS``), then broadcast by ``name_id``.
 - Computed once here and shared: the device-busy union (``busy_s``/``busy_e``: every consumer, the idle
   gaps, the step breakdown, the timeline and the summary, reads it), the host signals (``HostSignals``), the
-  collectives (``coll``, ``metrics.collectives``) and the busy union without them (``work_s``/``work_e``:
+  collectives (``coll``, ``metrics.comm.collectives``) and the busy union without them (``work_s``/``work_e``:
   device time spent on anything but a collective, what ``gpu_busy`` counts).
 - Row selections several topics need (rows of some kinds, name families, the launch join by correlation id)
   live in ``Context.cache`` (a ``RowCache``), computed on first use, so none runs twice.
@@ -27,10 +27,10 @@ from numpy.typing import NDArray
 
 from tb_llmdiag.classify import category_codes
 from tb_llmdiag.intervals import merge
-from tb_llmdiag.metrics.collectives import Collectives, find_collectives
-from tb_llmdiag.metrics.graphs import GRAPH_LAUNCH, GraphReplays, graph_replays, replay_queued_end
-from tb_llmdiag.metrics.host_tree import HostForest
-from tb_llmdiag.metrics.steps import Steps
+from tb_llmdiag.metrics.comm.collectives import Collectives, find_collectives
+from tb_llmdiag.metrics.gpu.graphs import GRAPH_LAUNCH, GraphReplays, graph_replays, replay_queued_end
+from tb_llmdiag.metrics.host.tree import HostForest
+from tb_llmdiag.metrics.steps.windows import Steps
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 I64 = NDArray[np.int64]
@@ -121,7 +121,7 @@ class RowCache:
 
     def keep(self, name: str, value: object) -> None:
         """Keep a topic's per-row result for the views above the metrics (the ``anatomy`` topic's part of each
-        device row, ``metrics.anatomy.PartRows``): held as long as the analysis is."""
+        device row, ``metrics.anatomy.topic.PartRows``): held as long as the analysis is."""
         self._kept[name] = value
 
     def kept(self, name: str) -> object | None:
@@ -131,7 +131,7 @@ class RowCache:
     _forest: list[HostForest] = field(default_factory=list, repr=False, compare=False)
 
     def forest(self) -> HostForest:
-        """The host call forest (``metrics.host_tree``), built on first use and kept until ``release_forest``: the
+        """The host call forest (``metrics.host.tree``), built on first use and kept until ``release_forest``: the
         early topics that read it (``attribution``, ``anatomy``) build it once, and the last of them releases it."""
         if not self._forest:
             self._forest.append(HostForest.build(self.trace))
@@ -246,7 +246,7 @@ def in_windows(ts: I64, win_s: I64, win_e: I64) -> NDArray[np.bool_]:
 
 @dataclass(frozen=True)
 class HostSignals:
-    """Host-side intervals and launch joins that explain idle gaps (``metrics.gaps``): merged synchronising calls
+    """Host-side intervals and launch joins that explain idle gaps (``metrics.steps.gaps``): merged synchronising calls
     (``sync_api`` + ``sync_op``), merged DataLoader ranges, and per device event its start and the end of the
     call that launched it. Built once per analysis, in ``Context.build``."""
 
@@ -260,7 +260,7 @@ class HostSignals:
     @staticmethod
     def of(cache: RowCache, graph: GraphReplays | None = None) -> HostSignals:
         """From the trace's events, through the rows ``cache`` (``Context.cache``) shares with the topics; the events
-        a graph replays after its first one count as queued (``metrics.graphs``)."""
+        a graph replays after its first one count as queued (``metrics.gpu.graphs``)."""
         ev = cache.trace.events
         sync = np.concatenate((cache.family("sync_api"), cache.family("sync_op")))
         sync_s, sync_e = merge(ev.ts_ns[sync], ev.ts_ns[sync] + ev.dur_ns[sync])
@@ -293,7 +293,7 @@ class Context:
     coll: Collectives  # collective kernels (NCCL/RCCL, DeepEP, XLA collectives)
     work_s: I64  # merged device busy intervals without the collectives
     work_e: I64
-    graph: GraphReplays  # per dev row: replayed by a CUDA/HIP graph (``metrics.graphs``)
+    graph: GraphReplays  # per dev row: replayed by a CUDA/HIP graph (``metrics.gpu.graphs``)
 
     @property
     def window_ns(self) -> int:

@@ -229,7 +229,7 @@ VALUE_WORDS: dict[str, str] = {
     "all_to_all": "all-to-all",
     "send_recv": "send/receive",
     "broadcast": "broadcast",
-    # what a collective is for (metrics.comm_purpose)
+    # what a collective is for (metrics.comm.purpose)
     "data_parallel": "data-parallel",
     "fsdp": "FSDP",
     "tensor_parallel": "tensor-parallel",

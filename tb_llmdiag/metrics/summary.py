@@ -7,7 +7,7 @@ Definitions (exact, and checked against plain-``json`` computations in the tests
   streams together), so concurrent streams are not double counted.
 - ``runtime_time_ns``: sum of RUNTIME and DRIVER API call durations.
 - ``window_ns``: from the first event's start to the last event's end.
-- ``step_source``: see ``metrics.steps``; the steps themselves are listed once, in ``metrics.steps.per_step``.
+- ``step_source``: see ``metrics.steps.windows``; the steps themselves are listed once, in ``metrics.steps.per_step``.
 """
 
 from __future__ import annotations

@@ -18,37 +18,27 @@ from dataclasses import dataclass
 from typing import Any
 
 # by its path, under another name: `annotations` is __future__'s, in this module and in the package
-import tb_llmdiag.metrics.annotations as user_annotations
-from tb_llmdiag.metrics import (
-    anatomy,
-    attribution,
-    capture,
-    checkpointing,
-    comm_purpose,
-    communication,
-    dataloader,
-    flops,
-    host_floor,
-    host_sync,
-    idle,
-    inference,
-    kernels,
-    launch,
-    memcpy,
-    memory,
-    optimizer,
-    outliers,
-    overhead,
-    precision,
-    step_stats,
-    sync_storm,
-    xla,
-    xla_split,
-)
-from tb_llmdiag.metrics import compile as torch_compile
+import tb_llmdiag.metrics.host.annotations as user_annotations
+from tb_llmdiag.metrics.anatomy import topic as anatomy
+from tb_llmdiag.metrics.attribution import topic as attribution
+from tb_llmdiag.metrics.capture import overhead
+from tb_llmdiag.metrics.capture import topic as capture
+from tb_llmdiag.metrics.comm import communication
+from tb_llmdiag.metrics.comm import purpose as comm_purpose
 from tb_llmdiag.metrics.context import Context
 from tb_llmdiag.metrics.entry import Entry, Intro
-from tb_llmdiag.metrics.gaps import StepBreakdown
+from tb_llmdiag.metrics.gpu import kernels, memcpy, memory, precision
+from tb_llmdiag.metrics.host import dataloader, launch, sync_storm
+from tb_llmdiag.metrics.host import floor as host_floor
+from tb_llmdiag.metrics.host import sync as host_sync
+from tb_llmdiag.metrics.steps import idle, outliers
+from tb_llmdiag.metrics.steps import stats as step_stats
+from tb_llmdiag.metrics.steps.gaps import StepBreakdown
+from tb_llmdiag.metrics.throughput import flops, inference
+from tb_llmdiag.metrics.training import checkpointing, optimizer
+from tb_llmdiag.metrics.training import compile as torch_compile
+from tb_llmdiag.metrics.xla import split as xla_split
+from tb_llmdiag.metrics.xla import topic as xla
 
 #: every ``run.platform``
 PLATFORMS = ("cuda", "xla")
@@ -81,7 +71,7 @@ class Topic:
 
 
 def _xla(i: Inputs) -> dict[str, Any]:
-    """The ``xla`` topic: its metrics, then the step split the XLA findings read (``metrics/xla_split.py``)."""
+    """The ``xla`` topic: its metrics, then the step split the XLA findings read (``metrics/xla/split.py``)."""
     return xla_split.with_step_split(xla.compute_xla(i.ctx.trace, i.ctx.steps), i.ctx.steps)
 
 
@@ -129,7 +119,7 @@ TOPICS: tuple[Topic, ...] = (
           communication.ENTRIES, communication.INTRO),
     Topic("comm_purpose", lambda i: comm_purpose.comm_purpose_metrics(i.ctx), comm_purpose.ENTRIES,
           comm_purpose.INTRO, platforms=CUDA),
-    # what the capture holds and lost (metrics/capture.py) and the profiler's own cost (metrics/overhead.py)
+    # what the capture holds and lost (metrics/capture/topic.py) and the profiler's own cost (metrics/capture/overhead.py)
     Topic("capture", lambda i: overhead.capture_topic(i.ctx, i.breakdown), capture.ENTRIES, capture.INTRO),
     Topic("xla", _xla, xla.ENTRIES, xla.INTRO, platforms=("xla",)),
 )

@@ -4,7 +4,7 @@ Contract (``top_activities(trace, analysis, start_ns, end_ns, *, top, step)`` ->
 in the metric registry under ``activities.*``; pure, vectorised, no per-event Python):
 - The range is [start_ns, end_ns) on the trace's clock (ns since its first event, the clock of ``steps.per_step``
   and of the trace view). An event counts with the part of it inside the range.
-- ``gpu``: the range's device time as the report splits a step (``metrics.gaps``): ``busy_ns`` (device work other
+- ``gpu``: the range's device time as the report splits a step (``metrics.steps.gaps``): ``busy_ns`` (device work other
   than collectives), ``collective_ns`` and the idle time by cause (``host_wait_ns``, ``sync_ns``, ``data_loader_ns``,
   ``other_ns``), from the analysis's one busy union and idle gaps; for a step's range they are its
   ``steps.per_step`` row. ``by_category``: per trace-view category of the device events (``classify``: gemm,
@@ -18,7 +18,7 @@ in the metric registry under ``activities.*``; pure, vectorised, no per-event Py
 - Shares are of the range's duration, so each is in 0..1.
 
 The numbers are those of the trace view's events (their start, duration and category as drawn); an attribution
-of time to activities (``metrics/attribution*``) can replace the per-name unions here without changing the shape.
+of time to activities (``metrics/attribution/``) can replace the per-name unions here without changing the shape.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from tb_llmdiag.errors import BadRange, cut, listed
 from tb_llmdiag.intervals import clip, covered_before_each, merge, overlap_per_window, union_ns_by_group
 from tb_llmdiag.metrics import Analysis
 from tb_llmdiag.metrics.entry import COUNT, INDEX, LOWER, NEITHER, NS, SHARE, TEXT, Entry, Intro
-from tb_llmdiag.metrics.gaps import CAUSES, HOST_WAIT
+from tb_llmdiag.metrics.steps.gaps import CAUSES, HOST_WAIT
 from tb_llmdiag.model import Kind, Trace, kind_mask
 from tb_llmdiag.traceview.build import CATEGORIES, HOST_CATEGORIES, STREAM_KINDS, event_categories
 
@@ -204,7 +204,7 @@ ENTRIES: tuple[Entry, ...] = (
     ("activities.gpu.collective_ns", NS, LOWER, 0.05, "collectives only",
      "device time in the range that only collectives cover (`steps.per_step[].collective_ns` for a step)"),
     ("activities.gpu.host_wait_ns", NS, LOWER, 0.05, "GPU waits for the host",
-     "idle time in the range of gaps of cause `host_wait` (`metrics/gaps.py`; `steps.per_step[].host_wait_ns`)"),
+     "idle time in the range of gaps of cause `host_wait` (`metrics/steps/gaps.py`; `steps.per_step[].host_wait_ns`)"),
     ("activities.gpu.sync_ns", NS, LOWER, 0.05, "GPU idle after a sync", "idle time in the range of gaps of cause `sync`"),
     ("activities.gpu.data_loader_ns", NS, LOWER, 0.05, "GPU waits for data",
      "idle time in the range of gaps of cause `data_loader`"),

@@ -2,7 +2,7 @@
 there) and which parts hold a time range's device time (the agent's ``anatomy`` tool for a range).
 
 Contract (pure, vectorised over the device rows; no per-event Python), both reading what the ``anatomy`` topic
-decided per device row (``metrics.anatomy.PartRows``, kept in the analysis):
+decided per device row (``metrics.anatomy.topic.PartRows``, kept in the analysis):
 - ``part_locations(trace, rows) -> [{"part", "ranges": [[start_ns, end_ns], ...], "focus": [start_ns, end_ns],
   "culprit": name}]``: per
   part with time, its kernels as the trace shows them: a run is a stretch of consecutive device events (in start
@@ -11,7 +11,7 @@ decided per device row (``metrics.anatomy.PartRows``, kept in the analysis):
   name of the longest device event in it (the event the trace view selects and the name it outlines).
 - ``parts_in_range(trace, rows, lo, hi) -> {"busy_ns", "parts": {name: time_ns}}``: the device-busy union within
   [lo, hi) split among the parts as the topic splits the analysis window (each instant equally among the device
-  events running then, ``metrics.anatomy.busy_shares``), so the parts add up to ``busy_ns``.
+  events running then, ``metrics.anatomy.topic.busy_shares``), so the parts add up to ``busy_ns``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_llmdiag.metrics.anatomy import PartRows, busy_shares
+from tb_llmdiag.metrics.anatomy.topic import PartRows, busy_shares
 from tb_llmdiag.model import Trace
 
 #: ranges kept per part: its longest runs of kernels

@@ -24,7 +24,7 @@ from tb_llmdiag.findings.engine import MAX_RANGES, rules_of
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.intervals import gaps as complement
 from tb_llmdiag.metrics.context import HOST_KINDS_FOR, NAME_PATTERNS
-from tb_llmdiag.metrics.idle import LONG_GAP_NS
+from tb_llmdiag.metrics.steps.idle import LONG_GAP_NS
 from tb_llmdiag.model import DEVICE_KINDS, Kind, Trace, kind_mask
 
 Located = tuple[list[list[int]], str | None]

@@ -24,7 +24,7 @@ from tb_llmdiag.metrics.labels import chain_words
 from tb_llmdiag.jobs.report import job_findings, job_metrics
 from tb_llmdiag.jobs.report import job_report
 from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 
 
 def capture(name: str) -> tuple[list[RankSummary], dict, list[Path]]:

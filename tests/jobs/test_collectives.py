@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from minijob import AR, GEMM, SR, US, host, kern, make_rank, step
-from tb_llmdiag.metrics.collectives import KINDS, bus_bandwidth_bytes_per_s, collective_kind, find_collectives
-from tb_llmdiag.metrics.communication import communication_metrics, comm_breakdown
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.comm.collectives import KINDS, bus_bandwidth_bytes_per_s, collective_kind, find_collectives
+from tb_llmdiag.metrics.comm.communication import communication_metrics, comm_breakdown
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import Kind
 
 

@@ -21,7 +21,7 @@ from minijob import US, dp_rank
 from tb_llmdiag.jobs.cross_rank import analyze_job, rank_from_name, resolve_ranks
 from tb_llmdiag.jobs.report import job_findings, job_metrics
 from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 
 
 def summaries(computes=(300, 320, 500), **kw) -> list[RankSummary]:

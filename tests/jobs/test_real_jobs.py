@@ -12,11 +12,11 @@ import pytest
 from tracepaths import SHARED_TRACES, shared_trace
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.jobs.cross_rank import analyze_job
-from tb_llmdiag.metrics.collectives import find_collectives
-from tb_llmdiag.metrics.communication import comm_breakdown
+from tb_llmdiag.metrics.comm.collectives import find_collectives
+from tb_llmdiag.metrics.comm.communication import comm_breakdown
 from tb_llmdiag.jobs.report import job_findings, job_metrics
 from tb_llmdiag.jobs.rank_summary import summarize_rank
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import DEVICE_KINDS, kind_mask
 
 DLRM = "external/facebookresearch_param/dlrm_kineto"
@@ -111,8 +111,8 @@ def test_nccl_args_give_bytes_and_bus_bandwidth() -> None:
     equal a plain-json pass joined by correlation id, and give bytes, group size and bus bandwidth."""
     import numpy as np
 
-    from tb_llmdiag.metrics.collectives import KINDS
-    from tb_llmdiag.metrics.communication import communication_metrics
+    from tb_llmdiag.metrics.comm.collectives import KINDS
+    from tb_llmdiag.metrics.comm.communication import communication_metrics
     from tb_llmdiag.model import Kind
 
     path = shared_trace("hta/nccl_parser_config/nccl_data.json.gz")

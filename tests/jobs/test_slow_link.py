@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tb_llmdiag import api
-from tb_llmdiag.metrics.comm_purpose import link_of
+from tb_llmdiag.metrics.comm.purpose import link_of
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

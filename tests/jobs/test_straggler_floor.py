@@ -23,7 +23,7 @@ from tb_llmdiag.findings.job import STRAGGLER_RULE
 from tb_llmdiag.jobs.cross_rank import T95_ONE_SIDED, analyze_job, t95
 from tb_llmdiag.jobs.report import job_findings, job_metrics, job_report
 from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 
 T4 = 2.132  # Student's t, one-sided 95 %, 4 degrees of freedom (any printed table)
 

@@ -30,7 +30,7 @@ from tb_llmdiag import api
 from tb_llmdiag.jobs.cross_rank import analyze_job
 from tb_llmdiag.jobs.rank_summary import RankSummary, summarize_rank
 from tb_llmdiag.jobs.report import job_metrics, job_report
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 MS = 1e6

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import DEVICE_KINDS, DeviceInfo, EventTable, Kind, MemoryTable, Trace, empty_memory
 
 US = 1_000  # ns per microsecond

@@ -1,4 +1,4 @@
-"""The ``anatomy`` topic (metrics/anatomy.py): the model's parts.
+"""The ``anatomy`` topic (metrics/anatomy/topic.py): the model's parts.
 
 Expectations come from outside the product: the busy union is merged here in plain Python, the FLOPs, GEMM times and
 efficiencies are worked out by hand from the trace's JSON (a second parser: ``json`` and the launch/kernel pairing
@@ -17,9 +17,9 @@ import pytest
 from tracepaths import SHARED_TRACES, TEST_DATA, shared_trace
 
 from tb_llmdiag.ingest import load_trace
-from tb_llmdiag.metrics.anatomy import anatomy_metrics, busy_shares
+from tb_llmdiag.metrics.anatomy.topic import anatomy_metrics, busy_shares
 from tb_llmdiag.metrics.context import Context
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import DEVICE_KINDS
 
 H100_BF16_PEAK = 989.4  # dense BF16 tensor-core TFLOP/s of an H100 SXM (NVIDIA's datasheet)

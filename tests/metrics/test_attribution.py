@@ -1,4 +1,4 @@
-"""The host call forest (metrics/host_tree.py) and the attribution topic (metrics/attribution.py) on hand-made
+"""The host call forest (metrics/host/tree.py) and the attribution topic (metrics/attribution/topic.py) on hand-made
 traces whose answer is worked out by hand in each test (issue #23)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 from minitrace import GEMM, US, E, kernel, launch, make_trace, op, step
 
 from tb_llmdiag.metrics import analyze
-from tb_llmdiag.metrics.attribution import attribute
-from tb_llmdiag.metrics.host_tree import HostForest
+from tb_llmdiag.metrics.attribution.topic import attribute
+from tb_llmdiag.metrics.host.tree import HostForest
 from tb_llmdiag.model import Kind, Trace
 
 

@@ -13,7 +13,7 @@ from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.ingest.kineto.meta import extra_metadata, unprofiled_steps_ns
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import analyze
-from tb_llmdiag.metrics.gaps import CAUSES
+from tb_llmdiag.metrics.steps.gaps import CAUSES
 from tb_llmdiag.model import Kind, Trace
 
 

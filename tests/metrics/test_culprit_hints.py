@@ -1,4 +1,4 @@
-"""``slow_host_op``'s likely cause (metrics/idle.py ``CULPRIT_HINTS``, issue #23 point 2): each hint is given only
+"""``slow_host_op``'s likely cause (metrics/steps/idle.py ``CULPRIT_HINTS``, issue #23 point 2): each hint is given only
 when the events it names are in the trace, and the finding then says them; the same operator without those events
 gets no hint, and the finding says that no event inside it tells why (never a guess from the operator's name).
 
@@ -14,9 +14,9 @@ from tb_llmdiag.findings.engine import evaluate
 from tb_llmdiag.findings.table import RULES
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
-from tb_llmdiag.metrics.idle import CUDNN_ATTENTION_HINT, CUDNN_CONVOLUTION_HINT, HOST_COPY_HINT, RECOMPILE_HINT
+from tb_llmdiag.metrics.steps.idle import CUDNN_ATTENTION_HINT, CUDNN_CONVOLUTION_HINT, HOST_COPY_HINT, RECOMPILE_HINT
 from tb_llmdiag.metrics.labels import chain_words
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import Kind
 
 MS = 1_000 * US

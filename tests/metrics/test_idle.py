@@ -7,8 +7,8 @@ import numpy as np
 from minitrace import US, GEMM, idle_scenario, kernel, launch, make_trace, step
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.context import Context
-from tb_llmdiag.metrics.gaps import CAUSES, IdleGaps, classify, gap_causes
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.gaps import CAUSES, IdleGaps, classify, gap_causes
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import Trace
 
 

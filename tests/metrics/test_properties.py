@@ -13,7 +13,7 @@ from tb_llmdiag.findings.diagnosis import diagnose
 from tb_llmdiag.jsonsafe import jsonable
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.headline import headline
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import Kind
 
 NAMES = {
@@ -85,8 +85,8 @@ def test_overlapping_collectives_count_once_and_kernels_alone_have_an_anatomy() 
 def test_each_collectives_exposed_time_counts_shared_time_once() -> None:
     """``exposed_per_collective`` (what the run topic and the job's purposes both sum): by hand, all-reduces on
     [0, 10) and [5, 15) and a GEMM on [12, 20): the first holds its 10 ns, the second only [10, 12), 2 ns."""
-    from tb_llmdiag.metrics.collectives import find_collectives
-    from tb_llmdiag.metrics.communication import exposed_per_collective
+    from tb_llmdiag.metrics.comm.collectives import find_collectives
+    from tb_llmdiag.metrics.comm.communication import exposed_per_collective
 
     ar = NAMES[Kind.KERNEL][3]
     trace = make_trace([E(Kind.KERNEL, ar, 0, 10, -1, -1, None), E(Kind.KERNEL, ar, 5, 10, -1, -1, None),

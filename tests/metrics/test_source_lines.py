@@ -1,4 +1,4 @@
-"""Source lines through backward (``metrics/source_lines.py``): a backward operator's ``source`` is its forward
+"""Source lines through backward (``metrics/host/source_lines.py``): a backward operator's ``source`` is its forward
 operator's user frame.
 
 Expectations by hand from the raw JSON (``json`` only, nothing of ``tb_llmdiag``): the culprit's calls on the autograd
@@ -24,8 +24,8 @@ from tb_llmdiag import api
 from tb_llmdiag.ingest import load_trace
 from tb_llmdiag.ingest.discover import discover
 from tb_llmdiag.metrics.context import Context
-from tb_llmdiag.metrics.source_lines import MAX_ROWS, rows_source
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.host.source_lines import MAX_ROWS, rows_source
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tracepaths import TEST_DATA
 
 FRAME = re.compile(r"^(?P<file>[^()]+\.py)\((?P<line>\d+)\)")

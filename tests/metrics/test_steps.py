@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitrace import US, E, kernel, launch, make_trace, step
-from tb_llmdiag.metrics.steps import find_steps, optimizer_groups
+from tb_llmdiag.metrics.steps.windows import find_steps, optimizer_groups
 from tb_llmdiag.model import Kind
 
 

@@ -10,9 +10,9 @@ import pytest
 from minitrace import idle_scenario
 from tb_llmdiag.metrics import compute_metrics, compute_topics, run_topic
 from tb_llmdiag.metrics.context import Context
-from tb_llmdiag.metrics.gaps import step_breakdown
+from tb_llmdiag.metrics.steps.gaps import step_breakdown
 from tb_llmdiag.metrics.registry import METRICS
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.metrics.topics import PLATFORMS, TOPICS, Inputs, Topic
 
 

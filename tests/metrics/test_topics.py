@@ -11,7 +11,7 @@ from minitrace import E, GEMM, LOADER, US, idle_scenario, kernel, launch, make_t
 from tb_llmdiag.classify import CATEGORIES
 from tb_llmdiag.metrics import compute_metrics
 from tb_llmdiag.metrics.headline import headline
-from tb_llmdiag.metrics.steps import find_steps
+from tb_llmdiag.metrics.steps.windows import find_steps
 from tb_llmdiag.model import DeviceInfo, Kind, MemoryTable
 
 
@@ -334,7 +334,7 @@ def test_host_wait_culprit_counts_concurrent_calls_of_one_name_once() -> None:
 def test_host_wait_per_shape_work_is_the_slow_plan_building_operator() -> None:
     # GIVEN the GPU idle 10-90 us while the host is inside a cuDNN attention call that takes 78 us (a plan
     # build would take ms; the threshold is lowered here) and its 80 us caller
-    import tb_llmdiag.metrics.idle as idle_mod
+    import tb_llmdiag.metrics.steps.idle as idle_mod
 
     # in each of two steps, whose recorded token slots differ (8, then 16: a new input shape in both)
     rows = []

@@ -15,7 +15,7 @@ Contract:
   ``correlation`` (kernel rows; ``record_param_comms`` CPU rows carry no correlation and are left out) adds one
   record. Malformed values are skipped (-1), never raised.
 - ``CommArgs.columns(events)``: ``(extra, extra_names)`` for ``Trace``: the columns of
-  ``metrics.collectives.ARG_COLUMNS`` aligned with the events (-1 unknown), filled on the kernel rows whose
+  ``metrics.comm.collectives.ARG_COLUMNS`` aligned with the events (-1 unknown), filled on the kernel rows whose
   correlation id a record carries; ``extra_names["comm_dtype"]`` and ``["comm_pg"]`` (``Process Group Name`` and,
   when present, ``|`` and ``Process Group Ranks``). Empty dicts when no record was found.
 """
