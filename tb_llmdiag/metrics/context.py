@@ -237,11 +237,12 @@ def in_windows(ts: I64, win_s: I64, win_e: I64) -> NDArray[np.bool_]:
     """Whether each time falls inside one of the sorted, disjoint windows [s, e)."""
     if win_s.size == 0:
         return np.zeros(ts.shape, dtype=bool)
-    i = np.searchsorted(win_s, ts, side="right") - 1
-    ok = i >= 0
-    out = np.zeros(ts.shape, dtype=bool)
-    out[ok] = ts[ok] < win_e[i[ok]]
-    return out
+    # the end of the last window starting at or before each time; a time before every window is compared with an end
+    # below every time. Two per-time arrays at most (the index, then the ends): on the 191 MB bench trace's 227,000
+    # operators a selection of the times in windows left five, and set the report's peak memory
+    ends = np.searchsorted(win_s, ts, side="right")
+    ends = np.concatenate(([np.iinfo(np.int64).min], win_e)).astype(np.int64, copy=False)[ends]
+    return np.asarray(ts) < ends
 
 
 @dataclass(frozen=True)
