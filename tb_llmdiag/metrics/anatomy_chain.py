@@ -34,6 +34,7 @@ from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind
 IDX = NDArray[np.intp]
 I16 = NDArray[np.int16]
 _MATH_SDPA = "aten::_scaled_dot_product_attention_math"
+_POSITIONS_CHUNK = 1 << 16  # forest positions written per step (_positions)
 #: the operators whose kernels are GEMMs (a cast inside one is the weight's or the input's)
 GEMM_OPS = frozenset(
     ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::_scaled_mm", "aten::bmm", "aten::baddbmm")
@@ -235,5 +236,7 @@ def _positions(forest: HostForest, n_rows: int, rows: IDX) -> IDX:
     """The forest position of each of ``rows`` (events of the trace's ``n_rows``), -1 for an event not in it. The row
     -> position table is made for the call and dropped, not held through the walk up the ancestors."""
     pos_of_row = np.full(n_rows, -1, np.int32)
-    pos_of_row[forest.rows] = np.arange(len(forest), dtype=np.int32)
+    for lo in range(0, len(forest), _POSITIONS_CHUNK):  # bounded temporaries: the positions and the indices cast
+        hi = min(lo + _POSITIONS_CHUNK, len(forest))
+        pos_of_row[forest.rows[lo:hi]] = np.arange(lo, hi, dtype=np.int32)
     return pos_of_row[rows].astype(np.intp)
