@@ -34,6 +34,7 @@ from tb_llmdiag.model import SHAPE_OPS, EventTable, Kind
 IDX = NDArray[np.intp]
 I16 = NDArray[np.int16]
 _MATH_SDPA = "aten::_scaled_dot_product_attention_math"
+_POSITIONS_CHUNK = 1 << 16  # forest positions written per step (_positions)
 #: the operators whose kernels are GEMMs (a cast inside one is the weight's or the input's)
 GEMM_OPS = frozenset(
     ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::_scaled_mm", "aten::bmm", "aten::baddbmm")
@@ -205,14 +206,11 @@ def launch_chains(ctx: Context, forest: HostForest, feats: NodeFeatures, rows: I
     ev = ctx.trace.events
     launch = ctx.cache.launcher(rows)
     k = rows.size
-    node, op_row, shape_row, fwd_node, flop_row = (np.full(k, -1, np.intp) for _ in range(5))
     has = np.flatnonzero(launch >= 0)
     if has.size == 0 or len(forest) == 0:
-        return Chains(launch, node, op_row, shape_row, fwd_node, flop_row)
-    pos_of_row = np.full(len(ev), -1, np.int32)
-    pos_of_row[forest.rows] = np.arange(len(forest), dtype=np.int32)
+        return Chains(launch, *(np.full(k, -1, np.intp) for _ in range(5)))
     uniq, inv = np.unique(launch[has], return_inverse=True)
-    pos = pos_of_row[uniq].astype(np.intp)
+    pos = _positions(forest, len(ev), uniq)
     ok = pos >= 0
     u_node = gather(forest.node, np.where(ok, pos, -1), -1).astype(np.intp)
     safe = np.maximum(u_node, 0)
@@ -221,9 +219,24 @@ def launch_chains(ctx: Context, forest: HostForest, feats: NodeFeatures, rows: I
     need_fwd = ok & feats.backward[safe] & (links is not None)
     counted = np.fromiter((n in FLOP_FORMULAS for n in ev.names), bool, count=len(ev.names))
     u_op, u_shape, u_flop, u_fwd = _walk(forest, ev, counted, links, np.where(ok, pos, -1), need_shape, need_fwd)
-    f_pos = np.where(u_fwd >= 0, pos_of_row[np.maximum(u_fwd, 0)], -1)
+    fwd = np.flatnonzero(u_fwd >= 0)
+    f_pos = np.full(u_fwd.shape, -1, np.intp)
+    if fwd.size:
+        f_pos[fwd] = _positions(forest, len(ev), u_fwd[fwd])
     u_fwd_node = gather(forest.node, f_pos, -1).astype(np.intp)
-    del pos_of_row
+    # the per-row results are made once the walk is done (its temporaries, on top of the kept call forest, set the
+    # anatomy topic's peak memory)
+    node, op_row, shape_row, fwd_node, flop_row = (np.full(k, -1, np.intp) for _ in range(5))
     node[has], op_row[has], shape_row[has], fwd_node[has] = u_node[inv], u_op[inv], u_shape[inv], u_fwd_node[inv]
     flop_row[has] = u_flop[inv]
     return Chains(launch, node, op_row, shape_row, fwd_node, flop_row)
+
+
+def _positions(forest: HostForest, n_rows: int, rows: IDX) -> IDX:
+    """The forest position of each of ``rows`` (events of the trace's ``n_rows``), -1 for an event not in it. The row
+    -> position table is made for the call and dropped, not held through the walk up the ancestors."""
+    pos_of_row = np.full(n_rows, -1, np.int32)
+    for lo in range(0, len(forest), _POSITIONS_CHUNK):  # bounded temporaries: the positions and the indices cast
+        hi = min(lo + _POSITIONS_CHUNK, len(forest))
+        pos_of_row[forest.rows[lo:hi]] = np.arange(lo, hi, dtype=np.int32)
+    return pos_of_row[rows].astype(np.intp)

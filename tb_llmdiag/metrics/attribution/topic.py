@@ -229,7 +229,9 @@ def attribution_metrics(ctx: Context, bd: StepBreakdown, *, top: int = 8) -> dic
     a = attribute(ctx, bd, top=top)
     if a is None:
         return {"available": False, "reason": "no device activity or no host events in the trace"}
-    return describe(ctx, a, top=top)
+    out = describe(ctx, a, top=top)
+    ctx.cache.drop_forest_ends()  # the anatomy, next, reads the forest without them
+    return out
 
 
 # The registry's entries of the `attribution` topic; the job level's view of it (`job.straggler_activity*`,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tb_llmdiag.intervals import covered_before_each, merge, overlap_per_window, union_ns_by_group
+from tb_llmdiag.intervals import covered_before, merge, overlap_per_window, union_ns_by_group
 from tb_llmdiag.metrics.context import Context, share
 from tb_llmdiag.metrics.entry import COUNT, HIGHER, INDEX, LOWER, NEITHER, NS, SHARE, TEXT, Entry, Intro
 from tb_llmdiag.metrics.host.ranges import inside, launched_inside, named_rows
@@ -172,11 +172,17 @@ def host_wait_culprits(ctx: Context, gaps: IdleGaps, *, top: int = 5) -> dict[st
     dur = ev.dur_ns[ops]
     cnt = np.bincount(nid, minlength=len(ev.names))
     mean = np.bincount(nid, weights=dur, minlength=len(ev.names)) / np.maximum(cnt, 1)
+    del nid  # gathered again below
+    # per-op temporaries are dropped as soon as used, and the two clocks read one after the other (covered_before, the
+    # values covered_before_each gives both at once): this topic sets the report's peak memory
     ts = ev.ts_ns[ops]
     end = ts + dur
-    del dur  # per-op temporaries are dropped as soon as used: this topic sets the report's peak memory
-    at_ts, at_end = covered_before_each(hw_s, hw_e, ts, end)
-    del ts, end
+    del dur
+    at_end = covered_before(hw_s, hw_e, end)
+    del end
+    at_ts = covered_before(hw_s, hw_e, ts)
+    del ts
+    nid = ev.name_id[ops]
     per = union_ns_by_group(nid, at_ts, at_end, len(ev.names))
     del at_ts, at_end
     if per.max() <= 0:
