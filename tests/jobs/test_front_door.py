@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from tracepaths import TEST_DATA
 from tb_llmdiag import api
-from tb_llmdiag.metrics import comm_purpose, communication
+from tb_llmdiag.metrics.comm import communication
+from tb_llmdiag.metrics.comm import purpose as comm_purpose
 
 
 def test_two_single_gpu_traces_in_one_run_are_not_a_job_of_ranks(tmp_path: Path) -> None:
