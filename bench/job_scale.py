@@ -13,7 +13,9 @@
   and only gathers the ranks' results and reduces the job in ``dask``), ``api.report(dir)``: ``local`` in that
   process; ``dask``: on a LocalCluster of ``--dask-workers`` processes started by a third process (the parent is
   only the client). Printed: wall s, per rank ms, per rank / floor per file (the ratio the 64 and 1,024 rows
-  compare), peak RSS of the parent, the straggler named against the planted rank, and the default CLI text's size.
+  compare), peak RSS of the parent, the parent's cyclic GC per rank (CPU in its collections, ``gc.callbacks``; in
+  ``dask`` the client's alone) and its full collections, the straggler named against the planted rank, and the
+  default CLI text's size.
 - The floor is measured just before and just after each mode's run (their mean: the machine's load drifts over a
   run of minutes), in wall and CPU seconds; the CPU ratio (the analysing processes' CPU seconds per rank: this
   process in ``local``, the client's and the workers' in ``dask``, against the floor's CPU per file) is the one
@@ -84,8 +86,27 @@ def floor_per_file_s(d: Path, n: int) -> tuple[float, float]:
     return sorted(times)[len(times) // 2], sorted(cpus)[len(cpus) // 2]
 
 
+def gc_clock() -> list[float]:
+    """From now on, in this process: [CPU seconds spent in the cyclic GC's collections, full collections, the
+    current collection's start] (``gc.callbacks``)."""
+    import gc
+
+    spent = [0.0, 0.0, 0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            spent[2] = time.process_time()
+        else:
+            spent[0] += time.process_time() - spent[2]
+            spent[1] += info["generation"] == 2
+
+    gc.callbacks.append(on_gc)
+    return spent
+
+
 def one(mode: str, d: Path, workers: int) -> dict[str, Any]:
-    """(In a fresh process.) The report of ``d`` in ``mode``; its figures."""
+    """(In a fresh process.) The report of ``d`` in ``mode``; its figures (``gc_s``: this process's cyclic GC, the
+    whole analysis in ``local``)."""
     from peak_rss import peak_rss_mb
 
     from tb_llmdiag import api
@@ -95,9 +116,11 @@ def one(mode: str, d: Path, workers: int) -> dict[str, Any]:
     index = api.discover(str(d))
     t0, c0 = time.perf_counter(), cpu_s()
     if mode == "local":
+        gcs = gc_clock()
         rep = api.report(index)
         cpu = cpu_s() - c0
     else:
+        gcs = gc_clock()  # the client's alone
         from distributed import Client
 
         from tb_llmdiag.scale.dask import DaskRunner
@@ -119,7 +142,8 @@ def one(mode: str, d: Path, workers: int) -> dict[str, Any]:
             proc.wait(timeout=120)
     wall = time.perf_counter() - t0
     job = rep["jobs"][0]
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak_rss_mb(), "straggler": job["metrics"].get("straggler_rank"),
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak_rss_mb(), "gc_s": gcs[0],
+            "gc_full": gcs[1], "straggler": job["metrics"].get("straggler_rank"),
             "cause": job["metrics"].get("straggler_cause"), "ok": sum(r["status"] == "ok" for r in rep["runs"]),
             "text_bytes": len(render_report(rep).encode()), "findings": [f["id"] for f in job["findings"]]}
 
@@ -188,7 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {where}: {r['wall_s']:.1f} s, {r['wall_s'] / n * 1e3:.0f} ms per rank = {ratio:.2f}x the "
                   f"floor ({floor * 1e3:.0f} ms per file); CPU {r['cpu_s'] / n * 1e3:.0f} ms per rank = "
                   f"{cpu_ratio:.2f}x the floor's CPU ({floor_cpu * 1e3:.0f} ms); parent peak RSS "
-                  f"{r['peak_rss_mb']:.0f} MB; ok {r['ok']}/{n}; straggler named {r['straggler']} ({r['cause']}; "
+                  f"{r['peak_rss_mb']:.0f} MB; cyclic GC {r['gc_s'] / n * 1e3:.2f} ms per rank ({r['gc_full']:.0f} full "
+                  f"collections); ok {r['ok']}/{n}; straggler named {r['straggler']} ({r['cause']}; "
                   f"planted {planted(n)}); job findings {r['findings']}; CLI text {r['text_bytes'] / 1e3:.1f} KB; "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)
     lo, hi = min(a.ranks), max(a.ranks)

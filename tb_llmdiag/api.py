@@ -427,26 +427,28 @@ def analyze_index(index: Index, runner: Runner | None = None) -> tuple[list[dict
     (``jobs.build``): each trace is read once; only the ranks of a job keep a (KB-sized) RankSummary.
     The per-file analyses run on ``runner`` (``scale``: local processes, a Dask cluster; this process when
     None), the job reduce here. A task that failed (a bug, a worker that died too often) is that run's error
-    entry; the others are reported."""
+    entry; the others are reported. As each outcome arrives, its report becomes its JSON (the one conversion)
+    and the typed report is dropped: the process holds one copy of each rank's report, never two."""
     in_job = {tf.path for _, _, fs in job_groups(index.files) for tf in fs}
     files = index.files
-    results: list[tuple[RunReport, RankSummary | None] | None] = [None] * len(files)
+    runs: list[dict[str, Any] | None] = [None] * len(files)
+    summaries: dict[str, RankSummary | None] = {}
     tasks = [(tf, tf.path in in_job) for tf in files]
     for i, res, exc in (runner or InlineRunner()).map_unordered(rank_task, tasks, [task_key(tf) for tf in files]):
         if exc is not None:
             line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             res = (error_report(files[i], f"the analysis task failed ({line})"), None)
-        results[i] = res
-    runs, summaries = [], {}
-    for tf, res in zip(files, results):
-        rep, summary = res if res is not None else (error_report(tf, "the analysis task never finished"), None)
-        runs.append(rep.json())  # the one conversion of each run's report
-        summaries[tf.path] = summary
+        runs[i], summaries[files[i].path] = res[0].json(), res[1]
+        del res  # the typed report goes now, not with the next outcome
+    done = [
+        rep if rep is not None else error_report(tf, "the analysis task never finished").json()
+        for tf, rep in zip(files, runs)
+    ]
     jobs = [
         jsonable(job_entry(run, span, [(tf, summaries.get(tf.path)) for tf in fs]))
-        for run, span, fs in job_groups(index.files, {r["path"] for r in runs if r["status"] != "error"})
+        for run, span, fs in job_groups(index.files, {r["path"] for r in done if r["status"] != "error"})
     ]
-    return runs, jobs
+    return done, jobs
 
 
 def job_for_summaries(run: str, span: str, members: list[tuple[TraceFile, dict[str, Any] | None]]) -> dict[str, Any]:
