@@ -74,7 +74,10 @@ def as_metric(e: Entry) -> Metric:
     return Metric(key, unit, better, float(tolerance), LABELS.get(key, label), definition)
 
 
+@lru_cache(maxsize=None)
 def _pattern(key: str) -> re.Pattern[str]:
+    """A key as a regular expression, compiled once (both registries' lookups share it: re's own cache holds fewer
+    patterns than there are keys)."""
     parts = [r"[^.\[\]]+" if p == "*" else re.escape(p) for p in re.split(r"(\*)", key)]
     return re.compile(r"\A" + "".join(parts) + r"\Z")
 
