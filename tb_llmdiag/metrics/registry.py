@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from tb_llmdiag.metrics import EVERY_TOPIC_ENTRIES, EVERY_TOPIC_INTRO, RUN_ENTRIES, RUN_INTRO, headline, summary
 from tb_llmdiag.metrics.entry import Entry, Intro
@@ -74,7 +74,7 @@ def as_metric(e: Entry) -> Metric:
     return Metric(key, unit, better, float(tolerance), LABELS.get(key, label), definition)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pattern(key: str) -> re.Pattern[str]:
     """A key as a regular expression, compiled once (both registries' lookups share it: re's own cache holds fewer
     patterns than there are keys)."""
